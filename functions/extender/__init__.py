@@ -1,0 +1,1 @@
+"""The scheduled extender: renews due leases and reconciles ended executions."""

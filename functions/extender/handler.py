@@ -1,0 +1,79 @@
+"""Extender Lambda: invoked every minute by EventBridge Scheduler; renews due leases, reconciles."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions import aws
+from functions.clock import SystemClock
+from functions.extender.invocation import InvocationReport, run_invocation
+from functions.extender.service import Extender, report_dict, resolve_settings
+from functions.lease import LeaseStore
+from functions.observability import MetricName, MetricsSink, logger, metrics, tracer
+from functions.policies import build_policy
+from functions.settings import Settings, SettingsError
+from functions.visibility import VisibilityClient
+
+SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
+
+
+@cache
+def extender() -> Extender:
+    """The extender of this container: clients, store and policy built once."""
+    if not SETTINGS.table_name:
+        raise SettingsError("table_name (TABLE_NAME) is required by the extender")
+    sqs = aws.sqs()
+    settings = resolve_settings(SETTINGS, sqs)
+    clock = SystemClock()
+    executor = ThreadPoolExecutor(max_workers=settings.max_workers)
+    return Extender(
+        settings=settings,
+        policy=build_policy(settings),
+        store=LeaseStore(
+            aws.dynamodb(),
+            settings.table_name or "",
+            shards=settings.shards,
+            closed_ttl_s=settings.closed_ttl_s,
+            executor=executor,
+        ),
+        visibility=VisibilityClient(sqs, clock=clock, executor=executor),
+        sqs=sqs,
+        clock=clock,
+        executor=executor,
+        stepfunctions=aws.stepfunctions(),
+    )
+
+
+def publish(sink: MetricsSink, report: InvocationReport) -> None:
+    """Every counter as a metric, zeros included, so alarms see data rather than gaps."""
+    renewal, reconciled = report.renewal, report.reconcile
+    for name, value in (
+        (MetricName.RENEWALS, renewal.renewed),
+        (MetricName.RENEWAL_FAILURES_THROTTLED, renewal.throttled),
+        (MetricName.RENEWAL_FAILURES_OTHER, renewal.failed),
+        (MetricName.RENEWALS_GIVEN_UP, renewal.given_up),
+        (MetricName.LAPSES, renewal.lapses),
+        (MetricName.LEASES_CAPPED, renewal.capped),
+        (MetricName.LEASES_LOST, renewal.lost),
+        (MetricName.LEASE_CONFLICTS, renewal.conflicts),
+        (MetricName.LEASES_RELEASED, reconciled.released),
+        (MetricName.LEASES_COMPLETED, reconciled.completed),
+        (MetricName.RECONCILE_FAILURES, reconciled.failed),
+    ):
+        sink.add_metric(name=name, unit="Count", value=value)
+    if renewal.min_time_left_s is not None:
+        sink.add_metric(name=MetricName.TIME_LEFT_AT_RENEWAL, unit="Seconds", value=renewal.min_time_left_s)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    report = run_invocation(extender(), remaining_ms=context.get_remaining_time_in_millis)
+    publish(metrics, report)
+    logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})
+    return {"ticks": report.ticks, "renewal": report_dict(report.renewal), "reconcile": report_dict(report.reconcile)}

@@ -1,0 +1,18 @@
+"""The lease: record, table schema and the DynamoDB store."""
+
+from __future__ import annotations
+
+from functions.lease.exceptions import LeaseError, LeaseNotFoundError
+from functions.lease.schema import table_definition
+from functions.lease.store import LeaseStore
+from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
+
+__all__ = [
+    "CLOSED_STATUSES",
+    "Lease",
+    "LeaseError",
+    "LeaseNotFoundError",
+    "LeaseStatus",
+    "LeaseStore",
+    "table_definition",
+]

@@ -1,0 +1,35 @@
+"""Names of the lease table's keys and index, shared by the store, the stack and the offline runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARTITION_KEY = "pk"
+DUE_INDEX = "due"
+SHARD_ATTR = "shard"
+RENEW_AT_ATTR = "renew_at"
+TTL_ATTR = "expires_at"
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """`CreateTable` arguments for the lease table: on-demand, with the sparse sharded due-index."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
+            {"AttributeName": SHARD_ATTR, "AttributeType": "N"},
+            {"AttributeName": RENEW_AT_ATTR, "AttributeType": "N"},
+        ],
+        "KeySchema": [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": DUE_INDEX,
+                "KeySchema": [
+                    {"AttributeName": SHARD_ATTR, "KeyType": "HASH"},
+                    {"AttributeName": RENEW_AT_ATTR, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    }

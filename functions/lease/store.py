@@ -1,0 +1,347 @@
+"""Lease persistence on DynamoDB: conditional writes fenced by receive count and version.
+
+Every write that changes who owns a message is conditional: a newer receive (higher receive count)
+can never be overwritten by an older one, and two writers of the same lease version cannot both win.
+A conditional write that loses returns `None` rather than raising: losing the race is a normal event
+(another extender run, or a redelivery, got there first) and the caller simply moves on.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from functions.lease.schema import DUE_INDEX, PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR, TTL_ATTR
+from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+_FLOAT_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
+_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s")
+_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "last_error")
+
+
+def _num(seconds: float) -> Decimal:
+    return Decimal(f"{seconds:.3f}")
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
+    """The DynamoDB item (typed attribute values) of a lease."""
+    plain: dict[str, Any] = {PARTITION_KEY: lease.message_id, "status": lease.status.value}
+    for name in _FLOAT_FIELDS:
+        value = getattr(lease, name)
+        if value is not None:
+            plain[name] = _num(value)
+    for name in _INT_FIELDS:
+        plain[name] = getattr(lease, name)
+    for name in _STR_FIELDS:
+        value = getattr(lease, name)
+        if value is not None:
+            plain[name] = value
+    if lease.result is not None:
+        plain["result"] = lease.result
+    if lease.active:
+        if lease.renew_at is None:
+            raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
+        plain[SHARD_ATTR] = shard
+    else:
+        plain.pop(RENEW_AT_ATTR, None)
+    return {key: _serializer.serialize(value) for key, value in plain.items()}
+
+
+def item_to_lease(item: dict[str, Any]) -> Lease:
+    """The lease of a DynamoDB item (typed attribute values)."""
+    plain = {key: _deserializer.deserialize(value) for key, value in item.items()}
+    fields: dict[str, Any] = {"message_id": plain[PARTITION_KEY], "status": LeaseStatus(plain["status"])}
+    for name in _FLOAT_FIELDS:
+        if name in plain:
+            fields[name] = float(plain[name])
+    for name in _INT_FIELDS:
+        if name in plain:
+            fields[name] = int(plain[name])
+    for name in _STR_FIELDS:
+        if name in plain:
+            fields[name] = plain[name]
+    if "result" in plain:
+        fields["result"] = _plain_numbers(plain["result"])
+    return Lease(**fields)
+
+
+def _plain_numbers(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_numbers(v) for v in value]
+    return value
+
+
+def _values(**values: Any) -> dict[str, Any]:
+    return {f":{key}": _serializer.serialize(value) for key, value in values.items()}
+
+
+class LeaseStore:
+    """Reads and conditional writes of leases in one table."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        shards: int,
+        closed_ttl_s: int,
+        executor: Executor | None = None,
+    ) -> None:
+        self._client = client
+        self._table = table_name
+        self._shards = shards
+        self._closed_ttl_s = closed_ttl_s
+        self._executor = executor
+
+    @property
+    def shards(self) -> int:
+        return self._shards
+
+    def shard_of(self, message_id: str) -> int:
+        """Stable shard of a message id (crc32, not `hash`, which changes between processes)."""
+        return zlib.crc32(message_id.encode()) % self._shards
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, message_id: str) -> Lease | None:
+        response = self._client.get_item(
+            TableName=self._table, Key={PARTITION_KEY: {"S": message_id}}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return item_to_lease(item) if item else None
+
+    def due(self, before: float | None = None) -> list[Lease]:
+        """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first.
+
+        Each shard of the sparse index is queried, in parallel when the store has an executor.
+        The index is eventually consistent: a lease read here may be a version behind, which the
+        version condition on every write makes harmless.
+        """
+        shards = range(self._shards)
+        query: Callable[[int], list[Lease]] = lambda shard: list(self._query_shard(shard, before))  # noqa: E731
+        per_shard: Iterable[list[Lease]]
+        if self._executor is None or self._shards == 1:
+            per_shard = map(query, shards)
+        else:
+            per_shard = self._executor.map(query, shards)
+        leases = [lease for chunk in per_shard for lease in chunk if lease.active]
+        leases.sort(key=lambda lease: lease.renew_at or 0.0)
+        return leases
+
+    def _query_shard(self, shard: int, before: float | None) -> Iterator[Lease]:
+        names = {"#shard": SHARD_ATTR}
+        values: dict[str, Any] = {":shard": {"N": str(shard)}}
+        condition = "#shard = :shard"
+        if before is not None:
+            names["#renew_at"] = RENEW_AT_ATTR
+            values[":before"] = {"N": str(_num(before))}
+            condition += " AND #renew_at <= :before"
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        while True:
+            page = self._client.query(**kwargs)
+            for item in page.get("Items", []):
+                yield item_to_lease(item)
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def create(self, lease: Lease) -> bool:
+        """Store the first lease of a message. False if one exists already (the caller decides)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=lease_to_item(lease, self.shard_of(lease.message_id)),
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": PARTITION_KEY},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def refresh_handle(self, current: Lease, newer: Lease) -> Lease | None:
+        """Adopt a newer receive of an ACTIVE lease: its handle, count and timing.
+
+        Fenced by receive count (only a strictly newer receive wins) and by version.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": current.message_id}},
+                UpdateExpression=(
+                    "SET receipt_handle = :handle, receive_count = :rc, received_at = :received, "
+                    "visible_until = :visible, renew_at = :renew_at, renew_until = :renew_until, "
+                    "renewed_at = :received, version = version + :one"
+                ),
+                ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=_values(
+                    handle=newer.receipt_handle,
+                    rc=newer.receive_count,
+                    received=_num(newer.received_at),
+                    visible=_num(newer.visible_until),
+                    renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
+                    renew_until=_num(newer.renew_until),
+                    one=1,
+                    active=LeaseStatus.ACTIVE.value,
+                    version=current.version,
+                ),
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return None
+            raise
+        return replace(
+            current,
+            receipt_handle=newer.receipt_handle,
+            receive_count=newer.receive_count,
+            received_at=newer.received_at,
+            visible_until=newer.visible_until,
+            renew_at=newer.renew_at,
+            renew_until=newer.renew_until,
+            renewed_at=newer.received_at,
+            version=current.version + 1,
+        )
+
+    def record_renewal(
+        self, lease: Lease, *, sent_at: float, visibility_timeout_s: int, renew_at: float
+    ) -> Lease | None:
+        """Record a successful renewal: visible-until counted from the send time (never later than SQS's)."""
+        visible_until = sent_at + visibility_timeout_s
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": lease.message_id}},
+                UpdateExpression=(
+                    "SET visible_until = :visible, renew_at = :renew_at, renewed_at = :sent, "
+                    "renewal_count = renewal_count + :one, version = version + :one"
+                ),
+                ConditionExpression="version = :version AND #status = :active",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=_values(
+                    visible=_num(visible_until),
+                    renew_at=_num(renew_at),
+                    sent=_num(sent_at),
+                    one=1,
+                    version=lease.version,
+                    active=LeaseStatus.ACTIVE.value,
+                ),
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return None
+            raise
+        return replace(
+            lease,
+            visible_until=visible_until,
+            renew_at=renew_at,
+            renewed_at=sent_at,
+            renewal_count=lease.renewal_count + 1,
+            version=lease.version + 1,
+        )
+
+    def close(
+        self,
+        lease: Lease,
+        status: LeaseStatus,
+        *,
+        now: float,
+        error: str | None = None,
+        result: dict[str, Any] | None = None,
+        visible_until: float | None = None,
+    ) -> Lease | None:
+        """Close an ACTIVE lease: leave the due-index, set the TTL, keep the reason."""
+        if status not in CLOSED_STATUSES:
+            raise ValueError(f"close() takes a closed status, not {status}")
+        sets = ["#status = :status", "closed_at = :now", f"{TTL_ATTR} = :ttl", "version = version + :one"]
+        values: dict[str, Any] = {
+            "status": status.value,
+            "now": _num(now),
+            "ttl": int(now) + self._closed_ttl_s,
+            "one": 1,
+            "version": lease.version,
+            "active": LeaseStatus.ACTIVE.value,
+        }
+        if error is not None:
+            sets.append("last_error = :error")
+            values["error"] = error
+        if result is not None:
+            sets.append("#result = :result")
+            values["result"] = result
+        if visible_until is not None:
+            sets.append("visible_until = :visible")
+            values["visible"] = _num(visible_until)
+        names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
+        if result is not None:
+            names["#result"] = "result"
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": lease.message_id}},
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
+                ConditionExpression="version = :version AND #status = :active",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=_values(**values),
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return None
+            raise
+        return replace(
+            lease,
+            status=status,
+            renew_at=None,
+            closed_at=now,
+            version=lease.version + 1,
+            last_error=error if error is not None else lease.last_error,
+            result=result if result is not None else lease.result,
+            visible_until=visible_until if visible_until is not None else lease.visible_until,
+        )
+
+    def note_error(self, lease: Lease, error: str) -> bool:
+        """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": lease.message_id}},
+                UpdateExpression="SET last_error = :error",
+                ConditionExpression="version = :version AND #status = :active",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=_values(error=error, version=lease.version, active=LeaseStatus.ACTIVE.value),
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True

@@ -1,0 +1,38 @@
+"""Logger, metrics and tracer: one instance each, shared by every handler and service."""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "long-jobs")
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "LongJobs")
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+tracer = Tracer(service=SERVICE)
+
+
+class MetricsSink(Protocol):
+    """What publishing needs of Powertools `Metrics` (a recorder in tests)."""
+
+    def add_metric(self, name: str, unit: str, value: float) -> None: ...
+
+
+class MetricName:
+    """Metric names, shared with the dashboard and alarms."""
+
+    RENEWALS = "Renewals"
+    RENEWAL_FAILURES_THROTTLED = "RenewalFailuresThrottled"
+    RENEWAL_FAILURES_OTHER = "RenewalFailuresOther"
+    RENEWALS_GIVEN_UP = "RenewalsGivenUp"
+    TIME_LEFT_AT_RENEWAL = "TimeLeftAtRenewal"
+    LAPSES = "Lapses"
+    LEASES_CAPPED = "LeasesCapped"
+    LEASES_LOST = "LeasesLost"
+    LEASES_RELEASED = "LeasesReleased"
+    LEASES_COMPLETED = "LeasesCompleted"
+    LEASE_CONFLICTS = "LeaseConflicts"
+    RECONCILE_FAILURES = "ReconcileFailures"

@@ -1,0 +1,68 @@
+"""Settling a lease whose job is over: release the message (failure) or delete it (success).
+
+The extender's reconciliation and the execution watcher both end leases through these two
+functions, always with the lease's *current* receipt handle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from functions.clock import Clock
+from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
+from functions.visibility.errors import classify_exception, describe_exception
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+class SettleError(Exception):
+    """SQS refused for a reason that may pass (throttling, a fault): the lease stays ACTIVE, try later."""
+
+
+def release(
+    lease: Lease,
+    *,
+    store: LeaseStore,
+    visibility: VisibilityClient,
+    clock: Clock,
+    reason: str,
+    delay_s: int | None = None,
+) -> Lease | None:
+    """Make the message visible after its release delay and close the lease RELEASED.
+
+    A handle SQS no longer accepts closes the lease LOST instead. Returns the closed lease, or None
+    when the lease changed meanwhile (a newer receive owns it now). Raises `SettleError` otherwise.
+    """
+    delay = lease.release_delay_s if delay_s is None else delay_s
+    outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, delay))
+    now = clock.now()
+    if outcome.ok:
+        return store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=outcome.sent_at + delay)
+    if outcome.failure is FailureClass.LOST:
+        return store.close(lease, LeaseStatus.LOST, now=now, error=f"{reason}; release: {outcome.error}")
+    raise SettleError(f"release of {lease.message_id} failed ({outcome.failure}): {outcome.error}")
+
+
+def complete(
+    lease: Lease,
+    *,
+    store: LeaseStore,
+    sqs: SQSClient,
+    clock: Clock,
+    result: dict[str, Any] | None = None,
+) -> Lease | None:
+    """Delete the message of a job that succeeded and close the lease SUCCEEDED.
+
+    If SQS no longer accepts the handle the lease still closes SUCCEEDED (the job did succeed), with
+    the delete error noted: a redelivery then finds it SUCCEEDED and deletes without re-running.
+    """
+    error = None
+    try:
+        sqs.delete_message(QueueUrl=lease.queue_url, ReceiptHandle=lease.receipt_handle)
+    except Exception as exc:
+        if classify_exception(exc) is not FailureClass.LOST:
+            raise SettleError(f"delete of {lease.message_id} failed: {describe_exception(exc)}") from exc
+        error = f"delete: {describe_exception(exc)}"
+    return store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)

@@ -1,0 +1,229 @@
+"""The extender against moto's SQS and DynamoDB: real messages, real conditional writes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from functions.clock import FakeClock, SystemClock
+from functions.extender.invocation import run_invocation
+from functions.extender.service import renew_due
+from functions.lease import LeaseStatus
+from functions.settings import Settings
+from tests.functional.conftest import Harness, Poller
+
+SHORT = {
+    "adaptive": Settings(policy="adaptive", extender_period_s=0.3, adaptive_ceiling_s=2, min_remaining_life_s=0.5),
+    "threshold": Settings(
+        policy="threshold", visibility_timeout_s=2, threshold_s=1.0, heartbeat_s=0.25, extender_period_s=1
+    ),
+    "remaining": Settings(policy="remaining", visibility_timeout_s=2, heartbeat_s=0.25, extender_period_s=1),
+}
+
+
+def _run_extender_for(harness: Harness, settings: Settings, seconds: float) -> int:
+    """Scheduled invocations back to back for `seconds` of real time; returns renewals made."""
+    ext = harness.extender(settings)
+    renewed = 0
+    end = time.time() + seconds
+    while (start := time.time()) < end:
+        report = run_invocation(ext, remaining_ms=lambda: 60_000)
+        renewed += report.renewal.renewed
+        assert report.renewal.lapses == 0
+        time.sleep(max(0.0, start + settings.extender_period_s - time.time()))  # the next scheduled run
+    return renewed
+
+
+# remaining-time pushes visibility forward by one VT per renewal, so it renews every VT (2 s).
+RUN_SECONDS = {"adaptive": 7.0, "threshold": 7.0, "remaining": 11.0}
+
+
+@pytest.mark.parametrize("policy", sorted(SHORT))
+def test_extender_keeps_message_invisible_across_renewals(harness: Harness, policy: str) -> None:
+    settings = SHORT[policy]
+    message_id = harness.send()
+    [lease] = harness.receive_and_lease(settings)
+    poller = Poller(harness)
+    poller.start()
+    renewed = _run_extender_for(harness, settings, seconds=RUN_SECONDS[policy])
+    seen = poller.stop()
+
+    assert seen == [], f"message became visible while its lease was renewed ({policy})"
+    stored = harness.store(settings).get(message_id)
+    assert stored is not None and stored.status is LeaseStatus.ACTIVE
+    assert renewed >= 5 and stored.renewal_count == renewed
+    assert stored.receipt_handle == lease.receipt_handle
+    # Without the extender the message does come back: the poller could see it.
+    deadline = time.time() + stored.visible_until - time.time() + 3
+    while time.time() < deadline and message_id not in harness.visible_messages():
+        time.sleep(0.2)
+    assert message_id in harness.visible_messages()
+
+
+def test_extender_marks_deleted_message_lost(harness: Harness) -> None:
+    settings = SHORT["threshold"]
+    harness.send()
+    harness.send()
+    deleted, kept = harness.receive_and_lease(settings, count=2)
+    harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=deleted.receipt_handle)
+    clock = FakeClock(time.time() + 1.5)  # both due: within the 1 s threshold
+
+    report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    store = harness.store(settings)
+    lost, renewed = store.get(deleted.message_id), store.get(kept.message_id)
+    assert (report.lost, report.renewed) == (1, 1)
+    assert lost is not None and lost.status is LeaseStatus.LOST and lost.renew_at is None
+    assert lost.last_error is not None and "ReceiptHandleIsInvalid" in lost.last_error
+    assert renewed is not None and renewed.status is LeaseStatus.ACTIVE and renewed.renewal_count == 1
+    assert store.due(None) == [renewed]
+
+
+def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harness) -> None:
+    settings = Settings(policy="threshold", visibility_timeout_s=30, max_renewal_s=60)
+    harness.send()
+    [lease] = harness.receive_and_lease(settings)
+    clock = FakeClock(lease.received_at + 61)
+    calls: list[str] = []
+    harness.sqs.meta.events.register("before-call.sqs.*", lambda model, **_: calls.append(model.name))
+
+    report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    stored = harness.store(settings).get(lease.message_id)
+    assert report.capped == 1 and calls == []
+    assert stored is not None and stored.status is LeaseStatus.CAPPED
+    assert stored.last_error == "max renewal duration reached"
+
+
+def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = SHORT["threshold"]
+    harness.send()
+    harness.send()
+    capped, fine = harness.receive_and_lease(settings, count=2)
+    # moto counts the 12 h from the send: move its clock so the first message is at its limit.
+    import moto.sqs.models as sqs_models
+
+    real = sqs_models.unix_time_millis
+    queue = harness.sqs  # noqa: F841 - the clock patch applies to every message, so widen one's sent time
+    backend_queue = next(iter(sqs_models.sqs_backends.values()))["us-east-1"].queues["jobs"]
+    for message in backend_queue._messages:
+        if message.id == capped.message_id:
+            message.sent_timestamp = int(real() - 43_199_000)
+    clock = FakeClock(time.time() + 1.5)
+
+    report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    store = harness.store(settings)
+    capped_now, fine_now = store.get(capped.message_id), store.get(fine.message_id)
+    assert (report.capped, report.renewed) == (1, 1)
+    assert capped_now is not None and capped_now.status is LeaseStatus.CAPPED
+    assert capped_now.last_error is not None and "beyond the limit" in capped_now.last_error
+    assert fine_now is not None and fine_now.status is LeaseStatus.ACTIVE
+
+
+def test_overlapping_extender_runs_leave_every_lease_consistent(harness: Harness) -> None:
+    settings = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5.0)
+    for _ in range(25):
+        harness.send()
+    leases = harness.receive_and_lease(settings, count=25)
+    clock = FakeClock(time.time() + 26)  # every lease within the 5 s threshold
+    first, second = harness.extender(settings, clock), harness.extender(settings, clock)
+    both_read = threading.Barrier(2)
+    for ext in (first, second):  # make both runs read the same versions before either writes
+        due = ext.store.due
+
+        def due_then_wait(before: float | None = None, _due: Any = due) -> Any:
+            result = _due(before)
+            both_read.wait(timeout=10)
+            return result
+
+        object.__setattr__(ext.store, "due", due_then_wait)
+    reports: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda e=ext: reports.append(renew_due(e, deadline=clock.now() + 30)))
+        for ext in (first, second)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sum(r.renewed for r in reports) == 25 and sum(r.conflicts for r in reports) == 25
+    policy = first.policy
+    for lease in leases:
+        stored = harness.store(settings).get(lease.message_id)
+        assert stored is not None and stored.status is LeaseStatus.ACTIVE
+        assert (stored.version, stored.renewal_count) == (1, 1)
+        assert stored.renewed_at is not None
+        assert stored.visible_until == pytest.approx(stored.renewed_at + 30, abs=0.002)
+        assert stored.renew_at == pytest.approx(policy.renew_at(stored), abs=0.002)
+        assert stored.receipt_handle == lease.receipt_handle
+    assert harness.visible_messages() == []
+
+
+class ThrottlingSqs:
+    """The real (moto) client, but the first `failures` batch calls are throttled like real SQS does."""
+
+    def __init__(self, sqs: Any, failures: int) -> None:
+        self._sqs = sqs
+        self.failures = failures
+        self.batch_calls = 0
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> Any:
+        self.batch_calls += 1
+        if self.batch_calls <= self.failures:
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "RequestThrottled",
+                        "Message": "Rate exceeded",
+                        "QueryErrorCode": "AWS.SimpleQueueService.RequestThrottled",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                "ChangeMessageVisibilityBatch",
+            )
+        return self._sqs.change_message_visibility_batch(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def test_throttled_batch_is_retried_without_lapse(harness: Harness) -> None:
+    settings = SHORT["threshold"].model_copy(update={"retry_base_s": 0.05, "retry_cap_s": 0.2})
+    for _ in range(12):
+        harness.send()
+    leases = harness.receive_and_lease(settings, count=12)
+    throttling = ThrottlingSqs(harness.sqs, failures=3)
+    ext = harness.extender(settings, SystemClock(), sqs=throttling)
+    poller = Poller(harness)
+    poller.start()
+    end = time.time() + 5
+    while time.time() < end:
+        report = run_invocation(ext, remaining_ms=lambda: 60_000)
+        assert report.renewal.lapses == 0 and report.renewal.given_up == 0
+    assert poller.stop() == []
+    assert throttling.batch_calls > 3
+    stored = [harness.store(settings).get(lease.message_id) for lease in leases]
+    assert all(s is not None and s.status is LeaseStatus.ACTIVE and s.renewal_count >= 3 for s in stored)
+
+
+def test_throttling_past_the_deadline_leaves_leases_due_for_the_next_tick(harness: Harness) -> None:
+    settings = SHORT["threshold"]
+    harness.send()
+    harness.receive_and_lease(settings)
+    [lease] = harness.store(settings).due(None)
+    clock = FakeClock(time.time() + 1.5)
+    throttling = ThrottlingSqs(harness.sqs, failures=1000)
+
+    report = renew_due(harness.extender(settings, clock, sqs=throttling), deadline=clock.now() + 1.0)
+
+    stored = harness.store(settings).get(lease.message_id)
+    assert report.given_up == 1 and report.renewed == 0 and report.throttled >= 1
+    assert stored == lease  # untouched: still ACTIVE and due
