@@ -118,7 +118,7 @@ class Settings(BaseModel):
 
     def with_visibility_timeout(self, seconds: int) -> Settings:
         """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
-        return self.model_validate({**self.model_dump(), "visibility_timeout_s": seconds})
+        return self.load({**self.model_dump(), "visibility_timeout_s": seconds})
 
     @model_validator(mode="after")
     def _refuse_lapse_by_construction(self) -> Settings:

@@ -23,7 +23,7 @@ class FailureClass(StrEnum):
     OTHER = "other"  # anything else: keep the lease, note the error, try at the next tick
 
 
-_LOST_CODES = frozenset({"ReceiptHandleIsInvalid", "MessageNotInflight", "QueueDoesNotExist"})
+_LOST_CODES = frozenset({"ReceiptHandleIsInvalid", "MessageNotInflight", "QueueDoesNotExist", "NonExistentQueue"})
 _THROTTLED_CODES = frozenset(
     {
         "RequestThrottled",

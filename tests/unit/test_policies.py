@@ -1,0 +1,152 @@
+"""Policies on a fake clock: the seeds' own numbers and timelines, and adaptive's guarantees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+
+from functions.clock import FakeClock
+from functions.policies import AdaptivePolicy, RemainingTimePolicy, RenewalPolicy, ThresholdPolicy, build_policy
+from functions.policies.remaining_time import extension, renew_after
+from functions.settings import Settings
+
+T0 = 1_000.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    received_at: float
+    visible_until: float
+    last_renewed_at: float
+
+
+def received(policy: RenewalPolicy, at: float = T0) -> Timing:
+    return Timing(at, at + policy.initial_timeout_s(), at)
+
+
+def drive(
+    policy: RenewalPolicy, settings: Settings, *, until: float, clock: FakeClock, tick: float | None = None
+) -> tuple[list[tuple[float, int]], Timing]:
+    """Look at one lease every tick, as the extender does; returns (time, timeout asked) per renewal."""
+    lease = received(policy, clock.now())
+    renew_until = settings.renew_until(lease.received_at)
+    renewals: list[tuple[float, int]] = []
+    while clock.now() < until:
+        now = clock.now()
+        if now < renew_until:
+            decision = policy.decide(now, lease)
+            if decision.renew:
+                renewals.append((now - T0, decision.visibility_timeout_s))
+                lease = replace(lease, visible_until=now + decision.visibility_timeout_s, last_renewed_at=now)
+        clock.advance(tick or settings.tick_s)
+    return renewals, lease
+
+
+@pytest.mark.parametrize(("remaining", "after"), [(0, 0), (1, 0.5), (20, 10), (30, 20), (160, 150)])
+def test_remaining_time_renew_after_matches_seed_000(remaining: float, after: float) -> None:
+    assert renew_after(remaining) == after
+
+
+@pytest.mark.parametrize(("remaining", "vt", "asked"), [(10, 30, 40), (-2, 30, 32), (0, 30, 30), (0.2, 30, 31)])
+def test_remaining_time_extension_matches_seed_000(remaining: float, vt: int, asked: int) -> None:
+    assert extension(remaining, vt) == asked
+
+
+def test_remaining_time_reproduces_seed_000_timeline() -> None:
+    """VT 30 s, max 5 min: renew at T+20, 50, 80 ... each by 40 s; stop at T+300; visible again at T+330."""
+    settings = Settings(policy="remaining", visibility_timeout_s=30, heartbeat_s=1)
+    policy = build_policy(settings)
+    assert isinstance(policy, RemainingTimePolicy)
+    clock = FakeClock(T0)
+
+    renewals, lease = drive(policy, settings, until=T0 + 400, clock=clock)
+
+    assert renewals == [(20.0 + 30 * k, 40) for k in range(10)]  # T+20 ... T+290, then the 5 min cap
+    assert lease.visible_until - T0 == 330  # the message reappears after the last chunk
+
+
+def test_remaining_time_renews_at_once_when_under_400_ms_or_late() -> None:
+    policy = RemainingTimePolicy(visibility_timeout_s=30)
+    fresh = Timing(T0, T0 + 0.3, T0)  # a 300 ms lease: renew-after would be 0.15 s, but under 400 ms it is now
+    assert policy.decide(T0, fresh).renew
+    late = Timing(T0, T0 + 30, T0)
+    decision = policy.decide(T0 + 32, late)  # 2 s past visible
+    assert decision.renew and decision.visibility_timeout_s == 32
+
+
+def test_threshold_reproduces_seed_001_45_second_handler() -> None:
+    """VT 30, threshold 5, heartbeat 1: nothing until T+25, renew to T+55, nothing to T+45 (done)."""
+    settings = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5, heartbeat_s=1)
+    policy = build_policy(settings)
+    assert isinstance(policy, ThresholdPolicy)
+    clock = FakeClock(T0)
+
+    renewals, lease = drive(policy, settings, until=T0 + 45, clock=clock)
+
+    assert renewals == [(25.0, 30)]
+    assert lease.visible_until == T0 + 55
+
+
+def test_threshold_renew_at_is_threshold_before_visible() -> None:
+    policy = ThresholdPolicy(visibility_timeout_s=30, threshold_s=5)
+    assert policy.renew_at(Timing(T0, T0 + 30, T0)) == T0 + 25
+    assert not policy.decide(T0 + 24.9, Timing(T0, T0 + 30, T0)).renew
+
+
+def adaptive(**overrides: object) -> tuple[AdaptivePolicy, Settings]:
+    settings = Settings.load({"policy": "adaptive", **overrides})
+    policy = build_policy(settings)
+    assert isinstance(policy, AdaptivePolicy)
+    return policy, settings
+
+
+def test_adaptive_chunk_grows_with_age_between_floor_and_ceiling() -> None:
+    policy, settings = adaptive()
+    assert policy.initial_timeout_s() == settings.adaptive_floor_s == 301
+    assert policy.chunk_s(0) == 301
+    assert policy.chunk_s(450) == 450
+    assert policy.chunk_s(5 * 3600) == 900  # the default ceiling: 15 min
+
+
+def test_adaptive_ceiling_is_configurable() -> None:
+    policy, _ = adaptive(adaptive_ceiling_s=3600)
+    assert policy.chunk_s(10 * 3600) == 3600
+
+
+def test_adaptive_renews_far_less_often_as_the_job_ages() -> None:
+    policy, settings = adaptive()
+    clock = FakeClock(T0)
+
+    renewals, _ = drive(policy, settings, until=T0 + 6 * 3600, clock=clock)
+
+    first_hour = [t for t, _ in renewals if t < 3600]
+    last_hour = [t for t, _ in renewals if t >= 5 * 3600]
+    assert len(first_hour) > len(last_hour) >= 4
+    assert len(renewals) / 6 < 6  # about five renewals an hour once at the ceiling, against 120 for VT 30
+
+
+@pytest.mark.parametrize("age_s", [0, 400, 3 * 3600])
+def test_adaptive_survives_a_lost_run_and_the_next_a_full_period_late(age_s: float) -> None:
+    """Worst case: the run at t renews at its earliest; the next run is lost; the one after is a period late."""
+    policy, settings = adaptive()
+    period = settings.extender_period_s
+    start = T0 + age_s
+    lease = Timing(T0, start + 1, start - 600)
+    # The last run that saw the lease before it fell due did not renew it; the first run that sees it due does.
+    run = policy.renew_at(lease)
+    decision = policy.decide(run, lease)
+    assert decision.renew
+    renewed = replace(lease, visible_until=run + decision.visibility_timeout_s, last_renewed_at=run)
+    # Runs were on schedule up to `run`; the next is lost, the one after is late by a full period.
+    next_run_seen = run + 2 * period + period
+    assert renewed.visible_until - next_run_seen >= settings.min_remaining_life_s
+    # And a run that is merely late (by up to a period) while the lease was not yet due still finds it in time.
+    not_yet_due = policy.renew_at(renewed) - 0.001
+    assert renewed.visible_until - (not_yet_due + 3 * period) >= settings.min_remaining_life_s
+
+
+def test_adaptive_is_not_due_at_the_next_run_after_a_renewal() -> None:
+    policy, settings = adaptive()
+    lease = received(policy)
+    assert not policy.decide(T0 + settings.extender_period_s, lease).renew
