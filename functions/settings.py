@@ -26,9 +26,6 @@ POLICY_DEFAULT_MAX_RENEWAL_S: dict[str, int] = {
     "adaptive": SQS_MAX_VISIBILITY_S,
 }
 
-LOST_RUNS_SURVIVED = 1
-"""The adaptive policy keeps a message hidden through this many lost scheduled extender runs."""
-
 
 class SettingsError(ValueError):
     """A setting is out of range or the combination could let a message lapse."""
@@ -65,6 +62,12 @@ class Settings(BaseModel):
         gt=0,
         le=SQS_MAX_VISIBILITY_S,
         description="adaptive policy: the longest chunk, so a silently dead job returns within it.",
+    )
+    adaptive_lost_runs_survived: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="adaptive policy: consecutive lost scheduled runs (after one a full period late) survived.",
     )
     cap_safety_s: int = Field(default=60, ge=0, le=3_600, description="Margin kept below the 12 h limit.")
 
@@ -103,9 +106,11 @@ class Settings(BaseModel):
 
     @property
     def adaptive_lead_s(self) -> float:
-        """Renew this long before visible: the worst gap between two extender runs when one is lost
-        and the next is late by a full period, plus the time a call needs to land."""
-        return (LOST_RUNS_SURVIVED + 2) * self.extender_period_s + self.min_remaining_life_s
+        """Renew this long before visible: the worst gap between two extender runs when
+        `adaptive_lost_runs_survived` runs in a row are lost and the next is late by a full period, plus
+        the time a call needs to land. Runs are lost independently, so one lost run alone is too few:
+        at one in 20, two or three in a row turn up within a day."""
+        return (self.adaptive_lost_runs_survived + 2) * self.extender_period_s + self.min_remaining_life_s
 
     @property
     def adaptive_floor_s(self) -> int:
@@ -137,7 +142,8 @@ class Settings(BaseModel):
         if self.adaptive_ceiling_s < floor:
             raise ValueError(
                 f"adaptive_ceiling_s={self.adaptive_ceiling_s} is below {floor} s, the shortest chunk that "
-                f"survives a lost extender run at extender_period_s={self.extender_period_s:g}; "
+                f"survives {self.adaptive_lost_runs_survived} lost extender runs at "
+                f"extender_period_s={self.extender_period_s:g}; "
                 f"valid range: {floor}..{SQS_MAX_VISIBILITY_S - self.cap_safety_s}"
             )
         if self.adaptive_ceiling_s > SQS_MAX_VISIBILITY_S - self.cap_safety_s:

@@ -54,7 +54,7 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         if value is not None:
             plain[name] = value
     if lease.result is not None:
-        plain["result"] = lease.result
+        plain["result"] = _dynamo_numbers(lease.result)
     if lease.active:
         if lease.renew_at is None:
             raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
@@ -92,8 +92,19 @@ def _plain_numbers(value: Any) -> Any:
     return value
 
 
+def _dynamo_numbers(value: Any) -> Any:
+    """Floats as Decimals (DynamoDB's number type), recursively, for free-form maps like a job summary."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _dynamo_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dynamo_numbers(v) for v in value]
+    return value
+
+
 def _values(**values: Any) -> dict[str, Any]:
-    return {f":{key}": _serializer.serialize(value) for key, value in values.items()}
+    return {f":{key}": _serializer.serialize(_dynamo_numbers(value)) for key, value in values.items()}
 
 
 class LeaseStore:

@@ -62,7 +62,13 @@ class Harness:
         return str(self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body)["MessageId"])
 
     def receive_and_lease(
-        self, settings: Settings, clock: Clock | None = None, *, count: int = 1, execution_arn: str | None = None
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        *,
+        count: int = 1,
+        execution_arn: str | None = None,
+        release_delay_s: int = 0,
     ) -> list[Lease]:
         """What the receiver does for a long job: receive with the first chunk, then write the lease."""
         clock = clock or SystemClock()
@@ -88,6 +94,7 @@ class Harness:
                     visible_until=now + policy.initial_timeout_s(),
                     renew_until=settings.renew_until(now),
                     execution_arn=execution_arn,
+                    release_delay_s=release_delay_s,
                 )
                 lease = Lease(**{**timing.__dict__, "renew_at": policy.renew_at(timing)})
                 assert store.create(lease)

@@ -17,7 +17,7 @@ from functions.settings import Settings
 from tests.functional.conftest import Harness, Poller
 
 SHORT = {
-    "adaptive": Settings(policy="adaptive", extender_period_s=0.3, adaptive_ceiling_s=2, min_remaining_life_s=0.5),
+    "adaptive": Settings(policy="adaptive", extender_period_s=0.2, adaptive_ceiling_s=2, min_remaining_life_s=0.5),
     "threshold": Settings(
         policy="threshold", visibility_timeout_s=2, threshold_s=1.0, heartbeat_s=0.25, extender_period_s=1
     ),

@@ -103,8 +103,8 @@ def adaptive(**overrides: object) -> tuple[AdaptivePolicy, Settings]:
 
 def test_adaptive_chunk_grows_with_age_between_floor_and_ceiling() -> None:
     policy, settings = adaptive()
-    assert policy.initial_timeout_s() == settings.adaptive_floor_s == 301
-    assert policy.chunk_s(0) == 301
+    assert policy.initial_timeout_s() == settings.adaptive_floor_s == 421
+    assert policy.chunk_s(0) == 421
     assert policy.chunk_s(450) == 450
     assert policy.chunk_s(5 * 3600) == 900  # the default ceiling: 15 min
 
@@ -123,14 +123,15 @@ def test_adaptive_renews_far_less_often_as_the_job_ages() -> None:
     first_hour = [t for t, _ in renewals if t < 3600]
     last_hour = [t for t, _ in renewals if t >= 5 * 3600]
     assert len(first_hour) > len(last_hour) >= 4
-    assert len(renewals) / 6 < 6  # about five renewals an hour once at the ceiling, against 120 for VT 30
+    assert len(renewals) / 6 < 7  # six an hour at the ceiling (900 s chunks renewed 300 s early), not 120
 
 
 @pytest.mark.parametrize("age_s", [0, 400, 3 * 3600])
-def test_adaptive_survives_a_lost_run_and_the_next_a_full_period_late(age_s: float) -> None:
-    """Worst case: the run at t renews at its earliest; the next run is lost; the one after is a period late."""
+def test_adaptive_survives_lost_runs_and_the_next_a_full_period_late(age_s: float) -> None:
+    """Worst case: a run just misses the due time; the next runs are lost; the one after is a period late."""
     policy, settings = adaptive()
     period = settings.extender_period_s
+    lost = settings.adaptive_lost_runs_survived
     start = T0 + age_s
     lease = Timing(T0, start + 1, start - 600)
     # The last run that saw the lease before it fell due did not renew it; the first run that sees it due does.
@@ -138,12 +139,13 @@ def test_adaptive_survives_a_lost_run_and_the_next_a_full_period_late(age_s: flo
     decision = policy.decide(run, lease)
     assert decision.renew
     renewed = replace(lease, visible_until=run + decision.visibility_timeout_s, last_renewed_at=run)
-    # Runs were on schedule up to `run`; the next is lost, the one after is late by a full period.
-    next_run_seen = run + 2 * period + period
+    # After the renewing run, `lost` runs are lost and the one after is late by a full period.
+    next_run_seen = run + (lost + 1) * period + period
     assert renewed.visible_until - next_run_seen >= settings.min_remaining_life_s
-    # And a run that is merely late (by up to a period) while the lease was not yet due still finds it in time.
+    # A run just before the lease falls due does not renew it; it is found in time all the same.
     not_yet_due = policy.renew_at(renewed) - 0.001
-    assert renewed.visible_until - (not_yet_due + 3 * period) >= settings.min_remaining_life_s
+    assert not policy.decide(not_yet_due, renewed).renew
+    assert renewed.visible_until - (not_yet_due + (lost + 2) * period) >= settings.min_remaining_life_s
 
 
 def test_adaptive_is_not_due_at_the_next_run_after_a_renewal() -> None:

@@ -18,6 +18,7 @@ from functions.settings import Settings, SettingsError
         ({"heartbeat_s": 0}, "heartbeat_s"),
         ({"heartbeat_s": -1}, "heartbeat_s"),
         ({"extender_period_s": 0}, "extender_period_s"),
+        ({"adaptive_lost_runs_survived": 0}, "adaptive_lost_runs_survived"),
         ({"policy": "sometimes"}, "policy"),
         ({"visibility_timeout": 30}, "visibility_timeout"),  # a misspelt key is not ignored
     ],
@@ -37,14 +38,17 @@ def test_settings_range_error_states_the_valid_range() -> None:
     ("values", "message"),
     [
         # seed 004: VT must exceed tick + minimal remaining life
-        ({"policy": "threshold", "visibility_timeout_s": 1, "heartbeat_s": 1}, r"visibility_timeout_s=1 must be greater"),
+        (
+            {"policy": "threshold", "visibility_timeout_s": 1, "heartbeat_s": 1},
+            r"visibility_timeout_s=1 must be greater",
+        ),
         (
             {"policy": "remaining", "visibility_timeout_s": 3, "heartbeat_s": 1, "min_remaining_life_s": 0.5},
             r"when the remaining policy renews",
         ),
         ({"policy": "threshold", "visibility_timeout_s": 30, "threshold_s": 1, "heartbeat_s": 1}, r"threshold_s=1"),
         ({"policy": "threshold", "visibility_timeout_s": 5, "threshold_s": 5}, r"greater than threshold_s=5"),
-        ({"policy": "adaptive", "adaptive_ceiling_s": 200}, r"adaptive_ceiling_s=200 is below 301 s.*valid range"),
+        ({"policy": "adaptive", "adaptive_ceiling_s": 200}, r"adaptive_ceiling_s=200 is below 421 s.*valid range"),
         ({"policy": "adaptive", "adaptive_ceiling_s": 43_190}, r"adaptive_ceiling_s=43190 exceeds the 12 h limit"),
         ({"retry_base_s": 2, "retry_cap_s": 1}, r"retry_cap_s=1.0 must be >= retry_base_s"),
     ],
@@ -70,8 +74,10 @@ def test_settings_max_renewal_defaults_per_policy_and_never_passes_12_hours() ->
 def test_settings_adaptive_bounds_follow_the_schedule() -> None:
     settings = Settings(extender_period_s=60, min_remaining_life_s=0.5)
     assert settings.tick_s == 60
-    assert settings.adaptive_lead_s == 180.5  # one lost run + the next a full period late + landing time
-    assert settings.adaptive_floor_s == 301
+    # three lost runs in a row, the next a full period late, plus landing time
+    assert settings.adaptive_lead_s == 300.5
+    assert settings.adaptive_floor_s == 421
+    assert Settings(adaptive_lost_runs_survived=1).adaptive_lead_s == 180.5
 
 
 def test_settings_from_env_reads_upper_case_names() -> None:

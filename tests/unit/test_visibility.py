@@ -35,19 +35,28 @@ BEYOND = (
         ("InvalidParameterValue", GONE, None, 400, FailureClass.LOST),
         ("InvalidParameterValue", EXPIRED, None, 400, FailureClass.LOST),
         ("InvalidParameterValue", BEYOND, None, 400, FailureClass.CAPPED),
-        ("QueueDoesNotExist", "The specified queue does not exist.", "AWS.SimpleQueueService.NonExistentQueue", 400,
-         FailureClass.LOST),
+        (
+            "QueueDoesNotExist",
+            "The specified queue does not exist.",
+            "AWS.SimpleQueueService.NonExistentQueue",
+            400,
+            FailureClass.LOST,
+        ),
         # the short code is generic; only the legacy query code says what happened
         ("InvalidAddress", "", "AWS.SimpleQueueService.NonExistentQueue;Sender", 400, FailureClass.LOST),
-        ("RequestThrottled", "Rate exceeded", "AWS.SimpleQueueService.RequestThrottled", 400,
-         FailureClass.THROTTLED),
+        ("RequestThrottled", "Rate exceeded", "AWS.SimpleQueueService.RequestThrottled", 400, FailureClass.THROTTLED),
         ("ThrottlingException", "Rate exceeded", None, 400, FailureClass.THROTTLED),
         ("KmsThrottled", "KMS rate exceeded", "KMS.ThrottlingException", 400, FailureClass.THROTTLED),
         ("InternalError", "We encountered an internal error.", None, 500, FailureClass.THROTTLED),
         ("ServiceUnavailable", "", None, 503, FailureClass.THROTTLED),
         ("SomethingNew", "", None, 502, FailureClass.THROTTLED),
-        ("InvalidParameterValue", "Value 50000 for parameter VisibilityTimeout is invalid. Reason: must be "
-         "between 0 and 43200.", None, 400, FailureClass.OTHER),
+        (
+            "InvalidParameterValue",
+            "Value 50000 for parameter VisibilityTimeout is invalid. Reason: must be between 0 and 43200.",
+            None,
+            400,
+            FailureClass.OTHER,
+        ),
         ("AccessDenied", "not authorized to perform sqs:ChangeMessageVisibility", None, 403, FailureClass.OTHER),
     ],
 )
@@ -105,7 +114,12 @@ def test_batch_failed_entries_are_classified_one_by_one(sqs: tuple[Any, Stubber]
 
     assert [o.key for o in outcomes] == [c.key for c in batch]
     assert [o.failure for o in outcomes] == [
-        None, FailureClass.LOST, FailureClass.LOST, FailureClass.CAPPED, FailureClass.THROTTLED, None,
+        None,
+        FailureClass.LOST,
+        FailureClass.LOST,
+        FailureClass.CAPPED,
+        FailureClass.THROTTLED,
+        None,
     ]
     assert outcomes[3].error is not None and "beyond the limit" in outcomes[3].error
     assert all(o.sent_at == 5.0 for o in outcomes)

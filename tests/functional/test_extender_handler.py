@@ -1,0 +1,96 @@
+"""The extender Lambda handler end to end on moto: settings from the environment, EMF metrics out."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+
+from functions.lease import Lease, LeaseStatus
+from functions.settings import Settings, SettingsError
+from tests.functional.conftest import TABLE, Harness
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "extender"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:extender"
+    aws_request_id: str = "req-1"
+    deadline: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.deadline - time.time()) * 1000)
+
+
+def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    import functions.extender.handler as handler
+
+    handler = importlib.reload(handler)
+    handler.extender.cache_clear()
+    return handler
+
+
+def emitted_metrics(out: str) -> dict[str, float]:
+    for line in out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            blob = json.loads(line)
+            names = [m["Name"] for m in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+            return {name: blob[name][0] if isinstance(blob[name], list) else blob[name] for name in names}
+    raise AssertionError(f"no EMF metrics in output: {out!r}")
+
+
+def test_extender_handler_renews_due_leases_and_publishes_metrics(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, SHARDS="8")
+    machine = harness.stepfunctions.create_state_machine(
+        name="jobs",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    execution = harness.stepfunctions.start_execution(stateMachineArn=machine, name="job-1")["executionArn"]
+    harness.send()
+    [received] = harness.receive_and_lease(Settings(), execution_arn=execution)
+    store = harness.store(Settings())
+    # make it due now, 500 s into the job, with 5 s of visibility left
+    now = time.time()
+    due = Lease(**{**received.__dict__, "received_at": now - 500, "visible_until": now + 5, "renew_at": now - 1})
+    harness.dynamodb.delete_item(TableName=TABLE, Key={"pk": {"S": received.message_id}})
+    assert store.create(due)
+
+    result = handler.handler({"source": "aws.scheduler"}, FakeContext(deadline=now + 55))
+
+    assert result["ticks"] == 1 and result["renewal"]["renewed"] == 1
+    stored = store.get(due.message_id)
+    assert stored is not None and stored.status is LeaseStatus.ACTIVE and stored.renewal_count == 1
+    assert stored.visible_until - (stored.renewed_at or 0) == pytest.approx(500, abs=1)  # chunk = job age
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["Renewals"] == 1 and metrics["Lapses"] == 0 and metrics["LeasesLost"] == 0
+    assert 0 < metrics["TimeLeftAtRenewal"] <= 5
+    assert metrics["LeasesReleased"] == 0  # its execution is running: reconciliation leaves it
+
+
+def test_extender_handler_refuses_a_bad_setting_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError, match="heartbeat_s"):
+        load_handler(monkeypatch, HEARTBEAT_S="-1")
+
+
+def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TABLE_NAME", raising=False)
+    handler = load_handler(monkeypatch)
+    with pytest.raises(SettingsError, match="TABLE_NAME"):
+        handler.handler({}, FakeContext(deadline=time.time() + 55))
+
+
+def test_extender_handler_reads_vt_from_the_queue_for_fixed_vt_policies(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, POLICY="threshold")
+    assert handler.extender().settings.visibility_timeout_s == 30  # the queue's attribute

@@ -1,0 +1,112 @@
+"""The lease store on moto's DynamoDB: fencing, versions, the sparse due-index and closing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.settings import Settings
+from tests.functional.conftest import Harness
+
+NOW = 1_800_000_000.0
+
+
+def lease(message_id: str = "m-1", **overrides: object) -> Lease:
+    base = Lease(
+        message_id=message_id,
+        queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+        receipt_handle="handle-1",
+        receive_count=1,
+        received_at=NOW,
+        visible_until=NOW + 301,
+        renew_until=NOW + 43_140,
+        renew_at=NOW + 120.5,
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:jobs:m-1-1",
+        job_type="spark",
+        release_delay_s=30,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(harness: Harness) -> LeaseStore:
+    return harness.store(Settings(shards=4))
+
+
+def test_lease_store_round_trips_every_field(store: LeaseStore) -> None:
+    original = lease()
+    assert store.create(original)
+    assert store.get("m-1") == original
+    assert store.get("missing") is None
+
+
+def test_lease_store_create_refuses_a_second_lease_for_the_message(store: LeaseStore) -> None:
+    assert store.create(lease())
+    assert not store.create(lease(receipt_handle="handle-2", receive_count=2))
+    stored = store.get("m-1")
+    assert stored is not None and stored.receipt_handle == "handle-1"
+
+
+def test_lease_store_refuses_an_active_lease_without_renew_at(store: LeaseStore) -> None:
+    with pytest.raises(ValueError, match="needs renew_at"):
+        store.create(lease(renew_at=None))
+
+
+def test_lease_store_refresh_is_fenced_by_receive_count(store: LeaseStore) -> None:
+    current = lease()
+    store.create(current)
+    newer = lease(
+        receipt_handle="handle-3", receive_count=3, received_at=NOW + 50, visible_until=NOW + 351, renew_at=NOW + 170.5
+    )
+    refreshed = store.refresh_handle(current, newer)
+    assert refreshed is not None and refreshed.version == 1 and refreshed.receipt_handle == "handle-3"
+    assert store.get("m-1") == refreshed
+    # an older receive (count 2) arriving late never overwrites the newer one, even at the current version
+    older = lease(receipt_handle="handle-2", receive_count=2)
+    assert store.refresh_handle(refreshed, older) is None
+    # nor does a write based on a stale version
+    assert store.refresh_handle(current, lease(receipt_handle="handle-4", receive_count=4)) is None
+    stored = store.get("m-1")
+    assert stored is not None and stored.receipt_handle == "handle-3"
+
+
+def test_lease_store_renewal_is_fenced_by_version(store: LeaseStore) -> None:
+    current = lease()
+    store.create(current)
+    first = store.record_renewal(current, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5)
+    assert first is not None and (first.version, first.renewal_count) == (1, 1)
+    assert first.visible_until == NOW + 422
+    assert store.record_renewal(current, sent_at=NOW + 122, visibility_timeout_s=301, renew_at=NOW + 1) is None
+    assert store.get("m-1") == first
+
+
+def test_lease_store_due_queries_every_shard_soonest_first(store: LeaseStore) -> None:
+    ids = [f"m-{i}" for i in range(40)]
+    for i, message_id in enumerate(ids):
+        store.create(lease(message_id, renew_at=NOW + i))
+    assert {store.shard_of(m) for m in ids} == {0, 1, 2, 3}
+    due = store.due(before=NOW + 9.5)
+    assert [d.message_id for d in due] == ids[:10]
+    assert len(store.due(None)) == 40
+
+
+def test_lease_store_close_leaves_the_index_and_sets_ttl(store: LeaseStore, harness: Harness) -> None:
+    current = lease()
+    store.create(current)
+    closed = store.close(current, LeaseStatus.SUCCEEDED, now=NOW + 600, result={"rows_out": 10, "ratio": 0.5})
+    assert closed is not None and closed.status is LeaseStatus.SUCCEEDED and closed.renew_at is None
+    assert store.due(None) == []
+    assert store.get("m-1") == closed
+    item = harness.dynamodb.get_item(TableName="leases", Key={"pk": {"S": "m-1"}})["Item"]
+    assert "shard" not in item and "renew_at" not in item
+    assert int(item["expires_at"]["N"]) == int(NOW + 600) + Settings().closed_ttl_s
+    # a closed lease is closed for good: neither renewed nor closed again
+    assert store.record_renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW) is None
+    assert store.close(closed, LeaseStatus.RELEASED, now=NOW) is None
+
+
+def test_lease_store_close_takes_only_closed_statuses(store: LeaseStore) -> None:
+    with pytest.raises(ValueError, match="closed status"):
+        store.close(lease(), LeaseStatus.ACTIVE, now=NOW)

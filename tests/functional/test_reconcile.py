@@ -1,0 +1,118 @@
+"""Reconciliation on moto: leases whose execution ended or never started are settled; running ones are not."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from functions.clock import FakeClock
+from functions.extender.reconcile import reconcile
+from functions.lease import Lease, LeaseStatus
+from functions.settings import Settings
+from tests.functional.conftest import Harness
+
+SETTINGS = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5, reconcile_grace_s=120)
+DEFINITION = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+
+
+def state_machine(harness: Harness) -> str:
+    return str(
+        harness.stepfunctions.create_state_machine(
+            name="jobs", definition=DEFINITION, roleArn="arn:aws:iam::123456789012:role/sfn"
+        )["stateMachineArn"]
+    )
+
+
+def execution_arn(name: str) -> str:
+    return f"arn:aws:states:us-east-1:123456789012:execution:jobs:{name}"
+
+
+def leased(harness: Harness, name: str, *, clock: FakeClock | None = None, delay: int = 0) -> Lease:
+    harness.send(json.dumps({"job": name}))
+    [lease] = harness.receive_and_lease(SETTINGS, clock, execution_arn=execution_arn(name), release_delay_s=delay)
+    return lease
+
+
+def status_of(harness: Harness, lease: Lease) -> LeaseStatus:
+    stored = harness.store(SETTINGS).get(lease.message_id)
+    assert stored is not None
+    return stored.status
+
+
+def test_reconcile_settles_ended_and_never_started_executions(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn = state_machine(harness)
+    running, aborted, failed, succeeded, missing = (
+        leased(harness, n) for n in ("running", "aborted", "failed", "succeeded", "missing")
+    )
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="running")
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="aborted")
+    harness.stepfunctions.stop_execution(executionArn=execution_arn("aborted"))
+    monkeypatch.setenv("SF_EXECUTION_HISTORY_TYPE", "FAILURE")  # moto starts this one FAILED
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="failed")
+    monkeypatch.delenv("SF_EXECUTION_HISTORY_TYPE")
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="succeeded")
+    _moto_execution("succeeded").status = "SUCCEEDED"  # moto cannot finish one by itself without execution on
+    clock = FakeClock(time.time() + 200)  # all past the 120 s grace
+    young = leased(harness, "young", clock=FakeClock(clock.now() - 10))
+
+    report = reconcile(harness.extender(SETTINGS, clock), deadline=clock.now() + 30)
+
+    assert status_of(harness, running) is LeaseStatus.ACTIVE
+    assert status_of(harness, young) is LeaseStatus.ACTIVE  # inside the grace period: receiver may be mid-way
+    for lease in (aborted, failed, missing):
+        assert status_of(harness, lease) is LeaseStatus.RELEASED
+    assert status_of(harness, succeeded) is LeaseStatus.SUCCEEDED
+    assert (report.checked, report.running, report.released, report.completed) == (5, 1, 3, 1)
+    visible = harness.visible_messages()
+    assert sorted(visible) == sorted(lease.message_id for lease in (aborted, failed, missing))
+    stored = harness.store(SETTINGS).get(missing.message_id)
+    assert stored is not None and stored.last_error == "execution never started"
+
+
+def test_reconcile_release_uses_the_lease_release_delay(harness: Harness) -> None:
+    state_machine(harness)
+    lease = leased(harness, "gone", delay=600)
+    clock = FakeClock(time.time() + 200)
+
+    report = reconcile(harness.extender(SETTINGS, clock), deadline=clock.now() + 30)
+
+    stored = harness.store(SETTINGS).get(lease.message_id)
+    assert report.released == 1 and stored is not None and stored.status is LeaseStatus.RELEASED
+    assert stored.visible_until == pytest.approx(clock.now() + 600, abs=1)
+    assert harness.visible_messages() == []  # hidden for the release delay
+
+
+def test_reconcile_is_rate_limited_and_capped_per_run(harness: Harness) -> None:
+    state_machine(harness)
+    leases = [leased(harness, f"gone-{i}") for i in range(6)]
+    settings = SETTINGS.model_copy(update={"reconcile_rate_per_s": 2.0, "reconcile_max_per_run": 4})
+    clock = FakeClock(time.time() + 200)
+    start = clock.now()
+
+    report = reconcile(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    assert report.checked == 4 and report.released == 4
+    assert clock.now() - start >= 1.5  # four calls at two per second
+    assert sum(status_of(harness, lease) is LeaseStatus.ACTIVE for lease in leases) == 2
+
+
+def test_reconcile_lost_handle_closes_the_lease_lost(harness: Harness) -> None:
+    state_machine(harness)
+    lease = leased(harness, "deleted-elsewhere")
+    harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=lease.receipt_handle)
+    clock = FakeClock(time.time() + 200)
+
+    reconcile(harness.extender(SETTINGS, clock), deadline=clock.now() + 30)
+
+    assert status_of(harness, lease) is LeaseStatus.LOST
+
+
+def _moto_execution(name: str) -> object:
+    from moto.stepfunctions.models import stepfunctions_backends
+
+    machine = stepfunctions_backends["123456789012"]["us-east-1"].state_machines[0]
+    return next(e for e in machine.executions if e.name == name)
