@@ -49,8 +49,8 @@ Measures, per policy (message-hours = sum of job durations / 3600):
 
 Also reported: renewals, batch calls, passes, invocations, lost runs and the longest streak of
 consecutive lost runs, and the longest time between two passes (`max_pass_gap_s`), to read lapses
-against: adaptive renews `settings.adaptive_lead_s` (180.5 s) before visible, which covers one lost
-run next to a run late by a full period (a 180 s gap) but not two lost runs in a row.
+against: adaptive renews `settings.adaptive_lead_s` (300.5 s by default) before visible, which covers
+three lost runs in a row followed by one late by a full period (a 300 s gap).
 
 Run from the repository root: `python -m benchmarks.renewal_cost [--jobs N] [--seed S] [--lateness F]
 [--loss-rate P] [--json]`.
@@ -70,11 +70,10 @@ from dataclasses import asdict, dataclass, field
 
 from functions.policies import RenewalPolicy, build_policy
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+from functions.visibility import BATCH_LIMIT
 
 DESCRIPTION = "Renewal cost: SQS requests, DynamoDB writes, lapses and dead-job exposure of each policy."
 ARRIVAL, END = 0, 1
-BATCH_LIMIT = 10
-"""Entries in one `ChangeMessageVisibilityBatch` call."""
 
 POLICY_SETTINGS: dict[str, Settings] = {
     # seed 000's values, but renewing up to 12 h instead of its 5 min default
