@@ -1,0 +1,55 @@
+"""One scheduled invocation: a single pass for adaptive, sub-minute ticks bounded by time for the others."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from functions.clock import FakeClock
+from functions.extender.invocation import run_invocation
+from functions.settings import Settings
+from tests.functional.conftest import Harness
+
+
+def remaining_from(clock: FakeClock, budget_s: float) -> Callable[[], int]:
+    """A Lambda context's get_remaining_time_in_millis, on the fake clock."""
+    deadline = clock.now() + budget_s
+    return lambda: int((deadline - clock.now()) * 1000)
+
+
+def test_invocation_runs_one_pass_for_adaptive(harness: Harness) -> None:
+    clock = FakeClock(time.time())
+    remaining = remaining_from(clock, 60)
+    report = run_invocation(harness.extender(Settings(), clock), remaining_ms=remaining)
+    assert report.ticks == 1 and clock.now() - time.time() < 60
+
+
+def test_invocation_ticks_every_heartbeat_until_the_next_scheduled_run(harness: Harness) -> None:
+    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1, extender_period_s=60)
+    clock = FakeClock(time.time())
+    start = clock.now()
+    remaining = remaining_from(clock, 900)  # a long Lambda timeout: the period bounds the loop
+    report = run_invocation(harness.extender(settings, clock), remaining_ms=remaining)
+    assert report.ticks == 60 and 59 <= clock.now() - start < 60
+
+
+def test_invocation_stops_before_the_lambda_timeout(harness: Harness) -> None:
+    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1, invocation_margin_s=2)
+    clock = FakeClock(time.time())
+    start = clock.now()
+    remaining = remaining_from(clock, 10)
+    report = run_invocation(harness.extender(settings, clock), remaining_ms=remaining)
+    assert report.ticks == 8 and clock.now() - start < 8
+
+
+def test_invocation_renews_a_lease_that_falls_due_between_ticks(harness: Harness) -> None:
+    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1)
+    clock = FakeClock(time.time())
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, clock)
+    remaining = remaining_from(clock, 60)
+    report = run_invocation(harness.extender(settings, clock), remaining_ms=remaining)
+    # due at +25 (5 s threshold of a 30 s VT) and again 25 s after that renewal
+    assert report.renewal.renewed == 2 and report.renewal.lapses == 0
+    stored = harness.store(settings).get(lease.message_id)
+    assert stored is not None and stored.renewal_count == 2
