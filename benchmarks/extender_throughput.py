@@ -14,7 +14,7 @@ waits), with a body in the service's JSON 1.0 wire format:
 - DynamoDB `Query` on the due-index returns real lease items (`lease_to_item`) of the asked shard with
   `renew_at <= :before`, soonest first, paginated with `LastEvaluatedKey` like DynamoDB (at most 1 MB
   a page; pages are also cut at `PAGE_ITEMS` items, so a shard takes several round trips).
-- DynamoDB `UpdateItem` (the conditional renewal record) answers `{}`.
+- DynamoDB `TransactWriteItems` (100 conditional renewal records a call) and `UpdateItem` answer `{}`.
 - SQS `ChangeMessageVisibilityBatch` answers every entry `Id` of the request as `Successful`.
 
 Each pass gets a fresh set of leases, all due (`renew_at <= now`, well inside their hard stop and not
@@ -76,7 +76,7 @@ WARMUP_LEASES = 200
 RECEIPT_HANDLE_BYTES = 240  # base64: 320 characters, the size of real SQS receipt handles
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
-UPDATE_ITEM_BODY = b"{}"
+EMPTY_BODY = b"{}"
 
 
 class _RawBody(BytesIO):
@@ -133,8 +133,8 @@ class FakeAws:
         operation = (target.decode() if isinstance(target, bytes) else target).split(".", 1)[1]
         if operation == "Query":
             body = self._query(_json_body(request))
-        elif operation == "UpdateItem":
-            body = UPDATE_ITEM_BODY
+        elif operation in ("UpdateItem", "TransactWriteItems"):
+            body = EMPTY_BODY
         elif operation == "ChangeMessageVisibilityBatch":
             body = self._change_visibility_batch(_json_body(request))
         else:

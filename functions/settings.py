@@ -75,7 +75,7 @@ class Settings(BaseModel):
     queue_url: str | None = None
     shards: int = Field(default=8, ge=1, le=64, description="Partitions of the due-index.")
     closed_ttl_s: int = Field(default=7 * 86_400, gt=0, description="How long closed leases are kept.")
-    max_workers: int = Field(default=16, ge=1, le=128, description="Parallel AWS calls in one pass.")
+    max_workers: int = Field(default=16, ge=1, le=64, description="Parallel AWS calls (the client pool holds 64).")
 
     retry_base_s: float = Field(default=0.2, gt=0)
     retry_cap_s: float = Field(default=5.0, gt=0)

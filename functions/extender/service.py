@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from functions.clock import Clock
-from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from functions.observability import logger
 from functions.policies import RenewalPolicy
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
@@ -147,9 +147,8 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
         by_class.setdefault(outcome.failure, []).append(outcome)
 
     successes = by_class.get(None, [])
-    for outcome in successes:
-        _observe_time_left(plan[outcome.key].lease, outcome.sent_at, report)
-    renewed = ext.parallel(lambda o: _record(ext, plan[o.key], o), successes)
+    _observe_time_left([(plan[o.key].lease, o.sent_at) for o in successes], report)
+    renewed = ext.store.record_renewals([_renewal(ext, plan[o.key], o) for o in successes])
     report.renewed += sum(1 for lease in renewed if lease is not None)
     report.conflicts += sum(1 for lease in renewed if lease is None)
 
@@ -172,24 +171,28 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
     return [plan[o.key].lease for o in throttled]
 
 
-def _observe_time_left(lease: Lease, sent_at: float, report: PassReport) -> None:
-    time_left = lease.visible_until - sent_at
-    if time_left < 0:
-        report.lapses += 1  # the message may have been visible already: a lapse (renewed anyway)
-        logger.warning("lease lapsed before renewal", extra={"message_id": lease.message_id, "late_s": -time_left})
-    if report.min_time_left_s is None or time_left < report.min_time_left_s:
-        report.min_time_left_s = time_left
+def _observe_time_left(renewed: Sequence[tuple[Lease, float]], report: PassReport) -> None:
+    """Margin left at each renewal; a negative one is a lapse (the message may have been visible)."""
+    late: list[tuple[float, str]] = []
+    for lease, sent_at in renewed:
+        time_left = lease.visible_until - sent_at
+        if time_left < 0:
+            late.append((-time_left, lease.message_id))
+        if report.min_time_left_s is None or time_left < report.min_time_left_s:
+            report.min_time_left_s = time_left
+    if late:
+        report.lapses += len(late)
+        late.sort(reverse=True)
+        logger.warning(
+            "leases lapsed before renewal (renewed anyway)",
+            extra={"count": len(late), "worst_late_s": late[0][0], "message_ids": [m for _, m in late[:5]]},
+        )
 
 
-def _record(ext: Extender, planned: _Planned, outcome: ChangeOutcome) -> Lease | None:
+def _renewal(ext: Extender, planned: _Planned, outcome: ChangeOutcome) -> Renewal:
     lease = planned.lease
     renewed = _Timing(lease.received_at, outcome.sent_at + planned.timeout_s, outcome.sent_at)
-    return ext.store.record_renewal(
-        lease,
-        sent_at=outcome.sent_at,
-        visibility_timeout_s=planned.timeout_s,
-        renew_at=ext.policy.renew_at(renewed),
-    )
+    return Renewal(lease, outcome.sent_at, planned.timeout_s, ext.policy.renew_at(renewed))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functions.lease.exceptions import LeaseError, LeaseNotFoundError
 from functions.lease.schema import table_definition
-from functions.lease.store import LeaseStore
+from functions.lease.store import LeaseStore, Renewal
 from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "LeaseNotFoundError",
     "LeaseStatus",
     "LeaseStore",
+    "Renewal",
     "table_definition",
 ]

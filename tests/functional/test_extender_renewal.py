@@ -133,6 +133,14 @@ def test_overlapping_extender_runs_leave_every_lease_consistent(harness: Harness
         harness.send()
     leases = harness.receive_and_lease(settings, count=25)
     clock = FakeClock(time.time() + 26)  # every lease within the 5 s threshold
+    # DynamoDB isolates conflicting transactions; moto's are not thread-safe, so serialize them here.
+    transact, lock = harness.dynamodb.transact_write_items, threading.Lock()
+
+    def isolated(**kwargs: Any) -> Any:
+        with lock:
+            return transact(**kwargs)
+
+    harness.dynamodb.transact_write_items = isolated
     first, second = harness.extender(settings, clock), harness.extender(settings, clock)
     both_read = threading.Barrier(2)
     for ext in (first, second):  # make both runs read the same versions before either writes

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from functions.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -75,11 +75,33 @@ def test_lease_store_refresh_is_fenced_by_receive_count(store: LeaseStore) -> No
 def test_lease_store_renewal_is_fenced_by_version(store: LeaseStore) -> None:
     current = lease()
     store.create(current)
-    first = store.record_renewal(current, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5)
+    first = store.record_renewal(Renewal(current, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5))
     assert first is not None and (first.version, first.renewal_count) == (1, 1)
     assert first.visible_until == NOW + 422
-    assert store.record_renewal(current, sent_at=NOW + 122, visibility_timeout_s=301, renew_at=NOW + 1) is None
+    assert store.record_renewal(Renewal(current, sent_at=NOW + 122, visibility_timeout_s=301, renew_at=NOW)) is None
     assert store.get("m-1") == first
+
+
+def test_lease_store_records_renewals_in_transactions_fenced_by_version(store: LeaseStore) -> None:
+    leases = [lease(f"m-{i}") for i in range(230)]  # three transactions: 100, 100, 30
+    for item in leases:
+        store.create(item)
+    stale = {5, 150, 229}
+    for i in stale:  # another writer renewed these first
+        assert store.record_renewal(Renewal(leases[i], sent_at=NOW + 100, visibility_timeout_s=300, renew_at=NOW))
+
+    results = store.record_renewals(
+        [Renewal(item, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5) for item in leases]
+    )
+
+    assert [i for i, result in enumerate(results) if result is None] == sorted(stale)
+    for i, result in enumerate(results):
+        stored = store.get(f"m-{i}")
+        assert stored is not None
+        if i in stale:
+            assert stored.visible_until == NOW + 400 and stored.version == 1  # the other writer's renewal stands
+        else:
+            assert stored == result and stored.visible_until == NOW + 422 and stored.version == 1
 
 
 def test_lease_store_due_queries_every_shard_soonest_first(store: LeaseStore) -> None:
@@ -103,7 +125,8 @@ def test_lease_store_close_leaves_the_index_and_sets_ttl(store: LeaseStore, harn
     assert "shard" not in item and "renew_at" not in item
     assert int(item["expires_at"]["N"]) == int(NOW + 600) + Settings().closed_ttl_s
     # a closed lease is closed for good: neither renewed nor closed again
-    assert store.record_renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW) is None
+    assert store.record_renewal(Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)) is None
+    assert store.record_renewals([Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)]) == [None]
     assert store.close(closed, LeaseStatus.RELEASED, now=NOW) is None
 
 
