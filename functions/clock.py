@@ -44,10 +44,6 @@ class FakeClock:
         with self._lock:
             self._now += seconds
 
-    def set(self, when: float) -> None:
-        with self._lock:
-            self._now = when
-
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             self.advance(seconds)

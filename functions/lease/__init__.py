@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functions.lease.exceptions import LeaseError, LeaseNotFoundError
 from functions.lease.schema import table_definition
 from functions.lease.store import LeaseStore, Renewal
 from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
@@ -10,8 +9,6 @@ from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
 __all__ = [
     "CLOSED_STATUSES",
     "Lease",
-    "LeaseError",
-    "LeaseNotFoundError",
     "LeaseStatus",
     "LeaseStore",
     "Renewal",

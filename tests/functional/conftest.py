@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -37,7 +37,6 @@ class Harness:
     stepfunctions: Any
     queue_url: str
     executor: ThreadPoolExecutor
-    sent: dict[str, str] = field(default_factory=dict)  # job name -> message id
 
     def store(self, settings: Settings) -> LeaseStore:
         return LeaseStore(
