@@ -18,7 +18,7 @@ from functions.clock import Clock
 from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from functions.observability import logger
 from functions.policies import RenewalPolicy
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
 from functions.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -85,7 +85,10 @@ def resolve_settings(settings: Settings, sqs: SQSClient) -> Settings:
     if settings.policy == "adaptive" or settings.visibility_timeout_s is not None:
         return settings
     if not settings.queue_url:
-        return settings.with_visibility_timeout(0)  # refused by validation with the rule that applies
+        raise SettingsError(
+            f"queue_url (QUEUE_URL) is required: the {settings.policy} policy reads the queue's VisibilityTimeout "
+            "when visibility_timeout_s is unset"
+        )
     attributes = sqs.get_queue_attributes(QueueUrl=settings.queue_url, AttributeNames=["VisibilityTimeout"])
     return settings.with_visibility_timeout(int(attributes["Attributes"]["VisibilityTimeout"]))
 

@@ -94,3 +94,10 @@ def test_extender_handler_reads_vt_from_the_queue_for_fixed_vt_policies(
 ) -> None:
     handler = load_handler(monkeypatch, TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, POLICY="threshold")
     assert handler.extender().settings.visibility_timeout_s == 30  # the queue's attribute
+
+
+def test_extender_handler_needs_the_queue_url_to_read_its_vt(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QUEUE_URL", raising=False)
+    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, POLICY="remaining")
+    with pytest.raises(SettingsError, match=r"queue_url \(QUEUE_URL\) is required"):
+        handler.extender()
