@@ -9,7 +9,7 @@ A conditional write that loses returns `None` rather than raising: losing the ra
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -178,7 +178,10 @@ class LeaseStore:
         version condition on every write makes harmless.
         """
         shards = range(self._shards)
-        query: Callable[[int], list[Lease]] = lambda shard: list(self._query_shard(shard, before))  # noqa: E731
+
+        def query(shard: int) -> list[Lease]:
+            return list(self._query_shard(shard, before))
+
         per_shard: Iterable[list[Lease]]
         if self._executor is None or self._shards == 1:
             per_shard = map(query, shards)

@@ -99,22 +99,18 @@ def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harne
     assert stored.last_error == "max renewal duration reached"
 
 
-def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) -> None:
     settings = SHORT["threshold"]
     harness.send()
     harness.send()
     capped, fine = harness.receive_and_lease(settings, count=2)
-    # moto counts the 12 h from the send: move its clock so the first message is at its limit.
+    # moto counts the 12 h from the send: date the first message's send back to just under 12 h ago.
     import moto.sqs.models as sqs_models
 
-    real = sqs_models.unix_time_millis
-    queue = harness.sqs  # noqa: F841 - the clock patch applies to every message, so widen one's sent time
-    backend_queue = next(iter(sqs_models.sqs_backends.values()))["us-east-1"].queues["jobs"]
+    backend_queue = sqs_models.sqs_backends["123456789012"]["us-east-1"].queues["jobs"]
     for message in backend_queue._messages:
         if message.id == capped.message_id:
-            message.sent_timestamp = int(real() - 43_199_000)
+            message.sent_timestamp = int(sqs_models.unix_time_millis() - 43_199_000)
     clock = FakeClock(time.time() + 1.5)
 
     report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
