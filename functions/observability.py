@@ -36,3 +36,17 @@ class MetricName:
     LEASES_COMPLETED = "LeasesCompleted"
     LEASE_CONFLICTS = "LeaseConflicts"
     RECONCILE_FAILURES = "ReconcileFailures"
+    # receiver: one per outcome of a record
+    JOBS_STARTED = "JobsStarted"
+    JOBS_REJECTED = "JobsRejected"
+    JOBS_INLINE = "JobsInline"
+    JOBS_FANNED_OUT = "JobsFannedOut"
+    JOBS_IGNORED = "JobsIgnored"
+    JOBS_ALREADY_SUCCEEDED = "JobsAlreadySucceeded"
+    REDELIVERED_WHILE_RUNNING = "RedeliveredWhileRunning"  # a lapse seen from the receiving end
+    JOBS_SETTLED_ON_REDELIVERY = "JobsSettledOnRedelivery"
+    JOBS_NOT_STARTED = "JobsNotStarted"
+    RECORDS_STALE = "RecordsStale"
+    RECORDS_FAILED = "RecordsFailed"
+    # watcher
+    EXECUTIONS_ENDED = "ExecutionsEnded"

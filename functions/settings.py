@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 SQS_MAX_VISIBILITY_S = 43_200
 """SQS keeps a received message hidden for at most 12 hours from its receive."""
@@ -81,6 +84,25 @@ class Settings(BaseModel):
     retry_cap_s: float = Field(default=5.0, gt=0)
     invocation_margin_s: float = Field(default=2.0, ge=0, description="Kept free before the Lambda timeout.")
 
+    state_machine_arn: str | None = None
+    dlq_url: str | None = None
+    max_receive_count: int = Field(
+        default=5, ge=1, le=1_000, description="Receives before SQS moves a message to the DLQ (queue redrive)."
+    )
+    max_body_bytes: int = Field(
+        default=65_536, ge=1, le=1_048_576, description="Largest job message the receiver accepts (UTF-8 bytes)."
+    )
+    release_delay_base_s: float = Field(
+        default=30.0, ge=0, description="Delay before a failed job's message returns, after its first receive."
+    )
+    release_delay_cap_s: int = Field(
+        default=900, ge=0, le=SQS_MAX_VISIBILITY_S, description="Longest release delay (it doubles per receive)."
+    )
+    spark_output_uri: str | None = Field(
+        default=None, description="Curated output of Spark jobs that name none (S3 notifications never do)."
+    )
+    spark_quarantine_uri: str | None = Field(default=None, description="Quarantine output, likewise.")
+
     reconcile_grace_s: float = Field(
         default=120.0, ge=0, description="Leases younger than this are not reconciled (receiver may be mid-way)."
     )
@@ -129,6 +151,11 @@ class Settings(BaseModel):
     def _refuse_lapse_by_construction(self) -> Settings:
         if self.retry_cap_s < self.retry_base_s:
             raise ValueError(f"retry_cap_s={self.retry_cap_s} must be >= retry_base_s={self.retry_base_s}")
+        if self.release_delay_cap_s < self.release_delay_base_s:
+            raise ValueError(
+                f"release_delay_cap_s={self.release_delay_cap_s} must be >= "
+                f"release_delay_base_s={self.release_delay_base_s:g}"
+            )
         if not self.renewal_enabled:
             return self
         if self.policy == "adaptive":
@@ -192,3 +219,16 @@ class Settings(BaseModel):
         env = os.environ if environ is None else environ
         values = {name: env[name.upper()] for name in cls.model_fields if name.upper() in env}
         return cls.load(values)
+
+
+def resolve_settings(settings: Settings, sqs: SQSClient) -> Settings:
+    """Fill in the VT from the queue's attribute when a fixed-VT policy needs it and none is set."""
+    if settings.policy == "adaptive" or settings.visibility_timeout_s is not None:
+        return settings
+    if not settings.queue_url:
+        raise SettingsError(
+            f"queue_url (QUEUE_URL) is required: the {settings.policy} policy reads the queue's VisibilityTimeout "
+            "when visibility_timeout_s is unset"
+        )
+    attributes = sqs.get_queue_attributes(QueueUrl=settings.queue_url, AttributeNames=["VisibilityTimeout"])
+    return settings.with_visibility_timeout(int(attributes["Attributes"]["VisibilityTimeout"]))

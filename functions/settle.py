@@ -1,7 +1,7 @@
 """Settling a lease whose job is over: release the message (failure) or delete it (success).
 
-The extender's reconciliation and the execution watcher both end leases through these two
-functions, always with the lease's *current* receipt handle.
+The extender's reconciliation, the execution watcher and the receiver (on a redelivery) all end leases
+through these functions, always with the lease's *current* receipt handle.
 """
 
 from __future__ import annotations
@@ -66,3 +66,37 @@ def complete(
             raise SettleError(f"delete of {lease.message_id} failed: {describe_exception(exc)}") from exc
         error = f"delete: {describe_exception(exc)}"
     return store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
+
+
+RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
+NEVER_STARTED = "NEVER_STARTED"
+"""Stands for an execution that does not exist: the receiver stopped between the lease and the start."""
+
+
+def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> str:
+    """The lease's last error for an execution that ended in `status`."""
+    reason = "execution never started" if status == NEVER_STARTED else f"execution {status.lower().replace('_', ' ')}"
+    details = ": ".join(part for part in (error, cause) if part)
+    return f"{reason}: {details}" if details else reason
+
+
+def settle_ended(
+    lease: Lease,
+    status: str,
+    *,
+    store: LeaseStore,
+    visibility: VisibilityClient,
+    sqs: SQSClient,
+    clock: Clock,
+    reason: str | None = None,
+) -> Lease | None:
+    """Settle a lease whose execution is over (`status` is not a running one).
+
+    SUCCEEDED completes it: the workflow deletes and closes on success, so an ACTIVE lease here means
+    that last step was lost. Any other end releases the message after the lease's release delay.
+    """
+    if status in RUNNING_STATUSES:
+        raise ValueError(f"execution of {lease.message_id} is {status}: nothing to settle")
+    if status == "SUCCEEDED":
+        return complete(lease, store=store, sqs=sqs, clock=clock)
+    return release(lease, store=store, visibility=visibility, clock=clock, reason=reason or describe_reason(status))

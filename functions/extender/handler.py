@@ -11,11 +11,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions import aws
 from functions.clock import SystemClock
 from functions.extender.invocation import InvocationReport, run_invocation
-from functions.extender.service import Extender, report_dict, resolve_settings
+from functions.extender.service import Extender, report_dict
 from functions.lease import LeaseStore
 from functions.observability import MetricName, MetricsSink, logger, metrics, tracer
 from functions.policies import build_policy
-from functions.settings import Settings, SettingsError
+from functions.settings import Settings, SettingsError, resolve_settings
 from functions.visibility import VisibilityClient
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from botocore.exceptions import ClientError
-
 from functions.clock import Clock
+from functions.execution import execution_status
 from functions.extender.service import Extender
-from functions.lease import Lease
+from functions.lease import Lease, LeaseStatus
 from functions.observability import logger
-from functions.settle import SettleError, complete, release
+from functions.settle import RUNNING_STATUSES, SettleError, settle_ended
 from functions.visibility import FailureClass, classify_exception
-
-RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
-NEVER_STARTED = "NEVER_STARTED"
 
 
 @dataclass
@@ -48,19 +44,6 @@ class RateLimiter:
         self._next = max(now, self._next) + self._interval
 
 
-def execution_status(ext: Extender, lease: Lease) -> str:
-    """The execution's status, or NEVER_STARTED when it does not exist."""
-    assert ext.stepfunctions is not None
-    if not lease.execution_arn:
-        return NEVER_STARTED
-    try:
-        return ext.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-            return NEVER_STARTED
-        raise
-
-
 def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
     """Check the oldest-due leases past the grace period; settle those whose execution is over."""
     report = ReconcileReport()
@@ -75,7 +58,7 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
             break
         limiter.wait()
         try:
-            status = execution_status(ext, lease)
+            status = execution_status(ext.stepfunctions, lease.execution_arn)
         except Exception as exc:
             report.failed += 1
             if classify_exception(exc) is FailureClass.THROTTLED:
@@ -96,12 +79,11 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
 
 
 def _settle(ext: Extender, lease: Lease, status: str, report: ReconcileReport) -> None:
-    if status == "SUCCEEDED":
-        # The workflow deletes and closes on success; an ACTIVE lease here means that last step was lost.
-        if complete(lease, store=ext.store, sqs=ext.sqs, clock=ext.clock) is not None:
-            report.completed += 1
+    settled = settle_ended(lease, status, store=ext.store, visibility=ext.visibility, sqs=ext.sqs, clock=ext.clock)
+    if settled is None:
         return
-    reason = f"execution {status.lower().replace('_', ' ')}" if status != NEVER_STARTED else "execution never started"
-    if release(lease, store=ext.store, visibility=ext.visibility, clock=ext.clock, reason=reason) is not None:
+    if settled.status is LeaseStatus.SUCCEEDED:
+        report.completed += 1
+    else:
         report.released += 1
-        logger.info("lease released by reconciliation", extra={"message_id": lease.message_id, "reason": reason})
+        logger.info("lease settled by reconciliation", extra={"message_id": lease.message_id, "status": status})

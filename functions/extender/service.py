@@ -18,7 +18,7 @@ from functions.clock import Clock
 from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from functions.observability import logger
 from functions.policies import RenewalPolicy
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
+from functions.settings import SQS_MAX_VISIBILITY_S, Settings
 from functions.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -78,19 +78,6 @@ class PassReport:
 class _Planned:
     lease: Lease
     timeout_s: int
-
-
-def resolve_settings(settings: Settings, sqs: SQSClient) -> Settings:
-    """Fill in the VT from the queue's attribute when a fixed-VT policy needs it and none is set."""
-    if settings.policy == "adaptive" or settings.visibility_timeout_s is not None:
-        return settings
-    if not settings.queue_url:
-        raise SettingsError(
-            f"queue_url (QUEUE_URL) is required: the {settings.policy} policy reads the queue's VisibilityTimeout "
-            "when visibility_timeout_s is unset"
-        )
-    attributes = sqs.get_queue_attributes(QueueUrl=settings.queue_url, AttributeNames=["VisibilityTimeout"])
-    return settings.with_visibility_timeout(int(attributes["Attributes"]["VisibilityTimeout"]))
 
 
 def backoff_s(attempt: int, settings: Settings, rng: random.Random) -> float:
@@ -224,4 +211,4 @@ def report_dict(report: Any) -> dict[str, Any]:
     return {f.name: getattr(report, f.name) for f in fields(report)}
 
 
-__all__ = ["Extender", "PassReport", "backoff_s", "renew_due", "report_dict", "resolve_settings"]
+__all__ = ["Extender", "PassReport", "backoff_s", "renew_due", "report_dict"]

@@ -9,6 +9,12 @@ DUE_INDEX = "due"
 SHARD_ATTR = "shard"
 RENEW_AT_ATTR = "renew_at"
 TTL_ATTR = "expires_at"
+# Attributes the workflow reads and writes itself (its DynamoDB tasks), named once here.
+STATUS_ATTR = "status"
+HANDLE_ATTR = "receipt_handle"
+VERSION_ATTR = "version"
+ERROR_ATTR = "last_error"
+RESULT_ATTR = "result"  # the job's summary, as a JSON string (a state machine can write no typed map)
 
 
 def table_definition(table_name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ A conditional write that loses returns `None` rather than raising: losing the ra
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from functions.lease.schema import DUE_INDEX, PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR, TTL_ATTR
+from functions.lease.schema import DUE_INDEX, PARTITION_KEY, RENEW_AT_ATTR, RESULT_ATTR, SHARD_ATTR, TTL_ATTR
 from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         if value is not None:
             plain[name] = value
     if lease.result is not None:
-        plain["result"] = _dynamo_numbers(lease.result)
+        plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
     if lease.active:
         if lease.renew_at is None:
             raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
@@ -77,34 +78,13 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
     for name in _STR_FIELDS:
         if name in plain:
             fields[name] = plain[name]
-    if "result" in plain:
-        fields["result"] = _plain_numbers(plain["result"])
+    if RESULT_ATTR in plain:
+        fields["result"] = json.loads(plain[RESULT_ATTR])
     return Lease(**fields)
 
 
-def _plain_numbers(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_numbers(v) for v in value]
-    return value
-
-
-def _dynamo_numbers(value: Any) -> Any:
-    """Floats as Decimals (DynamoDB's number type), recursively, for free-form maps like a job summary."""
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, dict):
-        return {k: _dynamo_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_dynamo_numbers(v) for v in value]
-    return value
-
-
 def _values(**values: Any) -> dict[str, Any]:
-    return {f":{key}": _serializer.serialize(_dynamo_numbers(value)) for key, value in values.items()}
+    return {f":{key}": _serializer.serialize(value) for key, value in values.items()}
 
 
 TRANSACT_LIMIT = 100
@@ -217,12 +197,46 @@ class LeaseStore:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, lease: Lease) -> bool:
-        """Store the first lease of a message. False if one exists already (the caller decides)."""
+    def create(self, lease: Lease, *, replacing: Lease | None = None) -> bool:
+        """Store the lease of a new attempt. False if another writer got there first (the caller decides).
+
+        Without `replacing` no lease may exist yet. With it, the lease of an earlier receive that has
+        closed without success (released, capped, lost, rejected) is replaced, on condition that it is
+        still that version: a newer receive, or the workflow, may have written it meanwhile.
+        While ACTIVE the TTL stays past renew-until, so an abandoned lease still expires one day.
+        """
+        item = lease_to_item(lease, self.shard_of(lease.message_id))
+        item[TTL_ATTR] = {"N": str(int(lease.renew_until) + self._closed_ttl_s)}
+        kwargs: dict[str, Any] = {"TableName": self._table, "Item": item}
+        if replacing is None:
+            kwargs["ConditionExpression"] = "attribute_not_exists(#pk)"
+            kwargs["ExpressionAttributeNames"] = {"#pk": PARTITION_KEY}
+        else:
+            if replacing.status in (LeaseStatus.ACTIVE, LeaseStatus.SUCCEEDED):
+                raise ValueError(f"lease {replacing.message_id} is {replacing.status}: it cannot be replaced")
+            kwargs["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
+            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+            kwargs["ExpressionAttributeValues"] = _values(
+                version=replacing.version, status=replacing.status.value, rc=lease.receive_count
+            )
+        try:
+            self._client.put_item(**kwargs)
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
+        """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it
+        go?"). False when a lease of this message exists already: that one is kept."""
+        rejected = replace(lease, status=LeaseStatus.REJECTED, last_error=error, closed_at=now, renew_at=None)
+        item = lease_to_item(rejected, self.shard_of(lease.message_id))
+        item[TTL_ATTR] = {"N": str(int(now) + self._closed_ttl_s)}
         try:
             self._client.put_item(
                 TableName=self._table,
-                Item=lease_to_item(lease, self.shard_of(lease.message_id)),
+                Item=item,
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": PARTITION_KEY},
             )
@@ -244,7 +258,7 @@ class LeaseStore:
                 UpdateExpression=(
                     "SET receipt_handle = :handle, receive_count = :rc, received_at = :received, "
                     "visible_until = :visible, renew_at = :renew_at, renew_until = :renew_until, "
-                    "renewed_at = :received, version = version + :one"
+                    f"renewed_at = :received, version = version + :one, {TTL_ATTR} = :ttl"
                 ),
                 ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
                 ExpressionAttributeNames={"#status": "status"},
@@ -255,6 +269,7 @@ class LeaseStore:
                     visible=_num(newer.visible_until),
                     renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
                     renew_until=_num(newer.renew_until),
+                    ttl=int(newer.renew_until) + self._closed_ttl_s,
                     one=1,
                     active=LeaseStatus.ACTIVE.value,
                     version=current.version,
@@ -380,13 +395,13 @@ class LeaseStore:
             values["error"] = error
         if result is not None:
             sets.append("#result = :result")
-            values["result"] = result
+            values["result"] = json.dumps(result, separators=(",", ":"))
         if visible_until is not None:
             sets.append("visible_until = :visible")
             values["visible"] = _num(visible_until)
         names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
         if result is not None:
-            names["#result"] = "result"
+            names["#result"] = RESULT_ATTR
         try:
             self._client.update_item(
                 TableName=self._table,

@@ -1,0 +1,85 @@
+"""The contract between the receiver, the workflow and the watcher: execution names, ARNs and input.
+
+An execution is named `<message id>-<receive count>` after the receive that started it, so its ARN is
+known before it starts (the lease stores it up front), a second start of the same attempt is
+idempotent, and the watcher can find the lease of any execution from its name alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from functions.settle import NEVER_STARTED
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+EXECUTION_NAME_MAX = 80
+
+
+def execution_name(message_id: str, attempt: int) -> str:
+    name = f"{message_id}-{attempt}"
+    if len(name) > EXECUTION_NAME_MAX:
+        raise ValueError(f"execution name {name!r} is longer than Step Functions' {EXECUTION_NAME_MAX} characters")
+    return name
+
+
+def parse_execution_name(name: str) -> tuple[str, int] | None:
+    """(message id, attempt) of an execution this project named; None for any other name."""
+    message_id, _, attempt = name.rpartition("-")
+    if not message_id or not attempt.isdigit():
+        return None
+    return message_id, int(attempt)
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN an execution of `name` gets: `...:execution:<state machine name>:<name>`."""
+    parts = state_machine_arn.split(":")
+    if len(parts) != 7 or parts[5] != "stateMachine":
+        raise ValueError(f"not a state machine ARN: {state_machine_arn!r}")
+    return ":".join([*parts[:5], "execution", parts[6], name])
+
+
+class ExecutionInput(BaseModel):
+    """What the workflow reads (DESIGN section 7). Built only from the lease and the message body, so
+    starting the same attempt twice sends the same input (StartExecution is then idempotent)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message_id: str
+    attempt: int = Field(ge=1, description="Receive count of the receive that started this execution.")
+    queue_url: str
+    release_delay_s: int = Field(ge=0, description="Visibility the failure path gives the message back with.")
+    job: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(), separators=(",", ":"), sort_keys=True)
+
+
+def execution_status(stepfunctions: SFNClient, arn: str | None) -> str:
+    """The execution's status, or NEVER_STARTED when it does not exist."""
+    if not arn:
+        return NEVER_STARTED
+    try:
+        return stepfunctions.describe_execution(executionArn=arn)["status"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+            return NEVER_STARTED
+        raise
+
+
+def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: ExecutionInput) -> str:
+    """Start the attempt's execution (a second start of the same attempt returns the same ARN)."""
+    name = execution_name(payload.message_id, payload.attempt)
+    try:
+        response = stepfunctions.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload.to_json())
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+            raise
+        # Same name, other input: only an older build could have started it. It is this attempt's run.
+        return execution_arn(state_machine_arn, name)
+    return response["executionArn"]
