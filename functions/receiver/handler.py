@@ -1,0 +1,86 @@
+"""Receiver Lambda: the jobs queue's event source mapping calls it with partial batch responses."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions import aws
+from functions.clock import SystemClock
+from functions.lease import LeaseStore
+from functions.observability import MetricName, logger, metrics, tracer
+from functions.policies import build_policy
+from functions.receiver.service import Delivery, Outcome, Receiver, receive
+from functions.settings import Settings, SettingsError, resolve_settings
+from functions.visibility import VisibilityClient
+
+SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
+REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
+
+# A batch of deferred long jobs is all "failures" by design, not an error of the batch.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+OUTCOME_METRIC = {
+    Outcome.STARTED: MetricName.JOBS_STARTED,
+    Outcome.REJECTED: MetricName.JOBS_REJECTED,
+    Outcome.INLINE_DONE: MetricName.JOBS_INLINE,
+    Outcome.FANNED_OUT: MetricName.JOBS_FANNED_OUT,
+    Outcome.IGNORED: MetricName.JOBS_IGNORED,
+    Outcome.ALREADY_SUCCEEDED: MetricName.JOBS_ALREADY_SUCCEEDED,
+    Outcome.RUNNING: MetricName.REDELIVERED_WHILE_RUNNING,
+    Outcome.SETTLED: MetricName.JOBS_SETTLED_ON_REDELIVERY,
+    Outcome.NOT_STARTED: MetricName.JOBS_NOT_STARTED,
+    Outcome.STALE: MetricName.RECORDS_STALE,
+}
+
+
+class JobDeferred(Exception):
+    """Reported in batchItemFailures so the mapping leaves the message to its lease (not an error)."""
+
+
+@cache
+def receiver() -> Receiver:
+    missing = [name.upper() for name in REQUIRED if not getattr(SETTINGS, name)]
+    if missing:
+        raise SettingsError(f"the receiver needs {', '.join(missing)}")
+    sqs = aws.sqs()
+    settings = resolve_settings(SETTINGS, sqs)
+    clock = SystemClock()
+    return Receiver(
+        settings=settings,
+        policy=build_policy(settings),
+        store=LeaseStore(
+            aws.dynamodb(), settings.table_name or "", shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
+        ),
+        sqs=sqs,
+        visibility=VisibilityClient(sqs, clock=clock),
+        stepfunctions=aws.stepfunctions(),
+        clock=clock,
+        rng=random.Random(),
+    )
+
+
+def record_handler(record: SQSRecord) -> str:
+    try:
+        outcome = receive(receiver(), Delivery.from_record(record))
+    except Exception:
+        metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
+        logger.exception("record failed; SQS will redeliver it", extra={"message_id": record.message_id})
+        raise
+    metrics.add_metric(name=OUTCOME_METRIC[outcome], unit="Count", value=1)
+    if outcome.deferred:
+        raise JobDeferred(f"{record.message_id}: {outcome}")
+    return outcome.value
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
