@@ -1,0 +1,1 @@
+"""Watcher Lambda: releases a message the moment its execution fails, times out or is aborted."""
