@@ -1,0 +1,1 @@
+"""CDK constructs and the stack; the workflow builder shared with the offline runtime."""

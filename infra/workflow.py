@@ -1,0 +1,345 @@
+"""The long-job workflow (DESIGN section 7), built once for the stack and for the offline runtime.
+
+    RunJob (Parallel, so every failure inside is caught in one place)
+      └ JobType: spark -> the Spark step (a parameter) | wait -> Wait N s (-> fail on request)
+    success: ReadLease -> DeleteMessage(lease's handle) -> MarkSucceeded(summary) -> Succeeded
+    failure: ReadLeaseForRelease -> ReleaseMessage(release delay) -> MarkReleased(error) -> JobFailed
+
+Completion and release always use the receipt handle read from the lease at that moment, never one
+captured at start. (Task results land in throwaway paths rather than `ResultPath: null`, which moto's
+engine turns into an empty state.) Each lease update is conditional on that handle; when a redelivery has swapped it
+in between, the update fails and the state goes back to read the lease again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from functions.lease import LeaseStatus
+from functions.lease.schema import (
+    ERROR_ATTR,
+    HANDLE_ATTR,
+    PARTITION_KEY,
+    RENEW_AT_ATTR,
+    RESULT_ATTR,
+    SHARD_ATTR,
+    STATUS_ATTR,
+    VERSION_ATTR,
+)
+
+SparkStep = Callable[[Construct], sfn.TaskStateBase]
+"""Builds the state that runs a Spark job from `$.job.params`; its result is the job's summary."""
+
+SQS_TRANSIENT_ERRORS = [
+    "Sqs.RequestThrottledException",
+    "Sqs.ThrottlingException",
+    "Sqs.InternalErrorException",
+    "Sqs.SdkClientException",
+]
+DYNAMODB_TRANSIENT_ERRORS = [
+    "DynamoDB.ProvisionedThroughputExceededException",
+    "DynamoDB.ThrottlingException",
+    "DynamoDB.RequestLimitExceeded",
+    "DynamoDB.InternalServerErrorException",
+]
+CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
+TIMEOUT_ERRORS = ["States.HeartbeatTimeout", "States.Timeout"]  # offline engines report the latter
+
+_NAMES = {
+    "#status": STATUS_ATTR,
+    "#handle": HANDLE_ATTR,
+    "#version": VERSION_ATTR,
+    "#shard": SHARD_ATTR,
+    "#renew_at": RENEW_AT_ATTR,
+}
+_LEASE_HANDLE = "$.lease.Item." + HANDLE_ATTR + ".S"
+_LEASE_STATUS = "$.lease.Item." + STATUS_ATTR + ".S"
+
+
+def glue_spark_step(job_name: str, *, timeout: cdk.Duration) -> SparkStep:
+    """The cloud's Spark step: a Glue job run, waited for (`.sync`). Its summary is the run's outcome."""
+
+    def build(scope: Construct) -> sfn.TaskStateBase:
+        params = "$.job.params."
+        return tasks.GlueStartJobRun(
+            scope,
+            "RunSparkJob",
+            glue_job_name=job_name,
+            integration_pattern=sfn.IntegrationPattern.RUN_JOB,
+            arguments=sfn.TaskInput.from_object(
+                {
+                    "--input": sfn.JsonPath.string_at(params + "input"),
+                    "--date": sfn.JsonPath.string_at(params + "date"),
+                    "--output": sfn.JsonPath.string_at(params + "output"),
+                    "--quarantine": sfn.JsonPath.string_at(params + "quarantine"),
+                    "--lateness-minutes": sfn.JsonPath.format(
+                        "{}", sfn.JsonPath.string_at(params + "lateness_minutes")
+                    ),
+                }
+            ),
+            task_timeout=sfn.Timeout.duration(timeout),
+            result_selector={
+                "glue_job_run_id": sfn.JsonPath.string_at("$.Id"),
+                "state": sfn.JsonPath.string_at("$.JobRunState"),
+                "execution_time_s": sfn.JsonPath.number_at("$.ExecutionTime"),
+            },
+        )
+
+    return build
+
+
+def token_queue_spark_step(*, queue_arn: str, queue_url: str, heartbeat: cdk.Duration) -> SparkStep:
+    """The offline Spark step: a message with a task token on a queue that a local Spark worker serves.
+    The worker answers with `SendTaskSuccess(summary)` or `SendTaskFailure`, and heartbeats meanwhile:
+    a worker that dies is noticed after one heartbeat timeout."""
+
+    def build(scope: Construct) -> sfn.TaskStateBase:
+        queue = sqs.Queue.from_queue_attributes(scope, "SparkTokenQueue", queue_arn=queue_arn, queue_url=queue_url)
+        return tasks.SqsSendMessage(
+            scope,
+            "RunSparkJob",
+            queue=queue,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            message_body=sfn.TaskInput.from_object(
+                {
+                    "task_token": sfn.JsonPath.task_token,
+                    "message_id": sfn.JsonPath.string_at("$.message_id"),
+                    "attempt": sfn.JsonPath.number_at("$.attempt"),
+                    "job": sfn.JsonPath.object_at("$.job"),
+                }
+            ),
+            heartbeat_timeout=sfn.Timeout.duration(heartbeat),
+        )
+
+    return build
+
+
+def _retry_transient(task: sfn.TaskStateBase, errors: list[str]) -> sfn.TaskStateBase:
+    task.add_retry(
+        errors=errors,
+        interval=cdk.Duration.seconds(1),
+        backoff_rate=2,
+        max_attempts=6,
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+    return task
+
+
+def _read_lease(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+    return _retry_transient(
+        tasks.DynamoGetItem(
+            scope,
+            state_id,
+            table=table,
+            key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.message_id"))},
+            consistent_read=True,
+            result_path="$.lease",
+        ),
+        DYNAMODB_TRANSIENT_ERRORS,
+    )
+
+
+def _close_lease(
+    scope: Construct,
+    state_id: str,
+    table: dynamodb.ITable,
+    *,
+    status: LeaseStatus,
+    attribute: str,
+    value: str,
+    condition: str,
+) -> sfn.TaskStateBase:
+    """Set the lease's final status and one more attribute, leave the due-index, bump the version."""
+    return _retry_transient(
+        tasks.DynamoUpdateItem(
+            scope,
+            state_id,
+            table=table,
+            key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.message_id"))},
+            update_expression=(
+                "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
+            ),
+            condition_expression=condition,
+            expression_attribute_names={**_NAMES, "#attr": attribute},
+            expression_attribute_values={
+                ":status": tasks.DynamoAttributeValue.from_string(status.value),
+                ":value": tasks.DynamoAttributeValue.from_string(value),
+                ":one": tasks.DynamoAttributeValue.from_number(1),
+                ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),
+                # DynamoDB refuses values the expressions do not use
+                **(
+                    {":active": tasks.DynamoAttributeValue.from_string(LeaseStatus.ACTIVE.value)}
+                    if ":active" in condition
+                    else {}
+                ),
+            },
+            result_path="$.update",
+        ),
+        DYNAMODB_TRANSIENT_ERRORS,
+    )
+
+
+def _sqs_call(scope: Construct, state_id: str, action: str, queue_arns: list[str], **params: Any) -> sfn.TaskStateBase:
+    return _retry_transient(
+        tasks.CallAwsService(
+            scope,
+            state_id,
+            service="sqs",
+            action=action,
+            iam_resources=queue_arns,
+            parameters={
+                "QueueUrl": sfn.JsonPath.string_at("$.queue_url"),
+                "ReceiptHandle": sfn.JsonPath.string_at(_LEASE_HANDLE),
+                **params,
+            },
+            result_path="$.sqs",
+        ),
+        SQS_TRANSIENT_ERRORS,
+    )
+
+
+def build_workflow(
+    scope: Construct, *, table: dynamodb.ITable, queue_arns: list[str], spark_step: SparkStep
+) -> sfn.IChainable:
+    """The workflow's first state. `queue_arns` are the queues whose messages it settles (IAM only)."""
+    # The job: a Choice on its type, inside a Parallel so one Catch covers every way it can fail.
+    wait_then_fail = sfn.Wait(scope, "WaitThenFail", time=sfn.WaitTime.seconds_path("$.job.params.seconds")).next(
+        sfn.Fail(scope, "WaitJobFailed", error="WaitJobFailed", cause="the wait job was asked to fail")
+    )
+    wait = sfn.Wait(scope, "Wait", time=sfn.WaitTime.seconds_path("$.job.params.seconds")).next(
+        sfn.Pass(scope, "WaitSummary", parameters={"waited_s": sfn.JsonPath.number_at("$.job.params.seconds")})
+    )
+    job_type = (
+        sfn.Choice(scope, "JobType")
+        .when(sfn.Condition.string_equals("$.job.type", "spark"), spark_step(scope))
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.string_equals("$.job.type", "wait"),
+                sfn.Condition.boolean_equals("$.job.params.fail", True),
+            ),
+            wait_then_fail,
+        )
+        .when(sfn.Condition.string_equals("$.job.type", "wait"), wait)
+        .otherwise(sfn.Fail(scope, "UnknownJobType", error="UnknownJobType", cause="no branch runs this job type"))
+    )
+    run_job = sfn.Parallel(
+        scope, "RunJob", result_selector={"summary": sfn.JsonPath.object_at("$[0]")}, result_path="$.outcome"
+    ).branch(job_type)
+
+    # Success: delete with the lease's current handle, then close the lease with the job's summary.
+    read_lease = _read_lease(scope, "ReadLease", table)
+    mark_succeeded = _close_lease(
+        scope,
+        "MarkSucceeded",
+        table,
+        status=LeaseStatus.SUCCEEDED,
+        attribute=RESULT_ATTR,
+        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary")),
+        condition="#handle = :handle AND #status <> :status",
+    )
+    mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
+    delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
+    # A delete SQS refuses (a handle gone stale) still closes SUCCEEDED: a redelivery then finds the
+    # lease SUCCEEDED and is deleted without running the job again.
+    delete_message.add_catch(mark_succeeded, result_path="$.delete_error")
+    succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
+    read_lease.next(
+        sfn.Choice(scope, "LeaseOpen")
+        .when(sfn.Condition.is_not_present("$.lease.Item"), sfn.Succeed(scope, "NoLease"))
+        .when(sfn.Condition.string_equals(_LEASE_STATUS, LeaseStatus.SUCCEEDED.value), sfn.Succeed(scope, "Settled"))
+        .otherwise(delete_message.next(mark_succeeded).next(succeeded))
+    )
+
+    # Failure: give the message back after the release delay, then close the lease RELEASED.
+    job_failed = sfn.Fail(
+        scope, "JobFailed", error_path="$.error.Error", cause="the job failed; the lease's last_error has its cause"
+    )
+    read_for_release = _read_lease(scope, "ReadLeaseForRelease", table)
+    mark_released = _close_lease(
+        scope,
+        "MarkReleased",
+        table,
+        status=LeaseStatus.RELEASED,
+        attribute=ERROR_ATTR,
+        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.error")),
+        condition="#handle = :handle AND #status = :active",
+    )
+    mark_released.add_catch(read_for_release, errors=[CONDITION_FAILED], result_path="$.conflict")
+    release_message = _sqs_call(
+        scope,
+        "ReleaseMessage",
+        "changeMessageVisibility",
+        queue_arns,
+        VisibilityTimeout=sfn.JsonPath.number_at("$.release_delay_s"),
+    )
+    release_message.add_catch(mark_released, result_path="$.release_error")
+    read_for_release.next(
+        sfn.Choice(scope, "LeaseActive")
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present("$.lease.Item"),
+                sfn.Condition.string_equals(_LEASE_STATUS, LeaseStatus.ACTIVE.value),
+            ),
+            release_message.next(mark_released).next(job_failed),
+        )
+        .otherwise(job_failed)
+    )
+
+    timed_out = sfn.Pass(
+        scope,
+        "NoteTimeout",
+        parameters={
+            "Error": sfn.JsonPath.string_at("$.error.Error"),
+            "Cause": "the job stopped sending heartbeats or ran past its timeout",
+        },
+        result_path="$.error",
+    ).next(read_for_release)
+    run_job.add_catch(timed_out, errors=TIMEOUT_ERRORS, result_path="$.error")
+    run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
+    return run_job.next(read_lease)
+
+
+def render_definition(
+    *, table_name: str, queue_arns: list[str], spark_step: SparkStep, region: str, account: str
+) -> str:
+    """The workflow as Amazon States Language JSON, for engines CloudFormation does not feed (the
+    offline runtime's emulator). Built by the same function the stack uses."""
+    stack = cdk.Stack(cdk.App(), "WorkflowDefinition")
+    table = dynamodb.Table.from_table_name(stack, "Leases", table_name)
+    start = build_workflow(stack, table=table, queue_arns=queue_arns, spark_step=spark_step)
+    graph = sfn.StateGraph(start.start_state, "long-job workflow")
+    pseudo = {
+        "AWS::Partition": "aws",
+        "AWS::Region": region,
+        "AWS::AccountId": account,
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    return json.dumps(_resolve_intrinsics(stack.resolve(graph.to_graph_json()), pseudo))
+
+
+def _resolve_intrinsics(value: Any, pseudo: dict[str, str]) -> Any:
+    """Resolve the few CloudFormation intrinsics a rendered definition holds (`Fn::Join` of strings and
+    `Ref` of pseudo parameters, as in task ARNs). Anything else is refused: it needs a deployment."""
+    if isinstance(value, list):
+        return [_resolve_intrinsics(item, pseudo) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"Ref"}:
+        if value["Ref"] not in pseudo:
+            raise ValueError(f"the definition refers to {value['Ref']!r}, which exists only in a deployed stack")
+        return pseudo[value["Ref"]]
+    if set(value) == {"Fn::Join"}:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(_resolve_intrinsics(part, pseudo)) for part in parts)
+    if any(key.startswith("Fn::") for key in value):
+        raise ValueError(f"cannot resolve {sorted(value)} outside CloudFormation")
+    return {key: _resolve_intrinsics(item, pseudo) for key, item in value.items()}

@@ -1,0 +1,92 @@
+"""The workflow definition's states and transitions, for both Spark steps (rendered without deploying)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from infra.workflow import SparkStep, glue_spark_step, render_definition, token_queue_spark_step
+
+ACCOUNT, REGION = "123456789012", "us-east-1"
+JOBS_QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
+
+
+def render(spark_step: SparkStep) -> dict[str, Any]:
+    text = render_definition(
+        table_name="leases", queue_arns=[JOBS_QUEUE], spark_step=spark_step, region=REGION, account=ACCOUNT
+    )
+    return dict(json.loads(text))
+
+
+@pytest.fixture(scope="module")
+def offline() -> dict[str, Any]:
+    return render(
+        token_queue_spark_step(
+            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tokens",
+            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/tokens",
+            heartbeat=cdk.Duration.seconds(30),
+        )
+    )
+
+
+def branch_states(definition: dict[str, Any]) -> dict[str, Any]:
+    return dict(definition["States"]["RunJob"]["Branches"][0]["States"])
+
+
+def test_workflow_job_choice_routes_spark_and_wait(offline: dict[str, Any]) -> None:
+    choices = branch_states(offline)["JobType"]["Choices"]
+    assert [c.get("Next") for c in choices] == ["RunSparkJob", "WaitThenFail", "Wait"]
+    assert branch_states(offline)["JobType"]["Default"] == "UnknownJobType"
+    assert branch_states(offline)["Wait"]["SecondsPath"] == "$.job.params.seconds"
+
+
+def test_workflow_catches_heartbeat_timeouts_under_both_names(offline: dict[str, Any]) -> None:
+    catches = offline["States"]["RunJob"]["Catch"]
+    assert catches[0]["ErrorEquals"] == ["States.HeartbeatTimeout", "States.Timeout"]
+    assert catches[0]["Next"] == "NoteTimeout"
+    assert catches[-1] == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
+    spark = branch_states(offline)["RunSparkJob"]
+    assert spark["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
+    assert spark["HeartbeatSeconds"] == 30
+    assert spark["Parameters"]["MessageBody"]["task_token.$"] == "$$.Task.Token"
+
+
+def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[str, Any]) -> None:
+    states = offline["States"]
+    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["ReadLease"]["Parameters"]["ConsistentRead"] is True
+    assert states["DeleteMessage"]["Resource"] == "arn:aws:states:::aws-sdk:sqs:deleteMessage"
+    assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
+    assert states["DeleteMessage"]["Next"] == "MarkSucceeded"
+    assert states["MarkSucceeded"]["Catch"][0]["Next"] == "ReadLease", "a newer handle: read and delete again"
+    release = states["ReleaseMessage"]["Parameters"]
+    assert release["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
+    assert release["VisibilityTimeout.$"] == "$.release_delay_s"
+    assert states["MarkReleased"]["Next"] == "JobFailed"
+    assert states["JobFailed"]["Type"] == "Fail"
+
+
+def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dict[str, Any]) -> None:
+    for name in (
+        "ReadLease",
+        "DeleteMessage",
+        "MarkSucceeded",
+        "ReadLeaseForRelease",
+        "ReleaseMessage",
+        "MarkReleased",
+    ):
+        [retry] = offline["States"][name]["Retry"]
+        assert any("Throttl" in error or "ProvisionedThroughput" in error for error in retry["ErrorEquals"]), name
+        assert retry["BackoffRate"] == 2 and retry["JitterStrategy"] == "FULL"
+
+
+def test_workflow_cloud_spark_step_is_a_synchronous_glue_run() -> None:
+    definition = render(glue_spark_step("events-pipeline", timeout=cdk.Duration.hours(6)))
+    spark = branch_states(definition)["RunSparkJob"]
+    assert spark["Resource"] == "arn:aws:states:::glue:startJobRun.sync"
+    assert spark["Parameters"]["JobName"] == "events-pipeline"
+    assert spark["Parameters"]["Arguments"]["--input.$"] == "$.job.params.input"
+    assert spark["Parameters"]["Timeout"] == 6 * 60, "Glue's own run timeout, in minutes"
