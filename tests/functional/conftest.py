@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+import random
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -13,9 +18,10 @@ from moto import mock_aws
 
 from functions import aws
 from functions.clock import Clock, SystemClock
-from functions.extender.service import Extender
+from functions.extender.service import Extender, renew_due
 from functions.lease import Lease, LeaseStore, table_definition
 from functions.policies import build_policy
+from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings
 from functions.visibility import VisibilityClient
 
@@ -135,3 +141,218 @@ class Poller(threading.Thread):
         self.stopped.set()
         self.join()
         return self.seen
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "extender"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:extender"
+    aws_request_id: str = "req-1"
+    deadline: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.deadline - time.time()) * 1000)
+
+
+def emitted_metrics(out: str) -> dict[str, float]:
+    for line in out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            blob = json.loads(line)
+            names = [m["Name"] for m in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+            return {name: blob[name][0] if isinstance(blob[name], list) else blob[name] for name in names}
+    raise AssertionError(f"no EMF metrics in output: {out!r}")
+
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+STATE_MACHINE = "long-jobs"
+STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
+TOKEN_QUEUE = "spark-tokens"
+
+
+@pytest.fixture(scope="session")
+def workflow_definition() -> str:
+    """The workflow as the offline runtime renders it (rendered once: the CDK takes seconds to load)."""
+    import aws_cdk as cdk
+
+    from infra.workflow import render_definition, token_queue_spark_step
+
+    return render_definition(
+        table_name=TABLE,
+        queue_arns=[f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"],
+        spark_step=token_queue_spark_step(
+            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
+            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
+            heartbeat=cdk.Duration.seconds(3),
+        ),
+        region=REGION,
+        account=ACCOUNT,
+    )
+
+
+@dataclass
+class Flow:
+    """The whole path on moto with state-machine execution on: queue with redrive to a DLQ, lease
+    table, the rendered workflow, a receiver and an extender, on the real clock."""
+
+    harness: Harness
+    settings: Settings
+    dlq_url: str
+    receiver: Receiver
+    extender: Extender
+
+    @property
+    def sqs(self) -> Any:
+        return self.harness.sqs
+
+    def send_job(self, job_id: str, job_type: str = "wait", **params: Any) -> str:
+        return self.harness.send(json.dumps({"job_id": job_id, "type": job_type, "params": params}))
+
+    def receive_batch(self, wait_s: float = 0) -> list[Delivery]:
+        """Receive like the event source mapping: the queue's own VT, up to 10 records."""
+        messages = self.sqs.receive_message(
+            QueueUrl=self.harness.queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["ApproximateReceiveCount"],
+            WaitTimeSeconds=int(wait_s),
+        ).get("Messages", [])
+        return [
+            Delivery(
+                message_id=m["MessageId"],
+                receipt_handle=m["ReceiptHandle"],
+                body=m["Body"],
+                receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
+                source_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs",
+            )
+            for m in messages
+        ]
+
+    def deliver(self, wait_s: float = 0) -> dict[str, Outcome]:
+        """One mapping poll: each record through the receiver; records not deferred are deleted."""
+        outcomes: dict[str, Outcome] = {}
+        for delivery in self.receive_batch(wait_s):
+            outcome = receive(self.receiver, delivery)
+            if not outcome.deferred:
+                self.sqs.delete_message(QueueUrl=self.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
+            outcomes[delivery.message_id] = outcome
+        return outcomes
+
+    def lease(self, message_id: str) -> Lease:
+        lease = self.receiver.store.get(message_id)
+        assert lease is not None, f"no lease for {message_id}"
+        return lease
+
+    def wait_for_execution(self, arn: str, timeout_s: float = 30) -> dict[str, Any]:
+        """Poll the execution until it ends, running the extender meanwhile (as its schedule would)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            renew_due(self.extender, deadline=time.time() + 1)
+            described: dict[str, Any] = self.harness.stepfunctions.describe_execution(executionArn=arn)
+            if described["status"] != "RUNNING":
+                return described
+            time.sleep(self.settings.heartbeat_s)
+        raise AssertionError(f"execution {arn} still running after {timeout_s} s")
+
+    def abort(self, arn: str, **reason: str) -> None:
+        """StopExecution once the engine has entered the first state (moto's stop fails before that)."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            events = self.harness.stepfunctions.get_execution_history(executionArn=arn)["events"]
+            if any(event["type"].endswith("StateEntered") for event in events):
+                break
+            time.sleep(0.05)
+        self.harness.stepfunctions.stop_execution(executionArn=arn, **reason)
+        while time.monotonic() < deadline:
+            if self.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED":
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"execution {arn} not aborted")
+
+    def executions(self) -> list[dict[str, Any]]:
+        listed = self.harness.stepfunctions.list_executions(stateMachineArn=STATE_MACHINE_ARN)["executions"]
+        return list(listed)
+
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        got = self.sqs.receive_message(
+            QueueUrl=self.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+        )
+        return list(got.get("Messages", []))
+
+
+FLOW_SETTINGS = {
+    "policy": "threshold",
+    "visibility_timeout_s": 4,
+    "threshold_s": 2,
+    "heartbeat_s": 0.5,
+    "extender_period_s": 1,
+    "release_delay_base_s": 0,
+    "max_receive_count": 3,
+    "reconcile_grace_s": 0,
+}
+
+
+@pytest.fixture
+def flow(workflow_definition: str) -> Iterator[Flow]:
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sqs = aws.sqs()
+        dynamodb = aws.dynamodb()
+        dynamodb.create_table(**table_definition(TABLE))
+        dlq_url = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        queue_url = sqs.create_queue(
+            QueueName="jobs",
+            Attributes={
+                "VisibilityTimeout": "30",
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": FLOW_SETTINGS["max_receive_count"]}
+                ),
+            },
+        )["QueueUrl"]
+        sqs.create_queue(QueueName=TOKEN_QUEUE)
+        stepfunctions = aws.stepfunctions()
+        stepfunctions.create_state_machine(
+            name=STATE_MACHINE, definition=workflow_definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/workflow"
+        )
+        settings = Settings.load(
+            {
+                **FLOW_SETTINGS,
+                "table_name": TABLE,
+                "queue_url": queue_url,
+                "dlq_url": dlq_url,
+                "state_machine_arn": STATE_MACHINE_ARN,
+            }
+        )
+        executor = ThreadPoolExecutor(max_workers=8)
+        harness = Harness(
+            sqs=sqs, dynamodb=dynamodb, stepfunctions=stepfunctions, queue_url=queue_url, executor=executor
+        )
+        clock = SystemClock()
+        receiver = Receiver(
+            settings=settings,
+            policy=build_policy(settings),
+            store=harness.store(settings),
+            sqs=sqs,
+            visibility=VisibilityClient(sqs, clock=clock),
+            stepfunctions=stepfunctions,
+            clock=clock,
+            rng=random.Random(7),
+        )
+        flow = Flow(harness, settings, dlq_url, receiver, harness.extender(settings, clock))
+        yield flow
+        # Stop what still runs, or its engine thread outlives the mock and calls real AWS endpoints.
+        for execution in flow.executions():
+            if execution["status"] == "RUNNING":
+                flow.abort(execution["executionArn"])
+        executor.shutdown(wait=True)
+
+
+def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> ModuleType:
+    """Import a handler module afresh under `env` (handlers read their settings at import)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    handler = importlib.reload(importlib.import_module(module))
+    for cached in ("extender", "receiver", "watcher"):
+        if hasattr(handler, cached):
+            getattr(handler, cached).cache_clear()
+    return handler

@@ -2,54 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
-from dataclasses import dataclass
-from types import ModuleType
 
 import pytest
 
 from functions.lease import Lease, LeaseStatus
 from functions.settings import Settings, SettingsError
-from tests.functional.conftest import TABLE, Harness
-
-
-@dataclass
-class FakeContext:
-    function_name: str = "extender"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:extender"
-    aws_request_id: str = "req-1"
-    deadline: float = 0.0
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self.deadline - time.time()) * 1000)
-
-
-def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    import functions.extender.handler as handler
-
-    handler = importlib.reload(handler)
-    handler.extender.cache_clear()
-    return handler
-
-
-def emitted_metrics(out: str) -> dict[str, float]:
-    for line in out.splitlines():
-        if line.startswith("{") and '"_aws"' in line:
-            blob = json.loads(line)
-            names = [m["Name"] for m in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
-            return {name: blob[name][0] if isinstance(blob[name], list) else blob[name] for name in names}
-    raise AssertionError(f"no EMF metrics in output: {out!r}")
+from tests.functional.conftest import TABLE, FakeContext, Harness, emitted_metrics, load_handler
 
 
 def test_extender_handler_renews_due_leases_and_publishes_metrics(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, SHARDS="8")
+    handler = load_handler(
+        monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, SHARDS="8"
+    )
     machine = harness.stepfunctions.create_state_machine(
         name="jobs",
         definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
@@ -79,12 +47,12 @@ def test_extender_handler_renews_due_leases_and_publishes_metrics(
 
 def test_extender_handler_refuses_a_bad_setting_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SettingsError, match="heartbeat_s"):
-        load_handler(monkeypatch, HEARTBEAT_S="-1")
+        load_handler(monkeypatch, "functions.extender.handler", HEARTBEAT_S="-1")
 
 
 def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TABLE_NAME", raising=False)
-    handler = load_handler(monkeypatch)
+    handler = load_handler(monkeypatch, "functions.extender.handler")
     with pytest.raises(SettingsError, match="TABLE_NAME"):
         handler.handler({}, FakeContext(deadline=time.time() + 55))
 
@@ -92,12 +60,14 @@ def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch:
 def test_extender_handler_reads_vt_from_the_queue_for_fixed_vt_policies(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, POLICY="threshold")
+    handler = load_handler(
+        monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, POLICY="threshold"
+    )
     assert handler.extender().settings.visibility_timeout_s == 30  # the queue's attribute
 
 
 def test_extender_handler_needs_the_queue_url_to_read_its_vt(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QUEUE_URL", raising=False)
-    handler = load_handler(monkeypatch, TABLE_NAME=TABLE, POLICY="remaining")
+    handler = load_handler(monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, POLICY="remaining")
     with pytest.raises(SettingsError, match=r"queue_url \(QUEUE_URL\) is required"):
         handler.extender()

@@ -1,0 +1,282 @@
+"""The receiver on moto: the Lambda handler's partial batch response, poison to the DLQ, and every crash
+window between lease, visibility change and StartExecution ending in a released or completed message."""
+
+from __future__ import annotations
+
+import json
+import string
+import time
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from functions.extender.reconcile import reconcile
+from functions.lease import LeaseStatus
+from functions.receiver.service import Delivery, Outcome, receive
+from functions.visibility import ChangeOutcome, FailureClass
+from tests.functional.conftest import (
+    ACCOUNT,
+    REGION,
+    STATE_MACHINE_ARN,
+    TABLE,
+    FakeContext,
+    Flow,
+    emitted_metrics,
+    load_handler,
+)
+
+SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
+
+
+class Crash(BaseException):
+    """The Lambda dies here (timeout, out of memory): no code of ours runs after it."""
+
+
+def sqs_event(flow: Flow, deliveries: list[Delivery]) -> dict[str, Any]:
+    """A real-shaped SQS event, as the event source mapping sends it."""
+    return {
+        "Records": [
+            {
+                "messageId": d.message_id,
+                "receiptHandle": d.receipt_handle,
+                "body": d.body,
+                "attributes": {
+                    "ApproximateReceiveCount": str(d.receive_count),
+                    "SentTimestamp": "1700000000000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1700000000001",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": d.source_arn,
+                "awsRegion": REGION,
+            }
+            for d in deliveries
+        ]
+    }
+
+
+def receiver_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
+    return load_handler(
+        monkeypatch,
+        "functions.receiver.handler",
+        TABLE_NAME=TABLE,
+        QUEUE_URL=flow.harness.queue_url,
+        DLQ_URL=flow.dlq_url,
+        STATE_MACHINE_ARN=STATE_MACHINE_ARN,
+        POLICY="threshold",
+        VISIBILITY_TIMEOUT_S="4",
+        THRESHOLD_S="2",
+        HEARTBEAT_S="0.5",
+    )
+
+
+def test_receiver_handler_sends_poison_to_dlq_and_keeps_the_rest_of_the_batch(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler = receiver_handler(monkeypatch, flow)
+    poison = flow.harness.send("{not json")
+    inline = flow.harness.send(json.dumps({"job_id": "hello", "type": "echo", "params": {"text": "hi"}}))
+    long_job = flow.send_job("long", seconds=30)
+    batch = flow.receive_batch()
+    assert len(batch) == 3
+
+    response = handler.handler(sqs_event(flow, batch), FakeContext(function_name="receiver"))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": long_job}]}, "only the long job is deferred"
+    [dead] = flow.dlq_messages()
+    assert dead["Body"] == "{not json"
+    attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+    assert attributes["ErrorType"] == "NotJson"
+    assert attributes["ErrorMessage"].startswith("body is not JSON")
+    assert attributes["SourceQueue"] == SOURCE_ARN
+    assert attributes["OriginalMessageId"] == poison
+    assert attributes["ReceiveCount"] == "1"
+    rejected = flow.lease(poison)
+    assert rejected.status is LeaseStatus.REJECTED and "NotJson" in (rejected.last_error or "")
+    assert flow.receiver.store.get(inline) is None, "inline jobs keep no lease"
+    assert flow.lease(long_job).status is LeaseStatus.ACTIVE
+    metrics = emitted_metrics(capsys.readouterr().out)
+    assert metrics["JobsRejected"] == 1 and metrics["JobsInline"] == 1 and metrics["JobsStarted"] == 1
+
+
+def test_receiver_reports_record_failed_when_dlq_send_fails(flow: Flow) -> None:
+    poison = flow.harness.send('{"job_id": "x", "type": "nope", "params": {}}')
+    [delivery] = flow.receive_batch()
+    flow.receiver.settings = flow.receiver.settings.model_copy(
+        update={"dlq_url": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/missing-dlq"}
+    )
+
+    with pytest.raises(Exception, match=r"NonExistentQueue|does not exist"):
+        receive(flow.receiver, delivery)
+
+    assert flow.dlq_messages() == []
+    assert flow.receiver.store.get(poison) is None
+
+
+def test_receiver_inline_failure_is_retried_by_sqs(flow: Flow) -> None:
+    flow.harness.send(json.dumps({"job_id": "boom", "type": "echo", "params": {"fail": True}}))
+    [delivery] = flow.receive_batch()
+    with pytest.raises(Exception, match="asked to fail"):
+        receive(flow.receiver, delivery)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.one_of(
+        st.text(alphabet=string.printable, min_size=1, max_size=200),
+        st.dictionaries(st.sampled_from(["job_id", "type", "params", "Records", "x"]), st.text(max_size=20)).map(
+            json.dumps
+        ),
+        st.fixed_dictionaries(
+            {
+                "job_id": st.text(min_size=0, max_size=5),
+                "type": st.sampled_from(["wait", "spark", "echo", "bogus"]),
+                "params": st.dictionaries(
+                    st.sampled_from(["seconds", "fail", "input", "date", "text", "extra"]),
+                    st.one_of(st.integers(-10, 10**6), st.text(max_size=12), st.booleans()),
+                ),
+            }
+        ).map(json.dumps),
+    )
+)
+def test_receiver_fuzz_every_body_is_rejected_with_a_reason_or_accepted(flow: Flow, body: str) -> None:
+    message_id = flow.harness.send(body)
+    [delivery] = flow.receive_batch()
+    outcome = receive(flow.receiver, delivery)
+    flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle)  # as the mapping
+    dead = flow.dlq_messages()
+    for message in dead:  # each example starts with an empty DLQ
+        flow.sqs.delete_message(QueueUrl=flow.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+    if outcome is Outcome.REJECTED:
+        [message] = dead
+        attributes = {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
+        assert message["Body"] == body and attributes["OriginalMessageId"] == message_id
+        assert attributes["ErrorType"] in {"NotJson", "InvalidShape", "UnknownJobType", "InvalidParameters"}
+        assert attributes["ErrorMessage"]
+    else:
+        assert dead == []
+        assert outcome in {Outcome.STARTED, Outcome.INLINE_DONE, Outcome.IGNORED}
+
+
+# -- crash windows --------------------------------------------------------------------------------
+
+
+def make_visible(flow: Flow, handle: str) -> None:
+    flow.sqs.change_message_visibility(QueueUrl=flow.harness.queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+
+
+def crash_visibility_change(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(change: Any) -> ChangeOutcome:
+        raise Crash
+
+    monkeypatch.setattr(flow.receiver.visibility, "change", crash)
+
+
+def crash_start(flow: Flow, monkeypatch: pytest.MonkeyPatch, *, after: bool) -> None:
+    real = flow.receiver.stepfunctions.start_execution
+
+    def start(**kwargs: Any) -> Any:
+        if after:
+            real(**kwargs)
+        raise Crash
+
+    monkeypatch.setattr(flow.receiver.stepfunctions, "start_execution", start)
+
+
+def crash_before_start(flow: Flow, monkeypatch: pytest.MonkeyPatch, window: str) -> tuple[str, Delivery]:
+    """Send a job and let the receiver die in `window`: after the lease, or after the visibility change."""
+    message_id = flow.send_job("crashy", seconds=1)
+    with monkeypatch.context() as patch:
+        if window == "after_lease":
+            crash_visibility_change(flow, patch)
+        else:
+            crash_start(flow, patch, after=False)
+        [delivery] = flow.receive_batch()
+        with pytest.raises(Crash):
+            receive(flow.receiver, delivery)
+    return message_id, delivery
+
+
+@pytest.mark.parametrize(
+    "window", ["after_lease", "after_visibility_change"], ids=["after-lease", "after-visibility-change"]
+)
+def test_receiver_crash_before_start_is_resumed_by_redelivery(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, window: str
+) -> None:
+    message_id, delivery = crash_before_start(flow, monkeypatch, window)
+    assert flow.lease(message_id).active and flow.executions() == []
+
+    make_visible(flow, delivery.receipt_handle)  # the queue's VT (or the first chunk) runs out
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+
+    lease = flow.lease(message_id)
+    assert lease.receive_count == 2
+    assert lease.execution_arn is not None and lease.execution_arn.endswith(f"{message_id}-1"), "the attempt's name"
+    assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "window", ["after_lease", "after_visibility_change"], ids=["after-lease", "after-visibility-change"]
+)
+def test_receiver_crash_before_start_is_released_by_reconciliation(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, window: str
+) -> None:
+    message_id, _ = crash_before_start(flow, monkeypatch, window)
+
+    report = reconcile(flow.extender, deadline=time.time() + 5)
+
+    assert report.released == 1
+    released = flow.lease(message_id)
+    assert released.status is LeaseStatus.RELEASED and released.last_error == "execution never started"
+    assert flow.harness.visible_messages() == [message_id]
+
+
+def test_receiver_crash_after_start_is_completed_by_the_workflow(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    message_id = flow.send_job("crash-after-start", seconds=1)
+    with monkeypatch.context() as patch:
+        crash_start(flow, patch, after=True)
+        [delivery] = flow.receive_batch()
+        with pytest.raises(Crash):
+            receive(flow.receiver, delivery)
+
+    [execution] = flow.executions()
+    assert flow.wait_for_execution(execution["executionArn"])["status"] == "SUCCEEDED"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
+    assert flow.harness.visible_messages() == []
+
+
+def test_receiver_start_refused_releases_the_message(flow: Flow) -> None:
+    message_id = flow.send_job("refused", seconds=1)
+    flow.receiver.settings = flow.receiver.settings.model_copy(
+        update={"state_machine_arn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:missing"}
+    )
+    assert flow.deliver() == {message_id: Outcome.NOT_STARTED}
+    released = flow.lease(message_id)
+    assert released.status is LeaseStatus.RELEASED
+    assert (released.last_error or "").startswith("start execution failed")
+    assert flow.harness.visible_messages() == [message_id]
+
+
+def test_receiver_first_visibility_change_refused_releases_the_message(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = flow.send_job("throttled", seconds=1)
+
+    def refused(change: Any) -> ChangeOutcome:
+        return ChangeOutcome(change.key, time.time(), FailureClass.THROTTLED, "RequestThrottled")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(flow.receiver.visibility, "change", refused)
+        [delivery] = flow.receive_batch()
+        outcome = receive(flow.receiver, delivery)
+    assert outcome is Outcome.NOT_STARTED
+    assert flow.executions() == []
+    # The release itself was refused too (same patched client): the lease stays for reconciliation.
+    assert flow.lease(message_id).active
+    assert reconcile(flow.extender, deadline=time.time() + 5).released == 1

@@ -1,0 +1,170 @@
+"""Whole flows on moto with state-machine execution on: receiver -> rendered workflow -> extender/watcher."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from functions.extender.reconcile import reconcile
+from functions.lease import LeaseStatus
+from functions.receiver.service import Outcome, receive
+from tests.functional.conftest import ACCOUNT, REGION, STATE_MACHINE_ARN, TABLE, FakeContext, Flow, Poller, load_handler
+
+
+def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flow) -> None:
+    message_id = flow.send_job("long-wait", seconds=10)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    lease = flow.lease(message_id)
+    assert lease.receive_count == 1 and lease.execution_arn is not None
+
+    poller = Poller(flow.harness)
+    poller.start()
+    try:
+        described = flow.wait_for_execution(lease.execution_arn)
+    finally:
+        seen = poller.stop()
+
+    assert described["status"] == "SUCCEEDED"
+    assert seen == [], "the message became visible while its job ran"
+    done = flow.lease(message_id)
+    assert done.status is LeaseStatus.SUCCEEDED
+    assert done.result == {"waited_s": 10}
+    assert done.renewal_count >= 3, "a 10 s job on a 4 s VT needs several renewals"
+    assert flow.harness.visible_messages() == []
+    attributes = flow.sqs.get_queue_attributes(QueueUrl=flow.harness.queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0", "the message must be deleted"
+
+
+def test_failing_job_released_retried_with_new_executions_then_dead_lettered(flow: Flow) -> None:
+    message_id = flow.send_job("always-fails", seconds=0, fail=True)
+    max_receives = flow.settings.max_receive_count
+    for attempt in range(1, max_receives + 1):
+        assert flow.deliver() == {message_id: Outcome.STARTED}, f"attempt {attempt}"
+        lease = flow.lease(message_id)
+        assert lease.receive_count == attempt
+        assert lease.execution_arn is not None and lease.execution_arn.endswith(f"{message_id}-{attempt}")
+        described = flow.wait_for_execution(lease.execution_arn)
+        assert described["status"] == "FAILED" and described["error"] == "WaitJobFailed"
+        released = flow.lease(message_id)
+        assert released.status is LeaseStatus.RELEASED
+        assert json.loads(released.last_error or "{}")["Error"] == "WaitJobFailed"
+
+    assert flow.deliver() == {}, "past max receives SQS moves the message to the DLQ instead"
+    [dead] = flow.dlq_messages()
+    assert json.loads(dead["Body"])["job_id"] == "always-fails"
+    names = sorted(execution["name"] for execution in flow.executions())
+    assert names == [f"{message_id}-{n}" for n in range(1, max_receives + 1)]
+
+
+def status_change_event(
+    described: dict[str, Any], state_machine_arn: str = STATE_MACHINE_ARN, **reason: str
+) -> dict[str, Any]:
+    """The EventBridge event Step Functions sends when an execution ends."""
+    return {
+        "version": "0",
+        "id": "315c1398-40ff-a850-213b-158f73e60175",
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": ACCOUNT,
+        "time": "2026-11-22T10:00:00Z",
+        "region": REGION,
+        "resources": [described["executionArn"]],
+        "detail": {
+            "executionArn": described["executionArn"],
+            "stateMachineArn": state_machine_arn,
+            "name": described["name"],
+            "status": described["status"],
+            "startDate": 1795000000000,
+            "stopDate": 1795000060000,
+            "input": "{}",
+            "output": None,
+            "error": reason.get("error"),
+            "cause": reason.get("cause"),
+        },
+    }
+
+
+def test_aborted_execution_released_by_watcher_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    watcher = load_handler(
+        monkeypatch, "functions.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
+    )
+    message_id = flow.send_job("aborted", seconds=60)
+    flow.deliver()
+    lease = flow.lease(message_id)
+    assert lease.execution_arn is not None
+    flow.abort(lease.execution_arn, error="Operator", cause="test")
+    described = flow.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)
+    context = FakeContext(function_name="watcher")
+
+    other = status_change_event(described, state_machine_arn=STATE_MACHINE_ARN + "-other")
+    assert watcher.handler(other, context) == {"outcome": "unchanged"}, "another state machine's event"
+    assert flow.lease(message_id).active
+
+    event = status_change_event(described, error="Operator", cause="test")
+    assert watcher.handler(event, context) == {"outcome": "released"}
+    released = flow.lease(message_id)
+    assert released.status is LeaseStatus.RELEASED
+    assert released.last_error == "execution aborted: Operator: test"
+    assert flow.harness.visible_messages() == [message_id], "release delay 0: visible at once"
+    assert watcher.handler(event, context) == {"outcome": "unchanged"}, "a duplicate"
+    assert flow.lease(message_id).version == released.version
+
+
+def test_aborted_execution_released_by_reconciliation_without_event(flow: Flow) -> None:
+    message_id = flow.send_job("aborted-silently", seconds=60)
+    flow.deliver()
+    lease = flow.lease(message_id)
+    assert lease.execution_arn is not None
+    flow.abort(lease.execution_arn)
+
+    report = reconcile(flow.extender, deadline=flow.receiver.clock.now() + 5)
+
+    assert report.released == 1
+    assert flow.lease(message_id).status is LeaseStatus.RELEASED
+    assert flow.harness.visible_messages() == [message_id]
+
+
+def test_duplicate_delivery_starts_no_second_execution(flow: Flow) -> None:
+    message_id = flow.send_job("duplicated", seconds=4)
+    flow.deliver()
+    first = flow.lease(message_id)
+    # A lapse: the message shows up again while its job runs (here forced by a visibility of 0).
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=first.receipt_handle, VisibilityTimeout=0
+    )
+
+    assert flow.deliver() == {message_id: Outcome.RUNNING}
+    refreshed = flow.lease(message_id)
+    assert refreshed.receive_count == 2
+    assert refreshed.receipt_handle != first.receipt_handle
+    assert refreshed.execution_arn == first.execution_arn
+    assert [execution["name"] for execution in flow.executions()] == [f"{message_id}-1"]
+
+    assert refreshed.execution_arn is not None
+    assert flow.wait_for_execution(refreshed.execution_arn)["status"] == "SUCCEEDED"
+    history = flow.harness.stepfunctions.get_execution_history(executionArn=refreshed.execution_arn)["events"]
+    deletes = [
+        json.loads(event["taskScheduledEventDetails"]["parameters"])
+        for event in history
+        if event.get("taskScheduledEventDetails", {}).get("resource") == "deleteMessage"
+    ]
+    assert [d["ReceiptHandle"] for d in deletes] == [refreshed.receipt_handle], "deleted with the newer handle"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
+
+
+def test_redelivery_of_succeeded_job_is_acknowledged_without_rerun(flow: Flow) -> None:
+    message_id = flow.send_job("done-once", seconds=0)
+    [delivery] = flow.receive_batch()
+    assert receive(flow.receiver, delivery) is Outcome.STARTED
+    arn = flow.lease(message_id).execution_arn
+    assert arn is not None
+    assert flow.wait_for_execution(arn)["status"] == "SUCCEEDED"
+
+    # SQS may deliver a message again after its delete (at-least-once): the same id, a newer receive.
+    again = replace(delivery, receipt_handle="newer-handle", receive_count=2)
+    assert receive(flow.receiver, again) is Outcome.ALREADY_SUCCEEDED
+    assert not Outcome.ALREADY_SUCCEEDED.deferred, "the mapping deletes it"
+    assert len(flow.executions()) == 1
