@@ -1,7 +1,8 @@
 """The long-job workflow (DESIGN section 7), built once for the stack and for the offline runtime.
 
     RunJob (Parallel, so every failure inside is caught in one place)
-      └ JobType: spark -> the Spark step (a parameter) | wait -> Wait N s (-> fail on request)
+      └ JobType: spark -> the Spark step (a parameter; timeouts -> JobTimedOut)
+                 | wait -> Wait N s (-> fail on request)
     success: ReadLease -> DeleteMessage(lease's handle) -> MarkSucceeded(summary) -> Succeeded
     failure: ReadLeaseForRelease -> ReleaseMessage(release delay) -> MarkReleased(error) -> JobFailed
 
@@ -52,7 +53,7 @@ DYNAMODB_TRANSIENT_ERRORS = [
     "DynamoDB.InternalServerErrorException",
 ]
 CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
-TIMEOUT_ERRORS = ["States.HeartbeatTimeout", "States.Timeout"]  # offline engines report the latter
+TIMEOUT_ERRORS = ["States.HeartbeatTimeout", "States.Timeout"]  # moto reports a heartbeat timeout as the latter
 
 _NAMES = {
     "#status": STATUS_ATTR,
@@ -218,9 +219,22 @@ def build_workflow(
     wait = sfn.Wait(scope, "Wait", time=sfn.WaitTime.seconds_path("$.job.params.seconds")).next(
         sfn.Pass(scope, "WaitSummary", parameters={"waited_s": sfn.JsonPath.number_at("$.job.params.seconds")})
     )
+    # A silent Spark worker (no heartbeat) or an overrun ends the step with a timeout, named one way
+    # or the other by different engines. It becomes the branch's own error: moto's Parallel cannot
+    # pass a `States.*` error on to its Catch, while AWS's can; this shape works on both.
+    spark = spark_step(scope)
+    spark.add_catch(
+        sfn.Fail(
+            scope,
+            "JobTimedOut",
+            error="JobTimedOut",
+            cause="the job stopped sending heartbeats or ran past its timeout",
+        ),
+        errors=TIMEOUT_ERRORS,
+    )
     job_type = (
         sfn.Choice(scope, "JobType")
-        .when(sfn.Condition.string_equals("$.job.type", "spark"), spark_step(scope))
+        .when(sfn.Condition.string_equals("$.job.type", "spark"), spark)
         .when(
             sfn.Condition.and_(
                 sfn.Condition.string_equals("$.job.type", "wait"),
@@ -294,16 +308,6 @@ def build_workflow(
         .otherwise(job_failed)
     )
 
-    timed_out = sfn.Pass(
-        scope,
-        "NoteTimeout",
-        parameters={
-            "Error": sfn.JsonPath.string_at("$.error.Error"),
-            "Cause": "the job stopped sending heartbeats or ran past its timeout",
-        },
-        result_path="$.error",
-    ).next(read_for_release)
-    run_job.add_catch(timed_out, errors=TIMEOUT_ERRORS, result_path="$.error")
     run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
     return run_job.next(read_lease)
 

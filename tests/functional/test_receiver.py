@@ -280,3 +280,23 @@ def test_receiver_first_visibility_change_refused_releases_the_message(
     # The release itself was refused too (same patched client): the lease stays for reconciliation.
     assert flow.lease(message_id).active
     assert reconcile(flow.extender, deadline=time.time() + 5).released == 1
+
+
+def test_receiver_crash_before_lease_leaves_the_message_to_return(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    message_id = flow.send_job("crash-first", seconds=0)
+    with monkeypatch.context() as patch:
+
+        def crash(*args: Any, **kwargs: Any) -> bool:
+            raise Crash
+
+        patch.setattr(flow.receiver.store, "create", crash)
+        [delivery] = flow.receive_batch()
+        with pytest.raises(Crash):
+            receive(flow.receiver, delivery)
+    assert flow.receiver.store.get(message_id) is None
+
+    make_visible(flow, delivery.receipt_handle)  # the queue's VT runs out
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    lease = flow.lease(message_id)
+    assert lease.execution_arn is not None and lease.execution_arn.endswith(f"{message_id}-2")
+    assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"

@@ -168,3 +168,22 @@ def test_redelivery_of_succeeded_job_is_acknowledged_without_rerun(flow: Flow) -
     assert receive(flow.receiver, again) is Outcome.ALREADY_SUCCEEDED
     assert not Outcome.ALREADY_SUCCEEDED.deferred, "the mapping deletes it"
     assert len(flow.executions()) == 1
+
+
+def test_spark_step_without_heartbeats_is_released_after_the_heartbeat_timeout(flow: Flow) -> None:
+    # Nobody serves the token queue: the heartbeat timeout (3 s here) ends the step.
+    message_id = flow.send_job(
+        "no-worker", "spark", input="/data/raw/date=2026-11-20", date="2026-11-20", output="/data/out", quarantine="/q"
+    )
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    arn = flow.lease(message_id).execution_arn
+    assert arn is not None
+
+    described = flow.wait_for_execution(arn, timeout_s=20)
+
+    assert described["status"] == "FAILED"
+    released = flow.lease(message_id)
+    assert released.status is LeaseStatus.RELEASED
+    error = json.loads(released.last_error or "{}")
+    assert error == {"Error": "JobTimedOut", "Cause": "the job stopped sending heartbeats or ran past its timeout"}
+    assert flow.harness.visible_messages() == [message_id]

@@ -44,14 +44,19 @@ def test_workflow_job_choice_routes_spark_and_wait(offline: dict[str, Any]) -> N
 
 
 def test_workflow_catches_heartbeat_timeouts_under_both_names(offline: dict[str, Any]) -> None:
-    catches = offline["States"]["RunJob"]["Catch"]
-    assert catches[0]["ErrorEquals"] == ["States.HeartbeatTimeout", "States.Timeout"]
-    assert catches[0]["Next"] == "NoteTimeout"
-    assert catches[-1] == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
     spark = branch_states(offline)["RunSparkJob"]
     assert spark["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
     assert spark["HeartbeatSeconds"] == 30
     assert spark["Parameters"]["MessageBody"]["task_token.$"] == "$$.Task.Token"
+    [timeouts] = spark["Catch"]
+    assert timeouts["ErrorEquals"] == ["States.HeartbeatTimeout", "States.Timeout"]
+    assert branch_states(offline)[timeouts["Next"]] == {
+        "Type": "Fail",
+        "Error": "JobTimedOut",
+        "Cause": "the job stopped sending heartbeats or ran past its timeout",
+    }
+    [everything] = offline["States"]["RunJob"]["Catch"]
+    assert everything == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
 
 
 def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[str, Any]) -> None:
