@@ -88,7 +88,7 @@ def run(spark: SparkSession, params: PipelineParams) -> dict[str, Any]:
             rows, written = observe(
                 deduped, {"rows": F.count(F.lit(1)), "late": _count(F.col("ts") < F.lit(day_start(params)))}
             )
-            write_partitions(rows, _join(params.output, EVENTS), ["date"])
+            write_partitions(rows, _join(params.output, EVENTS), ["date", "hour"])
             events = values(written)
         with stages(USER_HOURLY):
             rows, written = observe(user_hourly_rows(deduped), {"rows": F.count(F.lit(1))})

@@ -1,0 +1,52 @@
+"""The Glue script entry run locally: arguments in, the pipeline run, its summary printed and stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipeline.glue_job import main
+from tests.pipeline.conftest import DATE, write_lines
+
+
+def test_glue_main_runs_the_pipeline_and_writes_its_summary(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_lines(
+        tmp_path / "raw",
+        [
+            {
+                "event_id": "a",
+                "user_id": "u",
+                "session_id": "s",
+                "ts": f"{DATE}T03:00:00Z",
+                "type": "view",
+                "amount": 0,
+            },
+            "not json",
+        ],
+    )
+    summary_path = tmp_path / "summaries" / "run.json"
+    argv = [
+        "glue_job.py",
+        "--input",
+        str(tmp_path / "raw"),
+        "--date",
+        DATE,
+        "--output",
+        str(tmp_path / "curated"),
+        "--quarantine",
+        str(tmp_path / "quarantine"),
+        "--summary-path",
+        str(summary_path),
+    ]
+
+    assert main(argv, session=lambda: spark) == 0
+
+    stored = json.loads(summary_path.read_text(encoding="utf-8"))
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stored == printed
+    assert (stored["rows_read"], stored["rows_written"]["events"], stored["quarantined"]["malformed"]) == (2, 1, 1)

@@ -1,0 +1,215 @@
+"""The events pipeline on a local SparkSession: exact counts, quarantine rules, de-duplication, idempotence."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.job import run
+from pipeline.schema import (
+    EVENTS,
+    MALFORMED,
+    MISSING_FIELD,
+    MISSING_ID,
+    NEGATIVE_AMOUNT,
+    OUT_OF_WINDOW,
+    TYPE_DAILY,
+    USER_HOURLY,
+)
+from tests.pipeline.conftest import DATE, Run, params_under, write_lines
+
+
+def event(event_id: str | None, ts: str, *, amount: Any = 1.5, type: str = "purchase", **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"user_id": "u-1", "session_id": "s-1", "ts": ts, "type": type, "amount": amount}
+    if event_id is not None:
+        body["event_id"] = event_id
+    return {**body, **fields}
+
+
+def _event_id(line: str) -> str:
+    """The event id of a quarantined line ("" when it has none), or the line itself when it is no JSON object."""
+    try:
+        parsed = json.loads(line)
+    except ValueError:
+        return line
+    return str(parsed.get("event_id") or "") if isinstance(parsed, dict) else line
+
+
+def test_run_summary_matches_generated_truth(generated_run: Run) -> None:
+    truth, summary = generated_run.manifest, generated_run.summary
+    assert summary["rows_read"] == truth.events
+    assert summary["quarantined"] == {
+        MALFORMED: truth.malformed,
+        MISSING_ID: truth.missing_id,
+        MISSING_FIELD: truth.missing_field,
+        NEGATIVE_AMOUNT: truth.negative_amount,
+        OUT_OF_WINDOW: truth.out_of_window,
+    }
+    assert summary["duplicates_dropped"] == truth.duplicates
+    assert summary["late_accepted"] == truth.late_accepted
+    assert summary["rows_written"][EVENTS] == truth.unique_valid
+    assert summary["rows_written"]["quarantine"] == sum(summary["quarantined"].values())
+    # the generator makes some of each kind, so every count above is a real check
+    assert min(truth.malformed, truth.duplicates, truth.missing_id, truth.out_of_window, truth.late_accepted) > 0
+
+
+def test_run_outputs_match_generated_truth(spark: SparkSession, generated_run: Run) -> None:
+    truth, params = generated_run.manifest, generated_run.params
+    events = spark.read.parquet(f"{params.output}/{EVENTS}")
+    by_type = {row["type"]: row["count"] for row in events.groupBy("type").count().collect()}
+    assert by_type == truth.by_type
+    assert events.select("event_id").distinct().count() == truth.unique_valid
+
+    hourly = spark.read.parquet(f"{params.output}/{USER_HOURLY}")
+    totals = hourly.agg(F.sum("events"), F.sum("purchases"), F.sum("revenue")).first()
+    assert totals is not None
+    assert (totals[0], totals[1]) == (truth.unique_valid, truth.by_type["purchase"])
+    assert totals[2] == Decimal(truth.revenue_cents) / 100
+    assert hourly.count() == generated_run.summary["rows_written"][USER_HOURLY]
+    assert {row["hour"] for row in hourly.select("hour").distinct().collect()} <= set(range(24))
+
+    daily = {row["type"]: row for row in spark.read.parquet(f"{params.output}/{TYPE_DAILY}").collect()}
+    assert {name: row["events"] for name, row in daily.items()} == truth.by_type
+    assert daily["purchase"]["amount_total"] == Decimal(truth.revenue_cents) / 100
+
+    quarantine = spark.read.parquet(params.quarantine)
+    reasons = {row["reason"]: row["count"] for row in quarantine.groupBy("reason").count().collect()}
+    assert reasons == {k: v for k, v in generated_run.summary["quarantined"].items() if v}
+
+
+def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "raw",
+        [
+            event("ok", "2024-05-01T10:00:00Z"),
+            '{"event_id": "cut", "user_id": "u-1", "ts": "2024-05-01T1',
+            "<html>503</html>",
+            event("bad-amount", "2024-05-01T10:00:00Z", amount="n/a"),
+            event("bad-ts", "yesterday"),
+            event(None, "2024-05-01T10:00:00Z"),
+            event("  ", "2024-05-01T10:00:00Z"),
+            event("no-user", "2024-05-01T10:00:00Z", user_id=None),
+            event("no-type", "2024-05-01T10:00:00Z", type=""),
+            event("negative", "2024-05-01T10:00:00Z", amount=-0.01),
+            event(None, "2024-05-01T10:00:00Z", amount=-5),
+            event("tomorrow", "2024-05-02T00:00:00Z"),
+            event("too-early", "2024-04-30T22:59:59.999Z"),
+        ],
+    )
+    params = params_under(tmp_path, lateness_minutes=60)
+    summary = run(spark, params)
+
+    rows = spark.read.parquet(params.quarantine).collect()
+    # a line that could not be parsed is kept as it was; a parsed reject as its event
+    reasons = sorted((_event_id(row["line"]), row["reason"]) for row in rows)
+    assert reasons == sorted(
+        [
+            ("<html>503</html>", MALFORMED),
+            ('{"event_id": "cut", "user_id": "u-1", "ts": "2024-05-01T1', MALFORMED),
+            ("bad-amount", MALFORMED),
+            ("bad-ts", MALFORMED),
+            ("", MISSING_ID),
+            ("", MISSING_ID),  # a missing id is checked before the amount
+            ("  ", MISSING_ID),
+            ("no-user", MISSING_FIELD),
+            ("no-type", MISSING_FIELD),
+            ("negative", NEGATIVE_AMOUNT),
+            ("tomorrow", OUT_OF_WINDOW),
+            ("too-early", OUT_OF_WINDOW),
+        ]
+    )
+    assert all(row["source_file"].endswith("part-00000.jsonl") and str(row["date"]) == DATE for row in rows)
+    assert summary["quarantined"] == {
+        MALFORMED: 4,
+        MISSING_ID: 3,
+        MISSING_FIELD: 2,
+        NEGATIVE_AMOUNT: 1,
+        OUT_OF_WINDOW: 2,
+    }
+    assert summary["rows_written"][EVENTS] == 1
+
+
+def test_run_accepts_late_events_within_lateness_into_hour_zero(spark: SparkSession, tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "raw",
+        [
+            event("edge-late", "2024-04-30T23:30:00Z"),  # exactly the lateness before the day: accepted
+            event("too-late", "2024-04-30T23:29:59.999Z"),
+            event("last", "2024-05-01T23:59:59.999Z"),
+            event("zoned", "2024-05-01T12:30:00+02:00"),  # 10:30 UTC
+        ],
+    )
+    params = params_under(tmp_path, lateness_minutes=30)
+    summary = run(spark, params)
+
+    hours = {row["event_id"]: row["hour"] for row in spark.read.parquet(f"{params.output}/{EVENTS}").collect()}
+    assert hours == {"edge-late": 0, "last": 23, "zoned": 10}
+    assert summary["late_accepted"] == 1
+    assert summary["quarantined"][OUT_OF_WINDOW] == 1
+
+
+def test_run_keeps_the_latest_copy_of_a_duplicate(spark: SparkSession, tmp_path: Path) -> None:
+    write_lines(
+        tmp_path / "raw",
+        [
+            event("dup", "2024-05-01T09:59:00Z", amount=1.00),
+            event("dup", "2024-05-01T11:00:00Z", amount=7.25),
+            event("dup", "2024-05-01T10:30:00Z", amount=3.00),
+            event("same", "2024-05-01T08:00:00Z", amount=2.00),
+            event("same", "2024-05-01T08:00:00Z", amount=2.00),
+        ],
+    )
+    params = params_under(tmp_path)
+    summary = run(spark, params)
+
+    kept = {row["event_id"]: row for row in spark.read.parquet(f"{params.output}/{EVENTS}").collect()}
+    assert set(kept) == {"dup", "same"}
+    assert (kept["dup"]["amount"], kept["dup"]["hour"]) == (Decimal("7.25"), 11)
+    assert summary["duplicates_dropped"] == 3
+    hourly = spark.read.parquet(f"{params.output}/{USER_HOURLY}").collect()
+    assert {(row["hour"], row["events"], row["purchases"], row["revenue"]) for row in hourly} == {
+        (8, 1, 1, Decimal("2.00")),
+        (11, 1, 1, Decimal("7.25")),
+    }
+
+
+def test_run_twice_gives_the_same_output_and_leaves_other_dates(spark: SparkSession, tmp_path: Path) -> None:
+    write_lines(tmp_path / "raw", [event("a1", "2024-05-01T01:00:00Z"), event("a2", "2024-05-01T02:00:00Z")])
+    other_day = write_lines(tmp_path / "raw-other", [event("b1", "2024-05-02T05:00:00Z")])
+    first = params_under(tmp_path)
+    other = params_under(tmp_path, date="2024-05-02", input=str(other_day))
+
+    def snapshot() -> dict[str, list[tuple[Any, ...]]]:
+        return {
+            name: sorted(tuple(row) for row in spark.read.parquet(f"{first.output}/{name}").collect())
+            for name in (EVENTS, USER_HOURLY, TYPE_DAILY)
+        }
+
+    summary = run(spark, first)
+    run(spark, other)
+    before = snapshot()
+    again = run(spark, first)
+
+    assert snapshot() == before
+    dates = {str(row["date"]) for row in spark.read.parquet(f"{first.output}/{EVENTS}").select("date").collect()}
+    assert dates == {DATE, "2024-05-02"}
+    assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in summary.items() if k != "seconds"}
+
+
+def test_run_summary_is_small_json(generated_run: Run) -> None:
+    text = json.dumps(generated_run.summary)
+    assert len(text) < 4_096
+    assert json.loads(text) == generated_run.summary
+    assert generated_run.summary["outputs"][EVENTS].endswith(f"/{EVENTS}/date={DATE}")
+    assert set(generated_run.summary["seconds"]) == {
+        "read_quarantine",
+        "dedupe_events",
+        USER_HOURLY,
+        TYPE_DAILY,
+        "total",
+    }
