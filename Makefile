@@ -38,6 +38,7 @@ functional: install
 bench: install
 	$(BIN)/python -m benchmarks.renewal_cost
 	$(BIN)/python -m benchmarks.extender_throughput
+	$(BIN)/python -m benchmarks.pipeline_throughput
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
