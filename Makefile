@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint typecheck test unit functional bench clean
+.PHONY: install lint typecheck test unit functional bench demo demo-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
@@ -14,7 +14,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[infra,pipeline,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[infra,pipeline,offline,dev]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -39,6 +39,14 @@ bench: install
 	$(BIN)/python -m benchmarks.renewal_cost
 	$(BIN)/python -m benchmarks.extender_throughput
 	$(BIN)/python -m benchmarks.pipeline_throughput
+
+# The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
+demo-tools:
+	@java -version >/dev/null 2>&1 || { echo "make demo needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make demo again" >&2; exit 1; }
+	@node --version >/dev/null 2>&1 || { echo "make demo needs Node.js for the CDK that renders the workflow: install Node 22 or newer (https://nodejs.org), then run make demo again" >&2; exit 1; }
+
+demo: demo-tools install
+	$(BIN)/python -m offline demo --out out/demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import threading
@@ -24,6 +23,8 @@ from functions.policies import build_policy
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings
 from functions.visibility import VisibilityClient
+from offline.emulator import workflow_definition as offline_workflow_definition
+from offline.lambdas import load_function
 
 TABLE = "leases"
 
@@ -143,18 +144,6 @@ class Poller(threading.Thread):
         return self.seen
 
 
-@dataclass
-class FakeContext:
-    function_name: str = "extender"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:extender"
-    aws_request_id: str = "req-1"
-    deadline: float = 0.0
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self.deadline - time.time()) * 1000)
-
-
 def emitted_metrics(out: str) -> dict[str, float]:
     for line in out.splitlines():
         if line.startswith("{") and '"_aws"' in line:
@@ -173,22 +162,8 @@ TOKEN_QUEUE = "spark-tokens"
 
 @pytest.fixture(scope="session")
 def workflow_definition() -> str:
-    """The workflow as the offline runtime renders it (rendered once: the CDK takes seconds to load)."""
-    import aws_cdk as cdk
-
-    from infra.workflow import render_definition, token_queue_spark_step
-
-    return render_definition(
-        table_name=TABLE,
-        queue_arns=[f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"],
-        spark_step=token_queue_spark_step(
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
-            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
-            heartbeat=cdk.Duration.seconds(3),
-        ),
-        region=REGION,
-        account=ACCOUNT,
-    )
+    """The workflow as the offline runtime renders it, with a 3 s heartbeat timeout on the Spark step."""
+    return offline_workflow_definition(spark_heartbeat_s=3)
 
 
 @dataclass
@@ -351,8 +326,4 @@ def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> Mo
     """Import a handler module afresh under `env` (handlers read their settings at import)."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    handler = importlib.reload(importlib.import_module(module))
-    for cached in ("extender", "receiver", "watcher"):
-        if hasattr(handler, cached):
-            getattr(handler, cached).cache_clear()
-    return handler
+    return load_function(module)

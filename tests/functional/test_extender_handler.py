@@ -9,7 +9,8 @@ import pytest
 
 from functions.lease import Lease, LeaseStatus
 from functions.settings import Settings, SettingsError
-from tests.functional.conftest import TABLE, FakeContext, Harness, emitted_metrics, load_handler
+from offline.lambdas import LambdaContext
+from tests.functional.conftest import TABLE, Harness, emitted_metrics, load_handler
 
 
 def test_extender_handler_renews_due_leases_and_publishes_metrics(
@@ -33,7 +34,7 @@ def test_extender_handler_renews_due_leases_and_publishes_metrics(
     harness.dynamodb.delete_item(TableName=TABLE, Key={"pk": {"S": received.message_id}})
     assert store.create(due)
 
-    result = handler.handler({"source": "aws.scheduler"}, FakeContext(deadline=now + 55))
+    result = handler.handler({"source": "aws.scheduler"}, LambdaContext(deadline=now + 55))
 
     assert result["ticks"] == 1 and result["renewal"]["renewed"] == 1
     stored = store.get(due.message_id)
@@ -54,7 +55,7 @@ def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch:
     monkeypatch.delenv("TABLE_NAME", raising=False)
     handler = load_handler(monkeypatch, "functions.extender.handler")
     with pytest.raises(SettingsError, match="TABLE_NAME"):
-        handler.handler({}, FakeContext(deadline=time.time() + 55))
+        handler.handler({}, LambdaContext(deadline=time.time() + 55))
 
 
 def test_extender_handler_reads_vt_from_the_queue_for_fixed_vt_policies(

@@ -17,12 +17,12 @@ from functions.extender.reconcile import reconcile
 from functions.lease import LeaseStatus
 from functions.receiver.service import Delivery, Outcome, receive
 from functions.visibility import ChangeOutcome, FailureClass
+from offline.lambdas import LambdaContext
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
     STATE_MACHINE_ARN,
     TABLE,
-    FakeContext,
     Flow,
     emitted_metrics,
     load_handler,
@@ -85,7 +85,7 @@ def test_receiver_handler_sends_poison_to_dlq_and_keeps_the_rest_of_the_batch(
     batch = flow.receive_batch()
     assert len(batch) == 3
 
-    response = handler.handler(sqs_event(flow, batch), FakeContext(function_name="receiver"))
+    response = handler.handler(sqs_event(flow, batch), LambdaContext(function_name="receiver"))
 
     assert response == {"batchItemFailures": [{"itemIdentifier": long_job}]}, "only the long job is deferred"
     [dead] = flow.dlq_messages()

@@ -11,7 +11,8 @@ import pytest
 from functions.extender.reconcile import reconcile
 from functions.lease import LeaseStatus
 from functions.receiver.service import Outcome, receive
-from tests.functional.conftest import ACCOUNT, REGION, STATE_MACHINE_ARN, TABLE, FakeContext, Flow, Poller, load_handler
+from offline.lambdas import LambdaContext
+from tests.functional.conftest import ACCOUNT, REGION, STATE_MACHINE_ARN, TABLE, Flow, Poller, load_handler
 
 
 def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flow) -> None:
@@ -97,7 +98,7 @@ def test_aborted_execution_released_by_watcher_once(flow: Flow, monkeypatch: pyt
     assert lease.execution_arn is not None
     flow.abort(lease.execution_arn, error="Operator", cause="test")
     described = flow.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)
-    context = FakeContext(function_name="watcher")
+    context = LambdaContext(function_name="watcher")
 
     other = status_change_event(described, state_machine_arn=STATE_MACHINE_ARN + "-other")
     assert watcher.handler(other, context) == {"outcome": "unchanged"}, "another state machine's event"

@@ -1,0 +1,62 @@
+"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]` and
+`python -m offline demo [--out DIR]`. Exits 1 when an invariant broke (the report's `ok` is false),
+2 when the scenario file is invalid."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from offline.progress import Progress
+from offline.report import summary_table
+from offline.runtime import run_scenario
+from offline.scenario import ScenarioError, load_scenario
+
+DEMO_SCENARIO = Path(__file__).parent / "scenarios" / "demo.json"
+
+
+def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, quiet: bool) -> int:
+    try:
+        scenario = load_scenario(scenario_path)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    work_dir = report_path.parent / "work"
+    print(f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / 'runtime.log'}", file=sys.stderr)
+    result = run_scenario(scenario, work_dir=work_dir, progress=None if quiet else Progress())
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
+    print(summary_table(result.report, {job.id: job.expected for job in scenario.jobs}))
+    if timeline_path is not None:
+        from offline.timeline import draw_timeline
+
+        draw_timeline(result, scenario, timeline_path)
+        print(f"timeline: {timeline_path}")
+    print(f"report: {report_path}")
+    for violation in result.violations:
+        print(f"INVARIANT BROKEN: {violation}", file=sys.stderr)
+    return 0 if result.report["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_cmd = commands.add_parser("run", help="run a scenario file and write its report")
+    run_cmd.add_argument("--scenario", type=Path, required=True)
+    run_cmd.add_argument("--report", type=Path, required=True)
+    run_cmd.add_argument("--timeline", type=Path, help="also draw the timeline (PNG)")
+    run_cmd.add_argument("--quiet", action="store_true", help="no live progress line")
+    demo = commands.add_parser("demo", help="the shipped demo: report.json and timeline.png under --out")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
+    return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

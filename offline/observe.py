@@ -1,0 +1,238 @@
+"""What happened to each job's message, watched from outside the processor.
+
+Three sources, none of them inside the functions:
+- the event source mapping shows every delivery; a delivery of a message while one of its executions
+  is still running its job is a lapse (`redelivered_while_running`), the thing renewal prevents;
+- the lease table's stream shows every lease change: receives, renewals (with the new visible-until),
+  releases and closes;
+- the emulator's queues show where each message is in the end: still queued, in the DLQ, or gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from functions.execution import execution_name, parse_execution_name
+from functions.lease import Lease, LeaseStatus
+from functions.lease.store import item_to_lease
+from offline.emulator import DLQ, QUEUE, Emulator, QueuedMessage, Resources, queue_messages
+
+log = logging.getLogger(__name__)
+
+JOB_ID_ATTRIBUTE = "ScenarioJobId"
+"""The message attribute that carries a scenario job's id (a raw body may have no place for it)."""
+JOB_ENDED_EVENTS = frozenset(
+    {"ParallelStateSucceeded", "ParallelStateFailed", "ParallelStateAborted", "ParallelStateExited"}
+)
+"""History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    at: float
+    receive_count: int
+    while_running: bool
+
+
+@dataclass(frozen=True)
+class Execution:
+    name: str
+    status: str
+    started: float
+    stopped: float | None
+
+
+@dataclass
+class Track:
+    """One job's message, as observed."""
+
+    job_id: str
+    message_id: str
+    sent_at: float
+    deliveries: list[Delivery] = field(default_factory=list)
+    renewals: list[float] = field(default_factory=list)
+    visibility: list[tuple[float, float]] = field(default_factory=list)
+    """(when, visible-until) each time the lease's belief changed."""
+    released: int = 0
+    lease: Lease | None = None
+    executions: list[Execution] = field(default_factory=list)
+    final: str = "queued"
+    dlq_error: str | None = None
+
+    @property
+    def redelivered_while_running(self) -> list[float]:
+        return [d.at for d in self.deliveries if d.while_running]
+
+
+class Observer:
+    """Keeps one `Track` per sent job, fed by the mapping (`on_batch`) and the lease stream (`poll`)."""
+
+    def __init__(self, emulator: Emulator, resources: Resources) -> None:
+        self.sqs = emulator.sqs()
+        self.stepfunctions = emulator.stepfunctions()
+        self.streams = emulator.client("dynamodbstreams")
+        self.resources = resources
+        self.tracks: dict[str, Track] = {}
+        self._by_message: dict[str, Track] = {}
+        self._lock = threading.Lock()
+        stream_arn = emulator.dynamodb().describe_table(TableName=resources.table_name)["Table"]["LatestStreamArn"]
+        shard = self.streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        self._iterator: str | None = self.streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+
+    def send(self, job_id: str, body: str) -> Track:
+        """Put one job's message on the jobs queue, its id in an attribute."""
+        response = self.sqs.send_message(
+            QueueUrl=self.resources.queue_url,
+            MessageBody=body,
+            MessageAttributes={JOB_ID_ATTRIBUTE: {"DataType": "String", "StringValue": job_id}},
+        )
+        track = Track(job_id=job_id, message_id=response["MessageId"], sent_at=time.time())
+        with self._lock:
+            self.tracks[job_id] = self._by_message[track.message_id] = track
+        return track
+
+    def track_of(self, message: dict[str, Any]) -> Track | None:
+        job_id = message.get("MessageAttributes", {}).get(JOB_ID_ATTRIBUTE, {}).get("StringValue")
+        return self.tracks.get(job_id) if job_id else self._by_message.get(message["MessageId"])
+
+    def on_batch(self, messages: Sequence[dict[str, Any]]) -> None:
+        """The mapping received these: note each delivery, and whether its job was still running."""
+        now = time.time()
+        for message in messages:
+            track = self.track_of(message)
+            if track is None:
+                continue  # a message the scenario did not send (an S3 fan-out, say)
+            count = int(message["Attributes"]["ApproximateReceiveCount"])
+            running = any(self.job_running(track.message_id, attempt) for attempt in range(1, count))
+            track.deliveries.append(Delivery(now, count, running))
+            if running:
+                log.warning("job %s delivered again while its job runs (receive %d)", track.job_id, count)
+
+    def job_running(self, message_id: str, attempt: int) -> bool:
+        """Whether the attempt's execution is running and has not yet left its job."""
+        arn = self._execution_arn(message_id, attempt)
+        try:
+            if self.stepfunctions.describe_execution(executionArn=arn)["status"] != "RUNNING":
+                return False
+        except self.stepfunctions.exceptions.ExecutionDoesNotExist:
+            return False
+        events = self.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        return not any(event["type"] in JOB_ENDED_EVENTS for event in events)
+
+    def _execution_arn(self, message_id: str, attempt: int) -> str:
+        prefix = self.resources.state_machine_arn.replace(":stateMachine:", ":execution:")
+        return f"{prefix}:{execution_name(message_id, attempt)}"
+
+    def poll(self) -> None:
+        """Read the lease stream up to now, then where each message is."""
+        while self._iterator:
+            page = self.streams.get_records(ShardIterator=self._iterator, Limit=1000)
+            self._iterator = page.get("NextShardIterator")
+            for record in page["Records"]:
+                self._on_lease_change(record["dynamodb"])
+            if not page["Records"]:
+                break
+        self._locate()
+
+    def _on_lease_change(self, change: dict[str, Any]) -> None:
+        if "NewImage" not in change:
+            return
+        new = item_to_lease(change["NewImage"])
+        old = item_to_lease(change["OldImage"]) if "OldImage" in change else None
+        track = self._by_message.get(new.message_id)
+        if track is None:
+            return
+        now = time.time()
+        track.lease = new
+        same_receive = old is not None and old.receive_count == new.receive_count
+        if same_receive and old is not None and new.renewal_count > old.renewal_count:
+            track.renewals.append(new.last_renewed_at)
+        if new.active and (not same_receive or (old is not None and old.visible_until != new.visible_until)):
+            track.visibility.append((new.last_renewed_at, new.visible_until))
+        was_released = old is not None and same_receive and old.status is LeaseStatus.RELEASED
+        if new.status is LeaseStatus.RELEASED and not was_released:
+            track.released += 1
+            track.visibility.append((now, now + new.release_delay_s))
+
+    def _locate(self) -> None:
+        """Final state of each message: in the DLQ, still queued, or gone from the jobs queue."""
+        queued = {m.message_id for m in queue_messages(QUEUE)}
+        dead = queue_messages(DLQ)
+        for track in self.tracks.values():
+            copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
+            if copy is not None:
+                track.final = "dlq"
+                track.dlq_error = self._dead_reason(copy, track)
+            elif track.message_id in queued:
+                track.final = "queued"
+            elif track.lease is None or not track.lease.active:
+                track.final = "deleted" if self._deleted_after_success(track) else "lost"
+            # else: deleted by the workflow, lease not yet closed: decided on the next poll
+
+    @staticmethod
+    def _dead_copy_of(message: QueuedMessage, track: Track) -> bool:
+        """The DLQ holds the message itself (redrive) or the receiver's copy of a poison one."""
+        return track.message_id in (message.message_id, message.attributes.get("OriginalMessageId"))
+
+    @staticmethod
+    def _dead_reason(message: QueuedMessage, track: Track) -> str | None:
+        if "ErrorType" in message.attributes:
+            return f"{message.attributes['ErrorType']}: {message.attributes.get('ErrorMessage', '')}"
+        error = track.lease.last_error if track.lease else None
+        if error:
+            try:
+                parsed = json.loads(error)
+                return f"{parsed.get('Error')}: {parsed.get('Cause')}" if isinstance(parsed, dict) else error
+            except ValueError:
+                return error
+        return None
+
+    @staticmethod
+    def _deleted_after_success(track: Track) -> bool:
+        """Gone from the queue for a good reason: its job succeeded, or it was a body the receiver
+        finished inline (no lease is kept for those)."""
+        return track.lease is None or track.lease.status in (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
+
+    def running_jobs(self) -> set[str]:
+        """Job ids whose execution is running now."""
+        running = set()
+        pages = self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn, statusFilter="RUNNING"
+        )
+        for page in pages:
+            for execution in page["executions"]:
+                parsed = parse_execution_name(execution["name"])
+                track = self._by_message.get(parsed[0]) if parsed else None
+                if track is not None:
+                    running.add(track.job_id)
+        return running
+
+    def collect_executions(self) -> None:
+        """Every execution of each message, for the report and the timeline."""
+        for page in self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn
+        ):
+            for execution in page["executions"]:
+                parsed = parse_execution_name(execution["name"])
+                track = self._by_message.get(parsed[0]) if parsed else None
+                if track is None:
+                    continue
+                stopped = execution.get("stopDate")
+                track.executions.append(
+                    Execution(
+                        execution["name"],
+                        execution["status"],
+                        execution["startDate"].timestamp(),
+                        stopped.timestamp() if stopped else None,
+                    )
+                )
+        for track in self.tracks.values():
+            track.executions.sort(key=lambda e: e.started)

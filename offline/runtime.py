@@ -1,0 +1,237 @@
+"""One scenario, end to end, on one machine:
+
+    scenario jobs ──► jobs queue ──► event source mapping ──► receiver handler ──► workflow (moto)
+                         ▲                                                           │ spark step
+                         └── extender handler (scheduler) ◄── lease table            ▼
+                                                                                token queue ──► Spark worker
+
+The receiver and extender are the functions' own handler modules, loaded as a Lambda container would
+load them (settings from the environment, clients from `functions.aws` with the endpoint override).
+Reconciliation inside the extender stands in for EventBridge's status events, which moto never sends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from functions.lease import LeaseStore
+from offline.emulator import REGION, Emulator, Resources, environment, function_environment
+from offline.esm import EventSourceMapping, MappingConfig
+from offline.faults import Faults, TimedActions
+from offline.lambdas import LambdaContext, load_function
+from offline.observe import Observer, Track
+from offline.progress import Counts, Progress
+from offline.report import build_report, violations
+from offline.scenario import JobSpec, RawJob, Scenario, SparkJob, WaitJob
+from offline.scheduler import Scheduler
+from offline.worker import SparkWorker
+
+POLL_S = 0.5
+SETTLE_S = 15.0
+"""After every message is settled, how long to wait for the executions to end (they close leases)."""
+RECEIVER_TIMEOUT_S = 30.0
+EXTENDER_TIMEOUT_S = 60.0
+LOGGERS = ("moto", "werkzeug", "offline", "py4j", "pyspark", "botocore")
+QUIET_LOGGERS = ("moto.stepfunctions.parser",)
+"""moto's engine logs every failed state (the workflow fails states on purpose) with its whole AST."""
+
+
+@dataclass
+class RunResult:
+    report: dict[str, Any]
+    violations: list[str]
+    tracks: dict[str, Track]
+    start: float
+    end: float
+    faults: Faults
+
+
+def prepare_data(scenario: Scenario, work_dir: Path) -> None:
+    """Generate each Spark job's partition (kept between runs when its size and seed are unchanged)."""
+    from pipeline.generate import generate, read_manifest
+
+    for job in scenario.jobs:
+        if isinstance(job, SparkJob):
+            folder = partition_dir(work_dir, job)
+            manifest = read_manifest(folder)
+            if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
+                generate(job.date, job.events, folder, seed=job.seed)
+
+
+def partition_dir(work_dir: Path, job: SparkJob) -> Path:
+    return work_dir / "raw" / job.id / f"date={job.date}"
+
+
+def message_body(job: JobSpec, work_dir: Path) -> str:
+    """The job message (the project's format) with the job's id as its `job_id`."""
+    if isinstance(job, RawJob):
+        return job.raw_body
+    if isinstance(job, WaitJob):
+        params: dict[str, Any] = {"seconds": job.seconds, "fail": job.fail}
+    else:
+        params = {
+            "input": str(partition_dir(work_dir, job).resolve()),
+            "date": job.date,
+            "output": str((work_dir / "curated" / job.id).resolve()),
+            "quarantine": str((work_dir / "quarantine" / job.id).resolve()),
+        }
+    return json.dumps({"job_id": job.id, "type": job.type, "params": params})
+
+
+@contextmanager
+def captured_logs(path: Path) -> Iterator[None]:
+    """Send the functions' Powertools logs and the libraries' logs to `path`, keeping the terminal
+    for progress; put everything back afterwards."""
+    from functions.observability import logger as function_logger
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as sink:
+        handler = logging.StreamHandler(sink)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
+        saved = []
+        for name in LOGGERS:
+            lib = logging.getLogger(name)
+            saved.append((lib, lib.propagate, lib.level))
+            lib.addHandler(handler)
+            lib.propagate = False
+            if lib.level == logging.NOTSET or lib.level > logging.INFO:
+                lib.setLevel(logging.INFO if name == "offline" else logging.WARNING)
+        for name in QUIET_LOGGERS:
+            quiet = logging.getLogger(name)
+            saved.append((quiet, quiet.propagate, quiet.level))
+            quiet.setLevel(logging.CRITICAL)
+        powertools = function_logger.registered_handler
+        stream = getattr(powertools, "stream", None)
+        if isinstance(powertools, logging.StreamHandler):
+            powertools.setStream(sink)
+        try:
+            yield
+        finally:
+            if isinstance(powertools, logging.StreamHandler):
+                powertools.setStream(stream)
+            for lib, propagate, level in saved:
+                lib.removeHandler(handler)
+                lib.propagate = propagate
+                lib.setLevel(level)
+
+
+def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | None = None) -> RunResult:
+    """Run the scenario to its end (every message settled, or `timeout_s`) and report."""
+    wall_start = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    prepare_data(scenario, work_dir)
+    emulator = Emulator()
+    try:
+        resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s)
+        with environment(function_environment(resources)), captured_logs(work_dir / "runtime.log"):
+            result = _run(scenario, emulator, resources, work_dir, progress)
+    finally:
+        emulator.stop()
+    result.report["wall_s"] = round(time.monotonic() - wall_start, 1)
+    return result
+
+
+def _run(
+    scenario: Scenario, emulator: Emulator, resources: Resources, work_dir: Path, progress: Progress | None
+) -> RunResult:
+    settings = resources.settings
+    receiver = load_function("functions.receiver.handler")
+    extender = load_function("functions.extender.handler")
+    observer = Observer(emulator, resources)
+    start = time.time()
+    faults = Faults(scenario, start=start)
+    faults.install_throttle(extender.extender().sqs)  # the container's client, built once
+
+    def invoke_extender() -> None:
+        context = LambdaContext(function_name="extender", deadline=time.time() + EXTENDER_TIMEOUT_S)
+        extender.handler({"source": "aws.scheduler"}, context)
+
+    mapping = EventSourceMapping(
+        emulator.sqs(app_id="lambda-event-source-mapping"),
+        MappingConfig(
+            queue_url=resources.queue_url,
+            queue_arn=resources.queue_arn,
+            region=REGION,
+            batch_size=scenario.batch_size,
+            function_timeout_s=RECEIVER_TIMEOUT_S,
+        ),
+        receiver.handler,
+        on_batch=observer.on_batch,
+    )
+    schedule = Scheduler(invoke_extender, settings.extender_period_s, paused=faults.extender_paused)
+    worker = SparkWorker(
+        emulator.sqs(app_id="spark-worker"),
+        emulator.stepfunctions(app_id="spark-worker"),
+        resources.token_queue_url,
+        heartbeat_timeout_s=scenario.spark_heartbeat_s,
+        kill_after=faults.kill_after,
+    )
+    actions = TimedActions(
+        faults,
+        message_ids=lambda job_id: observer.tracks[job_id].message_id,
+        store=LeaseStore(
+            emulator.dynamodb(), resources.table_name, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
+        ),
+        sqs=emulator.sqs(),
+        stepfunctions=emulator.stepfunctions(),
+    )
+    for job in scenario.jobs:
+        observer.send(job.id, message_body(job, work_dir))
+    threads: list[Any] = [mapping, schedule, worker, actions]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_until_settled(scenario, observer, progress, start)
+    finally:
+        for thread in reversed(threads):
+            thread.stop()
+        emulator.stop_executions(resources.state_machine_arn)
+        if progress is not None:
+            progress.close()
+    observer.poll()
+    observer.collect_executions()
+    end = time.time()
+    report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start)
+    found = violations(scenario, observer.tracks, faults)
+    report["ok"] = not found
+    return RunResult(report, found, observer.tracks, start, end, faults)
+
+
+def _wait_until_settled(scenario: Scenario, observer: Observer, progress: Progress | None, start: float) -> None:
+    """Poll until every message is deleted or in the DLQ and no execution runs (or the timeout)."""
+    deadline = start + scenario.timeout_s
+    settled_at: float | None = None
+    stop = threading.Event()
+    while not stop.wait(POLL_S) and time.time() < deadline:
+        observer.poll()
+        running = observer.running_jobs()
+        tracks = observer.tracks.values()
+        if progress is not None:
+            progress.update(time.time() - start, _counts(tracks, running))
+        if all(t.final in ("deleted", "dlq", "lost") for t in tracks):
+            settled_at = settled_at or time.time()
+            if not running or time.time() - settled_at > SETTLE_S:
+                return
+        else:
+            settled_at = None
+
+
+def _counts(tracks: Any, running: set[str]) -> Counts:
+    finals = [t.final for t in tracks]
+    return Counts(
+        queued=sum(1 for t in tracks if t.final == "queued" and t.job_id not in running),
+        running=len(running),
+        done=finals.count("deleted"),
+        failed=sum(t.released for t in tracks),
+        dlq=finals.count("dlq"),
+        renewals=sum(len(t.renewals) for t in tracks),
+        lapses=sum(len(t.redelivered_while_running) for t in tracks),
+    )

@@ -1,0 +1,259 @@
+"""The scenario file: settings, jobs and faults of one offline run (JSON).
+
+    {"settings": {...any engine setting...}, "jobs": [...], "faults": [...], "timeout_s": 180,
+     "batch_size": 10, "spark_heartbeat_s": 10, "seed": 1}
+
+Settings not given take the engine's defaults; the resource names (table, queues, state machine)
+belong to the runtime. Unknown keys anywhere are an error that names the key. Every problem in the
+file is reported at once, each with its place (`jobs[2].seconds: ...`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+
+RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn"})
+"""Settings the runtime fills in from the resources it creates."""
+
+FinalState = Literal["deleted", "dlq", "queued"]
+JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class ScenarioError(ValueError):
+    """The scenario file is not valid; the message names each bad key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WaitJob(_Strict):
+    """A Wait state of `seconds`; `fail` makes it fail every time (walked to the DLQ)."""
+
+    id: JobId
+    type: Literal["wait"]
+    seconds: int = Field(ge=0, le=SQS_MAX_VISIBILITY_S)
+    fail: bool = False
+    expect: FinalState | None = None
+
+    @property
+    def expected(self) -> FinalState:
+        return self.expect or ("dlq" if self.fail else "deleted")
+
+
+class SparkJob(_Strict):
+    """The pipeline on a generated partition of `events` lines."""
+
+    id: JobId
+    type: Literal["spark"]
+    events: int = Field(ge=1, le=5_000_000)
+    date: str = Field(default="2026-11-20", pattern=r"^\d{4}-\d{2}-\d{2}$")
+    seed: int = 1
+    expect: FinalState | None = None
+
+    @property
+    def expected(self) -> FinalState:
+        return self.expect or "deleted"
+
+
+class RawJob(_Strict):
+    """A message body sent as is: poison, or any body to try the receiver with."""
+
+    id: JobId
+    raw_body: str = Field(max_length=262_144)
+    expect: FinalState | None = None
+
+    @property
+    def expected(self) -> FinalState:
+        return self.expect or "dlq"
+
+
+JobSpec = WaitJob | SparkJob | RawJob
+
+
+class PauseExtender(_Strict):
+    """No scheduled extender run starts from `at_s` for `for_s` seconds."""
+
+    type: Literal["pause_extender"]
+    at_s: float = Field(ge=0)
+    for_s: float = Field(gt=0)
+
+
+class Throttle(_Strict):
+    """The extender's SQS client gets ThrottlingException for `operation` with this probability (seeded)."""
+
+    type: Literal["throttle"]
+    operation: Literal["ChangeMessageVisibilityBatch", "ChangeMessageVisibility"]
+    probability: float = Field(gt=0, le=1)
+
+
+class AbortExecution(_Strict):
+    """StopExecution of the job's running execution at `at_s` (no status event follows offline)."""
+
+    type: Literal["abort_execution"]
+    job: str
+    at_s: float = Field(ge=0)
+
+
+class KillWorker(_Strict):
+    """The Spark worker dies `after_s` into the job's first run: no more heartbeats, no answer."""
+
+    type: Literal["kill_worker"]
+    job: str
+    after_s: float = Field(default=1.0, ge=0)
+
+
+class DuplicateDelivery(_Strict):
+    """At `at_s`, the job's message becomes visible (as a lapse would make it) and is delivered again."""
+
+    type: Literal["duplicate_delivery"]
+    job: str
+    at_s: float = Field(ge=0)
+
+
+Fault = Annotated[
+    PauseExtender | Throttle | AbortExecution | KillWorker | DuplicateDelivery, Field(discriminator="type")
+]
+_FAULT_TYPES = ("pause_extender", "throttle", "abort_execution", "kill_worker", "duplicate_delivery")
+
+
+class Scenario(_Strict):
+    settings: Settings
+    jobs: list[Annotated[JobSpec, Field(union_mode="left_to_right")]] = Field(min_length=1)
+    faults: list[Fault] = []
+    timeout_s: float = Field(default=180.0, gt=0, le=3_600)
+    batch_size: int = Field(default=10, ge=1, le=10, description="The event source mapping's batch size.")
+    spark_heartbeat_s: int = Field(default=10, ge=1, le=3_600, description="Heartbeat timeout of the Spark step.")
+    seed: int = Field(default=1, description="Seeds the throttle fault and the receiver's jitter.")
+
+    @model_validator(mode="after")
+    def _faults_name_jobs(self) -> Scenario:
+        jobs = {job.id: job for job in self.jobs}
+        if len(jobs) != len(self.jobs):
+            ids = [job.id for job in self.jobs]
+            raise ValueError(f"job ids must be unique; used twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+        for index, fault in enumerate(self.faults):
+            name = getattr(fault, "job", None)
+            if name is None:
+                continue
+            job = jobs.get(name)
+            if job is None:
+                raise ValueError(f"faults[{index}].job: no job has id {name!r}")
+            if isinstance(job, RawJob):
+                raise ValueError(f"faults[{index}].job: {name!r} is a raw_body message, it runs no job")
+            if isinstance(fault, KillWorker) and not isinstance(job, SparkJob):
+                raise ValueError(f"faults[{index}].job: kill_worker needs a spark job, {name!r} is {job.type}")
+        return self
+
+    def job(self, job_id: str) -> JobSpec:
+        return next(job for job in self.jobs if job.id == job_id)
+
+
+def _place(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "scenario"
+
+
+def _job_problems(jobs: Any) -> list[str]:
+    """Which model each job is, checked by hand: pydantic's report on a union lists every member."""
+    if not isinstance(jobs, list):
+        return []
+    problems = []
+    for index, job in enumerate(jobs):
+        if not isinstance(job, Mapping):
+            problems.append(f"jobs[{index}]: must be an object")
+        elif "raw_body" not in job and job.get("type") not in ("wait", "spark"):
+            problems.append(
+                f"jobs[{index}].type: must be 'wait' or 'spark' (or give a raw_body), got {job.get('type')!r}"
+            )
+    return problems
+
+
+def _model_for(job: Mapping[str, Any]) -> type[_Strict]:
+    if "raw_body" in job:
+        return RawJob
+    return WaitJob if job.get("type") == "wait" else SparkJob
+
+
+def parse_scenario(data: Any) -> Scenario:
+    """Validate a decoded scenario; raises `ScenarioError` listing every problem."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"scenario: must be a JSON object, got {type(data).__name__}")
+    problems: list[str] = []
+    settings_values = data.get("settings", {})
+    if not isinstance(settings_values, Mapping):
+        problems.append("settings: must be an object")
+        settings_values = {}
+    for key in settings_values:
+        if key in RUNTIME_SETTINGS:
+            problems.append(f"settings.{key}: set by the offline runtime from the resources it creates")
+        elif key not in Settings.model_fields:
+            problems.append(f"settings.{key}: unknown setting")
+    settings_known = not problems
+    problems += _job_problems(data.get("jobs"))
+    faults = data.get("faults", [])
+    if isinstance(faults, list):
+        for index, fault in enumerate(faults):
+            if isinstance(fault, Mapping) and fault.get("type") not in _FAULT_TYPES:
+                problems.append(
+                    f"faults[{index}].type: must be one of {', '.join(_FAULT_TYPES)}, got {fault.get('type')!r}"
+                )
+    settings: Settings | None = None
+    if settings_known:
+        try:
+            settings = Settings.model_validate(dict(settings_values))
+        except ValidationError as exc:
+            problems += _describe(exc, prefix=("settings",))
+    jobs = data.get("jobs")
+    typed_jobs: Any = jobs
+    if isinstance(jobs, list):
+        typed_jobs = []
+        for index, job in enumerate(jobs):
+            if not isinstance(job, Mapping) or ("raw_body" not in job and job.get("type") not in ("wait", "spark")):
+                continue  # reported above
+            try:
+                typed_jobs.append(_model_for(job).model_validate(job))
+            except ValidationError as exc:
+                problems += _describe(exc, prefix=("jobs", index))
+    if problems:
+        raise ScenarioError("invalid scenario: " + "; ".join(problems))
+    try:
+        return Scenario.model_validate({**data, "settings": settings, "jobs": typed_jobs})
+    except ValidationError as exc:
+        raise ScenarioError("invalid scenario: " + "; ".join(_describe(exc))) from None
+
+
+def _describe(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[str]:
+    """pydantic's errors as `place: problem`, without the union tags it adds to the place."""
+    out = []
+    for err in exc.errors():
+        loc = (*prefix, *err["loc"])
+        loc = tuple(p for i, p in enumerate(loc) if not (p in _FAULT_TYPES and i and isinstance(loc[i - 1], int)))
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            out.append(f"{_place(loc)}: unknown key")
+        elif not loc:
+            out.append(message)  # a check across keys names its own place
+        else:
+            out.append(f"{_place(loc)}: {message}")
+    return out
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"cannot read the scenario {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ScenarioError(f"{path} is not JSON: {exc}") from None
+    return parse_scenario(data)

@@ -1,0 +1,110 @@
+"""Small scenarios end to end: renewals per policy, a failure walked to the DLQ, an abort released by
+reconciliation, throttling and a paused extender, duplicates and a poison message."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import SHORT_THRESHOLD, Runner, assert_hidden_while_running
+
+pytestmark = pytest.mark.e2e
+
+POLICIES = {
+    "threshold": SHORT_THRESHOLD,
+    "remaining": {**SHORT_THRESHOLD, "policy": "remaining"},
+    # Chunks of 6 s: the lead survives one lost run followed by one a full period late (1 s period).
+    "adaptive": {
+        "policy": "adaptive",
+        "extender_period_s": 1,
+        "adaptive_lost_runs_survived": 1,
+        "adaptive_ceiling_s": 6,
+        "release_delay_base_s": 0,
+        "max_receive_count": 3,
+    },
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_renewal_keeps_long_job_hidden_across_several_timeouts(run: Runner, policy: str) -> None:
+    result = run(settings=POLICIES[policy], jobs=[{"id": "long", "type": "wait", "seconds": 14}])
+
+    assert result.violations == []
+    job = result.report["jobs"]["long"]
+    assert job["final"] == "deleted"
+    assert job["summary"] == {"waited_s": 14}
+    assert (job["deliveries"], job["executions"], job["redelivered_while_running"]) == (1, 1, 0)
+    assert job["renewals"] >= 3, "a 14 s job on 4-6 s timeouts needs several renewals"
+    assert_hidden_while_running(result, "long")
+    assert result.report["api_calls"]["ChangeMessageVisibilityBatch"] >= job["renewals"] / 10
+    assert result.report["ok"] is True
+
+
+def test_failing_job_walked_to_dlq_after_max_receives(run: Runner) -> None:
+    result = run(settings=SHORT_THRESHOLD, jobs=[{"id": "bad", "type": "wait", "seconds": 1, "fail": True}])
+
+    job = result.report["jobs"]["bad"]
+    assert result.report["ok"] is True, result.violations
+    assert job["final"] == "dlq"
+    assert job["executions"] == job["deliveries"] == job["released"] == 3, "one execution per receive, each released"
+    assert job["dlq_error"] == "WaitJobFailed: the wait job was asked to fail"
+    assert [e.status for e in result.tracks["bad"].executions] == ["FAILED"] * 3
+
+
+def test_poison_message_goes_to_dlq_on_first_receive(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "poison", "raw_body": "{not json"}, {"id": "fine", "type": "wait", "seconds": 1}],
+    )
+
+    poison = result.report["jobs"]["poison"]
+    assert result.report["ok"] is True, result.violations
+    assert (poison["final"], poison["deliveries"], poison["executions"]) == ("dlq", 1, 0)
+    assert poison["dlq_error"].startswith("NotJson: body is not JSON")
+    assert result.report["jobs"]["fine"]["final"] == "deleted", "the rest of the batch is unaffected"
+
+
+def test_abort_released_by_reconciliation_then_rerun(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "aborted", "type": "wait", "seconds": 6}],
+        faults=[{"type": "abort_execution", "job": "aborted", "at_s": 2}],
+    )
+
+    job = result.report["jobs"]["aborted"]
+    assert result.report["ok"] is True, result.violations
+    assert [e.status for e in result.tracks["aborted"].executions] == ["ABORTED", "SUCCEEDED"]
+    assert (job["released"], job["deliveries"], job["redelivered_while_running"]) == (1, 2, 0)
+    assert job["final"] == "deleted"
+    assert result.faults.done == ["abort_execution aborted"]
+
+
+def test_extender_throttled_and_paused_without_lapse(run: Runner) -> None:
+    result = run(
+        settings=POLICIES["adaptive"],
+        jobs=[{"id": "steady", "type": "wait", "seconds": 16}],
+        faults=[
+            {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.5},
+            {"type": "pause_extender", "at_s": 4, "for_s": 2},
+        ],
+        seed=3,
+    )
+
+    job = result.report["jobs"]["steady"]
+    assert result.faults.throttled > 0, "the throttle fault must have hit"
+    assert result.report["ok"] is True, result.violations
+    assert (job["final"], job["redelivered_while_running"], job["executions"]) == ("deleted", 0, 1)
+    assert job["renewals"] >= 2
+    assert_hidden_while_running(result, "steady")
+
+
+def test_duplicate_delivery_starts_no_second_execution(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "dup", "type": "wait", "seconds": 6}],
+        faults=[{"type": "duplicate_delivery", "job": "dup", "at_s": 3}],
+    )
+
+    job = result.report["jobs"]["dup"]
+    assert result.report["ok"] is True, result.violations
+    assert (job["deliveries"], job["redelivered_while_running"], job["executions"]) == (2, 1, 1)
+    assert job["final"] == "deleted"

@@ -1,0 +1,47 @@
+"""The Spark pipeline as a long job: the workflow's token step served by the local Spark worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offline.runtime import partition_dir
+from offline.scenario import SparkJob
+from pipeline.generate import read_manifest
+from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
+
+pytestmark = pytest.mark.e2e
+
+
+def test_spark_job_runs_end_to_end_on_tiny_partition(run: Runner, tmp_path: Path) -> None:
+    result = run(settings=SHORT_THRESHOLD, jobs=[{"id": "events", "type": "spark", "events": 400}])
+
+    job = result.report["jobs"]["events"]
+    assert result.report["ok"] is True, result.violations
+    assert (job["final"], job["executions"], job["deliveries"], job["released"]) == ("deleted", 1, 1, 0)
+    truth = read_manifest(partition_dir(tmp_path, SparkJob(id="events", type="spark", events=400)))
+    assert truth is not None and truth.events == 400
+    summary = job["summary"]
+    assert summary["rows_read"] == truth.events
+    assert summary["duplicates_dropped"] == truth.duplicates
+    assert summary["rows_written"]["events"] == truth.unique_valid
+    assert Path(summary["outputs"]["events"]).is_dir(), "the curated partition was written"
+    assert_hidden_while_running(result, "events")
+
+
+def test_spark_worker_killed_mid_job_released_after_heartbeat_timeout(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "orphan", "type": "spark", "events": 200}],
+        faults=[{"type": "kill_worker", "job": "orphan", "after_s": 1}],
+    )
+
+    job = result.report["jobs"]["orphan"]
+    assert result.report["ok"] is True, result.violations
+    first, second = result.tracks["orphan"].executions
+    assert (first.status, second.status) == ("FAILED", "SUCCEEDED")
+    assert first.stopped is not None
+    assert first.stopped - first.started >= 1 + SPARK_HEARTBEAT_S - 0.5, "released only after the heartbeat timeout"
+    assert (job["released"], job["deliveries"], job["redelivered_while_running"]) == (1, 2, 0)
+    assert job["final"] == "deleted" and job["summary"]["rows_read"] == 200
