@@ -99,11 +99,12 @@ def check(summary: dict[str, Any], manifest: Manifest) -> None:
 
 
 def peak_rss_mib() -> dict[str, float]:
-    """High-water resident set of this process and of each process it started (the Spark JVM), in MiB."""
+    """High-water resident set of this process and of the Spark JVM it started, in MiB."""
     peaks = {"driver_python": _vm_hwm(os.getpid())}
     for pid in _descendants(os.getpid()):
         name = Path(f"/proc/{pid}/comm").read_text().strip()
-        peaks[f"{name}_{pid}" if name != "java" else "spark_jvm"] = _vm_hwm(pid)
+        if name == "java":
+            peaks["spark_jvm"] = _vm_hwm(pid)
     return peaks
 
 

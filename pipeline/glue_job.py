@@ -82,7 +82,12 @@ def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] 
 def _default_session() -> SparkSession:
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.appName("events-pipeline").getOrCreate()
+    from pipeline.job import SESSION_CONF
+
+    builder = SparkSession.builder.appName("events-pipeline")
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
