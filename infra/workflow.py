@@ -36,6 +36,7 @@ from functions.lease.schema import (
     STATUS_ATTR,
     VERSION_ATTR,
 )
+from infra.constants import SUMMARY_PREFIX
 
 SparkStep = Callable[[Construct], sfn.TaskStateBase]
 """Builds the state that runs a Spark job from `$.job.params`; its result is the job's summary."""
@@ -54,6 +55,7 @@ DYNAMODB_TRANSIENT_ERRORS = [
 ]
 CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
 TIMEOUT_ERRORS = ["States.HeartbeatTimeout", "States.Timeout"]  # moto reports a heartbeat timeout as the latter
+GLUE_BUSY_ERRORS = ["Glue.ConcurrentRunsExceededException", "Glue.ThrottlingException"]
 
 _NAMES = {
     "#status": STATUS_ATTR,
@@ -66,36 +68,98 @@ _LEASE_HANDLE = "$.lease.Item." + HANDLE_ATTR + ".S"
 _LEASE_STATUS = "$.lease.Item." + STATUS_ATTR + ".S"
 
 
-def glue_spark_step(job_name: str, *, timeout: cdk.Duration) -> SparkStep:
-    """The cloud's Spark step: a Glue job run, waited for (`.sync`). Its summary is the run's outcome."""
+def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str | None = None) -> SparkStep:
+    """The cloud's Spark step: a Glue job run, waited for (`.sync`).
+
+    A Glue run returns no output of its own. With `summary_bucket`, the job writes its summary JSON to
+    `s3://<bucket>/summaries/<execution name>.json` (`--summary-path`) and the step reads it back, so
+    the lease gets the pipeline's own summary (rows in/out/rejected/duplicates) next to the run's id,
+    state and time. A summary that cannot be read leaves the run's outcome alone: the job did succeed.
+    Without a bucket the summary is the run's outcome only. A run refused because the job already has
+    its maximum of concurrent runs is retried with backoff, as it is a queue, not a failure.
+    """
 
     def build(scope: Construct) -> sfn.TaskStateBase:
         params = "$.job.params."
-        return tasks.GlueStartJobRun(
+        arguments: dict[str, Any] = {
+            "--input": sfn.JsonPath.string_at(params + "input"),
+            "--date": sfn.JsonPath.string_at(params + "date"),
+            "--output": sfn.JsonPath.string_at(params + "output"),
+            "--quarantine": sfn.JsonPath.string_at(params + "quarantine"),
+            "--lateness-minutes": sfn.JsonPath.format("{}", sfn.JsonPath.string_at(params + "lateness_minutes")),
+        }
+        if summary_bucket is not None:
+            arguments["--summary-path"] = sfn.JsonPath.format(
+                f"s3://{summary_bucket}/{SUMMARY_PREFIX}{{}}.json", sfn.JsonPath.string_at("$$.Execution.Name")
+            )
+        run = tasks.GlueStartJobRun(
             scope,
             "RunSparkJob",
             glue_job_name=job_name,
             integration_pattern=sfn.IntegrationPattern.RUN_JOB,
-            arguments=sfn.TaskInput.from_object(
-                {
-                    "--input": sfn.JsonPath.string_at(params + "input"),
-                    "--date": sfn.JsonPath.string_at(params + "date"),
-                    "--output": sfn.JsonPath.string_at(params + "output"),
-                    "--quarantine": sfn.JsonPath.string_at(params + "quarantine"),
-                    "--lateness-minutes": sfn.JsonPath.format(
-                        "{}", sfn.JsonPath.string_at(params + "lateness_minutes")
-                    ),
-                }
-            ),
+            arguments=sfn.TaskInput.from_object(arguments),
             task_timeout=sfn.Timeout.duration(timeout),
             result_selector={
                 "glue_job_run_id": sfn.JsonPath.string_at("$.Id"),
                 "state": sfn.JsonPath.string_at("$.JobRunState"),
                 "execution_time_s": sfn.JsonPath.number_at("$.ExecutionTime"),
             },
+            result_path=None if summary_bucket is None else "$.glue",
         )
+        run.add_retry(  # longer waits than _retry_transient: a busy job frees up in minutes, not seconds
+            errors=GLUE_BUSY_ERRORS,
+            interval=cdk.Duration.seconds(60),
+            backoff_rate=2,
+            max_attempts=5,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        if summary_bucket is not None:
+            run.next(_read_glue_summary(scope, summary_bucket))
+        return run
 
     return build
+
+
+def summary_objects_arn(scope: Construct, bucket: str) -> str:
+    """The IAM resource of the run summaries in `bucket`."""
+    return cdk.Stack.of(scope).format_arn(
+        service="s3", region="", account="", resource=bucket, resource_name=SUMMARY_PREFIX + "*"
+    )
+
+
+def _read_glue_summary(scope: Construct, bucket: str) -> sfn.IChainable:
+    """GetObject of the run's summary, parsed, next to the run's outcome; the outcome alone on failure."""
+    outcome = {
+        "glue_job_run_id": sfn.JsonPath.string_at("$.glue.glue_job_run_id"),
+        "state": sfn.JsonPath.string_at("$.glue.state"),
+        "execution_time_s": sfn.JsonPath.number_at("$.glue.execution_time_s"),
+    }
+    read = tasks.CallAwsService(
+        scope,
+        "ReadSparkSummary",
+        service="s3",
+        action="getObject",
+        iam_resources=[summary_objects_arn(scope, bucket)],
+        parameters={
+            "Bucket": bucket,
+            "Key": sfn.JsonPath.format(f"{SUMMARY_PREFIX}{{}}.json", sfn.JsonPath.string_at("$$.Execution.Name")),
+        },
+        result_selector={"body": sfn.JsonPath.string_at("$.Body")},
+        result_path="$.summary_object",
+    )
+    read.add_catch(
+        sfn.Pass(scope, "SparkRunOutcome", parameters=outcome), errors=["States.ALL"], result_path="$.summary_error"
+    )
+    return read.next(
+        sfn.Pass(
+            scope,
+            "SparkSummary",
+            parameters={
+                **outcome,
+                "pipeline": sfn.JsonPath.string_to_json(sfn.JsonPath.string_at("$.summary_object.body")),
+            },
+        )
+    )
 
 
 def token_queue_spark_step(*, queue_arn: str, queue_url: str, heartbeat: cdk.Duration) -> SparkStep:
