@@ -1,0 +1,260 @@
+"""The three Lambda functions, each with its own least-privilege role, and what invokes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from functions.lease.schema import DUE_INDEX
+from infra.config import StackConfig
+from infra.constants import (
+    EXTENDER_PERIOD,
+    EXTENDER_TIMEOUT,
+    HANDLERS,
+    LAMBDA_ARCHITECTURE,
+    LAMBDA_ASSET_EXCLUDE,
+    LAMBDA_RUNTIME,
+    LOG_RETENTION,
+    METRICS_NAMESPACE,
+    POWERTOOLS_LAYER_PARAMETER,
+    REPO_ROOT,
+    SERVICE_NAME,
+    WATCHER_TIMEOUT,
+)
+from infra.nag import acknowledge, rendered
+
+WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
+"""Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the functions work on."""
+
+    queue: sqs.IQueue
+    dlq: sqs.IQueue
+    table: dynamodb.ITable
+    state_machine: sfn.StateMachine
+    spark_output_uri: str
+    spark_quarantine_uri: str
+
+
+class LongJobFunctions(Construct):
+    """Receiver (event source mapping on the jobs queue), extender (every minute, one at a time) and
+    watcher (this state machine's failed, timed-out and aborted executions).
+
+    Code: `functions/` from this repository as a plain asset (no Docker, no dependencies: boto3 is in
+    the runtime, Powertools and pydantic in the Powertools layer). Each function has its own role with
+    the actions its code calls, on its resources only, and writes to its own log group.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, resources: Resources) -> None:
+        super().__init__(scope, construct_id)
+        infra = config.infra
+        res = resources
+        self._retention = LOG_RETENTION[infra.log_retention_days]
+        self._code = lambda_.Code.from_asset(
+            str(REPO_ROOT), exclude=LAMBDA_ASSET_EXCLUDE, ignore_mode=cdk.IgnoreMode.GIT
+        )
+        self._layer = lambda_.LayerVersion.from_layer_version_arn(
+            self,
+            "Powertools",
+            infra.powertools_layer_arn
+            or cdk.CfnDynamicReference(cdk.CfnDynamicReferenceService.SSM, POWERTOOLS_LAYER_PARAMETER).to_string(),
+        )
+        engine_env = config.engine_environment()
+        # Executions of this state machine: `...:execution:<state machine name>:<execution name>`.
+        execution_arns = cdk.Stack.of(self).format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{res.state_machine.state_machine_name}:*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+        self.receiver = self._function(
+            "Receiver",
+            handler=HANDLERS["receiver"],
+            timeout=cdk.Duration.seconds(infra.receiver_timeout_s),
+            memory_mb=infra.lambda_memory_mb,
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "QUEUE_URL": res.queue.queue_url,
+                "DLQ_URL": res.dlq.queue_url,
+                "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+                "SPARK_OUTPUT_URI": res.spark_output_uri,
+                "SPARK_QUARANTINE_URI": res.spark_quarantine_uri,
+            },
+            statements=[
+                # The event source mapping receives and deletes; the code hides, re-sends S3 fan-outs,
+                # deletes settled redeliveries and reads the queue's VT (fixed-VT policies).
+                _allow(
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:SendMessage",
+                    on=[res.queue.queue_arn],
+                ),
+                _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
+                _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+                _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
+                _allow("states:DescribeExecution", on=[execution_arns]),
+            ],
+        )
+        self.receiver.add_event_source(
+            event_sources.SqsEventSource(
+                res.queue,
+                batch_size=infra.receiver_batch_size,
+                report_batch_item_failures=True,
+                max_concurrency=infra.receiver_max_concurrency,
+            )
+        )
+
+        self.extender = self._function(
+            "Extender",
+            handler=HANDLERS["extender"],
+            timeout=EXTENDER_TIMEOUT,
+            memory_mb=infra.lambda_memory_mb,
+            environment={**engine_env, "TABLE_NAME": res.table.table_name, "QUEUE_URL": res.queue.queue_url},
+            reserved_concurrency=1,  # two overlapping runs would only race on the same leases
+            statements=[
+                _allow(
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    on=[res.queue.queue_arn],
+                ),
+                _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{DUE_INDEX}"]),
+                _allow("dynamodb:UpdateItem", on=[res.table.table_arn]),  # also each update of a transaction
+                _allow("states:DescribeExecution", on=[execution_arns]),
+            ],
+        )
+        self.schedule = scheduler.Schedule(
+            self,
+            "ExtenderSchedule",
+            schedule=scheduler.ScheduleExpression.rate(EXTENDER_PERIOD),
+            target=scheduler_targets.LambdaInvoke(
+                self.extender,
+                retry_attempts=0,  # a missed run is covered by the next one a minute later
+                max_event_age=EXTENDER_PERIOD,
+            ),
+            description="Renew the visibility of due leases (the extender's floor is one minute)",
+        )
+
+        self.watcher = self._function(
+            "Watcher",
+            handler=HANDLERS["watcher"],
+            timeout=WATCHER_TIMEOUT,
+            memory_mb=infra.lambda_memory_mb,
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+            },
+            statements=[
+                _allow("sqs:ChangeMessageVisibility", on=[res.queue.queue_arn]),
+                _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+            ],
+        )
+        self.watcher_rule = events.Rule(
+            self,
+            "ExecutionEnded",
+            description="This state machine's executions that failed, timed out or were aborted",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=["Step Functions Execution Status Change"],
+                detail={"status": WATCHED_STATUSES, "stateMachineArn": [res.state_machine.state_machine_arn]},
+            ),
+            targets=[
+                events_targets.LambdaFunction(self.watcher, retry_attempts=8, max_event_age=cdk.Duration.hours(2))
+            ],
+        )
+
+        acknowledge(
+            self,
+            "AwsSolutions-IAM5",
+            "Executions are named per message and attempt (<message id>-<receive count>); the pattern covers "
+            "this state machine's executions only.",
+            findings=("Resource::" + rendered(self, execution_arns),),
+        )
+        acknowledge(
+            cdk.Stack.of(self),  # the scheduler's role is a stack-level singleton
+            "AwsSolutions-IAM5",
+            "CDK's scheduler target grant: lambda:InvokeFunction on the extender and its versions only.",
+            findings=("Resource::" + rendered(self, f"{self.extender.function_arn}:*"),),
+        )
+
+    def _function(
+        self,
+        name: str,
+        *,
+        handler: str,
+        timeout: cdk.Duration,
+        memory_mb: int,
+        environment: dict[str, str],
+        statements: list[iam.PolicyStatement],
+        reserved_concurrency: int | None = None,
+    ) -> lambda_.Function:
+        log_group = logs.LogGroup(
+            self, f"{name}Logs", retention=self._retention, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"The {name.lower()} function: only the calls its code makes",
+        )
+        for statement in statements:
+            role.add_to_policy(statement)
+        log_group.grant_write(role)
+        function = lambda_.Function(
+            self,
+            name,
+            runtime=LAMBDA_RUNTIME,
+            architecture=LAMBDA_ARCHITECTURE,
+            handler=handler,
+            code=self._code,
+            layers=[self._layer],
+            role=role,
+            log_group=log_group,
+            timeout=timeout,
+            memory_size=memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=reserved_concurrency,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                **environment,
+            },
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource ARN (active tracing).",
+            findings=("Resource::*",),
+        )
+        acknowledge(
+            function,
+            "AwsSolutions-L1",
+            "Python 3.11 on purpose: the project's Python (pyproject, mypy), the Powertools layer built for it "
+            "and Glue 5.0's Python, so Lambda and Glue run what the tests run.",
+        )
+        return function
+
+
+def _allow(*actions: str, on: list[str]) -> iam.PolicyStatement:
+    return iam.PolicyStatement(actions=list(actions), resources=on)
