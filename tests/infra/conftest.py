@@ -1,0 +1,84 @@
+"""Synthesized stacks, built once per test session and shared by the assertion tests.
+
+The app is built with `app.build_app`, exactly as `cdk synth` builds it (cdk-nag attached), with the
+context of `cdk.json` plus the test's own keys. Synthesis writes the cloud assembly to a temporary
+folder, and fails there when cdk-nag reports an unacknowledged finding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+from constructs import IConstruct
+
+from app import build_app
+from infra.constants import REPO_ROOT
+from infra.stack import LongJobsStack
+
+PROD_CONTEXT = {
+    "stage": "prod",
+    "s3_notifications": "true",
+    "alarm_email": "ops@example.com",
+    "receiver_max_concurrency": "25",
+    "glue_workers": "5",
+    "glue_worker_type": "G.2X",
+    "max_receive_count": "7",
+    "log_retention_days": "90",
+    "quarantine_expiration_days": "10",
+}
+"""A second deployment: everything the default leaves off turned on, as `-c key=value` strings."""
+
+
+@dataclass
+class Synth:
+    stack: LongJobsStack
+    template: dict[str, Any]
+    outdir: Path
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        return dict(self.template["Resources"])
+
+    @property
+    def assertions(self) -> Template:
+        return Template.from_json(self.template)
+
+    def logical_id(self, construct: IConstruct) -> str:
+        resource = construct.node.default_child
+        assert isinstance(resource, cdk.CfnElement)
+        return str(self.stack.resolve(self.stack.get_logical_id(resource)))
+
+    def resource(self, construct: IConstruct) -> dict[str, Any]:
+        return dict(self.resources[self.logical_id(construct)])
+
+    def of_type(self, type_name: str) -> dict[str, dict[str, Any]]:
+        return {key: value for key, value in self.resources.items() if value["Type"] == type_name}
+
+
+def cdk_json_context() -> dict[str, Any]:
+    return dict(json.loads((REPO_ROOT / "cdk.json").read_text())["context"])
+
+
+def synthesize(outdir: Path, extra: dict[str, str]) -> Synth:
+    app = cdk.App(context={**cdk_json_context(), **extra}, outdir=str(outdir))
+    stack = build_app(app)
+    assembly = app.synth()
+    return Synth(stack=stack, template=assembly.get_stack_by_name(stack.stack_name).template, outdir=outdir)
+
+
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The stack with every context key at its default."""
+    yield synthesize(tmp_path_factory.mktemp("dev"), {})
+
+
+@pytest.fixture(scope="session")
+def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    yield synthesize(tmp_path_factory.mktemp("prod"), PROD_CONTEXT)

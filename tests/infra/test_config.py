@@ -1,0 +1,111 @@
+"""CDK context settings: defaults, and every bad value refused with a message naming its key."""
+
+from __future__ import annotations
+
+import tomllib
+
+import aws_cdk as cdk
+import pytest
+
+import app
+from infra.config import ConfigError, context_keys, load_config
+from infra.constants import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION, REPO_ROOT
+
+
+def test_config_defaults_without_context() -> None:
+    config = load_config({})
+    assert config.infra.stage == "dev"
+    assert config.infra.table_deletion_protection is False
+    assert config.infra.queue_visibility_timeout_s >= config.infra.receiver_timeout_s
+    assert config.engine.policy == "adaptive"
+    assert config.engine.max_receive_count == 5
+    assert config.infra.oldest_message_alarm_threshold_s == 360 * 60 + 3600, "a Glue run plus an hour"
+
+
+def test_config_deletion_protection_defaults_on_for_prod_only() -> None:
+    assert load_config({"stage": "prod"}).infra.table_deletion_protection is True
+    assert load_config({"stage": "prod", "deletion_protection": "false"}).infra.table_deletion_protection is False
+    assert load_config({"stage": "qa", "deletion_protection": "true"}).infra.table_deletion_protection is True
+
+
+def test_config_reads_command_line_strings_as_typed_values() -> None:
+    config = load_config({"max_receive_count": "7", "s3_notifications": "true", "heartbeat_s": "0.5", "stage": None})
+    assert config.engine.max_receive_count == 7
+    assert config.infra.s3_notifications is True
+    assert config.engine.heartbeat_s == 0.5
+    assert config.infra.stage == "dev", "a None value (absent context key) takes the default"
+
+
+def test_config_engine_environment_holds_chosen_settings_and_the_fixed_period() -> None:
+    env = load_config({"policy": "adaptive", "adaptive_ceiling_s": "1200", "glue_workers": "4"}).engine_environment()
+    assert env == {"POLICY": "adaptive", "ADAPTIVE_CEILING_S": "1200", "EXTENDER_PERIOD_S": "60.0"}
+
+
+def test_config_resource_settings_are_not_context_keys() -> None:
+    keys = set(context_keys())
+    assert {"table_name", "queue_url", "dlq_url", "state_machine_arn", "extender_period_s"}.isdisjoint(keys)
+    assert {"policy", "max_receive_count", "stage", "glue_workers", "alarm_email"} <= keys
+
+
+@pytest.mark.parametrize(
+    ("context", "named"),
+    [
+        ({"glue_workers": "1"}, "glue_workers='1'"),
+        ({"stage": "Prod!"}, "stage='Prod!'"),
+        ({"glue_version": "4.0"}, "glue_version='4.0'"),
+        ({"receiver_max_concurrency": "1"}, "receiver_max_concurrency='1'"),
+        ({"log_retention_days": "31"}, "log_retention_days='31'"),
+        ({"alarm_email": "ops"}, "alarm_email='ops'"),
+        ({"powertools_layer_arn": "layer:3"}, "powertools_layer_arn='layer:3'"),
+        ({"s3_notifications": "maybe"}, "s3_notifications='maybe'"),
+        ({"policy": "fastest"}, "policy:"),
+        ({"max_receive_count": "0"}, "max_receive_count:"),
+        ({"adaptive_ceiling_s": "100"}, "adaptive_ceiling_s=100"),
+        ({"release_delay_base_s": "60", "release_delay_cap_s": "30"}, "release_delay_cap_s=30"),
+    ],
+)
+def test_config_refuses_bad_value_naming_it(context: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match="invalid CDK context") as caught:
+        load_config(context)
+    assert named in str(caught.value)
+
+
+def test_config_reports_every_bad_key_at_once() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config({"glue_workers": "1", "max_receive_count": "0"})
+    assert "glue_workers" in str(caught.value) and "max_receive_count" in str(caught.value)
+
+
+def test_config_refuses_queue_vt_shorter_than_receiver_timeout() -> None:
+    with pytest.raises(ConfigError, match=r"queue_visibility_timeout_s=60 must be >= receiver_timeout_s=90"):
+        load_config({"queue_visibility_timeout_s": "60", "receiver_timeout_s": "90"})
+
+
+def test_config_checks_a_fixed_vt_policy_against_the_queue_vt() -> None:
+    # remaining reads the queue's VT when none is set: 1 s cannot outlast a 1 s tick.
+    with pytest.raises(ConfigError, match=r"queue_visibility_timeout_s=1\).*visibility_timeout_s=1 must be greater"):
+        load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "1",
+                     "receiver_timeout_s": "1"})  # fmt: skip
+    load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "30"})
+
+
+def test_config_refuses_a_glue_run_longer_than_renewal_lasts() -> None:
+    # remaining stops renewing after 5 minutes by default: a 6 h run would lose its message.
+    with pytest.raises(ConfigError, match=r"glue_timeout_minutes=360 \(21600 s\) is longer than renewal lasts"):
+        load_config({"policy": "remaining"})
+    with pytest.raises(ConfigError, match="glue_timeout_minutes=720"):
+        load_config({"glue_timeout_minutes": "720"})  # past 12 h less the cap safety
+    assert load_config({"glue_timeout_minutes": "719"}).infra.glue_timeout_minutes == 719
+
+
+def test_config_bad_context_stops_the_app_with_the_message() -> None:
+    with pytest.raises(SystemExit) as caught:
+        app.main(cdk.App(context={"glue_workers": "1"}))
+    assert "glue_workers='1'" in str(caught.value.code)
+
+
+def test_config_powertools_version_matches_the_pinned_package() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    pins = [dep for dep in project["project"]["dependencies"] if dep.startswith("aws-lambda-powertools")]
+    assert pins == [f"aws-lambda-powertools[tracer,parser]=={POWERTOOLS_VERSION}"]
+    assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.11/{POWERTOOLS_VERSION}")

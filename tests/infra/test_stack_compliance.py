@@ -1,0 +1,118 @@
+"""cdk-nag, cfn-lint and the pinned CDK command line, on the synthesized stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
+
+from infra.constants import REPO_ROOT
+from infra.nag import acknowledge
+from tests.infra.conftest import Synth
+
+CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+CFN_LINT_ACCEPTED = {
+    # CDK adds DependsOn on a role's default policy next to the GetAtt of the role itself: redundant, harmless.
+    "W3005",
+}
+
+
+def nag_violations(outdir: Path) -> list[dict[str, Any]]:
+    """Violations in the cloud assembly's policy-validation report (no report: none ran or none found)."""
+    report = outdir / "validation-report.json"
+    if not report.exists():
+        return []
+    return [
+        violation for plugin in json.loads(report.read_text())["pluginReports"] for violation in plugin["violations"]
+    ]
+
+
+def test_nag_finds_nothing_unacknowledged_in_either_deployment(dev: Synth, prod: Synth) -> None:
+    # The fixtures' synth raises on any unacknowledged finding; the report must be empty too.
+    assert nag_violations(dev.outdir) == []
+    assert nag_violations(prod.outdir) == []
+
+
+def _nag_app(tmp_path: Path) -> tuple[cdk.App, cdk.Stack]:
+    app = cdk.App(outdir=str(tmp_path))
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, cdk.Stack(app, "NagProbe")
+
+
+def test_nag_fails_the_synth_on_an_unacknowledged_finding(tmp_path: Path) -> None:
+    app, stack = _nag_app(tmp_path)
+    sqs.Queue(stack, "Plain")  # no DLQ, no TLS-only policy
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    rules = {violation["ruleName"] for violation in nag_violations(tmp_path)}
+    assert {"AwsSolutions-SQS3", "AwsSolutions-SQS4"} <= rules
+
+
+def test_nag_acknowledges_only_the_named_findings(tmp_path: Path) -> None:
+    app, stack = _nag_app(tmp_path)
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    role.add_to_policy(iam.PolicyStatement(actions=["xray:PutTraceSegments"], resources=["*"]))
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:Get*"], resources=["arn:aws:s3:::bucket/key"]))
+    acknowledge(role, "AwsSolutions-IAM5", "X-Ray takes no resource ARN", findings=("Resource::*",))
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    assert {violation["ruleName"] for violation in nag_violations(tmp_path)} == {"AwsSolutions-IAM5[Action::s3:Get*]"}
+
+
+@pytest.mark.parametrize("deployment", ["dev", "prod"])
+def test_cfn_lint_finds_no_errors(deployment: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(deployment)
+    template = synth.outdir / synth.stack.template_file
+    matches = lint_file(template, config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
+    problems = [f"{m.rule.id} {m.message} ({m.path})" for m in matches if m.rule.id not in CFN_LINT_ACCEPTED]
+    assert problems == []
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """No credentials, no metadata service, no telemetry: nothing leaves the machine."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_"))}
+    missing = str(tmp_path / "missing")
+    env.update(
+        HOME=str(tmp_path),
+        AWS_REGION="us-east-1",
+        AWS_CONFIG_FILE=missing,
+        AWS_SHARED_CREDENTIALS_FILE=missing,
+        AWS_EC2_METADATA_DISABLED="true",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+    )
+    return env
+
+
+def run_cli(tmp_path: Path, *context: str) -> subprocess.CompletedProcess[str]:
+    assert CDK_CLI.exists(), "the pinned CDK command line is missing: run `npm ci` (make install does)"
+    args = [str(CDK_CLI), "synth", "--quiet", "--no-notices", "--no-version-reporting", "--ci"]
+    args += ["--output", str(tmp_path / "cdk.out")]
+    for item in context:
+        args += ["-c", item]
+    return subprocess.run(
+        args, cwd=REPO_ROOT, env=cli_env(tmp_path), capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+def test_cdk_cli_synth_succeeds_without_credentials(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "stage=ci")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "finished with errors" not in result.stdout + result.stderr
+    template = json.loads((tmp_path / "cdk.out" / "LongJobs-ci.template.json").read_text())
+    assert template["Outputs"]["DashboardName"]["Value"] == "LongJobs-ci"
+    assert nag_violations(tmp_path / "cdk.out") == []
+
+
+def test_cdk_cli_synth_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "glue_workers=1")
+    assert result.returncode != 0
+    assert "glue_workers='1'" in result.stdout + result.stderr

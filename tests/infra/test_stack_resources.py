@@ -1,0 +1,532 @@
+"""The synthesized stack's properties that matter, read from the CloudFormation template."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from infra.nag import render_cfn
+from tests.infra.conftest import PROD_CONTEXT, Synth
+
+DAY_S = 86_400
+
+
+def policy_grants(synth: Synth, role_logical_id: str) -> set[tuple[str, str]]:
+    """Every (action, resource) an inline policy of the role allows, resources rendered as text."""
+    grants = set()
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            grants |= {(action, render_cfn(resource)) for action in actions for resource in resources}
+    return grants
+
+
+def function_role(synth: Synth, function: Any) -> str:
+    role_arn = synth.resource(function)["Properties"]["Role"]
+    return str(role_arn["Fn::GetAtt"][0])
+
+
+def definition(synth: Synth) -> dict[str, Any]:
+    """The state machine's definition; references inside it rendered as `<LogicalId>` text."""
+    [machine] = synth.of_type("AWS::StepFunctions::StateMachine").values()
+    return dict(json.loads(render_cfn(machine["Properties"]["DefinitionString"])))
+
+
+# Queues
+
+
+def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: Synth) -> None:
+    queues = dev.stack.node.find_child("Queues")
+    queue, dlq = dev.resource(queues.queue)["Properties"], dev.resource(queues.dlq)["Properties"]
+    assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dev.logical_id(queues.dlq), "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    assert dlq["MessageRetentionPeriod"] == 14 * DAY_S > queue["MessageRetentionPeriod"]
+    for target in (queues.queue, queues.dlq):
+        dev.assertions.has_resource_properties(
+            "AWS::SQS::QueuePolicy",
+            {
+                "Queues": [{"Ref": dev.logical_id(target)}],
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [
+                            Match.object_like(
+                                {
+                                    "Effect": "Deny",
+                                    "Action": "sqs:*",
+                                    "Principal": {"AWS": "*"},
+                                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                }
+                            )
+                        ]
+                    )
+                },
+            },
+        )
+    prod_queue = prod.resource(prod.stack.node.find_child("Queues").queue)["Properties"]
+    assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == int(PROD_CONTEXT["max_receive_count"])
+
+
+def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> None:
+    functions = dev.stack.node.find_child("Functions")
+    queue = dev.resource(dev.stack.node.find_child("Queues").queue)["Properties"]
+    receiver = dev.resource(functions.receiver)["Properties"]
+    assert queue["VisibilityTimeout"] >= receiver["Timeout"]
+
+
+# Lease table
+
+
+def test_lease_table_has_pitr_ttl_and_the_sparse_due_index(dev: Synth) -> None:
+    table = dev.resource(dev.stack.node.find_child("Leases").table)
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert props["GlobalSecondaryIndexes"] == [
+        {
+            "IndexName": "due",
+            "KeySchema": [
+                {"AttributeName": "shard", "KeyType": "HASH"},
+                {"AttributeName": "renew_at", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+    ]
+    assert props["DeletionProtectionEnabled"] is False and table["DeletionPolicy"] == "Delete"
+
+
+def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
+    table = prod.resource(prod.stack.node.find_child("Leases").table)
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+
+
+# Functions
+
+
+def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
+    functions = dev.stack.node.find_child("Functions")
+    for function, handler in (
+        (functions.receiver, "functions.receiver.handler.handler"),
+        (functions.extender, "functions.extender.handler.handler"),
+        (functions.watcher, "functions.watcher.handler.handler"),
+    ):
+        props = dev.resource(function)["Properties"]
+        assert props["Handler"] == handler
+        assert props["Runtime"] == "python3.11" and props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["Layers"] == ["{{resolve:ssm:/aws/service/powertools/python/arm64/python3.11/3.37.0}}"]
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "LongJobs"
+        log_group = dev.resources[props["LoggingConfig"]["LogGroup"]["Ref"]]
+        assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_functions_layer_and_log_retention_follow_context(prod: Synth) -> None:
+    for log_group in prod.of_type("AWS::Logs::LogGroup").values():
+        assert log_group["Properties"]["RetentionInDays"] == 90
+
+
+def test_functions_asset_holds_the_functions_package_only(dev: Synth) -> None:
+    code = dev.resource(dev.stack.node.find_child("Functions").receiver)["Properties"]["Code"]
+    asset_hash = code["S3Key"].removesuffix(".zip")
+    staged = dev.outdir / f"asset.{asset_hash}"
+    files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
+    assert "functions/receiver/handler.py" in files and "functions/settings.py" in files
+    assert all(name.startswith("functions/") and name.endswith(".py") for name in files), sorted(files)
+
+
+def test_receiver_environment_names_its_resources(dev: Synth) -> None:
+    variables = dev.resource(dev.stack.node.find_child("Functions").receiver)["Properties"]["Environment"]["Variables"]
+    rendered = {name: render_cfn(value) for name, value in variables.items()}
+    workflow = dev.stack.node.find_child("Workflow")
+    assert rendered["STATE_MACHINE_ARN"] == f"<{dev.logical_id(workflow.state_machine)}>"
+    assert rendered["SPARK_OUTPUT_URI"] == f"s3://<{dev.logical_id(workflow.buckets.curated)}>/events/"
+    assert {"TABLE_NAME", "QUEUE_URL", "DLQ_URL", "SPARK_QUARANTINE_URI", "EXTENDER_PERIOD_S"} <= set(rendered)
+
+
+def test_receiver_mapping_reports_batch_item_failures_with_max_concurrency(dev: Synth, prod: Synth) -> None:
+    for synth, concurrency in ((dev, 10), (prod, int(PROD_CONTEXT["receiver_max_concurrency"]))):
+        synth.assertions.has_resource_properties(
+            "AWS::Lambda::EventSourceMapping",
+            {
+                "EventSourceArn": {
+                    "Fn::GetAtt": [synth.logical_id(synth.stack.node.find_child("Queues").queue), "Arn"]
+                },
+                "FunctionName": {"Ref": synth.logical_id(synth.stack.node.find_child("Functions").receiver)},
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "ScalingConfig": {"MaximumConcurrency": concurrency},
+                "BatchSize": 10,
+            },
+        )
+
+
+def test_extender_runs_alone_every_minute_from_eventbridge_scheduler(dev: Synth) -> None:
+    extender = dev.stack.node.find_child("Functions").extender
+    assert dev.resource(extender)["Properties"]["ReservedConcurrentExecutions"] == 1
+    [schedule] = dev.of_type("AWS::Scheduler::Schedule").values()
+    props = schedule["Properties"]
+    assert props["ScheduleExpression"] == "rate(1 minute)" and props["State"] == "ENABLED"
+    assert props["Target"]["Arn"] == {"Fn::GetAtt": [dev.logical_id(extender), "Arn"]}
+    assert props["Target"]["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0}
+
+
+def test_watcher_rule_matches_this_state_machines_failed_timed_out_and_aborted_executions(dev: Synth) -> None:
+    functions = dev.stack.node.find_child("Functions")
+    machine = dev.logical_id(dev.stack.node.find_child("Workflow").state_machine)
+    [rule] = dev.of_type("AWS::Events::Rule").values()
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["aws.states"],
+        "detail-type": ["Step Functions Execution Status Change"],
+        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED"], "stateMachineArn": [{"Ref": machine}]},
+    }
+    [target] = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [dev.logical_id(functions.watcher), "Arn"]}
+
+
+# Least privilege: each role allows exactly what its code calls, on its own resources.
+
+
+@pytest.fixture(scope="module")
+def names(dev: Synth) -> dict[str, str]:
+    workflow, queues = dev.stack.node.find_child("Workflow"), dev.stack.node.find_child("Queues")
+    machine = dev.logical_id(workflow.state_machine)
+    return {
+        "queue": f"<{dev.logical_id(queues.queue)}.Arn>",
+        "dlq": f"<{dev.logical_id(queues.dlq)}.Arn>",
+        "table": f"<{dev.logical_id(dev.stack.node.find_child('Leases').table)}.Arn>",
+        "machine": f"<{machine}>",
+        "executions": f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{machine}.Name>:*",
+    }
+
+
+def own_logs(synth: Synth, function: Any) -> set[tuple[str, str]]:
+    log_group = synth.resource(function)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    return {("logs:CreateLogStream", f"<{log_group}.Arn>"), ("logs:PutLogEvents", f"<{log_group}.Arn>")}
+
+
+XRAY = {("xray:PutTelemetryRecords", "*"), ("xray:PutTraceSegments", "*")}
+
+
+def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
+    receiver = dev.stack.node.find_child("Functions").receiver
+    queue_actions = ["ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "ReceiveMessage", "SendMessage"]
+    expected = {(f"sqs:{action}", names["queue"]) for action in queue_actions}
+    expected |= {("sqs:GetQueueUrl", names["queue"])}  # part of the event source mapping's grant
+    expected |= {("sqs:SendMessage", names["dlq"])}
+    expected |= {(f"dynamodb:{a}", names["table"]) for a in ("GetItem", "PutItem", "UpdateItem")}
+    expected |= {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
+    assert policy_grants(dev, function_role(dev, receiver)) == expected | own_logs(dev, receiver) | XRAY
+
+
+def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
+    extender = dev.stack.node.find_child("Functions").extender
+    expected = {
+        (f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes")
+    }
+    expected |= {("dynamodb:Query", names["table"] + "/index/due"), ("dynamodb:UpdateItem", names["table"])}
+    expected |= {("states:DescribeExecution", names["executions"])}
+    assert policy_grants(dev, function_role(dev, extender)) == expected | own_logs(dev, extender) | XRAY
+
+
+def test_watcher_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
+    watcher = dev.stack.node.find_child("Functions").watcher
+    expected = {("sqs:ChangeMessageVisibility", names["queue"])}
+    expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
+    assert policy_grants(dev, function_role(dev, watcher)) == expected | own_logs(dev, watcher) | XRAY
+
+
+def test_functions_roles_have_no_managed_policies(dev: Synth) -> None:
+    functions = dev.stack.node.find_child("Functions")
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        role = dev.resources[function_role(dev, function)]
+        assert "ManagedPolicyArns" not in role["Properties"]
+        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+            "Service": "lambda.amazonaws.com"
+        }
+
+
+def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_job_only(dev: Synth) -> None:
+    workflow = dev.stack.node.find_child("Workflow")
+    role = render_cfn(dev.resource(workflow.state_machine)["Properties"]["RoleArn"]).split(".")[0].strip("<")
+    grants = policy_grants(dev, role)
+    queue = f"<{dev.logical_id(dev.stack.node.find_child('Queues').queue)}.Arn>"
+    assert {(a, r) for a, r in grants if a.startswith("sqs:")} == {
+        ("sqs:deleteMessage", queue),
+        ("sqs:changeMessageVisibility", queue),
+    }
+    job = f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:job/<{dev.logical_id(workflow.glue_job)}>"
+    assert {(a, r) for a, r in grants if a.startswith("glue:")} == {
+        (f"glue:{a}", job) for a in ("StartJobRun", "GetJobRun", "GetJobRuns", "BatchStopJobRun")
+    }
+    summaries = f"arn:<AWS::Partition>:s3:::<{dev.logical_id(workflow.buckets.glue)}>/summaries/*"
+    assert {(a, r) for a, r in grants if a.startswith("s3:")} == {("s3:getObject", summaries)}
+    table = f"<{dev.logical_id(dev.stack.node.find_child('Leases').table)}>"
+    assert {r for a, r in grants if a.startswith("dynamodb:")} == {
+        f"arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/{table}"
+    }
+    wildcard_actions = {a for a, r in grants if r == "*"}
+    assert all(a.startswith(("logs:", "xray:")) for a in wildcard_actions), wildcard_actions
+
+
+def test_glue_role_reads_raw_and_writes_its_outputs_only(dev: Synth) -> None:
+    workflow = dev.stack.node.find_child("Workflow")
+    role = render_cfn(dev.resource(workflow.glue_job)["Properties"]["Role"]).split(".")[0].strip("<")
+    grants = policy_grants(dev, role)
+    b = workflow.buckets
+    raw, curated, quarantine, work = (f"<{dev.logical_id(x)}.Arn>" for x in (b.raw, b.curated, b.quarantine, b.glue))
+    assert {r for a, r in grants if a in ("s3:PutObject", "s3:DeleteObject")} == {
+        f"{curated}/*",
+        f"{quarantine}/*",
+        f"{work}/temp/*",
+        f"{work}/summaries/*",
+    }
+    assert ("s3:DeleteObject", f"{work}/summaries/*") not in grants
+    assert {r for a, r in grants if a == "s3:GetObject"} == {
+        f"{raw}/*",
+        f"{curated}/*",
+        f"{quarantine}/*",
+        f"{work}/temp/*",
+    }
+    assert not any(raw in r and a != "s3:ListBucket" and a != "s3:GetObject" for a, r in grants)
+    assert {a for a, r in grants if r == "*"} == {"cloudwatch:PutMetricData"}
+
+
+# Workflow
+
+
+def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth) -> None:
+    workflow = dev.stack.node.find_child("Workflow")
+    states = definition(dev)["States"]
+    assert definition(dev)["StartAt"] == "RunJob"
+    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["RunJob"]["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
+    ]
+    branch = states["RunJob"]["Branches"][0]["States"]
+    assert [c["Next"] for c in branch["JobType"]["Choices"]] == ["RunSparkJob", "WaitThenFail", "Wait"]
+    spark = branch["RunSparkJob"]
+    assert spark["Resource"] == "arn:<AWS::Partition>:states:::glue:startJobRun.sync"
+    assert spark["Parameters"]["JobName"] == f"<{dev.logical_id(workflow.glue_job)}>"
+    assert spark["Parameters"]["Timeout"] == 360
+    summary_bucket = f"<{dev.logical_id(workflow.buckets.glue)}>"
+    assert spark["Parameters"]["Arguments"]["--summary-path.$"] == (
+        f"States.Format('s3://{summary_bucket}/summaries/{{}}.json', $$.Execution.Name)"
+    )
+    assert spark["Next"] == "ReadSparkSummary" and spark["Catch"][0]["Next"] == "JobTimedOut"
+    read = branch["ReadSparkSummary"]
+    assert read["Resource"] == "arn:<AWS::Partition>:states:::aws-sdk:s3:getObject"
+    assert read["Parameters"] == {
+        "Bucket": summary_bucket,
+        "Key.$": "States.Format('summaries/{}.json', $$.Execution.Name)",
+    }
+    assert read["Next"] == "SparkSummary" and read["Catch"][0]["Next"] == "SparkRunOutcome"
+    assert branch["SparkSummary"]["Parameters"]["pipeline.$"] == "States.StringToJson($.summary_object.body)"
+    assert branch["SparkRunOutcome"]["End"] is True, "an unreadable summary still ends the job as succeeded"
+    assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
+    assert states["ReleaseMessage"]["Next"] == "MarkReleased" and states["MarkReleased"]["Next"] == "JobFailed"
+
+
+def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None:
+    [machine] = dev.of_type("AWS::StepFunctions::StateMachine").values()
+    props = machine["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    assert props["LoggingConfiguration"]["Level"] == "ALL"
+    assert definition(dev)["TimeoutSeconds"] == 13 * 3600
+
+
+# Glue job and buckets
+
+
+def test_glue_job_is_glue5_with_workers_and_the_pipeline_zip(dev: Synth, prod: Synth) -> None:
+    for synth, workers, worker_type in ((dev, 2, "G.1X"), (prod, 5, "G.2X")):
+        job = synth.resource(synth.stack.node.find_child("Workflow").glue_job)["Properties"]
+        assert job["GlueVersion"] == "5.0" and job["Command"]["Name"] == "glueetl"
+        assert (job["NumberOfWorkers"], job["WorkerType"]) == (workers, worker_type)
+        assert job["Timeout"] == 360 and job["MaxRetries"] == 0 and job["JobRunQueuingEnabled"] is True
+        assert job["SecurityConfiguration"] == {
+            "Ref": synth.logical_id(synth.stack.node.find_child("Workflow").node.find_child("GlueSecurity"))
+        }
+        extra = render_cfn(job["DefaultArguments"]["--extra-py-files"])
+        assert extra.startswith("s3://") and extra.endswith(".zip")
+        assert render_cfn(job["Command"]["ScriptLocation"]).endswith(".py")
+
+
+def test_glue_job_pipeline_zip_has_pipeline_as_its_top_folder(dev: Synth) -> None:
+    job = dev.resource(dev.stack.node.find_child("Workflow").glue_job)["Properties"]
+    asset_hash = render_cfn(job["DefaultArguments"]["--extra-py-files"]).rsplit("/", 1)[1].removesuffix(".zip")
+    staged = dev.outdir / f"asset.{asset_hash}"
+    files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
+    assert {"pipeline/__init__.py", "pipeline/job.py", "pipeline/glue_job.py"} <= files
+    assert all(name.startswith("pipeline/") for name in files), sorted(files)
+
+
+def test_glue_security_configuration_encrypts_logs_and_bookmarks(dev: Synth) -> None:
+    [security] = dev.of_type("AWS::Glue::SecurityConfiguration").values()
+    config = security["Properties"]["EncryptionConfiguration"]
+    assert config["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
+    assert config["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
+    for key in dev.of_type("AWS::KMS::Key").values():
+        assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_buckets_are_encrypted_private_tls_only_and_logged(dev: Synth) -> None:
+    buckets = dev.of_type("AWS::S3::Bucket")
+    assert len(buckets) == 5, "raw, curated, quarantine, glue and access logs"
+    for logical_id, bucket in buckets.items():
+        props = bucket["Properties"]
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
+            "SSEAlgorithm": "AES256"
+        }
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert bucket["DeletionPolicy"] == "Retain"
+        dev.assertions.has_resource_properties(
+            "AWS::S3::BucketPolicy",
+            {
+                "Bucket": {"Ref": logical_id},
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                    )
+                },
+            },
+        )
+        if "AccessLogs" not in logical_id:
+            assert "DestinationBucketName" in props["LoggingConfiguration"]
+
+
+def test_buckets_expire_quarantine_and_glue_scratch(dev: Synth, prod: Synth) -> None:
+    for synth, days in ((dev, 30), (prod, int(PROD_CONTEXT["quarantine_expiration_days"]))):
+        buckets = synth.stack.node.find_child("Workflow").buckets
+        rules = synth.resource(buckets.quarantine)["Properties"]["LifecycleConfiguration"]["Rules"]
+        assert {"ExpirationInDays": days, "Status": "Enabled"} in rules
+    glue_rules = dev.resource(dev.stack.node.find_child("Workflow").buckets.glue)["Properties"][
+        "LifecycleConfiguration"
+    ]
+    assert {"ExpirationInDays": 7, "Prefix": "temp/", "Status": "Enabled"} in glue_rules["Rules"]
+    assert {"ExpirationInDays": 30, "Prefix": "summaries/", "Status": "Enabled"} in glue_rules["Rules"]
+    raw_rules = dev.resource(dev.stack.node.find_child("Workflow").buckets.raw)["Properties"]["LifecycleConfiguration"]
+    assert not any("ExpirationInDays" in rule for rule in raw_rules["Rules"]), "raw input is kept"
+
+
+def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:
+    assert not dev.of_type("Custom::S3BucketNotifications")
+    [notifications] = prod.of_type("Custom::S3BucketNotifications").values()
+    queue = prod.logical_id(prod.stack.node.find_child("Queues").queue)
+    assert notifications["Properties"]["BucketName"] == {
+        "Ref": prod.logical_id(prod.stack.node.find_child("Workflow").buckets.raw)
+    }
+    assert notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"] == [
+        {"Events": ["s3:ObjectCreated:*"], "QueueArn": {"Fn::GetAtt": [queue, "Arn"]}}
+    ]
+    prod.assertions.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": queue}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Allow", "Principal": {"Service": "s3.amazonaws.com"}})]
+                )
+            },
+        },
+    )
+
+
+# Monitoring and outputs
+
+
+def test_alarms_notify_the_topic(dev: Synth, prod: Synth) -> None:
+    topic = dev.logical_id(dev.stack.node.find_child("Monitoring").topic)
+    alarms = dev.of_type("AWS::CloudWatch::Alarm")
+    expected = {"DlqNotEmpty", "OldestMessageAge", "ExtenderErrors", "ExtenderNotRunning", "Lapses"}
+    expected |= {"LeasesLostOrCapped", "FailedExecutions"}
+    assert {
+        name for name in expected for logical_id in alarms if logical_id.startswith(f"Monitoring{name}")
+    } == expected
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
+    assert not dev.of_type("AWS::SNS::Subscription")
+    [subscription] = prod.of_type("AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == PROD_CONTEXT["alarm_email"]
+    [topic_props] = [t["Properties"] for t in dev.of_type("AWS::SNS::Topic").values()]
+    assert "KmsMasterKeyId" in topic_props
+
+
+def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
+    alarms = {key: value["Properties"] for key, value in dev.of_type("AWS::CloudWatch::Alarm").items()}
+
+    def alarm(name: str) -> dict[str, Any]:
+        [props] = [props for key, props in alarms.items() if key.startswith(f"Monitoring{name}")]
+        return props
+
+    assert (alarm("DlqNotEmpty")["MetricName"], alarm("DlqNotEmpty")["Threshold"]) == (
+        "ApproximateNumberOfMessagesVisible",
+        1,
+    )
+    assert alarm("OldestMessageAge")["Threshold"] == 360 * 60 + 3600
+    assert alarm("ExtenderNotRunning")["TreatMissingData"] == "breaching"
+    lapses = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm("Lapses")["Metrics"] if "MetricStat" in m}
+    assert lapses == {"Lapses", "RedeliveredWhileRunning"}
+    lost = {
+        m["MetricStat"]["Metric"]["MetricName"] for m in alarm("LeasesLostOrCapped")["Metrics"] if "MetricStat" in m
+    }
+    assert lost == {"LeasesLost", "LeasesCapped"}
+    for m in alarm("Lapses")["Metrics"]:
+        if "MetricStat" in m:
+            assert m["MetricStat"]["Metric"]["Namespace"] == "LongJobs"
+            assert m["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "service", "Value": "long-jobs"}]
+
+
+def test_dashboard_is_named_for_the_stage_and_shows_the_path(dev: Synth, prod: Synth) -> None:
+    for synth, name in ((dev, "LongJobs-dev"), (prod, "LongJobs-prod")):
+        [dashboard] = synth.of_type("AWS::CloudWatch::Dashboard").values()
+        assert dashboard["Properties"]["DashboardName"] == name
+    [dashboard] = dev.of_type("AWS::CloudWatch::Dashboard").values()
+    body = render_cfn(dashboard["Properties"]["DashboardBody"])
+    for title in (
+        "Jobs queue",
+        "Dead-letter queue",
+        "Leases",
+        "Renewal failures by class",
+        "Executions",
+        "Glue job runs",
+    ):
+        assert f'"title":"{title}"' in body
+    for metric in ("Renewals", "Lapses", "LeasesCapped", "LeasesLost", "JobsStarted", "ExecutionsSucceeded"):
+        assert f'"{metric}"' in body
+
+
+def test_outputs_name_every_resource_an_operator_needs(dev: Synth) -> None:
+    outputs = dev.template["Outputs"]
+    assert {
+        "QueueUrl",
+        "DeadLetterQueueUrl",
+        "LeaseTableName",
+        "StateMachineArn",
+        "DashboardName",
+        "RawBucketName",
+        "CuratedBucketName",
+        "QuarantineBucketName",
+        "GlueBucketName",
+        "GlueJobName",
+        "AlarmTopicArn",
+    } <= set(outputs)
+    assert outputs["QueueUrl"]["Value"] == {"Ref": dev.logical_id(dev.stack.node.find_child("Queues").queue)}
+    assert outputs["DashboardName"]["Value"] == "LongJobs-dev"
