@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
 
 .PHONY: install lint typecheck test unit functional bench demo demo-tools clean
 
@@ -17,7 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[infra,pipeline,offline,dev]"
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The CDK command line pinned in package.json (npx cdk ..., and the infra tests' `cdk synth`).
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $(NPM_STAMP)
+
+install: $(STAMP) $(NPM_STAMP)
 
 lint: install
 	$(BIN)/ruff check .
@@ -49,4 +55,4 @@ demo: demo-tools install
 	$(BIN)/python -m offline demo --out out/demo
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis node_modules cdk.out
