@@ -143,6 +143,11 @@ class LongJobFunctions(Construct):
                 _allow("states:DescribeExecution", on=[execution_arns]),
             ],
         )
+        # A run that could not start within two periods (throttled behind a long sub-minute run) is
+        # dropped rather than run late: the next scheduled one is already on its way.
+        self.extender.configure_async_invoke(
+            max_event_age=cdk.Duration.seconds(2 * EXTENDER_PERIOD.to_seconds()), retry_attempts=0
+        )
         self.schedule = scheduler.Schedule(
             self,
             "ExtenderSchedule",

@@ -179,6 +179,14 @@ def test_extender_runs_alone_every_minute_from_eventbridge_scheduler(dev: Synth)
     assert props["ScheduleExpression"] == "rate(1 minute)" and props["State"] == "ENABLED"
     assert props["Target"]["Arn"] == {"Fn::GetAtt": [dev.logical_id(extender), "Arn"]}
     assert props["Target"]["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0}
+    dev.assertions.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": dev.logical_id(extender)},
+            "MaximumEventAgeInSeconds": 120,
+            "MaximumRetryAttempts": 0,
+        },
+    )
 
 
 def test_watcher_rule_matches_this_state_machines_failed_timed_out_and_aborted_executions(dev: Synth) -> None:
