@@ -100,10 +100,11 @@ class Faults:
 
     def kill_after(self, job_id: str) -> float | None:
         """Seconds the worker lives into this job, on its first run only; None: it does not die."""
-        for fault in self.scenario.faults:
-            if isinstance(fault, KillWorker) and fault.job == job_id and job_id not in self.killed:
-                self.killed.add(job_id)
-                return fault.after_s
+        with self._lock:
+            for fault in self.scenario.faults:
+                if isinstance(fault, KillWorker) and fault.job == job_id and job_id not in self.killed:
+                    self.killed.add(job_id)
+                    return fault.after_s
         return None
 
 

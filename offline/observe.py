@@ -31,6 +31,8 @@ JOB_ENDED_EVENTS = frozenset(
     {"ParallelStateSucceeded", "ParallelStateFailed", "ParallelStateAborted", "ParallelStateExited"}
 )
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
+REREAD = 100
+"""Stream records read again on each poll (see `Observer.poll`)."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,14 @@ class Observer:
         self.tracks: dict[str, Track] = {}
         self._by_message: dict[str, Track] = {}
         self._lock = threading.Lock()
-        stream_arn = emulator.dynamodb().describe_table(TableName=resources.table_name)["Table"]["LatestStreamArn"]
-        shard = self.streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
-        self._iterator: str | None = self.streams.get_shard_iterator(
-            StreamArn=stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
+        self._stream_arn = emulator.dynamodb().describe_table(TableName=resources.table_name)["Table"][
+            "LatestStreamArn"
+        ]
+        shard = self.streams.describe_stream(StreamArn=self._stream_arn)["StreamDescription"]["Shards"][0]
+        self._shard_id: str = shard["ShardId"]
+        self._first_sequence = int(shard["SequenceNumberRange"]["StartingSequenceNumber"])
+        self._tail: int | None = None
+        self._seen: set[str] = set()
 
     def send(self, job_id: str, body: str) -> Track:
         """Put one job's message on the jobs queue, its id in an attribute."""
@@ -132,12 +137,27 @@ class Observer:
         return f"{prefix}:{execution_name(message_id, attempt)}"
 
     def poll(self) -> None:
-        """Read the lease stream up to now, then where each message is."""
-        while self._iterator:
-            page = self.streams.get_records(ShardIterator=self._iterator, Limit=1000)
-            self._iterator = page.get("NextShardIterator")
+        """Read the lease stream up to now, then where each message is.
+
+        Each read starts a little before the last record read, with a fresh iterator, and skips the
+        records already seen: moto's cancelled transaction puts back a copy of the whole table, stream
+        included, so the old iterator would read a shard nothing is written to any more, and the
+        copy numbers its new records from where the copy was taken."""
+        start = self._first_sequence if self._tail is None else max(self._first_sequence, self._tail - REREAD)
+        iterator: str | None = self.streams.get_shard_iterator(
+            StreamArn=self._stream_arn,
+            ShardId=self._shard_id,
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            SequenceNumber=str(start),
+        )["ShardIterator"]
+        while iterator:
+            page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+            iterator = page.get("NextShardIterator")
             for record in page["Records"]:
-                self._on_lease_change(record["dynamodb"])
+                self._tail = int(record["dynamodb"]["SequenceNumber"])
+                if record["eventID"] not in self._seen:
+                    self._seen.add(record["eventID"])
+                    self._on_lease_change(record["dynamodb"])
             if not page["Records"]:
                 break
         self._locate()

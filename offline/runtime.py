@@ -12,6 +12,7 @@ Reconciliation inside the extender stands in for EventBridge's status events, wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from functions.lease import LeaseStore
+from functions.observability import metrics
 from offline.emulator import REGION, Emulator, Resources, environment, function_environment
 from offline.esm import EventSourceMapping, MappingConfig
 from offline.faults import Faults, TimedActions
@@ -38,6 +40,7 @@ POLL_S = 0.5
 SETTLE_S = 15.0
 """After every message is settled, how long to wait for the executions to end (they close leases)."""
 RECEIVER_TIMEOUT_S = 30.0
+MAX_SPARK_WORKERS = 4
 EXTENDER_TIMEOUT_S = 60.0
 LOGGERS = ("moto", "werkzeug", "offline", "py4j", "pyspark", "botocore")
 QUIET_LOGGERS = ("moto.stepfunctions.parser",)
@@ -54,16 +57,28 @@ class RunResult:
     faults: Faults
 
 
-def prepare_data(scenario: Scenario, work_dir: Path) -> None:
-    """Generate each Spark job's partition (kept between runs when its size and seed are unchanged)."""
+def spark_workers(scenario: Scenario) -> int:
+    """One worker thread per Spark job, up to `MAX_SPARK_WORKERS`, all on the one local session: a task
+    waiting in the token queue gets no heartbeats, so it must not wait long for a free worker."""
+    return min(MAX_SPARK_WORKERS, max(1, sum(1 for job in scenario.jobs if isinstance(job, SparkJob))))
+
+
+def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
+    """Generate each Spark job's partition (kept between runs when its size and seed are unchanged) and
+    start the local SparkSession before any job is sent: starting the JVM takes seconds, and a step's
+    timeout counts from the moment its task is scheduled."""
     from pipeline.generate import generate, read_manifest
 
-    for job in scenario.jobs:
-        if isinstance(job, SparkJob):
-            folder = partition_dir(work_dir, job)
-            manifest = read_manifest(folder)
-            if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
-                generate(job.date, job.events, folder, seed=job.seed)
+    jobs = [job for job in scenario.jobs if isinstance(job, SparkJob)]
+    for job in jobs:
+        folder = partition_dir(work_dir, job)
+        manifest = read_manifest(folder)
+        if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
+            generate(job.date, job.events, folder, seed=job.seed)
+    if jobs:
+        from offline.spark import local_session
+
+        local_session()
 
 
 def partition_dir(work_dir: Path, job: SparkJob) -> Path:
@@ -88,8 +103,8 @@ def message_body(job: JobSpec, work_dir: Path) -> str:
 
 @contextmanager
 def captured_logs(path: Path) -> Iterator[None]:
-    """Send the functions' Powertools logs and the libraries' logs to `path`, keeping the terminal
-    for progress; put everything back afterwards."""
+    """Send the functions' Powertools logs, anything printed and the libraries' logs to `path`, keeping
+    the terminal (stderr) for progress; put everything back afterwards."""
     from functions.observability import logger as function_logger
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,7 +128,8 @@ def captured_logs(path: Path) -> Iterator[None]:
         if isinstance(powertools, logging.StreamHandler):
             powertools.setStream(sink)
         try:
-            yield
+            with contextlib.redirect_stdout(sink):
+                yield
         finally:
             if isinstance(powertools, logging.StreamHandler):
                 powertools.setStream(stream)
@@ -127,7 +143,7 @@ def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | Non
     """Run the scenario to its end (every message settled, or `timeout_s`) and report."""
     wall_start = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
-    prepare_data(scenario, work_dir)
+    prepare_spark(scenario, work_dir)
     emulator = Emulator()
     try:
         resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s)
@@ -149,10 +165,22 @@ def _run(
     start = time.time()
     faults = Faults(scenario, start=start)
     faults.install_throttle(extender.extender().sqs)  # the container's client, built once
+    # Both functions share this process's Powertools `Metrics`, disabled here. Disabled, it never clears
+    # what it gathered and prints it once a name holds 100 values; clear it after each invocation
+    # instead, as a flush would.
 
     def invoke_extender() -> None:
         context = LambdaContext(function_name="extender", deadline=time.time() + EXTENDER_TIMEOUT_S)
-        extender.handler({"source": "aws.scheduler"}, context)
+        try:
+            extender.handler({"source": "aws.scheduler"}, context)
+        finally:
+            metrics.clear_metrics()
+
+    def invoke_receiver(event: dict[str, Any], context: LambdaContext) -> Any:
+        try:
+            return receiver.handler(event, context)
+        finally:
+            metrics.clear_metrics()
 
     mapping = EventSourceMapping(
         emulator.sqs(app_id="lambda-event-source-mapping"),
@@ -163,17 +191,20 @@ def _run(
             batch_size=scenario.batch_size,
             function_timeout_s=RECEIVER_TIMEOUT_S,
         ),
-        receiver.handler,
+        invoke_receiver,
         on_batch=observer.on_batch,
     )
     schedule = Scheduler(invoke_extender, settings.extender_period_s, paused=faults.extender_paused)
-    worker = SparkWorker(
-        emulator.sqs(app_id="spark-worker"),
-        emulator.stepfunctions(app_id="spark-worker"),
-        resources.token_queue_url,
-        heartbeat_timeout_s=scenario.spark_heartbeat_s,
-        kill_after=faults.kill_after,
-    )
+    workers = [
+        SparkWorker(
+            emulator.sqs(app_id="spark-worker"),
+            emulator.stepfunctions(app_id="spark-worker"),
+            resources.token_queue_url,
+            heartbeat_timeout_s=scenario.spark_heartbeat_s,
+            kill_after=faults.kill_after,
+        )
+        for _ in range(spark_workers(scenario))
+    ]
     actions = TimedActions(
         faults,
         message_ids=lambda job_id: observer.tracks[job_id].message_id,
@@ -185,7 +216,7 @@ def _run(
     )
     for job in scenario.jobs:
         observer.send(job.id, message_body(job, work_dir))
-    threads: list[Any] = [mapping, schedule, worker, actions]
+    threads: list[Any] = [mapping, schedule, *workers, actions]
     for thread in threads:
         thread.start()
     try:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
 
@@ -122,6 +122,7 @@ Fault = Annotated[
     PauseExtender | Throttle | AbortExecution | KillWorker | DuplicateDelivery, Field(discriminator="type")
 ]
 _FAULT_TYPES = ("pause_extender", "throttle", "abort_execution", "kill_worker", "duplicate_delivery")
+_FAULT: TypeAdapter[Fault] = TypeAdapter(Fault)
 
 
 class Scenario(_Strict):
@@ -130,7 +131,13 @@ class Scenario(_Strict):
     faults: list[Fault] = []
     timeout_s: float = Field(default=180.0, gt=0, le=3_600)
     batch_size: int = Field(default=10, ge=1, le=10, description="The event source mapping's batch size.")
-    spark_heartbeat_s: int = Field(default=10, ge=1, le=3_600, description="Heartbeat timeout of the Spark step.")
+    spark_heartbeat_s: int = Field(
+        default=10,
+        ge=1,
+        le=59,
+        description="Heartbeat timeout of the Spark step: below 60 s, moto's default timeout of a task state "
+        "that sets a heartbeat but no timeout (AWS's default is a year).",
+    )
     seed: int = Field(default=1, description="Seeds the throttle fault and the receiver's jitter.")
 
     @model_validator(mode="after")
@@ -200,6 +207,7 @@ def parse_scenario(data: Any) -> Scenario:
             problems.append(f"settings.{key}: unknown setting")
     settings_known = not problems
     problems += _job_problems(data.get("jobs"))
+    problems += [f"{key}: unknown key" for key in data if key not in Scenario.model_fields]
     faults = data.get("faults", [])
     if isinstance(faults, list):
         for index, fault in enumerate(faults):
@@ -207,6 +215,11 @@ def parse_scenario(data: Any) -> Scenario:
                 problems.append(
                     f"faults[{index}].type: must be one of {', '.join(_FAULT_TYPES)}, got {fault.get('type')!r}"
                 )
+            else:
+                try:
+                    _FAULT.validate_python(fault)
+                except ValidationError as exc:
+                    problems += _describe(exc, prefix=("faults", index))
     settings: Settings | None = None
     if settings_known:
         try:

@@ -1,0 +1,62 @@
+"""The runtime's observer on the emulator: it keeps following the lease table through moto's quirks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from botocore.exceptions import ClientError
+
+from functions.lease import Lease, LeaseStatus, LeaseStore
+from offline.emulator import Emulator, Resources, environment, function_environment
+from offline.observe import Observer
+from offline.scenario import parse_scenario
+from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def emulated() -> Iterator[tuple[Emulator, Resources]]:
+    emulator = Emulator()
+    try:
+        settings = parse_scenario({"settings": SHORT_THRESHOLD, "jobs": [{"id": "a", "raw_body": "x"}]}).settings
+        resources = emulator.create(settings, spark_heartbeat_s=SPARK_HEARTBEAT_S)
+        with environment(function_environment(resources)):
+            yield emulator, resources
+    finally:
+        emulator.stop()
+
+
+def test_observer_follows_leases_after_a_cancelled_transaction(emulated: tuple[Emulator, Resources]) -> None:
+    emulator, resources = emulated
+    observer = Observer(emulator, resources)
+    track = observer.send("job", json.dumps({"job_id": "job", "type": "wait", "params": {"seconds": 1}}))
+    store = LeaseStore(emulator.dynamodb(), resources.table_name, shards=1, closed_ttl_s=60)
+    lease = Lease(track.message_id, resources.queue_url, "handle-1", 1, 100.0, 104.0, 200.0, renew_at=102.0)
+    assert store.create(lease)
+    observer.poll()
+    assert observer.tracks["job"].lease == lease
+
+    # A transaction whose condition fails: moto puts back a copy of the table, stream and all.
+    with pytest.raises(ClientError, match="TransactionCanceled"):
+        emulator.dynamodb().transact_write_items(
+            TransactItems=[
+                {
+                    "ConditionCheck": {
+                        "TableName": resources.table_name,
+                        "Key": {"pk": {"S": track.message_id}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            ]
+        )
+    closed = store.close(lease, LeaseStatus.RELEASED, now=105.0, error="released after the rollback")
+    assert closed is not None
+
+    observer.poll()
+
+    seen = observer.tracks["job"].lease
+    assert seen is not None and seen.status is LeaseStatus.RELEASED
+    assert observer.tracks["job"].released == 1

@@ -1,0 +1,167 @@
+"""The scenario file parser: every problem named by its place, unknown keys refused, defaults applied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.settings import Settings
+from offline.scenario import (
+    AbortExecution,
+    RawJob,
+    ScenarioError,
+    SparkJob,
+    Throttle,
+    WaitJob,
+    load_scenario,
+    parse_scenario,
+)
+
+DEMO = Path(__file__).parents[2] / "offline" / "scenarios" / "demo.json"
+
+
+def problems(data: Any) -> str:
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data)
+    return str(caught.value)
+
+
+def test_scenario_parser_applies_defaults_to_a_minimal_file() -> None:
+    scenario = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 3}]})
+
+    assert scenario.settings == Settings()
+    assert (scenario.timeout_s, scenario.batch_size, scenario.spark_heartbeat_s, scenario.faults) == (180, 10, 10, [])
+    assert scenario.jobs == [WaitJob(id="a", type="wait", seconds=3)]
+
+
+def test_scenario_parser_reads_the_documented_example() -> None:
+    scenario = parse_scenario(
+        {
+            "settings": {
+                "policy": "threshold",
+                "visibility_timeout_s": 4,
+                "threshold_s": 2,
+                "extender_period_s": 1,
+                "max_renewal_s": 600,
+            },
+            "jobs": [
+                {"id": "a", "type": "wait", "seconds": 12},
+                {"id": "b", "type": "wait", "seconds": 2, "fail": True},
+                {"id": "c", "type": "spark", "events": 20000},
+                {"id": "d", "raw_body": "{not json"},
+            ],
+            "faults": [
+                {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.3},
+                {"type": "abort_execution", "job": "a", "at_s": 5},
+            ],
+            "timeout_s": 180,
+        }
+    )
+
+    assert [type(job) for job in scenario.jobs] == [WaitJob, WaitJob, SparkJob, RawJob]
+    assert [job.expected for job in scenario.jobs] == ["deleted", "dlq", "deleted", "dlq"]
+    assert [type(fault) for fault in scenario.faults] == [Throttle, AbortExecution]
+    assert scenario.settings.policy == "threshold" and scenario.settings.max_renewal_s == 600
+
+
+def test_scenario_parser_names_unknown_keys_at_every_level() -> None:
+    text = problems(
+        {
+            "settings": {"visibility_timeout": 4},
+            "jobs": [{"id": "a", "type": "wait", "seconds": 1, "sleep": 2}],
+            "faults": [{"type": "pause_extender", "at_s": 1, "for_s": 1, "until_s": 3}],
+            "timeout": 10,
+        }
+    )
+
+    assert "settings.visibility_timeout: unknown setting" in text
+    assert "jobs[0].sleep: unknown key" in text
+    assert "faults[0].until_s: unknown key" in text
+    assert "timeout: unknown key" in text
+
+
+def test_scenario_parser_refuses_settings_the_runtime_owns() -> None:
+    text = problems({"settings": {"queue_url": "https://example"}, "jobs": [{"id": "a", "raw_body": "x"}]})
+
+    assert "settings.queue_url: set by the offline runtime" in text
+
+
+def test_scenario_parser_reports_settings_that_lapse_by_construction() -> None:
+    text = problems(
+        {"settings": {"policy": "threshold", "visibility_timeout_s": 1}, "jobs": [{"id": "a", "raw_body": "x"}]}
+    )
+
+    assert text.startswith("invalid scenario: settings: visibility_timeout_s=1 must be greater than tick")
+
+
+def test_scenario_parser_reports_bad_values_with_their_place() -> None:
+    text = problems(
+        {
+            "jobs": [
+                {"id": "a", "type": "wait", "seconds": -1},
+                {"id": "b", "type": "sleep"},
+                {"id": "c", "type": "spark", "events": 0},
+                "d",
+            ],
+            "faults": [{"type": "throttle", "operation": "DeleteMessage", "probability": 2}, {"type": "explode"}],
+        }
+    )
+
+    assert "jobs[0].seconds: Input should be greater than or equal to 0" in text
+    assert "jobs[1].type: must be 'wait' or 'spark' (or give a raw_body), got 'sleep'" in text
+    assert "jobs[2].events: Input should be greater than or equal to 1" in text
+    assert "jobs[3]: must be an object" in text
+    assert "faults[1].type: must be one of pause_extender, throttle" in text
+
+
+def test_scenario_parser_checks_fault_values_and_targets() -> None:
+    throttle = problems(
+        {
+            "jobs": [{"id": "a", "raw_body": "x"}],
+            "faults": [{"type": "throttle", "operation": "Nope", "probability": 2}],
+        }
+    )
+    assert (
+        "faults[0].operation: Input should be 'ChangeMessageVisibilityBatch' or 'ChangeMessageVisibility'" in throttle
+    )
+    assert "faults[0].probability: Input should be less than or equal to 1" in throttle
+
+    jobs = [{"id": "w", "type": "wait", "seconds": 1}, {"id": "p", "raw_body": "x"}]
+    assert "faults[0].job: no job has id 'z'" in problems(
+        {"jobs": jobs, "faults": [{"type": "abort_execution", "job": "z", "at_s": 1}]}
+    )
+    assert "faults[0].job: 'p' is a raw_body message, it runs no job" in problems(
+        {"jobs": jobs, "faults": [{"type": "duplicate_delivery", "job": "p", "at_s": 1}]}
+    )
+    assert "faults[0].job: kill_worker needs a spark job, 'w' is wait" in problems(
+        {"jobs": jobs, "faults": [{"type": "kill_worker", "job": "w"}]}
+    )
+
+
+def test_scenario_parser_refuses_duplicate_ids_and_empty_job_lists() -> None:
+    assert "used twice: ['a']" in problems({"jobs": [{"id": "a", "raw_body": "x"}, {"id": "a", "raw_body": "y"}]})
+    assert "jobs: List should have at least 1 item" in problems({"jobs": []})
+    assert "scenario: must be a JSON object, got list" in problems([])
+
+
+def test_scenario_loader_names_a_file_that_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"jobs": [', encoding="utf-8")
+
+    with pytest.raises(ScenarioError, match=r"broken\.json is not JSON"):
+        load_scenario(path)
+    with pytest.raises(ScenarioError, match="cannot read the scenario"):
+        load_scenario(tmp_path / "missing.json")
+
+
+def test_scenario_loader_accepts_the_shipped_demo() -> None:
+    scenario = load_scenario(DEMO)
+
+    kinds = {type(job) for job in scenario.jobs}
+    assert kinds == {WaitJob, SparkJob, RawJob}
+    assert sum(isinstance(job, SparkJob) for job in scenario.jobs) >= 2
+    assert any(isinstance(job, WaitJob) and job.fail for job in scenario.jobs)
+    assert json.loads(DEMO.read_text(encoding="utf-8"))["timeout_s"] < 300
