@@ -62,6 +62,8 @@ class Track:
     visibility: list[tuple[float, float]] = field(default_factory=list)
     """(when, visible-until) each time the lease's belief changed."""
     released: int = 0
+    closes: list[float] = field(default_factory=list)
+    """When each of its leases closed (succeeded, released, rejected...)."""
     lease: Lease | None = None
     executions: list[Execution] = field(default_factory=list)
     final: str = "queued"
@@ -177,10 +179,11 @@ class Observer:
             track.renewals.append(new.last_renewed_at)
         if new.active and (not same_receive or (old is not None and old.visible_until != new.visible_until)):
             track.visibility.append((new.last_renewed_at, new.visible_until))
-        was_released = old is not None and same_receive and old.status is LeaseStatus.RELEASED
-        if new.status is LeaseStatus.RELEASED and not was_released:
-            track.released += 1
-            track.visibility.append((now, now + new.release_delay_s))
+        if not new.active and (old is None or not same_receive or old.active):
+            track.closes.append(now)
+            if new.status is LeaseStatus.RELEASED:
+                track.released += 1
+                track.visibility.append((now, now + new.release_delay_s))
 
     def _locate(self) -> None:
         """Final state of each message: in the DLQ, still queued, or gone from the jobs queue."""

@@ -70,9 +70,9 @@ def draw_timeline(result: RunResult, scenario: Scenario, path: Path) -> None:
 
 def _draw_row(axes: Axes, row: int, track: Track, start: float, end: float) -> None:
     for changed, visible_until in track.visibility:
-        axes.plot(
-            [changed - start, visible_until - start], [row - 0.25, row - 0.25], color="tab:purple", alpha=0.25, lw=5
-        )
+        # A lease's belief ends when it closes: the message is deleted, or released with its own delay.
+        until = min([visible_until, *(closed for closed in track.closes if closed > changed)])
+        axes.plot([changed - start, until - start], [row - 0.25, row - 0.25], color="tab:purple", alpha=0.25, lw=5)
     renewals = [at - start for at in track.renewals]
     axes.plot(renewals, [row - 0.25] * len(renewals), "o", color="tab:purple", markersize=4)
     for execution in track.executions:
