@@ -47,6 +47,8 @@ TOKEN_QUEUE = "spark-tokens"
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
 OBSERVER_APP_ID = "offline-observer"
+DEFAULT_QUEUE_VT_S = 30
+"""The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "offline",
@@ -100,6 +102,7 @@ class Resources:
     port: int
     queue_url: str
     queue_arn: str
+    queue_visibility_timeout_s: int
     dlq_url: str
     token_queue_url: str
     table_name: str
@@ -157,7 +160,7 @@ class Emulator:
         sqs = self.sqs()
         dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
         dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
-        queue_vt = settings.visibility_timeout_s if settings.visibility_timeout_s is not None else 30
+        queue_vt = settings.visibility_timeout_s if settings.visibility_timeout_s is not None else DEFAULT_QUEUE_VT_S
         queue_url = sqs.create_queue(
             QueueName=QUEUE,
             Attributes={
@@ -191,6 +194,7 @@ class Emulator:
             port=self.port,
             queue_url=queue_url,
             queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}",
+            queue_visibility_timeout_s=queue_vt,
             dlq_url=dlq_url,
             token_queue_url=token_queue_url,
             table_name=TABLE,

@@ -189,7 +189,8 @@ def _run(
             queue_arn=resources.queue_arn,
             region=REGION,
             batch_size=scenario.batch_size,
-            function_timeout_s=RECEIVER_TIMEOUT_S,
+            # Lambda refuses a mapping whose queue's VT is shorter than the function's timeout.
+            function_timeout_s=min(RECEIVER_TIMEOUT_S, resources.queue_visibility_timeout_s),
         ),
         invoke_receiver,
         on_batch=observer.on_batch,

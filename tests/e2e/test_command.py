@@ -1,0 +1,84 @@
+"""`python -m offline run`: a scenario file in, the report file, the table and the timeline out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from offline.__main__ import main
+from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S
+
+pytestmark = pytest.mark.e2e
+
+JOB_KEYS = {
+    "final",
+    "deliveries",
+    "executions",
+    "renewals",
+    "redelivered_while_running",
+    "released",
+    "dlq_error",
+    "summary",
+}
+
+
+def write_scenario(path: Path, jobs: list[dict[str, object]]) -> Path:
+    scenario = {"settings": SHORT_THRESHOLD, "jobs": jobs, "spark_heartbeat_s": SPARK_HEARTBEAT_S, "timeout_s": 60}
+    path.write_text(json.dumps(scenario), encoding="utf-8")
+    return path
+
+
+def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = write_scenario(
+        tmp_path / "scenario.json",
+        [{"id": "poison", "raw_body": "{not json"}, {"id": "short", "type": "wait", "seconds": 5}],
+    )
+    report_path = tmp_path / "out" / "report.json"
+    timeline = tmp_path / "out" / "timeline.png"
+
+    code = main(["run", "--scenario", str(scenario), "--report", str(report_path), "--timeline", str(timeline)])
+
+    assert code == 0
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert set(report) == {"ok", "jobs", "totals", "api_calls", "wall_s"}
+    assert report["ok"] is True
+    assert set(report["jobs"]) == {"poison", "short"}
+    assert all(set(job) == JOB_KEYS for job in report["jobs"].values())
+    assert report["totals"] == {
+        "jobs": 2,
+        "deleted": 1,
+        "dlq": 1,
+        "renewals": report["jobs"]["short"]["renewals"],
+        "redelivered_while_running": 0,
+    }
+    assert report["jobs"]["short"]["renewals"] >= 1, "a 5 s job on a 4 s timeout is renewed"
+    assert report["api_calls"]["StartExecution"] == 1 and report["api_calls"]["SendMessage"] == 1, "the DLQ copy"
+    assert timeline.read_bytes().startswith(b"\x89PNG")
+    table = capsys.readouterr().out
+    assert "poison  dlq" in table and "NotJson" in table and "2 jobs: 1 deleted, 1 in the DLQ" in table
+
+
+def test_command_run_exits_non_zero_when_a_job_ends_unexpectedly(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path / "scenario.json", [{"id": "poison", "raw_body": "[1, 2]", "expect": "deleted"}])
+    report_path = tmp_path / "report.json"
+
+    code = main(["run", "--scenario", str(scenario), "--report", str(report_path), "--quiet"])
+
+    assert code == 1
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["ok"] is False
+    assert report["jobs"]["poison"]["final"] == "dlq"
+    assert report["jobs"]["poison"]["dlq_error"].startswith("InvalidShape")
+
+
+def test_command_run_refuses_an_invalid_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"jobs": [{"id": "a", "type": "wait", "seconds": 1}], "speed": 2}), encoding="utf-8")
+
+    code = main(["run", "--scenario", str(scenario), "--report", str(tmp_path / "report.json"), "--quiet"])
+
+    assert code == 2
+    assert "speed: unknown key" in capsys.readouterr().err
+    assert not (tmp_path / "report.json").exists()

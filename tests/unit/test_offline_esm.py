@@ -1,0 +1,106 @@
+"""The event source mapping's Lambda semantics, on a recording stand-in for SQS (no network)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from offline.esm import EventSourceMapping, MappingConfig, failed_ids
+from offline.lambdas import LambdaContext
+
+ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
+
+
+class RecordingSqs:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:
+        self.deleted += [entry["ReceiptHandle"] for entry in Entries]
+        return {"Successful": [{"Id": entry["Id"]} for entry in Entries], "Failed": []}
+
+
+def message(n: int) -> dict[str, Any]:
+    return {
+        "MessageId": f"m{n}",
+        "ReceiptHandle": f"h{n}",
+        "Body": "{}",
+        "Attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+        "MessageAttributes": {"ScenarioJobId": {"DataType": "String", "StringValue": f"job{n}"}},
+        "MD5OfBody": "99914b932bd37a50b983c5e7c90ae93b",
+    }
+
+
+def invoke(handler: Any, *, timeout_s: float = 30) -> tuple[RecordingSqs, list[dict[str, Any]]]:
+    sqs = RecordingSqs()
+    events: list[dict[str, Any]] = []
+
+    def recording_handler(event: dict[str, Any], context: LambdaContext) -> Any:
+        events.append(event)
+        assert context.function_name == "receiver" and context.get_remaining_time_in_millis() > 0
+        return handler(event, context)
+
+    mapping = EventSourceMapping(
+        sqs,  # type: ignore[arg-type]
+        MappingConfig(queue_url="q", queue_arn=ARN, region="us-east-1", function_timeout_s=timeout_s),
+        recording_handler,
+    )
+    mapping.invoke([message(1), message(2), message(3)])
+    return sqs, events
+
+
+def test_mapping_deletes_records_not_reported_failed() -> None:
+    sqs, [event] = invoke(lambda event, context: {"batchItemFailures": [{"itemIdentifier": "m2"}]})
+
+    assert sqs.deleted == ["h1", "h3"], "the reported record is left alone"
+    first = event["Records"][0]
+    assert (first["messageId"], first["receiptHandle"], first["eventSource"], first["eventSourceARN"]) == (
+        "m1",
+        "h1",
+        "aws:sqs",
+        ARN,
+    )
+    assert first["attributes"]["ApproximateReceiveCount"] == "1"
+    assert first["messageAttributes"]["ScenarioJobId"]["stringValue"] == "job1"
+
+
+def test_mapping_deletes_the_whole_batch_when_nothing_failed() -> None:
+    sqs, _ = invoke(lambda event, context: {"batchItemFailures": []})
+
+    assert sqs.deleted == ["h1", "h2", "h3"]
+
+
+def crash(event: dict[str, Any], context: LambdaContext) -> Any:
+    raise RuntimeError("out of memory")
+
+
+def overrun(event: dict[str, Any], context: LambdaContext) -> Any:
+    time.sleep(0.2)  # past the 0.1 s timeout of these invocations
+    return {"batchItemFailures": []}
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        crash,
+        overrun,
+        lambda event, context: {"batchItemFailures": [{"itemIdentifier": "not-in-batch"}]},
+        lambda event, context: {"batchItemFailures": [{"id": "m1"}]},
+        lambda event, context: "ok",
+    ],
+    ids=["crash", "timeout", "unknown-id", "malformed-item", "not-a-dict"],
+)
+def test_mapping_fails_the_whole_batch_on_a_bad_invocation(handler: Any) -> None:
+    sqs, _ = invoke(handler, timeout_s=0.1)
+
+    assert sqs.deleted == [], "every record stays for SQS to deliver again"
+
+
+def test_partial_batch_response_parsing() -> None:
+    batch = {"a", "b"}
+    assert failed_ids(None, batch) == set()
+    assert failed_ids({}, batch) == set()
+    assert failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, batch) == {"b"}
+    assert failed_ids({"batchItemFailures": "b"}, batch) is None
