@@ -75,8 +75,8 @@ class EventSourceMapping(threading.Thread):
         self.batch_failures = 0
 
     def stop(self) -> None:
+        """Ask the thread to end; `join()` waits for it."""
         self.stopped.set()
-        self.join()
 
     def run(self) -> None:
         while not self.stopped.is_set():

@@ -55,17 +55,22 @@ def throttling_response(url: str) -> AWSResponse:
 
 
 class Faults:
-    """The faults of one run; times are seconds since `start`."""
+    """The faults of one run; times are seconds since `begin()`."""
 
-    def __init__(self, scenario: Scenario, *, start: float) -> None:
+    def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
-        self.start = start
+        self.start = time.time()
         self.rng = random.Random(scenario.seed)
         self.throttled = 0
         self.killed: set[str] = set()
         self.done: list[str] = []
         self._lock = threading.Lock()
         self.pauses = [f for f in scenario.faults if isinstance(f, PauseExtender)]
+
+    def begin(self) -> float:
+        """Fault times count from now (the jobs are being sent)."""
+        self.start = time.time()
+        return self.start
 
     def elapsed(self) -> float:
         return time.time() - self.start
@@ -129,8 +134,8 @@ class TimedActions(threading.Thread):
         self.stopped = threading.Event()
 
     def stop(self) -> None:
+        """Ask the thread to end; `join()` waits for it."""
         self.stopped.set()
-        self.join()
 
     def run(self) -> None:
         actions = sorted(

@@ -162,8 +162,7 @@ def _run(
     receiver = load_function("functions.receiver.handler")
     extender = load_function("functions.extender.handler")
     observer = Observer(emulator, resources)
-    start = time.time()
-    faults = Faults(scenario, start=start)
+    faults = Faults(scenario)
     faults.install_throttle(extender.extender().sqs)  # the container's client, built once
     # Both functions share this process's Powertools `Metrics`, disabled here. Disabled, it never clears
     # what it gathered and prints it once a name holds 100 values; clear it after each invocation
@@ -215,16 +214,19 @@ def _run(
         sqs=emulator.sqs(),
         stepfunctions=emulator.stepfunctions(),
     )
+    threads: list[Any] = [mapping, schedule, *workers, actions]
+    start = faults.begin()
     for job in scenario.jobs:
         observer.send(job.id, message_body(job, work_dir))
-    threads: list[Any] = [mapping, schedule, *workers, actions]
     for thread in threads:
         thread.start()
     try:
         _wait_until_settled(scenario, observer, progress, start)
     finally:
-        for thread in reversed(threads):
+        for thread in threads:  # all told first, then waited for: each may be in a 1 s long poll
             thread.stop()
+        for thread in threads:
+            thread.join()
         emulator.stop_executions(resources.state_machine_arn)
         if progress is not None:
             progress.close()

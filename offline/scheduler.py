@@ -30,8 +30,8 @@ class Scheduler(threading.Thread):
         self.errors = 0
 
     def stop(self) -> None:
+        """Ask the thread to end; `join()` waits for it."""
         self.stopped.set()
-        self.join()
 
     def run(self) -> None:
         start = time.monotonic()

@@ -73,8 +73,8 @@ class SparkWorker(threading.Thread):
         self.stopped = threading.Event()
 
     def stop(self) -> None:
+        """Ask the thread to end; `join()` waits for it."""
         self.stopped.set()
-        self.join()
 
     def run(self) -> None:
         while not self.stopped.is_set():

@@ -26,14 +26,14 @@ POLICIES = {
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_renewal_keeps_long_job_hidden_across_several_timeouts(run: Runner, policy: str) -> None:
-    result = run(settings=POLICIES[policy], jobs=[{"id": "long", "type": "wait", "seconds": 14}])
+    result = run(settings=POLICIES[policy], jobs=[{"id": "long", "type": "wait", "seconds": 12}])
 
     assert result.violations == []
     job = result.report["jobs"]["long"]
     assert job["final"] == "deleted"
-    assert job["summary"] == {"waited_s": 14}
+    assert job["summary"] == {"waited_s": 12}
     assert (job["deliveries"], job["executions"], job["redelivered_while_running"]) == (1, 1, 0)
-    assert job["renewals"] >= 3, "a 14 s job on 4-6 s timeouts needs several renewals"
+    assert job["renewals"] >= 3, "a 12 s job on 4-6 s timeouts needs several renewals"
     assert_hidden_while_running(result, "long")
     assert result.report["api_calls"]["ChangeMessageVisibilityBatch"] >= job["renewals"] / 10
     assert result.report["ok"] is True
@@ -81,7 +81,7 @@ def test_abort_released_by_reconciliation_then_rerun(run: Runner) -> None:
 def test_extender_throttled_and_paused_without_lapse(run: Runner) -> None:
     result = run(
         settings=POLICIES["adaptive"],
-        jobs=[{"id": "steady", "type": "wait", "seconds": 16}],
+        jobs=[{"id": "steady", "type": "wait", "seconds": 14}],
         faults=[
             {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.5},
             {"type": "pause_extender", "at_s": 4, "for_s": 2},
