@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+from moto.core.config import default_user_config
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
@@ -120,12 +121,15 @@ class Emulator:
         self.port: int = self.server.get_host_and_port()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._post("/moto-api/reset", {})
+        # moto's configuration is process-wide (and copied by `mock_aws`): put it back on `stop()`. Its
+        # API does not report the Step Functions part, so that is read in-process.
+        self._saved_config = {"stepfunctions": dict(default_user_config["stepfunctions"])}
         self._post("/moto-api/config", {"stepfunctions": {"execute_state_machine": True}})
 
-    def _post(self, path: str, body: Mapping[str, Any]) -> None:
+    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         request = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10):
-            pass
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"null")
 
     def session(self) -> boto3.session.Session:
         return boto3.session.Session(
@@ -213,6 +217,7 @@ class Emulator:
                     sfn.stop_execution(executionArn=execution["executionArn"], cause="offline runtime stopped")
 
     def stop(self) -> None:
+        self._post("/moto-api/config", self._saved_config)
         self.server.stop()
 
 

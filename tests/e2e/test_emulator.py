@@ -1,4 +1,5 @@
-"""The runtime's observer on the emulator: it keeps following the lease table through moto's quirks."""
+"""The emulator and the runtime's observer on it: moto's process-wide state is put back, and the observer
+keeps following the lease table through moto's quirks."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.config import default_user_config
 
 from functions.lease import Lease, LeaseStatus, LeaseStore
 from offline.emulator import Emulator, Resources, environment, function_environment
@@ -60,3 +62,14 @@ def test_observer_follows_leases_after_a_cancelled_transaction(emulated: tuple[E
     seen = observer.tracks["job"].lease
     assert seen is not None and seen.status is LeaseStatus.RELEASED
     assert observer.tracks["job"].released == 1
+
+
+def test_emulator_runs_executions_only_while_it_is_up() -> None:
+    before = dict(default_user_config["stepfunctions"])
+    emulator = Emulator()
+    try:
+        assert default_user_config["stepfunctions"] == {"execute_state_machine": True}
+    finally:
+        emulator.stop()
+
+    assert default_user_config["stepfunctions"] == before, "mock_aws copies this: later tests must not inherit it"
