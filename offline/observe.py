@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from functions.execution import execution_name, parse_execution_name
+from functions.execution import execution_arn, execution_name, parse_execution_name
 from functions.lease import Lease, LeaseStatus
 from functions.lease.store import item_to_lease
 from offline.emulator import DLQ, QUEUE, Emulator, QueuedMessage, Resources, queue_messages
@@ -125,7 +125,7 @@ class Observer:
 
     def job_running(self, message_id: str, attempt: int) -> bool:
         """Whether the attempt's execution is running and has not yet left its job."""
-        arn = self._execution_arn(message_id, attempt)
+        arn = execution_arn(self.resources.state_machine_arn, execution_name(message_id, attempt))
         try:
             if self.stepfunctions.describe_execution(executionArn=arn)["status"] != "RUNNING":
                 return False
@@ -133,10 +133,6 @@ class Observer:
             return False
         events = self.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
         return not any(event["type"] in JOB_ENDED_EVENTS for event in events)
-
-    def _execution_arn(self, message_id: str, attempt: int) -> str:
-        prefix = self.resources.state_machine_arn.replace(":stateMachine:", ":execution:")
-        return f"{prefix}:{execution_name(message_id, attempt)}"
 
     def poll(self) -> None:
         """Read the lease stream up to now, then where each message is.
