@@ -85,19 +85,12 @@ def run(spark: SparkSession, params: PipelineParams) -> dict[str, Any]:
             read = values(reads)
         deduped = dedupe(classified.where(F.col("reason").isNull()), params).persist(StorageLevel.MEMORY_AND_DISK)
         with stages("dedupe_events"):
-            rows, written = observe(
-                deduped, {"rows": F.count(F.lit(1)), "late": _count(F.col("ts") < F.lit(day_start(params)))}
-            )
-            write_partitions(rows, _join(params.output, EVENTS), ["date", "hour"])
-            events = values(written)
+            late = _count(F.col("ts") < F.lit(day_start(params)))
+            events = write_counted(deduped, _join(params.output, EVENTS), ["date", "hour"], {"late": late})
         with stages(USER_HOURLY):
-            rows, written = observe(user_hourly_rows(deduped), {"rows": F.count(F.lit(1))})
-            write_partitions(rows, _join(params.output, USER_HOURLY), ["date", "hour"])
-            user_hourly = values(written)
+            user_hourly = write_counted(user_hourly_rows(deduped), _join(params.output, USER_HOURLY), ["date", "hour"])
         with stages(TYPE_DAILY):
-            rows, written = observe(type_daily_rows(deduped), {"rows": F.count(F.lit(1))})
-            write_partitions(rows, _join(params.output, TYPE_DAILY), ["date"])
-            type_daily = values(written)
+            type_daily = write_counted(type_daily_rows(deduped), _join(params.output, TYPE_DAILY), ["date"])
     finally:
         classified.unpersist()
         if deduped is not None:
@@ -224,6 +217,23 @@ def observe(rows: DataFrame, metrics: dict[str, Column]) -> tuple[DataFrame, Obs
 def values(observation: Observation) -> dict[str, int]:
     """The metrics of an observation whose action has run (a sum over no rows is null: 0)."""
     return {name: int(value or 0) for name, value in observation.get.items()}
+
+
+def write_counted(
+    rows: DataFrame, path: str, partition_by: list[str], metrics: dict[str, Column] | None = None
+) -> dict[str, int]:
+    """Write `rows` one file per output partition; return their count (`rows`) and `metrics`, gathered by the write.
+
+    The rows are shuffled by the partition columns first, so each partition (a date, or a date and an
+    hour) is one file from one task. Without it every task writes into every hour it holds, 8 tasks
+    x 24 hours of small files: the events write took about twice as long on 2,000,000 events
+    (measured), and readers get many small files. The metrics are observed after that shuffle: in
+    Spark 3.5 an observation below a shuffle in a write is never reported, and `Observation.get`
+    waits forever (seen here).
+    """
+    observed, observation = observe(rows.repartition(*partition_by), {"rows": F.count(F.lit(1)), **(metrics or {})})
+    write_partitions(observed, path, partition_by)
+    return values(observation)
 
 
 def write_partitions(rows: DataFrame, path: str, partition_by: list[str]) -> None:

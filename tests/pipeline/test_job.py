@@ -199,6 +199,10 @@ def test_run_twice_gives_the_same_output_and_leaves_other_dates(spark: SparkSess
     dates = {str(row["date"]) for row in spark.read.parquet(f"{first.output}/{EVENTS}").select("date").collect()}
     assert dates == {DATE, "2024-05-02"}
     assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in summary.items() if k != "seconds"}
+    # each output partition is one file, and the re-run replaced it rather than adding another
+    hours = sorted(Path(first.output, EVENTS, f"date={DATE}").iterdir())
+    assert [hour.name for hour in hours] == ["hour=1", "hour=2"]
+    assert all(len(list(hour.glob("*.parquet"))) == 1 for hour in hours)
 
 
 def test_run_summary_is_small_json(generated_run: Run) -> None:
