@@ -26,7 +26,7 @@ def local_session() -> SparkSession:
     builder = (
         SparkSession.builder.master("local[2]")
         .appName("sqs-long-jobs-offline")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # the terminal shows the runtime's own progress
         .config("spark.driver.memory", "1g")
