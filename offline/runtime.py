@@ -18,12 +18,12 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from functions.lease import LeaseStore
+from functions.observability import logger as function_logger
 from functions.observability import metrics
 from offline.emulator import REGION, Emulator, Resources, environment, function_environment
 from offline.esm import EventSourceMapping, MappingConfig
@@ -49,6 +49,8 @@ QUIET_LOGGERS = ("moto.stepfunctions.parser",)
 
 @dataclass
 class RunResult:
+    """The report, the broken rules behind its `ok`, and what the timeline draws (times are epoch s)."""
+
     report: dict[str, Any]
     violations: list[str]
     tracks: dict[str, Track]
@@ -101,12 +103,10 @@ def message_body(job: JobSpec, work_dir: Path) -> str:
     return json.dumps({"job_id": job.id, "type": job.type, "params": params})
 
 
-@contextmanager
+@contextlib.contextmanager
 def captured_logs(path: Path) -> Iterator[None]:
     """Send the functions' Powertools logs, anything printed and the libraries' logs to `path`, keeping
     the terminal (stderr) for progress; put everything back afterwards."""
-    from functions.observability import logger as function_logger
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as sink:
         handler = logging.StreamHandler(sink)
