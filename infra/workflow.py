@@ -162,10 +162,14 @@ def _read_glue_summary(scope: Construct, bucket: str) -> sfn.IChainable:
     )
 
 
-def token_queue_spark_step(*, queue_arn: str, queue_url: str, heartbeat: cdk.Duration) -> SparkStep:
+def token_queue_spark_step(
+    *, queue_arn: str, queue_url: str, heartbeat: cdk.Duration, timeout: cdk.Duration
+) -> SparkStep:
     """The offline Spark step: a message with a task token on a queue that a local Spark worker serves.
     The worker answers with `SendTaskSuccess(summary)` or `SendTaskFailure`, and heartbeats meanwhile:
-    a worker that dies is noticed after one heartbeat timeout."""
+    a worker that dies is noticed after one heartbeat timeout.
+    `timeout` bounds the whole job and is always set: a task with a heartbeat and no timeout times out
+    after 60 s in moto (AWS waits a year)."""
 
     def build(scope: Construct) -> sfn.TaskStateBase:
         queue = sqs.Queue.from_queue_attributes(scope, "SparkTokenQueue", queue_arn=queue_arn, queue_url=queue_url)
@@ -183,6 +187,7 @@ def token_queue_spark_step(*, queue_arn: str, queue_url: str, heartbeat: cdk.Dur
                 }
             ),
             heartbeat_timeout=sfn.Timeout.duration(heartbeat),
+            task_timeout=sfn.Timeout.duration(timeout),
         )
 
     return build

@@ -49,6 +49,8 @@ TABLE = "leases"
 STATE_MACHINE = "long-jobs"
 OBSERVER_APP_ID = "offline-observer"
 DEFAULT_QUEUE_VT_S = 30
+SPARK_TASK_TIMEOUT_S = 6 * 3_600
+"""The Spark step's whole-job limit offline, as the stack's default Glue run timeout."""
 """The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 
 FAKE_CREDENTIALS = {
@@ -236,6 +238,7 @@ def workflow_definition(spark_heartbeat_s: int) -> str:
             queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
             queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
             heartbeat=cdk.Duration.seconds(spark_heartbeat_s),
+            timeout=cdk.Duration.seconds(SPARK_TASK_TIMEOUT_S),
         ),
         region=REGION,
         account=ACCOUNT,

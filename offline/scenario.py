@@ -134,9 +134,8 @@ class Scenario(_Strict):
     spark_heartbeat_s: int = Field(
         default=10,
         ge=1,
-        le=59,
-        description="Heartbeat timeout of the Spark step: below 60 s, moto's default timeout of a task state "
-        "that sets a heartbeat but no timeout (AWS's default is a year).",
+        le=3_600,
+        description="Heartbeat timeout of the Spark step: a worker silent this long is taken for dead.",
     )
     seed: int = Field(default=1, description="Seeds the throttle fault and the receiver's jitter.")
 

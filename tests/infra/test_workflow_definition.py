@@ -28,6 +28,7 @@ def offline() -> dict[str, Any]:
             queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tokens",
             queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/tokens",
             heartbeat=cdk.Duration.seconds(30),
+            timeout=cdk.Duration.hours(2),
         )
     )
 
@@ -47,6 +48,7 @@ def test_workflow_catches_heartbeat_timeouts_under_both_names(offline: dict[str,
     spark = branch_states(offline)["RunSparkJob"]
     assert spark["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
     assert spark["HeartbeatSeconds"] == 30
+    assert spark["TimeoutSeconds"] == 2 * 3600, "always explicit: moto times a heartbeat-only task out after 60 s"
     assert spark["Parameters"]["MessageBody"]["task_token.$"] == "$$.Task.Token"
     [timeouts] = spark["Catch"]
     assert timeouts["ErrorEquals"] == ["States.HeartbeatTimeout", "States.Timeout"]
