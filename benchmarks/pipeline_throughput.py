@@ -32,8 +32,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from pipeline.generate import FORMAT_VERSION, Manifest, generate, read_manifest
-from pipeline.job import SESSION_CONF, run
+from pipeline.job import run
 from pipeline.params import PipelineParams
+from pipeline.session import local_session
 
 DATE = "2024-05-01"
 SEED = 1
@@ -58,22 +59,6 @@ def cached_partition(events: int, seed: int = SEED, cache: Path = CACHE) -> tupl
         shutil.rmtree(folder, ignore_errors=True)
         manifest = generate(DATE, events, folder, seed=seed)
     return folder, manifest
-
-
-def session(driver_memory: str) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("pipeline-throughput")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def timed_run(spark: SparkSession, source: Path, manifest: Manifest, out: Path) -> RunResult:
@@ -149,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     source, manifest = cached_partition(args.events)
     generate_s = time.perf_counter() - generated
     warm_source, warm_manifest = cached_partition(min(WARMUP_EVENTS, args.events))
-    spark = session(args.driver_memory)
+    spark = local_session("pipeline-throughput", shuffle_partitions=8, driver_memory=args.driver_memory)
     work = CACHE / "runs"
     try:
         timed_run(spark, warm_source, warm_manifest, work / "warmup")

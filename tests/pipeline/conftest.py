@@ -12,8 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline.generate import Manifest, generate
-from pipeline.job import SESSION_CONF, run
+from pipeline.job import run
 from pipeline.params import PipelineParams
+from pipeline.session import local_session
 
 DATE = "2024-05-01"
 
@@ -21,19 +22,7 @@ DATE = "2024-05-01"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local session for the whole test run: starting the JVM is the slow part."""
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("pipeline-tests")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("pipeline-tests", shuffle_partitions=4)
     yield session
     session.stop()
 
