@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTION_PATIENCE_S = 30.0
+REDELIVERY_CHECK_S = 2.0
+"""How long `duplicate_delivery` waits for the mapping to receive the message before making it visible again."""
 """How long a timed action waits for its job to reach the state it acts on."""
 
 
@@ -153,20 +155,39 @@ class TimedActions(threading.Thread):
     def _apply(self, action: AbortExecution | DuplicateDelivery) -> None:
         deadline = time.monotonic() + ACTION_PATIENCE_S
         message_id = self.message_ids(action.job)
+        received: int | None = None  # the receive the duplicate must come after
         while not self.stopped.is_set() and time.monotonic() < deadline:
             lease = self.store.get(message_id)
             if lease is not None and lease.active and lease.execution_arn:
                 if isinstance(action, DuplicateDelivery):
-                    self.sqs.change_message_visibility(
-                        QueueUrl=lease.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
-                    )
-                    self.faults.done.append(f"duplicate_delivery {action.job}")
-                    return
+                    received = lease.receive_count if received is None else received
+                    if self._redeliver(message_id, received):
+                        self.faults.done.append(f"duplicate_delivery {action.job}")
+                        return
+                    continue
                 if self._abort(lease.execution_arn):
                     self.faults.done.append(f"abort_execution {action.job}")
                     return
             self.stopped.wait(0.2)
         log.warning("fault %s on %s found no running job to act on", action.type, action.job)
+
+    def _redeliver(self, message_id: str, receive_count: int) -> bool:
+        """Make the message visible, as a lapse would, until the mapping has received it again.
+
+        One `VisibilityTimeout=0` is not always enough: a renewal that lands before the mapping's next
+        poll hides the message again. So it is repeated until the lease shows a newer receive."""
+        lease = self.store.get(message_id)
+        if lease is not None and lease.receive_count > receive_count:
+            return True
+        if lease is None or not lease.active:
+            return False
+        self.sqs.change_message_visibility(
+            QueueUrl=lease.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
+        )
+        if self.stopped.wait(REDELIVERY_CHECK_S):
+            return False
+        lease = self.store.get(message_id)
+        return lease is not None and lease.receive_count > receive_count
 
     def _abort(self, arn: str) -> bool:
         """StopExecution once the engine has entered a state (moto refuses to stop one before)."""
