@@ -16,16 +16,6 @@ import pytest
 from offline.runtime import RunResult, run_scenario
 from offline.scenario import parse_scenario
 
-SHORT_THRESHOLD = {
-    "policy": "threshold",
-    "visibility_timeout_s": 4,
-    "threshold_s": 2,
-    "heartbeat_s": 0.5,
-    "extender_period_s": 1,
-    "release_delay_base_s": 0,
-    "max_receive_count": 3,
-    "reconcile_grace_s": 1,
-}
 SPARK_HEARTBEAT_S = 4
 """One heartbeat timeout for every scenario: the workflow is rendered (by the CDK, in seconds) once."""
 

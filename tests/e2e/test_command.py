@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from offline.__main__ import main
-from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S
+from tests.e2e.conftest import SPARK_HEARTBEAT_S
+from tests.short_settings import SHORT_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,8 @@ from functions.lease import Lease, LeaseStatus, LeaseStore
 from offline.emulator import Emulator, Resources, environment, function_environment
 from offline.observe import Observer
 from offline.scenario import parse_scenario
-from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S
+from tests.e2e.conftest import SPARK_HEARTBEAT_S
+from tests.short_settings import SHORT_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 

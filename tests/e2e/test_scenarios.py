@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import SHORT_THRESHOLD, Runner, assert_hidden_while_running
+from tests.e2e.conftest import Runner, assert_hidden_while_running
+from tests.short_settings import SHORT_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,8 @@ import pytest
 from offline.runtime import partition_dir
 from offline.scenario import SparkJob
 from pipeline.generate import read_manifest
-from tests.e2e.conftest import SHORT_THRESHOLD, SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
+from tests.e2e.conftest import SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
+from tests.short_settings import SHORT_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 

@@ -25,6 +25,7 @@ from functions.settings import Settings
 from functions.visibility import VisibilityClient
 from offline.emulator import workflow_definition as offline_workflow_definition
 from offline.lambdas import load_function
+from tests.short_settings import SHORT_THRESHOLD
 
 TABLE = "leases"
 
@@ -255,16 +256,7 @@ class Flow:
         return list(got.get("Messages", []))
 
 
-FLOW_SETTINGS = {
-    "policy": "threshold",
-    "visibility_timeout_s": 4,
-    "threshold_s": 2,
-    "heartbeat_s": 0.5,
-    "extender_period_s": 1,
-    "release_delay_base_s": 0,
-    "max_receive_count": 3,
-    "reconcile_grace_s": 0,
-}
+FLOW_SETTINGS = {**SHORT_THRESHOLD, "reconcile_grace_s": 0}
 
 
 @pytest.fixture
