@@ -64,6 +64,14 @@ from pipeline.schema import (
 
 SECONDS_PER_HOUR = 3_600
 
+NEARLY_UNIQUE_COLUMNS = ("event_id", "session_id")
+"""Event columns with (almost) a value per row (about three events a session): a Parquet dictionary
+cannot shrink them, it fills up and falls back to plain encoding, and building it costs more than
+the rest of the write. Measured on 4,825,442 curated events (medians of 3): the write took 9.6 s
+with Spark's defaults, 7.9 s without these dictionaries and 6.5 s with INT64 timestamps as well
+(`SESSION_CONF`); the files went from 118 MB to 110 MB."""
+PLAIN_ENCODED = {f"parquet.enable.dictionary#{column}": "false" for column in NEARLY_UNIQUE_COLUMNS}
+
 SESSION_CONF = {
     # The classified rows are cached once and read twice, in memory: compressing that cache costs
     # about a third more CPU on the read stage (measured, 5,000,000 events) and saves nothing here.
@@ -72,6 +80,10 @@ SESSION_CONF = {
     # drop all but the first row of each event id early. With few duplicates that extra sort drops
     # almost nothing: without it the whole run took about a quarter less time (2,000,000 events, measured).
     "spark.sql.optimizer.windowGroupLimitThreshold": "-1",
+    # Timestamps as Parquet's INT64 microseconds, the standard type, instead of Spark's legacy INT96:
+    # cheaper to write and smaller (see `PLAIN_ENCODED` for the figures), and read by Glue, Athena and
+    # Spark alike.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 """Settings for a session that runs the pipeline; `run` itself leaves the session's settings alone."""
 
@@ -92,7 +104,9 @@ def run(spark: SparkSession, params: PipelineParams) -> dict[str, Any]:
         with stages("dedupe_events"):
             late = _count(F.col("ts") < F.lit(day_start(params)))
             deduped = dedupe(classified.where(F.col("reason").isNull()), params)
-            events = write_counted(deduped, _join(params.output, EVENTS), ["date", "hour"], {"late": late})
+            events = write_counted(
+                deduped, _join(params.output, EVENTS), ["date", "hour"], {"late": late}, options=PLAIN_ENCODED
+            )
     finally:
         classified.unpersist()
     curated = spark.read.parquet(_join(params.output, EVENTS, f"date={params.date}")).withColumn(
@@ -195,13 +209,23 @@ def dedupe(valid: DataFrame, params: PipelineParams) -> DataFrame:
 
 
 def user_hourly_rows(events: DataFrame) -> DataFrame:
-    """Per date, hour and user: events, distinct sessions, purchases and revenue (the purchases' amount)."""
+    """Per date, hour and user: events, distinct sessions, purchases and revenue (the purchases' amount).
+
+    Two plain aggregations, per session then per user, rather than one with a distinct count: Spark
+    plans that by doubling every row (an `Expand`) before its first aggregation. Measured on
+    5,000,000 events, interleaved runs: this stage took about a tenth less time in each round.
+    """
     purchase = F.col("type") == PURCHASE
-    return events.groupBy("date", "hour", "user_id").agg(
+    per_session = events.groupBy("date", "hour", "user_id", "session_id").agg(
         F.count(F.lit(1)).alias("events"),
-        F.countDistinct("session_id").alias("sessions"),
         _count(purchase).alias("purchases"),
-        F.coalesce(F.sum(F.when(purchase, F.col("amount"))), F.lit(0).cast(REVENUE_TYPE)).alias("revenue"),
+        F.sum(F.when(purchase, F.col("amount"))).alias("revenue"),
+    )
+    return per_session.groupBy("date", "hour", "user_id").agg(
+        F.sum("events").alias("events"),
+        F.count(F.lit(1)).alias("sessions"),
+        F.sum("purchases").alias("purchases"),
+        F.coalesce(F.sum("revenue"), F.lit(0)).cast(REVENUE_TYPE).alias("revenue"),
     )
 
 
@@ -227,7 +251,12 @@ def values(observation: Observation) -> dict[str, int]:
 
 
 def write_counted(
-    rows: DataFrame, path: str, partition_by: list[str], metrics: dict[str, Column] | None = None
+    rows: DataFrame,
+    path: str,
+    partition_by: list[str],
+    metrics: dict[str, Column] | None = None,
+    *,
+    options: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """Write `rows` one file per output partition; return their count (`rows`) and `metrics`, gathered by the write.
 
@@ -239,13 +268,16 @@ def write_counted(
     waits forever (seen here).
     """
     observed, observation = observe(rows.repartition(*partition_by), {"rows": F.count(F.lit(1)), **(metrics or {})})
-    write_partitions(observed, path, partition_by)
+    write_partitions(observed, path, partition_by, options)
     return values(observation)
 
 
-def write_partitions(rows: DataFrame, path: str, partition_by: list[str]) -> None:
-    """Write `rows` as Parquet under `path`, replacing only the partitions they fall in."""
-    (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(*partition_by).parquet(path))
+def write_partitions(
+    rows: DataFrame, path: str, partition_by: list[str], options: dict[str, str] | None = None
+) -> None:
+    """Write `rows` as Parquet under `path`, replacing only the partitions they fall in; `options` go to the writer."""
+    writer = rows.write.mode("overwrite").options(**(options or {})).option("partitionOverwriteMode", "dynamic")
+    writer.partitionBy(*partition_by).parquet(path)
 
 
 def summarize(

@@ -9,15 +9,18 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from pipeline.job import run
+from pipeline.job import run, user_hourly_rows
 from pipeline.schema import (
+    AMOUNT_TYPE,
     EVENTS,
     MALFORMED,
     MISSING_FIELD,
     MISSING_ID,
     NEGATIVE_AMOUNT,
     OUT_OF_WINDOW,
+    REVENUE_TYPE,
     TYPE_DAILY,
     USER_HOURLY,
 )
@@ -70,6 +73,9 @@ def test_run_outputs_match_generated_truth(spark: SparkSession, generated_run: R
     assert totals is not None
     assert (totals[0], totals[1]) == (truth.unique_valid, truth.by_type["purchase"])
     assert totals[2] == Decimal(truth.revenue_cents) / 100
+    sessions = hourly.agg(F.sum("sessions")).first()
+    assert sessions is not None
+    assert sessions[0] == events.select("hour", "user_id", "session_id").distinct().count()
     assert hourly.count() == generated_run.summary["rows_written"][USER_HOURLY]
     assert {row["hour"] for row in hourly.select("hour").distinct().collect()} <= set(range(24))
 
@@ -217,3 +223,28 @@ def test_run_summary_is_small_json(generated_run: Run) -> None:
         TYPE_DAILY,
         "total",
     }
+
+
+def test_user_hourly_counts_each_session_once_and_keeps_its_types(spark: SparkSession) -> None:
+    columns = [("date", StringType()), ("hour", IntegerType()), ("user_id", StringType())]
+    columns += [("session_id", StringType()), ("type", StringType()), ("amount", AMOUNT_TYPE)]
+    schema = StructType([StructField(name, kind) for name, kind in columns])
+    rows = [
+        (DATE, 3, "u-1", "s-1", "view", Decimal("0.00")),
+        (DATE, 3, "u-1", "s-1", "purchase", Decimal("5.10")),
+        (DATE, 3, "u-1", "s-2", "purchase", Decimal("2.25")),
+        (DATE, 3, "u-1", "s-3", "click", Decimal("0.00")),
+        (DATE, 4, "u-1", "s-1", "view", Decimal("0.00")),  # the same session in the next hour counts there
+        (DATE, 3, "u-2", "s-1", "view", Decimal("9.99")),  # not a purchase: no revenue
+    ]
+    hourly = user_hourly_rows(spark.createDataFrame(rows, schema))
+
+    found = {(row["hour"], row["user_id"]): tuple(row)[3:] for row in hourly.collect()}
+    assert found == {
+        (3, "u-1"): (4, 3, 2, Decimal("7.35")),
+        (4, "u-1"): (1, 1, 0, Decimal("0.00")),
+        (3, "u-2"): (1, 1, 0, Decimal("0.00")),
+    }
+    types = {field.name: field.dataType for field in hourly.schema.fields}
+    assert [types[name] for name in ("events", "sessions", "purchases")] == [LongType()] * 3
+    assert types["revenue"] == REVENUE_TYPE == DecimalType(22, 2)
