@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from pipeline.job import run, user_hourly_rows
+from pipeline.job import NEARLY_UNIQUE_COLUMNS, run, user_hourly_rows
 from pipeline.schema import (
     AMOUNT_TYPE,
     EVENTS,
@@ -248,3 +248,25 @@ def test_user_hourly_counts_each_session_once_and_keeps_its_types(spark: SparkSe
     types = {field.name: field.dataType for field in hourly.schema.fields}
     assert [types[name] for name in ("events", "sessions", "purchases")] == [LongType()] * 3
     assert types["revenue"] == REVENUE_TYPE == DecimalType(22, 2)
+
+
+def test_run_writes_events_plain_for_near_unique_columns_and_int64_timestamps(
+    spark: SparkSession, generated_run: Run
+) -> None:
+    """The Parquet footer of one events file: what `PLAIN_ENCODED` and `SESSION_CONF` promise."""
+    folder = Path(generated_run.params.output) / EVENTS / f"date={DATE}" / "hour=5"
+    (path,) = folder.glob("part-*.parquet")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(
+        spark.sparkContext._jsc.hadoopConfiguration(), jvm.org.apache.hadoop.fs.Path(str(path))
+    )
+    assert "int64 ts (TIMESTAMP(MICROS,true))" in str(footer.getFileMetaData().getSchema().getType("ts"))
+    encodings = {
+        str(column.getPath().toDotString()): {str(encoding) for encoding in column.getEncodings()}
+        for block in footer.getBlocks()
+        for column in block.getColumns()
+    }
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert all(not encodings[name] & dictionary for name in NEARLY_UNIQUE_COLUMNS)
+    assert encodings["user_id"] & dictionary  # the other columns keep Spark's default
