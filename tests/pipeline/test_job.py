@@ -226,20 +226,20 @@ def test_run_summary_is_small_json(generated_run: Run) -> None:
 
 
 def test_user_hourly_counts_each_session_once_and_keeps_its_types(spark: SparkSession) -> None:
-    columns = [("date", StringType()), ("hour", IntegerType()), ("user_id", StringType())]
+    columns = [("hour", IntegerType()), ("user_id", StringType())]
     columns += [("session_id", StringType()), ("type", StringType()), ("amount", AMOUNT_TYPE)]
     schema = StructType([StructField(name, kind) for name, kind in columns])
     rows = [
-        (DATE, 3, "u-1", "s-1", "view", Decimal("0.00")),
-        (DATE, 3, "u-1", "s-1", "purchase", Decimal("5.10")),
-        (DATE, 3, "u-1", "s-2", "purchase", Decimal("2.25")),
-        (DATE, 3, "u-1", "s-3", "click", Decimal("0.00")),
-        (DATE, 4, "u-1", "s-1", "view", Decimal("0.00")),  # the same session in the next hour counts there
-        (DATE, 3, "u-2", "s-1", "view", Decimal("9.99")),  # not a purchase: no revenue
+        (3, "u-1", "s-1", "view", Decimal("0.00")),
+        (3, "u-1", "s-1", "purchase", Decimal("5.10")),
+        (3, "u-1", "s-2", "purchase", Decimal("2.25")),
+        (3, "u-1", "s-3", "click", Decimal("0.00")),
+        (4, "u-1", "s-1", "view", Decimal("0.00")),  # the same session in the next hour counts there
+        (3, "u-2", "s-1", "view", Decimal("9.99")),  # not a purchase: no revenue
     ]
     hourly = user_hourly_rows(spark.createDataFrame(rows, schema))
 
-    found = {(row["hour"], row["user_id"]): tuple(row)[3:] for row in hourly.collect()}
+    found = {(row["hour"], row["user_id"]): tuple(row)[2:] for row in hourly.collect()}
     assert found == {
         (3, "u-1"): (4, 3, 2, Decimal("7.35")),
         (4, "u-1"): (1, 1, 0, Decimal("0.00")),
