@@ -76,6 +76,17 @@ with Spark's defaults, 7.9 s without these dictionaries and 6.5 s with INT64 tim
 (`SESSION_CONF`); the files went from 118 MB to 110 MB."""
 PLAIN_ENCODED = {f"parquet.enable.dictionary#{column}": "false" for column in NEARLY_UNIQUE_COLUMNS}
 
+TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+"""The form producers write (milliseconds and a zone, `2024-05-01T13:45:12.123Z`), parsed by a
+formatter built once. Spark 3.5's default parser resolves the zone of every value anew, compiling
+two regular expressions each time: that was about a quarter of the read stage's CPU (a Java Flight
+Recorder profile, 5,000,000 events), and with this format the JSON read took about 11% less time
+(interleaved runs). Any other form falls back to the default parser, so what is accepted and the
+instants read are unchanged. Only under the `CORRECTED` time parser policy (`SESSION_CONF`): under
+Spark's default policy a value the formatter refuses but Spark 2's parser took (`25:00`) fails the
+whole job instead of quarantining its line."""
+TIME_PARSER_POLICY = "spark.sql.legacy.timeParserPolicy"
+
 SESSION_CONF = {
     # The classified rows are cached once and read twice, in memory: compressing that cache costs
     # about a third more CPU on the read stage (measured, 5,000,000 events) and saves nothing here.
@@ -88,6 +99,8 @@ SESSION_CONF = {
     # cheaper to write and smaller (see `PLAIN_ENCODED` for the figures), and read by Glue, Athena and
     # Spark alike.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # Spark 3's parser only; a value it refuses is malformed (see `TIMESTAMP_FORMAT`).
+    TIME_PARSER_POLICY: "CORRECTED",
 }
 """Settings for a session that runs the pipeline; `run` itself leaves the session's settings alone."""
 
@@ -143,13 +156,14 @@ def read_events(spark: SparkSession, path: str) -> DataFrame:
 
     PERMISSIVE: a line that is no JSON object, or has a field of the wrong type, is kept, with the
     line itself in `_corrupt_record`. (Spark's JSON source parses faster than `from_json` over text.)
+    Timestamps in `TIMESTAMP_FORMAT` take a fast path when the session allows it; the rest go to
+    Spark's default parser.
     """
-    return (
-        spark.read.schema(PARSE_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .json(path)
-    )
+    reader = spark.read.schema(PARSE_SCHEMA).option("mode", "PERMISSIVE")
+    reader = reader.option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    if str(spark.conf.get(TIME_PARSER_POLICY, "EXCEPTION")).upper() == "CORRECTED":
+        reader = reader.option("timestampFormat", TIMESTAMP_FORMAT).option("enableDateTimeParsingFallback", "true")
+    return reader.json(path)
 
 
 def classify(events: DataFrame, params: PipelineParams) -> DataFrame:

@@ -11,15 +11,17 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from pipeline.job import NEARLY_UNIQUE_COLUMNS, run, user_hourly_rows
+from pipeline.job import NEARLY_UNIQUE_COLUMNS, TIME_PARSER_POLICY, read_events, run, user_hourly_rows
 from pipeline.schema import (
     AMOUNT_TYPE,
+    CORRUPT_COLUMN,
     EVENTS,
     MALFORMED,
     MISSING_FIELD,
     MISSING_ID,
     NEGATIVE_AMOUNT,
     OUT_OF_WINDOW,
+    PARSE_SCHEMA,
     REVENUE_TYPE,
     TYPE_DAILY,
     USER_HOURLY,
@@ -270,3 +272,47 @@ def test_run_writes_events_plain_for_near_unique_columns_and_int64_timestamps(
     dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
     assert all(not encodings[name] & dictionary for name in NEARLY_UNIQUE_COLUMNS)
     assert encodings["user_id"] & dictionary  # the other columns keep Spark's default
+
+
+TIMESTAMP_FORMS = [
+    "2024-05-01T13:45:12.123Z",  # the fast path
+    "2024-05-01T13:45:12.123+02:00",  # the fast path, with an offset
+    "2024-05-01T13:45:12Z",
+    "2024-05-01T13:45:12.123456Z",
+    "2024-05-01 13:45:12.1-05:30",
+    "2024-05-01T13:45:12.123",  # no zone: the session's
+    "2024-05-01",
+    "2024-05-01T25:00:00.000Z",  # no such hour: Spark 2's parser took it
+    "2024-02-30T10:00:00.000Z",  # no such day
+    "yesterday",
+]
+
+
+def _timestamps(frame: Any) -> dict[str, tuple[Any, bool]]:
+    """Per event id: the timestamp read (as UTC text) and whether the line was malformed."""
+    rows = frame.select("event_id", F.col("ts").cast("string"), F.col(CORRUPT_COLUMN).isNotNull()).collect()
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
+def test_read_events_reads_every_timestamp_form_as_spark_default_does(spark: SparkSession, tmp_path: Path) -> None:
+    """The fast timestamp format changes nothing: other forms fall back, invalid ones stay malformed."""
+    folder = write_lines(tmp_path / "raw", [event(f"e{index}", form) for index, form in enumerate(TIMESTAMP_FORMS)])
+    default = spark.read.schema(PARSE_SCHEMA).option("columnNameOfCorruptRecord", CORRUPT_COLUMN).json(str(folder))
+
+    found = _timestamps(read_events(spark, str(folder)))
+
+    assert found == _timestamps(default)
+    assert [found[f"e{index}"][1] for index in range(len(TIMESTAMP_FORMS))] == [False] * 7 + [True] * 3
+    utc = read_events(spark, str(folder)).where(F.col("event_id") == "e1").select(F.unix_micros("ts")).first()
+    assert utc is not None and utc[0] == 1_714_563_912_123_000  # 11:45:12.123 UTC
+
+
+def test_read_events_keeps_default_parsing_under_spark_default_policy(spark: SparkSession, tmp_path: Path) -> None:
+    """On a session without `SESSION_CONF`, an hour of 25 is quarantined, not a failed job."""
+    folder = write_lines(tmp_path / "raw", [event(f"e{index}", form) for index, form in enumerate(TIMESTAMP_FORMS)])
+    corrected = _timestamps(read_events(spark, str(folder)))
+    spark.conf.set(TIME_PARSER_POLICY, "EXCEPTION")
+    try:
+        assert _timestamps(read_events(spark, str(folder))) == corrected
+    finally:
+        spark.conf.set(TIME_PARSER_POLICY, "CORRECTED")
