@@ -79,7 +79,7 @@ PLAIN_ENCODED = {f"parquet.enable.dictionary#{column}": "false" for column in NE
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 """The form producers write (milliseconds and a zone, `2024-05-01T13:45:12.123Z`), parsed by a
 formatter built once. Spark 3.5's default parser resolves the zone of every value anew, compiling
-two regular expressions each time: that was about a quarter of the read stage's CPU (a Java Flight
+two regular expressions each time: that was almost a quarter of the read stage's CPU (a Java Flight
 Recorder profile, 5,000,000 events), and with this format the JSON read took about 11% less time
 (interleaved runs). Any other form falls back to the default parser, so what is accepted and the
 instants read are unchanged. Only under the `CORRECTED` time parser policy (`SESSION_CONF`): under
