@@ -231,14 +231,19 @@ class Flow:
         raise AssertionError(f"execution {arn} still running after {timeout_s} s")
 
     def abort(self, arn: str, **reason: str) -> None:
-        """StopExecution once the engine has entered the first state (moto's stop fails before that)."""
+        """StopExecution once the engine has entered two states: the job's `Parallel` and its branch's first.
+
+        moto's stop fails before the first. Between the two, it races with the branch's start: a branch
+        opened after the stop never runs, and the execution stays RUNNING for good (seen under load).
+        """
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             events = self.harness.stepfunctions.get_execution_history(executionArn=arn)["events"]
-            if any(event["type"].endswith("StateEntered") for event in events):
+            if sum(event["type"].endswith("StateEntered") for event in events) >= 2:
                 break
             time.sleep(0.05)
         self.harness.stepfunctions.stop_execution(executionArn=arn, **reason)
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED":
                 return
