@@ -60,6 +60,7 @@ from functions.lease import Lease, LeaseStore
 from functions.lease.schema import PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR
 from functions.lease.store import lease_to_item
 from functions.policies import RenewalPolicy, build_policy
+from functions.policies.adaptive import lead_s as adaptive_lead_s
 from functions.settings import Settings
 from functions.visibility import VisibilityClient
 
@@ -194,9 +195,10 @@ def _sort_key(entry: _IndexEntry) -> tuple[Decimal, str]:
 def due_leases(count: int, *, now: float, settings: Settings, policy: RenewalPolicy, rng: random.Random) -> list[Lease]:
     """`count` ACTIVE leases, all due at `now`: jobs 10 minutes to 6 hours old, not lapsed, under their hard stop."""
     leases = []
+    lead = adaptive_lead_s(settings)
     for _ in range(count):
         received_at = now - rng.uniform(600, 6 * 3600)
-        visible_until = now + rng.uniform(settings.adaptive_lead_s / 2, settings.adaptive_lead_s)
+        visible_until = now + rng.uniform(lead / 2, lead)
         lease = Lease(
             message_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             queue_url=QUEUE_URL,

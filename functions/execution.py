@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from functions.settle import NEVER_STARTED
-
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 EXECUTION_NAME_MAX = 80
+RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
+NEVER_STARTED = "NEVER_STARTED"
+"""Stands for an execution that does not exist: the receiver stopped between the lease and the start."""
+STOP_ERROR = "LeaseNotHeld"
+"""The error of an execution the processor stopped because its message could no longer be held."""
 
 
 def execution_name(message_id: str, attempt: int) -> str:
@@ -83,3 +86,16 @@ def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: E
         # Same name, other input: only an older build could have started it. It is this attempt's run.
         return execution_arn(state_machine_arn, name)
     return response["executionArn"]
+
+
+def stop_execution(stepfunctions: SFNClient, arn: str, *, cause: str) -> None:
+    """Stop the execution; one that does not exist or has already ended is left as it is."""
+    try:
+        stepfunctions.stop_execution(executionArn=arn, error=STOP_ERROR, cause=cause[:32_768])
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code == "ExecutionDoesNotExist":
+            return
+        if code == "ValidationException" and execution_status(stepfunctions, arn) not in RUNNING_STATUSES:
+            return  # already ended
+        raise

@@ -36,6 +36,10 @@ class MetricName:
     LEASES_COMPLETED = "LeasesCompleted"
     LEASE_CONFLICTS = "LeaseConflicts"
     RECONCILE_FAILURES = "ReconcileFailures"
+    EXECUTIONS_STOPPED = "ExecutionsStopped"  # their lease could no longer be held (invariant 8)
+    RENEWALS_NOT_RECORDED = "RenewalsNotRecorded"  # SQS accepted, the table write failed: due again
+    RELEASES_REASSERTED = "ReleasesReasserted"  # a renewal raced a release; the release was applied again
+    EXTENDER_PASS_FAILURES = "ExtenderPassFailures"
     # receiver: one per outcome of a record
     JOBS_STARTED = "JobsStarted"
     JOBS_REJECTED = "JobsRejected"

@@ -8,30 +8,18 @@ Powertools layer and this asset ships no dependencies of its own.)
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-if TYPE_CHECKING:
-    from mypy_boto3_sqs import SQSClient
+from functions.exceptions import SettingsError
+from functions.policies import POLICIES, SQS_MAX_VISIBILITY_S, hold_limit
 
-SQS_MAX_VISIBILITY_S = 43_200
-"""SQS keeps a received message hidden for at most 12 hours from its receive."""
+__all__ = ["SQS_MAX_VISIBILITY_S", "PolicyName", "Settings", "SettingsError"]
 
 PolicyName = Literal["adaptive", "remaining", "threshold"]
-
-POLICY_DEFAULT_MAX_RENEWAL_S: dict[str, int] = {
-    "remaining": 300,  # seed 000: renewal stops after 5 minutes unless configured
-    "threshold": SQS_MAX_VISIBILITY_S,
-    "adaptive": SQS_MAX_VISIBILITY_S,
-}
-
-
-class SettingsError(ValueError):
-    """A setting is out of range or the combination could let a message lapse."""
 
 
 class Settings(BaseModel):
@@ -44,7 +32,7 @@ class Settings(BaseModel):
         default=None,
         ge=0,
         le=SQS_MAX_VISIBILITY_S,
-        description="VT a renewal asks for (remaining/threshold); None reads the queue's attribute.",
+        description="VT a renewal asks for: remaining reads the queue's when None, threshold takes seed 001's 30 s.",
     )
     max_renewal_s: int | None = Field(
         default=None,
@@ -73,6 +61,11 @@ class Settings(BaseModel):
         description="adaptive policy: consecutive lost scheduled runs (after one a full period late) survived.",
     )
     cap_safety_s: int = Field(default=60, ge=0, le=3_600, description="Margin kept below the 12 h limit.")
+    pass_budget_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="adaptive policy: time one extender pass may take; None: a quarter of the period, at most 15 s.",
+    )
 
     table_name: str | None = None
     queue_url: str | None = None
@@ -103,8 +96,13 @@ class Settings(BaseModel):
     )
     spark_quarantine_uri: str | None = Field(default=None, description="Quarantine output, likewise.")
 
+    receiver_timeout_s: float = Field(
+        default=30.0, gt=0, le=900, description="The receiver function's timeout: after it, an invocation is dead."
+    )
     reconcile_grace_s: float = Field(
-        default=120.0, ge=0, description="Leases younger than this are not reconciled (receiver may be mid-way)."
+        default=120.0,
+        ge=0,
+        description="Leases younger than this are not reconciled: must outlast the receiver's timeout.",
     )
     reconcile_max_per_run: int = Field(default=100, ge=0)
     reconcile_rate_per_s: float = Field(default=10.0, gt=0, description="DescribeExecution calls per second.")
@@ -113,7 +111,7 @@ class Settings(BaseModel):
     def effective_max_renewal_s(self) -> int:
         if self.max_renewal_s is not None:
             return self.max_renewal_s
-        return POLICY_DEFAULT_MAX_RENEWAL_S[self.policy]
+        return POLICIES[self.policy].default_max_renewal_s
 
     @property
     def renewal_enabled(self) -> bool:
@@ -122,30 +120,15 @@ class Settings(BaseModel):
     @property
     def tick_s(self) -> float:
         """How often leases are looked at: the schedule for adaptive, the heartbeat for the others."""
-        if self.policy == "adaptive":
-            return self.extender_period_s
-        return min(self.heartbeat_s, self.extender_period_s)
-
-    @property
-    def adaptive_lead_s(self) -> float:
-        """Renew this long before visible: the worst gap between two extender runs when
-        `adaptive_lost_runs_survived` runs in a row are lost and the next is late by a full period, plus
-        the time a call needs to land. Runs are lost independently, so one lost run alone is too few:
-        at one in 20, two or three in a row turn up within a day."""
-        return (self.adaptive_lost_runs_survived + 2) * self.extender_period_s + self.min_remaining_life_s
-
-    @property
-    def adaptive_floor_s(self) -> int:
-        """The shortest adaptive chunk: the lead plus two periods, so a lease is not due every run."""
-        return math.ceil(self.adaptive_lead_s + 2 * self.extender_period_s)
+        return POLICIES[self.policy].tick_s(self)
 
     def renew_until(self, received_at: float) -> float:
         """The hard stop of one receive: max renewal, and never past SQS's 12 h limit (less a margin)."""
-        return received_at + min(self.effective_max_renewal_s, SQS_MAX_VISIBILITY_S - self.cap_safety_s)
+        return min(received_at + self.effective_max_renewal_s, hold_limit(received_at, self.cap_safety_s))
 
     def with_visibility_timeout(self, seconds: int) -> Settings:
         """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
-        return self.load({**self.model_dump(), "visibility_timeout_s": seconds})
+        return self.load({**self.model_dump(exclude_unset=True), "visibility_timeout_s": seconds})
 
     @model_validator(mode="after")
     def _refuse_lapse_by_construction(self) -> Settings:
@@ -156,50 +139,15 @@ class Settings(BaseModel):
                 f"release_delay_cap_s={self.release_delay_cap_s} must be >= "
                 f"release_delay_base_s={self.release_delay_base_s:g}"
             )
-        if not self.renewal_enabled:
-            return self
-        if self.policy == "adaptive":
-            self._check_adaptive()
-        elif self.visibility_timeout_s is not None:
-            self._check_fixed_timeout(self.visibility_timeout_s)
+        if self.reconcile_grace_s <= self.receiver_timeout_s:
+            raise ValueError(
+                f"reconcile_grace_s={self.reconcile_grace_s:g} must be greater than receiver_timeout_s="
+                f"{self.receiver_timeout_s:g}: a younger lease may belong to a receiver that has not started its "
+                f"execution yet; smallest safe reconcile_grace_s: {self.receiver_timeout_s + 1:g}"
+            )
+        if self.renewal_enabled:
+            POLICIES[self.policy].check(self)
         return self
-
-    def _check_adaptive(self) -> None:
-        floor = self.adaptive_floor_s
-        if self.adaptive_ceiling_s < floor:
-            raise ValueError(
-                f"adaptive_ceiling_s={self.adaptive_ceiling_s} is below {floor} s, the shortest chunk that "
-                f"survives {self.adaptive_lost_runs_survived} lost extender runs at "
-                f"extender_period_s={self.extender_period_s:g}; "
-                f"valid range: {floor}..{SQS_MAX_VISIBILITY_S - self.cap_safety_s}"
-            )
-        if self.adaptive_ceiling_s > SQS_MAX_VISIBILITY_S - self.cap_safety_s:
-            raise ValueError(
-                f"adaptive_ceiling_s={self.adaptive_ceiling_s} exceeds the 12 h limit less cap_safety_s; "
-                f"valid range: {floor}..{SQS_MAX_VISIBILITY_S - self.cap_safety_s}"
-            )
-
-    def _check_fixed_timeout(self, vt: int) -> None:
-        # Seed 004's rule: the timeout must outlast one tick plus the minimal remaining life.
-        need = self.tick_s + self.min_remaining_life_s
-        if vt <= need:
-            raise ValueError(
-                f"visibility_timeout_s={vt} must be greater than tick ({self.tick_s:g} s) + "
-                f"min_remaining_life_s ({self.min_remaining_life_s:g} s) = {need:g} s, or the message "
-                f"becomes visible before the next renewal; valid range: > {need:g} and <= {SQS_MAX_VISIBILITY_S}"
-            )
-        lead = self.threshold_s if self.policy == "threshold" else min(vt / 2, 10.0)
-        name = "threshold_s" if self.policy == "threshold" else "visibility_timeout_s/2 (capped at 10 s)"
-        if lead <= need:
-            raise ValueError(
-                f"{name}={lead:g} is when the {self.policy} policy renews; it must be greater than tick "
-                f"({self.tick_s:g} s) + min_remaining_life_s ({self.min_remaining_life_s:g} s) = {need:g} s"
-            )
-        if self.policy == "threshold" and vt <= self.threshold_s:
-            raise ValueError(
-                f"visibility_timeout_s={vt} must be greater than threshold_s={self.threshold_s:g}, "
-                "or every renewal is due again at once"
-            )
 
     @classmethod
     def load(cls, values: Mapping[str, Any]) -> Settings:
@@ -219,16 +167,3 @@ class Settings(BaseModel):
         env = os.environ if environ is None else environ
         values = {name: env[name.upper()] for name in cls.model_fields if name.upper() in env}
         return cls.load(values)
-
-
-def resolve_settings(settings: Settings, sqs: SQSClient) -> Settings:
-    """Fill in the VT from the queue's attribute when a fixed-VT policy needs it and none is set."""
-    if settings.policy == "adaptive" or settings.visibility_timeout_s is not None:
-        return settings
-    if not settings.queue_url:
-        raise SettingsError(
-            f"queue_url (QUEUE_URL) is required: the {settings.policy} policy reads the queue's VisibilityTimeout "
-            "when visibility_timeout_s is unset"
-        )
-    attributes = sqs.get_queue_attributes(QueueUrl=settings.queue_url, AttributeNames=["VisibilityTimeout"])
-    return settings.with_visibility_timeout(int(attributes["Attributes"]["VisibilityTimeout"]))

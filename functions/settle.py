@@ -1,7 +1,9 @@
-"""Settling a lease whose job is over: release the message (failure) or delete it (success).
+"""Ending a lease: release the message (failure), delete it (success), or stop the execution of a lease
+that can no longer be held.
 
-The extender's reconciliation, the execution watcher and the receiver (on a redelivery) all end leases
-through these functions, always with the lease's *current* receipt handle.
+The extender (renewal and reconciliation), the execution watcher and the receiver (on a redelivery)
+all end leases through these functions, always with the lease's *current* receipt handle and always
+fenced by the attempt that owns the lease: every write is conditional on the version that was read.
 """
 
 from __future__ import annotations
@@ -9,16 +11,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from functions.clock import Clock
+from functions.execution import NEVER_STARTED, RUNNING_STATUSES, stop_execution
 from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.observability import logger
+from functions.policies.base import whole_seconds
 from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
 from functions.visibility.errors import classify_exception, describe_exception
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+__all__ = [
+    "NEVER_STARTED",
+    "RUNNING_STATUSES",
+    "SettleError",
+    "complete",
+    "describe_reason",
+    "reassert_release",
+    "release",
+    "settle_ended",
+    "stop_and_close",
+]
 
 
 class SettleError(Exception):
-    """SQS refused for a reason that may pass (throttling, a fault): the lease stays ACTIVE, try later."""
+    """AWS refused for a reason that may pass (throttling, a fault): the lease is unchanged, try later."""
 
 
 def release(
@@ -30,19 +48,51 @@ def release(
     reason: str,
     delay_s: int | None = None,
 ) -> Lease | None:
-    """Make the message visible after its release delay and close the lease RELEASED.
+    """Close the lease RELEASED, then make the message visible after the release delay.
 
-    A handle SQS no longer accepts closes the lease LOST instead. Returns the closed lease, or None
-    when the lease changed meanwhile (a newer receive owns it now). Raises `SettleError` otherwise.
+    Closing first makes the release the last word on the message's visibility: a renewal or an
+    adoption that read the lease before the close finds it closed afterwards and re-applies the release
+    (`reassert_release`), so neither can hide a failed job's message for a whole chunk. Returns the
+    closed lease (LOST when SQS no longer accepts the handle), or None when the lease changed
+    meanwhile (a newer receive or another settlement got there first). If SQS refuses for a passing
+    reason the lease stays RELEASED with the error noted: the message then returns when its current
+    chunk ends.
     """
     delay = lease.release_delay_s if delay_s is None else delay_s
-    outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, delay))
     now = clock.now()
+    closed = store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=now + delay)
+    if closed is None:
+        return None
+    outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, closed.receipt_handle, delay))
     if outcome.ok:
-        return store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=outcome.sent_at + delay)
+        return closed
     if outcome.failure is FailureClass.LOST:
-        return store.close(lease, LeaseStatus.LOST, now=now, error=f"{reason}; release: {outcome.error}")
-    raise SettleError(f"release of {lease.message_id} failed ({outcome.failure}): {outcome.error}")
+        return store.amend(closed, status=LeaseStatus.LOST, error=f"{reason}; release: {outcome.error}") or closed
+    logger.warning(
+        "release visibility change failed; the message returns when its current chunk ends",
+        extra={"message_id": lease.message_id, "error": outcome.error},
+    )
+    note = f"{reason}; release visibility change failed ({outcome.failure}): {outcome.error}"
+    return store.amend(closed, status=LeaseStatus.RELEASED, error=note) or closed
+
+
+def reassert_release(lease: Lease, *, visibility: VisibilityClient, clock: Clock) -> bool:
+    """Re-apply the release of a lease that was released while the caller changed its visibility.
+
+    The caller's change (a renewal, an adoption's first chunk) may have landed after the release's
+    and hidden the message again. The message is made visible when the release said: the close's
+    `visible_until` when this code released it, else (a release by the workflow, which records no
+    time) the lease's release delay from now. Returns True when SQS accepted it.
+    """
+    if lease.status is not LeaseStatus.RELEASED:
+        return False
+    now = clock.now()
+    target = lease.visible_until if lease.closed_at is not None else now + lease.release_delay_s
+    delay = whole_seconds(max(0.0, target - now))
+    outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, delay))
+    if not outcome.ok:
+        logger.warning("could not re-apply a release", extra={"message_id": lease.message_id, "error": outcome.error})
+    return outcome.ok
 
 
 def complete(
@@ -68,9 +118,31 @@ def complete(
     return store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
 
 
-RUNNING_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
-NEVER_STARTED = "NEVER_STARTED"
-"""Stands for an execution that does not exist: the receiver stopped between the lease and the start."""
+def stop_and_close(
+    lease: Lease,
+    status: LeaseStatus,
+    *,
+    stepfunctions: SFNClient | None,
+    store: LeaseStore,
+    clock: Clock,
+    reason: str,
+) -> Lease | None:
+    """End a lease that can no longer be held (the 12 h limit, the max renewal, a handle SQS refuses for
+    good): stop its execution first, then close it, so the message is never handed out while the
+    execution runs (invariant 8). Raises `SettleError` when the stop failed: the lease stays ACTIVE and
+    the next pass tries again. Returns None when another writer changed the lease first."""
+    if lease.execution_arn:
+        if stepfunctions is None:
+            raise SettleError(f"cannot stop {lease.execution_arn}: no Step Functions client")
+        try:
+            stop_execution(stepfunctions, lease.execution_arn, cause=reason)
+        except Exception as exc:
+            raise SettleError(f"stop of {lease.execution_arn} failed: {describe_exception(exc)}") from exc
+        logger.warning(
+            "execution stopped: its lease can no longer be held",
+            extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": reason},
+        )
+    return store.close(lease, status, now=clock.now(), error=reason)
 
 
 def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> str:

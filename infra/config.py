@@ -25,8 +25,9 @@ RESOURCE_FIELDS = frozenset(
     {"table_name", "queue_url", "dlq_url", "state_machine_arn", "spark_output_uri", "spark_quarantine_uri"}
 )
 """Engine settings the stack fills in from the resources it creates: not context settings."""
-FIXED_FIELDS = frozenset({"extender_period_s"})
-"""Engine settings fixed by the infrastructure: the extender runs every minute (EXTENDER_PERIOD)."""
+FIXED_FIELDS = frozenset({"extender_period_s", "receiver_timeout_s"})
+"""Engine settings fixed by the infrastructure: the extender runs every minute (EXTENDER_PERIOD), and the
+receiver's timeout is the receiver function's (the infrastructure key `receiver_timeout_s`)."""
 ENGINE_KEYS = tuple(name for name in Settings.model_fields if name not in RESOURCE_FIELDS | FIXED_FIELDS)
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -118,6 +119,7 @@ class StackConfig:
         context, plus the extender's period, which the schedule fixes."""
         chosen = {name: getattr(self.engine, name) for name in self.engine.model_fields_set if name in ENGINE_KEYS}
         chosen["extender_period_s"] = self.engine.extender_period_s
+        chosen["receiver_timeout_s"] = self.engine.receiver_timeout_s
         return {name.upper(): str(value) for name, value in sorted(chosen.items()) if value is not None}
 
 
@@ -139,7 +141,10 @@ def load_config(context: Mapping[str, Any]) -> StackConfig:
         problems += [f"{'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}" for e in exc.errors()]
     try:
         engine_values = {key: given[key] for key in ENGINE_KEYS if key in given}
-        engine = Settings.load({**engine_values, "extender_period_s": EXTENDER_PERIOD.to_seconds()})
+        receiver_timeout = infra.receiver_timeout_s if infra is not None else InfraSettings().receiver_timeout_s
+        engine = Settings.load(
+            {**engine_values, "extender_period_s": EXTENDER_PERIOD.to_seconds(), "receiver_timeout_s": receiver_timeout}
+        )
     except SettingsError as exc:
         problems.append(str(exc).removeprefix("invalid settings: "))
     if infra is None or engine is None:

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from functions.lease.schema import DUE_INDEX
+from functions.lease.schema import DUE_INDEX, RECONCILE_INDEX
 from infra.config import StackConfig
 from infra.constants import (
     EXTENDER_PERIOD,
@@ -138,9 +138,16 @@ class LongJobFunctions(Construct):
                     "sqs:GetQueueAttributes",
                     on=[res.queue.queue_arn],
                 ),
-                _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{DUE_INDEX}"]),
-                _allow("dynamodb:UpdateItem", on=[res.table.table_arn]),  # also each update of a transaction
-                _allow("states:DescribeExecution", on=[execution_arns]),
+                _allow(
+                    "dynamodb:Query",
+                    on=[f"{res.table.table_arn}/index/{DUE_INDEX}", f"{res.table.table_arn}/index/{RECONCILE_INDEX}"],
+                ),
+                # GetItem: leases are read again before acting on what an index (eventually consistent) showed.
+                _allow(
+                    "dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]
+                ),  # UpdateItem: also transactions
+                # StopExecution: a lease that can no longer be held has its execution stopped first (invariant 8).
+                _allow("states:DescribeExecution", "states:StopExecution", on=[execution_arns]),
             ],
         )
         # A run that could not start within two periods (throttled behind a long sub-minute run) is

@@ -6,11 +6,20 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from functions.lease.schema import DUE_INDEX, PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR, TTL_ATTR
+from functions.lease.schema import (
+    CHECKED_AT_ATTR,
+    DUE_INDEX,
+    PARTITION_KEY,
+    RECONCILE_INDEX,
+    RENEW_AT_ATTR,
+    SHARD_ATTR,
+    TTL_ATTR,
+)
 
 
 class LeaseTable(Construct):
-    """On demand, with point-in-time recovery, TTL on closed leases and the sparse due-index.
+    """On demand, with point-in-time recovery, TTL on closed leases and two sparse indexes of ACTIVE leases:
+    `due` (by renew-at, for renewal) and `reconcile` (by checked-at, least recently reconciled first).
 
     Keys and index come from `functions.lease.schema`, the names the store queries by. With deletion
     protection on, the table is also retained when the stack is deleted: the protection exists to keep
@@ -36,5 +45,11 @@ class LeaseTable(Construct):
             index_name=DUE_INDEX,
             partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
             sort_key=dynamodb.Attribute(name=RENEW_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.table.add_global_secondary_index(
+            index_name=RECONCILE_INDEX,
+            partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
+            sort_key=dynamodb.Attribute(name=CHECKED_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
             projection_type=dynamodb.ProjectionType.ALL,
         )

@@ -102,9 +102,15 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "ExtenderErrors",
-                w.extender.metric_errors(period=PERIOD, statistic="Sum"),
+                total(
+                    "extender errors and failed passes",
+                    errors=w.extender.metric_errors(period=PERIOD, statistic="Sum"),
+                    passes=engine_metric(MetricName.EXTENDER_PASS_FAILURES),
+                    unrecorded=engine_metric(MetricName.RENEWALS_NOT_RECORDED),
+                ),
                 threshold=1,
-                description="The extender failed: leases may not be renewed.",
+                description="The extender failed, a pass of it failed, or renewals SQS accepted were not recorded: "
+                "leases may not be renewed (its log says which).",
             ),
             self._alarm(
                 "ExtenderNotRunning",
@@ -132,7 +138,8 @@ class Monitoring(Construct):
                     capped=engine_metric(MetricName.LEASES_CAPPED),
                 ),
                 threshold=1,
-                description="A lease lost its receipt handle or reached the renewal limit: its message is back.",
+                description="A lease lost its receipt handle or reached the renewal limit: its execution was "
+                "stopped (ExecutionsStopped) and its message is back.",
             ),
             self._alarm(
                 "FailedExecutions",
@@ -177,15 +184,19 @@ class Monitoring(Construct):
                     engine_metric(MetricName.RENEWALS_GIVEN_UP),
                     engine_metric(MetricName.LEASE_CONFLICTS),
                     engine_metric(MetricName.RECONCILE_FAILURES),
+                    engine_metric(MetricName.RENEWALS_NOT_RECORDED),
+                    engine_metric(MetricName.RELEASES_REASSERTED),
+                    engine_metric(MetricName.EXTENDER_PASS_FAILURES),
                 ],
             ),
             _graph(
-                "Lapses, capped and lost leases",
+                "Lapses, capped and lost leases, stopped executions",
                 [
                     engine_metric(MetricName.LAPSES),
                     engine_metric(MetricName.REDELIVERED_WHILE_RUNNING),
                     engine_metric(MetricName.LEASES_CAPPED),
                     engine_metric(MetricName.LEASES_LOST),
+                    engine_metric(MetricName.EXECUTIONS_STOPPED),
                 ],
             ),
             _graph(

@@ -1,20 +1,32 @@
 """The long-job workflow (DESIGN section 7), built once for the stack and for the offline runtime.
 
+    Self -> ReadLeaseAtStart -> HeldAtStart: the lease is ACTIVE and names this execution? else NotHeld
     RunJob (Parallel, so every failure inside is caught in one place)
       └ JobType: spark -> the Spark step (a parameter; timeouts -> JobTimedOut)
                  | wait -> Wait N s (-> fail on request)
-    success: ReadLease -> DeleteMessage(lease's handle) -> MarkSucceeded(summary) -> Succeeded
-    failure: ReadLeaseForRelease -> ReleaseMessage(release delay) -> MarkReleased(error) -> JobFailed
+    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary) -> Succeeded
+    failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseMessage(release
+             delay) -> JobFailed; a handle SQS refuses for good -> MarkLost -> JobFailed
+
+The rule: an execution runs only while its message is held, and touches the message and its lease
+only while the lease names it (`execution_arn` = `$$.Execution.Id`), never by the receipt handle alone:
+an older attempt that outlived its lease (capped, lost, released) settles nothing of a newer one.
+An execution whose lease does not name it at the start (it was started after its lease had been
+released, by a StartExecution whose answer got lost) ends at once without running its job.
 
 Completion and release always use the receipt handle read from the lease at that moment, never one
-captured at start. (Task results land in throwaway paths rather than `ResultPath: null`, which moto's
-engine turns into an empty state.) Each lease update is conditional on that handle; when a redelivery has swapped it
-in between, the update fails and the state goes back to read the lease again.
+captured at start. Each lease update is conditional on the execution and that handle; when a
+redelivery has swapped the handle in between, the update fails and the state reads the lease again.
+The release closes the lease before it changes the message's visibility, so a renewal that read the
+lease earlier finds it closed and re-applies the release (see `functions.settle.release`). (Task
+results land in throwaway paths rather than `ResultPath: null`, which moto's engine turns into an
+empty state.)
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +37,11 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from functions.execution import STOP_ERROR as NOT_HELD_ERROR
 from functions.lease import LeaseStatus
 from functions.lease.schema import (
     ERROR_ATTR,
+    EXECUTION_ATTR,
     HANDLE_ATTR,
     PARTITION_KEY,
     RENEW_AT_ATTR,
@@ -54,11 +68,24 @@ DYNAMODB_TRANSIENT_ERRORS = [
     "DynamoDB.InternalServerErrorException",
 ]
 CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
+LOST_HANDLE_ERRORS = [
+    "*.ReceiptHandleIsInvalidException",
+    "*.MessageNotInflightException",
+    "*.QueueDoesNotExistException",
+]
+"""SQS's answers to a handle it no longer accepts, as Step Functions names them: `Sqs.<exception>` (moto
+writes the service in lower case, hence the wildcard)."""
+GENERIC_SQS_ERRORS = ["Sqs.SqsException", "sqs.sqsException"]
+"""SQS's generic error (AWS's name, then moto's), whose cause says in words when a handle is gone."""
+LOST_HANDLE_CAUSES = ["*expired*", "*does not exist*", "*not available*", "*not a valid receipt handle*"]
+GLUE_TIMEOUT_MARGIN = cdk.Duration.minutes(15)
+"""The Glue step's own timeout exceeds the run's by this: time for the run to start (Glue queues it)."""
 TIMEOUT_ERRORS = ["States.HeartbeatTimeout", "States.Timeout"]  # moto reports a heartbeat timeout as the latter
 GLUE_BUSY_ERRORS = ["Glue.ConcurrentRunsExceededException", "Glue.ThrottlingException"]
 
 _NAMES = {
     "#status": STATUS_ATTR,
+    "#execution": EXECUTION_ATTR,
     "#handle": HANDLE_ATTR,
     "#version": VERSION_ATTR,
     "#shard": SHARD_ATTR,
@@ -66,6 +93,9 @@ _NAMES = {
 }
 _LEASE_HANDLE = "$.lease.Item." + HANDLE_ATTR + ".S"
 _LEASE_STATUS = "$.lease.Item." + STATUS_ATTR + ".S"
+_LEASE_EXECUTION = "$.lease.Item." + EXECUTION_ATTR + ".S"
+_SELF = "$.self.execution"
+"""Where the execution keeps its own ARN: `$$.Execution.Id`, copied at the start (Choice rules read the input only)."""
 
 
 def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str | None = None) -> SparkStep:
@@ -92,7 +122,7 @@ def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str
             arguments["--summary-path"] = sfn.JsonPath.format(
                 f"s3://{summary_bucket}/{SUMMARY_PREFIX}{{}}.json", sfn.JsonPath.string_at("$$.Execution.Name")
             )
-        run = tasks.GlueStartJobRun(
+        run = _GlueRunWithStepTimeout(
             scope,
             "RunSparkJob",
             glue_job_name=job_name,
@@ -118,6 +148,19 @@ def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str
         return run
 
     return build
+
+
+class _GlueRunWithStepTimeout(tasks.GlueStartJobRun):
+    """A Glue run whose state also has `TimeoutSeconds`. CDK's `task_timeout` on a Glue run becomes the
+    run's own `Timeout` (minutes) and no state timeout, so the step's `States.Timeout` catch could never
+    fire and a run stuck in Glue's queue would keep its execution (and message) for good."""
+
+    def to_state_json(self, state_machine_query_language: Any = None) -> dict[str, Any]:
+        state = dict(super().to_state_json(state_machine_query_language))
+        run_minutes = state.get("Parameters", {}).get("Timeout")
+        if isinstance(run_minutes, int | float):
+            state["TimeoutSeconds"] = int(run_minutes * 60 + GLUE_TIMEOUT_MARGIN.to_seconds())
+        return state
 
 
 def summary_objects_arn(scope: Construct, bucket: str) -> str:
@@ -228,33 +271,58 @@ def _close_lease(
     value: str,
     condition: str,
 ) -> sfn.TaskStateBase:
-    """Set the lease's final status and one more attribute, leave the due-index, bump the version."""
+    """Set the lease's final status and one more attribute, leave the due-index, bump the version.
+
+    `condition` may use `:self` (this execution), `:handle` (the handle just read) and a status in
+    lower case (`:active`, `:succeeded`, `:released`); only the names and values the expressions use
+    are sent, since DynamoDB refuses the others.
+    """
+    update = "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
+    expressions = f"{update} {condition}"
+    names = {**_NAMES, "#attr": attribute}
+    values = {
+        ":status": tasks.DynamoAttributeValue.from_string(status.value),
+        ":value": tasks.DynamoAttributeValue.from_string(value),
+        ":one": tasks.DynamoAttributeValue.from_number(1),
+        ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+        ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),
+        **{f":{s.value.lower()}": tasks.DynamoAttributeValue.from_string(s.value) for s in LeaseStatus},
+    }
     return _retry_transient(
         tasks.DynamoUpdateItem(
             scope,
             state_id,
             table=table,
             key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.message_id"))},
-            update_expression=(
-                "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
-            ),
+            update_expression=update,
             condition_expression=condition,
-            expression_attribute_names={**_NAMES, "#attr": attribute},
-            expression_attribute_values={
-                ":status": tasks.DynamoAttributeValue.from_string(status.value),
-                ":value": tasks.DynamoAttributeValue.from_string(value),
-                ":one": tasks.DynamoAttributeValue.from_number(1),
-                ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),
-                # DynamoDB refuses values the expressions do not use
-                **(
-                    {":active": tasks.DynamoAttributeValue.from_string(LeaseStatus.ACTIVE.value)}
-                    if ":active" in condition
-                    else {}
-                ),
-            },
+            expression_attribute_names={k: v for k, v in names.items() if re.search(rf"{k}\b", expressions)},
+            expression_attribute_values={k: v for k, v in values.items() if re.search(rf"{k}\b", expressions)},
             result_path="$.update",
         ),
         DYNAMODB_TRANSIENT_ERRORS,
+    )
+
+
+def _owned(scope: Construct, state_id: str, then: sfn.IChainable, otherwise: sfn.IChainable) -> sfn.Choice:
+    """A Choice: does the lease just read name this execution? (`IsPresent` first: a missing attribute
+    is not compared.)"""
+    return (
+        sfn.Choice(scope, state_id)
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present(_LEASE_EXECUTION),
+                sfn.Condition.string_equals_json_path(_LEASE_EXECUTION, _SELF),
+            ),
+            then,
+        )
+        .otherwise(otherwise)
+    )
+
+
+def _lease_is(status: LeaseStatus) -> sfn.Condition:
+    return sfn.Condition.and_(
+        sfn.Condition.is_present("$.lease.Item"), sfn.Condition.string_equals(_LEASE_STATUS, status.value)
     )
 
 
@@ -327,7 +395,7 @@ def build_workflow(
         status=LeaseStatus.SUCCEEDED,
         attribute=RESULT_ATTR,
         value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary")),
-        condition="#handle = :handle AND #status <> :status",
+        condition="#execution = :self AND #handle = :handle AND #status <> :succeeded",
     )
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
     delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
@@ -335,14 +403,25 @@ def build_workflow(
     # lease SUCCEEDED and is deleted without running the job again.
     delete_message.add_catch(mark_succeeded, result_path="$.delete_error")
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
+    # The job ran, but the lease now belongs to another attempt: settle nothing of it.
+    superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
     read_lease.next(
         sfn.Choice(scope, "LeaseOpen")
         .when(sfn.Condition.is_not_present("$.lease.Item"), sfn.Succeed(scope, "NoLease"))
-        .when(sfn.Condition.string_equals(_LEASE_STATUS, LeaseStatus.SUCCEEDED.value), sfn.Succeed(scope, "Settled"))
-        .otherwise(delete_message.next(mark_succeeded).next(succeeded))
+        .otherwise(
+            _owned(
+                scope,
+                "OwnsLease",
+                sfn.Choice(scope, "AlreadySettled")
+                .when(_lease_is(LeaseStatus.SUCCEEDED), sfn.Succeed(scope, "Settled"))
+                .otherwise(delete_message.next(mark_succeeded).next(succeeded)),
+                superseded,
+            )
+        )
     )
 
-    # Failure: give the message back after the release delay, then close the lease RELEASED.
+    # Failure: close the lease RELEASED (so no renewal can outlive the release), then give the message
+    # back after the release delay; a handle SQS refuses for good makes the lease LOST instead.
     job_failed = sfn.Fail(
         scope, "JobFailed", error_path="$.error.Error", cause="the job failed; the lease's last_error has its cause"
     )
@@ -354,7 +433,7 @@ def build_workflow(
         status=LeaseStatus.RELEASED,
         attribute=ERROR_ATTR,
         value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.error")),
-        condition="#handle = :handle AND #status = :active",
+        condition="#execution = :self AND #handle = :handle AND #status = :active",
     )
     mark_released.add_catch(read_for_release, errors=[CONDITION_FAILED], result_path="$.conflict")
     release_message = _sqs_call(
@@ -364,21 +443,56 @@ def build_workflow(
         queue_arns,
         VisibilityTimeout=sfn.JsonPath.number_at("$.release_delay_s"),
     )
-    release_message.add_catch(mark_released, result_path="$.release_error")
+    mark_lost = _close_lease(
+        scope,
+        "MarkLost",
+        table,
+        status=LeaseStatus.LOST,
+        attribute=ERROR_ATTR,
+        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.release_error")),
+        condition="#execution = :self AND #status = :released",
+    )
+    mark_lost.add_catch(job_failed, errors=[CONDITION_FAILED], result_path="$.conflict")
+    error_name, cause = "$.release_error.Error", "$.release_error.Cause"
+    handle_refused = sfn.Condition.or_(
+        *[sfn.Condition.string_matches(error_name, pattern) for pattern in LOST_HANDLE_ERRORS],
+        sfn.Condition.and_(
+            sfn.Condition.or_(*[sfn.Condition.string_equals(error_name, name) for name in GENERIC_SQS_ERRORS]),
+            sfn.Condition.is_present(cause),
+            sfn.Condition.or_(*[sfn.Condition.string_matches(cause, pattern) for pattern in LOST_HANDLE_CAUSES]),
+        ),
+    )
+    # Any other refusal (still throttled after the retries) leaves the lease RELEASED: the message
+    # comes back when its current chunk ends.
+    release_message.add_catch(
+        sfn.Choice(scope, "ReleaseRefused").when(handle_refused, mark_lost.next(job_failed)).otherwise(job_failed),
+        result_path="$.release_error",
+    )
     read_for_release.next(
         sfn.Choice(scope, "LeaseActive")
         .when(
-            sfn.Condition.and_(
-                sfn.Condition.is_present("$.lease.Item"),
-                sfn.Condition.string_equals(_LEASE_STATUS, LeaseStatus.ACTIVE.value),
-            ),
-            release_message.next(mark_released).next(job_failed),
+            _lease_is(LeaseStatus.ACTIVE),
+            _owned(scope, "OwnsLeaseForRelease", mark_released.next(release_message).next(job_failed), job_failed),
         )
         .otherwise(job_failed)
     )
-
     run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
-    return run_job.next(read_lease)
+    run_job.next(read_lease)
+
+    # The start: the execution's own ARN, then the lease must be ACTIVE and name it, or nothing runs.
+    not_held = sfn.Fail(scope, "NotHeld", error=NOT_HELD_ERROR, cause="its lease is closed or names another execution")
+    held_at_start = (
+        sfn.Choice(scope, "HeldAtStart")
+        .when(_lease_is(LeaseStatus.ACTIVE), _owned(scope, "OwnsLeaseAtStart", run_job, not_held))
+        .otherwise(not_held)
+    )
+    return (
+        sfn.Pass(
+            scope, "Self", parameters={"execution": sfn.JsonPath.string_at("$$.Execution.Id")}, result_path="$.self"
+        )
+        .next(_read_lease(scope, "ReadLeaseAtStart", table))
+        .next(held_at_start)
+    )
 
 
 def render_definition(

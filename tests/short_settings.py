@@ -1,4 +1,5 @@
-"""Engine settings for tests that run on the real clock: 4 s visibility chunks renewed every half second."""
+"""Engine settings for tests that run on the real clock: 5 s visibility chunks renewed 2.5 s ahead,
+looked at every half second; a 1 s receiver timeout, so reconciliation may act on leases after 2 s."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from typing import Any
 
 SHORT_THRESHOLD: dict[str, Any] = {
     "policy": "threshold",
-    "visibility_timeout_s": 4,
-    "threshold_s": 2,
+    "visibility_timeout_s": 5,
+    "threshold_s": 2.5,
     "heartbeat_s": 0.5,
     "extender_period_s": 1,
     "release_delay_base_s": 0,
     "max_receive_count": 3,
-    "reconcile_grace_s": 1,
+    "receiver_timeout_s": 1,
+    "reconcile_grace_s": 2,
 }

@@ -14,8 +14,8 @@ from functions.extender.invocation import InvocationReport, run_invocation
 from functions.extender.service import Extender, report_dict
 from functions.lease import LeaseStore
 from functions.observability import MetricName, MetricsSink, logger, metrics, tracer
-from functions.policies import build_policy
-from functions.settings import Settings, SettingsError, resolve_settings
+from functions.policies import build_policy, resolve_visibility_timeout
+from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
@@ -27,7 +27,7 @@ def extender() -> Extender:
     if not SETTINGS.table_name:
         raise SettingsError("table_name (TABLE_NAME) is required by the extender")
     sqs = aws.sqs()
-    settings = resolve_settings(SETTINGS, sqs)
+    settings = resolve_visibility_timeout(SETTINGS, sqs)
     clock = SystemClock()
     executor = ThreadPoolExecutor(max_workers=settings.max_workers)
     return Extender(
@@ -60,6 +60,10 @@ def publish(sink: MetricsSink, report: InvocationReport) -> None:
         (MetricName.LEASES_CAPPED, renewal.capped),
         (MetricName.LEASES_LOST, renewal.lost),
         (MetricName.LEASE_CONFLICTS, renewal.conflicts),
+        (MetricName.EXECUTIONS_STOPPED, renewal.stopped),
+        (MetricName.RENEWALS_NOT_RECORDED, renewal.record_failures),
+        (MetricName.RELEASES_REASSERTED, renewal.releases_reasserted),
+        (MetricName.EXTENDER_PASS_FAILURES, report.failed_passes),
         (MetricName.LEASES_RELEASED, reconciled.released),
         (MetricName.LEASES_COMPLETED, reconciled.completed),
         (MetricName.RECONCILE_FAILURES, reconciled.failed),
@@ -76,4 +80,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = run_invocation(extender(), remaining_ms=context.get_remaining_time_in_millis)
     publish(metrics, report)
     logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})
-    return {"ticks": report.ticks, "renewal": report_dict(report.renewal), "reconcile": report_dict(report.reconcile)}
+    return {
+        "ticks": report.ticks,
+        "failed_passes": report.failed_passes,
+        "renewal": report_dict(report.renewal),
+        "reconcile": report_dict(report.reconcile),
+    }

@@ -1,8 +1,12 @@
-"""One extender run: renew the leases that fall due, in batches, retrying throttled ones with jitter.
+"""One extender pass: renew the leases that fall due, in batches, retrying throttled ones with jitter.
 
-The service takes every dependency as an argument (`Extender`) and returns a report; the handler
-publishes the report as metrics. Nothing here sleeps on the wall clock directly: tests and the
-benchmarks drive it with a fake clock.
+A lease that can no longer be held (past its max renewal or the 12 h limit, or a handle SQS refuses
+for good) has its execution stopped before it is closed (invariant 8). A renewal that SQS accepted but
+the table could not record is counted and left due (the belief stays earlier than the truth); a
+renewal that lost its race to a release re-applies the release. Nothing in one lease's trouble ends
+the pass for the others. The service takes every dependency as an argument (`Extender`) and returns a
+report; the handler publishes it as metrics. Nothing here sleeps on the wall clock directly: tests and
+the benchmarks drive it with a fake clock.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from functions.clock import Clock
 from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from functions.observability import logger
-from functions.policies import RenewalPolicy
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+from functions.policies import RenewalPolicy, hold_limit
+from functions.settings import Settings
+from functions.settle import SettleError, reassert_release, stop_and_close
 from functions.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+CAPPED_RETRIES = 4
+"""How many times a renewal SQS refused as past the 12 h limit is asked again, each time half as long."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,13 @@ class PassReport:
     lapses: int = 0
     lost: int = 0
     capped: int = 0
+    stopped: int = 0  # executions stopped because their lease could no longer be held
     throttled: int = 0  # throttled answers, each retried while time remained
     given_up: int = 0  # still throttled when time ran out: left due for the next tick
     failed: int = 0
+    record_failures: int = 0  # renewals SQS accepted that the table did not record: due again next pass
     conflicts: int = 0  # another writer changed the lease first
+    releases_reasserted: int = 0  # a renewal raced a release: the release was applied again
     min_time_left_s: float | None = None
 
     def add(self, other: PassReport) -> None:
@@ -86,12 +97,12 @@ def backoff_s(attempt: int, settings: Settings, rng: random.Random) -> float:
 
 
 def renew_due(ext: Extender, *, deadline: float) -> PassReport:
-    """Renew every ACTIVE lease due now; close those past their hard stop or no longer accepted."""
+    """Renew every ACTIVE lease due by `now + horizon`; end those that can no longer be held."""
     report = PassReport()
     now = ext.clock.now()
-    leases = ext.store.due(before=now)
+    leases = ext.store.due(before=now + ext.policy.horizon_s)
     report.due = len(leases)
-    _close_all(
+    _end_unholdable(
         ext,
         [(lease, "max renewal duration reached") for lease in leases if now >= lease.renew_until],
         LeaseStatus.CAPPED,
@@ -122,13 +133,13 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
         decision = ext.policy.decide(now, lease)
         if not decision.renew:
             continue
-        cap_left = math.floor(lease.received_at + SQS_MAX_VISIBILITY_S - ext.settings.cap_safety_s - now)
-        timeout = min(decision.visibility_timeout_s, cap_left)
+        left = math.floor(hold_limit(lease.received_at, ext.settings.cap_safety_s) - now)
+        timeout = min(decision.visibility_timeout_s, left)
         if timeout <= 0:
             too_late.append((lease, "12 hour visibility limit reached"))
         else:
             plan[lease.message_id] = _Planned(lease, timeout)
-    _close_all(ext, too_late, LeaseStatus.CAPPED, report)
+    _end_unholdable(ext, too_late, LeaseStatus.CAPPED, report)
     outcomes = ext.visibility.change_many(
         VisibilityChange(key, p.lease.queue_url, p.lease.receipt_handle, p.timeout_s) for key, p in plan.items()
     )
@@ -136,29 +147,140 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
     for outcome in outcomes:
         by_class.setdefault(outcome.failure, []).append(outcome)
 
-    successes = by_class.get(None, [])
-    _observe_time_left([(plan[o.key].lease, o.sent_at) for o in successes], report)
-    renewed = ext.store.record_renewals([_renewal(ext, plan[o.key], o) for o in successes])
-    report.renewed += sum(1 for lease in renewed if lease is not None)
-    report.conflicts += sum(1 for lease in renewed if lease is None)
-
-    for failure, status in ((FailureClass.LOST, LeaseStatus.LOST), (FailureClass.CAPPED, LeaseStatus.CAPPED)):
-        refused = by_class.get(failure, [])
-        for outcome in refused:
-            logger.warning(
-                "renewal refused", extra={"message_id": outcome.key, "class": str(failure), "error": outcome.error}
-            )
-        _close_all(ext, [(plan[o.key].lease, o.error or str(failure)) for o in refused], status, report)
+    _record(ext, [(plan[o.key], o) for o in by_class.get(None, [])], report)
+    _capped(ext, [(plan[o.key], o) for o in by_class.get(FailureClass.CAPPED, [])], report)
+    _lost(ext, [(plan[o.key], o) for o in by_class.get(FailureClass.LOST, [])], report)
 
     others = by_class.get(FailureClass.OTHER, [])
     report.failed += len(others)
     for outcome in others:
         logger.error("renewal failed", extra={"message_id": outcome.key, "error": outcome.error})
-    ext.parallel(lambda o: ext.store.note_error(plan[o.key].lease, o.error or "unknown error"), others)
+    ext.parallel(lambda o: _note_error(ext, plan[o.key].lease, o.error or "unknown error"), others)
 
     throttled = by_class.get(FailureClass.THROTTLED, [])
     report.throttled += len(throttled)
     return [plan[o.key].lease for o in throttled]
+
+
+def _record(ext: Extender, accepted: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """Record renewals SQS accepted. A table error is counted, not raised: SQS holds the message for
+    the new chunk whatever the table says, and the lease (still believing the older, earlier
+    visible-until) is simply due again. A renewal that lost its race re-reads the lease: if it was
+    released meanwhile, the renewal may have undone the release, which is applied again."""
+    if not accepted:
+        return
+    _observe_time_left([(planned.lease, outcome.sent_at) for planned, outcome in accepted], report)
+    renewals = [_renewal(ext, planned, outcome) for planned, outcome in accepted]
+    results: list[Lease | BaseException | None]
+    try:
+        results = list(ext.store.record_renewals(renewals))
+    except Exception as exc:
+        logger.warning("recording renewals failed; recording one by one", extra={"error": str(exc)})
+        results = [_record_one(ext, renewal) for renewal in renewals]
+    conflicted: list[Lease] = []
+    for renewal, result in zip(renewals, results, strict=True):
+        if isinstance(result, BaseException):
+            report.record_failures += 1
+        elif result is None:
+            report.conflicts += 1
+            conflicted.append(renewal.lease)
+        else:
+            report.renewed += 1
+    report.releases_reasserted += sum(ext.parallel(lambda lease: _after_conflict(ext, lease), conflicted))
+
+
+def _record_one(ext: Extender, renewal: Renewal) -> Lease | BaseException | None:
+    try:
+        return ext.store.record_renewal(renewal)
+    except Exception as exc:
+        logger.error(
+            "renewal accepted by SQS but not recorded; the lease is due again",
+            extra={"message_id": renewal.lease.message_id, "error": str(exc)},
+        )
+        return exc
+
+
+def _after_conflict(ext: Extender, stale: Lease) -> bool:
+    """Another writer changed the lease between our read and our visibility change: if it released the
+    message, our change may have hidden it again, so the release is applied once more."""
+    try:
+        fresh = ext.store.get(stale.message_id)
+    except Exception as exc:
+        logger.warning(
+            "could not re-read a lease after a conflict", extra={"message_id": stale.message_id, "error": str(exc)}
+        )
+        return False
+    if fresh is None or fresh.status is not LeaseStatus.RELEASED or fresh.receipt_handle != stale.receipt_handle:
+        return False
+    return reassert_release(fresh, visibility=ext.visibility, clock=ext.clock)
+
+
+def _capped(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """SQS refused a renewal as past the 12 h limit of this receive (the receiver saw the record some
+    time after SQS handed it out, so the limit comes sooner than the lease believes). Ask for half as
+    long, a few times, to keep the message hidden as long as SQS allows, then stop the execution and
+    close the lease CAPPED while the message is still hidden."""
+    for planned, outcome in refused:
+        logger.warning(
+            "renewal refused: 12 h limit", extra={"message_id": planned.lease.message_id, "error": outcome.error}
+        )
+
+    def shorter(item: tuple[_Planned, ChangeOutcome]) -> Lease:
+        planned = item[0]
+        lease, timeout = planned.lease, planned.timeout_s // 2
+        for _ in range(CAPPED_RETRIES):
+            if timeout < 1:
+                break
+            retry = ext.visibility.change(
+                VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, timeout)
+            )
+            if retry.ok:
+                recorded = _record_one(ext, _renewal(ext, _Planned(lease, timeout), retry))
+                return recorded if isinstance(recorded, Lease) else lease
+            if retry.failure is not FailureClass.CAPPED:
+                break
+            timeout //= 2
+        return lease
+
+    kept = ext.parallel(shorter, refused)
+    _end_unholdable(
+        ext,
+        [
+            (lease, f"12 hour visibility limit reached: {outcome.error}")
+            for lease, (_, outcome) in zip(kept, refused, strict=True)
+        ],
+        LeaseStatus.CAPPED,
+        report,
+    )
+
+
+def _lost(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """SQS no longer accepts the handle. If the lease is still the one we read (no newer receive adopted
+    a newer handle meanwhile), the message may be in someone else's hands: stop the execution, close LOST."""
+
+    def fresh_or_none(item: tuple[_Planned, ChangeOutcome]) -> tuple[Lease, str] | None:
+        planned, outcome = item
+        logger.warning(
+            "renewal refused: handle lost", extra={"message_id": planned.lease.message_id, "error": outcome.error}
+        )
+        try:
+            fresh = ext.store.get(planned.lease.message_id)
+        except Exception:
+            return None  # decided at the next pass
+        if fresh is None or fresh.version != planned.lease.version or not fresh.active:
+            return None
+        return fresh, outcome.error or "receipt handle no longer accepted"
+
+    checked = ext.parallel(fresh_or_none, refused)
+    report.conflicts += sum(1 for item in checked if item is None)
+    _end_unholdable(ext, [item for item in checked if item is not None], LeaseStatus.LOST, report)
+
+
+def _note_error(ext: Extender, lease: Lease, error: str) -> None:
+    try:
+        ext.store.note_error(lease, error)
+    except Exception as exc:
+        logger.warning("could not note a renewal error", extra={"message_id": lease.message_id, "error": str(exc)})
 
 
 def _observe_time_left(renewed: Sequence[tuple[Lease, float]], report: PassReport) -> None:
@@ -192,14 +314,35 @@ class _Timing:
     last_renewed_at: float
 
 
-def _close_all(ext: Extender, leases: Sequence[tuple[Lease, str]], status: LeaseStatus, report: PassReport) -> None:
-    """Close each lease with its reason; count the ones closed and the ones another writer changed first."""
+def _end_unholdable(
+    ext: Extender, leases: Sequence[tuple[Lease, str]], status: LeaseStatus, report: PassReport
+) -> None:
+    """Stop each lease's execution, then close the lease with its reason. A stop or a write that fails
+    leaves the lease ACTIVE and due: the next pass tries again."""
     if not leases:
         return
-    now = ext.clock.now()
-    closed = ext.parallel(lambda item: ext.store.close(item[0], status, now=now, error=item[1]), leases)
-    done = sum(1 for lease in closed if lease is not None)
-    report.conflicts += len(closed) - done
+
+    def end(item: tuple[Lease, str]) -> str:
+        lease, reason = item
+        try:
+            closed = stop_and_close(
+                lease, status, stepfunctions=ext.stepfunctions, store=ext.store, clock=ext.clock, reason=reason
+            )
+        except SettleError as exc:
+            logger.error("could not stop the execution of an unholdable lease", extra={"error": str(exc)})
+            return "failed"
+        except Exception as exc:
+            logger.error("could not close a lease", extra={"message_id": lease.message_id, "error": str(exc)})
+            return "stopped_failed" if lease.execution_arn else "failed"
+        if closed is None:
+            return "stopped_conflict" if lease.execution_arn else "conflict"
+        return "stopped_closed" if lease.execution_arn else "closed"
+
+    results = ext.parallel(end, leases)
+    report.stopped += sum(1 for r in results if r.startswith("stopped"))
+    report.failed += sum(1 for r in results if r.endswith("failed"))
+    report.conflicts += sum(1 for r in results if r.endswith("conflict"))
+    done = sum(1 for r in results if r.endswith("closed"))
     if status is LeaseStatus.CAPPED:
         report.capped += done
     elif status is LeaseStatus.LOST:

@@ -6,19 +6,24 @@ from typing import Any
 
 PARTITION_KEY = "pk"
 DUE_INDEX = "due"
+RECONCILE_INDEX = "reconcile"
 SHARD_ATTR = "shard"
 RENEW_AT_ATTR = "renew_at"
+CHECKED_AT_ATTR = "checked_at"
 TTL_ATTR = "expires_at"
 # Attributes the workflow reads and writes itself (its DynamoDB tasks), named once here.
 STATUS_ATTR = "status"
 HANDLE_ATTR = "receipt_handle"
 VERSION_ATTR = "version"
 ERROR_ATTR = "last_error"
+EXECUTION_ATTR = "execution_arn"
 RESULT_ATTR = "result"  # the job's summary, as a JSON string (a state machine can write no typed map)
 
 
 def table_definition(table_name: str) -> dict[str, Any]:
-    """`CreateTable` arguments for the lease table: on-demand, with the sparse sharded due-index."""
+    """`CreateTable` arguments for the lease table: on-demand, with two sparse sharded indexes of the ACTIVE
+    leases: `due` by renew-at (what the extender renews) and `reconcile` by checked-at (least recently
+    reconciled first). Closing a lease removes its shard, which takes it out of both."""
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -26,6 +31,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
             {"AttributeName": SHARD_ATTR, "AttributeType": "N"},
             {"AttributeName": RENEW_AT_ATTR, "AttributeType": "N"},
+            {"AttributeName": CHECKED_AT_ATTR, "AttributeType": "N"},
         ],
         "KeySchema": [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -36,6 +42,14 @@ def table_definition(table_name: str) -> dict[str, Any]:
                     {"AttributeName": RENEW_AT_ATTR, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                "IndexName": RECONCILE_INDEX,
+                "KeySchema": [
+                    {"AttributeName": SHARD_ATTR, "KeyType": "HASH"},
+                    {"AttributeName": CHECKED_AT_ATTR, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
     }

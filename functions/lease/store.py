@@ -9,8 +9,9 @@ A conditional write that loses returns `None` rather than raising: losing the ra
 from __future__ import annotations
 
 import json
+import math
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -19,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from functions.lease.schema import DUE_INDEX, PARTITION_KEY, RENEW_AT_ATTR, RESULT_ATTR, SHARD_ATTR, TTL_ATTR
+from functions.lease.schema import (
+    CHECKED_AT_ATTR,
+    DUE_INDEX,
+    PARTITION_KEY,
+    RECONCILE_INDEX,
+    RENEW_AT_ATTR,
+    RESULT_ATTR,
+    SHARD_ATTR,
+    TTL_ATTR,
+)
 from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
 
 if TYPE_CHECKING:
@@ -28,8 +38,16 @@ if TYPE_CHECKING:
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
-_FLOAT_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
-_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s")
+_FLOAT_FIELDS = (
+    "received_at",
+    "visible_until",
+    "renew_until",
+    "renew_at",
+    "renewed_at",
+    "closed_at",
+    "checked_at",
+)
+_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt")
 _STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "last_error")
 
 
@@ -39,6 +57,18 @@ def _num(seconds: float) -> Decimal:
 
 def _is_conditional_failure(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _conditional(write: Callable[..., object], **request: Any) -> bool:
+    """Send one conditional write; False when its condition failed (another writer got there first, a
+    normal event), any other error raised."""
+    try:
+        write(**request)
+    except ClientError as exc:
+        if _is_conditional_failure(exc):
+            return False
+        raise
+    return True
 
 
 def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
@@ -56,6 +86,8 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
             plain[name] = value
     if lease.result is not None:
         plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
+    if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
+        plain[CHECKED_AT_ATTR] = _num(lease.received_at)
     if lease.active:
         if lease.renew_at is None:
             raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
@@ -80,6 +112,8 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
             fields[name] = plain[name]
     if RESULT_ATTR in plain:
         fields["result"] = json.loads(plain[RESULT_ATTR])
+    if fields.get("checked_at") == fields.get("received_at"):
+        fields["checked_at"] = None  # written at the receive, not by a reconciliation look
     return Lease(**fields)
 
 
@@ -157,19 +191,42 @@ class LeaseStore:
         The index is eventually consistent: a lease read here may be a version behind, which the
         version condition on every write makes harmless.
         """
-        shards = range(self._shards)
-
-        def query(shard: int) -> list[Lease]:
-            return list(self._query_shard(shard, before))
-
-        per_shard: Iterable[list[Lease]]
-        if self._executor is None or self._shards == 1:
-            per_shard = map(query, shards)
-        else:
-            per_shard = self._executor.map(query, shards)
-        leases = [lease for chunk in per_shard for lease in chunk if lease.active]
+        chunks = self._each_shard(lambda shard: list(self._query_shard(shard, before)))
+        leases = [lease for chunk in chunks for lease in chunk if lease.active]
         leases.sort(key=lambda lease: lease.renew_at or 0.0)
         return leases
+
+    def reconcile_candidates(self, limit: int) -> list[Lease]:
+        """About `limit` ACTIVE leases, least recently reconciled first.
+
+        Each shard of the `reconcile` index (sorted by checked-at, set at the receive and at every
+        reconciliation look) gives its oldest `ceil(limit / shards)`: a lease that reconciliation looked
+        at moves to the back, so every ACTIVE lease is looked at within about active / `limit` runs
+        however many there are (no lease is starved by others that stay in front).
+        """
+        per_shard = max(1, math.ceil(limit / self._shards))
+
+        def query(shard: int) -> list[Lease]:
+            page = self._client.query(
+                TableName=self._table,
+                IndexName=RECONCILE_INDEX,
+                KeyConditionExpression="#shard = :shard",
+                ExpressionAttributeNames={"#shard": SHARD_ATTR},
+                ExpressionAttributeValues={":shard": {"N": str(shard)}},
+                Limit=per_shard,
+            )
+            return [item_to_lease(item) for item in page.get("Items", [])]
+
+        leases = [lease for chunk in self._each_shard(query) for lease in chunk if lease.active]
+        leases.sort(key=lambda lease: lease.checked_at or lease.received_at)
+        return leases[:limit]
+
+    def _each_shard(self, query: Callable[[int], list[Lease]]) -> Iterable[list[Lease]]:
+        """`query` on every shard, in parallel when the store has an executor."""
+        shards = range(self._shards)
+        if self._executor is None or self._shards == 1:
+            return map(query, shards)
+        return self._executor.map(query, shards)
 
     def _query_shard(self, shard: int, before: float | None) -> Iterator[Lease]:
         names = {"#shard": SHARD_ATTR}
@@ -202,7 +259,9 @@ class LeaseStore:
 
         Without `replacing` no lease may exist yet. With it, the lease of an earlier receive that has
         closed without success (released, capped, lost, rejected) is replaced, on condition that it is
-        still that version: a newer receive, or the workflow, may have written it meanwhile.
+        still that version: a newer receive, or the workflow, may have written it meanwhile. The new lease
+        may name a new execution (a new attempt) or the closed one's, when that execution still runs (the
+        newer receive adopts it: an execution runs only while its message is held).
         While ACTIVE the TTL stays past renew-until, so an abandoned lease still expires one day.
         """
         item = lease_to_item(lease, self.shard_of(lease.message_id))
@@ -219,13 +278,7 @@ class LeaseStore:
             kwargs["ExpressionAttributeValues"] = _values(
                 version=replacing.version, status=replacing.status.value, rc=lease.receive_count
             )
-        try:
-            self._client.put_item(**kwargs)
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional(self._client.put_item, **kwargs)
 
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it
@@ -233,52 +286,45 @@ class LeaseStore:
         rejected = replace(lease, status=LeaseStatus.REJECTED, last_error=error, closed_at=now, renew_at=None)
         item = lease_to_item(rejected, self.shard_of(lease.message_id))
         item[TTL_ATTR] = {"N": str(int(now) + self._closed_ttl_s)}
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": PARTITION_KEY},
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional(
+            self._client.put_item,
+            TableName=self._table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": PARTITION_KEY},
+        )
 
     def refresh_handle(self, current: Lease, newer: Lease) -> Lease | None:
         """Adopt a newer receive of an ACTIVE lease: its handle, count and timing.
 
         Fenced by receive count (only a strictly newer receive wins) and by version.
         """
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={PARTITION_KEY: {"S": current.message_id}},
-                UpdateExpression=(
-                    "SET receipt_handle = :handle, receive_count = :rc, received_at = :received, "
-                    "visible_until = :visible, renew_at = :renew_at, renew_until = :renew_until, "
-                    f"renewed_at = :received, version = version + :one, {TTL_ATTR} = :ttl"
-                ),
-                ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=_values(
-                    handle=newer.receipt_handle,
-                    rc=newer.receive_count,
-                    received=_num(newer.received_at),
-                    visible=_num(newer.visible_until),
-                    renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
-                    renew_until=_num(newer.renew_until),
-                    ttl=int(newer.renew_until) + self._closed_ttl_s,
-                    one=1,
-                    active=LeaseStatus.ACTIVE.value,
-                    version=current.version,
-                ),
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return None
-            raise
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": current.message_id}},
+            UpdateExpression=(
+                "SET receipt_handle = :handle, receive_count = :rc, received_at = :received, "
+                "visible_until = :visible, renew_at = :renew_at, renew_until = :renew_until, "
+                f"renewed_at = :received, {CHECKED_AT_ATTR} = :received, version = version + :one, "
+                f"{TTL_ATTR} = :ttl"
+            ),
+            ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                handle=newer.receipt_handle,
+                rc=newer.receive_count,
+                received=_num(newer.received_at),
+                visible=_num(newer.visible_until),
+                renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
+                renew_until=_num(newer.renew_until),
+                ttl=int(newer.renew_until) + self._closed_ttl_s,
+                one=1,
+                active=LeaseStatus.ACTIVE.value,
+                version=current.version,
+            ),
+        ):
+            return None
         return replace(
             current,
             receipt_handle=newer.receipt_handle,
@@ -293,12 +339,8 @@ class LeaseStore:
 
     def record_renewal(self, renewal: Renewal) -> Lease | None:
         """Record one successful renewal (one conditional `UpdateItem`)."""
-        try:
-            self._client.update_item(**self._renewal_update(renewal))
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return None
-            raise
+        if not _conditional(self._client.update_item, **self._renewal_update(renewal)):
+            return None
         return renewal.renewed()
 
     def record_renewals(self, renewals: Sequence[Renewal]) -> list[Lease | None]:
@@ -402,19 +444,16 @@ class LeaseStore:
         names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
         if result is not None:
             names["#result"] = RESULT_ATTR
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={PARTITION_KEY: {"S": lease.message_id}},
-                UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
-                ConditionExpression="version = :version AND #status = :active",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_values(**values),
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return None
-            raise
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
+        ):
+            return None
         return replace(
             lease,
             status=status,
@@ -428,17 +467,60 @@ class LeaseStore:
 
     def note_error(self, lease: Lease, error: str) -> bool:
         """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={PARTITION_KEY: {"S": lease.message_id}},
-                UpdateExpression="SET last_error = :error",
-                ConditionExpression="version = :version AND #status = :active",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=_values(error=error, version=lease.version, active=LeaseStatus.ACTIVE.value),
-            )
-        except ClientError as exc:
-            if _is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET last_error = :error",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(error=error, version=lease.version, active=LeaseStatus.ACTIVE.value),
+        )
+
+    def mark_checked(self, lease: Lease, now: float) -> bool:
+        """Move an ACTIVE lease to the back of the reconcile index (a note: the version is not bumped,
+        so it never makes a renewal or a settlement lose its race)."""
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression=f"SET {CHECKED_AT_ATTR} = :now",
+            ConditionExpression="#status = :active AND attribute_exists(#shard)",
+            ExpressionAttributeNames={"#status": "status", "#shard": SHARD_ATTR},
+            ExpressionAttributeValues=_values(now=_num(now), active=LeaseStatus.ACTIVE.value),
+        )
+
+    def mark_due_now(self, lease: Lease, now: float) -> Lease | None:
+        """Believe the message may show again at `now` (a visibility change whose outcome is unknown):
+        the belief must never be later than the truth, so the next extender pass renews it."""
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET visible_until = :now, renew_at = :now, version = version + :one",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                now=_num(now), one=1, version=lease.version, active=LeaseStatus.ACTIVE.value
+            ),
+        ):
+            return None
+        return replace(lease, visible_until=now, renew_at=now, version=lease.version + 1)
+
+    def amend(self, closed: Lease, *, status: LeaseStatus, error: str) -> Lease | None:
+        """Correct a closed lease's status and reason (a release whose handle SQS refused is LOST)."""
+        if closed.active or status not in CLOSED_STATUSES:
+            raise ValueError("amend() changes a closed lease into a closed status")
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": closed.message_id}},
+            UpdateExpression="SET #status = :new, last_error = :error, version = version + :one",
+            ConditionExpression="version = :version AND #status = :old",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                new=status.value, error=error, one=1, version=closed.version, old=closed.status.value
+            ),
+        ):
+            return None
+        return replace(closed, status=status, last_error=error, version=closed.version + 1)

@@ -35,12 +35,14 @@ class Lease:
     renewed_at: float | None = None  # send time of the last renewal
     version: int = 0  # optimistic concurrency
     renewal_count: int = 0
-    execution_arn: str | None = None
+    execution_arn: str | None = None  # the attempt's execution: the one that may touch this message
+    attempt: int = 0  # receive count of the receive that started the execution (its name's suffix)
     job_type: str | None = None
     release_delay_s: int = 0
     last_error: str | None = None
     result: dict[str, Any] | None = field(default=None, hash=False)
     closed_at: float | None = None
+    checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)
 
     @property
     def last_renewed_at(self) -> float:

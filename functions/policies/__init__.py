@@ -1,39 +1,79 @@
-"""Renewal policies: strategy objects behind `RenewalPolicy`, with `adaptive` as the default."""
+"""Renewal policies: strategy objects behind `RenewalPolicy`, with `adaptive` as the default.
+
+Each policy class owns its defaults, its schedule (`tick_s`), the values it derives from the settings
+and the check that refuses settings under which it would lapse; `POLICIES` names them.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from functions.exceptions import SettingsError
 from functions.policies.adaptive import AdaptivePolicy
-from functions.policies.base import KEEP, LeaseTiming, RenewalDecision, RenewalPolicy
+from functions.policies.base import (
+    KEEP,
+    SQS_MAX_VISIBILITY_S,
+    LeaseTiming,
+    PolicyType,
+    RenewalDecision,
+    RenewalPolicy,
+    TimingSettings,
+    hold_limit,
+)
 from functions.policies.remaining_time import RemainingTimePolicy
 from functions.policies.threshold import ThresholdPolicy
-from functions.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 __all__ = [
     "KEEP",
+    "POLICIES",
+    "SQS_MAX_VISIBILITY_S",
     "AdaptivePolicy",
     "LeaseTiming",
+    "PolicyType",
     "RemainingTimePolicy",
     "RenewalDecision",
     "RenewalPolicy",
     "ThresholdPolicy",
     "build_policy",
+    "hold_limit",
+    "resolve_visibility_timeout",
 ]
 
+POLICIES: dict[str, PolicyType] = {
+    "adaptive": AdaptivePolicy,
+    "remaining": RemainingTimePolicy,
+    "threshold": ThresholdPolicy,
+}
 
-def build_policy(settings: Settings) -> RenewalPolicy:
-    """The policy the settings name. The fixed-VT policies need the VT resolved first."""
-    if settings.policy == "adaptive":
-        return AdaptivePolicy(
-            lead_s=settings.adaptive_lead_s,
-            floor_s=settings.adaptive_floor_s,
-            ceiling_s=settings.adaptive_ceiling_s,
-        )
-    vt = settings.visibility_timeout_s
-    if vt is None:
+
+class NamedTimingSettings(TimingSettings, Protocol):
+    @property
+    def policy(self) -> str: ...
+    @property
+    def queue_url(self) -> str | None: ...
+    def with_visibility_timeout(self: S, seconds: int) -> S: ...
+
+
+S = TypeVar("S", bound=NamedTimingSettings)
+
+
+def build_policy(settings: NamedTimingSettings) -> RenewalPolicy:
+    """The policy the settings name (the remaining policy needs the queue's VT resolved first)."""
+    return POLICIES[settings.policy].from_settings(settings)
+
+
+def resolve_visibility_timeout(settings: S, sqs: SQSClient) -> S:
+    """Fill in the queue's `VisibilityTimeout` for the remaining policy when no VT is set (seed 000
+    renews by the queue's timeout), validated again since the lapse check depends on it."""
+    if settings.policy != "remaining" or settings.visibility_timeout_s is not None:
+        return settings
+    if not settings.queue_url:
         raise SettingsError(
-            f"visibility_timeout_s is unset: the {settings.policy} policy needs the queue's "
-            "VisibilityTimeout resolved first (Settings.with_visibility_timeout)"
+            "queue_url (QUEUE_URL) is required: the remaining policy reads the queue's VisibilityTimeout "
+            "when visibility_timeout_s is unset"
         )
-    if settings.policy == "remaining":
-        return RemainingTimePolicy(visibility_timeout_s=vt)
-    return ThresholdPolicy(visibility_timeout_s=vt, threshold_s=settings.threshold_s)
+    attributes = sqs.get_queue_attributes(QueueUrl=settings.queue_url, AttributeNames=["VisibilityTimeout"])
+    return settings.with_visibility_timeout(int(attributes["Attributes"]["VisibilityTimeout"]))

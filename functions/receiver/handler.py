@@ -15,9 +15,9 @@ from functions import aws
 from functions.clock import SystemClock
 from functions.lease import LeaseStore
 from functions.observability import MetricName, logger, metrics, tracer
-from functions.policies import build_policy
+from functions.policies import build_policy, resolve_visibility_timeout
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
-from functions.settings import Settings, SettingsError, resolve_settings
+from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
@@ -50,7 +50,7 @@ def receiver() -> Receiver:
     if missing:
         raise SettingsError(f"the receiver needs {', '.join(missing)}")
     sqs = aws.sqs()
-    settings = resolve_settings(SETTINGS, sqs)
+    settings = resolve_visibility_timeout(SETTINGS, sqs)
     clock = SystemClock()
     return Receiver(
         settings=settings,

@@ -1,14 +1,27 @@
 """The receiver's business logic: one SQS record in, one `Outcome` out.
 
 A long job goes lease -> ChangeMessageVisibility (first chunk) -> StartExecution, and its record is
-reported *deferred* so the event source mapping leaves the message alone. Each step may be the last
-one before a crash; what closes each window:
+reported *deferred* so the event source mapping leaves the message alone. The rule that keeps one
+execution per message: **an execution runs only while its message is held**, so a redelivery never
+starts a second execution while the first runs, and never releases a message whose execution may run.
 
+- A redelivery of a message whose lease is ACTIVE adopts the newer receipt handle (fenced by receive
+  count and version) and then looks at the attempt's execution: running, nothing to do; ended, settle
+  it; never started, start it under the attempt's name (idempotent).
+- A redelivery of a message whose lease was closed without success starts a new attempt, unless the
+  closed lease's execution still runs (its stop failed or has not landed yet): then the newer receive
+  adopts that execution, and nothing new starts.
+- A visibility change that fails does not give the message back: the lease is marked due at once (the
+  belief must never be later than the truth) and the job goes on.
+- A StartExecution that fails may still have taken effect (a 5xx or a timeout after the call landed):
+  the receiver asks Step Functions, and if the execution is not there it leaves the lease ACTIVE for a
+  redelivery to resume or for reconciliation to release after its grace period. An execution that
+  starts after that release finds its lease no longer names it and exits without running its job.
+
+Each step may be the last one before a crash; what closes each window:
 - no lease yet: the message returns after the queue's VT and is received afresh;
-- lease, no visibility change or no execution: a redelivery finds the lease of its own or an older
-  receive and resumes (refresh the handle, change visibility, start the execution under the
-  attempt's name, which is idempotent); without a redelivery, reconciliation finds the execution
-  never started and releases the message;
+- lease, no visibility change or no execution: a redelivery resumes the attempt, or reconciliation
+  finds the execution never started and releases the message;
 - execution started: the workflow settles the message itself (delete or release).
 """
 
@@ -21,6 +34,8 @@ from typing import TYPE_CHECKING
 
 from functions.clock import Clock
 from functions.execution import (
+    NEVER_STARTED,
+    RUNNING_STATUSES,
     ExecutionInput,
     execution_arn,
     execution_name,
@@ -34,7 +49,7 @@ from functions.policies import RenewalPolicy
 from functions.receiver.dlq import send_to_dlq
 from functions.receiver.models import INLINE_JOB_TYPES, BadInput, EchoJob, Job, parse_body
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
-from functions.settle import NEVER_STARTED, RUNNING_STATUSES, SettleError, release, settle_ended
+from functions.settle import reassert_release, settle_ended
 from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -54,7 +69,7 @@ class Outcome(StrEnum):
     STARTED = "started"
     RUNNING = "running"  # redelivered while its execution runs: lease refreshed, nothing started
     SETTLED = "settled"  # redelivered after its execution ended: completed or released now
-    NOT_STARTED = "not_started"  # the lease or execution could not be made: the message comes back
+    NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
     STALE = "stale"  # an older receive than the lease's, or one already settled
 
     @property
@@ -141,7 +156,11 @@ def receive(rx: Receiver, delivery: Delivery) -> Outcome:
 
 
 def reject(rx: Receiver, delivery: Delivery, bad: BadInput) -> None:
-    """DLQ first; the REJECTED lease is only a record, so its failure does not fail the record."""
+    """DLQ first; the REJECTED lease is only a record, so its failure does not fail the record. A
+    redelivery of a message already rejected (its deletion was lost) sends no second copy."""
+    if _already_rejected(rx, delivery.message_id):
+        logger.info("poison message already in the DLQ", extra={"message_id": delivery.message_id})
+        return
     send_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, bad)
     logger.warning("poison message sent to the DLQ", extra={"message_id": delivery.message_id, "error": str(bad)})
     now = rx.clock.now()
@@ -158,6 +177,14 @@ def reject(rx: Receiver, delivery: Delivery, bad: BadInput) -> None:
         rx.store.record_rejection(record, now=now, error=str(bad))
     except Exception as exc:
         logger.warning("could not record the rejection", extra={"message_id": delivery.message_id, "error": str(exc)})
+
+
+def _already_rejected(rx: Receiver, message_id: str) -> bool:
+    try:
+        lease = rx.store.get(message_id)
+    except Exception:  # unknown: send the copy (one copy too many beats a lost message)
+        return False
+    return lease is not None and lease.status is LeaseStatus.REJECTED
 
 
 def fan_out(rx: Receiver, jobs: list[Job]) -> None:
@@ -181,25 +208,44 @@ def run_inline(job: Job) -> None:
         logger.info("echo", extra={"job_id": job.job_id, "text": job.params.text})
 
 
+RACE_ATTEMPTS = 3
+"""How many times the receiver reads the lease again after another writer changed it first."""
+
+
 def start_long_job(rx: Receiver, delivery: Delivery, job: Job) -> Outcome:
-    """Lease, hide, start; or, for a redelivery, resume the attempt the lease records."""
-    lease = rx.store.get(delivery.message_id)
+    """Lease, hide, start; or, for a redelivery, resume or adopt the attempt the lease records."""
+    for _ in range(RACE_ATTEMPTS):
+        outcome = _step(rx, delivery, job, rx.store.get(delivery.message_id))
+        if outcome is not None:
+            return outcome
+    return Outcome.STALE  # other writers kept changing the lease: the record comes back later
+
+
+def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Outcome | None:
+    """One decision on the lease as read; None when a conditional write lost its race (read again)."""
     if lease is None:
         return _new_attempt(rx, delivery, job, replacing=None)
     if lease.status is LeaseStatus.SUCCEEDED:
         return Outcome.ALREADY_SUCCEEDED  # the mapping deletes this copy with its current handle
     if lease.receive_count > delivery.receive_count:
         return Outcome.STALE
-    if not lease.active:
-        if lease.receive_count == delivery.receive_count:
-            return Outcome.STALE  # this very receive was settled already
-        return _new_attempt(rx, delivery, job, replacing=lease)
-    if lease.receive_count < delivery.receive_count:
-        refreshed = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
-        if refreshed is None:
-            return Outcome.STALE  # a newer receive or a settlement won the race
-        lease = refreshed
-    return _resume(rx, job, lease, redelivered=delivery.receive_count > _attempt_of(lease))
+    if lease.receive_count == delivery.receive_count:
+        # this very receive, handled again (a repeated invocation): resume it, if still open
+        return _resume(rx, job, lease, new=False) if lease.active else Outcome.STALE
+    if lease.active:
+        adopted = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
+        return None if adopted is None else _resume(rx, job, adopted, new=False)
+    if lease.execution_arn and execution_status(rx.stepfunctions, lease.execution_arn) in RUNNING_STATUSES:
+        # Closed while its execution still runs (a stop not yet landed): adopt it, start nothing.
+        reopened = replace(lease, status=LeaseStatus.ACTIVE, last_error=None, closed_at=None, checked_at=None)
+        adopted = _timing(rx, delivery, reopened)
+        if not rx.store.create(adopted, replacing=lease):
+            return None
+        logger.warning(
+            "redelivered while a closed lease's execution runs: adopted", extra={"message_id": lease.message_id}
+        )
+        return _resume(rx, job, adopted, new=False)
+    return _new_attempt(rx, delivery, job, replacing=lease)
 
 
 def _timing(rx: Receiver, delivery: Delivery, base: Lease) -> Lease:
@@ -218,11 +264,13 @@ def _timing(rx: Receiver, delivery: Delivery, base: Lease) -> Lease:
 
 
 def _attempt_of(lease: Lease) -> int:
+    if lease.attempt:
+        return lease.attempt
     parsed = parse_execution_name((lease.execution_arn or "").rpartition(":")[2])
     return parsed[1] if parsed else lease.receive_count
 
 
-def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome:
+def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome | None:
     name = execution_name(delivery.message_id, delivery.receive_count)
     blank = Lease(
         message_id=delivery.message_id,
@@ -233,33 +281,68 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         visible_until=0.0,
         renew_until=0.0,
         execution_arn=execution_arn(rx.state_machine_arn, name),
+        attempt=delivery.receive_count,
         job_type=job.type,
         release_delay_s=release_delay_s(delivery.receive_count, rx.settings, rx.rng),
     )
     lease = _timing(rx, delivery, blank)
     if not rx.store.create(lease, replacing=replacing):
-        return Outcome.STALE  # another invocation holds this receive
-    return _resume(rx, job, lease, redelivered=False)
+        return None  # another invocation wrote this message's lease first
+    return _resume(rx, job, lease, new=True)
 
 
-def _resume(rx: Receiver, job: Job, lease: Lease, *, redelivered: bool) -> Outcome:
-    """Hide the message for the first chunk, then make sure the attempt's execution exists."""
+def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
+    """Hide the message for the first chunk, then make sure the attempt's execution exists.
+
+    `new`: the lease was just created for a new attempt, so its execution cannot exist yet.
+    """
     outcome = rx.visibility.change(
         VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, rx.policy.initial_timeout_s())
     )
     if outcome.failure is FailureClass.LOST:
-        rx.store.close(lease, LeaseStatus.LOST, now=rx.clock.now(), error=f"first visibility change: {outcome.error}")
+        # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
+        if new:
+            rx.store.close(
+                lease, LeaseStatus.LOST, now=rx.clock.now(), error=f"first visibility change: {outcome.error}"
+            )
         return Outcome.STALE
     if not outcome.ok:
-        _give_back(rx, lease, f"first visibility change failed: {outcome.error}")
-        return Outcome.NOT_STARTED
-    status = execution_status(rx.stepfunctions, lease.execution_arn) if redelivered else NEVER_STARTED
+        logger.warning(
+            "first visibility change failed; the lease is due at once", extra={"message_id": lease.message_id}
+        )
+        lease = rx.store.mark_due_now(lease, rx.clock.now()) or lease
+    elif not new and _released_meanwhile(rx, lease):
+        return Outcome.SETTLED
+    if new:
+        status = NEVER_STARTED
+    else:
+        try:
+            status = execution_status(rx.stepfunctions, lease.execution_arn)
+        except Exception as exc:
+            logger.error(
+                "execution status unknown; the lease stays", extra={"message_id": lease.message_id, "error": str(exc)}
+            )
+            return Outcome.NOT_STARTED
     if status in RUNNING_STATUSES:
         logger.warning("redelivered while its job runs", extra={"message_id": lease.message_id})
         return Outcome.RUNNING
     if status != NEVER_STARTED:
         settle_ended(lease, status, store=rx.store, visibility=rx.visibility, sqs=rx.sqs, clock=rx.clock)
         return Outcome.SETTLED
+    return _start(rx, job, lease)
+
+
+def _released_meanwhile(rx: Receiver, adopted: Lease) -> bool:
+    """After hiding an adopted message: if the workflow released it meanwhile, our change may have
+    landed after the release's and hidden it again, so the release is applied once more."""
+    fresh = rx.store.get(adopted.message_id)
+    if fresh is None or fresh.status is not LeaseStatus.RELEASED or fresh.receipt_handle != adopted.receipt_handle:
+        return False
+    reassert_release(fresh, visibility=rx.visibility, clock=rx.clock)
+    return True
+
+
+def _start(rx: Receiver, job: Job, lease: Lease) -> Outcome:
     payload = ExecutionInput(
         message_id=lease.message_id,
         attempt=_attempt_of(lease),
@@ -270,16 +353,18 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, redelivered: bool) -> Outco
     try:
         start_execution(rx.stepfunctions, rx.state_machine_arn, payload)
     except Exception as exc:
-        _give_back(rx, lease, f"start execution failed: {exc}")
+        # The call may have taken effect (a 5xx or a timeout after it landed): never give the message
+        # back on a guess. Ask; if it is not there, the lease stays for a redelivery or reconciliation.
+        try:
+            status = execution_status(rx.stepfunctions, lease.execution_arn)
+        except Exception:
+            status = None
+        if status is not None and status != NEVER_STARTED:
+            logger.warning("start answered with an error but the execution exists", extra={"error": str(exc)})
+            return Outcome.STARTED
+        logger.error(
+            "execution not started; reconciliation releases the message if no redelivery starts it",
+            extra={"message_id": lease.message_id, "error": str(exc)},
+        )
         return Outcome.NOT_STARTED
     return Outcome.STARTED
-
-
-def _give_back(rx: Receiver, lease: Lease, reason: str) -> None:
-    """The attempt cannot go on: release the message now. If even that fails the lease stays ACTIVE
-    with an execution that never started, and reconciliation releases it after its grace period."""
-    logger.error("job not started", extra={"message_id": lease.message_id, "reason": reason})
-    try:
-        release(lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=reason)
-    except SettleError as exc:
-        logger.error("release failed; reconciliation will retry", extra={"error": str(exc)})

@@ -63,7 +63,16 @@ def classify(
         return FailureClass.THROTTLED
     if codes & _LOST_CODES:
         return FailureClass.LOST
-    if codes & {"InvalidParameterValue", "InvalidParameterValueException", "InvalidParameterValues"}:
+    # Several refusals share a generic code and differ only by their text: a stale or expired handle
+    # ("lost"), or the 12 h limit ("capped"). Some front ends answer them as `ValidationException`
+    # without the query-error header, so that code is read the same way.
+    if codes & {
+        "InvalidParameterValue",
+        "InvalidParameterValueException",
+        "InvalidParameterValues",
+        "ValidationException",
+        "ValidationError",
+    }:
         if any(phrase in text for phrase in _CAPPED_PHRASES):
             return FailureClass.CAPPED
         if any(phrase in text for phrase in _LOST_PHRASES):

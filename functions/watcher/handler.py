@@ -15,7 +15,7 @@ from functions.observability import MetricName, logger, metrics, tracer
 from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
 from functions.watcher.models import ExecutionStatusChangeEvent
-from functions.watcher.service import Watcher, on_status_change
+from functions.watcher.service import Watcher, WatchOutcome, on_status_change
 
 SETTINGS = Settings.from_env()
 
@@ -41,7 +41,8 @@ def watcher() -> Watcher:
 @event_parser(model=ExecutionStatusChangeEvent)
 def handler(event: ExecutionStatusChangeEvent, context: LambdaContext) -> dict[str, Any]:
     outcome = on_status_change(watcher(), event.detail)
-    metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
+    if outcome is not WatchOutcome.UNCHANGED:  # duplicates, other machines' and superseded attempts' events
+        metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
     logger.info(
         "execution status change",
         extra={"execution": event.detail.executionArn, "status": event.detail.status, "outcome": outcome.value},

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from functions.clock import Clock
 from functions.execution import parse_execution_name
-from functions.lease import LeaseStore
+from functions.lease import LeaseStatus, LeaseStore
 from functions.settle import describe_reason, release
 from functions.visibility import VisibilityClient
 from functions.watcher.models import ENDED_UNSUCCESSFULLY, ExecutionStatusChange
@@ -32,9 +32,9 @@ class Watcher:
 
 
 def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOutcome:
-    """Release the message of an execution that FAILED, TIMED_OUT or was ABORTED. Raises `SettleError`
-    when SQS refuses for a reason that may pass: EventBridge retries the invocation, and
-    reconciliation settles the lease if every retry fails."""
+    """Release the message of an execution that FAILED, TIMED_OUT or was ABORTED, when the lease is ACTIVE
+    and names that very execution (the attempt that owns it). A DynamoDB error raises: EventBridge
+    retries the invocation, and reconciliation settles the lease if every retry fails."""
     if change.stateMachineArn != watcher.state_machine_arn or change.status not in ENDED_UNSUCCESSFULLY:
         return WatchOutcome.UNCHANGED
     parsed = parse_execution_name(change.name)
@@ -47,4 +47,4 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
     settled = release(lease, store=watcher.store, visibility=watcher.visibility, clock=watcher.clock, reason=reason)
     if settled is None:
         return WatchOutcome.UNCHANGED
-    return WatchOutcome.RELEASED if settled.status == "RELEASED" else WatchOutcome.LOST
+    return WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST

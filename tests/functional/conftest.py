@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
@@ -230,18 +231,24 @@ class Flow:
             time.sleep(self.settings.heartbeat_s)
         raise AssertionError(f"execution {arn} still running after {timeout_s} s")
 
-    def abort(self, arn: str, **reason: str) -> None:
-        """StopExecution once the engine has entered two states: the job's `Parallel` and its branch's first.
+    def wait_for_job(self, arn: str) -> None:
+        """Until the engine has entered two states of the job: the `RunJob` Parallel and its branch's first.
 
-        moto's stop fails before the first. Between the two, it races with the branch's start: a branch
-        opened after the stop never runs, and the execution stays RUNNING for good (seen under load).
+        moto's StopExecution fails before the first. Between the two, it races with the branch's start: a
+        branch opened after the stop never runs, and the execution stays RUNNING for good (seen under load).
         """
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             events = self.harness.stepfunctions.get_execution_history(executionArn=arn)["events"]
-            if sum(event["type"].endswith("StateEntered") for event in events) >= 2:
-                break
+            types = [event["type"] for event in events]
+            if "ParallelStateEntered" in types and types[-1] != "ParallelStateEntered":
+                return
             time.sleep(0.05)
+        raise AssertionError(f"execution {arn} never entered its job")
+
+    def abort(self, arn: str, **reason: str) -> None:
+        """StopExecution once the job runs (see `wait_for_job`), then wait for ABORTED."""
+        self.wait_for_job(arn)
         self.harness.stepfunctions.stop_execution(executionArn=arn, **reason)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -249,6 +256,10 @@ class Flow:
                 return
             time.sleep(0.05)
         raise AssertionError(f"execution {arn} not aborted")
+
+    def later(self, seconds: float = 60) -> Extender:
+        """The extender on a clock `seconds` ahead (for reconciliation past the grace period, now)."""
+        return dataclasses.replace(self.extender, clock=OffsetClock(seconds))
 
     def executions(self) -> list[dict[str, Any]]:
         listed = self.harness.stepfunctions.list_executions(stateMachineArn=STATE_MACHINE_ARN)["executions"]
@@ -261,7 +272,17 @@ class Flow:
         return list(got.get("Messages", []))
 
 
-FLOW_SETTINGS = {**SHORT_THRESHOLD, "reconcile_grace_s": 0}
+FLOW_SETTINGS = SHORT_THRESHOLD
+
+
+class OffsetClock(SystemClock):
+    """The real clock, read `offset_s` ahead: reconciliation then sees leases past their grace at once."""
+
+    def __init__(self, offset_s: float) -> None:
+        self.offset_s = offset_s
+
+    def now(self) -> float:
+        return super().now() + self.offset_s
 
 
 @pytest.fixture

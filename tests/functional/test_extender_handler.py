@@ -61,17 +61,22 @@ def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch:
         handler.handler({}, LambdaContext(deadline=time.time() + 55))
 
 
-def test_extender_handler_reads_vt_from_the_queue_for_fixed_vt_policies(
+def test_extender_handler_reads_vt_from_the_queue_for_the_remaining_policy_only(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handler = load_handler(
-        monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, POLICY="threshold"
-    )
-    assert handler.extender().settings.visibility_timeout_s == 30  # the queue's attribute
+    harness.sqs.set_queue_attributes(QueueUrl=harness.queue_url, Attributes={"VisibilityTimeout": "45"})
+    env = {"TABLE_NAME": TABLE, "QUEUE_URL": harness.queue_url, "EXTENDER_PERIOD_S": "1", "HEARTBEAT_S": "0.5"}
+    remaining = load_handler(monkeypatch, "functions.extender.handler", POLICY="remaining", **env)
+    assert remaining.extender().settings.visibility_timeout_s == 45, "seed 000 renews by the queue's VT"
+    threshold = load_handler(monkeypatch, "functions.extender.handler", POLICY="threshold", **env)
+    assert threshold.extender().settings.visibility_timeout_s is None
+    assert threshold.extender().policy.initial_timeout_s() == 30, "seed 001's own 30 s, not the queue's 45"
 
 
 def test_extender_handler_needs_the_queue_url_to_read_its_vt(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QUEUE_URL", raising=False)
-    handler = load_handler(monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, POLICY="remaining")
+    handler = load_handler(
+        monkeypatch, "functions.extender.handler", TABLE_NAME=TABLE, POLICY="remaining", EXTENDER_PERIOD_S="1"
+    )
     with pytest.raises(SettingsError, match=r"queue_url \(QUEUE_URL\) is required"):
         handler.extender()

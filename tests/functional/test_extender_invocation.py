@@ -25,7 +25,9 @@ def test_invocation_runs_one_pass_for_adaptive(harness: Harness) -> None:
 
 
 def test_invocation_ticks_every_heartbeat_until_the_next_scheduled_run(harness: Harness) -> None:
-    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1, extender_period_s=60)
+    settings = Settings(
+        policy="threshold", visibility_timeout_s=90, threshold_s=62, heartbeat_s=1, extender_period_s=60
+    )
     clock = FakeClock(time.time())
     start = clock.now()
     remaining = remaining_from(clock, 900)  # a long Lambda timeout: the period bounds the loop
@@ -34,7 +36,9 @@ def test_invocation_ticks_every_heartbeat_until_the_next_scheduled_run(harness: 
 
 
 def test_invocation_stops_before_the_lambda_timeout(harness: Harness) -> None:
-    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1, invocation_margin_s=2)
+    settings = Settings(
+        policy="threshold", visibility_timeout_s=90, threshold_s=62, heartbeat_s=1, invocation_margin_s=2
+    )
     clock = FakeClock(time.time())
     start = clock.now()
     remaining = remaining_from(clock, 10)
@@ -43,13 +47,13 @@ def test_invocation_stops_before_the_lambda_timeout(harness: Harness) -> None:
 
 
 def test_invocation_renews_a_lease_that_falls_due_between_ticks(harness: Harness) -> None:
-    settings = Settings(policy="threshold", visibility_timeout_s=30, heartbeat_s=1)
+    settings = Settings(policy="threshold", visibility_timeout_s=90, threshold_s=70, heartbeat_s=1)
     clock = FakeClock(time.time())
     harness.send()
     [lease] = harness.receive_and_lease(settings, clock)
     remaining = remaining_from(clock, 60)
     report = run_invocation(harness.extender(settings, clock), remaining_ms=remaining)
-    # due at +25 (5 s threshold of a 30 s VT) and again 25 s after that renewal
+    # due at +20 (70 s threshold of a 90 s VT) and again 20 s after that renewal; the next at +60 is too late
     assert report.renewal.renewed == 2 and report.renewal.lapses == 0
     stored = harness.store(settings).get(lease.message_id)
     assert stored is not None and stored.renewal_count == 2

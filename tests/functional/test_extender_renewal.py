@@ -19,9 +19,9 @@ from tests.functional.conftest import Harness, Poller
 SHORT = {
     "adaptive": Settings(policy="adaptive", extender_period_s=0.2, adaptive_ceiling_s=2, min_remaining_life_s=0.5),
     "threshold": Settings(
-        policy="threshold", visibility_timeout_s=2, threshold_s=1.0, heartbeat_s=0.25, extender_period_s=1
+        policy="threshold", visibility_timeout_s=3, threshold_s=1.5, heartbeat_s=0.25, extender_period_s=0.5
     ),
-    "remaining": Settings(policy="remaining", visibility_timeout_s=2, heartbeat_s=0.25, extender_period_s=1),
+    "remaining": Settings(policy="remaining", visibility_timeout_s=3, heartbeat_s=0.25, extender_period_s=0.5),
 }
 
 
@@ -38,7 +38,7 @@ def _run_extender_for(harness: Harness, settings: Settings, seconds: float) -> i
     return renewed
 
 
-# remaining-time pushes visibility forward by one VT per renewal, so it renews every VT (2 s).
+# remaining-time pushes visibility forward by one VT per renewal, so it renews about every VT (3 s).
 RUN_SECONDS = {"adaptive": 7.0, "threshold": 7.0, "remaining": 11.0}
 
 
@@ -55,7 +55,7 @@ def test_extender_keeps_message_invisible_across_renewals(harness: Harness, poli
     assert seen == [], f"message became visible while its lease was renewed ({policy})"
     stored = harness.store(settings).get(message_id)
     assert stored is not None and stored.status is LeaseStatus.ACTIVE
-    assert renewed >= 5 and stored.renewal_count == renewed
+    assert renewed >= 4 and stored.renewal_count == renewed  # the run outlasts two VTs at least
     assert stored.receipt_handle == lease.receipt_handle
     # Without the extender the message does come back: the poller could see it.
     deadline = time.time() + stored.visible_until - time.time() + 3
@@ -70,7 +70,7 @@ def test_extender_marks_deleted_message_lost(harness: Harness) -> None:
     harness.send()
     deleted, kept = harness.receive_and_lease(settings, count=2)
     harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=deleted.receipt_handle)
-    clock = FakeClock(time.time() + 1.5)  # both due: within the 1 s threshold
+    clock = FakeClock(time.time() + 1.5)  # both due: within the 1.5 s threshold
 
     report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
 
@@ -84,7 +84,7 @@ def test_extender_marks_deleted_message_lost(harness: Harness) -> None:
 
 
 def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harness) -> None:
-    settings = Settings(policy="threshold", visibility_timeout_s=30, max_renewal_s=60)
+    settings = Settings(policy="threshold", visibility_timeout_s=30, max_renewal_s=60, extender_period_s=1)
     harness.send()
     [lease] = harness.receive_and_lease(settings)
     clock = FakeClock(lease.received_at + 61)
@@ -124,7 +124,7 @@ def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) 
 
 
 def test_overlapping_extender_runs_leave_every_lease_consistent(harness: Harness) -> None:
-    settings = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5.0)
+    settings = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5.0, extender_period_s=1)
     for _ in range(25):
         harness.send()
     leases = harness.receive_and_lease(settings, count=25)

@@ -69,9 +69,10 @@ def receiver_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
         DLQ_URL=flow.dlq_url,
         STATE_MACHINE_ARN=STATE_MACHINE_ARN,
         POLICY="threshold",
-        VISIBILITY_TIMEOUT_S="4",
-        THRESHOLD_S="2",
+        VISIBILITY_TIMEOUT_S="5",
+        THRESHOLD_S="2.5",
         HEARTBEAT_S="0.5",
+        EXTENDER_PERIOD_S="1",
     )
 
 
@@ -229,7 +230,7 @@ def test_receiver_crash_before_start_is_released_by_reconciliation(
 ) -> None:
     message_id, _ = crash_before_start(flow, monkeypatch, window)
 
-    report = reconcile(flow.extender, deadline=time.time() + 5)
+    report = reconcile(flow.later(), deadline=time.time() + 65)
 
     assert report.released == 1
     released = flow.lease(message_id)
@@ -251,19 +252,23 @@ def test_receiver_crash_after_start_is_completed_by_the_workflow(flow: Flow, mon
     assert flow.harness.visible_messages() == []
 
 
-def test_receiver_start_refused_releases_the_message(flow: Flow) -> None:
+def test_receiver_start_refused_leaves_the_lease_for_reconciliation(flow: Flow) -> None:
     message_id = flow.send_job("refused", seconds=1)
     flow.receiver.settings = flow.receiver.settings.model_copy(
         update={"state_machine_arn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:missing"}
     )
     assert flow.deliver() == {message_id: Outcome.NOT_STARTED}
+    # No release on a guess: the message stays hidden by its lease until reconciliation has looked.
+    assert flow.lease(message_id).active
+    assert flow.harness.visible_messages() == []
+
+    assert reconcile(flow.later(), deadline=time.time() + 65).released == 1
     released = flow.lease(message_id)
-    assert released.status is LeaseStatus.RELEASED
-    assert (released.last_error or "").startswith("start execution failed")
+    assert released.status is LeaseStatus.RELEASED and released.last_error == "execution never started"
     assert flow.harness.visible_messages() == [message_id]
 
 
-def test_receiver_first_visibility_change_refused_releases_the_message(
+def test_receiver_first_visibility_change_refused_starts_the_job_with_the_lease_due_at_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     message_id = flow.send_job("throttled", seconds=1)
@@ -274,12 +279,16 @@ def test_receiver_first_visibility_change_refused_releases_the_message(
     with monkeypatch.context() as patch:
         patch.setattr(flow.receiver.visibility, "change", refused)
         [delivery] = flow.receive_batch()
+        before = time.time()
         outcome = receive(flow.receiver, delivery)
-    assert outcome is Outcome.NOT_STARTED
-    assert flow.executions() == []
-    # The release itself was refused too (same patched client): the lease stays for reconciliation.
-    assert flow.lease(message_id).active
-    assert reconcile(flow.extender, deadline=time.time() + 5).released == 1
+    assert outcome is Outcome.STARTED, "the message is hidden by the mapping's receive: the job goes on"
+    lease = flow.lease(message_id)
+    # The first chunk was not set: the lease believes no more than the truth, so the next pass renews it.
+    assert lease.active and before <= lease.visible_until <= time.time()
+    assert lease.renew_at is not None and lease.renew_at <= time.time()
+    assert lease.execution_arn is not None
+    assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+    assert flow.lease(message_id).renewal_count >= 1
 
 
 def test_receiver_crash_before_lease_leaves_the_message_to_return(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,3 +309,14 @@ def test_receiver_crash_before_lease_leaves_the_message_to_return(flow: Flow, mo
     lease = flow.lease(message_id)
     assert lease.execution_arn is not None and lease.execution_arn.endswith(f"{message_id}-2")
     assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_receiver_redelivered_poison_sends_no_second_dlq_copy(flow: Flow) -> None:
+    poison = flow.harness.send("{not json")
+    [first] = flow.receive_batch()
+    assert receive(flow.receiver, first) is Outcome.REJECTED
+    # The mapping's delete was lost (its invocation timed out): SQS delivers the message again.
+    make_visible(flow, first.receipt_handle)
+    [again] = flow.receive_batch()
+    assert receive(flow.receiver, again) is Outcome.REJECTED
+    assert [m["MessageAttributes"]["OriginalMessageId"]["StringValue"] for m in flow.dlq_messages()] == [poison]

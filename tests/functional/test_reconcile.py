@@ -13,7 +13,9 @@ from functions.lease import Lease, LeaseStatus
 from functions.settings import Settings
 from tests.functional.conftest import Harness
 
-SETTINGS = Settings(policy="threshold", visibility_timeout_s=30, threshold_s=5, reconcile_grace_s=120)
+SETTINGS = Settings(
+    policy="threshold", visibility_timeout_s=30, threshold_s=5, extender_period_s=1, reconcile_grace_s=120
+)
 DEFINITION = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
 
 

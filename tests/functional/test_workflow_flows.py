@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +13,16 @@ from functions.extender.reconcile import reconcile
 from functions.lease import LeaseStatus
 from functions.receiver.service import Outcome, receive
 from offline.lambdas import LambdaContext
-from tests.functional.conftest import ACCOUNT, REGION, STATE_MACHINE_ARN, TABLE, Flow, Poller, load_handler
+from tests.functional.conftest import (
+    ACCOUNT,
+    REGION,
+    STATE_MACHINE_ARN,
+    TABLE,
+    Flow,
+    Poller,
+    emitted_metrics,
+    load_handler,
+)
 
 
 def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flow) -> None:
@@ -88,7 +98,9 @@ def status_change_event(
     }
 
 
-def test_aborted_execution_released_by_watcher_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aborted_execution_released_by_watcher_once(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     watcher = load_handler(
         monkeypatch, "functions.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
     )
@@ -101,16 +113,20 @@ def test_aborted_execution_released_by_watcher_once(flow: Flow, monkeypatch: pyt
     context = LambdaContext(function_name="watcher")
 
     other = status_change_event(described, state_machine_arn=STATE_MACHINE_ARN + "-other")
+    capsys.readouterr()
     assert watcher.handler(other, context) == {"outcome": "unchanged"}, "another state machine's event"
+    assert "ExecutionsEnded" not in capsys.readouterr().out, "an event that changed nothing is not counted"
     assert flow.lease(message_id).active
 
     event = status_change_event(described, error="Operator", cause="test")
     assert watcher.handler(event, context) == {"outcome": "released"}
+    assert emitted_metrics(capsys.readouterr().out)["ExecutionsEnded"] == 1
     released = flow.lease(message_id)
     assert released.status is LeaseStatus.RELEASED
     assert released.last_error == "execution aborted: Operator: test"
     assert flow.harness.visible_messages() == [message_id], "release delay 0: visible at once"
     assert watcher.handler(event, context) == {"outcome": "unchanged"}, "a duplicate"
+    assert "ExecutionsEnded" not in capsys.readouterr().out, "a duplicate is not counted again"
     assert flow.lease(message_id).version == released.version
 
 
@@ -121,7 +137,7 @@ def test_aborted_execution_released_by_reconciliation_without_event(flow: Flow) 
     assert lease.execution_arn is not None
     flow.abort(lease.execution_arn)
 
-    report = reconcile(flow.extender, deadline=flow.receiver.clock.now() + 5)
+    report = reconcile(flow.later(), deadline=time.time() + 65)
 
     assert report.released == 1
     assert flow.lease(message_id).status is LeaseStatus.RELEASED

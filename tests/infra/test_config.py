@@ -38,12 +38,29 @@ def test_config_reads_command_line_strings_as_typed_values() -> None:
 
 def test_config_engine_environment_holds_chosen_settings_and_the_fixed_period() -> None:
     env = load_config({"policy": "adaptive", "adaptive_ceiling_s": "1200", "glue_workers": "4"}).engine_environment()
-    assert env == {"POLICY": "adaptive", "ADAPTIVE_CEILING_S": "1200", "EXTENDER_PERIOD_S": "60.0"}
+    assert env == {
+        "POLICY": "adaptive",
+        "ADAPTIVE_CEILING_S": "1200",
+        "EXTENDER_PERIOD_S": "60.0",
+        "RECEIVER_TIMEOUT_S": "30.0",  # the receiver function's own timeout, checked against the grace
+    }
+
+
+def test_config_refuses_a_reconcile_grace_within_the_receivers_timeout() -> None:
+    with pytest.raises(ConfigError, match=r"reconcile_grace_s=60 must be greater than receiver_timeout_s=90"):
+        load_config({"reconcile_grace_s": "60", "receiver_timeout_s": "90", "queue_visibility_timeout_s": "180"})
+
+
+def test_config_refuses_the_seed_policies_on_the_one_minute_schedule() -> None:
+    with pytest.raises(ConfigError, match=r"threshold_s=5 must be greater than extender_period_s \(60 s\)"):
+        load_config({"policy": "threshold", "visibility_timeout_s": "30", "threshold_s": "5"})
+    load_config({"policy": "threshold", "visibility_timeout_s": "300", "threshold_s": "62"})
 
 
 def test_config_resource_settings_are_not_context_keys() -> None:
     keys = set(context_keys())
     assert {"table_name", "queue_url", "dlq_url", "state_machine_arn", "extender_period_s"}.isdisjoint(keys)
+    assert context_keys().count("receiver_timeout_s") == 1, "the infrastructure's key, passed to the engine"
     assert {"policy", "max_receive_count", "stage", "glue_workers", "alarm_email"} <= keys
 
 
@@ -82,17 +99,15 @@ def test_config_refuses_queue_vt_shorter_than_receiver_timeout() -> None:
 
 
 def test_config_checks_a_fixed_vt_policy_against_the_queue_vt() -> None:
-    # remaining reads the queue's VT when none is set: 1 s cannot outlast a 1 s tick.
-    with pytest.raises(ConfigError, match=r"queue_visibility_timeout_s=1\).*visibility_timeout_s=1 must be greater"):
-        load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "1",
-                     "receiver_timeout_s": "1"})  # fmt: skip
-    load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "30"})
+    # remaining reads the queue's VT when none is set; on the 1-minute schedule no VT is safe for it.
+    with pytest.raises(ConfigError, match=r"queue_visibility_timeout_s=30\).*too long for the remaining policy"):
+        load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "30"})
 
 
 def test_config_refuses_a_glue_run_longer_than_renewal_lasts() -> None:
-    # remaining stops renewing after 5 minutes by default: a 6 h run would lose its message.
+    # renewal stopped after an hour: a 6 h run would lose its message.
     with pytest.raises(ConfigError, match=r"glue_timeout_minutes=360 \(21600 s\) is longer than renewal lasts"):
-        load_config({"policy": "remaining"})
+        load_config({"max_renewal_s": "3600"})
     with pytest.raises(ConfigError, match="glue_timeout_minutes=720"):
         load_config({"glue_timeout_minutes": "720"})  # past 12 h less the cap safety
     assert load_config({"glue_timeout_minutes": "719"}).infra.glue_timeout_minutes == 719

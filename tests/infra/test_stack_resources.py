@@ -101,7 +101,15 @@ def test_lease_table_has_pitr_ttl_and_the_sparse_due_index(dev: Synth) -> None:
                 {"AttributeName": "renew_at", "KeyType": "RANGE"},
             ],
             "Projection": {"ProjectionType": "ALL"},
-        }
+        },
+        {
+            "IndexName": "reconcile",
+            "KeySchema": [
+                {"AttributeName": "shard", "KeyType": "HASH"},
+                {"AttributeName": "checked_at", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        },
     ]
     assert props["DeletionProtectionEnabled"] is False and table["DeletionPolicy"] == "Delete"
 
@@ -242,8 +250,10 @@ def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     expected = {
         (f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes")
     }
-    expected |= {("dynamodb:Query", names["table"] + "/index/due"), ("dynamodb:UpdateItem", names["table"])}
-    expected |= {("states:DescribeExecution", names["executions"])}
+    expected |= {("dynamodb:Query", names["table"] + f"/index/{index}") for index in ("due", "reconcile")}
+    expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
+    # it stops the execution of a lease it can no longer hold (invariant 8)
+    expected |= {("states:DescribeExecution", names["executions"]), ("states:StopExecution", names["executions"])}
     assert policy_grants(dev, function_role(dev, extender)) == expected | own_logs(dev, extender) | XRAY
 
 
@@ -316,7 +326,9 @@ def test_glue_role_reads_raw_and_writes_its_outputs_only(dev: Synth) -> None:
 def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth) -> None:
     workflow = dev.stack.node.find_child("Workflow")
     states = definition(dev)["States"]
-    assert definition(dev)["StartAt"] == "RunJob"
+    assert definition(dev)["StartAt"] == "Self"
+    assert states["Self"]["Parameters"] == {"execution.$": "$$.Execution.Id"}
+    assert states["OwnsLeaseAtStart"]["Choices"][0]["Next"] == "RunJob", "the job runs only while its lease names it"
     assert states["RunJob"]["Next"] == "ReadLease"
     assert states["RunJob"]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
@@ -327,6 +339,7 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
     assert spark["Resource"] == "arn:<AWS::Partition>:states:::glue:startJobRun.sync"
     assert spark["Parameters"]["JobName"] == f"<{dev.logical_id(workflow.glue_job)}>"
     assert spark["Parameters"]["Timeout"] == 360
+    assert spark["TimeoutSeconds"] == 360 * 60 + 15 * 60, "the step times out too, so JobTimedOut can fire"
     summary_bucket = f"<{dev.logical_id(workflow.buckets.glue)}>"
     assert spark["Parameters"]["Arguments"]["--summary-path.$"] == (
         f"States.Format('s3://{summary_bucket}/summaries/{{}}.json', $$.Execution.Name)"
@@ -342,7 +355,7 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
     assert branch["SparkSummary"]["Parameters"]["pipeline.$"] == "States.StringToJson($.summary_object.body)"
     assert branch["SparkRunOutcome"]["End"] is True, "an unreadable summary still ends the job as succeeded"
     assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
-    assert states["ReleaseMessage"]["Next"] == "MarkReleased" and states["MarkReleased"]["Next"] == "JobFailed"
+    assert states["MarkReleased"]["Next"] == "ReleaseMessage" and states["ReleaseMessage"]["Next"] == "JobFailed"
 
 
 def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None:

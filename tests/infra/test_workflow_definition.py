@@ -72,8 +72,54 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
     release = states["ReleaseMessage"]["Parameters"]
     assert release["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
     assert release["VisibilityTimeout.$"] == "$.release_delay_s"
-    assert states["MarkReleased"]["Next"] == "JobFailed"
+    # close first, then give the message back: no renewal that read the lease earlier can outlive it
+    assert states["MarkReleased"]["Next"] == "ReleaseMessage" and states["ReleaseMessage"]["Next"] == "JobFailed"
     assert states["JobFailed"]["Type"] == "Fail"
+
+
+def test_workflow_fences_every_settlement_by_the_execution_that_owns_the_lease(offline: dict[str, Any]) -> None:
+    states = offline["States"]
+    assert offline["StartAt"] == "Self"
+    assert states["Self"] == {
+        "Type": "Pass",
+        "ResultPath": "$.self",
+        "Parameters": {"execution.$": "$$.Execution.Id"},
+        "Next": "ReadLeaseAtStart",
+    }
+    owned = {
+        "And": [
+            {"Variable": "$.lease.Item.execution_arn.S", "IsPresent": True},
+            {"Variable": "$.lease.Item.execution_arn.S", "StringEqualsPath": "$.self.execution"},
+        ]
+    }
+    for choice, then in (
+        ("OwnsLeaseAtStart", "RunJob"),
+        ("OwnsLease", "AlreadySettled"),
+        ("OwnsLeaseForRelease", "MarkReleased"),
+    ):
+        [rule] = states[choice]["Choices"]
+        assert {k: v for k, v in rule.items() if k != "Next"} == owned and rule["Next"] == then, choice
+    assert states["OwnsLeaseAtStart"]["Default"] == "NotHeld"
+    assert states["NotHeld"] == {
+        "Type": "Fail",
+        "Error": "LeaseNotHeld",
+        "Cause": "its lease is closed or names another execution",
+    }
+    for task in ("MarkSucceeded", "MarkReleased", "MarkLost"):
+        condition = states[task]["Parameters"]["ConditionExpression"]
+        assert condition.startswith("#execution = :self"), task
+        assert states[task]["Parameters"]["ExpressionAttributeValues"][":self"] == {"S.$": "$.self.execution"}
+
+
+def test_workflow_records_a_release_refused_for_a_gone_handle_as_lost(offline: dict[str, Any]) -> None:
+    states = offline["States"]
+    [catch] = states["ReleaseMessage"]["Catch"]
+    assert catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.release_error", "Next": "ReleaseRefused"}
+    refused = json.dumps(states["ReleaseRefused"]["Choices"])
+    assert "*.ReceiptHandleIsInvalidException" in refused and "*expired*" in refused
+    assert states["ReleaseRefused"]["Choices"][0]["Next"] == "MarkLost"
+    assert states["ReleaseRefused"]["Default"] == "JobFailed", "anything else: RELEASED, back when its chunk ends"
+    assert states["MarkLost"]["Parameters"]["ExpressionAttributeValues"][":status"] == {"S": "LOST"}
 
 
 def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dict[str, Any]) -> None:
@@ -84,6 +130,8 @@ def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dic
         "ReadLeaseForRelease",
         "ReleaseMessage",
         "MarkReleased",
+        "MarkLost",
+        "ReadLeaseAtStart",
     ):
         [retry] = offline["States"][name]["Retry"]
         assert any("Throttl" in error or "ProvisionedThroughput" in error for error in retry["ErrorEquals"]), name
@@ -97,3 +145,4 @@ def test_workflow_cloud_spark_step_is_a_synchronous_glue_run() -> None:
     assert spark["Parameters"]["JobName"] == "events-pipeline"
     assert spark["Parameters"]["Arguments"]["--input.$"] == "$.job.params.input"
     assert spark["Parameters"]["Timeout"] == 6 * 60, "Glue's own run timeout, in minutes"
+    assert spark["TimeoutSeconds"] == 6 * 3600 + 15 * 60, "the step's own, so its JobTimedOut catch can fire"

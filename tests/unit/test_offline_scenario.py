@@ -42,8 +42,9 @@ def test_scenario_parser_reads_the_documented_example() -> None:
         {
             "settings": {
                 "policy": "threshold",
-                "visibility_timeout_s": 4,
-                "threshold_s": 2,
+                "visibility_timeout_s": 5,
+                "threshold_s": 2.5,
+                "heartbeat_s": 0.5,
                 "extender_period_s": 1,
                 "max_renewal_s": 600,
             },

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from functions.policies import build_policy
+from functions.policies.adaptive import floor_s as adaptive_floor_s
+from functions.policies.adaptive import lead_s as adaptive_lead_s
 from functions.settings import Settings, SettingsError
 
 
@@ -43,19 +48,67 @@ def test_settings_range_error_states_the_valid_range() -> None:
             r"visibility_timeout_s=1 must be greater",
         ),
         (
-            {"policy": "remaining", "visibility_timeout_s": 3, "heartbeat_s": 1, "min_remaining_life_s": 0.5},
-            r"when the remaining policy renews",
+            {"policy": "remaining", "visibility_timeout_s": 3, "heartbeat_s": 1, "extender_period_s": 1},
+            r"visibility_timeout_s=3: the remaining policy renews .*smallest safe visibility_timeout_s: 6",
         ),
-        ({"policy": "threshold", "visibility_timeout_s": 30, "threshold_s": 1, "heartbeat_s": 1}, r"threshold_s=1"),
-        ({"policy": "threshold", "visibility_timeout_s": 5, "threshold_s": 5}, r"greater than threshold_s=5"),
-        ({"policy": "adaptive", "adaptive_ceiling_s": 200}, r"adaptive_ceiling_s=200 is below 421 s.*valid range"),
-        ({"policy": "adaptive", "adaptive_ceiling_s": 43_190}, r"adaptive_ceiling_s=43190 exceeds the 12 h limit"),
+        (
+            {"policy": "threshold", "visibility_timeout_s": 30, "threshold_s": 1, "heartbeat_s": 1},
+            r"threshold_s=1 must be greater than extender_period_s \(60 s\).*smallest safe threshold_s: 61.6",
+        ),
+        (
+            {"policy": "threshold", "visibility_timeout_s": 62, "threshold_s": 62, "heartbeat_s": 1},
+            r"greater than threshold_s=62.*smallest safe visibility_timeout_s: 63",
+        ),
+        (
+            {"policy": "adaptive", "adaptive_ceiling_s": 200},
+            r"adaptive_ceiling_s=200 is outside 436\.\.43140.*smallest safe adaptive_ceiling_s: 436",
+        ),
+        ({"policy": "adaptive", "adaptive_ceiling_s": 43_190}, r"adaptive_ceiling_s=43190 is outside 436\.\.43140"),
+        ({"policy": "adaptive", "pass_budget_s": 60}, r"pass_budget_s=60 must be below extender_period_s=60"),
         ({"retry_base_s": 2, "retry_cap_s": 1}, r"retry_cap_s=1.0 must be >= retry_base_s"),
+        (
+            {"receiver_timeout_s": 30, "reconcile_grace_s": 20},
+            r"reconcile_grace_s=20 must be greater than receiver_timeout_s=30.*smallest safe reconcile_grace_s: 31",
+        ),
     ],
 )
 def test_settings_refuse_combinations_that_lapse_by_construction(values: dict[str, object], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.load(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        # seed 001 (VT 30, threshold 5, heartbeat 1) and seed 000 (VT 30) on the stack's 1-minute schedule
+        (
+            {"policy": "threshold", "visibility_timeout_s": 30, "threshold_s": 5, "heartbeat_s": 1},
+            r"threshold_s=5 must be greater than .* = 61.5 s: one lost scheduled run",
+        ),
+        (
+            {"policy": "remaining", "visibility_timeout_s": 30, "heartbeat_s": 1},
+            r"extender_period_s=60 is too long for the remaining policy.*must be below 8.5 s",
+        ),
+    ],
+)
+def test_settings_refuse_seed_policies_that_lapse_when_one_scheduled_run_is_lost(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.load(values)
+
+
+def test_settings_keep_seed_values_valid_on_a_sub_second_schedule() -> None:
+    Settings.load(
+        {
+            "policy": "threshold",
+            "visibility_timeout_s": 30,
+            "threshold_s": 5,
+            "heartbeat_s": 1,
+            "extender_period_s": 0.5,
+        }
+    )
+    Settings.load({"policy": "remaining", "visibility_timeout_s": 30, "heartbeat_s": 1, "extender_period_s": 0.5})
 
 
 def test_settings_zero_max_renewal_disables_renewal_and_its_checks() -> None:
@@ -65,8 +118,8 @@ def test_settings_zero_max_renewal_disables_renewal_and_its_checks() -> None:
 
 
 def test_settings_max_renewal_defaults_per_policy_and_never_passes_12_hours() -> None:
-    assert Settings(policy="remaining", visibility_timeout_s=30).effective_max_renewal_s == 300
-    assert Settings(policy="threshold", visibility_timeout_s=30).effective_max_renewal_s == 43_200
+    assert Settings(policy="remaining", visibility_timeout_s=30, extender_period_s=1).effective_max_renewal_s == 300
+    assert Settings(policy="threshold", threshold_s=62, visibility_timeout_s=300).effective_max_renewal_s == 43_200
     adaptive = Settings()
     assert adaptive.renew_until(0.0) == 43_200 - adaptive.cap_safety_s
 
@@ -75,16 +128,26 @@ def test_settings_adaptive_bounds_follow_the_schedule() -> None:
     settings = Settings(extender_period_s=60, min_remaining_life_s=0.5)
     assert settings.tick_s == 60
     # three lost runs in a row, the next a full period late, plus landing time
-    assert settings.adaptive_lead_s == 300.5
-    assert settings.adaptive_floor_s == 421
-    assert Settings(adaptive_lost_runs_survived=1).adaptive_lead_s == 180.5
+    assert adaptive_lead_s(settings) == 300.5
+    # the floor adds the pass budget (a quarter of the period, at most 15 s) and two periods
+    assert adaptive_floor_s(settings) == 436
+    assert adaptive_lead_s(Settings(adaptive_lost_runs_survived=1)) == 180.5
+    assert adaptive_floor_s(Settings(extender_period_s=1, adaptive_lost_runs_survived=1, adaptive_ceiling_s=6)) == 6
+
+
+def test_settings_threshold_takes_seed_001_timeout_when_none_is_set() -> None:
+    settings = Settings(policy="threshold", threshold_s=5, extender_period_s=1)
+    assert settings.visibility_timeout_s is None
+    assert build_policy(settings).initial_timeout_s() == 30, "seed 001's VT, not the queue's"
+    with pytest.raises(SettingsError, match=r"visibility_timeout_s=30 must be greater than threshold_s=62"):
+        Settings.load({"policy": "threshold", "threshold_s": 62})
 
 
 def test_settings_from_env_reads_upper_case_names() -> None:
     settings = Settings.from_env(
-        {"POLICY": "threshold", "VISIBILITY_TIMEOUT_S": "45", "TABLE_NAME": "leases", "UNRELATED": "x"}
+        {"POLICY": "threshold", "VISIBILITY_TIMEOUT_S": "90", "THRESHOLD_S": "62", "TABLE_NAME": "leases", "X": "x"}
     )
-    assert (settings.policy, settings.visibility_timeout_s, settings.table_name) == ("threshold", 45, "leases")
+    assert (settings.policy, settings.visibility_timeout_s, settings.table_name) == ("threshold", 90, "leases")
 
 
 def test_settings_from_env_refuses_a_bad_value_naming_it() -> None:
@@ -93,9 +156,16 @@ def test_settings_from_env_refuses_a_bad_value_naming_it() -> None:
 
 
 def test_settings_queue_vt_is_validated_when_filled_in() -> None:
-    settings = Settings(policy="remaining")  # VT from the queue: not known yet
-    with pytest.raises(SettingsError, match="visibility_timeout_s is unset"):
+    settings = Settings(policy="remaining", extender_period_s=1)  # VT from the queue: not known yet
+    with pytest.raises(ValueError, match="visibility_timeout_s is unset"):
         build_policy(settings)
     assert settings.with_visibility_timeout(30).visibility_timeout_s == 30
     with pytest.raises(SettingsError, match="visibility_timeout_s=1 must be greater"):
         settings.with_visibility_timeout(1)
+
+
+def test_settings_module_calls_no_aws() -> None:
+    """Validating settings needs no AWS client: importing the settings loads no SDK at all."""
+    code = "import sys, functions.settings; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

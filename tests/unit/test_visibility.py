@@ -35,6 +35,11 @@ BEYOND = (
         ("InvalidParameterValue", GONE, None, 400, FailureClass.LOST),
         ("InvalidParameterValue", EXPIRED, None, 400, FailureClass.LOST),
         ("InvalidParameterValue", BEYOND, None, 400, FailureClass.CAPPED),
+        # a stale handle answered as a bare ValidationException, without the query-error header
+        ("ValidationException", EXPIRED, None, 400, FailureClass.LOST),
+        ("ValidationException", GONE, None, 400, FailureClass.LOST),
+        ("ValidationException", BEYOND, None, 400, FailureClass.CAPPED),
+        ("ValidationException", "1 validation error detected: Value null", None, 400, FailureClass.OTHER),
         (
             "QueueDoesNotExist",
             "The specified queue does not exist.",
