@@ -34,7 +34,7 @@ def test_renewal_keeps_long_job_hidden_across_several_timeouts(run: Runner, poli
     assert job["final"] == "deleted"
     assert job["summary"] == {"waited_s": 12}
     assert (job["deliveries"], job["executions"], job["redelivered_while_running"]) == (1, 1, 0)
-    assert job["renewals"] >= 3, "a 12 s job on 4-6 s timeouts needs several renewals"
+    assert job["renewals"] >= 2, "a 12 s job outlasts two 5-6 s timeouts: it needs renewals"
     assert_hidden_while_running(result, "long")
     assert result.report["api_calls"]["ChangeMessageVisibilityBatch"] >= job["renewals"] / 10
     assert result.report["ok"] is True
