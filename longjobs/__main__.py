@@ -23,6 +23,7 @@ from botocore.exceptions import (
 )
 
 from longjobs import commands
+from longjobs.dlq import MAX_MOVE_RATE
 from longjobs.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError
 from longjobs.leases import STATUSES
 from longjobs.resources import START_LOCAL_SERVICE
@@ -36,6 +37,23 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
+def _move_rate(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_MOVE_RATE:
+        raise argparse.ArgumentTypeError(f"expected 1..{MAX_MOVE_RATE} (SQS's limit), not {text!r}")
+    return value
 
 
 def _connection_options() -> Parser:
@@ -107,7 +125,7 @@ def build_parser() -> Parser:
         description="Leases newest first. Sorting needs every item: a Scan of the whole lease table.",
     )
     leases.add_argument("--status", choices=STATUSES, metavar="STATUS", help=f"only this one: {', '.join(STATUSES)}")
-    leases.add_argument("--limit", type=int, default=DEFAULT_LEASES_LIMIT, help="at most this many (default 50)")
+    leases.add_argument("--limit", type=_positive, default=DEFAULT_LEASES_LIMIT, help="at most this many (default 50)")
     leases.set_defaults(run=commands.run_leases)
 
     lease = commands_.add_parser(
@@ -127,7 +145,7 @@ def build_parser() -> Parser:
         description="Lists by receiving (SQS has no other way to look): each message's receive count goes "
         "up by one, and each page is hidden for a few seconds, then shown again at once.",
     )
-    dlq_list.add_argument("--limit", type=int, help="at most this many")
+    dlq_list.add_argument("--limit", type=_positive, help="at most this many")
     dlq_list.set_defaults(run=commands.run_dlq_list)
     redrive = dlq_commands.add_parser(
         "redrive",
@@ -136,7 +154,7 @@ def build_parser() -> Parser:
         description="Starts SQS's message move task; where the endpoint has none (moto), copies each "
         "message to the jobs queue and deletes it from the DLQ only after its send succeeded.",
     )
-    redrive.add_argument("--max-per-second", type=int, metavar="N", help="at most N messages a second (1..500)")
+    redrive.add_argument("--max-per-second", type=_move_rate, metavar="N", help="at most N messages a second (1..500)")
     redrive.add_argument("--dry-run", action="store_true", help="list what would move; move nothing")
     redrive.set_defaults(run=commands.run_dlq_redrive)
     return parser

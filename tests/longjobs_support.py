@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from functions.lease import Lease, LeaseStatus
-from functions.lease.store import lease_to_item
 from functions.lease.schema import table_definition
+from functions.lease.store import lease_to_item
 from longjobs.__main__ import main
 
 PASS_DEFINITION = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
