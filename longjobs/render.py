@@ -128,7 +128,8 @@ def submitted_text(result: Submitted) -> str:
 
 def status_view(status: Status, *, origin: str) -> RenderableType:
     """The status as tables: queues, leases by status, the last hour."""
-    queues = Table(title=f"longjobs status: {origin}, {iso(status.at)}", title_justify="left")
+    header = Text(f"{origin}, {iso(status.at)}", style="bold")
+    queues = Table(title="queues", title_justify="left")
     for column in ("queue", "visible", "in flight", "delayed", "total"):
         queues.add_column(column, justify="left" if column == "queue" else "right")
     for name, depth in (("jobs", status.queue), ("dead-letter", status.dlq)):
@@ -149,7 +150,7 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
         _count(status.last_hour.lapses),
         _count(status.last_hour.leases_lost),
     )
-    parts: list[RenderableType] = [queues, leases, hour]
+    parts: list[RenderableType] = [header, queues, leases, hour]
     parts.extend(Text(note, style="dim") for note in status.notes)
     return Group(*parts)
 
