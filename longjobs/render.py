@@ -158,8 +158,9 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
 def leases_table(leases: list[Lease], *, now: float | None = None) -> Table:
     now = time.time() if now is None else now
     table = Table(title=f"{len(leases)} lease(s), newest first", title_justify="left")
-    for column in ("message id", "status", "job type", "receives", "renewals", "visible until", "last error"):
-        table.add_column(column, no_wrap=column == "message id")
+    for column in ("message id", "status", "type", "recv", "renew", "visible"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("recv", "renew") else "left")
+    table.add_column("last error", ratio=1)  # the one column that wraps: the others keep their width
     for lease in leases:
         table.add_row(
             lease.message_id,
@@ -225,8 +226,11 @@ def executions_table(executions: list[Execution], receives: int) -> Table:
 
 def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
     table = Table(title=title or f"{len(letters)} message(s) in the dead-letter queue", title_justify="left")
-    for column in ("message id", "error type", "error message", "receives", "original message id"):
-        table.add_column(column, no_wrap=column == "message id")
+    table.add_column("message id", no_wrap=True)
+    table.add_column("error type", no_wrap=True)
+    table.add_column("error message", ratio=1)
+    table.add_column("recv", no_wrap=True, justify="right")
+    table.add_column("original message id", overflow="fold")
     for letter in letters:
         table.add_row(
             letter.message_id,
