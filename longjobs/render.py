@@ -204,23 +204,24 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     ]
     for name, value in rows:
         fields.add_row(name, value)
-    return Group(fields, executions_table(story.executions, lease.receive_count))
+    return Group(fields, executions_table(story.executions, lease.receive_count, now=now))
 
 
-def executions_table(executions: list[Execution], receives: int) -> Table:
+def executions_table(executions: list[Execution], receives: int, *, now: float | None = None) -> Table:
+    """Each attempt's execution: name (`<message id>-<attempt>`), status, start, how long, error."""
+    now = time.time() if now is None else now
     table = Table(title=f"executions ({len(executions)} of {receives} receive(s) started one)", title_justify="left")
-    for column in ("attempt", "name", "status", "started", "stopped", "error"):
-        table.add_column(column, overflow="fold")
+    for column in ("name", "status", "started", "took"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("error", ratio=1)
     for execution in executions:
         error = ": ".join(part for part in (execution.error, execution.cause) if part)
-        table.add_row(
-            str(execution.attempt),
-            execution.name,
-            execution.status,
-            iso(execution.started_at) or "-",
-            iso(execution.stopped_at) or "-",
-            shorten(error),
-        )
+        took = "-"
+        if execution.started_at is not None:
+            end = execution.stopped_at.timestamp() if execution.stopped_at is not None else now
+            took = duration(end - execution.started_at.timestamp())
+            took = took if execution.stopped_at is not None else f"{took} so far"
+        table.add_row(execution.name, execution.status, iso(execution.started_at) or "-", took, shorten(error))
     return table
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ from longjobs import dlq, render, resources
 from longjobs.__main__ import describe, main
 from longjobs.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
 from longjobs.errors import CliError
+from longjobs.leases import Execution
 from longjobs.status import LastHour, QueueDepth, Status
 
 NOW = 1_800_000_000.0
@@ -230,3 +232,17 @@ def test_account_of_reads_aws_and_local_queue_urls() -> None:
     assert resources.account_of("http://127.0.0.1:5000/000000000000/jobs") == "000000000000"
     with pytest.raises(CliError):
         resources.account_of("http://127.0.0.1:5000/jobs")
+
+
+def test_executions_table_shows_how_long_each_took_or_has_run() -> None:
+    started = datetime.fromtimestamp(NOW - 300, UTC)
+    executions = [
+        Execution("m-1", 1, "arn-1", "FAILED", started, datetime.fromtimestamp(NOW - 240, UTC), "Err", "why"),
+        Execution("m-2", 2, "arn-2", "RUNNING", started, None, None, None),
+    ]
+
+    text = _text(render.executions_table(executions, receives=2, now=NOW))
+
+    assert "1m " in text
+    assert "5m so far" in text
+    assert "Err: why" in text
