@@ -15,7 +15,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[infra,pipeline,offline,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[infra,pipeline,offline,dev,cli]"
 	@touch $(STAMP)
 
 # The CDK command line pinned in package.json (npx cdk ..., and the infra tests' `cdk synth`).

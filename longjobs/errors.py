@@ -1,0 +1,23 @@
+"""The one error type the command reports: a one-line cause and an exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as `longjobs: <message>`, no traceback."""
+
+    def __init__(self, message: str, *, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class UsageError(CliError):
+    """Arguments that do not make sense together (exit code 2, as argparse's own)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=EXIT_USAGE)

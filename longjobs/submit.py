@@ -1,0 +1,81 @@
+"""`submit`: build a job message, validate it as the receiver would, send it to the jobs queue."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from functions.receiver.models import BadInput, parse_body
+from functions.settings import Settings
+from longjobs.errors import CliError, UsageError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+@dataclass(frozen=True)
+class Submitted:
+    message_id: str
+    job_id: str | None  # None when the body asks for several jobs (an S3 notification)
+    jobs: int
+
+
+def parse_value(text: str) -> Any:
+    """A `--param` value: JSON when it parses (`30`, `true`, `"x"`, `[1]`), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_params(pairs: Iterable[str]) -> dict[str, Any]:
+    """`k=v` pairs into a params object. `UsageError` for a pair without `=`, an empty or repeated key."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--param {pair!r}: expected key=value")
+        if key in params:
+            raise UsageError(f"--param {key} is given twice")
+        params[key] = parse_value(value)
+    return params
+
+
+def new_job_id(job_type: str, now: float | None = None) -> str:
+    """A readable, unique enough job id: `<type>-<UTC time>-<6 hex>`."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    return f"{job_type}-{stamp}-{secrets.token_hex(3)}"
+
+
+def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
+    """The project's job message (README, "Sending jobs")."""
+    return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
+
+
+def validation_settings(spark_output_uri: str | None = None, spark_quarantine_uri: str | None = None) -> Settings:
+    """The receiver's default settings, with the Spark output defaults the deployed receiver has."""
+    return Settings(spark_output_uri=spark_output_uri, spark_quarantine_uri=spark_quarantine_uri)
+
+
+def validate(body: str, settings: Settings) -> list[Any]:
+    """The jobs the receiver would make of `body`; `CliError` with the DLQ's `ErrorType: message` if none."""
+    try:
+        jobs = parse_body(body, settings)
+    except BadInput as bad:
+        raise CliError(f"{bad.error_type}: {bad.message}") from None
+    if not jobs:
+        raise CliError("the body asks for no job: the receiver would acknowledge it and drop it")
+    return jobs
+
+
+def submit(sqs: SQSClient, queue_url: str, body: str, settings: Settings) -> Submitted:
+    """Validate, then send. Nothing is sent when validation fails."""
+    jobs = validate(body, settings)
+    message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
+    job_id = str(jobs[0].job_id) if len(jobs) == 1 else None
+    return Submitted(message_id=message_id, job_id=job_id, jobs=len(jobs))

@@ -1,0 +1,376 @@
+"""`longjobs --endpoint-url`: every subcommand against the local service (moto's server over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from functions.lease import LeaseStatus
+from longjobs import clients, commands
+from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    werkzeug = logging.getLogger("werkzeug")
+    level = werkzeug.level
+    werkzeug.setLevel(logging.CRITICAL)  # moto logs every request, and a traceback for what it lacks
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+    finally:
+        server.stop()
+        werkzeug.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # rich's width when not on a terminal: whole cells to assert on
+
+
+def _reset(endpoint: str) -> None:
+    request = urllib.request.Request(f"{endpoint}/moto-api/reset", data=b"{}", method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+@pytest.fixture
+def local(endpoint: str) -> Processor:
+    """The local service's resources, by the offline runtime's names."""
+    _reset(endpoint)
+    session = boto3.session.Session(region_name="us-east-1")
+    sqs, dynamodb, sfn = (session.client(name, endpoint_url=endpoint) for name in ("sqs", "dynamodb", "stepfunctions"))
+    return create_processor(sqs, dynamodb, sfn)
+
+
+def test_submit_sends_the_validated_job_message(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(
+        capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=30", "--param", "fail=true",
+        "--job-id", "canary-1", "--json",
+    )  # fmt: skip
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["job_id"] == "canary-1"
+    assert data["jobs"] == 1
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url, MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageId"] == data["message_id"]
+    assert json.loads(message["Body"]) == {
+        "job_id": "canary-1",
+        "type": "wait",
+        "params": {"seconds": 30, "fail": True},
+    }
+
+
+def test_submit_prints_the_message_id_and_generates_a_job_id(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "submit", "echo", "--param", "text=hello", "--endpoint-url", endpoint)
+
+    assert result.code == 0, result.err
+    [body] = local.bodies(local.queue_url)
+    job = json.loads(body)
+    assert job["job_id"].startswith("echo-")
+    assert job["params"] == {"text": "hello"}
+    assert len(result.out.strip().splitlines()) == 1
+
+
+def test_submit_sends_a_whole_body_from_a_file(
+    local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = '{"job_id": "from-file", "type": "wait", "params": {"seconds": 5}}'
+    path = tmp_path / "job.json"
+    path.write_text(body)
+
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(path), "--json")
+
+    assert result.code == 0, result.err
+    assert result.json()["job_id"] == "from-file"
+    assert local.bodies(local.queue_url) == [body]
+
+
+def test_submit_invalid_job_fails_with_the_receivers_error_and_sends_nothing(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=-1")
+
+    assert_one_line_error(result, 1, "InvalidParameters: wait.params.seconds")
+    assert local.bodies(local.queue_url) == []
+
+
+def test_submit_unknown_type_fails_with_the_receivers_error(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1")
+
+    assert_one_line_error(result, 1, "UnknownJobType:", "known types: echo, spark, wait")
+
+
+def test_submit_bad_param_syntax_is_a_usage_error(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds")
+
+    assert_one_line_error(result, 2, "--param 'seconds': expected key=value")
+
+
+def test_submit_unreadable_body_file_fails_in_one_line(
+    local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(tmp_path / "missing.json"))
+
+    assert_one_line_error(result, 1, "cannot read --body", "missing.json")
+
+
+def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = time.time()
+    for body in ("a", "b", "c"):
+        local.sqs.send_message(QueueUrl=local.queue_url, MessageBody=body)
+    local.sqs.receive_message(QueueUrl=local.queue_url, MaxNumberOfMessages=1, VisibilityTimeout=60)
+    local.dead_letter()
+    local.put_lease("m1", now=now - 100, renewal_count=3, renewed_at=now - 60)
+    local.put_lease("m2", now=now - 7_200, renewal_count=9, renewed_at=now - 5_000)  # renewed over an hour ago
+    local.put_lease("m3", status=LeaseStatus.LOST, now=now - 600, closed_at=now - 300)
+    local.put_lease("m4", status=LeaseStatus.LOST, now=now - 9_000, closed_at=now - 8_000)
+    local.put_lease("m5", status=LeaseStatus.SUCCEEDED, now=now - 50, closed_at=now - 10)
+
+    result = run(capsys, "--endpoint-url", endpoint, "status", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["queue"] == {"visible": 2, "in_flight": 1, "delayed": 0, "total": 3}
+    assert data["dlq"]["total"] == 1
+    assert data["leases"] == {"ACTIVE": 2, "SUCCEEDED": 1, "RELEASED": 0, "CAPPED": 0, "LOST": 2, "REJECTED": 0}
+    assert data["source"] == "lease table"
+    assert data["last_hour"] == {"renewals": 3, "lapses": None, "leases_lost": 1}
+    assert data["oldest_message_age_s"] is None
+    assert any("not available" in note for note in data["notes"])
+
+
+def test_status_table_says_what_is_not_available_offline(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "status")
+
+    assert result.code == 0, result.err
+    assert "leases by status" in result.out
+    assert "n/a" in result.out
+    assert "not available" in result.out
+
+
+def test_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "sleep", pause)
+
+    result = run(capsys, "--endpoint-url", endpoint, "status", "--watch")
+
+    assert result.code == 0, result.err
+    assert pauses == [2.0, 2.0]  # first view, one refresh, then Ctrl-C during the next pause
+    assert "leases by status" in result.out
+    assert result.err == ""
+
+
+def test_status_watch_with_json_is_a_usage_error(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "status", "--watch", "--json")
+
+    assert_one_line_error(result, 2, "--watch")
+
+
+def test_leases_lists_newest_first_filtered_and_limited(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.put_lease("old", now=1_800_000_000.0)
+    local.put_lease("new", now=1_800_000_100.0, last_error="ThrottlingException: slow down")
+    local.put_lease("done", status=LeaseStatus.SUCCEEDED, now=1_800_000_050.0, closed_at=1_800_000_090.0)
+
+    everything = run(capsys, "--endpoint-url", endpoint, "leases", "--json")
+    active = run(capsys, "--endpoint-url", endpoint, "leases", "--status", "ACTIVE", "--limit", "1", "--json")
+
+    assert [lease["message_id"] for lease in everything.json()] == ["new", "done", "old"]
+    [newest] = active.json()
+    assert newest["message_id"] == "new"
+    assert newest["status"] == "ACTIVE"
+    assert newest["last_error"] == "ThrottlingException: slow down"
+    assert newest["received_at"] == "2027-01-15T08:01:40.000Z"
+
+
+def test_leases_table_shows_relative_visible_until(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = time.time()
+    local.put_lease("m1", now=now, visible_until=now + 245)
+
+    result = run(capsys, "--endpoint-url", endpoint, "leases")
+
+    assert result.code == 0, result.err
+    assert "m1" in result.out
+    assert "in 4m" in result.out
+
+
+def test_lease_tells_its_whole_story_with_each_attempts_execution(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-1-1")
+    local.stepfunctions.stop_execution(executionArn=first["executionArn"], error="WaitJobFailed", cause="asked to")
+    third = local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-1-3")
+    local.put_lease(
+        "msg-1",
+        status=LeaseStatus.SUCCEEDED,
+        receive_count=3,  # the second receive started nothing
+        renewal_count=4,
+        execution_arn=third["executionArn"],
+        last_error="WaitJobFailed: asked to",
+        result={"waited_s": 12},
+        closed_at=1_800_000_500.0,
+    )
+
+    result = run(capsys, "--endpoint-url", endpoint, "lease", "msg-1", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["lease"]["receive_count"] == 3
+    assert data["lease"]["renewal_count"] == 4
+    assert data["lease"]["result"] == {"waited_s": 12}
+    assert data["lease"]["last_error"] == "WaitJobFailed: asked to"
+    assert [(e["attempt"], e["name"]) for e in data["executions"]] == [(1, "msg-1-1"), (3, "msg-1-3")]
+    assert data["executions"][0]["status"] == "ABORTED"
+    assert data["executions"][0]["stopped_at"] is not None
+    assert data["executions"][1]["arn"] == third["executionArn"]
+
+
+def test_lease_view_shows_fields_and_executions(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-2-1")
+    local.put_lease("msg-2", renewal_count=2)
+
+    result = run(capsys, "--endpoint-url", endpoint, "lease", "msg-2")
+
+    assert result.code == 0, result.err
+    assert "lease msg-2" in result.out
+    assert "msg-2-1" in result.out
+    assert "RUNNING" in result.out
+
+
+def test_lease_unknown_id_fails_in_one_line(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "lease", "nope")
+
+    assert_one_line_error(result, 1, "no lease for message nope")
+
+
+def test_dlq_list_shows_every_message_with_its_error_and_leaves_them_visible(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [
+        local.dead_letter(
+            ErrorType="NotJson", ErrorMessage=f"body is not JSON: {i}", ReceiveCount="1", OriginalMessageId=f"orig-{i}"
+        )
+        for i in range(12)
+    ]
+    exhausted = local.dead_letter('{"job_id": "x", "type": "wait", "params": {"seconds": 1, "fail": true}}')
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "list", "--json")
+
+    assert result.code == 0, result.err
+    listed = {letter["message_id"]: letter for letter in result.json()}
+    assert set(listed) == {*ids, exhausted}  # more than one page of ten
+    assert listed[ids[3]]["error_type"] == "NotJson"
+    assert listed[ids[3]]["error_message"] == "body is not JSON: 3"
+    assert listed[ids[3]]["original_message_id"] == "orig-3"
+    assert listed[ids[3]]["receive_count"] == 1
+    assert listed[exhausted]["error_type"] is None
+    assert listed[exhausted]["receive_count"] == 1  # SQS's count: the listing's own receive
+    depth = local.sqs.get_queue_attributes(QueueUrl=local.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert depth["Attributes"]["ApproximateNumberOfMessages"] == "13"  # all visible again
+
+
+def test_dlq_list_table_shows_error_type_and_message(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.dead_letter(ErrorType="InvalidShape", ErrorMessage="job_id: Field required", ReceiveCount="1")
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "list")
+
+    assert result.code == 0, result.err
+    assert "InvalidShape" in result.out
+    assert "job_id: Field required" in result.out
+
+
+def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.dead_letter('{"job_id": "a"}', ErrorType="InvalidShape", ErrorMessage="x", ReceiveCount="1", Team="data")
+    local.dead_letter('{"job_id": "b"}')
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert (data["method"], data["moved"], data["failed"]) == ("copy", 2, 0)
+    assert local.bodies(local.dlq_url) == []
+    messages = local.sqs.receive_message(
+        QueueUrl=local.queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )
+    by_body = {m["Body"]: m.get("MessageAttributes", {}) for m in messages["Messages"]}
+    assert set(by_body) == {'{"job_id": "a"}', '{"job_id": "b"}'}
+    assert set(by_body['{"job_id": "a"}']) == {"Team"}  # the receiver's error attributes stay behind
+
+
+def test_dlq_redrive_dry_run_lists_and_moves_nothing(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message_id = local.dead_letter(ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--dry-run", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["method"] == "dry-run"
+    assert [m["message_id"] for m in data["messages"]] == [message_id]
+    assert local.bodies(local.queue_url) == []
+    assert len(local.bodies(local.dlq_url)) == 1
+
+
+def test_unreachable_endpoint_fails_in_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clients, "MAX_ATTEMPTS", 1)  # no retry backoff in the test
+    url = "http://127.0.0.1:9"  # discard port: nothing listens
+
+    result = run(capsys, "--endpoint-url", url, "status")
+
+    assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "python -m offline serve")
+
+
+def test_local_service_without_the_processors_queues_fails_in_one_line(
+    endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _reset(endpoint)
+
+    result = run(capsys, "--endpoint-url", endpoint, "leases")
+
+    assert_one_line_error(result, 1, "has no queue 'jobs'", "python -m offline serve")

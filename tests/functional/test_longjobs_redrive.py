@@ -1,0 +1,167 @@
+"""`dlq redrive` on moto: the copy loop never deletes a message before its send succeeded, respects the
+rate, does not send a copy that came back; the message move task is used where the endpoint has it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from longjobs.dlq import copy_messages, redrive
+from tests.longjobs_support import Processor, create_processor
+
+
+@pytest.fixture
+def processor() -> Iterator[Processor]:
+    with mock_aws():
+        session = boto3.session.Session(region_name="us-east-1")
+        yield create_processor(session.client("sqs"), session.client("dynamodb"), session.client("stepfunctions"))
+
+
+class RecordingSqs:
+    """The moto client, recording sends and deletes in order, failing the sends of chosen bodies."""
+
+    def __init__(self, sqs: Any, *, fail_bodies: frozenset[str] = frozenset(), fail_all: bool = False) -> None:
+        self._sqs = sqs
+        self.fail_bodies = fail_bodies
+        self.fail_all = fail_all
+        self.calls: list[tuple[str, str]] = []  # (operation, message body or DLQ message id)
+        self._bodies: dict[str, str] = {}  # DLQ receipt handle -> body
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        response = self._sqs.receive_message(**kwargs)
+        for message in response.get("Messages", []):
+            self._bodies[message["ReceiptHandle"]] = message["Body"]
+        return response
+
+    def send_message(self, **kwargs: Any) -> Any:
+        body = kwargs["MessageBody"]
+        if self.fail_all or body in self.fail_bodies:
+            self.calls.append(("send-failed", body))
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessage")
+        self.calls.append(("send", body))
+        return self._sqs.send_message(**kwargs)
+
+    def delete_message_batch(self, **kwargs: Any) -> Any:
+        for entry in kwargs["Entries"]:
+            self.calls.append(("delete", self._bodies[entry["ReceiptHandle"]]))
+        return self._sqs.delete_message_batch(**kwargs)
+
+    def delete_message(self, **kwargs: Any) -> Any:
+        self.calls.append(("delete", self._bodies[kwargs["ReceiptHandle"]]))
+        return self._sqs.delete_message(**kwargs)
+
+
+def _dead_letters(processor: Processor, count: int) -> list[str]:
+    bodies = [f'{{"job_id": "j{i}"}}' for i in range(count)]
+    for body in bodies:
+        processor.dead_letter(body, ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
+    return bodies
+
+
+def test_redrive_never_deletes_a_message_whose_send_failed(processor: Processor) -> None:
+    bodies = _dead_letters(processor, 12)
+    failing = bodies[4]
+    sqs = RecordingSqs(processor.sqs, fail_bodies=frozenset({failing}))
+
+    result = copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    assert (result.moved, result.failed) == (11, 1)
+    assert any("not sent: InternalError" in error for error in result.errors)
+    assert ("delete", failing) not in sqs.calls
+    for body in bodies:  # every delete comes after that message's successful send
+        if body != failing:
+            assert sqs.calls.index(("send", body)) < sqs.calls.index(("delete", body))
+    assert processor.bodies(processor.dlq_url) == [failing]  # still there, and visible again
+    assert sorted(processor.bodies(processor.queue_url)) == sorted(set(bodies) - {failing})
+
+
+def test_redrive_deletes_nothing_when_every_send_fails(processor: Processor) -> None:
+    bodies = _dead_letters(processor, 3)
+    sqs = RecordingSqs(processor.sqs, fail_all=True)
+
+    result = copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    assert (result.moved, result.failed) == (0, 3)
+    assert not [call for call in sqs.calls if call[0] == "delete"]
+    assert sorted(processor.bodies(processor.dlq_url)) == sorted(bodies)
+
+
+def test_redrive_keeps_to_the_rate(processor: Processor) -> None:
+    _dead_letters(processor, 5)
+    now = [0.0]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(round(seconds, 6))
+        now[0] += seconds
+
+    result = copy_messages(
+        processor.sqs, processor.dlq_url, processor.queue_url, max_per_second=2, clock=lambda: now[0], sleep=sleep
+    )
+
+    assert result.moved == 5
+    assert now[0] == pytest.approx(2.0)  # the 5th send no earlier than 4 / 2 s after the start
+    assert pauses == [0.5, 0.5, 0.5, 0.5]
+
+
+def test_redrive_does_not_send_again_a_copy_that_came_back(processor: Processor) -> None:
+    """Poison goes straight back to the DLQ (a new message naming the one it came from): left there."""
+    sqs = processor.sqs
+    processor.dead_letter("{not json", ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
+
+    class Bouncing(RecordingSqs):
+        def send_message(self, **kwargs: Any) -> Any:
+            sent = super().send_message(**kwargs)
+            attributes = {"OriginalMessageId": {"DataType": "String", "StringValue": sent["MessageId"]}}
+            sqs.send_message(
+                QueueUrl=processor.dlq_url, MessageBody=kwargs["MessageBody"], MessageAttributes=attributes
+            )
+            return sent
+
+    bouncing = Bouncing(sqs)
+    result = copy_messages(bouncing, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    assert (result.moved, result.came_back) == (1, 1)
+    assert [call for call in bouncing.calls if call[0] == "send"] == [("send", "{not json")]
+    assert processor.bodies(processor.dlq_url) == ["{not json"]  # the copy that came back, visible again
+
+
+def test_redrive_starts_the_message_move_task_where_the_endpoint_has_it(processor: Processor) -> None:
+    _dead_letters(processor, 2)
+    started: list[dict[str, Any]] = []
+
+    class WithMoveTask(RecordingSqs):
+        def start_message_move_task(self, **kwargs: Any) -> Any:
+            started.append(kwargs)
+            return {"TaskHandle": "task-1"}
+
+    sqs = WithMoveTask(processor.sqs)
+
+    result = redrive(sqs, processor.dlq_url, processor.queue_url, max_per_second=10)  # type: ignore[arg-type]
+
+    assert (result.method, result.task_handle, result.approximate_messages) == ("move-task", "task-1", 2)
+    assert started == [
+        {
+            "SourceArn": "arn:aws:sqs:us-east-1:123456789012:jobs-dlq",
+            "DestinationArn": "arn:aws:sqs:us-east-1:123456789012:jobs",
+            "MaxNumberOfMessagesPerSecond": 10,
+        }
+    ]
+    assert sqs.calls == []  # nothing copied by hand
+
+
+def test_redrive_reports_an_error_of_the_move_task_that_is_not_a_missing_operation(processor: Processor) -> None:
+    class Refusing(RecordingSqs):
+        def start_message_move_task(self, **kwargs: Any) -> Any:
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartMessageMoveTask")
+
+    with pytest.raises(ClientError, match="AccessDenied"):
+        redrive(Refusing(processor.sqs), processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]

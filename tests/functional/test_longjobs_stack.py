@@ -1,0 +1,213 @@
+"""`longjobs --stack NAME`: the deployed-stack mode on moto, the stack's outputs from a CloudFormation stack."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from functions.lease import LeaseStatus
+from longjobs import commands
+from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
+
+STACK = "LongJobs-test"
+REGION = "us-east-1"
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Processor]:
+    """The processor's resources under the names a deployment gives them, and a stack whose outputs
+    name them (literal values: moto creates the stack from the template)."""
+    monkeypatch.setattr(commands, "LONG_POLL_S", 0)  # moto answers exactly: no confirming long poll
+    with mock_aws():
+        session = boto3.session.Session(region_name=REGION)
+        processor = create_processor(
+            session.client("sqs"),
+            session.client("dynamodb"),
+            session.client("stepfunctions"),
+            queue="LongJobs-test-Queue4A7E3555-abc",
+            dlq="LongJobs-test-DeadLetterQueue9F481546-def",
+            table="LongJobs-test-LeasesTable-123",
+            state_machine="Workflow-StateMachine-xyz",
+        )
+        outputs = {
+            "QueueUrl": processor.queue_url,
+            "DeadLetterQueueUrl": processor.dlq_url,
+            "LeaseTableName": processor.table_name,
+            "StateMachineArn": processor.state_machine_arn,
+            "CuratedBucketName": "longjobs-test-curated",
+            "QuarantineBucketName": "longjobs-test-quarantine",
+        }
+        template = {"Resources": {}, "Outputs": {key: {"Value": value} for key, value in outputs.items()}}
+        session.client("cloudformation").create_stack(StackName=STACK, TemplateBody=json.dumps(template))
+        yield processor
+
+
+def _put_metric(namespace: str, name: str, value: float, dimension: tuple[str, str], minutes_ago: float) -> None:
+    boto3.client("cloudwatch", region_name=REGION).put_metric_data(
+        Namespace=namespace,
+        MetricData=[
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": dimension[0], "Value": dimension[1]}],
+                "Value": value,
+                "Timestamp": datetime.now(UTC) - timedelta(minutes=minutes_ago),
+            }
+        ],
+    )
+
+
+def test_stack_status_reads_the_stacks_outputs_and_cloudwatch(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.sqs.send_message(QueueUrl=deployed.queue_url, MessageBody="{}")
+    deployed.dead_letter()
+    deployed.put_lease("m1", now=time.time(), renewal_count=2, renewed_at=time.time())
+    service = ("service", "long-jobs")
+    _put_metric("LongJobs", "Renewals", 5, service, minutes_ago=30)
+    _put_metric("LongJobs", "Renewals", 7, service, minutes_ago=2)
+    _put_metric("LongJobs", "Renewals", 100, service, minutes_ago=90)  # before the last hour
+    _put_metric("LongJobs", "Renewals", 1_000, ("service", "another"), minutes_ago=2)
+    _put_metric("LongJobs", "Lapses", 1, service, minutes_ago=10)
+    _put_metric("LongJobs", "LeasesLost", 2, service, minutes_ago=10)
+    queue_name = deployed.queue_url.rsplit("/", 1)[-1]
+    _put_metric("AWS/SQS", "ApproximateAgeOfOldestMessage", 40, ("QueueName", queue_name), minutes_ago=5)
+    _put_metric("AWS/SQS", "ApproximateAgeOfOldestMessage", 42, ("QueueName", queue_name), minutes_ago=1)
+
+    result = run(capsys, "--stack", STACK, "status", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["source"] == "cloudwatch"
+    assert data["queue"]["visible"] == 1
+    assert data["dlq"]["visible"] == 1
+    assert data["leases"]["ACTIVE"] == 1
+    assert data["last_hour"] == {"renewals": 12, "lapses": 1, "leases_lost": 2}
+    assert data["oldest_message_age_s"] == 42
+    assert data["notes"] == []
+
+
+def test_stack_submit_validates_spark_jobs_with_the_stacks_output_defaults(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(
+        capsys, "--stack", STACK, "submit", "spark", "--param", "input=s3://raw-bucket/events/date=2026-11-20/",
+        "--param", "date=2026-11-20", "--json",
+    )  # fmt: skip
+
+    assert result.code == 0, result.err
+    [body] = deployed.bodies(deployed.queue_url)
+    assert json.loads(body)["params"] == {"input": "s3://raw-bucket/events/date=2026-11-20/", "date": "2026-11-20"}
+
+
+def test_stack_leases_and_lease_read_the_stacks_table_and_state_machine(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    execution = deployed.stepfunctions.start_execution(stateMachineArn=deployed.state_machine_arn, name="m1-1")
+    deployed.put_lease("m1", execution_arn=execution["executionArn"])
+
+    listed = run(capsys, "--stack", STACK, "leases", "--json")
+    story = run(capsys, "lease", "m1", "--stack", STACK, "--json")  # the options after the subcommand too
+
+    assert [lease["message_id"] for lease in listed.json()] == ["m1"]
+    assert [e["arn"] for e in story.json()["executions"]] == [execution["executionArn"]]
+
+
+def test_stack_dlq_list_and_redrive(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+    message_id = deployed.dead_letter('{"job_id": "a"}', ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
+
+    listed = run(capsys, "--stack", STACK, "dlq", "list", "--json")
+    moved = run(capsys, "--stack", STACK, "dlq", "redrive", "--max-per-second", "50", "--json")
+
+    assert [letter["message_id"] for letter in listed.json()] == [message_id]
+    assert moved.code == 0, moved.err
+    assert moved.json()["moved"] == 1
+    assert deployed.bodies(deployed.queue_url) == ['{"job_id": "a"}']
+
+
+def test_stack_overrides_win_over_the_stacks_outputs(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+    other = deployed.sqs.create_queue(QueueName="other")["QueueUrl"]
+
+    result = run(capsys, "--stack", STACK, "--queue-url", other, "submit", "echo", "--json")
+
+    assert result.code == 0, result.err
+    assert len(deployed.bodies(other)) == 1
+    assert deployed.bodies(deployed.queue_url) == []
+
+
+def test_stack_that_does_not_exist_fails_in_one_line(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run(capsys, "--stack", "LongJobs-nope", "status")
+
+    assert_one_line_error(result, 1, "no stack 'LongJobs-nope' in us-east-1")
+
+
+def test_stack_without_the_outputs_fails_in_one_line_naming_them(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    template = {"Resources": {}, "Outputs": {"QueueUrl": {"Value": deployed.queue_url}}}
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName="other", TemplateBody=json.dumps(template)
+    )
+
+    result = run(capsys, "--stack", "other", "leases")
+
+    assert_one_line_error(
+        result, 1, "stack 'other' (CREATE_COMPLETE) has no output DeadLetterQueueUrl, LeaseTableName, StateMachineArn"
+    )
+
+
+def test_stack_without_credentials_fails_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    result = run(capsys, "--stack", STACK, "status")
+
+    assert_one_line_error(result, 1, "no AWS credentials found")
+
+
+def test_stack_without_a_region_fails_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+
+    result = run(capsys, "--stack", STACK, "status")
+
+    assert_one_line_error(result, 1, "no AWS region")
+
+
+def test_stack_with_an_unknown_profile_fails_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+
+    result = run(capsys, "--stack", STACK, "--profile", "ops", "status")
+
+    assert_one_line_error(result, 1, "no AWS profile 'ops'")
+
+
+def test_lease_of_a_closed_stack_lease_shows_its_error(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+    deployed.put_lease("m9", status=LeaseStatus.RELEASED, last_error="States.Timeout: heartbeat", closed_at=time.time())
+
+    result = run(capsys, "--stack", STACK, "lease", "m9")
+
+    assert result.code == 0, result.err
+    assert "RELEASED" in result.out
+    assert "States.Timeout: heartbeat" in result.out

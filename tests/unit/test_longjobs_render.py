@@ -1,0 +1,248 @@
+"""`longjobs`'s pure parts: rendering, argument errors, error lines, names shared with other packages."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from rich.console import Console
+
+from functions.lease import Lease, LeaseStatus
+from functions.receiver.dlq import dlq_attributes
+from longjobs import dlq, render, resources
+from longjobs.__main__ import describe, main
+from longjobs.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
+from longjobs.errors import CliError
+from longjobs.leases import Execution
+from longjobs.status import LastHour, QueueDepth, Status
+
+NOW = 1_800_000_000.0
+
+
+def _text(renderable: Any) -> str:
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (NOW + 245, "in 4m"),
+        (NOW - 30, "30s ago"),
+        (NOW + 0.4, "now"),
+        (NOW + 2 * 3_600 + 300, "in 2h5m"),
+        (NOW + 3_600, "in 1h"),
+        (NOW - 3 * 86_400, "3d ago"),
+        (None, "-"),
+    ],
+)
+def test_relative_times_read_like_a_person_says_them(moment: float | None, text: str) -> None:
+    assert render.relative(moment, NOW) == text
+
+
+def test_shorten_flattens_and_cuts_long_errors() -> None:
+    assert render.shorten("a\n  b", 10) == "a b"
+    assert render.shorten("x" * 100, 10) == "x" * 9 + "…"
+    assert render.shorten(None) == "-"
+
+
+def test_lease_json_gives_times_in_iso_8601_utc() -> None:
+    lease = Lease(
+        message_id="m",
+        queue_url="q",
+        receipt_handle="h",
+        receive_count=2,
+        received_at=NOW,
+        visible_until=NOW + 60.5,
+        renew_until=NOW + 3_600,
+        status=LeaseStatus.RELEASED,
+        result={"rows": 3},
+    )
+
+    data = render.lease_json(lease)
+
+    assert data["received_at"] == "2027-01-15T08:00:00.000Z"
+    assert data["visible_until"] == "2027-01-15T08:01:00.500Z"
+    assert data["renew_at"] is None
+    assert data["status"] == "RELEASED"
+    assert data["result"] == {"rows": 3}
+    json.dumps(data)
+
+
+def _status(**last_hour: int | None) -> Status:
+    return Status(
+        at=NOW,
+        source="cloudwatch",
+        queue=QueueDepth(visible=3, in_flight=2, delayed=1),
+        dlq=QueueDepth(visible=1, in_flight=0, delayed=0),
+        leases={"ACTIVE": 2, "SUCCEEDED": 5},
+        oldest_message_age_s=125.0,
+        last_hour=LastHour(**{"renewals": 10, "lapses": 0, "leases_lost": None, **last_hour}),
+    )
+
+
+def test_status_json_and_table_show_the_same_data() -> None:
+    status = _status()
+
+    data = render.status_json(status)
+    text = _text(render.status_view(status, origin="stack LongJobs-dev"))
+
+    assert data["queue"] == {"visible": 3, "in_flight": 2, "delayed": 1, "total": 6}
+    assert data["last_hour"] == {"renewals": 10, "lapses": 0, "leases_lost": None}
+    assert data["at"] == "2027-01-15T08:00:00.000Z"
+    assert "stack LongJobs-dev" in text
+    assert "2m" in text  # the oldest message's age
+    assert "n/a" in text  # leases lost: not available
+
+
+def test_redrive_view_says_how_many_moved_and_what_failed() -> None:
+    result = dlq.RedriveResult(method="copy", moved=3, failed=1, errors=["m9: not sent: InternalError: x"])
+
+    text = _text(render.redrive_view(result))
+
+    assert "moved 3 message(s)" in text
+    assert "1 message(s) not sent" in text
+    assert "m9: not sent: InternalError: x" in text
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["status"], "give --stack NAME (a deployed stack) or --endpoint-url URL (the local service)"),
+        (["--stack", "s", "--endpoint-url", "http://x", "status"], "not both"),
+        (["--stack", "s", "leases", "--limit", "x"], "argument --limit: expected a positive whole number, not 'x'"),
+        (
+            ["--stack", "s", "dlq", "list", "--limit", "0"],
+            "argument --limit: expected a positive whole number, not '0'",
+        ),
+        (["--stack", "s", "leases", "--status", "DONE"], "argument --status: invalid choice: 'DONE'"),
+        (["--stack", "s", "fly"], "invalid choice: 'fly'"),
+        (["--stack", "s", "dlq"], "the following arguments are required: COMMAND"),
+        (["--stack", "s", "submit"], "give a job TYPE"),
+        (["--stack", "s", "submit", "wait", "--body", "f.json"], "--body sends a whole message"),
+        (
+            ["--stack", "s", "dlq", "redrive", "--max-per-second", "501"],
+            "argument --max-per-second: expected 1..500",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    code, lines = _run(capsys, *argv)
+
+    assert code == 2
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("longjobs: ")
+    assert fragment in lines[0]
+
+
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--help"]) == 0
+    assert "scan" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize(
+    ("error", "endpoint", "text"),
+    [
+        (NoCredentialsError(), None, "no AWS credentials found"),
+        (
+            EndpointConnectionError(endpoint_url="http://127.0.0.1:5000/"),
+            "http://127.0.0.1:5000",
+            "cannot reach the local service at http://127.0.0.1:5000: is it running? "
+            "Start it with `python -m offline serve`",
+        ),
+        (
+            EndpointConnectionError(endpoint_url="https://sqs.eu-west-9.amazonaws.com/"),
+            None,
+            "cannot reach https://sqs.eu-west-9.amazonaws.com/: check the network and the region",
+        ),
+        (
+            ClientError({"Error": {"Code": "AccessDenied", "Message": "not\nallowed"}}, "Scan"),
+            None,
+            "Scan failed: AccessDenied: not allowed",
+        ),
+        (CliError("no lease for message m"), None, "no lease for message m"),
+    ],
+)
+def test_describe_names_the_cause_in_one_line(error: Exception, endpoint: str | None, text: str) -> None:
+    line = describe(error, endpoint)
+
+    assert line.startswith(text)
+    assert "\n" not in line
+
+
+def test_local_names_are_the_offline_runtimes() -> None:
+    from offline import emulator
+
+    assert (resources.LOCAL_QUEUE, resources.LOCAL_DLQ, resources.LOCAL_TABLE, resources.LOCAL_STATE_MACHINE) == (
+        emulator.QUEUE,
+        emulator.DLQ,
+        emulator.TABLE,
+        emulator.STATE_MACHINE,
+    )
+    assert LOCAL_REGION == emulator.REGION
+
+
+def test_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> None:
+    delivery = SimpleNamespace(source_arn="arn", message_id="m", receive_count=1)
+    bad = SimpleNamespace(error_type="NotJson", message="x")
+
+    assert set(dlq_attributes(delivery, bad)) == dlq.RECEIVER_ATTRIBUTES  # type: ignore[arg-type]
+
+
+def test_local_connection_uses_fake_credentials_when_none_are_configured(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+
+    session = make_session(Connection(endpoint_url="http://127.0.0.1:5000"))
+
+    credentials = session.get_credentials()
+    assert credentials is not None
+    assert credentials.access_key == FAKE_KEY_ID
+    assert session.region_name == "us-east-1"
+
+
+def test_local_connection_keeps_configured_credentials_and_an_explicit_region() -> None:
+    session = make_session(Connection(endpoint_url="http://127.0.0.1:5000", region="eu-west-1"))
+
+    credentials = session.get_credentials()
+    assert credentials is not None
+    assert credentials.access_key == "testing"  # tests/conftest.py's
+    assert session.region_name == "eu-west-1"
+
+
+def test_account_of_reads_aws_and_local_queue_urls() -> None:
+    assert resources.account_of("https://sqs.us-east-1.amazonaws.com/123456789012/jobs") == "123456789012"
+    assert resources.account_of("http://127.0.0.1:5000/000000000000/jobs") == "000000000000"
+    with pytest.raises(CliError):
+        resources.account_of("http://127.0.0.1:5000/jobs")
+
+
+def test_executions_table_shows_how_long_each_took_or_has_run() -> None:
+    started = datetime.fromtimestamp(NOW - 300, UTC)
+    executions = [
+        Execution("m-1", 1, "arn-1", "FAILED", started, datetime.fromtimestamp(NOW - 240, UTC), "Err", "why"),
+        Execution("m-2", 2, "arn-2", "RUNNING", started, None, None, None),
+    ]
+
+    text = _text(render.executions_table(executions, receives=2, now=NOW))
+
+    assert "1m " in text
+    assert "5m so far" in text
+    assert "Err: why" in text
