@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 
-.PHONY: install lint typecheck test unit functional bench demo demo-tools clean
+.PHONY: install lint typecheck test unit functional bench demo tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
@@ -32,7 +32,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: lint typecheck
+test: tools lint typecheck
 	$(BIN)/pytest
 
 unit: install
@@ -46,12 +46,14 @@ bench: install
 	$(BIN)/python -m benchmarks.extender_throughput
 	$(BIN)/python -m benchmarks.pipeline_throughput
 
-# The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
-demo-tools:
-	@java -version >/dev/null 2>&1 || { echo "make demo needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make demo again" >&2; exit 1; }
-	@node --version >/dev/null 2>&1 || { echo "make demo needs Node.js for the CDK that renders the workflow: install Node 22 or newer (https://nodejs.org), then run make demo again" >&2; exit 1; }
+# Java runs Spark (the pipeline tests, the demo); Node runs the pinned CDK command line that renders
+# the workflow and synthesizes the stack. Both are checked before anything is installed.
+tools:
+	@java -version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
+	@node --version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Node.js for the CDK: install Node 22 or newer (https://nodejs.org), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 
-demo: demo-tools install
+# The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
+demo: tools install
 	$(BIN)/python -m offline demo --out out/demo
 
 clean:
