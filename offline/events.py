@@ -101,6 +101,7 @@ class StatusEvents(threading.Thread):
         statuses: Collection[str],
         poll_s: float = 0.5,
         retry_delay_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="status-events", daemon=True)
         self.stepfunctions = stepfunctions
@@ -110,6 +111,7 @@ class StatusEvents(threading.Thread):
         self.statuses = frozenset(statuses)
         self.poll_s = poll_s
         self.retry_delay_s = retry_delay_s
+        self.clock = clock
         self.stopped = threading.Event()
         self.ended: set[str] = set()
         self.delivered = 0
@@ -124,19 +126,27 @@ class StatusEvents(threading.Thread):
         self.stopped.set()
 
     def run(self) -> None:
-        next_poll = time.monotonic()
+        next_poll = self.clock()
         while not self.stopped.is_set():
-            now = time.monotonic()
+            now = self.clock()
             if now >= next_poll:
                 try:
                     self.notice()
                 except Exception:
                     log.exception("listing executions failed")
                 next_poll = now + self.poll_s
-            while self._pending and self._pending[0].due <= time.monotonic() and not self.stopped.is_set():
-                self._invoke(heapq.heappop(self._pending))
+            self.deliver_due()
             wake = min([next_poll, *(p.due for p in self._pending[:1])])
-            self.stopped.wait(max(0.0, wake - time.monotonic()))
+            self.stopped.wait(max(0.0, wake - self.clock()))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def deliver_due(self) -> None:
+        """Invoke the watcher with each event whose time has come (retries included)."""
+        while self._pending and self._pending[0].due <= self.clock() and not self.stopped.is_set():
+            self._invoke(heapq.heappop(self._pending))
 
     def notice(self) -> None:
         """Queue one event per execution that ended since the last look, in a watched status."""
@@ -156,7 +166,7 @@ class StatusEvents(threading.Thread):
                     log.info("status event of %s (%s) dropped", execution["name"], execution["status"])
                     continue
                 event = status_change_event(dict(described))
-                due = time.monotonic() + self.faults.event_delay()
+                due = self.clock() + self.faults.event_delay()
                 heapq.heappush(self._pending, _Pending(due, next(self._seq), event))
 
     def _invoke(self, pending: _Pending) -> None:
@@ -169,7 +179,7 @@ class StatusEvents(threading.Thread):
                 log.error("watcher failed on %s after %d retries: %s", pending.event["resources"], ASYNC_RETRIES, exc)
                 return
             log.warning("watcher invocation failed (%s); retried in %g s", exc, self.retry_delay_s)
-            retry = _Pending(time.monotonic() + self.retry_delay_s, next(self._seq), pending.event, pending.attempt + 1)
+            retry = _Pending(self.clock() + self.retry_delay_s, next(self._seq), pending.event, pending.attempt + 1)
             heapq.heappush(self._pending, retry)
             return
         self.delivered += 1

@@ -536,7 +536,7 @@ class Faults:
     def faults_missed(self) -> list[str]:
         """Every fault that did not take effect, with the reason."""
         missed = list(self.missed)
-        lost_runs = sum(1 for r in self.runs if r.outcome == "lost")
+        lost_runs = self.injected["lost_run"]
         scheduled = len(self.runs)  # every slot: skipped, crashed or run
         for index, fault in enumerate(self.scenario.faults):
             place = f"faults[{index}] {fault.type}"
