@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,13 @@ def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | Non
     emulator = Emulator()
     try:
         resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s)
-        with environment(function_environment(resources)), captured_logs(work_dir / "runtime.log"):
+        with (
+            environment(function_environment(resources)),
+            captured_logs(work_dir / "runtime.log"),
+            warnings.catch_warnings(),
+        ):
+            # An invocation that dies before adding a metric flushes none; Powertools warns on stderr.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
             result = _run(scenario, emulator, resources, work_dir, progress)
     finally:
         emulator.stop()
