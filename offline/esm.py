@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from offline.lambdas import InvocationCrashed, LambdaContext, sqs_event
 
@@ -130,7 +130,7 @@ class EventSourceMapping(threading.Thread):
                 request.received.set()
             raise
         if messages:
-            self.invoke(messages, requests=requests)
+            self.invoke(cast("list[dict[str, Any]]", messages), requests=requests)
         else:
             for request in requests:
                 request.received.set()

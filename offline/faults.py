@@ -30,7 +30,6 @@ in `missed` with the reason. Every injection is counted by mode (`injected`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -183,10 +182,20 @@ def _attempt(request: AWSPreparedRequest) -> tuple[int, int]:
         return 1, 1
 
 
-def _receipt_handles(request: AWSPreparedRequest) -> list[str]:
+def _json_body(request: AWSPreparedRequest) -> Any:
+    """The request's JSON body (every operation the functions call is on a JSON protocol), or None."""
+    body = request.body
+    if not isinstance(body, str | bytes | bytearray):
+        return None
     try:
-        body = json.loads(request.body or b"{}")
-    except (TypeError, ValueError):
+        return json.loads(body or b"null")
+    except ValueError:
+        return None
+
+
+def _receipt_handles(request: AWSPreparedRequest) -> list[str]:
+    body = _json_body(request)
+    if not isinstance(body, dict):
         return []
     handles = [body["ReceiptHandle"]] if isinstance(body.get("ReceiptHandle"), str) else []
     handles += [e["ReceiptHandle"] for e in body.get("Entries", []) if isinstance(e, dict) and "ReceiptHandle" in e]
@@ -348,7 +357,8 @@ class Faults:
         for client in clients:
             name = client.meta.service_model.service_name
             events = client.meta.events
-            events.register("before-send", partial(self._before_send, function, name), unique_id=f"faults-{id(self)}")
+            before_send: Callable[..., Any] = partial(self._before_send, function, name)
+            events.register("before-send", before_send, unique_id=f"faults-{id(self)}")
             service_id = client.meta.service_model.service_id.hyphenize()
             if name == "stepfunctions":
                 events.register(f"before-parameter-build.{service_id}.StopExecution", _note_stop_arn)
@@ -414,9 +424,10 @@ class Faults:
             self._session = URLLib3Session()
         response = self._session.send(request)
         _ = response.content
-        if operation == "StopExecution" and response.status_code < 300:
-            with contextlib.suppress(TypeError, ValueError, KeyError), self._lock:
-                self.processor_stops.add(json.loads(request.body or b"")["executionArn"])
+        body = _json_body(request)
+        if operation == "StopExecution" and response.status_code < 300 and isinstance(body, dict):
+            with self._lock:
+                self.processor_stops.add(str(body.get("executionArn")))
 
     def _after_stop(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
         arn = context.get(_STOP_ARN)

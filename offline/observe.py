@@ -250,7 +250,7 @@ class Observer:
 
     def running_executions(self) -> set[str]:
         """Names of the executions running now."""
-        names = set()
+        names: set[str] = set()
         pages = self.stepfunctions.get_paginator("list_executions").paginate(
             stateMachineArn=self.resources.state_machine_arn, statusFilter="RUNNING"
         )
