@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python -m benchmarks.renewal_cost
 	$(BIN)/python -m benchmarks.extender_throughput
 	$(BIN)/python -m benchmarks.pipeline_throughput
+	$(BIN)/python -m benchmarks.chaos
 
 # The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
 demo-tools:
