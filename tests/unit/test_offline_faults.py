@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -476,3 +477,22 @@ def test_processor_stops_recorded_from_successful_stop_execution() -> None:
     sfn.stop_execution(executionArn=stopped)
 
     assert faults.processor_stops == {stopped}
+
+
+def test_crash_on_a_worker_thread_ends_the_invocation_in_its_caller() -> None:
+    faults = Faults(scenario(fault(function="extender", operation="Query", mode="crash", count=1)))
+    sent = Sent([])
+    dynamodb = client("dynamodb", sent)
+    faults.install("extender", Service(sqs=dynamodb, store=None))
+    faults.begin_invocation("extender")
+
+    def query(shard: int) -> Any:
+        return dynamodb.query(
+            TableName="leases", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": str(shard)}}
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as executor, pytest.raises(InvocationCrashed):
+        list(executor.map(query, range(8)))  # how the extender queries its shards
+
+    assert sent.operations == [], "the first call died, and every later one of the dead invocation"
+    assert faults.end_invocation("extender", period_s=1) == "crashed"
