@@ -7,14 +7,16 @@ Each run is a scenario drawn from the campaign's seed (run `i` of seed `S` is al
 - short settings: the `threshold` policy on 4 s timeouts, or `adaptive` on 6 s chunks with a 1 s
   schedule, a reconcile grace of 2 or 3 s, and a queue that moves a message to the DLQ after 10 receives;
 - a random mix of every fault type but `kill_worker` (it needs Spark): 1 to 3 `aws_fault`s on the
-  operations each function calls (any mode, probability, count and window), and sometimes
+  operations each function calls (any mode, probability and window; counts of 2 to 12, so that most
+  outlast botocore's 4 attempts and the function sees the failure; 1 to 3 crashes), and sometimes
   `lose_scheduled_runs`, `drop_status_events`, `pause_extender`, `throttle`, `abort_execution` and
   `duplicate_delivery`.
 
-Faults burn receives (a receiver crash fails its whole batch; a duplicate, an abort and an excused lapse
-each cost one): the faults that reach the receiver inject at most 3 times in a run, and a queue's 10
-receives leave room for 1 receive, 3 lost to receiver faults, a duplicate, an aborted attempt and 4
-excused lapses before a job expected to be deleted could reach the DLQ on faults alone.
+Faults burn receives (a receiver crash fails its whole batch; a record fails once all 4 attempts of one
+of its calls were answered by faults; a duplicate, an abort and an excused lapse each cost one): the
+faults that reach the receiver can cost a message at most 3 receives in a run, and a queue's 10 receives
+leave room for 1 receive, those 3, a duplicate, an aborted attempt and 4 excused lapses before a job
+expected to be deleted could reach the DLQ on faults alone.
 
 Every run goes through `offline.runtime.run_scenario`; the campaign prints one row per run and the
 totals, and writes the JSON report: every run (its scenario, its violations and its report's totals) and
@@ -60,6 +62,8 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
         "PutItem",
         "UpdateItem",
         "ChangeMessageVisibility",
+        "ChangeMessageVisibility",
+        "StartExecution",
         "StartExecution",
         "DescribeExecution",
         "SendMessage",
@@ -77,10 +81,16 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "watcher": ("GetItem", "UpdateItem", "ChangeMessageVisibility", "*"),
     "any": ("UpdateItem", "ChangeMessageVisibility", "GetItem", "*"),
 }
-"""Operations each function calls (`any`: ones several call), and every operation."""
+"""Operations each function calls (`any`: ones several call), and every operation; the receiver's
+visibility change and start, where its crash windows are, twice as often."""
+FUNCTIONS = ("receiver", "extender", "watcher", "any")
+FUNCTION_WEIGHTS = (4, 3, 2, 2)
+"""The receiver's calls decide whether an execution starts: they get the most faults."""
 MODES = ("throttle", "error", "ambiguous", "crash")
 RECEIVER_BUDGET = 3
-"""Injections that may reach the receiver in one run (see the module's docstring)."""
+"""Receives the faults that reach the receiver may cost a message in one run (see the module's docstring)."""
+BOTOCORE_ATTEMPTS = 4
+"""`functions.aws.CLIENT_CONFIG`: standard retries, `max_attempts` 3 retries after the first attempt."""
 RUN_TIMEOUT_S = 60.0
 
 
@@ -110,26 +120,35 @@ def draw_scenario(campaign_seed: int, index: int) -> dict[str, Any]:
     }
 
 
+def wasted_receives(mode: str, count: int) -> int:
+    """Receives a receiver fault can cost each message at most: a crash fails a whole batch, and any
+    other mode fails a record only once all of botocore's 4 attempts of one call were answered by it."""
+    return count if mode == "crash" else -(-count // BOTOCORE_ATTEMPTS)
+
+
 def draw_faults(rng: random.Random, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     faults: list[dict[str, Any]] = []
     budget = RECEIVER_BUDGET
     for _ in range(rng.randint(1, 3)):
-        function = rng.choice(sorted(OPERATIONS))
-        count = rng.randint(1, 3)
+        function = rng.choices(FUNCTIONS, weights=FUNCTION_WEIGHTS)[0]
+        mode = rng.choice(MODES)
+        # Most faults outlast botocore's retries (4 attempts), so the functions see them.
+        count = rng.choice((1, 2, 3)) if mode == "crash" else rng.choice((2, 4, 4, 8, 12))
         if function in ("receiver", "any"):
-            if budget == 0:
+            while count > 1 and wasted_receives(mode, count) > budget:
+                count //= 2
+            if wasted_receives(mode, count) > budget:
                 function = rng.choice(("extender", "watcher"))
             else:
-                count = min(count, budget)
-                budget -= count
+                budget -= wasted_receives(mode, count)
         at_s = rng.choice((0, 0, 1, 2, 4))
         faults.append(
             {
                 "type": "aws_fault",
                 "function": function,
                 "operation": rng.choice(OPERATIONS[function]),
-                "mode": rng.choice(MODES),
-                "probability": rng.choice((0.3, 0.6, 1.0)),
+                "mode": mode,
+                "probability": rng.choice((0.3, 0.6, 1.0, 1.0, 1.0)),
                 "count": count,
                 "at_s": at_s,
                 "until_s": at_s + rng.choice((5, 10, 30)),
@@ -147,7 +166,7 @@ def draw_faults(rng: random.Random, jobs: Sequence[dict[str, Any]]) -> list[dict
     long_jobs = [job["id"] for job in jobs if job.get("type") == "wait" and not job.get("fail") and job["seconds"] >= 4]
     if long_jobs and rng.random() < 0.35:
         faults.append({"type": "abort_execution", "job": rng.choice(long_jobs), "at_s": rng.choice((1, 2, 3))})
-    if long_jobs and rng.random() < 0.35:
+    if long_jobs and rng.random() < 0.5:
         faults.append({"type": "duplicate_delivery", "job": rng.choice(long_jobs), "at_s": rng.choice((1, 2, 3))})
     return faults
 
