@@ -18,6 +18,8 @@ botocore hooks on each; the functions keep no offline-only code path.
   - `crash`: `InvocationCrashed` (a `BaseException`) is raised before the request is sent. Every later
     call of that function's clients raises it too, until its next invocation begins: a dead invocation
     does nothing more, not even on the extender's worker threads.
+  An invocation past its Lambda timeout dies the same way at its next call (mode `timeout`): offline,
+  nothing else would stop a handler that botocore's backoff kept waiting past its deadline.
   botocore parses and retries these answers as it would AWS's; each retry is a new call, drawn again.
 - `throttle` (the older form): an `aws_fault` of the extender, mode `throttle`.
 - `after-call` of `StopExecution`: which executions the functions stopped (the report's `stopped`).
@@ -230,6 +232,7 @@ class RunSlot:
 class _Invocation:
     started: float
     handles: dict[str, str]
+    deadline: float | None = None
     injected: int = 0
     surfaced_renewal: bool = False
 
@@ -320,11 +323,17 @@ class Faults:
 
     # -- invocations ------------------------------------------------------------------------------
 
-    def begin_invocation(self, function: str, handles: dict[str, str] | None = None) -> None:
-        """A new invocation of `function` starts (`handles`: receipt handle -> message id of its batch)."""
+    def begin_invocation(
+        self, function: str, handles: dict[str, str] | None = None, *, deadline: float | None = None
+    ) -> None:
+        """A new invocation of `function` starts (`handles`: receipt handle -> message id of its batch).
+
+        At `deadline` (epoch s: its Lambda timeout) the invocation dies, as Lambda ends it: its next call
+        raises `InvocationCrashed`, recorded as an injection of mode `timeout` (faults' retries and
+        backoff are what make an offline invocation outlive its timeout)."""
         with self._lock:
             self._crashed.discard(function)
-            self._invocations[function] = _Invocation(self.clock(), dict(handles or {}))
+            self._invocations[function] = _Invocation(self.clock(), dict(handles or {}), deadline)
 
     def end_invocation(self, function: str, *, period_s: float | None = None) -> RunOutcome:
         """The invocation returned or died. For the extender, its run is recorded: `crashed`,
@@ -376,13 +385,19 @@ class Faults:
         with self._lock:
             if function in self._crashed:
                 raise InvocationCrashed(f"the {function} invocation died earlier; {operation} never leaves")
+            invocation = self._invocations.get(function)
+            handles = invocation.handles if invocation is not None else {}
+            messages = tuple(handles[h] for h in _receipt_handles(request) if h in handles)
+            if invocation is not None and invocation.deadline is not None and self.clock() > invocation.deadline:
+                self.injections.append(Injection(self.clock(), -1, function, operation, "timeout", True, messages))
+                self.injected["timeout"] += 1
+                self._crashed.add(function)
+                log.info("%s invocation timed out before %s", function, operation)
+                raise InvocationCrashed(f"the {function} invocation timed out before {operation}")
             chosen = self._draw(function, operation)
             if chosen is None:
                 return None
             attempt, max_attempts = _attempt(request)
-            invocation = self._invocations.get(function)
-            handles = invocation.handles if invocation is not None else {}
-            messages = tuple(handles[h] for h in _receipt_handles(request) if h in handles)
             injection = Injection(
                 self.clock(), chosen.index, function, operation, chosen.spec.mode, attempt >= max_attempts, messages
             )
@@ -506,12 +521,13 @@ class Faults:
         return windows
 
     def receiver_visibility_crashes(self, message_id: str) -> list[float]:
-        """When a receiver invocation died at this message's visibility change (after its lease write)."""
+        """When a receiver invocation died (crashed or timed out) at this message's visibility change, after
+        its lease write."""
         return [
             i.at
             for i in self.injections
             if i.function == "receiver"
-            and i.mode == "crash"
+            and i.mode in ("crash", "timeout")
             and i.operation in VISIBILITY_OPERATIONS
             and message_id in i.message_ids
         ]

@@ -186,7 +186,7 @@ def _run(
 
     def invoke_extender() -> None:
         context = LambdaContext(function_name="extender", deadline=time.time() + EXTENDER_TIMEOUT_S)
-        faults.begin_invocation("extender")
+        faults.begin_invocation("extender", deadline=context.deadline)
         try:
             extender.handler({"source": "aws.scheduler"}, context)
         finally:
@@ -195,7 +195,7 @@ def _run(
 
     def invoke_receiver(event: dict[str, Any], context: LambdaContext) -> Any:
         handles = {record["receiptHandle"]: record["messageId"] for record in event["Records"]}
-        faults.begin_invocation("receiver", handles)
+        faults.begin_invocation("receiver", handles, deadline=context.deadline)
         try:
             return receiver.handler(event, context)
         finally:
@@ -204,7 +204,7 @@ def _run(
 
     def invoke_watcher(event: dict[str, Any]) -> Any:
         context = LambdaContext(function_name="watcher", deadline=time.time() + WATCHER_TIMEOUT_S)
-        faults.begin_invocation("watcher")
+        faults.begin_invocation("watcher", deadline=context.deadline)
         try:
             return watcher.handler(event, context)
         finally:

@@ -496,3 +496,24 @@ def test_crash_on_a_worker_thread_ends_the_invocation_in_its_caller() -> None:
 
     assert sent.operations == [], "the first call died, and every later one of the dead invocation"
     assert faults.end_invocation("extender", period_s=1) == "crashed"
+
+
+def test_invocation_past_its_timeout_dies_at_its_next_call() -> None:
+    clock = FakeClock(100.0)
+    faults = Faults(scenario(), clock=clock)
+    sent = Sent([])
+    sqs = client("sqs", sent)
+    faults.install("receiver", Service(sqs=sqs, store=None))
+    faults.begin_invocation("receiver", {"h1": "m1"}, deadline=104.0)
+
+    call(sqs, "sqs")
+    clock.now = 104.5  # botocore's backoff kept it waiting past its deadline
+    with pytest.raises(InvocationCrashed, match="timed out"):
+        call(sqs, "sqs")
+
+    assert sent.operations == ["ChangeMessageVisibility"]
+    assert faults.injected_by_mode() == {"timeout": 1}
+    assert faults.receiver_visibility_crashes("m1") == [104.5]
+    faults.begin_invocation("receiver", deadline=110.0)
+    call(sqs, "sqs")
+    assert len(sent.operations) == 2, "the next invocation has its own deadline"
