@@ -5,7 +5,8 @@ Each run is a scenario drawn from the campaign's seed (run `i` of seed `S` is al
 - 3 to 6 `wait` jobs of 1 to 8 s, sometimes one that fails on every attempt, sometimes a poison body; no
   Spark, so a run takes seconds;
 - short settings: the `threshold` policy on 4 s timeouts, or `adaptive` on 6 s chunks with a 1 s
-  schedule, a reconcile grace of 2 or 3 s, and a queue that moves a message to the DLQ after 10 receives;
+  schedule, a reconcile grace of 2 or 3 s (past the receiver's timeout where the engine has that
+  setting), and a queue that moves a message to the DLQ after 10 receives;
 - a random mix of every fault type but `kill_worker` (it needs Spark): 1 to 3 `aws_fault`s on the
   operations each function calls (any mode, probability and window; counts of 2 to 12, so that most
   outlast botocore's 4 attempts and the function sees the failure; 1 to 3 crashes), and sometimes
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from functions.settings import Settings
 from offline.scenario import parse_scenario
 
 POLICIES: dict[str, dict[str, Any]] = {
@@ -56,6 +58,7 @@ POLICIES: dict[str, dict[str, Any]] = {
     },
 }
 MAX_RECEIVES = 10
+RECEIVER_TIMEOUT_S = 3
 OPERATIONS: dict[str, tuple[str, ...]] = {
     "receiver": (
         "GetItem",
@@ -94,6 +97,15 @@ BOTOCORE_ATTEMPTS = 4
 RUN_TIMEOUT_S = 60.0
 
 
+def timing_settings(grace_s: int) -> dict[str, Any]:
+    """A reconcile grace of `grace_s`; an engine that knows its receiver's timeout (and refuses a grace
+    that does not outlast it) gets a 3 s receiver and a grace of 3 s more. The draws are the same either
+    way, so a seed draws the same jobs and faults for both."""
+    if "receiver_timeout_s" in Settings.model_fields:
+        return {"receiver_timeout_s": RECEIVER_TIMEOUT_S, "reconcile_grace_s": RECEIVER_TIMEOUT_S + grace_s}
+    return {"reconcile_grace_s": grace_s}
+
+
 def draw_scenario(campaign_seed: int, index: int) -> dict[str, Any]:
     """Run `index` of the campaign: a scenario as its JSON file would hold it."""
     rng = random.Random(f"chaos:{campaign_seed}:{index}")
@@ -102,7 +114,7 @@ def draw_scenario(campaign_seed: int, index: int) -> dict[str, Any]:
         **POLICIES[policy],
         "release_delay_base_s": 0,
         "max_receive_count": MAX_RECEIVES,
-        "reconcile_grace_s": rng.choice((2, 3)),
+        **timing_settings(rng.choice((2, 3))),
     }
     jobs: list[dict[str, Any]] = [
         {"id": f"wait{i}", "type": "wait", "seconds": rng.randint(1, 8)} for i in range(rng.randint(3, 6))

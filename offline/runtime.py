@@ -65,6 +65,13 @@ class RunResult:
     faults: Faults
 
 
+def receiver_timeout_s(settings: Any) -> float:
+    """The receiver's Lambda timeout: the engine's `receiver_timeout_s` setting where the engine has one
+    (its reconciliation grace must outlast it), else `RECEIVER_TIMEOUT_S`."""
+    value = getattr(settings, "receiver_timeout_s", None)
+    return float(value) if isinstance(value, int | float) else RECEIVER_TIMEOUT_S
+
+
 def spark_workers(scenario: Scenario) -> int:
     """One worker thread per Spark job, up to `MAX_SPARK_WORKERS`, all on the one local session: a task
     waiting in the token queue gets no heartbeats, so it must not wait long for a free worker."""
@@ -219,7 +226,7 @@ def _run(
             region=REGION,
             batch_size=scenario.batch_size,
             # Lambda refuses a mapping whose queue's VT is shorter than the function's timeout.
-            function_timeout_s=min(RECEIVER_TIMEOUT_S, resources.queue_visibility_timeout_s),
+            function_timeout_s=min(receiver_timeout_s(settings), resources.queue_visibility_timeout_s),
         ),
         invoke_receiver,
         on_batch=observer.on_batch,
