@@ -1,6 +1,7 @@
-"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]` and
-`python -m offline demo [--out DIR]`. Exits 1 when an invariant broke (the report's `ok` is false),
-2 when the scenario file is invalid."""
+"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
+`python -m offline demo [--out DIR]` and `python -m offline chaos --runs N --seed S --report FILE`.
+Exits 1 when an invariant broke (the report's `ok` is false; for chaos, any violation in any run), 2
+when the scenario file is invalid."""
 
 from __future__ import annotations
 
@@ -52,9 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="the shipped demo: report.json and timeline.png under --out")
     demo.add_argument("--out", type=Path, default=Path("out/demo"))
     demo.add_argument("--quiet", action="store_true")
+    chaos = commands.add_parser("chaos", help="a campaign of random scenarios under random faults")
+    chaos.add_argument("--runs", type=int, default=10, help="scenarios to draw and run (default 10)")
+    chaos.add_argument("--seed", type=int, default=1, help="the campaign's seed: run i of seed S is always the same")
+    chaos.add_argument("--report", type=Path, required=True, help="the campaign's JSON report")
+    chaos.add_argument("--quiet", action="store_true", help="no line per finished run on stderr")
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
+    if args.command == "chaos":
+        if args.runs < 1:
+            parser.error("--runs must be at least 1")
+        from offline.chaos import main as chaos_main
+
+        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet)
     return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
 
 

@@ -83,7 +83,7 @@ class ApiCounter:
             return dict(sorted(self._counts.items()))
 
 
-class CountingMotoServer(ThreadedMotoServer):  # type: ignore[misc]  # moto ships no type hints
+class CountingMotoServer(ThreadedMotoServer):
     """moto's threaded server with the request counter in front of its application."""
 
     def __init__(self, ip_address: str, port: int) -> None:
@@ -142,7 +142,8 @@ class Emulator:
 
     def client(self, service: str, *, app_id: str = OBSERVER_APP_ID) -> Any:
         """A client of the emulator; `app_id` tags its requests (the observer's are not counted)."""
-        config = Config(user_agent_appid=app_id, retries={"mode": "standard", "max_attempts": 3})
+        # botocore-stubs lags botocore here: `user_agent_appid` is a Config option since botocore 1.31.
+        config = Config(user_agent_appid=app_id, retries={"mode": "standard", "max_attempts": 3})  # type: ignore[call-arg]
         return self.session().client(service, endpoint_url=self.endpoint, config=config)  # type: ignore[call-overload]
 
     def sqs(self, app_id: str = OBSERVER_APP_ID) -> SQSClient:

@@ -14,6 +14,14 @@ HANDLER_CACHES = ("extender", "receiver", "watcher")
 """The cached builders of the handler modules: one per container, cleared when a module is loaded afresh."""
 
 
+class InvocationCrashed(BaseException):
+    """The invocation died where this is raised, as a Lambda timeout or running out of memory ends it.
+
+    A `BaseException`, so no `except Exception` in the functions can catch it: nothing more of the
+    invocation runs. Whoever invoked the function (the event source mapping, the schedule, the event
+    delivery) sees a failed invocation."""
+
+
 def load_function(module: str) -> ModuleType:
     """Import a handler module afresh, as a new container would: it reads its settings from the
     environment at import, and its cached clients and services are built again on first use."""

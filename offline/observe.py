@@ -68,6 +68,8 @@ class Track:
     executions: list[Execution] = field(default_factory=list)
     final: str = "queued"
     dlq_error: str | None = None
+    running_at_end: frozenset[str] = frozenset()
+    """Names of its executions still RUNNING when the run ended (before the runtime stopped them)."""
 
     @property
     def redelivered_while_running(self) -> list[float]:
@@ -119,7 +121,8 @@ class Observer:
                 continue  # a message the scenario did not send (an S3 fan-out, say)
             count = int(message["Attributes"]["ApproximateReceiveCount"])
             running = any(self.job_running(track.message_id, attempt) for attempt in range(1, count))
-            track.deliveries.append(Delivery(now, count, running))
+            with self._lock:
+                track.deliveries.append(Delivery(now, count, running))
             if running:
                 log.warning("job %s delivered again while its job runs (receive %d)", track.job_id, count)
 
@@ -219,6 +222,49 @@ class Observer:
         """Gone from the queue for a good reason: its job succeeded, or it was a body the receiver
         finished inline (no lease is kept for those)."""
         return track.lease is None or track.lease.status in (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
+
+    def message_id(self, job_id: str) -> str:
+        return self.tracks[job_id].message_id
+
+    def deliveries_of(self, job_id: str) -> list[Delivery]:
+        """Every delivery of the job's message seen so far, in order."""
+        with self._lock:
+            return list(self.tracks[job_id].deliveries)
+
+    def runs_its_job(self, job_id: str) -> bool:
+        """Whether an execution of the job's message is running and has not yet left its job."""
+        message_id = self.tracks[job_id].message_id
+        return any(self.job_running(message_id, attempt) for attempt in self._running_attempts(message_id))
+
+    def settled(self, job_id: str) -> bool:
+        """Whether the job's message is deleted or in the DLQ (as of the last `poll`)."""
+        return self.tracks[job_id].final in ("deleted", "dlq")
+
+    def _running_attempts(self, message_id: str) -> list[int]:
+        attempts = []
+        for name in self.running_executions():
+            parsed = parse_execution_name(name)
+            if parsed is not None and parsed[0] == message_id:
+                attempts.append(parsed[1])
+        return attempts
+
+    def running_executions(self) -> set[str]:
+        """Names of the executions running now."""
+        names: set[str] = set()
+        pages = self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn, statusFilter="RUNNING"
+        )
+        for page in pages:
+            names.update(execution["name"] for execution in page["executions"])
+        return names
+
+    def mark_end(self) -> None:
+        """Note which executions of each message still run as the run ends."""
+        running = self.running_executions()
+        for track in self.tracks.values():
+            track.running_at_end = frozenset(
+                name for name in running if (parse_execution_name(name) or ("",))[0] == track.message_id
+            )
 
     def running_jobs(self) -> set[str]:
         """Job ids whose execution is running now."""

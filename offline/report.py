@@ -2,29 +2,103 @@
 
     {"ok": true,
      "jobs": {"a": {"final": "deleted|dlq|queued", "deliveries": 1, "executions": 1, "renewals": 3,
-                    "redelivered_while_running": 0, "released": 0, "dlq_error": null, "summary": {...}}},
-     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 0},
+                    "redelivered_while_running": 0, "released": 0, "dlq_error": null, "summary": {...},
+                    "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false}},
+     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 0,
+                "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
+                "faults_injected": {"throttle": 3, "crash": 1, ...}, "faults_missed": [...]},
      "api_calls": {"ChangeMessageVisibility": 3, ...},
      "wall_s": 31.2}
 
 A message that is neither queued, in the DLQ, nor deleted after its job succeeded ends `lost`.
-`ok` is false when any check of `violations` fails: DESIGN section 3's invariants, as far as they
-can be seen from outside.
+
+- `max_concurrent_executions`: the most executions of the message RUNNING at one moment, swept over
+  their start and stop times (one still RUNNING at the end counts to the end).
+- `stopped`: executions of the message the processor stopped: a `StopExecution` through the functions'
+  own clients that succeeded, on an execution that ended ABORTED (the `abort_execution` fault's stops go
+  through the runtime's client and are not counted).
+- `lapses`: deliveries while the job ran that no fault explains (`Faults.lapse_excuse`, less one per
+  `duplicate_delivery` that took effect); `redelivered_while_running` counts them all.
+- `stuck_lease`: the lease was left ACTIVE at the end while its execution was not running, longer than
+  reconciliation needs to notice (`STUCK_AFTER_PERIODS` periods and the event delay, after the later of
+  the reconcile grace and the execution's end).
+
+`ok` is false when any check of `violations` fails: DESIGN section 3's invariants, as far as they can
+be seen from outside.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from functions.lease import LeaseStatus
-from offline.faults import Faults
-from offline.observe import Track
+from offline.faults import EVENT_DELAY_S, Faults
+from offline.observe import Execution, Track
 from offline.scenario import RawJob, Scenario
 
+STUCK_AFTER_PERIODS = 2
 
-def job_entry(track: Track) -> dict[str, Any]:
+
+def max_concurrent(executions: Sequence[Execution]) -> int:
+    """The most executions running at one moment; an execution that ends when another starts does not
+    overlap it."""
+    points = [(e.started, 1) for e in executions]
+    points += [(e.stopped if e.stopped is not None else math.inf, -1) for e in executions]
+    running = most = 0
+    for _, step in sorted(points):  # at equal times the stop (-1) sorts first
+        running += step
+        most = max(most, running)
+    return most
+
+
+def processor_stopped(track: Track, faults: Faults | None) -> int:
+    """Executions of this message the functions stopped (distinct, each ended ABORTED)."""
+    if faults is None:
+        return 0
+    stopped = {arn.rpartition(":")[2] for arn in faults.processor_stops}
+    return sum(1 for e in track.executions if e.name in stopped and e.status == "ABORTED")
+
+
+def unexcused_lapses(track: Track, faults: Faults) -> tuple[list[float], int]:
+    """(deliveries while the job ran that no fault explains, `duplicate_delivery` faults that took effect)."""
+    lapses = [
+        at
+        for at in track.redelivered_while_running
+        if faults.lapse_excuse(at, message_id=track.message_id, renewals=track.renewals) is None
+    ]
+    return lapses, faults.duplicates_of(track.job_id)
+
+
+def lapse_count(track: Track, faults: Faults | None) -> int:
+    if faults is None:
+        return len(track.redelivered_while_running)
+    lapses, allowed = unexcused_lapses(track, faults)
+    return max(0, len(lapses) - allowed)
+
+
+def stuck_execution(track: Track, scenario: Scenario, end: float | None) -> str | None:
+    """The name of the execution of a lease left ACTIVE at `end` while it was not running, or None."""
+    lease = track.lease
+    if end is None or lease is None or not lease.active:
+        return None
+    name = (lease.execution_arn or "").rpartition(":")[2]
+    if name in track.running_at_end:
+        return None
+    settings = scenario.settings
+    ended = next((e.stopped for e in track.executions if e.name == name and e.stopped is not None), None)
+    noticed_by = max(lease.received_at + settings.reconcile_grace_s, ended or 0.0)
+    allowance = STUCK_AFTER_PERIODS * settings.extender_period_s + EVENT_DELAY_S[1]
+    if end - noticed_by <= allowance:
+        return None
+    return name or "(none)"
+
+
+def job_entry(
+    track: Track, scenario: Scenario | None = None, faults: Faults | None = None, end: float | None = None
+) -> dict[str, Any]:
     succeeded = track.lease is not None and track.lease.status is LeaseStatus.SUCCEEDED
     return {
         "final": track.final,
@@ -35,21 +109,25 @@ def job_entry(track: Track) -> dict[str, Any]:
         "released": track.released,
         "dlq_error": track.dlq_error,
         "summary": track.lease.result if succeeded and track.lease is not None else None,
+        "max_concurrent_executions": max_concurrent(track.executions),
+        "stopped": processor_stopped(track, faults),
+        "lapses": lapse_count(track, faults),
+        "stuck_lease": scenario is not None and stuck_execution(track, scenario, end) is not None,
     }
 
 
-def violations(scenario: Scenario, tracks: Mapping[str, Track], faults: Faults) -> list[str]:
+def violations(
+    scenario: Scenario, tracks: Mapping[str, Track], faults: Faults, *, end: float | None = None
+) -> list[str]:
     """Every broken expectation, one sentence each."""
     found: list[str] = []
-    period = scenario.settings.extender_period_s
     for job in scenario.jobs:
         track = tracks[job.id]
         if track.final == "lost":
             found.append(f"{job.id}: message lost: not queued, not in the DLQ, and its job did not succeed")
         elif track.final != job.expected:
             found.append(f"{job.id}: ended {track.final}, expected {job.expected}")
-        lapses = [at for at in track.redelivered_while_running if not faults.lapse_excused(at, period)]
-        allowed = faults.duplicates_of(job.id)
+        lapses, allowed = unexcused_lapses(track, faults)
         if len(lapses) > allowed:
             found.append(
                 f"{job.id}: delivered {len(lapses)} time(s) while its job ran ({allowed} caused by a fault): "
@@ -67,13 +145,27 @@ def violations(scenario: Scenario, tracks: Mapping[str, Track], faults: Faults) 
         successes = sum(1 for e in track.executions if e.status == "SUCCEEDED")
         if successes > 1:
             found.append(f"{job.id}: the job succeeded {successes} times (invariant 5)")
+        concurrent = max_concurrent(track.executions)
+        if concurrent > 1:
+            found.append(f"{job.id}: {concurrent} executions of its message RUNNING at once (invariant 8)")
+        stuck = stuck_execution(track, scenario, end)
+        if stuck is not None:
+            found.append(
+                f"{job.id}: lease left ACTIVE at the end while its execution {stuck} was not running: a stuck lease"
+            )
     return found
 
 
 def build_report(
-    scenario: Scenario, tracks: Mapping[str, Track], api_calls: Mapping[str, int], wall_s: float
+    scenario: Scenario,
+    tracks: Mapping[str, Track],
+    api_calls: Mapping[str, int],
+    wall_s: float,
+    *,
+    faults: Faults | None = None,
+    end: float | None = None,
 ) -> dict[str, Any]:
-    jobs = {job.id: job_entry(tracks[job.id]) for job in scenario.jobs}
+    jobs = {job.id: job_entry(tracks[job.id], scenario, faults, end) for job in scenario.jobs}
     return {
         "ok": True,
         "jobs": jobs,
@@ -83,6 +175,12 @@ def build_report(
             "dlq": sum(1 for j in jobs.values() if j["final"] == "dlq"),
             "renewals": sum(j["renewals"] for j in jobs.values()),
             "redelivered_while_running": sum(j["redelivered_while_running"] for j in jobs.values()),
+            "double_runs": sum(1 for j in jobs.values() if j["max_concurrent_executions"] > 1),
+            "lapses": sum(j["lapses"] for j in jobs.values()),
+            "lost_messages": sum(1 for j in jobs.values() if j["final"] == "lost"),
+            "stuck_leases": sum(1 for j in jobs.values() if j["stuck_lease"]),
+            "faults_injected": faults.injected_by_mode() if faults is not None else {},
+            "faults_missed": faults.faults_missed() if faults is not None else [],
         },
         "api_calls": dict(api_calls),
         "wall_s": round(wall_s, 1),
@@ -91,7 +189,18 @@ def build_report(
 
 def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str:
     """The report as a table for the terminal."""
-    header = ("job", "final", "expected", "deliveries", "executions", "renewals", "lapses", "released", "note")
+    header = (
+        "job",
+        "final",
+        "expected",
+        "deliveries",
+        "executions",
+        "renewals",
+        "lapses",
+        "released",
+        "max running",
+        "note",
+    )
     rows = [header]
     for job_id, job in report["jobs"].items():
         summary = job["summary"] or {}
@@ -106,6 +215,7 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
                 str(job["renewals"]),
                 str(job["redelivered_while_running"]),
                 str(job["released"]),
+                str(job.get("max_concurrent_executions", "")),
                 note[:60],
             )
         )
@@ -120,4 +230,9 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
         f"{totals['renewals']} renewals, {totals['redelivered_while_running']} delivered while running; "
         f"{sum(calls.values())} API calls; {report['wall_s']} s"
     )
+    injected = totals.get("faults_injected") or {}
+    if injected:
+        lines.append("faults injected: " + ", ".join(f"{mode} {n}" for mode, n in injected.items()))
+    for missed in totals.get("faults_missed") or []:
+        lines.append(f"fault missed: {missed}")
     return "\n".join(lines)

@@ -5,9 +5,12 @@
                          └── extender handler (scheduler) ◄── lease table            ▼
                                                                                 token queue ──► Spark worker
 
-The receiver and extender are the functions' own handler modules, loaded as a Lambda container would
-load them (settings from the environment, clients from `functions.aws` with the endpoint override).
-Reconciliation inside the extender stands in for EventBridge's status events, which moto never sends.
+The receiver, extender and watcher are the functions' own handler modules, loaded as a Lambda
+container would load them (settings from the environment, clients from `functions.aws` with the
+endpoint override). Each function's service is built eagerly so the faults can hook its clients from
+outside (`Faults.install`). moto sends no EventBridge events: `offline.events` delivers the status
+changes of ended executions to the watcher, best effort and a little late; reconciliation inside the
+extender settles what they miss.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ from functions.observability import logger as function_logger
 from functions.observability import metrics
 from offline.emulator import REGION, Emulator, Resources, environment, function_environment
 from offline.esm import EventSourceMapping, MappingConfig
+from offline.events import StatusEvents, watched_statuses
 from offline.faults import Faults, TimedActions
 from offline.lambdas import LambdaContext, load_function
 from offline.observe import Observer, Track
@@ -39,9 +44,9 @@ from offline.worker import SparkWorker
 POLL_S = 0.5
 SETTLE_S = 15.0
 """After every message is settled, how long to wait for the executions to end (they close leases)."""
-RECEIVER_TIMEOUT_S = 30.0
 MAX_SPARK_WORKERS = 4
 EXTENDER_TIMEOUT_S = 60.0
+WATCHER_TIMEOUT_S = 30.0
 LOGGERS = ("moto", "werkzeug", "offline", "py4j", "pyspark", "botocore")
 QUIET_LOGGERS = ("moto.stepfunctions.parser",)
 """moto's engine logs every failed state (the workflow fails states on purpose) with its whole AST."""
@@ -147,7 +152,13 @@ def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | Non
     emulator = Emulator()
     try:
         resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s)
-        with environment(function_environment(resources)), captured_logs(work_dir / "runtime.log"):
+        with (
+            environment(function_environment(resources)),
+            captured_logs(work_dir / "runtime.log"),
+            warnings.catch_warnings(),
+        ):
+            # An invocation that dies before adding a metric flushes none; Powertools warns on stderr.
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
             result = _run(scenario, emulator, resources, work_dir, progress)
     finally:
         emulator.stop()
@@ -161,24 +172,42 @@ def _run(
     settings = resources.settings
     receiver = load_function("functions.receiver.handler")
     extender = load_function("functions.extender.handler")
+    watcher = load_function("functions.watcher.handler")
     observer = Observer(emulator, resources)
     faults = Faults(scenario)
-    faults.install_throttle(extender.extender().sqs)  # the container's client, built once
-    # Both functions share this process's Powertools `Metrics`, disabled here. Disabled, it never clears
+    # Each container's service, built once: the faults hook the clients it holds.
+    faults.install("receiver", receiver.receiver())
+    faults.install("extender", extender.extender())
+    faults.install("watcher", watcher.watcher())
+    # The functions share this process's Powertools `Metrics`, disabled here. Disabled, it never clears
     # what it gathered and prints it once a name holds 100 values; clear it after each invocation
     # instead, as a flush would.
 
     def invoke_extender() -> None:
         context = LambdaContext(function_name="extender", deadline=time.time() + EXTENDER_TIMEOUT_S)
+        faults.begin_invocation("extender", deadline=context.deadline)
         try:
             extender.handler({"source": "aws.scheduler"}, context)
         finally:
+            faults.end_invocation("extender", period_s=settings.extender_period_s)
             metrics.clear_metrics()
 
     def invoke_receiver(event: dict[str, Any], context: LambdaContext) -> Any:
+        handles = {record["receiptHandle"]: record["messageId"] for record in event["Records"]}
+        faults.begin_invocation("receiver", handles, deadline=context.deadline)
         try:
             return receiver.handler(event, context)
         finally:
+            faults.end_invocation("receiver")
+            metrics.clear_metrics()
+
+    def invoke_watcher(event: dict[str, Any]) -> Any:
+        context = LambdaContext(function_name="watcher", deadline=time.time() + WATCHER_TIMEOUT_S)
+        faults.begin_invocation("watcher", deadline=context.deadline)
+        try:
+            return watcher.handler(event, context)
+        finally:
+            faults.end_invocation("watcher")
             metrics.clear_metrics()
 
     mapping = EventSourceMapping(
@@ -189,12 +218,12 @@ def _run(
             region=REGION,
             batch_size=scenario.batch_size,
             # Lambda refuses a mapping whose queue's VT is shorter than the function's timeout.
-            function_timeout_s=min(RECEIVER_TIMEOUT_S, resources.queue_visibility_timeout_s),
+            function_timeout_s=min(settings.receiver_timeout_s, resources.queue_visibility_timeout_s),
         ),
         invoke_receiver,
         on_batch=observer.on_batch,
     )
-    schedule = Scheduler(invoke_extender, settings.extender_period_s, paused=faults.extender_paused)
+    schedule = Scheduler(invoke_extender, settings.extender_period_s, skip=faults.skip_run)
     workers = [
         SparkWorker(
             emulator.sqs(app_id="spark-worker"),
@@ -207,14 +236,18 @@ def _run(
     ]
     actions = TimedActions(
         faults,
-        message_ids=lambda job_id: observer.tracks[job_id].message_id,
+        view=observer,
+        mapping=mapping,
         store=LeaseStore(
             emulator.dynamodb(), resources.table_name, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
         ),
         sqs=emulator.sqs(),
         stepfunctions=emulator.stepfunctions(),
     )
-    threads: list[Any] = [mapping, schedule, *workers, actions]
+    events = StatusEvents(
+        emulator.stepfunctions(), resources.state_machine_arn, invoke_watcher, faults, statuses=watched_statuses()
+    )
+    threads: list[Any] = [mapping, schedule, *workers, actions, events]
     start = faults.begin()
     for job in scenario.jobs:
         observer.send(job.id, message_body(job, work_dir))
@@ -227,14 +260,15 @@ def _run(
             thread.stop()
         for thread in threads:
             thread.join()
+        end = time.time()
+        observer.mark_end()
         emulator.stop_executions(resources.state_machine_arn)
         if progress is not None:
             progress.close()
     observer.poll()
     observer.collect_executions()
-    end = time.time()
-    report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start)
-    found = violations(scenario, observer.tracks, faults)
+    report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
+    found = violations(scenario, observer.tracks, faults, end=end)
     report["ok"] = not found
     return RunResult(report, found, observer.tracks, start, end, faults)
 

@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
 
@@ -118,10 +128,96 @@ class DuplicateDelivery(_Strict):
     at_s: float = Field(ge=0)
 
 
+FaultFunction = Literal["receiver", "extender", "watcher", "any"]
+FaultMode = Literal["throttle", "error", "ambiguous", "crash"]
+FAULT_SERVICES = ("sqs", "dynamodb", "stepfunctions")
+"""The services the functions call; an `aws_fault` operation must be one of theirs."""
+
+
+@cache
+def service_operations() -> dict[str, frozenset[str]]:
+    """botocore's operation names of each service the functions call, from its service models."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return {name: frozenset(session.get_service_model(name).operation_names) for name in FAULT_SERVICES}
+
+
+class AwsFault(_Strict):
+    """A function's own AWS calls answered with a fault, per call with this probability (seeded).
+
+    `operation` is botocore's operation name (`StartExecution`, `ChangeMessageVisibilityBatch`,
+    `PutItem`, ...) or `*`. `throttle`: the service's throttling answer; `error`: an HTTP 500 as the
+    service sends it; `ambiguous`: the request takes effect and the caller gets that 500 instead of
+    the answer; `crash`: the invocation dies at that call, before sending it. `count` caps the
+    injections; `at_s`/`until_s` bound the window (seconds since the jobs were sent)."""
+
+    type: Literal["aws_fault"]
+    function: FaultFunction = "any"
+    operation: str
+    mode: FaultMode
+    probability: float = Field(default=1.0, gt=0, le=1)
+    count: int | None = Field(default=None, ge=1)
+    at_s: float = Field(default=0.0, ge=0)
+    until_s: float | None = Field(default=None, gt=0)
+
+    @field_validator("operation")
+    @classmethod
+    def _known_operation(cls, value: str) -> str:
+        if value != "*" and not any(value in names for names in service_operations().values()):
+            raise ValueError(f"{value!r} is not an operation of SQS, DynamoDB or Step Functions (or '*')")
+        return value
+
+    @field_validator("until_s")
+    @classmethod
+    def _after_start(cls, value: float | None, info: ValidationInfo) -> float | None:
+        at_s = info.data.get("at_s")
+        if value is not None and isinstance(at_s, float) and value <= at_s:
+            raise ValueError(f"must be later than at_s ({at_s:g}), got {value:g}")
+        return value
+
+    def matches(self, function: str, operation: str) -> bool:
+        return self.function in ("any", function) and self.operation in ("*", operation)
+
+    def open_at(self, elapsed_s: float) -> bool:
+        return self.at_s <= elapsed_s and (self.until_s is None or elapsed_s < self.until_s)
+
+
+class LoseScheduledRuns(_Strict):
+    """Each scheduled extender run is lost with this probability (seeded), as EventBridge may lose one."""
+
+    type: Literal["lose_scheduled_runs"]
+    probability: float = Field(gt=0, le=1)
+
+
+class DropStatusEvents(_Strict):
+    """Each Step Functions status event is dropped with this probability (seeded): no watcher invocation."""
+
+    type: Literal["drop_status_events"]
+    probability: float = Field(default=1.0, gt=0, le=1)
+
+
 Fault = Annotated[
-    PauseExtender | Throttle | AbortExecution | KillWorker | DuplicateDelivery, Field(discriminator="type")
+    PauseExtender
+    | Throttle
+    | AbortExecution
+    | KillWorker
+    | DuplicateDelivery
+    | AwsFault
+    | LoseScheduledRuns
+    | DropStatusEvents,
+    Field(discriminator="type"),
 ]
-_FAULT_TYPES = ("pause_extender", "throttle", "abort_execution", "kill_worker", "duplicate_delivery")
+_FAULT_TYPES = (
+    "pause_extender",
+    "throttle",
+    "abort_execution",
+    "kill_worker",
+    "duplicate_delivery",
+    "aws_fault",
+    "lose_scheduled_runs",
+    "drop_status_events",
+)
 _FAULT: TypeAdapter[Fault] = TypeAdapter(Fault)
 
 
@@ -137,7 +233,7 @@ class Scenario(_Strict):
         le=3_600,
         description="Heartbeat timeout of the Spark step: a worker silent this long is taken for dead.",
     )
-    seed: int = Field(default=1, description="Seeds the throttle fault and the receiver's jitter.")
+    seed: int = Field(default=1, description="Seeds the faults' draws and the status events' delays.")
 
     @model_validator(mode="after")
     def _faults_name_jobs(self) -> Scenario:

@@ -22,6 +22,10 @@ JOB_KEYS = {
     "released",
     "dlq_error",
     "summary",
+    "max_concurrent_executions",
+    "stopped",
+    "lapses",
+    "stuck_lease",
 }
 
 
@@ -53,7 +57,14 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
         "dlq": 1,
         "renewals": report["jobs"]["short"]["renewals"],
         "redelivered_while_running": 0,
+        "double_runs": 0,
+        "lapses": 0,
+        "lost_messages": 0,
+        "stuck_leases": 0,
+        "faults_injected": {},
+        "faults_missed": [],
     }
+    assert report["jobs"]["short"]["max_concurrent_executions"] == 1
     assert report["jobs"]["short"]["renewals"] >= 1, "a 5 s job on a 4 s timeout is renewed"
     assert report["api_calls"]["StartExecution"] == 1 and report["api_calls"]["SendMessage"] == 1, "the DLQ copy"
     assert timeline.read_bytes().startswith(b"\x89PNG")

@@ -1,5 +1,6 @@
 """Small scenarios end to end: renewals per policy, a failure walked to the DLQ, an abort released by
-reconciliation, throttling and a paused extender, duplicates and a poison message."""
+reconciliation or by the watcher, throttling and a paused extender, duplicates, a poison message, and
+one scenario per chaos fault type showing it takes effect."""
 
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def test_abort_released_by_reconciliation_then_rerun(run: Runner) -> None:
     result = run(
         settings=SHORT_THRESHOLD,
         jobs=[{"id": "aborted", "type": "wait", "seconds": 6}],
-        faults=[{"type": "abort_execution", "job": "aborted", "at_s": 2}],
+        faults=[
+            {"type": "abort_execution", "job": "aborted", "at_s": 2},
+            {"type": "drop_status_events", "probability": 1.0},  # the watcher hears nothing
+        ],
     )
 
     job = result.report["jobs"]["aborted"]
@@ -77,6 +81,7 @@ def test_abort_released_by_reconciliation_then_rerun(run: Runner) -> None:
     assert (job["released"], job["deliveries"], job["redelivered_while_running"]) == (1, 2, 0)
     assert job["final"] == "deleted"
     assert result.faults.done == ["abort_execution aborted"]
+    assert result.report["totals"]["faults_injected"] == {"abort_execution": 1, "dropped_event": 1}
 
 
 def test_extender_throttled_and_paused_without_lapse(run: Runner) -> None:
@@ -87,7 +92,10 @@ def test_extender_throttled_and_paused_without_lapse(run: Runner) -> None:
             {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.5},
             {"type": "pause_extender", "at_s": 4, "for_s": 2},
         ],
-        seed=3,
+        # This seed's draws throttle the first call and never two in a row in the first 25 calls: each
+        # call is throttled at most once, so botocore's backoff (under 1 s) fits in the 3.5 s lead.
+        # Three in a row would back off for up to 3 s, several 1 s periods: lapses the faults excuse.
+        seed=970,
     )
 
     job = result.report["jobs"]["steady"]
@@ -109,3 +117,70 @@ def test_duplicate_delivery_starts_no_second_execution(run: Runner) -> None:
     assert result.report["ok"] is True, result.violations
     assert (job["deliveries"], job["redelivered_while_running"], job["executions"]) == (2, 1, 1)
     assert job["final"] == "deleted"
+
+
+def test_status_event_releases_aborted_job_through_the_watcher(run: Runner) -> None:
+    result = run(
+        # Reconciliation waits 30 s: only the watcher, fed the status event, can release before the job ends.
+        settings={**SHORT_THRESHOLD, "reconcile_grace_s": 30},
+        jobs=[{"id": "aborted", "type": "wait", "seconds": 6}],
+        faults=[{"type": "abort_execution", "job": "aborted", "at_s": 2}],
+        timeout_s=25,
+    )
+
+    job = result.report["jobs"]["aborted"]
+    assert result.faults.done == ["abort_execution aborted"]
+    assert [e.status for e in result.tracks["aborted"].executions] == ["ABORTED", "SUCCEEDED"]
+    assert (job["released"], job["final"]) == (1, "deleted")
+    assert result.tracks["aborted"].closes[0] - result.tracks["aborted"].executions[0].stopped < 5, "not 30 s"
+
+
+def test_receiver_crash_at_start_execution_fails_its_batch(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "crashed", "type": "wait", "seconds": 2}],
+        faults=[
+            {"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "crash", "count": 1}
+        ],
+    )
+
+    job = result.report["jobs"]["crashed"]
+    assert result.report["totals"]["faults_injected"] == {"crash": 1}
+    assert job["deliveries"] == 2, "the lease was released (the execution never started) and received again"
+    assert (job["executions"], job["final"]) == (1, "deleted")
+
+
+def test_ambiguous_start_execution_runs_the_job_once(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "ambiguous", "type": "wait", "seconds": 2}],
+        faults=[
+            {
+                "type": "aws_fault",
+                "function": "receiver",
+                "operation": "StartExecution",
+                "mode": "ambiguous",
+                "count": 1,
+            }
+        ],
+    )
+
+    job = result.report["jobs"]["ambiguous"]
+    assert result.report["totals"]["faults_injected"] == {"ambiguous": 1}
+    assert result.report["api_calls"]["StartExecution"] == 2, "the ambiguous start and botocore's retry"
+    assert (job["deliveries"], job["executions"], job["final"]) == (1, 1, "deleted")
+
+
+def test_lost_scheduled_runs_excuse_the_lapse_they_cause(run: Runner) -> None:
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[{"id": "unrenewed", "type": "wait", "seconds": 6}],
+        faults=[{"type": "lose_scheduled_runs", "probability": 1.0}],
+    )
+
+    job = result.report["jobs"]["unrenewed"]
+    assert result.report["totals"]["faults_injected"]["lost_run"] >= 5
+    assert job["renewals"] == 0, "no extender run"
+    assert job["redelivered_while_running"] >= 1, "its 4 s timeout ran out under a 6 s job"
+    assert job["lapses"] == 0, "every run lost: more than the settings survive"
+    assert result.report["totals"]["double_runs"] == 0

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from offline.esm import EventSourceMapping, MappingConfig, failed_ids
-from offline.lambdas import LambdaContext
+from offline.lambdas import InvocationCrashed, LambdaContext
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
 
@@ -76,6 +76,10 @@ def crash(event: dict[str, Any], context: LambdaContext) -> Any:
     raise RuntimeError("out of memory")
 
 
+def die(event: dict[str, Any], context: LambdaContext) -> Any:
+    raise InvocationCrashed("killed at StartExecution")
+
+
 def overrun(event: dict[str, Any], context: LambdaContext) -> Any:
     time.sleep(0.2)  # past the 0.1 s timeout of these invocations
     return {"batchItemFailures": []}
@@ -85,12 +89,13 @@ def overrun(event: dict[str, Any], context: LambdaContext) -> Any:
     "handler",
     [
         crash,
+        die,
         overrun,
         lambda event, context: {"batchItemFailures": [{"itemIdentifier": "not-in-batch"}]},
         lambda event, context: {"batchItemFailures": [{"id": "m1"}]},
         lambda event, context: "ok",
     ],
-    ids=["crash", "timeout", "unknown-id", "malformed-item", "not-a-dict"],
+    ids=["crash", "died", "timeout", "unknown-id", "malformed-item", "not-a-dict"],
 )
 def test_mapping_fails_the_whole_batch_on_a_bad_invocation(handler: Any) -> None:
     sqs, _ = invoke(handler, timeout_s=0.1)
@@ -104,3 +109,46 @@ def test_partial_batch_response_parsing() -> None:
     assert failed_ids({}, batch) == set()
     assert failed_ids({"batchItemFailures": [{"itemIdentifier": "b"}]}, batch) == {"b"}
     assert failed_ids({"batchItemFailures": "b"}, batch) is None
+
+
+class PollingSqs(RecordingSqs):
+    """Receives hand out `batches` in turn; every call is logged in order."""
+
+    def __init__(self, batches: list[list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self.batches = batches
+        self.calls: list[str] = []
+
+    def receive_message(self, **_: Any) -> dict[str, Any]:
+        self.calls.append("receive")
+        return {"Messages": self.batches.pop(0) if self.batches else []}
+
+    def change_message_visibility(self, **_: Any) -> dict[str, Any]:
+        self.calls.append("visible")
+        return {}
+
+
+def test_mapping_runs_an_action_right_before_its_next_receive() -> None:
+    sqs = PollingSqs([[message(1)]])
+    seen: list[str] = []
+
+    def handler(event: dict[str, Any], context: LambdaContext) -> Any:
+        assert received.is_set(), "the action's receive is reported before the handler runs"
+        return {"batchItemFailures": []}
+
+    mapping = EventSourceMapping(
+        sqs,  # type: ignore[arg-type]
+        MappingConfig(queue_url="q", queue_arn=ARN, region="us-east-1"),
+        handler,
+        on_batch=lambda messages: seen.extend(m["MessageId"] for m in messages),
+    )
+    received = mapping.before_next_poll(lambda: sqs.change_message_visibility())
+    assert not received.is_set()
+
+    mapping.poll()
+    again = mapping.before_next_poll(lambda: sqs.change_message_visibility())
+    mapping.poll()
+
+    assert sqs.calls == ["visible", "receive", "visible", "receive"]
+    assert seen == ["m1"]
+    assert again.is_set(), "set after an empty receive too"

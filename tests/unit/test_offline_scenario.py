@@ -11,6 +11,9 @@ import pytest
 from functions.settings import Settings
 from offline.scenario import (
     AbortExecution,
+    AwsFault,
+    DropStatusEvents,
+    LoseScheduledRuns,
     RawJob,
     ScenarioError,
     SparkJob,
@@ -140,6 +143,97 @@ def test_scenario_parser_checks_fault_values_and_targets() -> None:
     assert "faults[0].job: kill_worker needs a spark job, 'w' is wait" in problems(
         {"jobs": jobs, "faults": [{"type": "kill_worker", "job": "w"}]}
     )
+
+
+def test_scenario_parser_reads_the_chaos_fault_types() -> None:
+    scenario = parse_scenario(
+        {
+            "jobs": [{"id": "a", "type": "wait", "seconds": 1}],
+            "faults": [
+                {
+                    "type": "aws_fault",
+                    "function": "receiver",
+                    "operation": "StartExecution",
+                    "mode": "crash",
+                    "probability": 0.5,
+                    "count": 3,
+                    "at_s": 0,
+                    "until_s": 60,
+                },
+                {"type": "aws_fault", "operation": "*", "mode": "ambiguous"},
+                {"type": "lose_scheduled_runs", "probability": 0.2},
+                {"type": "drop_status_events"},
+            ],
+        }
+    )
+
+    crash, every_call, lose, drop = scenario.faults
+    assert crash == AwsFault(
+        type="aws_fault",
+        function="receiver",
+        operation="StartExecution",
+        mode="crash",
+        probability=0.5,
+        count=3,
+        at_s=0,
+        until_s=60,
+    )
+    assert isinstance(every_call, AwsFault)
+    assert (every_call.function, every_call.probability, every_call.count, every_call.until_s) == ("any", 1, None, None)
+    assert every_call.matches("watcher", "UpdateItem") and not crash.matches("extender", "StartExecution")
+    assert lose == LoseScheduledRuns(type="lose_scheduled_runs", probability=0.2)
+    assert drop == DropStatusEvents(type="drop_status_events", probability=1.0)
+
+
+def test_scenario_parser_names_each_bad_key_of_an_aws_fault() -> None:
+    text = problems(
+        {
+            "jobs": [{"id": "a", "raw_body": "x"}],
+            "faults": [
+                {
+                    "type": "aws_fault",
+                    "function": "worker",
+                    "operation": "StartExecutoin",
+                    "mode": "explode",
+                    "probability": 0,
+                    "count": 0,
+                    "at_s": 5,
+                    "until_s": 2,
+                    "every_s": 1,
+                },
+                {"type": "aws_fault", "mode": "error"},
+            ],
+        }
+    )
+
+    assert "faults[0].function: Input should be 'receiver', 'extender', 'watcher' or 'any'" in text
+    assert (
+        "faults[0].operation: 'StartExecutoin' is not an operation of SQS, DynamoDB or Step Functions (or '*')" in text
+    )
+    assert "faults[0].mode: Input should be 'throttle', 'error', 'ambiguous' or 'crash'" in text
+    assert "faults[0].probability: Input should be greater than 0" in text
+    assert "faults[0].count: Input should be greater than or equal to 1" in text
+    assert "faults[0].until_s: must be later than at_s (5), got 2" in text
+    assert "faults[0].every_s: unknown key" in text
+    assert "faults[1].operation: Field required" in text
+
+
+def test_scenario_parser_names_bad_keys_of_run_and_event_faults() -> None:
+    text = problems(
+        {
+            "jobs": [{"id": "a", "raw_body": "x"}],
+            "faults": [
+                {"type": "lose_scheduled_runs"},
+                {"type": "lose_scheduled_runs", "probability": 1.5},
+                {"type": "drop_status_events", "probability": -1, "status": "FAILED"},
+            ],
+        }
+    )
+
+    assert "faults[0].probability: Field required" in text
+    assert "faults[1].probability: Input should be less than or equal to 1" in text
+    assert "faults[2].probability: Input should be greater than 0" in text
+    assert "faults[2].status: unknown key" in text
 
 
 def test_scenario_parser_refuses_duplicate_ids_and_empty_job_lists() -> None:

@@ -1,0 +1,142 @@
+"""The report's new measures and `ok` rules, as pure functions of observed tracks and the faults' record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions.lease import Lease, LeaseStatus
+from offline.faults import Faults, RunSlot
+from offline.observe import Delivery, Execution, Track
+from offline.report import build_report, max_concurrent, violations
+from offline.scenario import Scenario, parse_scenario
+
+ARN = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:"
+SETTINGS = {
+    "policy": "threshold",
+    "visibility_timeout_s": 4,
+    "threshold_s": 2,
+    "heartbeat_s": 0.5,
+    "extender_period_s": 1,
+    "reconcile_grace_s": 2,
+}
+
+
+def scenario(*faults: dict[str, Any]) -> Scenario:
+    return parse_scenario({"settings": SETTINGS, "jobs": [{"id": "a", "type": "wait", "seconds": 5}], "faults": faults})
+
+
+def run(start: float, stop: float | None, name: str = "m-1", status: str = "SUCCEEDED") -> Execution:
+    return Execution(name, status if stop is not None else "RUNNING", start, stop)
+
+
+def lease(status: LeaseStatus = LeaseStatus.SUCCEEDED, attempt: int = 1, received_at: float = 100.0) -> Lease:
+    return Lease(
+        message_id="m",
+        queue_url="q",
+        receipt_handle="h",
+        receive_count=attempt,
+        received_at=received_at,
+        visible_until=received_at + 4,
+        renew_until=received_at + 300,
+        status=status,
+        execution_arn=f"{ARN}m-{attempt}",
+        result={"waited_s": 5} if status is LeaseStatus.SUCCEEDED else None,
+    )
+
+
+def track(*executions: Execution, final: str = "deleted", **fields: Any) -> Track:
+    made = Track(job_id="a", message_id="m", sent_at=100.0, executions=list(executions), final=final, **fields)
+    if "lease" not in fields:
+        made.lease = lease()
+    return made
+
+
+def faults_of(made: Scenario, start: float = 100.0) -> Faults:
+    faults = Faults(made, clock=lambda: start)
+    faults.begin()
+    return faults
+
+
+def test_max_concurrent_sweeps_starts_and_stops() -> None:
+    assert max_concurrent([]) == 0
+    assert max_concurrent([run(0, 5)]) == 1
+    assert max_concurrent([run(0, 5), run(5, 9, "m-2")]) == 1, "one ends as the next starts"
+    assert max_concurrent([run(0, 5), run(4, 9, "m-2"), run(4.5, 6, "m-3")]) == 3
+    assert max_concurrent([run(0, 5), run(6, None, "m-2"), run(7, 8, "m-3")]) == 2, "still running counts to the end"
+
+
+def test_double_run_breaks_ok_and_is_counted() -> None:
+    made = scenario()
+    faults = faults_of(made)
+    overlapping = track(run(101, 110, status="ABORTED"), run(105, 111, "m-2"))
+
+    found = violations(made, {"a": overlapping}, faults, end=120)
+    report = build_report(made, {"a": overlapping}, {}, 20, faults=faults, end=120)
+
+    assert "a: 2 executions of its message RUNNING at once (invariant 8)" in found
+    assert "a: a second execution started while one ran (invariant 4)" in found, "the older check stays"
+    assert report["jobs"]["a"]["max_concurrent_executions"] == 2
+    assert report["totals"]["double_runs"] == 1
+
+
+def test_sequential_executions_are_not_a_double_run() -> None:
+    made = scenario()
+    report = build_report(
+        made, {"a": track(run(101, 103, status="FAILED"), run(104, 110, "m-2"))}, {}, 20, faults=faults_of(made)
+    )
+
+    assert report["totals"]["double_runs"] == 0
+    assert report["jobs"]["a"]["max_concurrent_executions"] == 1
+
+
+def test_stuck_lease_is_an_active_lease_without_a_running_execution() -> None:
+    made = scenario()
+    faults = faults_of(made)
+    held = track(run(101, 104, status="ABORTED"), final="queued", lease=lease(LeaseStatus.ACTIVE))
+
+    found = violations(made, {"a": held}, faults, end=120)
+    report = build_report(made, {"a": held}, {}, 20, faults=faults, end=120)
+
+    assert "a: lease left ACTIVE at the end while its execution m-1 was not running: a stuck lease" in found
+    assert (report["jobs"]["a"]["stuck_lease"], report["totals"]["stuck_leases"]) == (True, 1)
+
+    running = track(run(101, None), final="queued", lease=lease(LeaseStatus.ACTIVE))
+    running.running_at_end = frozenset({"m-1"})
+    assert not any("stuck" in v for v in violations(made, {"a": running}, faults, end=120)), "its execution runs"
+    just_ended = track(run(101, 118.5, status="ABORTED"), final="queued", lease=lease(LeaseStatus.ACTIVE))
+    assert not any("stuck" in v for v in violations(made, {"a": just_ended}, faults, end=120)), (
+        "ended too recently for reconciliation or the watcher to have settled it"
+    )
+
+
+def test_lapse_counted_unless_a_fault_explains_it() -> None:
+    made = scenario()
+    faults = faults_of(made)
+    lapsed = track(
+        run(101, 110),
+        deliveries=[Delivery(100.5, 1, False), Delivery(106.0, 2, True)],
+    )
+
+    found = violations(made, {"a": lapsed}, faults, end=120)
+    assert "a: delivered 1 time(s) while its job ran (0 caused by a fault): a lapse (invariant 1)" in found
+    assert build_report(made, {"a": lapsed}, {}, 20, faults=faults)["totals"]["lapses"] == 1
+
+    faults.runs = [RunSlot(104.0, "lost"), RunSlot(105.0, "crashed"), RunSlot(106.5, "ran")]
+    assert not any("lapse" in v for v in violations(made, {"a": lapsed}, faults, end=120)), "two runs lost in a row"
+    report = build_report(made, {"a": lapsed}, {}, 20, faults=faults)
+    assert (report["jobs"]["a"]["lapses"], report["jobs"]["a"]["redelivered_while_running"]) == (0, 1)
+
+
+def test_lost_message_and_faults_reported_in_totals() -> None:
+    made = scenario({"type": "lose_scheduled_runs", "probability": 0.5})
+    faults = faults_of(made)
+    faults.injected.update({"lost_run": 3, "crash": 1})
+    lost = track(run(101, 103, status="FAILED"), final="lost", lease=lease(LeaseStatus.RELEASED))
+
+    found = violations(made, {"a": lost}, faults, end=120)
+    totals = build_report(made, {"a": lost}, {}, 20, faults=faults)["totals"]
+
+    assert "a: message lost: not queued, not in the DLQ, and its job did not succeed" in found
+    assert totals["lost_messages"] == 1
+    assert totals["faults_injected"] == {"crash": 1, "lost_run": 3}
+    assert totals["faults_missed"] == []
