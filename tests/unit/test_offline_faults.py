@@ -420,7 +420,7 @@ def test_extender_run_outcomes_recorded_with_overrun_slots() -> None:
 def test_lapses_excused_only_after_more_lost_runs_than_survived(policy: str, survived: int) -> None:
     settings: dict[str, Any] = {"policy": policy, "extender_period_s": 1}
     if policy == "threshold":
-        settings |= {"visibility_timeout_s": 4, "threshold_s": 2, "heartbeat_s": 0.5}
+        settings |= {"visibility_timeout_s": 5, "threshold_s": 2.5, "heartbeat_s": 0.5}
     faults = Faults(scenario(settings=settings), clock=FakeClock(0.0))
     faults.begin()
     outcomes = ["ran", *(["lost"] * survived), "ran", "ran", *(["crashed"] * survived), "impaired", "ran", "ran"]

@@ -9,16 +9,10 @@ from offline.faults import Faults, RunSlot
 from offline.observe import Delivery, Execution, Track
 from offline.report import build_report, max_concurrent, violations
 from offline.scenario import Scenario, parse_scenario
+from tests.short_settings import SHORT_THRESHOLD
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:"
-SETTINGS = {
-    "policy": "threshold",
-    "visibility_timeout_s": 4,
-    "threshold_s": 2,
-    "heartbeat_s": 0.5,
-    "extender_period_s": 1,
-    "reconcile_grace_s": 2,
-}
+SETTINGS = SHORT_THRESHOLD
 
 
 def scenario(*faults: dict[str, Any]) -> Scenario:
