@@ -51,6 +51,8 @@ class MetricName:
     JOBS_SETTLED_ON_REDELIVERY = "JobsSettledOnRedelivery"
     JOBS_NOT_STARTED = "JobsNotStarted"
     RECORDS_STALE = "RecordsStale"
+    JOBS_WAITING = "JobsWaiting"  # its job id was running: a delayed copy went back to the queue
+    S3_OBJECTS_IGNORED = "S3ObjectsIgnored"  # created objects that are no trigger's completion marker
     RECORDS_FAILED = "RecordsFailed"
     # watcher
     EXECUTIONS_ENDED = "ExecutionsEnded"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from functions.lease.lock import Locks
 from functions.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -48,7 +49,7 @@ _FLOAT_FIELDS = (
     "checked_at",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt")
-_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "last_error")
+_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error")
 
 
 def _num(seconds: float) -> Decimal:
@@ -170,6 +171,11 @@ class LeaseStore:
     @property
     def shards(self) -> int:
         return self._shards
+
+    @property
+    def locks(self) -> Locks:
+        """The execution-owned locks kept in the same table (job locks)."""
+        return Locks(self._client, self._table, closed_ttl_s=self._closed_ttl_s)
 
     def shard_of(self, message_id: str) -> int:
         """Stable shard of a message id (crc32, not `hash`, which changes between processes)."""

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions import aws
 from functions.clock import SystemClock
+from functions.jobs import catalog_from_env
 from functions.lease import LeaseStore
 from functions.observability import MetricName, logger, metrics, tracer
 from functions.policies import build_policy, resolve_visibility_timeout
@@ -37,6 +38,7 @@ OUTCOME_METRIC = {
     Outcome.SETTLED: MetricName.JOBS_SETTLED_ON_REDELIVERY,
     Outcome.NOT_STARTED: MetricName.JOBS_NOT_STARTED,
     Outcome.STALE: MetricName.RECORDS_STALE,
+    Outcome.WAITING: MetricName.JOBS_WAITING,
 }
 
 
@@ -63,6 +65,8 @@ def receiver() -> Receiver:
         stepfunctions=aws.stepfunctions(),
         clock=clock,
         rng=random.Random(),
+        catalog=catalog_from_env(),
+        metrics=metrics,
     )
 
 
