@@ -50,6 +50,10 @@ class Synth:
     def assertions(self) -> Template:
         return Template.from_json(self.template)
 
+    def part(self, name: str) -> Any:
+        """A part of the stack's processor (`Queues`, `Leases`, `Workflow`, `Functions`, `Monitoring`)."""
+        return self.stack.processor.node.find_child(name)
+
     def logical_id(self, construct: IConstruct) -> str:
         resource = construct.node.default_child
         assert isinstance(resource, cdk.CfnElement)
