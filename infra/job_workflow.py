@@ -178,19 +178,17 @@ class JobWorkflow(Construct):
 
     def _acknowledge_nested(self, job_type: JobType) -> None:
         """A `.sync` nested execution: CDK grants Describe/StopExecution on the user's machine's executions."""
-        arn = job_type.state_machine.arn if job_type.state_machine else None
-        if arn is None:
+        if job_type.state_machine is None:
             return
+        arn = job_type.state_machine.arn
         stack = cdk.Stack.of(self)
-        parts = stack.split_arn(arn, cdk.ArnFormat.COLON_RESOURCE_NAME)
+        # As CDK's grant names them: in this stack's account and region (the machine must be there too).
+        name = stack.split_arn(arn, cdk.ArnFormat.COLON_RESOURCE_NAME).resource_name
         executions = stack.format_arn(
             service="states",
             resource="execution",
-            resource_name=f"{parts.resource_name}*",
+            resource_name=f"{name}*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-            region=parts.region,
-            account=parts.account,
-            partition=parts.partition,
         )
         try:
             finding = rendered(self, executions)

@@ -266,8 +266,8 @@ def state_machine_step(scope: Construct, job_type: JobType) -> sfn.TaskStateBase
     with the job's params as its input; the summary is the nested execution's output. CDK grants the
     workflow StartExecution on that machine, and Describe/StopExecution on its executions."""
     settings = job_type.state_machine
-    if settings is None or settings.arn is None:
-        raise ValueError(f"job type {job_type.name!r}: a state_machine type needs state_machine.arn to be deployed")
+    if settings is None:
+        raise ValueError(f"job type {job_type.name!r} is not a state_machine type")
     prefix = state_prefix(job_type)
     machine = sfn.StateMachine.from_state_machine_arn(scope, f"{prefix}StateMachineRef", settings.arn)
     return tasks.StepFunctionsStartExecution(

@@ -163,8 +163,7 @@ class Emulator:
 
     def create(self, settings: Settings, *, spark_heartbeat_s: int, catalog: JobCatalog | None = None) -> Resources:
         """Queue + DLQ with redrive, token queue, lease table (with a stream for the observer), state
-        machine (with a branch per job type of `catalog`, and the state machines of its state_machine
-        types); returns them with `settings` completed by their names."""
+        machine (a branch per job type of `catalog`); returns them with `settings` completed by their names."""
         sqs = self.sqs()
         dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
         dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
@@ -183,13 +182,6 @@ class Emulator:
             **table_definition(TABLE),
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
-        for job_type in catalog.of_runner("state_machine") if catalog else []:
-            if job_type.definition_file is not None and job_type.state_machine and job_type.state_machine.arn:
-                self.stepfunctions().create_state_machine(
-                    name=job_type.state_machine.arn.rpartition(":")[2],
-                    definition=job_type.definition_file.read_text(encoding="utf-8"),
-                    roleArn=f"arn:aws:iam::{ACCOUNT}:role/{STATE_MACHINE}",
-                )
         state_machine_arn = self.stepfunctions().create_state_machine(
             name=STATE_MACHINE,
             definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),

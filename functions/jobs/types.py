@@ -12,9 +12,9 @@ Runners:
 - `wait`: a Wait state of `params.seconds` (failing afterwards when `params.fail`), for canaries, load
   tests and scenarios.
 - `inline`: runs inside the receiver; only the built-in `echo` has code for it.
-- `state_machine`: the user's own state machine (ECS, Batch, EMR Serverless, ...), run as a nested
-  `.sync` execution with the params as its input. `state_machine.arn` names it in the cloud;
-  `state_machine.definition` (an ASL file) lets the offline runtime create it on moto.
+- `state_machine`: the user's own state machine (ECS, Batch, EMR Serverless, ...), named by
+  `state_machine.arn`, run as a nested `.sync` execution with the params as its input. The offline
+  runtime cannot run it: moto's engine does not run nested executions (see docs/jobs.md).
 
 `params_schema` is a JSON Schema (draft 7) of the job message's `params`; `defaults` fills params a
 message leaves out before validation, with `{curated}`, `{quarantine}` and `{raw}` standing for the
@@ -67,26 +67,17 @@ class GlueSettings(_Strict):
 class StateMachineSettings(_Strict):
     """The user's state machine of a `state_machine` type."""
 
-    arn: str | None = Field(default=None, description="Its ARN (or a CDK token of one): what the cloud runs.")
-    definition: str | None = Field(
-        default=None, description="An ASL JSON file: the offline runtime creates the machine from it on moto."
-    )
+    arn: str = Field(description="Its ARN, or a CDK token of one (a state machine of the same app).")
     timeout_minutes: int = Field(default=60, ge=1, le=720, description="The nested execution's step timeout.")
 
     @field_validator("arn")
     @classmethod
-    def _arn(cls, value: str | None) -> str | None:
-        if value is not None and not (_STATE_MACHINE_ARN.match(value) or _TOKEN.match(value)):
+    def _arn(cls, value: str) -> str:
+        if not (_STATE_MACHINE_ARN.match(value) or _TOKEN.match(value)):
             raise ValueError(
                 f"{value!r} is not a state machine ARN (arn:aws:states:<region>:<account>:stateMachine:<name>)"
             )
         return value
-
-    @model_validator(mode="after")
-    def _something(self) -> StateMachineSettings:
-        if self.arn is None and self.definition is None:
-            raise ValueError("give its arn (cloud) or an ASL definition file (offline), or both")
-        return self
 
 
 class JobType(_Strict):
@@ -144,7 +135,7 @@ class JobType(_Strict):
     # -- pyspark entries ---------------------------------------------------------------------------
 
     def with_base(self, base: Path) -> JobType:
-        """This declaration, its relative entry (and ASL definition) resolved against `base`."""
+        """This declaration, its relative entry resolved against `base`."""
         copy = self.model_copy()
         copy._base = base
         return copy
@@ -169,12 +160,6 @@ class JobType(_Strict):
         """The module name the entry's file is imported under (its file name): what Glue imports."""
         return self.entry_file.stem
 
-    @property
-    def definition_file(self) -> Path | None:
-        if self.state_machine is None or self.state_machine.definition is None:
-            return None
-        return self._resolve(self.state_machine.definition)
-
     def _resolve(self, name: str) -> Path:
         path = Path(name)
         if path.is_absolute():
@@ -182,8 +167,8 @@ class JobType(_Strict):
         return (self._base or Path.cwd()) / path
 
     def check_files(self) -> None:
-        """Raise `ValueError` when the entry's file or function (or the ASL file) is missing. Reads the
-        file's syntax only: nothing of the user's code runs (it imports Spark)."""
+        """Raise `ValueError` when the entry's file or function is missing. Reads the file's syntax
+        only: nothing of the user's code runs (it imports Spark)."""
         if self.runner == "pyspark":
             path = self.entry_file
             try:
@@ -195,9 +180,6 @@ class JobType(_Strict):
             functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
             if self.entry_function not in functions:
                 raise ValueError(f"entry: {path} defines no top-level function {self.entry_function!r}")
-        definition = self.definition_file
-        if definition is not None and not definition.is_file():
-            raise ValueError(f"state_machine.definition: no file {definition}")
 
     def declaration(self) -> dict[str, Any]:
         """The declaration as JSON-ready data (what the construct ships to the functions)."""

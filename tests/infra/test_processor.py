@@ -21,11 +21,11 @@ from infra import LongJobProcessor
 from infra.config import ConfigError
 from infra.nag import render_cfn
 
-SCRIPT = '''
+SCRIPT = """
 def run(spark, params):
     rows = spark.read.json(params["input"])
     return {"rows": rows.count()}
-'''
+"""
 ROWS_TYPE = {
     "name": "rows",
     "runner": "pyspark",
@@ -38,6 +38,8 @@ ROWS_TYPE = {
     },
     "glue": {"worker_type": "G.2X", "workers": 3, "timeout_minutes": 30},
 }
+BATCH_ARN = "arn:aws:states:us-east-1:111122223333:stateMachine:nightly-batch"
+BATCH_TYPE = {"name": "batch", "runner": "state_machine", "state_machine": {"arn": BATCH_ARN, "timeout_minutes": 90}}
 
 
 class UserStack(cdk.Stack):
@@ -48,7 +50,7 @@ class UserStack(cdk.Stack):
         self.jobs = LongJobProcessor(
             self,
             "Jobs",
-            job_types=[ROWS_TYPE],
+            job_types=[ROWS_TYPE, BATCH_TYPE],
             infra={"receiver_max_concurrency": 4},
             engine={"max_receive_count": 4},
         )
@@ -102,7 +104,34 @@ def test_user_app_receiver_knows_its_types_schema(user_app: tuple[UserStack, dic
     catalog = json.loads((shipped / "functions" / "job_types.json").read_text())
     rows = next(t for t in catalog["job_types"] if t["name"] == "rows")
     assert rows["params_schema"] == ROWS_TYPE["params_schema"]
-    assert {t["name"] for t in catalog["job_types"]} == {"spark", "wait", "echo", "rows"}
+    assert {t["name"] for t in catalog["job_types"]} == {"spark", "wait", "echo", "rows", "batch"}
+
+
+def test_user_app_state_machine_type_runs_nested_with_its_grants(
+    user_app: tuple[UserStack, dict[str, Any], Path],
+) -> None:
+    stack, template, _ = user_app
+    machine = resource(stack, template, stack.jobs.state_machine)
+    definition = json.loads(render_cfn(machine["Properties"]["DefinitionString"]))
+    nested = definition["States"]["RunJob"]["Branches"][0]["States"]["RunBatchStateMachine"]
+    assert nested["Resource"] == "arn:<AWS::Partition>:states:::states:startExecution.sync:2"
+    assert nested["Parameters"] == {"StateMachineArn": BATCH_ARN, "Input.$": "$.job.params"}
+    role = render_cfn(machine["Properties"]["RoleArn"]).split(".")[0].strip("<")
+    statements = [
+        statement
+        for policy in template["Resources"].values()
+        if policy["Type"] == "AWS::IAM::Policy" and {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    granted = {
+        (action, render_cfn(res))
+        for s in statements
+        for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        for res in ([s["Resource"]] if not isinstance(s["Resource"], list) else s["Resource"])
+    }
+    assert ("states:StartExecution", BATCH_ARN) in granted
+    executions = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:nightly-batch*"
+    assert ("states:DescribeExecution", executions) in granted, "CDK's grant: this stack's account and region"
 
 
 def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
@@ -137,7 +166,7 @@ def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypat
     with pytest.raises(JobTypeError, match=r"job_types\[0\] 'rows': .*entry: cannot read.*rows.py") as caught:
         LongJobProcessor(stack, "Jobs", job_types=[bad])
     assert "params_schema: not a valid JSON Schema" in str(caught.value)
-    with pytest.raises(ConfigError, match="engine.queue_url is set by the processor itself"):
+    with pytest.raises(ConfigError, match=r"engine\.queue_url is set by the processor itself"):
         LongJobProcessor(stack, "Jobs2", engine={"queue_url": "https://example.com/q"})
 
 

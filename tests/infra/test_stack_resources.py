@@ -387,7 +387,9 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
     assert wordcount["Next"] == "ReadWordcountSummary"
     assert branch["SparkRunOutcome"]["End"] is True, "an unreadable summary still ends the job as succeeded"
     assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
-    assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure" and states["ReleaseMessage"]["Next"] == "JobFailed"
+    assert (
+        states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure" and states["ReleaseMessage"]["Next"] == "JobFailed"
+    )
 
 
 def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None:
@@ -497,6 +499,18 @@ def test_buckets_expire_quarantine_and_glue_scratch(dev: Synth, prod: Synth) -> 
     assert {"ExpirationInDays": 30, "Prefix": "summaries/", "Status": "Enabled"} in glue_rules["Rules"]
     raw_rules = dev.resource(dev.part("Workflow").buckets.raw)["Properties"]["LifecycleConfiguration"]
     assert not any("ExpirationInDays" in rule for rule in raw_rules["Rules"]), "raw input is kept"
+
+
+def test_raw_and_curated_buckets_are_versioned_and_old_versions_expire(dev: Synth) -> None:
+    buckets = dev.part("Workflow").buckets
+    for bucket, versioned in ((buckets.raw, True), (buckets.curated, True), (buckets.quarantine, False)):
+        props = dev.resource(bucket)["Properties"]
+        assert ("VersioningConfiguration" in props) is versioned
+        if versioned:
+            assert props["VersioningConfiguration"] == {"Status": "Enabled"}, "an overwrite can be recovered"
+            assert {"NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"} in props[
+                "LifecycleConfiguration"
+            ]["Rules"]
 
 
 def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:

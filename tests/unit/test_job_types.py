@@ -73,10 +73,7 @@ def test_jobs_json_lists_the_builtins_unchanged_and_the_example() -> None:
             {"name": "x", "runner": "state_machine", "state_machine": {"arn": "arn:aws:sqs:us-east-1:1:q"}},
             "is not a state machine ARN",
         ),
-        (
-            {"name": "x", "runner": "state_machine", "state_machine": {}},
-            "give its arn (cloud) or an ASL definition file (offline)",
-        ),
+        ({"name": "x", "runner": "state_machine", "state_machine": {}}, "state_machine.arn: Field required"),
         (
             {**WORDCOUNT, "name": "x", "runner": "wait"},
             "entry: only pyspark types have one",
