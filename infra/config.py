@@ -78,6 +78,9 @@ class InfraSettings(BaseModel):
     s3_notifications: bool = Field(
         default=False, description="Raw bucket ObjectCreated events of the S3 triggers' markers -> jobs queue."
     )
+    tracing: bool = Field(
+        default=True, description="X-Ray tracing of the functions; off, they also skip the X-Ray SDK's import."
+    )
     powertools_layer_arn: str | None = Field(
         default=None, description="Overrides the Powertools layer resolved from its public SSM parameter."
     )

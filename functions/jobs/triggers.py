@@ -16,7 +16,6 @@ Placeholders in `params` string values: `{bucket}`, `{prefix}` (the marker's fol
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +101,8 @@ def partition_job_id(job_type: str, bucket: str, prefix: str) -> str:
     job_id = f"{job_type}:{bucket}/{prefix}"
     if len(job_id) <= JOB_ID_MAX:
         return job_id
+    import hashlib  # rarely needed: not at every cold start
+
     return f"{job_type}:sha256:{hashlib.sha256(job_id.encode()).hexdigest()}"
 
 

@@ -27,7 +27,6 @@ Lambda asset and of the receiver's cold start).
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -169,6 +168,8 @@ class JobType(_Strict):
     def check_files(self) -> None:
         """Raise `ValueError` when the entry's file or function is missing. Reads the file's syntax
         only: nothing of the user's code runs (it imports Spark)."""
+        import ast  # synthesis and scenario loading only
+
         if self.runner == "pyspark":
             path = self.entry_file
             try:

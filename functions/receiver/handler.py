@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import random
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions import aws
 from functions.clock import SystemClock
-from functions.jobs import catalog_from_env
 from functions.lease import LeaseStore
 from functions.observability import MetricName, logger, metrics, tracer
 from functions.policies import build_policy, resolve_visibility_timeout
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
 REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
@@ -48,6 +49,8 @@ class JobDeferred(Exception):
 
 @cache
 def receiver() -> Receiver:
+    from functions.jobs import catalog_from_env  # with the clients, on the first record
+
     missing = [name.upper() for name in REQUIRED if not getattr(SETTINGS, name)]
     if missing:
         raise SettingsError(f"the receiver needs {', '.join(missing)}")

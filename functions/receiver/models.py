@@ -13,7 +13,8 @@ or raises `BadInput` with an error type and text that the DLQ message carries.
   and object events other than creation, are acknowledged and dropped.
 
 The Powertools parser models of S3, SNS and EventBridge events are imported on the first S3 event
-only: importing them costs about 100 ms, which a receiver of job messages never pays.
+only: importing them costs about 100 ms, which a receiver of job messages never pays. The job catalog
+(`functions.jobs`) is imported with the catalog itself, on the first record.
 """
 
 from __future__ import annotations
@@ -26,10 +27,8 @@ from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from functions.jobs.catalog import JobCatalog, ParamsError
-from functions.jobs.triggers import TriggerError
-
 if TYPE_CHECKING:
+    from functions.jobs.catalog import JobCatalog
     from functions.settings import Settings
 
 
@@ -125,6 +124,8 @@ def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> 
 
 
 def checked(job: Job, settings: Settings, catalog: JobCatalog) -> Job:
+    from functions.jobs.catalog import ParamsError
+
     job_type = catalog.get(job.type)
     if job_type is None:
         raise BadInput(
@@ -157,6 +158,8 @@ class _Created:
 
 
 def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Parsed:
+    from functions.jobs.triggers import TriggerError
+
     created = _created_objects(data)
     jobs: list[Job] = []
     ignored = 0
@@ -230,7 +233,7 @@ _BUILTIN: JobCatalog | None = None
 def _builtin_catalog() -> JobCatalog:
     global _BUILTIN
     if _BUILTIN is None:
-        from functions.jobs.builtin import BUILTIN_TYPES
+        from functions.jobs import BUILTIN_TYPES, JobCatalog
 
         _BUILTIN = JobCatalog(BUILTIN_TYPES)
     return _BUILTIN

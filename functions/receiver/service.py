@@ -50,8 +50,6 @@ from functions.execution import (
     parse_execution_name,
     start_execution,
 )
-from functions.jobs import INLINE_TYPES, JobCatalog
-from functions.jobs.builtin import BUILTIN_TYPES
 from functions.lease import Acquired, Lease, LeaseStatus, LeaseStore, Lock, job_lock_key
 from functions.observability import MetricName, MetricsSink, logger
 from functions.policies import RenewalPolicy
@@ -65,6 +63,8 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
+
+    from functions.jobs import JobCatalog
 
 
 class Outcome(StrEnum):
@@ -159,7 +159,7 @@ class Receiver:
     stepfunctions: SFNClient
     clock: Clock
     rng: random.Random
-    catalog: JobCatalog = field(default_factory=lambda: JobCatalog(BUILTIN_TYPES))
+    catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
     metrics: MetricsSink | None = None
 
     @property
@@ -253,7 +253,16 @@ def fan_out(rx: Receiver, jobs: list[Job]) -> None:
             raise RuntimeError(f"fan-out of an S3 notification failed: {response['Failed']}")
 
 
+def builtin_catalog() -> JobCatalog:
+    """The built-in job types alone (the job catalog is imported on first use: see `functions.receiver.models`)."""
+    from functions.jobs import BUILTIN_TYPES, JobCatalog
+
+    return JobCatalog(BUILTIN_TYPES)
+
+
 def run_inline(job: Job) -> None:
+    from functions.jobs import INLINE_TYPES
+
     if job.type not in INLINE_TYPES:
         raise InlineJobFailed(f"no inline code runs job type {job.type!r}")
     if job.params.get("fail"):

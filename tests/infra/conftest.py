@@ -32,6 +32,7 @@ PROD_CONTEXT = {
     "max_receive_count": "7",
     "log_retention_days": "90",
     "quarantine_expiration_days": "10",
+    "tracing": "false",
 }
 """A second deployment: everything the default leaves off turned on, as `-c key=value` strings."""
 

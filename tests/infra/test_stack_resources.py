@@ -140,6 +140,15 @@ def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(d
         assert log_group["Properties"]["RetentionInDays"] == 30
 
 
+def test_functions_without_tracing_skip_xray_entirely(prod: Synth) -> None:
+    functions = prod.part("Functions")
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        props = prod.resource(function)["Properties"]
+        assert "TracingConfig" not in props or props["TracingConfig"] == {"Mode": "PassThrough"}
+        assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "true", "no X-Ray SDK import"
+        assert not any(action.startswith("xray:") for action, _ in policy_grants(prod, function_role(prod, function)))
+
+
 def test_functions_layer_and_log_retention_follow_context(prod: Synth) -> None:
     for log_group in prod.of_type("AWS::Logs::LogGroup").values():
         assert log_group["Properties"]["RetentionInDays"] == 90

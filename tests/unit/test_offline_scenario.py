@@ -115,8 +115,7 @@ def test_scenario_parser_reports_bad_values_with_their_place() -> None:
     assert "jobs[0].seconds: Input should be greater than or equal to 0" in text
     assert (
         "jobs[1]: give params (any job type), or type 'wait' or 'spark' in their short forms, "
-        "or a raw_body; got type 'sleep'"
-        in text
+        "or a raw_body; got type 'sleep'" in text
     )
     assert "jobs[2].events: Input should be greater than or equal to 1" in text
     assert "jobs[3]: must be an object" in text
