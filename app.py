@@ -1,30 +1,41 @@
 #!/usr/bin/env python3
 """The CDK app: `npx cdk synth|deploy [-c key=value ...]` runs this file (see cdk.json).
 
-Settings come from CDK context and are validated before anything is built (`infra.config`); a bad
-value stops the command with a message naming it. cdk-nag's AwsSolutions pack runs on every synth as a
-policy-validation plugin: an unacknowledged finding fails it.
+Settings come from CDK context and are validated before anything is built (`infra.config`); the job
+types and S3 triggers come from `jobs.json` at the repository root (`-c jobs_file=PATH` names another).
+A bad value or declaration stops the command with a message naming it. cdk-nag's AwsSolutions pack
+runs on every synth as a policy-validation plugin: an unacknowledged finding fails it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from functions.jobs import JobTypeError, load_catalog_file
 from infra.config import ConfigError, context_keys, load_config
+from infra.constants import REPO_ROOT
 from infra.stack import LongJobsStack, stack_name
+
+JOBS_FILE = REPO_ROOT / "jobs.json"
+JOBS_FILE_CONTEXT = "jobs_file"
 
 
 def build_app(app: cdk.App) -> LongJobsStack:
-    """The stack from `app`'s context, with cdk-nag attached. Raises `ConfigError` on bad context."""
+    """The stack from `app`'s context and job types, with cdk-nag attached. Raises `ConfigError` on bad
+    context and `JobTypeError` on a bad declaration."""
     config = load_config({key: app.node.try_get_context(key) for key in context_keys()})
+    jobs_file = Path(app.node.try_get_context(JOBS_FILE_CONTEXT) or JOBS_FILE)
+    catalog = load_catalog_file(jobs_file, strict=True)
     stack = LongJobsStack(
         app,
         stack_name(config),
         config=config,
+        catalog=catalog,
         env=cdk.Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
         description="Long jobs on SQS: leases renewed while Step Functions and Glue run them",
     )
@@ -37,7 +48,7 @@ def main(app: cdk.App | None = None) -> None:
     app = app or cdk.App()
     try:
         build_app(app)
-    except ConfigError as exc:
+    except (ConfigError, JobTypeError) as exc:
         sys.exit(str(exc))
     app.synth()
 

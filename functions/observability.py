@@ -1,18 +1,61 @@
-"""Logger, metrics and tracer: one instance each, shared by every handler and service."""
+"""Logger, metrics and tracer: one instance each, shared by every handler and service.
+
+The tracer is Powertools' `Tracer` only when it will trace: in Lambda, with `POWERTOOLS_TRACE_DISABLED`
+unset or false (Powertools' own rule). Otherwise it is `NoOpTracer`, with the one decorator the
+handlers use. Powertools' `Tracer` imports the X-Ray SDK even when it is disabled, and that import is
+about a third of a handler's cold start (measured with `python -m benchmarks.cold_start`): a
+function deployed with tracing off, the offline runtime and the tests do not pay for it.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar, cast
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "long-jobs")
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "LongJobs")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+class HandlerTracer(Protocol):
+    """What the handlers use of a tracer."""
+
+    def capture_lambda_handler(self, lambda_handler: Handler) -> Handler: ...
+
+
+class NoOpTracer:
+    """Stands for Powertools' `Tracer` where it would not trace: its decorator returns the handler as it is."""
+
+    def capture_lambda_handler(self, lambda_handler: Handler) -> Handler:
+        return lambda_handler
+
+
+def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Powertools traces in Lambda only (not in SAM's local emulation), unless POWERTOOLS_TRACE_DISABLED."""
+    env = os.environ if environ is None else environ
+    if env.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in _TRUE:
+        return False
+    if env.get("AWS_SAM_LOCAL", "").strip().lower() in _TRUE:
+        return False
+    return bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
+def make_tracer() -> HandlerTracer:
+    if not tracing_enabled():
+        return NoOpTracer()
+    from aws_lambda_powertools import Tracer  # imports the X-Ray SDK
+
+    return cast(HandlerTracer, Tracer(service=SERVICE))
+
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = make_tracer()
 
 
 class MetricsSink(Protocol):
@@ -51,6 +94,8 @@ class MetricName:
     JOBS_SETTLED_ON_REDELIVERY = "JobsSettledOnRedelivery"
     JOBS_NOT_STARTED = "JobsNotStarted"
     RECORDS_STALE = "RecordsStale"
+    JOBS_WAITING = "JobsWaiting"  # its job id was running: a delayed copy went back to the queue
+    S3_OBJECTS_IGNORED = "S3ObjectsIgnored"  # created objects that are no trigger's completion marker
     RECORDS_FAILED = "RecordsFailed"
     # watcher
     EXECUTIONS_ENDED = "ExecutionsEnded"

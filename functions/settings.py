@@ -20,6 +20,8 @@ from functions.policies import POLICIES, SQS_MAX_VISIBILITY_S, hold_limit
 __all__ = ["SQS_MAX_VISIBILITY_S", "PolicyName", "Settings", "SettingsError"]
 
 PolicyName = Literal["adaptive", "remaining", "threshold"]
+MAX_DELAY_S = 900
+"""SQS's longest message delay (`DelaySeconds`)."""
 
 
 class Settings(BaseModel):
@@ -91,10 +93,21 @@ class Settings(BaseModel):
     release_delay_cap_s: int = Field(
         default=900, ge=0, le=SQS_MAX_VISIBILITY_S, description="Longest release delay (it doubles per receive)."
     )
-    spark_output_uri: str | None = Field(
-        default=None, description="Curated output of Spark jobs that name none (S3 notifications never do)."
+    curated_uri: str | None = Field(
+        default=None,
+        description="The curated bucket (s3://bucket/): `{curated}` in a job type's defaults (spark's output).",
     )
-    spark_quarantine_uri: str | None = Field(default=None, description="Quarantine output, likewise.")
+    quarantine_uri: str | None = Field(default=None, description="The quarantine bucket: `{quarantine}`, likewise.")
+    raw_uri: str | None = Field(default=None, description="The raw bucket: `{raw}`, likewise.")
+    job_wait_base_s: int = Field(
+        default=30,
+        ge=0,
+        le=MAX_DELAY_S,
+        description="A job whose job id is running waits this long before it tries again (doubling per wait).",
+    )
+    job_wait_cap_s: int = Field(
+        default=MAX_DELAY_S, ge=0, le=MAX_DELAY_S, description="Longest such wait (SQS delays at most 15 minutes)."
+    )
 
     receiver_timeout_s: float = Field(
         default=30.0, gt=0, le=900, description="The receiver function's timeout: after it, an invocation is dead."
@@ -112,6 +125,11 @@ class Settings(BaseModel):
         if self.max_renewal_s is not None:
             return self.max_renewal_s
         return POLICIES[self.policy].default_max_renewal_s
+
+    @property
+    def locations(self) -> dict[str, str | None]:
+        """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
+        return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
 
     @property
     def renewal_enabled(self) -> bool:
@@ -139,6 +157,8 @@ class Settings(BaseModel):
                 f"release_delay_cap_s={self.release_delay_cap_s} must be >= "
                 f"release_delay_base_s={self.release_delay_base_s:g}"
             )
+        if self.job_wait_cap_s < self.job_wait_base_s:
+            raise ValueError(f"job_wait_cap_s={self.job_wait_cap_s} must be >= job_wait_base_s={self.job_wait_base_s}")
         if self.reconcile_grace_s <= self.receiver_timeout_s:
             raise ValueError(
                 f"reconcile_grace_s={self.reconcile_grace_s:g} must be greater than receiver_timeout_s="

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from functions.clock import Clock
 from functions.execution import NEVER_STARTED, RUNNING_STATUSES, stop_execution
-from functions.lease import Lease, LeaseStatus, LeaseStore
+from functions.lease import Lease, LeaseStatus, LeaseStore, job_lock_key
 from functions.observability import logger
 from functions.policies.base import whole_seconds
 from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
@@ -30,6 +30,7 @@ __all__ = [
     "describe_reason",
     "reassert_release",
     "release",
+    "release_job_lock",
     "settle_ended",
     "stop_and_close",
 ]
@@ -37,6 +38,18 @@ __all__ = [
 
 class SettleError(Exception):
     """AWS refused for a reason that may pass (throttling, a fault): the lease is unchanged, try later."""
+
+
+def release_job_lock(lease: Lease, *, store: LeaseStore, clock: Clock) -> bool:
+    """Free the job lock of a lease whose attempt has ended, if the lock still names its execution.
+    Best effort: a lock left held is taken over once its execution is seen ended (`functions.lease.lock`)."""
+    if not lease.job_id or not lease.execution_arn:
+        return False
+    try:
+        return store.locks.release(job_lock_key(lease.job_id), lease.execution_arn, now=clock.now())
+    except Exception as exc:
+        logger.warning("could not release the job lock", extra={"job_id": lease.job_id, "error": str(exc)})
+        return False
 
 
 def release(
@@ -63,6 +76,7 @@ def release(
     closed = store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=now + delay)
     if closed is None:
         return None
+    release_job_lock(closed, store=store, clock=clock)
     outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, closed.receipt_handle, delay))
     if outcome.ok:
         return closed
@@ -115,7 +129,10 @@ def complete(
         if classify_exception(exc) is not FailureClass.LOST:
             raise SettleError(f"delete of {lease.message_id} failed: {describe_exception(exc)}") from exc
         error = f"delete: {describe_exception(exc)}"
-    return store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
+    closed = store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
+    if closed is not None:
+        release_job_lock(closed, store=store, clock=clock)
+    return closed
 
 
 def stop_and_close(
@@ -142,7 +159,10 @@ def stop_and_close(
             "execution stopped: its lease can no longer be held",
             extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": reason},
         )
-    return store.close(lease, status, now=clock.now(), error=reason)
+    closed = store.close(lease, status, now=clock.now(), error=reason)
+    if closed is not None:
+        release_job_lock(closed, store=store, clock=clock)
+    return closed
 
 
 def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> str:

@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from functions.jobs import GlueSettings, JobCatalog, JobType
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
 from infra.constants import EXTENDER_PERIOD, LOG_RETENTION
 
 RESOURCE_FIELDS = frozenset(
-    {"table_name", "queue_url", "dlq_url", "state_machine_arn", "spark_output_uri", "spark_quarantine_uri"}
+    {"table_name", "queue_url", "dlq_url", "state_machine_arn", "curated_uri", "quarantine_uri", "raw_uri"}
 )
 """Engine settings the stack fills in from the resources it creates: not context settings."""
 FIXED_FIELDS = frozenset({"extender_period_s", "receiver_timeout_s"})
@@ -62,7 +63,9 @@ class InfraSettings(BaseModel):
         description="Jobs queue VT: how soon a record the receiver never leased comes back.",
     )
     glue_version: Literal["5.0", "5.1"] = "5.0"
-    glue_worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
+    glue_worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = Field(
+        default="G.1X", description="Glue settings of every pyspark job type that does not set its own."
+    )
     glue_workers: int = Field(default=2, ge=2, le=1_000)
     glue_timeout_minutes: int = Field(default=360, ge=1, le=2_880, description="One Glue run's limit.")
     glue_max_concurrent_runs: int = Field(default=10, ge=1, le=1_000)
@@ -72,7 +75,12 @@ class InfraSettings(BaseModel):
         default=None, ge=60, description="Alarm threshold on the queue's oldest message; default: a Glue run + 1 h."
     )
     alarm_email: str | None = Field(default=None, description="Subscribed to the alarm topic when set.")
-    s3_notifications: bool = Field(default=False, description="Raw bucket ObjectCreated events -> jobs queue.")
+    s3_notifications: bool = Field(
+        default=False, description="Raw bucket ObjectCreated events of the S3 triggers' markers -> jobs queue."
+    )
+    tracing: bool = Field(
+        default=True, description="X-Ray tracing of the functions; off, they also skip the X-Ray SDK's import."
+    )
     powertools_layer_arn: str | None = Field(
         default=None, description="Overrides the Powertools layer resolved from its public SSM parameter."
     )
@@ -105,6 +113,16 @@ class InfraSettings(BaseModel):
     @property
     def oldest_message_alarm_threshold_s(self) -> int:
         return self.oldest_message_alarm_s or self.glue_timeout_minutes * 60 + 3_600
+
+    def glue_of(self, job_type: JobType) -> GlueSettings:
+        """A pyspark type's Glue settings, each one it leaves out taken from these settings."""
+        own = job_type.glue or GlueSettings()
+        return GlueSettings(
+            worker_type=own.worker_type or self.glue_worker_type,
+            workers=own.workers or self.glue_workers,
+            timeout_minutes=own.timeout_minutes or self.glue_timeout_minutes,
+            max_concurrent_runs=own.max_concurrent_runs or self.glue_max_concurrent_runs,
+        )
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,56 @@ def load_config(context: Mapping[str, Any]) -> StackConfig:
         raise ConfigError("invalid CDK context: " + "; ".join(problems))
     _check_together(infra, engine)
     return StackConfig(infra=infra, engine=engine)
+
+
+def make_config(
+    *,
+    infra: InfraSettings | Mapping[str, Any] | None = None,
+    engine: Settings | Mapping[str, Any] | None = None,
+    catalog: JobCatalog | None = None,
+) -> StackConfig:
+    """The construct's settings: each a validated object or plain values (as context values would be),
+    checked together, and against every pyspark type's Glue timeout when `catalog` is given. Raises
+    `ConfigError` naming the bad setting."""
+    if isinstance(infra, InfraSettings):
+        infra_values: dict[str, Any] = infra.model_dump(exclude_unset=True)
+    else:
+        infra_values = dict(infra or {})
+    if isinstance(engine, Settings):
+        engine_values: dict[str, Any] = engine.model_dump(exclude_unset=True)
+    else:
+        engine_values = dict(engine or {})
+    for key in sorted(engine_values):
+        if key in RESOURCE_FIELDS or key == "extender_period_s":
+            raise ConfigError(f"invalid settings: engine.{key} is set by the processor itself")
+    if "receiver_timeout_s" in engine_values:
+        raise ConfigError("invalid settings: engine.receiver_timeout_s: set infra receiver_timeout_s instead")
+    overlap = sorted(set(infra_values) & set(engine_values))
+    if overlap:
+        raise ConfigError(f"invalid settings: {', '.join(overlap)} given both as infra and engine settings")
+    config = load_config({**infra_values, **engine_values})
+    if catalog is not None:
+        check_job_types(config, catalog)
+    return config
+
+
+def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
+    """Every pyspark type's Glue run must end before renewal stops (see `_check_together`)."""
+    renewal_s = config.engine.renew_until(0.0)
+    for job_type in catalog.of_runner("pyspark"):
+        minutes = config.infra.glue_of(job_type).timeout_minutes or 0
+        if minutes * 60 > renewal_s:
+            raise ConfigError(
+                f"invalid job type {job_type.name!r}: glue.timeout_minutes={minutes} ({minutes * 60} s) is longer than "
+                f"renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
+            )
+    for job_type in catalog.of_runner("state_machine"):
+        minutes = job_type.state_machine.timeout_minutes if job_type.state_machine else 0
+        if minutes * 60 > renewal_s:
+            raise ConfigError(
+                f"invalid job type {job_type.name!r}: state_machine.timeout_minutes={minutes} is longer than "
+                f"renewal lasts ({renewal_s:g} s)"
+            )
 
 
 def _check_together(infra: InfraSettings, engine: Settings) -> None:

@@ -43,11 +43,12 @@ EXTENDER_PERIOD = cdk.Duration.minutes(1)
 EXTENDER_TIMEOUT = cdk.Duration.seconds(90)
 """A run stops itself after one period (`run_invocation`); the rest is margin for the last pass."""
 WATCHER_TIMEOUT = cdk.Duration.seconds(30)
-LAMBDA_ASSET_EXCLUDE = ["/*", "!/functions/", "__pycache__/", "*.pyc"]
-"""Git-style patterns on REPO_ROOT: the Lambda asset holds `functions/` at its root and nothing else."""
 PIPELINE_ZIP_EXCLUDE = ["/*", "!/pipeline/", "__pycache__/", "*.pyc"]
 """Likewise for the Glue job's `--extra-py-files` zip: `pipeline/` as the zip's top folder."""
-GLUE_SCRIPT = REPO_ROOT / "pipeline" / "glue_job.py"
+GLUE_SCRIPT = REPO_ROOT / "pipeline" / "glue_entry.py"
+"""The script of every pyspark job type's Glue job: it imports the type's entry and calls it."""
+JOB_TYPES_FILE = "job_types.json"
+"""The job catalog the construct writes into the functions' asset (`functions/job_types.json`)."""
 
 # Glue
 GLUE_VERSIONS = {"5.0": "V5_0", "5.1": "V5_1"}
@@ -55,6 +56,17 @@ GLUE_VERSIONS = {"5.0": "V5_0", "5.1": "V5_1"}
 GLUE_TEMP_PREFIX = "temp/"
 SUMMARY_PREFIX = "summaries/"
 """Where each Glue run writes its summary JSON (`<execution name>.json`) for the workflow to read."""
+
+# CDK feature flags the processor's resources are built and cdk-nag-checked with. The construct sets
+# them on its own scope (a user's app may have none): S3 access logs through a bucket policy (the log
+# bucket enforces bucket-owner ownership, which ACL delivery cannot use), minimized IAM policies (the
+# acknowledged cdk-nag findings name their resources) and scoped-down key policies.
+FEATURE_FLAGS = {
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-s3:createDefaultLoggingPolicy": True,
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/aws-kms:reduceCrossAccountRegionPolicyScope": True,
+}
 
 # Step Functions
 STATE_MACHINE_TIMEOUT = cdk.Duration.hours(13)
@@ -65,6 +77,8 @@ TEMP_EXPIRATION = cdk.Duration.days(7)
 SUMMARY_EXPIRATION = cdk.Duration.days(30)
 ACCESS_LOG_EXPIRATION = cdk.Duration.days(90)
 ABORT_UPLOADS_AFTER = cdk.Duration.days(7)
+NONCURRENT_EXPIRATION = cdk.Duration.days(30)
+"""Raw and curated are versioned: an overwritten or deleted object can be recovered for this long."""
 
 # Queues
 QUEUE_RETENTION = cdk.Duration.days(4)

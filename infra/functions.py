@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -18,14 +21,15 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from functions.jobs import JobCatalog
 from functions.lease.schema import DUE_INDEX, RECONCILE_INDEX
 from infra.config import StackConfig
 from infra.constants import (
     EXTENDER_PERIOD,
     EXTENDER_TIMEOUT,
     HANDLERS,
+    JOB_TYPES_FILE,
     LAMBDA_ARCHITECTURE,
-    LAMBDA_ASSET_EXCLUDE,
     LAMBDA_RUNTIME,
     LOG_RETENTION,
     METRICS_NAMESPACE,
@@ -48,8 +52,9 @@ class Resources:
     dlq: sqs.IQueue
     table: dynamodb.ITable
     state_machine: sfn.StateMachine
-    spark_output_uri: str
-    spark_quarantine_uri: str
+    curated_uri: str
+    quarantine_uri: str
+    raw_uri: str
 
 
 class LongJobFunctions(Construct):
@@ -57,18 +62,26 @@ class LongJobFunctions(Construct):
     watcher (this state machine's failed, timed-out and aborted executions).
 
     Code: `functions/` from this repository as a plain asset (no Docker, no dependencies: boto3 is in
-    the runtime, Powertools and pydantic in the Powertools layer). Each function has its own role with
-    the actions its code calls, on its resources only, and writes to its own log group.
+    the runtime, Powertools, pydantic and fastjsonschema in the Powertools layer), with the job catalog
+    written into it as `functions/job_types.json` (see `staged_functions`). Each function has its own
+    role with the actions its code calls, on its resources only, and writes to its own log group.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, resources: Resources) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        resources: Resources,
+        catalog: JobCatalog,
+    ) -> None:
         super().__init__(scope, construct_id)
         infra = config.infra
         res = resources
         self._retention = LOG_RETENTION[infra.log_retention_days]
-        self._code = lambda_.Code.from_asset(
-            str(REPO_ROOT), exclude=LAMBDA_ASSET_EXCLUDE, ignore_mode=cdk.IgnoreMode.GIT
-        )
+        self._tracing = infra.tracing
+        self._code = lambda_.Code.from_asset(str(staged_functions(catalog)))
         self._layer = lambda_.LayerVersion.from_layer_version_arn(
             self,
             "Powertools",
@@ -95,12 +108,14 @@ class LongJobFunctions(Construct):
                 "QUEUE_URL": res.queue.queue_url,
                 "DLQ_URL": res.dlq.queue_url,
                 "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
-                "SPARK_OUTPUT_URI": res.spark_output_uri,
-                "SPARK_QUARANTINE_URI": res.spark_quarantine_uri,
+                "CURATED_URI": res.curated_uri,
+                "QUARANTINE_URI": res.quarantine_uri,
+                "RAW_URI": res.raw_uri,
             },
             statements=[
-                # The event source mapping receives and deletes; the code hides, re-sends S3 fan-outs,
-                # deletes settled redeliveries and reads the queue's VT (fixed-VT policies).
+                # The event source mapping receives and deletes; the code hides, re-sends S3 fan-outs and
+                # messages waiting for their job id, deletes settled redeliveries and reads the queue's VT
+                # (fixed-VT policies). Job locks are items of the lease table.
                 _allow(
                     "sqs:ReceiveMessage",
                     "sqs:DeleteMessage",
@@ -155,12 +170,20 @@ class LongJobFunctions(Construct):
         self.extender.configure_async_invoke(
             max_event_age=cdk.Duration.seconds(2 * EXTENDER_PERIOD.to_seconds()), retry_attempts=0
         )
+        # The schedule's own role, in this scope (CDK's default is one shared by the whole stack).
+        schedule_role = iam.Role(
+            self,
+            "ExtenderScheduleRole",
+            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+            description="The extender's schedule: invoke the extender, nothing else",
+        )
         self.schedule = scheduler.Schedule(
             self,
             "ExtenderSchedule",
             schedule=scheduler.ScheduleExpression.rate(EXTENDER_PERIOD),
             target=scheduler_targets.LambdaInvoke(
                 self.extender,
+                role=schedule_role,
                 retry_attempts=0,  # a missed run is covered by the next one a minute later
                 max_event_age=EXTENDER_PERIOD,
             ),
@@ -204,7 +227,7 @@ class LongJobFunctions(Construct):
             findings=("Resource::" + rendered(self, execution_arns),),
         )
         acknowledge(
-            cdk.Stack.of(self),  # the scheduler's role is a stack-level singleton
+            schedule_role,
             "AwsSolutions-IAM5",
             "CDK's scheduler target grant: lambda:InvokeFunction on the extender and its versions only.",
             findings=("Resource::" + rendered(self, f"{self.extender.function_arn}:*"),),
@@ -245,20 +268,23 @@ class LongJobFunctions(Construct):
             log_group=log_group,
             timeout=timeout,
             memory_size=memory_mb,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if self._tracing else lambda_.Tracing.DISABLED,
             reserved_concurrent_executions=reserved_concurrency,
             environment={
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                # Off: the functions import no X-Ray SDK at all (a third of their cold start).
+                **({} if self._tracing else {"POWERTOOLS_TRACE_DISABLED": "true"}),
                 **environment,
             },
         )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource ARN (active tracing).",
-            findings=("Resource::*",),
-        )
+        if self._tracing:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource ARN (active tracing).",
+                findings=("Resource::*",),
+            )
         acknowledge(
             function,
             "AwsSolutions-L1",
@@ -266,6 +292,24 @@ class LongJobFunctions(Construct):
             "and Glue 5.0's Python, so Lambda and Glue run what the tests run.",
         )
         return function
+
+
+def staged_functions(catalog: JobCatalog) -> Path:
+    """A copy of `functions/` with the job catalog in it as `functions/job_types.json`, for the asset.
+
+    The functions read the job types (and the S3 triggers) from that file at their first record, not
+    from an environment variable: Lambda caps all of a function's variables at 4 KB together, which a
+    few JSON Schemas pass, while a file in the asset has no such limit. The copy is made at synthesis
+    (CDK hashes the folder's content, so an unchanged catalog is the same asset).
+    """
+    stage = Path(tempfile.mkdtemp(prefix="longjobs-functions-"))
+    shutil.copytree(
+        REPO_ROOT / "functions",
+        stage / "functions",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", JOB_TYPES_FILE),
+    )
+    (stage / "functions" / JOB_TYPES_FILE).write_text(catalog.to_json() + "\n", encoding="utf-8")
+    return stage
 
 
 def _allow(*actions: str, on: list[str]) -> iam.PolicyStatement:

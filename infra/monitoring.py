@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
@@ -33,7 +34,7 @@ class Watched:
     extender: lambda_.IFunction
     watcher: lambda_.IFunction
     state_machine: sfn.IStateMachine
-    glue_job: glue.IJob
+    glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
 
 
 def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
@@ -65,7 +66,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        dashboard_name: str,
+        dashboard_name: str | None,
         watched: Watched,
         oldest_message_threshold: cdk.Duration,
         alarm_email: str | None,
@@ -205,6 +206,9 @@ class Monitoring(Construct):
                     engine_metric(MetricName.JOBS_STARTED),
                     engine_metric(MetricName.JOBS_INLINE),
                     engine_metric(MetricName.JOBS_FANNED_OUT),
+                    engine_metric(MetricName.JOBS_WAITING),
+                    engine_metric(MetricName.JOBS_IGNORED),
+                    engine_metric(MetricName.S3_OBJECTS_IGNORED),
                     engine_metric(MetricName.JOBS_REJECTED),
                     engine_metric(MetricName.RECORDS_FAILED),
                 ],
@@ -219,14 +223,17 @@ class Monitoring(Construct):
                     w.state_machine.metric_aborted(period=PERIOD, label="aborted"),
                 ],
             ),
-            _graph(
-                "Glue job runs",
-                [
-                    w.glue_job.metric("glue.driver.aggregate.numCompletedTasks", glue.MetricType.COUNT, period=PERIOD),
-                    w.glue_job.metric("glue.driver.aggregate.numFailedTasks", glue.MetricType.COUNT, period=PERIOD),
-                ],
-                right=[w.glue_job.metric("glue.driver.aggregate.elapsedTime", glue.MetricType.COUNT, period=PERIOD)],
-            ),
+            *[
+                _graph(
+                    "Glue job runs" if len(w.glue_jobs) == 1 else f"Glue job runs: {name}",
+                    [
+                        job.metric("glue.driver.aggregate.numCompletedTasks", glue.MetricType.COUNT, period=PERIOD),
+                        job.metric("glue.driver.aggregate.numFailedTasks", glue.MetricType.COUNT, period=PERIOD),
+                    ],
+                    right=[job.metric("glue.driver.aggregate.elapsedTime", glue.MetricType.COUNT, period=PERIOD)],
+                )
+                for name, job in w.glue_jobs.items()
+            ],
             _graph(
                 "Function errors and throttles",
                 [

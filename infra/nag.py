@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 import aws_cdk as cdk
-from constructs import IConstruct
+import jsii
+from constructs import IConstruct, IValidation
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str, *, findings: tuple[str, ...] = ()) -> None:
@@ -38,3 +39,22 @@ def render_cfn(value: Any) -> str:
     if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
         return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
     raise ValueError(f"cannot render {value!r} as a cdk-nag finding")
+
+
+@jsii.implements(IValidation)
+class NagValidation:
+    """cdk-nag's AwsSolutions pack on one construct's tree, as a validation of that construct.
+
+    cdk-nag 3 runs as a policy-validation plugin, and a plugin can only be added to an App or a Stage:
+    a construct that did so would change its user's whole app. A construct's own validation runs at
+    synthesis too and fails it with the violations, so the processor checks itself, and only itself.
+    """
+
+    def __init__(self, scope: IConstruct) -> None:
+        self._scope = scope
+
+    def validate(self) -> list[str]:
+        from cdk_nag import AwsSolutionsChecks
+
+        report = AwsSolutionsChecks().validate_scope(self._scope)
+        return [f"{violation.rule_name}: {violation.description}" for violation in report.violations]

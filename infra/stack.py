@@ -1,26 +1,20 @@
-"""The one stack: composes the constructs of `infra/` and wires what each may use."""
+"""The bundled app's stack: a `LongJobProcessor` and the outputs an operator needs, nothing else."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
+from functions.jobs import JobCatalog
 from infra.config import StackConfig
-from infra.constants import APP_NAME, LOG_RETENTION
-from infra.functions import LongJobFunctions, Resources
-from infra.job_workflow import EVENTS_PREFIX, JobWorkflow
-from infra.lease_table import LeaseTable
-from infra.monitoring import Monitoring, Watched
-from infra.nag import acknowledge, rendered
-from infra.queues import JobQueues
+from infra.constants import APP_NAME
+from infra.processor import LongJobProcessor
 
-NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
-"""The id CDK gives the singleton function that configures bucket notifications."""
+PROCESSOR_ID = "Default"
+"""The processor's id in the stack. CDK leaves a `Default` id out of logical ids, so the resources keep
+the logical ids they had when the stack built them itself: an update replaces none of them."""
 
 
 def stack_name(config: StackConfig) -> str:
@@ -28,94 +22,54 @@ def stack_name(config: StackConfig) -> str:
 
 
 class LongJobsStack(cdk.Stack):
-    """Queue + DLQ, lease table, workflow with its Glue job and buckets, the three functions and
-    monitoring, built from one validated `StackConfig`."""
+    """The processor from one validated `StackConfig` and the job catalog (`jobs.json`), with outputs.
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any) -> None:
+    cdk-nag runs on the whole app (`app.py`), which covers CDK's stack-wide singletons as well, so the
+    processor does not check itself a second time."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StackConfig, catalog: JobCatalog, **kwargs: Any
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        infra = config.infra
-        queues = JobQueues(
+        dashboard_name = f"{APP_NAME}-{config.infra.stage}"
+        self.processor = processor = LongJobProcessor(
             self,
-            "Queues",
-            visibility_timeout=cdk.Duration.seconds(infra.queue_visibility_timeout_s),
-            max_receive_count=config.engine.max_receive_count,
-        )
-        leases = LeaseTable(self, "Leases", deletion_protection=infra.table_deletion_protection)
-        workflow = JobWorkflow(
-            self,
-            "Workflow",
-            settings=infra,
-            table=leases.table,
-            queue=queues.queue,
-            log_retention=LOG_RETENTION[infra.log_retention_days],
-        )
-        buckets = workflow.buckets
-        functions = LongJobFunctions(
-            self,
-            "Functions",
-            config=config,
-            resources=Resources(
-                queue=queues.queue,
-                dlq=queues.dlq,
-                table=leases.table,
-                state_machine=workflow.state_machine,
-                spark_output_uri=buckets.curated.s3_url_for_object(EVENTS_PREFIX),
-                spark_quarantine_uri=buckets.quarantine.s3_url_for_object(EVENTS_PREFIX),
-            ),
-        )
-        if infra.s3_notifications:
-            self._notify_jobs_queue(buckets.raw, queues)
-        dashboard_name = f"{APP_NAME}-{infra.stage}"
-        monitoring = Monitoring(
-            self,
-            "Monitoring",
+            PROCESSOR_ID,
+            job_types=list(catalog),
+            s3_triggers=list(catalog.s3_triggers),
+            include_builtin_job_types=False,  # the catalog already holds them (jobs.json lists them)
+            infra=config.infra,
+            engine=_engine_values(config),
             dashboard_name=dashboard_name,
-            watched=Watched(
-                queue=queues.queue,
-                dlq=queues.dlq,
-                receiver=functions.receiver,
-                extender=functions.extender,
-                watcher=functions.watcher,
-                state_machine=workflow.state_machine,
-                glue_job=workflow.glue_job,
-            ),
-            oldest_message_threshold=cdk.Duration.seconds(infra.oldest_message_alarm_threshold_s),
-            alarm_email=infra.alarm_email,
+            nag=False,
         )
-
-        for name, value, description in (
-            ("QueueUrl", queues.queue.queue_url, "Send job messages here"),
-            ("DeadLetterQueueUrl", queues.dlq.queue_url, "Rejected and exhausted jobs"),
-            ("LeaseTableName", leases.table.table_name, "One lease per in-flight message"),
-            ("StateMachineArn", workflow.state_machine.state_machine_arn, "The long-job workflow"),
-            ("GlueJobName", workflow.glue_job.job_name, "The Spark pipeline"),
+        buckets = processor.buckets
+        outputs = [
+            ("QueueUrl", processor.queue.queue_url, "Send job messages here"),
+            ("DeadLetterQueueUrl", processor.dead_letter_queue.queue_url, "Rejected and exhausted jobs"),
+            ("LeaseTableName", processor.table.table_name, "One lease per in-flight message"),
+            ("StateMachineArn", processor.state_machine.state_machine_arn, "The long-job workflow"),
             ("DashboardName", dashboard_name, "CloudWatch dashboard"),
-            ("AlarmTopicArn", monitoring.topic.topic_arn, "Alarm notifications"),
-            ("RawBucketName", buckets.raw.bucket_name, "Raw JSON-lines input"),
-            ("CuratedBucketName", buckets.curated.bucket_name, "Curated Parquet output"),
+            ("AlarmTopicArn", processor.alarm_topic.topic_arn, "Alarm notifications"),
+            ("RawBucketName", buckets.raw.bucket_name, "Raw input"),
+            ("CuratedBucketName", buckets.curated.bucket_name, "Curated output"),
             ("QuarantineBucketName", buckets.quarantine.bucket_name, "Rejected rows"),
             ("GlueBucketName", buckets.glue.bucket_name, "Glue temporary files and run summaries"),
-        ):
+        ]
+        if "spark" in processor.glue_jobs:
+            outputs.append(("GlueJobName", processor.glue_jobs["spark"].job_name, "The events pipeline (spark)"))
+        for name, value, description in outputs:
             cdk.CfnOutput(self, name, value=value, description=description)
+        for job_type, job in processor.glue_jobs.items():
+            cdk.CfnOutput(
+                self,
+                f"GlueJob{job_type.replace('-', '').replace('_', '')}",
+                value=job.job_name,
+                description=f"The Glue job of the {job_type} job type",
+            )
 
-    def _notify_jobs_queue(self, raw: s3.Bucket, queues: JobQueues) -> None:
-        """Each object created in the raw bucket becomes a job (the receiver parses S3 notifications).
-        CDK configures bucket notifications through its own custom-resource function."""
-        raw.add_event_notification(s3.EventType.OBJECT_CREATED, s3n.SqsDestination(queues.queue))
-        handler = self.node.try_find_child(NOTIFICATIONS_HANDLER_ID)
-        if handler is None:
-            raise RuntimeError(f"CDK's bucket-notifications handler is no longer {NOTIFICATIONS_HANDLER_ID!r}")
-        basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM4",
-            "CDK's own bucket-notifications custom resource: its role uses the Lambda basic execution policy.",
-            findings=("Policy::" + rendered(handler, basic.managed_policy_arn),),
-        )
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM5",
-            "CDK's own bucket-notifications custom resource grants s3:PutBucketNotification on '*'; it only "
-            "configures this stack's raw bucket.",
-            findings=("Resource::*",),
-        )
+
+def _engine_values(config: StackConfig) -> dict[str, Any]:
+    """The engine settings chosen in context (the processor fills in the rest as the app did)."""
+    fixed = {"extender_period_s", "receiver_timeout_s"}
+    return {name: getattr(config.engine, name) for name in config.engine.model_fields_set if name not in fixed}

@@ -2,11 +2,19 @@
 
     Self -> ReadLeaseAtStart -> HeldAtStart: the lease is ACTIVE and names this execution? else NotHeld
     RunJob (Parallel, so every failure inside is caught in one place)
-      └ JobType: spark -> the Spark step (a parameter; timeouts -> JobTimedOut)
+      └ JobType: one branch per declared job type (inline types never reach the workflow):
+                 pyspark -> the type's Spark step (a parameter: Glue, or the offline token queue)
                  | wait -> Wait N s (-> fail on request)
-    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary) -> Succeeded
-    failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseMessage(release
-             delay) -> JobFailed; a handle SQS refuses for good -> MarkLost -> JobFailed
+                 | state_machine -> the user's state machine, a nested `.sync` execution
+                 (timeouts of a step -> JobTimedOut)
+    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary)
+             -> ReleaseJobLock -> Succeeded
+    failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
+             -> ReleaseMessage(release delay) -> JobFailed; a handle SQS refuses for good -> MarkLost -> JobFailed
+
+Every branch ends in the same fenced success and failure paths, after the `RunJob` Parallel: adding a
+job type adds a Choice rule and its branch, nothing else. The job lock (`functions.lease.lock`) is
+released only by the execution it names, once the lease is closed.
 
 The rule: an execution runs only while its message is held, and touches the message and its lease
 only while the lease names it (`execution_arn` = `$$.Execution.Id`), never by the receipt handle alone:
@@ -27,8 +35,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -38,7 +46,10 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from functions.execution import STOP_ERROR as NOT_HELD_ERROR
+from functions.jobs import JobType
+from functions.jobs.builtin import BUILTIN_TYPES
 from functions.lease import LeaseStatus
+from functions.lease.lock import FREE, HELD, JOB_LOCK_PREFIX, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR
 from functions.lease.schema import (
     ERROR_ATTR,
     EXECUTION_ATTR,
@@ -52,8 +63,9 @@ from functions.lease.schema import (
 )
 from infra.constants import SUMMARY_PREFIX
 
-SparkStep = Callable[[Construct], sfn.TaskStateBase]
-"""Builds the state that runs a Spark job from `$.job.params`; its result is the job's summary."""
+PysparkStep = Callable[[Construct, JobType], sfn.TaskStateBase]
+"""Builds the first state of a pyspark type's branch, which runs its entry on `$.job.params`; the
+branch's result is the job's summary."""
 
 SQS_TRANSIENT_ERRORS = [
     "Sqs.RequestThrottledException",
@@ -98,25 +110,33 @@ _SELF = "$.self.execution"
 """Where the execution keeps its own ARN: `$$.Execution.Id`, copied at the start (Choice rules read the input only)."""
 
 
-def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str | None = None) -> SparkStep:
-    """The cloud's Spark step: a Glue job run, waited for (`.sync`).
+def state_prefix(job_type: JobType) -> str:
+    """The type's name as a state name part: `spark` -> `Spark`, `word-count` -> `WordCount`."""
+    return "".join(part.capitalize() for part in re.split(r"[-_]", job_type.name) if part)
 
-    A Glue run returns no output of its own. With `summary_bucket`, the job writes its summary JSON to
+
+def glue_pyspark_step(
+    job_names: dict[str, str],
+    *,
+    timeouts: dict[str, cdk.Duration],
+    summary_bucket: str | None = None,
+) -> PysparkStep:
+    """The cloud's pyspark step: a run of the type's Glue job (`job_names[type]`), waited for (`.sync`).
+
+    Every pyspark type's Glue job runs the project's entry script (`pipeline/glue_entry.py`), which
+    imports the type's entry; the run passes the params as JSON (`--params`). A Glue run returns no
+    output of its own. With `summary_bucket`, the entry writes the summary JSON that `run` returned to
     `s3://<bucket>/summaries/<execution name>.json` (`--summary-path`) and the step reads it back, so
-    the lease gets the pipeline's own summary (rows in/out/rejected/duplicates) next to the run's id,
-    state and time. A summary that cannot be read leaves the run's outcome alone: the job did succeed.
-    Without a bucket the summary is the run's outcome only. A run refused because the job already has
-    its maximum of concurrent runs is retried with backoff, as it is a queue, not a failure.
+    the lease gets the job's own summary (under `summary`) next to the run's id, state and time. A
+    summary that cannot be read leaves the run's outcome alone: the job did succeed. Without a bucket
+    the summary is the run's outcome only. A run refused because the job already has its maximum of
+    concurrent runs is retried with backoff, as it is a queue, not a failure.
     """
 
-    def build(scope: Construct) -> sfn.TaskStateBase:
-        params = "$.job.params."
+    def build(scope: Construct, job_type: JobType) -> sfn.TaskStateBase:
+        prefix = state_prefix(job_type)
         arguments: dict[str, Any] = {
-            "--input": sfn.JsonPath.string_at(params + "input"),
-            "--date": sfn.JsonPath.string_at(params + "date"),
-            "--output": sfn.JsonPath.string_at(params + "output"),
-            "--quarantine": sfn.JsonPath.string_at(params + "quarantine"),
-            "--lateness-minutes": sfn.JsonPath.format("{}", sfn.JsonPath.string_at(params + "lateness_minutes")),
+            "--params": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.job.params")),
         }
         if summary_bucket is not None:
             arguments["--summary-path"] = sfn.JsonPath.format(
@@ -124,11 +144,11 @@ def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str
             )
         run = _GlueRunWithStepTimeout(
             scope,
-            "RunSparkJob",
-            glue_job_name=job_name,
+            f"Run{prefix}Job",
+            glue_job_name=job_names[job_type.name],
             integration_pattern=sfn.IntegrationPattern.RUN_JOB,
             arguments=sfn.TaskInput.from_object(arguments),
-            task_timeout=sfn.Timeout.duration(timeout),
+            task_timeout=sfn.Timeout.duration(timeouts[job_type.name]),
             result_selector={
                 "glue_job_run_id": sfn.JsonPath.string_at("$.Id"),
                 "state": sfn.JsonPath.string_at("$.JobRunState"),
@@ -144,7 +164,7 @@ def glue_spark_step(job_name: str, *, timeout: cdk.Duration, summary_bucket: str
             jitter_strategy=sfn.JitterType.FULL,
         )
         if summary_bucket is not None:
-            run.next(_read_glue_summary(scope, summary_bucket))
+            run.next(_read_glue_summary(scope, summary_bucket, prefix))
         return run
 
     return build
@@ -170,7 +190,7 @@ def summary_objects_arn(scope: Construct, bucket: str) -> str:
     )
 
 
-def _read_glue_summary(scope: Construct, bucket: str) -> sfn.IChainable:
+def _read_glue_summary(scope: Construct, bucket: str, prefix: str) -> sfn.IChainable:
     """GetObject of the run's summary, parsed, next to the run's outcome; the outcome alone on failure."""
     outcome = {
         "glue_job_run_id": sfn.JsonPath.string_at("$.glue.glue_job_run_id"),
@@ -179,7 +199,7 @@ def _read_glue_summary(scope: Construct, bucket: str) -> sfn.IChainable:
     }
     read = tasks.CallAwsService(
         scope,
-        "ReadSparkSummary",
+        f"Read{prefix}Summary",
         service="s3",
         action="getObject",
         iam_resources=[summary_objects_arn(scope, bucket)],
@@ -191,34 +211,39 @@ def _read_glue_summary(scope: Construct, bucket: str) -> sfn.IChainable:
         result_path="$.summary_object",
     )
     read.add_catch(
-        sfn.Pass(scope, "SparkRunOutcome", parameters=outcome), errors=["States.ALL"], result_path="$.summary_error"
+        sfn.Pass(scope, f"{prefix}RunOutcome", parameters=outcome), errors=["States.ALL"], result_path="$.summary_error"
     )
     return read.next(
         sfn.Pass(
             scope,
-            "SparkSummary",
+            f"{prefix}Summary",
             parameters={
                 **outcome,
-                "pipeline": sfn.JsonPath.string_to_json(sfn.JsonPath.string_at("$.summary_object.body")),
+                "summary": sfn.JsonPath.string_to_json(sfn.JsonPath.string_at("$.summary_object.body")),
             },
         )
     )
 
 
-def token_queue_spark_step(
+def token_queue_pyspark_step(
     *, queue_arn: str, queue_url: str, heartbeat: cdk.Duration, timeout: cdk.Duration
-) -> SparkStep:
-    """The offline Spark step: a message with a task token on a queue that a local Spark worker serves.
-    The worker answers with `SendTaskSuccess(summary)` or `SendTaskFailure`, and heartbeats meanwhile:
-    a worker that dies is noticed after one heartbeat timeout.
-    `timeout` bounds the whole job and is always set: a task with a heartbeat and no timeout times out
-    after 60 s in moto (AWS waits a year)."""
+) -> PysparkStep:
+    """The offline pyspark step: a message with a task token on a queue that a local Spark worker serves.
+    The message carries the job (its type names the entry to run). The worker answers with
+    `SendTaskSuccess(summary)` or `SendTaskFailure`, and heartbeats meanwhile: a worker that dies is
+    noticed after one heartbeat timeout. `timeout` bounds the whole job and is always set: a task with
+    a heartbeat and no timeout times out after 60 s in moto (AWS waits a year)."""
 
-    def build(scope: Construct) -> sfn.TaskStateBase:
-        queue = sqs.Queue.from_queue_attributes(scope, "SparkTokenQueue", queue_arn=queue_arn, queue_url=queue_url)
+    def build(scope: Construct, job_type: JobType) -> sfn.TaskStateBase:
+        found = scope.node.try_find_child("PysparkTokenQueue")  # one reference, shared by every pyspark type
+        queue = (
+            cast(sqs.IQueue, found)
+            if found is not None
+            else sqs.Queue.from_queue_attributes(scope, "PysparkTokenQueue", queue_arn=queue_arn, queue_url=queue_url)
+        )
         return tasks.SqsSendMessage(
             scope,
-            "RunSparkJob",
+            f"Run{state_prefix(job_type)}Job",
             queue=queue,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             message_body=sfn.TaskInput.from_object(
@@ -234,6 +259,29 @@ def token_queue_spark_step(
         )
 
     return build
+
+
+def state_machine_step(scope: Construct, job_type: JobType) -> sfn.TaskStateBase:
+    """A `state_machine` type: the user's state machine as a nested execution, waited for (`.sync`),
+    with the job's params as its input; the summary is the nested execution's output. CDK grants the
+    workflow StartExecution on that machine, and Describe/StopExecution on its executions."""
+    settings = job_type.state_machine
+    if settings is None:
+        raise ValueError(f"job type {job_type.name!r} is not a state_machine type")
+    prefix = state_prefix(job_type)
+    machine = sfn.StateMachine.from_state_machine_arn(scope, f"{prefix}StateMachineRef", settings.arn)
+    return tasks.StepFunctionsStartExecution(
+        scope,
+        f"Run{prefix}StateMachine",
+        state_machine=machine,
+        integration_pattern=sfn.IntegrationPattern.RUN_JOB,
+        input=sfn.TaskInput.from_json_path_at("$.job.params"),
+        task_timeout=sfn.Timeout.duration(cdk.Duration.minutes(settings.timeout_minutes)),
+        result_selector={
+            "execution_arn": sfn.JsonPath.string_at("$.ExecutionArn"),
+            "output": sfn.JsonPath.string_to_json(sfn.JsonPath.string_at("$.Output")),
+        },
+    )
 
 
 def _retry_transient(task: sfn.TaskStateBase, errors: list[str]) -> sfn.TaskStateBase:
@@ -345,46 +393,94 @@ def _sqs_call(scope: Construct, state_id: str, action: str, queue_arns: list[str
     )
 
 
+def _wait_branch(scope: Construct, choice: sfn.Choice, job_type: JobType, is_type: sfn.Condition) -> None:
+    """A wait type's two rules: wait then fail (`params.fail` true), or wait then answer the time waited.
+    The built-in `wait` keeps its state names (`Wait`, `WaitThenFail`, ...); others are prefixed."""
+    prefix = "" if job_type.name == "wait" else state_prefix(job_type)
+    seconds = sfn.WaitTime.seconds_path("$.job.params.seconds")
+    wait_then_fail = sfn.Wait(scope, f"{prefix}WaitThenFail", time=seconds).next(
+        sfn.Fail(scope, f"{prefix}WaitJobFailed", error="WaitJobFailed", cause="the wait job was asked to fail")
+    )
+    wait = sfn.Wait(scope, f"{prefix}Wait", time=seconds).next(
+        sfn.Pass(scope, f"{prefix}WaitSummary", parameters={"waited_s": sfn.JsonPath.number_at("$.job.params.seconds")})
+    )
+    fail_asked = sfn.Condition.and_(
+        is_type,
+        sfn.Condition.is_present("$.job.params.fail"),
+        sfn.Condition.boolean_equals("$.job.params.fail", True),
+    )
+    choice.when(fail_asked, wait_then_fail).when(is_type, wait)
+
+
+def _release_job_lock(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+    """Free the job's lock if it names this execution (`functions.lease.lock`). Best effort: a lock it
+    does not name, or one that stays held after the retries, is left (a later message of the job id
+    takes it over once it sees this execution ended)."""
+    update = _retry_transient(
+        tasks.DynamoUpdateItem(
+            scope,
+            state_id,
+            table=table,
+            key={
+                PARTITION_KEY: tasks.DynamoAttributeValue.from_string(
+                    sfn.JsonPath.format(JOB_LOCK_PREFIX + "{}", sfn.JsonPath.string_at("$.job.job_id"))
+                )
+            },
+            update_expression="SET #state = :free",
+            condition_expression="#state = :held AND #execution = :self",
+            expression_attribute_names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR},
+            expression_attribute_values={
+                ":free": tasks.DynamoAttributeValue.from_string(FREE),
+                ":held": tasks.DynamoAttributeValue.from_string(HELD),
+                ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+            },
+            result_path="$.lock_release",
+        ),
+        DYNAMODB_TRANSIENT_ERRORS,
+    )
+    return update
+
+
 def build_workflow(
-    scope: Construct, *, table: dynamodb.ITable, queue_arns: list[str], spark_step: SparkStep
+    scope: Construct,
+    *,
+    table: dynamodb.ITable,
+    queue_arns: list[str],
+    pyspark_step: PysparkStep,
+    job_types: Sequence[JobType] = BUILTIN_TYPES,
 ) -> sfn.IChainable:
-    """The workflow's first state. `queue_arns` are the queues whose messages it settles (IAM only)."""
-    # The job: a Choice on its type, inside a Parallel so one Catch covers every way it can fail.
-    wait_then_fail = sfn.Wait(scope, "WaitThenFail", time=sfn.WaitTime.seconds_path("$.job.params.seconds")).next(
-        sfn.Fail(scope, "WaitJobFailed", error="WaitJobFailed", cause="the wait job was asked to fail")
-    )
-    wait = sfn.Wait(scope, "Wait", time=sfn.WaitTime.seconds_path("$.job.params.seconds")).next(
-        sfn.Pass(scope, "WaitSummary", parameters={"waited_s": sfn.JsonPath.number_at("$.job.params.seconds")})
-    )
-    # A silent Spark worker (no heartbeat) or an overrun ends the step with a timeout, named one way
+    """The workflow's first state. `queue_arns` are the queues whose messages it settles (IAM only);
+    `job_types` get one Choice branch each, in their order (inline types run in the receiver)."""
+    # A silent Spark worker (no heartbeat) or an overrun ends a step with a timeout, named one way
     # or the other by different engines. It becomes the branch's own error: moto's Parallel cannot
     # pass a `States.*` error on to its Catch, while AWS's can; this shape works on both.
-    spark = spark_step(scope)
-    spark.add_catch(
-        sfn.Fail(
-            scope,
-            "JobTimedOut",
-            error="JobTimedOut",
-            cause="the job stopped sending heartbeats or ran past its timeout",
-        ),
-        errors=TIMEOUT_ERRORS,
+    timed_out = sfn.Fail(
+        scope, "JobTimedOut", error="JobTimedOut", cause="the job stopped sending heartbeats or ran past its timeout"
     )
-    job_type = (
-        sfn.Choice(scope, "JobType")
-        .when(sfn.Condition.string_equals("$.job.type", "spark"), spark)
-        .when(
-            sfn.Condition.and_(
-                sfn.Condition.string_equals("$.job.type", "wait"),
-                sfn.Condition.boolean_equals("$.job.params.fail", True),
-            ),
-            wait_then_fail,
-        )
-        .when(sfn.Condition.string_equals("$.job.type", "wait"), wait)
-        .otherwise(sfn.Fail(scope, "UnknownJobType", error="UnknownJobType", cause="no branch runs this job type"))
+    choice = sfn.Choice(scope, "JobType")
+    prefixes: dict[str, str] = {}
+    for job_type in job_types:
+        if job_type.runner == "inline":
+            continue
+        prefix = state_prefix(job_type)
+        if prefix in prefixes:
+            raise ValueError(
+                f"job types {prefixes[prefix]!r} and {job_type.name!r} have the same state names ({prefix}): rename one"
+            )
+        prefixes[prefix] = job_type.name
+        is_type = sfn.Condition.string_equals("$.job.type", job_type.name)
+        if job_type.runner == "wait":
+            _wait_branch(scope, choice, job_type, is_type)
+            continue
+        step = pyspark_step(scope, job_type) if job_type.runner == "pyspark" else state_machine_step(scope, job_type)
+        step.add_catch(timed_out, errors=TIMEOUT_ERRORS)
+        choice.when(is_type, step)
+    job_choice = choice.otherwise(
+        sfn.Fail(scope, "UnknownJobType", error="UnknownJobType", cause="no branch runs this job type")
     )
     run_job = sfn.Parallel(
         scope, "RunJob", result_selector={"summary": sfn.JsonPath.object_at("$[0]")}, result_path="$.outcome"
-    ).branch(job_type)
+    ).branch(job_choice)
 
     # Success: delete with the lease's current handle, then close the lease with the job's summary.
     read_lease = _read_lease(scope, "ReadLease", table)
@@ -403,6 +499,8 @@ def build_workflow(
     # lease SUCCEEDED and is deleted without running the job again.
     delete_message.add_catch(mark_succeeded, result_path="$.delete_error")
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
+    release_lock = _release_job_lock(scope, "ReleaseJobLock", table)
+    release_lock.add_catch(succeeded, errors=["States.ALL"], result_path="$.lock_error")
     # The job ran, but the lease now belongs to another attempt: settle nothing of it.
     superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
     read_lease.next(
@@ -414,7 +512,7 @@ def build_workflow(
                 "OwnsLease",
                 sfn.Choice(scope, "AlreadySettled")
                 .when(_lease_is(LeaseStatus.SUCCEEDED), sfn.Succeed(scope, "Settled"))
-                .otherwise(delete_message.next(mark_succeeded).next(succeeded)),
+                .otherwise(delete_message.next(mark_succeeded).next(release_lock).next(succeeded)),
                 superseded,
             )
         )
@@ -436,6 +534,7 @@ def build_workflow(
         condition="#execution = :self AND #handle = :handle AND #status = :active",
     )
     mark_released.add_catch(read_for_release, errors=[CONDITION_FAILED], result_path="$.conflict")
+    release_lock_on_failure = _release_job_lock(scope, "ReleaseJobLockOnFailure", table)
     release_message = _sqs_call(
         scope,
         "ReleaseMessage",
@@ -443,6 +542,7 @@ def build_workflow(
         queue_arns,
         VisibilityTimeout=sfn.JsonPath.number_at("$.release_delay_s"),
     )
+    release_lock_on_failure.add_catch(release_message, errors=["States.ALL"], result_path="$.lock_error")
     mark_lost = _close_lease(
         scope,
         "MarkLost",
@@ -472,7 +572,12 @@ def build_workflow(
         sfn.Choice(scope, "LeaseActive")
         .when(
             _lease_is(LeaseStatus.ACTIVE),
-            _owned(scope, "OwnsLeaseForRelease", mark_released.next(release_message).next(job_failed), job_failed),
+            _owned(
+                scope,
+                "OwnsLeaseForRelease",
+                mark_released.next(release_lock_on_failure).next(release_message).next(job_failed),
+                job_failed,
+            ),
         )
         .otherwise(job_failed)
     )
@@ -496,13 +601,19 @@ def build_workflow(
 
 
 def render_definition(
-    *, table_name: str, queue_arns: list[str], spark_step: SparkStep, region: str, account: str
+    *,
+    table_name: str,
+    queue_arns: list[str],
+    pyspark_step: PysparkStep,
+    region: str,
+    account: str,
+    job_types: Sequence[JobType] = BUILTIN_TYPES,
 ) -> str:
     """The workflow as Amazon States Language JSON, for engines CloudFormation does not feed (the
     offline runtime's emulator). Built by the same function the stack uses."""
     stack = cdk.Stack(cdk.App(), "WorkflowDefinition")
     table = dynamodb.Table.from_table_name(stack, "Leases", table_name)
-    start = build_workflow(stack, table=table, queue_arns=queue_arns, spark_step=spark_step)
+    start = build_workflow(stack, table=table, queue_arns=queue_arns, pyspark_step=pyspark_step, job_types=job_types)
     graph = sfn.StateGraph(start.start_state, "long-job workflow")
     pseudo = {
         "AWS::Partition": "aws",

@@ -81,8 +81,8 @@ def run_submit(ctx: Context) -> int:
             raise UsageError("give a job TYPE (with --param k=v ...) or --body FILE")
         params = submit.parse_params(args.param or [])
         body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
-    found = ctx.resources  # the stack's receiver fills in Spark outputs from its buckets: validate with those
-    settings = submit.validation_settings(found.spark_output_uri, found.spark_quarantine_uri)
+    found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
+    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri)
     result = submit.submit(ctx.clients.sqs, found.queue_url, body, settings)
     if args.json:
         render.print_json(render.jsonable(result))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from functions.execution import execution_arn, execution_name
-from functions.lease import Lease, LeaseStatus
+from functions.lease import Lease, LeaseStatus, is_lock_key
 from functions.lease.schema import PARTITION_KEY
 from functions.lease.store import item_to_lease
 from longjobs.errors import CliError, UsageError
@@ -38,6 +38,7 @@ def list_leases(
         item_to_lease(item)
         for page in dynamodb.get_paginator("scan").paginate(**kwargs)
         for item in page.get("Items", [])
+        if not is_lock_key(item[PARTITION_KEY]["S"])  # job locks live in the same table
     ]
     leases.sort(key=lambda lease: (lease.received_at, lease.message_id), reverse=True)
     return leases if limit is None else leases[:limit]

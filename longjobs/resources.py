@@ -32,8 +32,6 @@ OUTPUT_TABLE = "LeaseTableName"
 OUTPUT_STATE_MACHINE = "StateMachineArn"
 OUTPUT_CURATED_BUCKET = "CuratedBucketName"
 OUTPUT_QUARANTINE_BUCKET = "QuarantineBucketName"
-EVENTS_PREFIX = "events/"
-"""Where the stack's receiver sends Spark output that names none (SPARK_OUTPUT_URI, infra/job_workflow.py)."""
 
 START_LOCAL_SERVICE = "python -m offline serve"
 
@@ -57,8 +55,8 @@ class Resources:
     table_name: str
     state_machine_arn: str
     origin: str
-    spark_output_uri: str | None = None
-    spark_quarantine_uri: str | None = None
+    curated_uri: str | None = None
+    quarantine_uri: str | None = None
 
     def with_overrides(self, overrides: Overrides) -> Resources:
         return replace(
@@ -110,8 +108,8 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
         table_name=str(values[OUTPUT_TABLE]),
         state_machine_arn=str(values[OUTPUT_STATE_MACHINE]),
         origin=f"stack {stack_name}",
-        spark_output_uri=f"s3://{curated}/{EVENTS_PREFIX}" if curated else None,
-        spark_quarantine_uri=f"s3://{quarantine}/{EVENTS_PREFIX}" if quarantine else None,
+        curated_uri=f"s3://{curated}/" if curated else None,
+        quarantine_uri=f"s3://{quarantine}/" if quarantine else None,
     )
 
 

@@ -97,7 +97,7 @@ def scan_items(
 
 def lease_counts(items: list[dict[str, Any]]) -> dict[str, int]:
     """Leases by status, every status present (zero when none)."""
-    counts = Counter(str(item.get("status")) for item in items)
+    counts = Counter(str(item["status"]) for item in items if "status" in item)  # job locks have none
     result = {status.value: counts.pop(status.value, 0) for status in LeaseStatus}
     result.update(sorted(counts.items()))  # a status this build does not know (a newer writer)
     return result

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from functions.jobs import JobCatalog, JobTypeError, catalog_from_env, load_catalog_file
 from functions.receiver.models import BadInput, parse_body
 from functions.settings import Settings
 from longjobs.errors import CliError, UsageError
@@ -57,15 +60,29 @@ def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
     return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
 
 
-def validation_settings(spark_output_uri: str | None = None, spark_quarantine_uri: str | None = None) -> Settings:
-    """The receiver's default settings, with the Spark output defaults the deployed receiver has."""
-    return Settings(spark_output_uri=spark_output_uri, spark_quarantine_uri=spark_quarantine_uri)
+def validation_settings(curated_uri: str | None = None, quarantine_uri: str | None = None) -> Settings:
+    """The receiver's default settings, with the bucket locations the deployed receiver fills defaults from."""
+    return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri)
+
+
+PROJECT_JOBS_FILE = Path("jobs.json")
+"""The job types of the project in the current directory, as the bundled app reads them."""
+
+
+def job_catalog() -> JobCatalog:
+    """The job types to validate with: `JOB_TYPES_FILE`, else `./jobs.json`, else the built-ins."""
+    try:
+        if PROJECT_JOBS_FILE.is_file() and not os.environ.get("JOB_TYPES_FILE"):
+            return load_catalog_file(PROJECT_JOBS_FILE)
+        return catalog_from_env()
+    except JobTypeError as exc:
+        raise CliError(str(exc)) from None
 
 
 def validate(body: str, settings: Settings) -> list[Any]:
     """The jobs the receiver would make of `body`; `CliError` with the DLQ's `ErrorType: message` if none."""
     try:
-        jobs = parse_body(body, settings)
+        jobs = parse_body(body, settings, job_catalog())
     except BadInput as bad:
         raise CliError(f"{bad.error_type}: {bad.message}") from None
     if not jobs:

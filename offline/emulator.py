@@ -32,6 +32,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+from functions.jobs import JobCatalog
 from functions.lease import table_definition
 from functions.settings import Settings
 
@@ -161,9 +162,9 @@ class Emulator:
     def api_calls(self) -> dict[str, int]:
         return self.server.counter.counts()
 
-    def create(self, settings: Settings, *, spark_heartbeat_s: int) -> Resources:
+    def create(self, settings: Settings, *, spark_heartbeat_s: int, catalog: JobCatalog | None = None) -> Resources:
         """Queue + DLQ with redrive, token queue, lease table (with a stream for the observer), state
-        machine; returns them with `settings` completed by their names."""
+        machine (a branch per job type of `catalog`); returns them with `settings` completed by their names."""
         sqs = self.sqs()
         dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
         dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
@@ -184,7 +185,7 @@ class Emulator:
         )
         state_machine_arn = self.stepfunctions().create_state_machine(
             name=STATE_MACHINE,
-            definition=workflow_definition(spark_heartbeat_s),
+            definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/{STATE_MACHINE}",
         )["stateMachineArn"]
         completed = Settings.load(
@@ -225,17 +226,20 @@ class Emulator:
 
 
 @cache
-def workflow_definition(spark_heartbeat_s: int) -> str:
-    """The stack's workflow, rendered with the Spark step on the token queue (the CDK loads in seconds,
-    so each heartbeat's rendering is kept)."""
+def workflow_definition(spark_heartbeat_s: int, catalog_json: str | None = None) -> str:
+    """The stack's workflow, rendered with the pyspark steps on the token queue and a branch per job type
+    of the catalog (the built-ins when None; the CDK loads in seconds, so each rendering is kept)."""
     import aws_cdk as cdk
 
-    from infra.workflow import render_definition, token_queue_spark_step
+    from functions.jobs import BUILTIN_TYPES, load_catalog
+    from infra.workflow import render_definition, token_queue_pyspark_step
 
+    job_types = list(load_catalog(json.loads(catalog_json))) if catalog_json else list(BUILTIN_TYPES)
     return render_definition(
         table_name=TABLE,
         queue_arns=[f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"],
-        spark_step=token_queue_spark_step(
+        job_types=job_types,
+        pyspark_step=token_queue_pyspark_step(
             queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
             queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
             heartbeat=cdk.Duration.seconds(spark_heartbeat_s),

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from functions.execution import execution_arn, execution_name, parse_execution_name
-from functions.lease import Lease, LeaseStatus
+from functions.lease import Lease, LeaseStatus, is_lock_key
+from functions.lease.schema import PARTITION_KEY
 from functions.lease.store import item_to_lease
 from offline.emulator import DLQ, QUEUE, Emulator, QueuedMessage, Resources, queue_messages
 
@@ -164,8 +165,8 @@ class Observer:
         self._locate()
 
     def _on_lease_change(self, change: dict[str, Any]) -> None:
-        if "NewImage" not in change:
-            return
+        if "NewImage" not in change or is_lock_key(change["Keys"][PARTITION_KEY]["S"]):
+            return  # job locks live in the lease table too
         new = item_to_lease(change["NewImage"])
         old = item_to_lease(change["OldImage"]) if "OldImage" in change else None
         track = self._by_message.get(new.message_id)

@@ -37,7 +37,7 @@ from offline.lambdas import LambdaContext, load_function
 from offline.observe import Observer, Track
 from offline.progress import Counts, Progress
 from offline.report import build_report, violations
-from offline.scenario import JobSpec, RawJob, Scenario, SparkJob, WaitJob
+from offline.scenario import GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
 from offline.scheduler import Scheduler
 from offline.worker import SparkWorker
 
@@ -67,7 +67,7 @@ class RunResult:
 def spark_workers(scenario: Scenario) -> int:
     """One worker thread per Spark job, up to `MAX_SPARK_WORKERS`, all on the one local session: a task
     waiting in the token queue gets no heartbeats, so it must not wait long for a free worker."""
-    return min(MAX_SPARK_WORKERS, max(1, sum(1 for job in scenario.jobs if isinstance(job, SparkJob))))
+    return min(MAX_SPARK_WORKERS, max(1, sum(1 for job in scenario.jobs if scenario.runs_spark(job))))
 
 
 def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
@@ -82,7 +82,7 @@ def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
         manifest = read_manifest(folder)
         if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
             generate(job.date, job.events, folder, seed=job.seed)
-    if jobs:
+    if any(scenario.runs_spark(job) for job in scenario.jobs):
         from offline.spark import local_session
 
         local_session()
@@ -96,8 +96,15 @@ def message_body(job: JobSpec, work_dir: Path) -> str:
     """The job message (the project's format) with the job's id as its `job_id`."""
     if isinstance(job, RawJob):
         return job.raw_body
+    params: dict[str, Any]
+    if isinstance(job, GenericJob):
+        params = {
+            k: v.replace("{work_dir}", str(work_dir.resolve())) if isinstance(v, str) else v
+            for k, v in job.params.items()
+        }
+        return json.dumps({"job_id": job.id, "type": job.type, "params": params})
     if isinstance(job, WaitJob):
-        params: dict[str, Any] = {"seconds": job.seconds, "fail": job.fail}
+        params = {"seconds": job.seconds, "fail": job.fail}
     else:
         params = {
             "input": str(partition_dir(work_dir, job).resolve()),
@@ -151,9 +158,13 @@ def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | Non
     prepare_spark(scenario, work_dir)
     emulator = Emulator()
     try:
-        resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s)
+        catalog = scenario.job_catalog()
+        resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s, catalog=catalog)
+        catalog_file = work_dir / "job_types.json"  # what the construct ships in the functions' asset
+        catalog_file.write_text(catalog.to_json(), encoding="utf-8")
+        function_env = {**function_environment(resources), "JOB_TYPES_FILE": str(catalog_file)}
         with (
-            environment(function_environment(resources)),
+            environment(function_env),
             captured_logs(work_dir / "runtime.log"),
             warnings.catch_warnings(),
         ):
@@ -230,6 +241,7 @@ def _run(
             emulator.stepfunctions(app_id="spark-worker"),
             resources.token_queue_url,
             heartbeat_timeout_s=scenario.spark_heartbeat_s,
+            catalog=scenario.job_catalog(),
             kill_after=faults.kill_after,
         )
         for _ in range(spark_workers(scenario))

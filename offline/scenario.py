@@ -1,11 +1,20 @@
 """The scenario file: settings, jobs and faults of one offline run (JSON).
 
-    {"settings": {...any engine setting...}, "jobs": [...], "faults": [...], "timeout_s": 180,
-     "batch_size": 10, "spark_heartbeat_s": 10, "seed": 1}
+    {"settings": {...any engine setting...}, "job_types": [...], "jobs": [...], "faults": [...],
+     "timeout_s": 180, "batch_size": 10, "spark_heartbeat_s": 10, "seed": 1}
 
 Settings not given take the engine's defaults; the resource names (table, queues, state machine)
-belong to the runtime. Unknown keys anywhere are an error that names the key. Every problem in the
-file is reported at once, each with its place (`jobs[2].seconds: ...`).
+belong to the runtime. `job_types` are declarations (as in `jobs.json`) added to the built-ins; their
+relative entries are read from the current directory. A job is one of:
+
+- the generic form, for any type: `{"id": "wc", "type": "wordcount", "params": {...}}` (a string
+  param may use `{work_dir}`, the run's output folder);
+- `{"id", "type": "wait", "seconds", "fail"}`, a Wait state;
+- `{"id", "type": "spark", "events", "date", "seed"}`, the events pipeline on a generated partition;
+- `{"id", "raw_body"}`, a body sent as it is.
+
+Unknown keys anywhere are an error that names the key. Every problem in the file is reported at
+once, each with its place (`jobs[2].seconds: ...`, `job_types[0] 'wordcount': entry: ...`).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -27,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from functions.jobs import JobCatalog, JobTypeError, load_catalog
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
 
 RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn"})
@@ -73,6 +84,19 @@ class SparkJob(_Strict):
         return self.expect or "deleted"
 
 
+class GenericJob(_Strict):
+    """A job of any declared type, its params as the job message carries them."""
+
+    id: JobId
+    type: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+    expect: FinalState | None = None
+
+    @property
+    def expected(self) -> FinalState:
+        return self.expect or "deleted"
+
+
 class RawJob(_Strict):
     """A message body sent as is: poison, or any body to try the receiver with."""
 
@@ -85,7 +109,7 @@ class RawJob(_Strict):
         return self.expect or "dlq"
 
 
-JobSpec = WaitJob | SparkJob | RawJob
+JobSpec = GenericJob | WaitJob | SparkJob | RawJob
 
 
 class PauseExtender(_Strict):
@@ -223,6 +247,7 @@ _FAULT: TypeAdapter[Fault] = TypeAdapter(Fault)
 
 class Scenario(_Strict):
     settings: Settings
+    job_types: list[dict[str, Any]] = Field(default_factory=list, description="Added to the built-in job types.")
     jobs: list[Annotated[JobSpec, Field(union_mode="left_to_right")]] = Field(min_length=1)
     faults: list[Fault] = []
     timeout_s: float = Field(default=180.0, gt=0, le=3_600)
@@ -234,6 +259,8 @@ class Scenario(_Strict):
         description="Heartbeat timeout of the Spark step: a worker silent this long is taken for dead.",
     )
     seed: int = Field(default=1, description="Seeds the faults' draws and the status events' delays.")
+
+    _catalog: JobCatalog | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _faults_name_jobs(self) -> Scenario:
@@ -250,12 +277,27 @@ class Scenario(_Strict):
                 raise ValueError(f"faults[{index}].job: no job has id {name!r}")
             if isinstance(job, RawJob):
                 raise ValueError(f"faults[{index}].job: {name!r} is a raw_body message, it runs no job")
-            if isinstance(fault, KillWorker) and not isinstance(job, SparkJob):
-                raise ValueError(f"faults[{index}].job: kill_worker needs a spark job, {name!r} is {job.type}")
+            if isinstance(fault, KillWorker) and not self.runs_spark(job):
+                raise ValueError(f"faults[{index}].job: kill_worker needs a pyspark job, {name!r} is {job.type}")
         return self
 
     def job(self, job_id: str) -> JobSpec:
         return next(job for job in self.jobs if job.id == job_id)
+
+    def job_catalog(self) -> JobCatalog:
+        """The built-in job types and the scenario's own (already checked when the file was loaded)."""
+        if self._catalog is None:
+            self._catalog = load_catalog(job_types=self.job_types)
+        return self._catalog
+
+    def runs_spark(self, job: JobSpec) -> bool:
+        """Whether the job runs on the local Spark worker (a pyspark type)."""
+        if isinstance(job, SparkJob):
+            return True
+        if isinstance(job, GenericJob):
+            job_type = self.job_catalog().get(job.type)
+            return job_type is not None and job_type.runner == "pyspark"
+        return False
 
 
 def _place(loc: tuple[int | str, ...]) -> str:
@@ -265,7 +307,7 @@ def _place(loc: tuple[int | str, ...]) -> str:
     return text or "scenario"
 
 
-def _job_problems(jobs: Any) -> list[str]:
+def _job_problems(jobs: Any, catalog: JobCatalog | None) -> list[str]:
     """Which model each job is, checked by hand: pydantic's report on a union lists every member."""
     if not isinstance(jobs, list):
         return []
@@ -273,9 +315,16 @@ def _job_problems(jobs: Any) -> list[str]:
     for index, job in enumerate(jobs):
         if not isinstance(job, Mapping):
             problems.append(f"jobs[{index}]: must be an object")
-        elif "raw_body" not in job and job.get("type") not in ("wait", "spark"):
+        elif "raw_body" in job:
+            continue
+        elif "params" in job:
+            if catalog is not None and job.get("type") not in catalog:
+                known = ", ".join(catalog.names)
+                problems.append(f"jobs[{index}].type: {job.get('type')!r} is not a job type (known: {known})")
+        elif job.get("type") not in ("wait", "spark"):
             problems.append(
-                f"jobs[{index}].type: must be 'wait' or 'spark' (or give a raw_body), got {job.get('type')!r}"
+                f"jobs[{index}]: give params (any job type), or type 'wait' or 'spark' in their short forms, or a "
+                f"raw_body; got type {job.get('type')!r}"
             )
     return problems
 
@@ -283,7 +332,25 @@ def _job_problems(jobs: Any) -> list[str]:
 def _model_for(job: Mapping[str, Any]) -> type[_Strict]:
     if "raw_body" in job:
         return RawJob
+    if "params" in job:
+        return GenericJob
     return WaitJob if job.get("type") == "wait" else SparkJob
+
+
+def _catalog_problems(declarations: Any) -> tuple[JobCatalog | None, list[str]]:
+    """The scenario's job types, checked as `cdk synth` checks `jobs.json` (entries read, schemas compiled)."""
+    if not isinstance(declarations, list):
+        return None, ["job_types: must be a list of job type declarations"]
+    try:
+        catalog = load_catalog(job_types=declarations, strict=True)
+    except JobTypeError as exc:
+        return None, [str(exc).removeprefix("invalid job types: ")]
+    problems = [
+        f"job_types: {t.name!r} runs a state machine, which the offline runtime cannot run: moto's engine does not "
+        "run nested executions (docs/jobs.md)"
+        for t in catalog.of_runner("state_machine")
+    ]
+    return catalog, problems
 
 
 def parse_scenario(data: Any) -> Scenario:
@@ -301,7 +368,9 @@ def parse_scenario(data: Any) -> Scenario:
         elif key not in Settings.model_fields:
             problems.append(f"settings.{key}: unknown setting")
     settings_known = not problems
-    problems += _job_problems(data.get("jobs"))
+    catalog, catalog_problems = _catalog_problems(data.get("job_types", []))
+    problems += catalog_problems
+    problems += _job_problems(data.get("jobs"), catalog)
     problems += [f"{key}: unknown key" for key in data if key not in Scenario.model_fields]
     faults = data.get("faults", [])
     if isinstance(faults, list):
@@ -326,7 +395,9 @@ def parse_scenario(data: Any) -> Scenario:
     if isinstance(jobs, list):
         typed_jobs = []
         for index, job in enumerate(jobs):
-            if not isinstance(job, Mapping) or ("raw_body" not in job and job.get("type") not in ("wait", "spark")):
+            if not isinstance(job, Mapping) or (
+                "raw_body" not in job and "params" not in job and job.get("type") not in ("wait", "spark")
+            ):
                 continue  # reported above
             try:
                 typed_jobs.append(_model_for(job).model_validate(job))

@@ -1,13 +1,15 @@
 """The Spark worker: serves the workflow's token queue with the local SparkSession.
 
-Each message is one Spark step of an execution: `{"task_token", "message_id", "attempt", "job"}`. The
+Each message is one pyspark step of an execution: `{"task_token", "message_id", "attempt", "job"}`. The
 worker deletes it at once (the step's heartbeat timeout, not the queue, notices a dead worker), runs
-the pipeline while a second thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with
-the pipeline's summary or `SendTaskFailure` with the error. One job at a time, like one Glue worker.
+the job's type's entry (`run(spark, params)`, as the Glue entry does in the cloud) while a second
+thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with the summary `run` returned or
+`SendTaskFailure` with the error. One job at a time, like one Glue worker.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -16,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from functions.jobs import BUILTIN_TYPES, JobCatalog
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -23,19 +27,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RunJob = Callable[[Mapping[str, Any]], dict[str, Any]]
-"""Runs one job's `params` and returns its summary."""
+"""Runs one job (`{"job_id", "type", "params"}`) and returns its summary."""
 
 ERROR_MAX = 256
 CAUSE_MAX = 32_768
 
 
-def run_pipeline(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The pipeline on the process's local SparkSession (imported here: Spark loads only when needed)."""
+def run_entry(job: Mapping[str, Any], catalog: JobCatalog) -> dict[str, Any]:
+    """The job's type's entry on the process's local SparkSession (Spark loads only when needed)."""
     from offline.spark import local_session
-    from pipeline.job import run
-    from pipeline.params import PipelineParams
+    from pipeline.glue_entry import load_entry, run_entry
 
-    return run(local_session(), PipelineParams.from_mapping(params))
+    job_type = catalog.get(str(job.get("type")))
+    if job_type is None or job_type.runner != "pyspark":
+        raise ValueError(f"job type {job.get('type')!r} is not a pyspark type of this run")
+    entry = load_entry(job_type.entry_function, file=job_type.entry_file)
+    return run_entry(entry, local_session(), job["params"])
 
 
 @dataclass
@@ -59,7 +66,8 @@ class SparkWorker(threading.Thread):
         token_queue_url: str,
         *,
         heartbeat_timeout_s: float,
-        run_job: RunJob = run_pipeline,
+        catalog: JobCatalog | None = None,
+        run_job: RunJob | None = None,
         kill_after: Callable[[str], float | None] = lambda job_id: None,
     ) -> None:
         super().__init__(name="spark-worker", daemon=True)
@@ -67,7 +75,7 @@ class SparkWorker(threading.Thread):
         self.stepfunctions = stepfunctions
         self.token_queue_url = token_queue_url
         self.heartbeat_every_s = heartbeat_timeout_s / 3
-        self.run_job = run_job
+        self.run_job = run_job or functools.partial(run_entry, catalog=catalog or JobCatalog(BUILTIN_TYPES))
         self.kill_after = kill_after
         self.stats = WorkerStats()
         self.stopped = threading.Event()
@@ -103,7 +111,7 @@ class SparkWorker(threading.Thread):
             heart = threading.Thread(target=self._heartbeat, args=(token, beating), name="spark-heartbeat", daemon=True)
             heart.start()
             try:
-                summary = self.run_job(job["params"])
+                summary = self.run_job(job)
             except Exception as exc:
                 log.warning("spark job %s failed: %s", job_id, exc)
                 self.stats.failed += 1

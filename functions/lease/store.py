@@ -12,14 +12,14 @@ import json
 import math
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from functions.lease.attributes import deserialize, serialize
+from functions.lease.lock import Locks
 from functions.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -33,10 +33,10 @@ from functions.lease.schema import (
 from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
+
     from mypy_boto3_dynamodb import DynamoDBClient
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 _FLOAT_FIELDS = (
     "received_at",
@@ -48,7 +48,7 @@ _FLOAT_FIELDS = (
     "checked_at",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt")
-_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "last_error")
+_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error")
 
 
 def _num(seconds: float) -> Decimal:
@@ -94,12 +94,12 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         plain[SHARD_ATTR] = shard
     else:
         plain.pop(RENEW_AT_ATTR, None)
-    return {key: _serializer.serialize(value) for key, value in plain.items()}
+    return {key: serialize(value) for key, value in plain.items()}
 
 
 def item_to_lease(item: dict[str, Any]) -> Lease:
     """The lease of a DynamoDB item (typed attribute values)."""
-    plain = {key: _deserializer.deserialize(value) for key, value in item.items()}
+    plain = {key: deserialize(value) for key, value in item.items()}
     fields: dict[str, Any] = {"message_id": plain[PARTITION_KEY], "status": LeaseStatus(plain["status"])}
     for name in _FLOAT_FIELDS:
         if name in plain:
@@ -118,7 +118,7 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
 
 
 def _values(**values: Any) -> dict[str, Any]:
-    return {f":{key}": _serializer.serialize(value) for key, value in values.items()}
+    return {f":{key}": serialize(value) for key, value in values.items()}
 
 
 TRANSACT_LIMIT = 100
@@ -170,6 +170,11 @@ class LeaseStore:
     @property
     def shards(self) -> int:
         return self._shards
+
+    @property
+    def locks(self) -> Locks:
+        """The execution-owned locks kept in the same table (job locks)."""
+        return Locks(self._client, self._table, closed_ttl_s=self._closed_ttl_s)
 
     def shard_of(self, message_id: str) -> int:
         """Stable shard of a message id (crc32, not `hash`, which changes between processes)."""

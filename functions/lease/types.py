@@ -38,6 +38,7 @@ class Lease:
     execution_arn: str | None = None  # the attempt's execution: the one that may touch this message
     attempt: int = 0  # receive count of the receive that started the execution (its name's suffix)
     job_type: str | None = None
+    job_id: str | None = None  # the job's own id: its job lock (`functions.lease.lock`) is released with the lease
     release_delay_s: int = 0
     last_error: str | None = None
     result: dict[str, Any] | None = field(default=None, hash=False)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import random
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions import aws
 from functions.clock import SystemClock
@@ -19,6 +18,9 @@ from functions.policies import build_policy, resolve_visibility_timeout
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
 REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
@@ -37,6 +39,7 @@ OUTCOME_METRIC = {
     Outcome.SETTLED: MetricName.JOBS_SETTLED_ON_REDELIVERY,
     Outcome.NOT_STARTED: MetricName.JOBS_NOT_STARTED,
     Outcome.STALE: MetricName.RECORDS_STALE,
+    Outcome.WAITING: MetricName.JOBS_WAITING,
 }
 
 
@@ -46,6 +49,8 @@ class JobDeferred(Exception):
 
 @cache
 def receiver() -> Receiver:
+    from functions.jobs import catalog_from_env  # with the clients, on the first record
+
     missing = [name.upper() for name in REQUIRED if not getattr(SETTINGS, name)]
     if missing:
         raise SettingsError(f"the receiver needs {', '.join(missing)}")
@@ -63,6 +68,8 @@ def receiver() -> Receiver:
         stepfunctions=aws.stepfunctions(),
         clock=clock,
         rng=random.Random(),
+        catalog=catalog_from_env(),
+        metrics=metrics,
     )
 
 

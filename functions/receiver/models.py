@@ -1,24 +1,35 @@
-"""What the jobs queue accepts: the project's job message and S3 event notifications.
+"""What the jobs queue accepts: job messages of any declared type, and S3 "object created" events.
 
-A body either becomes a list of validated jobs, is recognised as something to acknowledge and drop
-(S3's test event, object events other than creation), or raises `BadInput` with an error type and
-text that the DLQ message carries.
+A body becomes a list of validated jobs (with how many S3 objects were acknowledged without a job),
+or raises `BadInput` with an error type and text that the DLQ message carries.
+
+- A job message: `{"job_id": "...", "type": "...", "params": {...}}`. The type must be in the job
+  catalog (`UnknownJobType` lists the known ones); the params get the type's defaults and must pass its
+  JSON Schema (`InvalidParameters: params.<path>: <what is wrong>`).
+- S3 events, delivered directly (an S3 event notification), through SNS (not raw: the SNS envelope
+  holds the notification) or through EventBridge ("Object Created"). A created object that is a
+  trigger's completion marker (`_SUCCESS` by default) becomes its partition's job (see
+  `functions.jobs.triggers`); any other object is acknowledged and counted, not run. S3's test event,
+  and object events other than creation, are acknowledged and dropped.
+
+The Powertools parser models of S3, SNS and EventBridge events are imported on the first S3 event
+only: importing them costs about 100 ms, which a receiver of job messages never pays. The job catalog
+(`functions.jobs`) is imported with the catalog itself, on the first record.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import date
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeError
-from aws_lambda_powertools.utilities.parser.models import S3Model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+if TYPE_CHECKING:
+    from functions.jobs.catalog import JobCatalog
+    from functions.settings import Settings
 
 
 class ErrorType:
@@ -41,71 +52,20 @@ class BadInput(Exception):
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
-_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})(?:/|$)")
+SHAPES = (
+    'expected a job message {"job_id", "type", "params"} or an S3 event (an S3 event notification, '
+    "delivered directly or through SNS, or an EventBridge Object Created event)"
+)
 
 
-def _check_location(value: str) -> str:
-    """An `s3://bucket/...` URI or a local path (the offline runtime's folders)."""
-    if not value or value != value.strip() or _CONTROL.search(value):
-        raise ValueError("must be a non-empty path without surrounding spaces or control characters")
-    if value.startswith("s3://") and not _S3_URI.match(value):
-        raise ValueError(f"{value!r} is not an s3://bucket/key URI")
-    if "://" in value and not value.startswith("s3://"):
-        raise ValueError(f"{value!r}: only s3:// URIs and local paths are read")
-    return value
+class Job(BaseModel):
+    """One job: the project's job message, whatever its type."""
 
-
-class _Params(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class WaitParams(_Params):
-    """A synthetic job: wait this long, then succeed (or fail, when asked to)."""
-
-    seconds: int = Field(ge=0, le=SQS_MAX_VISIBILITY_S)
-    fail: bool = False
-
-
-class SparkParams(_Params):
-    """One partition of the events pipeline. The pipeline checks these again in full; this is the
-    receiver's early check so a hopeless job goes to the DLQ instead of failing five times (the
-    Lambda asset cannot import `pipeline/`, which needs Spark)."""
-
-    input: str
-    date: str
-    output: str | None = None
-    quarantine: str | None = None
-    lateness_minutes: int = Field(default=60, ge=0, le=1_440)
-
-    @field_validator("input", "output", "quarantine")
-    @classmethod
-    def _location(cls, value: str | None) -> str | None:
-        return None if value is None else _check_location(value)
-
-    @field_validator("date")
-    @classmethod
-    def _date(cls, value: str) -> str:
-        try:
-            if len(value) != 10:
-                raise ValueError
-            date.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not a YYYY-MM-DD date") from None
-        return value
-
-
-class EchoParams(_Params):
-    """The inline job: answers with its text (or fails, when asked to). A smoke test of the queue."""
-
-    text: str = Field(default="", max_length=1_024)
-    fail: bool = False
-
-
-class _Job(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     job_id: str = Field(min_length=1, max_length=256)
+    type: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("job_id")
     @classmethod
@@ -115,45 +75,27 @@ class _Job(BaseModel):
         return value
 
 
-class WaitJob(_Job):
-    type: Literal["wait"]
-    params: WaitParams
+@dataclass(frozen=True)
+class Parsed:
+    """The jobs a body asks for, and the S3 objects it named that start none (acknowledged, counted)."""
 
-
-class SparkJob(_Job):
-    type: Literal["spark"]
-    params: SparkParams
-
-
-class EchoJob(_Job):
-    type: Literal["echo"]
-    params: EchoParams = EchoParams()
-
-
-Job = WaitJob | SparkJob | EchoJob
-JobMessage = Annotated[Job, Field(discriminator="type")]
-
-JOB_TYPES = ("echo", "spark", "wait")
-INLINE_JOB_TYPES = frozenset({"echo"})
-"""Job types short enough to run inside the receiver; every other type runs as a workflow execution."""
+    jobs: list[Job] = field(default_factory=list)
+    ignored_objects: int = 0
 
 
 def _describe(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
 
 
-def _job_error(exc: ValidationError) -> BadInput:
-    errors = exc.errors()
-    if any(err["type"] == "union_tag_invalid" for err in errors):
-        return BadInput(ErrorType.UNKNOWN_JOB_TYPE, f"{_describe(exc)} (known types: {', '.join(JOB_TYPES)})")
-    if all(len(err["loc"]) > 1 and err["loc"][1] == "params" for err in errors):
-        return BadInput(ErrorType.INVALID_PARAMETERS, _describe(exc))
-    return BadInput(ErrorType.INVALID_SHAPE, _describe(exc))
+def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None) -> list[Job]:
+    """The jobs a message body asks for (see `parse_message`)."""
+    return parse_message(body, settings, catalog).jobs
 
 
-def parse_body(body: str, settings: Settings) -> list[Job]:
-    """The jobs a message body asks for: one for a job message, one per created object for an S3
-    notification, none for what is acknowledged and dropped. Raises `BadInput` otherwise."""
+def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = None) -> Parsed:
+    """The jobs a message body asks for: one for a job message, one per completion marker of an S3
+    event, none for what is acknowledged and dropped. Raises `BadInput` otherwise."""
+    catalog = catalog or _builtin_catalog()
     size = len(body.encode())
     if size > settings.max_body_bytes:
         raise BadInput(ErrorType.TOO_LARGE, f"body is {size} bytes; the limit is {settings.max_body_bytes}")
@@ -162,59 +104,136 @@ def parse_body(body: str, settings: Settings) -> list[Job]:
     except ValueError as exc:
         raise BadInput(ErrorType.NOT_JSON, f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {type(data).__name__}, not an object")
+        raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {type(data).__name__}, not an object; {SHAPES}")
+    if _is_s3_event(data):
+        return _s3_jobs(data, settings, catalog)
+    return Parsed([parse_job(data, settings, catalog)])
+
+
+def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Job:
+    """A job message, its params completed with the type's defaults and validated by its schema."""
+    try:
+        job = Job.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if all(err["loc"] and err["loc"][0] == "params" for err in errors):
+            raise BadInput(ErrorType.INVALID_PARAMETERS, _describe(exc)) from None
+        hint = "" if {"job_id", "type"} & set(data) else f"; {SHAPES}"
+        raise BadInput(ErrorType.INVALID_SHAPE, _describe(exc) + hint) from None
+    return checked(job, settings, catalog)
+
+
+def checked(job: Job, settings: Settings, catalog: JobCatalog) -> Job:
+    from functions.jobs.catalog import ParamsError
+
+    job_type = catalog.get(job.type)
+    if job_type is None:
+        raise BadInput(
+            ErrorType.UNKNOWN_JOB_TYPE,
+            f"type: {job.type!r} is not a job type (known types: {', '.join(catalog.names)})",
+        )
+    try:
+        params = catalog.validate_params(job_type, job.params, settings.locations)
+    except ParamsError as exc:
+        raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+    return job.model_copy(update={"params": params})
+
+
+# -- S3 events ------------------------------------------------------------------------------------
+
+
+def _is_s3_event(data: dict[str, Any]) -> bool:
+    return (
+        "Records" in data
+        or data.get("Event") == "s3:TestEvent"
+        or (data.get("Type") == "Notification" and "TopicArn" in data)
+        or (data.get("source") == "aws.s3" and "detail-type" in data)
+    )
+
+
+@dataclass(frozen=True)
+class _Created:
+    bucket: str
+    key: str
+
+
+def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Parsed:
+    from functions.jobs.triggers import TriggerError
+
+    created = _created_objects(data)
+    jobs: list[Job] = []
+    ignored = 0
+    for obj in created:
+        trigger = catalog.trigger_for(obj.bucket, obj.key)
+        if trigger is None:
+            ignored += 1  # a data file, a manifest, a folder placeholder: its partition's marker starts the job
+            continue
+        uri = f"s3://{obj.bucket}/{obj.key}"
+        try:
+            partition = trigger.job(obj.bucket, obj.key)
+        except TriggerError as exc:
+            raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+        try:
+            job = checked(Job(job_id=partition.job_id, type=partition.type, params=partition.params), settings, catalog)
+        except ValidationError as exc:
+            raise BadInput(ErrorType.INVALID_PARAMETERS, f"{uri}: {_describe(exc)}") from None
+        except BadInput as bad:
+            raise BadInput(bad.error_type, f"{uri}: {bad.message}") from None
+        jobs.append(job)
+    return Parsed(jobs, ignored)
+
+
+def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
+    """The objects an S3 event says were created, whichever way it was delivered."""
+    from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeError
+    from aws_lambda_powertools.utilities.parser.models import (
+        S3EventNotificationEventBridgeModel,
+        S3Model,
+        SnsNotificationModel,
+    )
+
     if data.get("Event") == "s3:TestEvent":
         return []
-    if "Records" in data:
-        jobs = _s3_jobs(data)
-    else:
-        try:
-            jobs = [parse(event=data, model=JobMessage)]  # type: ignore[call-overload]  # an Annotated union
-        except ValidationError as exc:
-            raise _job_error(exc) from None
-    return [with_defaults(job, settings) for job in jobs]
-
-
-def _s3_jobs(data: dict[str, Any]) -> list[Job]:
     try:
-        notification = parse(event=data, model=S3Model)
+        if data.get("Type") == "Notification" and "TopicArn" in data:
+            envelope = SnsNotificationModel.model_validate(data)
+            try:
+                inner = json.loads(str(envelope.Message))
+            except ValueError:
+                raise BadInput(ErrorType.INVALID_SHAPE, "an SNS notification whose Message is not JSON") from None
+            if depth or not isinstance(inner, dict) or not _is_s3_event(inner) or "Type" in inner:
+                raise BadInput(
+                    ErrorType.INVALID_SHAPE, "an SNS notification whose Message is not an S3 event notification"
+                )
+            return _created_objects(inner, depth=depth + 1)
+        if "Records" in data:
+            notification = S3Model.model_validate(data)
+            return [
+                _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key))  # keys arrive URL-encoded
+                for record in notification.Records
+                if record.eventName.startswith("ObjectCreated:") and record.s3.object is not None
+            ]
+        if data.get("detail-type") != "Object Created":
+            return []  # Object Deleted, Restored, Tags Added, ...: nothing to run
+        event = S3EventNotificationEventBridgeModel.model_validate(data)
     except ValidationError as exc:
-        raise BadInput(ErrorType.INVALID_SHAPE, f"not an S3 event notification: {_describe(exc)}") from None
-    except InvalidModelTypeError:  # the model's own validators trip over some malformed records
-        raise BadInput(ErrorType.INVALID_SHAPE, "not an S3 event notification: malformed record") from None
-    jobs: list[Job] = []
-    for record in notification.Records:
-        if not record.eventName.startswith("ObjectCreated:") or record.s3.object is None:
-            continue
-        bucket = record.s3.bucket.name
-        key = unquote_plus(record.s3.object.key)  # notifications URL-encode keys
-        partition = _PARTITION.search(key)
-        if partition is None:
-            raise BadInput(
-                ErrorType.INVALID_PARAMETERS,
-                f"s3://{bucket}/{key} names no partition date (expected a 'date=YYYY-MM-DD/' folder in its key)",
-            )
-        uri = f"s3://{bucket}/{key}"
-        try:
-            params = SparkParams(input=uri, date=partition.group(1))
-            jobs.append(SparkJob(job_id=uri[-256:], type="spark", params=params))
-        except ValidationError as exc:
-            raise BadInput(ErrorType.INVALID_PARAMETERS, f"s3://{bucket}/{key}: {_describe(exc)}") from None
-    return jobs
+        raise BadInput(ErrorType.INVALID_SHAPE, f"not a valid S3 event: {_describe(exc)}") from None
+    except BadInput:
+        raise
+    except (InvalidModelTypeError, AttributeError, TypeError, KeyError):
+        # the models' own validators trip over some malformed records instead of reporting them
+        raise BadInput(ErrorType.INVALID_SHAPE, "not a valid S3 event: malformed record") from None
+    # EventBridge URL-encodes keys as notifications do: decoded the same way.
+    return [_Created(event.detail.bucket.name, unquote_plus(event.detail.object.key))]
 
 
-def with_defaults(job: Job, settings: Settings) -> Job:
-    """A Spark job with its outputs filled in from the settings, refused when neither names one."""
-    if not isinstance(job, SparkJob):
-        return job
-    output = job.params.output or settings.spark_output_uri
-    quarantine = job.params.quarantine or settings.spark_quarantine_uri
-    missing = [name for name, value in (("output", output), ("quarantine", quarantine)) if value is None]
-    if missing:
-        raise BadInput(
-            ErrorType.INVALID_PARAMETERS,
-            f"params.{missing[0]} is required (no SPARK_{missing[0].upper()}_URI default is configured)",
-        )
-    if output == job.params.input:
-        raise BadInput(ErrorType.INVALID_PARAMETERS, "params.output must differ from params.input")
-    return job.model_copy(update={"params": job.params.model_copy(update={"output": output, "quarantine": quarantine})})
+_BUILTIN: JobCatalog | None = None
+
+
+def _builtin_catalog() -> JobCatalog:
+    global _BUILTIN
+    if _BUILTIN is None:
+        from functions.jobs import BUILTIN_TYPES, JobCatalog
+
+        _BUILTIN = JobCatalog(BUILTIN_TYPES)
+    return _BUILTIN

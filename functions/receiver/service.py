@@ -13,6 +13,11 @@ starts a second execution while the first runs, and never releases a message who
   adopts that execution, and nothing new starts.
 - A visibility change that fails does not give the message back: the lease is marked due at once (the
   belief must never be later than the truth) and the job goes on.
+- Two messages of one job id never run at once: an attempt takes its job id's lock before it starts
+  (`functions.lease.lock`). A message that finds the lock held by a running execution is not started
+  and is not an attempt: a copy of it is sent back to the queue with a delay (doubling with each wait,
+  counted in its `LongJobsWaits` attribute) and this receive is acknowledged, so waiting uses none of
+  the message's receives before the queue's redrive.
 - A StartExecution that fails may still have taken effect (a 5xx or a timeout after the call landed):
   the receiver asks Step Functions, and if the execution is not there it leaves the lease ACTIVE for a
   redelivery to resume or for reconciliation to release after its grace period. An execution that
@@ -27,10 +32,12 @@ Each step may be the last one before a crash; what closes each window:
 
 from __future__ import annotations
 
+import base64
 import random
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from functions.clock import Clock
 from functions.execution import (
@@ -43,19 +50,21 @@ from functions.execution import (
     parse_execution_name,
     start_execution,
 )
-from functions.lease import Lease, LeaseStatus, LeaseStore
-from functions.observability import logger
+from functions.lease import Acquired, Lease, LeaseStatus, LeaseStore, Lock, job_lock_key
+from functions.observability import MetricName, MetricsSink, logger
 from functions.policies import RenewalPolicy
 from functions.receiver.dlq import send_to_dlq
-from functions.receiver.models import INLINE_JOB_TYPES, BadInput, EchoJob, Job, parse_body
+from functions.receiver.models import BadInput, Job, parse_message
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
-from functions.settle import reassert_release, settle_ended
+from functions.settle import reassert_release, release, release_job_lock, settle_ended
 from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
+
+    from functions.jobs import JobCatalog
 
 
 class Outcome(StrEnum):
@@ -71,6 +80,7 @@ class Outcome(StrEnum):
     SETTLED = "settled"  # redelivered after its execution ended: completed or released now
     NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
     STALE = "stale"  # an older receive than the lease's, or one already settled
+    WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue, this receive is done
 
     @property
     def deferred(self) -> bool:
@@ -78,8 +88,18 @@ class Outcome(StrEnum):
 
 
 _DONE = frozenset(
-    {Outcome.REJECTED, Outcome.IGNORED, Outcome.INLINE_DONE, Outcome.FANNED_OUT, Outcome.ALREADY_SUCCEEDED}
+    {
+        Outcome.REJECTED,
+        Outcome.IGNORED,
+        Outcome.INLINE_DONE,
+        Outcome.FANNED_OUT,
+        Outcome.ALREADY_SUCCEEDED,
+        Outcome.WAITING,
+    }
 )
+WAITS_ATTRIBUTE = "LongJobsWaits"
+"""Message attribute of a copy sent back to wait for its job id: how many times it has waited."""
+MAX_MESSAGE_ATTRIBUTES = 10
 
 
 class InlineJobFailed(Exception):
@@ -95,6 +115,8 @@ class Delivery:
     body: str
     receive_count: int
     source_arn: str
+    message_attributes: Mapping[str, Any] = field(default_factory=dict)
+    """The message's attributes as `SendMessage` takes them (kept on a copy sent back to wait)."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -104,7 +126,25 @@ class Delivery:
             body=record.body,
             receive_count=int(record.attributes.approximate_receive_count),
             source_arn=record.event_source_arn,
+            message_attributes=send_attributes(record.raw_event.get("messageAttributes") or {}),
         )
+
+    @property
+    def waits(self) -> int:
+        value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
+        return int(value) if str(value).isdigit() else 0
+
+
+def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Message attributes as the Lambda event writes them, in the form `SendMessage` takes."""
+    attributes: dict[str, Any] = {}
+    for name, value in event_attributes.items():
+        data_type = value.get("dataType") or "String"
+        if value.get("stringValue") is not None:
+            attributes[name] = {"DataType": data_type, "StringValue": value["stringValue"]}
+        elif value.get("binaryValue") is not None:
+            attributes[name] = {"DataType": data_type, "BinaryValue": base64.b64decode(value["binaryValue"])}
+    return attributes
 
 
 @dataclass
@@ -119,6 +159,8 @@ class Receiver:
     stepfunctions: SFNClient
     clock: Clock
     rng: random.Random
+    catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
+    metrics: MetricsSink | None = None
 
     @property
     def queue_url(self) -> str:
@@ -136,20 +178,30 @@ def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int
     return min(SQS_MAX_VISIBILITY_S, round(rng.uniform(ceiling / 2, ceiling)))
 
 
+def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
+    """Delay of a message's copy that waits for its job id: doubles per wait up to the cap, equal jitter."""
+    ceiling = min(float(settings.job_wait_cap_s), settings.job_wait_base_s * 2.0 ** min(waits, 64))
+    return round(rng.uniform(ceiling / 2, ceiling))
+
+
 def receive(rx: Receiver, delivery: Delivery) -> Outcome:
     """Handle one record. Raises only when the record must be retried (reported failed)."""
     try:
-        jobs = parse_body(delivery.body, rx.settings)
+        parsed = parse_message(delivery.body, rx.settings, rx.catalog)
     except BadInput as bad:
         reject(rx, delivery, bad)
         return Outcome.REJECTED
+    if parsed.ignored_objects and rx.metrics is not None:
+        rx.metrics.add_metric(name=MetricName.S3_OBJECTS_IGNORED, unit="Count", value=parsed.ignored_objects)
+    jobs = parsed.jobs
     if not jobs:
         return Outcome.IGNORED
     if len(jobs) > 1:
         fan_out(rx, jobs)
         return Outcome.FANNED_OUT
     job = jobs[0]
-    if job.type in INLINE_JOB_TYPES:
+    job_type = rx.catalog.get(job.type)
+    if job_type is not None and job_type.runner == "inline":
         run_inline(job)
         return Outcome.INLINE_DONE
     return start_long_job(rx, delivery, job)
@@ -201,11 +253,21 @@ def fan_out(rx: Receiver, jobs: list[Job]) -> None:
             raise RuntimeError(f"fan-out of an S3 notification failed: {response['Failed']}")
 
 
+def builtin_catalog() -> JobCatalog:
+    """The built-in job types alone (the job catalog is imported on first use: see `functions.receiver.models`)."""
+    from functions.jobs import BUILTIN_TYPES, JobCatalog
+
+    return JobCatalog(BUILTIN_TYPES)
+
+
 def run_inline(job: Job) -> None:
-    if isinstance(job, EchoJob):
-        if job.params.fail:
-            raise InlineJobFailed(f"echo job {job.job_id} was asked to fail")
-        logger.info("echo", extra={"job_id": job.job_id, "text": job.params.text})
+    from functions.jobs import INLINE_TYPES
+
+    if job.type not in INLINE_TYPES:
+        raise InlineJobFailed(f"no inline code runs job type {job.type!r}")
+    if job.params.get("fail"):
+        raise InlineJobFailed(f"echo job {job.job_id} was asked to fail")
+    logger.info("echo", extra={"job_id": job.job_id, "text": job.params.get("text", "")})
 
 
 RACE_ATTEMPTS = 3
@@ -272,6 +334,11 @@ def _attempt_of(lease: Lease) -> int:
 
 def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome | None:
     name = execution_name(delivery.message_id, delivery.receive_count)
+    arn = execution_arn(rx.state_machine_arn, name)
+    holder = _take_job_lock(rx, job.job_id, delivery.message_id, arn)
+    if holder is not None:
+        wait_for_job(rx, delivery, job, holder)
+        return Outcome.WAITING
     blank = Lease(
         message_id=delivery.message_id,
         queue_url=rx.queue_url,
@@ -280,9 +347,10 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         received_at=0.0,
         visible_until=0.0,
         renew_until=0.0,
-        execution_arn=execution_arn(rx.state_machine_arn, name),
+        execution_arn=arn,
         attempt=delivery.receive_count,
         job_type=job.type,
+        job_id=job.job_id,
         release_delay_s=release_delay_s(delivery.receive_count, rx.settings, rx.rng),
     )
     lease = _timing(rx, delivery, blank)
@@ -302,9 +370,11 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
     if outcome.failure is FailureClass.LOST:
         # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
         if new:
-            rx.store.close(
+            closed = rx.store.close(
                 lease, LeaseStatus.LOST, now=rx.clock.now(), error=f"first visibility change: {outcome.error}"
             )
+            if closed is not None:
+                release_job_lock(closed, store=rx.store, clock=rx.clock)
         return Outcome.STALE
     if not outcome.ok:
         logger.warning(
@@ -329,7 +399,71 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
     if status != NEVER_STARTED:
         settle_ended(lease, status, store=rx.store, visibility=rx.visibility, sqs=rx.sqs, clock=rx.clock)
         return Outcome.SETTLED
+    if not new and lease.job_id and lease.execution_arn:
+        # Resuming an attempt that never started: its lock may have been taken over meanwhile.
+        holder = _take_job_lock(rx, lease.job_id, lease.message_id, lease.execution_arn)
+        if holder is not None:
+            delay = wait_delay_s(0, rx.settings, rx.rng)
+            release(
+                lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=_waiting(holder), delay_s=delay
+            )
+            return Outcome.SETTLED
     return _start(rx, job, lease)
+
+
+def _take_job_lock(rx: Receiver, job_id: str, message_id: str, arn: str) -> Lock | None:
+    """Take the job id's lock for this attempt's execution; the lock that keeps it out, else None.
+
+    A lock held by another execution is taken over when that execution is not running: it has ended,
+    or it never started and the receiver that was to start it is past its timeout (the grace period).
+    A lock of another attempt of this same message is taken over whenever its execution is not
+    running: the message's one lease decides which attempt runs.
+    """
+    now = rx.clock.now()
+
+    def is_stale(lock: Lock) -> bool:
+        try:
+            status = execution_status(rx.stepfunctions, lock.execution_arn)
+        except Exception as exc:  # unknown: treat as running (waiting is safe, running twice is not)
+            logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
+            return False
+        if status in RUNNING_STATUSES:
+            return False
+        if status != NEVER_STARTED or lock.holder == message_id:
+            return True
+        return now - lock.acquired_at >= rx.settings.reconcile_grace_s
+
+    taken = rx.store.locks.acquire(
+        job_lock_key(job_id),
+        holder=message_id,
+        execution_arn=arn,
+        now=now,
+        hold_until=rx.settings.renew_until(now),
+        is_stale=is_stale,
+    )
+    return None if isinstance(taken, Acquired) else taken.lock
+
+
+def _waiting(holder: Lock) -> str:
+    return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
+
+
+def wait_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+    """Send a delayed copy of the message back to the queue (this receive is then acknowledged and
+    deleted): it tries again when the delay ends, without using up a receive. Raises if SQS refuses:
+    the record is then reported failed and comes back after the queue's VT."""
+    waits = delivery.waits + 1
+    delay = wait_delay_s(delivery.waits, rx.settings, rx.rng)
+    attributes = dict(delivery.message_attributes)
+    if WAITS_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES:  # else its waits do not grow
+        attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(waits)}
+    rx.sqs.send_message(
+        QueueUrl=rx.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
+    )
+    logger.info(
+        "job id is running: the message waits",
+        extra={"message_id": delivery.message_id, "job_id": job.job_id, "waits": waits, "delay_s": delay},
+    )
 
 
 def _released_meanwhile(rx: Receiver, adopted: Lease) -> bool:

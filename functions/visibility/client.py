@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,8 @@ from functions.clock import Clock
 from functions.visibility.errors import FailureClass, classify, classify_exception, describe_exception
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
+
     from mypy_boto3_sqs import SQSClient
 
 BATCH_LIMIT = 10

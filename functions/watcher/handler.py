@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
-
-from aws_lambda_powertools.utilities.parser import event_parser
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from functions import aws
 from functions.clock import SystemClock
@@ -16,6 +13,9 @@ from functions.settings import Settings, SettingsError
 from functions.visibility import VisibilityClient
 from functions.watcher.models import ExecutionStatusChangeEvent
 from functions.watcher.service import Watcher, WatchOutcome, on_status_change
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
 SETTINGS = Settings.from_env()
 
@@ -38,8 +38,8 @@ def watcher() -> Watcher:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-@event_parser(model=ExecutionStatusChangeEvent)
-def handler(event: ExecutionStatusChangeEvent, context: LambdaContext) -> dict[str, Any]:
+def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    event = ExecutionStatusChangeEvent.model_validate(raw_event)  # a bad event raises: EventBridge retries it
     outcome = on_status_change(watcher(), event.detail)
     if outcome is not WatchOutcome.UNCHANGED:  # duplicates, other machines' and superseded attempts' events
         metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)

@@ -104,7 +104,7 @@ def test_submit_invalid_job_fails_with_the_receivers_error_and_sends_nothing(
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=-1")
 
-    assert_one_line_error(result, 1, "InvalidParameters: wait.params.seconds")
+    assert_one_line_error(result, 1, "InvalidParameters: params.seconds: must be bigger than or equal to 0")
     assert local.bodies(local.queue_url) == []
 
 

@@ -32,6 +32,7 @@ PROD_CONTEXT = {
     "max_receive_count": "7",
     "log_retention_days": "90",
     "quarantine_expiration_days": "10",
+    "tracing": "false",
 }
 """A second deployment: everything the default leaves off turned on, as `-c key=value` strings."""
 
@@ -49,6 +50,10 @@ class Synth:
     @property
     def assertions(self) -> Template:
         return Template.from_json(self.template)
+
+    def part(self, name: str) -> Any:
+        """A part of the stack's processor (`Queues`, `Leases`, `Workflow`, `Functions`, `Monitoring`)."""
+        return self.stack.processor.node.find_child(name)
 
     def logical_id(self, construct: IConstruct) -> str:
         resource = construct.node.default_child

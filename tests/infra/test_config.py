@@ -122,5 +122,5 @@ def test_config_bad_context_stops_the_app_with_the_message() -> None:
 def test_config_powertools_version_matches_the_pinned_package() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     pins = [dep for dep in project["project"]["dependencies"] if dep.startswith("aws-lambda-powertools")]
-    assert pins == [f"aws-lambda-powertools[tracer,parser]=={POWERTOOLS_VERSION}"]
+    assert pins == [f"aws-lambda-powertools[tracer,parser,validation]=={POWERTOOLS_VERSION}"]
     assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.11/{POWERTOOLS_VERSION}")

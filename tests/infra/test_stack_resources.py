@@ -43,7 +43,7 @@ def definition(synth: Synth) -> dict[str, Any]:
 
 
 def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: Synth) -> None:
-    queues = dev.stack.node.find_child("Queues")
+    queues = dev.part("Queues")
     queue, dlq = dev.resource(queues.queue)["Properties"], dev.resource(queues.dlq)["Properties"]
     assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"] == {
@@ -72,13 +72,13 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
                 },
             },
         )
-    prod_queue = prod.resource(prod.stack.node.find_child("Queues").queue)["Properties"]
+    prod_queue = prod.resource(prod.part("Queues").queue)["Properties"]
     assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == int(PROD_CONTEXT["max_receive_count"])
 
 
 def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> None:
-    functions = dev.stack.node.find_child("Functions")
-    queue = dev.resource(dev.stack.node.find_child("Queues").queue)["Properties"]
+    functions = dev.part("Functions")
+    queue = dev.resource(dev.part("Queues").queue)["Properties"]
     receiver = dev.resource(functions.receiver)["Properties"]
     assert queue["VisibilityTimeout"] >= receiver["Timeout"]
 
@@ -87,7 +87,7 @@ def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> Non
 
 
 def test_lease_table_has_pitr_ttl_and_the_sparse_due_index(dev: Synth) -> None:
-    table = dev.resource(dev.stack.node.find_child("Leases").table)
+    table = dev.resource(dev.part("Leases").table)
     props = table["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
@@ -115,7 +115,7 @@ def test_lease_table_has_pitr_ttl_and_the_sparse_due_index(dev: Synth) -> None:
 
 
 def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
-    table = prod.resource(prod.stack.node.find_child("Leases").table)
+    table = prod.resource(prod.part("Leases").table)
     assert table["Properties"]["DeletionProtectionEnabled"] is True
     assert table["DeletionPolicy"] == "Retain"
 
@@ -124,7 +124,7 @@ def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
 
 
 def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
-    functions = dev.stack.node.find_child("Functions")
+    functions = dev.part("Functions")
     for function, handler in (
         (functions.receiver, "functions.receiver.handler.handler"),
         (functions.extender, "functions.extender.handler.handler"),
@@ -140,27 +140,57 @@ def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(d
         assert log_group["Properties"]["RetentionInDays"] == 30
 
 
+def test_functions_without_tracing_skip_xray_entirely(prod: Synth) -> None:
+    functions = prod.part("Functions")
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        props = prod.resource(function)["Properties"]
+        assert "TracingConfig" not in props or props["TracingConfig"] == {"Mode": "PassThrough"}
+        assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "true", "no X-Ray SDK import"
+        assert not any(action.startswith("xray:") for action, _ in policy_grants(prod, function_role(prod, function)))
+
+
 def test_functions_layer_and_log_retention_follow_context(prod: Synth) -> None:
     for log_group in prod.of_type("AWS::Logs::LogGroup").values():
         assert log_group["Properties"]["RetentionInDays"] == 90
 
 
 def test_functions_asset_holds_the_functions_package_only(dev: Synth) -> None:
-    code = dev.resource(dev.stack.node.find_child("Functions").receiver)["Properties"]["Code"]
+    code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
     asset_hash = code["S3Key"].removesuffix(".zip")
     staged = dev.outdir / f"asset.{asset_hash}"
     files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
     assert "functions/receiver/handler.py" in files and "functions/settings.py" in files
-    assert all(name.startswith("functions/") and name.endswith(".py") for name in files), sorted(files)
+    python = files - {"functions/job_types.json"}
+    assert all(name.startswith("functions/") and name.endswith(".py") for name in python), sorted(files)
+
+
+def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> None:
+    code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
+    shipped = dev.outdir / f"asset.{code['S3Key'].removesuffix('.zip')}" / "functions" / "job_types.json"
+    catalog = json.loads(shipped.read_text())
+    types = {t["name"]: t for t in catalog["job_types"]}
+    assert list(types) == ["spark", "wait", "echo", "wordcount"]
+    assert types["wordcount"]["params_schema"]["required"] == ["input"]
+    assert catalog["s3_triggers"] == [
+        {
+            "bucket": None,
+            "prefix": "",
+            "marker": "_SUCCESS",
+            "job_type": "spark",
+            "params": {"input": "s3://{bucket}/{prefix}", "date": "{date}"},
+        }
+    ]
 
 
 def test_receiver_environment_names_its_resources(dev: Synth) -> None:
-    variables = dev.resource(dev.stack.node.find_child("Functions").receiver)["Properties"]["Environment"]["Variables"]
+    variables = dev.resource(dev.part("Functions").receiver)["Properties"]["Environment"]["Variables"]
     rendered = {name: render_cfn(value) for name, value in variables.items()}
-    workflow = dev.stack.node.find_child("Workflow")
+    workflow = dev.part("Workflow")
     assert rendered["STATE_MACHINE_ARN"] == f"<{dev.logical_id(workflow.state_machine)}>"
-    assert rendered["SPARK_OUTPUT_URI"] == f"s3://<{dev.logical_id(workflow.buckets.curated)}>/events/"
-    assert {"TABLE_NAME", "QUEUE_URL", "DLQ_URL", "SPARK_QUARANTINE_URI", "EXTENDER_PERIOD_S"} <= set(rendered)
+    assert rendered["CURATED_URI"] == f"s3://<{dev.logical_id(workflow.buckets.curated)}>/"
+    assert rendered["RAW_URI"] == f"s3://<{dev.logical_id(workflow.buckets.raw)}>/"
+    assert {"TABLE_NAME", "QUEUE_URL", "DLQ_URL", "QUARANTINE_URI", "EXTENDER_PERIOD_S"} <= set(rendered)
+    assert "JOB_TYPES_FILE" not in rendered, "the catalog ships in the asset (no 4 KB limit)"
 
 
 def test_receiver_mapping_reports_batch_item_failures_with_max_concurrency(dev: Synth, prod: Synth) -> None:
@@ -168,10 +198,8 @@ def test_receiver_mapping_reports_batch_item_failures_with_max_concurrency(dev: 
         synth.assertions.has_resource_properties(
             "AWS::Lambda::EventSourceMapping",
             {
-                "EventSourceArn": {
-                    "Fn::GetAtt": [synth.logical_id(synth.stack.node.find_child("Queues").queue), "Arn"]
-                },
-                "FunctionName": {"Ref": synth.logical_id(synth.stack.node.find_child("Functions").receiver)},
+                "EventSourceArn": {"Fn::GetAtt": [synth.logical_id(synth.part("Queues").queue), "Arn"]},
+                "FunctionName": {"Ref": synth.logical_id(synth.part("Functions").receiver)},
                 "FunctionResponseTypes": ["ReportBatchItemFailures"],
                 "ScalingConfig": {"MaximumConcurrency": concurrency},
                 "BatchSize": 10,
@@ -180,7 +208,7 @@ def test_receiver_mapping_reports_batch_item_failures_with_max_concurrency(dev: 
 
 
 def test_extender_runs_alone_every_minute_from_eventbridge_scheduler(dev: Synth) -> None:
-    extender = dev.stack.node.find_child("Functions").extender
+    extender = dev.part("Functions").extender
     assert dev.resource(extender)["Properties"]["ReservedConcurrentExecutions"] == 1
     [schedule] = dev.of_type("AWS::Scheduler::Schedule").values()
     props = schedule["Properties"]
@@ -198,8 +226,8 @@ def test_extender_runs_alone_every_minute_from_eventbridge_scheduler(dev: Synth)
 
 
 def test_watcher_rule_matches_this_state_machines_failed_timed_out_and_aborted_executions(dev: Synth) -> None:
-    functions = dev.stack.node.find_child("Functions")
-    machine = dev.logical_id(dev.stack.node.find_child("Workflow").state_machine)
+    functions = dev.part("Functions")
+    machine = dev.logical_id(dev.part("Workflow").state_machine)
     [rule] = dev.of_type("AWS::Events::Rule").values()
     assert rule["Properties"]["EventPattern"] == {
         "source": ["aws.states"],
@@ -215,12 +243,12 @@ def test_watcher_rule_matches_this_state_machines_failed_timed_out_and_aborted_e
 
 @pytest.fixture(scope="module")
 def names(dev: Synth) -> dict[str, str]:
-    workflow, queues = dev.stack.node.find_child("Workflow"), dev.stack.node.find_child("Queues")
+    workflow, queues = dev.part("Workflow"), dev.part("Queues")
     machine = dev.logical_id(workflow.state_machine)
     return {
         "queue": f"<{dev.logical_id(queues.queue)}.Arn>",
         "dlq": f"<{dev.logical_id(queues.dlq)}.Arn>",
-        "table": f"<{dev.logical_id(dev.stack.node.find_child('Leases').table)}.Arn>",
+        "table": f"<{dev.logical_id(dev.part('Leases').table)}.Arn>",
         "machine": f"<{machine}>",
         "executions": f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{machine}.Name>:*",
     }
@@ -235,7 +263,7 @@ XRAY = {("xray:PutTelemetryRecords", "*"), ("xray:PutTraceSegments", "*")}
 
 
 def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
-    receiver = dev.stack.node.find_child("Functions").receiver
+    receiver = dev.part("Functions").receiver
     queue_actions = ["ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "ReceiveMessage", "SendMessage"]
     expected = {(f"sqs:{action}", names["queue"]) for action in queue_actions}
     expected |= {("sqs:GetQueueUrl", names["queue"])}  # part of the event source mapping's grant
@@ -246,7 +274,7 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
 
 
 def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
-    extender = dev.stack.node.find_child("Functions").extender
+    extender = dev.part("Functions").extender
     expected = {
         (f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes")
     }
@@ -258,14 +286,14 @@ def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
 
 
 def test_watcher_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
-    watcher = dev.stack.node.find_child("Functions").watcher
+    watcher = dev.part("Functions").watcher
     expected = {("sqs:ChangeMessageVisibility", names["queue"])}
     expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
     assert policy_grants(dev, function_role(dev, watcher)) == expected | own_logs(dev, watcher) | XRAY
 
 
 def test_functions_roles_have_no_managed_policies(dev: Synth) -> None:
-    functions = dev.stack.node.find_child("Functions")
+    functions = dev.part("Functions")
     for function in (functions.receiver, functions.extender, functions.watcher):
         role = dev.resources[function_role(dev, function)]
         assert "ManagedPolicyArns" not in role["Properties"]
@@ -274,22 +302,26 @@ def test_functions_roles_have_no_managed_policies(dev: Synth) -> None:
         }
 
 
-def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_job_only(dev: Synth) -> None:
-    workflow = dev.stack.node.find_child("Workflow")
+def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_jobs_only(dev: Synth) -> None:
+    workflow = dev.part("Workflow")
     role = render_cfn(dev.resource(workflow.state_machine)["Properties"]["RoleArn"]).split(".")[0].strip("<")
     grants = policy_grants(dev, role)
-    queue = f"<{dev.logical_id(dev.stack.node.find_child('Queues').queue)}.Arn>"
+    queue = f"<{dev.logical_id(dev.part('Queues').queue)}.Arn>"
     assert {(a, r) for a, r in grants if a.startswith("sqs:")} == {
         ("sqs:deleteMessage", queue),
         ("sqs:changeMessageVisibility", queue),
     }
-    job = f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:job/<{dev.logical_id(workflow.glue_job)}>"
+    jobs = {
+        f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:job/<{dev.logical_id(job)}>"
+        for job in workflow.glue_jobs.values()
+    }
+    assert len(jobs) == 2, "spark and wordcount"
     assert {(a, r) for a, r in grants if a.startswith("glue:")} == {
-        (f"glue:{a}", job) for a in ("StartJobRun", "GetJobRun", "GetJobRuns", "BatchStopJobRun")
+        (f"glue:{a}", job) for a in ("StartJobRun", "GetJobRun", "GetJobRuns", "BatchStopJobRun") for job in jobs
     }
     summaries = f"arn:<AWS::Partition>:s3:::<{dev.logical_id(workflow.buckets.glue)}>/summaries/*"
     assert {(a, r) for a, r in grants if a.startswith("s3:")} == {("s3:getObject", summaries)}
-    table = f"<{dev.logical_id(dev.stack.node.find_child('Leases').table)}>"
+    table = f"<{dev.logical_id(dev.part('Leases').table)}>"
     assert {r for a, r in grants if a.startswith("dynamodb:")} == {
         f"arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/{table}"
     }
@@ -298,7 +330,7 @@ def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_job_only(de
 
 
 def test_glue_role_reads_raw_and_writes_its_outputs_only(dev: Synth) -> None:
-    workflow = dev.stack.node.find_child("Workflow")
+    workflow = dev.part("Workflow")
     role = render_cfn(dev.resource(workflow.glue_job)["Properties"]["Role"]).split(".")[0].strip("<")
     grants = policy_grants(dev, role)
     b = workflow.buckets
@@ -324,7 +356,7 @@ def test_glue_role_reads_raw_and_writes_its_outputs_only(dev: Synth) -> None:
 
 
 def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth) -> None:
-    workflow = dev.stack.node.find_child("Workflow")
+    workflow = dev.part("Workflow")
     states = definition(dev)["States"]
     assert definition(dev)["StartAt"] == "Self"
     assert states["Self"]["Parameters"] == {"execution.$": "$$.Execution.Id"}
@@ -334,7 +366,12 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
     ]
     branch = states["RunJob"]["Branches"][0]["States"]
-    assert [c["Next"] for c in branch["JobType"]["Choices"]] == ["RunSparkJob", "WaitThenFail", "Wait"]
+    assert [c["Next"] for c in branch["JobType"]["Choices"]] == [
+        "RunSparkJob",
+        "WaitThenFail",
+        "Wait",
+        "RunWordcountJob",
+    ]
     spark = branch["RunSparkJob"]
     assert spark["Resource"] == "arn:<AWS::Partition>:states:::glue:startJobRun.sync"
     assert spark["Parameters"]["JobName"] == f"<{dev.logical_id(workflow.glue_job)}>"
@@ -352,10 +389,16 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
         "Key.$": "States.Format('summaries/{}.json', $$.Execution.Name)",
     }
     assert read["Next"] == "SparkSummary" and read["Catch"][0]["Next"] == "SparkRunOutcome"
-    assert branch["SparkSummary"]["Parameters"]["pipeline.$"] == "States.StringToJson($.summary_object.body)"
+    assert branch["SparkSummary"]["Parameters"]["summary.$"] == "States.StringToJson($.summary_object.body)"
+    wordcount = branch["RunWordcountJob"]
+    assert wordcount["Parameters"]["JobName"] == f"<{dev.logical_id(workflow.glue_jobs['wordcount'])}>"
+    assert wordcount["TimeoutSeconds"] == 60 * 60 + 15 * 60
+    assert wordcount["Next"] == "ReadWordcountSummary"
     assert branch["SparkRunOutcome"]["End"] is True, "an unreadable summary still ends the job as succeeded"
     assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
-    assert states["MarkReleased"]["Next"] == "ReleaseMessage" and states["ReleaseMessage"]["Next"] == "JobFailed"
+    assert (
+        states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure" and states["ReleaseMessage"]["Next"] == "JobFailed"
+    )
 
 
 def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None:
@@ -372,25 +415,48 @@ def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None
 
 def test_glue_job_is_glue5_with_workers_and_the_pipeline_zip(dev: Synth, prod: Synth) -> None:
     for synth, workers, worker_type in ((dev, 2, "G.1X"), (prod, 5, "G.2X")):
-        job = synth.resource(synth.stack.node.find_child("Workflow").glue_job)["Properties"]
+        job = synth.resource(synth.part("Workflow").glue_job)["Properties"]
         assert job["GlueVersion"] == "5.0" and job["Command"]["Name"] == "glueetl"
         assert (job["NumberOfWorkers"], job["WorkerType"]) == (workers, worker_type)
         assert job["Timeout"] == 360 and job["MaxRetries"] == 0 and job["JobRunQueuingEnabled"] is True
         assert job["SecurityConfiguration"] == {
-            "Ref": synth.logical_id(synth.stack.node.find_child("Workflow").node.find_child("GlueSecurity"))
+            "Ref": synth.logical_id(synth.part("Workflow").node.find_child("GlueSecurity"))
         }
         extra = render_cfn(job["DefaultArguments"]["--extra-py-files"])
         assert extra.startswith("s3://") and extra.endswith(".zip")
         assert render_cfn(job["Command"]["ScriptLocation"]).endswith(".py")
 
 
+def extra_py_files(synth: Synth, job: Any) -> list[set[str]]:
+    """The files of each zip in a Glue job's `--extra-py-files`, in order."""
+    props = synth.resource(job)["Properties"]
+    zips = []
+    for uri in render_cfn(props["DefaultArguments"]["--extra-py-files"]).split(","):
+        staged = synth.outdir / f"asset.{uri.rsplit('/', 1)[1].removesuffix('.zip')}"
+        zips.append({path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()})
+    return zips
+
+
 def test_glue_job_pipeline_zip_has_pipeline_as_its_top_folder(dev: Synth) -> None:
-    job = dev.resource(dev.stack.node.find_child("Workflow").glue_job)["Properties"]
-    asset_hash = render_cfn(job["DefaultArguments"]["--extra-py-files"]).rsplit("/", 1)[1].removesuffix(".zip")
-    staged = dev.outdir / f"asset.{asset_hash}"
-    files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
-    assert {"pipeline/__init__.py", "pipeline/job.py", "pipeline/glue_job.py"} <= files
-    assert all(name.startswith("pipeline/") for name in files), sorted(files)
+    pipeline, entry = extra_py_files(dev, dev.part("Workflow").glue_job)
+    assert {"pipeline/__init__.py", "pipeline/job.py", "pipeline/glue_entry.py"} <= pipeline
+    assert all(name.startswith("pipeline/") for name in pipeline), sorted(pipeline)
+    assert entry == {"events.py"}, "the type's entry alone, importable as --job-module"
+
+
+def test_glue_job_per_pyspark_type_runs_the_entry_script_with_the_types_module(dev: Synth, prod: Synth) -> None:
+    for synth, spark_workers in ((dev, 2), (prod, 5)):
+        jobs = synth.part("Workflow").glue_jobs
+        assert sorted(jobs) == ["spark", "wordcount"]
+        for name, module, workers in (("spark", "events", spark_workers), ("wordcount", "wordcount", 2)):
+            props = synth.resource(jobs[name])["Properties"]
+            assert render_cfn(props["Command"]["ScriptLocation"]).endswith(".py")
+            assert props["DefaultArguments"]["--job-module"] == module
+            assert props["DefaultArguments"]["--job-function"] == "run"
+            assert props["NumberOfWorkers"] == workers, "wordcount sets its own glue block; spark takes context"
+        assert synth.resource(jobs["wordcount"])["Properties"]["Timeout"] == 60
+        _, entry = extra_py_files(synth, jobs["wordcount"])
+        assert entry == {"wordcount.py"}
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(dev: Synth) -> None:
@@ -434,28 +500,40 @@ def test_buckets_are_encrypted_private_tls_only_and_logged(dev: Synth) -> None:
 
 def test_buckets_expire_quarantine_and_glue_scratch(dev: Synth, prod: Synth) -> None:
     for synth, days in ((dev, 30), (prod, int(PROD_CONTEXT["quarantine_expiration_days"]))):
-        buckets = synth.stack.node.find_child("Workflow").buckets
+        buckets = synth.part("Workflow").buckets
         rules = synth.resource(buckets.quarantine)["Properties"]["LifecycleConfiguration"]["Rules"]
         assert {"ExpirationInDays": days, "Status": "Enabled"} in rules
-    glue_rules = dev.resource(dev.stack.node.find_child("Workflow").buckets.glue)["Properties"][
-        "LifecycleConfiguration"
-    ]
+    glue_rules = dev.resource(dev.part("Workflow").buckets.glue)["Properties"]["LifecycleConfiguration"]
     assert {"ExpirationInDays": 7, "Prefix": "temp/", "Status": "Enabled"} in glue_rules["Rules"]
     assert {"ExpirationInDays": 30, "Prefix": "summaries/", "Status": "Enabled"} in glue_rules["Rules"]
-    raw_rules = dev.resource(dev.stack.node.find_child("Workflow").buckets.raw)["Properties"]["LifecycleConfiguration"]
+    raw_rules = dev.resource(dev.part("Workflow").buckets.raw)["Properties"]["LifecycleConfiguration"]
     assert not any("ExpirationInDays" in rule for rule in raw_rules["Rules"]), "raw input is kept"
+
+
+def test_raw_and_curated_buckets_are_versioned_and_old_versions_expire(dev: Synth) -> None:
+    buckets = dev.part("Workflow").buckets
+    for bucket, versioned in ((buckets.raw, True), (buckets.curated, True), (buckets.quarantine, False)):
+        props = dev.resource(bucket)["Properties"]
+        assert ("VersioningConfiguration" in props) is versioned
+        if versioned:
+            assert props["VersioningConfiguration"] == {"Status": "Enabled"}, "an overwrite can be recovered"
+            assert {"NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"} in props[
+                "LifecycleConfiguration"
+            ]["Rules"]
 
 
 def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:
     assert not dev.of_type("Custom::S3BucketNotifications")
     [notifications] = prod.of_type("Custom::S3BucketNotifications").values()
-    queue = prod.logical_id(prod.stack.node.find_child("Queues").queue)
-    assert notifications["Properties"]["BucketName"] == {
-        "Ref": prod.logical_id(prod.stack.node.find_child("Workflow").buckets.raw)
-    }
+    queue = prod.logical_id(prod.part("Queues").queue)
+    assert notifications["Properties"]["BucketName"] == {"Ref": prod.logical_id(prod.part("Workflow").buckets.raw)}
     assert notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"] == [
-        {"Events": ["s3:ObjectCreated:*"], "QueueArn": {"Fn::GetAtt": [queue, "Arn"]}}
-    ]
+        {
+            "Events": ["s3:ObjectCreated:*"],
+            "Filter": {"Key": {"FilterRules": [{"Name": "suffix", "Value": "_SUCCESS"}]}},
+            "QueueArn": {"Fn::GetAtt": [queue, "Arn"]},
+        }
+    ], "only completion markers are sent (the receiver acknowledges any other object anyway)"
     prod.assertions.has_resource_properties(
         "AWS::SQS::QueuePolicy",
         {
@@ -473,7 +551,7 @@ def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Sy
 
 
 def test_alarms_notify_the_topic(dev: Synth, prod: Synth) -> None:
-    topic = dev.logical_id(dev.stack.node.find_child("Monitoring").topic)
+    topic = dev.logical_id(dev.part("Monitoring").topic)
     alarms = dev.of_type("AWS::CloudWatch::Alarm")
     expected = {"DlqNotEmpty", "OldestMessageAge", "ExtenderErrors", "ExtenderNotRunning", "Lapses"}
     expected |= {"LeasesLostOrCapped", "FailedExecutions"}
@@ -527,7 +605,8 @@ def test_dashboard_is_named_for_the_stage_and_shows_the_path(dev: Synth, prod: S
         "Leases",
         "Renewal failures by class",
         "Executions",
-        "Glue job runs",
+        "Glue job runs: spark",
+        "Glue job runs: wordcount",
     ):
         assert f'"title":"{title}"' in body
     for metric in ("Renewals", "Lapses", "LeasesCapped", "LeasesLost", "JobsStarted", "ExecutionsSucceeded"):
@@ -549,5 +628,5 @@ def test_outputs_name_every_resource_an_operator_needs(dev: Synth) -> None:
         "GlueJobName",
         "AlarmTopicArn",
     } <= set(outputs)
-    assert outputs["QueueUrl"]["Value"] == {"Ref": dev.logical_id(dev.stack.node.find_child("Queues").queue)}
+    assert outputs["QueueUrl"]["Value"] == {"Ref": dev.logical_id(dev.part("Queues").queue)}
     assert outputs["DashboardName"]["Value"] == "LongJobs-dev"

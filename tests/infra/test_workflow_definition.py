@@ -1,4 +1,5 @@
-"""The workflow definition's states and transitions, for both Spark steps (rendered without deploying)."""
+"""The workflow definition's states and transitions, for both pyspark steps and every runner (rendered
+without deploying)."""
 
 from __future__ import annotations
 
@@ -8,29 +9,52 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from infra.workflow import SparkStep, glue_spark_step, render_definition, token_queue_spark_step
+from functions.jobs import BUILTIN_TYPES, JobType
+from infra.workflow import PysparkStep, glue_pyspark_step, render_definition, token_queue_pyspark_step
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 JOBS_QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
+NESTED_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:users-own"
+USER_TYPES = [
+    JobType(name="wordcount", runner="pyspark", entry="jobs/wordcount.py:run"),
+    JobType(
+        name="nap",
+        runner="wait",
+        params_schema={"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}},
+    ),
+    JobType(name="batch-job", runner="state_machine", state_machine={"arn": NESTED_ARN, "timeout_minutes": 30}),
+]
 
 
-def render(spark_step: SparkStep) -> dict[str, Any]:
+def render(pyspark_step: PysparkStep, job_types: list[JobType] | None = None) -> dict[str, Any]:
     text = render_definition(
-        table_name="leases", queue_arns=[JOBS_QUEUE], spark_step=spark_step, region=REGION, account=ACCOUNT
+        table_name="leases",
+        queue_arns=[JOBS_QUEUE],
+        pyspark_step=pyspark_step,
+        region=REGION,
+        account=ACCOUNT,
+        job_types=list(BUILTIN_TYPES) if job_types is None else job_types,
     )
     return dict(json.loads(text))
 
 
+def token_queue() -> PysparkStep:
+    return token_queue_pyspark_step(
+        queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tokens",
+        queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/tokens",
+        heartbeat=cdk.Duration.seconds(30),
+        timeout=cdk.Duration.hours(2),
+    )
+
+
 @pytest.fixture(scope="module")
 def offline() -> dict[str, Any]:
-    return render(
-        token_queue_spark_step(
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tokens",
-            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/tokens",
-            heartbeat=cdk.Duration.seconds(30),
-            timeout=cdk.Duration.hours(2),
-        )
-    )
+    return render(token_queue())
+
+
+@pytest.fixture(scope="module")
+def with_user_types() -> dict[str, Any]:
+    return render(token_queue(), [*BUILTIN_TYPES, *USER_TYPES])
 
 
 def branch_states(definition: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +97,11 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
     assert release["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
     assert release["VisibilityTimeout.$"] == "$.release_delay_s"
     # close first, then give the message back: no renewal that read the lease earlier can outlive it
-    assert states["MarkReleased"]["Next"] == "ReleaseMessage" and states["ReleaseMessage"]["Next"] == "JobFailed"
+    assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"
+    assert (
+        states["ReleaseJobLockOnFailure"]["Next"] == "ReleaseMessage"
+        and states["ReleaseMessage"]["Next"] == "JobFailed"
+    )
     assert states["JobFailed"]["Type"] == "Fail"
 
 
@@ -127,6 +155,8 @@ def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dic
         "ReadLease",
         "DeleteMessage",
         "MarkSucceeded",
+        "ReleaseJobLock",
+        "ReleaseJobLockOnFailure",
         "ReadLeaseForRelease",
         "ReleaseMessage",
         "MarkReleased",
@@ -139,10 +169,77 @@ def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dic
 
 
 def test_workflow_cloud_spark_step_is_a_synchronous_glue_run() -> None:
-    definition = render(glue_spark_step("events-pipeline", timeout=cdk.Duration.hours(6)))
+    definition = render(glue_pyspark_step({"spark": "events-pipeline"}, timeouts={"spark": cdk.Duration.hours(6)}))
     spark = branch_states(definition)["RunSparkJob"]
     assert spark["Resource"] == "arn:aws:states:::glue:startJobRun.sync"
     assert spark["Parameters"]["JobName"] == "events-pipeline"
-    assert spark["Parameters"]["Arguments"]["--input.$"] == "$.job.params.input"
+    assert spark["Parameters"]["Arguments"]["--params.$"] == "States.JsonToString($.job.params)"
     assert spark["Parameters"]["Timeout"] == 6 * 60, "Glue's own run timeout, in minutes"
     assert spark["TimeoutSeconds"] == 6 * 3600 + 15 * 60, "the step's own, so its JobTimedOut catch can fire"
+
+
+def test_workflow_has_a_branch_per_declared_type_in_order(with_user_types: dict[str, Any]) -> None:
+    choice = branch_states(with_user_types)["JobType"]
+    rules = [(rule.get("Variable") or json.dumps(rule), rule["Next"]) for rule in choice["Choices"]]
+    assert [next_state for _, next_state in rules] == [
+        "RunSparkJob",
+        "WaitThenFail",
+        "Wait",
+        "RunWordcountJob",
+        "NapWaitThenFail",
+        "NapWait",
+        "RunBatchJobStateMachine",
+    ], "the built-ins keep their state names; echo (inline) has no branch"
+    assert choice["Choices"][3] == {"Variable": "$.job.type", "StringEquals": "wordcount", "Next": "RunWordcountJob"}
+    assert choice["Default"] == "UnknownJobType"
+    states = branch_states(with_user_types)
+    wordcount = states["RunWordcountJob"]
+    assert wordcount["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
+    assert wordcount["Parameters"]["MessageBody"]["job.$"] == "$.job", "the worker reads the type from the job"
+    assert wordcount["Catch"][0]["Next"] == "JobTimedOut"
+
+
+def test_workflow_state_machine_type_is_a_nested_sync_execution_of_the_params(
+    with_user_types: dict[str, Any],
+) -> None:
+    nested = branch_states(with_user_types)["RunBatchJobStateMachine"]
+    assert nested["Resource"] == "arn:aws:states:::states:startExecution.sync:2"
+    assert nested["Parameters"] == {"StateMachineArn": NESTED_ARN, "Input.$": "$.job.params"}
+    assert nested["TimeoutSeconds"] == 30 * 60
+    assert nested["ResultSelector"]["output.$"] == "States.StringToJson($.Output)"
+    assert nested["Catch"][0] == {"ErrorEquals": ["States.HeartbeatTimeout", "States.Timeout"], "Next": "JobTimedOut"}
+
+
+def test_workflow_every_branch_ends_in_the_same_fenced_paths(with_user_types: dict[str, Any]) -> None:
+    states = with_user_types["States"]
+    assert states["OwnsLeaseAtStart"]["Choices"][0]["Next"] == "RunJob"
+    assert len(states["RunJob"]["Branches"]) == 1, "one branch (the type Choice) inside the one Parallel"
+    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["RunJob"]["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
+    ]
+    inner = branch_states(with_user_types)
+    assert all("Next" not in s or s["Next"] in inner for s in inner.values()), "no branch leaves the Parallel"
+
+
+def test_workflow_releases_the_job_lock_only_when_the_lock_names_this_execution(offline: dict[str, Any]) -> None:
+    states = offline["States"]
+    assert states["MarkSucceeded"]["Next"] == "ReleaseJobLock"
+    assert states["ReleaseJobLock"]["Next"] == "JobSucceeded"
+    assert states["ReleaseJobLock"]["Catch"][0]["Next"] == "JobSucceeded", "best effort: a stale lock is taken over"
+    assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"
+    assert states["ReleaseJobLockOnFailure"]["Next"] == "ReleaseMessage"
+    for name in ("ReleaseJobLock", "ReleaseJobLockOnFailure"):
+        params = states[name]["Parameters"]
+        assert params["Key"] == {"pk": {"S.$": "States.Format('job#{}', $.job.job_id)"}}
+        assert params["ConditionExpression"] == "#state = :held AND #execution = :self"
+        assert params["ExpressionAttributeValues"][":self"] == {"S.$": "$.self.execution"}
+
+
+def test_workflow_refuses_two_types_with_the_same_state_names() -> None:
+    twins = [
+        JobType(name="my-job", runner="pyspark", entry="a.py:run"),
+        JobType(name="my_job", runner="pyspark", entry="b.py:run"),
+    ]
+    with pytest.raises(ValueError, match="'my-job' and 'my_job' have the same state names"):
+        render(token_queue(), twins)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from functions.receiver.models import WaitJob
 from longjobs.errors import CliError, UsageError
 from longjobs.submit import job_body, new_job_id, parse_params, parse_value, validate, validation_settings
 
@@ -65,15 +65,22 @@ def test_new_job_id_names_the_type_and_the_time() -> None:
 def test_validate_returns_the_receivers_jobs() -> None:
     [job] = validate(job_body("wait", {"seconds": 3}, "j-1"), validation_settings())
 
-    assert isinstance(job, WaitJob)
+    assert (job.type, job.params) == ("wait", {"seconds": 3, "fail": False})
 
 
 def test_validate_refuses_a_spark_job_without_outputs_where_no_default_is_configured() -> None:
     body = job_body("spark", {"input": "s3://raw-bucket/x/", "date": "2026-11-20"}, "j-1")
 
-    with pytest.raises(CliError, match=r"InvalidParameters: params\.output is required"):
+    with pytest.raises(CliError, match=r"InvalidParameters: params\.output: is required"):
         validate(body, validation_settings())
-    assert validate(body, validation_settings("s3://curated/events/", "s3://quarantine/events/"))
+    [job] = validate(body, validation_settings("s3://curated-bucket/", "s3://quarantine-bucket/"))
+    assert job.params["output"] == "s3://curated-bucket/events/", "the stack's receiver fills it from its bucket"
+
+
+def test_validate_knows_the_project_job_types_of_jobs_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).parents[2])  # the project's folder, where longjobs reads jobs.json
+    [job] = validate(job_body("wordcount", {"input": "s3://raw-bucket/texts/"}, "wc-1"), validation_settings())
+    assert job.type == "wordcount"
 
 
 def test_validate_refuses_a_body_the_receiver_would_drop() -> None:

@@ -13,6 +13,7 @@ from offline.scenario import (
     AbortExecution,
     AwsFault,
     DropStatusEvents,
+    GenericJob,
     LoseScheduledRuns,
     RawJob,
     ScenarioError,
@@ -115,7 +116,10 @@ def test_scenario_parser_reports_bad_values_with_their_place() -> None:
     )
 
     assert "jobs[0].seconds: Input should be greater than or equal to 0" in text
-    assert "jobs[1].type: must be 'wait' or 'spark' (or give a raw_body), got 'sleep'" in text
+    assert (
+        "jobs[1]: give params (any job type), or type 'wait' or 'spark' in their short forms, "
+        "or a raw_body; got type 'sleep'" in text
+    )
     assert "jobs[2].events: Input should be greater than or equal to 1" in text
     assert "jobs[3]: must be an object" in text
     assert "faults[1].type: must be one of pause_extender, throttle" in text
@@ -140,7 +144,7 @@ def test_scenario_parser_checks_fault_values_and_targets() -> None:
     assert "faults[0].job: 'p' is a raw_body message, it runs no job" in problems(
         {"jobs": jobs, "faults": [{"type": "duplicate_delivery", "job": "p", "at_s": 1}]}
     )
-    assert "faults[0].job: kill_worker needs a spark job, 'w' is wait" in problems(
+    assert "faults[0].job: kill_worker needs a pyspark job, 'w' is wait" in problems(
         {"jobs": jobs, "faults": [{"type": "kill_worker", "job": "w"}]}
     )
 
@@ -256,7 +260,68 @@ def test_scenario_loader_accepts_the_shipped_demo() -> None:
     scenario = load_scenario(DEMO)
 
     kinds = {type(job) for job in scenario.jobs}
-    assert kinds == {WaitJob, SparkJob, RawJob}
+    assert kinds == {WaitJob, SparkJob, RawJob, GenericJob}, "a user-style type in the generic form too"
     assert sum(isinstance(job, SparkJob) for job in scenario.jobs) >= 2
     assert any(isinstance(job, WaitJob) and job.fail for job in scenario.jobs)
     assert json.loads(DEMO.read_text(encoding="utf-8"))["timeout_s"] < 300
+
+
+# -- job types ---------------------------------------------------------------------------------------
+
+
+WORDCOUNT_JOB = {"id": "wc", "type": "wordcount", "params": {"input": "docs", "min_length": 3}}
+
+
+def test_scenario_takes_job_types_and_generic_jobs_of_any_type() -> None:
+    demo = load_scenario(DEMO)
+    [wordcount] = demo.job_types
+    scenario = parse_scenario(
+        {
+            "job_types": [wordcount],
+            "jobs": [WORDCOUNT_JOB, {"id": "w", "type": "wait", "params": {"seconds": 1}}],
+        }
+    )
+    first, second = scenario.jobs
+    assert first == GenericJob(id="wc", type="wordcount", params={"input": "docs", "min_length": 3})
+    assert isinstance(second, GenericJob) and second.expected == "deleted"
+    assert scenario.job_catalog().names == ["echo", "spark", "wait", "wordcount"]
+    assert scenario.runs_spark(first) and not scenario.runs_spark(second)
+
+
+def test_demo_declares_the_wordcount_example_of_jobs_json() -> None:
+    jobs_json = json.loads((DEMO.parents[2] / "jobs.json").read_text())
+    [demo_wordcount] = load_scenario(DEMO).job_types
+    assert demo_wordcount == next(t for t in jobs_json["job_types"] if t["name"] == "wordcount")
+    assert any(isinstance(job, GenericJob) and job.type == "wordcount" for job in load_scenario(DEMO).jobs)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"job_types": [{"name": "x", "runner": "pyspark", "entry": "nowhere.py:run"}], "jobs": [WORDCOUNT_JOB]},
+            "job_types[0] 'x': entry: cannot read",
+        ),
+        ({"jobs": [WORDCOUNT_JOB]}, "jobs[0].type: 'wordcount' is not a job type (known: echo, spark, wait)"),
+        ({"jobs": [{"id": "a", "type": "mine"}]}, "jobs[0]: give params (any job type), or type 'wait' or 'spark'"),
+        (
+            {
+                "job_types": [
+                    {
+                        "name": "nested",
+                        "runner": "state_machine",
+                        "state_machine": {"arn": "arn:aws:states:us-east-1:123456789012:stateMachine:m"},
+                    }
+                ],
+                "jobs": [{"id": "a", "type": "wait", "seconds": 1}],
+            },
+            "'nested' runs a state machine, which the offline runtime cannot run",
+        ),
+        (
+            {"job_types": {"name": "x"}, "jobs": [{"id": "a", "type": "wait", "seconds": 1}]},
+            "job_types: must be a list",
+        ),
+    ],
+)
+def test_scenario_refuses_bad_job_types_naming_them(data: dict[str, Any], message: str) -> None:
+    assert message in problems(data)

@@ -7,15 +7,20 @@ import random
 import string
 from typing import Any
 
+import aws_lambda_powertools.utilities.parser.models  # noqa: F401  # see below
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from functions.receiver.models import BadInput, ErrorType, SparkJob, WaitJob, parse_body
-from functions.receiver.service import Outcome, release_delay_s
+from functions.jobs import load_catalog
+from functions.receiver.models import BadInput, ErrorType, parse_body, parse_message
+from functions.receiver.service import Outcome, release_delay_s, wait_delay_s
 from functions.settings import Settings
 
-SETTINGS = Settings(spark_output_uri="s3://curated-bucket/events/", spark_quarantine_uri="s3://quarantine-bucket/q/")
+# The receiver imports Powertools' S3 models on its first S3 event; imported here, so that a second
+# of import does not land in a hypothesis example and fail its too-slow health check.
+
+SETTINGS = Settings(curated_uri="s3://curated-bucket/", quarantine_uri="s3://quarantine-bucket/q/")
 
 
 def s3_record(key: str, event: str = "ObjectCreated:Put", bucket: str = "raw-bucket") -> dict[str, Any]:
@@ -58,7 +63,7 @@ def rejected(body: str, settings: Settings = SETTINGS) -> BadInput:
 
 def test_parse_job_message_wait() -> None:
     [job] = parse_body(json.dumps({"job_id": "w1", "type": "wait", "params": {"seconds": 30}}), SETTINGS)
-    assert isinstance(job, WaitJob) and job.params.seconds == 30 and job.params.fail is False
+    assert (job.type, job.params) == ("wait", {"seconds": 30, "fail": False}), "the schema's default filled in"
 
 
 def test_parse_job_message_spark_takes_default_outputs() -> None:
@@ -68,9 +73,28 @@ def test_parse_job_message_spark_takes_default_outputs() -> None:
         "params": {"input": "s3://raw-bucket/events/date=2026-11-20/", "date": "2026-11-20"},
     }
     [job] = parse_body(json.dumps(body), SETTINGS)
-    assert isinstance(job, SparkJob)
-    assert job.params.output == "s3://curated-bucket/events/" and job.params.quarantine == "s3://quarantine-bucket/q/"
-    assert job.params.lateness_minutes == 60
+    assert job.params == {
+        "input": "s3://raw-bucket/events/date=2026-11-20/",
+        "date": "2026-11-20",
+        "output": "s3://curated-bucket/events/",
+        "quarantine": "s3://quarantine-bucket/q/events/",
+        "lateness_minutes": 60,
+    }
+
+
+def test_parse_job_message_keeps_every_body_that_was_valid_before_job_types() -> None:
+    """The bodies the receiver accepted before the types were declared, with their defaults."""
+    for body, params in (
+        ({"type": "wait", "params": {"seconds": 0, "fail": True}}, {"seconds": 0, "fail": True}),
+        ({"type": "echo"}, {"text": "", "fail": False}),
+        ({"type": "echo", "params": {"text": "hi"}}, {"text": "hi", "fail": False}),
+        (
+            {"type": "spark", "params": {"input": "/d", "date": "2026-11-20", "output": "/o", "quarantine": "/q"}},
+            {"input": "/d", "date": "2026-11-20", "output": "/o", "quarantine": "/q", "lateness_minutes": 60},
+        ),
+    ):
+        [job] = parse_body(json.dumps({"job_id": "j", **body}), SETTINGS)
+        assert job.params == params, body
 
 
 @pytest.mark.parametrize(
@@ -80,23 +104,33 @@ def test_parse_job_message_spark_takes_default_outputs() -> None:
         ("[1, 2]", ErrorType.INVALID_SHAPE, "JSON list, not an object"),
         ('{"type": "wait", "params": {"seconds": 1}}', ErrorType.INVALID_SHAPE, "job_id: Field required"),
         ('{"job_id": "a", "type": "mine", "params": {}}', ErrorType.UNKNOWN_JOB_TYPE, "known types: echo, spark, wait"),
-        ('{"job_id": "a", "type": "wait", "params": {"seconds": -1}}', ErrorType.INVALID_PARAMETERS, "params.seconds"),
+        (
+            '{"job_id": "a", "type": "wait", "params": {"seconds": -1}}',
+            ErrorType.INVALID_PARAMETERS,
+            "params.seconds: must be bigger than or equal to 0",
+        ),
         ('{"job_id": "a", "type": "wait", "params": {"seconds": 50000}}', ErrorType.INVALID_PARAMETERS, "43200"),
-        ('{"job_id": "a", "type": "wait", "params": {"seconds": 1, "x": 1}}', ErrorType.INVALID_PARAMETERS, "params.x"),
+        (
+            '{"job_id": "a", "type": "wait", "params": {"seconds": 1, "x": 1}}',
+            ErrorType.INVALID_PARAMETERS,
+            "params.x: is not a parameter of this type (known: fail, seconds)",
+        ),
+        ('{"job_id": "a", "type": "wait", "params": {}}', ErrorType.INVALID_PARAMETERS, "params.seconds: is required"),
+        ('{"job_id": "a", "type": "wait", "params": [1]}', ErrorType.INVALID_PARAMETERS, "params: Input should be"),
         (
             '{"job_id": "a", "type": "spark", "params": {"input": "s3://b", "date": "2026-11-20"}}',
             ErrorType.INVALID_PARAMETERS,
-            "s3://bucket/key",
+            "params.input: must be an s3://bucket/key URI or a local path",
         ),
         (
             '{"job_id": "a", "type": "spark", "params": {"input": "/data/in", "date": "2026-13-01"}}',
             ErrorType.INVALID_PARAMETERS,
-            "not a YYYY-MM-DD date",
+            "params.date: must be a YYYY-MM-DD date, got '2026-13-01'",
         ),
         (
             '{"job_id": "a", "type": "spark", "params": {"input": "http://x/y", "date": "2026-11-01"}}',
             ErrorType.INVALID_PARAMETERS,
-            "only s3:// URIs and local paths",
+            "got 'http://x/y'",
         ),
         (
             '{"job_id": "a", "type": "spark", "params": {"input": "/d", "date": "2026-11-01", "lateness_minutes": -1}}',
@@ -104,7 +138,8 @@ def test_parse_job_message_spark_takes_default_outputs() -> None:
             "params.lateness_minutes",
         ),
         ('{"job_id": "a", "type": "wait", "params": {"seconds": 1}, "extra": 1}', ErrorType.INVALID_SHAPE, "extra"),
-        ('{"Records": [{"eventSource": "aws:s3"}]}', ErrorType.INVALID_SHAPE, "not an S3 event notification"),
+        ('{"Records": [{"eventSource": "aws:s3"}]}', ErrorType.INVALID_SHAPE, "not a valid S3 event"),
+        ('{"hello": "world"}', ErrorType.INVALID_SHAPE, 'expected a job message {"job_id", "type", "params"}'),
     ],
 )
 def test_parse_bad_input_names_its_error(body: str, error_type: str, text: str) -> None:
@@ -122,25 +157,122 @@ def test_parse_body_over_the_limit_is_too_large() -> None:
 def test_parse_spark_without_configured_output_is_refused() -> None:
     body = json.dumps({"job_id": "s", "type": "spark", "params": {"input": "/in", "date": "2026-11-20"}})
     bad = rejected(body, Settings())
-    assert bad.error_type == ErrorType.INVALID_PARAMETERS and "SPARK_OUTPUT_URI" in bad.message
+    assert bad.error_type == ErrorType.INVALID_PARAMETERS
+    assert bad.message == "params.output: is required", "no curated bucket configured: no default"
 
 
-def test_parse_s3_notification_makes_a_spark_job_per_created_object() -> None:
+# -- S3 events -------------------------------------------------------------------------------------
+
+
+def test_parse_s3_partition_starts_on_its_marker_with_the_folder_as_input() -> None:
     body = json.dumps(
         {
             "Records": [
                 s3_record("events/date%3D2026-11-20/part+0001.jsonl"),
-                s3_record("events/date=2026-11-20/part-0002.jsonl", event="ObjectRemoved:Delete"),
-                s3_record("events/date=2026-11-21/part-0003.jsonl", event="ObjectCreated:CompleteMultipartUpload"),
+                s3_record("events/date=2026-11-20/_manifest.json"),
+                s3_record("events/date=2026-11-20/"),  # the console's "Create folder"
+                s3_record("events/date=2026-11-20/_SUCCESS", event="ObjectRemoved:Delete"),
+                s3_record("events/date%3D2026-11-21/_SUCCESS", event="ObjectCreated:CompleteMultipartUpload"),
             ]
         }
     )
-    jobs = parse_body(body, SETTINGS)
-    assert [job.params.input for job in jobs if isinstance(job, SparkJob)] == [
-        "s3://raw-bucket/events/date=2026-11-20/part 0001.jsonl",
-        "s3://raw-bucket/events/date=2026-11-21/part-0003.jsonl",
-    ]
-    assert [job.params.date for job in jobs if isinstance(job, SparkJob)] == ["2026-11-20", "2026-11-21"]
+    parsed = parse_message(body, SETTINGS)
+    [job] = parsed.jobs
+    assert job.job_id == "spark:raw-bucket/events/date=2026-11-21/", "one id per partition, the same every time"
+    assert (job.type, job.params["input"], job.params["date"]) == (
+        "spark",
+        "s3://raw-bucket/events/date=2026-11-21/",
+        "2026-11-21",
+    )
+    assert job.params["output"] == "s3://curated-bucket/events/", "the type's defaults apply to trigger jobs too"
+    assert parsed.ignored_objects == 3, "data files, manifests and folder placeholders are counted, not run"
+
+
+def test_parse_s3_data_file_alone_starts_nothing() -> None:
+    parsed = parse_message(json.dumps({"Records": [s3_record("events/date=2026-11-20/part-1.jsonl")]}), SETTINGS)
+    assert (parsed.jobs, parsed.ignored_objects) == ([], 1)
+
+
+def test_parse_s3_trigger_is_configurable() -> None:
+    catalog = load_catalog(
+        {
+            "s3_triggers": [
+                {
+                    "prefix": "logs/",
+                    "marker": "DONE",
+                    "job_type": "wait",
+                    "params": {"seconds": 5},
+                }
+            ]
+        }
+    )
+    body = json.dumps({"Records": [s3_record("logs/2026/DONE"), s3_record("events/date=2026-11-20/_SUCCESS")]})
+    parsed = parse_message(body, SETTINGS, catalog)
+    [job] = parsed.jobs
+    assert (job.job_id, job.type, job.params) == ("wait:raw-bucket/logs/2026/", "wait", {"seconds": 5, "fail": False})
+    assert parsed.ignored_objects == 1, "_SUCCESS is not this deployment's marker"
+
+
+def sns_wrapped(notification: dict[str, Any]) -> dict[str, Any]:
+    """An S3 notification published to SNS, as an SQS subscription (not raw) delivers it."""
+    return {
+        "Type": "Notification",
+        "MessageId": "95df01b4-ee98-5cb9-9903-4c221d41eb5e",
+        "TopicArn": "arn:aws:sns:us-east-1:123456789012:raw-events",
+        "Subject": "Amazon S3 Notification",
+        "Message": json.dumps(notification),
+        "Timestamp": "2026-11-20T10:00:00.000Z",
+        "SignatureVersion": "1",
+        "Signature": "EXAMPLE",
+        "SigningCertURL": "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0000.pem",
+        "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=x",
+    }
+
+
+def eventbridge_event(key: str, detail_type: str = "Object Created") -> dict[str, Any]:
+    """An S3 event as EventBridge delivers it to an SQS target."""
+    return {
+        "version": "0",
+        "id": "17793124-05d4-b198-2fde-7ededc63b103",
+        "detail-type": detail_type,
+        "source": "aws.s3",
+        "account": "123456789012",
+        "time": "2026-11-20T10:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:s3:::raw-bucket"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": "raw-bucket"},
+            "object": {"key": key, "size": 0, "etag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "617f08"},
+            "request-id": "N4N7GDK58NMKJ12R",
+            "requester": "123456789012",
+            "source-ip-address": "203.0.113.10",
+            "reason": "PutObject",
+        },
+    }
+
+
+def test_parse_s3_notification_through_sns() -> None:
+    body = json.dumps(sns_wrapped({"Records": [s3_record("events/date=2026-11-20/_SUCCESS")]}))
+    [job] = parse_body(body, SETTINGS)
+    assert job.job_id == "spark:raw-bucket/events/date=2026-11-20/"
+    test_event = {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "raw-bucket"}
+    assert parse_body(json.dumps(sns_wrapped(test_event)), SETTINGS) == []
+
+
+def test_parse_s3_object_created_through_eventbridge() -> None:
+    [job] = parse_body(json.dumps(eventbridge_event("events/date=2026-11-20/_SUCCESS")), SETTINGS)
+    assert job.params["input"] == "s3://raw-bucket/events/date=2026-11-20/"
+    assert (
+        parse_body(json.dumps(eventbridge_event("events/date=2026-11-20/_SUCCESS", "Object Deleted")), SETTINGS) == []
+    )
+    assert parse_message(json.dumps(eventbridge_event("events/date=2026-11-20/x.json")), SETTINGS).ignored_objects == 1
+
+
+def test_parse_sns_notification_of_something_else_is_refused_clearly() -> None:
+    bad = rejected(json.dumps(sns_wrapped({"job_id": "a"})))
+    assert bad.error_type == ErrorType.INVALID_SHAPE
+    assert bad.message == "an SNS notification whose Message is not an S3 event notification"
 
 
 def test_parse_s3_test_event_is_dropped() -> None:
@@ -148,8 +280,8 @@ def test_parse_s3_test_event_is_dropped() -> None:
     assert parse_body(json.dumps(body), SETTINGS) == []
 
 
-def test_parse_s3_object_without_partition_date_is_refused() -> None:
-    bad = rejected(json.dumps({"Records": [s3_record("events/part-0001.jsonl")]}))
+def test_parse_s3_marker_without_partition_date_is_refused() -> None:
+    bad = rejected(json.dumps({"Records": [s3_record("events/_SUCCESS")]}))
     assert bad.error_type == ErrorType.INVALID_PARAMETERS and "date=YYYY-MM-DD" in bad.message
 
 
@@ -199,6 +331,14 @@ def test_release_delay_grows_with_receive_count_up_to_the_cap() -> None:
     assert release_delay_s(1000, settings, rng) <= 300
 
 
+def test_wait_delay_for_a_running_job_id_doubles_up_to_sqs_delay_limit() -> None:
+    settings = Settings(job_wait_base_s=20, job_wait_cap_s=900)
+    rng = random.Random(5)
+    assert all(10 <= wait_delay_s(0, settings, rng) <= 20 for _ in range(20))
+    assert all(40 <= wait_delay_s(2, settings, rng) <= 80 for _ in range(20))
+    assert all(450 <= wait_delay_s(30, settings, rng) <= 900 for _ in range(20))
+
+
 def test_release_delay_zero_base_is_immediate() -> None:
     assert release_delay_s(4, Settings(release_delay_base_s=0), random.Random(1)) == 0
 
@@ -210,4 +350,5 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.INLINE_DONE,
         Outcome.FANNED_OUT,
         Outcome.ALREADY_SUCCEEDED,
+        Outcome.WAITING,
     }

@@ -1,0 +1,187 @@
+"""A job type: one JSON-shaped declaration, read unchanged by the stack, the receiver and the offline runtime.
+
+    {"name": "wordcount", "runner": "pyspark", "entry": "jobs/wordcount.py:run",
+     "params_schema": {"type": "object", "required": ["input"], ...},
+     "glue": {"worker_type": "G.1X", "workers": 2, "timeout_minutes": 60}}
+
+Runners:
+- `pyspark`: `entry` names a Python file (absolute, or relative to the directory the declaration was
+  loaded from: the current directory for a user's file, the project's root for the built-ins) and a
+  function `run(spark, params) -> dict`; the dict is the job's summary. A Glue job in the cloud
+  (`glue` sizes it), the local Spark worker offline.
+- `wait`: a Wait state of `params.seconds` (failing afterwards when `params.fail`), for canaries, load
+  tests and scenarios.
+- `inline`: runs inside the receiver; only the built-in `echo` has code for it.
+- `state_machine`: the user's own state machine (ECS, Batch, EMR Serverless, ...), named by
+  `state_machine.arn`, run as a nested `.sync` execution with the params as its input. The offline
+  runtime cannot run it: moto's engine does not run nested executions (see docs/jobs.md).
+
+`params_schema` is a JSON Schema (draft 7) of the job message's `params`; `defaults` fills params a
+message leaves out before validation, with `{curated}`, `{quarantine}` and `{raw}` standing for the
+deployment's bucket URIs (a default whose location is not configured is left out, so the schema's
+`required` names what is missing).
+
+This module only describes and checks declarations; it imports nothing heavy (it is part of the
+Lambda asset and of the receiver's cold start).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+Runner = Literal["pyspark", "wait", "inline", "state_machine"]
+RUNNERS: tuple[str, ...] = ("pyspark", "wait", "inline", "state_machine")
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+LOCATIONS = ("curated", "quarantine", "raw")
+"""Placeholders a default may use: the deployment's bucket URIs (settings `curated_uri`, ...)."""
+
+_ENTRY = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
+_STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")
+_TOKEN = re.compile(r"^\$\{Token\[[^\]]+\]\}$")
+"""A CDK token standing for an ARN not known before deployment (a state machine of the user's own app)."""
+
+
+class JobTypeError(ValueError):
+    """A declaration is not valid; the message names the declaration and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GlueSettings(_Strict):
+    """The Glue job of a `pyspark` type. A value left out takes the stack's context setting of the same
+    meaning (`glue_worker_type`, `glue_workers`, `glue_timeout_minutes`, `glue_max_concurrent_runs`)."""
+
+    worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] | None = None
+    workers: int | None = Field(default=None, ge=2, le=1_000)
+    timeout_minutes: int | None = Field(default=None, ge=1, le=2_880)
+    max_concurrent_runs: int | None = Field(default=None, ge=1, le=1_000)
+
+
+class StateMachineSettings(_Strict):
+    """The user's state machine of a `state_machine` type."""
+
+    arn: str = Field(description="Its ARN, or a CDK token of one (a state machine of the same app).")
+    timeout_minutes: int = Field(default=60, ge=1, le=720, description="The nested execution's step timeout.")
+
+    @field_validator("arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        if not (_STATE_MACHINE_ARN.match(value) or _TOKEN.match(value)):
+            raise ValueError(
+                f"{value!r} is not a state machine ARN (arn:aws:states:<region>:<account>:stateMachine:<name>)"
+            )
+        return value
+
+
+class JobType(_Strict):
+    """One declared job type (see the module's docstring)."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="What a job message's `type` names.")
+    runner: Runner
+    entry: str | None = Field(default=None, description="pyspark: `path/to/file.py:function`.")
+    params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    glue: GlueSettings | None = None
+    state_machine: StateMachineSettings | None = None
+    description: str = Field(default="", max_length=1_024)
+
+    _base: Path | None = PrivateAttr(default=None)
+
+    @field_validator("params_schema")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("type") != "object":
+            raise ValueError('must be a JSON Schema of an object ({"type": "object", ...}): params are a JSON object')
+        return value
+
+    @field_validator("defaults")
+    @classmethod
+    def _placeholders(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, default in value.items():
+            if isinstance(default, str):
+                unknown = set(re.findall(r"\{([^{}]*)\}", default)) - set(LOCATIONS)
+                if unknown:
+                    raise ValueError(
+                        f"{key}: unknown placeholder(s) {', '.join(sorted(unknown))}; known: {', '.join(LOCATIONS)}"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _runner_fields(self) -> JobType:
+        if self.runner == "pyspark":
+            if self.entry is None:
+                raise ValueError("entry: a pyspark type needs an entry, `path/to/file.py:function`")
+            if not _ENTRY.match(self.entry):
+                raise ValueError(f"entry: {self.entry!r} is not `path/to/file.py:function`")
+        elif self.entry is not None:
+            raise ValueError(f"entry: only pyspark types have one, this one's runner is {self.runner!r}")
+        if self.glue is not None and self.runner != "pyspark":
+            raise ValueError(f"glue: only pyspark types run on Glue, this one's runner is {self.runner!r}")
+        if (self.state_machine is None) != (self.runner != "state_machine"):
+            raise ValueError("state_machine: a state_machine type needs one, and only it may have one")
+        if self.runner == "wait":
+            properties = self.params_schema.get("properties", {})
+            if "seconds" not in self.params_schema.get("required", []) or "seconds" not in properties:
+                raise ValueError("params_schema: a wait type's schema must require an integer `seconds`")
+        return self
+
+    # -- pyspark entries ---------------------------------------------------------------------------
+
+    def with_base(self, base: Path) -> JobType:
+        """This declaration, its relative entry resolved against `base`."""
+        copy = self.model_copy()
+        copy._base = base
+        return copy
+
+    @property
+    def entry_function(self) -> str:
+        match = _ENTRY.match(self.entry or "")
+        if match is None:
+            raise ValueError(f"job type {self.name!r} has no pyspark entry")
+        return match.group("function")
+
+    @property
+    def entry_file(self) -> Path:
+        """The entry's file: absolute, or relative to where the declaration was loaded from."""
+        match = _ENTRY.match(self.entry or "")
+        if match is None:
+            raise ValueError(f"job type {self.name!r} has no pyspark entry")
+        return self._resolve(match.group("file"))
+
+    @property
+    def entry_module(self) -> str:
+        """The module name the entry's file is imported under (its file name): what Glue imports."""
+        return self.entry_file.stem
+
+    def _resolve(self, name: str) -> Path:
+        path = Path(name)
+        if path.is_absolute():
+            return path
+        return (self._base or Path.cwd()) / path
+
+    def check_files(self) -> None:
+        """Raise `ValueError` when the entry's file or function is missing. Reads the file's syntax
+        only: nothing of the user's code runs (it imports Spark)."""
+        import ast  # synthesis and scenario loading only
+
+        if self.runner == "pyspark":
+            path = self.entry_file
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            except OSError as exc:
+                raise ValueError(f"entry: cannot read {path}: {exc.strerror}") from None
+            except SyntaxError as exc:
+                raise ValueError(f"entry: {path} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+            functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+            if self.entry_function not in functions:
+                raise ValueError(f"entry: {path} defines no top-level function {self.entry_function!r}")
+
+    def declaration(self) -> dict[str, Any]:
+        """The declaration as JSON-ready data (what the construct ships to the functions)."""
+        return self.model_dump(mode="json", exclude_defaults=True)

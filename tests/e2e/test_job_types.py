@@ -1,0 +1,49 @@
+"""A user's own pyspark job type, declared in the scenario, run offline by the local Spark worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Runner
+from tests.short_settings import SHORT_THRESHOLD
+
+pytestmark = pytest.mark.e2e
+
+ENTRY = """
+def run(spark, params):
+    lines = spark.read.text(params["input"])
+    return {"lines": lines.count(), "longest": max((len(r.value) for r in lines.collect()), default=0)}
+"""
+
+
+def test_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Runner, tmp_path: Path) -> None:
+    (tmp_path / "count_lines.py").write_text(ENTRY)
+    data = tmp_path / "input"
+    data.mkdir()
+    (data / "part-0.txt").write_text("one\nthree\n")
+    (data / "part-1.txt").write_text("seventeen\n")
+    (data / "_SUCCESS").write_text("")
+    lines_type = {
+        "name": "lines",
+        "runner": "pyspark",
+        "entry": f"{tmp_path / 'count_lines.py'}:run",
+        "params_schema": {"type": "object", "required": ["input"], "properties": {"input": {"type": "string"}}},
+    }
+
+    result = run(
+        settings=SHORT_THRESHOLD,
+        job_types=[lines_type],
+        jobs=[
+            {"id": "count", "type": "lines", "params": {"input": str(data)}},
+            {"id": "typo", "type": "lines", "params": {"inptu": str(data)}, "expect": "dlq"},
+        ],
+    )
+
+    assert result.report["ok"] is True, result.violations
+    count, typo = result.report["jobs"]["count"], result.report["jobs"]["typo"]
+    assert (count["final"], count["executions"]) == ("deleted", 1)
+    assert count["summary"] == {"lines": 3, "longest": 9}, "the entry's own summary, stored on the lease"
+    assert (typo["final"], typo["executions"]) == ("dlq", 0)
+    assert typo["dlq_error"] == "InvalidParameters: params.input: is required"

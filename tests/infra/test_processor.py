@@ -1,0 +1,179 @@
+"""`LongJobProcessor` in a user's own app: a plain stack, the construct, a custom PySpark job type.
+
+The app is written as a user would write it, in a temporary project folder (its job's script there,
+its entry relative to that folder), and synthesized with the construct's own cdk-nag check on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_sqs as sqs
+
+from app import main as app_main
+from functions.jobs import JobTypeError
+from infra import LongJobProcessor
+from infra.config import ConfigError
+from infra.nag import render_cfn
+
+SCRIPT = """
+def run(spark, params):
+    rows = spark.read.json(params["input"])
+    return {"rows": rows.count()}
+"""
+ROWS_TYPE = {
+    "name": "rows",
+    "runner": "pyspark",
+    "entry": "jobs/rows.py:run",
+    "params_schema": {
+        "type": "object",
+        "required": ["input"],
+        "additionalProperties": False,
+        "properties": {"input": {"type": "string"}},
+    },
+    "glue": {"worker_type": "G.2X", "workers": 3, "timeout_minutes": 30},
+}
+BATCH_ARN = "arn:aws:states:us-east-1:111122223333:stateMachine:nightly-batch"
+BATCH_TYPE = {"name": "batch", "runner": "state_machine", "state_machine": {"arn": BATCH_ARN, "timeout_minutes": 90}}
+
+
+class UserStack(cdk.Stack):
+    """What a user writes: their own stack, with the processor as one of its parts."""
+
+    def __init__(self, scope: cdk.App, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.jobs = LongJobProcessor(
+            self,
+            "Jobs",
+            job_types=[ROWS_TYPE, BATCH_TYPE],
+            infra={"receiver_max_concurrency": 4},
+            engine={"max_receive_count": 4},
+        )
+
+
+@pytest.fixture(scope="module")
+def user_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UserStack, dict[str, Any], Path]]:
+    project = tmp_path_factory.mktemp("user-project")
+    (project / "jobs").mkdir()
+    (project / "jobs" / "rows.py").write_text(SCRIPT)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project)  # the user runs `cdk synth` in their project: entries are relative to it
+        app = cdk.App(outdir=str(project / "cdk.out"))
+        stack = UserStack(app, "UserStack")
+        template = app.synth().get_stack_by_name("UserStack").template
+    yield stack, template, project / "cdk.out"
+
+
+def resource(stack: cdk.Stack, template: dict[str, Any], construct: Any) -> dict[str, Any]:
+    logical_id = stack.resolve(stack.get_logical_id(construct.node.default_child))
+    return dict(template["Resources"][logical_id])
+
+
+def test_user_app_gets_a_glue_job_for_its_pyspark_type(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
+    stack, template, outdir = user_app
+    assert sorted(stack.jobs.glue_jobs) == ["rows", "spark"]
+    props = resource(stack, template, stack.jobs.glue_jobs["rows"])["Properties"]
+    assert (props["WorkerType"], props["NumberOfWorkers"], props["Timeout"]) == ("G.2X", 3, 30)
+    assert props["DefaultArguments"]["--job-module"] == "rows" and props["DefaultArguments"]["--job-function"] == "run"
+    entry_zip = render_cfn(props["DefaultArguments"]["--extra-py-files"]).split(",")[1]
+    staged = outdir / f"asset.{entry_zip.rsplit('/', 1)[1].removesuffix('.zip')}"
+    assert (staged / "rows.py").read_text() == SCRIPT
+
+
+def test_user_app_workflow_has_a_branch_for_its_type(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
+    stack, template, _ = user_app
+    machine = resource(stack, template, stack.jobs.state_machine)
+    definition = json.loads(render_cfn(machine["Properties"]["DefinitionString"]))
+    branch = definition["States"]["RunJob"]["Branches"][0]["States"]
+    assert {"Variable": "$.job.type", "StringEquals": "rows", "Next": "RunRowsJob"} in branch["JobType"]["Choices"]
+    assert branch["RunRowsJob"]["Resource"] == "arn:<AWS::Partition>:states:::glue:startJobRun.sync"
+    assert branch["RunRowsJob"]["Parameters"]["JobName"] == (
+        f"<{stack.resolve(stack.get_logical_id(stack.jobs.glue_jobs['rows'].node.default_child))}>"
+    )
+
+
+def test_user_app_receiver_knows_its_types_schema(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
+    stack, template, outdir = user_app
+    receiver = resource(stack, template, stack.jobs.functions.receiver)
+    shipped = outdir / f"asset.{receiver['Properties']['Code']['S3Key'].removesuffix('.zip')}"
+    catalog = json.loads((shipped / "functions" / "job_types.json").read_text())
+    rows = next(t for t in catalog["job_types"] if t["name"] == "rows")
+    assert rows["params_schema"] == ROWS_TYPE["params_schema"]
+    assert {t["name"] for t in catalog["job_types"]} == {"spark", "wait", "echo", "rows", "batch"}
+
+
+def test_user_app_state_machine_type_runs_nested_with_its_grants(
+    user_app: tuple[UserStack, dict[str, Any], Path],
+) -> None:
+    stack, template, _ = user_app
+    machine = resource(stack, template, stack.jobs.state_machine)
+    definition = json.loads(render_cfn(machine["Properties"]["DefinitionString"]))
+    nested = definition["States"]["RunJob"]["Branches"][0]["States"]["RunBatchStateMachine"]
+    assert nested["Resource"] == "arn:<AWS::Partition>:states:::states:startExecution.sync:2"
+    assert nested["Parameters"] == {"StateMachineArn": BATCH_ARN, "Input.$": "$.job.params"}
+    role = render_cfn(machine["Properties"]["RoleArn"]).split(".")[0].strip("<")
+    statements = [
+        statement
+        for policy in template["Resources"].values()
+        if policy["Type"] == "AWS::IAM::Policy" and {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    granted = {
+        (action, render_cfn(res))
+        for s in statements
+        for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        for res in ([s["Resource"]] if not isinstance(s["Resource"], list) else s["Resource"])
+    }
+    assert ("states:StartExecution", BATCH_ARN) in granted
+    executions = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:nightly-batch*"
+    assert ("states:DescribeExecution", executions) in granted, "CDK's grant: this stack's account and region"
+
+
+def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
+    stack, template, _ = user_app
+    jobs = stack.jobs
+    queue = resource(stack, template, jobs.queue)["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 4
+    assert jobs.dead_letter_queue is not jobs.queue and jobs.table is not None and jobs.dashboard is not None
+    mapping = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 4}
+    assert all(not key.startswith("SchedulerRoleForTarget") for key in template["Resources"]), (
+        "no stack-wide scheduler role: the extender's schedule has its own, in the construct"
+    )
+
+
+def test_processor_checks_itself_with_cdk_nag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    stack = cdk.Stack(app, "Careless")
+    processor = LongJobProcessor(stack, "Jobs", infra={"s3_notifications": False})
+    sqs.Queue(processor, "Plain")  # inside its scope: no DLQ, no TLS-only policy
+    sqs.Queue(stack, "Outside")  # outside it: the construct leaves the rest of the app to its owner
+    with pytest.raises(RuntimeError, match="AwsSolutions-SQS3") as caught:
+        app.synth()
+    assert str(caught.value).count("AwsSolutions-SQS3") == 1, "only the queue in the processor's scope"
+
+
+def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "S")
+    bad = {**ROWS_TYPE, "params_schema": {"type": "object", "properties": {"input": {"type": "strnig"}}}}
+    with pytest.raises(JobTypeError, match=r"job_types\[0\] 'rows': .*entry: cannot read.*rows.py") as caught:
+        LongJobProcessor(stack, "Jobs", job_types=[bad])
+    assert "params_schema: not a valid JSON Schema" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"engine\.queue_url is set by the processor itself"):
+        LongJobProcessor(stack, "Jobs2", engine={"queue_url": "https://example.com/q"})
+
+
+def test_bundled_app_synth_fails_naming_a_bad_declaration(tmp_path: Path) -> None:
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps({"job_types": [{"name": "Bad Name", "runner": "pyspark"}]}))
+    with pytest.raises(SystemExit) as caught:
+        app_main(cdk.App(context={"jobs_file": str(jobs_file)}, outdir=str(tmp_path / "out")))
+    message = str(caught.value.code)
+    assert "jobs.json: invalid job types: job_types[0] 'Bad Name': name: String should match pattern" in message

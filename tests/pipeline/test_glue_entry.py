@@ -1,0 +1,64 @@
+"""The Glue entry of every pyspark job type, run locally: a user's entry file, its params and its summary."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from infra.constants import REPO_ROOT
+from pipeline.glue_entry import EntryError, main, parse_args
+from tests.pipeline.conftest import DATE, write_lines
+
+WORDCOUNT = REPO_ROOT / "jobs" / "wordcount.py"
+
+
+def test_glue_entry_runs_a_users_entry_and_writes_its_summary(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the cat and the hat\nthe end\n")
+    (folder / "_SUCCESS").write_text("")  # a completion marker: Spark skips it
+    summary_path = tmp_path / "summaries" / "run.json"
+    params = {"input": str(folder), "output": str(tmp_path / "counts"), "min_length": 3}
+    argv = ["glue_entry.py", "--job-file", str(WORDCOUNT), "--job-function", "run", "--params", json.dumps(params)]
+
+    assert main([*argv, "--summary-path", str(summary_path)], session=lambda: spark) == 0
+
+    stored = json.loads(summary_path.read_text())
+    assert stored == json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    top = [["the", 3], ["and", 1], ["cat", 1], ["end", 1], ["hat", 1]]
+    assert stored == {"lines": 2, "words": 7, "distinct_words": 5, "top": top}
+    assert spark.read.parquet(str(tmp_path / "counts")).count() == 5
+
+
+def test_glue_entry_runs_the_builtin_spark_type_like_any_other(spark: SparkSession, tmp_path: Path) -> None:
+    event = {"event_id": "a", "user_id": "u", "session_id": "s", "ts": f"{DATE}T03:00:00Z", "type": "view", "amount": 0}
+    write_lines(tmp_path / "raw", [event, "not json"])
+    params = {
+        "input": str(tmp_path / "raw"),
+        "date": DATE,
+        "output": str(tmp_path / "c"),
+        "quarantine": str(tmp_path / "q"),
+    }
+    argv = ["x", "--job-file", str(REPO_ROOT / "pipeline" / "events.py"), "--job-function", "run"]
+    summary = tmp_path / "s.json"
+    assert main([*argv, "--params", json.dumps(params), "--summary-path", str(summary)], session=lambda: spark) == 0
+    assert json.loads(summary.read_text())["quarantined"]["malformed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--job-file", "x.py", "--job-function", "run", "--params", "{not json"], "--params is not JSON"),
+        (["--job-file", "x.py", "--job-function", "run", "--params", "[1]"], "--params must be a JSON object"),
+        (["--job-function", "run", "--params", "{}"], "give --job-module (on Glue) or --job-file"),
+    ],
+)
+def test_glue_entry_refuses_bad_arguments_before_spark(argv: list[str], message: str) -> None:
+    with pytest.raises(EntryError, match=re.escape(message)):
+        parse_args(["glue_entry.py", *argv])

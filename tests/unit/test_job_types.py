@@ -1,0 +1,199 @@
+"""Job type declarations, the catalog, params validation and S3 triggers: each bad declaration named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.jobs import BUILTIN_TYPES, JobCatalog, JobType, JobTypeError, ParamsError, load_catalog
+from functions.jobs.catalog import catalog_from_env, load_catalog_file
+from functions.jobs.triggers import S3Trigger, TriggerError, partition_job_id
+from infra.constants import REPO_ROOT
+
+WORDCOUNT: dict[str, Any] = {
+    "name": "wordcount",
+    "runner": "pyspark",
+    "entry": "jobs/wordcount.py:run",
+    "params_schema": {
+        "type": "object",
+        "required": ["input"],
+        "additionalProperties": False,
+        "properties": {"input": {"type": "string"}, "min_length": {"type": "integer", "minimum": 1}},
+    },
+    "glue": {"worker_type": "G.1X", "workers": 2, "timeout_minutes": 60},
+}
+
+
+def refused(**kwargs: Any) -> str:
+    with pytest.raises(JobTypeError) as caught:
+        load_catalog(**kwargs)
+    return str(caught.value)
+
+
+def test_catalog_adds_declared_types_to_the_builtins_in_order() -> None:
+    catalog = load_catalog(job_types=[WORDCOUNT], base=REPO_ROOT, strict=True)
+    assert list(catalog.types) == ["spark", "wait", "echo", "wordcount"]
+    assert catalog.names == ["echo", "spark", "wait", "wordcount"]
+    wordcount = catalog.get("wordcount")
+    assert wordcount is not None and wordcount.entry_file == REPO_ROOT / "jobs" / "wordcount.py"
+    assert (wordcount.entry_module, wordcount.entry_function) == ("wordcount", "run")
+
+
+def test_catalog_a_declaration_of_a_builtins_name_replaces_it() -> None:
+    tuned = {**BUILTIN_TYPES[0].declaration(), "glue": {"workers": 10}}
+    catalog = load_catalog(job_types=[tuned])
+    spark = catalog.get("spark")
+    assert spark is not None and spark.glue is not None and spark.glue.workers == 10
+    assert list(catalog.types) == ["spark", "wait", "echo"]
+
+
+def test_jobs_json_lists_the_builtins_unchanged_and_the_example() -> None:
+    catalog = load_catalog_file(REPO_ROOT / "jobs.json", strict=True)
+    for builtin in BUILTIN_TYPES:
+        declared = catalog.get(builtin.name)
+        assert declared is not None and declared.declaration() == builtin.declaration(), builtin.name
+    assert catalog.get("wordcount") is not None
+    assert [t.job_type for t in catalog.s3_triggers] == ["spark"]
+
+
+@pytest.mark.parametrize(
+    ("declaration", "message"),
+    [
+        ({"name": "Word Count", "runner": "wait"}, "job_types[0] 'Word Count': name: String should match pattern"),
+        ({"name": "x", "runner": "pyspark"}, "job_types[0] 'x': entry: a pyspark type needs an entry"),
+        ({"name": "x", "runner": "pyspark", "entry": "x.py"}, "entry: 'x.py' is not `path/to/file.py:function`"),
+        ({"name": "x", "runner": "docker"}, "job_types[0] 'x': runner: Input should be 'pyspark'"),
+        ({"name": "x", "runner": "wait"}, "a wait type's schema must require an integer `seconds`"),
+        ({"name": "x", "runner": "inline"}, "runner: 'inline' is for the built-in echo only"),
+        ({"name": "x", "runner": "state_machine"}, "state_machine: a state_machine type needs one"),
+        (
+            {"name": "x", "runner": "state_machine", "state_machine": {"arn": "arn:aws:sqs:us-east-1:1:q"}},
+            "is not a state machine ARN",
+        ),
+        ({"name": "x", "runner": "state_machine", "state_machine": {}}, "state_machine.arn: Field required"),
+        (
+            {**WORDCOUNT, "name": "x", "runner": "wait"},
+            "entry: only pyspark types have one",
+        ),
+        ({**WORDCOUNT, "params_schema": {"type": "array"}}, "params_schema: must be a JSON Schema of an object"),
+        ({**WORDCOUNT, "defaults": {"output": "{bucket}/x"}}, "defaults: output: unknown placeholder(s) bucket"),
+        ({**WORDCOUNT, "glue": {"workers": 1}}, "glue.workers: Input should be greater than or equal to 2"),
+        ({**WORDCOUNT, "colour": "red"}, "job_types[0] 'wordcount': colour: Extra inputs are not permitted"),
+    ],
+)
+def test_catalog_refuses_a_bad_declaration_naming_it_and_its_field(declaration: dict[str, Any], message: str) -> None:
+    assert message in refused(job_types=[declaration])
+
+
+def test_catalog_reports_every_problem_at_once_and_refuses_duplicates() -> None:
+    text = refused(job_types=[WORDCOUNT, {"name": "bad!", "runner": "wait"}, WORDCOUNT], source="jobs.json")
+    assert text.startswith("jobs.json: invalid job types: ")
+    assert "job_types[1] 'bad!': name" in text
+    assert "job_types[2] 'wordcount': declared twice (also job_types[0])" in text
+
+
+def test_catalog_strict_reads_entries_and_schemas(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text("def other(spark, params):\n    return {}\n")
+    text = refused(
+        job_types=[
+            {"name": "a", "runner": "pyspark", "entry": "missing.py:run"},
+            {"name": "b", "runner": "pyspark", "entry": "mine.py:run"},
+            {**WORDCOUNT, "name": "c", "params_schema": {"type": "object", "properties": {"x": {"type": "strnig"}}}},
+        ],
+        base=tmp_path,
+        strict=True,
+    )
+    assert "job_types[0] 'a': entry: cannot read" in text and "missing.py" in text
+    assert "job_types[1] 'b': entry: " in text and "defines no top-level function 'run'" in text
+    assert "job_types[2] 'c': params_schema: not a valid JSON Schema" in text
+    # Without strict (the functions' cold start), nothing is read or compiled.
+    assert load_catalog(job_types=[{"name": "a", "runner": "pyspark", "entry": "missing.py:run"}]).get("a")
+
+
+def test_catalog_refuses_bad_triggers() -> None:
+    text = refused(
+        s3_triggers=[
+            {"job_type": "nope"},
+            {"job_type": "echo"},
+            {"params": {"input": "{bukket}"}},
+            {"marker": "a/b"},
+        ]
+    )
+    assert "s3_triggers[0].job_type: 'nope' is not a job type (known: echo, spark, wait)" in text
+    assert "s3_triggers[1].job_type: 'echo' runs inline" in text
+    assert "s3_triggers[2]: params: input: unknown placeholder(s) bukket" in text
+    assert "s3_triggers[3]: marker: String should match pattern" in text
+
+
+def test_catalog_compiles_a_schema_on_its_first_job_only() -> None:
+    catalog = load_catalog(job_types=[WORDCOUNT])
+    assert catalog._compiled == {}, "loading the catalog compiles nothing (the receiver's cold start)"
+    wordcount = catalog.get("wordcount")
+    assert wordcount is not None
+    assert catalog.validate_params(wordcount, {"input": "s3://b/in/"}) == {"input": "s3://b/in/"}
+    assert list(catalog._compiled) == ["wordcount"]
+    with pytest.raises(ParamsError) as caught:
+        catalog.validate_params(wordcount, {"input": "s3://b/in/", "min_length": 0})
+    assert str(caught.value) == "params.min_length: must be bigger than or equal to 1"
+
+
+def test_catalog_defaults_fill_locations_that_are_configured() -> None:
+    schema = WORDCOUNT["params_schema"]
+    with_output = {**schema, "properties": {**schema["properties"], "output": {"type": "string"}}}
+    job_type = JobType.model_validate(
+        {**WORDCOUNT, "params_schema": with_output, "defaults": {"output": "{curated}wordcount/", "min_length": 2}}
+    )
+    catalog = JobCatalog([job_type])
+    assert catalog.validate_params(job_type, {"input": "i"}, {"curated": "s3://curated-b/"}) == {
+        "input": "i",
+        "output": "s3://curated-b/wordcount/",
+        "min_length": 2,
+    }
+    strict_type = JobType.model_validate({**WORDCOUNT, "defaults": {"output": "x"}})
+    with pytest.raises(ParamsError, match="output: is not a parameter"):  # additionalProperties: the default counts
+        JobCatalog([strict_type]).validate_params(strict_type, {"input": "i"})
+    assert catalog.validate_params(job_type, {"input": "i"}, {}) == {"input": "i", "min_length": 2}
+
+
+def test_catalog_round_trips_through_the_shipped_file(tmp_path: Path) -> None:
+    catalog = load_catalog(job_types=[WORDCOUNT], s3_triggers=[{"marker": "DONE"}])
+    shipped = tmp_path / "job_types.json"
+    shipped.write_text(catalog.to_json())
+    again = catalog_from_env({"JOB_TYPES_FILE": str(shipped)})
+    assert again.to_data() == catalog.to_data()
+    assert json.loads(shipped.read_text())["s3_triggers"][0]["marker"] == "DONE"
+    assert catalog_from_env({}).names == ["echo", "spark", "wait"], "no file: the built-ins"
+
+
+def test_trigger_matches_its_marker_under_its_prefix_only() -> None:
+    trigger = S3Trigger(bucket="raw", prefix="events/", marker="_SUCCESS")
+    assert trigger.matches("raw", "events/date=2026-11-20/_SUCCESS")
+    assert not trigger.matches("other", "events/date=2026-11-20/_SUCCESS")
+    assert not trigger.matches("raw", "logs/_SUCCESS")
+    assert not trigger.matches("raw", "events/date=2026-11-20/part-0.json")
+    assert not trigger.matches("raw", "events/date=2026-11-20/x_SUCCESS")
+    assert S3Trigger().matches("any", "_SUCCESS"), "a marker at the bucket's root"
+
+
+def test_trigger_job_fills_its_template_from_the_markers_folder() -> None:
+    trigger = S3Trigger(params={"input": "s3://{bucket}/{prefix}", "date": "{date}", "marker": "{key}", "n": 3})
+    job = trigger.job("raw", "a/date=2026-11-20/b/_SUCCESS")
+    assert job.params == {
+        "input": "s3://raw/a/date=2026-11-20/b/",
+        "date": "2026-11-20",
+        "marker": "a/date=2026-11-20/b/_SUCCESS",
+        "n": 3,
+    }
+    assert job.job_id == "spark:raw/a/date=2026-11-20/b/"
+    with pytest.raises(TriggerError, match=r"params\.date needs"):
+        trigger.job("raw", "a/b/_SUCCESS")
+
+
+def test_partition_job_id_is_deterministic_and_fits() -> None:
+    long_prefix = "x/" * 200
+    job_id = partition_job_id("spark", "raw", long_prefix)
+    assert job_id == partition_job_id("spark", "raw", long_prefix) and len(job_id) <= 256
+    assert job_id.startswith("spark:sha256:")
