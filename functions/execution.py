@@ -58,9 +58,12 @@ class ExecutionInput(BaseModel):
     queue_url: str
     release_delay_s: int = Field(ge=0, description="Visibility the failure path gives the message back with.")
     job: dict[str, Any]
+    slot: str | None = Field(
+        default=None, description="The admission slot the attempt holds (released on each end); absent: none."
+    )
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(), separators=(",", ":"), sort_keys=True)
+        return json.dumps(self.model_dump(exclude_none=True), separators=(",", ":"), sort_keys=True)
 
 
 def execution_status(stepfunctions: SFNClient, arn: str | None) -> str:

@@ -95,7 +95,45 @@ class MetricName:
     JOBS_NOT_STARTED = "JobsNotStarted"
     RECORDS_STALE = "RecordsStale"
     JOBS_WAITING = "JobsWaiting"  # its job id was running: a delayed copy went back to the queue
+    JOBS_WAITING_FOR_SLOT = "JobsWaitingForSlot"  # its type was full: held hidden until about when it can run
+    JOBS_PARKED = "JobsParked"  # its type was full beyond the horizon: moved to the type's waiting queue
+    JOBS_DEAD_LETTERED = "JobsDeadLettered"  # its attempts were used up: sent to the DLQ with their history
     S3_OBJECTS_IGNORED = "S3ObjectsIgnored"  # created objects that are no trigger's completion marker
     RECORDS_FAILED = "RecordsFailed"
     # watcher
     EXECUTIONS_ENDED = "ExecutionsEnded"
+    # admission, with a `job_type` dimension (extender, each run; AdmissionDelay at each admission)
+    SLOTS_IN_USE = "SlotsInUse"
+    WAITING_MESSAGES = "WaitingMessages"  # waiting in flight (WAITING leases)
+    PARKED_MESSAGES = "ParkedMessages"  # in the type's waiting queue
+    ADMISSION_DELAY = "AdmissionDelay"  # seconds from a message's first wait to its admission
+    ADMITTED_IN_PLACE = "AdmittedInPlace"
+    SLOTS_FREED = "SlotsFreed"  # held by an execution found not running (its release was lost)
+
+
+TYPE_DIMENSION = "job_type"
+
+
+def type_metric(sink: MetricsSink | None, name: str, unit: str, value: float, job_type: str) -> None:
+    """A metric with the `job_type` dimension. Powertools' `Metrics` shares one set of dimensions per
+    flush, so each is its own EMF record (`single_metric`); another sink (a test's recorder) gets it with
+    the type in its name's place only if it has `add_type_metric`, else without the dimension."""
+    if sink is None:
+        return
+    typed = getattr(sink, "add_type_metric", None)
+    if typed is not None:
+        typed(name=name, unit=unit, value=value, job_type=job_type)
+        return
+    if isinstance(sink, Metrics):
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        with single_metric(
+            name=name,
+            unit=MetricUnit(unit),
+            value=value,
+            namespace=NAMESPACE,
+            default_dimensions={"service": SERVICE, TYPE_DIMENSION: job_type},
+        ):
+            pass
+        return
+    sink.add_metric(name=name, unit=unit, value=value)

@@ -8,6 +8,8 @@ Powertools layer and this asset ships no dependencies of its own.)
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -22,6 +24,10 @@ __all__ = ["SQS_MAX_VISIBILITY_S", "PolicyName", "Settings", "SettingsError"]
 PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
+MAX_REDRIVE_RECEIVES = 1_000
+"""SQS's largest redrive `maxReceiveCount`."""
+FAULT_RECEIVES = 2
+"""Receives an attempt may lose to a receiver that failed its record (a crash, a throttled call)."""
 
 
 class Settings(BaseModel):
@@ -81,8 +87,36 @@ class Settings(BaseModel):
 
     state_machine_arn: str | None = None
     dlq_url: str | None = None
+    waiting_queues: str | None = Field(
+        default=None,
+        description='Admission: each limited job type\'s waiting queue, as JSON {"<type>": "<queue url>"} '
+        "(set by the stack and the offline runtime); a type without one waits in flight only.",
+    )
     max_receive_count: int = Field(
-        default=5, ge=1, le=1_000, description="Receives before SQS moves a message to the DLQ (queue redrive)."
+        default=5,
+        ge=1,
+        le=1_000,
+        description="The default of max_attempts (it named the queue's redrive count before attempts were counted).",
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Failed execution attempts after which the processor sends the message to the DLQ; "
+        "None: max_receive_count. Waiting for a slot is no attempt.",
+    )
+    admission_horizon_s: int = Field(
+        default=3_600,
+        ge=60,
+        le=6 * 3_600,
+        description="Admission: a message waits for a slot in flight on its queue only when it can be expected "
+        "to run within this long; later work is parked in the type's waiting queue, unreceived.",
+    )
+    admission_wait_base_s: int = Field(
+        default=30,
+        ge=1,
+        le=900,
+        description="Admission: the shortest delay of a message waiting for a slot (doubling with its waits).",
     )
     max_body_bytes: int = Field(
         default=65_536, ge=1, le=1_048_576, description="Largest job message the receiver accepts (UTF-8 bytes)."
@@ -127,6 +161,18 @@ class Settings(BaseModel):
         return POLICIES[self.policy].default_max_renewal_s
 
     @property
+    def waiting_queue_urls(self) -> dict[str, str]:
+        """`waiting_queues` decoded: job type -> its waiting queue's URL."""
+        if not self.waiting_queues:
+            return {}
+        decoded = json.loads(self.waiting_queues)
+        return {str(k): str(v) for k, v in decoded.items()}
+
+    @property
+    def effective_max_attempts(self) -> int:
+        return self.max_attempts if self.max_attempts is not None else self.max_receive_count
+
+    @property
     def locations(self) -> dict[str, str | None]:
         """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
         return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
@@ -144,6 +190,21 @@ class Settings(BaseModel):
         """The hard stop of one receive: max renewal, and never past SQS's 12 h limit (less a margin)."""
         return min(received_at + self.effective_max_renewal_s, hold_limit(received_at, self.cap_safety_s))
 
+    def redrive_max_receives(self, retention_s: float) -> int:
+        """The queue's redrive `maxReceiveCount`: a backstop the processor's own accounting never reaches.
+
+        A message is received once per attempt (`max_attempts`), and once more when the processor sends
+        it to the DLQ; each attempt may lose `FAULT_RECEIVES` more to a receiver that failed the record.
+        While it waits for a slot in flight it is received again at most `doublings` times while its
+        delay doubles from `admission_wait_base_s` to `admission_horizon_s`, then once per horizon for as
+        long as it can wait at all: the queue's retention. SQS allows at most 1,000.
+        """
+        horizon = self.admission_horizon_s
+        doublings = math.ceil(math.log2(horizon / self.admission_wait_base_s))
+        waits = doublings + math.ceil(retention_s / horizon)
+        attempts = self.effective_max_attempts * (1 + FAULT_RECEIVES) + 1
+        return min(MAX_REDRIVE_RECEIVES, attempts + waits)
+
     def with_visibility_timeout(self, seconds: int) -> Settings:
         """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
         return self.load({**self.model_dump(exclude_unset=True), "visibility_timeout_s": seconds})
@@ -159,6 +220,18 @@ class Settings(BaseModel):
             )
         if self.job_wait_cap_s < self.job_wait_base_s:
             raise ValueError(f"job_wait_cap_s={self.job_wait_cap_s} must be >= job_wait_base_s={self.job_wait_base_s}")
+        if self.waiting_queues:
+            try:
+                decoded = json.loads(self.waiting_queues)
+            except ValueError:
+                decoded = None
+            if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
+                raise ValueError('waiting_queues must be a JSON object {"<job type>": "<queue url>", ...}')
+        if self.admission_horizon_s < self.admission_wait_base_s:
+            raise ValueError(
+                f"admission_horizon_s={self.admission_horizon_s} must be >= admission_wait_base_s="
+                f"{self.admission_wait_base_s}: a waiting message's shortest delay"
+            )
         if self.reconcile_grace_s <= self.receiver_timeout_s:
             raise ValueError(
                 f"reconcile_grace_s={self.reconcile_grace_s:g} must be greater than receiver_timeout_s="

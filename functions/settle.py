@@ -30,6 +30,7 @@ __all__ = [
     "describe_reason",
     "reassert_release",
     "release",
+    "release_holds",
     "release_job_lock",
     "settle_ended",
     "stop_and_close",
@@ -40,16 +41,24 @@ class SettleError(Exception):
     """AWS refused for a reason that may pass (throttling, a fault): the lease is unchanged, try later."""
 
 
-def release_job_lock(lease: Lease, *, store: LeaseStore, clock: Clock) -> bool:
-    """Free the job lock of a lease whose attempt has ended, if the lock still names its execution.
-    Best effort: a lock left held is taken over once its execution is seen ended (`functions.lease.lock`)."""
-    if not lease.job_id or not lease.execution_arn:
+def release_holds(lease: Lease, *, store: LeaseStore, clock: Clock) -> bool:
+    """Free what the attempt of a lease that has ended holds, where it still names its execution: its job
+    lock, and its type's admission slot. Best effort: a lock or slot left held is freed once its execution
+    is seen not running (the next message of the job id; the extender's slot sweep)."""
+    if not lease.execution_arn:
         return False
-    try:
-        return store.locks.release(job_lock_key(lease.job_id), lease.execution_arn, now=clock.now())
-    except Exception as exc:
-        logger.warning("could not release the job lock", extra={"job_id": lease.job_id, "error": str(exc)})
-        return False
+    released = False
+    keys = [key for key in (job_lock_key(lease.job_id) if lease.job_id else None, lease.slot) if key]
+    for key in keys:
+        try:
+            released = store.locks.release(key, lease.execution_arn, now=clock.now()) or released
+        except Exception as exc:
+            logger.warning("could not release a lock", extra={"key": key, "error": str(exc)})
+    return released
+
+
+release_job_lock = release_holds
+"""The name this had before slots: the job lock and the slot go together."""
 
 
 def release(
@@ -76,7 +85,7 @@ def release(
     closed = store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=now + delay)
     if closed is None:
         return None
-    release_job_lock(closed, store=store, clock=clock)
+    release_holds(closed, store=store, clock=clock)
     outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, closed.receipt_handle, delay))
     if outcome.ok:
         return closed
@@ -131,7 +140,7 @@ def complete(
         error = f"delete: {describe_exception(exc)}"
     closed = store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
     if closed is not None:
-        release_job_lock(closed, store=store, clock=clock)
+        release_holds(closed, store=store, clock=clock)
     return closed
 
 
@@ -161,7 +170,7 @@ def stop_and_close(
         )
     closed = store.close(lease, status, now=clock.now(), error=reason)
     if closed is not None:
-        release_job_lock(closed, store=store, clock=clock)
+        release_holds(closed, store=store, clock=clock)
     return closed
 
 

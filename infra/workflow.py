@@ -8,13 +8,15 @@
                  | state_machine -> the user's state machine, a nested `.sync` execution
                  (timeouts of a step -> JobTimedOut)
     success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary)
-             -> ReleaseJobLock -> Succeeded
+             -> ReleaseJobLock -> (holds a slot?) ReleaseSlot -> Succeeded
     failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
-             -> ReleaseMessage(release delay) -> JobFailed; a handle SQS refuses for good -> MarkLost -> JobFailed
+             -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
+             a handle SQS refuses for good -> MarkLost -> JobFailed
 
 Every branch ends in the same fenced success and failure paths, after the `RunJob` Parallel: adding a
-job type adds a Choice rule and its branch, nothing else. The job lock (`functions.lease.lock`) is
-released only by the execution it names, once the lease is closed.
+job type adds a Choice rule and its branch, nothing else. The job lock (`functions.lease.lock`) and the
+admission slot of a limited type (`$.slot`, `functions.admission.slots`) are released only by the
+execution they name, once the lease is closed.
 
 The rule: an execution runs only while its message is held, and touches the message and its lease
 only while the lease names it (`execution_arn` = `$$.Execution.Id`), never by the receipt handle alone:
@@ -49,7 +51,7 @@ from functions.execution import STOP_ERROR as NOT_HELD_ERROR
 from functions.jobs import JobType
 from functions.jobs.builtin import BUILTIN_TYPES
 from functions.lease import LeaseStatus
-from functions.lease.lock import FREE, HELD, JOB_LOCK_PREFIX, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR
+from functions.lease.lock import FREE, HELD, JOB_LOCK_PREFIX, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR, RELEASED_AT_ATTR
 from functions.lease.schema import (
     ERROR_ATTR,
     EXECUTION_ATTR,
@@ -441,6 +443,46 @@ def _release_job_lock(scope: Construct, state_id: str, table: dynamodb.ITable) -
     return update
 
 
+def _release_slot(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+    """Free the admission slot `$.slot` if it names this execution, noting when (the slot's holding time
+    is the estimate's data). Best effort, like the lock: a slot left held is freed by the extender's sweep
+    once this execution is seen ended."""
+    return _retry_transient(
+        tasks.DynamoUpdateItem(
+            scope,
+            state_id,
+            table=table,
+            key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.slot"))},
+            update_expression="SET #state = :free, #released = :now",
+            condition_expression="#state = :held AND #execution = :self",
+            expression_attribute_names={
+                "#state": LOCK_STATE_ATTR,
+                "#execution": LOCK_EXECUTION_ATTR,
+                "#released": RELEASED_AT_ATTR,
+            },
+            expression_attribute_values={
+                ":free": tasks.DynamoAttributeValue.from_string(FREE),
+                ":held": tasks.DynamoAttributeValue.from_string(HELD),
+                ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+                ":now": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
+            },
+            result_path="$.slot_release",
+        ),
+        DYNAMODB_TRANSIENT_ERRORS,
+    )
+
+
+def _slot_released_then(scope: Construct, suffix: str, table: dynamodb.ITable, then: sfn.IChainable) -> sfn.Choice:
+    """A Choice: the execution holds a slot (`$.slot` is in its input)? release it, then `then`."""
+    release = _release_slot(scope, f"ReleaseSlot{suffix}", table)
+    release.add_catch(then, errors=["States.ALL"], result_path="$.slot_error")
+    return (
+        sfn.Choice(scope, f"HoldsSlot{suffix}")
+        .when(sfn.Condition.is_present("$.slot"), release.next(then))
+        .otherwise(then)
+    )
+
+
 def build_workflow(
     scope: Construct,
     *,
@@ -499,8 +541,9 @@ def build_workflow(
     # lease SUCCEEDED and is deleted without running the job again.
     delete_message.add_catch(mark_succeeded, result_path="$.delete_error")
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
+    release_slot = _slot_released_then(scope, "", table, succeeded)
     release_lock = _release_job_lock(scope, "ReleaseJobLock", table)
-    release_lock.add_catch(succeeded, errors=["States.ALL"], result_path="$.lock_error")
+    release_lock.add_catch(release_slot, errors=["States.ALL"], result_path="$.lock_error")
     # The job ran, but the lease now belongs to another attempt: settle nothing of it.
     superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
     read_lease.next(
@@ -512,7 +555,7 @@ def build_workflow(
                 "OwnsLease",
                 sfn.Choice(scope, "AlreadySettled")
                 .when(_lease_is(LeaseStatus.SUCCEEDED), sfn.Succeed(scope, "Settled"))
-                .otherwise(delete_message.next(mark_succeeded).next(release_lock).next(succeeded)),
+                .otherwise(delete_message.next(mark_succeeded).next(release_lock).next(release_slot)),
                 superseded,
             )
         )
@@ -542,7 +585,9 @@ def build_workflow(
         queue_arns,
         VisibilityTimeout=sfn.JsonPath.number_at("$.release_delay_s"),
     )
-    release_lock_on_failure.add_catch(release_message, errors=["States.ALL"], result_path="$.lock_error")
+    release_message.next(job_failed)
+    release_slot_on_failure = _slot_released_then(scope, "OnFailure", table, release_message)
+    release_lock_on_failure.add_catch(release_slot_on_failure, errors=["States.ALL"], result_path="$.lock_error")
     mark_lost = _close_lease(
         scope,
         "MarkLost",
@@ -575,7 +620,7 @@ def build_workflow(
             _owned(
                 scope,
                 "OwnsLeaseForRelease",
-                mark_released.next(release_lock_on_failure).next(release_message).next(job_failed),
+                mark_released.next(release_lock_on_failure).next(release_slot_on_failure),
                 job_failed,
             ),
         )

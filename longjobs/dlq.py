@@ -33,7 +33,9 @@ REDRIVE_HOLD_S = 30
 MAX_MOVE_RATE = 500
 """SQS's limit on `MaxNumberOfMessagesPerSecond` of a message move task."""
 
-RECEIVER_ATTRIBUTES = frozenset({"ErrorType", "ErrorMessage", "SourceQueue", "OriginalMessageId", "ReceiveCount"})
+RECEIVER_ATTRIBUTES = frozenset(
+    {"ErrorType", "ErrorMessage", "SourceQueue", "OriginalMessageId", "ReceiveCount", "Attempts"}
+)
 """The attributes `functions/receiver/dlq.py` puts on its DLQ copies."""
 
 UNSUPPORTED_CODES = frozenset(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +34,7 @@ def extender() -> Extender:
     settings = resolve_visibility_timeout(SETTINGS, sqs)
     clock = SystemClock()
     executor = ThreadPoolExecutor(max_workers=settings.max_workers)
-    return Extender(
+    ext = Extender(
         settings=settings,
         policy=build_policy(settings),
         store=LeaseStore(
@@ -47,6 +50,34 @@ def extender() -> Extender:
         executor=executor,
         stepfunctions=aws.stepfunctions(),
     )
+    return replace(ext, admit=admission(ext))
+
+
+def admission(ext: Extender) -> Callable[[], Sequence[Any]] | None:
+    """Admission's pass over the limited job types, with a receiver's view of the same clients; None when
+    no type has a concurrency limit (or the extender lacks what starting an attempt needs)."""
+    from functions.jobs import catalog_from_env
+
+    catalog = catalog_from_env()
+    settings = ext.settings
+    if not catalog.limited() or ext.stepfunctions is None or not settings.state_machine_arn:
+        return None
+    from functions.receiver.admission import admit_all
+    from functions.receiver.service import Receiver
+
+    rx = Receiver(
+        settings=settings,
+        policy=ext.policy,
+        store=ext.store,
+        sqs=ext.sqs,
+        visibility=VisibilityClient(ext.sqs, clock=ext.clock),
+        stepfunctions=ext.stepfunctions,
+        clock=ext.clock,
+        rng=random.Random(),
+        catalog=catalog,
+        metrics=metrics,
+    )
+    return lambda: admit_all(rx, sweep=True)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:
@@ -80,10 +111,15 @@ def publish(sink: MetricsSink, report: InvocationReport) -> None:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = run_invocation(extender(), remaining_ms=context.get_remaining_time_in_millis)
     publish(metrics, report)
+    if report.admission:
+        from functions.receiver.admission import publish as publish_admission
+
+        publish_admission(metrics, report.admission)
     logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})
     return {
         "ticks": report.ticks,
         "failed_passes": report.failed_passes,
         "renewal": report_dict(report.renewal),
         "reconcile": report_dict(report.reconcile),
+        "admission": [report_dict(a) for a in report.admission],
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from functions.extender.reconcile import ReconcileReport, reconcile
 from functions.extender.service import Extender, PassReport, renew_due
@@ -16,6 +17,7 @@ class InvocationReport:
     failed_passes: int = 0  # passes that raised (a query that failed, say): the next tick goes on
     renewal: PassReport = field(default_factory=PassReport)
     reconcile: ReconcileReport = field(default_factory=ReconcileReport)
+    admission: list[Any] = field(default_factory=list)  # one `AdmitReport` per limited job type
 
 
 def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> InvocationReport:
@@ -25,7 +27,8 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
     throttled renewals only until the next tick, which takes them up again with whatever else fell due:
     a slow pass never starves the ticks after it. A pass that fails is logged and counted, and the
     next tick runs all the same. Reconciliation runs once per invocation, after the first pass, so it
-    never delays a renewal.
+    never delays a renewal; admission (slots freed from dead holders, waiting messages admitted, parked
+    ones unparked) runs after it.
     """
     clock, settings = ext.clock, ext.settings
     start = clock.now()
@@ -48,6 +51,11 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
             except Exception:
                 report.reconcile.failed += 1
                 logger.exception("reconciliation failed; the next run goes on")
+            if ext.admit is not None:
+                try:
+                    report.admission = list(ext.admit())
+                except Exception:
+                    logger.exception("admission failed; the next run goes on")
         if next_tick >= deadline:
             return report
         clock.sleep(next_tick - clock.now())

@@ -50,6 +50,9 @@ class Extender:
     executor: Executor | None = None
     stepfunctions: SFNClient | None = None
     rng: random.Random = field(default_factory=random.Random)
+    admit: Callable[[], Sequence[Any]] | None = None
+    """Admission's pass over every limited job type (`functions.receiver.admission.admit_all`), run after
+    reconciliation in each invocation; None where no type is limited."""
 
     def parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`fn` over `items`, on the executor when there is one."""

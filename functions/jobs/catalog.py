@@ -77,6 +77,26 @@ class JobCatalog:
     def of_runner(self, runner: str) -> list[JobType]:
         return [t for t in self.types.values() if t.runner == runner]
 
+    def limit(self, name: str) -> int | None:
+        """The most executions of type `name` that may run at once (None: no limit, or no such type)."""
+        job_type = self.types.get(name)
+        return job_type.concurrency_limit if job_type is not None else None
+
+    def limited(self) -> list[JobType]:
+        """The types with a concurrency limit: those admission control applies to."""
+        return [t for t in self.types.values() if t.concurrency_limit is not None]
+
+    def with_limits(self, limits: Mapping[str, int]) -> JobCatalog:
+        """This catalog with `max_concurrency` set on the types named in `limits` that declare none
+        (what the construct ships: a Glue type's limit is its Glue job's max concurrent runs)."""
+        types = [
+            t.model_copy(update={"max_concurrency": limits[t.name]})
+            if t.max_concurrency is None and t.name in limits
+            else t
+            for t in self.types.values()
+        ]
+        return JobCatalog(types, self.s3_triggers)
+
     def trigger_for(self, bucket: str, key: str) -> S3Trigger | None:
         return next((trigger for trigger in self.s3_triggers if trigger.matches(bucket, key)), None)
 

@@ -89,6 +89,13 @@ class JobType(_Strict):
     defaults: dict[str, Any] = Field(default_factory=dict)
     glue: GlueSettings | None = None
     state_machine: StateMachineSettings | None = None
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000,
+        description="Executions of this type running at once, at most (admission); a pyspark type's default "
+        "is its Glue job's max concurrent runs where that is known (the construct fills it in).",
+    )
     description: str = Field(default="", max_length=1_024)
 
     _base: Path | None = PrivateAttr(default=None)
@@ -125,11 +132,23 @@ class JobType(_Strict):
             raise ValueError(f"glue: only pyspark types run on Glue, this one's runner is {self.runner!r}")
         if (self.state_machine is None) != (self.runner != "state_machine"):
             raise ValueError("state_machine: a state_machine type needs one, and only it may have one")
+        if self.max_concurrency is not None and self.runner == "inline":
+            raise ValueError("max_concurrency: an inline type runs inside the receiver, it has no executions to limit")
         if self.runner == "wait":
             properties = self.params_schema.get("properties", {})
             if "seconds" not in self.params_schema.get("required", []) or "seconds" not in properties:
                 raise ValueError("params_schema: a wait type's schema must require an integer `seconds`")
         return self
+
+    @property
+    def concurrency_limit(self) -> int | None:
+        """The most executions of this type that may run at once: `max_concurrency`, else a pyspark
+        type's Glue `max_concurrent_runs` when its declaration gives one; None: no limit."""
+        if self.max_concurrency is not None:
+            return self.max_concurrency
+        if self.runner == "pyspark" and self.glue is not None:
+            return self.glue.max_concurrent_runs
+        return None
 
     # -- pyspark entries ---------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ it never started, only after the receiver's grace period, as reconciliation does
 write conditional on the lock still naming it. A message that finds its job id held does not start.
 
 Lock items carry no `shard`, so the extender's indexes never see them, and their keys cannot be a
-message id (SQS message ids are UUIDs). The same item shape, keyed otherwise, can hold other
-execution-owned slots (per-type admission).
+message id (SQS message ids are UUIDs). The same item shape, keyed otherwise, holds the per-type
+admission slots (`slot#<type>#<i>`, `functions.admission.slots`): a job lock is a type's one slot.
 """
 
 from __future__ import annotations
@@ -31,10 +31,15 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 JOB_LOCK_PREFIX = "job#"
+SLOT_PREFIX = "slot#"
 LOCK_STATE_ATTR = "lock_state"
 HOLDER_ATTR = "holder"
 LOCK_EXECUTION_ATTR = "execution_arn"
 ACQUIRED_AT_ATTR = "acquired_at"
+RELEASED_AT_ATTR = "released_at"  # epoch seconds (N) from the functions, ISO 8601 (S) from the workflow
+LAST_DURATION_ATTR = "last_duration_s"  # how long the slot's previous holder held it (admission's estimate)
+BATCH_GET_LIMIT = 100
+BATCH_GET_ATTEMPTS = 8
 HELD = "HELD"
 FREE = "FREE"
 ATTEMPTS = 3
@@ -45,8 +50,8 @@ def job_lock_key(job_id: str) -> str:
 
 
 def is_lock_key(key: str) -> bool:
-    """Whether a table item's key is a lock's (not a lease's)."""
-    return key.startswith(JOB_LOCK_PREFIX)
+    """Whether a table item's key is a lock's or a slot's (not a lease's)."""
+    return key.startswith((JOB_LOCK_PREFIX, SLOT_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,15 @@ class Lock:
     execution_arn: str
     acquired_at: float
     held: bool
+    released_at: float | None = None
+    last_duration_s: float | None = None
+
+    @property
+    def held_for_s(self) -> float | None:
+        """How long its last holder held it, once released."""
+        if self.held or self.released_at is None:
+            return None
+        return max(0.0, self.released_at - self.acquired_at)
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,57 @@ def _num(seconds: float) -> dict[str, str]:
     return {"N": str(Decimal(f"{seconds:.3f}"))}
 
 
+def _time(value: dict[str, str] | None) -> float | None:
+    """A time attribute: epoch seconds (N), or an ISO 8601 timestamp (S, as Step Functions writes it)."""
+    if not value:
+        return None
+    if "N" in value:
+        return float(value["N"])
+    if "S" in value:
+        from datetime import datetime  # the workflow's releases only
+
+        try:
+            return datetime.fromisoformat(value["S"].replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def lock_of(key: str, item: dict[str, Any]) -> Lock:
+    return Lock(
+        key=key,
+        holder=item.get(HOLDER_ATTR, {}).get("S", ""),
+        execution_arn=item.get(LOCK_EXECUTION_ATTR, {}).get("S", ""),
+        acquired_at=float(item.get(ACQUIRED_AT_ATTR, {}).get("N", "0")),
+        held=item.get(LOCK_STATE_ATTR, {}).get("S") == HELD,
+        released_at=_time(item.get(RELEASED_AT_ATTR)),
+        last_duration_s=_time(item.get(LAST_DURATION_ATTR)),
+    )
+
+
+def batch_get(client: DynamoDBClient, table: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The items of `keys` (partition keys) that exist, read consistently: BatchGetItem, 100 keys a call,
+    its unprocessed keys asked again."""
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        request: dict[str, Any] = {
+            table: {
+                "Keys": [{PARTITION_KEY: {"S": key}} for key in keys[start : start + BATCH_GET_LIMIT]],
+                "ConsistentRead": True,
+            }
+        }
+        for _ in range(BATCH_GET_ATTEMPTS):
+            response = client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(table, []):
+                found[item[PARTITION_KEY]["S"]] = item
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                break
+        else:
+            raise RuntimeError(f"could not read {len(keys)} items: DynamoDB kept keys unprocessed")
+    return found
+
+
 class Locks:
     """Conditional reads and writes of lock items in the lease table."""
 
@@ -92,13 +157,85 @@ class Locks:
         )
         if not item:
             return None
-        return Lock(
-            key=key,
-            holder=item.get(HOLDER_ATTR, {}).get("S", ""),
-            execution_arn=item.get(LOCK_EXECUTION_ATTR, {}).get("S", ""),
-            acquired_at=float(item.get(ACQUIRED_AT_ATTR, {}).get("N", "0")),
-            held=item.get(LOCK_STATE_ATTR, {}).get("S") == HELD,
-        )
+        return lock_of(key, item)
+
+    def get_many(self, keys: list[str]) -> dict[str, Lock]:
+        """The locks of `keys` that exist, read consistently (BatchGetItem, 100 keys a call)."""
+        return {key: lock_of(key, item) for key, item in batch_get(self._client, self._table, keys).items()}
+
+    def take(
+        self,
+        key: str,
+        *,
+        holder: str,
+        execution_arn: str,
+        now: float,
+        hold_until: float,
+        over: Lock | None = None,
+        last_duration_s: float | None = None,
+    ) -> bool:
+        """One conditional write naming `execution_arn` as the holder: of a free (or absent, or already
+        its own) lock, or, with `over`, of that very holding (taken over). False when the condition failed."""
+        item = {
+            PARTITION_KEY: {"S": key},
+            LOCK_STATE_ATTR: {"S": HELD},
+            HOLDER_ATTR: {"S": holder},
+            LOCK_EXECUTION_ATTR: {"S": execution_arn},
+            ACQUIRED_AT_ATTR: _num(now),
+            TTL_ATTR: {"N": str(int(hold_until) + self._closed_ttl_s)},  # past the longest the holder may run
+        }
+        if last_duration_s is not None:
+            item[LAST_DURATION_ATTR] = _num(last_duration_s)
+        names = {"#pk": PARTITION_KEY, "#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR}
+        if over is None:
+            condition = "attribute_not_exists(#pk) OR #state = :free OR #execution = :mine"
+            values: dict[str, Any] = {":free": {"S": FREE}, ":mine": {"S": execution_arn}}
+        else:
+            condition = "#execution = :theirs AND #acquired = :acquired"
+            values = {":theirs": {"S": over.execution_arn}, ":acquired": _num(over.acquired_at)}
+            names["#acquired"] = ACQUIRED_AT_ATTR
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={k: v for k, v in names.items() if k in condition},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            return False
+        return True
+
+    def free(self, lock: Lock, *, now: float) -> bool:
+        """Free a holding found stale (its execution is not running), if it is still that very holding."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": lock.key}},
+                UpdateExpression="SET #state = :free, released_at = :now, #ttl = :ttl",
+                ConditionExpression="#state = :held AND #execution = :arn AND #acquired = :acquired",
+                ExpressionAttributeNames={
+                    "#state": LOCK_STATE_ATTR,
+                    "#execution": LOCK_EXECUTION_ATTR,
+                    "#acquired": ACQUIRED_AT_ATTR,
+                    "#ttl": TTL_ATTR,
+                },
+                ExpressionAttributeValues={
+                    ":free": {"S": FREE},
+                    ":held": {"S": HELD},
+                    ":arn": {"S": lock.execution_arn},
+                    ":acquired": _num(lock.acquired_at),
+                    ":now": _num(now),
+                    ":ttl": {"N": str(int(now) + self._closed_ttl_s)},
+                },
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
 
     def acquire(
         self,
@@ -112,40 +249,19 @@ class Locks:
     ) -> Acquired | Held:
         """Take the lock for `execution_arn` (again, if it holds it already). A lock held by another
         execution is taken over only when `is_stale(lock)`; else `Held` names the holder."""
-        item = {
-            PARTITION_KEY: {"S": key},
-            LOCK_STATE_ATTR: {"S": HELD},
-            HOLDER_ATTR: {"S": holder},
-            LOCK_EXECUTION_ATTR: {"S": execution_arn},
-            ACQUIRED_AT_ATTR: _num(now),
-            TTL_ATTR: {"N": str(int(hold_until) + self._closed_ttl_s)},  # past the longest the holder may run
-        }
         found: Lock | None = None
         for _ in range(ATTEMPTS):
             if found is None or not found.held or found.execution_arn == execution_arn:
-                condition = "attribute_not_exists(#pk) OR #state = :free OR #execution = :mine"
-                values: dict[str, Any] = {":free": {"S": FREE}, ":mine": {"S": execution_arn}}
+                over = None
             elif is_stale(found):
-                condition = "#execution = :theirs AND #acquired = :acquired"
-                values = {":theirs": {"S": found.execution_arn}, ":acquired": _num(found.acquired_at)}
+                over = found
             else:
                 return Held(found)
-            names = {"#pk": PARTITION_KEY, "#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR}
-            names["#acquired"] = ACQUIRED_AT_ATTR
-            try:
-                self._client.put_item(
-                    TableName=self._table,
-                    Item=item,
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames={k: v for k, v in names.items() if k in condition},
-                    ExpressionAttributeValues=values,
-                )
-            except ClientError as exc:
-                if not _is_conditional_failure(exc):
-                    raise
-                found = self.get(key)  # held by someone else, or changed since it was read: look again
+            if self.take(key, holder=holder, execution_arn=execution_arn, now=now, hold_until=hold_until, over=over):
+                return Acquired()
+            found = self.get(key)  # held by someone else, or changed since it was read: look again
+            if found is None:
                 continue
-            return Acquired()
         assert found is not None
         return Held(found)  # others kept changing it: the caller waits and tries later
 

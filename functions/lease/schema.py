@@ -7,6 +7,10 @@ from typing import Any
 PARTITION_KEY = "pk"
 DUE_INDEX = "due"
 RECONCILE_INDEX = "reconcile"
+WAITING_INDEX = "waiting"
+WAITING_TYPE_ATTR = "waiting_type"  # set only on WAITING leases: the waiting index's partition key
+WAITING_SINCE_ATTR = "waiting_since"
+HISTORY_ATTR = "attempts"  # the message's ended attempts, as a JSON string
 SHARD_ATTR = "shard"
 RENEW_AT_ATTR = "renew_at"
 CHECKED_AT_ATTR = "checked_at"
@@ -23,7 +27,8 @@ RESULT_ATTR = "result"  # the job's summary, as a JSON string (a state machine c
 def table_definition(table_name: str) -> dict[str, Any]:
     """`CreateTable` arguments for the lease table: on-demand, with two sparse sharded indexes of the ACTIVE
     leases: `due` by renew-at (what the extender renews) and `reconcile` by checked-at (least recently
-    reconciled first). Closing a lease removes its shard, which takes it out of both."""
+    reconciled first). Closing a lease removes its shard, which takes it out of both. A third sparse
+    index, `waiting`, holds the WAITING leases by job type, longest waiting first (admission)."""
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -32,6 +37,8 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": SHARD_ATTR, "AttributeType": "N"},
             {"AttributeName": RENEW_AT_ATTR, "AttributeType": "N"},
             {"AttributeName": CHECKED_AT_ATTR, "AttributeType": "N"},
+            {"AttributeName": WAITING_TYPE_ATTR, "AttributeType": "S"},
+            {"AttributeName": WAITING_SINCE_ATTR, "AttributeType": "N"},
         ],
         "KeySchema": [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -48,6 +55,14 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "KeySchema": [
                     {"AttributeName": SHARD_ATTR, "KeyType": "HASH"},
                     {"AttributeName": CHECKED_AT_ATTR, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
+            {
+                "IndexName": WAITING_INDEX,
+                "KeySchema": [
+                    {"AttributeName": WAITING_TYPE_ATTR, "KeyType": "HASH"},
+                    {"AttributeName": WAITING_SINCE_ATTR, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },

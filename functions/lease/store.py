@@ -19,18 +19,22 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from functions.lease.attributes import deserialize, serialize
-from functions.lease.lock import Locks
+from functions.lease.lock import Locks, batch_get
 from functions.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
+    HISTORY_ATTR,
     PARTITION_KEY,
     RECONCILE_INDEX,
     RENEW_AT_ATTR,
     RESULT_ATTR,
     SHARD_ATTR,
     TTL_ATTR,
+    WAITING_INDEX,
+    WAITING_SINCE_ATTR,
+    WAITING_TYPE_ATTR,
 )
-from functions.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
+from functions.lease.types import CLOSED_STATUSES, Attempt, Lease, LeaseStatus
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
@@ -46,9 +50,10 @@ _FLOAT_FIELDS = (
     "renewed_at",
     "closed_at",
     "checked_at",
+    "waiting_since",
 )
-_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt")
-_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error")
+_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits")
+_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error", "slot", "job")
 
 
 def _num(seconds: float) -> Decimal:
@@ -86,6 +91,12 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
             plain[name] = value
     if lease.result is not None:
         plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
+    if lease.history:
+        plain[HISTORY_ATTR] = json.dumps([a.to_data() for a in lease.history], separators=(",", ":"))
+    if lease.waiting:
+        if lease.job_type is None or lease.waiting_since is None:
+            raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_since (the index)")
+        plain[WAITING_TYPE_ATTR] = lease.job_type
     if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
         plain[CHECKED_AT_ATTR] = _num(lease.received_at)
     if lease.active:
@@ -112,6 +123,8 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
             fields[name] = plain[name]
     if RESULT_ATTR in plain:
         fields["result"] = json.loads(plain[RESULT_ATTR])
+    if HISTORY_ATTR in plain:
+        fields["history"] = tuple(Attempt.from_data(a) for a in json.loads(plain[HISTORY_ATTR]))
     if fields.get("checked_at") == fields.get("received_at"):
         fields["checked_at"] = None  # written at the receive, not by a reconciliation look
     return Lease(**fields)
@@ -189,6 +202,11 @@ class LeaseStore:
         item = response.get("Item")
         return item_to_lease(item) if item else None
 
+    def get_many(self, message_ids: Sequence[str]) -> dict[str, Lease]:
+        """The leases of `message_ids` that exist, read consistently (BatchGetItem)."""
+        items = batch_get(self._client, self._table, list(dict.fromkeys(message_ids)))
+        return {key: item_to_lease(item) for key, item in items.items()}
+
     def due(self, before: float | None = None) -> list[Lease]:
         """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first.
 
@@ -225,6 +243,48 @@ class LeaseStore:
         leases = [lease for chunk in self._each_shard(query) for lease in chunk if lease.active]
         leases.sort(key=lambda lease: lease.checked_at or lease.received_at)
         return leases[:limit]
+
+    def waiting(self, job_type: str, limit: int) -> list[Lease]:
+        """Up to `limit` WAITING leases of `job_type`, longest waiting first (the `waiting` index, which
+        is eventually consistent: a lease read here is read again before anything is written)."""
+        if limit <= 0:
+            return []
+        page = self._client.query(
+            TableName=self._table,
+            IndexName=WAITING_INDEX,
+            KeyConditionExpression="#type = :type",
+            ExpressionAttributeNames={"#type": WAITING_TYPE_ATTR},
+            ExpressionAttributeValues={":type": {"S": job_type}},
+            Limit=limit,
+        )
+        return [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.waiting]
+
+    def count_waiting(self, job_type: str, *, before: float | None = None) -> int:
+        """How many messages of `job_type` wait in flight for a slot (that first waited before `before`):
+        a COUNT query of the `waiting` index."""
+        names = {"#type": WAITING_TYPE_ATTR}
+        values: dict[str, Any] = {":type": {"S": job_type}}
+        condition = "#type = :type"
+        if before is not None:
+            names["#since"] = WAITING_SINCE_ATTR
+            values[":since"] = {"N": str(_num(before))}
+            condition += " AND #since < :since"
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": WAITING_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "Select": "COUNT",
+        }
+        count = 0
+        while True:
+            page = self._client.query(**kwargs)
+            count += int(page.get("Count", 0))
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return count
+            kwargs["ExclusiveStartKey"] = last
 
     def _each_shard(self, query: Callable[[int], list[Lease]]) -> Iterable[list[Lease]]:
         """`query` on every shard, in parallel when the store has an executor."""
@@ -284,6 +344,24 @@ class LeaseStore:
                 version=replacing.version, status=replacing.status.value, rc=lease.receive_count
             )
         return _conditional(self._client.put_item, **kwargs)
+
+    def admit(self, waiting: Lease, active: Lease) -> bool:
+        """Turn a WAITING lease into the ACTIVE lease of an attempt, on the same receive (the message is
+        still hidden under that receive's handle): conditional on the WAITING lease being unchanged."""
+        if not waiting.waiting or not active.active or active.receive_count != waiting.receive_count:
+            raise ValueError(f"admit() needs a WAITING lease and an ACTIVE one of its receive ({waiting.message_id})")
+        item = lease_to_item(active, self.shard_of(active.message_id))
+        item[TTL_ATTR] = {"N": str(int(active.renew_until) + self._closed_ttl_s)}
+        return _conditional(
+            self._client.put_item,
+            TableName=self._table,
+            Item=item,
+            ConditionExpression="version = :version AND #status = :waiting AND receive_count = :rc",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
+            ),
+        )
 
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it

@@ -13,10 +13,44 @@ class LeaseStatus(StrEnum):
     RELEASED = "RELEASED"  # job failed, message visible again after the release delay
     CAPPED = "CAPPED"  # renewal stopped at the max duration; the message will reappear
     LOST = "LOST"  # SQS no longer accepts the handle: someone else may hold the message
-    REJECTED = "REJECTED"  # poison, moved to the DLQ
+    REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
+    WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
 
 
-CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE}
+CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
+ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
+"""How an attempt ends without success: each is a failed attempt in the message's history."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ended attempt of a message, kept in its lease's history (carried to each newer lease)."""
+
+    number: int  # 1 for the message's first execution attempt
+    execution: str  # the execution's name
+    outcome: str  # the status its lease closed with (RELEASED, CAPPED, LOST)
+    error: str | None
+    ended_at: float | None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "attempt": self.number,
+            "execution": self.execution,
+            "outcome": self.outcome,
+            "error": self.error,
+            "ended_at": self.ended_at,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Attempt:
+        ended = data.get("ended_at")
+        return cls(
+            number=int(data["attempt"]),
+            execution=str(data.get("execution", "")),
+            outcome=str(data.get("outcome", "")),
+            error=data.get("error"),
+            ended_at=float(ended) if ended is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -44,6 +78,36 @@ class Lease:
     result: dict[str, Any] | None = field(default=None, hash=False)
     closed_at: float | None = None
     checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)
+    slot: str | None = None  # the admission slot its attempt holds (`functions.admission`), released with the lease
+    history: tuple[Attempt, ...] = ()  # the message's ended attempts before this one (carried over)
+    waiting_since: float | None = None  # WAITING: when the message first waited for a slot (its place in line)
+    waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
+    job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
+
+    @property
+    def failed_attempts(self) -> int:
+        return len(self.history)
+
+    @property
+    def waiting(self) -> bool:
+        return self.status is LeaseStatus.WAITING
+
+    def ended_attempt(self) -> Attempt | None:
+        """This lease's attempt as a history entry, when it was an attempt that ended without success."""
+        if self.status not in ENDED_ATTEMPT_STATUSES or not self.execution_arn:
+            return None
+        return Attempt(
+            number=len(self.history) + 1,
+            execution=self.execution_arn.rpartition(":")[2],
+            outcome=self.status.value,
+            error=self.last_error,
+            ended_at=self.closed_at,
+        )
+
+    def history_with_this(self) -> tuple[Attempt, ...]:
+        """The history a newer lease of this message carries: this one's, and this attempt if it failed."""
+        ended = self.ended_attempt()
+        return (*self.history, ended) if ended is not None else self.history
 
     @property
     def last_renewed_at(self) -> float:

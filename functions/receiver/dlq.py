@@ -2,15 +2,73 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from functions.lease.types import Attempt
     from functions.receiver.models import BadInput
     from functions.receiver.service import Delivery
 
 ERROR_MESSAGE_MAX = 1_024
+ATTEMPTS_MAX_BYTES = 32_768
+"""The `Attempts` attribute's JSON at most: far inside SQS's message size (attributes count toward it)."""
+ATTEMPT_ERROR_MAX = 1_024
+EXHAUSTED = "AttemptsExhausted"
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def describe_error(error: str | None) -> str:
+    """An attempt's error as a sentence: the workflow stores `{"Error": ..., "Cause": ...}` as JSON."""
+    if not error:
+        return "no error recorded"
+    try:
+        parsed = json.loads(error)
+    except ValueError:
+        return error
+    if isinstance(parsed, dict) and ("Error" in parsed or "Cause" in parsed):
+        return ": ".join(str(part) for part in (parsed.get("Error"), parsed.get("Cause")) if part)
+    return error
+
+
+def attempts_json(history: Sequence[Attempt], limit: int = ATTEMPTS_MAX_BYTES) -> str:
+    """The attempts' history as JSON within `limit` bytes: errors cut short first, then the oldest
+    attempts left out (the count of those left out is kept as `{"omitted": n}` first)."""
+    entries = [{**a.to_data(), "error": (a.error or "")[:ATTEMPT_ERROR_MAX] or None} for a in history]
+    omitted = 0
+    while True:
+        data: list[dict[str, Any]] = ([{"omitted": omitted}] if omitted else []) + entries
+        text = json.dumps(data, separators=(",", ":"))
+        if len(text.encode()) <= limit or not entries:
+            return text
+        entries = entries[1:]
+        omitted += 1
+
+
+def exhausted_attributes(delivery: Delivery, history: Sequence[Attempt]) -> dict[str, Any]:
+    last = describe_error(history[-1].error) if history else "no attempt recorded"
+    return {
+        "ErrorType": _text(EXHAUSTED),
+        "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
+        "Attempts": _text(attempts_json(history)),
+        "SourceQueue": _text(delivery.source_arn),
+        "OriginalMessageId": _text(delivery.original_id),
+        "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
+    }
+
+
+def send_exhausted_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, history: Sequence[Attempt]) -> None:
+    """Copy the body unchanged to the DLQ with the attempts' history. Raises if SQS refuses: the record
+    then counts as failed and stays on its queue (it is deleted only after this send succeeded)."""
+    sqs.send_message(
+        QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=exhausted_attributes(delivery, history)
+    )
 
 
 def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:

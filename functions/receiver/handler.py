@@ -40,6 +40,9 @@ OUTCOME_METRIC = {
     Outcome.NOT_STARTED: MetricName.JOBS_NOT_STARTED,
     Outcome.STALE: MetricName.RECORDS_STALE,
     Outcome.WAITING: MetricName.JOBS_WAITING,
+    Outcome.WAITING_FOR_SLOT: MetricName.JOBS_WAITING_FOR_SLOT,
+    Outcome.PARKED: MetricName.JOBS_PARKED,
+    Outcome.DEAD_LETTERED: MetricName.JOBS_DEAD_LETTERED,
 }
 
 

@@ -18,6 +18,14 @@ starts a second execution while the first runs, and never releases a message who
   and is not an attempt: a copy of it is sent back to the queue with a delay (doubling with each wait,
   counted in its `LongJobsWaits` attribute) and this receive is acknowledged, so waiting uses none of
   the message's receives before the queue's redrive.
+- A job type may have a concurrency limit (`functions.receiver.admission`): an attempt takes one of the
+  type's slots before it starts (after its job id's lock), or does not start. A message that finds its
+  type full is not an attempt: it waits hidden (a WAITING lease, its delay estimated from when a slot
+  frees) or, when it could not run within the admission horizon, is parked in the type's waiting
+  queue. Slots go to the longest-waiting message first.
+- Attempts, not receives, decide the DLQ: the lease carries the message's history of failed attempts
+  from lease to lease; after `max_attempts` of them the receiver sends the message to the DLQ itself,
+  with that history, and only then lets it be deleted.
 - A StartExecution that fails may still have taken effect (a 5xx or a timeout after the call landed):
   the receiver asks Step Functions, and if the execution is not there it leaves the lease ACTIVE for a
   redelivery to resume or for reconciliation to release after its grace period. An execution that
@@ -33,6 +41,7 @@ Each step may be the last one before a crash; what closes each window:
 from __future__ import annotations
 
 import base64
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -51,12 +60,13 @@ from functions.execution import (
     start_execution,
 )
 from functions.lease import Acquired, Lease, LeaseStatus, LeaseStore, Lock, job_lock_key
+from functions.lease.types import Attempt
 from functions.observability import MetricName, MetricsSink, logger
 from functions.policies import RenewalPolicy
-from functions.receiver.dlq import send_to_dlq
+from functions.receiver.dlq import send_exhausted_to_dlq, send_to_dlq
 from functions.receiver.models import BadInput, Job, parse_message
 from functions.settings import SQS_MAX_VISIBILITY_S, Settings
-from functions.settle import reassert_release, release, release_job_lock, settle_ended
+from functions.settle import reassert_release, release, release_holds, settle_ended
 from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -81,6 +91,9 @@ class Outcome(StrEnum):
     NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
     STALE = "stale"  # an older receive than the lease's, or one already settled
     WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue, this receive is done
+    WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
+    PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
+    DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
 
     @property
     def deferred(self) -> bool:
@@ -95,10 +108,15 @@ _DONE = frozenset(
         Outcome.FANNED_OUT,
         Outcome.ALREADY_SUCCEEDED,
         Outcome.WAITING,
+        Outcome.PARKED,
+        Outcome.DEAD_LETTERED,
     }
 )
 WAITS_ATTRIBUTE = "LongJobsWaits"
 """Message attribute of a copy sent back to wait for its job id: how many times it has waited."""
+ADMISSION_ATTRIBUTE = "LongJobsAdmission"
+"""Message attribute of a parked copy: JSON of what the message carries to its waiting queue (when it
+first waited, its original message id, its waits and its failed attempts)."""
 MAX_MESSAGE_ATTRIBUTES = 10
 
 
@@ -117,6 +135,8 @@ class Delivery:
     source_arn: str
     message_attributes: Mapping[str, Any] = field(default_factory=dict)
     """The message's attributes as `SendMessage` takes them (kept on a copy sent back to wait)."""
+    queue_url: str | None = None
+    """The queue it was received from, when not the jobs queue (a type's waiting queue)."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -133,6 +153,53 @@ class Delivery:
     def waits(self) -> int:
         value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
         return int(value) if str(value).isdigit() else 0
+
+    @property
+    def carried(self) -> Carried:
+        """What a parked copy carries (nothing for a message as its producer sent it)."""
+        raw = self.message_attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
+        return Carried.decode(raw) if raw else Carried()
+
+    @property
+    def original_id(self) -> str:
+        """The message id its producer's message had (a parked copy has a new one)."""
+        return self.carried.original_id or self.message_id
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a message carries from its jobs queue to its waiting queue (`ADMISSION_ATTRIBUTE`)."""
+
+    waiting_since: float | None = None
+    original_id: str | None = None
+    waits: int = 0
+    history: tuple[Attempt, ...] = ()
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "since": self.waiting_since,
+                "original": self.original_id,
+                "waits": self.waits,
+                "attempts": [a.to_data() for a in self.history],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, raw: str) -> Carried:
+        try:
+            data = json.loads(raw)
+            since = data.get("since")
+            return cls(
+                waiting_since=float(since) if since is not None else None,
+                original_id=data.get("original"),
+                waits=int(data.get("waits", 0)),
+                history=tuple(Attempt.from_data(a) for a in data.get("attempts", [])),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
+            return cls()
 
 
 def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,10 +228,16 @@ class Receiver:
     rng: random.Random
     catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
     metrics: MetricsSink | None = None
+    views: dict[str, Any] = field(default_factory=dict)
+    """Admission's short-lived readings of each limited type (`functions.receiver.admission`)."""
 
     @property
     def queue_url(self) -> str:
         return self.settings.queue_url or ""
+
+    def queue_of(self, delivery: Delivery) -> str:
+        """The queue a delivery came from: the jobs queue, or a type's waiting queue."""
+        return delivery.queue_url or self.queue_url
 
     @property
     def state_machine_arn(self) -> str:
@@ -172,8 +245,11 @@ class Receiver:
 
 
 def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int:
-    """Delay before a failed attempt's message returns: doubles per receive up to the cap, with "equal
-    jitter" (half fixed, half random) so it still grows with the count while spreading retries out."""
+    """Delay before a failed attempt's message returns: doubles per attempt up to the cap, with "equal
+    jitter" (half fixed, half random) so it still grows with the count while spreading retries out. The
+    last attempt's message returns at once: its next receive sends it to the DLQ."""
+    if attempt >= settings.effective_max_attempts:
+        return 0
     ceiling = min(float(settings.release_delay_cap_s), settings.release_delay_base_s * 2.0 ** min(attempt - 1, 64))
     return min(SQS_MAX_VISIBILITY_S, round(rng.uniform(ceiling / 2, ceiling)))
 
@@ -289,10 +365,15 @@ def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Ou
         return _new_attempt(rx, delivery, job, replacing=None)
     if lease.status is LeaseStatus.SUCCEEDED:
         return Outcome.ALREADY_SUCCEEDED  # the mapping deletes this copy with its current handle
+    if lease.status is LeaseStatus.REJECTED:
+        logger.info("already in the DLQ: acknowledged", extra={"message_id": lease.message_id})
+        return Outcome.REJECTED  # sent to the DLQ before (its deletion was lost): no second copy
     if lease.receive_count > delivery.receive_count:
         return Outcome.STALE
     if lease.receive_count == delivery.receive_count:
         # this very receive, handled again (a repeated invocation): resume it, if still open
+        if lease.waiting:
+            return Outcome.WAITING_FOR_SLOT  # it waits already (or is being admitted)
         return _resume(rx, job, lease, new=False) if lease.active else Outcome.STALE
     if lease.active:
         adopted = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
@@ -303,6 +384,7 @@ def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Ou
         adopted = _timing(rx, delivery, reopened)
         if not rx.store.create(adopted, replacing=lease):
             return None
+        _retake_slot(rx, adopted)
         logger.warning(
             "redelivered while a closed lease's execution runs: adopted", extra={"message_id": lease.message_id}
         )
@@ -333,15 +415,31 @@ def _attempt_of(lease: Lease) -> int:
 
 
 def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome | None:
+    """A new attempt of the message: unless its attempts are used up (the DLQ), its job id runs (a copy
+    waits), or its type is full (it waits for a slot, or is parked)."""
+    from functions.receiver import admission
+
+    history = replacing.history_with_this() if replacing is not None else delivery.carried.history
+    if len(history) >= rx.settings.effective_max_attempts:
+        return dead_letter(rx, delivery, history, replacing=replacing)
     name = execution_name(delivery.message_id, delivery.receive_count)
     arn = execution_arn(rx.state_machine_arn, name)
     holder = _take_job_lock(rx, job.job_id, delivery.message_id, arn)
     if holder is not None:
         wait_for_job(rx, delivery, job, holder)
         return Outcome.WAITING
+    slot: str | None = None
+    limit = rx.catalog.limit(job.type)
+    if limit is not None:
+        waiting = replacing if replacing is not None and replacing.waiting else None
+        since = admission.waiting_since(rx, delivery, waiting)
+        slot = admission.claim(rx, job.type, limit, message_id=delivery.message_id, since=since, arn=arn)
+        if slot is None:
+            _release_lock(rx, job_lock_key(job.job_id), arn)
+            return admission.wait_or_park(rx, delivery, job, limit, replacing=replacing, history=history, since=since)
     blank = Lease(
         message_id=delivery.message_id,
-        queue_url=rx.queue_url,
+        queue_url=rx.queue_of(delivery),
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=0.0,
@@ -351,12 +449,66 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         attempt=delivery.receive_count,
         job_type=job.type,
         job_id=job.job_id,
-        release_delay_s=release_delay_s(delivery.receive_count, rx.settings, rx.rng),
+        release_delay_s=release_delay_s(len(history) + 1, rx.settings, rx.rng),
+        slot=slot,
+        history=history,
     )
     lease = _timing(rx, delivery, blank)
     if not rx.store.create(lease, replacing=replacing):
+        _release_unless_named(rx, lease)
         return None  # another invocation wrote this message's lease first
     return _resume(rx, job, lease, new=True)
+
+
+def _release_lock(rx: Receiver, key: str, arn: str) -> None:
+    try:
+        rx.store.locks.release(key, arn, now=rx.clock.now())
+    except Exception as exc:  # left held: taken over once its execution is seen not running
+        logger.warning("could not release a lock", extra={"key": key, "error": str(exc)})
+
+
+def _release_unless_named(rx: Receiver, lost: Lease) -> None:
+    """A lease write lost its race: free the lock and slot taken for its execution, unless the lease that
+    won names that same execution (this very receive, handled twice at once)."""
+    try:
+        winner = rx.store.get(lost.message_id)
+    except Exception:
+        return  # unknown: left to be freed once the execution is seen not running
+    if winner is None or winner.execution_arn != lost.execution_arn:
+        release_holds(lost, store=rx.store, clock=rx.clock)
+
+
+def dead_letter(
+    rx: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None
+) -> Outcome | None:
+    """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
+    deleted. Raises when the send fails: the record is reported failed, nothing is deleted."""
+    send_exhausted_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, history)
+    last = history[-1].error if history else None
+    logger.warning(
+        "attempts used up: sent to the DLQ",
+        extra={"message_id": delivery.message_id, "attempts": len(history), "error": last},
+    )
+    now = rx.clock.now()
+    record = Lease(
+        message_id=delivery.message_id,
+        queue_url=rx.queue_of(delivery),
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=now,
+        visible_until=now,
+        renew_until=now,
+        status=LeaseStatus.REJECTED,
+        job_type=replacing.job_type if replacing is not None else None,
+        last_error=f"AttemptsExhausted: {last}" if last else "AttemptsExhausted",
+        closed_at=now,
+        history=history,
+    )
+    try:
+        rx.store.create(record, replacing=replacing)
+    except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
+        logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
+    return Outcome.DEAD_LETTERED
 
 
 def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
@@ -374,7 +526,7 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
                 lease, LeaseStatus.LOST, now=rx.clock.now(), error=f"first visibility change: {outcome.error}"
             )
             if closed is not None:
-                release_job_lock(closed, store=rx.store, clock=rx.clock)
+                release_holds(closed, store=rx.store, clock=rx.clock)
         return Outcome.STALE
     if not outcome.ok:
         logger.warning(
@@ -408,7 +560,31 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
                 lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=_waiting(holder), delay_s=delay
             )
             return Outcome.SETTLED
+    if not new and lease.slot and not _retake_slot(rx, lease):
+        # Its slot was freed as stale and taken by another execution: it may not start without one.
+        delay = wait_delay_s(0, rx.settings, rx.rng)
+        reason = "waiting: its admission slot was taken over while it had not started"
+        release(lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=reason, delay_s=delay)
+        return Outcome.SETTLED
     return _start(rx, job, lease)
+
+
+def _retake_slot(rx: Receiver, lease: Lease) -> bool:
+    """Take the lease's slot again for its execution (it holds it still, or the slot is free); False when
+    another execution holds it now."""
+    if not lease.slot or not lease.execution_arn:
+        return True
+    try:
+        return rx.store.locks.take(
+            lease.slot,
+            holder=lease.message_id,
+            execution_arn=lease.execution_arn,
+            now=rx.clock.now(),
+            hold_until=lease.renew_until,
+        )
+    except Exception as exc:
+        logger.warning("could not take the slot again", extra={"slot": lease.slot, "error": str(exc)})
+        return False
 
 
 def _take_job_lock(rx: Receiver, job_id: str, message_id: str, arn: str) -> Lock | None:
@@ -483,6 +659,7 @@ def _start(rx: Receiver, job: Job, lease: Lease) -> Outcome:
         queue_url=lease.queue_url,
         release_delay_s=lease.release_delay_s,
         job=job.model_dump(mode="json"),
+        slot=lease.slot,
     )
     try:
         start_execution(rx.stepfunctions, rx.state_machine_arn, payload)

@@ -1,7 +1,10 @@
-"""Watcher Lambda: an EventBridge rule sends it this state machine's FAILED, TIMED_OUT and ABORTED events."""
+"""Watcher Lambda: an EventBridge rule sends it this state machine's executions' ends (FAILED, TIMED_OUT,
+ABORTED to release; SUCCEEDED too, for admission)."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +28,54 @@ def watcher() -> Watcher:
     if not SETTINGS.table_name or not SETTINGS.state_machine_arn:
         raise SettingsError("the watcher needs TABLE_NAME and STATE_MACHINE_ARN")
     clock = SystemClock()
+    store = LeaseStore(aws.dynamodb(), SETTINGS.table_name, shards=SETTINGS.shards, closed_ttl_s=SETTINGS.closed_ttl_s)
+    visibility = VisibilityClient(aws.sqs(), clock=clock)
     return Watcher(
-        store=LeaseStore(
-            aws.dynamodb(), SETTINGS.table_name, shards=SETTINGS.shards, closed_ttl_s=SETTINGS.closed_ttl_s
-        ),
-        visibility=VisibilityClient(aws.sqs(), clock=clock),
+        store=store,
+        visibility=visibility,
         clock=clock,
         state_machine_arn=SETTINGS.state_machine_arn,
+        admit=_admission(store, clock),
     )
+
+
+def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object] | None:
+    """Admission's pass over one type, built on the first event; None when no type is limited (or the
+    watcher has no jobs queue to admit from)."""
+    if not SETTINGS.queue_url:
+        return None
+    built: list[Any] = []
+
+    def admit(job_type: str) -> object:
+        if not built:
+            from functions.jobs import catalog_from_env
+            from functions.policies import build_policy, resolve_visibility_timeout
+            from functions.receiver.admission import admit_all
+            from functions.receiver.service import Receiver
+
+            catalog = catalog_from_env()
+            if not catalog.limited():
+                built.append(None)
+            else:
+                sqs = aws.sqs()
+                settings = resolve_visibility_timeout(SETTINGS, sqs)
+                rx = Receiver(
+                    settings=settings,
+                    policy=build_policy(settings),
+                    store=store,
+                    sqs=sqs,
+                    visibility=VisibilityClient(sqs, clock=clock),
+                    stepfunctions=aws.stepfunctions(),
+                    clock=clock,
+                    rng=random.Random(),
+                    catalog=catalog,
+                    metrics=metrics,
+                )
+                built.append(lambda name: admit_all(rx, only=name))
+        run = built[0]
+        return run(job_type) if run is not None else None
+
+    return admit
 
 
 @logger.inject_lambda_context

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ENDED_UNSUCCESSFULLY = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+ENDED = ENDED_UNSUCCESSFULLY | {"SUCCEEDED"}
+"""Ends the watcher hears of: the unsuccessful ones to release, every one to admit into the slot it freed."""
 DETAIL_TYPE = "Step Functions Execution Status Change"
 
 

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from rich.console import Console
 
 from functions.lease import Lease, LeaseStatus
-from functions.receiver.dlq import dlq_attributes
+from functions.receiver.dlq import dlq_attributes, exhausted_attributes
 from longjobs import dlq, render, resources
 from longjobs.__main__ import describe, main
 from longjobs.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
@@ -196,10 +196,12 @@ def test_local_names_are_the_offline_runtimes() -> None:
 
 
 def test_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> None:
-    delivery = SimpleNamespace(source_arn="arn", message_id="m", receive_count=1)
+    delivery = SimpleNamespace(source_arn="arn", message_id="m", original_id="m", receive_count=1)
     bad = SimpleNamespace(error_type="NotJson", message="x")
 
-    assert set(dlq_attributes(delivery, bad)) == dlq.RECEIVER_ATTRIBUTES  # type: ignore[arg-type]
+    poison = set(dlq_attributes(delivery, bad))  # type: ignore[arg-type]
+    exhausted = set(exhausted_attributes(delivery, ()))  # type: ignore[arg-type]
+    assert poison | exhausted == dlq.RECEIVER_ATTRIBUTES
 
 
 def test_local_connection_uses_fake_credentials_when_none_are_configured(
