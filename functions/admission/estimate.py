@@ -1,13 +1,17 @@
 """When a message waiting for a slot can be expected to run, and so how long it waits hidden.
 
-Pure functions of a reading of the type's slots (`TypeSlots`): the holders' ages, and how long each
-slot's previous holders held it (the type's recent durations, one per slot). No clock, no AWS.
+Pure functions of a reading of the type's slots (`TypeSlots`): how many are free, how long each
+slot's previous holders held it (the type's recent durations, one per slot) and the holders' ages.
+No clock, no AWS.
 
-The model is N servers: each running execution is expected to end `mean - age` from now (at once when
-it is already older than the mean), a free slot is free now, and every waiter ahead takes one mean
-duration of some slot. The waiter at position p (0: next in line) starts when the (p mod N)-th
-soonest slot has served p div N more: `remaining[p % N] + (p // N) * mean`. Without any ended holding
-there is no mean: only the waiters that fit the free slots have an estimate (now).
+The model: N slots each serve one execution after another, so together they free one slot every
+`mean / N` on average, whichever slot it is (many renewal processes together come close to a
+Poisson process of that rate). The waiter at position p (0: next in line) takes the (p + 1 - free)-th
+slot to free: it can be expected to start `(p + 1 - free) * mean / N` from now, at once when a slot
+is free for it. The first holdings to end are the short ones, so until every slot has one the mean
+is taken the cautious way: the recent durations and the running holders' ages together, over the
+number of durations (time on test per ending). Before any holding ended there is no estimate: only the
+waiters that fit the free slots start now, and one waiter per slot is kept in flight.
 """
 
 from __future__ import annotations
@@ -18,41 +22,43 @@ import random
 from functions.admission.slots import TypeSlots
 
 DELAY_STRETCH = (1.2, 1.5)
-"""A waiting message hides for its estimate stretched by a random factor in this range: longer than the
-estimate on purpose. Whoever frees or finds a slot admits the longest-waiting message in place, while
-it is still hidden; its own return is the fallback, and a return before a slot frees costs a receive."""
+"""A waiting message hides for its estimate stretched by a random factor in this range, and one
+admitter period more: longer than the estimate on purpose. Whoever frees or finds a slot admits the
+longest-waiting message in place, while it is still hidden; its own return is the fallback, and a
+return before a slot frees costs a receive."""
 UNKNOWN_STRETCH = (1.0, 1.25)
 MAX_DOUBLINGS = 16
 
 
-def mean_duration_s(state: TypeSlots) -> float | None:
-    """The mean of the slots' most recent holding times; None before any holding ended."""
+def mean_duration_s(state: TypeSlots, now: float) -> float | None:
+    """The type's mean duration, from the slots' most recent holdings; None before any ended."""
     samples = state.durations()
-    return sum(samples) / len(samples) if samples else None
-
-
-def _remaining(state: TypeSlots, now: float, mean: float) -> list[float]:
-    """When each slot can next be taken, soonest first: free ones now, held ones at `mean - age`."""
-    free = [0.0] * (state.limit - state.used)
-    return sorted(free + [max(0.0, mean - age) for age in state.ages(now)])[: state.limit]
+    if not samples:
+        return None
+    if len(samples) >= state.limit:
+        return sum(samples) / len(samples)
+    return (sum(samples) + sum(state.ages(now))) / len(samples)
 
 
 def expected_start_s(state: TypeSlots, now: float, position: int) -> float | None:
     """Seconds from `now` until the waiter at `position` can be expected to start; None when unknown."""
-    mean = mean_duration_s(state)
+    free = state.limit - state.used
+    if position < free:
+        return 0.0
+    mean = mean_duration_s(state, now)
     if mean is None:
-        return 0.0 if position < state.limit - state.used else None
-    remaining = _remaining(state, now, mean)
-    return remaining[position % state.limit] + (position // state.limit) * mean
+        return None
+    return (position + 1 - free) * mean / state.limit
 
 
 def in_flight_target(state: TypeSlots, now: float, horizon_s: float) -> int:
     """How many waiters can be expected to start within `horizon_s`: how many to keep waiting in flight
     (the rest stay parked). Before any holding ended: one per slot."""
-    mean = mean_duration_s(state)
+    mean = mean_duration_s(state, now)
+    free = state.limit - state.used
     if mean is None or mean <= 0:
-        return state.limit
-    return sum(math.floor((horizon_s - r) / mean) + 1 for r in _remaining(state, now, mean) if r <= horizon_s)
+        return state.limit + free
+    return free + math.floor(horizon_s * state.limit / mean)
 
 
 def waiting_delay_s(

@@ -9,7 +9,7 @@ DUE_INDEX = "due"
 RECONCILE_INDEX = "reconcile"
 WAITING_INDEX = "waiting"
 WAITING_TYPE_ATTR = "waiting_type"  # set only on WAITING leases: the waiting index's partition key
-WAITING_SINCE_ATTR = "waiting_since"
+WAITING_ORDER_ATTR = "waiting_order"  # a WAITING lease's place in its type's line (the index's sort key)
 HISTORY_ATTR = "attempts"  # the message's ended attempts, as a JSON string
 SHARD_ATTR = "shard"
 RENEW_AT_ATTR = "renew_at"
@@ -38,7 +38,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": RENEW_AT_ATTR, "AttributeType": "N"},
             {"AttributeName": CHECKED_AT_ATTR, "AttributeType": "N"},
             {"AttributeName": WAITING_TYPE_ATTR, "AttributeType": "S"},
-            {"AttributeName": WAITING_SINCE_ATTR, "AttributeType": "N"},
+            {"AttributeName": WAITING_ORDER_ATTR, "AttributeType": "N"},
         ],
         "KeySchema": [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -62,7 +62,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "IndexName": WAITING_INDEX,
                 "KeySchema": [
                     {"AttributeName": WAITING_TYPE_ATTR, "KeyType": "HASH"},
-                    {"AttributeName": WAITING_SINCE_ATTR, "KeyType": "RANGE"},
+                    {"AttributeName": WAITING_ORDER_ATTR, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },

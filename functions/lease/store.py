@@ -31,7 +31,7 @@ from functions.lease.schema import (
     SHARD_ATTR,
     TTL_ATTR,
     WAITING_INDEX,
-    WAITING_SINCE_ATTR,
+    WAITING_ORDER_ATTR,
     WAITING_TYPE_ATTR,
 )
 from functions.lease.types import CLOSED_STATUSES, Attempt, Lease, LeaseStatus
@@ -51,6 +51,7 @@ _FLOAT_FIELDS = (
     "closed_at",
     "checked_at",
     "waiting_since",
+    "waiting_order",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits")
 _STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error", "slot", "job")
@@ -94,8 +95,8 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
     if lease.history:
         plain[HISTORY_ATTR] = json.dumps([a.to_data() for a in lease.history], separators=(",", ":"))
     if lease.waiting:
-        if lease.job_type is None or lease.waiting_since is None:
-            raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_since (the index)")
+        if lease.job_type is None or lease.waiting_order is None:
+            raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_order (the index)")
         plain[WAITING_TYPE_ATTR] = lease.job_type
     if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
         plain[CHECKED_AT_ATTR] = _num(lease.received_at)
@@ -135,6 +136,8 @@ def _values(**values: Any) -> dict[str, Any]:
 
 
 TRANSACT_LIMIT = 100
+WAITING_PAGE = 25
+"""WAITING leases a page of the `waiting` index reads at least (some may be filtered out as shown again)."""
 TRANSACT_ATTEMPTS = 3
 
 
@@ -244,37 +247,54 @@ class LeaseStore:
         leases.sort(key=lambda lease: lease.checked_at or lease.received_at)
         return leases[:limit]
 
-    def waiting(self, job_type: str, limit: int) -> list[Lease]:
-        """Up to `limit` WAITING leases of `job_type`, longest waiting first (the `waiting` index, which
-        is eventually consistent: a lease read here is read again before anything is written)."""
+    def waiting(self, job_type: str, limit: int, *, hidden_after: float) -> list[Lease]:
+        """Up to `limit` WAITING leases of `job_type` still hidden after `hidden_after`, longest waiting
+        first (the `waiting` index, which is eventually consistent: what is written on the strength of a
+        lease read here is conditional on its version). One whose delay has run out is left out: its
+        message shows again, to be received afresh."""
         if limit <= 0:
             return []
-        page = self._client.query(
-            TableName=self._table,
-            IndexName=WAITING_INDEX,
-            KeyConditionExpression="#type = :type",
-            ExpressionAttributeNames={"#type": WAITING_TYPE_ATTR},
-            ExpressionAttributeValues={":type": {"S": job_type}},
-            Limit=limit,
-        )
-        return [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.waiting]
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": WAITING_INDEX,
+            "KeyConditionExpression": "#type = :type",
+            "FilterExpression": "#visible > :after",
+            "ExpressionAttributeNames": {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"},
+            "ExpressionAttributeValues": {":type": {"S": job_type}, ":after": {"N": str(_num(hidden_after))}},
+            "Limit": max(limit, WAITING_PAGE),
+        }
+        found: list[Lease] = []
+        while len(found) < limit:
+            page = self._client.query(**kwargs)
+            found += [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.waiting]
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        return found[:limit]
 
-    def count_waiting(self, job_type: str, *, before: float | None = None) -> int:
-        """How many messages of `job_type` wait in flight for a slot (that first waited before `before`):
-        a COUNT query of the `waiting` index."""
-        names = {"#type": WAITING_TYPE_ATTR}
-        values: dict[str, Any] = {":type": {"S": job_type}}
+    def count_waiting(self, job_type: str, *, now: float, ahead_of: tuple[float, str] | None = None) -> int:
+        """How many messages of `job_type` wait in flight for a slot (ahead of a place in line, `ahead_of` =
+        (waiting order, message id): the index's order): a COUNT query of the `waiting` index. A WAITING
+        lease whose delay has run out is not counted: its message shows again, to be received afresh."""
+        names = {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"}
+        values: dict[str, Any] = {":type": {"S": job_type}, ":now": {"N": str(_num(now))}}
         condition = "#type = :type"
-        if before is not None:
-            names["#since"] = WAITING_SINCE_ATTR
-            values[":since"] = {"N": str(_num(before))}
-            condition += " AND #since < :since"
+        kept = "#visible > :now"
+        if ahead_of is not None:
+            names["#since"] = WAITING_ORDER_ATTR
+            names["#pk"] = PARTITION_KEY
+            values[":since"] = {"N": str(_num(ahead_of[0]))}
+            values[":pk"] = {"S": ahead_of[1]}
+            condition += " AND #since <= :since"
+            kept += " AND (#since < :since OR #pk < :pk)"
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": WAITING_INDEX,
             "KeyConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
+            "FilterExpression": kept,
             "Select": "COUNT",
         }
         count = 0

@@ -80,7 +80,8 @@ class Lease:
     checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)
     slot: str | None = None  # the admission slot its attempt holds (`functions.admission`), released with the lease
     history: tuple[Attempt, ...] = ()  # the message's ended attempts before this one (carried over)
-    waiting_since: float | None = None  # WAITING: when the message first waited for a slot (its place in line)
+    waiting_since: float | None = None  # when the message first waited for a slot
+    waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
 

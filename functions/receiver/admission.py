@@ -63,6 +63,7 @@ from functions.receiver.service import (
     receive,
     release_delay_s,
 )
+from functions.settings import Settings
 from functions.settle import release_holds
 from functions.visibility import FailureClass, VisibilityChange
 
@@ -73,6 +74,7 @@ VIEW_TTL_S = 2.0
 """How long the receiver trusts its reading of a type's waiting counts (a batch reads them once)."""
 LOOKAHEAD = 3
 """WAITING leases read beyond the free slots: some may be about to show again, not admissible in place."""
+WAIT_HORIZONS = 2
 UNPARK_CALLS = 10
 """Receive calls on a waiting queue per admission pass at most (100 messages)."""
 
@@ -98,6 +100,13 @@ class AdmitReport:
     freed: int = 0  # slots of executions found not running, freed
 
 
+def longest_wait_s(settings: Settings) -> float:
+    """The longest a message waits hidden on one receive: twice the horizon (an estimate within the horizon,
+    stretched) and one admitter period. An admission in place starts a run on that receive, so the
+    longest run must fit in what is left of its 12 h (`infra.config` checks it)."""
+    return WAIT_HORIZONS * settings.admission_horizon_s + settings.extender_period_s
+
+
 def margin_s(rx: Receiver) -> float:
     """How long a WAITING message must still be hidden to be admitted in place: the lease write and the
     first visibility change must land before SQS shows it again."""
@@ -108,6 +117,10 @@ def slots_of(rx: Receiver) -> Slots:
     return Slots(rx.store.locks)
 
 
+ORDER_STEP_S = 0.001
+"""Places in line handed out by one receiver are this far apart at least (the table keeps milliseconds)."""
+
+
 def waiting_since(rx: Receiver, delivery: Delivery, waiting: Lease | None) -> float:
     """When the message first waited for a slot: its WAITING lease's, its parked copy's, else now."""
     if waiting is not None and waiting.waiting_since is not None:
@@ -116,11 +129,25 @@ def waiting_since(rx: Receiver, delivery: Delivery, waiting: Lease | None) -> fl
     return carried if carried is not None else rx.clock.now()
 
 
-def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, since: float, arn: str) -> str | None:
+def place_in_line(rx: Receiver, waiting: Lease | None) -> float:
+    """The message's place in its type's line of messages waiting in flight (the `waiting` index's key):
+    the one it has, or the back of the line, now. A parked message joins at the back when it is
+    unparked: every message in flight then joined before it, so none is overtaken and each one's
+    estimate holds; among parked ones the order is the waiting queue's (SQS's best effort, each batch
+    sorted by when its messages first waited)."""
+    if waiting is not None and waiting.waiting_order is not None:
+        return waiting.waiting_order
+    last = rx.views.get("_order")
+    order = max(rx.clock.now(), (last if isinstance(last, float) else 0.0) + ORDER_STEP_S)
+    rx.views["_order"] = order
+    return order
+
+
+def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str) -> str | None:
     """A slot of `job_type` for the attempt `arn`, or None when the type is full for it.
 
-    Free slots go to the WAITING messages that waited longer than this one first (admitted in place);
-    this one takes what is left.
+    Free slots go to the WAITING messages ahead of this one in line first (admitted in place); this one
+    takes what is left.
     """
     slots = slots_of(rx)
     now = rx.clock.now()
@@ -130,10 +157,10 @@ def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, since: fl
         return mine
     if not state.free_keys:
         return None
-    for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD):
+    for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=now + margin_s(rx)):
         if not state.free_keys:
             return None
-        if waiting.message_id == message_id or (waiting.waiting_since or 0.0) >= since:
+        if waiting.message_id == message_id or (waiting.waiting_order or 0.0) >= order:
             continue
         state = admit_in_place(rx, waiting, state) or state
     if not state.free_keys:
@@ -153,6 +180,7 @@ def wait_or_park(
     replacing: Lease | None,
     history: tuple[Attempt, ...],
     since: float,
+    order: float,
 ) -> Outcome | None:
     """The type is full: the message waits in flight (a WAITING lease), or is parked in the type's waiting
     queue when it could not run within the horizon. None when a lease write lost its race (read again)."""
@@ -164,7 +192,7 @@ def wait_or_park(
     view = _view(rx, job.type, queue)
     state = slots_of(rx).read(job.type, limit, now=now)
     fresh = not returning and delivery.carried.waiting_since is None
-    position = view.in_flight if fresh else rx.store.count_waiting(job.type, before=since)
+    position = rx.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
     parked_here = queue is not None and rx.queue_of(delivery) == queue
     if queue is not None and not parked_here and not returning:
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
@@ -179,7 +207,7 @@ def wait_or_park(
         start,
         waits=waits,
         base_s=settings.admission_wait_base_s,
-        cap_s=settings.admission_horizon_s + period,
+        cap_s=longest_wait_s(settings),
         slack_s=period,
         rng=rx.rng,
     )
@@ -201,6 +229,7 @@ def wait_or_park(
         job_id=job.job_id,
         history=history,
         waiting_since=since,
+        waiting_order=order,
         waits=waits + 1,
         job=job.model_dump_json(),
         last_error=None if outcome.ok else f"waiting delay not set: {outcome.error}",
@@ -237,7 +266,7 @@ def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots 
     now = rx.clock.now()
     if waiting.job is None or waiting.visible_until - now < margin_s(rx):
         return None  # about to show again: its redelivery claims a slot itself
-    if now - waiting.received_at > settings.admission_horizon_s + settings.extender_period_s:
+    if now - waiting.received_at > longest_wait_s(settings):
         return None  # too little of its receive's 12 h left for a run: its redelivery starts afresh
     job = Job.model_validate_json(waiting.job)
     arn = execution_arn(rx.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
@@ -290,7 +319,8 @@ def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) 
     if sweep:
         state, report.freed = sweep_stale(rx, state)
     if state.free_keys:
-        for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD):
+        hidden_after = now + margin_s(rx)
+        for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
             if not state.free_keys:
                 break
             admitted = admit_in_place(rx, waiting, state)
@@ -298,14 +328,14 @@ def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) 
                 state = admitted
                 report.admitted += 1
     queue = settings.waiting_queue_urls.get(job_type)
-    in_flight = rx.store.count_waiting(job_type)
+    in_flight = rx.store.count_waiting(job_type, now=now)
     if queue is not None:
         report.parked = parked_count(rx.sqs, queue)
         want = in_flight_target(state, rx.clock.now(), settings.admission_horizon_s) - in_flight
         if report.parked and want > 0:
             report.unparked = unpark(rx, queue, want)
             rx.views.pop(job_type, None)
-            in_flight = rx.store.count_waiting(job_type)
+            in_flight = rx.store.count_waiting(job_type, now=rx.clock.now())
             state = slots_of(rx).read(job_type, limit, now=rx.clock.now())
     report.waiting = in_flight
     report.slots_in_use = state.used
@@ -419,7 +449,7 @@ def _view(rx: Receiver, job_type: str, queue: str | None) -> View:
     now = rx.clock.now()
     view = rx.views.get(job_type)
     if not isinstance(view, View) or now - view.read_at > VIEW_TTL_S:
-        view = View(now, rx.store.count_waiting(job_type), parked_count(rx.sqs, queue) if queue else 0)
+        view = View(now, rx.store.count_waiting(job_type, now=now), parked_count(rx.sqs, queue) if queue else 0)
         rx.views[job_type] = view
     return view
 

@@ -433,10 +433,13 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
     if limit is not None:
         waiting = replacing if replacing is not None and replacing.waiting else None
         since = admission.waiting_since(rx, delivery, waiting)
-        slot = admission.claim(rx, job.type, limit, message_id=delivery.message_id, since=since, arn=arn)
+        order = admission.place_in_line(rx, waiting)
+        slot = admission.claim(rx, job.type, limit, message_id=delivery.message_id, order=order, arn=arn)
         if slot is None:
             _release_lock(rx, job_lock_key(job.job_id), arn)
-            return admission.wait_or_park(rx, delivery, job, limit, replacing=replacing, history=history, since=since)
+            return admission.wait_or_park(
+                rx, delivery, job, limit, replacing=replacing, history=history, since=since, order=order
+            )
     blank = Lease(
         message_id=delivery.message_id,
         queue_url=rx.queue_of(delivery),
