@@ -151,6 +151,12 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
         _count(status.last_hour.leases_lost),
     )
     parts: list[RenderableType] = [header, queues, leases, hour]
+    if status.waiting:
+        waiting = Table(title="waiting for a slot, by job type (admission)", title_justify="left")
+        for name in status.waiting:
+            waiting.add_column(name, justify="right")
+        waiting.add_row(*(str(count) for count in status.waiting.values()))
+        parts.append(waiting)
     parts.extend(Text(note, style="dim") for note in status.notes)
     return Group(*parts)
 

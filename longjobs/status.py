@@ -63,6 +63,8 @@ class Status:
     oldest_message_age_s: float | None
     last_hour: LastHour
     notes: list[str] = field(default_factory=list)
+    waiting: dict[str, int] = field(default_factory=dict)
+    """Messages waiting in flight for a slot of their job type (WAITING leases), by type (admission)."""
 
 
 def queue_depth(sqs: SQSClient, queue_url: str) -> QueueDepth:
@@ -101,6 +103,15 @@ def lease_counts(items: list[dict[str, Any]]) -> dict[str, int]:
     result = {status.value: counts.pop(status.value, 0) for status in LeaseStatus}
     result.update(sorted(counts.items()))  # a status this build does not know (a newer writer)
     return result
+
+
+def waiting_counts(items: list[dict[str, Any]]) -> dict[str, int]:
+    """WAITING leases by job type: messages whose type was full, held hidden until about when a slot frees.
+    (Work parked in a type's waiting queue is counted by SQS: the dashboard's admission graph.)"""
+    counts = Counter(
+        str(item.get("job_type") or "?") for item in items if item.get("status") == LeaseStatus.WAITING.value
+    )
+    return dict(sorted(counts.items()))
 
 
 def last_hour_from_table(items: list[dict[str, Any]], now: float) -> LastHour:
@@ -191,7 +202,7 @@ def collect_status(
     now = time.time() if now is None else now
     queue = queue_depth(sqs, queue_url)
     dlq = queue_depth(sqs, dlq_url)
-    items = list(scan_items(dynamodb, table_name, ["status", "renewal_count", "renewed_at", "closed_at"]))
+    items = list(scan_items(dynamodb, table_name, ["status", "renewal_count", "renewed_at", "closed_at", "job_type"]))
     if cloudwatch is None:
         return Status(
             at=now,
@@ -201,6 +212,7 @@ def collect_status(
             leases=lease_counts(items),
             oldest_message_age_s=None,
             last_hour=last_hour_from_table(items, now),
+            waiting=waiting_counts(items),
             notes=[
                 "offline: no CloudWatch data; lapses and the oldest message's age are not available",
                 "offline: renewals are the whole counts of leases renewed in the last hour",
@@ -215,4 +227,5 @@ def collect_status(
         leases=lease_counts(items),
         oldest_message_age_s=oldest,
         last_hour=last_hour,
+        waiting=waiting_counts(items),
     )

@@ -1,9 +1,13 @@
 """The processor's local resources, created once, by one function, for every local use.
 
-`create_resources` makes the jobs queue with its DLQ and redrive, the Spark token queue, the lease
-table and the state machine, from the same `Settings` as the functions and the same workflow builder
-as the stack. It takes ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`,
-`chaos`, `serve`) and the functional tests (moto in-process) build exactly the same things.
+`create_resources` makes the jobs queue with its DLQ and redrive (a backstop: `maxReceiveCount` is
+`Settings.redrive_max_receives`, far above what attempts and waiting for a slot use), the Spark token
+queue, the lease table and the state machine, from the same `Settings` as the functions and the same
+workflow builder as the stack. No waiting queues: offline, a message whose type is full waits in
+flight on the jobs queue only (parking gives it a new message id, which local runs would have to
+follow; the stack's waiting queues are for backfills beyond the admission horizon). It takes
+ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`) and
+the functional tests (moto in-process) build exactly the same things.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ DLQ = "jobs-dlq"
 TOKEN_QUEUE = "spark-tokens"
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
+QUEUE_RETENTION_S = 4 * 86_400
+"""SQS's default retention, the stack's too (`infra.constants.QUEUE_RETENTION`)."""
 DEFAULT_QUEUE_VT_S = 30
 """The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 SPARK_TASK_TIMEOUT_S = 6 * 3_600
@@ -68,14 +74,11 @@ def create_resources(
     dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
+    redrive = json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(QUEUE_RETENTION_S)}
+    )
     queue_url = sqs.create_queue(
-        QueueName=QUEUE,
-        Attributes={
-            "VisibilityTimeout": str(queue_vt),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
-            ),
-        },
+        QueueName=QUEUE, Attributes={"VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive}
     )["QueueUrl"]
     token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
     stream: dict[str, Any] = (

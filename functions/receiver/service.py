@@ -61,7 +61,7 @@ from functions.execution import (
 )
 from functions.lease import Acquired, Lease, LeaseStatus, LeaseStore, Lock, job_lock_key
 from functions.lease.types import Attempt
-from functions.observability import MetricName, MetricsSink, logger
+from functions.observability import MetricName, MetricsSink, logger, type_metric
 from functions.policies import RenewalPolicy
 from functions.receiver.dlq import send_exhausted_to_dlq, send_to_dlq
 from functions.receiver.models import BadInput, Job, parse_message
@@ -440,6 +440,9 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
             return admission.wait_or_park(
                 rx, delivery, job, limit, replacing=replacing, history=history, since=since, order=order
             )
+        if waiting is not None or delivery.carried.waiting_since is not None:
+            waited = max(0.0, rx.clock.now() - since)
+            type_metric(rx.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, job.type)
     blank = Lease(
         message_id=delivery.message_id,
         queue_url=rx.queue_of(delivery),

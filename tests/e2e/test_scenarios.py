@@ -47,8 +47,9 @@ def test_failing_job_walked_to_dlq_after_max_receives(run: Runner) -> None:
     job = result.report["jobs"]["bad"]
     assert result.report["ok"] is True, result.violations
     assert job["final"] == "dlq"
-    assert job["executions"] == job["deliveries"] == job["released"] == 3, "one execution per receive, each released"
-    assert job["dlq_error"] == "WaitJobFailed: the wait job was asked to fail"
+    assert job["executions"] == job["released"] == 3, "one execution per attempt, each released"
+    assert job["deliveries"] == 4, "the receive after the third failed attempt sends it to the DLQ"
+    assert job["dlq_error"] == "AttemptsExhausted: WaitJobFailed: the wait job was asked to fail"
     assert [e.status for e in result.tracks["bad"].executions] == ["FAILED"] * 3
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -19,6 +20,7 @@ from moto import mock_aws
 from functions import aws
 from functions.clock import Clock, SystemClock
 from functions.extender.service import Extender, renew_due
+from functions.jobs import JobCatalog
 from functions.lease import Lease, LeaseStore, table_definition
 from functions.policies import build_policy
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
@@ -283,8 +285,10 @@ class OffsetClock(SystemClock):
         return super().now() + self.offset_s
 
 
-@pytest.fixture
-def flow() -> Iterator[Flow]:
+@contextlib.contextmanager
+def flow_on_moto(catalog: JobCatalog | None = None, **overrides: Any) -> Iterator[Flow]:
+    """A `Flow` on moto: `FLOW_SETTINGS` with `overrides`, the workflow and receiver of `catalog` (the
+    built-in job types when None)."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sqs, dynamodb, stepfunctions = aws.sqs(), aws.dynamodb(), aws.stepfunctions()
         # The offline runtime's own builder, with the queue's VT at SQS's default (the mapping's receives).
@@ -292,8 +296,9 @@ def flow() -> Iterator[Flow]:
             sqs,
             dynamodb,
             stepfunctions,
-            Settings.load(FLOW_SETTINGS),
+            Settings.load({**FLOW_SETTINGS, **overrides}),
             spark_heartbeat_s=FLOW_SPARK_HEARTBEAT_S,
+            catalog=catalog,
             queue_visibility_timeout_s=30,
         )
         settings, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
@@ -311,14 +316,23 @@ def flow() -> Iterator[Flow]:
             stepfunctions=stepfunctions,
             clock=clock,
             rng=random.Random(7),
+            **({"catalog": catalog} if catalog is not None else {}),
         )
         flow = Flow(harness, settings, dlq_url, receiver, harness.extender(settings, clock))
-        yield flow
-        # Stop what still runs, or its engine thread outlives the mock and calls real AWS endpoints.
-        for execution in flow.executions():
-            if execution["status"] == "RUNNING":
-                flow.abort(execution["executionArn"])
-        executor.shutdown(wait=True)
+        try:
+            yield flow
+        finally:
+            # Stop what still runs, or its engine thread outlives the mock and calls real AWS endpoints.
+            for execution in flow.executions():
+                if execution["status"] == "RUNNING":
+                    flow.abort(execution["executionArn"])
+            executor.shutdown(wait=True)
+
+
+@pytest.fixture
+def flow() -> Iterator[Flow]:
+    with flow_on_moto() as built:
+        yield built
 
 
 def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> ModuleType:

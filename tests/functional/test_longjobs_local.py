@@ -145,6 +145,8 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
     local.put_lease("m3", status=LeaseStatus.LOST, now=now - 600, closed_at=now - 300)
     local.put_lease("m4", status=LeaseStatus.LOST, now=now - 9_000, closed_at=now - 8_000)
     local.put_lease("m5", status=LeaseStatus.SUCCEEDED, now=now - 50, closed_at=now - 10)
+    for waiting, job_type in (("w1", "backfill"), ("w2", "backfill"), ("w3", "wait")):
+        local.put_lease(waiting, status=LeaseStatus.WAITING, now=now - 30, job_type=job_type, waiting_order=now - 30)
 
     result = run(capsys, "--endpoint-url", endpoint, "status", "--json")
 
@@ -152,7 +154,16 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
     data = result.json()
     assert data["queue"] == {"visible": 2, "in_flight": 1, "delayed": 0, "total": 3}
     assert data["dlq"]["total"] == 1
-    assert data["leases"] == {"ACTIVE": 2, "SUCCEEDED": 1, "RELEASED": 0, "CAPPED": 0, "LOST": 2, "REJECTED": 0}
+    assert data["leases"] == {
+        "ACTIVE": 2,
+        "SUCCEEDED": 1,
+        "RELEASED": 0,
+        "CAPPED": 0,
+        "LOST": 2,
+        "REJECTED": 0,
+        "WAITING": 3,
+    }
+    assert data["waiting"] == {"backfill": 2, "wait": 1}, "waiting for a slot, by job type"
     assert data["source"] == "lease table"
     assert data["last_hour"] == {"renewals": 3, "lapses": None, "leases_lost": 1}
     assert data["oldest_message_age_s"] is None

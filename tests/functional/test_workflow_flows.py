@@ -51,8 +51,9 @@ def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flo
 
 def test_failing_job_released_retried_with_new_executions_then_dead_lettered(flow: Flow) -> None:
     message_id = flow.send_job("always-fails", seconds=0, fail=True)
-    max_receives = flow.settings.max_receive_count
-    for attempt in range(1, max_receives + 1):
+    max_attempts = flow.settings.effective_max_attempts
+    assert max_attempts == flow.settings.max_receive_count, "the default: old settings keep their meaning"
+    for attempt in range(1, max_attempts + 1):
         assert flow.deliver() == {message_id: Outcome.STARTED}, f"attempt {attempt}"
         lease = flow.lease(message_id)
         assert lease.receive_count == attempt
@@ -63,11 +64,13 @@ def test_failing_job_released_retried_with_new_executions_then_dead_lettered(flo
         assert released.status is LeaseStatus.RELEASED
         assert json.loads(released.last_error or "{}")["Error"] == "WaitJobFailed"
 
-    assert flow.deliver() == {}, "past max receives SQS moves the message to the DLQ instead"
+    assert flow.deliver() == {message_id: Outcome.DEAD_LETTERED}, "the processor counts attempts, not SQS"
     [dead] = flow.dlq_messages()
     assert json.loads(dead["Body"])["job_id"] == "always-fails"
+    assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "AttemptsExhausted"
+    assert len(json.loads(dead["MessageAttributes"]["Attempts"]["StringValue"])) == max_attempts
     names = sorted(execution["name"] for execution in flow.executions())
-    assert names == [f"{message_id}-{n}" for n in range(1, max_receives + 1)]
+    assert names == [f"{message_id}-{n}" for n in range(1, max_attempts + 1)]
 
 
 def status_change_event(

@@ -319,8 +319,8 @@ def test_parse_fuzz_json_objects_never_raise_anything_but_bad_input(data: dict[s
         assert bad.error_type in vars(ErrorType).values()
 
 
-def test_release_delay_grows_with_receive_count_up_to_the_cap() -> None:
-    settings = Settings(release_delay_base_s=10, release_delay_cap_s=300)
+def test_release_delay_grows_with_attempt_up_to_the_cap() -> None:
+    settings = Settings(release_delay_base_s=10, release_delay_cap_s=300, max_attempts=10)
     rng = random.Random(3)
     delays = [[release_delay_s(n, settings, rng) for _ in range(50)] for n in range(1, 8)]
     for n, samples in enumerate(delays, start=1):
@@ -328,7 +328,14 @@ def test_release_delay_grows_with_receive_count_up_to_the_cap() -> None:
         assert all(ceiling / 2 - 1 <= d <= ceiling for d in samples), (n, samples)
     assert max(delays[0]) < min(delays[3]), "the fourth receive waits longer than the first"
     assert len(set(delays[6])) > 1, "jittered"
-    assert release_delay_s(1000, settings, rng) <= 300
+    assert release_delay_s(9, settings, rng) <= 300
+
+
+def test_release_delay_of_the_last_attempt_is_zero_its_next_receive_sends_it_to_the_dlq() -> None:
+    rng = random.Random(3)
+    assert release_delay_s(3, Settings(release_delay_base_s=10, max_attempts=3), rng) == 0
+    assert release_delay_s(2, Settings(release_delay_base_s=10, max_receive_count=2), rng) == 0, "the default"
+    assert release_delay_s(2, Settings(release_delay_base_s=10, max_attempts=3), rng) > 0
 
 
 def test_wait_delay_for_a_running_job_id_doubles_up_to_sqs_delay_limit() -> None:
@@ -351,4 +358,6 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.FANNED_OUT,
         Outcome.ALREADY_SUCCEEDED,
         Outcome.WAITING,
+        Outcome.PARKED,  # a copy is in the type's waiting queue
+        Outcome.DEAD_LETTERED,  # a copy is in the DLQ
     }

@@ -1,0 +1,260 @@
+"""Admission on moto: a full type defers without an attempt, every end of an execution returns its slot,
+a slot whose holder never started is recovered, and used-up attempts go to the DLQ with their history.
+
+The type `limited` is the built-in `wait` runner with `max_concurrency` 1: one execution at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from functions.admission import slot_key
+from functions.execution import execution_arn, execution_name
+from functions.extender.reconcile import reconcile
+from functions.jobs import BUILTIN_TYPES, JobCatalog
+from functions.lease import LeaseStatus
+from functions.lease.lock import Lock
+from functions.receiver.admission import AdmitReport, admit_all, claim
+from functions.receiver.dlq import EXHAUSTED
+from functions.receiver.service import Outcome, receive
+from functions.watcher.models import ExecutionStatusChange
+from functions.watcher.service import Watcher, WatchOutcome, on_status_change
+from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, flow_on_moto
+
+LIMITED = "limited"
+SLOT = slot_key(LIMITED, 0)
+CATALOG = JobCatalog(
+    [
+        *BUILTIN_TYPES,
+        next(t for t in BUILTIN_TYPES if t.name == "wait").model_copy(
+            update={"name": LIMITED, "max_concurrency": 1, "description": "one at a time"}
+        ),
+    ]
+)
+
+
+@pytest.fixture
+def flow() -> Iterator[Flow]:
+    with flow_on_moto(CATALOG, max_attempts=2) as built:
+        yield built
+
+
+def slot(flow: Flow) -> Lock | None:
+    return flow.receiver.store.locks.get(SLOT)
+
+
+def admit(flow: Flow, *, later_s: float = 0, sweep: bool = False) -> AdmitReport:
+    rx = flow.receiver if not later_s else replace(flow.receiver, clock=OffsetClock(later_s))
+    (report,) = admit_all(rx, sweep=sweep)
+    return report
+
+
+def queued(flow: Flow) -> int:
+    """Messages on the jobs queue, visible or not."""
+    attributes = flow.sqs.get_queue_attributes(
+        QueueUrl=flow.harness.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return sum(int(value) for value in attributes.values())
+
+
+def watcher(flow: Flow) -> Watcher:
+    return Watcher(
+        store=flow.receiver.store,
+        visibility=flow.receiver.visibility,
+        clock=flow.receiver.clock,
+        state_machine_arn=STATE_MACHINE_ARN,
+        admit=lambda name: admit_all(flow.receiver, only=name),
+    )
+
+
+def start_one_and_queue_one(flow: Flow, first: dict[str, Any]) -> tuple[str, str]:
+    """`first` starts and holds the type's one slot; a second message (a 1 s job) then waits for it."""
+    running = flow.send_job("first", LIMITED, **first)
+    assert flow.deliver() == {running: Outcome.STARTED}
+    waiting = flow.send_job("second", LIMITED, seconds=1)
+    assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
+    return running, waiting
+
+
+def assert_admitted_in_place(flow: Flow, report: AdmitReport, message_id: str) -> None:
+    """The waiting message started on the receive that held it: no new receive, one attempt."""
+    assert report.admitted == 1
+    lease = flow.lease(message_id)
+    assert lease.status is LeaseStatus.ACTIVE and lease.receive_count == 1
+    assert lease.slot == SLOT
+    held = slot(flow)
+    assert held is not None and held.held and held.execution_arn == lease.execution_arn
+    assert flow.wait_for_execution(lease.execution_arn or "")["status"] == "SUCCEEDED"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED, "deleted by its workflow"
+
+
+def test_admission_full_type_defers_without_counting_an_attempt(flow: Flow) -> None:
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 20})
+
+    lease = flow.lease(waiting)
+    assert lease.status is LeaseStatus.WAITING
+    assert (lease.execution_arn, lease.attempt, lease.history, lease.slot) == (None, 0, (), None), "no attempt"
+    assert lease.waits == 1 and lease.visible_until - time.time() >= 20, "hidden until about when a slot frees"
+    assert [e["name"] for e in flow.executions()] == [execution_name(running, 1)], "the waiting one did not start"
+    assert flow.harness.visible_messages() == [], "both held: nothing to receive"
+    held = slot(flow)
+    assert held is not None and held.execution_arn == flow.lease(running).execution_arn
+
+
+def test_admission_slot_returned_on_success_then_the_waiting_message_starts(flow: Flow) -> None:
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 1})
+
+    assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
+    freed = slot(flow)
+    assert freed is not None and not freed.held, "the workflow's success path returned the slot"
+    assert freed.released_at is not None and freed.held_for_s is not None, "its holding time: the estimate's data"
+
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_slot_returned_on_failure(flow: Flow) -> None:
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 1, "fail": True})
+
+    assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "FAILED"
+    freed = slot(flow)
+    assert freed is not None and not freed.held, "the workflow's failure path returned the slot"
+    assert flow.lease(running).status is LeaseStatus.RELEASED
+
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_slot_returned_on_abort_by_the_watcher_which_admits_the_next(flow: Flow) -> None:
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 30})
+    arn = flow.lease(running).execution_arn or ""
+    flow.abort(arn)
+    held = slot(flow)
+    assert held is not None and held.held, "an abort skips the workflow's own paths: the slot is still held"
+
+    change = ExecutionStatusChange(
+        executionArn=arn, stateMachineArn=STATE_MACHINE_ARN, name=execution_name(running, 1), status="ABORTED"
+    )
+    assert on_status_change(watcher(flow), change) is WatchOutcome.RELEASED
+
+    assert flow.lease(running).status is LeaseStatus.RELEASED
+    lease = flow.lease(waiting)
+    assert lease.status is LeaseStatus.ACTIVE and lease.slot == SLOT, "the watcher admitted the waiting one"
+    assert flow.wait_for_execution(lease.execution_arn or "")["status"] == "SUCCEEDED"
+
+
+def test_admission_slot_returned_when_reconciliation_finds_the_execution_dead(flow: Flow) -> None:
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 30})
+    flow.abort(flow.lease(running).execution_arn or "")  # and its status event is lost
+
+    report = reconcile(flow.later(), deadline=time.time() + 90)  # the later clock reads the deadline
+
+    assert report.released == 1
+    freed = slot(flow)
+    assert freed is not None and not freed.held
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_slot_of_a_crash_between_taking_it_and_starting_is_recovered(flow: Flow) -> None:
+    """The receiver took the slot for its attempt, then died before any lease named it: no execution will
+    ever release it. The extender's sweep frees it once the attempt can no longer start (the grace)."""
+    rx = flow.receiver
+    ghost = execution_arn(STATE_MACHINE_ARN, execution_name("crashed-message", 1))
+    assert claim(rx, LIMITED, 1, message_id="crashed-message", order=time.time(), arn=ghost) == SLOT
+    waiting = flow.send_job("second", LIMITED, seconds=1)
+    assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
+
+    early = admit(flow, sweep=True)
+    assert (early.freed, early.admitted) == (0, 0), "within the grace its start may still land: kept"
+
+    late = admit(flow, later_s=flow.settings.reconcile_grace_s + 1, sweep=True)
+    assert late.freed == 1
+    assert late.admitted == 1
+    assert flow.lease(waiting).slot == SLOT
+
+
+class FailingAfterSlotWrite:
+    """A DynamoDB client whose first put of a slot item lands, then answers 500 (a 5xx after success)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        answer = self._client.put_item(**kwargs)
+        if kwargs["Item"]["pk"]["S"].startswith("slot#") and not self.failed:
+            self.failed += 1
+            error = {"Error": {"Code": "InternalServerError", "Message": "We encountered an internal error."}}
+            raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "PutItem")
+        return answer
+
+
+def test_admission_slot_write_answered_500_after_it_landed_is_recovered(flow: Flow) -> None:
+    store = flow.receiver.store
+    flaky = FailingAfterSlotWrite(store._client)
+    rx = replace(flow.receiver, store=replace_client(store, flaky))
+    message_id = flow.send_job("only", LIMITED, seconds=1)
+    (delivery,) = flow.receive_batch()
+
+    with pytest.raises(ClientError):
+        receive(rx, delivery)  # the record fails: nothing deleted, the message comes back
+    assert flaky.failed == 1
+    held = slot(flow)
+    assert held is not None and held.held and flow.receiver.store.get(message_id) is None, "held, by no lease"
+
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+    )
+    assert flow.deliver() == {message_id: Outcome.WAITING_FOR_SLOT}, "its own ghost fills the type"
+    late = admit(flow, later_s=flow.settings.reconcile_grace_s + 1, sweep=True)
+    assert (late.freed, late.admitted) == (1, 1)
+    lease = flow.lease(message_id)
+    assert lease.receive_count == 2 and lease.history == (), "the failed write was no attempt"
+    assert flow.wait_for_execution(lease.execution_arn or "")["status"] == "SUCCEEDED"
+
+
+def replace_client(store: Any, client: Any) -> Any:
+    from functions.lease import LeaseStore
+
+    return LeaseStore(client, store._table, shards=store._shards, closed_ttl_s=store._closed_ttl_s)
+
+
+def test_admission_slot_take_repeated_by_one_execution_holds_one_slot(flow: Flow) -> None:
+    locks = flow.receiver.store.locks
+    now = time.time()
+    for _ in range(2):
+        assert locks.take(SLOT, holder="m", execution_arn="arn:x", now=now, hold_until=now + 60)
+    assert not locks.take(SLOT, holder="n", execution_arn="arn:y", now=now, hold_until=now + 60)
+    held = slot(flow)
+    assert held is not None and held.execution_arn == "arn:x"
+
+
+def test_attempts_used_up_go_to_the_dlq_with_their_history(flow: Flow) -> None:
+    message_id = flow.send_job("bad", LIMITED, seconds=1, fail=True)
+    for attempt in (1, 2):
+        assert flow.deliver(wait_s=5) == {message_id: Outcome.STARTED}
+        assert flow.wait_for_execution(flow.lease(message_id).execution_arn or "")["status"] == "FAILED"
+        freed = slot(flow)
+        assert freed is not None and not freed.held, f"attempt {attempt} returned its slot"
+
+    assert flow.deliver(wait_s=5) == {message_id: Outcome.DEAD_LETTERED}
+
+    (dead,) = flow.dlq_messages()
+    attributes = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
+    assert attributes["ErrorType"] == EXHAUSTED
+    assert attributes["ErrorMessage"] == "WaitJobFailed: the wait job was asked to fail"
+    history = json.loads(attributes["Attempts"])
+    assert [(entry["attempt"], entry["outcome"]) for entry in history] == [(1, "RELEASED"), (2, "RELEASED")]
+    assert all("asked to fail" in entry["error"] for entry in history)
+    assert attributes["OriginalMessageId"] == message_id
+    assert flow.lease(message_id).status is LeaseStatus.REJECTED
+    assert queued(flow) == 0, "deleted from the jobs queue once the DLQ had it"

@@ -1,0 +1,245 @@
+"""Admission's pure parts: a type's slots as read (accounting), taking one, and the delay estimate, on a
+fake clock."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from functions.admission import (
+    Slots,
+    TypeSlots,
+    expected_start_s,
+    in_flight_target,
+    mean_duration_s,
+    slot_key,
+    slot_type,
+    waiting_delay_s,
+)
+from functions.admission.estimate import DELAY_STRETCH
+from functions.clock import FakeClock
+from functions.lease.lock import Lock
+
+TYPE = "backfill"
+
+
+def held(index: int, arn: str, acquired_at: float, *, last: float | None = None) -> Lock:
+    return Lock(slot_key(TYPE, index), arn, arn, acquired_at, held=True, last_duration_s=last)
+
+
+def freed(index: int, acquired_at: float, released_at: float, *, last: float | None = None) -> Lock:
+    return Lock(
+        slot_key(TYPE, index), "m", "arn:old", acquired_at, held=False, released_at=released_at, last_duration_s=last
+    )
+
+
+def reading(limit: int, *locks: Lock, at: float) -> TypeSlots:
+    return TypeSlots(TYPE, limit, {lock.key: lock for lock in locks}, at)
+
+
+class FakeLocks:
+    """The conditional take of `functions.lease.lock.Locks`, in memory: a take succeeds on a free (or
+    absent) slot or one already naming the same execution, as the condition expression says."""
+
+    def __init__(self, items: dict[str, Lock] | None = None) -> None:
+        self.items = dict(items or {})
+        self.takes: list[str] = []
+
+    def take(self, key: str, *, holder: str, execution_arn: str, now: float, **_: Any) -> bool:
+        self.takes.append(key)
+        found = self.items.get(key)
+        if found is not None and found.held and found.execution_arn != execution_arn:
+            return False
+        self.items[key] = Lock(key, holder, execution_arn, now, held=True)
+        return True
+
+    def release(self, key: str, execution_arn: str, *, now: float) -> bool:
+        found = self.items.get(key)
+        if found is None or not found.held or found.execution_arn != execution_arn:
+            return False
+        self.items[key] = Lock(key, found.holder, execution_arn, found.acquired_at, held=False, released_at=now)
+        return True
+
+
+# -- keys -------------------------------------------------------------------------------------------
+
+
+def test_slot_key_round_trips_a_type_name_with_hashes() -> None:
+    assert slot_type(slot_key("a#b", 3)) == "a#b"
+    assert slot_type("job#x") is None
+    assert slot_type("slot#x#y") is None, "the index must be a number"
+
+
+# -- accounting ---------------------------------------------------------------------------------------
+
+
+def test_type_slots_count_held_free_and_absent_items() -> None:
+    clock = FakeClock()
+    now = clock.now()
+    state = reading(4, held(0, "arn:a", now - 30), freed(1, now - 100, now - 10), at=now)
+
+    assert state.used == 1
+    assert state.free_keys == [slot_key(TYPE, 1), slot_key(TYPE, 2), slot_key(TYPE, 3)], "never used = free"
+    assert state.holding_of("arn:a") == slot_key(TYPE, 0)
+    assert state.holding_of("arn:b") is None
+    clock.advance(20)
+    assert state.ages(clock.now()) == [50.0]
+
+
+def test_type_slots_ignore_items_beyond_a_lowered_limit() -> None:
+    now = FakeClock().now()
+    state = reading(2, held(0, "arn:a", now), held(5, "arn:z", now), at=now)
+
+    assert state.used == 1, "slot 5 is not one of the two slots any more"
+    assert state.free_keys == [slot_key(TYPE, 1)]
+
+
+def test_type_slots_durations_are_the_last_holding_else_the_one_before() -> None:
+    now = FakeClock().now()
+    state = reading(
+        3, freed(0, now - 100, now - 40), held(1, "arn:b", now - 5, last=300.0), held(2, "arn:c", now), at=now
+    )
+
+    assert sorted(state.durations()) == [60.0, 300.0], "slot 2 has no ended holding yet"
+
+
+def test_slots_take_a_free_slot_and_account_for_it() -> None:
+    clock = FakeClock()
+    now = clock.now()
+    locks = FakeLocks({slot_key(TYPE, 0): held(0, "arn:a", now)})
+    slots = Slots(locks)  # type: ignore[arg-type]
+    state = reading(2, *locks.items.values(), at=now)
+
+    taken = slots.take(state, holder="m", execution_arn="arn:b", now=now, hold_until=now + 60, rng=random.Random(1))
+
+    assert taken is not None
+    key, after = taken
+    assert key == slot_key(TYPE, 1)
+    assert after.used == 2 and after.free_keys == []
+    assert locks.items[key].execution_arn == "arn:b"
+
+
+def test_slots_take_twice_for_one_execution_holds_one_slot() -> None:
+    """A take repeated (a retried receive, a write that ran twice) finds the slot it holds: no second slot."""
+    now = FakeClock().now()
+    locks = FakeLocks()
+    slots = Slots(locks)  # type: ignore[arg-type]
+    state = reading(3, at=now)
+    first = slots.take(state, holder="m", execution_arn="arn:x", now=now, hold_until=now + 60, rng=random.Random(1))
+    assert first is not None
+    again = slots.take(first[1], holder="m", execution_arn="arn:x", now=now, hold_until=now + 60, rng=random.Random(2))
+
+    assert again is not None and again[0] == first[0]
+    assert len(locks.takes) == 1, "the second take found its holding in the reading and wrote nothing"
+    assert again[1].used == 1
+
+
+def test_slots_take_gives_up_when_others_won_every_free_slot() -> None:
+    """Between the reading and the write other takers won the slots: the conditional writes fail, and the
+    caller is told the type is full (None), never a slot it does not hold."""
+    now = FakeClock().now()
+    locks = FakeLocks({slot_key(TYPE, i): held(i, f"arn:other{i}", now) for i in range(2)})
+    slots = Slots(locks)  # type: ignore[arg-type]
+    stale_reading = reading(2, at=now - 1)  # read when both were free
+
+    assert (
+        slots.take(
+            stale_reading, holder="m", execution_arn="arn:me", now=now, hold_until=now + 60, rng=random.Random(1)
+        )
+        is None
+    )
+    assert sorted(locks.takes) == [slot_key(TYPE, 0), slot_key(TYPE, 1)]
+    assert all(lock.execution_arn.startswith("arn:other") for lock in locks.items.values())
+
+
+def test_slots_release_only_frees_the_named_holder() -> None:
+    now = FakeClock().now()
+    locks = FakeLocks({slot_key(TYPE, 0): held(0, "arn:new", now)})
+    slots = Slots(locks)  # type: ignore[arg-type]
+
+    assert slots.release(slot_key(TYPE, 0), "arn:old", now=now) is False, "a late release of an older holder"
+    assert locks.items[slot_key(TYPE, 0)].held
+    assert slots.release(slot_key(TYPE, 0), "arn:new", now=now + 5) is True
+    assert slots.release(slot_key(TYPE, 0), "arn:new", now=now + 6) is False, "released at most once"
+    assert locks.items[slot_key(TYPE, 0)].held_for_s == 5.0
+
+
+# -- the estimate -------------------------------------------------------------------------------------
+
+
+def test_mean_duration_is_unknown_before_any_holding_ended() -> None:
+    now = FakeClock().now()
+    assert mean_duration_s(reading(2, held(0, "arn:a", now - 10), at=now), now) is None
+
+
+def test_mean_duration_counts_running_ages_until_every_slot_has_a_duration() -> None:
+    """The first holdings to end are the short ones: until each slot has ended one, the running holders'
+    ages count too (time on test over the endings), so the mean is not biased short."""
+    now = FakeClock().now()
+    partial = reading(2, freed(0, now - 70, now - 60), held(1, "arn:b", now - 240), at=now)
+    full = reading(2, freed(0, now - 70, now - 60), freed(1, now - 50, now - 20), at=now)
+
+    assert mean_duration_s(partial, now) == pytest.approx((10 + 240) / 1)
+    assert mean_duration_s(full, now) == pytest.approx((10 + 30) / 2)
+
+
+def test_expected_start_is_now_for_a_free_slot_then_one_slot_per_mean_over_n() -> None:
+    now = FakeClock().now()
+    # 4 slots, 3 held, every slot's last holding 600 s: a slot frees every 150 s on average.
+    state = reading(
+        4,
+        held(0, "arn:a", now - 100, last=600.0),
+        held(1, "arn:b", now - 200, last=600.0),
+        held(2, "arn:c", now - 300, last=600.0),
+        freed(3, now - 700, now - 100),
+        at=now,
+    )
+
+    assert expected_start_s(state, now, 0) == 0.0, "one slot free: the first in line starts now"
+    assert expected_start_s(state, now, 1) == pytest.approx(150.0)
+    assert expected_start_s(state, now, 4) == pytest.approx(600.0)
+
+
+def test_expected_start_is_unknown_past_the_free_slots_without_a_mean() -> None:
+    now = FakeClock().now()
+    state = reading(2, held(0, "arn:a", now), at=now)
+
+    assert expected_start_s(state, now, 0) == 0.0
+    assert expected_start_s(state, now, 1) is None
+
+
+def test_in_flight_target_is_what_the_horizon_can_start() -> None:
+    now = FakeClock().now()
+    state = reading(2, freed(0, now - 700, now - 100), held(1, "arn:b", now - 10, last=600.0), at=now)
+
+    # a slot frees every 300 s, one is free now: 1 + 3600 * 2 / 600 within an hour
+    assert in_flight_target(state, now, 3_600) == 1 + 12
+    assert in_flight_target(reading(3, at=now), now, 3_600) == 6, "no mean yet: one per slot, plus the free"
+
+
+def test_waiting_delay_stretches_the_estimate_and_adds_the_admitters_period() -> None:
+    rng = random.Random(3)
+    delays = [waiting_delay_s(600.0, waits=0, base_s=30, cap_s=10_000, slack_s=60, rng=rng) for _ in range(200)]
+
+    low, high = DELAY_STRETCH
+    assert min(delays) >= 600 * low + 60
+    assert max(delays) <= 600 * high + 60 + 1
+    assert len(set(delays)) > 50, "jittered: waiters with one estimate do not all return at once"
+
+
+def test_waiting_delay_doubles_with_each_wait_up_to_the_cap() -> None:
+    rng = random.Random(4)
+    floors = [waiting_delay_s(0.0, waits=w, base_s=30, cap_s=7_260, slack_s=0, rng=rng) for w in range(12)]
+
+    assert floors[:4] == [30, 60, 120, 240], "an estimate of 0 that keeps failing: the floor doubles"
+    assert floors[-1] == 7_260 and max(floors) == 7_260
+
+
+def test_waiting_delay_without_an_estimate_is_the_floor_jittered() -> None:
+    rng = random.Random(5)
+    delays = {waiting_delay_s(None, waits=1, base_s=30, cap_s=7_260, slack_s=60, rng=rng) for _ in range(50)}
+
+    assert min(delays) >= 60 and max(delays) <= 75
+    assert all(delay >= 1 for delay in delays)
