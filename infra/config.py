@@ -23,7 +23,16 @@ from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
 from infra.constants import EXTENDER_PERIOD, LOG_RETENTION
 
 RESOURCE_FIELDS = frozenset(
-    {"table_name", "queue_url", "dlq_url", "state_machine_arn", "curated_uri", "quarantine_uri", "raw_uri"}
+    {
+        "table_name",
+        "queue_url",
+        "dlq_url",
+        "state_machine_arn",
+        "curated_uri",
+        "quarantine_uri",
+        "raw_uri",
+        "waiting_queues",
+    }
 )
 """Engine settings the stack fills in from the resources it creates: not context settings."""
 FIXED_FIELDS = frozenset({"extender_period_s", "receiver_timeout_s"})

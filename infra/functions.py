@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -22,7 +23,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from functions.jobs import JobCatalog
-from functions.lease.schema import DUE_INDEX, RECONCILE_INDEX
+from functions.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
 from infra.config import StackConfig
 from infra.constants import (
     EXTENDER_PERIOD,
@@ -42,6 +43,8 @@ from infra.nag import acknowledge, rendered
 
 WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
 """Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
+ADMISSION_STATUSES = ["SUCCEEDED"]
+"""Watched too when a job type has a concurrency limit: every end frees a slot to admit a waiting message into."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Resources:
     curated_uri: str
     quarantine_uri: str
     raw_uri: str
+    waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)
+    """Each limited job type's waiting queue (admission)."""
 
 
 class LongJobFunctions(Construct):
@@ -89,6 +94,12 @@ class LongJobFunctions(Construct):
             or cdk.CfnDynamicReference(cdk.CfnDynamicReferenceService.SSM, POWERTOOLS_LAYER_PARAMETER).to_string(),
         )
         engine_env = config.engine_environment()
+        limited = bool(catalog.limited())
+        waiting_arns = [queue.queue_arn for queue in res.waiting.values()]
+        if res.waiting:
+            engine_env["WAITING_QUEUES"] = cdk.Stack.of(self).to_json_string(
+                {name: queue.queue_url for name, queue in sorted(res.waiting.items())}
+            )
         # Executions of this state machine: `...:execution:<state machine name>:<execution name>`.
         execution_arns = cdk.Stack.of(self).format_arn(
             service="states",
@@ -128,6 +139,16 @@ class LongJobFunctions(Construct):
                 _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
                 _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
                 _allow("states:DescribeExecution", on=[execution_arns]),
+                # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
+                *(
+                    [
+                        _allow("sqs:SendMessage", "sqs:GetQueueAttributes", on=waiting_arns),
+                        _allow("dynamodb:BatchGetItem", on=[res.table.table_arn]),
+                        _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{WAITING_INDEX}"]),
+                    ]
+                    if limited
+                    else []
+                ),
             ],
         )
         self.receiver.add_event_source(
@@ -144,7 +165,16 @@ class LongJobFunctions(Construct):
             handler=HANDLERS["extender"],
             timeout=EXTENDER_TIMEOUT,
             memory_mb=infra.lambda_memory_mb,
-            environment={**engine_env, "TABLE_NAME": res.table.table_name, "QUEUE_URL": res.queue.queue_url},
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "QUEUE_URL": res.queue.queue_url,
+                **(
+                    {"DLQ_URL": res.dlq.queue_url, "STATE_MACHINE_ARN": res.state_machine.state_machine_arn}
+                    if limited
+                    else {}
+                ),
+            },
             reserved_concurrency=1,  # two overlapping runs would only race on the same leases
             statements=[
                 _allow(
@@ -163,6 +193,7 @@ class LongJobFunctions(Construct):
                 ),  # UpdateItem: also transactions
                 # StopExecution: a lease that can no longer be held has its execution stopped first (invariant 8).
                 _allow("states:DescribeExecution", "states:StopExecution", on=[execution_arns]),
+                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
             ],
         )
         # A run that could not start within two periods (throttled behind a long sub-minute run) is
@@ -199,10 +230,12 @@ class LongJobFunctions(Construct):
                 **engine_env,
                 "TABLE_NAME": res.table.table_name,
                 "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+                **({"QUEUE_URL": res.queue.queue_url, "DLQ_URL": res.dlq.queue_url} if limited else {}),
             },
             statements=[
                 _allow("sqs:ChangeMessageVisibility", on=[res.queue.queue_arn]),
                 _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
             ],
         )
         self.watcher_rule = events.Rule(
@@ -212,7 +245,10 @@ class LongJobFunctions(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
-                detail={"status": WATCHED_STATUSES, "stateMachineArn": [res.state_machine.state_machine_arn]},
+                detail={
+                    "status": WATCHED_STATUSES + (ADMISSION_STATUSES if limited else []),
+                    "stateMachineArn": [res.state_machine.state_machine_arn],
+                },
             ),
             targets=[
                 events_targets.LambdaFunction(self.watcher, retry_attempts=8, max_event_age=cdk.Duration.hours(2))
@@ -232,6 +268,31 @@ class LongJobFunctions(Construct):
             "CDK's scheduler target grant: lambda:InvokeFunction on the extender and its versions only.",
             findings=("Resource::" + rendered(self, f"{self.extender.function_arn}:*"),),
         )
+
+    @staticmethod
+    def _admission_statements(
+        res: Resources, execution_arns: str, waiting_arns: list[str]
+    ) -> list[iam.PolicyStatement]:
+        """What an admission pass calls (`functions.receiver.admission.admit_all`, in the extender and the
+        watcher): it starts a waiting message's attempt in place (its lease, slot and job lock, the first
+        visibility change, the start), frees slots of dead holders, unparks from the waiting queues, and
+        sends a message whose attempts are used up to the DLQ."""
+        table = res.table.table_arn
+        return [
+            _allow("sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", on=[res.queue.queue_arn]),
+            _allow(
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:GetQueueAttributes",
+                on=waiting_arns,
+            ),
+            _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
+            _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem", on=[table]),
+            _allow("dynamodb:Query", on=[f"{table}/index/{WAITING_INDEX}"]),
+            _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
+            _allow("states:DescribeExecution", on=[execution_arns]),
+        ]
 
     def _function(
         self,

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from functions.observability import MetricName
+from functions.observability import TYPE_DIMENSION, MetricName
 from infra.constants import METRICS_NAMESPACE, SERVICE_NAME
 
 PERIOD = cdk.Duration.minutes(5)
@@ -35,6 +35,7 @@ class Watched:
     watcher: lambda_.IFunction
     state_machine: sfn.IStateMachine
     glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
+    waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)  # each limited type's waiting queue
 
 
 def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
@@ -46,6 +47,38 @@ def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None
         statistic=statistic,
         period=PERIOD,
         label=label or name,
+    )
+
+
+def type_metric(name: str, job_type: str, *, statistic: str = cw.Stats.MAXIMUM) -> cw.Metric:
+    """An admission metric of one job type (`functions.observability.type_metric`: the `job_type` dimension)."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME, TYPE_DIMENSION: job_type},
+        statistic=statistic,
+        period=PERIOD,
+        label=f"{name} ({statistic.lower()})",
+    )
+
+
+def admission_graph(job_type: str, waiting: sqs.IQueue) -> cw.GraphWidget:
+    """A limited type: slots in use, messages waiting in flight and parked (ours and SQS's count of the
+    waiting queue); on the right, how long admitted messages waited for their slot."""
+    return _graph(
+        f"Admission: {job_type}",
+        [
+            type_metric(MetricName.SLOTS_IN_USE, job_type),
+            type_metric(MetricName.WAITING_MESSAGES, job_type),
+            type_metric(MetricName.PARKED_MESSAGES, job_type),
+            waiting.metric_approximate_number_of_messages_visible(
+                period=PERIOD, statistic="Maximum", label="waiting queue: visible"
+            ),
+        ],
+        right=[
+            type_metric(MetricName.ADMISSION_DELAY, job_type, statistic="p90"),
+            type_metric(MetricName.ADMISSION_DELAY, job_type),
+        ],
     )
 
 
@@ -245,6 +278,7 @@ class Monitoring(Construct):
                     )
                 ],
             ),
+            *[admission_graph(name, queue) for name, queue in sorted(w.waiting.items())],
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24, height=4),
         )
 

@@ -50,7 +50,7 @@ from constructs import Construct
 from functions.jobs import JobCatalog, JobType, S3Trigger, load_catalog
 from functions.settings import Settings
 from infra.config import InfraSettings, StackConfig, make_config
-from infra.constants import FEATURE_FLAGS, LOG_RETENTION
+from infra.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
 from infra.functions import LongJobFunctions, Resources
 from infra.job_workflow import DataBuckets, JobWorkflow
 from infra.lease_table import LeaseTable
@@ -103,7 +103,8 @@ class LongJobProcessor(Construct):
             self,
             "Queues",
             visibility_timeout=cdk.Duration.seconds(settings.queue_visibility_timeout_s),
-            max_receive_count=config.engine.max_receive_count,
+            max_receive_count=config.engine.redrive_max_receives(QUEUE_RETENTION.to_seconds()),
+            limited_types=[t.name for t in self.catalog.limited()],
         )
         leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection)
         workflow = JobWorkflow(
@@ -126,6 +127,7 @@ class LongJobProcessor(Construct):
                 dlq=queues.dlq,
                 table=leases.table,
                 state_machine=workflow.state_machine,
+                waiting=queues.waiting,
                 curated_uri=buckets.curated.s3_url_for_object(""),
                 quarantine_uri=buckets.quarantine.s3_url_for_object(""),
                 raw_uri=buckets.raw.s3_url_for_object(""),
@@ -150,6 +152,7 @@ class LongJobProcessor(Construct):
                 watcher=self.functions.watcher,
                 state_machine=workflow.state_machine,
                 glue_jobs=workflow.glue_jobs,
+                waiting=queues.waiting,
             ),
             oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_s or longest_run * 60 + 3_600),
             alarm_email=settings.alarm_email,

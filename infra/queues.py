@@ -1,6 +1,8 @@
-"""The jobs queue and its dead-letter queue."""
+"""The jobs queue, its dead-letter queue, and a waiting queue per job type with a concurrency limit."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_sqs as sqs
@@ -14,11 +16,23 @@ class JobQueues(Construct):
 
     SSE-SQS rather than a KMS key: S3 event notifications can then be delivered without a key policy,
     and no function needs KMS permissions. The DLQ keeps messages 14 days (SQS's maximum), longer than
-    the jobs queue, and takes a message after `max_receive_count` receives.
+    the jobs queue, and takes a message after `max_receive_count` receives: a backstop far above what
+    the processor's own accounting uses (it sends a message to the DLQ itself after `max_attempts`
+    failed attempts; `Settings.redrive_max_receives`).
+
+    Each type of `limited_types` gets a waiting queue (`WaitingQueue<n>`, in the order given), where
+    admission parks the work that cannot run within its horizon; the same encryption, retention and
+    redrive. Only the functions receive from it, never an event source mapping.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, visibility_timeout: cdk.Duration, max_receive_count: int
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        visibility_timeout: cdk.Duration,
+        max_receive_count: int,
+        limited_types: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.dlq = sqs.Queue(
@@ -37,3 +51,15 @@ class JobQueues(Construct):
             retention_period=QUEUE_RETENTION,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
         )
+        self.waiting: dict[str, sqs.Queue] = {
+            name: sqs.Queue(
+                self,
+                f"WaitingQueue{index}",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                visibility_timeout=visibility_timeout,
+                retention_period=QUEUE_RETENTION,
+                dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
+            )
+            for index, name in enumerate(limited_types)
+        }

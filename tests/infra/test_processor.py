@@ -17,6 +17,7 @@ from aws_cdk import aws_sqs as sqs
 
 from app import main as app_main
 from functions.jobs import JobTypeError
+from functions.settings import Settings
 from infra import LongJobProcessor
 from infra.config import ConfigError
 from infra.nag import render_cfn
@@ -138,7 +139,9 @@ def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserSt
     stack, template, _ = user_app
     jobs = stack.jobs
     queue = resource(stack, template, jobs.queue)["Properties"]
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 4
+    # max_attempts defaults to max_receive_count; the redrive is the backstop derived from it
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings(max_receive_count=4).redrive_max_receives(4 * 86_400)
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 116
     assert jobs.dead_letter_queue is not jobs.queue and jobs.table is not None and jobs.dashboard is not None
     mapping = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 4}

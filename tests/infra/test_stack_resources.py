@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from functions.settings import Settings
 from infra.nag import render_cfn
 from tests.infra.conftest import PROD_CONTEXT, Synth
 
@@ -48,8 +49,8 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
     assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dev.logical_id(queues.dlq), "Arn"]},
-        "maxReceiveCount": 5,
-    }
+        "maxReceiveCount": 119,
+    }, "a backstop far above max_attempts 5: 5 x 3 + 1 receives of attempts, 103 of waiting (see the README)"
     assert dlq["MessageRetentionPeriod"] == 14 * DAY_S > queue["MessageRetentionPeriod"]
     for target in (queues.queue, queues.dlq):
         dev.assertions.has_resource_properties(
@@ -73,7 +74,8 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
             },
         )
     prod_queue = prod.resource(prod.part("Queues").queue)["Properties"]
-    assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == int(PROD_CONTEXT["max_receive_count"])
+    prod_attempts = Settings(max_receive_count=int(PROD_CONTEXT["max_receive_count"]))
+    assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == prod_attempts.redrive_max_receives(4 * DAY_S)
 
 
 def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> None:

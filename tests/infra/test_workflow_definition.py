@@ -99,9 +99,10 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
     # close first, then give the message back: no renewal that read the lease earlier can outlive it
     assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"
     assert (
-        states["ReleaseJobLockOnFailure"]["Next"] == "ReleaseMessage"
+        states["ReleaseJobLockOnFailure"]["Next"] == "HoldsSlotOnFailure"
+        and states["ReleaseSlotOnFailure"]["Next"] == "ReleaseMessage"
         and states["ReleaseMessage"]["Next"] == "JobFailed"
-    )
+    ), "the slot is returned before the message is given back"
     assert states["JobFailed"]["Type"] == "Fail"
 
 
@@ -225,15 +226,33 @@ def test_workflow_every_branch_ends_in_the_same_fenced_paths(with_user_types: di
 def test_workflow_releases_the_job_lock_only_when_the_lock_names_this_execution(offline: dict[str, Any]) -> None:
     states = offline["States"]
     assert states["MarkSucceeded"]["Next"] == "ReleaseJobLock"
-    assert states["ReleaseJobLock"]["Next"] == "JobSucceeded"
-    assert states["ReleaseJobLock"]["Catch"][0]["Next"] == "JobSucceeded", "best effort: a stale lock is taken over"
+    assert states["ReleaseJobLock"]["Next"] == "HoldsSlot"
+    assert states["ReleaseJobLock"]["Catch"][0]["Next"] == "HoldsSlot", "best effort: a stale lock is taken over"
     assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"
-    assert states["ReleaseJobLockOnFailure"]["Next"] == "ReleaseMessage"
+    assert states["ReleaseJobLockOnFailure"]["Next"] == "HoldsSlotOnFailure"
     for name in ("ReleaseJobLock", "ReleaseJobLockOnFailure"):
         params = states[name]["Parameters"]
         assert params["Key"] == {"pk": {"S.$": "States.Format('job#{}', $.job.job_id)"}}
         assert params["ConditionExpression"] == "#state = :held AND #execution = :self"
         assert params["ExpressionAttributeValues"][":self"] == {"S.$": "$.self.execution"}
+
+
+def test_workflow_returns_an_admission_slot_only_when_it_names_this_execution(offline: dict[str, Any]) -> None:
+    """Both ends return the slot the execution's input names (a limited type's), conditional on the slot
+    naming this execution, noting when (the holding time is the estimate's data); best effort: a slot
+    left held is freed by the extender's sweep."""
+    states = offline["States"]
+    for suffix, then in (("", "JobSucceeded"), ("OnFailure", "ReleaseMessage")):
+        choice = states[f"HoldsSlot{suffix}"]
+        assert choice["Choices"] == [{"Variable": "$.slot", "IsPresent": True, "Next": f"ReleaseSlot{suffix}"}]
+        assert choice["Default"] == then, "an unlimited type holds no slot"
+        release = states[f"ReleaseSlot{suffix}"]
+        params = release["Parameters"]
+        assert params["Key"] == {"pk": {"S.$": "$.slot"}}
+        assert params["ConditionExpression"] == "#state = :held AND #execution = :self"
+        assert params["ExpressionAttributeValues"][":self"] == {"S.$": "$.self.execution"}
+        assert params["ExpressionAttributeValues"][":now"] == {"S.$": "$$.State.EnteredTime"}
+        assert release["Next"] == then and release["Catch"][0]["Next"] == then
 
 
 def test_workflow_refuses_two_types_with_the_same_state_names() -> None:

@@ -1,0 +1,132 @@
+"""Admission in the stack: a limited job type gets a waiting queue, the functions the permissions and
+settings an admission pass needs, the watcher every end, and the dashboard the type's admission graph."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from functions.settings import Settings
+from infra import LongJobProcessor
+from infra.nag import render_cfn
+
+LIMITED = {
+    "name": "backfill",
+    "runner": "wait",
+    "max_concurrency": 50,
+    "params_schema": {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}},
+}
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[cdk.Stack, LongJobProcessor, dict[str, Any]]]:
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = cdk.Stack(app, "Admission")
+    processor = LongJobProcessor(stack, "Jobs", job_types=[LIMITED], engine={"max_attempts": 3})
+    yield stack, processor, app.synth().get_stack_by_name("Admission").template
+
+
+def resource(stack: cdk.Stack, template: dict[str, Any], construct: Any) -> dict[str, Any]:
+    return dict(template["Resources"][stack.resolve(stack.get_logical_id(construct.node.default_child))])
+
+
+def policy_of(template: dict[str, Any], role_prefix: str) -> set[tuple[str, str]]:
+    """(action, resource) pairs granted to the function role whose logical id starts with `role_prefix`."""
+    granted = set()
+    for policy in (r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"):
+        roles = [render_cfn(role) for role in policy["Properties"]["Roles"]]
+        if not any(role.startswith(f"<{role_prefix}") for role in roles):
+            continue
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
+            resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+            granted |= {(action, render_cfn(res)) for action in actions for res in resources}
+    return granted
+
+
+def test_admission_limited_type_gets_a_waiting_queue_like_the_jobs_queue(
+    synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
+) -> None:
+    stack, processor, template = synth
+    [waiting] = processor.queues.waiting.values()
+    assert list(processor.queues.waiting) == ["backfill"]
+    props, jobs = (
+        resource(stack, template, waiting)["Properties"],
+        resource(stack, template, processor.queue)["Properties"],
+    )
+    assert props["SqsManagedSseEnabled"] is True
+    assert props["RedrivePolicy"] == jobs["RedrivePolicy"], "the same DLQ and backstop"
+    backstop = Settings(max_attempts=3).redrive_max_receives(4 * 86_400)
+    assert jobs["RedrivePolicy"]["maxReceiveCount"] == backstop
+    assert backstop >= 3 * 3 + 1 + 100, "attempts with their faults, and an hour's wait for each hour of retention"
+    mappings = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert len(mappings) == 1, "no mapping on the waiting queue: only admission receives from it"
+
+
+def test_admission_functions_know_the_waiting_queues_and_may_admit(
+    synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
+) -> None:
+    stack, processor, template = synth
+    waiting = render_cfn(stack.resolve(processor.queues.waiting["backfill"].queue_arn))
+    table = render_cfn(stack.resolve(processor.table.table_arn))
+    machine = render_cfn(stack.resolve(processor.state_machine.state_machine_arn))
+    functions = processor.functions
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        env = resource(stack, template, function)["Properties"]["Environment"]["Variables"]
+        assert "backfill" in render_cfn(env["WAITING_QUEUES"]), function.node.id
+    receiver = policy_of(template, "JobsFunctionsReceiverRole")
+    assert {("sqs:SendMessage", waiting), ("dynamodb:BatchGetItem", table)} <= receiver, "parks; reads the slots"
+    for name in ("Extender", "Watcher"):
+        granted = policy_of(template, f"JobsFunctions{name}Role")
+        assert {
+            ("sqs:ReceiveMessage", waiting),
+            ("sqs:DeleteMessage", waiting),
+            ("states:StartExecution", machine),
+            ("dynamodb:PutItem", table),
+            ("dynamodb:Query", f"{table}/index/waiting"),
+        } <= granted, name
+        env = resource(stack, template, getattr(functions, name.lower()))["Properties"]["Environment"]["Variables"]
+        assert {"QUEUE_URL", "DLQ_URL", "STATE_MACHINE_ARN"} <= set(env), name
+
+
+def test_admission_watcher_hears_every_end_of_an_execution(
+    synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
+) -> None:
+    _, _, template = synth
+    [rule] = [r for r in template["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+    assert sorted(rule["Properties"]["EventPattern"]["detail"]["status"]) == [
+        "ABORTED",
+        "FAILED",
+        "SUCCEEDED",
+        "TIMED_OUT",
+    ], "a success frees a slot too"
+
+
+def test_admission_dashboard_shows_slots_waiting_and_delays_per_type(
+    synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
+) -> None:
+    _, _, template = synth
+    [dashboard] = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    body = json.loads(render_cfn(dashboard["Properties"]["DashboardBody"]).replace("<", "").replace(">", ""))
+    [widget] = [w for w in body["widgets"] if w["properties"].get("title") == "Admission: backfill"]
+    metrics = widget["properties"]["metrics"]
+    names = {m[1] for m in metrics if len(m) > 1 and m[0] == "LongJobs"}
+    assert {"SlotsInUse", "WaitingMessages", "ParkedMessages", "AdmissionDelay"} <= names
+    assert all("job_type" in m and "backfill" in m for m in metrics if m[0] == "LongJobs"), "per type"
+
+
+def test_admission_stack_without_limited_types_is_unchanged(tmp_path_factory: pytest.TempPathFactory) -> None:
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = cdk.Stack(app, "Plain")
+    processor = LongJobProcessor(stack, "Jobs", nag=False)
+    template = app.synth().get_stack_by_name("Plain").template
+    assert processor.queues.waiting == {}
+    env = resource(stack, template, processor.functions.extender)["Properties"]["Environment"]["Variables"]
+    assert "WAITING_QUEUES" not in env
+    assert ("states:StartExecution", render_cfn(stack.resolve(processor.state_machine.state_machine_arn))) not in (
+        policy_of(template, "JobsFunctionsExtenderRole")
+    ), "the extender starts nothing when no type is limited"
