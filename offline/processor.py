@@ -192,7 +192,7 @@ class LocalProcessor:
             resources.state_machine_arn,
             self.invoke_watcher,
             self.faults,
-            statuses=watched_statuses(),
+            statuses=watched_statuses(admission=bool(self.catalog.limited())),
         )
         self.threads = [self.mapping, schedule, *workers, events, *extra]
         for thread in self.threads:

@@ -6,12 +6,15 @@
                     "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false}},
      "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 0,
                 "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
+                "max_concurrent_by_type": {"wait": 1},
                 "faults_injected": {"throttle": 3, "crash": 1, ...}, "faults_missed": [...]},
      "api_calls": {"ChangeMessageVisibility": 3, ...},
      "wall_s": 31.2}
 
 A message that is neither queued, in the DLQ, nor deleted after its job succeeded ends `lost`.
 
+- `max_concurrent_by_type`: the most executions of a job type RUNNING at one moment; more than the type's
+  `max_concurrency` is a violation (admission).
 - `max_concurrent_executions`: the most executions of the message RUNNING at one moment, swept over
   their start and stop times (one still RUNNING at the end counts to the end).
 - `stopped`: executions of the message the processor stopped: a `StopExecution` through the functions'
@@ -52,6 +55,17 @@ def max_concurrent(executions: Sequence[Execution]) -> int:
         running += step
         most = max(most, running)
     return most
+
+
+def max_concurrent_by_type(scenario: Scenario, tracks: Mapping[str, Track]) -> dict[str, int]:
+    """The most executions of each job type RUNNING at one moment (what admission bounds by the type's
+    `max_concurrency`), over every message of that type."""
+    by_type: dict[str, list[Execution]] = {}
+    for job in scenario.jobs:
+        job_type = getattr(job, "type", None)
+        if isinstance(job_type, str):
+            by_type.setdefault(job_type, []).extend(tracks[job.id].executions)
+    return {name: max_concurrent(executions) for name, executions in sorted(by_type.items())}
 
 
 def processor_stopped(track: Track, faults: Faults | None) -> int:
@@ -153,6 +167,11 @@ def violations(
             found.append(
                 f"{job.id}: lease left ACTIVE at the end while its execution {stuck} was not running: a stuck lease"
             )
+    catalog = scenario.job_catalog()
+    for name, most in max_concurrent_by_type(scenario, tracks).items():
+        limit = catalog.limit(name)
+        if limit is not None and most > limit:
+            found.append(f"type {name}: {most} executions RUNNING at once, its max_concurrency is {limit} (admission)")
     return found
 
 
@@ -179,6 +198,7 @@ def build_report(
             "lapses": sum(j["lapses"] for j in jobs.values()),
             "lost_messages": sum(1 for j in jobs.values() if j["final"] == "lost"),
             "stuck_leases": sum(1 for j in jobs.values() if j["stuck_lease"]),
+            "max_concurrent_by_type": max_concurrent_by_type(scenario, tracks),
             "faults_injected": faults.injected_by_mode() if faults is not None else {},
             "faults_missed": faults.faults_missed() if faults is not None else [],
         },

@@ -61,6 +61,7 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
         "lapses": 0,
         "lost_messages": 0,
         "stuck_leases": 0,
+        "max_concurrent_by_type": {"wait": 1},
         "faults_injected": {},
         "faults_missed": [],
     }
