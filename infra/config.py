@@ -228,6 +228,30 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
                 f"invalid job type {job_type.name!r}: state_machine.timeout_minutes={minutes} is longer than "
                 f"renewal lasts ({renewal_s:g} s)"
             )
+    check_admission(config, catalog)
+
+
+def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
+    """A limited type's message may be admitted in place after waiting hidden on its receive for up to
+    `longest_wait_s` (twice the horizon and a period): its run must still end before that receive's 12 h."""
+    from functions.policies import hold_limit
+    from functions.receiver.admission import longest_wait_s
+
+    engine = config.engine
+    left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)
+    for job_type in catalog.limited():
+        if job_type.runner == "pyspark":
+            minutes = config.infra.glue_of(job_type).timeout_minutes or 0
+        elif job_type.runner == "state_machine" and job_type.state_machine is not None:
+            minutes = job_type.state_machine.timeout_minutes
+        else:
+            continue
+        if minutes * 60 > left_s:
+            raise ConfigError(
+                f"invalid CDK context: admission_horizon_s={engine.admission_horizon_s}: a {job_type.name!r} message "
+                f"may wait hidden {longest_wait_s(engine):g} s on its receive before it runs, and its run may take "
+                f"{minutes * 60} s: more than SQS's 12 h leaves ({left_s:g} s); lower admission_horizon_s"
+            )
 
 
 def _check_together(infra: InfraSettings, engine: Settings) -> None:

@@ -49,7 +49,7 @@ from constructs import Construct
 
 from functions.jobs import JobCatalog, JobType, S3Trigger, load_catalog
 from functions.settings import Settings
-from infra.config import InfraSettings, StackConfig, make_config
+from infra.config import InfraSettings, StackConfig, check_admission, make_config
 from infra.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
 from infra.functions import LongJobFunctions, Resources
 from infra.job_workflow import DataBuckets, JobWorkflow
@@ -97,6 +97,12 @@ class LongJobProcessor(Construct):
         )
         self.config = config = make_config(infra=infra, engine=engine, catalog=self.catalog)
         settings = config.infra
+        # A pyspark type runs at most its Glue job's max concurrent runs at once (Glue refuses more):
+        # that is its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue.
+        self.catalog = self.catalog.with_limits(
+            {t.name: settings.glue_of(t).max_concurrent_runs or 1 for t in self.catalog.of_runner("pyspark")}
+        )
+        check_admission(config, self.catalog)
         retention = LOG_RETENTION[settings.log_retention_days]
 
         queues = JobQueues(

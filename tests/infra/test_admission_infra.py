@@ -12,6 +12,7 @@ import pytest
 
 from functions.settings import Settings
 from infra import LongJobProcessor
+from infra.config import ConfigError
 from infra.nag import render_cfn
 
 LIMITED = {
@@ -52,8 +53,8 @@ def test_admission_limited_type_gets_a_waiting_queue_like_the_jobs_queue(
     synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
 ) -> None:
     stack, processor, template = synth
-    [waiting] = processor.queues.waiting.values()
-    assert list(processor.queues.waiting) == ["backfill"]
+    waiting = processor.queues.waiting["backfill"]
+    assert sorted(processor.queues.waiting) == ["backfill", "spark"], "spark: its Glue job's max concurrent runs"
     props, jobs = (
         resource(stack, template, waiting)["Properties"],
         resource(stack, template, processor.queue)["Properties"],
@@ -119,10 +120,22 @@ def test_admission_dashboard_shows_slots_waiting_and_delays_per_type(
     assert all("job_type" in m and "backfill" in m for m in metrics if m[0] == "LongJobs"), "per type"
 
 
+def test_admission_pyspark_type_is_limited_by_its_glue_jobs_concurrent_runs(
+    synth: tuple[cdk.Stack, LongJobProcessor, dict[str, Any]],
+) -> None:
+    _, processor, _ = synth
+    assert processor.catalog.limit("spark") == processor.config.infra.glue_max_concurrent_runs == 10
+    assert processor.catalog.limit("backfill") == 50
+    assert processor.catalog.limit("wait") is None
+
+
 def test_admission_stack_without_limited_types_is_unchanged(tmp_path_factory: pytest.TempPathFactory) -> None:
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = cdk.Stack(app, "Plain")
-    processor = LongJobProcessor(stack, "Jobs", nag=False)
+    unlimited = {**LIMITED, "name": "canary", "max_concurrency": None}
+    processor = LongJobProcessor(
+        stack, "Jobs", job_types=[unlimited], s3_triggers=[], include_builtin_job_types=False, nag=False
+    )
     template = app.synth().get_stack_by_name("Plain").template
     assert processor.queues.waiting == {}
     env = resource(stack, template, processor.functions.extender)["Properties"]["Environment"]["Variables"]
@@ -130,3 +143,9 @@ def test_admission_stack_without_limited_types_is_unchanged(tmp_path_factory: py
     assert ("states:StartExecution", render_cfn(stack.resolve(processor.state_machine.state_machine_arn))) not in (
         policy_of(template, "JobsFunctionsExtenderRole")
     ), "the extender starts nothing when no type is limited"
+
+
+def test_admission_horizon_that_leaves_a_limited_run_too_little_of_12_h_is_refused() -> None:
+    stack = cdk.Stack(cdk.App(), "TooLong")
+    with pytest.raises(ConfigError, match=r"admission_horizon_s=21600.*lower admission_horizon_s"):
+        LongJobProcessor(stack, "Jobs", engine={"admission_horizon_s": 6 * 3_600}, nag=False)

@@ -227,14 +227,15 @@ def test_extender_runs_alone_every_minute_from_eventbridge_scheduler(dev: Synth)
     )
 
 
-def test_watcher_rule_matches_this_state_machines_failed_timed_out_and_aborted_executions(dev: Synth) -> None:
+def test_watcher_rule_matches_this_state_machines_ended_executions(dev: Synth) -> None:
     functions = dev.part("Functions")
     machine = dev.logical_id(dev.part("Workflow").state_machine)
     [rule] = dev.of_type("AWS::Events::Rule").values()
     assert rule["Properties"]["EventPattern"] == {
         "source": ["aws.states"],
         "detail-type": ["Step Functions Execution Status Change"],
-        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED"], "stateMachineArn": [{"Ref": machine}]},
+        # SUCCEEDED: the pyspark types are limited by their Glue jobs' concurrent runs, and a success frees a slot
+        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"], "stateMachineArn": [{"Ref": machine}]},
     }
     [target] = rule["Properties"]["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": [dev.logical_id(functions.watcher), "Arn"]}
@@ -272,7 +273,32 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     expected |= {("sqs:SendMessage", names["dlq"])}
     expected |= {(f"dynamodb:{a}", names["table"]) for a in ("GetItem", "PutItem", "UpdateItem")}
     expected |= {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
+    # admission (the pyspark types are limited): park in the waiting queues, read the slots and the line
+    expected |= {(f"sqs:{a}", w) for a in ("SendMessage", "GetQueueAttributes") for w in waiting_queues(dev)}
+    expected |= {("dynamodb:BatchGetItem", names["table"]), ("dynamodb:Query", names["table"] + "/index/waiting")}
     assert policy_grants(dev, function_role(dev, receiver)) == expected | own_logs(dev, receiver) | XRAY
+
+
+def waiting_queues(dev: Synth) -> set[str]:
+    """The waiting queues' ARNs: one per limited type, here spark and wordcount (their Glue jobs' limit)."""
+    waiting = dev.part("Queues").waiting
+    assert sorted(waiting) == ["spark", "wordcount"]
+    return {f"<{dev.logical_id(queue)}.Arn>" for queue in waiting.values()}
+
+
+def admission_grants(dev: Synth, names: dict[str, str]) -> set[tuple[str, str]]:
+    """What an admission pass calls (the extender's and the watcher's): start a waiting message in place,
+    free stale slots, unpark, send used-up attempts to the DLQ."""
+    table = names["table"]
+    grants = {(f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "GetQueueAttributes")}
+    grants |= {
+        (f"sqs:{a}", w)
+        for a in ("ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility", "GetQueueAttributes")
+        for w in waiting_queues(dev)
+    }
+    grants |= {("sqs:SendMessage", names["dlq"]), ("dynamodb:Query", table + "/index/waiting")}
+    grants |= {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "BatchGetItem")}
+    return grants | {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
 
 
 def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -> None:
@@ -284,6 +310,7 @@ def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
     # it stops the execution of a lease it can no longer hold (invariant 8)
     expected |= {("states:DescribeExecution", names["executions"]), ("states:StopExecution", names["executions"])}
+    expected |= admission_grants(dev, names)
     assert policy_grants(dev, function_role(dev, extender)) == expected | own_logs(dev, extender) | XRAY
 
 
@@ -291,6 +318,7 @@ def test_watcher_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -
     watcher = dev.part("Functions").watcher
     expected = {("sqs:ChangeMessageVisibility", names["queue"])}
     expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
+    expected |= admission_grants(dev, names)
     assert policy_grants(dev, function_role(dev, watcher)) == expected | own_logs(dev, watcher) | XRAY
 
 
