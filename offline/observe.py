@@ -49,6 +49,18 @@ class Execution:
     status: str
     started: float
     stopped: float | None
+    job: tuple[float, float | None] | None = None
+    """When its job ran: from entering the `RunJob` state to the next state after it (`ReadLease` or
+    `ReadLeaseForRelease`), else to the execution's end; None when not asked for, or it never ran."""
+
+    @property
+    def job_span(self) -> tuple[float, float | None]:
+        """The job's span where known, else the execution's (which also covers its settling)."""
+        return self.job if self.job is not None else (self.started, self.stopped)
+
+
+JOB_STATE = "RunJob"
+AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 
 
 @dataclass
@@ -281,8 +293,22 @@ class Observer:
                     running.add(track.job_id)
         return running
 
-    def collect_executions(self) -> None:
-        """Every execution of each message, for the report and the timeline."""
+    def job_span(self, execution_arn: str, stopped: float | None) -> tuple[float, float | None] | None:
+        """When the execution's job ran (see `Execution.job`), from its history."""
+        entered: float | None = None
+        pages = self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+        for page in pages:
+            for event in page["events"]:
+                name = event.get("stateEnteredEventDetails", {}).get("name")
+                if name == JOB_STATE and entered is None:
+                    entered = event["timestamp"].timestamp()
+                elif name in AFTER_JOB_STATES and entered is not None:
+                    return entered, event["timestamp"].timestamp()
+        return (entered, stopped) if entered is not None else None
+
+    def collect_executions(self, *, job_spans: bool = False) -> None:
+        """Every execution of each message, for the report and the timeline; with `job_spans`, when each
+        one's job ran too (one history read an execution: what admission bounds)."""
         for page in self.stepfunctions.get_paginator("list_executions").paginate(
             stateMachineArn=self.resources.state_machine_arn
         ):
@@ -291,14 +317,11 @@ class Observer:
                 track = self._by_message.get(parsed[0]) if parsed else None
                 if track is None:
                     continue
-                stopped = execution.get("stopDate")
+                stop = execution.get("stopDate")
+                stopped = stop.timestamp() if stop else None
+                job = self.job_span(execution["executionArn"], stopped) if job_spans else None
                 track.executions.append(
-                    Execution(
-                        execution["name"],
-                        execution["status"],
-                        execution["startDate"].timestamp(),
-                        stopped.timestamp() if stopped else None,
-                    )
+                    Execution(execution["name"], execution["status"], execution["startDate"].timestamp(), stopped, job)
                 )
         for track in self.tracks.values():
             track.executions.sort(key=lambda e: e.started)

@@ -13,7 +13,8 @@
 
 A message that is neither queued, in the DLQ, nor deleted after its job succeeded ends `lost`.
 
-- `max_concurrent_by_type`: the most executions of a job type RUNNING at one moment; more than the type's
+- `max_concurrent_by_type`: the most jobs of a type running at one moment (for a limited type, from the
+  executions' histories: entering `RunJob` to the state after it); more than the type's
   `max_concurrency` is a violation (admission).
 - `max_concurrent_executions`: the most executions of the message RUNNING at one moment, swept over
   their start and stop times (one still RUNNING at the end counts to the end).
@@ -35,6 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from functions.lease import LeaseStatus
@@ -58,13 +60,16 @@ def max_concurrent(executions: Sequence[Execution]) -> int:
 
 
 def max_concurrent_by_type(scenario: Scenario, tracks: Mapping[str, Track]) -> dict[str, int]:
-    """The most executions of each job type RUNNING at one moment (what admission bounds by the type's
-    `max_concurrency`), over every message of that type."""
+    """The most jobs of each job type running at one moment (what admission bounds by the type's
+    `max_concurrency`), over every message of that type: the executions' job spans where the observer
+    read them (a limited type's: an execution returns its slot while it settles, before it ends), else
+    the executions' own."""
     by_type: dict[str, list[Execution]] = {}
     for job in scenario.jobs:
         job_type = getattr(job, "type", None)
         if isinstance(job_type, str):
-            by_type.setdefault(job_type, []).extend(tracks[job.id].executions)
+            spans = [replace(e, started=e.job_span[0], stopped=e.job_span[1]) for e in tracks[job.id].executions]
+            by_type.setdefault(job_type, []).extend(spans)
     return {name: max_concurrent(executions) for name, executions in sorted(by_type.items())}
 
 

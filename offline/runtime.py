@@ -191,7 +191,7 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
         if progress is not None:
             progress.close()
     observer.poll()
-    observer.collect_executions()
+    observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
     report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
     found = violations(scenario, observer.tracks, faults, end=end)
     report["ok"] = not found

@@ -29,3 +29,5 @@ def test_admission_backfill_runs_two_at_a_time_and_deletes_every_job(run: Runner
     assert (totals["deleted"], totals["dlq"]) == (8, 0)
     assert totals["max_concurrent_by_type"] == {"wait": 2}, "never more than two at once, and the slots used"
     assert all(job["executions"] == 1 for job in result.report["jobs"].values()), "waiting is no attempt"
+    spans = [e.job for track in result.tracks.values() for e in track.executions]
+    assert all(span is not None and span[1] is not None for span in spans), "measured on each job's own span"
