@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python -m benchmarks.pipeline_throughput
 	$(BIN)/python -m benchmarks.chaos
 	$(BIN)/python -m benchmarks.cold_start
+	$(BIN)/python -m benchmarks.backfill
 
 # Java runs Spark (the pipeline tests, the demo); Node runs the pinned CDK command line that renders
 # the workflow and synthesizes the stack. Both are checked before anything is installed.
