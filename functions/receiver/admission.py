@@ -137,10 +137,8 @@ def place_in_line(rx: Receiver, waiting: Lease | None) -> float:
     sorted by when its messages first waited)."""
     if waiting is not None and waiting.waiting_order is not None:
         return waiting.waiting_order
-    last = rx.views.get("_order")
-    order = max(rx.clock.now(), (last if isinstance(last, float) else 0.0) + ORDER_STEP_S)
-    rx.views["_order"] = order
-    return order
+    rx.last_order = max(rx.clock.now(), rx.last_order + ORDER_STEP_S)
+    return rx.last_order
 
 
 def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str) -> str | None:

@@ -230,6 +230,8 @@ class Receiver:
     metrics: MetricsSink | None = None
     views: dict[str, Any] = field(default_factory=dict)
     """Admission's short-lived readings of each limited type (`functions.receiver.admission`)."""
+    last_order: float = 0.0
+    """The last place in line this receiver handed out (admission: places are strictly increasing)."""
 
     @property
     def queue_url(self) -> str:
