@@ -661,7 +661,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"params": asdict(params), "results": [asdict(r) for r in results]}, indent=1))
     else:
-        Console().print(table(results, params))
+        console = Console()
+        if not console.is_terminal:  # piped: rich's 80 columns would cut the figures short
+            console = Console(width=200)
+        console.print(table(results, params))
     return 0
 
 
