@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chaos.add_argument("--seed", type=int, default=1, help="the campaign's seed: run i of seed S is always the same")
     chaos.add_argument("--report", type=Path, required=True, help="the campaign's JSON report")
     chaos.add_argument("--quiet", action="store_true", help="no line per finished run on stderr")
+    chaos.add_argument("--fifo", action="store_true", help="every run on FIFO queues, its jobs in message groups")
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--runs must be at least 1")
         from offline.chaos import main as chaos_main
 
-        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet)
+        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)
     return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
 
 

@@ -34,11 +34,13 @@ from werkzeug.serving import make_server
 
 from functions.jobs import JobCatalog
 from functions.lease import table_definition
-from functions.settings import Settings
+from functions.settings import FIFO_SUFFIX, Settings
+from offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
     from mypy_boto3_stepfunctions import SFNClient
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -112,6 +114,8 @@ class Resources:
     table_name: str
     state_machine_arn: str
     settings: Settings
+    queue_name: str = QUEUE
+    dlq_name: str = DLQ
 
 
 class Emulator:
@@ -166,12 +170,19 @@ class Emulator:
         """Queue + DLQ with redrive, token queue, lease table (with a stream for the observer), state
         machine (a branch per job type of `catalog`); returns them with `settings` completed by their names."""
         sqs = self.sqs()
-        dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
-        dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
+        # FIFO (`settings.fifo`): both queues FIFO, named `.fifo`, as the stack makes them (offline.fifo).
+        queue_name, dlq_name = QUEUE, DLQ
+        fifo_attributes: dict[QueueAttributeNameType, str] = {}
+        if settings.fifo:
+            keep_group_order()
+            queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
+        dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=fifo_attributes)["QueueUrl"]
+        dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
         queue_vt = settings.visibility_timeout_s if settings.visibility_timeout_s is not None else DEFAULT_QUEUE_VT_S
         queue_url = sqs.create_queue(
-            QueueName=QUEUE,
+            QueueName=queue_name,
             Attributes={
+                **fifo_attributes,
                 "VisibilityTimeout": str(queue_vt),
                 "RedrivePolicy": json.dumps(
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
@@ -201,13 +212,15 @@ class Emulator:
             endpoint=self.endpoint,
             port=self.port,
             queue_url=queue_url,
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}",
+            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}",
             queue_visibility_timeout_s=queue_vt,
             dlq_url=dlq_url,
             token_queue_url=token_queue_url,
             table_name=TABLE,
             state_machine_arn=state_machine_arn,
             settings=completed,
+            queue_name=queue_name,
+            dlq_name=dlq_name,
         )
 
     def stop_executions(self, state_machine_arn: str) -> None:

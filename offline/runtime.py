@@ -262,7 +262,7 @@ def _run(
     threads: list[Any] = [mapping, schedule, *workers, actions, events]
     start = faults.begin()
     for job in scenario.jobs:
-        observer.send(job.id, message_body(job, work_dir))
+        observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
     for thread in threads:
         thread.start()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -25,6 +26,7 @@ from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings
 from functions.visibility import VisibilityClient
 from offline.emulator import workflow_definition as offline_workflow_definition
+from offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 from offline.lambdas import load_function
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -285,20 +287,29 @@ class OffsetClock(SystemClock):
         return super().now() + self.offset_s
 
 
-@pytest.fixture
-def flow(workflow_definition: str) -> Iterator[Flow]:
+@contextlib.contextmanager
+def running_flow(
+    workflow_definition: str, *, fifo: bool = False, queue_vt_s: int = 30, **settings: Any
+) -> Iterator[Flow]:
+    """The `Flow` on moto; `fifo`: FIFO jobs queue and DLQ, as the stack makes them (moto's receive made to
+    keep a group's order, see `offline.fifo`)."""
+    if fifo:
+        keep_group_order()
+    suffix, attributes = (".fifo", FIFO_ATTRIBUTES) if fifo else ("", {})
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sqs = aws.sqs()
         dynamodb = aws.dynamodb()
         dynamodb.create_table(**table_definition(TABLE))
-        dlq_url = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+        dlq_url = sqs.create_queue(QueueName="jobs-dlq" + suffix, Attributes=attributes)["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        values = {**FLOW_SETTINGS, **settings}
         queue_url = sqs.create_queue(
-            QueueName="jobs",
+            QueueName="jobs" + suffix,
             Attributes={
-                "VisibilityTimeout": "30",
+                **attributes,
+                "VisibilityTimeout": str(queue_vt_s),
                 "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": FLOW_SETTINGS["max_receive_count"]}
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": values["max_receive_count"]}
                 ),
             },
         )["QueueUrl"]
@@ -307,9 +318,10 @@ def flow(workflow_definition: str) -> Iterator[Flow]:
         stepfunctions.create_state_machine(
             name=STATE_MACHINE, definition=workflow_definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/workflow"
         )
-        settings = Settings.load(
+        loaded = Settings.load(
             {
-                **FLOW_SETTINGS,
+                **values,
+                "fifo": fifo,
                 "table_name": TABLE,
                 "queue_url": queue_url,
                 "dlq_url": dlq_url,
@@ -322,22 +334,28 @@ def flow(workflow_definition: str) -> Iterator[Flow]:
         )
         clock = SystemClock()
         receiver = Receiver(
-            settings=settings,
-            policy=build_policy(settings),
-            store=harness.store(settings),
+            settings=loaded,
+            policy=build_policy(loaded),
+            store=harness.store(loaded),
             sqs=sqs,
             visibility=VisibilityClient(sqs, clock=clock),
             stepfunctions=stepfunctions,
             clock=clock,
             rng=random.Random(7),
         )
-        flow = Flow(harness, settings, dlq_url, receiver, harness.extender(settings, clock))
+        flow = Flow(harness, loaded, dlq_url, receiver, harness.extender(loaded, clock))
         yield flow
         # Stop what still runs, or its engine thread outlives the mock and calls real AWS endpoints.
         for execution in flow.executions():
             if execution["status"] == "RUNNING":
                 flow.abort(execution["executionArn"])
         executor.shutdown(wait=True)
+
+
+@pytest.fixture
+def flow(workflow_definition: str) -> Iterator[Flow]:
+    with running_flow(workflow_definition) as made:
+        yield made
 
 
 def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> ModuleType:
