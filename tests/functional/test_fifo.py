@@ -19,6 +19,8 @@ from botocore.stub import Stubber
 from functions.extender.service import renew_due
 from functions.lease import LeaseStatus
 from functions.receiver.service import Outcome, receive
+from longjobs import dlq, submit
+from longjobs.errors import CliError
 from offline.lambdas import LambdaContext, sqs_event
 from tests.functional.conftest import (
     ACCOUNT,
@@ -380,3 +382,31 @@ def test_fifo_expired_handle_is_lost_and_the_extender_stops_the_execution_before
         assert time.monotonic() < deadline, "the execution was not stopped"
         time.sleep(0.1)
     assert fifo.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"] == "ABORTED"
+
+
+def test_fifo_longjobs_submit_sends_into_a_group_and_needs_one(fifo: Flow) -> None:
+    body = json.dumps({"job_id": "cli", "type": "wait", "params": {"seconds": 1}})
+    settings = submit.validation_settings()
+    with pytest.raises(CliError, match="a FIFO queue needs --message-group-id"):
+        submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings)
+
+    sent = submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings, group_id="ops", deduplication_id="cli-1")
+
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Messages"]
+    assert [(m["MessageId"], m["Attributes"]["MessageGroupId"]) for m in got] == [(sent.message_id, "ops")]
+    assert got[0]["Attributes"]["MessageDeduplicationId"] == "cli-1"
+
+
+def test_fifo_longjobs_dlq_copy_puts_messages_back_into_their_group(fifo: Flow) -> None:
+    """`longjobs dlq redrive` copies where the endpoint has no message move task (moto)."""
+    for n in range(2):
+        fifo.sqs.send_message(QueueUrl=fifo.dlq_url, MessageBody=f"job-{n}", MessageGroupId="tenant-9")
+
+    result = dlq.copy_messages(fifo.sqs, fifo.dlq_url, fifo.harness.queue_url, hold_s=0)
+
+    assert (result.moved, result.failed, result.errors) == (2, 0, [])
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [
+        ("job-0", "tenant-9"),
+        ("job-1", "tenant-9"),
+    ], "in its group, in order"
