@@ -238,6 +238,20 @@ def test_fifo_poison_in_the_middle_of_a_group_goes_to_the_fifo_dlq_and_the_group
     assert fifo.lease(a2).status is LeaseStatus.SUCCEEDED, "the group went on past the poison"
 
 
+def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_the_group_goes_on(fifo: Flow) -> None:
+    a1 = send(fifo, "A", "a1", seconds=1)
+    a2 = send(fifo, "A", "a2", seconds=1)
+    for _ in range(fifo.settings.max_receive_count):
+        got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=1, VisibilityTimeout=0)
+        assert [m["MessageId"] for m in got["Messages"]] == [a1], "the group's head, every time"
+
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=10)
+
+    assert [m["MessageId"] for m in got["Messages"]] == [a2], "a1 went to the DLQ; a2 is the head now"
+    [dead] = fifo.sqs.receive_message(QueueUrl=fifo.dlq_url, AttributeNames=["All"])["Messages"]
+    assert (dead["MessageId"], dead["Attributes"]["MessageGroupId"]) == (a1, "A")
+
+
 def test_fifo_failed_job_holds_its_group_for_the_release_delay(workflow_definition: str) -> None:
     with running_flow(
         workflow_definition, fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5, fifo_release_delay_s=3
