@@ -1,5 +1,6 @@
 """Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
-`python -m offline demo [--out DIR]` and `python -m offline chaos --runs N --seed S --report FILE`.
+`python -m offline demo [--out DIR]`, `python -m offline chaos --runs N --seed S --report FILE` and
+`python -m offline serve [--port 4566] [--jobs-file jobs.json]`.
 Exits 1 when an invariant broke (the report's `ok` is false; for chaos, any violation in any run), 2
 when the scenario file is invalid."""
 
@@ -17,6 +18,8 @@ from offline.runtime import run_scenario
 from offline.scenario import ScenarioError, load_scenario
 
 DEMO_SCENARIO = Path(__file__).parent / "scenarios" / "demo.json"
+DEFAULT_PORT = 4566
+DEFAULT_DRAIN_S = 30.0
 
 
 def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, quiet: bool) -> int:
@@ -59,7 +62,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     chaos.add_argument("--report", type=Path, required=True, help="the campaign's JSON report")
     chaos.add_argument("--quiet", action="store_true", help="no line per finished run on stderr")
     chaos.add_argument("--fifo", action="store_true", help="every run on FIFO queues, its jobs in message groups")
+    serve = commands.add_parser("serve", help="the processor as a local service your AWS tools can talk to")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
+    serve.add_argument("--jobs-file", type=Path, help="job type declarations (default: ./jobs.json if present)")
+    serve.add_argument("--settings", type=Path, help="a JSON object of engine settings over the service's own")
+    serve.add_argument("--work-dir", type=Path, default=Path("out/serve"), help="logs and the job catalog")
+    serve.add_argument(
+        "--drain-s", type=float, default=DEFAULT_DRAIN_S, help="on stop, how long running jobs may finish"
+    )
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        if not 0 < args.port < 65_536 or args.drain_s < 0:
+            parser.error("--port must be 1..65535 and --drain-s at least 0")
+        from offline.serve import serve as serve_main
+
+        return serve_main(
+            port=args.port,
+            jobs_file=args.jobs_file,
+            settings_file=args.settings,
+            work_dir=args.work_dir,
+            drain_s=args.drain_s,
+        )
     if args.command == "run":
         return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
     if args.command == "chaos":

@@ -2,8 +2,8 @@
 
 The functions reach it through ordinary boto3 clients: `environment()` points `AWS_ENDPOINT_URL` at
 the server (and `MOTO_PORT`, which moto's Step Functions engine reads to call SQS and DynamoDB from
-inside the workflow). Resources are created from the same `Settings` and the same workflow builder as
-the stack; the Spark step is bound to a token queue that the local Spark worker serves.
+inside the workflow). The resources are made by `offline.resources.create_resources`, the one builder
+of local resources (the functional tests use it on moto in-process).
 
 Every request the server answers is counted by operation, so a report can say what a run cost in API
 calls. The runtime's own observation clients identify themselves (`OBSERVER_APP_ID` in the user
@@ -16,13 +16,13 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -32,29 +32,45 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from functions.jobs import JobCatalog
-from functions.lease import table_definition
-from functions.settings import FIFO_SUFFIX, Settings
-from offline.fifo import FIFO_ATTRIBUTES, keep_group_order
+from offline.resources import (
+    ACCOUNT,
+    DLQ,
+    QUEUE,
+    REGION,
+    STATE_MACHINE,
+    TABLE,
+    TOKEN_QUEUE,
+    Resources,
+    create_resources,
+    workflow_definition,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
-    from mypy_boto3_sqs.literals import QueueAttributeNameType
     from mypy_boto3_stepfunctions import SFNClient
 
-ACCOUNT = "123456789012"  # moto's default account
-REGION = "us-east-1"
-QUEUE = "jobs"
-DLQ = "jobs-dlq"
-TOKEN_QUEUE = "spark-tokens"
-TABLE = "leases"
-STATE_MACHINE = "long-jobs"
+    from functions.jobs import JobCatalog
+    from functions.settings import Settings
+
+__all__ = [
+    "ACCOUNT",
+    "DLQ",
+    "QUEUE",
+    "REGION",
+    "STATE_MACHINE",
+    "TABLE",
+    "TOKEN_QUEUE",
+    "Emulator",
+    "PortInUseError",
+    "Resources",
+    "environment",
+    "function_environment",
+    "queue_messages",
+    "workflow_definition",
+]
+
 OBSERVER_APP_ID = "offline-observer"
-DEFAULT_QUEUE_VT_S = 30
-SPARK_TASK_TIMEOUT_S = 6 * 3_600
-"""The Spark step's whole-job limit offline, as the stack's default Glue run timeout."""
-"""The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "offline",
@@ -100,30 +116,19 @@ class CountingMotoServer(ThreadedMotoServer):
         self._server.serve_forever()
 
 
-@dataclass(frozen=True)
-class Resources:
-    """What the emulator created, and the settings the functions run with."""
-
-    endpoint: str
-    port: int
-    queue_url: str
-    queue_arn: str
-    queue_visibility_timeout_s: int
-    dlq_url: str
-    token_queue_url: str
-    table_name: str
-    state_machine_arn: str
-    settings: Settings
-    queue_name: str = QUEUE
-    dlq_name: str = DLQ
+class PortInUseError(OSError):
+    """The emulator's port is taken (another `serve`, LocalStack, ...)."""
 
 
 class Emulator:
     """A started moto server and clients on it; `create()` makes the processor's resources."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """Start the server on 127.0.0.1:`port` (0: a free port the OS picks). Raises `PortInUseError`."""
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-        self.server = CountingMotoServer("127.0.0.1", 0)  # port 0: the OS picks a free one
+        if port:
+            _check_free(port)
+        self.server = CountingMotoServer("127.0.0.1", port)
         self.server.start()
         self.port: int = self.server.get_host_and_port()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -167,60 +172,15 @@ class Emulator:
         return self.server.counter.counts()
 
     def create(self, settings: Settings, *, spark_heartbeat_s: int, catalog: JobCatalog | None = None) -> Resources:
-        """Queue + DLQ with redrive, token queue, lease table (with a stream for the observer), state
-        machine (a branch per job type of `catalog`); returns them with `settings` completed by their names."""
-        sqs = self.sqs()
-        # FIFO (`settings.fifo`): both queues FIFO, named `.fifo`, as the stack makes them (offline.fifo).
-        queue_name, dlq_name = QUEUE, DLQ
-        fifo_attributes: dict[QueueAttributeNameType, str] = {}
-        if settings.fifo:
-            keep_group_order()
-            queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-        dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=fifo_attributes)["QueueUrl"]
-        dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
-        queue_vt = settings.visibility_timeout_s if settings.visibility_timeout_s is not None else DEFAULT_QUEUE_VT_S
-        queue_url = sqs.create_queue(
-            QueueName=queue_name,
-            Attributes={
-                **fifo_attributes,
-                "VisibilityTimeout": str(queue_vt),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
-                ),
-            },
-        )["QueueUrl"]
-        token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
-        self.dynamodb().create_table(
-            **table_definition(TABLE),
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
-        state_machine_arn = self.stepfunctions().create_state_machine(
-            name=STATE_MACHINE,
-            definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),
-            roleArn=f"arn:aws:iam::{ACCOUNT}:role/{STATE_MACHINE}",
-        )["stateMachineArn"]
-        completed = Settings.load(
-            {
-                **settings.model_dump(exclude_unset=True),
-                "table_name": TABLE,
-                "queue_url": queue_url,
-                "dlq_url": dlq_url,
-                "state_machine_arn": state_machine_arn,
-            }
-        )
-        return Resources(
-            endpoint=self.endpoint,
-            port=self.port,
-            queue_url=queue_url,
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}",
-            queue_visibility_timeout_s=queue_vt,
-            dlq_url=dlq_url,
-            token_queue_url=token_queue_url,
-            table_name=TABLE,
-            state_machine_arn=state_machine_arn,
-            settings=completed,
-            queue_name=queue_name,
-            dlq_name=dlq_name,
+        """The processor's resources on this server (the lease table with a stream, for the observer)."""
+        return create_resources(
+            self.sqs(),
+            self.dynamodb(),
+            self.stepfunctions(),
+            settings,
+            spark_heartbeat_s=spark_heartbeat_s,
+            catalog=catalog,
+            table_stream=True,
         )
 
     def stop_executions(self, state_machine_arn: str) -> None:
@@ -238,32 +198,15 @@ class Emulator:
         self.server.stop()
 
 
-@cache
-def workflow_definition(spark_heartbeat_s: int, catalog_json: str | None = None) -> str:
-    """The stack's workflow, rendered with the pyspark steps on the token queue and a branch per job type
-    of the catalog (the built-ins when None; the CDK loads in seconds, so each rendering is kept)."""
-    import aws_cdk as cdk
-
-    from functions.jobs import BUILTIN_TYPES, load_catalog
-    from infra.workflow import render_definition, token_queue_pyspark_step
-
-    job_types = list(load_catalog(json.loads(catalog_json))) if catalog_json else list(BUILTIN_TYPES)
-    return render_definition(
-        table_name=TABLE,
-        queue_arns=[f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"],
-        job_types=job_types,
-        pyspark_step=token_queue_pyspark_step(
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
-            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
-            heartbeat=cdk.Duration.seconds(spark_heartbeat_s),
-            timeout=cdk.Duration.seconds(SPARK_TASK_TIMEOUT_S),
-        ),
-        region=REGION,
-        account=ACCOUNT,
-    )
+def _check_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise PortInUseError(f"port {port} on 127.0.0.1 is in use: {exc.strerror}") from None
 
 
-def function_environment(resources: Resources) -> dict[str, str]:
+def function_environment(resources: Resources, emulator: Emulator) -> dict[str, str]:
     """What a function's configuration would hold: every setting as its upper-case variable, the
     endpoint override and fake credentials, and Powertools kept quiet (the terminal shows progress)."""
     values = {
@@ -273,8 +216,8 @@ def function_environment(resources: Resources) -> dict[str, str]:
     return {
         **values,
         **FAKE_CREDENTIALS,
-        "AWS_ENDPOINT_URL": resources.endpoint,
-        "MOTO_PORT": str(resources.port),
+        "AWS_ENDPOINT_URL": emulator.endpoint,
+        "MOTO_PORT": str(emulator.port),
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_TRACE_DISABLED": "true",
     }

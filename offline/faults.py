@@ -60,13 +60,15 @@ from offline.scenario import (
     KillWorker,
     LoseScheduledRuns,
     PauseExtender,
-    Scenario,
     Throttle,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
+
+    from functions.settings import Settings
+    from offline.scenario import Fault
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +247,21 @@ class _CallFault:
     spec: AwsFault
 
 
+class FaultPlan(Protocol):
+    """What the faults of a run come from: a scenario, or no faults at all (`serve`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def faults(self) -> Sequence[Fault]: ...
+    @property
+    def seed(self) -> int: ...
+
+
 class Faults:
     """The faults of one run; times are seconds since `begin()`."""
 
-    def __init__(self, scenario: Scenario, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, scenario: FaultPlan, *, clock: Callable[[], float] = time.time) -> None:
         self.scenario = scenario
         self.clock = clock
         self.start = clock()
@@ -666,9 +679,9 @@ class TimedActions:
         """Ask the threads to end; `join()` waits for them."""
         self.stopped.set()
 
-    def join(self) -> None:
+    def join(self, timeout: float | None = None) -> None:
         for thread in self._threads:
-            thread.join()
+            thread.join(timeout)
 
     def _run(self, action: AbortExecution | DuplicateDelivery) -> None:
         if self.stopped.wait(max(0.0, action.at_s - self.faults.elapsed())):

@@ -1,16 +1,6 @@
-"""One scenario, end to end, on one machine:
-
-    scenario jobs ──► jobs queue ──► event source mapping ──► receiver handler ──► workflow (moto)
-                         ▲                                                           │ spark step
-                         └── extender handler (scheduler) ◄── lease table            ▼
-                                                                                token queue ──► Spark worker
-
-The receiver, extender and watcher are the functions' own handler modules, loaded as a Lambda
-container would load them (settings from the environment, clients from `functions.aws` with the
-endpoint override). Each function's service is built eagerly so the faults can hook its clients from
-outside (`Faults.install`). moto sends no EventBridge events: `offline.events` delivers the status
-changes of ended executions to the watcher, best effort and a little late; reconciliation inside the
-extender settles what they miss.
+"""One scenario, end to end, on one machine: the scenario's jobs sent to a `LocalProcessor` (the
+whole processor, see `offline.processor`), its faults applied from outside, everything observed from
+outside (`offline.observe`), and the report with its invariant checks at the end.
 """
 
 from __future__ import annotations
@@ -28,18 +18,12 @@ from typing import Any
 
 from functions.lease import LeaseStore
 from functions.observability import logger as function_logger
-from functions.observability import metrics
-from offline.emulator import REGION, Emulator, Resources, environment, function_environment
-from offline.esm import EventSourceMapping, MappingConfig
-from offline.events import StatusEvents, watched_statuses
 from offline.faults import Faults, TimedActions
-from offline.lambdas import LambdaContext, load_function
 from offline.observe import Observer, Track
+from offline.processor import LocalProcessor
 from offline.progress import Counts, Progress
 from offline.report import build_report, violations
 from offline.scenario import GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
-from offline.scheduler import Scheduler
-from offline.worker import SparkWorker
 
 POLL_S = 0.5
 SETTLE_S = 15.0
@@ -156,125 +140,54 @@ def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | Non
     wall_start = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
     prepare_spark(scenario, work_dir)
-    emulator = Emulator()
-    try:
-        catalog = scenario.job_catalog()
-        resources = emulator.create(scenario.settings, spark_heartbeat_s=scenario.spark_heartbeat_s, catalog=catalog)
-        catalog_file = work_dir / "job_types.json"  # what the construct ships in the functions' asset
-        catalog_file.write_text(catalog.to_json(), encoding="utf-8")
-        function_env = {**function_environment(resources), "JOB_TYPES_FILE": str(catalog_file)}
-        with (
-            environment(function_env),
-            captured_logs(work_dir / "runtime.log"),
-            warnings.catch_warnings(),
-        ):
-            # An invocation that dies before adding a metric flushes none; Powertools warns on stderr.
-            warnings.filterwarnings("ignore", message="No application metrics to publish")
-            result = _run(scenario, emulator, resources, work_dir, progress)
-    finally:
-        emulator.stop()
+    faults = Faults(scenario)
+    with (
+        captured_logs(work_dir / "runtime.log"),
+        warnings.catch_warnings(),
+        LocalProcessor(
+            scenario.settings,
+            catalog=scenario.job_catalog(),
+            work_dir=work_dir,
+            faults=faults,
+            spark_heartbeat_s=scenario.spark_heartbeat_s,
+            batch_size=scenario.batch_size,
+            spark_workers=spark_workers(scenario),
+        ) as processor,
+    ):
+        # An invocation that dies before adding a metric flushes none; Powertools warns on stderr.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        result = _run(scenario, processor, work_dir, progress)
     result.report["wall_s"] = round(time.monotonic() - wall_start, 1)
     return result
 
 
-def _run(
-    scenario: Scenario, emulator: Emulator, resources: Resources, work_dir: Path, progress: Progress | None
-) -> RunResult:
+def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress: Progress | None) -> RunResult:
+    emulator, resources, faults = processor.emulator, processor.resources, processor.faults
     settings = resources.settings
-    receiver = load_function("functions.receiver.handler")
-    extender = load_function("functions.extender.handler")
-    watcher = load_function("functions.watcher.handler")
     observer = Observer(emulator, resources)
-    faults = Faults(scenario)
-    # Each container's service, built once: the faults hook the clients it holds.
-    faults.install("receiver", receiver.receiver())
-    faults.install("extender", extender.extender())
-    faults.install("watcher", watcher.watcher())
-    # The functions share this process's Powertools `Metrics`, disabled here. Disabled, it never clears
-    # what it gathered and prints it once a name holds 100 values; clear it after each invocation
-    # instead, as a flush would.
-
-    def invoke_extender() -> None:
-        context = LambdaContext(function_name="extender", deadline=time.time() + EXTENDER_TIMEOUT_S)
-        faults.begin_invocation("extender", deadline=context.deadline)
-        try:
-            extender.handler({"source": "aws.scheduler"}, context)
-        finally:
-            faults.end_invocation("extender", period_s=settings.extender_period_s)
-            metrics.clear_metrics()
-
-    def invoke_receiver(event: dict[str, Any], context: LambdaContext) -> Any:
-        handles = {record["receiptHandle"]: record["messageId"] for record in event["Records"]}
-        faults.begin_invocation("receiver", handles, deadline=context.deadline)
-        try:
-            return receiver.handler(event, context)
-        finally:
-            faults.end_invocation("receiver")
-            metrics.clear_metrics()
-
-    def invoke_watcher(event: dict[str, Any]) -> Any:
-        context = LambdaContext(function_name="watcher", deadline=time.time() + WATCHER_TIMEOUT_S)
-        faults.begin_invocation("watcher", deadline=context.deadline)
-        try:
-            return watcher.handler(event, context)
-        finally:
-            faults.end_invocation("watcher")
-            metrics.clear_metrics()
-
-    mapping = EventSourceMapping(
-        emulator.sqs(app_id="lambda-event-source-mapping"),
-        MappingConfig(
-            queue_url=resources.queue_url,
-            queue_arn=resources.queue_arn,
-            region=REGION,
-            batch_size=scenario.batch_size,
-            # Lambda refuses a mapping whose queue's VT is shorter than the function's timeout.
-            function_timeout_s=min(settings.receiver_timeout_s, resources.queue_visibility_timeout_s),
-        ),
-        invoke_receiver,
-        on_batch=observer.on_batch,
-    )
-    schedule = Scheduler(invoke_extender, settings.extender_period_s, skip=faults.skip_run)
-    workers = [
-        SparkWorker(
-            emulator.sqs(app_id="spark-worker"),
-            emulator.stepfunctions(app_id="spark-worker"),
-            resources.token_queue_url,
-            heartbeat_timeout_s=scenario.spark_heartbeat_s,
-            catalog=scenario.job_catalog(),
-            kill_after=faults.kill_after,
-        )
-        for _ in range(spark_workers(scenario))
-    ]
+    assert processor.mapping is not None
+    processor.mapping.on_batch = observer.on_batch
     actions = TimedActions(
         faults,
         view=observer,
-        mapping=mapping,
+        mapping=processor.mapping,
         store=LeaseStore(
             emulator.dynamodb(), resources.table_name, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
         ),
         sqs=emulator.sqs(),
         stepfunctions=emulator.stepfunctions(),
     )
-    events = StatusEvents(
-        emulator.stepfunctions(), resources.state_machine_arn, invoke_watcher, faults, statuses=watched_statuses()
-    )
-    threads: list[Any] = [mapping, schedule, *workers, actions, events]
     start = faults.begin()
     for job in scenario.jobs:
         observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
-    for thread in threads:
-        thread.start()
+    processor.start(actions)
     try:
         _wait_until_settled(scenario, observer, progress, start)
     finally:
-        for thread in threads:  # all told first, then waited for: each may be in a 1 s long poll
-            thread.stop()
-        for thread in threads:
-            thread.join()
         end = time.time()
+        processor.stop()
         observer.mark_end()
-        emulator.stop_executions(resources.state_machine_arn)
+        processor.abort_running()
         if progress is not None:
             progress.close()
     observer.poll()

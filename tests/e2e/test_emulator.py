@@ -26,7 +26,7 @@ def emulated() -> Iterator[tuple[Emulator, Resources]]:
     try:
         settings = parse_scenario({"settings": SHORT_THRESHOLD, "jobs": [{"id": "a", "raw_body": "x"}]}).settings
         resources = emulator.create(settings, spark_heartbeat_s=SPARK_HEARTBEAT_S)
-        with environment(function_environment(resources)):
+        with environment(function_environment(resources, emulator)):
             yield emulator, resources
     finally:
         emulator.stop()

@@ -25,9 +25,8 @@ from functions.policies import build_policy
 from functions.receiver.service import Delivery, Outcome, Receiver, receive
 from functions.settings import Settings
 from functions.visibility import VisibilityClient
-from offline.emulator import workflow_definition as offline_workflow_definition
-from offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 from offline.lambdas import load_function
+from offline.resources import create_resources
 from tests.short_settings import SHORT_THRESHOLD
 
 TABLE = "leases"
@@ -164,10 +163,8 @@ STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACH
 TOKEN_QUEUE = "spark-tokens"
 
 
-@pytest.fixture(scope="session")
-def workflow_definition() -> str:
-    """The workflow as the offline runtime renders it, with a 3 s heartbeat timeout on the Spark step."""
-    return offline_workflow_definition(spark_heartbeat_s=3)
+FLOW_SPARK_HEARTBEAT_S = 3
+"""The Spark step's heartbeat timeout in the flows: nobody serves its token queue there."""
 
 
 @dataclass
@@ -288,46 +285,21 @@ class OffsetClock(SystemClock):
 
 
 @contextlib.contextmanager
-def running_flow(
-    workflow_definition: str, *, fifo: bool = False, queue_vt_s: int = 30, **settings: Any
-) -> Iterator[Flow]:
-    """The `Flow` on moto; `fifo`: FIFO jobs queue and DLQ, as the stack makes them (moto's receive made to
-    keep a group's order, see `offline.fifo`)."""
-    if fifo:
-        keep_group_order()
-    suffix, attributes = (".fifo", FIFO_ATTRIBUTES) if fifo else ("", {})
+def running_flow(*, fifo: bool = False, queue_vt_s: int = 30, **settings: Any) -> Iterator[Flow]:
+    """The `Flow` on moto; `settings` over `FLOW_SETTINGS`. `fifo`: FIFO jobs queue and DLQ, as the stack
+    makes them (and moto's receive made to keep a group's order, see `offline.fifo`)."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sqs = aws.sqs()
-        dynamodb = aws.dynamodb()
-        dynamodb.create_table(**table_definition(TABLE))
-        dlq_url = sqs.create_queue(QueueName="jobs-dlq" + suffix, Attributes=attributes)["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        values = {**FLOW_SETTINGS, **settings}
-        queue_url = sqs.create_queue(
-            QueueName="jobs" + suffix,
-            Attributes={
-                **attributes,
-                "VisibilityTimeout": str(queue_vt_s),
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": values["max_receive_count"]}
-                ),
-            },
-        )["QueueUrl"]
-        sqs.create_queue(QueueName=TOKEN_QUEUE)
-        stepfunctions = aws.stepfunctions()
-        stepfunctions.create_state_machine(
-            name=STATE_MACHINE, definition=workflow_definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/workflow"
+        sqs, dynamodb, stepfunctions = aws.sqs(), aws.dynamodb(), aws.stepfunctions()
+        # The offline runtime's own builder, with the queue's VT at SQS's default (the mapping's receives).
+        resources = create_resources(
+            sqs,
+            dynamodb,
+            stepfunctions,
+            Settings.load({**FLOW_SETTINGS, **settings, "fifo": fifo}),
+            spark_heartbeat_s=FLOW_SPARK_HEARTBEAT_S,
+            queue_visibility_timeout_s=queue_vt_s,
         )
-        loaded = Settings.load(
-            {
-                **values,
-                "fifo": fifo,
-                "table_name": TABLE,
-                "queue_url": queue_url,
-                "dlq_url": dlq_url,
-                "state_machine_arn": STATE_MACHINE_ARN,
-            }
-        )
+        loaded, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
         executor = ThreadPoolExecutor(max_workers=8)
         harness = Harness(
             sqs=sqs, dynamodb=dynamodb, stepfunctions=stepfunctions, queue_url=queue_url, executor=executor
@@ -353,8 +325,8 @@ def running_flow(
 
 
 @pytest.fixture
-def flow(workflow_definition: str) -> Iterator[Flow]:
-    with running_flow(workflow_definition) as made:
+def flow() -> Iterator[Flow]:
+    with running_flow() as made:
         yield made
 
 

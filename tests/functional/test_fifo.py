@@ -41,8 +41,8 @@ EXPIRED = "Value {} for parameter ReceiptHandle is invalid. Reason: The receipt 
 
 
 @pytest.fixture
-def fifo(workflow_definition: str) -> Iterator[Flow]:
-    with running_flow(workflow_definition, fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5) as made:
+def fifo() -> Iterator[Flow]:
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5) as made:
         yield made
 
 
@@ -252,10 +252,8 @@ def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_t
     assert (dead["MessageId"], dead["Attributes"]["MessageGroupId"]) == (a1, "A")
 
 
-def test_fifo_failed_job_holds_its_group_for_the_release_delay(workflow_definition: str) -> None:
-    with running_flow(
-        workflow_definition, fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5, fifo_release_delay_s=3
-    ) as flow:
+def test_fifo_failed_job_holds_its_group_for_the_release_delay() -> None:
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5, fifo_release_delay_s=3) as flow:
         a1 = send(flow, "A", "a1", seconds=0, fail=True)
         a2 = send(flow, "A", "a2", seconds=1)
         [first, _] = flow.receive_batch()

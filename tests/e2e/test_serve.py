@@ -1,0 +1,181 @@
+"""`python -m offline serve` as a user runs it: a separate process on a free port, reached by the AWS CLI,
+by plain boto3 and by `longjobs`, stopped by SIGTERM with nothing left ACTIVE."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from functions.jobs import load_catalog
+from offline.serve import ServeError, check_java, serve
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Service:
+    process: subprocess.Popen[str]
+    endpoint: str
+    queue_url: str
+    lines: list[str]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)}
+
+    def longjobs(self, *args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "longjobs", "--endpoint-url", self.endpoint, *args, "--json"],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def wait_for(self, what: str, check: Any, timeout_s: float = 45) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "offline", "serve", "--port", str(port), "--drain-s", "2", "--work-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,  # no jobs.json there: the built-in job types
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    for line in process.stdout:  # the banner ends with the log file's line
+        lines.append(line.rstrip())
+        if line.startswith("logs:"):
+            break
+    fields = dict(line.strip().split(None, 1) for line in lines if line.startswith("  ") and "  " in line.strip())
+    endpoint = lines[0].rsplit(" ", 1)[1]
+    try:
+        yield Service(process, endpoint, fields["queue"], lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service: Service) -> None:
+    assert service.endpoint == f"http://127.0.0.1:{service.endpoint.rsplit(':', 1)[1]}"
+    body = json.dumps({"job_id": "from-cli", "type": "wait", "params": {"seconds": 9}})
+    sent = subprocess.run(
+        [
+            "aws",
+            "--endpoint-url",
+            service.endpoint,
+            "sqs",
+            "send-message",
+            "--queue-url",
+            service.queue_url,
+            "--message-body",
+            body,
+        ],
+        capture_output=True,
+        text=True,
+        env=service.env(),
+        check=True,
+        timeout=60,
+    )
+    from_cli = json.loads(sent.stdout)["MessageId"]
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=service.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    job = json.dumps({"job_id": "from-boto3", "type": "wait", "params": {"seconds": 1}})
+    from_boto3 = sqs.send_message(QueueUrl=service.queue_url, MessageBody=job)["MessageId"]
+    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
+
+    for message_id in (from_cli, from_boto3):
+        lease = service.wait_for(
+            f"{message_id} done",
+            lambda m=message_id: _succeeded(service.longjobs("lease", m)),
+        )
+        assert lease["lease"]["result"]["waited_s"] in (9, 1)
+    story = service.longjobs("lease", from_cli)
+    assert story["lease"]["renewal_count"] >= 1, "a 9 s job outlives its first 7 s chunk: it was renewed"
+    assert [e["status"] for e in story["executions"]] == ["SUCCEEDED"]
+    attributes = sqs.get_queue_attributes(QueueUrl=service.queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+    [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
+    assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
+    moved = service.longjobs("dlq", "redrive")
+    assert moved["moved"] == 1
+    # The receiver takes it again and sends it straight back, with its error: a copy of a copy.
+    again = service.wait_for(
+        "the redriven poison back in the DLQ",
+        lambda: [m for m in service.longjobs("dlq", "list") if m["original_message_id"] != poison],
+    )
+    assert again[0]["error_type"] == "NotJson"
+
+    # A job that still runs when the service stops: its 2 s of drain pass, it is stopped and released.
+    long_job = json.dumps({"job_id": "still-running", "type": "wait", "params": {"seconds": 120}})
+    running = sqs.send_message(QueueUrl=service.queue_url, MessageBody=long_job)["MessageId"]
+    service.wait_for("the long job running", lambda: service.longjobs("lease", running)["lease"]["status"] == "ACTIVE")
+    service.process.send_signal(signal.SIGTERM)
+    out, _ = service.process.communicate(timeout=60)
+    assert service.process.returncode == 0
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("stopped:") and f"1 stopped and released ({running})" in last, last
+    assert last.endswith("0 lease(s) left ACTIVE"), last
+
+
+def _succeeded(story: dict[str, Any]) -> dict[str, Any] | None:
+    return story if story["lease"]["status"] == "SUCCEEDED" else None
+
+
+def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        code = serve(port=port, jobs_file=None, settings_file=None, work_dir=tmp_path, drain_s=0)
+    assert code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"serve: port {port} on 127.0.0.1 is in use") and "pass --port" in line
+
+
+def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ServeError, match=r"^java not found: pyspark job types run on a local Spark.*Java 17"):
+        check_java(load_catalog())
