@@ -51,7 +51,12 @@ class InfraSettings(BaseModel):
         default=None, description="Lease table deletion protection; default: on for stage prod only."
     )
     receiver_timeout_s: int = Field(default=30, ge=1, le=900)
-    receiver_batch_size: int = Field(default=10, ge=1, le=10, description="Records per receiver invocation.")
+    receiver_batch_size: int = Field(
+        default=10,
+        ge=1,
+        le=10,
+        description="Records per receiver invocation; on FIFO at most max_receive_count, by default that (up to 10).",
+    )
     receiver_max_concurrency: int = Field(
         default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
     )
@@ -131,6 +136,16 @@ class StackConfig:
 
     infra: InfraSettings
     engine: Settings
+
+    @property
+    def mapping_batch_size(self) -> int:
+        """The event source mapping's batch size. On FIFO, a record received behind a running job of its
+        group is reported not done and still counts a receive, so a group's k-th queued job is first
+        started at up to its k-th receive (k up to the batch size). Unless set, the batch size is then
+        `max_receive_count` (at most 10), so no job can reach the DLQ without running."""
+        if self.engine.fifo and "receiver_batch_size" not in self.infra.model_fields_set:
+            return min(self.infra.receiver_batch_size, self.engine.max_receive_count)
+        return self.infra.receiver_batch_size
 
     def engine_environment(self) -> dict[str, str]:
         """The engine settings as the functions read them (upper-case env vars): those set in
@@ -221,7 +236,27 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
             )
 
 
+def _check_fifo(infra: InfraSettings, engine: Settings) -> None:
+    if not engine.fifo:
+        return
+    if infra.s3_notifications:
+        raise ConfigError(
+            "invalid CDK context: s3_notifications=true with fifo=true: S3 event notifications cannot be sent to a "
+            "FIFO queue; leave s3_notifications off, or deliver S3 events through EventBridge to the queue with a "
+            "message group id"
+        )
+    batch = infra.receiver_batch_size
+    if "receiver_batch_size" in infra.model_fields_set and batch > engine.max_receive_count:
+        raise ConfigError(
+            f"invalid CDK context: receiver_batch_size={batch} with fifo=true and max_receive_count="
+            f"{engine.max_receive_count}: on FIFO a record received behind a running job of its group still counts a "
+            f"receive, so the {engine.max_receive_count + 1}th queued job of a group would reach the DLQ without "
+            f"running; set receiver_batch_size <= {engine.max_receive_count} or raise max_receive_count to {batch}"
+        )
+
+
 def _check_together(infra: InfraSettings, engine: Settings) -> None:
+    _check_fifo(infra, engine)
     vt, timeout = infra.queue_visibility_timeout_s, infra.receiver_timeout_s
     if vt < timeout:
         raise ConfigError(

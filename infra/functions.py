@@ -133,7 +133,7 @@ class LongJobFunctions(Construct):
         self.receiver.add_event_source(
             event_sources.SqsEventSource(
                 res.queue,
-                batch_size=infra.receiver_batch_size,
+                batch_size=config.mapping_batch_size,  # no batching window: a batch never waits to fill
                 report_batch_item_failures=True,
                 max_concurrency=infra.receiver_max_concurrency,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -283,8 +284,10 @@ class OffsetClock(SystemClock):
         return super().now() + self.offset_s
 
 
-@pytest.fixture
-def flow() -> Iterator[Flow]:
+@contextlib.contextmanager
+def running_flow(*, fifo: bool = False, queue_vt_s: int = 30, **settings: Any) -> Iterator[Flow]:
+    """The `Flow` on moto; `settings` over `FLOW_SETTINGS`. `fifo`: FIFO jobs queue and DLQ, as the stack
+    makes them (and moto's receive made to keep a group's order, see `offline.fifo`)."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sqs, dynamodb, stepfunctions = aws.sqs(), aws.dynamodb(), aws.stepfunctions()
         # The offline runtime's own builder, with the queue's VT at SQS's default (the mapping's receives).
@@ -292,33 +295,39 @@ def flow() -> Iterator[Flow]:
             sqs,
             dynamodb,
             stepfunctions,
-            Settings.load(FLOW_SETTINGS),
+            Settings.load({**FLOW_SETTINGS, **settings, "fifo": fifo}),
             spark_heartbeat_s=FLOW_SPARK_HEARTBEAT_S,
-            queue_visibility_timeout_s=30,
+            queue_visibility_timeout_s=queue_vt_s,
         )
-        settings, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
+        loaded, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
         executor = ThreadPoolExecutor(max_workers=8)
         harness = Harness(
             sqs=sqs, dynamodb=dynamodb, stepfunctions=stepfunctions, queue_url=queue_url, executor=executor
         )
         clock = SystemClock()
         receiver = Receiver(
-            settings=settings,
-            policy=build_policy(settings),
-            store=harness.store(settings),
+            settings=loaded,
+            policy=build_policy(loaded),
+            store=harness.store(loaded),
             sqs=sqs,
             visibility=VisibilityClient(sqs, clock=clock),
             stepfunctions=stepfunctions,
             clock=clock,
             rng=random.Random(7),
         )
-        flow = Flow(harness, settings, dlq_url, receiver, harness.extender(settings, clock))
+        flow = Flow(harness, loaded, dlq_url, receiver, harness.extender(loaded, clock))
         yield flow
         # Stop what still runs, or its engine thread outlives the mock and calls real AWS endpoints.
         for execution in flow.executions():
             if execution["status"] == "RUNNING":
                 flow.abort(execution["executionArn"])
         executor.shutdown(wait=True)
+
+
+@pytest.fixture
+def flow() -> Iterator[Flow]:
+    with running_flow() as made:
+        yield made
 
 
 def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> ModuleType:

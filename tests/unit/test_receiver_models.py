@@ -352,3 +352,10 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.ALREADY_SUCCEEDED,
         Outcome.WAITING,
     }
+    assert Outcome.HELD.deferred, "FIFO: a message waiting for its job id holds its group"
+
+
+def test_release_delay_on_fifo_is_fixed_whatever_the_receive_count() -> None:
+    settings = Settings(fifo=True, fifo_release_delay_s=45, release_delay_base_s=10)
+    assert {release_delay_s(n, settings, random.Random(n)) for n in range(1, 20)} == {45}
+    assert release_delay_s(3, Settings(fifo=True), random.Random(1)) == 0, "by default at once, in order"
