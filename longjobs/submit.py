@@ -56,7 +56,7 @@ def new_job_id(job_type: str, now: float | None = None) -> str:
 
 
 def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
-    """The project's job message (README, "Sending jobs")."""
+    """The project's job message (docs/messages.md)."""
     return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
 
 
