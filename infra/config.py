@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from functions.jobs import GlueSettings, JobCatalog, JobType
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
+from functions.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings, SettingsError
 from infra.constants import EXTENDER_PERIOD, LOG_RETENTION
 
 RESOURCE_FIELDS = frozenset(
@@ -55,7 +55,7 @@ class InfraSettings(BaseModel):
         default=10,
         ge=1,
         le=10,
-        description="Records per receiver invocation; on FIFO at most max_receive_count, by default that (up to 10).",
+        description="Records per receiver invocation; on FIFO always 1 (functions.settings.FIFO_BATCH_SIZE).",
     )
     receiver_max_concurrency: int = Field(
         default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
@@ -139,13 +139,8 @@ class StackConfig:
 
     @property
     def mapping_batch_size(self) -> int:
-        """The event source mapping's batch size. On FIFO, a record received behind a running job of its
-        group is reported not done and still counts a receive, so a group's k-th queued job is first
-        started at up to its k-th receive (k up to the batch size). Unless set, the batch size is then
-        `max_receive_count` (at most 10), so no job can reach the DLQ without running."""
-        if self.engine.fifo and "receiver_batch_size" not in self.infra.model_fields_set:
-            return min(self.infra.receiver_batch_size, self.engine.max_receive_count)
-        return self.infra.receiver_batch_size
+        """The event source mapping's batch size: `receiver_batch_size`, on FIFO `FIFO_BATCH_SIZE` (1)."""
+        return FIFO_BATCH_SIZE if self.engine.fifo else self.infra.receiver_batch_size
 
     def engine_environment(self) -> dict[str, str]:
         """The engine settings as the functions read them (upper-case env vars): those set in
@@ -246,12 +241,13 @@ def _check_fifo(infra: InfraSettings, engine: Settings) -> None:
             "message group id"
         )
     batch = infra.receiver_batch_size
-    if "receiver_batch_size" in infra.model_fields_set and batch > engine.max_receive_count:
+    if "receiver_batch_size" in infra.model_fields_set and batch != FIFO_BATCH_SIZE:
         raise ConfigError(
-            f"invalid CDK context: receiver_batch_size={batch} with fifo=true and max_receive_count="
-            f"{engine.max_receive_count}: on FIFO a record received behind a running job of its group still counts a "
-            f"receive, so the {engine.max_receive_count + 1}th queued job of a group would reach the DLQ without "
-            f"running; set receiver_batch_size <= {engine.max_receive_count} or raise max_receive_count to {batch}"
+            f"invalid CDK context: receiver_batch_size={batch} with fifo=true: on FIFO a record received behind its "
+            "group's running or retried job is skipped and still counts a receive, so every retry of a failing job "
+            "would spend a receive of each job queued behind it and take them to the DLQ unrun; on FIFO the batch "
+            f"size is {FIFO_BATCH_SIZE} (groups run side by side through receiver_max_concurrency): leave "
+            "receiver_batch_size unset"
         )
 
 

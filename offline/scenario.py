@@ -42,7 +42,7 @@ from pydantic import (
 )
 
 from functions.jobs import JobCatalog, JobTypeError, load_catalog
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+from functions.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings
 
 RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn"})
 """Settings the runtime fills in from the resources it creates."""
@@ -265,7 +265,12 @@ class Scenario(_Strict):
     jobs: list[Annotated[JobSpec, Field(union_mode="left_to_right")]] = Field(min_length=1)
     faults: list[Fault] = []
     timeout_s: float = Field(default=180.0, gt=0, le=3_600)
-    batch_size: int = Field(default=10, ge=1, le=10, description="The event source mapping's batch size.")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10,
+        description="The event source mapping's batch size; by default the stack's: 10, on FIFO 1 (the only one).",
+    )
     spark_heartbeat_s: int = Field(
         default=10,
         ge=1,
@@ -318,6 +323,11 @@ class Scenario(_Strict):
                     f"jobs[{index}].dedup_id: used in groups {groups_of_key[key]!r} and {job.group!r}; the offline "
                     "runtime's moto deduplicates across the whole queue, SQS per group"
                 )
+        if self.settings.fifo and self.batch_size not in (None, FIFO_BATCH_SIZE):
+            problems.append(
+                f"batch_size: {self.batch_size} on a FIFO queue: a record received behind its group's running or "
+                f"retried job still counts a receive, so the stack's FIFO mapping takes {FIFO_BATCH_SIZE}; leave it out"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 from functions.extender.service import renew_due
 from functions.lease import LeaseStatus
 from functions.receiver.service import Outcome, receive
+from functions.settings import FIFO_BATCH_SIZE
 from longjobs import dlq, submit
 from longjobs.errors import CliError
 from offline.lambdas import LambdaContext, sqs_event
@@ -81,18 +82,19 @@ def fifo_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
 
 
 class Mapping:
-    """The event source mapping on the FIFO queue: receive up to 10 with the queue's VT, call the handler,
-    delete what it did not report."""
+    """The event source mapping on the FIFO queue: receive a batch (the stack's size) with the queue's VT,
+    call the handler, delete what it did not report."""
 
-    def __init__(self, flow: Flow, handler: ModuleType) -> None:
+    def __init__(self, flow: Flow, handler: ModuleType, batch_size: int = FIFO_BATCH_SIZE) -> None:
         self.flow = flow
         self.handler = handler
+        self.batch_size = batch_size
         self.batches: list[list[str]] = []
 
     def poll(self) -> dict[str, Any]:
         messages = self.flow.sqs.receive_message(
             QueueUrl=self.flow.harness.queue_url,
-            MaxNumberOfMessages=10,
+            MaxNumberOfMessages=self.batch_size,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
@@ -155,7 +157,7 @@ def test_fifo_batch_starts_each_groups_head_and_leaves_the_rest_of_a_deferred_gr
     a3 = send(fifo, "A", "a3", seconds=1)
     b2 = send(fifo, "B", "b2", seconds=1)
 
-    response = Mapping(fifo, handler).poll()
+    response = Mapping(fifo, handler, batch_size=10).poll()
 
     assert reported(response) == [a1, a2, a3, b2], "a1 and b2 deferred; a2 and a3 not done behind a1"
     assert set(executions_of(fifo)) == {a1, b2}, "nothing of group A starts behind a1; group B goes on"
@@ -173,7 +175,7 @@ def test_fifo_redelivery_of_a_running_job_starts_nothing_and_holds_the_group(
     handler = fifo_handler(monkeypatch, fifo)
     a1 = send(fifo, "A", "a1", seconds=5)
     a2 = send(fifo, "A", "a2", seconds=1)
-    mapping = Mapping(fifo, handler)
+    mapping = Mapping(fifo, handler, batch_size=10)
     assert reported(mapping.poll()) == [a1, a2]
     lease = fifo.lease(a1)
     time.sleep(QUEUE_VT_S + 0.2)
@@ -238,6 +240,28 @@ def test_fifo_poison_in_the_middle_of_a_group_goes_to_the_fifo_dlq_and_the_group
     assert fifo.lease(a2).status is LeaseStatus.SUCCEEDED, "the group went on past the poison"
 
 
+@pytest.mark.parametrize("batch_size", [FIFO_BATCH_SIZE, 3])
+def test_fifo_failing_job_takes_none_of_the_jobs_behind_it_to_the_dlq_only_with_the_stacks_batch_size(
+    monkeypatch: pytest.MonkeyPatch, batch_size: int
+) -> None:
+    """Each retry of a group's head spends a receive of every record received with it (skipped, reported
+    not done): with batches of 3 and 3 receives, a1's retries take a2 and a3 to the DLQ unrun. The stack's
+    FIFO batch of 1 receives only the head."""
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=3) as flow:
+        handler = fifo_handler(monkeypatch, flow)
+        a1 = send(flow, "A", "a1", seconds=0, fail=True)
+        followers = [send(flow, "A", f"a{i}", seconds=0) for i in (2, 3)]
+
+        run_until_settled(flow, Mapping(flow, handler, batch_size), [a1, *followers])
+
+        dead = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10)["Messages"]
+        ran = {m for m, e in executions_of(flow).items() if e["status"] == "SUCCEEDED"}
+        if batch_size == FIFO_BATCH_SIZE:
+            assert [m["MessageId"] for m in dead] == [a1] and ran == set(followers)
+        else:
+            assert {m["MessageId"] for m in dead} == {a1, *followers} and not ran, "what batches > 1 do"
+
+
 def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_the_group_goes_on(fifo: Flow) -> None:
     a1 = send(fifo, "A", "a1", seconds=1)
     a2 = send(fifo, "A", "a2", seconds=1)
@@ -277,7 +301,7 @@ def test_fifo_job_waiting_for_its_job_id_holds_its_group_instead_of_sending_a_co
     b1 = send(fifo, "B", "same-job", seconds=1)
     b2 = send(fifo, "B", "other-job", seconds=1)
 
-    response = Mapping(fifo, handler).poll()
+    response = Mapping(fifo, handler, batch_size=10).poll()
 
     assert reported(response) == [a1, b1, b2], "b1 holds its group; b2 stays behind it"
     assert list(executions_of(fifo)) == [a1]

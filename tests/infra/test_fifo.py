@@ -39,11 +39,11 @@ def test_fifo_stack_makes_the_queue_and_its_dlq_fifo_in_high_throughput_mode(fif
     assert not set(FIFO_PROPERTIES) & set(standard), "the default stack stays standard"
 
 
-def test_fifo_stack_mapping_batches_at_most_max_receive_count_with_no_window(fifo: Synth) -> None:
+def test_fifo_stack_mapping_takes_one_record_at_a_time_with_no_window(fifo: Synth) -> None:
     [mapping] = fifo.of_type("AWS::Lambda::EventSourceMapping").values()
     properties = mapping["Properties"]
     assert properties["EventSourceArn"] == {"Fn::GetAtt": [fifo.logical_id(fifo.part("Queues").queue), "Arn"]}
-    assert properties["BatchSize"] == 8, "a group's 8th queued job is first started at its 8th receive at most"
+    assert properties["BatchSize"] == 1, "only groups' heads are received: no job behind a retried one spends receives"
     assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert "MaximumBatchingWindowInSeconds" not in properties
 
@@ -54,13 +54,13 @@ def test_fifo_stack_tells_the_functions(fifo: Synth) -> None:
         assert fifo.resource(function)["Properties"]["Environment"]["Variables"]["FIFO"] == "True"
 
 
-def test_fifo_config_batch_size_defaults_to_the_receives_and_explicit_sizes_are_checked() -> None:
-    assert load_config({"fifo": "true"}).mapping_batch_size == 5, "max_receive_count's default"
-    assert load_config({"fifo": "true", "max_receive_count": "30"}).mapping_batch_size == 10
+def test_fifo_config_batch_size_is_one_and_larger_explicit_sizes_are_refused() -> None:
+    assert load_config({"fifo": "true"}).mapping_batch_size == 1
+    assert load_config({"fifo": "true", "max_receive_count": "30"}).mapping_batch_size == 1
     assert load_config({"fifo": "true", "receiver_batch_size": "1"}).mapping_batch_size == 1
     assert load_config({}).mapping_batch_size == 10, "a standard queue keeps receiver_batch_size"
-    with pytest.raises(ConfigError, match=r"receiver_batch_size=10 with fifo=true and max_receive_count=5: .*6th"):
-        load_config({"fifo": "true", "receiver_batch_size": "10"})
+    with pytest.raises(ConfigError, match=r"receiver_batch_size=2 with fifo=true: .*DLQ unrun"):
+        load_config({"fifo": "true", "receiver_batch_size": "2"})
 
 
 def test_fifo_config_refuses_s3_notifications() -> None:

@@ -37,7 +37,7 @@ def test_scenario_parser_applies_defaults_to_a_minimal_file() -> None:
     scenario = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 3}]})
 
     assert scenario.settings == Settings()
-    assert (scenario.timeout_s, scenario.batch_size, scenario.spark_heartbeat_s, scenario.faults) == (180, 10, 10, [])
+    assert (scenario.timeout_s, scenario.batch_size, scenario.spark_heartbeat_s, scenario.faults) == (180, None, 10, [])
     assert scenario.jobs == [WaitJob(id="a", type="wait", seconds=3)]
 
 
@@ -372,6 +372,14 @@ def test_scenario_fifo_jobs_name_their_group_and_may_share_a_deduplication_id() 
         (
             {"settings": {"fifo": True}, "jobs": [{"id": "a", "type": "wait", "seconds": 1, "group": "has space"}]},
             "jobs[0].group: String should match pattern",
+        ),
+        (
+            {
+                "settings": {"fifo": True},
+                "batch_size": 5,
+                "jobs": [{"id": "a", "type": "wait", "seconds": 1, "group": "g"}],
+            },
+            "batch_size: 5 on a FIFO queue",
         ),
     ],
 )
