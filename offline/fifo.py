@@ -13,7 +13,10 @@ set it keeps apart from visibility, and drifts from that rule:
 - It decides which messages are visible once per pass and which groups are blocked later, so a message
   whose visibility runs out in between lets the next one of its group go first.
 
-`keep_group_order` replaces moto's receive for FIFO queues (standard queues keep moto's own): a group is in
+`keep_group_order` replaces moto's receive for FIFO queues (standard queues keep moto's own), and makes
+moto's visibility change refuse a FIFO handle as SQS does, "The receipt handle has expired", once the
+message's visibility has run out or it was received again (a retried release landing after the next
+receive would otherwise hide nothing and show the new receive's message). A group is in
 flight while one of its messages was received and is hidden; otherwise its messages are handed out from
 its head, in order, up to the first one that is hidden, all decided on one look at the queue. A head
 past the redrive's receives goes to the DLQ, and the next message is the head. Unlike SQS, moto's
@@ -28,6 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.literals import QueueAttributeNameType
+
+EXPIRED_HANDLE = "Value {} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+"""What SQS answers a visibility change with a FIFO handle whose visibility ran out."""
 
 FIFO_ATTRIBUTES: dict[QueueAttributeNameType, str] = {
     "FifoQueue": "true",
@@ -90,6 +96,7 @@ def receive_fifo(
 
 def keep_group_order() -> None:
     """Patch moto's SQS backend (process-wide, once): FIFO queues receive by `receive_fifo`."""
+    from moto.sqs.exceptions import InvalidParameterValue
     from moto.sqs.models import Queue, SQSBackend
 
     if getattr(SQSBackend, _PATCHED, False):
@@ -111,6 +118,17 @@ def keep_group_order() -> None:
             )
         return receive_fifo(self, queue, count, wait_seconds_timeout, visibility_timeout, message_attribute_names or [])
 
+    moto_change_visibility = SQSBackend.change_message_visibility
+
+    def change_message_visibility(self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+        queue = self.get_queue(queue_name)
+        if queue.fifo_queue:
+            message = next((m for m in queue._messages if m.had_receipt_handle(receipt_handle)), None)
+            if message is not None and (message.receipt_handle != receipt_handle or message.visible):
+                raise InvalidParameterValue(EXPIRED_HANDLE.format(receipt_handle))
+        moto_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
+
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+    SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
     Queue.pending_message_groups = property(in_flight_groups)  # type: ignore[method-assign,assignment]
     setattr(SQSBackend, _PATCHED, True)
