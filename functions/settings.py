@@ -31,13 +31,13 @@ PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
 FIFO_SUFFIX = ".fifo"
+"""The name (and URL) of every FIFO queue ends with it, and no other queue's does."""
 FIFO_BATCH_SIZE = 1
 """The event source mapping's batch size on a FIFO queue. A record received behind its group's running
 or retried job is skipped and still counts a receive, so with larger batches every retry of a group's
 head would spend a receive of each job queued behind it, and a failing job would take them to the DLQ
 unrun. One record per invocation receives only groups' heads; groups run side by side through the
 mapping's concurrency."""
-"""The name (and URL) of every FIFO queue ends with it, and no other queue's does."""
 
 
 def is_fifo_url(url: str) -> bool:
