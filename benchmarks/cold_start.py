@@ -36,6 +36,7 @@ BASE_ENV = {
     "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
     "POWERTOOLS_SERVICE_NAME": "long-jobs",
     "POWERTOOLS_METRICS_NAMESPACE": "LongJobs",
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",  # as the stack sets it (infra/functions.py)
 }
 _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)$")
 TOP = 8

@@ -19,7 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from functions.exceptions import SettingsError
 from functions.policies import POLICIES, SQS_MAX_VISIBILITY_S, hold_limit
 
-__all__ = ["SQS_MAX_VISIBILITY_S", "PolicyName", "Settings", "SettingsError"]
+__all__ = [
+    "FIFO_BATCH_SIZE",
+    "FIFO_SUFFIX",
+    "SQS_MAX_VISIBILITY_S",
+    "PolicyName",
+    "Settings",
+    "SettingsError",
+    "is_fifo_url",
+]
 
 PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
@@ -28,6 +36,19 @@ MAX_REDRIVE_RECEIVES = 1_000
 """SQS's largest redrive `maxReceiveCount`."""
 FAULT_RECEIVES = 2
 """Receives an attempt may lose to a receiver that failed its record (a crash, a throttled call)."""
+FIFO_SUFFIX = ".fifo"
+"""The name (and URL) of every FIFO queue ends with it, and no other queue's does."""
+FIFO_BATCH_SIZE = 1
+"""The event source mapping's batch size on a FIFO queue. A record received behind its group's running
+or retried job is skipped and still counts a receive, so with larger batches every retry of a group's
+head would spend a receive of each job queued behind it, and a failing job would take them to the DLQ
+unrun. One record per invocation receives only groups' heads; groups run side by side through the
+mapping's concurrency."""
+
+
+def is_fifo_url(url: str) -> bool:
+    """Whether a queue URL names a FIFO queue."""
+    return url.rstrip("/").endswith(FIFO_SUFFIX)
 
 
 class Settings(BaseModel):
@@ -142,6 +163,17 @@ class Settings(BaseModel):
     job_wait_cap_s: int = Field(
         default=MAX_DELAY_S, ge=0, le=MAX_DELAY_S, description="Longest such wait (SQS delays at most 15 minutes)."
     )
+    fifo: bool = Field(
+        default=False,
+        description="The jobs queue (and its DLQ) is FIFO: jobs run in order per message group (URLs end in .fifo).",
+    )
+    fifo_release_delay_s: int = Field(
+        default=0,
+        ge=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="FIFO: a failed job's message returns after this delay, which holds its group meanwhile "
+        "(instead of the growing release delay of a standard queue).",
+    )
 
     receiver_timeout_s: float = Field(
         default=30.0, gt=0, le=900, description="The receiver function's timeout: after it, an invocation is dead."
@@ -240,6 +272,25 @@ class Settings(BaseModel):
             )
         if self.renewal_enabled:
             POLICIES[self.policy].check(self)
+        return self
+
+    @model_validator(mode="after")
+    def _queue_type_matches(self) -> Settings:
+        """A FIFO queue needs the FIFO receiver (group order, group ids on every send), and a standard one
+        must not get it: the queue URLs must say what `fifo` says. A FIFO queue's DLQ is FIFO too."""
+        for name in ("queue_url", "dlq_url"):
+            url = getattr(self, name)
+            if url is None or is_fifo_url(url) == self.fifo:
+                continue
+            if self.fifo:
+                raise ValueError(
+                    f"{name}={url!r} is a standard queue but fifo is true: a FIFO processor needs FIFO queues "
+                    f"(their names end in {FIFO_SUFFIX}); set FIFO=false, or deploy with the CDK context fifo=true"
+                )
+            raise ValueError(
+                f"{name}={url!r} is a FIFO queue but fifo is false: set FIFO=true (the CDK context fifo=true), "
+                "so the receiver keeps each message group's order and sends with group ids"
+            )
         return self
 
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from functions.jobs import GlueSettings, JobCatalog, JobType
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings, SettingsError
+from functions.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings, SettingsError
 from infra.constants import EXTENDER_PERIOD, LOG_RETENTION
 
 RESOURCE_FIELDS = frozenset(
@@ -60,7 +60,12 @@ class InfraSettings(BaseModel):
         default=None, description="Lease table deletion protection; default: on for stage prod only."
     )
     receiver_timeout_s: int = Field(default=30, ge=1, le=900)
-    receiver_batch_size: int = Field(default=10, ge=1, le=10, description="Records per receiver invocation.")
+    receiver_batch_size: int = Field(
+        default=10,
+        ge=1,
+        le=10,
+        description="Records per receiver invocation; on FIFO always 1 (functions.settings.FIFO_BATCH_SIZE).",
+    )
     receiver_max_concurrency: int = Field(
         default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
     )
@@ -140,6 +145,11 @@ class StackConfig:
 
     infra: InfraSettings
     engine: Settings
+
+    @property
+    def mapping_batch_size(self) -> int:
+        """The event source mapping's batch size: `receiver_batch_size`, on FIFO `FIFO_BATCH_SIZE` (1)."""
+        return FIFO_BATCH_SIZE if self.engine.fifo else self.infra.receiver_batch_size
 
     def engine_environment(self) -> dict[str, str]:
         """The engine settings as the functions read them (upper-case env vars): those set in
@@ -254,7 +264,28 @@ def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
             )
 
 
+def _check_fifo(infra: InfraSettings, engine: Settings) -> None:
+    if not engine.fifo:
+        return
+    if infra.s3_notifications:
+        raise ConfigError(
+            "invalid CDK context: s3_notifications=true with fifo=true: S3 event notifications cannot be sent to a "
+            "FIFO queue; leave s3_notifications off, or deliver S3 events through EventBridge to the queue with a "
+            "message group id"
+        )
+    batch = infra.receiver_batch_size
+    if "receiver_batch_size" in infra.model_fields_set and batch != FIFO_BATCH_SIZE:
+        raise ConfigError(
+            f"invalid CDK context: receiver_batch_size={batch} with fifo=true: on FIFO a record received behind its "
+            "group's running or retried job is skipped and still counts a receive, so every retry of a failing job "
+            "would spend a receive of each job queued behind it and take them to the DLQ unrun; on FIFO the batch "
+            f"size is {FIFO_BATCH_SIZE} (groups run side by side through receiver_max_concurrency): leave "
+            "receiver_batch_size unset"
+        )
+
+
 def _check_together(infra: InfraSettings, engine: Settings) -> None:
+    _check_fifo(infra, engine)
     vt, timeout = infra.queue_visibility_timeout_s, infra.receiver_timeout_s
     if vt < timeout:
         raise ConfigError(

@@ -26,6 +26,11 @@ branch and (pyspark) a Glue job per job type, the data buckets, and the dashboar
   construct, as cdk-nag 3 plugins can only be added to a whole App or Stage); an unacknowledged
   finding fails the synth. Pass False when the app already runs the pack on everything.
 
+FIFO (`engine={"fifo": True}`, the bundled app's `-c fifo=true`): the jobs queue and its DLQ are FIFO,
+jobs run in order per message group, and the event source mapping takes at most
+`infra.config.StackConfig.mapping_batch_size` records with no batching window. S3 cannot notify a FIFO
+queue, so `s3_notifications` is refused with it.
+
 Nothing is added outside the construct's scope, with one exception that CDK makes: S3 notifications
 (`infra={"s3_notifications": True}`) are configured by CDK's stack-wide custom-resource function,
 whose two cdk-nag findings are acknowledged on that function.
@@ -111,6 +116,7 @@ class LongJobProcessor(Construct):
             visibility_timeout=cdk.Duration.seconds(settings.queue_visibility_timeout_s),
             max_receive_count=config.engine.redrive_max_receives(QUEUE_RETENTION.to_seconds()),
             limited_types=[t.name for t in self.catalog.limited()],
+            fifo=config.engine.fifo,
         )
         leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection)
         workflow = JobWorkflow(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_sqs as sqs
@@ -12,7 +13,7 @@ from infra.constants import DLQ_RETENTION, QUEUE_RETENTION
 
 
 class JobQueues(Construct):
-    """Standard queues with SQS-managed encryption and a policy that refuses requests without TLS.
+    """Two queues with SQS-managed encryption and a policy that refuses requests without TLS.
 
     SSE-SQS rather than a KMS key: S3 event notifications can then be delivered without a key policy,
     and no function needs KMS permissions. The DLQ keeps messages 14 days (SQS's maximum), longer than
@@ -23,6 +24,11 @@ class JobQueues(Construct):
     Each type of `limited_types` gets a waiting queue (`WaitingQueue<n>`, in the order given), where
     admission parks the work that cannot run within its horizon; the same encryption, retention and
     redrive. Only the functions receive from it, never an event source mapping.
+
+    `fifo`: the jobs queue and its DLQ are FIFO (a FIFO queue's DLQ must be), with content-based
+    deduplication and high-throughput mode (deduplication and throughput per message group);
+    CloudFormation names them with the `.fifo` suffix. A FIFO processor has no admission, so no
+    waiting queues (a standard queue's DLQ could not be the FIFO DLQ anyway).
     """
 
     def __init__(
@@ -33,14 +39,17 @@ class JobQueues(Construct):
         visibility_timeout: cdk.Duration,
         max_receive_count: int,
         limited_types: Sequence[str] = (),
+        fifo: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        fifo_props = fifo_queue_props() if fifo else {}
         self.dlq = sqs.Queue(
             self,
             "DeadLetterQueue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
+            **fifo_props,
         )
         self.queue = sqs.Queue(
             self,
@@ -50,6 +59,7 @@ class JobQueues(Construct):
             visibility_timeout=visibility_timeout,
             retention_period=QUEUE_RETENTION,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
+            **fifo_props,
         )
         self.waiting: dict[str, sqs.Queue] = {
             name: sqs.Queue(
@@ -61,5 +71,15 @@ class JobQueues(Construct):
                 retention_period=QUEUE_RETENTION,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             )
-            for index, name in enumerate(limited_types)
+            for index, name in enumerate(() if fifo else limited_types)
         }
+
+
+def fifo_queue_props() -> dict[str, Any]:
+    """A FIFO queue in high-throughput mode, deduplicating by content unless a send gives its own id."""
+    return {
+        "fifo": True,
+        "content_based_deduplication": True,
+        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+    }

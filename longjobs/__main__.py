@@ -105,6 +105,12 @@ def build_parser() -> Parser:
     submit.add_argument("--param", action="append", metavar="K=V", help="a job parameter (repeatable)")
     submit.add_argument("--body", metavar="FILE", help="send this JSON body as it is ('-': stdin)")
     submit.add_argument("--job-id", metavar="ID", help="the job id (default: <type>-<UTC time>-<hex>)")
+    submit.add_argument(
+        "--message-group-id", metavar="GROUP", help="FIFO queues: the message group (its jobs run in order)"
+    )
+    submit.add_argument(
+        "--message-deduplication-id", metavar="ID", help="FIFO queues: the deduplication id (default: the body's)"
+    )
     submit.set_defaults(run=commands.run_submit)
 
     status = commands_.add_parser(

@@ -83,7 +83,14 @@ def run_submit(ctx: Context) -> int:
         body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
     found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
     settings = submit.validation_settings(found.curated_uri, found.quarantine_uri)
-    result = submit.submit(ctx.clients.sqs, found.queue_url, body, settings)
+    result = submit.submit(
+        ctx.clients.sqs,
+        found.queue_url,
+        body,
+        settings,
+        group_id=args.message_group_id,
+        deduplication_id=args.message_deduplication_id,
+    )
     if args.json:
         render.print_json(render.jsonable(result))
     else:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from functions.settings import is_fifo_url
 from longjobs.errors import UsageError
 
 if TYPE_CHECKING:
@@ -224,7 +225,18 @@ def copy_messages(
                 if name not in RECEIVER_ATTRIBUTES
             }
             try:
-                sent = sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"], MessageAttributes=attributes)
+                if is_fifo_url(queue_url):  # back into its group; a copy sent twice is deduplicated
+                    sent = sqs.send_message(
+                        QueueUrl=queue_url,
+                        MessageBody=message["Body"],
+                        MessageAttributes=attributes,
+                        MessageGroupId=message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"],
+                        MessageDeduplicationId=message["MessageId"],
+                    )
+                else:
+                    sent = sqs.send_message(
+                        QueueUrl=queue_url, MessageBody=message["Body"], MessageAttributes=attributes
+                    )
             except ClientError as exc:
                 error = exc.response.get("Error", {})
                 result.failed += 1

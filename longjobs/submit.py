@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from functions.jobs import JobCatalog, JobTypeError, catalog_from_env, load_catalog_file
 from functions.receiver.models import BadInput, parse_body
-from functions.settings import Settings
+from functions.settings import Settings, is_fifo_url
 from longjobs.errors import CliError, UsageError
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def new_job_id(job_type: str, now: float | None = None) -> str:
 
 
 def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
-    """The project's job message (README, "Sending jobs")."""
+    """The project's job message (docs/messages.md)."""
     return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
 
 
@@ -90,9 +90,31 @@ def validate(body: str, settings: Settings) -> list[Any]:
     return jobs
 
 
-def submit(sqs: SQSClient, queue_url: str, body: str, settings: Settings) -> Submitted:
-    """Validate, then send. Nothing is sent when validation fails."""
+def submit(
+    sqs: SQSClient,
+    queue_url: str,
+    body: str,
+    settings: Settings,
+    *,
+    group_id: str | None = None,
+    deduplication_id: str | None = None,
+) -> Submitted:
+    """Validate, then send. Nothing is sent when validation fails. A FIFO queue needs the message's group
+    (its deduplication id defaults to the body's hash: the queue deduplicates by content)."""
+    if is_fifo_url(queue_url) != (group_id is not None):
+        raise CliError(
+            "a FIFO queue needs --message-group-id" if group_id is None else "--message-group-id: not a FIFO queue"
+        )
+    if deduplication_id is not None and group_id is None:
+        raise CliError("--message-deduplication-id: not a FIFO queue")
     jobs = validate(body, settings)
-    message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
+    if group_id is None:
+        message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
+    elif deduplication_id is None:
+        message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id)["MessageId"]
+    else:
+        message_id = sqs.send_message(
+            QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id, MessageDeduplicationId=deduplication_id
+        )["MessageId"]
     job_id = str(jobs[0].job_id) if len(jobs) == 1 else None
     return Submitted(message_id=message_id, job_id=job_id, jobs=len(jobs))

@@ -61,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chaos.add_argument("--seed", type=int, default=1, help="the campaign's seed: run i of seed S is always the same")
     chaos.add_argument("--report", type=Path, required=True, help="the campaign's JSON report")
     chaos.add_argument("--quiet", action="store_true", help="no line per finished run on stderr")
+    chaos.add_argument("--fifo", action="store_true", help="every run on FIFO queues, its jobs in message groups")
     serve = commands.add_parser("serve", help="the processor as a local service your AWS tools can talk to")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
     serve.add_argument("--jobs-file", type=Path, help="job type declarations (default: ./jobs.json if present)")
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--runs must be at least 1")
         from offline.chaos import main as chaos_main
 
-        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet)
+        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)
     return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
 
 

@@ -19,6 +19,14 @@ faults that reach the receiver can cost a message at most 3 receives in a run, a
 leave room for 1 receive, those 3, a duplicate, an aborted attempt and 4 excused lapses before a job
 expected to be deleted could reach the DLQ on faults alone.
 
+With `--fifo` every run is the same scenario on FIFO queues (`fifo_variant`): the wait jobs are dealt
+into message groups of at most two, in send order; the poison body goes into the middle of one, the job
+that always fails into a group of its own (its attempts hold nobody else's), and sometimes a job is sent
+again with the same deduplication id (SQS drops it). The mapping takes one record at a time, as the
+stack's FIFO mapping does, so only a group's head is received and the queue keeps the standard run's 10
+receives. The report's checks add
+each group's order: jobs of one group run one after the other, in send order.
+
 Every run goes through `offline.runtime.run_scenario`; the campaign prints one row per run and the
 totals, and writes the JSON report: every run (its scenario, its violations and its report's totals) and
 the campaign's `double_runs`, `lapses`, `lost_messages`, `stuck_leases`, `violations` (their number; the
@@ -95,6 +103,10 @@ RECEIVER_BUDGET = 3
 BOTOCORE_ATTEMPTS = 4
 """`functions.aws.CLIENT_CONFIG`: standard retries, `max_attempts` 3 retries after the first attempt."""
 RUN_TIMEOUT_S = 60.0
+FIFO_RUN_TIMEOUT_S = 240.0
+"""A group's jobs run one after the other, one record per receive: a run takes 20 to 55 s on an idle
+2-core machine, and well over twice that on a loaded one."""
+FIFO_GROUP_SIZE = 2
 
 
 def timing_settings(grace_s: int) -> dict[str, Any]:
@@ -103,8 +115,41 @@ def timing_settings(grace_s: int) -> dict[str, Any]:
     return {"receiver_timeout_s": RECEIVER_TIMEOUT_S, "reconcile_grace_s": RECEIVER_TIMEOUT_S + grace_s}
 
 
-def draw_scenario(campaign_seed: int, index: int) -> dict[str, Any]:
-    """Run `index` of the campaign: a scenario as its JSON file would hold it."""
+def draw_scenario(campaign_seed: int, index: int, *, fifo: bool = False) -> dict[str, Any]:
+    """Run `index` of the campaign: a scenario as its JSON file would hold it (`fifo`: its FIFO variant)."""
+    scenario = _draw_standard(campaign_seed, index)
+    return fifo_variant(scenario, random.Random(f"chaos-fifo:{campaign_seed}:{index}")) if fifo else scenario
+
+
+def fifo_variant(scenario: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """The scenario on FIFO queues (see the module's docstring); its faults name the same jobs."""
+    jobs = [dict(job) for job in scenario["jobs"]]
+    waits = [job for job in jobs if job.get("type") == "wait" and not job.get("fail")]
+    groups = [f"g{n + 1}" for n in range(-(-len(waits) // FIFO_GROUP_SIZE))]
+    slots = [group for group in groups for _ in range(FIFO_GROUP_SIZE)]
+    rng.shuffle(slots)
+    for job, group in zip(waits, slots, strict=False):
+        job["group"] = group
+    ordered = list(waits)
+    for job in jobs:
+        if job.get("fail"):
+            job["group"] = "alone"
+            ordered.append(job)
+        elif "raw_body" in job:
+            job["group"] = rng.choice(groups)
+            members = [i for i, other in enumerate(ordered) if other.get("group") == job["group"]]
+            ordered.insert(members[0] + 1, job)  # behind the group's first job: in the middle of the group
+    if rng.random() < 0.3:
+        original = rng.choice(waits)
+        original["dedup_id"] = f"dedup-{original['id']}"
+        ordered.append(
+            {"id": "resent", "type": "wait", "seconds": 1, "group": original["group"], "dedup_id": original["dedup_id"]}
+        )
+    settings = {**scenario["settings"], "fifo": True}
+    return {**scenario, "settings": settings, "jobs": ordered, "timeout_s": FIFO_RUN_TIMEOUT_S}
+
+
+def _draw_standard(campaign_seed: int, index: int) -> dict[str, Any]:
     rng = random.Random(f"chaos:{campaign_seed}:{index}")
     policy = rng.choice(sorted(POLICIES))
     settings = {
@@ -246,7 +291,7 @@ def row(run: RunOutcome) -> tuple[str, ...]:
     injected = ",".join(f"{mode}:{n}" for mode, n in totals.get("faults_injected", {}).items())
     return (
         str(run.index),
-        str(run.scenario["settings"]["policy"]),
+        str(run.scenario["settings"]["policy"]) + (" fifo" if run.scenario["settings"].get("fifo") else ""),
         str(len(run.scenario["jobs"])),
         str(len(run.scenario["faults"])),
         "yes" if run.ok else "NO",
@@ -274,10 +319,11 @@ def run_campaign(
     work_dir: Path,
     *,
     on_run: Callable[[RunOutcome], None] | None = None,
+    fifo: bool = False,
 ) -> Campaign:
     campaign = Campaign(seed)
     for index in range(1, runs + 1):
-        outcome = run_one(index, draw_scenario(seed, index), work_dir / f"run-{index:03d}")
+        outcome = run_one(index, draw_scenario(seed, index, fifo=fifo), work_dir / f"run-{index:03d}")
         campaign.runs.append(outcome)
         if on_run is not None:
             on_run(outcome)
@@ -300,16 +346,17 @@ def summary(campaign: Campaign) -> str:
     return "\n".join(lines)
 
 
-def main(runs: int, seed: int, report_path: Path, *, quiet: bool = False) -> int:
+def main(runs: int, seed: int, report_path: Path, *, quiet: bool = False, fifo: bool = False) -> int:
     work_dir = report_path.parent / "chaos-work"
     started = time.monotonic()
-    print(f"chaos: {runs} runs from seed {seed}; logs under {work_dir}", file=sys.stderr)
+    kind = " on FIFO queues" if fifo else ""
+    print(f"chaos: {runs} runs from seed {seed}{kind}; logs under {work_dir}", file=sys.stderr)
 
     def progress(run: RunOutcome) -> None:
         if not quiet:
             print(f"run {run.index}/{runs}: {'ok' if run.ok else 'VIOLATIONS'} in {run.wall_s:.1f} s", file=sys.stderr)
 
-    campaign = run_campaign(runs, seed, work_dir, on_run=progress)
+    campaign = run_campaign(runs, seed, work_dir, on_run=progress, fifo=fifo)
     report = {**campaign.as_json(), "wall_s": round(time.monotonic() - started, 1)}
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

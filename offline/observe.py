@@ -10,19 +10,23 @@ Three sources, none of them inside the functions:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from functions.execution import execution_arn, execution_name, parse_execution_name
 from functions.lease import Lease, LeaseStatus, is_lock_key
 from functions.lease.schema import PARTITION_KEY
 from functions.lease.store import item_to_lease
-from offline.emulator import DLQ, QUEUE, Emulator, QueuedMessage, Resources, queue_messages
+from offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +56,21 @@ class Execution:
     job: tuple[float, float | None] | None = None
     """When its job ran: from entering the `RunJob` state to the next state after it (`ReadLease` or
     `ReadLeaseForRelease`), else to the execution's end; None when not asked for, or it never ran."""
+    job_ended: float | None = None
+    """When it left its job (the end of the workflow's job step), if it got there: the workflow's last
+    steps (mark the lease, free the job lock) run after the message is deleted."""
 
     @property
     def job_span(self) -> tuple[float, float | None]:
         """The job's span where known, else the execution's (which also covers its settling)."""
         return self.job if self.job is not None else (self.started, self.stopped)
+
+    @property
+    def job_end(self) -> float:
+        """The end of its job: when it left the job step, else when it stopped (running: never)."""
+        if self.job_ended is not None:
+            return self.job_ended
+        return self.stopped if self.stopped is not None else float("inf")
 
 
 JOB_STATE = "RunJob"
@@ -83,6 +97,10 @@ class Track:
     dlq_error: str | None = None
     running_at_end: frozenset[str] = frozenset()
     """Names of its executions still RUNNING when the run ended (before the runtime stopped them)."""
+    group: str | None = None
+    """FIFO: its message group."""
+    duplicate_of: str | None = None
+    """FIFO: SQS dropped its send as a duplicate of this job's message (the same deduplication id)."""
 
     @property
     def redelivered_while_running(self) -> list[float]:
@@ -108,15 +126,40 @@ class Observer:
         self._first_sequence = int(shard["SequenceNumberRange"]["StartingSequenceNumber"])
         self._tail: int | None = None
         self._seen: set[str] = set()
+        self._sent_by_dedup_id: dict[str, Track] = {}
 
-    def send(self, job_id: str, body: str) -> Track:
-        """Put one job's message on the jobs queue, its id in an attribute."""
-        response = self.sqs.send_message(
-            QueueUrl=self.resources.queue_url,
-            MessageBody=body,
-            MessageAttributes={JOB_ID_ATTRIBUTE: {"DataType": "String", "StringValue": job_id}},
-        )
-        track = Track(job_id=job_id, message_id=response["MessageId"], sent_at=time.time())
+    def send(self, job_id: str, body: str, *, group: str | None = None, dedup_id: str | None = None) -> Track:
+        """Put one job's message on the jobs queue, its id in an attribute; on a FIFO queue, in `group`
+        (with `dedup_id`, or deduplicated by content). A send SQS drops as a duplicate gets the track of
+        the message it duplicates, as `duplicate_of`."""
+        attributes: dict[str, MessageAttributeValueTypeDef] = {
+            JOB_ID_ATTRIBUTE: {"DataType": "String", "StringValue": job_id}
+        }
+        url = self.resources.queue_url
+        if group is None:
+            response = self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)
+        elif dedup_id is None:
+            response = self.sqs.send_message(
+                QueueUrl=url, MessageBody=body, MessageAttributes=attributes, MessageGroupId=group
+            )
+        else:
+            response = self.sqs.send_message(
+                QueueUrl=url,
+                MessageBody=body,
+                MessageAttributes=attributes,
+                MessageGroupId=group,
+                MessageDeduplicationId=dedup_id,
+            )
+        track = Track(job_id=job_id, message_id=response["MessageId"], sent_at=time.time(), group=group)
+        if group is not None:
+            key = dedup_id or hashlib.sha256(body.encode()).hexdigest()
+            original = self._sent_by_dedup_id.setdefault(key, track)
+            kept = {m.message_id for m in queue_messages(self.resources.queue_name)}
+            if original is not track and track.message_id not in kept:
+                track.message_id, track.duplicate_of = original.message_id, original.job_id
+                with self._lock:
+                    self.tracks[job_id] = track
+                return track
         with self._lock:
             self.tracks[job_id] = self._by_message[track.message_id] = track
         return track
@@ -199,9 +242,13 @@ class Observer:
 
     def _locate(self) -> None:
         """Final state of each message: in the DLQ, still queued, or gone from the jobs queue."""
-        queued = {m.message_id for m in queue_messages(QUEUE)}
-        dead = queue_messages(DLQ)
+        queued = {m.message_id for m in queue_messages(self.resources.queue_name)}
+        dead = queue_messages(self.resources.dlq_name)
         for track in self.tracks.values():
+            if track.duplicate_of is not None:
+                original = self.tracks[track.duplicate_of]
+                track.final, track.dlq_error = original.final, original.dlq_error  # one message
+                continue
             copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
             if copy is not None:
                 track.final = "dlq"
@@ -293,6 +340,14 @@ class Observer:
                     running.add(track.job_id)
         return running
 
+    def _job_ended(self, arn: str) -> float | None:
+        """When the execution left its job step (the workflow's one Parallel), or None."""
+        for page in self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=arn):
+            for event in page["events"]:
+                if event["type"] in JOB_ENDED_EVENTS:
+                    return event["timestamp"].timestamp()
+        return None
+
     def job_span(self, execution_arn: str, stopped: float | None) -> tuple[float, float | None] | None:
         """When the execution's job ran (see `Execution.job`), from its history."""
         entered: float | None = None
@@ -321,7 +376,14 @@ class Observer:
                 stopped = stop.timestamp() if stop else None
                 job = self.job_span(execution["executionArn"], stopped) if job_spans else None
                 track.executions.append(
-                    Execution(execution["name"], execution["status"], execution["startDate"].timestamp(), stopped, job)
+                    Execution(
+                        execution["name"],
+                        execution["status"],
+                        execution["startDate"].timestamp(),
+                        stopped,
+                        job,
+                        self._job_ended(execution["executionArn"]),
+                    )
                 )
         for track in self.tracks.values():
             track.executions.sort(key=lambda e: e.started)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from functions.jobs import JobCatalog
 from functions.observability import metrics
+from functions.settings import FIFO_BATCH_SIZE
 from offline.emulator import REGION, Emulator, environment, function_environment
 from offline.esm import BatchListener, EventSourceMapping, MappingConfig
 from offline.events import StatusEvents, watched_statuses
@@ -37,6 +38,8 @@ from offline.worker import SparkWorker
 EXTENDER_TIMEOUT_S = 60.0
 WATCHER_TIMEOUT_S = 30.0
 FUNCTIONS = ("receiver", "extender", "watcher")
+DEFAULT_BATCH_SIZE = 10
+"""The stack's `receiver_batch_size` default."""
 
 
 class Stoppable(Protocol):
@@ -65,14 +68,15 @@ class LocalProcessor:
         faults: Faults,
         port: int = 0,
         spark_heartbeat_s: int = 10,
-        batch_size: int = 10,
+        batch_size: int | None = None,
         spark_workers: int = 1,
         on_batch: BatchListener | None = None,
     ) -> None:
         work_dir.mkdir(parents=True, exist_ok=True)
         self.catalog = catalog
         self.faults = faults
-        self.batch_size = batch_size
+        # The stack's: 10, on FIFO 1 (functions.settings.FIFO_BATCH_SIZE).
+        self.batch_size = batch_size or (FIFO_BATCH_SIZE if settings.fifo else DEFAULT_BATCH_SIZE)
         self.spark_heartbeat_s = spark_heartbeat_s
         self.spark_workers = spark_workers
         self.on_batch = on_batch

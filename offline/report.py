@@ -3,7 +3,8 @@
     {"ok": true,
      "jobs": {"a": {"final": "deleted|dlq|queued", "deliveries": 1, "executions": 1, "renewals": 3,
                     "redelivered_while_running": 0, "released": 0, "dlq_error": null, "summary": {...},
-                    "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false}},
+                    "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false,
+                    "group": null, "started_at": 0.4, "finished_at": 6.1}},
      "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 0,
                 "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
                 "max_concurrent_by_type": {"wait": 1},
@@ -26,6 +27,10 @@ A message that is neither queued, in the DLQ, nor deleted after its job succeede
 - `stuck_lease`: the lease was left ACTIVE at the end while its execution was not running, longer than
   reconciliation needs to notice (`STUCK_AFTER_PERIODS` periods and the event delay, after the later of
   the reconcile grace and the execution's end).
+- `group`: its message group (FIFO), else null. `started_at`, `finished_at`: when its last execution
+  started and ended, in seconds since the jobs were sent (null when none ran, or it still ran).
+- `duplicate_of` (FIFO, only when it happened): SQS dropped the job's send as a duplicate of that job's
+  message; the entry then reports that message.
 
 `ok` is false when any check of `violations` fails: DESIGN section 3's invariants, as far as they can
 be seen from outside.
@@ -115,11 +120,27 @@ def stuck_execution(track: Track, scenario: Scenario, end: float | None) -> str 
     return name or "(none)"
 
 
+def sent_at(tracks: Mapping[str, Track]) -> float | None:
+    """When the jobs were sent: the first send."""
+    return min((track.sent_at for track in tracks.values()), default=None)
+
+
 def job_entry(
-    track: Track, scenario: Scenario | None = None, faults: Faults | None = None, end: float | None = None
+    track: Track,
+    scenario: Scenario | None = None,
+    faults: Faults | None = None,
+    end: float | None = None,
+    *,
+    origin: float | None = None,
 ) -> dict[str, Any]:
+    """One job's entry; `origin`: when the jobs were sent (times are given from it)."""
     succeeded = track.lease is not None and track.lease.status is LeaseStatus.SUCCEEDED
-    return {
+    last = track.executions[-1] if track.executions else None
+
+    def since(moment: float | None) -> float | None:
+        return None if moment is None or origin is None else round(moment - origin, 2)
+
+    entry = {
         "final": track.final,
         "deliveries": len(track.deliveries),
         "executions": len(track.executions),
@@ -132,7 +153,52 @@ def job_entry(
         "stopped": processor_stopped(track, faults),
         "lapses": lapse_count(track, faults),
         "stuck_lease": scenario is not None and stuck_execution(track, scenario, end) is not None,
+        "group": track.group,
+        "started_at": since(last.started if last else None),
+        "finished_at": since(last.stopped if last else None),
     }
+    if track.duplicate_of is not None:
+        entry["duplicate_of"] = track.duplicate_of
+    return entry
+
+
+def group_order_violations(scenario: Scenario, tracks: Mapping[str, Track]) -> list[str]:
+    """FIFO: within a message group, jobs run one after the other in send order. Each execution's span runs
+    from its start to the end of its job (the workflow's last steps after the delete may overlap the
+    next job's start); a job's spans all come before the next job's."""
+    found: list[str] = []
+    for group, jobs in scenario.group_jobs().items():
+        spans = [
+            (execution.started, execution.job_end, index, job.id)
+            for index, job in enumerate(jobs)
+            if tracks[job.id].duplicate_of is None
+            for execution in tracks[job.id].executions
+        ]
+        spans.sort()
+        for index, (start, _, position, job_id) in enumerate(spans):
+            for _, end, earlier_position, earlier_id in spans[:index]:
+                if earlier_position > position:
+                    problem = f"group {group}: {job_id} started after {earlier_id}, which was sent after it"
+                elif earlier_position != position and start < end:
+                    problem = f"group {group}: {job_id} started while {earlier_id} ran"
+                else:
+                    continue
+                if problem not in found:
+                    found.append(problem)
+    return found
+
+
+def duplicate_violations(scenario: Scenario, tracks: Mapping[str, Track]) -> list[str]:
+    """FIFO: a send is dropped exactly when an earlier job of its group has its deduplication id."""
+    found: list[str] = []
+    for job in scenario.jobs:
+        expected, dropped = scenario.duplicate_of(job), tracks[job.id].duplicate_of
+        if expected != dropped:
+            what = f"dropped as a duplicate of {dropped}" if dropped else "not dropped"
+            found.append(
+                f"{job.id}: {what}, expected {f'a duplicate of {expected}' if expected else 'its own message'}"
+            )
+    return found
 
 
 def violations(
@@ -140,8 +206,12 @@ def violations(
 ) -> list[str]:
     """Every broken expectation, one sentence each."""
     found: list[str] = []
+    if scenario.settings.fifo:
+        found += duplicate_violations(scenario, tracks) + group_order_violations(scenario, tracks)
     for job in scenario.jobs:
         track = tracks[job.id]
+        if track.duplicate_of is not None:
+            continue  # one message with the job it duplicates: checked there
         if track.final == "lost":
             found.append(f"{job.id}: message lost: not queued, not in the DLQ, and its job did not succeed")
         elif track.final != job.expected:
@@ -189,7 +259,8 @@ def build_report(
     faults: Faults | None = None,
     end: float | None = None,
 ) -> dict[str, Any]:
-    jobs = {job.id: job_entry(tracks[job.id], scenario, faults, end) for job in scenario.jobs}
+    origin = sent_at(tracks)
+    jobs = {job.id: job_entry(tracks[job.id], scenario, faults, end, origin=origin) for job in scenario.jobs}
     return {
         "ok": True,
         "jobs": jobs,

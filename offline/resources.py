@@ -1,13 +1,14 @@
 """The processor's local resources, created once, by one function, for every local use.
 
-`create_resources` makes the jobs queue with its DLQ and redrive (a backstop: `maxReceiveCount` is
-`Settings.redrive_max_receives`, far above what attempts and waiting for a slot use), the Spark token
-queue, the lease table and the state machine, from the same `Settings` as the functions and the same
-workflow builder as the stack. No waiting queues: offline, a message whose type is full waits in
-flight on the jobs queue only (parking gives it a new message id, which local runs would have to
-follow; the stack's waiting queues are for backfills beyond the admission horizon). It takes
-ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`) and
-the functional tests (moto in-process) build exactly the same things.
+`create_resources` makes the jobs queue with its DLQ and redrive (both FIFO, named `.fifo`, when the
+settings say `fifo`, as the stack makes them: see `offline.fifo`; the redrive is a backstop:
+`maxReceiveCount` is `Settings.redrive_max_receives`, far above what attempts and waiting for a slot
+use), the Spark token queue, the lease table and the state machine, from the same `Settings` as the
+functions and the same workflow builder as the stack. No waiting queues: offline, a message whose type
+is full waits in flight on the jobs queue only (parking gives it a new message id, which local runs
+would have to follow; the stack's waiting queues are for backfills beyond the admission horizon). It
+takes ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`)
+and the functional tests (moto in-process) build exactly the same things.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from functions.jobs import JobCatalog
 from functions.lease import table_definition
-from functions.settings import Settings
+from functions.settings import FIFO_SUFFIX, Settings
+from offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
     from mypy_boto3_stepfunctions import SFNClient
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -55,6 +58,8 @@ class Resources:
     table_name: str
     state_machine_arn: str
     settings: Settings
+    queue_name: str = QUEUE
+    dlq_name: str = DLQ
 
 
 def create_resources(
@@ -71,14 +76,21 @@ def create_resources(
     """Queue + DLQ with redrive, token queue, lease table (`table_stream`: with the stream an observer
     reads), state machine (a branch per job type of `catalog`, the built-ins when None). The queue's VT
     is `queue_visibility_timeout_s`, else the settings' `visibility_timeout_s`, else SQS's 30 s."""
-    dlq_url = sqs.create_queue(QueueName=DLQ)["QueueUrl"]
-    dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DLQ}"
+    # FIFO: both queues FIFO, named `.fifo`, and moto's receive made to keep a group's order (offline.fifo).
+    queue_name, dlq_name = QUEUE, DLQ
+    fifo_attributes: dict[QueueAttributeNameType, str] = {}
+    if settings.fifo:
+        keep_group_order()
+        queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=fifo_attributes)["QueueUrl"]
+    dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
     redrive = json.dumps(
         {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(QUEUE_RETENTION_S)}
     )
     queue_url = sqs.create_queue(
-        QueueName=QUEUE, Attributes={"VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive}
+        QueueName=queue_name,
+        Attributes={**fifo_attributes, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
     )["QueueUrl"]
     token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
     stream: dict[str, Any] = (
@@ -101,13 +113,15 @@ def create_resources(
     )
     return Resources(
         queue_url=queue_url,
-        queue_arn=QUEUE_ARN,
+        queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}",
         queue_visibility_timeout_s=queue_vt,
         dlq_url=dlq_url,
         token_queue_url=token_queue_url,
         table_name=TABLE,
         state_machine_arn=state_machine_arn,
         settings=completed,
+        queue_name=queue_name,
+        dlq_name=dlq_name,
     )
 
 

@@ -179,7 +179,7 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     )
     start = faults.begin()
     for job in scenario.jobs:
-        observer.send(job.id, message_body(job, work_dir))
+        observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
     processor.start(actions)
     try:
         _wait_until_settled(scenario, observer, progress, start)

@@ -13,6 +13,10 @@ relative entries are read from the current directory. A job is one of:
 - `{"id", "type": "spark", "events", "date", "seed"}`, the events pipeline on a generated partition;
 - `{"id", "raw_body"}`, a body sent as it is.
 
+With `"fifo": true` in the settings the jobs queue and its DLQ are FIFO, and every job names its message
+`group` (optional `dedup_id`: two jobs of one group with the same one are one message, as SQS keeps only
+the first within its 5 minutes). Jobs are sent in the order of the file.
+
 Unknown keys anywhere are an error that names the key. Every problem in the file is reported at
 once, each with its place (`jobs[2].seconds: ...`, `job_types[0] 'wordcount': entry: ...`).
 """
@@ -38,13 +42,15 @@ from pydantic import (
 )
 
 from functions.jobs import JobCatalog, JobTypeError, load_catalog
-from functions.settings import SQS_MAX_VISIBILITY_S, Settings
+from functions.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings
 
 RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn"})
 """Settings the runtime fills in from the resources it creates."""
 
 FinalState = Literal["deleted", "dlq", "queued"]
 JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+FifoId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[!-~]+$")]
+"""A `MessageGroupId` or `MessageDeduplicationId`: 1 to 128 letters, digits and punctuation."""
 
 
 class ScenarioError(ValueError):
@@ -63,6 +69,8 @@ class WaitJob(_Strict):
     seconds: int = Field(ge=0, le=SQS_MAX_VISIBILITY_S)
     fail: bool = False
     expect: FinalState | None = None
+    group: FifoId | None = None
+    dedup_id: FifoId | None = None
 
     @property
     def expected(self) -> FinalState:
@@ -78,6 +86,8 @@ class SparkJob(_Strict):
     date: str = Field(default="2026-11-20", pattern=r"^\d{4}-\d{2}-\d{2}$")
     seed: int = 1
     expect: FinalState | None = None
+    group: FifoId | None = None
+    dedup_id: FifoId | None = None
 
     @property
     def expected(self) -> FinalState:
@@ -91,6 +101,8 @@ class GenericJob(_Strict):
     type: str = Field(min_length=1, max_length=64)
     params: dict[str, Any] = Field(default_factory=dict)
     expect: FinalState | None = None
+    group: FifoId | None = None
+    dedup_id: FifoId | None = None
 
     @property
     def expected(self) -> FinalState:
@@ -103,6 +115,8 @@ class RawJob(_Strict):
     id: JobId
     raw_body: str = Field(max_length=262_144)
     expect: FinalState | None = None
+    group: FifoId | None = None
+    dedup_id: FifoId | None = None
 
     @property
     def expected(self) -> FinalState:
@@ -251,7 +265,12 @@ class Scenario(_Strict):
     jobs: list[Annotated[JobSpec, Field(union_mode="left_to_right")]] = Field(min_length=1)
     faults: list[Fault] = []
     timeout_s: float = Field(default=180.0, gt=0, le=3_600)
-    batch_size: int = Field(default=10, ge=1, le=10, description="The event source mapping's batch size.")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10,
+        description="The event source mapping's batch size; by default the stack's: 10, on FIFO 1 (the only one).",
+    )
     spark_heartbeat_s: int = Field(
         default=10,
         ge=1,
@@ -281,8 +300,63 @@ class Scenario(_Strict):
                 raise ValueError(f"faults[{index}].job: kill_worker needs a pyspark job, {name!r} is {job.type}")
         return self
 
+    @model_validator(mode="after")
+    def _fifo_groups(self) -> Scenario:
+        """On a FIFO queue every job names its message group; elsewhere none does. One deduplication id is
+        not used in two groups: SQS would keep both (deduplication per group), moto drops the second."""
+        problems = []
+        groups_of_key: dict[str, str] = {}
+        for index, job in enumerate(self.jobs):
+            if not self.settings.fifo:
+                problems += [
+                    f"jobs[{index}].{key}: only on a FIFO queue (settings.fifo)"
+                    for key in ("group", "dedup_id")
+                    if getattr(job, key) is not None
+                ]
+                continue
+            if job.group is None:
+                problems.append(f"jobs[{index}].group: required on a FIFO queue (settings.fifo): its message group id")
+                continue
+            key = dedup_key(job)
+            if key is not None and groups_of_key.setdefault(key, job.group) != job.group:
+                problems.append(
+                    f"jobs[{index}].dedup_id: used in groups {groups_of_key[key]!r} and {job.group!r}; the offline "
+                    "runtime's moto deduplicates across the whole queue, SQS per group"
+                )
+        if self.settings.fifo and self.batch_size not in (None, FIFO_BATCH_SIZE):
+            problems.append(
+                f"batch_size: {self.batch_size} on a FIFO queue: a record received behind its group's running or "
+                f"retried job still counts a receive, so the stack's FIFO mapping takes {FIFO_BATCH_SIZE}; leave it out"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     def job(self, job_id: str) -> JobSpec:
         return next(job for job in self.jobs if job.id == job_id)
+
+    def duplicate_of(self, job: JobSpec) -> str | None:
+        """The earlier job whose message SQS keeps when this one is sent (FIFO: the same group and
+        deduplication id, given or, for a raw body, content-based), or None."""
+        key = dedup_key(job)
+        if not self.settings.fifo or key is None:
+            return None
+        return next(
+            (
+                other.id
+                for other in self.jobs[: self.jobs.index(job)]
+                if dedup_key(other) == key and other.group == job.group
+            ),
+            None,
+        )
+
+    def group_jobs(self) -> dict[str, list[JobSpec]]:
+        """FIFO: each message group's jobs, in send order (the order of the file)."""
+        groups: dict[str, list[JobSpec]] = {}
+        for job in self.jobs:
+            if job.group is not None:
+                groups.setdefault(job.group, []).append(job)
+        return groups
 
     def job_catalog(self) -> JobCatalog:
         """The built-in job types and the scenario's own (already checked when the file was loaded)."""
@@ -298,6 +372,14 @@ class Scenario(_Strict):
             job_type = self.job_catalog().get(job.type)
             return job_type is not None and job_type.runner == "pyspark"
         return False
+
+
+def dedup_key(job: JobSpec) -> str | None:
+    """What SQS deduplicates a FIFO job's message by, when two jobs may share it: the `dedup_id`, or the
+    body of a raw one (content-based deduplication; the other jobs' bodies hold their unique ids)."""
+    if job.dedup_id is not None:
+        return f"id:{job.dedup_id}"
+    return f"body:{job.raw_body}" if isinstance(job, RawJob) else None
 
 
 def _place(loc: tuple[int | str, ...]) -> str:

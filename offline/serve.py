@@ -127,7 +127,8 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"  state machine   {resources.state_machine_arn}",
         f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",
         f"send a job:  aws --endpoint-url {endpoint} sqs send-message --queue-url {resources.queue_url} "
-        f"--message-body '{example}'",
+        + ("--message-group-id hello " if resources.settings.fifo else "")  # FIFO: each job names its group
+        + f"--message-body '{example}'",
         f"watch it:    longjobs --endpoint-url {endpoint} status --watch",
         f"Ctrl-C or SIGTERM stops it: running jobs get {drain_s:g} s to finish, the rest are stopped and released.",
     ]

@@ -9,7 +9,6 @@ A conditional write that loses returns `None` rather than raising: losing the ra
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -223,14 +222,14 @@ class LeaseStore:
         return leases
 
     def reconcile_candidates(self, limit: int) -> list[Lease]:
-        """About `limit` ACTIVE leases, least recently reconciled first.
+        """The `limit` ACTIVE leases least recently reconciled (checked-at, set at the receive and at
+        every reconciliation look): a lease that reconciliation looked at moves to the back, so every
+        ACTIVE lease is looked at within about active / `limit` runs however many there are.
 
-        Each shard of the `reconcile` index (sorted by checked-at, set at the receive and at every
-        reconciliation look) gives its oldest `ceil(limit / shards)`: a lease that reconciliation looked
-        at moves to the back, so every ACTIVE lease is looked at within about active / `limit` runs
-        however many there are (no lease is starved by others that stay in front).
+        Each shard of the `reconcile` index gives its oldest `limit`, so the oldest `limit` overall are
+        among them however unevenly the leases fall into shards (a per-shard share would come back
+        short when some shards hold fewer leases than their share).
         """
-        per_shard = max(1, math.ceil(limit / self._shards))
 
         def query(shard: int) -> list[Lease]:
             page = self._client.query(
@@ -239,7 +238,7 @@ class LeaseStore:
                 KeyConditionExpression="#shard = :shard",
                 ExpressionAttributeNames={"#shard": SHARD_ATTR},
                 ExpressionAttributeValues={":shard": {"N": str(shard)}},
-                Limit=per_shard,
+                Limit=limit,
             )
             return [item_to_lease(item) for item in page.get("Items", [])]
 

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from functions.settings import is_fifo_url
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
@@ -66,9 +68,7 @@ def exhausted_attributes(delivery: Delivery, history: Sequence[Attempt]) -> dict
 def send_exhausted_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, history: Sequence[Attempt]) -> None:
     """Copy the body unchanged to the DLQ with the attempts' history. Raises if SQS refuses: the record
     then counts as failed and stays on its queue (it is deleted only after this send succeeded)."""
-    sqs.send_message(
-        QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=exhausted_attributes(delivery, history)
-    )
+    _send(sqs, dlq_url, delivery, exhausted_attributes(delivery, history))
 
 
 def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
@@ -86,5 +86,23 @@ def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
 
 def send_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, bad: BadInput) -> None:
     """Copy the body unchanged to the DLQ. Raises if SQS refuses: the record then counts as failed and
-    stays on the jobs queue, so nothing is lost."""
-    sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=dlq_attributes(delivery, bad))
+    stays on the jobs queue, so nothing is lost.
+
+    A FIFO DLQ (a FIFO queue's DLQ is FIFO) gets the record's group id, and the original message id as
+    the deduplication id: a second copy of one poison message within SQS's 5 minutes is dropped."""
+    _send(sqs, dlq_url, delivery, dlq_attributes(delivery, bad))
+
+
+def _send(sqs: SQSClient, dlq_url: str, delivery: Delivery, attributes: dict[str, Any]) -> None:
+    """The body unchanged, with `attributes`; on a FIFO DLQ with the record's group and its message id as
+    the deduplication id."""
+    if is_fifo_url(dlq_url):
+        sqs.send_message(
+            QueueUrl=dlq_url,
+            MessageBody=delivery.body,
+            MessageAttributes=attributes,
+            MessageGroupId=delivery.group_id or delivery.message_id,
+            MessageDeduplicationId=delivery.message_id,
+        )
+    else:
+        sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)

@@ -6,7 +6,12 @@ import random
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -25,8 +30,21 @@ if TYPE_CHECKING:
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
 REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
 
-# A batch of deferred long jobs is all "failures" by design, not an error of the batch.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+def batch_processor(fifo: bool) -> BatchProcessor:
+    """Standard queues: every record on its own. FIFO queues: Powertools' FIFO processor, per message
+    group: once a record of a group is not done (its long job deferred, failed, or not started), every
+    later record of that group in the batch is reported not done without being processed, so jobs of a
+    group start in order; other groups go on. A batch of deferred long jobs is all "failures" by
+    design, not an error of the batch."""
+    if not fifo:
+        return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    fifo_processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    fifo_processor.raise_on_entire_batch_failure = False  # its constructor does not take the option
+    return fifo_processor
+
+
+processor = batch_processor(SETTINGS.fifo)
 
 OUTCOME_METRIC = {
     Outcome.STARTED: MetricName.JOBS_STARTED,
@@ -43,6 +61,7 @@ OUTCOME_METRIC = {
     Outcome.WAITING_FOR_SLOT: MetricName.JOBS_WAITING_FOR_SLOT,
     Outcome.PARKED: MetricName.JOBS_PARKED,
     Outcome.DEAD_LETTERED: MetricName.JOBS_DEAD_LETTERED,
+    Outcome.HELD: MetricName.JOBS_WAITING,
 }
 
 

@@ -17,7 +17,12 @@ starts a second execution while the first runs, and never releases a message who
   (`functions.lease.lock`). A message that finds the lock held by a running execution is not started
   and is not an attempt: a copy of it is sent back to the queue with a delay (doubling with each wait,
   counted in its `LongJobsWaits` attribute) and this receive is acknowledged, so waiting uses none of
-  the message's receives before the queue's redrive.
+  the message's receives before the queue's redrive. On a FIFO queue a copy would go to the back of its
+  message group and SQS refuses a per-message delay, so the message holds its group instead: it is
+  hidden for the wait and reported not done (`HELD`), and the rest of its group waits behind it.
+- FIFO queues (`settings.fifo`): every message the receiver sends carries its group id and a
+  deduplication id derived from the original message id (S3 fan-out, the DLQ), and a failed attempt's
+  release delay is `fifo_release_delay_s` (it holds the group meanwhile).
 - A job type may have a concurrency limit (`functions.receiver.admission`): an attempt takes one of the
   type's slots before it starts (after its job id's lock), or does not start. A message that finds its
   type full is not an attempt: it waits hidden (a WAITING lease, its delay estimated from when a slot
@@ -72,6 +77,7 @@ from functions.visibility import FailureClass, VisibilityChange, VisibilityClien
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
     from mypy_boto3_stepfunctions import SFNClient
 
     from functions.jobs import JobCatalog
@@ -94,6 +100,7 @@ class Outcome(StrEnum):
     WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
     PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
     DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
+    HELD = "held"  # FIFO, its job id runs: hidden for the wait, holding its group (not done)
 
     @property
     def deferred(self) -> bool:
@@ -137,6 +144,8 @@ class Delivery:
     """The message's attributes as `SendMessage` takes them (kept on a copy sent back to wait)."""
     queue_url: str | None = None
     """The queue it was received from, when not the jobs queue (a type's waiting queue)."""
+    group_id: str | None = None
+    """Its `MessageGroupId` (FIFO queues only)."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -147,6 +156,7 @@ class Delivery:
             receive_count=int(record.attributes.approximate_receive_count),
             source_arn=record.event_source_arn,
             message_attributes=send_attributes(record.raw_event.get("messageAttributes") or {}),
+            group_id=record.attributes.message_group_id,
         )
 
     @property
@@ -249,9 +259,12 @@ class Receiver:
 def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int:
     """Delay before a failed attempt's message returns: doubles per attempt up to the cap, with "equal
     jitter" (half fixed, half random) so it still grows with the count while spreading retries out. The
-    last attempt's message returns at once: its next receive sends it to the DLQ."""
+    last attempt's message returns at once: its next receive sends it to the DLQ. On a FIFO queue the
+    delay holds the message's whole group, so it is fixed (`fifo_release_delay_s`)."""
     if attempt >= settings.effective_max_attempts:
         return 0
+    if settings.fifo:
+        return settings.fifo_release_delay_s
     ceiling = min(float(settings.release_delay_cap_s), settings.release_delay_base_s * 2.0 ** min(attempt - 1, 64))
     return min(SQS_MAX_VISIBILITY_S, round(rng.uniform(ceiling / 2, ceiling)))
 
@@ -275,7 +288,7 @@ def receive(rx: Receiver, delivery: Delivery) -> Outcome:
     if not jobs:
         return Outcome.IGNORED
     if len(jobs) > 1:
-        fan_out(rx, jobs)
+        fan_out(rx, jobs, delivery)
         return Outcome.FANNED_OUT
     job = jobs[0]
     job_type = rx.catalog.get(job.type)
@@ -317,16 +330,21 @@ def _already_rejected(rx: Receiver, message_id: str) -> bool:
     return lease is not None and lease.status is LeaseStatus.REJECTED
 
 
-def fan_out(rx: Receiver, jobs: list[Job]) -> None:
+def fan_out(rx: Receiver, jobs: list[Job], delivery: Delivery) -> None:
     """One job message per object, back on the jobs queue (a notification may hold several records).
     A failed entry raises, so the notification is retried; re-sent jobs are harmless (a Spark run of
-    a partition is idempotent)."""
+    a partition is idempotent). On a FIFO queue the jobs join the notification's message group, in
+    order, at its back; their deduplication ids come from the notification's message id, so a retried
+    fan-out within SQS's 5-minute window sends no second copy."""
     for start in range(0, len(jobs), 10):
-        chunk = jobs[start : start + 10]
-        response = rx.sqs.send_message_batch(
-            QueueUrl=rx.queue_url,
-            Entries=[{"Id": str(i), "MessageBody": job.model_dump_json()} for i, job in enumerate(chunk)],
-        )
+        entries: list[SendMessageBatchRequestEntryTypeDef] = []
+        for i, job in enumerate(jobs[start : start + 10]):
+            entry: SendMessageBatchRequestEntryTypeDef = {"Id": str(i), "MessageBody": job.model_dump_json()}
+            if rx.settings.fifo:
+                entry["MessageGroupId"] = delivery.group_id or delivery.message_id
+                entry["MessageDeduplicationId"] = f"{delivery.message_id}-{start + i}"
+            entries.append(entry)
+        response = rx.sqs.send_message_batch(QueueUrl=rx.queue_url, Entries=entries)
         if response.get("Failed"):
             raise RuntimeError(f"fan-out of an S3 notification failed: {response['Failed']}")
 
@@ -428,10 +446,14 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
     arn = execution_arn(rx.state_machine_arn, name)
     holder = _take_job_lock(rx, job.job_id, delivery.message_id, arn)
     if holder is not None:
+        if rx.settings.fifo:
+            hold_for_job(rx, delivery, job, holder)
+            return Outcome.HELD
         wait_for_job(rx, delivery, job, holder)
         return Outcome.WAITING
     slot: str | None = None
-    limit = rx.catalog.limit(job.type)
+    # FIFO: no admission. A group already runs one job at a time, and a parked copy would leave its order.
+    limit = None if rx.settings.fifo else rx.catalog.limit(job.type)
     if limit is not None:
         waiting = replacing if replacing is not None and replacing.waiting else None
         since = admission.waiting_since(rx, delivery, waiting)
@@ -647,6 +669,25 @@ def wait_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> No
     logger.info(
         "job id is running: the message waits",
         extra={"message_id": delivery.message_id, "job_id": job.job_id, "waits": waits, "delay_s": delay},
+    )
+
+
+def hold_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+    """FIFO: the message waits for its job id in place, holding its group. It is hidden for the wait delay
+    (doubling with its receives: SQS counts each wait as one) and reported not done; the FIFO batch
+    processor then leaves the rest of its group in this batch alone. A visibility change that fails
+    leaves the message hidden for the queue's VT, which is a wait too."""
+    delay = wait_delay_s(max(0, delivery.receive_count - 1), rx.settings, rx.rng)
+    outcome = rx.visibility.change(VisibilityChange(delivery.message_id, rx.queue_url, delivery.receipt_handle, delay))
+    logger.info(
+        "job id is running: the message holds its group",
+        extra={
+            "message_id": delivery.message_id,
+            "job_id": job.job_id,
+            "holder": holder.execution_arn.rpartition(":")[2],
+            "delay_s": delay,
+            "error": outcome.error,
+        },
     )
 
 

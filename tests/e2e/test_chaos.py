@@ -11,6 +11,7 @@ import pytest
 
 from offline.__main__ import main
 from offline.chaos import draw_scenario
+from offline.scenario import parse_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -69,3 +70,21 @@ def test_chaos_campaign_runs_and_injects_every_fault_mode(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert f"{RUNS} runs (seed {SEED}): {report['violations']} violations" in out
     assert out.count("threshold") + out.count("adaptive") == RUNS, "one row per run"
+
+
+def test_chaos_fifo_variant_puts_the_same_jobs_in_groups() -> None:
+    for index in range(1, 9):
+        standard, fifo = draw_scenario(SEED, index), draw_scenario(SEED, index, fifo=True)
+        settings = fifo["settings"]
+        assert settings["fifo"] is True and fifo["faults"] == standard["faults"]
+        assert {job["id"] for job in fifo["jobs"]} >= {job["id"] for job in standard["jobs"]}
+        groups: dict[str, list[dict[str, object]]] = {}
+        for job in fifo["jobs"]:
+            groups.setdefault(str(job["group"]), []).append(job)
+        assert settings["max_receive_count"] == standard["settings"]["max_receive_count"], "one record a receive"
+        assert all(job.get("fail") for job in groups.get("alone", [])), "the failing job holds nobody else"
+        poison = next((job for job in fifo["jobs"] if "raw_body" in job), None)
+        if poison is not None:
+            members = groups[str(poison["group"])]
+            assert members.index(poison) > 0, "the poison body sits behind a job of its group"
+        parse_scenario(fifo)

@@ -26,6 +26,9 @@ JOB_KEYS = {
     "stopped",
     "lapses",
     "stuck_lease",
+    "group",
+    "started_at",
+    "finished_at",
 }
 
 

@@ -286,9 +286,12 @@ class OffsetClock(SystemClock):
 
 
 @contextlib.contextmanager
-def flow_on_moto(catalog: JobCatalog | None = None, **overrides: Any) -> Iterator[Flow]:
-    """A `Flow` on moto: `FLOW_SETTINGS` with `overrides`, the workflow and receiver of `catalog` (the
-    built-in job types when None)."""
+def running_flow(
+    catalog: JobCatalog | None = None, *, fifo: bool = False, queue_vt_s: int = 30, **settings: Any
+) -> Iterator[Flow]:
+    """The `Flow` on moto; `settings` over `FLOW_SETTINGS`, the workflow and receiver of `catalog` (the
+    built-in job types when None). `fifo`: FIFO jobs queue and DLQ, as the stack makes them (and moto's
+    receive made to keep a group's order, see `offline.fifo`)."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sqs, dynamodb, stepfunctions = aws.sqs(), aws.dynamodb(), aws.stepfunctions()
         # The offline runtime's own builder, with the queue's VT at SQS's default (the mapping's receives).
@@ -296,21 +299,21 @@ def flow_on_moto(catalog: JobCatalog | None = None, **overrides: Any) -> Iterato
             sqs,
             dynamodb,
             stepfunctions,
-            Settings.load({**FLOW_SETTINGS, **overrides}),
+            Settings.load({**FLOW_SETTINGS, **settings, "fifo": fifo}),
             spark_heartbeat_s=FLOW_SPARK_HEARTBEAT_S,
             catalog=catalog,
-            queue_visibility_timeout_s=30,
+            queue_visibility_timeout_s=queue_vt_s,
         )
-        settings, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
+        loaded, queue_url, dlq_url = resources.settings, resources.queue_url, resources.dlq_url
         executor = ThreadPoolExecutor(max_workers=8)
         harness = Harness(
             sqs=sqs, dynamodb=dynamodb, stepfunctions=stepfunctions, queue_url=queue_url, executor=executor
         )
         clock = SystemClock()
         receiver = Receiver(
-            settings=settings,
-            policy=build_policy(settings),
-            store=harness.store(settings),
+            settings=loaded,
+            policy=build_policy(loaded),
+            store=harness.store(loaded),
             sqs=sqs,
             visibility=VisibilityClient(sqs, clock=clock),
             stepfunctions=stepfunctions,
@@ -318,7 +321,7 @@ def flow_on_moto(catalog: JobCatalog | None = None, **overrides: Any) -> Iterato
             rng=random.Random(7),
             **({"catalog": catalog} if catalog is not None else {}),
         )
-        flow = Flow(harness, settings, dlq_url, receiver, harness.extender(settings, clock))
+        flow = Flow(harness, loaded, dlq_url, receiver, harness.extender(loaded, clock))
         try:
             yield flow
         finally:
@@ -331,8 +334,8 @@ def flow_on_moto(catalog: JobCatalog | None = None, **overrides: Any) -> Iterato
 
 @pytest.fixture
 def flow() -> Iterator[Flow]:
-    with flow_on_moto() as built:
-        yield built
+    with running_flow() as made:
+        yield made
 
 
 def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> ModuleType:

@@ -26,7 +26,7 @@ from functions.receiver.dlq import EXHAUSTED
 from functions.receiver.service import Outcome, receive
 from functions.watcher.models import ExecutionStatusChange
 from functions.watcher.service import Watcher, WatchOutcome, on_status_change
-from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, flow_on_moto
+from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, running_flow
 
 LIMITED = "limited"
 SLOT = slot_key(LIMITED, 0)
@@ -42,7 +42,7 @@ CATALOG = JobCatalog(
 
 @pytest.fixture
 def flow() -> Iterator[Flow]:
-    with flow_on_moto(CATALOG, max_attempts=2) as built:
+    with running_flow(CATALOG, max_attempts=2) as built:
         yield built
 
 

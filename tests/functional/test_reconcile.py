@@ -118,3 +118,16 @@ def _moto_execution(name: str) -> object:
 
     machine = stepfunctions_backends["123456789012"]["us-east-1"].state_machines[0]
     return next(e for e in machine.executions if e.name == name)
+
+
+def test_reconcile_candidates_are_the_least_recently_checked_however_leases_fall_into_shards(
+    harness: Harness,
+) -> None:
+    leases = [leased(harness, f"spread-{i}") for i in range(8)]
+    store = harness.store(SETTINGS)  # 8 shards: 8 leases almost never fall one per shard
+    assert {lease.message_id for lease in store.reconcile_candidates(8)} == {lease.message_id for lease in leases}
+
+    oldest = min(leases, key=lambda lease: lease.checked_at or lease.received_at)
+    store.mark_checked(oldest, time.time() + 60)
+    candidates = store.reconcile_candidates(7)
+    assert len(candidates) == 7 and oldest.message_id not in {lease.message_id for lease in candidates}

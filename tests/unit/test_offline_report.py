@@ -134,3 +134,86 @@ def test_lost_message_and_faults_reported_in_totals() -> None:
     assert totals["lost_messages"] == 1
     assert totals["faults_injected"] == {"crash": 1, "lost_run": 3}
     assert totals["faults_missed"] == []
+
+
+def fifo_scenario() -> Scenario:
+    return parse_scenario(
+        {
+            "settings": {**SETTINGS, "fifo": True},
+            "jobs": [
+                {"id": "a1", "type": "wait", "seconds": 3, "group": "A"},
+                {"id": "b1", "type": "wait", "seconds": 3, "group": "B"},
+                {"id": "a2", "type": "wait", "seconds": 3, "group": "A"},
+                {"id": "a3", "type": "wait", "seconds": 3, "group": "A", "dedup_id": "x"},
+                {"id": "a4", "type": "wait", "seconds": 3, "group": "A", "dedup_id": "x"},
+            ],
+        }
+    )
+
+
+def fifo_track(job_id: str, message_id: str, group: str, *executions: Execution) -> Track:
+    made = Track(job_id=job_id, message_id=message_id, sent_at=100.0, executions=list(executions), group=group)
+    made.lease = lease()
+    return made
+
+
+def test_fifo_report_gives_each_jobs_group_and_last_execution_times() -> None:
+    made = fifo_scenario()
+    tracks = {
+        "a1": fifo_track("a1", "m1", "A", run(100.5, 102, "m1-1", "FAILED"), run(102.5, 104.25, "m1-2")),
+        "b1": fifo_track("b1", "m2", "B", run(100.6, 103.5, "m2-1")),
+        "a2": fifo_track("a2", "m3", "A", run(104.5, 106, "m3-1")),
+        "a3": fifo_track("a3", "m4", "A", run(106.5, None, "m4-1")),
+        "a4": Track(job_id="a4", message_id="m4", sent_at=100.1, group="A", duplicate_of="a3"),
+    }
+
+    report = build_report(made, tracks, {}, 20, faults=faults_of(made), end=120)
+
+    a1 = report["jobs"]["a1"]
+    assert (a1["group"], a1["started_at"], a1["finished_at"]) == ("A", 2.5, 4.25), "its last execution"
+    assert (report["jobs"]["a3"]["started_at"], report["jobs"]["a3"]["finished_at"]) == (6.5, None), "still running"
+    assert report["jobs"]["a4"]["duplicate_of"] == "a3" and "duplicate_of" not in a1
+    assert not any("group" in v or "duplicate" in v for v in violations(made, tracks, faults_of(made), end=120))
+
+
+def test_fifo_group_order_broken_when_a_job_overlaps_or_passes_an_earlier_one() -> None:
+    made = fifo_scenario()
+    base = {
+        "b1": fifo_track("b1", "m2", "B", run(100.6, 103.5, "m2-1")),
+        "a3": fifo_track("a3", "m4", "A", run(110, 111, "m4-1")),
+        "a4": Track(job_id="a4", message_id="m4", sent_at=100.1, group="A", duplicate_of="a3"),
+    }
+    overlapping = {
+        **base,
+        "a1": fifo_track("a1", "m1", "A", run(100.5, 104, "m1-1")),
+        "a2": fifo_track("a2", "m3", "A", run(103, 106, "m3-1")),
+    }
+    passed = {
+        **base,
+        "a1": fifo_track("a1", "m1", "A", run(105, 107, "m1-1")),
+        "a2": fifo_track("a2", "m3", "A", run(101, 104, "m3-1")),
+    }
+    tail = {  # a2 starts after a1 left its job, while a1's workflow still marks its lease: not an overlap
+        **base,
+        "a1": fifo_track("a1", "m1", "A", Execution("m1-1", "SUCCEEDED", 100.5, 104.2, job_ended=103.9)),
+        "a2": fifo_track("a2", "m3", "A", run(104, 106, "m3-1")),
+    }
+
+    assert "group A: a2 started while a1 ran" in violations(made, overlapping, faults_of(made), end=120)
+    assert "group A: a1 started after a2, which was sent after it" in violations(made, passed, faults_of(made), end=120)
+    assert not any("group" in v for v in violations(made, tail, faults_of(made), end=120))
+
+
+def test_fifo_duplicate_dropped_or_kept_against_the_scenario() -> None:
+    made = fifo_scenario()
+    tracks = {
+        "a1": fifo_track("a1", "m1", "A", run(100.5, 102, "m1-1")),
+        "b1": fifo_track("b1", "m2", "B", run(100.6, 103.5, "m2-1")),
+        "a2": fifo_track("a2", "m3", "A", run(102.5, 104, "m3-1")),
+        "a3": fifo_track("a3", "m4", "A", run(104.5, 106, "m4-1")),
+        "a4": fifo_track("a4", "m5", "A", run(106.5, 108, "m5-1")),
+    }
+
+    found = violations(made, tracks, faults_of(made), end=120)
+
+    assert "a4: not dropped, expected a duplicate of a3" in found

@@ -37,7 +37,7 @@ def test_scenario_parser_applies_defaults_to_a_minimal_file() -> None:
     scenario = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 3}]})
 
     assert scenario.settings == Settings()
-    assert (scenario.timeout_s, scenario.batch_size, scenario.spark_heartbeat_s, scenario.faults) == (180, 10, 10, [])
+    assert (scenario.timeout_s, scenario.batch_size, scenario.spark_heartbeat_s, scenario.faults) == (180, None, 10, [])
     assert scenario.jobs == [WaitJob(id="a", type="wait", seconds=3)]
 
 
@@ -325,3 +325,65 @@ def test_demo_declares_the_wordcount_example_of_jobs_json() -> None:
 )
 def test_scenario_refuses_bad_job_types_naming_them(data: dict[str, Any], message: str) -> None:
     assert message in problems(data)
+
+
+def test_scenario_fifo_jobs_name_their_group_and_may_share_a_deduplication_id() -> None:
+    scenario = parse_scenario(
+        {
+            "settings": {"fifo": True},
+            "jobs": [
+                {"id": "a1", "type": "wait", "seconds": 3, "group": "tenant-a", "dedup_id": "order-1"},
+                {"id": "b1", "type": "wait", "seconds": 1, "group": "tenant-b"},
+                {"id": "p", "raw_body": "{not json", "group": "tenant-a"},
+                {"id": "a2", "type": "wait", "seconds": 1, "group": "tenant-a", "dedup_id": "order-1"},
+                {"id": "p2", "raw_body": "{not json", "group": "tenant-a"},
+            ],
+        }
+    )
+
+    assert [job.group for job in scenario.jobs] == ["tenant-a", "tenant-b", "tenant-a", "tenant-a", "tenant-a"]
+    assert [scenario.duplicate_of(job) for job in scenario.jobs] == [None, None, None, "a1", "p"], (
+        "a producer's resend (its deduplication id), and the same body (content-based deduplication)"
+    )
+    assert [job.id for job in scenario.group_jobs()["tenant-a"]] == ["a1", "p", "a2", "p2"], "in send order"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"settings": {"fifo": True}, "jobs": [{"id": "a", "type": "wait", "seconds": 1}]},
+            "jobs[0].group: required on a FIFO queue",
+        ),
+        (
+            {"jobs": [{"id": "a", "type": "wait", "seconds": 1, "group": "g", "dedup_id": "d"}]},
+            "jobs[0].group: only on a FIFO queue (settings.fifo); jobs[0].dedup_id: only on a FIFO queue",
+        ),
+        (
+            {
+                "settings": {"fifo": True},
+                "jobs": [
+                    {"id": "a", "type": "wait", "seconds": 1, "group": "g1", "dedup_id": "d"},
+                    {"id": "b", "type": "wait", "seconds": 1, "group": "g2", "dedup_id": "d"},
+                ],
+            },
+            "jobs[1].dedup_id: used in groups 'g1' and 'g2'",
+        ),
+        (
+            {"settings": {"fifo": True}, "jobs": [{"id": "a", "type": "wait", "seconds": 1, "group": "has space"}]},
+            "jobs[0].group: String should match pattern",
+        ),
+        (
+            {
+                "settings": {"fifo": True},
+                "batch_size": 5,
+                "jobs": [{"id": "a", "type": "wait", "seconds": 1, "group": "g"}],
+            },
+            "batch_size: 5 on a FIFO queue",
+        ),
+    ],
+)
+def test_scenario_refuses_fifo_keys_that_do_not_fit(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(data)
+    assert message in str(raised.value)

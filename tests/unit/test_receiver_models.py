@@ -361,3 +361,11 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.PARKED,  # a copy is in the type's waiting queue
         Outcome.DEAD_LETTERED,  # a copy is in the DLQ
     }
+    assert Outcome.HELD.deferred, "FIFO: a message waiting for its job id holds its group"
+
+
+def test_release_delay_on_fifo_is_fixed_whatever_the_receive_count() -> None:
+    settings = Settings(fifo=True, fifo_release_delay_s=45, release_delay_base_s=10, max_attempts=20)
+    assert {release_delay_s(n, settings, random.Random(n)) for n in range(1, 20)} == {45}
+    assert release_delay_s(20, settings, random.Random(1)) == 0, "the last attempt's: its next receive dead-letters"
+    assert release_delay_s(3, Settings(fifo=True), random.Random(1)) == 0, "by default at once, in order"

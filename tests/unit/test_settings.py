@@ -169,3 +169,22 @@ def test_settings_module_calls_no_aws() -> None:
     code = "import sys, functions.settings; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+
+
+def test_settings_fifo_needs_fifo_queues_and_a_standard_processor_refuses_them() -> None:
+    fifo = Settings.load({"fifo": True, "queue_url": QUEUE_URL + ".fifo", "dlq_url": QUEUE_URL + "-dlq.fifo"})
+    assert fifo.fifo and fifo.fifo_release_delay_s == 0, "a failed FIFO job is retried at once, in order"
+    with pytest.raises(SettingsError, match=r"queue_url='.*/jobs' is a standard queue but fifo is true"):
+        Settings.load({"fifo": True, "queue_url": QUEUE_URL})
+    with pytest.raises(
+        SettingsError, match=r"queue_url='.*/jobs.fifo' is a FIFO queue but fifo is false: set FIFO=true"
+    ):
+        Settings.load({"queue_url": QUEUE_URL + ".fifo"})
+    with pytest.raises(SettingsError, match=r"dlq_url='.*-dlq' is a standard queue but fifo is true"):
+        Settings.load({"fifo": True, "queue_url": QUEUE_URL + ".fifo", "dlq_url": QUEUE_URL + "-dlq"})
+    assert Settings.from_env({"FIFO": "true", "FIFO_RELEASE_DELAY_S": "60"}).fifo_release_delay_s == 60
+    with pytest.raises(SettingsError, match="fifo_release_delay_s"):
+        Settings.load({"fifo": True, "fifo_release_delay_s": -1})

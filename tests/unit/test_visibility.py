@@ -189,6 +189,33 @@ def test_single_change_reads_the_query_error_code(sqs: tuple[Any, Stubber]) -> N
     assert outcome.failure is FailureClass.LOST and outcome.error is not None
 
 
+def test_fifo_expired_handle_is_lost_in_a_batch_entry_and_a_single_call(sqs: tuple[Any, Stubber]) -> None:
+    """On a FIFO queue a lapse is final: once the visibility ran out SQS refuses the handle for good."""
+    client, stubber = sqs
+    fifo_queue = QUEUE + ".fifo"
+    batch = [VisibilityChange(f"m{i}", fifo_queue, f"handle-{i}", 300) for i in range(2)]
+    stubber.add_response(
+        "change_message_visibility_batch",
+        {
+            "Successful": [{"Id": "1"}],
+            "Failed": [{"Id": "0", "SenderFault": True, "Code": "InvalidParameterValue", "Message": EXPIRED}],
+        },
+        {**batch_params(batch), "QueueUrl": fifo_queue},
+    )
+    stubber.add_client_error(
+        "change_message_visibility",
+        service_error_code="InvalidParameterValue",
+        service_message=EXPIRED,
+        http_status_code=400,
+        service_error_meta={"QueryErrorCode": "AWS.SimpleQueueService.InvalidParameterValue"},
+    )
+    visibility = VisibilityClient(client, clock=FakeClock())
+
+    assert [o.failure for o in visibility.change_many(batch)] == [FailureClass.LOST, None]
+    single = visibility.change(batch[0])
+    assert single.failure is FailureClass.LOST and single.error is not None and "expired" in single.error
+
+
 def test_network_failure_of_a_batch_is_transient() -> None:
     class Unreachable:
         def change_message_visibility_batch(self, **_: Any) -> Any:

@@ -1,0 +1,473 @@
+"""FIFO queues on moto: order within a message group, parallel across groups, the FIFO DLQ, sends with
+group and deduplication ids, a release that holds its group, and a lapse that is final (an expired
+handle, stubbed as AWS answers it: moto accepts stale handles)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from functions.clock import SystemClock
+from functions.extender.service import renew_due
+from functions.lease import LeaseStatus
+from functions.receiver.service import Outcome, receive
+from functions.settings import FIFO_BATCH_SIZE
+from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
+from longjobs import dlq, submit
+from longjobs.errors import CliError
+from offline.lambdas import LambdaContext, sqs_event
+from offline.resources import QUEUE_RETENTION_S
+from tests.functional.conftest import (
+    ACCOUNT,
+    REGION,
+    STATE_MACHINE_ARN,
+    TABLE,
+    Flow,
+    OffsetClock,
+    load_handler,
+    running_flow,
+)
+
+SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs.fifo"
+QUEUE_VT_S = 2
+"""Records reported not done (skipped behind their group's head) come back this soon."""
+EXPIRED = "Value {} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+"""What SQS answers for a FIFO message's handle once its visibility timeout has run out."""
+
+
+@pytest.fixture
+def fifo() -> Iterator[Flow]:
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5) as made:
+        yield made
+
+
+def send(
+    flow: Flow, group: str, job_id: str, job_type: str = "wait", dedup_id: str | None = None, **params: Any
+) -> str:
+    body = json.dumps({"job_id": job_id, "type": job_type, "params": params})
+    extra = {"MessageDeduplicationId": dedup_id} if dedup_id else {}
+    sent = flow.sqs.send_message(QueueUrl=flow.harness.queue_url, MessageBody=body, MessageGroupId=group, **extra)
+    return str(sent["MessageId"])
+
+
+def send_raw(flow: Flow, group: str, body: str) -> str:
+    return str(
+        flow.sqs.send_message(QueueUrl=flow.harness.queue_url, MessageBody=body, MessageGroupId=group)["MessageId"]
+    )
+
+
+def fifo_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
+    return load_handler(
+        monkeypatch,
+        "functions.receiver.handler",
+        TABLE_NAME=TABLE,
+        QUEUE_URL=flow.harness.queue_url,
+        DLQ_URL=flow.dlq_url,
+        STATE_MACHINE_ARN=STATE_MACHINE_ARN,
+        FIFO="true",
+        POLICY="threshold",
+        VISIBILITY_TIMEOUT_S="5",
+        THRESHOLD_S="2.5",
+        HEARTBEAT_S="0.5",
+        EXTENDER_PERIOD_S="1",
+        RECEIVER_TIMEOUT_S="1",
+        RECONCILE_GRACE_S="2",
+    )
+
+
+class Mapping:
+    """The event source mapping on the FIFO queue: receive a batch (the stack's size) with the queue's VT,
+    call the handler, delete what it did not report."""
+
+    def __init__(self, flow: Flow, handler: ModuleType, batch_size: int = FIFO_BATCH_SIZE) -> None:
+        self.flow = flow
+        self.handler = handler
+        self.batch_size = batch_size
+        self.batches: list[list[str]] = []
+
+    def poll(self) -> dict[str, Any]:
+        messages = self.flow.sqs.receive_message(
+            QueueUrl=self.flow.harness.queue_url,
+            MaxNumberOfMessages=self.batch_size,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return {"batchItemFailures": []}
+        self.batches.append([m["MessageId"] for m in messages])
+        response: dict[str, Any] = self.handler.handler(
+            sqs_event(messages, source_arn=SOURCE_ARN, region=REGION), LambdaContext(function_name="receiver")
+        )
+        failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+        for message in messages:
+            if message["MessageId"] not in failed:
+                self.flow.sqs.delete_message(
+                    QueueUrl=self.flow.harness.queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return response
+
+
+def reported(response: dict[str, Any]) -> list[str]:
+    return [item["itemIdentifier"] for item in response["batchItemFailures"]]
+
+
+def executions_of(flow: Flow) -> dict[str, dict[str, Any]]:
+    """Each message's execution (one each here), by message id."""
+    return {e["name"].rsplit("-", 1)[0]: e for e in flow.executions()}
+
+
+def job_ended(flow: Flow, arn: str) -> float:
+    """When the execution left its job step (the delete follows; the workflow's last steps may overlap the
+    next job's start)."""
+    events = flow.harness.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    ends = [
+        e["timestamp"].timestamp() for e in events if e["type"] in ("ParallelStateExited", "ParallelStateSucceeded")
+    ]
+    assert ends, f"{arn} never left its job"
+    return min(ends)
+
+
+def run_until_settled(flow: Flow, mapping: Mapping, message_ids: list[str], timeout_s: float = 60) -> None:
+    """Poll like the mapping and run the extender, until every message is gone from the queue."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        mapping.poll()
+        renew_due(flow.extender, deadline=time.time() + 1)
+        attributes = flow.sqs.get_queue_attributes(QueueUrl=flow.harness.queue_url, AttributeNames=["All"])
+        counts = attributes["Attributes"]
+        if counts["ApproximateNumberOfMessages"] == "0" and counts["ApproximateNumberOfMessagesNotVisible"] == "0":
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"messages {message_ids} not settled after {timeout_s} s")
+
+
+def test_fifo_batch_starts_each_groups_head_and_leaves_the_rest_of_a_deferred_group(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = fifo_handler(monkeypatch, fifo)
+    a1 = send(fifo, "A", "a1", seconds=30)
+    a2 = send(fifo, "A", "a2", seconds=1)
+    b1 = send(fifo, "B", "b1", "echo", text="inline")
+    a3 = send(fifo, "A", "a3", seconds=1)
+    b2 = send(fifo, "B", "b2", seconds=1)
+
+    response = Mapping(fifo, handler, batch_size=10).poll()
+
+    assert reported(response) == [a1, a2, a3, b2], "a1 and b2 deferred; a2 and a3 not done behind a1"
+    assert set(executions_of(fifo)) == {a1, b2}, "nothing of group A starts behind a1; group B goes on"
+    assert fifo.receiver.store.get(a2) is None and fifo.receiver.store.get(a3) is None
+    assert fifo.lease(a1).active and fifo.lease(b2).active
+    assert fifo.receiver.store.get(b1) is None, "the inline job ran and was deleted"
+    # a2 and a3 come back after the queue's VT, but a1 is in flight: the group stays blocked.
+    time.sleep(QUEUE_VT_S + 0.2)
+    assert fifo.harness.visible_messages() == []
+
+
+def test_fifo_redelivery_of_a_running_job_starts_nothing_and_holds_the_group(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = fifo_handler(monkeypatch, fifo)
+    a1 = send(fifo, "A", "a1", seconds=5)
+    a2 = send(fifo, "A", "a2", seconds=1)
+    mapping = Mapping(fifo, handler, batch_size=10)
+    assert reported(mapping.poll()) == [a1, a2]
+    lease = fifo.lease(a1)
+    time.sleep(QUEUE_VT_S + 0.2)
+    # A lapse: a1 shows again while its job runs, and the receive hands out the group from its head.
+    fifo.sqs.change_message_visibility(
+        QueueUrl=fifo.harness.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
+    )
+
+    response = mapping.poll()
+
+    # SQS hands out a1 and a2 together; moto stops at the group's first message once it is in flight.
+    assert mapping.batches[-1] in ([a1, a2], [a1]), "the group's head first, in order"
+    assert reported(response) == mapping.batches[-1]
+    assert list(executions_of(fifo)) == [a1], "no second execution of a1, nothing of a2"
+    adopted = fifo.lease(a1)
+    assert adopted.active and adopted.receive_count == 2 and adopted.execution_arn == lease.execution_arn
+
+
+def test_fifo_group_runs_its_jobs_one_after_the_other_in_send_order(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = fifo_handler(monkeypatch, fifo)
+    group_a = [send(fifo, "A", f"a{i}", seconds=seconds) for i, seconds in enumerate((2, 1, 1))]
+    b1 = send(fifo, "B", "b1", seconds=3)
+    mapping = Mapping(fifo, handler)
+
+    run_until_settled(fifo, mapping, [*group_a, b1])
+
+    runs = executions_of(fifo)
+    assert set(runs) == {*group_a, b1} and all(r["status"] == "SUCCEEDED" for r in runs.values())
+    for earlier, later in itertools.pairwise(group_a):
+        assert job_ended(fifo, runs[earlier]["executionArn"]) <= runs[later]["startDate"].timestamp(), (
+            "the next job of the group starts once the one before it has run"
+        )
+    assert runs[b1]["startDate"] < runs[group_a[1]]["startDate"], "group B did not wait for group A"
+    assert all(fifo.lease(m).status is LeaseStatus.SUCCEEDED for m in [*group_a, b1])
+
+
+def test_fifo_poison_in_the_middle_of_a_group_goes_to_the_fifo_dlq_and_the_group_goes_on(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = fifo_handler(monkeypatch, fifo)
+    a1 = send(fifo, "A", "a1", seconds=1)
+    poison = send_raw(fifo, "A", "{not json")
+    a2 = send(fifo, "A", "a2", seconds=1)
+
+    run_until_settled(fifo, Mapping(fifo, handler), [a1, poison, a2])
+
+    got = fifo.sqs.receive_message(
+        QueueUrl=fifo.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], AttributeNames=["All"]
+    )
+    [dead] = got["Messages"]
+    assert dead["Body"] == "{not json"
+    assert dead["Attributes"]["MessageGroupId"] == "A", "a FIFO DLQ keeps the group"
+    assert dead["Attributes"]["MessageDeduplicationId"] == poison, "deduplicated by the original message id"
+    attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+    assert attributes["ErrorType"] == "NotJson" and attributes["ErrorMessage"].startswith("body is not JSON")
+    assert (attributes["OriginalMessageId"], attributes["SourceQueue"]) == (poison, SOURCE_ARN)
+    assert fifo.lease(poison).status is LeaseStatus.REJECTED
+    runs = executions_of(fifo)
+    assert job_ended(fifo, runs[a1]["executionArn"]) <= runs[a2]["startDate"].timestamp()
+    assert fifo.lease(a2).status is LeaseStatus.SUCCEEDED, "the group went on past the poison"
+
+
+@pytest.mark.parametrize("batch_size", [FIFO_BATCH_SIZE, 3])
+def test_fifo_failing_job_takes_none_of_the_jobs_behind_it_to_the_dlq(
+    monkeypatch: pytest.MonkeyPatch, batch_size: int
+) -> None:
+    """Each retry of a group's head spends a receive of every record received with it (skipped, reported
+    not done). The processor counts attempts, not receives, and the queue's redrive is a backstop far
+    above them, so with any batch a1 alone goes to the DLQ after its attempts, and a2 and a3 run. The
+    stack's FIFO batch of 1 also spares them those receives."""
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=3) as flow:
+        handler = fifo_handler(monkeypatch, flow)
+        a1 = send(flow, "A", "a1", seconds=0, fail=True)
+        followers = [send(flow, "A", f"a{i}", seconds=0) for i in (2, 3)]
+
+        run_until_settled(flow, Mapping(flow, handler, batch_size), [a1, *followers])
+
+        dead = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+        ran = {m for m, e in executions_of(flow).items() if e["status"] == "SUCCEEDED"}
+        [copy] = dead["Messages"]
+        attributes = {name: value["StringValue"] for name, value in copy["MessageAttributes"].items()}
+        assert (attributes["OriginalMessageId"], attributes["ErrorType"]) == (a1, "AttemptsExhausted")
+        assert ran == set(followers)
+
+
+def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_the_group_goes_on(fifo: Flow) -> None:
+    """The queue's own redrive, the backstop behind the processor's attempts, keeps working on FIFO."""
+    a1 = send(fifo, "A", "a1", seconds=1)
+    a2 = send(fifo, "A", "a2", seconds=1)
+    for _ in range(fifo.settings.redrive_max_receives(QUEUE_RETENTION_S)):
+        got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=1, VisibilityTimeout=0)
+        assert [m["MessageId"] for m in got["Messages"]] == [a1], "the group's head, every time"
+
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=10)
+
+    assert [m["MessageId"] for m in got["Messages"]] == [a2], "a1 went to the DLQ; a2 is the head now"
+    [dead] = fifo.sqs.receive_message(QueueUrl=fifo.dlq_url, AttributeNames=["All"])["Messages"]
+    assert (dead["MessageId"], dead["Attributes"]["MessageGroupId"]) == (a1, "A")
+
+
+def test_fifo_failed_job_holds_its_group_for_the_release_delay() -> None:
+    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5, fifo_release_delay_s=3) as flow:
+        a1 = send(flow, "A", "a1", seconds=0, fail=True)
+        a2 = send(flow, "A", "a2", seconds=1)
+        [first, _] = flow.receive_batch()
+        assert receive(flow.receiver, first) is Outcome.STARTED
+        lease = flow.lease(a1)
+        assert lease.release_delay_s == 3, "FIFO: the fixed release delay, not the growing one"
+        assert lease.execution_arn is not None
+        assert flow.wait_for_execution(lease.execution_arn)["status"] == "FAILED"
+        assert flow.lease(a1).status is LeaseStatus.RELEASED
+        time.sleep(QUEUE_VT_S + 0.2)  # a2's receive ran out: only a1's release delay holds the group now
+        assert flow.harness.visible_messages() == [], "a1 is hidden for its release delay, and a2 waits behind it"
+        time.sleep(3)
+        assert [d.message_id for d in flow.receive_batch()] == [a1, a2], "then the group goes on from a1"
+
+
+def test_fifo_job_waiting_for_its_job_id_holds_its_group_instead_of_sending_a_copy(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = fifo_handler(monkeypatch, fifo)
+    a1 = send(fifo, "A", "same-job", seconds=30)
+    b1 = send(fifo, "B", "same-job", seconds=1)
+    b2 = send(fifo, "B", "other-job", seconds=1)
+
+    response = Mapping(fifo, handler, batch_size=10).poll()
+
+    assert reported(response) == [a1, b1, b2], "b1 holds its group; b2 stays behind it"
+    assert list(executions_of(fifo)) == [a1]
+    assert fifo.receiver.store.get(b1) is None and fifo.receiver.store.get(b2) is None, "b1 waits, not an attempt"
+    counts = fifo.sqs.get_queue_attributes(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Attributes"]
+    assert int(counts["ApproximateNumberOfMessages"]) + int(counts["ApproximateNumberOfMessagesNotVisible"]) == 3, (
+        "no copy was sent to the back of the group"
+    )
+    time.sleep(QUEUE_VT_S + 0.2)
+    assert fifo.harness.visible_messages() == [], "b1 hidden for its wait (15 to 30 s), b2 blocked behind it"
+
+
+def s3_notification(*keys: str) -> str:
+    def record(key: str) -> dict[str, Any]:
+        return {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": REGION,
+            "eventTime": "2026-11-20T00:00:00.000Z",
+            "eventName": "ObjectCreated:Put",
+            "userIdentity": {"principalId": "AWS:EXAMPLE"},
+            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "markers",
+                "bucket": {"name": "raw", "ownerIdentity": {"principalId": "EXAMPLE"}, "arn": "arn:aws:s3:::raw"},
+                "object": {"key": key, "size": 0, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "0A"},
+            },
+        }
+
+    return json.dumps({"Records": [record(key) for key in keys]})
+
+
+def test_fifo_fan_out_keeps_the_group_and_a_retry_sends_no_second_copy(fifo: Flow) -> None:
+    notification = send_raw(
+        fifo, "tenant-1", s3_notification("events/date=2026-11-20/_SUCCESS", "events/date=2026-11-21/_SUCCESS")
+    )
+    [delivery] = fifo.receive_batch()
+    delivery = replace(delivery, group_id="tenant-1")  # as the event's record carries it
+    fifo.receiver.settings = fifo.settings.model_copy(
+        update={"curated_uri": "s3://curated/", "quarantine_uri": "s3://quarantine/"}
+    )
+
+    assert receive(fifo.receiver, delivery) is Outcome.FANNED_OUT
+    assert receive(fifo.receiver, delivery) is Outcome.FANNED_OUT  # the record retried: its delete was lost
+    fifo.sqs.delete_message(QueueUrl=fifo.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
+
+    copies = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    jobs = [(json.loads(m["Body"])["params"]["date"], m["Attributes"]) for m in copies["Messages"]]
+    assert [date for date, _ in jobs] == ["2026-11-20", "2026-11-21"], "one job per partition, in order, once"
+    assert [a["MessageGroupId"] for _, a in jobs] == ["tenant-1", "tenant-1"]
+    assert [a["MessageDeduplicationId"] for _, a in jobs] == [f"{notification}-0", f"{notification}-1"]
+
+
+def test_fifo_producer_duplicate_is_dropped(fifo: Flow) -> None:
+    first = send(fifo, "A", "once", dedup_id="order-17", seconds=1)
+    send(fifo, "A", "once-again", dedup_id="order-17", seconds=1)  # a producer's retry
+
+    assert [d.message_id for d in fifo.receive_batch()] == [first]
+
+
+def test_fifo_expired_handle_is_lost_and_the_extender_stops_the_execution_before_closing(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lapse is final on FIFO: SQS refuses a handle whose visibility ran out (moto accepts it: the
+    answer is stubbed as AWS sends it). The extender stops the execution, then closes the lease LOST."""
+    a1 = send(fifo, "A", "lapsed", seconds=30)
+    assert fifo.deliver() == {a1: Outcome.STARTED}
+    lease = fifo.lease(a1)
+    assert lease.execution_arn is not None
+    fifo.wait_for_job(lease.execution_arn)  # moto loses a stop that lands before the job's branch opens
+    sqs = boto3.client("sqs", region_name=REGION)
+    stubber = Stubber(sqs)
+    stubber.add_response(
+        "change_message_visibility_batch",
+        {
+            "Successful": [],
+            "Failed": [
+                {
+                    "Id": "0",
+                    "SenderFault": True,
+                    "Code": "InvalidParameterValue",
+                    "Message": EXPIRED.format(lease.receipt_handle),
+                }
+            ],
+        },
+    )
+    clock = OffsetClock(3)  # the lease is due
+    extender = fifo.harness.extender(fifo.settings, clock, sqs=sqs)
+    order: list[str] = []
+    real_stop, real_close = extender.stepfunctions.stop_execution, extender.store.close
+
+    def stop(**kwargs: Any) -> Any:
+        order.append("stop")
+        return real_stop(**kwargs)
+
+    def close(*args: Any, **kwargs: Any) -> Any:
+        order.append("close")
+        return real_close(*args, **kwargs)
+
+    monkeypatch.setattr(extender.stepfunctions, "stop_execution", stop)
+    monkeypatch.setattr(extender.store, "close", close)
+    with stubber:
+        report = renew_due(extender, deadline=time.time() + 5)
+        stubber.assert_no_pending_responses()
+
+    assert (report.lost, report.stopped) == (1, 1)
+    assert order == ["stop", "close"], "stopped before the lease is let go"
+    lost = fifo.lease(a1)
+    assert lost.status is LeaseStatus.LOST and "expired" in (lost.last_error or "")
+    deadline = time.monotonic() + 10
+    while fifo.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution was not stopped"
+        time.sleep(0.1)
+    assert fifo.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"] == "ABORTED"
+
+
+def test_fifo_longjobs_submit_sends_into_a_group_and_needs_one(fifo: Flow) -> None:
+    body = json.dumps({"job_id": "cli", "type": "wait", "params": {"seconds": 1}})
+    settings = submit.validation_settings()
+    with pytest.raises(CliError, match="a FIFO queue needs --message-group-id"):
+        submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings)
+
+    sent = submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings, group_id="ops", deduplication_id="cli-1")
+
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Messages"]
+    assert [(m["MessageId"], m["Attributes"]["MessageGroupId"]) for m in got] == [(sent.message_id, "ops")]
+    assert got[0]["Attributes"]["MessageDeduplicationId"] == "cli-1"
+
+
+def test_fifo_longjobs_dlq_copy_puts_messages_back_into_their_group(fifo: Flow) -> None:
+    """`longjobs dlq redrive` copies where the endpoint has no message move task (moto)."""
+    for n in range(2):
+        fifo.sqs.send_message(QueueUrl=fifo.dlq_url, MessageBody=f"job-{n}", MessageGroupId="tenant-9")
+
+    result = dlq.copy_messages(fifo.sqs, fifo.dlq_url, fifo.harness.queue_url, hold_s=0)
+
+    assert (result.moved, result.failed, result.errors) == (2, 0, [])
+    got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got["Messages"]] == [
+        ("job-0", "tenant-9"),
+        ("job-1", "tenant-9"),
+    ], "in its group, in order"
+
+
+def test_fifo_offline_queue_refuses_a_handle_whose_visibility_ended_as_sqs_does(fifo: Flow) -> None:
+    """moto accepts old FIFO handles; the offline runtime's FIFO queues refuse them as SQS does, so a retried
+    release that lands after the next receive does not show that receive's message (chaos, seed 1, FIFO run 3)."""
+    a1 = send(fifo, "A", "a1", seconds=1)
+    url = fifo.harness.queue_url
+    [first] = fifo.sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    fifo.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    [second] = fifo.sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    assert second["MessageId"] == a1
+
+    with pytest.raises(ClientError, match="The receipt handle has expired"):
+        fifo.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    outcome = VisibilityClient(fifo.sqs, clock=SystemClock()).change(
+        VisibilityChange(a1, url, first["ReceiptHandle"], 0)
+    )
+    assert outcome.failure is FailureClass.LOST
+    assert not fifo.sqs.receive_message(QueueUrl=url).get("Messages"), "the second receive's message stays hidden"
