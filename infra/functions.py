@@ -142,7 +142,10 @@ class LongJobFunctions(Construct):
                 # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
                 *(
                     [
-                        _allow("sqs:SendMessage", "sqs:GetQueueAttributes", on=waiting_arns),
+                        # ChangeMessageVisibility: it admits waiting messages in place, unparked ones too
+                        _allow(
+                            "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", on=waiting_arns
+                        ),
                         _allow("dynamodb:BatchGetItem", on=[res.table.table_arn]),
                         _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{WAITING_INDEX}"]),
                     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +118,7 @@ class JobWorkflow(Construct):
         table: dynamodb.ITable,
         queue: sqs.IQueue,
         log_retention: logs.RetentionDays,
+        waiting_queues: Sequence[sqs.IQueue] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.buckets = DataBuckets(
@@ -137,7 +139,12 @@ class JobWorkflow(Construct):
             summary_bucket=self.buckets.glue.bucket_name,
         )
         start = build_workflow(
-            self, table=table, queue_arns=[queue.queue_arn], pyspark_step=pyspark_step, job_types=list(catalog)
+            self,
+            table=table,
+            # an unparked message runs from its type's waiting queue: the workflow settles it there
+            queue_arns=[queue.queue_arn, *(waiting.queue_arn for waiting in waiting_queues)],
+            pyspark_step=pyspark_step,
+            job_types=list(catalog),
         )
         self.state_machine = sfn.StateMachine(
             self,

@@ -127,6 +127,7 @@ class LongJobProcessor(Construct):
             table=leases.table,
             queue=queues.queue,
             log_retention=retention,
+            waiting_queues=list(queues.waiting.values()),
         )
         buckets = workflow.buckets
         self.functions = LongJobFunctions(

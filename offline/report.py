@@ -69,13 +69,31 @@ def max_concurrent_by_type(scenario: Scenario, tracks: Mapping[str, Track]) -> d
     `max_concurrency`), over every message of that type: the executions' job spans where the observer
     read them (a limited type's: an execution returns its slot while it settles, before it ends), else
     the executions' own."""
+    return {name: max_concurrent(executions) for name, executions in job_spans_by_type(scenario, tracks).items()}
+
+
+def job_spans_by_type(scenario: Scenario, tracks: Mapping[str, Track]) -> dict[str, list[Execution]]:
+    """Each job type's executions, their times the jobs' spans where known (see `max_concurrent_by_type`)."""
     by_type: dict[str, list[Execution]] = {}
     for job in scenario.jobs:
         job_type = getattr(job, "type", None)
         if isinstance(job_type, str):
             spans = [replace(e, started=e.job_span[0], stopped=e.job_span[1]) for e in tracks[job.id].executions]
             by_type.setdefault(job_type, []).extend(spans)
-    return {name: max_concurrent(executions) for name, executions in sorted(by_type.items())}
+    return dict(sorted(by_type.items()))
+
+
+def overlapping(executions: Sequence[Execution], most: int) -> list[str]:
+    """The executions running at the first moment `most` of them ran at once, as `name [start, stop]`."""
+    for execution in sorted(executions, key=lambda e: e.started):
+        at = execution.started
+        running = [e for e in executions if e.started <= at and (e.stopped is None or e.stopped > at)]
+        if len(running) >= most:
+            return [
+                f"{e.name} [{e.started:.3f}, {e.stopped if e.stopped is None else round(e.stopped, 3)}]"
+                for e in running
+            ]
+    return []
 
 
 def processor_stopped(track: Track, faults: Faults | None) -> int:
@@ -243,10 +261,13 @@ def violations(
                 f"{job.id}: lease left ACTIVE at the end while its execution {stuck} was not running: a stuck lease"
             )
     catalog = scenario.job_catalog()
-    for name, most in max_concurrent_by_type(scenario, tracks).items():
-        limit = catalog.limit(name)
+    for name, executions in job_spans_by_type(scenario, tracks).items():
+        limit, most = catalog.limit(name), max_concurrent(executions)
         if limit is not None and most > limit:
-            found.append(f"type {name}: {most} executions RUNNING at once, its max_concurrency is {limit} (admission)")
+            found.append(
+                f"type {name}: {most} jobs running at once, its max_concurrency is {limit} (admission): "
+                + ", ".join(overlapping(executions, most))
+            )
     return found
 
 

@@ -163,8 +163,14 @@ def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, order: fl
         state = admit_in_place(rx, waiting, state) or state
     if not state.free_keys:
         return None
+    taken_at = rx.clock.now()  # not `now`: admitting others took time, and the sweep's grace counts from this
     taken = slots.take(
-        state, holder=message_id, execution_arn=arn, now=now, hold_until=rx.settings.renew_until(now), rng=rx.rng
+        state,
+        holder=message_id,
+        execution_arn=arn,
+        now=taken_at,
+        hold_until=rx.settings.renew_until(taken_at),
+        rng=rx.rng,
     )
     return taken[0] if taken is not None else None
 

@@ -258,3 +258,43 @@ def test_attempts_used_up_go_to_the_dlq_with_their_history(flow: Flow) -> None:
     assert attributes["OriginalMessageId"] == message_id
     assert flow.lease(message_id).status is LeaseStatus.REJECTED
     assert queued(flow) == 0, "deleted from the jobs queue once the DLQ had it"
+
+
+def test_admission_backlog_beyond_the_horizon_is_parked_then_unparked_and_run_from_the_waiting_queue() -> None:
+    """Limit 1, nothing known of durations yet: one message waits in flight, the next is parked (copied to
+    the type's waiting queue, the original acknowledged). Each end admits the next in line; an admission
+    pass unparks the copy, which then waits in flight there and runs from there, deleted there."""
+    jobs_queue = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+    waiting_url = f"{jobs_queue}-waiting-{LIMITED}"
+    with flow_on_moto(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: waiting_url})) as flow:
+        assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == waiting_url
+        first = flow.send_job("first", LIMITED, seconds=1)
+        assert flow.deliver() == {first: Outcome.STARTED}
+        second = flow.send_job("second", LIMITED, seconds=1)
+        assert flow.deliver() == {second: Outcome.WAITING_FOR_SLOT}
+        third = flow.send_job("third", LIMITED, seconds=1)
+        assert flow.deliver() == {third: Outcome.PARKED}, "beyond what the horizon can start: parked"
+        assert queued(flow) == 2, "the parked original was acknowledged"
+        [parked] = flow.sqs.receive_message(QueueUrl=waiting_url, MessageAttributeNames=["All"], VisibilityTimeout=0)[
+            "Messages"
+        ]
+        assert json.loads(parked["MessageAttributes"]["LongJobsAdmission"]["StringValue"])["original"] == third
+
+        assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
+        report = admit(flow)
+        assert (report.admitted, report.unparked) == (1, 1), "the second started in place, the third unparked"
+        assert flow.lease(second).status is LeaseStatus.ACTIVE
+        copy = flow.lease(parked["MessageId"])
+        assert copy.status is LeaseStatus.WAITING and copy.queue_url == waiting_url and copy.job_id == "third"
+
+        assert flow.wait_for_execution(flow.lease(second).execution_arn or "")["status"] == "SUCCEEDED"
+        assert admit(flow).admitted == 1
+        running = flow.lease(parked["MessageId"])
+        assert running.status is LeaseStatus.ACTIVE and running.history == ()
+        assert flow.wait_for_execution(running.execution_arn or "")["status"] == "SUCCEEDED"
+        assert flow.lease(parked["MessageId"]).status is LeaseStatus.SUCCEEDED
+        attributes = flow.sqs.get_queue_attributes(
+            QueueUrl=waiting_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        assert sum(int(v) for v in attributes.values()) == 0, "deleted from the waiting queue by its workflow"
