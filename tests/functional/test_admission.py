@@ -266,7 +266,7 @@ def test_admission_backlog_beyond_the_horizon_is_parked_then_unparked_and_run_fr
     pass unparks the copy, which then waits in flight there and runs from there, deleted there."""
     jobs_queue = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
     waiting_url = f"{jobs_queue}-waiting-{LIMITED}"
-    with flow_on_moto(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: waiting_url})) as flow:
+    with running_flow(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: waiting_url})) as flow:
         assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == waiting_url
         first = flow.send_job("first", LIMITED, seconds=1)
         assert flow.deliver() == {first: Outcome.STARTED}
