@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CDK app: `npx cdk synth|deploy [-c key=value ...]` runs this file (see cdk.json).
 
-Settings come from CDK context and are validated before anything is built (`infra.config`); the job
+Settings come from CDK context and are validated before anything is built (`longjobs.construct.config`); the job
 types and S3 triggers come from `jobs.json` at the repository root (`-c jobs_file=PATH` names another).
 A bad value or declaration stops the command with a message naming it. cdk-nag's AwsSolutions pack
 runs on every synth as a policy-validation plugin: an unacknowledged finding fails it.
@@ -16,12 +16,11 @@ from pathlib import Path
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from functions.jobs import JobTypeError, load_catalog_file
-from infra.config import ConfigError, context_keys, load_config
-from infra.constants import REPO_ROOT
 from infra.stack import LongJobsStack, stack_name
+from longjobs.construct.config import ConfigError, context_keys, load_config
+from longjobs.engine.jobs import JobTypeError, load_catalog_file
 
-JOBS_FILE = REPO_ROOT / "jobs.json"
+JOBS_FILE = Path(__file__).resolve().parent / "jobs.json"
 JOBS_FILE_CONTEXT = "jobs_file"
 
 

@@ -1,7 +1,7 @@
 """Backfill: 10,000 jobs of one type at once, with and without admission control.
 
 A deterministic simulation on a virtual clock (`FakeClock`) with no network. What runs is the
-processor's own code: the receiver (`functions.receiver.service.receive`, with admission), the lease
+processor's own code: the receiver (`longjobs.engine.receiver.service.receive`, with admission), the lease
 store, the renewal policy and the extender (`run_invocation`: renewal, reconciliation, admission), the
 watcher (`on_status_change`, with admission). AWS is `benchmarks.fake_aws`: SQS, DynamoDB and Step
 Functions in-process, their semantics and errors as the processor meets them, every request counted.
@@ -59,14 +59,21 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.fake_aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
-from functions.clock import FakeClock
-from functions.execution import STOP_ERROR
-from functions.extender.invocation import run_invocation
-from functions.extender.service import Extender
-from functions.jobs import BUILTIN_TYPES, JobCatalog, JobType
-from functions.lease import LeaseStore, table_definition
-from functions.lease.lock import FREE, HELD, JOB_LOCK_PREFIX, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR, RELEASED_AT_ATTR
-from functions.lease.schema import (
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.execution import STOP_ERROR
+from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.extender.service import Extender
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
+from longjobs.engine.lease import LeaseStore, table_definition
+from longjobs.engine.lease.lock import (
+    FREE,
+    HELD,
+    JOB_LOCK_PREFIX,
+    LOCK_EXECUTION_ATTR,
+    LOCK_STATE_ATTR,
+    RELEASED_AT_ATTR,
+)
+from longjobs.engine.lease.schema import (
     ERROR_ATTR,
     EXECUTION_ATTR,
     HANDLE_ATTR,
@@ -77,14 +84,14 @@ from functions.lease.schema import (
     STATUS_ATTR,
     VERSION_ATTR,
 )
-from functions.observability import MetricName, logger
-from functions.policies import build_policy
-from functions.receiver.admission import admit_all
-from functions.receiver.service import Delivery, Receiver, receive
-from functions.settings import Settings
-from functions.visibility import FailureClass, VisibilityClient, classify_exception
-from functions.watcher.models import ExecutionStatusChange
-from functions.watcher.service import Watcher, on_status_change
+from longjobs.engine.observability import MetricName, logger
+from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.admission import admit_all
+from longjobs.engine.receiver.service import Delivery, Receiver, receive
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.service import Watcher, on_status_change
 
 TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"

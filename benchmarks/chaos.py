@@ -1,9 +1,9 @@
 """Chaos campaign: does the processor keep its invariants under faults? The goal is 0 violations in 50 runs.
 
-Each run is a scenario drawn by `offline.chaos.draw_scenario` from the seed (3 to 6 `wait` jobs of 1 to
+Each run is a scenario drawn by `longjobs.offline.chaos.draw_scenario` from the seed (3 to 6 `wait` jobs of 1 to
 8 s, sometimes a job that always fails and a poison message, short `threshold` or `adaptive` settings, and
 a random mix of every fault type but `kill_worker`), run whole on the offline runtime (moto's server, the
-real handlers, the real workflow) by `offline.runtime.run_scenario`. See `offline/chaos.py` for the draw
+real handlers, the real workflow) by `longjobs.offline.runtime.run_scenario`. See `offline/chaos.py` for the draw
 and `offline/report.py` for the checks behind each run's `ok`.
 
 Measures, over the campaign: runs with a violation, violations (each a sentence in the run's report),
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from offline.chaos import Campaign, RunOutcome, run_campaign, summary
+from longjobs.offline.chaos import Campaign, RunOutcome, run_campaign, summary
 
 DESCRIPTION = __doc__.split("\n")[0] if __doc__ else ""
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = {
-    "receiver": "functions.receiver.handler",
-    "extender": "functions.extender.handler",
-    "watcher": "functions.watcher.handler",
+    "receiver": "longjobs.engine.receiver.handler",
+    "extender": "longjobs.engine.extender.handler",
+    "watcher": "longjobs.engine.watcher.handler",
 }
 BASE_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",

@@ -4,7 +4,7 @@ What runs is the extender's real code path, built the way `functions/extender/ha
 `renew_due` on an `Extender` made of a real `LeaseStore`, `VisibilityClient` and
 `build_policy(Settings())`, with one `ThreadPoolExecutor(max_workers=settings.max_workers)` shared by
 the store and the visibility client, and `SystemClock`. The AWS clients are real boto3 clients
-(`functions.aws.CLIENT_CONFIG`), so parameter validation, serialization, SigV4 signing, retry
+(`longjobs.engine.aws.CLIENT_CONFIG`), so parameter validation, serialization, SigV4 signing, retry
 bookkeeping and response parsing all cost what they cost in Lambda.
 
 Only the network is replaced: a botocore `before-send` handler answers every request in-process after
@@ -55,16 +55,16 @@ import boto3
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
 
-from functions.aws import CLIENT_CONFIG
-from functions.clock import SystemClock
-from functions.extender.service import Extender, renew_due
-from functions.lease import Lease, LeaseStore
-from functions.lease.schema import PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR
-from functions.lease.store import lease_to_item
-from functions.policies import RenewalPolicy, build_policy
-from functions.policies.adaptive import lead_s as adaptive_lead_s
-from functions.settings import Settings
-from functions.visibility import VisibilityClient
+from longjobs.engine.aws import CLIENT_CONFIG
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.extender.service import Extender, renew_due
+from longjobs.engine.lease import Lease, LeaseStore
+from longjobs.engine.lease.schema import PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR
+from longjobs.engine.lease.store import lease_to_item
+from longjobs.engine.policies import RenewalPolicy, build_policy
+from longjobs.engine.policies.adaptive import lead_s as adaptive_lead_s
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import VisibilityClient
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -35,7 +35,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from functions.clock import Clock
+from longjobs.engine.clock import Clock
 
 SQS_MAX_VISIBILITY_S = 43_200
 REGION = "us-east-1"

@@ -1,7 +1,7 @@
 """Pipeline throughput: events per second through the PySpark events pipeline on `local[2]`, end to end.
 
-What runs is `pipeline.job.run`, the function the offline Spark worker calls and the Glue script wraps,
-on one generated partition (`pipeline.generate`, 5,000,000 events by default). The partition is
+What runs is `longjobs.pipeline.job.run`, the function the offline Spark worker calls and the Glue script wraps,
+on one generated partition (`longjobs.pipeline.generate`, 5,000,000 events by default). The partition is
 generated once and cached under `out/bench/` (keyed by events, seed and the generator's format
 version), because generating it takes longer than a run.
 
@@ -31,10 +31,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from pipeline.generate import FORMAT_VERSION, Manifest, generate, read_manifest
-from pipeline.job import run
-from pipeline.params import PipelineParams
-from pipeline.session import local_session
+from longjobs.pipeline.generate import FORMAT_VERSION, Manifest, generate, read_manifest
+from longjobs.pipeline.job import run
+from longjobs.pipeline.params import PipelineParams
+from longjobs.pipeline.session import local_session
 
 DATE = "2024-05-01"
 SEED = 1

@@ -49,7 +49,7 @@ Measures, per policy (message-hours = sum of job durations / 3600):
 
 Also reported: renewals, batch calls, passes, invocations, lost runs and the longest streak of
 consecutive lost runs, and the longest time between two passes (`max_pass_gap_s`), to read lapses
-against: adaptive renews `functions.policies.adaptive.lead_s` (300.5 s by default) before visible, which covers
+against: adaptive renews `longjobs.engine.policies.adaptive.lead_s` (300.5 s by default) before visible, which covers
 three lost runs in a row followed by one late by a full period (a 300 s gap).
 
 Run from the repository root: `python -m benchmarks.renewal_cost [--jobs N] [--seed S] [--lateness F]
@@ -68,9 +68,9 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
-from functions.policies import RenewalPolicy, build_policy, hold_limit
-from functions.settings import Settings
-from functions.visibility import BATCH_LIMIT
+from longjobs.engine.policies import RenewalPolicy, build_policy, hold_limit
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import BATCH_LIMIT
 
 DESCRIPTION = "Renewal cost: SQS requests, DynamoDB writes, lapses and dead-job exposure of each policy."
 ARRIVAL, END = 0, 1
@@ -116,7 +116,7 @@ class Job:
 
 @dataclass(frozen=True)
 class LeaseState:
-    """The timing of one lease (satisfies `functions.policies.LeaseTiming`)."""
+    """The timing of one lease (satisfies `longjobs.engine.policies.LeaseTiming`)."""
 
     received_at: float
     visible_until: float

@@ -7,10 +7,10 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from functions.jobs import JobCatalog
-from infra.config import StackConfig
-from infra.constants import APP_NAME
-from infra.processor import LongJobProcessor
+from longjobs.construct.config import StackConfig
+from longjobs.construct.constants import APP_NAME
+from longjobs.construct.processor import LongJobProcessor
+from longjobs.engine.jobs import JobCatalog
 
 PROCESSOR_ID = "Default"
 """The processor's id in the stack. CDK leaves a `Default` id out of logical ids, so the resources keep

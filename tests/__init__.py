@@ -1,0 +1,7 @@
+"""The project's tests: `unit` (pure), `functional` (moto), `infra` (synth), `pipeline` (local Spark),
+`e2e` (the real offline runtime)."""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+"""This repository's folder: `app.py`, `cdk.json`, `jobs.json` and the `longjobs` package."""

@@ -1,7 +1,7 @@
 """End-to-end scenarios on the offline runtime: the real functions, workflow and pipeline on moto's server.
 
 Scenarios use short timeouts (a few seconds) and a 1 s extender period so the whole directory runs in
-minutes; the Spark worker's session is created once per test session (see `offline.spark`).
+minutes; the Spark worker's session is created once per test session (see `longjobs.offline.spark`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from offline.runtime import RunResult, run_scenario
-from offline.scenario import parse_scenario
+from longjobs.offline.runtime import RunResult, run_scenario
+from longjobs.offline.scenario import parse_scenario
 
 SPARK_HEARTBEAT_S = 4
 """One heartbeat timeout for every scenario: the workflow is rendered (by the CDK, in seconds) once."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.jobs import BUILTIN_TYPES
+from longjobs.engine.jobs import BUILTIN_TYPES
 from tests.e2e.conftest import Runner
 from tests.short_settings import SHORT_THRESHOLD
 

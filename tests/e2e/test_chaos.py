@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from offline.__main__ import main
-from offline.chaos import draw_scenario
-from offline.scenario import parse_scenario
+from longjobs.offline.__main__ import main
+from longjobs.offline.chaos import draw_scenario
+from longjobs.offline.scenario import parse_scenario
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from offline.__main__ import main
+from longjobs.offline.__main__ import main
 from tests.e2e.conftest import SPARK_HEARTBEAT_S
 from tests.short_settings import SHORT_THRESHOLD
 

@@ -10,10 +10,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core.config import default_user_config
 
-from functions.lease import Lease, LeaseStatus, LeaseStore
-from offline.emulator import Emulator, Resources, environment, function_environment
-from offline.observe import Observer
-from offline.scenario import parse_scenario
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+from longjobs.offline.emulator import Emulator, Resources, environment, function_environment
+from longjobs.offline.observe import Observer
+from longjobs.offline.scenario import parse_scenario
 from tests.e2e.conftest import SPARK_HEARTBEAT_S
 from tests.short_settings import SHORT_THRESHOLD
 

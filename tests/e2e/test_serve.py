@@ -18,8 +18,8 @@ from typing import Any
 import boto3
 import pytest
 
-from functions.jobs import load_catalog
-from offline.serve import ServeError, check_java, serve
+from longjobs.engine.jobs import load_catalog
+from longjobs.offline.serve import ServeError, check_java, serve
 
 pytestmark = pytest.mark.e2e
 

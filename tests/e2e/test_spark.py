@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from offline.runtime import partition_dir
-from offline.scenario import SparkJob
-from pipeline.generate import read_manifest
+from longjobs.offline.runtime import partition_dir
+from longjobs.offline.scenario import SparkJob
+from longjobs.pipeline.generate import read_manifest
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
 from tests.short_settings import SHORT_THRESHOLD
 

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from functions import aws
-from functions.clock import Clock, SystemClock
-from functions.extender.service import Extender, renew_due
-from functions.jobs import JobCatalog
-from functions.lease import Lease, LeaseStore, table_definition
-from functions.policies import build_policy
-from functions.receiver.service import Delivery, Outcome, Receiver, receive
-from functions.settings import Settings
-from functions.visibility import VisibilityClient
-from offline.lambdas import load_function
-from offline.resources import create_resources
+from longjobs.engine import aws
+from longjobs.engine.clock import Clock, SystemClock
+from longjobs.engine.extender.service import Extender, renew_due
+from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.lease import Lease, LeaseStore, table_definition
+from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.offline.lambdas import load_function
+from longjobs.offline.resources import create_resources
 from tests.short_settings import SHORT_THRESHOLD
 
 TABLE = "leases"
@@ -291,7 +291,7 @@ def running_flow(
 ) -> Iterator[Flow]:
     """The `Flow` on moto; `settings` over `FLOW_SETTINGS`, the workflow and receiver of `catalog` (the
     built-in job types when None). `fifo`: FIFO jobs queue and DLQ, as the stack makes them (and moto's
-    receive made to keep a group's order, see `offline.fifo`)."""
+    receive made to keep a group's order, see `longjobs.offline.fifo`)."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         sqs, dynamodb, stepfunctions = aws.sqs(), aws.dynamodb(), aws.stepfunctions()
         # The offline runtime's own builder, with the queue's VT at SQS's default (the mapping's receives).

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from functions.admission import slot_key
-from functions.execution import execution_arn, execution_name
-from functions.extender.reconcile import reconcile
-from functions.jobs import BUILTIN_TYPES, JobCatalog
-from functions.lease import LeaseStatus
-from functions.lease.lock import Lock
-from functions.receiver.admission import AdmitReport, admit_all, claim
-from functions.receiver.dlq import EXHAUSTED
-from functions.receiver.service import Outcome, receive
-from functions.watcher.models import ExecutionStatusChange
-from functions.watcher.service import Watcher, WatchOutcome, on_status_change
+from longjobs.engine.admission import slot_key
+from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.extender.reconcile import reconcile
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease.lock import Lock
+from longjobs.engine.receiver.admission import AdmitReport, admit_all, claim
+from longjobs.engine.receiver.dlq import EXHAUSTED
+from longjobs.engine.receiver.service import Outcome, receive
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, running_flow
 
 LIMITED = "limited"
@@ -223,7 +223,7 @@ def test_admission_slot_write_answered_500_after_it_landed_is_recovered(flow: Fl
 
 
 def replace_client(store: Any, client: Any) -> Any:
-    from functions.lease import LeaseStore
+    from longjobs.engine.lease import LeaseStore
 
     return LeaseStore(client, store._table, shards=store._shards, closed_ttl_s=store._closed_ttl_s)
 

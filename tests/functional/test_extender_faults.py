@@ -12,15 +12,15 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from functions.clock import FakeClock
-from functions.execution import execution_arn
-from functions.extender.invocation import run_invocation
-from functions.extender.reconcile import reconcile
-from functions.extender.service import Extender, renew_due
-from functions.lease import Lease, LeaseStatus
-from functions.policies import build_policy
-from functions.settings import Settings
-from functions.visibility import VisibilityClient
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.execution import execution_arn
+from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.extender.reconcile import reconcile
+from longjobs.engine.extender.service import Extender, renew_due
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.policies import build_policy
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import VisibilityClient
 from tests.functional.conftest import Harness
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"

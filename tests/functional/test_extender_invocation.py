@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from functions.clock import FakeClock
-from functions.extender.invocation import run_invocation
-from functions.settings import Settings
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
 

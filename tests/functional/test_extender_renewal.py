@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from functions.clock import FakeClock, SystemClock
-from functions.extender.invocation import run_invocation
-from functions.extender.service import renew_due
-from functions.lease import LeaseStatus
-from functions.settings import Settings
+from longjobs.engine.clock import FakeClock, SystemClock
+from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.extender.service import renew_due
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness, Poller
 
 SHORT = {

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from functions.execution import STOP_ERROR, execution_arn, execution_name
-from functions.extender.service import renew_due
-from functions.lease import Lease, LeaseStatus
-from functions.receiver.service import Delivery, Outcome, receive
-from functions.settle import release
-from functions.visibility import ChangeOutcome, FailureClass
+from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
+from longjobs.engine.extender.service import renew_due
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.receiver.service import Delivery, Outcome, receive
+from longjobs.engine.settle import release
+from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 
 

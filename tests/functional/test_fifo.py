@@ -17,16 +17,16 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from functions.clock import SystemClock
-from functions.extender.service import renew_due
-from functions.lease import LeaseStatus
-from functions.receiver.service import Outcome, receive
-from functions.settings import FIFO_BATCH_SIZE
-from functions.visibility import FailureClass, VisibilityChange, VisibilityClient
-from longjobs import dlq, submit
-from longjobs.errors import CliError
-from offline.lambdas import LambdaContext, sqs_event
-from offline.resources import QUEUE_RETENTION_S
+from longjobs.cli import dlq, submit
+from longjobs.cli.errors import CliError
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.extender.service import renew_due
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.service import Outcome, receive
+from longjobs.engine.settings import FIFO_BATCH_SIZE
+from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
+from longjobs.offline.lambdas import LambdaContext, sqs_event
+from longjobs.offline.resources import QUEUE_RETENTION_S
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
@@ -69,7 +69,7 @@ def send_raw(flow: Flow, group: str, body: str) -> str:
 def fifo_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
     return load_handler(
         monkeypatch,
-        "functions.receiver.handler",
+        "longjobs.engine.receiver.handler",
         TABLE_NAME=TABLE,
         QUEUE_URL=flow.harness.queue_url,
         DLQ_URL=flow.dlq_url,

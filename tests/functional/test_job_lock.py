@@ -12,10 +12,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from functions.execution import execution_arn, execution_name
-from functions.jobs import load_catalog
-from functions.lease import LeaseStatus, job_lock_key
-from functions.receiver.service import WAITS_ATTRIBUTE, Outcome, receive
+from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.jobs import load_catalog
+from longjobs.engine.lease import LeaseStatus, job_lock_key
+from longjobs.engine.receiver.service import WAITS_ATTRIBUTE, Outcome, receive
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 from tests.unit.test_receiver_models import s3_record
 

@@ -12,10 +12,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from functions.jobs import JobCatalog, load_catalog
-from functions.lease import LeaseStatus
-from functions.receiver.service import Outcome
-from infra.workflow import render_definition, token_queue_pyspark_step
+from longjobs.construct.workflow import render_definition, token_queue_pyspark_step
+from longjobs.engine.jobs import JobCatalog, load_catalog
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.service import Outcome
 from tests.functional.conftest import ACCOUNT, REGION, TABLE, TOKEN_QUEUE, Flow
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/workflow"

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from functions.lease import Lease, LeaseStatus, LeaseStore, Renewal
-from functions.settings import Settings
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
 NOW = 1_800_000_000.0

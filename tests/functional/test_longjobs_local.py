@@ -13,8 +13,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from functions.lease import LeaseStatus
-from longjobs import clients, commands
+from longjobs.cli import clients, commands
+from longjobs.engine.lease import LeaseStatus
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from longjobs.dlq import copy_messages, redrive
+from longjobs.cli.dlq import copy_messages, redrive
 from tests.longjobs_support import Processor, create_processor
 
 

@@ -12,8 +12,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from functions.lease import LeaseStatus
-from longjobs import commands
+from longjobs.cli import commands
+from longjobs.engine.lease import LeaseStatus
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 STACK = "LongJobs-test"

@@ -13,11 +13,11 @@ import botocore.retries.standard
 import pytest
 from botocore.exceptions import ClientError
 
-from functions.aws import CLIENT_CONFIG
-from offline.emulator import REGION, Emulator
-from offline.faults import Faults
-from offline.lambdas import InvocationCrashed
-from offline.scenario import parse_scenario
+from longjobs.engine.aws import CLIENT_CONFIG
+from longjobs.offline.emulator import REGION, Emulator
+from longjobs.offline.faults import Faults
+from longjobs.offline.lambdas import InvocationCrashed
+from longjobs.offline.scenario import parse_scenario
 
 WAIT_MACHINE = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 60, "End": True}}})
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from functions.extender.reconcile import reconcile
-from functions.lease import LeaseStatus, job_lock_key
-from functions.receiver.service import Delivery, Outcome, receive
-from functions.visibility import ChangeOutcome, FailureClass
-from offline.lambdas import LambdaContext
+from longjobs.engine.extender.reconcile import reconcile
+from longjobs.engine.lease import LeaseStatus, job_lock_key
+from longjobs.engine.receiver.service import Delivery, Outcome, receive
+from longjobs.engine.visibility import ChangeOutcome, FailureClass
+from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
@@ -63,7 +63,7 @@ def sqs_event(flow: Flow, deliveries: list[Delivery]) -> dict[str, Any]:
 def receiver_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
     return load_handler(
         monkeypatch,
-        "functions.receiver.handler",
+        "longjobs.engine.receiver.handler",
         TABLE_NAME=TABLE,
         QUEUE_URL=flow.harness.queue_url,
         DLQ_URL=flow.dlq_url,

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from functions.clock import FakeClock
-from functions.extender.reconcile import reconcile
-from functions.lease import Lease, LeaseStatus
-from functions.settings import Settings
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.extender.reconcile import reconcile
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
 SETTINGS = Settings(

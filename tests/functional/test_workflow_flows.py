@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from functions.extender.reconcile import reconcile
-from functions.lease import LeaseStatus
-from functions.receiver.service import Outcome, receive
-from offline.lambdas import LambdaContext
+from longjobs.engine.extender.reconcile import reconcile
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.service import Outcome, receive
+from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
@@ -105,7 +105,7 @@ def test_aborted_execution_released_by_watcher_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     watcher = load_handler(
-        monkeypatch, "functions.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
+        monkeypatch, "longjobs.engine.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
     )
     message_id = flow.send_job("aborted", seconds=60)
     flow.deliver()

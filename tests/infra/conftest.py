@@ -19,8 +19,8 @@ from aws_cdk.assertions import Template
 from constructs import IConstruct
 
 from app import build_app
-from infra.constants import REPO_ROOT
 from infra.stack import LongJobsStack
+from tests import REPO_ROOT
 
 PROD_CONTEXT = {
     "stage": "prod",

@@ -10,10 +10,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from functions.settings import Settings
-from infra import LongJobProcessor
-from infra.config import ConfigError
-from infra.nag import render_cfn
+from longjobs.construct import LongJobProcessor
+from longjobs.construct.config import ConfigError
+from longjobs.construct.nag import render_cfn
+from longjobs.engine.settings import Settings
 
 LIMITED = {
     "name": "backfill",

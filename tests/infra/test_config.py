@@ -8,8 +8,9 @@ import aws_cdk as cdk
 import pytest
 
 import app
-from infra.config import ConfigError, context_keys, load_config
-from infra.constants import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION, REPO_ROOT
+from longjobs.construct.config import ConfigError, context_keys, load_config
+from longjobs.construct.constants import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION
+from tests import REPO_ROOT
 
 
 def test_config_defaults_without_context() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.config import ConfigError, load_config
-from infra.constants import QUEUE_RETENTION
+from longjobs.construct.config import ConfigError, load_config
+from longjobs.construct.constants import QUEUE_RETENTION
 from tests.infra.conftest import Synth, synthesize
 
 FIFO_PROPERTIES = {

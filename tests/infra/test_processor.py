@@ -16,11 +16,11 @@ import pytest
 from aws_cdk import aws_sqs as sqs
 
 from app import main as app_main
-from functions.jobs import JobTypeError
-from functions.settings import Settings
-from infra import LongJobProcessor
-from infra.config import ConfigError
-from infra.nag import render_cfn
+from longjobs.construct import LongJobProcessor
+from longjobs.construct.config import ConfigError
+from longjobs.construct.nag import render_cfn
+from longjobs.engine.jobs import JobTypeError
+from longjobs.engine.settings import Settings
 
 SCRIPT = """
 def run(spark, params):
@@ -102,7 +102,7 @@ def test_user_app_receiver_knows_its_types_schema(user_app: tuple[UserStack, dic
     stack, template, outdir = user_app
     receiver = resource(stack, template, stack.jobs.functions.receiver)
     shipped = outdir / f"asset.{receiver['Properties']['Code']['S3Key'].removesuffix('.zip')}"
-    catalog = json.loads((shipped / "functions" / "job_types.json").read_text())
+    catalog = json.loads((shipped / "longjobs" / "engine" / "job_types.json").read_text())
     rows = next(t for t in catalog["job_types"] if t["name"] == "rows")
     assert rows["params_schema"] == ROWS_TYPE["params_schema"]
     assert {t["name"] for t in catalog["job_types"]} == {"spark", "wait", "echo", "rows", "batch"}

@@ -15,8 +15,8 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
 
-from infra.constants import REPO_ROOT
-from infra.nag import acknowledge
+from longjobs.construct.nag import acknowledge
+from tests import REPO_ROOT
 from tests.infra.conftest import Synth
 
 CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from functions.settings import Settings
-from infra.nag import render_cfn
+from longjobs.construct.nag import render_cfn
+from longjobs.engine.settings import Settings
 from tests.infra.conftest import PROD_CONTEXT, Synth
 
 DAY_S = 86_400
@@ -128,9 +128,9 @@ def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
 def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
     functions = dev.part("Functions")
     for function, handler in (
-        (functions.receiver, "functions.receiver.handler.handler"),
-        (functions.extender, "functions.extender.handler.handler"),
-        (functions.watcher, "functions.watcher.handler.handler"),
+        (functions.receiver, "longjobs.engine.receiver.handler.handler"),
+        (functions.extender, "longjobs.engine.extender.handler.handler"),
+        (functions.watcher, "longjobs.engine.watcher.handler.handler"),
     ):
         props = dev.resource(function)["Properties"]
         assert props["Handler"] == handler
@@ -157,19 +157,19 @@ def test_functions_layer_and_log_retention_follow_context(prod: Synth) -> None:
         assert log_group["Properties"]["RetentionInDays"] == 90
 
 
-def test_functions_asset_holds_the_functions_package_only(dev: Synth) -> None:
+def test_functions_asset_holds_the_engine_package_only(dev: Synth) -> None:
     code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
     asset_hash = code["S3Key"].removesuffix(".zip")
     staged = dev.outdir / f"asset.{asset_hash}"
     files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
-    assert "functions/receiver/handler.py" in files and "functions/settings.py" in files
-    python = files - {"functions/job_types.json"}
-    assert all(name.startswith("functions/") and name.endswith(".py") for name in python), sorted(files)
+    assert "longjobs/engine/receiver/handler.py" in files and "longjobs/engine/settings.py" in files
+    python = files - {"longjobs/__init__.py", "longjobs/engine/job_types.json"}
+    assert all(name.startswith("longjobs/engine/") and name.endswith(".py") for name in python), sorted(files)
 
 
 def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> None:
     code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
-    shipped = dev.outdir / f"asset.{code['S3Key'].removesuffix('.zip')}" / "functions" / "job_types.json"
+    shipped = dev.outdir / f"asset.{code['S3Key'].removesuffix('.zip')}" / "longjobs" / "engine" / "job_types.json"
     catalog = json.loads(shipped.read_text())
     types = {t["name"]: t for t in catalog["job_types"]}
     assert list(types) == ["spark", "wait", "echo", "wordcount"]
@@ -472,10 +472,10 @@ def extra_py_files(synth: Synth, job: Any) -> list[set[str]]:
     return zips
 
 
-def test_glue_job_pipeline_zip_has_pipeline_as_its_top_folder(dev: Synth) -> None:
+def test_glue_job_pipeline_zip_holds_the_pipeline_package_only(dev: Synth) -> None:
     pipeline, entry = extra_py_files(dev, dev.part("Workflow").glue_job)
-    assert {"pipeline/__init__.py", "pipeline/job.py", "pipeline/glue_entry.py"} <= pipeline
-    assert all(name.startswith("pipeline/") for name in pipeline), sorted(pipeline)
+    assert {"longjobs/__init__.py", "longjobs/pipeline/job.py", "longjobs/pipeline/glue_entry.py"} <= pipeline
+    assert all(name.startswith("longjobs/pipeline/") for name in pipeline - {"longjobs/__init__.py"}), sorted(pipeline)
     assert entry == {"events.py"}, "the type's entry alone, importable as --job-module"
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from functions.jobs import BUILTIN_TYPES, JobType
-from infra.workflow import PysparkStep, glue_pyspark_step, render_definition, token_queue_pyspark_step
+from longjobs.construct.workflow import PysparkStep, glue_pyspark_step, render_definition, token_queue_pyspark_step
+from longjobs.engine.jobs import BUILTIN_TYPES, JobType
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 JOBS_QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"

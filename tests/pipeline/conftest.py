@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.generate import Manifest, generate
-from pipeline.job import run
-from pipeline.params import PipelineParams
-from pipeline.session import local_session
+from longjobs.pipeline.generate import Manifest, generate
+from longjobs.pipeline.job import run
+from longjobs.pipeline.params import PipelineParams
+from longjobs.pipeline.session import local_session
 
 DATE = "2024-05-01"
 

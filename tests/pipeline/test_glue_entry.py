@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from infra.constants import REPO_ROOT
-from pipeline.glue_entry import EntryError, main, parse_args
+from longjobs.pipeline.glue_entry import EntryError, main, parse_args
+from tests import REPO_ROOT
 from tests.pipeline.conftest import DATE, write_lines
 
 WORDCOUNT = REPO_ROOT / "jobs" / "wordcount.py"
@@ -45,7 +45,7 @@ def test_glue_entry_runs_the_builtin_spark_type_like_any_other(spark: SparkSessi
         "output": str(tmp_path / "c"),
         "quarantine": str(tmp_path / "q"),
     }
-    argv = ["x", "--job-file", str(REPO_ROOT / "pipeline" / "events.py"), "--job-function", "run"]
+    argv = ["x", "--job-file", str(REPO_ROOT / "longjobs" / "pipeline" / "events.py"), "--job-function", "run"]
     summary = tmp_path / "s.json"
     assert main([*argv, "--params", json.dumps(params), "--summary-path", str(summary)], session=lambda: spark) == 0
     assert json.loads(summary.read_text())["quarantined"]["malformed"] == 1

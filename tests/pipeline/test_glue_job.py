@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.glue_job import main
+from longjobs.pipeline.glue_job import main
 from tests.pipeline.conftest import DATE, write_lines
 
 

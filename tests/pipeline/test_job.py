@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from pipeline.job import NEARLY_UNIQUE_COLUMNS, TIME_PARSER_POLICY, read_events, run, user_hourly_rows
-from pipeline.schema import (
+from longjobs.pipeline.job import NEARLY_UNIQUE_COLUMNS, TIME_PARSER_POLICY, read_events, run, user_hourly_rows
+from longjobs.pipeline.schema import (
     AMOUNT_TYPE,
     CORRUPT_COLUMN,
     EVENTS,

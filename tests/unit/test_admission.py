@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from functions.admission import (
+from longjobs.engine.admission import (
     Slots,
     TypeSlots,
     expected_start_s,
@@ -18,9 +18,9 @@ from functions.admission import (
     slot_type,
     waiting_delay_s,
 )
-from functions.admission.estimate import DELAY_STRETCH
-from functions.clock import FakeClock
-from functions.lease.lock import Lock
+from longjobs.engine.admission.estimate import DELAY_STRETCH
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.lease.lock import Lock
 
 TYPE = "backfill"
 
@@ -40,7 +40,7 @@ def reading(limit: int, *locks: Lock, at: float) -> TypeSlots:
 
 
 class FakeLocks:
-    """The conditional take of `functions.lease.lock.Locks`, in memory: a take succeeds on a free (or
+    """The conditional take of `longjobs.engine.lease.lock.Locks`, in memory: a take succeeds on a free (or
     absent) slot or one already naming the same execution, as the condition expression says."""
 
     def __init__(self, items: dict[str, Lock] | None = None) -> None:

@@ -14,16 +14,16 @@ import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from benchmarks.cold_start import HANDLERS, import_times, table
-from functions.lease.attributes import deserialize, serialize
-from functions.observability import NoOpTracer, tracing_enabled
-from infra.constants import REPO_ROOT
+from longjobs.engine.lease.attributes import deserialize, serialize
+from longjobs.engine.observability import NoOpTracer, tracing_enabled
+from tests import REPO_ROOT
 
 HEAVY = (
     "aws_xray_sdk",
     "boto3",
     "s3transfer",
     "fastjsonschema",
-    "functions.jobs",
+    "longjobs.engine.jobs",
     "aws_lambda_powertools.utilities.parser",
 )
 
@@ -46,7 +46,7 @@ def test_handler_imports_nothing_heavy_it_does_not_use_at_once(module: str) -> N
 
 def test_handler_that_traces_gets_powertools_tracer() -> None:
     modules = imported_after(
-        "functions.receiver.handler", AWS_LAMBDA_FUNCTION_NAME="f", POWERTOOLS_TRACE_DISABLED="false"
+        "longjobs.engine.receiver.handler", AWS_LAMBDA_FUNCTION_NAME="f", POWERTOOLS_TRACE_DISABLED="false"
     )
     assert "aws_xray_sdk.core" in modules
 
@@ -79,6 +79,6 @@ def test_lease_attributes_are_typed_as_boto3_types_them(value: Any) -> None:
 
 
 def test_cold_start_benchmark_measures_a_handler() -> None:
-    total, largest = import_times("functions.watcher.handler", tracing=False)
+    total, largest = import_times("longjobs.engine.watcher.handler", tracing=False)
     assert 0 < total < 5_000 and largest and all(ms <= total for _, ms in largest)
     assert "median ms" in table([])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.execution import ExecutionInput, execution_arn, execution_name, parse_execution_name
+from longjobs.engine.execution import ExecutionInput, execution_arn, execution_name, parse_execution_name
 
 SM = "arn:aws:states:eu-west-1:111122223333:stateMachine:long-jobs"
 MESSAGE_ID = "0f6a3c52-5a7e-4a0e-9b8b-2f2f0c1e9d11"

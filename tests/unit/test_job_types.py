@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from functions.jobs import BUILTIN_TYPES, JobCatalog, JobType, JobTypeError, ParamsError, load_catalog
-from functions.jobs.catalog import catalog_from_env, load_catalog_file
-from functions.jobs.triggers import S3Trigger, TriggerError, partition_job_id
-from infra.constants import REPO_ROOT
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType, JobTypeError, ParamsError, load_catalog
+from longjobs.engine.jobs.catalog import catalog_from_env, load_catalog_file
+from longjobs.engine.jobs.triggers import S3Trigger, TriggerError, partition_job_id
+from tests import REPO_ROOT
 
 WORDCOUNT: dict[str, Any] = {
     "name": "wordcount",

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from functions.lease import Lease, LeaseStore, Renewal
+from longjobs.engine.lease import Lease, LeaseStore, Renewal
 
 NOW = 1_800_000_000.0
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from longjobs.errors import CliError, UsageError
-from longjobs.submit import job_body, new_job_id, parse_params, parse_value, validate, validation_settings
+from longjobs.cli.errors import CliError, UsageError
+from longjobs.cli.submit import job_body, new_job_id, parse_params, parse_value, validate, validation_settings
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,14 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from rich.console import Console
 
-from functions.lease import Lease, LeaseStatus
-from functions.receiver.dlq import dlq_attributes, exhausted_attributes
-from longjobs import dlq, render, resources
-from longjobs.__main__ import describe, main
-from longjobs.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
-from longjobs.errors import CliError
-from longjobs.leases import Execution
-from longjobs.status import LastHour, QueueDepth, Status
+from longjobs.cli import dlq, render, resources
+from longjobs.cli.__main__ import describe, main
+from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
+from longjobs.cli.errors import CliError
+from longjobs.cli.leases import Execution
+from longjobs.cli.status import LastHour, QueueDepth, Status
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.receiver.dlq import dlq_attributes, exhausted_attributes
 
 NOW = 1_800_000_000.0
 
@@ -184,7 +184,7 @@ def test_describe_names_the_cause_in_one_line(error: Exception, endpoint: str | 
 
 
 def test_local_names_are_the_offline_runtimes() -> None:
-    from offline import emulator
+    from longjobs.offline import emulator
 
     assert (resources.LOCAL_QUEUE, resources.LOCAL_DLQ, resources.LOCAL_TABLE, resources.LOCAL_STATE_MACHINE) == (
         emulator.QUEUE,

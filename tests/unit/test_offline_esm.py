@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from offline.esm import EventSourceMapping, MappingConfig, failed_ids
-from offline.lambdas import InvocationCrashed, LambdaContext
+from longjobs.offline.esm import EventSourceMapping, MappingConfig, failed_ids
+from longjobs.offline.lambdas import InvocationCrashed, LambdaContext
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
 

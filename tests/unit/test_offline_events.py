@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from functions.watcher.models import ExecutionStatusChangeEvent
-from offline.events import StatusEvents, status_change_event
-from offline.faults import Faults
-from offline.lambdas import InvocationCrashed
-from offline.scenario import parse_scenario
+from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
+from longjobs.offline.events import StatusEvents, status_change_event
+from longjobs.offline.faults import Faults
+from longjobs.offline.lambdas import InvocationCrashed
+from longjobs.offline.scenario import parse_scenario
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 WATCHED = ("FAILED", "TIMED_OUT", "ABORTED")

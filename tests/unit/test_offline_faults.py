@@ -17,11 +17,11 @@ from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.exceptions import ClientError
 
-from functions.aws import CLIENT_CONFIG
-from offline.faults import Faults, Injection, RunSlot, function_clients
-from offline.lambdas import InvocationCrashed
-from offline.scenario import Scenario, parse_scenario
-from offline.scheduler import Scheduler
+from longjobs.engine.aws import CLIENT_CONFIG
+from longjobs.offline.faults import Faults, Injection, RunSlot, function_clients
+from longjobs.offline.lambdas import InvocationCrashed
+from longjobs.offline.scenario import Scenario, parse_scenario
+from longjobs.offline.scheduler import Scheduler
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -72,7 +72,7 @@ class Sent:
 
 
 def client(service: str, sent: Sent | None = None) -> Any:
-    """A client as `functions.aws` builds them, on an endpoint nothing listens to; with `sent`, the calls
+    """A client as `longjobs.engine.aws` builds them, on an endpoint nothing listens to; with `sent`, the calls
     the faults let through are answered with an empty success instead of going to the network."""
     session = boto3.session.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1")
     made = session.client(service, endpoint_url="http://127.0.0.1:9", config=CLIENT_CONFIG)  # type: ignore[call-overload]

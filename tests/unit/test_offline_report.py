@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions.lease import Lease, LeaseStatus
-from offline.faults import Faults, RunSlot
-from offline.observe import Delivery, Execution, Track
-from offline.report import build_report, max_concurrent, violations
-from offline.scenario import Scenario, parse_scenario
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.offline.faults import Faults, RunSlot
+from longjobs.offline.observe import Delivery, Execution, Track
+from longjobs.offline.report import build_report, max_concurrent, violations
+from longjobs.offline.scenario import Scenario, parse_scenario
 from tests.short_settings import SHORT_THRESHOLD
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:"

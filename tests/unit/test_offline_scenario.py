@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from functions.settings import Settings
-from offline.scenario import (
+from longjobs.engine.settings import Settings
+from longjobs.offline.scenario import (
     AbortExecution,
     AwsFault,
     DropStatusEvents,
@@ -24,7 +24,7 @@ from offline.scenario import (
     parse_scenario,
 )
 
-DEMO = Path(__file__).parents[2] / "offline" / "scenarios" / "demo.json"
+DEMO = Path(__file__).parents[2] / "longjobs" / "offline" / "scenarios" / "demo.json"
 
 
 def problems(data: Any) -> str:
@@ -289,7 +289,7 @@ def test_scenario_takes_job_types_and_generic_jobs_of_any_type() -> None:
 
 
 def test_demo_declares_the_wordcount_example_of_jobs_json() -> None:
-    jobs_json = json.loads((DEMO.parents[2] / "jobs.json").read_text())
+    jobs_json = json.loads((DEMO.parents[3] / "jobs.json").read_text())
     [demo_wordcount] = load_scenario(DEMO).job_types
     assert demo_wordcount == next(t for t in jobs_json["job_types"] if t["name"] == "wordcount")
     assert any(isinstance(job, GenericJob) and job.type == "wordcount" for job in load_scenario(DEMO).jobs)

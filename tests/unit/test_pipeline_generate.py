@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.generate import generate, main, read_manifest
+from longjobs.pipeline.generate import generate, main, read_manifest
 
 
 def test_generate_same_arguments_give_identical_files(tmp_path: Path) -> None:

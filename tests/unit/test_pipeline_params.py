@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.glue_job import main, parse_args
-from pipeline.params import MAX_LATENESS_MINUTES, PipelineParamError, PipelineParams
+from longjobs.pipeline.glue_job import main, parse_args
+from longjobs.pipeline.params import MAX_LATENESS_MINUTES, PipelineParamError, PipelineParams
 
 GOOD: dict[str, Any] = {
     "input": "s3://raw-bucket/events/date=2024-05-01/",

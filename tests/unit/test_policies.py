@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.clock import FakeClock
-from functions.policies import AdaptivePolicy, RemainingTimePolicy, RenewalPolicy, ThresholdPolicy, build_policy
-from functions.policies.adaptive import floor_s
-from functions.policies.remaining_time import extension, renew_after
-from functions.settings import Settings, SettingsError
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.policies import AdaptivePolicy, RemainingTimePolicy, RenewalPolicy, ThresholdPolicy, build_policy
+from longjobs.engine.policies.adaptive import floor_s
+from longjobs.engine.policies.remaining_time import extension, renew_after
+from longjobs.engine.settings import Settings, SettingsError
 
 T0 = 1_000.0
 

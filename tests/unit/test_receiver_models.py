@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from functions.jobs import load_catalog
-from functions.receiver.models import BadInput, ErrorType, parse_body, parse_message
-from functions.receiver.service import Outcome, release_delay_s, wait_delay_s
-from functions.settings import Settings
+from longjobs.engine.jobs import load_catalog
+from longjobs.engine.receiver.models import BadInput, ErrorType, parse_body, parse_message
+from longjobs.engine.receiver.service import Outcome, release_delay_s, wait_delay_s
+from longjobs.engine.settings import Settings
 
 # The receiver imports Powertools' S3 models on its first S3 event; imported here, so that a second
 # of import does not land in a hypothesis example and fail its too-slow health check.

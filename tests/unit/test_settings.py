@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from functions.policies import build_policy
-from functions.policies.adaptive import floor_s as adaptive_floor_s
-from functions.policies.adaptive import lead_s as adaptive_lead_s
-from functions.settings import Settings, SettingsError
+from longjobs.engine.policies import build_policy
+from longjobs.engine.policies.adaptive import floor_s as adaptive_floor_s
+from longjobs.engine.policies.adaptive import lead_s as adaptive_lead_s
+from longjobs.engine.settings import Settings, SettingsError
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_settings_queue_vt_is_validated_when_filled_in() -> None:
 
 def test_settings_module_calls_no_aws() -> None:
     """Validating settings needs no AWS client: importing the settings loads no SDK at all."""
-    code = "import sys, functions.settings; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
+    code = "import sys, longjobs.engine.settings; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

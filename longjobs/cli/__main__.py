@@ -1,0 +1,219 @@
+"""`longjobs`: the operator command. `main(argv) -> int` parses, runs one subcommand, maps errors.
+
+Every error is one line on stderr, `longjobs: <cause>`, with exit code 2 for usage and 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    ReadTimeoutError,
+)
+
+from longjobs.cli import commands
+from longjobs.cli.dlq import MAX_MOVE_RATE
+from longjobs.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError
+from longjobs.cli.leases import STATUSES
+from longjobs.cli.resources import START_LOCAL_SERVICE
+
+PROG = "longjobs"
+DEFAULT_LEASES_LIMIT = 50
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (raised, so `main` prints them like every other error)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
+def _move_rate(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_MOVE_RATE:
+        raise argparse.ArgumentTypeError(f"expected 1..{MAX_MOVE_RATE} (SQS's limit), not {text!r}")
+    return value
+
+
+def _connection_options() -> Parser:
+    """Where to connect and what to work on. Accepted before or after the subcommand (SUPPRESS keeps a
+    subcommand's absent option from hiding one given before it)."""
+    options = Parser(add_help=False)
+    group = options.add_argument_group("where")
+    group.add_argument("--stack", metavar="NAME", default=argparse.SUPPRESS, help="a deployed stack (its outputs)")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="the local service (python -m offline ...), e.g. http://127.0.0.1:5000",
+    )
+    group.add_argument("--region", default=argparse.SUPPRESS, help="AWS region (default: as the AWS CLI finds it)")
+    group.add_argument("--profile", default=argparse.SUPPRESS, help="AWS CLI profile for credentials and region")
+    group.add_argument("--queue-url", default=argparse.SUPPRESS, help="use this jobs queue")
+    group.add_argument("--dlq-url", default=argparse.SUPPRESS, help="use this dead-letter queue")
+    group.add_argument("--table", default=argparse.SUPPRESS, help="use this lease table")
+    group.add_argument("--state-machine-arn", default=argparse.SUPPRESS, help="use this state machine")
+    return options
+
+
+def _json_option() -> Parser:
+    options = Parser(add_help=False)
+    options.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return options
+
+
+def build_parser() -> Parser:
+    where = _connection_options()
+    json_option = _json_option()
+    common = [where, json_option]
+    parser = Parser(
+        prog=PROG,
+        description="Operate the long-job processor: a deployed stack (--stack) or the local service (--endpoint-url).",
+        parents=[where],
+    )
+    commands_ = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    submit = commands_.add_parser(
+        "submit",
+        parents=common,
+        help="validate a job as the receiver would, then send it; prints the message id",
+        description="Send a job message: TYPE with --param k=v (values parsed as JSON when they parse), "
+        "or a whole body with --body FILE ('-' for stdin). Nothing is sent when the receiver would reject it.",
+    )
+    submit.add_argument("type", nargs="?", metavar="TYPE", help="job type: spark, wait or echo")
+    submit.add_argument("--param", action="append", metavar="K=V", help="a job parameter (repeatable)")
+    submit.add_argument("--body", metavar="FILE", help="send this JSON body as it is ('-': stdin)")
+    submit.add_argument("--job-id", metavar="ID", help="the job id (default: <type>-<UTC time>-<hex>)")
+    submit.add_argument(
+        "--message-group-id", metavar="GROUP", help="FIFO queues: the message group (its jobs run in order)"
+    )
+    submit.add_argument(
+        "--message-deduplication-id", metavar="ID", help="FIFO queues: the deduplication id (default: the body's)"
+    )
+    submit.set_defaults(run=commands.run_submit)
+
+    status = commands_.add_parser(
+        "status",
+        parents=common,
+        help="queue depths, leases by status (scans the lease table) and the last hour",
+        description="Queue and DLQ depth, leases by status (a Scan of the whole lease table), the oldest "
+        "message's age, and the last hour's renewals, lapses and lost leases (CloudWatch on a stack; "
+        "derived from the table offline, where CloudWatch has no data).",
+    )
+    status.add_argument("--watch", action="store_true", help="refresh in place every 2 s until Ctrl-C")
+    status.set_defaults(run=commands.run_status)
+
+    leases = commands_.add_parser(
+        "leases",
+        parents=common,
+        help="leases, newest first (scans the lease table)",
+        description="Leases newest first. Sorting needs every item: a Scan of the whole lease table.",
+    )
+    leases.add_argument("--status", choices=STATUSES, metavar="STATUS", help=f"only this one: {', '.join(STATUSES)}")
+    leases.add_argument("--limit", type=_positive, default=DEFAULT_LEASES_LIMIT, help="at most this many (default 50)")
+    leases.set_defaults(run=commands.run_leases)
+
+    lease = commands_.add_parser(
+        "lease",
+        parents=common,
+        help="one lease's whole story: deliveries, executions, renewals, error, result",
+    )
+    lease.add_argument("message_id", metavar="ID", help="the message id")
+    lease.set_defaults(run=commands.run_lease)
+
+    dlq = commands_.add_parser("dlq", help="the dead-letter queue: list, redrive")
+    dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True, metavar="COMMAND")
+    dlq_list = dlq_commands.add_parser(
+        "list",
+        parents=common,
+        help="the DLQ's messages with ErrorType, ErrorMessage and receive count",
+        description="Lists by receiving (SQS has no other way to look): each message's receive count goes "
+        "up by one, and each page is hidden for a few seconds, then shown again at once.",
+    )
+    dlq_list.add_argument("--limit", type=_positive, help="at most this many")
+    dlq_list.set_defaults(run=commands.run_dlq_list)
+    redrive = dlq_commands.add_parser(
+        "redrive",
+        parents=common,
+        help="move the DLQ's messages back to the jobs queue",
+        description="Starts SQS's message move task; where the endpoint has none (moto), copies each "
+        "message to the jobs queue and deletes it from the DLQ only after its send succeeded.",
+    )
+    redrive.add_argument("--max-per-second", type=_move_rate, metavar="N", help="at most N messages a second (1..500)")
+    redrive.add_argument("--dry-run", action="store_true", help="list what would move; move nothing")
+    redrive.set_defaults(run=commands.run_dlq_redrive)
+    return parser
+
+
+def _client_error(exc: ClientError) -> str:
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "error")
+    message = " ".join(str(error.get("Message", "")).split())
+    return f"{exc.operation_name} failed: {code}: {message}" if message else f"{exc.operation_name} failed: {code}"
+
+
+def describe(exc: BaseException, endpoint_url: str | None) -> str:
+    """The one-line cause of a failure."""
+    if isinstance(exc, CliError):
+        return exc.message
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return (
+            "no AWS credentials found: configure them as for the AWS CLI (aws configure, AWS_PROFILE) or pass --profile"
+        )
+    if isinstance(exc, NoRegionError):
+        return "no AWS region: pass --region, or set AWS_REGION or a region in your AWS profile"
+    if isinstance(exc, ProfileNotFound):
+        return f"no AWS profile {exc.kwargs.get('profile')!r} in your AWS configuration"
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
+        if endpoint_url is not None:
+            return (
+                f"cannot reach the local service at {endpoint_url}: is it running? "
+                f"Start it with `{START_LOCAL_SERVICE}`"
+            )
+        return f"cannot reach {exc.kwargs.get('endpoint_url')}: check the network and the region"
+    if isinstance(exc, ReadTimeoutError):
+        return f"no answer in time from {exc.kwargs.get('endpoint_url')}"
+    if isinstance(exc, ClientError):
+        return _client_error(exc)
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = None
+    try:
+        args = build_parser().parse_args(argv)
+        run: Callable[[commands.Context], int] = args.run
+        return run(commands.Context(args))
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (CliError, BotoCoreError, ClientError) as exc:
+        print(f"{PROG}: {describe(exc, getattr(args, 'endpoint_url', None))}", file=sys.stderr)
+        return exc.code if isinstance(exc, CliError) else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The subcommands: each builds what it needs from the arguments, calls the logic, renders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+
+from rich.console import RenderableType
+from rich.live import Live
+
+from longjobs.cli import dlq, leases, render, resources, status, submit
+from longjobs.cli.clients import Clients, Connection
+from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError
+
+WATCH_INTERVAL_S = 2.0
+sleep: Callable[[float], None] = time.sleep
+"""The pause between `status --watch` refreshes (tests replace it)."""
+LONG_POLL_S = 1
+"""On AWS, an empty short-poll page is confirmed by one long poll (SQS samples its servers)."""
+
+
+class Context:
+    """The arguments, the clients and the resources they point at (resolved on first use)."""
+
+    def __init__(self, args: argparse.Namespace, clients: Clients | None = None) -> None:
+        self.args = args
+        stack = getattr(args, "stack", None)
+        endpoint = getattr(args, "endpoint_url", None)
+        if stack and endpoint:
+            raise UsageError("give --stack NAME or --endpoint-url URL, not both")
+        if not stack and not endpoint:
+            raise UsageError("give --stack NAME (a deployed stack) or --endpoint-url URL (the local service)")
+        self.stack: str | None = stack
+        self.connection = Connection(
+            endpoint_url=endpoint, region=getattr(args, "region", None), profile=getattr(args, "profile", None)
+        )
+        self.clients = clients if clients is not None else Clients(self.connection)
+        self.overrides = resources.Overrides(
+            queue_url=getattr(args, "queue_url", None),
+            dlq_url=getattr(args, "dlq_url", None),
+            table_name=getattr(args, "table", None),
+            state_machine_arn=getattr(args, "state_machine_arn", None),
+        )
+
+    @property
+    def local(self) -> bool:
+        return self.connection.local
+
+    @cached_property
+    def resources(self) -> resources.Resources:
+        if self.stack is not None:
+            return resources.from_stack(self.clients.cloudformation, self.stack, self.overrides)
+        return resources.local(self.clients.sqs, str(self.connection.endpoint_url), self.clients.region, self.overrides)
+
+    @property
+    def confirm_wait_s(self) -> int:
+        return 0 if self.local else LONG_POLL_S
+
+
+def _read_body(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read --body {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def run_submit(ctx: Context) -> int:
+    args = ctx.args
+    if args.body is not None:
+        if args.type is not None or args.param or args.job_id is not None:
+            raise UsageError("--body sends a whole message: give no TYPE, --param or --job-id with it")
+        body = _read_body(args.body)
+    else:
+        if args.type is None:
+            raise UsageError("give a job TYPE (with --param k=v ...) or --body FILE")
+        params = submit.parse_params(args.param or [])
+        body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
+    found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
+    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri)
+    result = submit.submit(
+        ctx.clients.sqs,
+        found.queue_url,
+        body,
+        settings,
+        group_id=args.message_group_id,
+        deduplication_id=args.message_deduplication_id,
+    )
+    if args.json:
+        render.print_json(render.jsonable(result))
+    else:
+        print(render.submitted_text(result))
+    return EXIT_OK
+
+
+def _collect_status(ctx: Context) -> status.Status:
+    found = ctx.resources
+    return status.collect_status(
+        sqs=ctx.clients.sqs,
+        dynamodb=ctx.clients.dynamodb,
+        cloudwatch=None if ctx.local else ctx.clients.cloudwatch,
+        queue_url=found.queue_url,
+        dlq_url=found.dlq_url,
+        table_name=found.table_name,
+    )
+
+
+def watch(
+    collect: Callable[[], RenderableType],
+    *,
+    interval_s: float = WATCH_INTERVAL_S,
+    pause: Callable[[float], None] | None = None,
+) -> int:
+    """Refresh a live view in place every `interval_s` until Ctrl-C, which ends it cleanly (exit 0)."""
+    pause = pause or sleep
+    try:
+        with Live(collect(), console=render.console(), auto_refresh=False) as live:
+            while True:
+                pause(interval_s)
+                live.update(collect(), refresh=True)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def run_status(ctx: Context) -> int:
+    args = ctx.args
+    if args.watch and args.json:
+        raise UsageError("--watch is a live table: it does not combine with --json")
+    if args.watch:
+        return watch(lambda: render.status_view(_collect_status(ctx), origin=ctx.resources.origin))
+    snapshot = _collect_status(ctx)
+    if args.json:
+        render.print_json(render.status_json(snapshot))
+    else:
+        render.console().print(render.status_view(snapshot, origin=ctx.resources.origin))
+    return EXIT_OK
+
+
+def run_leases(ctx: Context) -> int:
+    found = leases.list_leases(
+        ctx.clients.dynamodb, ctx.resources.table_name, status=ctx.args.status, limit=ctx.args.limit
+    )
+    if ctx.args.json:
+        render.print_json([render.lease_json(lease) for lease in found])
+    else:
+        render.console().print(render.leases_table(found))
+    return EXIT_OK
+
+
+def run_lease(ctx: Context) -> int:
+    found = ctx.resources
+    story = leases.lease_story(
+        ctx.clients.dynamodb, ctx.clients.stepfunctions, found.table_name, found.state_machine_arn, ctx.args.message_id
+    )
+    if ctx.args.json:
+        render.print_json(render.jsonable(story))
+    else:
+        render.console().print(render.lease_view(story))
+    return EXIT_OK
+
+
+def run_dlq_list(ctx: Context) -> int:
+    letters = dlq.peek(ctx.clients.sqs, ctx.resources.dlq_url, limit=ctx.args.limit, confirm_wait_s=ctx.confirm_wait_s)
+    if ctx.args.json:
+        render.print_json([render.dead_letter_json(letter) for letter in letters])
+    else:
+        render.console().print(render.dlq_table(letters))
+    return EXIT_OK
+
+
+def run_dlq_redrive(ctx: Context) -> int:
+    found = ctx.resources
+    result = dlq.redrive(
+        ctx.clients.sqs,
+        found.dlq_url,
+        found.queue_url,
+        max_per_second=ctx.args.max_per_second,
+        dry_run=ctx.args.dry_run,
+        move_sqs=ctx.clients.sqs_single_attempt,
+        confirm_wait_s=ctx.confirm_wait_s,
+    )
+    if ctx.args.json:
+        data = render.jsonable(result)
+        data["messages"] = [render.dead_letter_json(letter) for letter in result.messages]
+        render.print_json(data)
+    else:
+        render.console().print(render.redrive_view(result))
+    return EXIT_FAILURE if result.failed or result.errors else EXIT_OK

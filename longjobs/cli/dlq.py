@@ -1,0 +1,299 @@
+"""`dlq list` and `dlq redrive`: what is in the dead-letter queue, and moving it back to the jobs queue.
+
+Listing receives every message (a receive is what SQS offers to look: it counts as one on each
+message's `ApproximateReceiveCount`). Each page is held for `PEEK_HOLD_S` so the next page brings other
+messages, and every message is made visible again at the end (an exact SQS endpoint such as moto would
+otherwise return the same first ten every time).
+
+Redrive uses SQS's message move task where the endpoint has it. Where it does not (moto), it copies:
+receive, send to the jobs queue, and delete from the DLQ only the messages whose send succeeded. A copy
+leaves the receiver's own DLQ attributes behind (`ErrorType`, `ErrorMessage`, `SourceQueue`,
+`OriginalMessageId`, `ReceiveCount`: they describe a failure that a redrive means to retry, and the
+receiver adds fresh ones if it fails again) and keeps every other message attribute.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.cli.errors import UsageError
+from longjobs.engine.settings import is_fifo_url
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+PEEK_HOLD_S = 10
+"""How long `dlq list` keeps a page of messages hidden before showing them all again."""
+REDRIVE_HOLD_S = 30
+"""How long a copied page stays hidden in the DLQ: time to send and delete it."""
+MAX_MOVE_RATE = 500
+"""SQS's limit on `MaxNumberOfMessagesPerSecond` of a message move task."""
+
+RECEIVER_ATTRIBUTES = frozenset(
+    {"ErrorType", "ErrorMessage", "SourceQueue", "OriginalMessageId", "ReceiveCount", "Attempts"}
+)
+"""The attributes `functions/receiver/dlq.py` puts on its DLQ copies."""
+
+UNSUPPORTED_CODES = frozenset(
+    {
+        "UnsupportedOperation",
+        "AWS.SimpleQueueService.UnsupportedOperation",
+        "InvalidAction",
+        "UnknownOperationException",
+    }
+)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message_id: str
+    error_type: str | None
+    error_message: str | None
+    receive_count: int
+    original_message_id: str | None
+    sent_at: float | None
+    body: str
+
+
+def _attribute(message: Any, name: str) -> str | None:
+    value = message.get("MessageAttributes", {}).get(name)
+    return None if value is None else value.get("StringValue")
+
+
+def dead_letter(message: Any) -> DeadLetter:
+    """A received DLQ message. Its receive count is the receiver's `ReceiveCount` attribute (the receives
+    on the jobs queue) when it has one, else SQS's `ApproximateReceiveCount` (which counts DLQ receives too)."""
+    system = message.get("Attributes", {})
+    count = _attribute(message, "ReceiveCount") or system.get("ApproximateReceiveCount") or "0"
+    sent = system.get("SentTimestamp")
+    return DeadLetter(
+        message_id=message["MessageId"],
+        error_type=_attribute(message, "ErrorType"),
+        error_message=_attribute(message, "ErrorMessage"),
+        receive_count=int(count),
+        original_message_id=_attribute(message, "OriginalMessageId"),
+        sent_at=int(sent) / 1000 if sent else None,
+        body=message.get("Body", ""),
+    )
+
+
+def _receive(sqs: SQSClient, queue_url: str, *, count: int, hold_s: int, wait_s: int) -> list[Any]:
+    response = sqs.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=count,
+        VisibilityTimeout=hold_s,
+        WaitTimeSeconds=wait_s,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )
+    return list(response.get("Messages", []))
+
+
+def show_again(sqs: SQSClient, queue_url: str, handles: Iterable[str]) -> None:
+    """Make held messages visible at once (best effort: a failure only means they show after the hold)."""
+    pending = list(handles)
+    for start in range(0, len(pending), 10):
+        entries = [
+            {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+            for i, handle in enumerate(pending[start : start + 10])
+        ]
+        try:
+            sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)  # type: ignore[arg-type]
+        except ClientError:
+            continue
+
+
+def peek(
+    sqs: SQSClient, dlq_url: str, *, limit: int | None = None, hold_s: int = PEEK_HOLD_S, confirm_wait_s: int = 0
+) -> list[DeadLetter]:
+    """The DLQ's messages, page by page until a page brings no new one; then all visible again.
+
+    `confirm_wait_s` > 0 long-polls once more before stopping (SQS's short poll samples some of its
+    servers, so an empty page from AWS does not prove the queue is empty)."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit {limit}: expected a positive number")
+    seen: dict[str, DeadLetter] = {}
+    handles: list[str] = []
+    try:
+        confirmed = confirm_wait_s == 0
+        while limit is None or len(seen) < limit:
+            messages = _receive(sqs, dlq_url, count=10, hold_s=hold_s, wait_s=0)
+            if not messages and not confirmed:
+                messages = _receive(sqs, dlq_url, count=10, hold_s=hold_s, wait_s=confirm_wait_s)
+                confirmed = True
+            handles.extend(message["ReceiptHandle"] for message in messages)
+            new = [message for message in messages if message["MessageId"] not in seen]
+            if not new:
+                break
+            for message in new:
+                seen[message["MessageId"]] = dead_letter(message)
+    finally:
+        if hold_s:
+            show_again(sqs, dlq_url, handles)
+    letters = list(seen.values())
+    return letters if limit is None else letters[:limit]
+
+
+def queue_arn(sqs: SQSClient, queue_url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def _unsupported(exc: ClientError) -> bool:
+    """The endpoint does not implement the operation: an SQS-style code, or a bare 5xx page that carries
+    no AWS error at all (moto's server answers an unimplemented action with one)."""
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in UNSUPPORTED_CODES or (status in (500, 501) and code == str(status))
+
+
+def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_per_second: int | None) -> str | None:
+    """Start SQS's message move task; its handle, or None where the endpoint does not implement it."""
+    kwargs: dict[str, Any] = {"SourceArn": source_arn, "DestinationArn": destination_arn}
+    if max_per_second is not None:
+        kwargs["MaxNumberOfMessagesPerSecond"] = max_per_second
+    try:
+        return sqs.start_message_move_task(**kwargs)["TaskHandle"]
+    except NotImplementedError:  # moto in-process (`mock_aws`)
+        return None
+    except ClientError as exc:
+        if _unsupported(exc):
+            return None
+        raise
+
+
+@dataclass
+class RedriveResult:
+    method: str  # "move-task" | "copy" | "dry-run"
+    moved: int | None = None  # None: a move task runs on in SQS
+    failed: int = 0
+    task_handle: str | None = None
+    approximate_messages: int | None = None
+    came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
+    errors: list[str] = field(default_factory=list)
+    messages: list[DeadLetter] = field(default_factory=list)
+
+
+def copy_messages(
+    sqs: SQSClient,
+    dlq_url: str,
+    queue_url: str,
+    *,
+    max_per_second: float | None = None,
+    hold_s: int = REDRIVE_HOLD_S,
+    confirm_wait_s: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RedriveResult:
+    """Move the DLQ's messages by hand: receive, send each to the jobs queue, then delete from the DLQ
+    only those whose send succeeded. Stops when a receive brings nothing. A message that fails its send
+    stays in the DLQ, hidden until the run ends (so it is not retried within the run), then visible.
+    A copy that comes back to the DLQ during the run (poison goes straight back) is not sent again: it
+    is left there and counted in `came_back`."""
+    result = RedriveResult(method="copy", moved=0)
+    page_size = 10 if max_per_second is None else max(1, min(10, int(max_per_second)))
+    sent_ids: set[str] = set()
+    held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
+    started = clock()
+    attempted = 0
+    confirmed = confirm_wait_s == 0
+    while True:
+        messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=0)
+        if not messages and not confirmed:
+            messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=confirm_wait_s)
+            confirmed = True
+        if not messages:
+            break
+        deletions: list[tuple[str, str]] = []  # (message id, receipt handle) of sent messages only
+        for message in messages:
+            if message["MessageId"] in sent_ids or _attribute(message, "OriginalMessageId") in sent_ids:
+                result.came_back += 1
+                held.append(message["ReceiptHandle"])
+                continue
+            if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
+                wait = started + attempted / max_per_second - clock()
+                if wait > 0:
+                    sleep(wait)
+            attempted += 1
+            attributes = {
+                name: value
+                for name, value in message.get("MessageAttributes", {}).items()
+                if name not in RECEIVER_ATTRIBUTES
+            }
+            try:
+                if is_fifo_url(queue_url):  # back into its group; a copy sent twice is deduplicated
+                    sent = sqs.send_message(
+                        QueueUrl=queue_url,
+                        MessageBody=message["Body"],
+                        MessageAttributes=attributes,
+                        MessageGroupId=message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"],
+                        MessageDeduplicationId=message["MessageId"],
+                    )
+                else:
+                    sent = sqs.send_message(
+                        QueueUrl=queue_url, MessageBody=message["Body"], MessageAttributes=attributes
+                    )
+            except ClientError as exc:
+                error = exc.response.get("Error", {})
+                result.failed += 1
+                result.errors.append(f"{message['MessageId']}: not sent: {error.get('Code')}: {error.get('Message')}")
+                held.append(message["ReceiptHandle"])
+                continue
+            sent_ids.add(sent["MessageId"])
+            deletions.append((message["MessageId"], message["ReceiptHandle"]))
+        result.moved = (result.moved or 0) + _delete(sqs, dlq_url, deletions, result)
+    show_again(sqs, dlq_url, held)
+    return result
+
+
+def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: RedriveResult) -> int:
+    """Delete sent messages from the DLQ; the count deleted. A failed delete leaves a message in both
+    queues (it will be redriven again): reported, not hidden."""
+    if not sent:
+        return 0
+    entries = [{"Id": str(i), "ReceiptHandle": handle} for i, (_, handle) in enumerate(sent)]
+    response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)  # type: ignore[arg-type]
+    for failure in response.get("Failed", []):
+        message_id = sent[int(failure["Id"])][0]
+        result.errors.append(
+            f"{message_id}: sent, but not deleted from the DLQ: {failure.get('Code')}: {failure.get('Message', '')}"
+        )
+    return len(response.get("Successful", []))
+
+
+def redrive(
+    sqs: SQSClient,
+    dlq_url: str,
+    queue_url: str,
+    *,
+    max_per_second: int | None = None,
+    dry_run: bool = False,
+    move_sqs: SQSClient | None = None,
+    confirm_wait_s: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RedriveResult:
+    """Move the DLQ's messages back to the jobs queue: a message move task, else a copy loop.
+
+    `move_sqs` makes the `StartMessageMoveTask` call (a client that does not retry, so an endpoint
+    without the operation is found out at once)."""
+    if max_per_second is not None and not 1 <= max_per_second <= MAX_MOVE_RATE:
+        raise UsageError(f"--max-per-second {max_per_second}: expected 1..{MAX_MOVE_RATE}")
+    if dry_run:
+        return RedriveResult(method="dry-run", messages=peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s))
+    source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
+    handle = start_move_task(move_sqs or sqs, source, destination, max_per_second)
+    if handle is not None:
+        depth = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
+        return RedriveResult(
+            method="move-task",
+            task_handle=handle,
+            approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
+        )
+    return copy_messages(
+        sqs, dlq_url, queue_url, max_per_second=max_per_second, confirm_wait_s=confirm_wait_s, clock=clock, sleep=sleep
+    )

@@ -1,0 +1,109 @@
+"""`leases` and `lease ID`: the lease table, newest first, and one lease's whole story."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.cli.errors import CliError, UsageError
+from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.lease.store import item_to_lease
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+STATUSES = tuple(status.value for status in LeaseStatus)
+
+
+def list_leases(
+    dynamodb: DynamoDBClient, table_name: str, *, status: str | None = None, limit: int | None = None
+) -> list[Lease]:
+    """Leases newest first (by received-at). A Scan of the whole table: sorting needs every item."""
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"--status {status}: expected one of {', '.join(STATUSES)}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit {limit}: expected a positive number")
+    kwargs: dict[str, Any] = {"TableName": table_name}
+    if status is not None:
+        kwargs["FilterExpression"] = "#status = :status"
+        kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+        kwargs["ExpressionAttributeValues"] = {":status": {"S": status}}
+    leases = [
+        item_to_lease(item)
+        for page in dynamodb.get_paginator("scan").paginate(**kwargs)
+        for item in page.get("Items", [])
+        if not is_lock_key(item[PARTITION_KEY]["S"])  # job locks live in the same table
+    ]
+    leases.sort(key=lambda lease: (lease.received_at, lease.message_id), reverse=True)
+    return leases if limit is None else leases[:limit]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One attempt's Step Functions execution."""
+
+    name: str
+    attempt: int
+    arn: str
+    status: str
+    started_at: datetime | None
+    stopped_at: datetime | None
+    error: str | None
+    cause: str | None
+
+
+@dataclass(frozen=True)
+class LeaseStory:
+    lease: Lease
+    executions: list[Execution] = field(default_factory=list)
+
+
+def get_lease(dynamodb: DynamoDBClient, table_name: str, message_id: str) -> Lease:
+    item = dynamodb.get_item(TableName=table_name, Key={PARTITION_KEY: {"S": message_id}}, ConsistentRead=True).get(
+        "Item"
+    )
+    if not item:
+        raise CliError(f"no lease for message {message_id}")
+    return item_to_lease(item)
+
+
+def attempts(stepfunctions: SFNClient, state_machine_arn: str, lease: Lease) -> list[Execution]:
+    """The executions named `<message id>-<n>` for n in 1..receive count (an attempt is named after the
+    receive that started it); attempts that never started an execution are left out."""
+    found = []
+    for attempt in range(1, lease.receive_count + 1):
+        name = execution_name(lease.message_id, attempt)
+        arn = execution_arn(state_machine_arn, name)
+        try:
+            described = stepfunctions.describe_execution(executionArn=arn)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+                continue
+            raise
+        found.append(
+            Execution(
+                name=name,
+                attempt=attempt,
+                arn=arn,
+                status=described["status"],
+                started_at=described.get("startDate"),
+                stopped_at=described.get("stopDate"),
+                error=described.get("error"),
+                cause=described.get("cause"),
+            )
+        )
+    return found
+
+
+def lease_story(
+    dynamodb: DynamoDBClient, stepfunctions: SFNClient, table_name: str, state_machine_arn: str, message_id: str
+) -> LeaseStory:
+    """The lease and its executions. `CliError` when the table has no lease for the message."""
+    lease = get_lease(dynamodb, table_name, message_id)
+    return LeaseStory(lease=lease, executions=attempts(stepfunctions, state_machine_arn, lease))

@@ -1,0 +1,267 @@
+"""Output: rich tables and live views for people, JSON for machines; both from the same data."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from longjobs.cli.dlq import DeadLetter, RedriveResult
+from longjobs.cli.leases import Execution, LeaseStory
+from longjobs.cli.status import Status
+from longjobs.cli.submit import Submitted
+from longjobs.engine.lease import Lease
+
+LEASE_TIME_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
+ERROR_WIDTH = 60
+NOT_AVAILABLE = "n/a"
+
+
+def console() -> Console:
+    """A console on the current stdout (looked up at each write, so redirection and tests see it)."""
+    return Console(highlight=False)
+
+
+# -- values ------------------------------------------------------------------------------------
+
+
+def iso(value: float | datetime | None) -> str | None:
+    """An ISO 8601 UTC time with milliseconds, from epoch seconds or a datetime."""
+    if value is None:
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def duration(seconds: float) -> str:
+    """A short human duration: 45s, 4m, 2h5m, 3d."""
+    seconds = abs(seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3_600:
+        return f"{seconds // 60:.0f}m"
+    if seconds < 86_400:
+        hours, rest = divmod(seconds, 3_600)
+        return f"{hours:.0f}h{rest // 60:.0f}m" if rest >= 60 else f"{hours:.0f}h"
+    return f"{seconds // 86_400:.0f}d"
+
+
+def relative(moment: float | None, now: float) -> str:
+    """`in 4m`, `3m ago` or `now` (within a second)."""
+    if moment is None:
+        return "-"
+    delta = moment - now
+    if abs(delta) < 1:
+        return "now"
+    return f"in {duration(delta)}" if delta > 0 else f"{duration(delta)} ago"
+
+
+def shorten(text: str | None, width: int = ERROR_WIDTH) -> str:
+    if not text:
+        return "-"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _count(value: int | float | None) -> str:
+    return NOT_AVAILABLE if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON values of the command's data: dataclasses as objects, times as ISO 8601 strings."""
+    if isinstance(value, Lease):
+        return lease_json(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {key: jsonable(getattr(value, key)) for key in asdict(value)}
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def lease_json(lease: Lease) -> dict[str, Any]:
+    data = {key: jsonable(getattr(lease, key)) for key in asdict(lease)}
+    for key in LEASE_TIME_FIELDS:
+        data[key] = iso(getattr(lease, key))
+    return data
+
+
+def status_json(status: Status) -> dict[str, Any]:
+    data: dict[str, Any] = jsonable(status)
+    data["at"] = iso(status.at)
+    for name in ("queue", "dlq"):
+        data[name]["total"] = getattr(status, name).total
+    return data
+
+
+def dead_letter_json(letter: DeadLetter) -> dict[str, Any]:
+    data: dict[str, Any] = jsonable(letter)
+    data["sent_at"] = iso(letter.sent_at)
+    return data
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False))
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def submitted_text(result: Submitted) -> str:
+    return result.message_id
+
+
+def status_view(status: Status, *, origin: str) -> RenderableType:
+    """The status as tables: queues, leases by status, the last hour."""
+    header = Text(f"{origin}, {iso(status.at)}", style="bold")
+    queues = Table(title="queues", title_justify="left")
+    for column in ("queue", "visible", "in flight", "delayed", "total"):
+        queues.add_column(column, justify="left" if column == "queue" else "right")
+    for name, depth in (("jobs", status.queue), ("dead-letter", status.dlq)):
+        queues.add_row(name, str(depth.visible), str(depth.in_flight), str(depth.delayed), str(depth.total))
+
+    leases = Table(title="leases by status (table scan)", title_justify="left")
+    for name in status.leases:
+        leases.add_column(name, justify="right")
+    leases.add_row(*(str(count) for count in status.leases.values()))
+
+    hour = Table(title=f"last hour (from the {status.source})", title_justify="left")
+    for column in ("oldest message", "renewals", "lapses", "leases lost"):
+        hour.add_column(column, justify="right")
+    oldest = NOT_AVAILABLE if status.oldest_message_age_s is None else duration(status.oldest_message_age_s)
+    hour.add_row(
+        oldest,
+        _count(status.last_hour.renewals),
+        _count(status.last_hour.lapses),
+        _count(status.last_hour.leases_lost),
+    )
+    parts: list[RenderableType] = [header, queues, leases, hour]
+    if status.waiting:
+        waiting = Table(title="waiting for a slot, by job type (admission)", title_justify="left")
+        for name in status.waiting:
+            waiting.add_column(name, justify="right")
+        waiting.add_row(*(str(count) for count in status.waiting.values()))
+        parts.append(waiting)
+    parts.extend(Text(note, style="dim") for note in status.notes)
+    return Group(*parts)
+
+
+def leases_table(leases: list[Lease], *, now: float | None = None) -> Table:
+    now = time.time() if now is None else now
+    table = Table(title=f"{len(leases)} lease(s), newest first", title_justify="left")
+    for column in ("message id", "status", "type", "recv", "renew", "visible"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("recv", "renew") else "left")
+    table.add_column("last error", ratio=1)  # the one column that wraps: the others keep their width
+    for lease in leases:
+        table.add_row(
+            lease.message_id,
+            lease.status.value,
+            lease.job_type or "-",
+            str(lease.receive_count),
+            str(lease.renewal_count),
+            relative(lease.visible_until, now),
+            shorten(lease.last_error),
+        )
+    return table
+
+
+def _when(moment: float | None, now: float) -> str:
+    return "-" if moment is None else f"{iso(moment)} ({relative(moment, now)})"
+
+
+def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType:
+    now = time.time() if now is None else now
+    lease = story.lease
+    fields = Table(title=f"lease {lease.message_id}", title_justify="left", show_header=False)
+    fields.add_column("field", style="bold")
+    fields.add_column("value", overflow="fold")
+    rows: list[tuple[str, str]] = [
+        ("status", lease.status.value),
+        ("job type", lease.job_type or "-"),
+        ("deliveries (receive count)", str(lease.receive_count)),
+        ("received at", _when(lease.received_at, now)),
+        ("visible until", _when(lease.visible_until, now)),
+        ("renew at", _when(lease.renew_at, now)),
+        ("renew until", _when(lease.renew_until, now)),
+        ("renewals", str(lease.renewal_count)),
+        ("last renewed", _when(lease.renewed_at, now)),
+        ("closed at", _when(lease.closed_at, now)),
+        ("release delay", f"{lease.release_delay_s}s"),
+        ("execution", lease.execution_arn or "-"),
+        ("queue", lease.queue_url),
+        ("version", str(lease.version)),
+        ("last error", lease.last_error or "-"),
+        ("result", "-" if lease.result is None else json.dumps(lease.result, sort_keys=True)),
+    ]
+    for name, value in rows:
+        fields.add_row(name, value)
+    return Group(fields, executions_table(story.executions, lease.receive_count, now=now))
+
+
+def executions_table(executions: list[Execution], receives: int, *, now: float | None = None) -> Table:
+    """Each attempt's execution: name (`<message id>-<attempt>`), status, start, how long, error."""
+    now = time.time() if now is None else now
+    table = Table(title=f"executions ({len(executions)} of {receives} receive(s) started one)", title_justify="left")
+    for column in ("name", "status", "started", "took"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("error", ratio=1)
+    for execution in executions:
+        error = ": ".join(part for part in (execution.error, execution.cause) if part)
+        took = "-"
+        if execution.started_at is not None:
+            end = execution.stopped_at.timestamp() if execution.stopped_at is not None else now
+            took = duration(end - execution.started_at.timestamp())
+            took = took if execution.stopped_at is not None else f"{took} so far"
+        table.add_row(execution.name, execution.status, iso(execution.started_at) or "-", took, shorten(error))
+    return table
+
+
+def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
+    table = Table(title=title or f"{len(letters)} message(s) in the dead-letter queue", title_justify="left")
+    table.add_column("message id", no_wrap=True)
+    table.add_column("error type", no_wrap=True)
+    table.add_column("error message", ratio=1)
+    table.add_column("recv", no_wrap=True, justify="right")
+    table.add_column("original message id", overflow="fold")
+    for letter in letters:
+        table.add_row(
+            letter.message_id,
+            letter.error_type or "-",
+            shorten(letter.error_message),
+            str(letter.receive_count),
+            letter.original_message_id or "-",
+        )
+    return table
+
+
+def redrive_view(result: RedriveResult) -> RenderableType:
+    if result.method == "dry-run":
+        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move")
+    if result.method == "move-task":
+        return Text(
+            f"started SQS message move task {result.task_handle} "
+            f"(about {result.approximate_messages} message(s)); follow it with "
+            "`aws sqs list-message-move-tasks --source-arn <DLQ ARN>`"
+        )
+    lines = [f"moved {result.moved} message(s) to the jobs queue"]
+    if result.failed:
+        lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
+    if result.came_back:
+        lines.append(f"{result.came_back} moved message(s) came back to the dead-letter queue: left there")
+    lines.extend(result.errors)
+    return Text("\n".join(lines))

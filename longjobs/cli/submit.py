@@ -1,0 +1,120 @@
+"""`submit`: build a job message, validate it as the receiver would, send it to the jobs queue."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from longjobs.cli.errors import CliError, UsageError
+from longjobs.engine.jobs import JobCatalog, JobTypeError, catalog_from_env, load_catalog_file
+from longjobs.engine.receiver.models import BadInput, parse_body
+from longjobs.engine.settings import Settings, is_fifo_url
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+@dataclass(frozen=True)
+class Submitted:
+    message_id: str
+    job_id: str | None  # None when the body asks for several jobs (an S3 notification)
+    jobs: int
+
+
+def parse_value(text: str) -> Any:
+    """A `--param` value: JSON when it parses (`30`, `true`, `"x"`, `[1]`), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_params(pairs: Iterable[str]) -> dict[str, Any]:
+    """`k=v` pairs into a params object. `UsageError` for a pair without `=`, an empty or repeated key."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--param {pair!r}: expected key=value")
+        if key in params:
+            raise UsageError(f"--param {key} is given twice")
+        params[key] = parse_value(value)
+    return params
+
+
+def new_job_id(job_type: str, now: float | None = None) -> str:
+    """A readable, unique enough job id: `<type>-<UTC time>-<6 hex>`."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    return f"{job_type}-{stamp}-{secrets.token_hex(3)}"
+
+
+def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
+    """The project's job message (docs/messages.md)."""
+    return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
+
+
+def validation_settings(curated_uri: str | None = None, quarantine_uri: str | None = None) -> Settings:
+    """The receiver's default settings, with the bucket locations the deployed receiver fills defaults from."""
+    return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri)
+
+
+PROJECT_JOBS_FILE = Path("jobs.json")
+"""The job types of the project in the current directory, as the bundled app reads them."""
+
+
+def job_catalog() -> JobCatalog:
+    """The job types to validate with: `JOB_TYPES_FILE`, else `./jobs.json`, else the built-ins."""
+    try:
+        if PROJECT_JOBS_FILE.is_file() and not os.environ.get("JOB_TYPES_FILE"):
+            return load_catalog_file(PROJECT_JOBS_FILE)
+        return catalog_from_env()
+    except JobTypeError as exc:
+        raise CliError(str(exc)) from None
+
+
+def validate(body: str, settings: Settings) -> list[Any]:
+    """The jobs the receiver would make of `body`; `CliError` with the DLQ's `ErrorType: message` if none."""
+    try:
+        jobs = parse_body(body, settings, job_catalog())
+    except BadInput as bad:
+        raise CliError(f"{bad.error_type}: {bad.message}") from None
+    if not jobs:
+        raise CliError("the body asks for no job: the receiver would acknowledge it and drop it")
+    return jobs
+
+
+def submit(
+    sqs: SQSClient,
+    queue_url: str,
+    body: str,
+    settings: Settings,
+    *,
+    group_id: str | None = None,
+    deduplication_id: str | None = None,
+) -> Submitted:
+    """Validate, then send. Nothing is sent when validation fails. A FIFO queue needs the message's group
+    (its deduplication id defaults to the body's hash: the queue deduplicates by content)."""
+    if is_fifo_url(queue_url) != (group_id is not None):
+        raise CliError(
+            "a FIFO queue needs --message-group-id" if group_id is None else "--message-group-id: not a FIFO queue"
+        )
+    if deduplication_id is not None and group_id is None:
+        raise CliError("--message-deduplication-id: not a FIFO queue")
+    jobs = validate(body, settings)
+    if group_id is None:
+        message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
+    elif deduplication_id is None:
+        message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id)["MessageId"]
+    else:
+        message_id = sqs.send_message(
+            QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id, MessageDeduplicationId=deduplication_id
+        )["MessageId"]
+    job_id = str(jobs[0].job_id) if len(jobs) == 1 else None
+    return Submitted(message_id=message_id, job_id=job_id, jobs=len(jobs))

@@ -1,0 +1,310 @@
+"""The stack's settings, read from CDK context (`cdk deploy -c key=value`) with defaults.
+
+Two models validate them. The lease engine's own settings (policy, timings, shards, release delays,
+max receives, ...) go through `longjobs.engine.settings.Settings`, the very model the functions load from
+their environment at cold start, so a value the functions would refuse fails `cdk synth` instead.
+The settings only the infrastructure has (stage, timeouts, Glue size, alarms, ...) have their own
+model here. Then the two are checked against each other: a queue whose VT is shorter than the
+receiver's timeout, or a Glue run longer than renewal lasts, is refused too. Every error names the
+context key and the value it got.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
+from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
+from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings, SettingsError
+
+RESOURCE_FIELDS = frozenset(
+    {
+        "table_name",
+        "queue_url",
+        "dlq_url",
+        "state_machine_arn",
+        "curated_uri",
+        "quarantine_uri",
+        "raw_uri",
+        "waiting_queues",
+    }
+)
+"""Engine settings the stack fills in from the resources it creates: not context settings."""
+FIXED_FIELDS = frozenset({"extender_period_s", "receiver_timeout_s"})
+"""Engine settings fixed by the infrastructure: the extender runs every minute (EXTENDER_PERIOD), and the
+receiver's timeout is the receiver function's (the infrastructure key `receiver_timeout_s`)."""
+ENGINE_KEYS = tuple(name for name in Settings.model_fields if name not in RESOURCE_FIELDS | FIXED_FIELDS)
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
+
+
+class ConfigError(ValueError):
+    """A CDK context value is out of range, or two of them do not fit together."""
+
+
+class InfraSettings(BaseModel):
+    """What only the infrastructure needs to know. Field names are the context keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: str = Field(
+        default="dev", pattern=r"^[a-z][a-z0-9-]{0,19}$", description="Part of the stack name; `prod` protects data."
+    )
+    deletion_protection: bool | None = Field(
+        default=None, description="Lease table deletion protection; default: on for stage prod only."
+    )
+    receiver_timeout_s: int = Field(default=30, ge=1, le=900)
+    receiver_batch_size: int = Field(
+        default=10,
+        ge=1,
+        le=10,
+        description="Records per receiver invocation; on FIFO always 1 (longjobs.engine.settings.FIFO_BATCH_SIZE).",
+    )
+    receiver_max_concurrency: int = Field(
+        default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
+    )
+    lambda_memory_mb: int = Field(default=256, ge=128, le=10_240, description="Memory of each function.")
+    queue_visibility_timeout_s: int = Field(
+        default=180,
+        ge=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="Jobs queue VT: how soon a record the receiver never leased comes back.",
+    )
+    glue_version: Literal["5.0", "5.1"] = "5.0"
+    glue_worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = Field(
+        default="G.1X", description="Glue settings of every pyspark job type that does not set its own."
+    )
+    glue_workers: int = Field(default=2, ge=2, le=1_000)
+    glue_timeout_minutes: int = Field(default=360, ge=1, le=2_880, description="One Glue run's limit.")
+    glue_max_concurrent_runs: int = Field(default=10, ge=1, le=1_000)
+    log_retention_days: int = 30
+    quarantine_expiration_days: int = Field(default=30, ge=1, le=3_650)
+    oldest_message_alarm_s: int | None = Field(
+        default=None, ge=60, description="Alarm threshold on the queue's oldest message; default: a Glue run + 1 h."
+    )
+    alarm_email: str | None = Field(default=None, description="Subscribed to the alarm topic when set.")
+    s3_notifications: bool = Field(
+        default=False, description="Raw bucket ObjectCreated events of the S3 triggers' markers -> jobs queue."
+    )
+    tracing: bool = Field(
+        default=True, description="X-Ray tracing of the functions; off, they also skip the X-Ray SDK's import."
+    )
+    powertools_layer_arn: str | None = Field(
+        default=None, description="Overrides the Powertools layer resolved from its public SSM parameter."
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _known_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION:
+            raise ValueError(f"must be one of CloudWatch's retentions: {', '.join(map(str, LOG_RETENTION))}")
+        return value
+
+    @field_validator("alarm_email")
+    @classmethod
+    def _email(cls, value: str | None) -> str | None:
+        if value is not None and not _EMAIL.match(value):
+            raise ValueError("must be an email address")
+        return value
+
+    @field_validator("powertools_layer_arn")
+    @classmethod
+    def _layer_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _LAYER_ARN.match(value):
+            raise ValueError("must be a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<n>)")
+        return value
+
+    @property
+    def table_deletion_protection(self) -> bool:
+        return self.stage == "prod" if self.deletion_protection is None else self.deletion_protection
+
+    @property
+    def oldest_message_alarm_threshold_s(self) -> int:
+        return self.oldest_message_alarm_s or self.glue_timeout_minutes * 60 + 3_600
+
+    def glue_of(self, job_type: JobType) -> GlueSettings:
+        """A pyspark type's Glue settings, each one it leaves out taken from these settings."""
+        own = job_type.glue or GlueSettings()
+        return GlueSettings(
+            worker_type=own.worker_type or self.glue_worker_type,
+            workers=own.workers or self.glue_workers,
+            timeout_minutes=own.timeout_minutes or self.glue_timeout_minutes,
+            max_concurrent_runs=own.max_concurrent_runs or self.glue_max_concurrent_runs,
+        )
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything the stack is built from, validated."""
+
+    infra: InfraSettings
+    engine: Settings
+
+    @property
+    def mapping_batch_size(self) -> int:
+        """The event source mapping's batch size: `receiver_batch_size`, on FIFO `FIFO_BATCH_SIZE` (1)."""
+        return FIFO_BATCH_SIZE if self.engine.fifo else self.infra.receiver_batch_size
+
+    def engine_environment(self) -> dict[str, str]:
+        """The engine settings as the functions read them (upper-case env vars): those set in
+        context, plus the extender's period, which the schedule fixes."""
+        chosen = {name: getattr(self.engine, name) for name in self.engine.model_fields_set if name in ENGINE_KEYS}
+        chosen["extender_period_s"] = self.engine.extender_period_s
+        chosen["receiver_timeout_s"] = self.engine.receiver_timeout_s
+        return {name.upper(): str(value) for name, value in sorted(chosen.items()) if value is not None}
+
+
+def context_keys() -> tuple[str, ...]:
+    """Every context key the stack reads."""
+    return (*InfraSettings.model_fields, *ENGINE_KEYS)
+
+
+def load_config(context: Mapping[str, Any]) -> StackConfig:
+    """Validate the context values (missing or None keys take their defaults). Raises `ConfigError`
+    naming every bad key."""
+    given = {key: value for key, value in context.items() if value is not None}
+    problems: list[str] = []
+    infra: InfraSettings | None = None
+    engine: Settings | None = None
+    try:
+        infra = InfraSettings.model_validate({key: given[key] for key in InfraSettings.model_fields if key in given})
+    except ValidationError as exc:
+        problems += [f"{'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}" for e in exc.errors()]
+    try:
+        engine_values = {key: given[key] for key in ENGINE_KEYS if key in given}
+        receiver_timeout = infra.receiver_timeout_s if infra is not None else InfraSettings().receiver_timeout_s
+        engine = Settings.load(
+            {**engine_values, "extender_period_s": EXTENDER_PERIOD.to_seconds(), "receiver_timeout_s": receiver_timeout}
+        )
+    except SettingsError as exc:
+        problems.append(str(exc).removeprefix("invalid settings: "))
+    if infra is None or engine is None:
+        raise ConfigError("invalid CDK context: " + "; ".join(problems))
+    _check_together(infra, engine)
+    return StackConfig(infra=infra, engine=engine)
+
+
+def make_config(
+    *,
+    infra: InfraSettings | Mapping[str, Any] | None = None,
+    engine: Settings | Mapping[str, Any] | None = None,
+    catalog: JobCatalog | None = None,
+) -> StackConfig:
+    """The construct's settings: each a validated object or plain values (as context values would be),
+    checked together, and against every pyspark type's Glue timeout when `catalog` is given. Raises
+    `ConfigError` naming the bad setting."""
+    if isinstance(infra, InfraSettings):
+        infra_values: dict[str, Any] = infra.model_dump(exclude_unset=True)
+    else:
+        infra_values = dict(infra or {})
+    if isinstance(engine, Settings):
+        engine_values: dict[str, Any] = engine.model_dump(exclude_unset=True)
+    else:
+        engine_values = dict(engine or {})
+    for key in sorted(engine_values):
+        if key in RESOURCE_FIELDS or key == "extender_period_s":
+            raise ConfigError(f"invalid settings: engine.{key} is set by the processor itself")
+    if "receiver_timeout_s" in engine_values:
+        raise ConfigError("invalid settings: engine.receiver_timeout_s: set infra receiver_timeout_s instead")
+    overlap = sorted(set(infra_values) & set(engine_values))
+    if overlap:
+        raise ConfigError(f"invalid settings: {', '.join(overlap)} given both as infra and engine settings")
+    config = load_config({**infra_values, **engine_values})
+    if catalog is not None:
+        check_job_types(config, catalog)
+    return config
+
+
+def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
+    """Every pyspark type's Glue run must end before renewal stops (see `_check_together`)."""
+    renewal_s = config.engine.renew_until(0.0)
+    for job_type in catalog.of_runner("pyspark"):
+        minutes = config.infra.glue_of(job_type).timeout_minutes or 0
+        if minutes * 60 > renewal_s:
+            raise ConfigError(
+                f"invalid job type {job_type.name!r}: glue.timeout_minutes={minutes} ({minutes * 60} s) is longer than "
+                f"renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
+            )
+    for job_type in catalog.of_runner("state_machine"):
+        minutes = job_type.state_machine.timeout_minutes if job_type.state_machine else 0
+        if minutes * 60 > renewal_s:
+            raise ConfigError(
+                f"invalid job type {job_type.name!r}: state_machine.timeout_minutes={minutes} is longer than "
+                f"renewal lasts ({renewal_s:g} s)"
+            )
+    check_admission(config, catalog)
+
+
+def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
+    """A limited type's message may be admitted in place after waiting hidden on its receive for up to
+    `longest_wait_s` (twice the horizon and a period): its run must still end before that receive's 12 h."""
+    from longjobs.engine.policies import hold_limit
+    from longjobs.engine.receiver.admission import longest_wait_s
+
+    engine = config.engine
+    left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)
+    for job_type in catalog.limited():
+        if job_type.runner == "pyspark":
+            minutes = config.infra.glue_of(job_type).timeout_minutes or 0
+        elif job_type.runner == "state_machine" and job_type.state_machine is not None:
+            minutes = job_type.state_machine.timeout_minutes
+        else:
+            continue
+        if minutes * 60 > left_s:
+            raise ConfigError(
+                f"invalid CDK context: admission_horizon_s={engine.admission_horizon_s}: a {job_type.name!r} message "
+                f"may wait hidden {longest_wait_s(engine):g} s on its receive before it runs, and its run may take "
+                f"{minutes * 60} s: more than SQS's 12 h leaves ({left_s:g} s); lower admission_horizon_s"
+            )
+
+
+def _check_fifo(infra: InfraSettings, engine: Settings) -> None:
+    if not engine.fifo:
+        return
+    if infra.s3_notifications:
+        raise ConfigError(
+            "invalid CDK context: s3_notifications=true with fifo=true: S3 event notifications cannot be sent to a "
+            "FIFO queue; leave s3_notifications off, or deliver S3 events through EventBridge to the queue with a "
+            "message group id"
+        )
+    batch = infra.receiver_batch_size
+    if "receiver_batch_size" in infra.model_fields_set and batch != FIFO_BATCH_SIZE:
+        raise ConfigError(
+            f"invalid CDK context: receiver_batch_size={batch} with fifo=true: on FIFO a record received behind its "
+            "group's running or retried job is skipped and still counts a receive, so every retry of a failing job "
+            "would spend a receive of each job queued behind it and take them to the DLQ unrun; on FIFO the batch "
+            f"size is {FIFO_BATCH_SIZE} (groups run side by side through receiver_max_concurrency): leave "
+            "receiver_batch_size unset"
+        )
+
+
+def _check_together(infra: InfraSettings, engine: Settings) -> None:
+    _check_fifo(infra, engine)
+    vt, timeout = infra.queue_visibility_timeout_s, infra.receiver_timeout_s
+    if vt < timeout:
+        raise ConfigError(
+            f"invalid CDK context: queue_visibility_timeout_s={vt} must be >= receiver_timeout_s={timeout}: "
+            "Lambda refuses an event source mapping whose queue hides a message for less than the function may run"
+        )
+    if engine.policy != "adaptive" and engine.visibility_timeout_s is None:
+        # The extender will read the queue's VT: check the policy against the one this stack sets.
+        try:
+            engine.with_visibility_timeout(vt)
+        except SettingsError as exc:
+            raise ConfigError(
+                f"invalid CDK context: with the queue's VT (queue_visibility_timeout_s={vt}), {exc}"
+            ) from None
+    run_s = infra.glue_timeout_minutes * 60
+    renewal_s = engine.renew_until(0.0)
+    if run_s > renewal_s:
+        raise ConfigError(
+            f"invalid CDK context: glue_timeout_minutes={infra.glue_timeout_minutes} ({run_s} s) is longer than "
+            f"renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h less cap_safety_s), so a long run's "
+            "message would come back while it runs; lower glue_timeout_minutes or raise max_renewal_s"
+        )

@@ -1,0 +1,105 @@
+"""Fixed names and numbers of the deployed stack, in one place.
+
+What an operator may change is a CDK context setting (`longjobs.construct.config`); what is here is part of the
+design: changing it means changing code or docs elsewhere too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+"""The installed `longjobs` package: the Lambda and Glue assets are cut from it (`engine/`, `pipeline/`)."""
+
+APP_NAME = "LongJobs"
+"""Stack name prefix (`LongJobs-<stage>`) and the dashboard's name prefix."""
+
+# Metrics: the names Powertools publishes under (functions/observability.py reads these two from the
+# environment, and the stack sets them, so the dashboard and alarms find what the functions emit).
+METRICS_NAMESPACE = "LongJobs"
+SERVICE_NAME = "long-jobs"
+
+# Lambda
+LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_11  # the project's Python; Glue 5.0 runs the same
+LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
+POWERTOOLS_VERSION = "3.37.0"
+"""Must equal the `aws-lambda-powertools` pin in pyproject.toml (a test checks it)."""
+POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.11/{POWERTOOLS_VERSION}"
+"""Public SSM parameter that Powertools publishes in every commercial region for each release; its
+value is the ARN of that release's layer (`...:layer:AWSLambdaPowertoolsPythonV3-python311-arm64:N`).
+CloudFormation resolves it at deploy time, so the layer is pinned to the package version without a
+hand-copied layer number. The `powertools_layer_arn` context setting overrides it."""
+HANDLERS = {
+    "receiver": "longjobs.engine.receiver.handler.handler",
+    "extender": "longjobs.engine.extender.handler.handler",
+    "watcher": "longjobs.engine.watcher.handler.handler",
+}
+EXTENDER_PERIOD = cdk.Duration.minutes(1)
+"""EventBridge Scheduler's floor; the extender loops inside an invocation for sub-minute policies."""
+EXTENDER_TIMEOUT = cdk.Duration.seconds(90)
+"""A run stops itself after one period (`run_invocation`); the rest is margin for the last pass."""
+WATCHER_TIMEOUT = cdk.Duration.seconds(30)
+GLUE_SCRIPT = PACKAGE_ROOT / "pipeline" / "glue_entry.py"
+"""The script of every pyspark job type's Glue job: it imports the type's entry and calls it."""
+JOB_TYPES_FILE = "job_types.json"
+"""The job catalog the construct writes into the functions' asset (`longjobs/engine/job_types.json`)."""
+
+# Glue
+GLUE_VERSIONS = {"5.0": "V5_0", "5.1": "V5_1"}
+"""Glue versions with Python 3.11 and Spark 3.5, which the pipeline is written and tested for."""
+GLUE_TEMP_PREFIX = "temp/"
+SUMMARY_PREFIX = "summaries/"
+"""Where each Glue run writes its summary JSON (`<execution name>.json`) for the workflow to read."""
+
+# CDK feature flags the processor's resources are built and cdk-nag-checked with. The construct sets
+# them on its own scope (a user's app may have none): S3 access logs through a bucket policy (the log
+# bucket enforces bucket-owner ownership, which ACL delivery cannot use), minimized IAM policies (the
+# acknowledged cdk-nag findings name their resources) and scoped-down key policies.
+FEATURE_FLAGS = {
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-s3:createDefaultLoggingPolicy": True,
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/aws-kms:reduceCrossAccountRegionPolicyScope": True,
+}
+
+# Step Functions
+STATE_MACHINE_TIMEOUT = cdk.Duration.hours(13)
+"""A safety net past SQS's 12 h receive limit: nothing can keep a message hidden longer anyway."""
+
+# Buckets
+TEMP_EXPIRATION = cdk.Duration.days(7)
+SUMMARY_EXPIRATION = cdk.Duration.days(30)
+ACCESS_LOG_EXPIRATION = cdk.Duration.days(90)
+ABORT_UPLOADS_AFTER = cdk.Duration.days(7)
+NONCURRENT_EXPIRATION = cdk.Duration.days(30)
+"""Raw and curated are versioned: an overwritten or deleted object can be recovered for this long."""
+
+# Queues
+QUEUE_RETENTION = cdk.Duration.days(4)
+DLQ_RETENTION = cdk.Duration.days(14)
+"""SQS's maximum, longer than QUEUE_RETENTION: a message moved late in its life does not expire at once."""
+
+# Logs: CloudWatch's allowed retentions, in days (the `log_retention_days` context setting).
+LOG_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}

@@ -1,0 +1,372 @@
+"""The three Lambda functions, each with its own least-privilege role, and what invokes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longjobs.construct.assets import staged_package
+from longjobs.construct.config import StackConfig
+from longjobs.construct.constants import (
+    EXTENDER_PERIOD,
+    EXTENDER_TIMEOUT,
+    HANDLERS,
+    JOB_TYPES_FILE,
+    LAMBDA_ARCHITECTURE,
+    LAMBDA_RUNTIME,
+    LOG_RETENTION,
+    METRICS_NAMESPACE,
+    POWERTOOLS_LAYER_PARAMETER,
+    SERVICE_NAME,
+    WATCHER_TIMEOUT,
+)
+from longjobs.construct.nag import acknowledge, rendered
+from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
+
+WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
+"""Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
+ADMISSION_STATUSES = ["SUCCEEDED"]
+"""Watched too when a job type has a concurrency limit: every end frees a slot to admit a waiting message into."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the functions work on."""
+
+    queue: sqs.IQueue
+    dlq: sqs.IQueue
+    table: dynamodb.ITable
+    state_machine: sfn.StateMachine
+    curated_uri: str
+    quarantine_uri: str
+    raw_uri: str
+    waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)
+    """Each limited job type's waiting queue (admission)."""
+
+
+class LongJobFunctions(Construct):
+    """Receiver (event source mapping on the jobs queue), extender (every minute, one at a time) and
+    watcher (this state machine's failed, timed-out and aborted executions).
+
+    Code: the installed package's `engine/` as a plain asset (no Docker, no dependencies: boto3 is in
+    the runtime, Powertools, pydantic and fastjsonschema in the Powertools layer), with the job catalog
+    written into it as `engine/job_types.json` (see `staged_functions`). Each function has its own
+    role with the actions its code calls, on its resources only, and writes to its own log group.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        resources: Resources,
+        catalog: JobCatalog,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        infra = config.infra
+        res = resources
+        self._retention = LOG_RETENTION[infra.log_retention_days]
+        self._tracing = infra.tracing
+        self._code = lambda_.Code.from_asset(str(staged_functions(catalog)))
+        self._layer = lambda_.LayerVersion.from_layer_version_arn(
+            self,
+            "Powertools",
+            infra.powertools_layer_arn
+            or cdk.CfnDynamicReference(cdk.CfnDynamicReferenceService.SSM, POWERTOOLS_LAYER_PARAMETER).to_string(),
+        )
+        engine_env = config.engine_environment()
+        limited = bool(catalog.limited()) and not config.engine.fifo  # FIFO: no admission (the receiver's rule)
+        waiting_arns = [queue.queue_arn for queue in res.waiting.values()]
+        if res.waiting:
+            engine_env["WAITING_QUEUES"] = cdk.Stack.of(self).to_json_string(
+                {name: queue.queue_url for name, queue in sorted(res.waiting.items())}
+            )
+        # Executions of this state machine: `...:execution:<state machine name>:<execution name>`.
+        execution_arns = cdk.Stack.of(self).format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{res.state_machine.state_machine_name}:*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+        self.receiver = self._function(
+            "Receiver",
+            handler=HANDLERS["receiver"],
+            timeout=cdk.Duration.seconds(infra.receiver_timeout_s),
+            memory_mb=infra.lambda_memory_mb,
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "QUEUE_URL": res.queue.queue_url,
+                "DLQ_URL": res.dlq.queue_url,
+                "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+                "CURATED_URI": res.curated_uri,
+                "QUARANTINE_URI": res.quarantine_uri,
+                "RAW_URI": res.raw_uri,
+            },
+            statements=[
+                # The event source mapping receives and deletes; the code hides, re-sends S3 fan-outs and
+                # messages waiting for their job id, deletes settled redeliveries and reads the queue's VT
+                # (fixed-VT policies). Job locks are items of the lease table.
+                _allow(
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:SendMessage",
+                    on=[res.queue.queue_arn],
+                ),
+                _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
+                _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+                _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
+                _allow("states:DescribeExecution", on=[execution_arns]),
+                # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
+                *(
+                    [
+                        # ChangeMessageVisibility: it admits waiting messages in place, unparked ones too
+                        _allow(
+                            "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", on=waiting_arns
+                        ),
+                        _allow("dynamodb:BatchGetItem", on=[res.table.table_arn]),
+                        _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{WAITING_INDEX}"]),
+                    ]
+                    if limited
+                    else []
+                ),
+            ],
+        )
+        self.receiver.add_event_source(
+            event_sources.SqsEventSource(
+                res.queue,
+                batch_size=config.mapping_batch_size,  # no batching window: a batch never waits to fill
+                report_batch_item_failures=True,
+                max_concurrency=infra.receiver_max_concurrency,
+            )
+        )
+
+        self.extender = self._function(
+            "Extender",
+            handler=HANDLERS["extender"],
+            timeout=EXTENDER_TIMEOUT,
+            memory_mb=infra.lambda_memory_mb,
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "QUEUE_URL": res.queue.queue_url,
+                **(
+                    {"DLQ_URL": res.dlq.queue_url, "STATE_MACHINE_ARN": res.state_machine.state_machine_arn}
+                    if limited
+                    else {}
+                ),
+            },
+            reserved_concurrency=1,  # two overlapping runs would only race on the same leases
+            statements=[
+                _allow(
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    on=[res.queue.queue_arn],
+                ),
+                _allow(
+                    "dynamodb:Query",
+                    on=[f"{res.table.table_arn}/index/{DUE_INDEX}", f"{res.table.table_arn}/index/{RECONCILE_INDEX}"],
+                ),
+                # GetItem: leases are read again before acting on what an index (eventually consistent) showed.
+                _allow(
+                    "dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]
+                ),  # UpdateItem: also transactions
+                # StopExecution: a lease that can no longer be held has its execution stopped first (invariant 8).
+                _allow("states:DescribeExecution", "states:StopExecution", on=[execution_arns]),
+                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
+            ],
+        )
+        # A run that could not start within two periods (throttled behind a long sub-minute run) is
+        # dropped rather than run late: the next scheduled one is already on its way.
+        self.extender.configure_async_invoke(
+            max_event_age=cdk.Duration.seconds(2 * EXTENDER_PERIOD.to_seconds()), retry_attempts=0
+        )
+        # The schedule's own role, in this scope (CDK's default is one shared by the whole stack).
+        schedule_role = iam.Role(
+            self,
+            "ExtenderScheduleRole",
+            assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+            description="The extender's schedule: invoke the extender, nothing else",
+        )
+        self.schedule = scheduler.Schedule(
+            self,
+            "ExtenderSchedule",
+            schedule=scheduler.ScheduleExpression.rate(EXTENDER_PERIOD),
+            target=scheduler_targets.LambdaInvoke(
+                self.extender,
+                role=schedule_role,
+                retry_attempts=0,  # a missed run is covered by the next one a minute later
+                max_event_age=EXTENDER_PERIOD,
+            ),
+            description="Renew the visibility of due leases (the extender's floor is one minute)",
+        )
+
+        self.watcher = self._function(
+            "Watcher",
+            handler=HANDLERS["watcher"],
+            timeout=WATCHER_TIMEOUT,
+            memory_mb=infra.lambda_memory_mb,
+            environment={
+                **engine_env,
+                "TABLE_NAME": res.table.table_name,
+                "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+                **({"QUEUE_URL": res.queue.queue_url, "DLQ_URL": res.dlq.queue_url} if limited else {}),
+            },
+            statements=[
+                _allow("sqs:ChangeMessageVisibility", on=[res.queue.queue_arn]),
+                _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
+            ],
+        )
+        self.watcher_rule = events.Rule(
+            self,
+            "ExecutionEnded",
+            description="This state machine's executions that failed, timed out or were aborted",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=["Step Functions Execution Status Change"],
+                detail={
+                    "status": WATCHED_STATUSES + (ADMISSION_STATUSES if limited else []),
+                    "stateMachineArn": [res.state_machine.state_machine_arn],
+                },
+            ),
+            targets=[
+                events_targets.LambdaFunction(self.watcher, retry_attempts=8, max_event_age=cdk.Duration.hours(2))
+            ],
+        )
+
+        acknowledge(
+            self,
+            "AwsSolutions-IAM5",
+            "Executions are named per message and attempt (<message id>-<receive count>); the pattern covers "
+            "this state machine's executions only.",
+            findings=("Resource::" + rendered(self, execution_arns),),
+        )
+        acknowledge(
+            schedule_role,
+            "AwsSolutions-IAM5",
+            "CDK's scheduler target grant: lambda:InvokeFunction on the extender and its versions only.",
+            findings=("Resource::" + rendered(self, f"{self.extender.function_arn}:*"),),
+        )
+
+    @staticmethod
+    def _admission_statements(
+        res: Resources, execution_arns: str, waiting_arns: list[str]
+    ) -> list[iam.PolicyStatement]:
+        """What an admission pass calls (`longjobs.engine.receiver.admission.admit_all`, in the extender and the
+        watcher): it starts a waiting message's attempt in place (its lease, slot and job lock, the first
+        visibility change, the start), frees slots of dead holders, unparks from the waiting queues, and
+        sends a message whose attempts are used up to the DLQ."""
+        table = res.table.table_arn
+        return [
+            _allow("sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", on=[res.queue.queue_arn]),
+            _allow(
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:GetQueueAttributes",
+                on=waiting_arns,
+            ),
+            _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
+            _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem", on=[table]),
+            _allow("dynamodb:Query", on=[f"{table}/index/{WAITING_INDEX}"]),
+            _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
+            _allow("states:DescribeExecution", on=[execution_arns]),
+        ]
+
+    def _function(
+        self,
+        name: str,
+        *,
+        handler: str,
+        timeout: cdk.Duration,
+        memory_mb: int,
+        environment: dict[str, str],
+        statements: list[iam.PolicyStatement],
+        reserved_concurrency: int | None = None,
+    ) -> lambda_.Function:
+        log_group = logs.LogGroup(
+            self, f"{name}Logs", retention=self._retention, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"The {name.lower()} function: only the calls its code makes",
+        )
+        for statement in statements:
+            role.add_to_policy(statement)
+        log_group.grant_write(role)
+        function = lambda_.Function(
+            self,
+            name,
+            runtime=LAMBDA_RUNTIME,
+            architecture=LAMBDA_ARCHITECTURE,
+            handler=handler,
+            code=self._code,
+            layers=[self._layer],
+            role=role,
+            log_group=log_group,
+            timeout=timeout,
+            memory_size=memory_mb,
+            tracing=lambda_.Tracing.ACTIVE if self._tracing else lambda_.Tracing.DISABLED,
+            reserved_concurrent_executions=reserved_concurrency,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                # No pydantic plugins: spares the first model's scan of every installed package's entry points.
+                "PYDANTIC_DISABLE_PLUGINS": "__all__",
+                # Off: the functions import no X-Ray SDK at all (a third of their cold start).
+                **({} if self._tracing else {"POWERTOOLS_TRACE_DISABLED": "true"}),
+                **environment,
+            },
+        )
+        if self._tracing:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5",
+                "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource ARN (active tracing).",
+                findings=("Resource::*",),
+            )
+        acknowledge(
+            function,
+            "AwsSolutions-L1",
+            "Python 3.11 on purpose: the project's Python (pyproject, mypy), the Powertools layer built for it "
+            "and Glue 5.0's Python, so Lambda and Glue run what the tests run.",
+        )
+        return function
+
+
+def staged_functions(catalog: JobCatalog) -> Path:
+    """The package's `engine/` with the job catalog in it as `engine/job_types.json`, for the asset.
+
+    The functions read the job types (and the S3 triggers) from that file at their first record, not
+    from an environment variable: Lambda caps all of a function's variables at 4 KB together, which a
+    few JSON Schemas pass, while a file in the asset has no such limit.
+    """
+    return staged_package("engine", extra_files={f"engine/{JOB_TYPES_FILE}": catalog.to_json() + "\n"})
+
+
+def _allow(*actions: str, on: list[str]) -> iam.PolicyStatement:
+    return iam.PolicyStatement(actions=list(actions), resources=on)

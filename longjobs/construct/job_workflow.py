@@ -1,0 +1,373 @@
+"""The workflow that runs each long job: the state machine, a Glue job per pyspark job type, and their buckets."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longjobs.construct.assets import staged_package
+from longjobs.construct.config import InfraSettings
+from longjobs.construct.constants import (
+    ABORT_UPLOADS_AFTER,
+    ACCESS_LOG_EXPIRATION,
+    GLUE_SCRIPT,
+    GLUE_TEMP_PREFIX,
+    GLUE_VERSIONS,
+    NONCURRENT_EXPIRATION,
+    STATE_MACHINE_TIMEOUT,
+    SUMMARY_EXPIRATION,
+    SUMMARY_PREFIX,
+    TEMP_EXPIRATION,
+)
+from longjobs.construct.nag import acknowledge, rendered
+from longjobs.construct.workflow import build_workflow, glue_pyspark_step, state_prefix, summary_objects_arn
+from longjobs.engine.jobs import JobCatalog, JobType
+
+
+class DataBuckets(Construct):
+    """Raw input, curated output, quarantine and the Glue job's own files, plus their access logs.
+
+    Every bucket: SSE-S3, public access blocked, TLS only, server access logs, incomplete uploads
+    aborted. Raw and curated are versioned, so an object overwritten (a producer writing a partition
+    again, a job overwriting its output) can be recovered; old versions expire after
+    `NONCURRENT_EXPIRATION`. The quarantine's objects expire (they are for inspection, not for keeping).
+    The Glue bucket holds the jobs' temporary files and the run summaries the workflow reads back, both
+    short-lived. (The jobs' scripts and the `pipeline` zip are CDK assets, uploaded by `cdk deploy`
+    to the bootstrap bucket and versioned by content hash.) Data buckets are retained when the
+    stack is deleted.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, quarantine_expiration: cdk.Duration) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # S3 server access logging accepts only SSE-S3
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=ACCESS_LOG_EXPIRATION, abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER
+                )
+            ],
+        )
+        acknowledge(self.access_logs, "AwsSolutions-S1", "The access-log bucket itself: logging it would loop.")
+        self.raw = self._bucket("Raw", versioned=True)
+        self.curated = self._bucket("Curated", versioned=True)
+        self.quarantine = self._bucket("Quarantine", s3.LifecycleRule(expiration=quarantine_expiration))
+        self.glue = self._bucket(
+            "Glue",
+            s3.LifecycleRule(prefix=GLUE_TEMP_PREFIX, expiration=TEMP_EXPIRATION),
+            s3.LifecycleRule(prefix=SUMMARY_PREFIX, expiration=SUMMARY_EXPIRATION),
+        )
+
+    def _bucket(self, name: str, *rules: s3.LifecycleRule, versioned: bool = False) -> s3.Bucket:
+        if versioned:
+            rules = (*rules, s3.LifecycleRule(noncurrent_version_expiration=NONCURRENT_EXPIRATION))
+        return s3.Bucket(
+            self,
+            name,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix=f"{name.lower()}/",
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            versioned=versioned,
+            lifecycle_rules=[s3.LifecycleRule(abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER), *rules],
+        )
+
+
+class JobWorkflow(Construct):
+    """A Glue job per pyspark job type and the Standard state machine from the shared builder.
+
+    Each Glue job uses the stable `PySparkEtlJob` L2 of aws-cdk-lib, with the project's entry script
+    (`longjobs/pipeline/glue_entry.py`) and the type's entry file and the `longjobs.pipeline` zip as extra
+    Python files.
+    The jobs share one role: it reads raw input, writes curated and quarantine output (a partition
+    overwrite deletes what it replaces) and the run summaries, and nothing else. A security
+    configuration encrypts their CloudWatch logs and job bookmarks with a customer key. The state
+    machine has a branch per job type, logs every event and is traced with X-Ray.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: InfraSettings,
+        catalog: JobCatalog,
+        table: dynamodb.ITable,
+        queue: sqs.IQueue,
+        log_retention: logs.RetentionDays,
+        waiting_queues: Sequence[sqs.IQueue] = (),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.buckets = DataBuckets(
+            self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days)
+        )
+        pyspark = catalog.of_runner("pyspark")
+        self.glue_jobs: dict[str, glue.PySparkEtlJob] = {}
+        if pyspark:
+            shared = self._glue_shared()
+            for job_type in pyspark:
+                self.glue_jobs[job_type.name] = self._glue_job(job_type, settings, shared)
+        pyspark_step = glue_pyspark_step(
+            {name: job.job_name for name, job in self.glue_jobs.items()},
+            timeouts={
+                t.name: cdk.Duration.minutes(settings.glue_of(t).timeout_minutes or settings.glue_timeout_minutes)
+                for t in pyspark
+            },
+            summary_bucket=self.buckets.glue.bucket_name,
+        )
+        start = build_workflow(
+            self,
+            table=table,
+            # an unparked message runs from its type's waiting queue: the workflow settles it there
+            queue_arns=[queue.queue_arn, *(waiting.queue_arn for waiting in waiting_queues)],
+            pyspark_step=pyspark_step,
+            job_types=list(catalog),
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(start),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=STATE_MACHINE_TIMEOUT,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(
+                    self, "StateMachineLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
+                ),
+                level=sfn.LogLevel.ALL,
+                include_execution_data=False,  # receipt handles and job parameters stay out of the logs
+            ),
+        )
+        acknowledge(
+            self.state_machine,
+            "AwsSolutions-IAM5",
+            "CDK's grants for Step Functions logging and X-Ray: CloudWatch Logs delivery and X-Ray actions take "
+            "no resource ARN.",
+            findings=("Resource::*",),
+        )
+        if pyspark:
+            acknowledge(
+                self.state_machine,
+                "AwsSolutions-IAM5",
+                "Each execution reads the summary its own Glue run wrote, named after the execution.",
+                findings=("Resource::" + rendered(self, summary_objects_arn(self, self.buckets.glue.bucket_name)),),
+            )
+        for job_type in catalog.of_runner("state_machine"):
+            self._acknowledge_nested(job_type)
+
+    @property
+    def glue_job(self) -> glue.PySparkEtlJob | None:
+        """The built-in `spark` type's Glue job (the events pipeline), when it is declared."""
+        return self.glue_jobs.get("spark")
+
+    def _acknowledge_nested(self, job_type: JobType) -> None:
+        """A `.sync` nested execution: CDK grants Describe/StopExecution on the user's machine's executions."""
+        if job_type.state_machine is None:
+            return
+        arn = job_type.state_machine.arn
+        stack = cdk.Stack.of(self)
+        # As CDK's grant names them: in this stack's account and region (the machine must be there too).
+        name = stack.split_arn(arn, cdk.ArnFormat.COLON_RESOURCE_NAME).resource_name
+        executions = stack.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{name}*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        try:
+            finding = rendered(self, executions)
+        except ValueError:  # a token of the user's app: the finding cannot be named before synthesis
+            finding = None
+        acknowledge(
+            self.state_machine,
+            "AwsSolutions-IAM5",
+            f"Job type {job_type.name!r} runs the user's state machine and waits for it (.sync): its executions "
+            "are named per run.",
+            findings=(f"Resource::{finding}",) if finding else (),
+        )
+
+    def _glue_shared(self) -> _GlueShared:
+        """What every Glue job shares: its role, key and security configuration, and the `pipeline` zip."""
+        buckets = self.buckets
+        stack = cdk.Stack.of(self)
+        # Glue names the job's log groups itself, all under /aws-glue/.
+        glue_logs = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws-glue/*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        key = kms.Key(
+            self,
+            "GlueKey",
+            enable_key_rotation=True,
+            description="Glue job logs and bookmarks of the long-jobs pipeline",
+        )
+        # CloudWatch Logs encrypts the job's log groups with this key (Glue associates it).
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{cdk.Aws.REGION}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": glue_logs}},
+            )
+        )
+        security = glue.SecurityConfiguration(
+            self,
+            "GlueSecurity",
+            cloud_watch_encryption=glue.CloudWatchEncryption.kms(key),
+            job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(key),
+            s3_encryption=glue.S3Encryption.s3_managed(),
+        )
+        role = iam.Role(
+            self,
+            "GlueRole",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description="The job types' Glue jobs: their data buckets, their logs, nothing else",
+        )
+        data = (buckets.raw, buckets.curated, buckets.quarantine)
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in data]))
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[buckets.raw.arn_for_objects("*")]))
+        writable = [
+            buckets.curated.arn_for_objects("*"),
+            buckets.quarantine.arn_for_objects("*"),
+            buckets.glue.arn_for_objects(GLUE_TEMP_PREFIX + "*"),
+        ]
+        role.add_to_policy(
+            iam.PolicyStatement(
+                # a partition overwrite deletes the files it replaces
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=writable,
+            )
+        )
+        summaries = buckets.glue.arn_for_objects(SUMMARY_PREFIX + "*")
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[summaries]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+                resources=[glue_logs],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+            )
+        )
+        key.grant_encrypt_decrypt(role)
+        pipeline_zip = s3_assets.Asset(self, "PipelinePackage", path=str(staged_package("pipeline")))
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "The jobs read and replace partitions whose keys depend on the data (date=/hour=), so they need "
+            "every object of their data buckets, and only their own prefixes of the Glue bucket.",
+            findings=tuple(
+                "Resource::" + rendered(self, arn) for arn in (buckets.raw.arn_for_objects("*"), *writable, summaries)
+            ),
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "CDK's read grant on the jobs' scripts, entries and pipeline zip, which are assets in the bootstrap "
+            "bucket.",
+            findings=(
+                "Action::s3:GetBucket*",
+                "Action::s3:GetObject*",
+                "Action::s3:List*",
+                "Resource::" + rendered(self, _asset_objects(stack)),
+            ),
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "Glue names the jobs' log groups under /aws-glue/ itself; cloudwatch:PutMetricData takes no resource "
+            "(limited to the Glue namespace by a condition); kms:GenerateDataKey*/ReEncrypt* are CDK's "
+            "encrypt/decrypt grant on the jobs' own key.",
+            findings=(
+                "Resource::" + rendered(self, glue_logs),
+                "Resource::*",
+                "Action::kms:GenerateDataKey*",
+                "Action::kms:ReEncrypt*",
+            ),
+        )
+        return _GlueShared(role=role, security=security, pipeline_zip=pipeline_zip)
+
+    def _glue_job(self, job_type: JobType, settings: InfraSettings, shared: _GlueShared) -> glue.PySparkEtlJob:
+        sizing = settings.glue_of(job_type)
+        # The built-in spark type keeps the id its job had before job types were declared (stable logical ids).
+        construct_id = "Job" if job_type.name == "spark" else f"{state_prefix(job_type)}Job"
+        entry = s3_assets.Asset(self, f"{construct_id}Entry", path=str(staged_entry(job_type)))
+        return glue.PySparkEtlJob(
+            self,
+            construct_id,
+            role=shared.role,
+            script=glue.Code.from_asset(str(GLUE_SCRIPT)),
+            extra_python_files=[
+                glue.Code.from_bucket(shared.pipeline_zip.bucket, shared.pipeline_zip.s3_object_key),
+                glue.Code.from_bucket(entry.bucket, entry.s3_object_key),
+            ],
+            glue_version=getattr(glue.GlueVersion, GLUE_VERSIONS[settings.glue_version]),
+            worker_configuration=glue.WorkerConfiguration(
+                worker_type=getattr(glue.WorkerType, str(sizing.worker_type).replace(".", "_")),
+                number_of_workers=sizing.workers or settings.glue_workers,
+            ),
+            timeout=cdk.Duration.minutes(sizing.timeout_minutes or settings.glue_timeout_minutes),
+            max_retries=0,  # the workflow and the queue retry, with the lease's backoff
+            max_concurrent_runs=sizing.max_concurrent_runs,
+            job_run_queuing_enabled=True,  # runs past the limit wait in Glue's queue instead of failing
+            security_configuration=shared.security,
+            enable_metrics=True,
+            default_arguments={
+                "--TempDir": self.buckets.glue.s3_url_for_object(GLUE_TEMP_PREFIX),
+                "--job-module": job_type.entry_module,
+                "--job-function": job_type.entry_function,
+            },
+            description=(job_type.description or f"The {job_type.name} job type")[:2048],
+        )
+
+
+def staged_entry(job_type: JobType) -> Path:
+    """A folder holding only the type's entry file, under its own name: zipped as an asset and put on
+    the job's `--extra-py-files`, it is importable as `--job-module` (a single-file asset would be
+    uploaded under its content hash, and imported under that)."""
+    folder = Path(tempfile.mkdtemp(prefix="longjobs-entry-"))
+    shutil.copyfile(job_type.entry_file, folder / job_type.entry_file.name)
+    return folder
+
+
+@dataclass(frozen=True)
+class _GlueShared:
+    role: iam.Role
+    security: glue.SecurityConfiguration
+    pipeline_zip: s3_assets.Asset
+
+
+def _asset_objects(stack: cdk.Stack) -> str:
+    """The objects of the CDK bootstrap bucket, where `cdk deploy` uploads the job's script and zip
+    (as CDK's asset grant names them)."""
+    qualifier = cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    return f"arn:{stack.partition}:s3:::cdk-{qualifier}-assets-{stack.account}-{stack.region}/*"

@@ -1,0 +1,55 @@
+"""The lease table (DESIGN section 3): one item per in-flight message."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from longjobs.engine.lease.schema import (
+    CHECKED_AT_ATTR,
+    DUE_INDEX,
+    PARTITION_KEY,
+    RECONCILE_INDEX,
+    RENEW_AT_ATTR,
+    SHARD_ATTR,
+    TTL_ATTR,
+)
+
+
+class LeaseTable(Construct):
+    """On demand, with point-in-time recovery, TTL on closed leases and two sparse indexes of ACTIVE leases:
+    `due` (by renew-at, for renewal) and `reconcile` (by checked-at, least recently reconciled first).
+
+    Keys and index come from `longjobs.engine.lease.schema`, the names the store queries by. With deletion
+    protection on, the table is also retained when the stack is deleted: the protection exists to keep
+    the data.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, deletion_protection: bool) -> None:
+        super().__init__(scope, construct_id)
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=TTL_ATTR,
+            deletion_protection=deletion_protection,
+            removal_policy=cdk.RemovalPolicy.RETAIN if deletion_protection else cdk.RemovalPolicy.DESTROY,
+        )
+        # Sparse: only ACTIVE leases carry `shard` and `renew_at`, so the extender's queries see only them.
+        self.table.add_global_secondary_index(
+            index_name=DUE_INDEX,
+            partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
+            sort_key=dynamodb.Attribute(name=RENEW_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.table.add_global_secondary_index(
+            index_name=RECONCILE_INDEX,
+            partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
+            sort_key=dynamodb.Attribute(name=CHECKED_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )

@@ -1,0 +1,311 @@
+"""What an operator watches in the console: one dashboard, alarms, and the topic the alarms notify."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longjobs.construct.constants import METRICS_NAMESPACE, SERVICE_NAME
+from longjobs.engine.observability import TYPE_DIMENSION, MetricName
+
+PERIOD = cdk.Duration.minutes(5)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """The resources the dashboard and alarms read."""
+
+    queue: sqs.IQueue
+    dlq: sqs.IQueue
+    receiver: lambda_.IFunction
+    extender: lambda_.IFunction
+    watcher: lambda_.IFunction
+    state_machine: sfn.IStateMachine
+    glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
+    waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)  # each limited type's waiting queue
+
+
+def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
+    """A metric the functions publish through Powertools (namespace and `service` dimension)."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME},
+        statistic=statistic,
+        period=PERIOD,
+        label=label or name,
+    )
+
+
+def type_metric(name: str, job_type: str, *, statistic: str = cw.Stats.MAXIMUM) -> cw.Metric:
+    """An admission metric of one job type (`longjobs.engine.observability.type_metric`: the `job_type` dimension)."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME, TYPE_DIMENSION: job_type},
+        statistic=statistic,
+        period=PERIOD,
+        label=f"{name} ({statistic.lower()})",
+    )
+
+
+def admission_graph(job_type: str, waiting: sqs.IQueue) -> cw.GraphWidget:
+    """A limited type: slots in use, messages waiting in flight and parked (ours and SQS's count of the
+    waiting queue); on the right, how long admitted messages waited for their slot."""
+    return _graph(
+        f"Admission: {job_type}",
+        [
+            type_metric(MetricName.SLOTS_IN_USE, job_type),
+            type_metric(MetricName.WAITING_MESSAGES, job_type),
+            type_metric(MetricName.PARKED_MESSAGES, job_type),
+            waiting.metric_approximate_number_of_messages_visible(
+                period=PERIOD, statistic="Maximum", label="waiting queue: visible"
+            ),
+        ],
+        right=[
+            type_metric(MetricName.ADMISSION_DELAY, job_type, statistic="p90"),
+            type_metric(MetricName.ADMISSION_DELAY, job_type),
+        ],
+    )
+
+
+def total(label: str, **metrics: cw.IMetric) -> cw.MathExpression:
+    """The sum of `metrics` (keyword names are the expression's ids), for one alarm on several counts."""
+    return cw.MathExpression(expression=" + ".join(metrics), using_metrics=metrics, period=PERIOD, label=label)
+
+
+class Monitoring(Construct):
+    """A dashboard for the whole path (queue, leases, renewals, executions, Glue, functions) and
+    alarms on what needs a person: a message in the DLQ, a message far older than a job runs,
+    extender errors or an extender that stopped running, lapses, lost or capped leases, and failed
+    executions. Alarms notify an SNS topic encrypted with its own key; `alarm_email` subscribes an
+    address to it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str | None,
+        watched: Watched,
+        oldest_message_threshold: cdk.Duration,
+        alarm_email: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        w = watched
+        key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="Long-jobs alarm topic")
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True, display_name="Long jobs alarms")
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+
+        self.alarms = [
+            self._alarm(
+                "DlqNotEmpty",
+                w.dlq.metric_approximate_number_of_messages_visible(
+                    period=cdk.Duration.minutes(1), statistic="Maximum"
+                ),
+                threshold=1,
+                description="A message reached the dead-letter queue: see its ErrorType and ErrorMessage attributes.",
+            ),
+            self._alarm(
+                "OldestMessageAge",
+                w.queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                threshold=oldest_message_threshold.to_seconds(),
+                operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                description="A job message is older than a job may run: it is stuck or keeps failing.",
+            ),
+            self._alarm(
+                "ExtenderErrors",
+                total(
+                    "extender errors and failed passes",
+                    errors=w.extender.metric_errors(period=PERIOD, statistic="Sum"),
+                    passes=engine_metric(MetricName.EXTENDER_PASS_FAILURES),
+                    unrecorded=engine_metric(MetricName.RENEWALS_NOT_RECORDED),
+                ),
+                threshold=1,
+                description="The extender failed, a pass of it failed, or renewals SQS accepted were not recorded: "
+                "leases may not be renewed (its log says which).",
+            ),
+            self._alarm(
+                "ExtenderNotRunning",
+                w.extender.metric_invocations(period=PERIOD, statistic="Sum"),
+                threshold=1,
+                operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING,
+                description="The extender has not run for 5 minutes: nothing renews leases.",
+            ),
+            self._alarm(
+                "Lapses",
+                total(
+                    "lapses",
+                    lapses=engine_metric(MetricName.LAPSES),
+                    redelivered=engine_metric(MetricName.REDELIVERED_WHILE_RUNNING),
+                ),
+                threshold=1,
+                description="A message became visible while its job ran (a lapse).",
+            ),
+            self._alarm(
+                "LeasesLostOrCapped",
+                total(
+                    "lost or capped leases",
+                    lost=engine_metric(MetricName.LEASES_LOST),
+                    capped=engine_metric(MetricName.LEASES_CAPPED),
+                ),
+                threshold=1,
+                description="A lease lost its receipt handle or reached the renewal limit: its execution was "
+                "stopped (ExecutionsStopped) and its message is back.",
+            ),
+            self._alarm(
+                "FailedExecutions",
+                total(
+                    "executions failed, timed out or aborted",
+                    failed=w.state_machine.metric_failed(period=PERIOD),
+                    timedout=w.state_machine.metric_timed_out(period=PERIOD),
+                    aborted=w.state_machine.metric_aborted(period=PERIOD),
+                ),
+                threshold=1,
+                description="A job's execution failed: its message was released for a retry or will reach the DLQ.",
+            ),
+        ]
+
+        self.dashboard = cw.Dashboard(
+            self, "Dashboard", dashboard_name=dashboard_name, default_interval=cdk.Duration.hours(3)
+        )
+        self.dashboard.add_widgets(
+            _graph(
+                "Jobs queue",
+                [
+                    w.queue.metric_approximate_number_of_messages_visible(label="waiting"),
+                    w.queue.metric_approximate_number_of_messages_not_visible(label="in flight (leased)"),
+                ],
+                right=[w.queue.metric_approximate_age_of_oldest_message(label="oldest message age (s)")],
+            ),
+            _graph("Dead-letter queue", [w.dlq.metric_approximate_number_of_messages_visible(label="messages")]),
+            _graph(
+                "Leases",
+                [
+                    engine_metric(MetricName.RENEWALS),
+                    engine_metric(MetricName.LEASES_COMPLETED),
+                    engine_metric(MetricName.LEASES_RELEASED),
+                ],
+                right=[engine_metric(MetricName.TIME_LEFT_AT_RENEWAL, statistic=cw.Stats.MINIMUM)],
+            ),
+            _graph(
+                "Renewal failures by class",
+                [
+                    engine_metric(MetricName.RENEWAL_FAILURES_THROTTLED),
+                    engine_metric(MetricName.RENEWAL_FAILURES_OTHER),
+                    engine_metric(MetricName.RENEWALS_GIVEN_UP),
+                    engine_metric(MetricName.LEASE_CONFLICTS),
+                    engine_metric(MetricName.RECONCILE_FAILURES),
+                    engine_metric(MetricName.RENEWALS_NOT_RECORDED),
+                    engine_metric(MetricName.RELEASES_REASSERTED),
+                    engine_metric(MetricName.EXTENDER_PASS_FAILURES),
+                ],
+            ),
+            _graph(
+                "Lapses, capped and lost leases, stopped executions",
+                [
+                    engine_metric(MetricName.LAPSES),
+                    engine_metric(MetricName.REDELIVERED_WHILE_RUNNING),
+                    engine_metric(MetricName.LEASES_CAPPED),
+                    engine_metric(MetricName.LEASES_LOST),
+                    engine_metric(MetricName.EXECUTIONS_STOPPED),
+                ],
+            ),
+            _graph(
+                "Jobs received",
+                [
+                    engine_metric(MetricName.JOBS_STARTED),
+                    engine_metric(MetricName.JOBS_INLINE),
+                    engine_metric(MetricName.JOBS_FANNED_OUT),
+                    engine_metric(MetricName.JOBS_WAITING),
+                    engine_metric(MetricName.JOBS_IGNORED),
+                    engine_metric(MetricName.S3_OBJECTS_IGNORED),
+                    engine_metric(MetricName.JOBS_REJECTED),
+                    engine_metric(MetricName.RECORDS_FAILED),
+                ],
+            ),
+            _graph(
+                "Executions",
+                [
+                    w.state_machine.metric_started(period=PERIOD, label="started"),
+                    w.state_machine.metric_succeeded(period=PERIOD, label="succeeded"),
+                    w.state_machine.metric_failed(period=PERIOD, label="failed"),
+                    w.state_machine.metric_timed_out(period=PERIOD, label="timed out"),
+                    w.state_machine.metric_aborted(period=PERIOD, label="aborted"),
+                ],
+            ),
+            *[
+                _graph(
+                    "Glue job runs" if len(w.glue_jobs) == 1 else f"Glue job runs: {name}",
+                    [
+                        job.metric("glue.driver.aggregate.numCompletedTasks", glue.MetricType.COUNT, period=PERIOD),
+                        job.metric("glue.driver.aggregate.numFailedTasks", glue.MetricType.COUNT, period=PERIOD),
+                    ],
+                    right=[job.metric("glue.driver.aggregate.elapsedTime", glue.MetricType.COUNT, period=PERIOD)],
+                )
+                for name, job in w.glue_jobs.items()
+            ],
+            _graph(
+                "Function errors and throttles",
+                [
+                    metric
+                    for name, function in (("receiver", w.receiver), ("extender", w.extender), ("watcher", w.watcher))
+                    for metric in (
+                        function.metric_errors(period=PERIOD, label=f"{name} errors"),
+                        function.metric_throttles(period=PERIOD, label=f"{name} throttles"),
+                    )
+                ],
+            ),
+            *[admission_graph(name, queue) for name, queue in sorted(w.waiting.items())],
+            cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24, height=4),
+        )
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cw.IMetric,
+        *,
+        threshold: float,
+        description: str,
+        operator: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+    ) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=operator,
+            treat_missing_data=missing,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        return alarm
+
+
+def _graph(title: str, left: list[cw.IMetric], *, right: list[cw.IMetric] | None = None) -> cw.GraphWidget:
+    return cw.GraphWidget(title=title, left=left, right=right or [], width=8, height=6)

@@ -1,0 +1,216 @@
+"""`LongJobProcessor`: the whole processor as one construct, to place in any stack of any CDK app.
+
+    from longjobs.construct import LongJobProcessor
+
+    processor = LongJobProcessor(
+        self, "Jobs",
+        job_types=[{"name": "wordcount", "runner": "pyspark", "entry": "jobs/wordcount.py:run",
+                    "params_schema": {"type": "object", "required": ["input"], ...}}],
+        infra={"receiver_max_concurrency": 20},
+        engine={"max_receive_count": 7},
+    )
+    processor.queue            # send job messages here
+
+It builds the jobs queue and its DLQ, the lease table, the three functions, the workflow with a Choice
+branch and (pyspark) a Glue job per job type, the data buckets, and the dashboard and alarms.
+
+- `job_types`: declarations (dicts, as in `jobs.json`, or `longjobs.engine.jobs.JobType`), added to the
+  built-in `spark`, `wait` and `echo` (a declaration of a built-in's name replaces it); with
+  `include_builtin_job_types=False`, only these. Relative entries are read from the current directory.
+- `s3_triggers`: which completion markers start which type (default: `_SUCCESS` starts `spark`).
+- `infra`, `engine`: the settings of `longjobs.construct.config.InfraSettings` and `longjobs.engine.settings.Settings`,
+  each a validated object or plain values (the keys are the context keys of the bundled app). They
+  are validated together, and with the job types: a bad value or declaration raises `ConfigError` or
+  `JobTypeError` naming it.
+- `nag`: cdk-nag's AwsSolutions pack checks the construct's own tree at synthesis (a validation of this
+  construct, as cdk-nag 3 plugins can only be added to a whole App or Stage); an unacknowledged
+  finding fails the synth. Pass False when the app already runs the pack on everything.
+
+FIFO (`engine={"fifo": True}`, the bundled app's `-c fifo=true`): the jobs queue and its DLQ are FIFO,
+jobs run in order per message group, and the event source mapping takes at most
+`longjobs.construct.config.StackConfig.mapping_batch_size` records with no batching window. S3 cannot notify a FIFO
+queue, so `s3_notifications` is refused with it.
+
+Nothing is added outside the construct's scope, with one exception that CDK makes: S3 notifications
+(`infra={"s3_notifications": True}`) are configured by CDK's stack-wide custom-resource function,
+whose two cdk-nag findings are acknowledged on that function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from longjobs.construct.config import InfraSettings, StackConfig, check_admission, make_config
+from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
+from longjobs.construct.functions import LongJobFunctions, Resources
+from longjobs.construct.job_workflow import DataBuckets, JobWorkflow
+from longjobs.construct.lease_table import LeaseTable
+from longjobs.construct.monitoring import Monitoring, Watched
+from longjobs.construct.nag import NagValidation, acknowledge, rendered
+from longjobs.construct.queues import JobQueues
+from longjobs.engine.jobs import JobCatalog, JobType, S3Trigger, load_catalog
+from longjobs.engine.settings import Settings
+
+NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
+"""The id CDK gives the singleton function that configures bucket notifications."""
+
+
+class LongJobProcessor(Construct):
+    """The processor (see the module's docstring); its parts are attributes."""
+
+    queue: sqs.Queue
+    dead_letter_queue: sqs.Queue
+    table: dynamodb.Table
+    state_machine: sfn.StateMachine
+    dashboard: cw.Dashboard
+    functions: LongJobFunctions
+    buckets: DataBuckets
+    glue_jobs: dict[str, glue.PySparkEtlJob]
+    catalog: JobCatalog
+    config: StackConfig
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job_types: Sequence[JobType | Mapping[str, Any]] = (),
+        s3_triggers: Sequence[S3Trigger | Mapping[str, Any]] | None = None,
+        include_builtin_job_types: bool = True,
+        infra: InfraSettings | Mapping[str, Any] | None = None,
+        engine: Settings | Mapping[str, Any] | None = None,
+        dashboard_name: str | None = None,
+        nag: bool = True,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        for flag, value in FEATURE_FLAGS.items():  # on this scope only, before any child reads them
+            self.node.set_context(flag, value)
+        self.catalog = load_catalog(
+            job_types=job_types, s3_triggers=s3_triggers, include_builtins=include_builtin_job_types, strict=True
+        )
+        self.config = config = make_config(infra=infra, engine=engine, catalog=self.catalog)
+        settings = config.infra
+        # A pyspark type runs at most its Glue job's max concurrent runs at once (Glue refuses more):
+        # that is its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue.
+        self.catalog = self.catalog.with_limits(
+            {t.name: settings.glue_of(t).max_concurrent_runs or 1 for t in self.catalog.of_runner("pyspark")}
+        )
+        check_admission(config, self.catalog)
+        retention = LOG_RETENTION[settings.log_retention_days]
+
+        queues = JobQueues(
+            self,
+            "Queues",
+            visibility_timeout=cdk.Duration.seconds(settings.queue_visibility_timeout_s),
+            max_receive_count=config.engine.redrive_max_receives(QUEUE_RETENTION.to_seconds()),
+            limited_types=[t.name for t in self.catalog.limited()],
+            fifo=config.engine.fifo,
+        )
+        leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection)
+        workflow = JobWorkflow(
+            self,
+            "Workflow",
+            settings=settings,
+            catalog=self.catalog,
+            table=leases.table,
+            queue=queues.queue,
+            log_retention=retention,
+            waiting_queues=list(queues.waiting.values()),
+        )
+        buckets = workflow.buckets
+        self.functions = LongJobFunctions(
+            self,
+            "Functions",
+            config=config,
+            catalog=self.catalog,
+            resources=Resources(
+                queue=queues.queue,
+                dlq=queues.dlq,
+                table=leases.table,
+                state_machine=workflow.state_machine,
+                waiting=queues.waiting,
+                curated_uri=buckets.curated.s3_url_for_object(""),
+                quarantine_uri=buckets.quarantine.s3_url_for_object(""),
+                raw_uri=buckets.raw.s3_url_for_object(""),
+            ),
+        )
+        if settings.s3_notifications:
+            self._notify_jobs_queue(buckets.raw, queues.queue)
+        longest_run = max(
+            [settings.glue_of(t).timeout_minutes or 0 for t in self.catalog.of_runner("pyspark")]
+            + [t.state_machine.timeout_minutes for t in self.catalog.of_runner("state_machine") if t.state_machine]
+            + [settings.glue_timeout_minutes if not self.catalog.of_runner("pyspark") else 0]
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            dashboard_name=dashboard_name,
+            watched=Watched(
+                queue=queues.queue,
+                dlq=queues.dlq,
+                receiver=self.functions.receiver,
+                extender=self.functions.extender,
+                watcher=self.functions.watcher,
+                state_machine=workflow.state_machine,
+                glue_jobs=workflow.glue_jobs,
+                waiting=queues.waiting,
+            ),
+            oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_s or longest_run * 60 + 3_600),
+            alarm_email=settings.alarm_email,
+        )
+        if nag:
+            self.node.add_validation(NagValidation(self))
+
+        self.queues, self.leases, self.workflow = queues, leases, workflow
+        self.queue, self.dead_letter_queue = queues.queue, queues.dlq
+        self.table = leases.table
+        self.state_machine = workflow.state_machine
+        self.buckets = buckets
+        self.glue_jobs = workflow.glue_jobs
+        self.dashboard = self.monitoring.dashboard
+        self.alarm_topic = self.monitoring.topic
+
+    def _notify_jobs_queue(self, raw: s3.Bucket, queue: sqs.IQueue) -> None:
+        """The raw bucket's created objects that may be a trigger's completion marker become messages (the
+        receiver parses S3 notifications, and acknowledges any object that is no marker). One filter per
+        marker name: S3 refuses overlapping filters, so a marker's prefixes are merged into none."""
+        markers: dict[str, set[str]] = {}
+        for trigger in self.catalog.s3_triggers:
+            markers.setdefault(trigger.marker, set()).add(trigger.prefix)
+        for marker, prefixes in sorted(markers.items()):
+            prefix = next(iter(prefixes)) if len(prefixes) == 1 else ""
+            raw.add_event_notification(
+                s3.EventType.OBJECT_CREATED,
+                s3n.SqsDestination(queue),
+                s3.NotificationKeyFilter(prefix=prefix or None, suffix=marker),
+            )
+        # CDK configures bucket notifications through its own stack-wide function (a singleton).
+        handler = cdk.Stack.of(self).node.try_find_child(NOTIFICATIONS_HANDLER_ID)
+        if handler is None:
+            raise RuntimeError(f"CDK's bucket-notifications handler is no longer {NOTIFICATIONS_HANDLER_ID!r}")
+        basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4",
+            "CDK's own bucket-notifications custom resource: its role uses the Lambda basic execution policy.",
+            findings=("Policy::" + rendered(handler, basic.managed_policy_arn),),
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM5",
+            "CDK's own bucket-notifications custom resource grants s3:PutBucketNotification on '*'; it only "
+            "configures the processor's raw bucket.",
+            findings=("Resource::*",),
+        )

@@ -1,0 +1,85 @@
+"""The jobs queue, its dead-letter queue, and a waiting queue per job type with a concurrency limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from longjobs.construct.constants import DLQ_RETENTION, QUEUE_RETENTION
+
+
+class JobQueues(Construct):
+    """Two queues with SQS-managed encryption and a policy that refuses requests without TLS.
+
+    SSE-SQS rather than a KMS key: S3 event notifications can then be delivered without a key policy,
+    and no function needs KMS permissions. The DLQ keeps messages 14 days (SQS's maximum), longer than
+    the jobs queue, and takes a message after `max_receive_count` receives: a backstop far above what
+    the processor's own accounting uses (it sends a message to the DLQ itself after `max_attempts`
+    failed attempts; `Settings.redrive_max_receives`).
+
+    Each type of `limited_types` gets a waiting queue (`WaitingQueue<n>`, in the order given), where
+    admission parks the work that cannot run within its horizon; the same encryption, retention and
+    redrive. Only the functions receive from it, never an event source mapping.
+
+    `fifo`: the jobs queue and its DLQ are FIFO (a FIFO queue's DLQ must be), with content-based
+    deduplication and high-throughput mode (deduplication and throughput per message group);
+    CloudFormation names them with the `.fifo` suffix. A FIFO processor has no admission, so no
+    waiting queues (a standard queue's DLQ could not be the FIFO DLQ anyway).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        visibility_timeout: cdk.Duration,
+        max_receive_count: int,
+        limited_types: Sequence[str] = (),
+        fifo: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        fifo_props = fifo_queue_props() if fifo else {}
+        self.dlq = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=DLQ_RETENTION,
+            **fifo_props,
+        )
+        self.queue = sqs.Queue(
+            self,
+            "JobsQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=visibility_timeout,
+            retention_period=QUEUE_RETENTION,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
+            **fifo_props,
+        )
+        self.waiting: dict[str, sqs.Queue] = {
+            name: sqs.Queue(
+                self,
+                f"WaitingQueue{index}",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                visibility_timeout=visibility_timeout,
+                retention_period=QUEUE_RETENTION,
+                dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
+            )
+            for index, name in enumerate(() if fifo else limited_types)
+        }
+
+
+def fifo_queue_props() -> dict[str, Any]:
+    """A FIFO queue in high-throughput mode, deduplicating by content unless a send gives its own id."""
+    return {
+        "fifo": True,
+        "content_based_deduplication": True,
+        "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+        "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+    }

@@ -1,0 +1,360 @@
+"""One extender pass: renew the leases that fall due, in batches, retrying throttled ones with jitter.
+
+A lease that can no longer be held (past its max renewal or the 12 h limit, or a handle SQS refuses
+for good) has its execution stopped before it is closed (invariant 8). A renewal that SQS accepted but
+the table could not record is counted and left due (the belief stays earlier than the truth); a
+renewal that lost its race to a release re-applies the release. Nothing in one lease's trouble ends
+the pass for the others. The service takes every dependency as an argument (`Extender`) and returns a
+report; the handler publishes it as metrics. Nothing here sleeps on the wall clock directly: tests and
+the benchmarks drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from longjobs.engine.clock import Clock
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.observability import logger
+from longjobs.engine.policies import RenewalPolicy, hold_limit
+from longjobs.engine.settings import Settings
+from longjobs.engine.settle import SettleError, reassert_release, stop_and_close
+from longjobs.engine.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+CAPPED_RETRIES = 4
+"""How many times a renewal SQS refused as past the 12 h limit is asked again, each time half as long."""
+
+
+@dataclass(frozen=True)
+class Extender:
+    """Everything an extender run uses; built once per container (or per test)."""
+
+    settings: Settings
+    policy: RenewalPolicy
+    store: LeaseStore
+    visibility: VisibilityClient
+    sqs: SQSClient
+    clock: Clock
+    executor: Executor | None = None
+    stepfunctions: SFNClient | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    admit: Callable[[], Sequence[Any]] | None = None
+    """Admission's pass over every limited job type (`longjobs.engine.receiver.admission.admit_all`), run after
+    reconciliation in each invocation; None where no type is limited."""
+
+    def parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """`fn` over `items`, on the executor when there is one."""
+        if self.executor is None or len(items) <= 1:
+            return [fn(item) for item in items]
+        return list(self.executor.map(fn, items))
+
+
+@dataclass
+class PassReport:
+    """Counts of one pass (and, summed, of one invocation)."""
+
+    due: int = 0
+    renewed: int = 0
+    lapses: int = 0
+    lost: int = 0
+    capped: int = 0
+    stopped: int = 0  # executions stopped because their lease could no longer be held
+    throttled: int = 0  # throttled answers, each retried while time remained
+    given_up: int = 0  # still throttled when time ran out: left due for the next tick
+    failed: int = 0
+    record_failures: int = 0  # renewals SQS accepted that the table did not record: due again next pass
+    conflicts: int = 0  # another writer changed the lease first
+    releases_reasserted: int = 0  # a renewal raced a release: the release was applied again
+    min_time_left_s: float | None = None
+
+    def add(self, other: PassReport) -> None:
+        for f in fields(self):
+            if f.name == "min_time_left_s":
+                values = [v for v in (self.min_time_left_s, other.min_time_left_s) if v is not None]
+                self.min_time_left_s = min(values) if values else None
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass(frozen=True)
+class _Planned:
+    lease: Lease
+    timeout_s: int
+
+
+def backoff_s(attempt: int, settings: Settings, rng: random.Random) -> float:
+    """Full-jitter exponential backoff (botocore's retrier covers whole calls, not batch entries)."""
+    return rng.uniform(0, min(settings.retry_cap_s, settings.retry_base_s * 2**attempt))
+
+
+def renew_due(ext: Extender, *, deadline: float) -> PassReport:
+    """Renew every ACTIVE lease due by `now + horizon`; end those that can no longer be held."""
+    report = PassReport()
+    now = ext.clock.now()
+    leases = ext.store.due(before=now + ext.policy.horizon_s)
+    report.due = len(leases)
+    _end_unholdable(
+        ext,
+        [(lease, "max renewal duration reached") for lease in leases if now >= lease.renew_until],
+        LeaseStatus.CAPPED,
+        report,
+    )
+    pending = [lease for lease in leases if now < lease.renew_until]
+    attempt = 0
+    while pending:
+        pending = _renew(ext, pending, report)
+        if not pending:
+            break
+        delay = backoff_s(attempt, ext.settings, ext.rng)
+        if ext.clock.now() + delay >= deadline:
+            report.given_up += len(pending)
+            logger.warning("renewals still throttled at the deadline", extra={"count": len(pending)})
+            break
+        ext.clock.sleep(delay)
+        attempt += 1
+    return report
+
+
+def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[Lease]:
+    """One round of renewal calls. Returns the leases whose call was throttled."""
+    plan: dict[str, _Planned] = {}
+    too_late: list[tuple[Lease, str]] = []
+    now = ext.clock.now()
+    for lease in leases:
+        decision = ext.policy.decide(now, lease)
+        if not decision.renew:
+            continue
+        left = math.floor(hold_limit(lease.received_at, ext.settings.cap_safety_s) - now)
+        timeout = min(decision.visibility_timeout_s, left)
+        if timeout <= 0:
+            too_late.append((lease, "12 hour visibility limit reached"))
+        else:
+            plan[lease.message_id] = _Planned(lease, timeout)
+    _end_unholdable(ext, too_late, LeaseStatus.CAPPED, report)
+    outcomes = ext.visibility.change_many(
+        VisibilityChange(key, p.lease.queue_url, p.lease.receipt_handle, p.timeout_s) for key, p in plan.items()
+    )
+    by_class: dict[FailureClass | None, list[ChangeOutcome]] = {}
+    for outcome in outcomes:
+        by_class.setdefault(outcome.failure, []).append(outcome)
+
+    _record(ext, [(plan[o.key], o) for o in by_class.get(None, [])], report)
+    _capped(ext, [(plan[o.key], o) for o in by_class.get(FailureClass.CAPPED, [])], report)
+    _lost(ext, [(plan[o.key], o) for o in by_class.get(FailureClass.LOST, [])], report)
+
+    others = by_class.get(FailureClass.OTHER, [])
+    report.failed += len(others)
+    for outcome in others:
+        logger.error("renewal failed", extra={"message_id": outcome.key, "error": outcome.error})
+    ext.parallel(lambda o: _note_error(ext, plan[o.key].lease, o.error or "unknown error"), others)
+
+    throttled = by_class.get(FailureClass.THROTTLED, [])
+    report.throttled += len(throttled)
+    return [plan[o.key].lease for o in throttled]
+
+
+def _record(ext: Extender, accepted: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """Record renewals SQS accepted. A table error is counted, not raised: SQS holds the message for
+    the new chunk whatever the table says, and the lease (still believing the older, earlier
+    visible-until) is simply due again. A renewal that lost its race re-reads the lease: if it was
+    released meanwhile, the renewal may have undone the release, which is applied again."""
+    if not accepted:
+        return
+    _observe_time_left([(planned.lease, outcome.sent_at) for planned, outcome in accepted], report)
+    renewals = [_renewal(ext, planned, outcome) for planned, outcome in accepted]
+    results: list[Lease | BaseException | None]
+    try:
+        results = list(ext.store.record_renewals(renewals))
+    except Exception as exc:
+        logger.warning("recording renewals failed; recording one by one", extra={"error": str(exc)})
+        results = [_record_one(ext, renewal) for renewal in renewals]
+    conflicted: list[Lease] = []
+    for renewal, result in zip(renewals, results, strict=True):
+        if isinstance(result, BaseException):
+            report.record_failures += 1
+        elif result is None:
+            report.conflicts += 1
+            conflicted.append(renewal.lease)
+        else:
+            report.renewed += 1
+    report.releases_reasserted += sum(ext.parallel(lambda lease: _after_conflict(ext, lease), conflicted))
+
+
+def _record_one(ext: Extender, renewal: Renewal) -> Lease | BaseException | None:
+    try:
+        return ext.store.record_renewal(renewal)
+    except Exception as exc:
+        logger.error(
+            "renewal accepted by SQS but not recorded; the lease is due again",
+            extra={"message_id": renewal.lease.message_id, "error": str(exc)},
+        )
+        return exc
+
+
+def _after_conflict(ext: Extender, stale: Lease) -> bool:
+    """Another writer changed the lease between our read and our visibility change: if it released the
+    message, our change may have hidden it again, so the release is applied once more."""
+    try:
+        fresh = ext.store.get(stale.message_id)
+    except Exception as exc:
+        logger.warning(
+            "could not re-read a lease after a conflict", extra={"message_id": stale.message_id, "error": str(exc)}
+        )
+        return False
+    if fresh is None or fresh.status is not LeaseStatus.RELEASED or fresh.receipt_handle != stale.receipt_handle:
+        return False
+    return reassert_release(fresh, visibility=ext.visibility, clock=ext.clock)
+
+
+def _capped(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """SQS refused a renewal as past the 12 h limit of this receive (the receiver saw the record some
+    time after SQS handed it out, so the limit comes sooner than the lease believes). Ask for half as
+    long, a few times, to keep the message hidden as long as SQS allows, then stop the execution and
+    close the lease CAPPED while the message is still hidden."""
+    for planned, outcome in refused:
+        logger.warning(
+            "renewal refused: 12 h limit", extra={"message_id": planned.lease.message_id, "error": outcome.error}
+        )
+
+    def shorter(item: tuple[_Planned, ChangeOutcome]) -> Lease:
+        planned = item[0]
+        lease, timeout = planned.lease, planned.timeout_s // 2
+        for _ in range(CAPPED_RETRIES):
+            if timeout < 1:
+                break
+            retry = ext.visibility.change(
+                VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, timeout)
+            )
+            if retry.ok:
+                recorded = _record_one(ext, _renewal(ext, _Planned(lease, timeout), retry))
+                return recorded if isinstance(recorded, Lease) else lease
+            if retry.failure is not FailureClass.CAPPED:
+                break
+            timeout //= 2
+        return lease
+
+    kept = ext.parallel(shorter, refused)
+    _end_unholdable(
+        ext,
+        [
+            (lease, f"12 hour visibility limit reached: {outcome.error}")
+            for lease, (_, outcome) in zip(kept, refused, strict=True)
+        ],
+        LeaseStatus.CAPPED,
+        report,
+    )
+
+
+def _lost(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
+    """SQS no longer accepts the handle. If the lease is still the one we read (no newer receive adopted
+    a newer handle meanwhile), the message may be in someone else's hands: stop the execution, close LOST."""
+
+    def fresh_or_none(item: tuple[_Planned, ChangeOutcome]) -> tuple[Lease, str] | None:
+        planned, outcome = item
+        logger.warning(
+            "renewal refused: handle lost", extra={"message_id": planned.lease.message_id, "error": outcome.error}
+        )
+        try:
+            fresh = ext.store.get(planned.lease.message_id)
+        except Exception:
+            return None  # decided at the next pass
+        if fresh is None or fresh.version != planned.lease.version or not fresh.active:
+            return None
+        return fresh, outcome.error or "receipt handle no longer accepted"
+
+    checked = ext.parallel(fresh_or_none, refused)
+    report.conflicts += sum(1 for item in checked if item is None)
+    _end_unholdable(ext, [item for item in checked if item is not None], LeaseStatus.LOST, report)
+
+
+def _note_error(ext: Extender, lease: Lease, error: str) -> None:
+    try:
+        ext.store.note_error(lease, error)
+    except Exception as exc:
+        logger.warning("could not note a renewal error", extra={"message_id": lease.message_id, "error": str(exc)})
+
+
+def _observe_time_left(renewed: Sequence[tuple[Lease, float]], report: PassReport) -> None:
+    """Margin left at each renewal; a negative one is a lapse (the message may have been visible)."""
+    late: list[tuple[float, str]] = []
+    for lease, sent_at in renewed:
+        time_left = lease.visible_until - sent_at
+        if time_left < 0:
+            late.append((-time_left, lease.message_id))
+        if report.min_time_left_s is None or time_left < report.min_time_left_s:
+            report.min_time_left_s = time_left
+    if late:
+        report.lapses += len(late)
+        late.sort(reverse=True)
+        logger.warning(
+            "leases lapsed before renewal (renewed anyway)",
+            extra={"count": len(late), "worst_late_s": late[0][0], "message_ids": [m for _, m in late[:5]]},
+        )
+
+
+def _renewal(ext: Extender, planned: _Planned, outcome: ChangeOutcome) -> Renewal:
+    lease = planned.lease
+    renewed = _Timing(lease.received_at, outcome.sent_at + planned.timeout_s, outcome.sent_at)
+    return Renewal(lease, outcome.sent_at, planned.timeout_s, ext.policy.renew_at(renewed))
+
+
+@dataclass(frozen=True)
+class _Timing:
+    received_at: float
+    visible_until: float
+    last_renewed_at: float
+
+
+def _end_unholdable(
+    ext: Extender, leases: Sequence[tuple[Lease, str]], status: LeaseStatus, report: PassReport
+) -> None:
+    """Stop each lease's execution, then close the lease with its reason. A stop or a write that fails
+    leaves the lease ACTIVE and due: the next pass tries again."""
+    if not leases:
+        return
+
+    def end(item: tuple[Lease, str]) -> str:
+        lease, reason = item
+        try:
+            closed = stop_and_close(
+                lease, status, stepfunctions=ext.stepfunctions, store=ext.store, clock=ext.clock, reason=reason
+            )
+        except SettleError as exc:
+            logger.error("could not stop the execution of an unholdable lease", extra={"error": str(exc)})
+            return "failed"
+        except Exception as exc:
+            logger.error("could not close a lease", extra={"message_id": lease.message_id, "error": str(exc)})
+            return "stopped_failed" if lease.execution_arn else "failed"
+        if closed is None:
+            return "stopped_conflict" if lease.execution_arn else "conflict"
+        return "stopped_closed" if lease.execution_arn else "closed"
+
+    results = ext.parallel(end, leases)
+    report.stopped += sum(1 for r in results if r.startswith("stopped"))
+    report.failed += sum(1 for r in results if r.endswith("failed"))
+    report.conflicts += sum(1 for r in results if r.endswith("conflict"))
+    done = sum(1 for r in results if r.endswith("closed"))
+    if status is LeaseStatus.CAPPED:
+        report.capped += done
+    elif status is LeaseStatus.LOST:
+        report.lost += done
+
+
+def report_dict(report: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a report dataclass."""
+    return {f.name: getattr(report, f.name) for f in fields(report)}
+
+
+__all__ = ["Extender", "PassReport", "backoff_s", "renew_due", "report_dict"]

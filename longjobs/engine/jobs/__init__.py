@@ -1,0 +1,26 @@
+"""Job types: declared once (`types`), the built-ins (`builtin`), the catalog that merges and validates
+them (`catalog`), and the S3 triggers that turn completion markers into jobs (`triggers`)."""
+
+from longjobs.engine.jobs.builtin import BUILTIN_NAMES, BUILTIN_TYPES, INLINE_TYPES
+from longjobs.engine.jobs.catalog import JobCatalog, ParamsError, catalog_from_env, load_catalog, load_catalog_file
+from longjobs.engine.jobs.triggers import PartitionJob, S3Trigger, TriggerError
+from longjobs.engine.jobs.types import RUNNERS, GlueSettings, JobType, JobTypeError, StateMachineSettings
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "BUILTIN_TYPES",
+    "INLINE_TYPES",
+    "RUNNERS",
+    "GlueSettings",
+    "JobCatalog",
+    "JobType",
+    "JobTypeError",
+    "ParamsError",
+    "PartitionJob",
+    "S3Trigger",
+    "StateMachineSettings",
+    "TriggerError",
+    "catalog_from_env",
+    "load_catalog",
+    "load_catalog_file",
+]

@@ -1,0 +1,312 @@
+"""The job catalog: the declared job types merged with the built-ins, the S3 triggers, and params validation.
+
+Declarations come as JSON-shaped data: `{"job_types": [...], "s3_triggers": [...]}` (the repository's
+`jobs.json`, the file the construct ships to the functions, or a scenario's `job_types`). A
+declaration named like a built-in replaces it (so a file can list and tune the built-ins); two
+declarations of one name are refused. Every problem is reported at once, each naming its
+declaration (`job_types[3] 'wordcount': entry: ...`).
+
+How the functions learn the catalog: the construct writes it into the Lambda asset as
+`engine/job_types.json` (an environment variable would do for a few types, but Lambda caps all of
+a function's variables at 4 KB together, and one JSON Schema can pass that). `JOB_TYPES_FILE` names
+another file (the offline runtime's). Without either, the built-ins alone.
+
+Params are validated with fastjsonschema, the validator behind Powertools' validation utility (the
+Powertools layer ships it). Powertools' `validate()` compiles the schema on every call, so each type's
+schema is compiled here, once, on its first job: the cold start pays for no schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from longjobs.engine.jobs.builtin import BUILTIN_TYPES, INLINE_TYPES
+from longjobs.engine.jobs.triggers import DEFAULT_TRIGGERS, S3Trigger
+from longjobs.engine.jobs.types import LOCATIONS, JobType, JobTypeError
+
+CATALOG_ENV = "JOB_TYPES_FILE"
+SHIPPED_FILE = Path(__file__).resolve().parent.parent / "job_types.json"
+"""`engine/job_types.json`: written into the Lambda asset by the construct; absent in the repository."""
+TOP_KEYS = ("job_types", "s3_triggers")
+
+
+class ParamsError(ValueError):
+    """A job's params break its type's schema: `path` (`params.input`) and what is wrong."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    check: Callable[[Any], Any]
+
+
+class JobCatalog:
+    """Job types by name (declaration order, built-ins first) and the S3 triggers."""
+
+    def __init__(self, types: Iterable[JobType], s3_triggers: Sequence[S3Trigger] = DEFAULT_TRIGGERS) -> None:
+        self.types: dict[str, JobType] = {t.name: t for t in types}
+        self.s3_triggers: tuple[S3Trigger, ...] = tuple(s3_triggers)
+        self._compiled: dict[str, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.types
+
+    def __iter__(self) -> Any:
+        return iter(self.types.values())
+
+    def get(self, name: str) -> JobType | None:
+        return self.types.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.types)
+
+    def of_runner(self, runner: str) -> list[JobType]:
+        return [t for t in self.types.values() if t.runner == runner]
+
+    def limit(self, name: str) -> int | None:
+        """The most executions of type `name` that may run at once (None: no limit, or no such type)."""
+        job_type = self.types.get(name)
+        return job_type.concurrency_limit if job_type is not None else None
+
+    def limited(self) -> list[JobType]:
+        """The types with a concurrency limit: those admission control applies to."""
+        return [t for t in self.types.values() if t.concurrency_limit is not None]
+
+    def with_limits(self, limits: Mapping[str, int]) -> JobCatalog:
+        """This catalog with `max_concurrency` set on the types named in `limits` that declare none
+        (what the construct ships: a Glue type's limit is its Glue job's max concurrent runs)."""
+        types = [
+            t.model_copy(update={"max_concurrency": limits[t.name]})
+            if t.max_concurrency is None and t.name in limits
+            else t
+            for t in self.types.values()
+        ]
+        return JobCatalog(types, self.s3_triggers)
+
+    def trigger_for(self, bucket: str, key: str) -> S3Trigger | None:
+        return next((trigger for trigger in self.s3_triggers if trigger.matches(bucket, key)), None)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "job_types": [t.declaration() for t in self.types.values()],
+            "s3_triggers": [trigger.model_dump(mode="json") for trigger in self.s3_triggers],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_data(), indent=1, sort_keys=True)
+
+    # -- params --------------------------------------------------------------------------------
+
+    def validate_params(
+        self, job_type: JobType, params: Mapping[str, Any], locations: Mapping[str, str | None] | None = None
+    ) -> dict[str, Any]:
+        """`params` with the type's defaults filled in, validated by its schema. Raises `ParamsError`."""
+        filled = dict(params)
+        for name, default in job_type.defaults.items():
+            if name not in filled:
+                value = fill_locations(default, locations or {})
+                if value is not None:
+                    filled[name] = value
+        compiled = self._compiled.get(job_type.name) or self._compile(job_type)
+        from fastjsonschema import JsonSchemaValueException
+
+        try:
+            result = compiled.check(filled)
+        except JsonSchemaValueException as exc:
+            raise params_error(exc) from None
+        return dict(result)
+
+    def _compile(self, job_type: JobType) -> _Compiled:
+        with self._lock:
+            compiled = self._compiled.get(job_type.name)
+            if compiled is None:
+                compiled = _Compiled(compile_schema(job_type.params_schema))
+                self._compiled[job_type.name] = compiled
+            return compiled
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Callable[[Any], Any]:
+    """A validator of `schema` that also fills its `default` values (fastjsonschema, imported on use)."""
+    import fastjsonschema
+
+    validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema), use_default=True)
+    return validator
+
+
+def params_error(exc: Any) -> ParamsError:
+    """fastjsonschema's error as `params.<path>: <what is wrong>`, naming the very parameter for a
+    missing or unknown one (fastjsonschema names the object that holds it)."""
+    name = "params" + str(exc.name).removeprefix("data")
+    message = str(exc.message).removeprefix(f"{exc.name} ")
+    value, definition = exc.value, exc.definition if isinstance(exc.definition, dict) else {}
+    if exc.rule == "required" and isinstance(value, dict):
+        missing = [key for key in definition.get("required", []) if key not in value]
+        if missing:
+            return ParamsError(f"{name}.{missing[0]}", "is required")
+    if exc.rule == "additionalProperties" and isinstance(value, dict):
+        known = sorted(definition.get("properties", {}))
+        extra = sorted(str(key) for key in value if key not in known)
+        if extra:
+            return ParamsError(f"{name}.{extra[0]}", f"is not a parameter of this type (known: {', '.join(known)})")
+    if exc.rule in ("pattern", "format") and definition.get("description"):
+        # A regular expression tells a user little: the schema's own words instead.
+        return ParamsError(name, f"must be {definition['description']}, got {value!r}")
+    return ParamsError(name, message)
+
+
+def fill_locations(value: Any, locations: Mapping[str, str | None]) -> Any:
+    """A default with `{curated}`-style placeholders filled; None when one of them is not configured."""
+    if not isinstance(value, str):
+        return value
+    for name in LOCATIONS:
+        token = "{" + name + "}"
+        if token in value:
+            location = locations.get(name)
+            if not location:
+                return None
+            value = value.replace(token, location)
+    return value
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def load_catalog(
+    data: Mapping[str, Any] | None = None,
+    *,
+    job_types: Sequence[JobType | Mapping[str, Any]] | None = None,
+    s3_triggers: Sequence[S3Trigger | Mapping[str, Any]] | None = None,
+    base: Path | None = None,
+    include_builtins: bool = True,
+    strict: bool = False,
+    source: str = "",
+) -> JobCatalog:
+    """A catalog from a decoded `{"job_types": [...], "s3_triggers": [...]}` and/or the two lists.
+
+    `base` resolves relative entries (default: the current directory). `strict` also compiles every
+    schema and reads every entry's file (what `cdk synth` and scenario loading do; the functions do
+    not, to keep their cold start small). Raises `JobTypeError` listing every problem, each prefixed
+    with `source` when given.
+    """
+    problems: list[str] = []
+    data = dict(data or {})
+    for key in data:
+        if key not in TOP_KEYS:
+            problems.append(f"{key}: unknown key (expected {' and '.join(TOP_KEYS)})")
+    declared = list(data.get("job_types", [])) + list(job_types or [])
+    triggers_in = data.get("s3_triggers")
+    triggers_in = list(triggers_in) if triggers_in is not None else None
+    if s3_triggers is not None:
+        triggers_in = (triggers_in or []) + list(s3_triggers)
+    types: list[tuple[int, JobType]] = []
+    for index, item in enumerate(declared):
+        where = f"job_types[{index}]"
+        try:
+            job_type = item if isinstance(item, JobType) else JobType.model_validate(item)
+        except ValidationError as exc:
+            name = item.get("name") if isinstance(item, Mapping) else None
+            problems += [f"{where}{_named(name)}: {msg}" for msg in _describe(exc)]
+            continue
+        if job_type._base is None:
+            job_type = job_type.with_base(base or Path.cwd())
+        problems += [f"{where}{_named(job_type.name)}: {msg}" for msg in _check(job_type, strict=strict)]
+        types.append((index, job_type))
+    seen: dict[str, int] = {}
+    for index, job_type in types:
+        if job_type.name in seen:
+            problems.append(
+                f"job_types[{index}] '{job_type.name}': declared twice (also job_types[{seen[job_type.name]}])"
+            )
+        seen.setdefault(job_type.name, index)
+    merged = {t.name: t for t in (BUILTIN_TYPES if include_builtins else ())}
+    merged.update({t.name: t for _, t in types})
+    triggers: list[S3Trigger] = []
+    for index, trigger_item in enumerate(triggers_in if triggers_in is not None else DEFAULT_TRIGGERS):
+        try:
+            trigger = trigger_item if isinstance(trigger_item, S3Trigger) else S3Trigger.model_validate(trigger_item)
+        except ValidationError as exc:
+            problems += [f"s3_triggers[{index}]: {msg}" for msg in _describe(exc)]
+            continue
+        if trigger.job_type not in merged:
+            problems.append(
+                f"s3_triggers[{index}].job_type: {trigger.job_type!r} is not a job type "
+                f"(known: {', '.join(sorted(merged))})"
+            )
+        elif merged[trigger.job_type].runner == "inline":
+            problems.append(
+                f"s3_triggers[{index}].job_type: {trigger.job_type!r} runs inline; a trigger starts long jobs"
+            )
+        triggers.append(trigger)
+    if problems:
+        prefix = f"{source}: " if source else ""
+        raise JobTypeError(f"{prefix}invalid job types: " + "; ".join(problems))
+    return JobCatalog(merged.values(), triggers)
+
+
+def _named(name: object) -> str:
+    return f" {name!r}" if isinstance(name, str) and name else ""
+
+
+def _describe(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        out.append(f"{where}: {message}" if where else message)
+    return out
+
+
+def _check(job_type: JobType, *, strict: bool) -> list[str]:
+    problems = []
+    if job_type.runner == "inline" and job_type.name not in INLINE_TYPES:
+        problems.append(f"runner: 'inline' is for the built-in {', '.join(sorted(INLINE_TYPES))} only")
+    if strict:
+        try:
+            compile_schema(job_type.params_schema)
+        except Exception as exc:  # fastjsonschema's JsonSchemaDefinitionException and friends
+            problems.append(f"params_schema: not a valid JSON Schema: {exc}")
+        try:
+            job_type.check_files()
+        except ValueError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def load_catalog_file(path: Path, *, strict: bool = False, include_builtins: bool = True) -> JobCatalog:
+    """Read a `{"job_types": [...], "s3_triggers": [...]}` file; relative entries resolve against the
+    current directory (as a user runs `cdk` or `python -m offline` from their project)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise JobTypeError(f"{path}: cannot read the job types: {exc.strerror}") from None
+    except ValueError as exc:
+        raise JobTypeError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise JobTypeError(f"{path}: must be a JSON object with job_types (and s3_triggers)")
+    return load_catalog(data, strict=strict, include_builtins=include_builtins, source=str(path))
+
+
+def catalog_from_env(environ: Mapping[str, str] | None = None) -> JobCatalog:
+    """The functions' catalog: `JOB_TYPES_FILE`, else the shipped `engine/job_types.json`, else the
+    built-ins. A file that exists is trusted as written by the construct (no strict checks)."""
+    env = os.environ if environ is None else environ
+    named = env.get(CATALOG_ENV)
+    if named:
+        return load_catalog_file(Path(named))
+    if SHIPPED_FILE.is_file():
+        return load_catalog_file(SHIPPED_FILE)
+    return JobCatalog(BUILTIN_TYPES)

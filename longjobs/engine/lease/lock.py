@@ -1,0 +1,293 @@
+"""Locks held by executions, kept in the lease table: two messages of one job id never run at once.
+
+A job lock is one item, `job#<job id>`, naming the execution that holds it. The receiver takes it
+with a conditional write before it starts an attempt; it is released on every way an execution ends
+(the workflow's success and failure paths, the watcher, reconciliation, a stop, a redelivery that
+settles), always conditional on naming that execution, so a late release never frees a newer holder.
+
+A lock can outlive its holder (a release lost to a crash, a workflow that ended before reaching its
+release). It is then taken over, never trusted blindly: the taker asks Step Functions about the
+holder's execution (`is_stale`), and takes the lock only if that execution is not running (and, if
+it never started, only after the receiver's grace period, as reconciliation does for leases), with a
+write conditional on the lock still naming it. A message that finds its job id held does not start.
+
+Lock items carry no `shard`, so the extender's indexes never see them, and their keys cannot be a
+message id (SQS message ids are UUIDs). The same item shape, keyed otherwise, holds the per-type
+admission slots (`slot#<type>#<i>`, `longjobs.engine.admission.slots`): a job lock is a type's one slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.engine.lease.schema import PARTITION_KEY, TTL_ATTR
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+JOB_LOCK_PREFIX = "job#"
+SLOT_PREFIX = "slot#"
+LOCK_STATE_ATTR = "lock_state"
+HOLDER_ATTR = "holder"
+LOCK_EXECUTION_ATTR = "execution_arn"
+ACQUIRED_AT_ATTR = "acquired_at"
+RELEASED_AT_ATTR = "released_at"  # epoch seconds (N) from the functions, ISO 8601 (S) from the workflow
+LAST_DURATION_ATTR = "last_duration_s"  # how long the slot's previous holder held it (admission's estimate)
+BATCH_GET_LIMIT = 100
+BATCH_GET_ATTEMPTS = 8
+HELD = "HELD"
+FREE = "FREE"
+ATTEMPTS = 3
+
+
+def job_lock_key(job_id: str) -> str:
+    return JOB_LOCK_PREFIX + job_id
+
+
+def is_lock_key(key: str) -> bool:
+    """Whether a table item's key is a lock's or a slot's (not a lease's)."""
+    return key.startswith((JOB_LOCK_PREFIX, SLOT_PREFIX))
+
+
+@dataclass(frozen=True)
+class Lock:
+    key: str
+    holder: str  # the message id of the attempt that took it
+    execution_arn: str
+    acquired_at: float
+    held: bool
+    released_at: float | None = None
+    last_duration_s: float | None = None
+
+    @property
+    def held_for_s(self) -> float | None:
+        """How long its last holder held it, once released."""
+        if self.held or self.released_at is None:
+            return None
+        return max(0.0, self.released_at - self.acquired_at)
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """The lock now names the caller's execution."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """Another execution holds the lock, and may be running."""
+
+    lock: Lock
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _num(seconds: float) -> dict[str, str]:
+    return {"N": str(Decimal(f"{seconds:.3f}"))}
+
+
+def _time(value: dict[str, str] | None) -> float | None:
+    """A time attribute: epoch seconds (N), or an ISO 8601 timestamp (S, as Step Functions writes it)."""
+    if not value:
+        return None
+    if "N" in value:
+        return float(value["N"])
+    if "S" in value:
+        from datetime import datetime  # the workflow's releases only
+
+        try:
+            return datetime.fromisoformat(value["S"].replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def lock_of(key: str, item: dict[str, Any]) -> Lock:
+    return Lock(
+        key=key,
+        holder=item.get(HOLDER_ATTR, {}).get("S", ""),
+        execution_arn=item.get(LOCK_EXECUTION_ATTR, {}).get("S", ""),
+        acquired_at=float(item.get(ACQUIRED_AT_ATTR, {}).get("N", "0")),
+        held=item.get(LOCK_STATE_ATTR, {}).get("S") == HELD,
+        released_at=_time(item.get(RELEASED_AT_ATTR)),
+        last_duration_s=_time(item.get(LAST_DURATION_ATTR)),
+    )
+
+
+def batch_get(client: DynamoDBClient, table: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The items of `keys` (partition keys) that exist, read consistently: BatchGetItem, 100 keys a call,
+    its unprocessed keys asked again."""
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(keys), BATCH_GET_LIMIT):
+        request: dict[str, Any] = {
+            table: {
+                "Keys": [{PARTITION_KEY: {"S": key}} for key in keys[start : start + BATCH_GET_LIMIT]],
+                "ConsistentRead": True,
+            }
+        }
+        for _ in range(BATCH_GET_ATTEMPTS):
+            response = client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(table, []):
+                found[item[PARTITION_KEY]["S"]] = item
+            request = dict(response.get("UnprocessedKeys") or {})
+            if not request:
+                break
+        else:
+            raise RuntimeError(f"could not read {len(keys)} items: DynamoDB kept keys unprocessed")
+    return found
+
+
+class Locks:
+    """Conditional reads and writes of lock items in the lease table."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str, *, closed_ttl_s: int) -> None:
+        self._client = client
+        self._table = table_name
+        self._closed_ttl_s = closed_ttl_s
+
+    def get(self, key: str) -> Lock | None:
+        item = self._client.get_item(TableName=self._table, Key={PARTITION_KEY: {"S": key}}, ConsistentRead=True).get(
+            "Item"
+        )
+        if not item:
+            return None
+        return lock_of(key, item)
+
+    def get_many(self, keys: list[str]) -> dict[str, Lock]:
+        """The locks of `keys` that exist, read consistently (BatchGetItem, 100 keys a call)."""
+        return {key: lock_of(key, item) for key, item in batch_get(self._client, self._table, keys).items()}
+
+    def take(
+        self,
+        key: str,
+        *,
+        holder: str,
+        execution_arn: str,
+        now: float,
+        hold_until: float,
+        over: Lock | None = None,
+        last_duration_s: float | None = None,
+    ) -> bool:
+        """One conditional write naming `execution_arn` as the holder: of a free (or absent, or already
+        its own) lock, or, with `over`, of that very holding (taken over). False when the condition failed."""
+        item = {
+            PARTITION_KEY: {"S": key},
+            LOCK_STATE_ATTR: {"S": HELD},
+            HOLDER_ATTR: {"S": holder},
+            LOCK_EXECUTION_ATTR: {"S": execution_arn},
+            ACQUIRED_AT_ATTR: _num(now),
+            TTL_ATTR: {"N": str(int(hold_until) + self._closed_ttl_s)},  # past the longest the holder may run
+        }
+        if last_duration_s is not None:
+            item[LAST_DURATION_ATTR] = _num(last_duration_s)
+        names = {"#pk": PARTITION_KEY, "#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR}
+        if over is None:
+            condition = "attribute_not_exists(#pk) OR #state = :free OR #execution = :mine"
+            values: dict[str, Any] = {":free": {"S": FREE}, ":mine": {"S": execution_arn}}
+        else:
+            condition = "#execution = :theirs AND #acquired = :acquired"
+            values = {":theirs": {"S": over.execution_arn}, ":acquired": _num(over.acquired_at)}
+            names["#acquired"] = ACQUIRED_AT_ATTR
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={k: v for k, v in names.items() if k in condition},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            return False
+        return True
+
+    def free(self, lock: Lock, *, now: float) -> bool:
+        """Free a holding found stale (its execution is not running), if it is still that very holding."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": lock.key}},
+                UpdateExpression="SET #state = :free, released_at = :now, #ttl = :ttl",
+                ConditionExpression="#state = :held AND #execution = :arn AND #acquired = :acquired",
+                ExpressionAttributeNames={
+                    "#state": LOCK_STATE_ATTR,
+                    "#execution": LOCK_EXECUTION_ATTR,
+                    "#acquired": ACQUIRED_AT_ATTR,
+                    "#ttl": TTL_ATTR,
+                },
+                ExpressionAttributeValues={
+                    ":free": {"S": FREE},
+                    ":held": {"S": HELD},
+                    ":arn": {"S": lock.execution_arn},
+                    ":acquired": _num(lock.acquired_at),
+                    ":now": _num(now),
+                    ":ttl": {"N": str(int(now) + self._closed_ttl_s)},
+                },
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def acquire(
+        self,
+        key: str,
+        *,
+        holder: str,
+        execution_arn: str,
+        now: float,
+        hold_until: float,
+        is_stale: Callable[[Lock], bool],
+    ) -> Acquired | Held:
+        """Take the lock for `execution_arn` (again, if it holds it already). A lock held by another
+        execution is taken over only when `is_stale(lock)`; else `Held` names the holder."""
+        found: Lock | None = None
+        for _ in range(ATTEMPTS):
+            if found is None or not found.held or found.execution_arn == execution_arn:
+                over = None
+            elif is_stale(found):
+                over = found
+            else:
+                return Held(found)
+            if self.take(key, holder=holder, execution_arn=execution_arn, now=now, hold_until=hold_until, over=over):
+                return Acquired()
+            found = self.get(key)  # held by someone else, or changed since it was read: look again
+            if found is None:
+                continue
+        assert found is not None
+        return Held(found)  # others kept changing it: the caller waits and tries later
+
+    def release(self, key: str, execution_arn: str, *, now: float) -> bool:
+        """Free the lock if it still names `execution_arn`; False when it names another (or none)."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": key}},
+                UpdateExpression="SET #state = :free, released_at = :now, #ttl = :ttl",
+                ConditionExpression="#state = :held AND #execution = :arn",
+                ExpressionAttributeNames={
+                    "#state": LOCK_STATE_ATTR,
+                    "#execution": LOCK_EXECUTION_ATTR,
+                    "#ttl": TTL_ATTR,
+                },
+                ExpressionAttributeValues={
+                    ":free": {"S": FREE},
+                    ":held": {"S": HELD},
+                    ":arn": {"S": execution_arn},
+                    ":now": _num(now),
+                    ":ttl": {"N": str(int(now) + self._closed_ttl_s)},
+                },
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+        return True

@@ -1,0 +1,628 @@
+"""Lease persistence on DynamoDB: conditional writes fenced by receive count and version.
+
+Every write that changes who owns a message is conditional: a newer receive (higher receive count)
+can never be overwritten by an older one, and two writers of the same lease version cannot both win.
+A conditional write that loses returns `None` rather than raising: losing the race is a normal event
+(another extender run, or a redelivery, got there first) and the caller simply moves on.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.engine.lease.attributes import deserialize, serialize
+from longjobs.engine.lease.lock import Locks, batch_get
+from longjobs.engine.lease.schema import (
+    CHECKED_AT_ATTR,
+    DUE_INDEX,
+    HISTORY_ATTR,
+    PARTITION_KEY,
+    RECONCILE_INDEX,
+    RENEW_AT_ATTR,
+    RESULT_ATTR,
+    SHARD_ATTR,
+    TTL_ATTR,
+    WAITING_INDEX,
+    WAITING_ORDER_ATTR,
+    WAITING_TYPE_ATTR,
+)
+from longjobs.engine.lease.types import CLOSED_STATUSES, Attempt, Lease, LeaseStatus
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
+
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+_FLOAT_FIELDS = (
+    "received_at",
+    "visible_until",
+    "renew_until",
+    "renew_at",
+    "renewed_at",
+    "closed_at",
+    "checked_at",
+    "waiting_since",
+    "waiting_order",
+)
+_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits")
+_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error", "slot", "job")
+
+
+def _num(seconds: float) -> Decimal:
+    return Decimal(f"{seconds:.3f}")
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _conditional(write: Callable[..., object], **request: Any) -> bool:
+    """Send one conditional write; False when its condition failed (another writer got there first, a
+    normal event), any other error raised."""
+    try:
+        write(**request)
+    except ClientError as exc:
+        if _is_conditional_failure(exc):
+            return False
+        raise
+    return True
+
+
+def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
+    """The DynamoDB item (typed attribute values) of a lease."""
+    plain: dict[str, Any] = {PARTITION_KEY: lease.message_id, "status": lease.status.value}
+    for name in _FLOAT_FIELDS:
+        value = getattr(lease, name)
+        if value is not None:
+            plain[name] = _num(value)
+    for name in _INT_FIELDS:
+        plain[name] = getattr(lease, name)
+    for name in _STR_FIELDS:
+        value = getattr(lease, name)
+        if value is not None:
+            plain[name] = value
+    if lease.result is not None:
+        plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
+    if lease.history:
+        plain[HISTORY_ATTR] = json.dumps([a.to_data() for a in lease.history], separators=(",", ":"))
+    if lease.waiting:
+        if lease.job_type is None or lease.waiting_order is None:
+            raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_order (the index)")
+        plain[WAITING_TYPE_ATTR] = lease.job_type
+    if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
+        plain[CHECKED_AT_ATTR] = _num(lease.received_at)
+    if lease.active:
+        if lease.renew_at is None:
+            raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
+        plain[SHARD_ATTR] = shard
+    else:
+        plain.pop(RENEW_AT_ATTR, None)
+    return {key: serialize(value) for key, value in plain.items()}
+
+
+def item_to_lease(item: dict[str, Any]) -> Lease:
+    """The lease of a DynamoDB item (typed attribute values)."""
+    plain = {key: deserialize(value) for key, value in item.items()}
+    fields: dict[str, Any] = {"message_id": plain[PARTITION_KEY], "status": LeaseStatus(plain["status"])}
+    for name in _FLOAT_FIELDS:
+        if name in plain:
+            fields[name] = float(plain[name])
+    for name in _INT_FIELDS:
+        if name in plain:
+            fields[name] = int(plain[name])
+    for name in _STR_FIELDS:
+        if name in plain:
+            fields[name] = plain[name]
+    if RESULT_ATTR in plain:
+        fields["result"] = json.loads(plain[RESULT_ATTR])
+    if HISTORY_ATTR in plain:
+        fields["history"] = tuple(Attempt.from_data(a) for a in json.loads(plain[HISTORY_ATTR]))
+    if fields.get("checked_at") == fields.get("received_at"):
+        fields["checked_at"] = None  # written at the receive, not by a reconciliation look
+    return Lease(**fields)
+
+
+def _values(**values: Any) -> dict[str, Any]:
+    return {f":{key}": serialize(value) for key, value in values.items()}
+
+
+TRANSACT_LIMIT = 100
+WAITING_PAGE = 25
+"""WAITING leases a page of the `waiting` index reads at least (some may be filtered out as shown again)."""
+TRANSACT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """A renewal SQS accepted, to be recorded on its lease."""
+
+    lease: Lease
+    sent_at: float
+    visibility_timeout_s: int
+    renew_at: float
+
+    @property
+    def visible_until(self) -> float:
+        return self.sent_at + self.visibility_timeout_s
+
+    def renewed(self) -> Lease:
+        return replace(
+            self.lease,
+            visible_until=self.visible_until,
+            renew_at=self.renew_at,
+            renewed_at=self.sent_at,
+            renewal_count=self.lease.renewal_count + 1,
+            version=self.lease.version + 1,
+        )
+
+
+class LeaseStore:
+    """Reads and conditional writes of leases in one table."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        shards: int,
+        closed_ttl_s: int,
+        executor: Executor | None = None,
+    ) -> None:
+        self._client = client
+        self._table = table_name
+        self._shards = shards
+        self._closed_ttl_s = closed_ttl_s
+        self._executor = executor
+
+    @property
+    def shards(self) -> int:
+        return self._shards
+
+    @property
+    def locks(self) -> Locks:
+        """The execution-owned locks kept in the same table (job locks)."""
+        return Locks(self._client, self._table, closed_ttl_s=self._closed_ttl_s)
+
+    def shard_of(self, message_id: str) -> int:
+        """Stable shard of a message id (crc32, not `hash`, which changes between processes)."""
+        return zlib.crc32(message_id.encode()) % self._shards
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, message_id: str) -> Lease | None:
+        response = self._client.get_item(
+            TableName=self._table, Key={PARTITION_KEY: {"S": message_id}}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return item_to_lease(item) if item else None
+
+    def get_many(self, message_ids: Sequence[str]) -> dict[str, Lease]:
+        """The leases of `message_ids` that exist, read consistently (BatchGetItem)."""
+        items = batch_get(self._client, self._table, list(dict.fromkeys(message_ids)))
+        return {key: item_to_lease(item) for key, item in items.items()}
+
+    def due(self, before: float | None = None) -> list[Lease]:
+        """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first.
+
+        Each shard of the sparse index is queried, in parallel when the store has an executor.
+        The index is eventually consistent: a lease read here may be a version behind, which the
+        version condition on every write makes harmless.
+        """
+        chunks = self._each_shard(lambda shard: list(self._query_shard(shard, before)))
+        leases = [lease for chunk in chunks for lease in chunk if lease.active]
+        leases.sort(key=lambda lease: lease.renew_at or 0.0)
+        return leases
+
+    def reconcile_candidates(self, limit: int) -> list[Lease]:
+        """The `limit` ACTIVE leases least recently reconciled (checked-at, set at the receive and at
+        every reconciliation look): a lease that reconciliation looked at moves to the back, so every
+        ACTIVE lease is looked at within about active / `limit` runs however many there are.
+
+        Each shard of the `reconcile` index gives its oldest `limit`, so the oldest `limit` overall are
+        among them however unevenly the leases fall into shards (a per-shard share would come back
+        short when some shards hold fewer leases than their share).
+        """
+
+        def query(shard: int) -> list[Lease]:
+            page = self._client.query(
+                TableName=self._table,
+                IndexName=RECONCILE_INDEX,
+                KeyConditionExpression="#shard = :shard",
+                ExpressionAttributeNames={"#shard": SHARD_ATTR},
+                ExpressionAttributeValues={":shard": {"N": str(shard)}},
+                Limit=limit,
+            )
+            return [item_to_lease(item) for item in page.get("Items", [])]
+
+        leases = [lease for chunk in self._each_shard(query) for lease in chunk if lease.active]
+        leases.sort(key=lambda lease: lease.checked_at or lease.received_at)
+        return leases[:limit]
+
+    def waiting(self, job_type: str, limit: int, *, hidden_after: float) -> list[Lease]:
+        """Up to `limit` WAITING leases of `job_type` still hidden after `hidden_after`, longest waiting
+        first (the `waiting` index, which is eventually consistent: what is written on the strength of a
+        lease read here is conditional on its version). One whose delay has run out is left out: its
+        message shows again, to be received afresh."""
+        if limit <= 0:
+            return []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": WAITING_INDEX,
+            "KeyConditionExpression": "#type = :type",
+            "FilterExpression": "#visible > :after",
+            "ExpressionAttributeNames": {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"},
+            "ExpressionAttributeValues": {":type": {"S": job_type}, ":after": {"N": str(_num(hidden_after))}},
+            "Limit": max(limit, WAITING_PAGE),
+        }
+        found: list[Lease] = []
+        while len(found) < limit:
+            page = self._client.query(**kwargs)
+            found += [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.waiting]
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        return found[:limit]
+
+    def count_waiting(self, job_type: str, *, now: float, ahead_of: tuple[float, str] | None = None) -> int:
+        """How many messages of `job_type` wait in flight for a slot (ahead of a place in line, `ahead_of` =
+        (waiting order, message id): the index's order): a COUNT query of the `waiting` index. A WAITING
+        lease whose delay has run out is not counted: its message shows again, to be received afresh."""
+        names = {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"}
+        values: dict[str, Any] = {":type": {"S": job_type}, ":now": {"N": str(_num(now))}}
+        condition = "#type = :type"
+        kept = "#visible > :now"
+        if ahead_of is not None:
+            names["#since"] = WAITING_ORDER_ATTR
+            names["#pk"] = PARTITION_KEY
+            values[":since"] = {"N": str(_num(ahead_of[0]))}
+            values[":pk"] = {"S": ahead_of[1]}
+            condition += " AND #since <= :since"
+            kept += " AND (#since < :since OR #pk < :pk)"
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": WAITING_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "FilterExpression": kept,
+            "Select": "COUNT",
+        }
+        count = 0
+        while True:
+            page = self._client.query(**kwargs)
+            count += int(page.get("Count", 0))
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return count
+            kwargs["ExclusiveStartKey"] = last
+
+    def _each_shard(self, query: Callable[[int], list[Lease]]) -> Iterable[list[Lease]]:
+        """`query` on every shard, in parallel when the store has an executor."""
+        shards = range(self._shards)
+        if self._executor is None or self._shards == 1:
+            return map(query, shards)
+        return self._executor.map(query, shards)
+
+    def _query_shard(self, shard: int, before: float | None) -> Iterator[Lease]:
+        names = {"#shard": SHARD_ATTR}
+        values: dict[str, Any] = {":shard": {"N": str(shard)}}
+        condition = "#shard = :shard"
+        if before is not None:
+            names["#renew_at"] = RENEW_AT_ATTR
+            values[":before"] = {"N": str(_num(before))}
+            condition += " AND #renew_at <= :before"
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        while True:
+            page = self._client.query(**kwargs)
+            for item in page.get("Items", []):
+                yield item_to_lease(item)
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def create(self, lease: Lease, *, replacing: Lease | None = None) -> bool:
+        """Store the lease of a new attempt. False if another writer got there first (the caller decides).
+
+        Without `replacing` no lease may exist yet. With it, the lease of an earlier receive that has
+        closed without success (released, capped, lost, rejected) is replaced, on condition that it is
+        still that version: a newer receive, or the workflow, may have written it meanwhile. The new lease
+        may name a new execution (a new attempt) or the closed one's, when that execution still runs (the
+        newer receive adopts it: an execution runs only while its message is held).
+        While ACTIVE the TTL stays past renew-until, so an abandoned lease still expires one day.
+        """
+        item = lease_to_item(lease, self.shard_of(lease.message_id))
+        item[TTL_ATTR] = {"N": str(int(lease.renew_until) + self._closed_ttl_s)}
+        kwargs: dict[str, Any] = {"TableName": self._table, "Item": item}
+        if replacing is None:
+            kwargs["ConditionExpression"] = "attribute_not_exists(#pk)"
+            kwargs["ExpressionAttributeNames"] = {"#pk": PARTITION_KEY}
+        else:
+            if replacing.status in (LeaseStatus.ACTIVE, LeaseStatus.SUCCEEDED):
+                raise ValueError(f"lease {replacing.message_id} is {replacing.status}: it cannot be replaced")
+            kwargs["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
+            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+            kwargs["ExpressionAttributeValues"] = _values(
+                version=replacing.version, status=replacing.status.value, rc=lease.receive_count
+            )
+        return _conditional(self._client.put_item, **kwargs)
+
+    def admit(self, waiting: Lease, active: Lease) -> bool:
+        """Turn a WAITING lease into the ACTIVE lease of an attempt, on the same receive (the message is
+        still hidden under that receive's handle): conditional on the WAITING lease being unchanged."""
+        if not waiting.waiting or not active.active or active.receive_count != waiting.receive_count:
+            raise ValueError(f"admit() needs a WAITING lease and an ACTIVE one of its receive ({waiting.message_id})")
+        item = lease_to_item(active, self.shard_of(active.message_id))
+        item[TTL_ATTR] = {"N": str(int(active.renew_until) + self._closed_ttl_s)}
+        return _conditional(
+            self._client.put_item,
+            TableName=self._table,
+            Item=item,
+            ConditionExpression="version = :version AND #status = :waiting AND receive_count = :rc",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
+            ),
+        )
+
+    def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
+        """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it
+        go?"). False when a lease of this message exists already: that one is kept."""
+        rejected = replace(lease, status=LeaseStatus.REJECTED, last_error=error, closed_at=now, renew_at=None)
+        item = lease_to_item(rejected, self.shard_of(lease.message_id))
+        item[TTL_ATTR] = {"N": str(int(now) + self._closed_ttl_s)}
+        return _conditional(
+            self._client.put_item,
+            TableName=self._table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": PARTITION_KEY},
+        )
+
+    def refresh_handle(self, current: Lease, newer: Lease) -> Lease | None:
+        """Adopt a newer receive of an ACTIVE lease: its handle, count and timing.
+
+        Fenced by receive count (only a strictly newer receive wins) and by version.
+        """
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": current.message_id}},
+            UpdateExpression=(
+                "SET receipt_handle = :handle, receive_count = :rc, received_at = :received, "
+                "visible_until = :visible, renew_at = :renew_at, renew_until = :renew_until, "
+                f"renewed_at = :received, {CHECKED_AT_ATTR} = :received, version = version + :one, "
+                f"{TTL_ATTR} = :ttl"
+            ),
+            ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                handle=newer.receipt_handle,
+                rc=newer.receive_count,
+                received=_num(newer.received_at),
+                visible=_num(newer.visible_until),
+                renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
+                renew_until=_num(newer.renew_until),
+                ttl=int(newer.renew_until) + self._closed_ttl_s,
+                one=1,
+                active=LeaseStatus.ACTIVE.value,
+                version=current.version,
+            ),
+        ):
+            return None
+        return replace(
+            current,
+            receipt_handle=newer.receipt_handle,
+            receive_count=newer.receive_count,
+            received_at=newer.received_at,
+            visible_until=newer.visible_until,
+            renew_at=newer.renew_at,
+            renew_until=newer.renew_until,
+            renewed_at=newer.received_at,
+            version=current.version + 1,
+        )
+
+    def record_renewal(self, renewal: Renewal) -> Lease | None:
+        """Record one successful renewal (one conditional `UpdateItem`)."""
+        if not _conditional(self._client.update_item, **self._renewal_update(renewal)):
+            return None
+        return renewal.renewed()
+
+    def record_renewals(self, renewals: Sequence[Renewal]) -> list[Lease | None]:
+        """Record many renewals: 100 conditional updates per `TransactWriteItems` call.
+
+        One call per lease would make the extender CPU-bound on the SDK's per-call cost (about 1 ms
+        each). A transaction keeps every update conditional on its version; when one loses its race
+        the transaction is cancelled and the others are sent again. Results follow the input order;
+        None marks a lease another writer changed first.
+
+        The calls go one after another: 10,000 renewals are 100 calls, and moto (the offline
+        runtime's DynamoDB) is not safe with concurrent transactions.
+        """
+        return [
+            lease
+            for start in range(0, len(renewals), TRANSACT_LIMIT)
+            for lease in self._record_chunk(renewals[start : start + TRANSACT_LIMIT])
+        ]
+
+    def _record_chunk(self, chunk: Sequence[Renewal]) -> list[Lease | None]:
+        outcome: dict[int, Lease | None] = {}
+        pending = list(range(len(chunk)))
+        for _ in range(TRANSACT_ATTEMPTS):
+            if not pending:
+                break
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[{"Update": self._renewal_update(chunk[i])} for i in pending]
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                reasons = exc.response.get("CancellationReasons", [])
+                retry = []
+                for index, reason in zip(pending, reasons, strict=False):
+                    if reason.get("Code") == "ConditionalCheckFailed":
+                        outcome[index] = None  # lost the race: another writer changed this lease
+                    else:
+                        retry.append(index)  # cancelled for another item, or a conflict/throttle: again
+                pending = retry
+                continue
+            for index in pending:
+                outcome[index] = chunk[index].renewed()
+            pending = []
+        for index in pending:  # still cancelled after every attempt: one by one, each on its own
+            outcome[index] = self.record_renewal(chunk[index])
+        return [outcome[index] for index in range(len(chunk))]
+
+    def _renewal_update(self, renewal: Renewal) -> Any:
+        """The conditional update of one renewal: visible-until counted from the send time."""
+        return {
+            "TableName": self._table,
+            "Key": {PARTITION_KEY: {"S": renewal.lease.message_id}},
+            "UpdateExpression": (
+                "SET visible_until = :visible, renew_at = :renew_at, renewed_at = :sent, "
+                "renewal_count = renewal_count + :one, version = version + :one"
+            ),
+            "ConditionExpression": "version = :version AND #status = :active",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": _values(
+                visible=_num(renewal.visible_until),
+                renew_at=_num(renewal.renew_at),
+                sent=_num(renewal.sent_at),
+                one=1,
+                version=renewal.lease.version,
+                active=LeaseStatus.ACTIVE.value,
+            ),
+        }
+
+    def close(
+        self,
+        lease: Lease,
+        status: LeaseStatus,
+        *,
+        now: float,
+        error: str | None = None,
+        result: dict[str, Any] | None = None,
+        visible_until: float | None = None,
+    ) -> Lease | None:
+        """Close an ACTIVE lease: leave the due-index, set the TTL, keep the reason."""
+        if status not in CLOSED_STATUSES:
+            raise ValueError(f"close() takes a closed status, not {status}")
+        sets = ["#status = :status", "closed_at = :now", f"{TTL_ATTR} = :ttl", "version = version + :one"]
+        values: dict[str, Any] = {
+            "status": status.value,
+            "now": _num(now),
+            "ttl": int(now) + self._closed_ttl_s,
+            "one": 1,
+            "version": lease.version,
+            "active": LeaseStatus.ACTIVE.value,
+        }
+        if error is not None:
+            sets.append("last_error = :error")
+            values["error"] = error
+        if result is not None:
+            sets.append("#result = :result")
+            values["result"] = json.dumps(result, separators=(",", ":"))
+        if visible_until is not None:
+            sets.append("visible_until = :visible")
+            values["visible"] = _num(visible_until)
+        names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
+        if result is not None:
+            names["#result"] = RESULT_ATTR
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
+        ):
+            return None
+        return replace(
+            lease,
+            status=status,
+            renew_at=None,
+            closed_at=now,
+            version=lease.version + 1,
+            last_error=error if error is not None else lease.last_error,
+            result=result if result is not None else lease.result,
+            visible_until=visible_until if visible_until is not None else lease.visible_until,
+        )
+
+    def note_error(self, lease: Lease, error: str) -> bool:
+        """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET last_error = :error",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(error=error, version=lease.version, active=LeaseStatus.ACTIVE.value),
+        )
+
+    def mark_checked(self, lease: Lease, now: float) -> bool:
+        """Move an ACTIVE lease to the back of the reconcile index (a note: the version is not bumped,
+        so it never makes a renewal or a settlement lose its race)."""
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression=f"SET {CHECKED_AT_ATTR} = :now",
+            ConditionExpression="#status = :active AND attribute_exists(#shard)",
+            ExpressionAttributeNames={"#status": "status", "#shard": SHARD_ATTR},
+            ExpressionAttributeValues=_values(now=_num(now), active=LeaseStatus.ACTIVE.value),
+        )
+
+    def mark_due_now(self, lease: Lease, now: float) -> Lease | None:
+        """Believe the message may show again at `now` (a visibility change whose outcome is unknown):
+        the belief must never be later than the truth, so the next extender pass renews it."""
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET visible_until = :now, renew_at = :now, version = version + :one",
+            ConditionExpression="version = :version AND #status = :active",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                now=_num(now), one=1, version=lease.version, active=LeaseStatus.ACTIVE.value
+            ),
+        ):
+            return None
+        return replace(lease, visible_until=now, renew_at=now, version=lease.version + 1)
+
+    def amend(self, closed: Lease, *, status: LeaseStatus, error: str) -> Lease | None:
+        """Correct a closed lease's status and reason (a release whose handle SQS refused is LOST)."""
+        if closed.active or status not in CLOSED_STATUSES:
+            raise ValueError("amend() changes a closed lease into a closed status")
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": closed.message_id}},
+            UpdateExpression="SET #status = :new, last_error = :error, version = version + :one",
+            ConditionExpression="version = :version AND #status = :old",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                new=status.value, error=error, one=1, version=closed.version, old=closed.status.value
+            ),
+        ):
+            return None
+        return replace(closed, status=status, last_error=error, version=closed.version + 1)

@@ -1,0 +1,123 @@
+"""The lease: one item per in-flight message, the single truth about its receipt handle and visibility."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class LeaseStatus(StrEnum):
+    ACTIVE = "ACTIVE"  # being renewed
+    SUCCEEDED = "SUCCEEDED"  # job done, message deleted
+    RELEASED = "RELEASED"  # job failed, message visible again after the release delay
+    CAPPED = "CAPPED"  # renewal stopped at the max duration; the message will reappear
+    LOST = "LOST"  # SQS no longer accepts the handle: someone else may hold the message
+    REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
+    WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
+
+
+CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
+ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
+"""How an attempt ends without success: each is a failed attempt in the message's history."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One ended attempt of a message, kept in its lease's history (carried to each newer lease)."""
+
+    number: int  # 1 for the message's first execution attempt
+    execution: str  # the execution's name
+    outcome: str  # the status its lease closed with (RELEASED, CAPPED, LOST)
+    error: str | None
+    ended_at: float | None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "attempt": self.number,
+            "execution": self.execution,
+            "outcome": self.outcome,
+            "error": self.error,
+            "ended_at": self.ended_at,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Attempt:
+        ended = data.get("ended_at")
+        return cls(
+            number=int(data["attempt"]),
+            execution=str(data.get("execution", "")),
+            outcome=str(data.get("outcome", "")),
+            error=data.get("error"),
+            ended_at=float(ended) if ended is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One receive of one message. Times are epoch seconds (millisecond precision in the table)."""
+
+    message_id: str
+    queue_url: str
+    receipt_handle: str
+    receive_count: int  # fencing token: a write from an older receive never overwrites a newer one
+    received_at: float
+    visible_until: float  # our belief of when SQS shows the message again (never later than the truth)
+    renew_until: float  # hard stop of renewal for this receive
+    status: LeaseStatus = LeaseStatus.ACTIVE
+    renew_at: float | None = None  # set only while ACTIVE (sparse due-index sort key)
+    renewed_at: float | None = None  # send time of the last renewal
+    version: int = 0  # optimistic concurrency
+    renewal_count: int = 0
+    execution_arn: str | None = None  # the attempt's execution: the one that may touch this message
+    attempt: int = 0  # receive count of the receive that started the execution (its name's suffix)
+    job_type: str | None = None
+    job_id: str | None = (
+        None  # the job's own id: its job lock (`longjobs.engine.lease.lock`) is released with the lease
+    )
+    release_delay_s: int = 0
+    last_error: str | None = None
+    result: dict[str, Any] | None = field(default=None, hash=False)
+    closed_at: float | None = None
+    checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)
+    slot: str | None = (
+        None  # the admission slot its attempt holds (`longjobs.engine.admission`), released with the lease
+    )
+    history: tuple[Attempt, ...] = ()  # the message's ended attempts before this one (carried over)
+    waiting_since: float | None = None  # when the message first waited for a slot
+    waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
+    waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
+    job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
+
+    @property
+    def failed_attempts(self) -> int:
+        return len(self.history)
+
+    @property
+    def waiting(self) -> bool:
+        return self.status is LeaseStatus.WAITING
+
+    def ended_attempt(self) -> Attempt | None:
+        """This lease's attempt as a history entry, when it was an attempt that ended without success."""
+        if self.status not in ENDED_ATTEMPT_STATUSES or not self.execution_arn:
+            return None
+        return Attempt(
+            number=len(self.history) + 1,
+            execution=self.execution_arn.rpartition(":")[2],
+            outcome=self.status.value,
+            error=self.last_error,
+            ended_at=self.closed_at,
+        )
+
+    def history_with_this(self) -> tuple[Attempt, ...]:
+        """The history a newer lease of this message carries: this one's, and this attempt if it failed."""
+        ended = self.ended_attempt()
+        return (*self.history, ended) if ended is not None else self.history
+
+    @property
+    def last_renewed_at(self) -> float:
+        return self.received_at if self.renewed_at is None else self.renewed_at
+
+    @property
+    def active(self) -> bool:
+        return self.status is LeaseStatus.ACTIVE

@@ -1,0 +1,108 @@
+"""Poison messages straight to the DLQ, with attributes that say what was wrong and where it came from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.settings import is_fifo_url
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+    from longjobs.engine.lease.types import Attempt
+    from longjobs.engine.receiver.models import BadInput
+    from longjobs.engine.receiver.service import Delivery
+
+ERROR_MESSAGE_MAX = 1_024
+ATTEMPTS_MAX_BYTES = 32_768
+"""The `Attempts` attribute's JSON at most: far inside SQS's message size (attributes count toward it)."""
+ATTEMPT_ERROR_MAX = 1_024
+EXHAUSTED = "AttemptsExhausted"
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def describe_error(error: str | None) -> str:
+    """An attempt's error as a sentence: the workflow stores `{"Error": ..., "Cause": ...}` as JSON."""
+    if not error:
+        return "no error recorded"
+    try:
+        parsed = json.loads(error)
+    except ValueError:
+        return error
+    if isinstance(parsed, dict) and ("Error" in parsed or "Cause" in parsed):
+        return ": ".join(str(part) for part in (parsed.get("Error"), parsed.get("Cause")) if part)
+    return error
+
+
+def attempts_json(history: Sequence[Attempt], limit: int = ATTEMPTS_MAX_BYTES) -> str:
+    """The attempts' history as JSON within `limit` bytes: errors cut short first, then the oldest
+    attempts left out (the count of those left out is kept as `{"omitted": n}` first)."""
+    entries = [{**a.to_data(), "error": (a.error or "")[:ATTEMPT_ERROR_MAX] or None} for a in history]
+    omitted = 0
+    while True:
+        data: list[dict[str, Any]] = ([{"omitted": omitted}] if omitted else []) + entries
+        text = json.dumps(data, separators=(",", ":"))
+        if len(text.encode()) <= limit or not entries:
+            return text
+        entries = entries[1:]
+        omitted += 1
+
+
+def exhausted_attributes(delivery: Delivery, history: Sequence[Attempt]) -> dict[str, Any]:
+    last = describe_error(history[-1].error) if history else "no attempt recorded"
+    return {
+        "ErrorType": _text(EXHAUSTED),
+        "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
+        "Attempts": _text(attempts_json(history)),
+        "SourceQueue": _text(delivery.source_arn),
+        "OriginalMessageId": _text(delivery.original_id),
+        "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
+    }
+
+
+def send_exhausted_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, history: Sequence[Attempt]) -> None:
+    """Copy the body unchanged to the DLQ with the attempts' history. Raises if SQS refuses: the record
+    then counts as failed and stays on its queue (it is deleted only after this send succeeded)."""
+    _send(sqs, dlq_url, delivery, exhausted_attributes(delivery, history))
+
+
+def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
+    def text(value: str) -> dict[str, str]:
+        return {"DataType": "String", "StringValue": value}
+
+    return {
+        "ErrorType": text(bad.error_type),
+        "ErrorMessage": text(bad.message[:ERROR_MESSAGE_MAX]),
+        "SourceQueue": text(delivery.source_arn),
+        "OriginalMessageId": text(delivery.message_id),
+        "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
+    }
+
+
+def send_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, bad: BadInput) -> None:
+    """Copy the body unchanged to the DLQ. Raises if SQS refuses: the record then counts as failed and
+    stays on the jobs queue, so nothing is lost.
+
+    A FIFO DLQ (a FIFO queue's DLQ is FIFO) gets the record's group id, and the original message id as
+    the deduplication id: a second copy of one poison message within SQS's 5 minutes is dropped."""
+    _send(sqs, dlq_url, delivery, dlq_attributes(delivery, bad))
+
+
+def _send(sqs: SQSClient, dlq_url: str, delivery: Delivery, attributes: dict[str, Any]) -> None:
+    """The body unchanged, with `attributes`; on a FIFO DLQ with the record's group and its message id as
+    the deduplication id."""
+    if is_fifo_url(dlq_url):
+        sqs.send_message(
+            QueueUrl=dlq_url,
+            MessageBody=delivery.body,
+            MessageAttributes=attributes,
+            MessageGroupId=delivery.group_id or delivery.message_id,
+            MessageDeduplicationId=delivery.message_id,
+        )
+    else:
+        sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)

@@ -1,0 +1,115 @@
+"""Receiver Lambda: the jobs queue's event source mapping calls it with partial batch responses."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from longjobs.engine import aws
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.observability import MetricName, logger, metrics, tracer
+from longjobs.engine.policies import build_policy, resolve_visibility_timeout
+from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.settings import Settings, SettingsError
+from longjobs.engine.visibility import VisibilityClient
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
+
+SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
+REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
+
+
+def batch_processor(fifo: bool) -> BatchProcessor:
+    """Standard queues: every record on its own. FIFO queues: Powertools' FIFO processor, per message
+    group: once a record of a group is not done (its long job deferred, failed, or not started), every
+    later record of that group in the batch is reported not done without being processed, so jobs of a
+    group start in order; other groups go on. A batch of deferred long jobs is all "failures" by
+    design, not an error of the batch."""
+    if not fifo:
+        return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    fifo_processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    fifo_processor.raise_on_entire_batch_failure = False  # its constructor does not take the option
+    return fifo_processor
+
+
+processor = batch_processor(SETTINGS.fifo)
+
+OUTCOME_METRIC = {
+    Outcome.STARTED: MetricName.JOBS_STARTED,
+    Outcome.REJECTED: MetricName.JOBS_REJECTED,
+    Outcome.INLINE_DONE: MetricName.JOBS_INLINE,
+    Outcome.FANNED_OUT: MetricName.JOBS_FANNED_OUT,
+    Outcome.IGNORED: MetricName.JOBS_IGNORED,
+    Outcome.ALREADY_SUCCEEDED: MetricName.JOBS_ALREADY_SUCCEEDED,
+    Outcome.RUNNING: MetricName.REDELIVERED_WHILE_RUNNING,
+    Outcome.SETTLED: MetricName.JOBS_SETTLED_ON_REDELIVERY,
+    Outcome.NOT_STARTED: MetricName.JOBS_NOT_STARTED,
+    Outcome.STALE: MetricName.RECORDS_STALE,
+    Outcome.WAITING: MetricName.JOBS_WAITING,
+    Outcome.WAITING_FOR_SLOT: MetricName.JOBS_WAITING_FOR_SLOT,
+    Outcome.PARKED: MetricName.JOBS_PARKED,
+    Outcome.DEAD_LETTERED: MetricName.JOBS_DEAD_LETTERED,
+    Outcome.HELD: MetricName.JOBS_WAITING,
+}
+
+
+class JobDeferred(Exception):
+    """Reported in batchItemFailures so the mapping leaves the message to its lease (not an error)."""
+
+
+@cache
+def receiver() -> Receiver:
+    from longjobs.engine.jobs import catalog_from_env  # with the clients, on the first record
+
+    missing = [name.upper() for name in REQUIRED if not getattr(SETTINGS, name)]
+    if missing:
+        raise SettingsError(f"the receiver needs {', '.join(missing)}")
+    sqs = aws.sqs()
+    settings = resolve_visibility_timeout(SETTINGS, sqs)
+    clock = SystemClock()
+    return Receiver(
+        settings=settings,
+        policy=build_policy(settings),
+        store=LeaseStore(
+            aws.dynamodb(), settings.table_name or "", shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
+        ),
+        sqs=sqs,
+        visibility=VisibilityClient(sqs, clock=clock),
+        stepfunctions=aws.stepfunctions(),
+        clock=clock,
+        rng=random.Random(),
+        catalog=catalog_from_env(),
+        metrics=metrics,
+    )
+
+
+def record_handler(record: SQSRecord) -> str:
+    try:
+        outcome = receive(receiver(), Delivery.from_record(record))
+    except Exception:
+        metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
+        logger.exception("record failed; SQS will redeliver it", extra={"message_id": record.message_id})
+        raise
+    metrics.add_metric(name=OUTCOME_METRIC[outcome], unit="Count", value=1)
+    if outcome.deferred:
+        raise JobDeferred(f"{record.message_id}: {outcome}")
+    return outcome.value
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,239 @@
+"""What the jobs queue accepts: job messages of any declared type, and S3 "object created" events.
+
+A body becomes a list of validated jobs (with how many S3 objects were acknowledged without a job),
+or raises `BadInput` with an error type and text that the DLQ message carries.
+
+- A job message: `{"job_id": "...", "type": "...", "params": {...}}`. The type must be in the job
+  catalog (`UnknownJobType` lists the known ones); the params get the type's defaults and must pass its
+  JSON Schema (`InvalidParameters: params.<path>: <what is wrong>`).
+- S3 events, delivered directly (an S3 event notification), through SNS (not raw: the SNS envelope
+  holds the notification) or through EventBridge ("Object Created"). A created object that is a
+  trigger's completion marker (`_SUCCESS` by default) becomes its partition's job (see
+  `longjobs.engine.jobs.triggers`); any other object is acknowledged and counted, not run. S3's test event,
+  and object events other than creation, are acknowledged and dropped.
+
+The Powertools parser models of S3, SNS and EventBridge events are imported on the first S3 event
+only: importing them costs about 100 ms, which a receiver of job messages never pays. The job catalog
+(`longjobs.engine.jobs`) is imported with the catalog itself, on the first record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from longjobs.engine.jobs.catalog import JobCatalog
+    from longjobs.engine.settings import Settings
+
+
+class ErrorType:
+    """Values of the DLQ message's `ErrorType` attribute."""
+
+    TOO_LARGE = "TooLarge"
+    NOT_JSON = "NotJson"
+    INVALID_SHAPE = "InvalidShape"
+    UNKNOWN_JOB_TYPE = "UnknownJobType"
+    INVALID_PARAMETERS = "InvalidParameters"
+
+
+class BadInput(Exception):
+    """A body no retry can fix: it goes to the DLQ at once."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+SHAPES = (
+    'expected a job message {"job_id", "type", "params"} or an S3 event (an S3 event notification, '
+    "delivered directly or through SNS, or an EventBridge Object Created event)"
+)
+
+
+class Job(BaseModel):
+    """One job: the project's job message, whatever its type."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str = Field(min_length=1, max_length=256)
+    type: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("job_id")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if _CONTROL.search(value):
+            raise ValueError("must not contain control characters")
+        return value
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The jobs a body asks for, and the S3 objects it named that start none (acknowledged, counted)."""
+
+    jobs: list[Job] = field(default_factory=list)
+    ignored_objects: int = 0
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
+
+
+def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None) -> list[Job]:
+    """The jobs a message body asks for (see `parse_message`)."""
+    return parse_message(body, settings, catalog).jobs
+
+
+def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = None) -> Parsed:
+    """The jobs a message body asks for: one for a job message, one per completion marker of an S3
+    event, none for what is acknowledged and dropped. Raises `BadInput` otherwise."""
+    catalog = catalog or _builtin_catalog()
+    size = len(body.encode())
+    if size > settings.max_body_bytes:
+        raise BadInput(ErrorType.TOO_LARGE, f"body is {size} bytes; the limit is {settings.max_body_bytes}")
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise BadInput(ErrorType.NOT_JSON, f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {type(data).__name__}, not an object; {SHAPES}")
+    if _is_s3_event(data):
+        return _s3_jobs(data, settings, catalog)
+    return Parsed([parse_job(data, settings, catalog)])
+
+
+def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Job:
+    """A job message, its params completed with the type's defaults and validated by its schema."""
+    try:
+        job = Job.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if all(err["loc"] and err["loc"][0] == "params" for err in errors):
+            raise BadInput(ErrorType.INVALID_PARAMETERS, _describe(exc)) from None
+        hint = "" if {"job_id", "type"} & set(data) else f"; {SHAPES}"
+        raise BadInput(ErrorType.INVALID_SHAPE, _describe(exc) + hint) from None
+    return checked(job, settings, catalog)
+
+
+def checked(job: Job, settings: Settings, catalog: JobCatalog) -> Job:
+    from longjobs.engine.jobs.catalog import ParamsError
+
+    job_type = catalog.get(job.type)
+    if job_type is None:
+        raise BadInput(
+            ErrorType.UNKNOWN_JOB_TYPE,
+            f"type: {job.type!r} is not a job type (known types: {', '.join(catalog.names)})",
+        )
+    try:
+        params = catalog.validate_params(job_type, job.params, settings.locations)
+    except ParamsError as exc:
+        raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+    return job.model_copy(update={"params": params})
+
+
+# -- S3 events ------------------------------------------------------------------------------------
+
+
+def _is_s3_event(data: dict[str, Any]) -> bool:
+    return (
+        "Records" in data
+        or data.get("Event") == "s3:TestEvent"
+        or (data.get("Type") == "Notification" and "TopicArn" in data)
+        or (data.get("source") == "aws.s3" and "detail-type" in data)
+    )
+
+
+@dataclass(frozen=True)
+class _Created:
+    bucket: str
+    key: str
+
+
+def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Parsed:
+    from longjobs.engine.jobs.triggers import TriggerError
+
+    created = _created_objects(data)
+    jobs: list[Job] = []
+    ignored = 0
+    for obj in created:
+        trigger = catalog.trigger_for(obj.bucket, obj.key)
+        if trigger is None:
+            ignored += 1  # a data file, a manifest, a folder placeholder: its partition's marker starts the job
+            continue
+        uri = f"s3://{obj.bucket}/{obj.key}"
+        try:
+            partition = trigger.job(obj.bucket, obj.key)
+        except TriggerError as exc:
+            raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+        try:
+            job = checked(Job(job_id=partition.job_id, type=partition.type, params=partition.params), settings, catalog)
+        except ValidationError as exc:
+            raise BadInput(ErrorType.INVALID_PARAMETERS, f"{uri}: {_describe(exc)}") from None
+        except BadInput as bad:
+            raise BadInput(bad.error_type, f"{uri}: {bad.message}") from None
+        jobs.append(job)
+    return Parsed(jobs, ignored)
+
+
+def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
+    """The objects an S3 event says were created, whichever way it was delivered."""
+    from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeError
+    from aws_lambda_powertools.utilities.parser.models import (
+        S3EventNotificationEventBridgeModel,
+        S3Model,
+        SnsNotificationModel,
+    )
+
+    if data.get("Event") == "s3:TestEvent":
+        return []
+    try:
+        if data.get("Type") == "Notification" and "TopicArn" in data:
+            envelope = SnsNotificationModel.model_validate(data)
+            try:
+                inner = json.loads(str(envelope.Message))
+            except ValueError:
+                raise BadInput(ErrorType.INVALID_SHAPE, "an SNS notification whose Message is not JSON") from None
+            if depth or not isinstance(inner, dict) or not _is_s3_event(inner) or "Type" in inner:
+                raise BadInput(
+                    ErrorType.INVALID_SHAPE, "an SNS notification whose Message is not an S3 event notification"
+                )
+            return _created_objects(inner, depth=depth + 1)
+        if "Records" in data:
+            notification = S3Model.model_validate(data)
+            return [
+                _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key))  # keys arrive URL-encoded
+                for record in notification.Records
+                if record.eventName.startswith("ObjectCreated:") and record.s3.object is not None
+            ]
+        if data.get("detail-type") != "Object Created":
+            return []  # Object Deleted, Restored, Tags Added, ...: nothing to run
+        event = S3EventNotificationEventBridgeModel.model_validate(data)
+    except ValidationError as exc:
+        raise BadInput(ErrorType.INVALID_SHAPE, f"not a valid S3 event: {_describe(exc)}") from None
+    except BadInput:
+        raise
+    except (InvalidModelTypeError, AttributeError, TypeError, KeyError):
+        # the models' own validators trip over some malformed records instead of reporting them
+        raise BadInput(ErrorType.INVALID_SHAPE, "not a valid S3 event: malformed record") from None
+    # EventBridge URL-encodes keys as notifications do: decoded the same way.
+    return [_Created(event.detail.bucket.name, unquote_plus(event.detail.object.key))]
+
+
+_BUILTIN: JobCatalog | None = None
+
+
+def _builtin_catalog() -> JobCatalog:
+    global _BUILTIN
+    if _BUILTIN is None:
+        from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+
+        _BUILTIN = JobCatalog(BUILTIN_TYPES)
+    return _BUILTIN

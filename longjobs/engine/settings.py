@@ -1,0 +1,313 @@
+"""The engine's settings: one validated model, refused at start-up when it could lapse by construction.
+
+Every field maps to an environment variable of the same name in upper case (`VISIBILITY_TIMEOUT_S`),
+so a function reads its settings with `Settings.from_env()` and fails its cold start, not its first
+renewal, when a value is wrong. (pydantic-settings would do the env mapping, but it is not in the
+Powertools layer and this asset ships no dependencies of its own.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from longjobs.engine.exceptions import SettingsError
+from longjobs.engine.policies import POLICIES, SQS_MAX_VISIBILITY_S, hold_limit
+
+__all__ = [
+    "FIFO_BATCH_SIZE",
+    "FIFO_SUFFIX",
+    "SQS_MAX_VISIBILITY_S",
+    "PolicyName",
+    "Settings",
+    "SettingsError",
+    "is_fifo_url",
+]
+
+PolicyName = Literal["adaptive", "remaining", "threshold"]
+MAX_DELAY_S = 900
+"""SQS's longest message delay (`DelaySeconds`)."""
+MAX_REDRIVE_RECEIVES = 1_000
+"""SQS's largest redrive `maxReceiveCount`."""
+FAULT_RECEIVES = 2
+"""Receives an attempt may lose to a receiver that failed its record (a crash, a throttled call)."""
+FIFO_SUFFIX = ".fifo"
+"""The name (and URL) of every FIFO queue ends with it, and no other queue's does."""
+FIFO_BATCH_SIZE = 1
+"""The event source mapping's batch size on a FIFO queue. A record received behind its group's running
+or retried job is skipped and still counts a receive, so with larger batches every retry of a group's
+head would spend a receive of each job queued behind it, and a failing job would take them to the DLQ
+unrun. One record per invocation receives only groups' heads; groups run side by side through the
+mapping's concurrency."""
+
+
+def is_fifo_url(url: str) -> bool:
+    """Whether a queue URL names a FIFO queue."""
+    return url.rstrip("/").endswith(FIFO_SUFFIX)
+
+
+class Settings(BaseModel):
+    """Renewal policy, timing and resources of the lease engine, validated together."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: PolicyName = "adaptive"
+    visibility_timeout_s: int | None = Field(
+        default=None,
+        ge=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="VT a renewal asks for: remaining reads the queue's when None, threshold takes seed 001's 30 s.",
+    )
+    max_renewal_s: int | None = Field(
+        default=None,
+        ge=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="Stop renewing this long after the receive; 0 disables renewal; None: the policy's default.",
+    )
+    extender_period_s: float = Field(default=60.0, gt=0, description="Schedule of the extender function.")
+    heartbeat_s: float = Field(
+        default=1.0, gt=0, description="Tick inside one extender invocation for the sub-minute policies."
+    )
+    threshold_s: float = Field(default=5.0, gt=0, description="threshold policy: renew this close to visible.")
+    min_remaining_life_s: float = Field(
+        default=0.5, ge=0, description="Time a renewal call needs to land before the message shows again."
+    )
+    adaptive_ceiling_s: int = Field(
+        default=900,
+        gt=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="adaptive policy: the longest chunk, so a silently dead job returns within it.",
+    )
+    adaptive_lost_runs_survived: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="adaptive policy: consecutive lost scheduled runs (after one a full period late) survived.",
+    )
+    cap_safety_s: int = Field(default=60, ge=0, le=3_600, description="Margin kept below the 12 h limit.")
+    pass_budget_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="adaptive policy: time one extender pass may take; None: a quarter of the period, at most 15 s.",
+    )
+
+    table_name: str | None = None
+    queue_url: str | None = None
+    shards: int = Field(default=8, ge=1, le=64, description="Partitions of the due-index.")
+    closed_ttl_s: int = Field(default=7 * 86_400, gt=0, description="How long closed leases are kept.")
+    max_workers: int = Field(default=16, ge=1, le=64, description="Parallel AWS calls (the client pool holds 64).")
+
+    retry_base_s: float = Field(default=0.2, gt=0)
+    retry_cap_s: float = Field(default=5.0, gt=0)
+    invocation_margin_s: float = Field(default=2.0, ge=0, description="Kept free before the Lambda timeout.")
+
+    state_machine_arn: str | None = None
+    dlq_url: str | None = None
+    waiting_queues: str | None = Field(
+        default=None,
+        description='Admission: each limited job type\'s waiting queue, as JSON {"<type>": "<queue url>"} '
+        "(set by the stack and the offline runtime); a type without one waits in flight only.",
+    )
+    max_receive_count: int = Field(
+        default=5,
+        ge=1,
+        le=1_000,
+        description="The default of max_attempts (it named the queue's redrive count before attempts were counted).",
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Failed execution attempts after which the processor sends the message to the DLQ; "
+        "None: max_receive_count. Waiting for a slot is no attempt.",
+    )
+    admission_horizon_s: int = Field(
+        default=3_600,
+        ge=60,
+        le=6 * 3_600,
+        description="Admission: a message waits for a slot in flight on its queue only when it can be expected "
+        "to run within this long; later work is parked in the type's waiting queue, unreceived.",
+    )
+    admission_wait_base_s: int = Field(
+        default=30,
+        ge=1,
+        le=900,
+        description="Admission: the shortest delay of a message waiting for a slot (doubling with its waits).",
+    )
+    max_body_bytes: int = Field(
+        default=65_536, ge=1, le=1_048_576, description="Largest job message the receiver accepts (UTF-8 bytes)."
+    )
+    release_delay_base_s: float = Field(
+        default=30.0, ge=0, description="Delay before a failed job's message returns, after its first receive."
+    )
+    release_delay_cap_s: int = Field(
+        default=900, ge=0, le=SQS_MAX_VISIBILITY_S, description="Longest release delay (it doubles per receive)."
+    )
+    curated_uri: str | None = Field(
+        default=None,
+        description="The curated bucket (s3://bucket/): `{curated}` in a job type's defaults (spark's output).",
+    )
+    quarantine_uri: str | None = Field(default=None, description="The quarantine bucket: `{quarantine}`, likewise.")
+    raw_uri: str | None = Field(default=None, description="The raw bucket: `{raw}`, likewise.")
+    job_wait_base_s: int = Field(
+        default=30,
+        ge=0,
+        le=MAX_DELAY_S,
+        description="A job whose job id is running waits this long before it tries again (doubling per wait).",
+    )
+    job_wait_cap_s: int = Field(
+        default=MAX_DELAY_S, ge=0, le=MAX_DELAY_S, description="Longest such wait (SQS delays at most 15 minutes)."
+    )
+    fifo: bool = Field(
+        default=False,
+        description="The jobs queue (and its DLQ) is FIFO: jobs run in order per message group (URLs end in .fifo).",
+    )
+    fifo_release_delay_s: int = Field(
+        default=0,
+        ge=0,
+        le=SQS_MAX_VISIBILITY_S,
+        description="FIFO: a failed job's message returns after this delay, which holds its group meanwhile "
+        "(instead of the growing release delay of a standard queue).",
+    )
+
+    receiver_timeout_s: float = Field(
+        default=30.0, gt=0, le=900, description="The receiver function's timeout: after it, an invocation is dead."
+    )
+    reconcile_grace_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Leases younger than this are not reconciled: must outlast the receiver's timeout.",
+    )
+    reconcile_max_per_run: int = Field(default=100, ge=0)
+    reconcile_rate_per_s: float = Field(default=10.0, gt=0, description="DescribeExecution calls per second.")
+
+    @property
+    def effective_max_renewal_s(self) -> int:
+        if self.max_renewal_s is not None:
+            return self.max_renewal_s
+        return POLICIES[self.policy].default_max_renewal_s
+
+    @property
+    def waiting_queue_urls(self) -> dict[str, str]:
+        """`waiting_queues` decoded: job type -> its waiting queue's URL."""
+        if not self.waiting_queues:
+            return {}
+        decoded = json.loads(self.waiting_queues)
+        return {str(k): str(v) for k, v in decoded.items()}
+
+    @property
+    def effective_max_attempts(self) -> int:
+        return self.max_attempts if self.max_attempts is not None else self.max_receive_count
+
+    @property
+    def locations(self) -> dict[str, str | None]:
+        """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
+        return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
+
+    @property
+    def renewal_enabled(self) -> bool:
+        return self.effective_max_renewal_s > 0
+
+    @property
+    def tick_s(self) -> float:
+        """How often leases are looked at: the schedule for adaptive, the heartbeat for the others."""
+        return POLICIES[self.policy].tick_s(self)
+
+    def renew_until(self, received_at: float) -> float:
+        """The hard stop of one receive: max renewal, and never past SQS's 12 h limit (less a margin)."""
+        return min(received_at + self.effective_max_renewal_s, hold_limit(received_at, self.cap_safety_s))
+
+    def redrive_max_receives(self, retention_s: float) -> int:
+        """The queue's redrive `maxReceiveCount`: a backstop the processor's own accounting never reaches.
+
+        A message is received once per attempt (`max_attempts`), and once more when the processor sends
+        it to the DLQ; each attempt may lose `FAULT_RECEIVES` more to a receiver that failed the record.
+        While it waits for a slot in flight it is received again at most `doublings` times while its
+        delay doubles from `admission_wait_base_s` to `admission_horizon_s`, then once per horizon for as
+        long as it can wait at all: the queue's retention. SQS allows at most 1,000.
+        """
+        horizon = self.admission_horizon_s
+        doublings = math.ceil(math.log2(horizon / self.admission_wait_base_s))
+        waits = doublings + math.ceil(retention_s / horizon)
+        attempts = self.effective_max_attempts * (1 + FAULT_RECEIVES) + 1
+        return min(MAX_REDRIVE_RECEIVES, attempts + waits)
+
+    def with_visibility_timeout(self, seconds: int) -> Settings:
+        """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
+        return self.load({**self.model_dump(exclude_unset=True), "visibility_timeout_s": seconds})
+
+    @model_validator(mode="after")
+    def _refuse_lapse_by_construction(self) -> Settings:
+        if self.retry_cap_s < self.retry_base_s:
+            raise ValueError(f"retry_cap_s={self.retry_cap_s} must be >= retry_base_s={self.retry_base_s}")
+        if self.release_delay_cap_s < self.release_delay_base_s:
+            raise ValueError(
+                f"release_delay_cap_s={self.release_delay_cap_s} must be >= "
+                f"release_delay_base_s={self.release_delay_base_s:g}"
+            )
+        if self.job_wait_cap_s < self.job_wait_base_s:
+            raise ValueError(f"job_wait_cap_s={self.job_wait_cap_s} must be >= job_wait_base_s={self.job_wait_base_s}")
+        if self.waiting_queues:
+            try:
+                decoded = json.loads(self.waiting_queues)
+            except ValueError:
+                decoded = None
+            if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
+                raise ValueError('waiting_queues must be a JSON object {"<job type>": "<queue url>", ...}')
+        if self.admission_horizon_s < self.admission_wait_base_s:
+            raise ValueError(
+                f"admission_horizon_s={self.admission_horizon_s} must be >= admission_wait_base_s="
+                f"{self.admission_wait_base_s}: a waiting message's shortest delay"
+            )
+        if self.reconcile_grace_s <= self.receiver_timeout_s:
+            raise ValueError(
+                f"reconcile_grace_s={self.reconcile_grace_s:g} must be greater than receiver_timeout_s="
+                f"{self.receiver_timeout_s:g}: a younger lease may belong to a receiver that has not started its "
+                f"execution yet; smallest safe reconcile_grace_s: {self.receiver_timeout_s + 1:g}"
+            )
+        if self.renewal_enabled:
+            POLICIES[self.policy].check(self)
+        return self
+
+    @model_validator(mode="after")
+    def _queue_type_matches(self) -> Settings:
+        """A FIFO queue needs the FIFO receiver (group order, group ids on every send), and a standard one
+        must not get it: the queue URLs must say what `fifo` says. A FIFO queue's DLQ is FIFO too."""
+        for name in ("queue_url", "dlq_url"):
+            url = getattr(self, name)
+            if url is None or is_fifo_url(url) == self.fifo:
+                continue
+            if self.fifo:
+                raise ValueError(
+                    f"{name}={url!r} is a standard queue but fifo is true: a FIFO processor needs FIFO queues "
+                    f"(their names end in {FIFO_SUFFIX}); set FIFO=false, or deploy with the CDK context fifo=true"
+                )
+            raise ValueError(
+                f"{name}={url!r} is a FIFO queue but fifo is false: set FIFO=true (the CDK context fifo=true), "
+                "so the receiver keeps each message group's order and sends with group ids"
+            )
+        return self
+
+    @classmethod
+    def load(cls, values: Mapping[str, Any]) -> Settings:
+        """Validate `values`, turning pydantic's report into one `SettingsError` naming each bad setting."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"]) or "settings"
+                problems.append(f"{where}: {err['msg']}")
+            raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every field from its upper-case environment variable, where set."""
+        env = os.environ if environ is None else environ
+        values = {name: env[name.upper()] for name in cls.model_fields if name.upper() in env}
+        return cls.load(values)

@@ -1,0 +1,93 @@
+"""Watcher Lambda: an EventBridge rule sends it this state machine's executions' ends (FAILED, TIMED_OUT,
+ABORTED to release; SUCCEEDED too, for admission)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine import aws
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.observability import MetricName, logger, metrics, tracer
+from longjobs.engine.settings import Settings, SettingsError
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
+from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
+
+SETTINGS = Settings.from_env()
+
+
+@cache
+def watcher() -> Watcher:
+    if not SETTINGS.table_name or not SETTINGS.state_machine_arn:
+        raise SettingsError("the watcher needs TABLE_NAME and STATE_MACHINE_ARN")
+    clock = SystemClock()
+    store = LeaseStore(aws.dynamodb(), SETTINGS.table_name, shards=SETTINGS.shards, closed_ttl_s=SETTINGS.closed_ttl_s)
+    visibility = VisibilityClient(aws.sqs(), clock=clock)
+    return Watcher(
+        store=store,
+        visibility=visibility,
+        clock=clock,
+        state_machine_arn=SETTINGS.state_machine_arn,
+        admit=_admission(store, clock),
+    )
+
+
+def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object] | None:
+    """Admission's pass over one type, built on the first event; None when no type is limited (or the
+    watcher has no jobs queue to admit from)."""
+    if not SETTINGS.queue_url:
+        return None
+    built: list[Any] = []
+
+    def admit(job_type: str) -> object:
+        if not built:
+            from longjobs.engine.jobs import catalog_from_env
+            from longjobs.engine.policies import build_policy, resolve_visibility_timeout
+            from longjobs.engine.receiver.admission import admit_all
+            from longjobs.engine.receiver.service import Receiver
+
+            catalog = catalog_from_env()
+            if not catalog.limited():
+                built.append(None)
+            else:
+                sqs = aws.sqs()
+                settings = resolve_visibility_timeout(SETTINGS, sqs)
+                rx = Receiver(
+                    settings=settings,
+                    policy=build_policy(settings),
+                    store=store,
+                    sqs=sqs,
+                    visibility=VisibilityClient(sqs, clock=clock),
+                    stepfunctions=aws.stepfunctions(),
+                    clock=clock,
+                    rng=random.Random(),
+                    catalog=catalog,
+                    metrics=metrics,
+                )
+                built.append(lambda name: admit_all(rx, only=name))
+        run = built[0]
+        return run(job_type) if run is not None else None
+
+    return admit
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    event = ExecutionStatusChangeEvent.model_validate(raw_event)  # a bad event raises: EventBridge retries it
+    outcome = on_status_change(watcher(), event.detail)
+    if outcome is not WatchOutcome.UNCHANGED:  # duplicates, other machines' and superseded attempts' events
+        metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
+    logger.info(
+        "execution status change",
+        extra={"execution": event.detail.executionArn, "status": event.detail.status, "outcome": outcome.value},
+    )
+    return {"outcome": outcome.value}

@@ -1,0 +1,68 @@
+"""Settle the lease of an execution that ended without reaching the workflow's own failure path, and
+give the slot its end freed to the longest-waiting message of its type.
+
+Idempotent by construction: only an ACTIVE lease whose execution is the one in the event is
+released, so a late or duplicate event (or one for an attempt that was replaced) changes nothing.
+Admission is a pass over the type's free slots (`longjobs.engine.receiver.admission.admit_type`): a late or
+duplicate event finds no free slot, or admits what the extender's next pass would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from longjobs.engine.clock import Clock
+from longjobs.engine.execution import parse_execution_name
+from longjobs.engine.lease import LeaseStatus, LeaseStore
+from longjobs.engine.observability import logger
+from longjobs.engine.settle import describe_reason, release
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.watcher.models import ENDED, ENDED_UNSUCCESSFULLY, ExecutionStatusChange
+
+
+class WatchOutcome(StrEnum):
+    RELEASED = "released"
+    UNCHANGED = "unchanged"  # not ours, not an unsuccessful end, or the lease moved on
+    LOST = "lost"  # SQS no longer accepts the lease's handle
+
+
+@dataclass
+class Watcher:
+    store: LeaseStore
+    visibility: VisibilityClient
+    clock: Clock
+    state_machine_arn: str
+    admit: Callable[[str], object] | None = None
+    """Admission's pass over one job type's free slots; None where no type is limited."""
+
+
+def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOutcome:
+    """Release the message of an execution that FAILED, TIMED_OUT or was ABORTED, when the lease is ACTIVE
+    and names that very execution (the attempt that owns it). A DynamoDB error raises: EventBridge
+    retries the invocation, and reconciliation settles the lease if every retry fails. Then, for any end
+    (SUCCEEDED too), admit waiting messages of the execution's type into the slots it freed."""
+    if change.stateMachineArn != watcher.state_machine_arn or change.status not in ENDED:
+        return WatchOutcome.UNCHANGED
+    parsed = parse_execution_name(change.name)
+    if parsed is None:
+        return WatchOutcome.UNCHANGED
+    lease = watcher.store.get(parsed[0])
+    outcome = WatchOutcome.UNCHANGED
+    if (
+        change.status in ENDED_UNSUCCESSFULLY
+        and lease is not None
+        and lease.active
+        and lease.execution_arn == change.executionArn
+    ):
+        reason = describe_reason(change.status, change.error, change.cause)
+        settled = release(lease, store=watcher.store, visibility=watcher.visibility, clock=watcher.clock, reason=reason)
+        if settled is not None:
+            outcome = WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST
+    if watcher.admit is not None and lease is not None and lease.job_type:
+        try:
+            watcher.admit(lease.job_type)
+        except Exception:  # the extender's next pass admits them
+            logger.exception("admission after an execution's end failed", extra={"job_type": lease.job_type})
+    return outcome

@@ -1,0 +1,98 @@
+"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
+`python -m offline demo [--out DIR]`, `python -m offline chaos --runs N --seed S --report FILE` and
+`python -m offline serve [--port 4566] [--jobs-file jobs.json]`.
+Exits 1 when an invariant broke (the report's `ok` is false; for chaos, any violation in any run), 2
+when the scenario file is invalid."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from longjobs.offline.progress import Progress
+from longjobs.offline.report import summary_table
+from longjobs.offline.runtime import run_scenario
+from longjobs.offline.scenario import ScenarioError, load_scenario
+
+DEMO_SCENARIO = Path(__file__).parent / "scenarios" / "demo.json"
+DEFAULT_PORT = 4566
+DEFAULT_DRAIN_S = 30.0
+
+
+def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, quiet: bool) -> int:
+    try:
+        scenario = load_scenario(scenario_path)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    work_dir = report_path.parent / "work"
+    print(f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / 'runtime.log'}", file=sys.stderr)
+    result = run_scenario(scenario, work_dir=work_dir, progress=None if quiet else Progress())
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
+    print(summary_table(result.report, {job.id: job.expected for job in scenario.jobs}))
+    if timeline_path is not None:
+        from longjobs.offline.timeline import draw_timeline
+
+        draw_timeline(result, scenario, timeline_path)
+        print(f"timeline: {timeline_path}")
+    print(f"report: {report_path}")
+    for violation in result.violations:
+        print(f"INVARIANT BROKEN: {violation}", file=sys.stderr)
+    return 0 if result.report["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_cmd = commands.add_parser("run", help="run a scenario file and write its report")
+    run_cmd.add_argument("--scenario", type=Path, required=True)
+    run_cmd.add_argument("--report", type=Path, required=True)
+    run_cmd.add_argument("--timeline", type=Path, help="also draw the timeline (PNG)")
+    run_cmd.add_argument("--quiet", action="store_true", help="no live progress line")
+    demo = commands.add_parser("demo", help="the shipped demo: report.json and timeline.png under --out")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.add_argument("--quiet", action="store_true")
+    chaos = commands.add_parser("chaos", help="a campaign of random scenarios under random faults")
+    chaos.add_argument("--runs", type=int, default=10, help="scenarios to draw and run (default 10)")
+    chaos.add_argument("--seed", type=int, default=1, help="the campaign's seed: run i of seed S is always the same")
+    chaos.add_argument("--report", type=Path, required=True, help="the campaign's JSON report")
+    chaos.add_argument("--quiet", action="store_true", help="no line per finished run on stderr")
+    chaos.add_argument("--fifo", action="store_true", help="every run on FIFO queues, its jobs in message groups")
+    serve = commands.add_parser("serve", help="the processor as a local service your AWS tools can talk to")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
+    serve.add_argument("--jobs-file", type=Path, help="job type declarations (default: ./jobs.json if present)")
+    serve.add_argument("--settings", type=Path, help="a JSON object of engine settings over the service's own")
+    serve.add_argument("--work-dir", type=Path, default=Path("out/serve"), help="logs and the job catalog")
+    serve.add_argument(
+        "--drain-s", type=float, default=DEFAULT_DRAIN_S, help="on stop, how long running jobs may finish"
+    )
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        if not 0 < args.port < 65_536 or args.drain_s < 0:
+            parser.error("--port must be 1..65535 and --drain-s at least 0")
+        from longjobs.offline.serve import serve as serve_main
+
+        return serve_main(
+            port=args.port,
+            jobs_file=args.jobs_file,
+            settings_file=args.settings,
+            work_dir=args.work_dir,
+            drain_s=args.drain_s,
+        )
+    if args.command == "run":
+        return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
+    if args.command == "chaos":
+        if args.runs < 1:
+            parser.error("--runs must be at least 1")
+        from longjobs.offline.chaos import main as chaos_main
+
+        return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)
+    return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""What happened to each job's message, watched from outside the processor.
+
+Three sources, none of them inside the functions:
+- the event source mapping shows every delivery; a delivery of a message while one of its executions
+  is still running its job is a lapse (`redelivered_while_running`), the thing renewal prevents;
+- the lease table's stream shows every lease change: receives, renewals (with the new visible-until),
+  releases and closes;
+- the emulator's queues show where each message is in the end: still queued, in the DLQ, or gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.execution import execution_arn, execution_name, parse_execution_name
+from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.lease.store import item_to_lease
+from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
+
+log = logging.getLogger(__name__)
+
+JOB_ID_ATTRIBUTE = "ScenarioJobId"
+"""The message attribute that carries a scenario job's id (a raw body may have no place for it)."""
+JOB_ENDED_EVENTS = frozenset(
+    {"ParallelStateSucceeded", "ParallelStateFailed", "ParallelStateAborted", "ParallelStateExited"}
+)
+"""History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
+REREAD = 100
+"""Stream records read again on each poll (see `Observer.poll`)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    at: float
+    receive_count: int
+    while_running: bool
+
+
+@dataclass(frozen=True)
+class Execution:
+    name: str
+    status: str
+    started: float
+    stopped: float | None
+    job: tuple[float, float | None] | None = None
+    """When its job ran: from entering the `RunJob` state to the next state after it (`ReadLease` or
+    `ReadLeaseForRelease`), else to the execution's end; None when not asked for, or it never ran."""
+    job_ended: float | None = None
+    """When it left its job (the end of the workflow's job step), if it got there: the workflow's last
+    steps (mark the lease, free the job lock) run after the message is deleted."""
+
+    @property
+    def job_span(self) -> tuple[float, float | None]:
+        """The job's span where known, else the execution's (which also covers its settling)."""
+        return self.job if self.job is not None else (self.started, self.stopped)
+
+    @property
+    def job_end(self) -> float:
+        """The end of its job: when it left the job step, else when it stopped (running: never)."""
+        if self.job_ended is not None:
+            return self.job_ended
+        return self.stopped if self.stopped is not None else float("inf")
+
+
+JOB_STATE = "RunJob"
+AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
+
+
+@dataclass
+class Track:
+    """One job's message, as observed."""
+
+    job_id: str
+    message_id: str
+    sent_at: float
+    deliveries: list[Delivery] = field(default_factory=list)
+    renewals: list[float] = field(default_factory=list)
+    visibility: list[tuple[float, float]] = field(default_factory=list)
+    """(when, visible-until) each time the lease's belief changed."""
+    released: int = 0
+    closes: list[float] = field(default_factory=list)
+    """When each of its leases closed (succeeded, released, rejected...)."""
+    lease: Lease | None = None
+    executions: list[Execution] = field(default_factory=list)
+    final: str = "queued"
+    dlq_error: str | None = None
+    running_at_end: frozenset[str] = frozenset()
+    """Names of its executions still RUNNING when the run ended (before the runtime stopped them)."""
+    group: str | None = None
+    """FIFO: its message group."""
+    duplicate_of: str | None = None
+    """FIFO: SQS dropped its send as a duplicate of this job's message (the same deduplication id)."""
+
+    @property
+    def redelivered_while_running(self) -> list[float]:
+        return [d.at for d in self.deliveries if d.while_running]
+
+
+class Observer:
+    """Keeps one `Track` per sent job, fed by the mapping (`on_batch`) and the lease stream (`poll`)."""
+
+    def __init__(self, emulator: Emulator, resources: Resources) -> None:
+        self.sqs = emulator.sqs()
+        self.stepfunctions = emulator.stepfunctions()
+        self.streams = emulator.client("dynamodbstreams")
+        self.resources = resources
+        self.tracks: dict[str, Track] = {}
+        self._by_message: dict[str, Track] = {}
+        self._lock = threading.Lock()
+        self._stream_arn = emulator.dynamodb().describe_table(TableName=resources.table_name)["Table"][
+            "LatestStreamArn"
+        ]
+        shard = self.streams.describe_stream(StreamArn=self._stream_arn)["StreamDescription"]["Shards"][0]
+        self._shard_id: str = shard["ShardId"]
+        self._first_sequence = int(shard["SequenceNumberRange"]["StartingSequenceNumber"])
+        self._tail: int | None = None
+        self._seen: set[str] = set()
+        self._sent_by_dedup_id: dict[str, Track] = {}
+
+    def send(self, job_id: str, body: str, *, group: str | None = None, dedup_id: str | None = None) -> Track:
+        """Put one job's message on the jobs queue, its id in an attribute; on a FIFO queue, in `group`
+        (with `dedup_id`, or deduplicated by content). A send SQS drops as a duplicate gets the track of
+        the message it duplicates, as `duplicate_of`."""
+        attributes: dict[str, MessageAttributeValueTypeDef] = {
+            JOB_ID_ATTRIBUTE: {"DataType": "String", "StringValue": job_id}
+        }
+        url = self.resources.queue_url
+        if group is None:
+            response = self.sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)
+        elif dedup_id is None:
+            response = self.sqs.send_message(
+                QueueUrl=url, MessageBody=body, MessageAttributes=attributes, MessageGroupId=group
+            )
+        else:
+            response = self.sqs.send_message(
+                QueueUrl=url,
+                MessageBody=body,
+                MessageAttributes=attributes,
+                MessageGroupId=group,
+                MessageDeduplicationId=dedup_id,
+            )
+        track = Track(job_id=job_id, message_id=response["MessageId"], sent_at=time.time(), group=group)
+        if group is not None:
+            key = dedup_id or hashlib.sha256(body.encode()).hexdigest()
+            original = self._sent_by_dedup_id.setdefault(key, track)
+            kept = {m.message_id for m in queue_messages(self.resources.queue_name)}
+            if original is not track and track.message_id not in kept:
+                track.message_id, track.duplicate_of = original.message_id, original.job_id
+                with self._lock:
+                    self.tracks[job_id] = track
+                return track
+        with self._lock:
+            self.tracks[job_id] = self._by_message[track.message_id] = track
+        return track
+
+    def track_of(self, message: dict[str, Any]) -> Track | None:
+        job_id = message.get("MessageAttributes", {}).get(JOB_ID_ATTRIBUTE, {}).get("StringValue")
+        return self.tracks.get(job_id) if job_id else self._by_message.get(message["MessageId"])
+
+    def on_batch(self, messages: Sequence[dict[str, Any]]) -> None:
+        """The mapping received these: note each delivery, and whether its job was still running."""
+        now = time.time()
+        for message in messages:
+            track = self.track_of(message)
+            if track is None:
+                continue  # a message the scenario did not send (an S3 fan-out, say)
+            count = int(message["Attributes"]["ApproximateReceiveCount"])
+            running = any(self.job_running(track.message_id, attempt) for attempt in range(1, count))
+            with self._lock:
+                track.deliveries.append(Delivery(now, count, running))
+            if running:
+                log.warning("job %s delivered again while its job runs (receive %d)", track.job_id, count)
+
+    def job_running(self, message_id: str, attempt: int) -> bool:
+        """Whether the attempt's execution is running and has not yet left its job."""
+        arn = execution_arn(self.resources.state_machine_arn, execution_name(message_id, attempt))
+        try:
+            if self.stepfunctions.describe_execution(executionArn=arn)["status"] != "RUNNING":
+                return False
+        except self.stepfunctions.exceptions.ExecutionDoesNotExist:
+            return False
+        events = self.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        return not any(event["type"] in JOB_ENDED_EVENTS for event in events)
+
+    def poll(self) -> None:
+        """Read the lease stream up to now, then where each message is.
+
+        Each read starts a little before the last record read, with a fresh iterator, and skips the
+        records already seen: moto's cancelled transaction puts back a copy of the whole table, stream
+        included, so the old iterator would read a shard nothing is written to any more, and the
+        copy numbers its new records from where the copy was taken."""
+        start = self._first_sequence if self._tail is None else max(self._first_sequence, self._tail - REREAD)
+        iterator: str | None = self.streams.get_shard_iterator(
+            StreamArn=self._stream_arn,
+            ShardId=self._shard_id,
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            SequenceNumber=str(start),
+        )["ShardIterator"]
+        while iterator:
+            page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+            iterator = page.get("NextShardIterator")
+            for record in page["Records"]:
+                self._tail = int(record["dynamodb"]["SequenceNumber"])
+                if record["eventID"] not in self._seen:
+                    self._seen.add(record["eventID"])
+                    self._on_lease_change(record["dynamodb"])
+            if not page["Records"]:
+                break
+        self._locate()
+
+    def _on_lease_change(self, change: dict[str, Any]) -> None:
+        if "NewImage" not in change or is_lock_key(change["Keys"][PARTITION_KEY]["S"]):
+            return  # job locks live in the lease table too
+        new = item_to_lease(change["NewImage"])
+        old = item_to_lease(change["OldImage"]) if "OldImage" in change else None
+        track = self._by_message.get(new.message_id)
+        if track is None:
+            return
+        now = time.time()
+        track.lease = new
+        same_receive = old is not None and old.receive_count == new.receive_count
+        if same_receive and old is not None and new.renewal_count > old.renewal_count:
+            track.renewals.append(new.last_renewed_at)
+        if new.active and (not same_receive or (old is not None and old.visible_until != new.visible_until)):
+            track.visibility.append((new.last_renewed_at, new.visible_until))
+        if not new.active and (old is None or not same_receive or old.active):
+            track.closes.append(now)
+            if new.status is LeaseStatus.RELEASED:
+                track.released += 1
+                track.visibility.append((now, now + new.release_delay_s))
+
+    def _locate(self) -> None:
+        """Final state of each message: in the DLQ, still queued, or gone from the jobs queue."""
+        queued = {m.message_id for m in queue_messages(self.resources.queue_name)}
+        dead = queue_messages(self.resources.dlq_name)
+        for track in self.tracks.values():
+            if track.duplicate_of is not None:
+                original = self.tracks[track.duplicate_of]
+                track.final, track.dlq_error = original.final, original.dlq_error  # one message
+                continue
+            copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
+            if copy is not None:
+                track.final = "dlq"
+                track.dlq_error = self._dead_reason(copy, track)
+            elif track.message_id in queued:
+                track.final = "queued"
+            elif track.lease is None or not track.lease.active:
+                track.final = "deleted" if self._deleted_after_success(track) else "lost"
+            # else: deleted by the workflow, lease not yet closed: decided on the next poll
+
+    @staticmethod
+    def _dead_copy_of(message: QueuedMessage, track: Track) -> bool:
+        """The DLQ holds the message itself (redrive) or the receiver's copy of a poison one."""
+        return track.message_id in (message.message_id, message.attributes.get("OriginalMessageId"))
+
+    @staticmethod
+    def _dead_reason(message: QueuedMessage, track: Track) -> str | None:
+        if "ErrorType" in message.attributes:
+            return f"{message.attributes['ErrorType']}: {message.attributes.get('ErrorMessage', '')}"
+        error = track.lease.last_error if track.lease else None
+        if error:
+            try:
+                parsed = json.loads(error)
+                return f"{parsed.get('Error')}: {parsed.get('Cause')}" if isinstance(parsed, dict) else error
+            except ValueError:
+                return error
+        return None
+
+    @staticmethod
+    def _deleted_after_success(track: Track) -> bool:
+        """Gone from the queue for a good reason: its job succeeded, or it was a body the receiver
+        finished inline (no lease is kept for those)."""
+        return track.lease is None or track.lease.status in (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
+
+    def message_id(self, job_id: str) -> str:
+        return self.tracks[job_id].message_id
+
+    def deliveries_of(self, job_id: str) -> list[Delivery]:
+        """Every delivery of the job's message seen so far, in order."""
+        with self._lock:
+            return list(self.tracks[job_id].deliveries)
+
+    def runs_its_job(self, job_id: str) -> bool:
+        """Whether an execution of the job's message is running and has not yet left its job."""
+        message_id = self.tracks[job_id].message_id
+        return any(self.job_running(message_id, attempt) for attempt in self._running_attempts(message_id))
+
+    def settled(self, job_id: str) -> bool:
+        """Whether the job's message is deleted or in the DLQ (as of the last `poll`)."""
+        return self.tracks[job_id].final in ("deleted", "dlq")
+
+    def _running_attempts(self, message_id: str) -> list[int]:
+        attempts = []
+        for name in self.running_executions():
+            parsed = parse_execution_name(name)
+            if parsed is not None and parsed[0] == message_id:
+                attempts.append(parsed[1])
+        return attempts
+
+    def running_executions(self) -> set[str]:
+        """Names of the executions running now."""
+        names: set[str] = set()
+        pages = self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn, statusFilter="RUNNING"
+        )
+        for page in pages:
+            names.update(execution["name"] for execution in page["executions"])
+        return names
+
+    def mark_end(self) -> None:
+        """Note which executions of each message still run as the run ends."""
+        running = self.running_executions()
+        for track in self.tracks.values():
+            track.running_at_end = frozenset(
+                name for name in running if (parse_execution_name(name) or ("",))[0] == track.message_id
+            )
+
+    def running_jobs(self) -> set[str]:
+        """Job ids whose execution is running now."""
+        running = set()
+        pages = self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn, statusFilter="RUNNING"
+        )
+        for page in pages:
+            for execution in page["executions"]:
+                parsed = parse_execution_name(execution["name"])
+                track = self._by_message.get(parsed[0]) if parsed else None
+                if track is not None:
+                    running.add(track.job_id)
+        return running
+
+    def _job_ended(self, arn: str) -> float | None:
+        """When the execution left its job step (the workflow's one Parallel), or None."""
+        for page in self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=arn):
+            for event in page["events"]:
+                if event["type"] in JOB_ENDED_EVENTS:
+                    return event["timestamp"].timestamp()
+        return None
+
+    def job_span(self, execution_arn: str, stopped: float | None) -> tuple[float, float | None] | None:
+        """When the execution's job ran (see `Execution.job`), from its history."""
+        entered: float | None = None
+        pages = self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+        for page in pages:
+            for event in page["events"]:
+                name = event.get("stateEnteredEventDetails", {}).get("name")
+                if name == JOB_STATE and entered is None:
+                    entered = event["timestamp"].timestamp()
+                elif name in AFTER_JOB_STATES and entered is not None:
+                    return entered, event["timestamp"].timestamp()
+        return (entered, stopped) if entered is not None else None
+
+    def collect_executions(self, *, job_spans: bool = False) -> None:
+        """Every execution of each message, for the report and the timeline; with `job_spans`, when each
+        one's job ran too (one history read an execution: what admission bounds)."""
+        for page in self.stepfunctions.get_paginator("list_executions").paginate(
+            stateMachineArn=self.resources.state_machine_arn
+        ):
+            for execution in page["executions"]:
+                parsed = parse_execution_name(execution["name"])
+                track = self._by_message.get(parsed[0]) if parsed else None
+                if track is None:
+                    continue
+                stop = execution.get("stopDate")
+                stopped = stop.timestamp() if stop else None
+                job = self.job_span(execution["executionArn"], stopped) if job_spans else None
+                track.executions.append(
+                    Execution(
+                        execution["name"],
+                        execution["status"],
+                        execution["startDate"].timestamp(),
+                        stopped,
+                        job,
+                        self._job_ended(execution["executionArn"]),
+                    )
+                )
+        for track in self.tracks.values():
+            track.executions.sort(key=lambda e: e.started)

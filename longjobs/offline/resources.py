@@ -1,0 +1,150 @@
+"""The processor's local resources, created once, by one function, for every local use.
+
+`create_resources` makes the jobs queue with its DLQ and redrive (both FIFO, named `.fifo`, when the
+settings say `fifo`, as the stack makes them: see `longjobs.offline.fifo`; the redrive is a backstop:
+`maxReceiveCount` is `Settings.redrive_max_receives`, far above what attempts and waiting for a slot
+use), the Spark token queue, the lease table and the state machine, from the same `Settings` as the
+functions and the same workflow builder as the stack. No waiting queues: offline, a message whose type
+is full waits in flight on the jobs queue only (parking gives it a new message id, which local runs
+would have to follow; the stack's waiting queues are for backfills beyond the admission horizon). It
+takes ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`)
+and the functional tests (moto in-process) build exactly the same things.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.lease import table_definition
+from longjobs.engine.settings import FIFO_SUFFIX, Settings
+from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
+    from mypy_boto3_stepfunctions import SFNClient
+
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-east-1"
+QUEUE = "jobs"
+DLQ = "jobs-dlq"
+TOKEN_QUEUE = "spark-tokens"
+TABLE = "leases"
+STATE_MACHINE = "long-jobs"
+QUEUE_RETENTION_S = 4 * 86_400
+"""SQS's default retention, the stack's too (`longjobs.construct.constants.QUEUE_RETENTION`)."""
+DEFAULT_QUEUE_VT_S = 30
+"""The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
+SPARK_TASK_TIMEOUT_S = 6 * 3_600
+"""The Spark step's whole-job limit offline, as the stack's default Glue run timeout."""
+QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"
+STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What was created, and the settings the functions run with (completed with the names)."""
+
+    queue_url: str
+    queue_arn: str
+    queue_visibility_timeout_s: int
+    dlq_url: str
+    token_queue_url: str
+    table_name: str
+    state_machine_arn: str
+    settings: Settings
+    queue_name: str = QUEUE
+    dlq_name: str = DLQ
+
+
+def create_resources(
+    sqs: SQSClient,
+    dynamodb: DynamoDBClient,
+    stepfunctions: SFNClient,
+    settings: Settings,
+    *,
+    spark_heartbeat_s: int,
+    catalog: JobCatalog | None = None,
+    table_stream: bool = False,
+    queue_visibility_timeout_s: int | None = None,
+) -> Resources:
+    """Queue + DLQ with redrive, token queue, lease table (`table_stream`: with the stream an observer
+    reads), state machine (a branch per job type of `catalog`, the built-ins when None). The queue's VT
+    is `queue_visibility_timeout_s`, else the settings' `visibility_timeout_s`, else SQS's 30 s."""
+    # FIFO: both queues FIFO, named `.fifo`, and moto's receive made to keep a group's order (longjobs.offline.fifo).
+    queue_name, dlq_name = QUEUE, DLQ
+    fifo_attributes: dict[QueueAttributeNameType, str] = {}
+    if settings.fifo:
+        keep_group_order()
+        queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=fifo_attributes)["QueueUrl"]
+    dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
+    queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
+    redrive = json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(QUEUE_RETENTION_S)}
+    )
+    queue_url = sqs.create_queue(
+        QueueName=queue_name,
+        Attributes={**fifo_attributes, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
+    )["QueueUrl"]
+    token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
+    stream: dict[str, Any] = (
+        {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}} if table_stream else {}
+    )
+    dynamodb.create_table(**table_definition(TABLE), **stream)
+    state_machine_arn = stepfunctions.create_state_machine(
+        name=STATE_MACHINE,
+        definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/{STATE_MACHINE}",
+    )["stateMachineArn"]
+    completed = Settings.load(
+        {
+            **settings.model_dump(exclude_unset=True),
+            "table_name": TABLE,
+            "queue_url": queue_url,
+            "dlq_url": dlq_url,
+            "state_machine_arn": state_machine_arn,
+        }
+    )
+    return Resources(
+        queue_url=queue_url,
+        queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}",
+        queue_visibility_timeout_s=queue_vt,
+        dlq_url=dlq_url,
+        token_queue_url=token_queue_url,
+        table_name=TABLE,
+        state_machine_arn=state_machine_arn,
+        settings=completed,
+        queue_name=queue_name,
+        dlq_name=dlq_name,
+    )
+
+
+@cache
+def workflow_definition(spark_heartbeat_s: int, catalog_json: str | None = None) -> str:
+    """The stack's workflow, rendered with the pyspark steps on the token queue and a branch per job type
+    of the catalog (the built-ins when None; the CDK loads in seconds, so each rendering is kept)."""
+    import aws_cdk as cdk
+
+    from longjobs.construct.workflow import render_definition, token_queue_pyspark_step
+    from longjobs.engine.jobs import BUILTIN_TYPES, load_catalog
+
+    job_types = list(load_catalog(json.loads(catalog_json))) if catalog_json else list(BUILTIN_TYPES)
+    return render_definition(
+        table_name=TABLE,
+        queue_arns=[QUEUE_ARN],
+        job_types=job_types,
+        pyspark_step=token_queue_pyspark_step(
+            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
+            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
+            heartbeat=cdk.Duration.seconds(spark_heartbeat_s),
+            timeout=cdk.Duration.seconds(SPARK_TASK_TIMEOUT_S),
+        ),
+        region=REGION,
+        account=ACCOUNT,
+    )

@@ -1,0 +1,230 @@
+"""One scenario, end to end, on one machine: the scenario's jobs sent to a `LocalProcessor` (the
+whole processor, see `longjobs.offline.processor`), its faults applied from outside, everything observed from
+outside (`longjobs.offline.observe`), and the report with its invariant checks at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.observability import logger as function_logger
+from longjobs.offline.faults import Faults, TimedActions
+from longjobs.offline.observe import Observer, Track
+from longjobs.offline.processor import LocalProcessor
+from longjobs.offline.progress import Counts, Progress
+from longjobs.offline.report import build_report, violations
+from longjobs.offline.scenario import GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
+
+POLL_S = 0.5
+SETTLE_S = 15.0
+"""After every message is settled, how long to wait for the executions to end (they close leases)."""
+MAX_SPARK_WORKERS = 4
+EXTENDER_TIMEOUT_S = 60.0
+WATCHER_TIMEOUT_S = 30.0
+LOGGERS = ("moto", "werkzeug", "longjobs.offline", "py4j", "pyspark", "botocore")
+QUIET_LOGGERS = ("moto.stepfunctions.parser",)
+"""moto's engine logs every failed state (the workflow fails states on purpose) with its whole AST."""
+
+
+@dataclass
+class RunResult:
+    """The report, the broken rules behind its `ok`, and what the timeline draws (times are epoch s)."""
+
+    report: dict[str, Any]
+    violations: list[str]
+    tracks: dict[str, Track]
+    start: float
+    end: float
+    faults: Faults
+
+
+def spark_workers(scenario: Scenario) -> int:
+    """One worker thread per Spark job, up to `MAX_SPARK_WORKERS`, all on the one local session: a task
+    waiting in the token queue gets no heartbeats, so it must not wait long for a free worker."""
+    return min(MAX_SPARK_WORKERS, max(1, sum(1 for job in scenario.jobs if scenario.runs_spark(job))))
+
+
+def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
+    """Generate each Spark job's partition (kept between runs when its size and seed are unchanged) and
+    start the local SparkSession before any job is sent: starting the JVM takes seconds, and a step's
+    timeout counts from the moment its task is scheduled."""
+    from longjobs.pipeline.generate import generate, read_manifest
+
+    jobs = [job for job in scenario.jobs if isinstance(job, SparkJob)]
+    for job in jobs:
+        folder = partition_dir(work_dir, job)
+        manifest = read_manifest(folder)
+        if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
+            generate(job.date, job.events, folder, seed=job.seed)
+    if any(scenario.runs_spark(job) for job in scenario.jobs):
+        from longjobs.offline.spark import local_session
+
+        local_session()
+
+
+def partition_dir(work_dir: Path, job: SparkJob) -> Path:
+    return work_dir / "raw" / job.id / f"date={job.date}"
+
+
+def message_body(job: JobSpec, work_dir: Path) -> str:
+    """The job message (the project's format) with the job's id as its `job_id`."""
+    if isinstance(job, RawJob):
+        return job.raw_body
+    params: dict[str, Any]
+    if isinstance(job, GenericJob):
+        params = {
+            k: v.replace("{work_dir}", str(work_dir.resolve())) if isinstance(v, str) else v
+            for k, v in job.params.items()
+        }
+        return json.dumps({"job_id": job.id, "type": job.type, "params": params})
+    if isinstance(job, WaitJob):
+        params = {"seconds": job.seconds, "fail": job.fail}
+    else:
+        params = {
+            "input": str(partition_dir(work_dir, job).resolve()),
+            "date": job.date,
+            "output": str((work_dir / "curated" / job.id).resolve()),
+            "quarantine": str((work_dir / "quarantine" / job.id).resolve()),
+        }
+    return json.dumps({"job_id": job.id, "type": job.type, "params": params})
+
+
+@contextlib.contextmanager
+def captured_logs(path: Path) -> Iterator[None]:
+    """Send the functions' Powertools logs, anything printed and the libraries' logs to `path`, keeping
+    the terminal (stderr) for progress; put everything back afterwards."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as sink:
+        handler = logging.StreamHandler(sink)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
+        saved = []
+        for name in LOGGERS:
+            lib = logging.getLogger(name)
+            saved.append((lib, lib.propagate, lib.level))
+            lib.addHandler(handler)
+            lib.propagate = False
+            if lib.level == logging.NOTSET or lib.level > logging.INFO:
+                lib.setLevel(logging.INFO if name == "longjobs.offline" else logging.WARNING)
+        for name in QUIET_LOGGERS:
+            quiet = logging.getLogger(name)
+            saved.append((quiet, quiet.propagate, quiet.level))
+            quiet.setLevel(logging.CRITICAL)
+        powertools = function_logger.registered_handler
+        stream = getattr(powertools, "stream", None)
+        if isinstance(powertools, logging.StreamHandler):
+            powertools.setStream(sink)
+        try:
+            with contextlib.redirect_stdout(sink):
+                yield
+        finally:
+            if isinstance(powertools, logging.StreamHandler):
+                powertools.setStream(stream)
+            for lib, propagate, level in saved:
+                lib.removeHandler(handler)
+                lib.propagate = propagate
+                lib.setLevel(level)
+
+
+def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | None = None) -> RunResult:
+    """Run the scenario to its end (every message settled, or `timeout_s`) and report."""
+    wall_start = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    prepare_spark(scenario, work_dir)
+    faults = Faults(scenario)
+    with (
+        captured_logs(work_dir / "runtime.log"),
+        warnings.catch_warnings(),
+        LocalProcessor(
+            scenario.settings,
+            catalog=scenario.job_catalog(),
+            work_dir=work_dir,
+            faults=faults,
+            spark_heartbeat_s=scenario.spark_heartbeat_s,
+            batch_size=scenario.batch_size,
+            spark_workers=spark_workers(scenario),
+        ) as processor,
+    ):
+        # An invocation that dies before adding a metric flushes none; Powertools warns on stderr.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        result = _run(scenario, processor, work_dir, progress)
+    result.report["wall_s"] = round(time.monotonic() - wall_start, 1)
+    return result
+
+
+def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress: Progress | None) -> RunResult:
+    emulator, resources, faults = processor.emulator, processor.resources, processor.faults
+    settings = resources.settings
+    observer = Observer(emulator, resources)
+    assert processor.mapping is not None
+    processor.mapping.on_batch = observer.on_batch
+    actions = TimedActions(
+        faults,
+        view=observer,
+        mapping=processor.mapping,
+        store=LeaseStore(
+            emulator.dynamodb(), resources.table_name, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
+        ),
+        sqs=emulator.sqs(),
+        stepfunctions=emulator.stepfunctions(),
+    )
+    start = faults.begin()
+    for job in scenario.jobs:
+        observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
+    processor.start(actions)
+    try:
+        _wait_until_settled(scenario, observer, progress, start)
+    finally:
+        end = time.time()
+        processor.stop()
+        observer.mark_end()
+        processor.abort_running()
+        if progress is not None:
+            progress.close()
+    observer.poll()
+    observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
+    report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
+    found = violations(scenario, observer.tracks, faults, end=end)
+    report["ok"] = not found
+    return RunResult(report, found, observer.tracks, start, end, faults)
+
+
+def _wait_until_settled(scenario: Scenario, observer: Observer, progress: Progress | None, start: float) -> None:
+    """Poll until every message is deleted or in the DLQ and no execution runs (or the timeout)."""
+    deadline = start + scenario.timeout_s
+    settled_at: float | None = None
+    stop = threading.Event()
+    while not stop.wait(POLL_S) and time.time() < deadline:
+        observer.poll()
+        running = observer.running_jobs()
+        tracks = observer.tracks.values()
+        if progress is not None:
+            progress.update(time.time() - start, _counts(tracks, running))
+        if all(t.final in ("deleted", "dlq", "lost") for t in tracks):
+            settled_at = settled_at or time.time()
+            if not running or time.time() - settled_at > SETTLE_S:
+                return
+        else:
+            settled_at = None
+
+
+def _counts(tracks: Any, running: set[str]) -> Counts:
+    finals = [t.final for t in tracks]
+    return Counts(
+        queued=sum(1 for t in tracks if t.final == "queued" and t.job_id not in running),
+        running=len(running),
+        done=finals.count("deleted"),
+        failed=sum(t.released for t in tracks),
+        dlq=finals.count("dlq"),
+        renewals=sum(len(t.renewals) for t in tracks),
+        lapses=sum(len(t.redelivered_while_running) for t in tracks),
+    )

@@ -1,0 +1,231 @@
+"""`python -m offline serve`: the processor as a long-lived local service your own AWS tools talk to.
+
+The same `LocalProcessor` as `run` and `demo`, on a port you choose, with no faults, serving until
+Ctrl-C or SIGTERM. Anything that speaks AWS reaches it: the AWS CLI or boto3 with
+`--endpoint-url`/`endpoint_url=` set to the printed endpoint (any credentials, region us-east-1), and
+`longjobs --endpoint-url ...`.
+
+Stopping drains: the event source mapping stops first, so nothing new starts; the jobs that run get
+`--drain-s` seconds to finish (the extender keeps renewing them); what still runs then is stopped
+and its message released (its lease RELEASED, the message visible again), so no lease is left
+ACTIVE. The service prints what it did. Its state lives in memory: it is gone when the process ends.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog, load_catalog_file
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.settings import Settings, SettingsError
+from longjobs.engine.settle import release
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.offline.emulator import REGION, PortInUseError
+from longjobs.offline.faults import Faults
+from longjobs.offline.processor import LocalProcessor
+from longjobs.offline.runtime import captured_logs
+
+SERVE_SETTINGS: dict[str, Any] = {
+    "policy": "adaptive",
+    "extender_period_s": 1,
+    "adaptive_lost_runs_survived": 2,
+    "adaptive_ceiling_s": 30,
+    "receiver_timeout_s": 10,
+    "reconcile_grace_s": 15,
+    "release_delay_base_s": 1,
+    "release_delay_cap_s": 30,
+}
+"""A local service reacts in seconds: a 1 s extender period (EventBridge's floor is a minute; offline
+any period goes), chunks of at most 30 s, short release delays. `--settings FILE` overrides any."""
+SPARK_WORKERS = 2
+SPARK_HEARTBEAT_S = 60
+
+
+class ServeError(Exception):
+    """Why the service cannot start, with the fix: printed as one line."""
+
+
+@dataclass
+class Calm:
+    """A fault plan with no faults (the service runs as AWS would, with Lambda's timeouts enforced)."""
+
+    settings: Settings
+    faults: Sequence[Any] = ()
+    seed: int = 0
+
+
+@dataclass
+class Drained:
+    """What stopping did."""
+
+    finished: int = 0
+    released: list[str] = field(default_factory=list)
+    active_left: int = 0
+
+
+def serve_settings(path: Path | None) -> Settings:
+    """The service's settings: `SERVE_SETTINGS`, with a JSON file of engine settings on top."""
+    values = dict(SERVE_SETTINGS)
+    if path is not None:
+        try:
+            given = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ServeError(f"cannot read the settings file {path}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ServeError(f"{path} is not JSON: {exc}") from None
+        if not isinstance(given, Mapping):
+            raise ServeError(f"{path}: must be a JSON object of engine settings")
+        values.update(given)
+    try:
+        return Settings.load(values)
+    except SettingsError as exc:
+        raise ServeError(str(exc)) from None
+
+
+def serve_catalog(path: Path | None) -> JobCatalog:
+    """The job types: `--jobs-file`, else `jobs.json` in the current directory if there is one, else the
+    built-ins; every declaration checked as `cdk synth` checks it."""
+    if path is None and Path("jobs.json").is_file():
+        path = Path("jobs.json")
+    try:
+        if path is None:
+            return load_catalog(strict=True)
+        return load_catalog_file(path, strict=True)
+    except JobTypeError as exc:
+        raise ServeError(str(exc)) from None
+
+
+def check_java(catalog: JobCatalog) -> None:
+    if any(job_type.runner == "pyspark" for job_type in catalog) and shutil.which("java") is None:
+        raise ServeError(
+            "java not found: pyspark job types run on a local Spark, which needs Java 17; install a JDK or "
+            "JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17)"
+        )
+
+
+def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> str:
+    resources, endpoint = processor.resources, processor.endpoint
+    example = json.dumps({"job_id": "hello", "type": "wait", "params": {"seconds": 5}})
+    rows = [
+        f"long-jobs local service on {endpoint}",
+        f"  region          {REGION} (any credentials)",
+        f"  queue           {resources.queue_url}",
+        f"  dead-letter     {resources.dlq_url}",
+        f"  lease table     {resources.table_name}",
+        f"  state machine   {resources.state_machine_arn}",
+        f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",
+        f"send a job:  aws --endpoint-url {endpoint} sqs send-message --queue-url {resources.queue_url} "
+        + ("--message-group-id hello " if resources.settings.fifo else "")  # FIFO: each job names its group
+        + f"--message-body '{example}'",
+        f"watch it:    longjobs --endpoint-url {endpoint} status --watch",
+        f"Ctrl-C or SIGTERM stops it: running jobs get {drain_s:g} s to finish, the rest are stopped and released.",
+    ]
+    return "\n".join(rows)
+
+
+def drain(processor: LocalProcessor, drain_s: float) -> Drained:
+    """Stop receiving; give what runs `drain_s` to finish; stop what still runs and release its message."""
+    processor.stop_receiving()
+    started = set(processor.running_executions())
+    running = set(started)
+    deadline = time.monotonic() + drain_s
+    while running and time.monotonic() < deadline:
+        time.sleep(0.5)
+        running &= set(processor.running_executions())
+    processor.abort_running()
+    processor.stop(join_timeout_s=5)  # a Spark job cannot be interrupted: its worker is left to the exit
+    settings = processor.settings
+    store = LeaseStore(
+        processor.emulator.dynamodb(),
+        settings.table_name or "",
+        shards=settings.shards,
+        closed_ttl_s=settings.closed_ttl_s,
+    )
+    clock = SystemClock()
+    visibility = VisibilityClient(processor.emulator.sqs(), clock=clock)
+    outcome = Drained(finished=len(started - running))
+    for lease in store.due(None):  # every lease still ACTIVE
+        if release(lease, store=store, visibility=visibility, clock=clock, reason="service stopped", delay_s=0):
+            outcome.released.append(lease.message_id)
+    outcome.active_left = len(store.due(None))
+    return outcome
+
+
+def serve(
+    *,
+    port: int,
+    jobs_file: Path | None,
+    settings_file: Path | None,
+    work_dir: Path,
+    drain_s: float,
+    out: TextIO = sys.stdout,
+    stop: threading.Event | None = None,
+) -> int:
+    """Run the service until `stop` is set (by SIGINT or SIGTERM when None). Returns the exit code."""
+    try:
+        settings = serve_settings(settings_file)
+        catalog = serve_catalog(jobs_file)
+        check_java(catalog)
+    except ServeError as exc:
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
+    stop = stop or _on_signals()
+    log_file = work_dir / "serve.log"
+    try:
+        with (
+            captured_logs(log_file),
+            warnings.catch_warnings(),
+            LocalProcessor(
+                settings,
+                catalog=catalog,
+                work_dir=work_dir,
+                faults=Faults(Calm(settings)),
+                port=port,
+                spark_heartbeat_s=SPARK_HEARTBEAT_S,
+                spark_workers=SPARK_WORKERS,
+            ) as processor,
+        ):
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            processor.faults.begin()
+            processor.start()
+            print(banner(processor, catalog, drain_s), file=out, flush=True)
+            print(f"logs: {log_file}", file=out, flush=True)
+            stop.wait()
+            print(f"stopping: no new receives; running jobs get {drain_s:g} s ...", file=out, flush=True)
+            outcome = drain(processor, drain_s)
+    except PortInUseError as exc:
+        print(f"serve: {exc}: stop what listens there, or pass --port with a free port", file=sys.stderr)
+        return 2
+    print(
+        f"stopped: {outcome.finished} execution(s) finished, {len(outcome.released)} stopped and released "
+        f"({', '.join(outcome.released) or 'none'}); {outcome.active_left} lease(s) left ACTIVE",
+        file=out,
+        flush=True,
+    )
+    return 0
+
+
+def _on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    return stop
+
+
+__all__ = ["ServeError", "serve"]

@@ -1,0 +1,150 @@
+"""The Spark worker: serves the workflow's token queue with the local SparkSession.
+
+Each message is one pyspark step of an execution: `{"task_token", "message_id", "attempt", "job"}`. The
+worker deletes it at once (the step's heartbeat timeout, not the queue, notices a dead worker), runs
+the job's type's entry (`run(spark, params)`, as the Glue entry does in the cloud) while a second
+thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with the summary `run` returned or
+`SendTaskFailure` with the error. One job at a time, like one Glue worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+log = logging.getLogger(__name__)
+
+RunJob = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""Runs one job (`{"job_id", "type", "params"}`) and returns its summary."""
+
+ERROR_MAX = 256
+CAUSE_MAX = 32_768
+
+
+def run_entry(job: Mapping[str, Any], catalog: JobCatalog) -> dict[str, Any]:
+    """The job's type's entry on the process's local SparkSession (Spark loads only when needed)."""
+    from longjobs.offline.spark import local_session
+    from longjobs.pipeline.glue_entry import load_entry, run_entry
+
+    job_type = catalog.get(str(job.get("type")))
+    if job_type is None or job_type.runner != "pyspark":
+        raise ValueError(f"job type {job.get('type')!r} is not a pyspark type of this run")
+    entry = load_entry(job_type.entry_function, file=job_type.entry_file)
+    return run_entry(entry, local_session(), job["params"])
+
+
+@dataclass
+class WorkerStats:
+    started: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    killed: int = 0
+    heartbeats: int = 0
+    running: set[str] = field(default_factory=set)
+
+
+class SparkWorker(threading.Thread):
+    """Long-polls the token queue until stopped. `kill_after(job_id)` says whether (and after how many
+    seconds of heartbeats) the worker dies on this job: it then goes silent and a fresh one takes over."""
+
+    def __init__(
+        self,
+        sqs: SQSClient,
+        stepfunctions: SFNClient,
+        token_queue_url: str,
+        *,
+        heartbeat_timeout_s: float,
+        catalog: JobCatalog | None = None,
+        run_job: RunJob | None = None,
+        kill_after: Callable[[str], float | None] = lambda job_id: None,
+    ) -> None:
+        super().__init__(name="spark-worker", daemon=True)
+        self.sqs = sqs
+        self.stepfunctions = stepfunctions
+        self.token_queue_url = token_queue_url
+        self.heartbeat_every_s = heartbeat_timeout_s / 3
+        self.run_job = run_job or functools.partial(run_entry, catalog=catalog or JobCatalog(BUILTIN_TYPES))
+        self.kill_after = kill_after
+        self.stats = WorkerStats()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the thread to end; `join()` waits for it."""
+        self.stopped.set()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                messages = self.sqs.receive_message(
+                    QueueUrl=self.token_queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1
+                ).get("Messages", [])
+                for message in messages:
+                    self.sqs.delete_message(QueueUrl=self.token_queue_url, ReceiptHandle=message["ReceiptHandle"])
+                    self.serve(json.loads(message["Body"]))
+            except Exception:
+                log.exception("spark worker poll failed")
+                self.stopped.wait(1)
+
+    def serve(self, task: Mapping[str, Any]) -> None:
+        token, job = task["task_token"], task["job"]
+        job_id = str(job.get("job_id", ""))
+        self.stats.started += 1
+        self.stats.running.add(job_id)
+        try:
+            kill_after = self.kill_after(job_id)
+            if kill_after is not None:
+                self._die(token, kill_after)
+                return
+            beating = threading.Event()
+            heart = threading.Thread(target=self._heartbeat, args=(token, beating), name="spark-heartbeat", daemon=True)
+            heart.start()
+            try:
+                summary = self.run_job(job)
+            except Exception as exc:
+                log.warning("spark job %s failed: %s", job_id, exc)
+                self.stats.failed += 1
+                beating.set()
+                heart.join()
+                self.stepfunctions.send_task_failure(
+                    taskToken=token, error=type(exc).__name__[:ERROR_MAX], cause=str(exc)[:CAUSE_MAX]
+                )
+                return
+            beating.set()
+            heart.join()
+            self.stats.succeeded += 1
+            self.stepfunctions.send_task_success(taskToken=token, output=json.dumps(summary, default=str))
+        finally:
+            self.stats.running.discard(job_id)
+
+    def _heartbeat(self, token: str, done: threading.Event) -> None:
+        while not done.wait(self.heartbeat_every_s):
+            try:
+                self.stepfunctions.send_task_heartbeat(taskToken=token)
+                self.stats.heartbeats += 1
+            except Exception as exc:  # the task timed out or was stopped: nothing more to tell it
+                log.warning("heartbeat refused: %s", exc)
+                return
+
+    def _die(self, token: str, after_s: float) -> None:
+        """The worker process is killed `after_s` into the job: it heartbeats until then, then nothing."""
+        self.stats.killed += 1
+        deadline = time.monotonic() + after_s
+        while True:
+            self.stepfunctions.send_task_heartbeat(taskToken=token)
+            self.stats.heartbeats += 1
+            left = deadline - time.monotonic()
+            if left <= 0 or self.stopped.wait(min(self.heartbeat_every_s, left)):
+                break
+        log.warning("spark worker killed mid-job; its task gets no answer")

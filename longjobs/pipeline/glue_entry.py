@@ -1,0 +1,139 @@
+"""The Glue script of every pyspark job type: parse Glue's arguments, call the type's `run(spark, params)`,
+print its summary and store it where the workflow reads it.
+
+How a type reaches Glue: the construct makes one Glue job per pyspark type, with this file as its
+script, the type's entry file (and the project's `pipeline` package, as a zip) in `--extra-py-files`,
+which Glue puts on the script's `sys.path`, and the entry's module and function as default arguments.
+Each run adds the job's params as JSON and where to write the summary:
+
+    --job-module wordcount --job-function run --params '{"input": "s3://..."}' [--summary-path s3://...]
+
+Outside Glue (argparse instead of `awsglue.utils.getResolvedOptions`) `--job-file path.py` loads the
+entry from a file instead of importing its module:
+
+    python -m longjobs.pipeline.glue_entry --job-file jobs/wordcount.py --job-function run --params '{...}'
+
+The summary is what `run` returns, written as JSON (`default=str` for dates and the like).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REQUIRED_ARGS = ("job-function", "params")
+OPTIONAL_ARGS = ("job-module", "job-file", "summary-path")
+
+EntryFunction = Callable[["SparkSession", Mapping[str, Any]], Mapping[str, Any]]
+
+
+class EntryError(ValueError):
+    """The arguments do not name a callable entry, or its params are not a JSON object."""
+
+
+@dataclass(frozen=True)
+class EntryArgs:
+    function: str
+    params: dict[str, Any]
+    module: str | None = None
+    file: str | None = None
+    summary_path: str | None = None
+
+
+def parse_args(argv: Sequence[str]) -> EntryArgs:
+    resolved = _resolve(argv)
+    try:
+        params = json.loads(resolved["params"])
+    except ValueError as exc:
+        raise EntryError(f"--params is not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise EntryError(f"--params must be a JSON object, got {type(params).__name__}")
+    if not resolved.get("job_module") and not resolved.get("job_file"):
+        raise EntryError("give --job-module (on Glue) or --job-file")
+    return EntryArgs(
+        function=resolved["job_function"],
+        params=params,
+        module=resolved.get("job_module"),
+        file=resolved.get("job_file"),
+        summary_path=resolved.get("summary_path"),
+    )
+
+
+def _resolve(argv: Sequence[str]) -> dict[str, str]:
+    try:
+        from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]  # exists only on Glue
+    except ImportError:
+        parser = argparse.ArgumentParser(
+            prog="python -m longjobs.pipeline.glue_entry", description=__doc__.split("\n\n")[0]
+        )
+        for name in REQUIRED_ARGS:
+            parser.add_argument(f"--{name}", required=True)
+        for name in OPTIONAL_ARGS:
+            parser.add_argument(f"--{name}")
+        parsed = vars(parser.parse_args(list(argv[1:])))
+        return {key: value for key, value in parsed.items() if value is not None}
+    present = [name for name in OPTIONAL_ARGS if f"--{name}" in argv]
+    resolved: dict[str, str] = getResolvedOptions(list(argv), [*REQUIRED_ARGS, *present])
+    wanted = {name.replace("-", "_") for name in (*REQUIRED_ARGS, *present)}
+    return {key: value for key, value in resolved.items() if key in wanted}
+
+
+def load_entry(function: str, *, module: str | None = None, file: str | Path | None = None) -> EntryFunction:
+    """The entry function, from a file (loaded under its own name) or an importable module."""
+    if file is not None:
+        path = Path(file)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise EntryError(f"cannot load {path}")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = loaded  # so the module's own pickled functions (UDFs) resolve
+        spec.loader.exec_module(loaded)
+    elif module is not None:
+        loaded = importlib.import_module(module)
+    else:
+        raise EntryError("no module or file to load the entry from")
+    entry = getattr(loaded, function, None)
+    if not callable(entry):
+        raise EntryError(f"{loaded.__name__} has no function {function!r}")
+    return entry  # type: ignore[no-any-return]
+
+
+def run_entry(entry: EntryFunction, spark: SparkSession, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Call the entry; its summary must be a JSON object (a mapping)."""
+    summary = entry(spark, params)
+    if not isinstance(summary, Mapping):
+        raise EntryError(f"the job's run() returned {type(summary).__name__}, not a dict (its summary)")
+    return dict(summary)
+
+
+def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
+    args = parse_args(sys.argv if argv is None else argv)
+    entry = load_entry(args.function, module=args.module, file=args.file)
+    spark = (session or _default_session)()
+    summary = json.dumps(run_entry(entry, spark, args.params), sort_keys=True, default=str)
+    print(summary)
+    if args.summary_path is not None:
+        from longjobs.pipeline.glue_job import write_text
+
+        write_text(spark, args.summary_path, summary + "\n")
+    return 0
+
+
+def _default_session() -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.appName("long-job").getOrCreate()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""The Glue job's script: parse the job arguments, run the pipeline, print and store its summary.
+
+How it reaches Glue: the CDK stack uploads this file as the job's script and ships the `pipeline`
+package as a zip in `--extra-py-files`, which Glue puts on the script's `sys.path`, so `import
+pipeline` works on Glue as it does locally. The job runs on Glue 5.0 (Spark 3.5.4, Python 3.11).
+
+Arguments (Glue passes each as `--name value`): `--input`, `--date`, `--output`, `--quarantine`, and
+optionally `--lateness-minutes` and `--summary-path` (where the summary JSON is also written: the
+workflow reads it from there, as a Glue job run returns no output of its own). On Glue they are
+read with `awsglue.utils.getResolvedOptions`; anywhere else with argparse, so the script also runs
+locally: `python -m longjobs.pipeline.glue_job --input DIR --date 2024-05-01 --output OUT --quarantine Q`.
+
+The arguments are validated before a SparkSession is created, so a bad job fails in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from longjobs.pipeline.params import ParamProblem, PipelineParamError, PipelineParams, path_problem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REQUIRED_ARGS = ("input", "date", "output", "quarantine")
+OPTIONAL_ARGS = ("lateness-minutes", "summary-path")
+
+
+@dataclass(frozen=True)
+class GlueArgs:
+    params: PipelineParams
+    summary_path: str | None
+
+
+def parse_args(argv: Sequence[str]) -> GlueArgs:
+    """The job's arguments from `argv` (`sys.argv`: the script first), validated."""
+    resolved = _resolve(argv)
+    summary_path = resolved.pop("summary_path", None)
+    if summary_path is not None and (rule := path_problem(summary_path)):
+        raise PipelineParamError([ParamProblem("summary_path", rule)])
+    return GlueArgs(PipelineParams.from_mapping(resolved), summary_path)
+
+
+def _resolve(argv: Sequence[str]) -> dict[str, str]:
+    """`--name value` arguments as a mapping with snake_case keys; Glue's own arguments are left out."""
+    try:
+        from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]  # exists only on Glue
+    except ImportError:
+        parser = argparse.ArgumentParser(
+            prog="python -m longjobs.pipeline.glue_job", description=__doc__.split("\n\n")[0]
+        )
+        for name in REQUIRED_ARGS:
+            parser.add_argument(f"--{name}", required=True)
+        for name in OPTIONAL_ARGS:
+            parser.add_argument(f"--{name}")
+        parsed = vars(parser.parse_args(list(argv[1:])))
+        return {key: value for key, value in parsed.items() if value is not None}
+    # getResolvedOptions fails on a listed option that is absent, so optional ones are listed when given.
+    present = [name for name in OPTIONAL_ARGS if f"--{name}" in argv]
+    resolved: dict[str, str] = getResolvedOptions(list(argv), [*REQUIRED_ARGS, *present])
+    # It also returns Glue's own arguments (JOB_NAME, JOB_RUN_ID, ...): keep only the pipeline's.
+    wanted = {name.replace("-", "_") for name in (*REQUIRED_ARGS, *present)}
+    return {key: value for key, value in resolved.items() if key in wanted}
+
+
+def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
+    """Validate the arguments, then run the pipeline on `session()` (by default the Glue/local session)."""
+    args = parse_args(sys.argv if argv is None else argv)
+    spark = (session or _default_session)()
+    from longjobs.pipeline.job import run  # imports Spark: only once the arguments are known to be good
+
+    summary = json.dumps(run(spark, args.params), sort_keys=True)
+    print(summary)
+    if args.summary_path is not None:
+        write_text(spark, args.summary_path, summary + "\n")
+    return 0
+
+
+def _default_session() -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    from longjobs.pipeline.job import SESSION_CONF
+
+    builder = SparkSession.builder.appName("events-pipeline")
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write one small file through Hadoop's file system: S3 on Glue, the local disk elsewhere, same code."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a live SparkContext has a JVM"
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    stream = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
