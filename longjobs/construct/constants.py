@@ -27,7 +27,8 @@ SERVICE_NAME = "long-jobs"
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_11  # the project's Python; Glue 5.0 runs the same
 LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 POWERTOOLS_VERSION = "3.37.0"
-"""Must equal the `aws-lambda-powertools` pin in pyproject.toml (a test checks it)."""
+"""The Powertools layer deployed: the locked version and the range's lower bound in pyproject.toml (a test
+checks both)."""
 POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.11/{POWERTOOLS_VERSION}"
 """Public SSM parameter that Powertools publishes in every commercial region for each release; its
 value is the ARN of that release's layer (`...:layer:AWSLambdaPowertoolsPythonV3-python311-arm64:N`).

@@ -120,8 +120,12 @@ def test_config_bad_context_stops_the_app_with_the_message() -> None:
     assert "glue_workers='1'" in str(caught.value.code)
 
 
-def test_config_powertools_version_matches_the_pinned_package() -> None:
+def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> None:
+    """The layer the construct deploys is the Powertools the tests run (the lock) and the oldest the
+    library admits (the range's lower bound)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    pins = [dep for dep in project["project"]["dependencies"] if dep.startswith("aws-lambda-powertools")]
-    assert pins == [f"aws-lambda-powertools[tracer,parser,validation]=={POWERTOOLS_VERSION}"]
+    ranges = [dep for dep in project["project"]["dependencies"] if dep.startswith("aws-lambda-powertools")]
+    assert ranges == [f"aws-lambda-powertools[tracer,parser,validation]>={POWERTOOLS_VERSION},<4"]
+    locked = (REPO_ROOT / "requirements-lock.txt").read_text().splitlines()
+    assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in locked
     assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.11/{POWERTOOLS_VERSION}")

@@ -1,0 +1,137 @@
+"""The distribution as a user installs it: the wheel, by file, into a fresh environment outside this
+repository, beside a CDK app that has its own `infra/` and `functions/` packages.
+
+The app must keep its own `infra` (the wheel installs one top-level package, `longjobs`), and it must
+synthesize with the handlers of the installed package in its Lambda asset, not this repository's. The
+environment is made by uv from its cache, with this repository's lock as constraints, so the test
+needs no network once `make install` has run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests import REPO_ROOT
+
+UV = Path(sys.executable).parent / "uv"
+
+USER_INFRA = '''"""The user's own infra package: the common layout of a CDK app."""
+
+OWNER = "the user's app"
+'''
+USER_STACK = """import aws_cdk as cdk
+
+from longjobs.construct import LongJobProcessor
+
+NAP = {
+    "name": "nap",
+    "runner": "wait",
+    "params_schema": {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}},
+}
+
+
+class DataStack(cdk.Stack):
+    def __init__(self, scope, construct_id, **kwargs):
+        super().__init__(scope, construct_id, **kwargs)
+        jobs = LongJobProcessor(self, "Jobs", job_types=[NAP])
+        cdk.CfnOutput(self, "JobsQueue", value=jobs.queue.queue_url)
+"""
+USER_APP = """import json
+import sys
+
+import aws_cdk as cdk
+
+import functions
+import infra
+import longjobs
+from infra.stack import DataStack
+
+app = cdk.App()
+DataStack(app, "Data")
+app.synth()
+print(json.dumps({"infra": infra.__file__, "owner": infra.OWNER, "functions": functions.__file__,
+                  "longjobs": longjobs.__file__, "path": sys.path}))
+"""
+
+
+def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(arg) for arg in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    # A copy of the sources, so the build leaves nothing (build/, *.egg-info) in the repository.
+    source = out / "source"
+    ignored = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "out", "__pycache__", "*.egg-info")
+    shutil.copytree(REPO_ROOT, source, ignore=ignored)
+    run(UV, "build", "--wheel", "--quiet", "--out-dir", out, source, cwd=out)
+    (built,) = out.glob("*.whl")
+    return built
+
+
+def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
+    assert top_level == {"longjobs"}
+    assert "longjobs/offline/scenarios/demo.json" in names
+    assert "longjobs/engine/receiver/handler.py" in names and "longjobs/pipeline/glue_entry.py" in names
+    metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+    requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
+    for_users = [line.split(";")[0] for line in requires if 'extra == "dev"' not in line]
+    assert for_users and not any("==" in requirement for requirement in for_users), for_users
+    assert not any(tool in requirement for requirement in for_users for tool in ("cfn-lint", "pytest", "moto", "mypy"))
+
+
+def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "env"
+    run(UV, "venv", "--quiet", "--python", sys.executable, env_dir, cwd=tmp_path)
+    python = env_dir / "bin" / "python"
+    lock = REPO_ROOT / "requirements-lock.txt"
+    run(UV, "pip", "install", "--quiet", "--python", python, "-c", lock, f"{wheel}[infra]", cwd=tmp_path)
+
+    app = tmp_path / "my-app"
+    (app / "infra").mkdir(parents=True)
+    (app / "functions").mkdir()
+    (app / "infra" / "__init__.py").write_text(USER_INFRA)
+    (app / "infra" / "stack.py").write_text(USER_STACK)
+    (app / "functions" / "__init__.py").write_text('"""The user\'s own Lambda code."""\n')
+    (app / "app.py").write_text(USER_APP)
+
+    environ = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ["CDK_OUTDIR"] = str(app / "cdk.out")
+    report = json.loads(run(python, "app.py", cwd=app, env=environ).strip().splitlines()[-1])
+
+    assert report["owner"] == "the user's app" and Path(report["infra"]).parent == app / "infra"
+    assert Path(report["functions"]).parent == app / "functions"
+    installed = Path(report["longjobs"]).resolve()
+    assert env_dir.resolve() in installed.parents, installed
+    assert str(REPO_ROOT) not in report["path"]
+
+    template = json.loads((app / "cdk.out" / "Data.template.json").read_text())
+    handlers = {
+        resource["Properties"]["Handler"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and "Handler" in resource["Properties"]
+        and resource["Properties"]["Handler"].startswith("longjobs.")
+    }
+    assert handlers == {f"longjobs.engine.{name}.handler.handler" for name in ("receiver", "extender", "watcher")}
+    shipped = [path for path in (app / "cdk.out").glob("asset.*/longjobs/engine/receiver/handler.py")]
+    assert shipped, "the receiver's asset holds the installed engine"
+    assert shipped[0].read_bytes() == (installed.parent / "engine" / "receiver" / "handler.py").read_bytes()
+    catalog = json.loads((shipped[0].parents[1] / "job_types.json").read_text())
+    assert "nap" in {job_type["name"] for job_type in catalog["job_types"]}
