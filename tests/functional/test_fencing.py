@@ -250,6 +250,56 @@ def test_extender_stops_the_execution_of_a_lease_past_its_max_renewal_before_clo
     assert capped.visible_until > time.time(), "the message is still hidden when the execution is stopped"
 
 
+def adopted_after(flow: Flow, message_id: str, first: Lease) -> Lease:
+    """A redelivery adopts the message whose execution runs: a newer handle and version, same execution."""
+    assert receive(flow.receiver, redeliver(flow, first)) is Outcome.RUNNING
+    adopted = flow.lease(message_id)
+    assert adopted.version != first.version and adopted.execution_arn == first.execution_arn
+    return adopted
+
+
+def test_extender_stops_nothing_on_a_stale_index_read_of_an_adopted_lease(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 8 of the protocol review: the due index still shows the lease as read before a redelivery
+    adopted it, past its max renewal; the table has the adopted lease. The extender must re-read before
+    it stops the execution that now holds the message."""
+    message_id, first = started(flow, "adopted-stale-index", seconds=4)
+    adopted_after(flow, message_id, first)
+    stale = replace(first, renew_until=time.time() - 1, renew_at=time.time() - 1)
+    monkeypatch.setattr(flow.extender.store, "due", lambda before=None: [stale])
+
+    report = renew_due(flow.extender, deadline=time.time() + 5)
+
+    assert (report.capped, report.stopped, report.conflicts) == (0, 0, 1)
+    assert first.execution_arn is not None
+    assert flow.harness.stepfunctions.describe_execution(executionArn=first.execution_arn)["status"] == "RUNNING"
+    assert flow.lease(message_id).active
+
+
+def test_extender_stops_nothing_when_the_12_hour_refusal_names_a_handle_adopted_since(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race on the 12 h path: SQS refuses the renewal of the handle the extender read as past the
+    limit of its receive, while a redelivery has adopted the message with a newer handle."""
+    message_id, first = started(flow, "adopted-capped", seconds=4)
+    due_now = replace(first, renew_at=time.time() - 1, visible_until=time.time())
+    adopted_after(flow, message_id, first)
+    monkeypatch.setattr(flow.extender.store, "due", lambda before=None: [due_now])
+
+    def refused(change: Any) -> ChangeOutcome:
+        return ChangeOutcome(change.key, time.time(), FailureClass.CAPPED, "InvalidParameterValue: beyond the limit")
+
+    monkeypatch.setattr(flow.extender.visibility, "change", refused)
+    monkeypatch.setattr(flow.extender.visibility, "change_many", lambda changes: [refused(c) for c in changes])
+
+    report = renew_due(flow.extender, deadline=time.time() + 5)
+
+    assert (report.capped, report.stopped, report.conflicts) == (0, 0, 1)
+    assert first.execution_arn is not None
+    assert flow.harness.stepfunctions.describe_execution(executionArn=first.execution_arn)["status"] == "RUNNING"
+
+
 def test_extender_keeps_an_unholdable_lease_while_its_execution_cannot_be_stopped(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:

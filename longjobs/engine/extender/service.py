@@ -260,23 +260,16 @@ def _capped(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], re
 def _lost(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
     """SQS no longer accepts the handle. If the lease is still the one we read (no newer receive adopted
     a newer handle meanwhile), the message may be in someone else's hands: stop the execution, close LOST."""
-
-    def fresh_or_none(item: tuple[_Planned, ChangeOutcome]) -> tuple[Lease, str] | None:
-        planned, outcome = item
+    for planned, outcome in refused:
         logger.warning(
             "renewal refused: handle lost", extra={"message_id": planned.lease.message_id, "error": outcome.error}
         )
-        try:
-            fresh = ext.store.get(planned.lease.message_id)
-        except Exception:
-            return None  # decided at the next pass
-        if fresh is None or fresh.version != planned.lease.version or not fresh.active:
-            return None
-        return fresh, outcome.error or "receipt handle no longer accepted"
-
-    checked = ext.parallel(fresh_or_none, refused)
-    report.conflicts += sum(1 for item in checked if item is None)
-    _end_unholdable(ext, [item for item in checked if item is not None], LeaseStatus.LOST, report)
+    _end_unholdable(
+        ext,
+        [(planned.lease, outcome.error or "receipt handle no longer accepted") for planned, outcome in refused],
+        LeaseStatus.LOST,
+        report,
+    )
 
 
 def _note_error(ext: Extender, lease: Lease, error: str) -> None:
@@ -321,12 +314,27 @@ def _end_unholdable(
     ext: Extender, leases: Sequence[tuple[Lease, str]], status: LeaseStatus, report: PassReport
 ) -> None:
     """Stop each lease's execution, then close the lease with its reason. A stop or a write that fails
-    leaves the lease ACTIVE and due: the next pass tries again."""
+    leaves the lease ACTIVE and due: the next pass tries again.
+
+    Each lease is read again, consistently, before anything is stopped: the due index lags the table,
+    and a refused renewal names the handle we had. A redelivery may have adopted the message meanwhile
+    (a newer handle, a new 12 h and a new renew-until for the same running execution): stopping on the
+    old read would kill the execution that now holds the message. Only a lease still at the version we
+    read is ended; any other is left to the next pass, which sees it as it is."""
     if not leases:
         return
 
     def end(item: tuple[Lease, str]) -> str:
-        lease, reason = item
+        read, reason = item
+        try:
+            lease = ext.store.get(read.message_id)
+        except Exception as exc:
+            logger.warning(
+                "could not re-read an unholdable lease", extra={"message_id": read.message_id, "error": str(exc)}
+            )
+            return "failed"
+        if lease is None or lease.version != read.version or not lease.active:
+            return "conflict"
         try:
             closed = stop_and_close(
                 lease, status, stepfunctions=ext.stepfunctions, store=ext.store, clock=ext.clock, reason=reason
