@@ -231,7 +231,7 @@ class Simulation:
             clock=self.clock,
             stepfunctions=sfn,
             rng=random.Random(f"backfill:{params.seed}:backoff"),
-            admit=(lambda: admit_all(admitter, sweep=True)) if admission else None,
+            admit=(lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)) if admission else None,
         )
         self.watcher = Watcher(
             store=store,

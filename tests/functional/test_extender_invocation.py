@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.invocation import run_invocation
@@ -54,6 +55,31 @@ def test_invocation_renews_a_lease_that_falls_due_between_ticks(harness: Harness
     remaining = remaining_from(clock, 60)
     report = run_invocation(harness.extender(settings, clock), remaining_ms=remaining)
     # due at +20 (70 s threshold of a 90 s VT) and again 20 s after that renewal; the next at +60 is too late
+    assert report.renewal.renewed == 2 and report.renewal.lapses == 0
+    stored = harness.store(settings).get(lease.message_id)
+    assert stored is not None and stored.renewal_count == 2
+
+
+def test_invocation_admission_pass_stops_beginning_work_at_the_next_tick(harness: Harness) -> None:
+    """Protocol review, defect 4: admission ran unbounded inside the first tick, so with a short tick a
+    long pass held back the renewals due meanwhile. It is given the next tick as its deadline, and a
+    pass that takes longer leaves the second tick's renewal on time."""
+    settings = Settings(policy="threshold", visibility_timeout_s=90, threshold_s=70, heartbeat_s=1)
+    clock = FakeClock(time.time())
+    start = clock.now()
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, clock)
+    deadlines: list[float] = []
+
+    def slow_admission(deadline: float) -> list[object]:
+        deadlines.append(deadline)
+        clock.advance(max(0.0, deadline - clock.now()))  # works right up to its deadline, no further
+        return []
+
+    extender = replace(harness.extender(settings, clock), admit=slow_admission)
+    report = run_invocation(extender, remaining_ms=remaining_from(clock, 60))
+
+    assert deadlines == [start + settings.tick_s]
     assert report.renewal.renewed == 2 and report.renewal.lapses == 0
     stored = harness.store(settings).get(lease.message_id)
     assert stored is not None and stored.renewal_count == 2

@@ -53,7 +53,7 @@ def extender() -> Extender:
     return replace(ext, admit=admission(ext))
 
 
-def admission(ext: Extender) -> Callable[[], Sequence[Any]] | None:
+def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
     """Admission's pass over the limited job types, with a receiver's view of the same clients; None when
     no type has a concurrency limit (or the extender lacks what starting an attempt needs)."""
     from longjobs.engine.jobs import catalog_from_env
@@ -77,7 +77,7 @@ def admission(ext: Extender) -> Callable[[], Sequence[Any]] | None:
         catalog=catalog,
         metrics=metrics,
     )
-    return lambda: admit_all(rx, sweep=True)
+    return lambda deadline: admit_all(rx, sweep=True, deadline=deadline)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:

@@ -28,7 +28,9 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
     a slow pass never starves the ticks after it. A pass that fails is logged and counted, and the
     next tick runs all the same. Reconciliation runs once per invocation, after the first pass, so it
     never delays a renewal; admission (slots freed from dead holders, waiting messages admitted, parked
-    ones unparked) runs after it.
+    ones unparked) runs after it and begins nothing past the next tick, so a long admission pass never
+    holds back the renewals due at that tick (with the threshold and remaining policies a tick is
+    shorter than the time a lease may wait).
     """
     clock, settings = ext.clock, ext.settings
     start = clock.now()
@@ -53,7 +55,7 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
                 logger.exception("reconciliation failed; the next run goes on")
             if ext.admit is not None:
                 try:
-                    report.admission = list(ext.admit())
+                    report.admission = list(ext.admit(min(deadline, next_tick)))
                 except Exception:
                     logger.exception("admission failed; the next run goes on")
         if next_tick >= deadline:

@@ -50,9 +50,10 @@ class Extender:
     executor: Executor | None = None
     stepfunctions: SFNClient | None = None
     rng: random.Random = field(default_factory=random.Random)
-    admit: Callable[[], Sequence[Any]] | None = None
+    admit: Callable[[float], Sequence[Any]] | None = None
     """Admission's pass over every limited job type (`longjobs.engine.receiver.admission.admit_all`), run after
-    reconciliation in each invocation; None where no type is limited."""
+    reconciliation in each invocation, given the time by which it must stop beginning new work (the next
+    tick's renewals come first); None where no type is limited."""
 
     def parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`fn` over `items`, on the executor when there is one."""

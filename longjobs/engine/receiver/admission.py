@@ -31,6 +31,7 @@ start it; the slot and the job lock are taken before, and released if the lease 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -313,9 +314,12 @@ def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots 
     return after
 
 
-def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) -> AdmitReport:
+def admit_type(
+    rx: Receiver, job_type: str, limit: int, *, sweep: bool = False, deadline: float = math.inf
+) -> AdmitReport:
     """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
-    the free slots (longest waiting first), then unpark what the horizon can take."""
+    the free slots (longest waiting first), then unpark what the horizon can take. Nothing new is begun
+    past `deadline` (what was begun is finished): the rest waits for the next pass."""
     report = AdmitReport(job_type)
     settings = rx.settings
     now = rx.clock.now()
@@ -325,7 +329,7 @@ def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) 
     if state.free_keys:
         hidden_after = now + margin_s(rx)
         for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
-            if not state.free_keys:
+            if not state.free_keys or rx.clock.now() >= deadline:
                 break
             admitted = admit_in_place(rx, waiting, state)
             if admitted is not None:
@@ -336,8 +340,8 @@ def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) 
     if queue is not None:
         report.parked = parked_count(rx.sqs, queue)
         want = in_flight_target(state, rx.clock.now(), settings.admission_horizon_s) - in_flight
-        if report.parked and want > 0:
-            report.unparked = unpark(rx, queue, want)
+        if report.parked and want > 0 and rx.clock.now() < deadline:
+            report.unparked = unpark(rx, queue, want, deadline=deadline)
             rx.views.pop(job_type, None)
             in_flight = rx.store.count_waiting(job_type, now=rx.clock.now())
             state = slots_of(rx).read(job_type, limit, now=rx.clock.now())
@@ -347,17 +351,22 @@ def admit_type(rx: Receiver, job_type: str, limit: int, *, sweep: bool = False) 
     return report
 
 
-def admit_all(rx: Receiver, *, sweep: bool = False, only: str | None = None) -> list[AdmitReport]:
-    """`admit_type` for every limited type of the catalog (or the one named `only`); a type whose pass
-    fails is logged and skipped."""
+def admit_all(
+    rx: Receiver, *, sweep: bool = False, only: str | None = None, deadline: float = math.inf
+) -> list[AdmitReport]:
+    """`admit_type` for every limited type of the catalog (or the one named `only`), none begun past
+    `deadline`; a type whose pass fails is logged and skipped."""
     reports = []
     for job_type in rx.catalog.limited():
         if only is not None and job_type.name != only:
             continue
+        if rx.clock.now() >= deadline:
+            logger.warning("admission pass out of time; the next pass goes on", extra={"job_type": job_type.name})
+            break
         limit = job_type.concurrency_limit
         assert limit is not None
         try:
-            reports.append(admit_type(rx, job_type.name, limit, sweep=sweep))
+            reports.append(admit_type(rx, job_type.name, limit, sweep=sweep, deadline=deadline))
         except Exception:
             logger.exception("admission pass failed", extra={"job_type": job_type.name})
     return reports
@@ -376,12 +385,13 @@ def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
             type_metric(sink, name, "Count", value, report.job_type)
 
 
-def unpark(rx: Receiver, queue_url: str, want: int) -> int:
+def unpark(rx: Receiver, queue_url: str, want: int, *, deadline: float = math.inf) -> int:
     """Receive up to `want` parked messages of a waiting queue and handle each as the receiver does (it
-    starts if a slot is free for it, else waits in flight there); those done are deleted."""
+    starts if a slot is free for it, else waits in flight there); those done are deleted. No receive is
+    made past `deadline`; what was received is still handled."""
     received = 0
     for _ in range(UNPARK_CALLS):
-        if received >= want:
+        if received >= want or rx.clock.now() >= deadline:
             break
         messages = rx.sqs.receive_message(
             QueueUrl=queue_url,
