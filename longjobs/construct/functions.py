@@ -277,15 +277,21 @@ class LongJobFunctions(Construct):
         """What an admission pass calls (`longjobs.engine.receiver.admission.admit_all`, in the extender and the
         watcher): it starts a waiting message's attempt in place (its lease, slot and job lock, the first
         visibility change, the start), frees slots of dead holders, unparks from the waiting queues, and
-        sends a message whose attempts are used up to the DLQ."""
+        sends a message whose attempts are used up to the DLQ. An unparked message is handled as the
+        receiver handles it, so it may also be sent back to the jobs queue to wait for its job id, or parked
+        again: without those sends SQS refuses it, and the copy bounces in its waiting queue to the DLQ
+        unrun (protocol review, defect 5)."""
         table = res.table.table_arn
         return [
-            _allow("sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", on=[res.queue.queue_arn]),
+            _allow(
+                "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:SendMessage", on=[res.queue.queue_arn]
+            ),
             _allow(
                 "sqs:ReceiveMessage",
                 "sqs:DeleteMessage",
                 "sqs:ChangeMessageVisibility",
                 "sqs:GetQueueAttributes",
+                "sqs:SendMessage",
                 on=waiting_arns,
             ),
             _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),

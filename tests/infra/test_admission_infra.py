@@ -73,6 +73,7 @@ def test_admission_functions_know_the_waiting_queues_and_may_admit(
 ) -> None:
     stack, processor, template = synth
     waiting = render_cfn(stack.resolve(processor.queues.waiting["backfill"].queue_arn))
+    jobs_queue = render_cfn(stack.resolve(processor.queue.queue_arn))
     table = render_cfn(stack.resolve(processor.table.table_arn))
     machine = render_cfn(stack.resolve(processor.state_machine.state_machine_arn))
     functions = processor.functions
@@ -86,6 +87,9 @@ def test_admission_functions_know_the_waiting_queues_and_may_admit(
         assert {
             ("sqs:ReceiveMessage", waiting),
             ("sqs:DeleteMessage", waiting),
+            # an unparked message waits for its job id on the jobs queue, or is parked again
+            ("sqs:SendMessage", jobs_queue),
+            ("sqs:SendMessage", waiting),
             ("states:StartExecution", machine),
             ("dynamodb:PutItem", table),
             ("dynamodb:Query", f"{table}/index/waiting"),
