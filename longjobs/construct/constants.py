@@ -80,9 +80,12 @@ NONCURRENT_EXPIRATION = cdk.Duration.days(30)
 """Raw and curated are versioned: an overwritten or deleted object can be recovered for this long."""
 
 # Queues
-QUEUE_RETENTION = cdk.Duration.days(4)
+QUEUE_RETENTION = cdk.Duration.days(14)
+"""SQS's maximum, on the jobs queue and the waiting queues: a backfill may take days, and its last
+messages wait (hidden, or parked) for most of it (protocol review, defect 2)."""
 DLQ_RETENTION = cdk.Duration.days(14)
-"""SQS's maximum, longer than QUEUE_RETENTION: a message moved late in its life does not expire at once."""
+"""SQS's maximum too. The processor's own DLQ sends are new messages with the whole of it; a message the
+redrive backstop moves keeps its first enqueue time (standard queues), so it may expire sooner."""
 
 # Logs: CloudWatch's allowed retentions, in days (the `log_retention_days` context setting).
 LOG_RETENTION = {

@@ -36,8 +36,8 @@ DLQ = "jobs-dlq"
 TOKEN_QUEUE = "spark-tokens"
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
-QUEUE_RETENTION_S = 4 * 86_400
-"""SQS's default retention, the stack's too (`longjobs.construct.constants.QUEUE_RETENTION`)."""
+QUEUE_RETENTION_S = 14 * 86_400
+"""SQS's maximum retention, the stack's on every queue (`longjobs.construct.constants.QUEUE_RETENTION`)."""
 DEFAULT_QUEUE_VT_S = 30
 """The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 SPARK_TASK_TIMEOUT_S = 6 * 3_600
@@ -82,7 +82,8 @@ def create_resources(
     if settings.fifo:
         keep_group_order()
         queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=fifo_attributes)["QueueUrl"]
+    retention = {"MessageRetentionPeriod": str(QUEUE_RETENTION_S)}
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
     redrive = json.dumps(
@@ -90,7 +91,7 @@ def create_resources(
     )
     queue_url = sqs.create_queue(
         QueueName=queue_name,
-        Attributes={**fifo_attributes, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
+        Attributes={**fifo_attributes, **retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
     )["QueueUrl"]
     token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
     stream: dict[str, Any] = (

@@ -61,7 +61,7 @@ def test_admission_limited_type_gets_a_waiting_queue_like_the_jobs_queue(
     )
     assert props["SqsManagedSseEnabled"] is True
     assert props["RedrivePolicy"] == jobs["RedrivePolicy"], "the same DLQ and backstop"
-    backstop = Settings(max_attempts=3).redrive_max_receives(4 * 86_400)
+    backstop = Settings(max_attempts=3).redrive_max_receives(14 * 86_400)
     assert jobs["RedrivePolicy"]["maxReceiveCount"] == backstop
     assert backstop >= 3 * 3 + 1 + 100, "attempts with their faults, and an hour's wait for each hour of retention"
     mappings = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]

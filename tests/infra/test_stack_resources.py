@@ -49,9 +49,9 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
     assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dev.logical_id(queues.dlq), "Arn"]},
-        "maxReceiveCount": 119,
-    }, "a backstop far above max_attempts 5: 5 x 3 + 1 receives of attempts, 103 of waiting (see the README)"
-    assert dlq["MessageRetentionPeriod"] == 14 * DAY_S > queue["MessageRetentionPeriod"]
+        "maxReceiveCount": 359,
+    }, "a backstop far above max_attempts 5: 5 x 3 + 1 receives of attempts, 343 of waiting (docs/admission.md)"
+    assert dlq["MessageRetentionPeriod"] == queue["MessageRetentionPeriod"] == 14 * DAY_S, "SQS's maximum"
     for target in (queues.queue, queues.dlq):
         dev.assertions.has_resource_properties(
             "AWS::SQS::QueuePolicy",
@@ -75,7 +75,7 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
         )
     prod_queue = prod.resource(prod.part("Queues").queue)["Properties"]
     prod_attempts = Settings(max_receive_count=int(PROD_CONTEXT["max_receive_count"]))
-    assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == prod_attempts.redrive_max_receives(4 * DAY_S)
+    assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == prod_attempts.redrive_max_receives(14 * DAY_S)
 
 
 def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> None:
@@ -295,10 +295,11 @@ def admission_grants(dev: Synth, names: dict[str, str]) -> set[tuple[str, str]]:
     """What an admission pass calls (the extender's and the watcher's): start a waiting message in place,
     free stale slots, unpark, send used-up attempts to the DLQ."""
     table = names["table"]
-    grants = {(f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "GetQueueAttributes")}
+    # an unparked message may wait for its job id on the jobs queue, or be parked again
+    grants = {(f"sqs:{a}", names["queue"]) for a in ("ChangeMessageVisibility", "GetQueueAttributes", "SendMessage")}
     grants |= {
         (f"sqs:{a}", w)
-        for a in ("ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility", "GetQueueAttributes")
+        for a in ("ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility", "GetQueueAttributes", "SendMessage")
         for w in waiting_queues(dev)
     }
     grants |= {("sqs:SendMessage", names["dlq"]), ("dynamodb:Query", table + "/index/waiting")}
