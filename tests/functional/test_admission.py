@@ -20,8 +20,8 @@ from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.lease.lock import Lock
-from longjobs.engine.receiver.admission import AdmitReport, admit_all, claim
+from longjobs.engine.lease.lock import Lock, job_lock_key
+from longjobs.engine.receiver.admission import AdmitReport, admit_all, admit_in_place, claim, slots_of
 from longjobs.engine.receiver.dlq import EXHAUSTED
 from longjobs.engine.receiver.service import Outcome, receive
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -158,6 +158,50 @@ def test_admission_slot_returned_when_reconciliation_finds_the_execution_dead(fl
     assert report.released == 1
     freed = slot(flow)
     assert freed is not None and not freed.held
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_second_admitter_of_one_waiting_message_frees_nothing_the_winner_holds(flow: Flow) -> None:
+    """Protocol review, defect 1: two admitters (a watcher and the extender, say) read the same WAITING
+    message and compute the same execution name. The one whose lease write loses must not free the job
+    lock and slot that the winner's running execution holds under that same name."""
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 30})
+    flow.abort(flow.lease(running).execution_arn or "")
+    reconcile(flow.later(), deadline=time.time() + 90)  # frees the slot, admits nothing
+    stale = flow.lease(waiting)
+    stale_slots = slots_of(flow.receiver).read(LIMITED, 1, now=time.time())
+    assert stale.status is LeaseStatus.WAITING and stale_slots.free_keys
+
+    assert admit(flow).admitted == 1  # the winner
+    winner = flow.lease(waiting)
+    assert winner.status is LeaseStatus.ACTIVE and winner.execution_arn
+
+    assert admit_in_place(flow.receiver, stale, stale_slots) is None  # the loser, on its stale reads
+
+    held = slot(flow)
+    assert held is not None and held.held and held.execution_arn == winner.execution_arn, "the winner's slot"
+    lock = flow.receiver.store.locks.get(job_lock_key("second"))
+    assert lock is not None and lock.held and lock.execution_arn == winner.execution_arn, "the winner's job lock"
+    assert flow.wait_for_execution(winner.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_admission_write_answered_500_after_it_landed_starts_the_attempt(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The admission's lease write lands, then the answer is a 500: the admitter reads the lease, finds
+    its own write, and starts the execution (before, the lease stayed ACTIVE with no execution)."""
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 30})
+    flow.abort(flow.lease(running).execution_arn or "")
+    reconcile(flow.later(), deadline=time.time() + 90)
+    store = flow.receiver.store
+    real_admit = store.admit
+
+    def landed_then_500(waiting_lease: Any, active: Any) -> bool:
+        assert real_admit(waiting_lease, active)
+        error = {"Code": "InternalServerError", "Message": "We encountered an internal error."}
+        raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "PutItem")
+
+    monkeypatch.setattr(store, "admit", landed_then_500)
     assert_admitted_in_place(flow, admit(flow), waiting)
 
 

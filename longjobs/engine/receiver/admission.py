@@ -59,13 +59,13 @@ from longjobs.engine.receiver.service import (
     Outcome,
     Receiver,
     _release_lock,
+    _release_unless_named,
     _resume,
     _take_job_lock,
     receive,
     release_delay_s,
 )
 from longjobs.engine.settings import Settings
-from longjobs.engine.settle import release_holds
 from longjobs.engine.visibility import FailureClass, VisibilityChange
 
 if TYPE_CHECKING:
@@ -304,8 +304,10 @@ def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots 
         waits=waiting.waits,
     )
     active = replace(active, renew_at=rx.policy.renew_at(active))
-    if not rx.store.admit(waiting, active):
-        release_holds(active, store=rx.store, clock=rx.clock)
+    if not _admitted(rx, waiting, active):
+        # Another admitter won. It computed the same execution name, so the lock and slot it holds name
+        # that execution too: free them only if the winning lease names another (protocol review, defect 1).
+        _release_unless_named(rx, active)
         return None
     waited = now - (waiting.waiting_since or now)
     type_metric(rx.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, waiting.job_type or "")
@@ -417,6 +419,33 @@ def unpark(rx: Receiver, queue_url: str, want: int, *, deadline: float = math.in
                 done.append(delivery.receipt_handle)
         _delete(rx.sqs, queue_url, done)
     return received
+
+
+def _admitted(rx: Receiver, waiting: Lease, active: Lease) -> bool:
+    """Write the admission (the WAITING lease turned ACTIVE). An error other than a lost condition may
+    come after the write took effect (a 5xx, a timeout): the lease is read again, and the admission is
+    ours if the table holds exactly the lease we wrote. Raises when that read fails too: the holds stay,
+    and the slot sweep frees them once their execution is seen never to have started."""
+    try:
+        return rx.store.admit(waiting, active)
+    except Exception as exc:
+        logger.warning(
+            "admission write failed; reading whether it landed",
+            extra={"message_id": waiting.message_id, "error": str(exc)},
+        )
+    stored = rx.store.get(active.message_id)
+    return stored is not None and _same_write(stored, active)
+
+
+def _same_write(stored: Lease, written: Lease) -> bool:
+    """Whether the table holds the lease `written` (it keeps times to the millisecond): the same version,
+    execution, handle and status, and the attempt's start time of this very write."""
+    return (stored.status, stored.version, stored.execution_arn, stored.receipt_handle) == (
+        written.status,
+        written.version,
+        written.execution_arn,
+        written.receipt_handle,
+    ) and abs(stored.received_at - written.received_at) < 0.001
 
 
 def waiting_delivery(message: Mapping[str, Any], queue_url: str) -> Delivery:
