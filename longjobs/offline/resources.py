@@ -82,7 +82,7 @@ def create_resources(
     if settings.fifo:
         keep_group_order()
         queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-    retention = {"MessageRetentionPeriod": str(QUEUE_RETENTION_S)}
+    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(QUEUE_RETENTION_S)}
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
