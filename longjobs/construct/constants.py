@@ -12,6 +12,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
+from longjobs.engine.settings import SQS_MAX_RETENTION_S
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 """The installed `longjobs` package: the Lambda and Glue assets are cut from it (`engine/`, `pipeline/`)."""
 
@@ -80,10 +82,10 @@ NONCURRENT_EXPIRATION = cdk.Duration.days(30)
 """Raw and curated are versioned: an overwritten or deleted object can be recovered for this long."""
 
 # Queues
-QUEUE_RETENTION = cdk.Duration.days(14)
+QUEUE_RETENTION = cdk.Duration.seconds(SQS_MAX_RETENTION_S)
 """SQS's maximum, on the jobs queue and the waiting queues: a backfill may take days, and its last
 messages wait (hidden, or parked) for most of it (protocol review, defect 2)."""
-DLQ_RETENTION = cdk.Duration.days(14)
+DLQ_RETENTION = cdk.Duration.seconds(SQS_MAX_RETENTION_S)
 """SQS's maximum too. The processor's own DLQ sends are new messages with the whole of it; a message the
 redrive backstop moves keeps its first enqueue time (standard queues), so it may expire sooner."""
 

@@ -32,6 +32,8 @@ __all__ = [
 PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
+SQS_MAX_RETENTION_S = 14 * 86_400
+"""The longest SQS keeps a message (14 days): every queue of the stack keeps them that long."""
 MAX_REDRIVE_RECEIVES = 1_000
 """SQS's largest redrive `maxReceiveCount`."""
 FAULT_RECEIVES = 2

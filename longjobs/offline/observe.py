@@ -279,9 +279,10 @@ class Observer:
 
     @staticmethod
     def _deleted_after_success(track: Track) -> bool:
-        """Gone from the queue for a good reason: its job succeeded, or it was a body the receiver
-        finished inline (no lease is kept for those)."""
-        return track.lease is None or track.lease.status in (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
+        """Gone from the queue for a good reason: its job succeeded, it was a body the receiver finished
+        inline (no lease is kept for those), or it was parked (its copy in the waiting queue carries it)."""
+        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.PARKED)
+        return track.lease is None or track.lease.status in done
 
     def message_id(self, job_id: str) -> str:
         return self.tracks[job_id].message_id

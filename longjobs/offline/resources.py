@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease import table_definition
-from longjobs.engine.settings import FIFO_SUFFIX, Settings
+from longjobs.engine.settings import FIFO_SUFFIX, SQS_MAX_RETENTION_S, Settings
 from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ DLQ = "jobs-dlq"
 TOKEN_QUEUE = "spark-tokens"
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
-QUEUE_RETENTION_S = 14 * 86_400
-"""SQS's maximum retention, the stack's on every queue (`longjobs.construct.constants.QUEUE_RETENTION`)."""
 DEFAULT_QUEUE_VT_S = 30
 """The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 SPARK_TASK_TIMEOUT_S = 6 * 3_600
@@ -82,12 +80,12 @@ def create_resources(
     if settings.fifo:
         keep_group_order()
         queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(QUEUE_RETENTION_S)}
+    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(SQS_MAX_RETENTION_S)}
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
     redrive = json.dumps(
-        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(QUEUE_RETENTION_S)}
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(SQS_MAX_RETENTION_S)}
     )
     queue_url = sqs.create_queue(
         QueueName=queue_name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -56,10 +57,10 @@ def admit(flow: Flow, *, later_s: float = 0, sweep: bool = False) -> AdmitReport
     return report
 
 
-def queued(flow: Flow) -> int:
-    """Messages on the jobs queue, visible or not."""
+def queued(flow: Flow, queue_url: str | None = None) -> int:
+    """Messages on the jobs queue (or `queue_url`), visible or not."""
     attributes = flow.sqs.get_queue_attributes(
-        QueueUrl=flow.harness.queue_url,
+        QueueUrl=queue_url or flow.harness.queue_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return sum(int(value) for value in attributes.values())
@@ -304,18 +305,35 @@ def test_attempts_used_up_go_to_the_dlq_with_their_history(flow: Flow) -> None:
     assert queued(flow) == 0, "deleted from the jobs queue once the DLQ had it"
 
 
-def test_admission_backlog_beyond_the_horizon_is_parked_then_unparked_and_run_from_the_waiting_queue() -> None:
-    """Limit 1, nothing known of durations yet: one message waits in flight, the next is parked (copied to
-    the type's waiting queue, the original acknowledged). Each end admits the next in line; an admission
-    pass unparks the copy, which then waits in flight there and runs from there, deleted there."""
-    jobs_queue = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
-    waiting_url = f"{jobs_queue}-waiting-{LIMITED}"
-    with running_flow(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: waiting_url})) as flow:
-        assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == waiting_url
+WAITING_URL = f"https://sqs.us-east-1.amazonaws.com/123456789012/jobs-waiting-{LIMITED}"
+
+
+@contextmanager
+def parking_flow() -> Iterator[tuple[Flow, str, str]]:
+    """Limit 1 and a waiting queue, nothing known of durations yet: `first` runs, `second` waits in
+    flight, so a third message is beyond what the horizon can start and is parked."""
+    with running_flow(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: WAITING_URL})) as flow:
+        assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == WAITING_URL
         first = flow.send_job("first", LIMITED, seconds=1)
         assert flow.deliver() == {first: Outcome.STARTED}
         second = flow.send_job("second", LIMITED, seconds=1)
         assert flow.deliver() == {second: Outcome.WAITING_FOR_SLOT}
+        yield flow, first, second
+
+
+def parked_copies(flow: Flow) -> list[dict[str, Any]]:
+    """The copies in the waiting queue (received with a zero VT: they stay visible)."""
+    return flow.sqs.receive_message(
+        QueueUrl=WAITING_URL, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+    ).get("Messages", [])
+
+
+def test_admission_backlog_beyond_the_horizon_is_parked_then_unparked_and_run_from_the_waiting_queue() -> None:
+    """Limit 1, nothing known of durations yet: one message waits in flight, the next is parked (copied to
+    the type's waiting queue, the original acknowledged). Each end admits the next in line; an admission
+    pass unparks the copy, which then waits in flight there and runs from there, deleted there."""
+    waiting_url = WAITING_URL
+    with parking_flow() as (flow, first, second):
         third = flow.send_job("third", LIMITED, seconds=1)
         assert flow.deliver() == {third: Outcome.PARKED}, "beyond what the horizon can start: parked"
         assert queued(flow) == 2, "the parked original was acknowledged"
@@ -337,8 +355,95 @@ def test_admission_backlog_beyond_the_horizon_is_parked_then_unparked_and_run_fr
         assert running.status is LeaseStatus.ACTIVE and running.history == ()
         assert flow.wait_for_execution(running.execution_arn or "")["status"] == "SUCCEEDED"
         assert flow.lease(parked["MessageId"]).status is LeaseStatus.SUCCEEDED
-        attributes = flow.sqs.get_queue_attributes(
-            QueueUrl=waiting_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        assert sum(int(v) for v in attributes.values()) == 0, "deleted from the waiting queue by its workflow"
+        assert queued(flow, waiting_url) == 0, "deleted from the waiting queue by its workflow"
+
+
+class SendsTwice:
+    """SQS whose send to the waiting queue lands and then, its answer lost, is sent again (a retry by
+    botocore or by a redelivery): two copies of one parked message."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def send_message(self, **kwargs: Any) -> Any:
+        if kwargs["QueueUrl"] == WAITING_URL:
+            self._sqs.send_message(**kwargs)
+        return self._sqs.send_message(**kwargs)
+
+
+class SendFailsOnce:
+    """SQS whose first send to the waiting queue fails (a crash, a 5xx) after the PARKED marker is written."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def send_message(self, **kwargs: Any) -> Any:
+        if kwargs["QueueUrl"] == WAITING_URL and not self.failed:
+            self.failed = True
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessage")
+        return self._sqs.send_message(**kwargs)
+
+
+def test_admission_parked_message_received_again_is_acknowledged_not_parked_twice() -> None:
+    """Its deletion lost (or its batch handled twice), the original comes back: its PARKED marker names
+    the copy already sent, so the redelivery is acknowledged and the waiting queue keeps one copy."""
+    with parking_flow() as (flow, _, _):
+        third = flow.send_job("third", LIMITED, seconds=1)
+        [delivery] = flow.receive_batch()
+        assert receive(flow.receiver, delivery) is Outcome.PARKED  # its deletion is lost: not deleted
+        [copy] = parked_copies(flow)
+        marker = flow.lease(third)
+        assert (marker.status, marker.copy_id) == (LeaseStatus.PARKED, copy["MessageId"])
+        flow.sqs.change_message_visibility(
+            QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+        )
+        assert flow.deliver() == {third: Outcome.DUPLICATE}
+        assert [m["MessageId"] for m in parked_copies(flow)] == [copy["MessageId"]], "one copy, not two"
+        assert queued(flow) == 2, "the original is deleted from the jobs queue (`first` and `second` stay)"
+
+
+def test_admission_twin_copies_of_a_parked_message_run_once() -> None:
+    """A send that landed unanswered and was sent again leaves two copies: the first unparked claims the
+    run on the PARKED marker; the other is acknowledged and deleted, never started."""
+    with parking_flow() as (flow, first, second):
+        flow.receiver = replace(flow.receiver, sqs=SendsTwice(flow.receiver.sqs))
+        third = flow.send_job("third", LIMITED, seconds=1)
+        assert flow.deliver() == {third: Outcome.PARKED}
+        twins = [copy["MessageId"] for copy in parked_copies(flow)]
+        assert len(twins) == 2
+        for running in (first, second):
+            assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
+            admit(flow)
+        leases = [flow.receiver.store.get(twin) for twin in twins]
+        started = [lease for lease in leases if lease is not None]
+        assert len(started) == 1 and started[0].status in (LeaseStatus.WAITING, LeaseStatus.ACTIVE)
+        assert flow.lease(third).claimed_by == started[0].message_id
+        assert queued(flow, WAITING_URL) == 1, "the twin was deleted, the claimed copy stays (in flight)"
+
+
+def test_admission_send_failed_after_the_marker_sends_the_copy_on_redelivery() -> None:
+    """The PARKED marker is written, then the send fails: the record is reported failed and the message
+    comes back; the marker has no copy id, so the redelivery sends the copy (once) and is acknowledged."""
+    with parking_flow() as (flow, _, _):
+        failing = SendFailsOnce(flow.receiver.sqs)
+        flow.receiver = replace(flow.receiver, sqs=failing)
+        third = flow.send_job("third", LIMITED, seconds=1)
+        [delivery] = flow.receive_batch()
+        with pytest.raises(ClientError):
+            receive(flow.receiver, delivery)
+        marker = flow.lease(third)
+        assert (marker.status, marker.copy_id, parked_copies(flow)) == (LeaseStatus.PARKED, None, [])
+        flow.sqs.change_message_visibility(
+            QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+        )
+        assert flow.deliver() == {third: Outcome.PARKED}
+        [copy] = parked_copies(flow)
+        assert flow.lease(third).copy_id == copy["MessageId"]
+        assert json.loads(copy["MessageAttributes"]["LongJobsAdmission"]["StringValue"])["parked"] == third

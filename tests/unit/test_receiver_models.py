@@ -359,6 +359,7 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.ALREADY_SUCCEEDED,
         Outcome.WAITING,
         Outcome.PARKED,  # a copy is in the type's waiting queue
+        Outcome.DUPLICATE,  # another copy of the parked message carries it
         Outcome.DEAD_LETTERED,  # a copy is in the DLQ
     }
     assert Outcome.HELD.deferred, "FIFO: a message waiting for its job id holds its group"

@@ -53,7 +53,18 @@ _FLOAT_FIELDS = (
     "waiting_order",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits")
-_STR_FIELDS = ("queue_url", "receipt_handle", "execution_arn", "job_type", "job_id", "last_error", "slot", "job")
+_STR_FIELDS = (
+    "queue_url",
+    "receipt_handle",
+    "execution_arn",
+    "job_type",
+    "job_id",
+    "last_error",
+    "slot",
+    "job",
+    "copy_id",
+    "claimed_by",
+)
 
 
 def _num(seconds: float) -> Decimal:
@@ -381,6 +392,41 @@ class LeaseStore:
                 version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
             ),
         )
+
+    def note_copy(self, marker: Lease, copy_id: str) -> bool:
+        """Record on a PARKED marker the id of the copy that was sent (a redelivery of the original is then
+        acknowledged without sending another). False when the marker changed meanwhile."""
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": marker.message_id}},
+            UpdateExpression="SET copy_id = :copy, version = version + :one",
+            ConditionExpression="version = :version AND #status = :parked",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(
+                copy=copy_id, one=1, version=marker.version, parked=LeaseStatus.PARKED.value
+            ),
+        )
+
+    def claim_parked(self, original_id: str, copy_id: str) -> bool | None:
+        """Claim the run of a parked message for one of its copies: True when this copy may run it (it
+        claimed it now or before), False when another copy has, None when the original has no PARKED
+        marker (parked before markers existed, or expired): the copy then runs as it is."""
+        claimed = _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": original_id}},
+            UpdateExpression="SET claimed_by = :copy, version = version + :one",
+            ConditionExpression="#status = :parked AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(copy=copy_id, one=1, parked=LeaseStatus.PARKED.value),
+        )
+        if claimed:
+            return True
+        marker = self.get(original_id)
+        if marker is None or marker.status is not LeaseStatus.PARKED:
+            return None
+        return marker.claimed_by == copy_id
 
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it

@@ -15,6 +15,7 @@ class LeaseStatus(StrEnum):
     LOST = "LOST"  # SQS no longer accepts the handle: someone else may hold the message
     REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
     WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
+    PARKED = "PARKED"  # copied to its type's waiting queue: the marker that keeps a redelivery from a second copy
 
 
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
@@ -88,6 +89,8 @@ class Lease:
     waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
+    copy_id: str | None = None  # PARKED: the message id of the copy sent to the waiting queue, once known
+    claimed_by: str | None = None  # PARKED: the copy that runs the job (any other copy is acknowledged)
 
     @property
     def failed_attempts(self) -> int:

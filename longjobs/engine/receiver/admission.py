@@ -62,10 +62,11 @@ from longjobs.engine.receiver.service import (
     _release_unless_named,
     _resume,
     _take_job_lock,
+    closed_record,
     receive,
     release_delay_s,
 )
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import SQS_MAX_RETENTION_S, Settings
 from longjobs.engine.visibility import FailureClass, VisibilityChange
 
 if TYPE_CHECKING:
@@ -201,11 +202,11 @@ def wait_or_park(
     parked_here = queue is not None and rx.queue_of(delivery) == queue
     if queue is not None and not parked_here and not returning:
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
-        if view.parked > 0 or beyond:
-            carried = Carried(waiting_since=since, original_id=delivery.original_id, waits=waits, history=history)
-            if park(rx, delivery, queue, carried):
-                view.parked += 1
-                return Outcome.PARKED
+        if (view.parked > 0 or beyond) and _has_room(delivery):
+            if not park(rx, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):
+                return None
+            view.parked += 1
+            return Outcome.PARKED
     start = expected_start_s(state, now, position)
     period = settings.extender_period_s
     delay = waiting_delay_s(
@@ -250,17 +251,99 @@ def wait_or_park(
     return Outcome.WAITING_FOR_SLOT
 
 
-def park(rx: Receiver, delivery: Delivery, queue_url: str, carried: Carried) -> bool:
-    """Copy the message to its type's waiting queue, with what it carries; False when it has no room for
-    the attribute (it then waits in flight). Raises when SQS refuses: the record is reported failed and
-    comes back, nothing is lost."""
-    attributes = {k: v for k, v in delivery.message_attributes.items() if k != ADMISSION_ATTRIBUTE}
-    if len(attributes) >= MAX_MESSAGE_ATTRIBUTES:
+def park(
+    rx: Receiver,
+    delivery: Delivery,
+    job: Job,
+    queue_url: str,
+    *,
+    replacing: Lease | None,
+    history: tuple[Attempt, ...],
+    since: float,
+    waits: int,
+) -> bool:
+    """Copy the message to its type's waiting queue, with what it carries. First a PARKED marker is
+    written on its lease, so a redelivery of this message (its deletion lost, a send retried after it
+    landed) sends no second copy, and twin copies run once (`runs_this_copy`). False when the marker
+    write lost its race (read again). Raises when SQS refuses: the record is reported failed and comes
+    back to a marker without a copy, which sends it then (`park_again`)."""
+    marker = closed_record(
+        rx,
+        delivery,
+        LeaseStatus.PARKED,
+        kept_s=SQS_MAX_RETENTION_S,  # as long as a copy may be in the waiting queue
+        job_type=job.type,
+        job_id=job.job_id,
+        history=history,
+        waiting_since=since,
+        waits=waits,
+    )
+    if not rx.store.create(marker, replacing=replacing):
         return False
-    attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
-    rx.sqs.send_message(QueueUrl=queue_url, MessageBody=delivery.body, MessageAttributes=attributes)
+    _send_copy(rx, delivery, queue_url, marker)
     logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
     return True
+
+
+def park_again(rx: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
+    """A parked message received again: acknowledged when its copy was sent, else the copy is sent now
+    (the earlier send failed, or landed unanswered: then two copies exist and one of them runs). Its type
+    must still have a waiting queue (`is_parked_marker`)."""
+    if marker.copy_id is None:
+        queue_url = rx.settings.waiting_queue_urls[marker.job_type or ""]
+        _send_copy(rx, delivery, queue_url, marker)
+        logger.info("parked message received again: its copy is sent now", extra={"message_id": delivery.message_id})
+        return Outcome.PARKED
+    logger.info(
+        "parked message received again: acknowledged",
+        extra={"message_id": delivery.message_id, "copy": marker.copy_id},
+    )
+    return Outcome.DUPLICATE
+
+
+def is_parked_marker(rx: Receiver, lease: Lease) -> bool:
+    """Whether a lease is the PARKED marker of a type that still has a waiting queue (else the message
+    is handled as any closed one: a new attempt)."""
+    return lease.status is LeaseStatus.PARKED and lease.job_type in rx.settings.waiting_queue_urls
+
+
+def runs_this_copy(rx: Receiver, delivery: Delivery) -> bool:
+    """Whether a message received with no lease of its own may start: anything but a parked copy may, and
+    a parked copy only when its marker names it (the first copy received claims the run), or when no
+    marker names any (parked before markers existed)."""
+    parked_id = delivery.carried.parked_id
+    if parked_id is None or rx.queue_of(delivery) == rx.queue_url:
+        return True  # not a parked copy (a copy sent back to wait for its job id keeps the attribute)
+    claimed = rx.store.claim_parked(parked_id, delivery.message_id)
+    if claimed is False:
+        logger.warning(
+            "twin copy of a parked message: acknowledged, the other copy runs",
+            extra={"message_id": delivery.message_id, "parked_from": parked_id},
+        )
+    return claimed is not False
+
+
+def _has_room(delivery: Delivery) -> bool:
+    """Whether the copy has room for the admission attribute (else the message waits in flight)."""
+    attributes = [name for name in delivery.message_attributes if name != ADMISSION_ATTRIBUTE]
+    return len(attributes) < MAX_MESSAGE_ATTRIBUTES
+
+
+def _send_copy(rx: Receiver, delivery: Delivery, queue_url: str, marker: Lease) -> None:
+    """Send the copy a PARKED marker describes, then note its id on the marker (best effort: without it a
+    redelivery sends another copy, and the twins' claim runs one)."""
+    carried = Carried(
+        waiting_since=marker.waiting_since,
+        original_id=delivery.original_id,
+        waits=marker.waits,
+        history=marker.history,
+        parked_id=marker.message_id,
+    )
+    attributes = {k: v for k, v in delivery.message_attributes.items() if k != ADMISSION_ATTRIBUTE}
+    attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
+    sent = rx.sqs.send_message(QueueUrl=queue_url, MessageBody=delivery.body, MessageAttributes=attributes)
+    if not rx.store.note_copy(marker, sent["MessageId"]):
+        logger.info("parked marker changed meanwhile: copy id not noted", extra={"message_id": marker.message_id})
 
 
 def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots | None:

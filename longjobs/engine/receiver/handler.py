@@ -60,6 +60,7 @@ OUTCOME_METRIC = {
     Outcome.WAITING: MetricName.JOBS_WAITING,
     Outcome.WAITING_FOR_SLOT: MetricName.JOBS_WAITING_FOR_SLOT,
     Outcome.PARKED: MetricName.JOBS_PARKED,
+    Outcome.DUPLICATE: MetricName.PARKED_DUPLICATES,
     Outcome.DEAD_LETTERED: MetricName.JOBS_DEAD_LETTERED,
     Outcome.HELD: MetricName.JOBS_WAITING,
 }

@@ -99,6 +99,7 @@ class Outcome(StrEnum):
     WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue, this receive is done
     WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
     PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
+    DUPLICATE = "duplicate"  # a parked message received again, or a twin copy of it: another copy runs it
     DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
     HELD = "held"  # FIFO, its job id runs: hidden for the wait, holding its group (not done)
 
@@ -116,6 +117,7 @@ _DONE = frozenset(
         Outcome.ALREADY_SUCCEEDED,
         Outcome.WAITING,
         Outcome.PARKED,
+        Outcome.DUPLICATE,
         Outcome.DEAD_LETTERED,
     }
 )
@@ -184,6 +186,9 @@ class Carried:
     original_id: str | None = None
     waits: int = 0
     history: tuple[Attempt, ...] = ()
+    parked_id: str | None = None
+    """The message id of the message this copy was parked from: its PARKED marker names the one copy
+    that runs (a repeated park makes twins)."""
 
     def encode(self) -> str:
         return json.dumps(
@@ -192,6 +197,7 @@ class Carried:
                 "original": self.original_id,
                 "waits": self.waits,
                 "attempts": [a.to_data() for a in self.history],
+                "parked": self.parked_id,
             },
             separators=(",", ":"),
         )
@@ -206,6 +212,7 @@ class Carried:
                 original_id=data.get("original"),
                 waits=int(data.get("waits", 0)),
                 history=tuple(Attempt.from_data(a) for a in data.get("attempts", [])),
+                parked_id=data.get("parked"),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
@@ -382,8 +389,14 @@ def start_long_job(rx: Receiver, delivery: Delivery, job: Job) -> Outcome:
 
 def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Outcome | None:
     """One decision on the lease as read; None when a conditional write lost its race (read again)."""
+    from longjobs.engine.receiver import admission
+
     if lease is None:
+        if not admission.runs_this_copy(rx, delivery):
+            return Outcome.DUPLICATE
         return _new_attempt(rx, delivery, job, replacing=None)
+    if admission.is_parked_marker(rx, lease):
+        return admission.park_again(rx, delivery, lease)
     if lease.status is LeaseStatus.SUCCEEDED:
         return Outcome.ALREADY_SUCCEEDED  # the mapping deletes this copy with its current handle
     if lease.status is LeaseStatus.REJECTED:
@@ -509,6 +522,24 @@ def _release_unless_named(rx: Receiver, lost: Lease) -> None:
         release_holds(lost, store=rx.store, clock=rx.clock)
 
 
+def closed_record(rx: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any) -> Lease:
+    """The closed lease of this receive that records where the message went (the DLQ, a waiting queue),
+    closed now; `kept_s` extends its TTL past now (while a copy of the message may still exist)."""
+    now = rx.clock.now()
+    return Lease(
+        message_id=delivery.message_id,
+        queue_url=rx.queue_of(delivery),
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=now,
+        visible_until=now,
+        renew_until=now + kept_s,
+        status=status,
+        closed_at=now,
+        **fields,
+    )
+
+
 def dead_letter(
     rx: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None
 ) -> Outcome | None:
@@ -520,19 +551,12 @@ def dead_letter(
         "attempts used up: sent to the DLQ",
         extra={"message_id": delivery.message_id, "attempts": len(history), "error": last},
     )
-    now = rx.clock.now()
-    record = Lease(
-        message_id=delivery.message_id,
-        queue_url=rx.queue_of(delivery),
-        receipt_handle=delivery.receipt_handle,
-        receive_count=delivery.receive_count,
-        received_at=now,
-        visible_until=now,
-        renew_until=now,
-        status=LeaseStatus.REJECTED,
+    record = closed_record(
+        rx,
+        delivery,
+        LeaseStatus.REJECTED,
         job_type=replacing.job_type if replacing is not None else None,
         last_error=f"AttemptsExhausted: {last}" if last else "AttemptsExhausted",
-        closed_at=now,
         history=history,
     )
     try:
