@@ -9,8 +9,10 @@
                  (timeouts of a step -> JobTimedOut)
     success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary)
              -> ReleaseJobLock -> (holds a slot?) ReleaseSlot -> Succeeded
+             (a MarkSucceeded refused by its condition reads again: already SUCCEEDED by us -> ReleaseJobLock)
     failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
              -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
+             (already RELEASED by us, a MarkReleased that landed unanswered -> ReleaseJobLockOnFailure);
              a handle SQS refuses for good -> MarkLost -> JobFailed
 
 Every branch ends in the same fenced success and failure paths, after the `RunJob` Parallel: adding a
@@ -87,6 +89,8 @@ DYNAMODB_TRANSIENT_ERRORS = [
     "DynamoDB.ThrottlingException",
     "DynamoDB.RequestLimitExceeded",
     "DynamoDB.InternalServerErrorException",
+    # DynamoDB's error code for a 500 (as the SDKs and moto name it; the integration may use either name)
+    "DynamoDB.InternalServerError",
 ]
 CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
 LOST_HANDLE_ERRORS = [
@@ -560,8 +564,10 @@ def build_workflow(
             _owned(
                 scope,
                 "OwnsLease",
+                # SUCCEEDED and ours: our MarkSucceeded landed though its answer was an error (a 5xx,
+                # then a retry whose condition failed): the lock and slot are still to release.
                 sfn.Choice(scope, "AlreadySettled")
-                .when(_lease_is(LeaseStatus.SUCCEEDED), sfn.Succeed(scope, "Settled"))
+                .when(_lease_is(LeaseStatus.SUCCEEDED), release_lock)
                 .otherwise(delete_message.next(mark_succeeded).next(release_lock).next(release_slot)),
                 superseded,
             )
@@ -630,6 +636,12 @@ def build_workflow(
                 mark_released.next(release_lock_on_failure).next(release_slot_on_failure),
                 job_failed,
             ),
+        )
+        # RELEASED and ours: our MarkReleased landed though its answer was an error (a 5xx, then a retry
+        # whose condition failed): the lock, the slot and the message's release delay are still to do.
+        .when(
+            _lease_is(LeaseStatus.RELEASED),
+            _owned(scope, "ReleasedByThisExecution", release_lock_on_failure, job_failed),
         )
         .otherwise(job_failed)
     )

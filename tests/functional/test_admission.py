@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.exceptions import JsonRESTError
+from moto.dynamodb.models import DynamoDBBackend
 
 from longjobs.engine.admission import slot_key
 from longjobs.engine.execution import execution_arn, execution_name
@@ -22,6 +24,7 @@ from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import Lock, job_lock_key
+from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.receiver.admission import AdmitReport, admit_all, admit_in_place, claim, slots_of
 from longjobs.engine.receiver.dlq import EXHAUSTED
 from longjobs.engine.receiver.service import Outcome, receive
@@ -447,3 +450,73 @@ def test_admission_send_failed_after_the_marker_sends_the_copy_on_redelivery() -
         [copy] = parked_copies(flow)
         assert flow.lease(third).copy_id == copy["MessageId"]
         assert json.loads(copy["MessageAttributes"]["LongJobsAdmission"]["StringValue"])["parked"] == third
+
+
+class AnsweredAfterLanding(JsonRESTError):
+    """DynamoDB's 500: the write landed, its answer did not (moto raises it after applying the update)."""
+
+    code = 500
+
+    def __init__(self) -> None:
+        super().__init__("InternalServerError", "answer lost after the write landed")
+
+
+def lose_the_answer_of_the_close(monkeypatch: pytest.MonkeyPatch, status: LeaseStatus) -> list[str]:
+    """The workflow's first update that closes a lease `status` lands, then answers a 500 (botocore's or
+    the state's retry then finds its condition false). Returns the updates so answered."""
+    answered: list[str] = []
+    original = DynamoDBBackend.update_item
+
+    def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        item = original(self, table_name, key, *args, **kwargs)
+        values = kwargs.get("expression_attribute_values") or (args[2] if len(args) > 2 else {})
+        if not answered and values.get(":status") == {"S": status.value}:
+            answered.append(key[PARTITION_KEY]["S"])
+            raise AnsweredAfterLanding()
+        return item
+
+    monkeypatch.setattr(DynamoDBBackend, "update_item", update_item)
+    return answered
+
+
+def states_entered(flow: Flow, arn: str) -> list[str]:
+    events = flow.harness.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return [event["stateEnteredEventDetails"]["name"] for event in events if "stateEnteredEventDetails" in event]
+
+
+def test_admission_mark_released_answered_500_after_it_landed_still_releases_lock_slot_and_message(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Protocol review, defect 6: the lease is RELEASED by this execution, so the re-read continues the
+    failure path (lock, slot, the message's release delay) instead of ending as if another had it."""
+    answered = lose_the_answer_of_the_close(monkeypatch, LeaseStatus.RELEASED)
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 1, "fail": True})
+    arn = flow.lease(running).execution_arn or ""
+    assert flow.wait_for_execution(arn)["status"] == "FAILED"
+    assert answered == [running]
+    entered = states_entered(flow, arn)
+    assert entered.count("MarkReleased") == 1 and "ReleasedByThisExecution" in entered
+    assert {"ReleaseJobLockOnFailure", "ReleaseSlotOnFailure", "ReleaseMessage"} <= set(entered)
+    freed = slot(flow)
+    assert freed is not None and not freed.held, "the slot is returned"
+    lock = flow.receiver.store.locks.get(job_lock_key("first"))
+    assert lock is None or not lock.held, "the job lock is returned"
+    assert flow.lease(running).status is LeaseStatus.RELEASED
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_mark_succeeded_answered_500_after_it_landed_still_releases_lock_and_slot(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Protocol review, defect 6: the lease is SUCCEEDED by this execution, so the re-read releases the job
+    lock and the slot instead of ending at once."""
+    answered = lose_the_answer_of_the_close(monkeypatch, LeaseStatus.SUCCEEDED)
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 1})
+    arn = flow.lease(running).execution_arn or ""
+    assert flow.wait_for_execution(arn)["status"] == "SUCCEEDED"
+    assert answered == [running]
+    assert {"AlreadySettled", "ReleaseJobLock", "ReleaseSlot"} <= set(states_entered(flow, arn))
+    freed = slot(flow)
+    assert freed is not None and not freed.held, "the slot is returned"
+    assert flow.lease(running).status is LeaseStatus.SUCCEEDED
+    assert_admitted_in_place(flow, admit(flow), waiting)

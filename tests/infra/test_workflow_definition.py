@@ -125,6 +125,7 @@ def test_workflow_fences_every_settlement_by_the_execution_that_owns_the_lease(o
         ("OwnsLeaseAtStart", "RunJob"),
         ("OwnsLease", "AlreadySettled"),
         ("OwnsLeaseForRelease", "MarkReleased"),
+        ("ReleasedByThisExecution", "ReleaseJobLockOnFailure"),
     ):
         [rule] = states[choice]["Choices"]
         assert {k: v for k, v in rule.items() if k != "Next"} == owned and rule["Next"] == then, choice
