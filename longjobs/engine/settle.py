@@ -69,8 +69,10 @@ def release(
     clock: Clock,
     reason: str,
     delay_s: int | None = None,
+    never_started: bool = False,
 ) -> Lease | None:
-    """Close the lease RELEASED, then make the message visible after the release delay.
+    """Close the lease RELEASED, then make the message visible after the release delay (`never_started`:
+    its execution does not exist, so the attempt is not counted).
 
     Closing first makes the release the last word on the message's visibility: a renewal or an
     adoption that read the lease before the close finds it closed afterwards and re-applies the release
@@ -82,7 +84,9 @@ def release(
     """
     delay = lease.release_delay_s if delay_s is None else delay_s
     now = clock.now()
-    closed = store.close(lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=now + delay)
+    closed = store.close(
+        lease, LeaseStatus.RELEASED, now=now, error=reason, visible_until=now + delay, never_started=never_started
+    )
     if closed is None:
         return None
     release_holds(closed, store=store, clock=clock)
@@ -200,4 +204,11 @@ def settle_ended(
         raise ValueError(f"execution of {lease.message_id} is {status}: nothing to settle")
     if status == "SUCCEEDED":
         return complete(lease, store=store, sqs=sqs, clock=clock)
-    return release(lease, store=store, visibility=visibility, clock=clock, reason=reason or describe_reason(status))
+    return release(
+        lease,
+        store=store,
+        visibility=visibility,
+        clock=clock,
+        reason=reason or describe_reason(status),
+        never_started=status == NEVER_STARTED,
+    )

@@ -18,12 +18,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
+from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.receiver.service import Delivery, Outcome, receive
 from longjobs.engine.settle import release
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
-from tests.functional.conftest import STATE_MACHINE_ARN, Flow
+from tests.functional.conftest import STATE_MACHINE_ARN, Flow, running_flow
 
 
 def started(flow: Flow, job_id: str, **params: Any) -> tuple[str, Lease]:
@@ -360,3 +361,33 @@ def test_workflow_marks_a_release_refused_for_a_lost_handle_lost(flow: Flow) -> 
     lost = flow.lease(message_id)
     assert lost.status is LeaseStatus.LOST
     assert "ReceiptHandleIsInvalid" in (lost.last_error or "")
+
+
+def test_start_execution_throttled_past_the_retries_spends_no_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Protocol review, defect 7: during a burst StartExecution is refused (ThrottlingException, after
+    botocore's retries) on every receive. Reconciliation releases each such lease as never started, and
+    the redelivery does not count it: the message runs once the burst ends, never dead-lettered with
+    zero executions. (AWS throttles StartExecution by a token bucket: Step Functions quotas,
+    https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html)"""
+    with running_flow(max_attempts=2, release_delay_base_s=0, release_delay_cap_s=0) as flow:
+        message_id = flow.send_job("burst", seconds=1)
+        throttled = ClientError(
+            {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
+        )
+
+        def refuse(**kwargs: Any) -> Any:
+            raise throttled
+
+        with monkeypatch.context() as patch:
+            patch.setattr(flow.receiver.stepfunctions, "start_execution", refuse)
+            for receive_count in (1, 2, 3):  # more receives than max_attempts
+                assert flow.deliver() == {message_id: Outcome.NOT_STARTED}, receive_count
+                report = reconcile(flow.later(), deadline=time.time() + 90)
+                assert report.released == 1, "released: its execution does not exist"
+                closed = flow.lease(message_id)
+                assert closed.status is LeaseStatus.RELEASED and closed.never_started
+                assert closed.history_with_this() == (), "no attempt spent"
+        assert flow.deliver() == {message_id: Outcome.STARTED}, "not AttemptsExhausted"
+        lease = flow.lease(message_id)
+        assert lease.history == () and lease.execution_arn is not None
+        assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"

@@ -100,6 +100,8 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         value = getattr(lease, name)
         if value is not None:
             plain[name] = value
+    if lease.never_started:
+        plain["never_started"] = True
     if lease.result is not None:
         plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
     if lease.history:
@@ -132,6 +134,8 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
     for name in _STR_FIELDS:
         if name in plain:
             fields[name] = plain[name]
+    if plain.get("never_started"):
+        fields["never_started"] = True
     if RESULT_ATTR in plain:
         fields["result"] = json.loads(plain[RESULT_ATTR])
     if HISTORY_ATTR in plain:
@@ -567,8 +571,10 @@ class LeaseStore:
         error: str | None = None,
         result: dict[str, Any] | None = None,
         visible_until: float | None = None,
+        never_started: bool = False,
     ) -> Lease | None:
-        """Close an ACTIVE lease: leave the due-index, set the TTL, keep the reason."""
+        """Close an ACTIVE lease: leave the due-index, set the TTL, keep the reason. `never_started`: its
+        execution was found not to exist, so this attempt does not count toward `max_attempts`."""
         if status not in CLOSED_STATUSES:
             raise ValueError(f"close() takes a closed status, not {status}")
         sets = ["#status = :status", "closed_at = :now", f"{TTL_ATTR} = :ttl", "version = version + :one"]
@@ -589,6 +595,9 @@ class LeaseStore:
         if visible_until is not None:
             sets.append("visible_until = :visible")
             values["visible"] = _num(visible_until)
+        if never_started:
+            sets.append("never_started = :never_started")
+            values["never_started"] = True
         names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
         if result is not None:
             names["#result"] = RESULT_ATTR
@@ -611,6 +620,7 @@ class LeaseStore:
             last_error=error if error is not None else lease.last_error,
             result=result if result is not None else lease.result,
             visible_until=visible_until if visible_until is not None else lease.visible_until,
+            never_started=never_started or lease.never_started,
         )
 
     def note_error(self, lease: Lease, error: str) -> bool:

@@ -91,6 +91,7 @@ class Lease:
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
     copy_id: str | None = None  # PARKED: the message id of the copy sent to the waiting queue, once known
     claimed_by: str | None = None  # PARKED: the copy that runs the job (any other copy is acknowledged)
+    never_started: bool = False  # closed with its execution never started: no attempt of the message
 
     @property
     def failed_attempts(self) -> int:
@@ -102,8 +103,8 @@ class Lease:
 
     def ended_attempt(self) -> Attempt | None:
         """This lease's attempt as a history entry, when it was an attempt that ended without success."""
-        if self.status not in ENDED_ATTEMPT_STATUSES or not self.execution_arn:
-            return None
+        if self.status not in ENDED_ATTEMPT_STATUSES or not self.execution_arn or self.never_started:
+            return None  # an execution that never started (a throttled StartExecution) spent no attempt
         return Attempt(
             number=len(self.history) + 1,
             execution=self.execution_arn.rpartition(":")[2],

@@ -612,14 +612,28 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         if holder is not None:
             delay = wait_delay_s(0, rx.settings, rx.rng)
             release(
-                lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=_waiting(holder), delay_s=delay
+                lease,
+                store=rx.store,
+                visibility=rx.visibility,
+                clock=rx.clock,
+                reason=_waiting(holder),
+                delay_s=delay,
+                never_started=True,
             )
             return Outcome.SETTLED
     if not new and lease.slot and not _retake_slot(rx, lease):
         # Its slot was freed as stale and taken by another execution: it may not start without one.
         delay = wait_delay_s(0, rx.settings, rx.rng)
         reason = "waiting: its admission slot was taken over while it had not started"
-        release(lease, store=rx.store, visibility=rx.visibility, clock=rx.clock, reason=reason, delay_s=delay)
+        release(
+            lease,
+            store=rx.store,
+            visibility=rx.visibility,
+            clock=rx.clock,
+            reason=reason,
+            delay_s=delay,
+            never_started=True,
+        )
         return Outcome.SETTLED
     return _start(rx, job, lease)
 
