@@ -520,3 +520,25 @@ def test_admission_mark_succeeded_answered_500_after_it_landed_still_releases_lo
     assert freed is not None and not freed.held, "the slot is returned"
     assert flow.lease(running).status is LeaseStatus.SUCCEEDED
     assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages() -> None:
+    """docs/admission.md promises no newer arrival goes ahead of a parked message. With a slot free and
+    no admission pass run yet, a new arrival's receive unparks the parked copy, which takes the slot;
+    the arrival itself is parked behind it."""
+    with parking_flow() as (flow, first, second):
+        third = flow.send_job("third", LIMITED, seconds=1)
+        assert flow.deliver() == {third: Outcome.PARKED}
+        assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
+        fourth = flow.send_job("fourth", LIMITED, seconds=1)
+        assert flow.deliver() == {fourth: Outcome.PARKED}, "the freed slot went to `second`, waiting in flight"
+        assert flow.lease(second).status is LeaseStatus.ACTIVE
+        assert flow.wait_for_execution(flow.lease(second).execution_arn or "")["status"] == "SUCCEEDED"
+
+        flow.receiver.views.clear()  # a later invocation: it reads the waiting queue's depth afresh
+        fifth = flow.send_job("fifth", LIMITED, seconds=1)
+        assert flow.deliver() == {fifth: Outcome.PARKED}, "behind the parked ones, not ahead"
+        holder = slot(flow)
+        assert holder is not None and holder.held
+        running = flow.lease(holder.holder)
+        assert running.job_id in ("third", "fourth") and running.queue_url == WAITING_URL

@@ -143,11 +143,14 @@ def place_in_line(rx: Receiver, waiting: Lease | None) -> float:
     return rx.last_order
 
 
-def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str) -> str | None:
+def claim(
+    rx: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str, arriving: bool = False
+) -> str | None:
     """A slot of `job_type` for the attempt `arn`, or None when the type is full for it.
 
-    Free slots go to the WAITING messages ahead of this one in line first (admitted in place); this one
-    takes what is left.
+    Free slots go to the WAITING messages ahead of this one in line first (admitted in place), then, for
+    a new arrival (`arriving`: it never waited), to the parked messages (unparked here: they start
+    from their waiting queue); this one takes what is left.
     """
     slots = slots_of(rx)
     now = rx.clock.now()
@@ -165,6 +168,13 @@ def claim(rx: Receiver, job_type: str, limit: int, *, message_id: str, order: fl
         state = admit_in_place(rx, waiting, state) or state
     if not state.free_keys:
         return None
+    queue = rx.settings.waiting_queue_urls.get(job_type)
+    if arriving and queue is not None and _view(rx, job_type, queue).parked > 0:
+        if unpark(rx, queue, len(state.free_keys)):  # they were first: they take the free slots
+            return None
+        state = slots.read(job_type, limit, now=rx.clock.now())  # none was parked after all
+        if not state.free_keys:
+            return None
     taken_at = rx.clock.now()  # not `now`: admitting others took time, and the sweep's grace counts from this
     taken = slots.take(
         state,

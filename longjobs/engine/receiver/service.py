@@ -472,7 +472,10 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         waiting = replacing if replacing is not None and replacing.waiting else None
         since = admission.waiting_since(rx, delivery, waiting)
         order = admission.place_in_line(rx, waiting)
-        slot = admission.claim(rx, job.type, limit, message_id=delivery.message_id, order=order, arn=arn)
+        arriving = waiting is None and delivery.carried.waiting_since is None
+        slot = admission.claim(
+            rx, job.type, limit, message_id=delivery.message_id, order=order, arn=arn, arriving=arriving
+        )
         if slot is None:
             _release_lock(rx, job_lock_key(job.job_id), arn)
             return admission.wait_or_park(
