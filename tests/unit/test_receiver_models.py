@@ -285,6 +285,23 @@ def test_parse_s3_marker_without_partition_date_is_refused() -> None:
     assert bad.error_type == ErrorType.INVALID_PARAMETERS and "date=YYYY-MM-DD" in bad.message
 
 
+def test_parse_s3_keys_decoded_from_notifications_and_kept_as_they_are_from_eventbridge() -> None:
+    """S3 event notifications URL-encode the key ("red flower.jpg" arrives as "red+flower.jpg": Amazon S3
+    User Guide, "Event message structure", https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+    EventBridge's "Object Created" event gives `detail.object.key` as the object key name, with no such
+    note (Amazon S3 User Guide, "EventBridge event message structure",
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html), and its events show keys with
+    raw ':' where a notification has '%3A'. Decoding an EventBridge key would turn a '+' into a space:
+    another job id, another folder."""
+    key = "events/date=2026-11-20/a+b 100%/_SUCCESS"
+    [from_eventbridge] = parse_body(json.dumps(eventbridge_event(key)), SETTINGS)
+    encoded = "events/date%3D2026-11-20/a%2Bb+100%25/_SUCCESS"
+    [from_notification] = parse_body(json.dumps({"Records": [s3_record(encoded)]}), SETTINGS)
+    assert from_eventbridge.job_id == from_notification.job_id
+    assert from_eventbridge.params == from_notification.params
+    assert "a+b 100%" in json.dumps(from_eventbridge.params)
+
+
 @given(st.text(alphabet=string.printable + "\u00e9\u4e2d\U0001f600", min_size=1, max_size=300))
 def test_parse_fuzz_text_is_accepted_or_refused_with_a_known_type(body: str) -> None:
     try:

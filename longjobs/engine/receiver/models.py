@@ -223,8 +223,9 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
     except (InvalidModelTypeError, AttributeError, TypeError, KeyError):
         # the models' own validators trip over some malformed records instead of reporting them
         raise BadInput(ErrorType.INVALID_SHAPE, "not a valid S3 event: malformed record") from None
-    # EventBridge URL-encodes keys as notifications do: decoded the same way.
-    return [_Created(event.detail.bucket.name, unquote_plus(event.detail.object.key))]
+    # EventBridge carries the key as it is: unlike S3 notifications, not URL-encoded, so not decoded
+    # (a '+' or '%' in a key stays what it is; tests/unit/test_receiver_models.py cites AWS's pages).
+    return [_Created(event.detail.bucket.name, event.detail.object.key)]
 
 
 _BUILTIN: JobCatalog | None = None
