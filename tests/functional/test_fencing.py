@@ -391,3 +391,22 @@ def test_start_execution_throttled_past_the_retries_spends_no_attempt(monkeypatc
         lease = flow.lease(message_id)
         assert lease.history == () and lease.execution_arn is not None
         assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_redelivery_whose_receive_count_did_not_grow_is_adopted_by_its_handle(flow: Flow) -> None:
+    """SQS's ApproximateReceiveCount is approximate ("the number of times a message has been received
+    across all queues but not deleted", ReceiveMessage, Amazon SQS API Reference:
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html), so a
+    newer receive may show the lease's own count. It is told apart by its handle: SQS accepts the new
+    handle, and the lease records it (else the extender would renew with a stale one and lose the job)."""
+    message_id, lease = started(flow, "same-count", seconds=5)
+    newer = redeliver(flow, lease)
+    same_count = replace(newer, receive_count=lease.receive_count)
+    assert receive(flow.receiver, same_count) is Outcome.RUNNING
+    adopted = flow.lease(message_id)
+    assert adopted.active and adopted.receipt_handle == newer.receipt_handle
+    assert adopted.execution_arn == lease.execution_arn, "the running execution is kept, nothing new started"
+    assert [e["name"] for e in flow.executions()] == [execution_name(message_id, 1)]
+    assert receive(flow.receiver, same_count) is Outcome.RUNNING, "the same receive again: resumed, not adopted"
+    assert lease.execution_arn is not None
+    assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"

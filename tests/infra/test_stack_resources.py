@@ -339,6 +339,11 @@ def test_functions_roles_have_no_managed_policies(dev: Synth) -> None:
 
 
 def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_jobs_only(dev: Synth) -> None:
+    """The Glue grants are the `.sync` pattern's, `glue:BatchStopJobRun` included: with it Step Functions
+    stops the Glue run of an execution that is stopped (the processor stops an execution whose message it
+    can no longer hold, and relies on this to stop its run). AWS Step Functions Developer Guide, "Start
+    an AWS Glue job with Step Functions", IAM policies, Run a Job (.sync):
+    https://docs.aws.amazon.com/step-functions/latest/dg/connect-glue.html"""
     workflow = dev.part("Workflow")
     role = render_cfn(dev.resource(workflow.state_machine)["Properties"]["RoleArn"]).split(".")[0].strip("<")
     grants = policy_grants(dev, role)

@@ -449,7 +449,9 @@ class LeaseStore:
     def refresh_handle(self, current: Lease, newer: Lease) -> Lease | None:
         """Adopt a newer receive of an ACTIVE lease: its handle, count and timing.
 
-        Fenced by receive count (only a strictly newer receive wins) and by version.
+        Fenced by version and by receive count: a strictly newer receive wins, or one with the same
+        count and another handle (SQS's count is approximate), which the receiver adopts only once SQS
+        has accepted that handle.
         """
         if not _conditional(
             self._client.update_item,
@@ -461,7 +463,10 @@ class LeaseStore:
                 f"renewed_at = :received, {CHECKED_AT_ATTR} = :received, version = version + :one, "
                 f"{TTL_ATTR} = :ttl"
             ),
-            ConditionExpression="#status = :active AND receive_count < :rc AND version = :version",
+            ConditionExpression=(
+                "#status = :active AND version = :version"
+                " AND (receive_count < :rc OR (receive_count = :rc AND receipt_handle <> :handle))"
+            ),
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=_values(
                 handle=newer.receipt_handle,

@@ -404,6 +404,10 @@ def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Ou
         return Outcome.REJECTED  # sent to the DLQ before (its deletion was lost): no second copy
     if lease.receive_count > delivery.receive_count:
         return Outcome.STALE
+    if lease.receive_count == delivery.receive_count and lease.receipt_handle != delivery.receipt_handle:
+        # A newer receive whose count did not grow (SQS calls it approximate): adopted only once SQS has
+        # accepted its handle, so an older receive with an equal count can never take the lease.
+        return _adopt_same_count(rx, delivery, job, lease) if lease.active else Outcome.STALE
     if lease.receive_count == delivery.receive_count:
         # this very receive, handled again (a repeated invocation): resume it, if still open
         if lease.waiting:
@@ -424,6 +428,18 @@ def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Ou
         )
         return _resume(rx, job, adopted, new=False)
     return _new_attempt(rx, delivery, job, replacing=lease)
+
+
+def _adopt_same_count(rx: Receiver, delivery: Delivery, job: Job, lease: Lease) -> Outcome | None:
+    """Adopt a receive with the lease's own count but another handle: hide the message with the new
+    handle first (SQS refuses a handle that is not the latest), then record it on the lease."""
+    proof = rx.visibility.change(
+        VisibilityChange(lease.message_id, lease.queue_url, delivery.receipt_handle, rx.policy.initial_timeout_s())
+    )
+    if not proof.ok:
+        return Outcome.STALE  # not the latest receive (or not provable now): the lease stays as it is
+    adopted = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
+    return None if adopted is None else _resume(rx, job, adopted, new=False)
 
 
 def _timing(rx: Receiver, delivery: Delivery, base: Lease) -> Lease:
