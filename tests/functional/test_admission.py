@@ -25,6 +25,7 @@ from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.receiver import service
 from longjobs.engine.receiver.admission import AdmitReport, admit_all, admit_in_place, claim, slots_of
 from longjobs.engine.receiver.dlq import EXHAUSTED
 from longjobs.engine.receiver.service import Outcome, receive
@@ -542,3 +543,27 @@ def test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages() ->
         assert holder is not None and holder.held
         running = flow.lease(holder.holder)
         assert running.job_id in ("third", "fourth") and running.queue_url == WAITING_URL
+
+
+def test_admission_redelivery_that_took_over_a_stalled_admitters_lock_hands_it_back_on_losing(flow: Flow) -> None:
+    """A stalled admitter of `second` holds its job lock for attempt 1, not started yet; a redelivery takes
+    that lock over (an attempt of the same message that never started) and then loses the lease write to
+    the admitter. Freeing the lock would let another message of the job id start beside attempt 1: the
+    loser hands it back to the winner's execution instead."""
+    _, second = start_one_and_queue_one(flow, {"seconds": 20})
+    waiting = flow.lease(second)
+    now = time.time()
+    admitted = execution_arn(STATE_MACHINE_ARN, execution_name(second, 1))
+    active = replace(waiting, status=LeaseStatus.ACTIVE, execution_arn=admitted, renew_at=now + 60, attempt=1)
+    assert flow.receiver.store.admit(waiting, active), "the admitter's lease write lands first"
+    redelivered = execution_arn(STATE_MACHINE_ARN, execution_name(second, 2))
+    key = job_lock_key("second")
+    locks = flow.receiver.store.locks
+    assert locks.take(key, holder=second, execution_arn=redelivered, now=now, hold_until=now + 600)
+    lost = replace(active, execution_arn=redelivered, receive_count=2, attempt=2, slot=None)
+
+    service._release_unless_named(flow.receiver, lost)
+
+    lock = locks.get(key)
+    assert lock is not None and lock.held, "not freed"
+    assert (lock.execution_arn, lock.holder) == (admitted, second), "held for the winner's execution"

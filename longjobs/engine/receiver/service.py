@@ -532,13 +532,41 @@ def _release_lock(rx: Receiver, key: str, arn: str) -> None:
 
 def _release_unless_named(rx: Receiver, lost: Lease) -> None:
     """A lease write lost its race: free the lock and slot taken for its execution, unless the lease that
-    won names that same execution (this very receive, handled twice at once)."""
+    won names that same execution (this very receive, handled twice at once). When the winner is an
+    attempt of this message that had its job lock taken over by the loser (it had not started yet: a
+    stalled admitter), the lock is handed back to it rather than freed, so no other message of the job
+    id can take it while the winner starts."""
     try:
         winner = rx.store.get(lost.message_id)
     except Exception:
         return  # unknown: left to be freed once the execution is seen not running
-    if winner is None or winner.execution_arn != lost.execution_arn:
-        release_holds(lost, store=rx.store, clock=rx.clock)
+    if winner is not None and winner.execution_arn == lost.execution_arn:
+        return
+    if winner is not None and winner.active and winner.execution_arn and lost.job_id and winner.job_id == lost.job_id:
+        _hand_lock_back(rx, lost, winner)
+        lost = replace(lost, job_id=None)  # its slot is still to free
+    release_holds(lost, store=rx.store, clock=rx.clock)
+
+
+def _hand_lock_back(rx: Receiver, lost: Lease, winner: Lease) -> None:
+    """Give the job lock that `lost`'s execution holds to `winner`'s (a conditional take-over of that very
+    holding; nothing when the lock names another execution)."""
+    key = job_lock_key(lost.job_id or "")
+    try:
+        lock = rx.store.locks.get(key)
+        if lock is None or not lock.held or lock.execution_arn != lost.execution_arn:
+            return
+        now = rx.clock.now()
+        rx.store.locks.take(
+            key,
+            holder=winner.message_id,
+            execution_arn=winner.execution_arn or "",
+            now=now,
+            hold_until=winner.renew_until,
+            over=lock,
+        )
+    except Exception as exc:  # left held by the loser's execution, which never starts: taken over later
+        logger.warning("could not hand a job lock back", extra={"key": key, "error": str(exc)})
 
 
 def closed_record(rx: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any) -> Lease:
