@@ -128,6 +128,13 @@ class Settings(BaseModel):
         description="Failed execution attempts after which the processor sends the message to the DLQ; "
         "None: max_receive_count. Waiting for a slot is no attempt.",
     )
+    max_refused_starts: int = Field(
+        default=20,
+        ge=1,
+        le=500,
+        description="Starts Step Functions refused (the execution never existed: a throttled burst) after which "
+        "the processor sends the message to the DLQ as StartsRefused; counted apart from max_attempts.",
+    )
     admission_horizon_s: int = Field(
         default=3_600,
         ge=60,
@@ -227,8 +234,9 @@ class Settings(BaseModel):
     def redrive_max_receives(self, retention_s: float) -> int:
         """The queue's redrive `maxReceiveCount`: a backstop the processor's own accounting never reaches.
 
-        A message is received once per attempt (`max_attempts`), and once more when the processor sends
-        it to the DLQ; each attempt may lose `FAULT_RECEIVES` more to a receiver that failed the record.
+        A message is received once per attempt (`max_attempts`), once per start refused
+        (`max_refused_starts`), and once more when the processor sends it to the DLQ; each attempt may
+        lose `FAULT_RECEIVES` more to a receiver that failed the record.
         While it waits for a slot in flight it is received again at most `doublings` times while its
         delay doubles from `admission_wait_base_s` to `admission_horizon_s`, then once per horizon for as
         long as it can wait at all: the queue's retention. SQS allows at most 1,000.
@@ -236,7 +244,7 @@ class Settings(BaseModel):
         horizon = self.admission_horizon_s
         doublings = math.ceil(math.log2(horizon / self.admission_wait_base_s))
         waits = doublings + math.ceil(retention_s / horizon)
-        attempts = self.effective_max_attempts * (1 + FAULT_RECEIVES) + 1
+        attempts = self.effective_max_attempts * (1 + FAULT_RECEIVES) + self.max_refused_starts + 1
         return min(MAX_REDRIVE_RECEIVES, attempts + waits)
 
     def with_visibility_timeout(self, seconds: int) -> Settings:

@@ -363,34 +363,54 @@ def test_workflow_marks_a_release_refused_for_a_lost_handle_lost(flow: Flow) -> 
     assert "ReceiptHandleIsInvalid" in (lost.last_error or "")
 
 
+def refuse_every_start(flow: Flow, monkeypatch: pytest.MonkeyPatch, receives: int) -> str:
+    """A burst: StartExecution refused (ThrottlingException, past botocore's retries) on each of `receives`
+    receives of one message, each lease then released by reconciliation as never started. AWS throttles
+    StartExecution with a token bucket (Step Functions quotas:
+    https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html)."""
+    message_id = flow.send_job("burst", seconds=1)
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution")
+
+    def refuse(**kwargs: Any) -> Any:
+        raise throttled
+
+    with monkeypatch.context() as patch:
+        patch.setattr(flow.receiver.stepfunctions, "start_execution", refuse)
+        for receive_count in range(1, receives + 1):
+            assert flow.deliver() == {message_id: Outcome.NOT_STARTED}, receive_count
+            report = reconcile(flow.later(), deadline=time.time() + 90)
+            assert report.released == 1, "released: its execution does not exist"
+            closed = flow.lease(message_id)
+            assert closed.status is LeaseStatus.RELEASED and closed.never_started
+            assert closed.history_with_this() == (), "no attempt spent"
+            assert closed.refused_starts_with_this() == receive_count
+    return message_id
+
+
 def test_start_execution_throttled_past_the_retries_spends_no_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Protocol review, defect 7: during a burst StartExecution is refused (ThrottlingException, after
-    botocore's retries) on every receive. Reconciliation releases each such lease as never started, and
-    the redelivery does not count it: the message runs once the burst ends, never dead-lettered with
-    zero executions. (AWS throttles StartExecution by a token bucket: Step Functions quotas,
-    https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html)"""
+    """Protocol review, defect 7: more refused starts than `max_attempts`, then the burst ends: the
+    message runs, never dead-lettered as AttemptsExhausted with zero executions."""
     with running_flow(max_attempts=2, release_delay_base_s=0, release_delay_cap_s=0) as flow:
-        message_id = flow.send_job("burst", seconds=1)
-        throttled = ClientError(
-            {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
-        )
-
-        def refuse(**kwargs: Any) -> Any:
-            raise throttled
-
-        with monkeypatch.context() as patch:
-            patch.setattr(flow.receiver.stepfunctions, "start_execution", refuse)
-            for receive_count in (1, 2, 3):  # more receives than max_attempts
-                assert flow.deliver() == {message_id: Outcome.NOT_STARTED}, receive_count
-                report = reconcile(flow.later(), deadline=time.time() + 90)
-                assert report.released == 1, "released: its execution does not exist"
-                closed = flow.lease(message_id)
-                assert closed.status is LeaseStatus.RELEASED and closed.never_started
-                assert closed.history_with_this() == (), "no attempt spent"
+        message_id = refuse_every_start(flow, monkeypatch, receives=3)
         assert flow.deliver() == {message_id: Outcome.STARTED}, "not AttemptsExhausted"
         lease = flow.lease(message_id)
-        assert lease.history == () and lease.execution_arn is not None
+        assert lease.history == () and lease.refused_starts == 3 and lease.execution_arn is not None
         assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_start_execution_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Starts refused have their own cap: past it the message goes to the DLQ with its own reason."""
+    with running_flow(max_attempts=2, max_refused_starts=2, release_delay_base_s=0, release_delay_cap_s=0) as flow:
+        message_id = refuse_every_start(flow, monkeypatch, receives=2)
+        assert flow.deliver() == {message_id: Outcome.DEAD_LETTERED}
+        [dead] = flow.dlq_messages()
+        attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+        assert attributes["ErrorType"] == "StartsRefused"
+        assert attributes["ErrorMessage"].startswith("2 starts refused by Step Functions; the last: execution never")
+        assert flow.lease(message_id).status is LeaseStatus.REJECTED
+        assert flow.executions() == [], "never executed"
 
 
 def test_redelivery_whose_receive_count_did_not_grow_is_adopted_by_its_handle(flow: Flow) -> None:

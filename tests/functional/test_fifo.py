@@ -23,10 +23,9 @@ from longjobs.engine.clock import SystemClock
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import Outcome, receive
-from longjobs.engine.settings import FIFO_BATCH_SIZE
+from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_RETENTION_S
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
 from longjobs.offline.lambdas import LambdaContext, sqs_event
-from longjobs.offline.resources import QUEUE_RETENTION_S
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
@@ -271,7 +270,7 @@ def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_t
     """The queue's own redrive, the backstop behind the processor's attempts, keeps working on FIFO."""
     a1 = send(fifo, "A", "a1", seconds=1)
     a2 = send(fifo, "A", "a2", seconds=1)
-    for _ in range(fifo.settings.redrive_max_receives(QUEUE_RETENTION_S)):
+    for _ in range(fifo.settings.redrive_max_receives(SQS_MAX_RETENTION_S)):
         got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, MaxNumberOfMessages=1, VisibilityTimeout=0)
         assert [m["MessageId"] for m in got["Messages"]] == [a1], "the group's head, every time"
 

@@ -141,7 +141,7 @@ def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserSt
     queue = resource(stack, template, jobs.queue)["Properties"]
     # max_attempts defaults to max_receive_count; the redrive is the backstop derived from it
     assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings(max_receive_count=4).redrive_max_receives(14 * 86_400)
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 356
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 376
     assert jobs.dead_letter_queue is not jobs.queue and jobs.table is not None and jobs.dashboard is not None
     mapping = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 4}

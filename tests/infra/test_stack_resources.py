@@ -49,7 +49,7 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
     assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dev.logical_id(queues.dlq), "Arn"]},
-        "maxReceiveCount": 359,
+        "maxReceiveCount": 379,
     }, "a backstop far above max_attempts 5: 5 x 3 + 1 receives of attempts, 343 of waiting (docs/admission.md)"
     assert dlq["MessageRetentionPeriod"] == queue["MessageRetentionPeriod"] == 14 * DAY_S, "SQS's maximum"
     for target in (queues.queue, queues.dlq):

@@ -52,7 +52,7 @@ _FLOAT_FIELDS = (
     "waiting_since",
     "waiting_order",
 )
-_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits")
+_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits", "refused_starts")
 _STR_FIELDS = (
     "queue_url",
     "receipt_handle",

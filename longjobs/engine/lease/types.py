@@ -92,6 +92,7 @@ class Lease:
     copy_id: str | None = None  # PARKED: the message id of the copy sent to the waiting queue, once known
     claimed_by: str | None = None  # PARKED: the copy that runs the job (any other copy is acknowledged)
     never_started: bool = False  # closed with its execution never started: no attempt of the message
+    refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)
 
     @property
     def failed_attempts(self) -> int:
@@ -112,6 +113,11 @@ class Lease:
             error=self.last_error,
             ended_at=self.closed_at,
         )
+
+    def refused_starts_with_this(self) -> int:
+        """The starts refused so far that a newer lease of this message carries: this one's count, and
+        this lease if it closed with its execution never started."""
+        return self.refused_starts + int(self.never_started and self.status in ENDED_ATTEMPT_STATUSES)
 
     def history_with_this(self) -> tuple[Attempt, ...]:
         """The history a newer lease of this message carries: this one's, and this attempt if it failed."""

@@ -20,6 +20,8 @@ ATTEMPTS_MAX_BYTES = 32_768
 """The `Attempts` attribute's JSON at most: far inside SQS's message size (attributes count toward it)."""
 ATTEMPT_ERROR_MAX = 1_024
 EXHAUSTED = "AttemptsExhausted"
+STARTS_REFUSED = "StartsRefused"
+"""DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
 
 
 def _text(value: str) -> dict[str, str]:
@@ -53,10 +55,12 @@ def attempts_json(history: Sequence[Attempt], limit: int = ATTEMPTS_MAX_BYTES) -
         omitted += 1
 
 
-def exhausted_attributes(delivery: Delivery, history: Sequence[Attempt]) -> dict[str, Any]:
-    last = describe_error(history[-1].error) if history else "no attempt recorded"
+def exhausted_attributes(
+    delivery: Delivery, history: Sequence[Attempt], *, error_type: str = EXHAUSTED, message: str | None = None
+) -> dict[str, Any]:
+    last = message or (describe_error(history[-1].error) if history else "no attempt recorded")
     return {
-        "ErrorType": _text(EXHAUSTED),
+        "ErrorType": _text(error_type),
         "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
         "Attempts": _text(attempts_json(history)),
         "SourceQueue": _text(delivery.source_arn),
@@ -65,10 +69,19 @@ def exhausted_attributes(delivery: Delivery, history: Sequence[Attempt]) -> dict
     }
 
 
-def send_exhausted_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, history: Sequence[Attempt]) -> None:
-    """Copy the body unchanged to the DLQ with the attempts' history. Raises if SQS refuses: the record
-    then counts as failed and stays on its queue (it is deleted only after this send succeeded)."""
-    _send(sqs, dlq_url, delivery, exhausted_attributes(delivery, history))
+def send_exhausted_to_dlq(
+    sqs: SQSClient,
+    dlq_url: str,
+    delivery: Delivery,
+    history: Sequence[Attempt],
+    *,
+    error_type: str = EXHAUSTED,
+    message: str | None = None,
+) -> None:
+    """Copy the body unchanged to the DLQ with the attempts' history (`error_type`: its attempts used
+    up, or its starts refused). Raises if SQS refuses: the record then counts as failed and stays on its
+    queue (it is deleted only after this send succeeded)."""
+    _send(sqs, dlq_url, delivery, exhausted_attributes(delivery, history, error_type=error_type, message=message))
 
 
 def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:

@@ -68,7 +68,7 @@ from longjobs.engine.lease import Acquired, Lease, LeaseStatus, LeaseStore, Lock
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, MetricsSink, logger, type_metric
 from longjobs.engine.policies import RenewalPolicy
-from longjobs.engine.receiver.dlq import send_exhausted_to_dlq, send_to_dlq
+from longjobs.engine.receiver.dlq import EXHAUSTED, STARTS_REFUSED, send_exhausted_to_dlq, send_to_dlq
 from longjobs.engine.receiver.models import BadInput, Job, parse_message
 from longjobs.engine.settings import SQS_MAX_VISIBILITY_S, Settings
 from longjobs.engine.settle import reassert_release, release, release_holds, settle_ended
@@ -472,6 +472,11 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
     history = replacing.history_with_this() if replacing is not None else delivery.carried.history
     if len(history) >= rx.settings.effective_max_attempts:
         return dead_letter(rx, delivery, history, replacing=replacing)
+    refused = replacing.refused_starts_with_this() if replacing is not None else 0
+    if refused >= rx.settings.max_refused_starts:
+        last = replacing.last_error if replacing is not None else None
+        message = f"{refused} starts refused by Step Functions; the last: {last}"
+        return dead_letter(rx, delivery, history, replacing=replacing, error_type=STARTS_REFUSED, message=message)
     name = execution_name(delivery.message_id, delivery.receive_count)
     arn = execution_arn(rx.state_machine_arn, name)
     holder = _take_job_lock(rx, job.job_id, delivery.message_id, arn)
@@ -515,6 +520,7 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         release_delay_s=release_delay_s(len(history) + 1, rx.settings, rx.rng),
         slot=slot,
         history=history,
+        refused_starts=refused,
     )
     lease = _timing(rx, delivery, blank)
     if not rx.store.create(lease, replacing=replacing):
@@ -588,22 +594,28 @@ def closed_record(rx: Receiver, delivery: Delivery, status: LeaseStatus, *, kept
 
 
 def dead_letter(
-    rx: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None
+    rx: Receiver,
+    delivery: Delivery,
+    history: tuple[Attempt, ...],
+    *,
+    replacing: Lease | None,
+    error_type: str = EXHAUSTED,
+    message: str | None = None,
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
     deleted. Raises when the send fails: the record is reported failed, nothing is deleted."""
-    send_exhausted_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, history)
-    last = history[-1].error if history else None
+    send_exhausted_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, history, error_type=error_type, message=message)
+    last = message or (history[-1].error if history else None)
     logger.warning(
-        "attempts used up: sent to the DLQ",
-        extra={"message_id": delivery.message_id, "attempts": len(history), "error": last},
+        "sent to the DLQ",
+        extra={"message_id": delivery.message_id, "reason": error_type, "attempts": len(history), "error": last},
     )
     record = closed_record(
         rx,
         delivery,
         LeaseStatus.REJECTED,
         job_type=replacing.job_type if replacing is not None else None,
-        last_error=f"AttemptsExhausted: {last}" if last else "AttemptsExhausted",
+        last_error=f"{error_type}: {last}" if last else error_type,
         history=history,
     )
     try:
