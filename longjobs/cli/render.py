@@ -157,6 +157,15 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
             waiting.add_column(name, justify="right")
         waiting.add_row(*(str(count) for count in status.waiting.values()))
         parts.append(waiting)
+    if status.drain_s:
+        drain = Table(
+            title="backlog drain time, by job type (until its waiting and parked messages start; queues keep 14 d)",
+            title_justify="left",
+        )
+        for name in status.drain_s:
+            drain.add_column(name, justify="right")
+        drain.add_row(*(duration(seconds) for seconds in status.drain_s.values()))
+        parts.append(drain)
     parts.extend(Text(note, style="dim") for note in status.notes)
     return Group(*parts)
 

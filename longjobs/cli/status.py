@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.observability import MetricName
+from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -64,6 +64,8 @@ class Status:
     last_hour: LastHour
     notes: list[str] = field(default_factory=list)
     waiting: dict[str, int] = field(default_factory=dict)
+    drain_s: dict[str, float] = field(default_factory=dict)
+    """Each limited type's backlog drain time (`BacklogDrainTime`, the admission pass's latest estimate)."""
     """Messages waiting in flight for a slot of their job type (WAITING leases), by type (admission)."""
 
 
@@ -188,6 +190,45 @@ def last_hour_from_cloudwatch(
     )
 
 
+def drain_times_from_cloudwatch(cloudwatch: CloudWatchClient, now: float) -> dict[str, float]:
+    """Each limited type's latest `BacklogDrainTime` of the last 15 minutes: seconds until its waiting
+    and parked messages can be expected to have started (the extender publishes it every run)."""
+    listed = cloudwatch.list_metrics(Namespace=METRICS_NAMESPACE, MetricName=MetricName.BACKLOG_DRAIN_TIME)
+    types = sorted(
+        {d["Value"] for m in listed.get("Metrics", []) for d in m.get("Dimensions", []) if d["Name"] == TYPE_DIMENSION}
+    )
+    if not types:
+        return {}
+    end = datetime.fromtimestamp(now, UTC)
+    queries: list[Any] = [
+        {
+            "Id": f"drain{index}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": METRICS_NAMESPACE,
+                    "MetricName": MetricName.BACKLOG_DRAIN_TIME,
+                    "Dimensions": [SERVICE_DIMENSION, {"Name": TYPE_DIMENSION, "Value": job_type}],
+                },
+                "Period": 60,
+                "Stat": "Maximum",
+            },
+        }
+        for index, job_type in enumerate(types)
+    ]
+    response = cloudwatch.get_metric_data(
+        MetricDataQueries=queries,
+        StartTime=end - timedelta(minutes=15),
+        EndTime=end,
+        ScanBy="TimestampDescending",
+    )
+    latest: dict[str, float] = {}
+    for result in response.get("MetricDataResults", []):
+        values = result.get("Values", [])
+        if values:  # newest first
+            latest[types[int(result["Id"].removeprefix("drain"))]] = float(values[0])
+    return latest
+
+
 def collect_status(
     *,
     sqs: SQSClient,
@@ -216,6 +257,7 @@ def collect_status(
             notes=[
                 "offline: no CloudWatch data; lapses and the oldest message's age are not available",
                 "offline: renewals are the whole counts of leases renewed in the last hour",
+                "offline: the backlog drain time is a CloudWatch metric (BacklogDrainTime): not available",
             ],
         )
     last_hour, oldest = last_hour_from_cloudwatch(cloudwatch, queue_url.rstrip("/").rsplit("/", 1)[-1], now)
@@ -228,4 +270,5 @@ def collect_status(
         oldest_message_age_s=oldest,
         last_hour=last_hour,
         waiting=waiting_counts(items),
+        drain_s=drain_times_from_cloudwatch(cloudwatch, now),
     )

@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longjobs.construct.constants import METRICS_NAMESPACE, SERVICE_NAME
+from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, QUEUE_RETENTION, SERVICE_NAME
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
 PERIOD = cdk.Duration.minutes(5)
@@ -186,6 +186,17 @@ class Monitoring(Construct):
                 threshold=1,
                 description="A job's execution failed: its message was released for a retry or will reach the DLQ.",
             ),
+            *[
+                self._alarm(
+                    f"BacklogDrain{index}",
+                    type_metric(MetricName.BACKLOG_DRAIN_TIME, name),
+                    threshold=BACKLOG_DRAIN_ALARM.to_seconds(),
+                    description=f"Job type {name}: its waiting and parked messages are expected to take longer "
+                    f"than {BACKLOG_DRAIN_ALARM.to_days()} days to start; the queues keep a message "
+                    f"{QUEUE_RETENTION.to_days()} days. Raise its max_concurrency or slow its producers.",
+                )
+                for index, name in enumerate(sorted(w.waiting))
+            ],
         ]
 
         self.dashboard = cw.Dashboard(

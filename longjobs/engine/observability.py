@@ -108,6 +108,7 @@ class MetricName:
     WAITING_MESSAGES = "WaitingMessages"  # waiting in flight (WAITING leases)
     PARKED_MESSAGES = "ParkedMessages"  # in the type's waiting queue
     ADMISSION_DELAY = "AdmissionDelay"  # seconds from a message's first wait to its admission
+    BACKLOG_DRAIN_TIME = "BacklogDrainTime"  # seconds until the last waiting or parked message can start
     ADMITTED_IN_PLACE = "AdmittedInPlace"
     SLOTS_FREED = "SlotsFreed"  # held by an execution found not running (its release was lost)
 

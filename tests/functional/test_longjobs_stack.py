@@ -54,13 +54,15 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Processor]:
         yield processor
 
 
-def _put_metric(namespace: str, name: str, value: float, dimension: tuple[str, str], minutes_ago: float) -> None:
+def _put_metric(
+    namespace: str, name: str, value: float, dimension: tuple[str, str], minutes_ago: float, *more: tuple[str, str]
+) -> None:
     boto3.client("cloudwatch", region_name=REGION).put_metric_data(
         Namespace=namespace,
         MetricData=[
             {
                 "MetricName": name,
-                "Dimensions": [{"Name": dimension[0], "Value": dimension[1]}],
+                "Dimensions": [{"Name": key, "Value": value} for key, value in (dimension, *more)],
                 "Value": value,
                 "Timestamp": datetime.now(UTC) - timedelta(minutes=minutes_ago),
             }
@@ -84,6 +86,9 @@ def test_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     queue_name = deployed.queue_url.rsplit("/", 1)[-1]
     _put_metric("AWS/SQS", "ApproximateAgeOfOldestMessage", 40, ("QueueName", queue_name), minutes_ago=5)
     _put_metric("AWS/SQS", "ApproximateAgeOfOldestMessage", 42, ("QueueName", queue_name), minutes_ago=1)
+    _put_metric("LongJobs", "BacklogDrainTime", 3_600, service, 10, ("job_type", "spark"))
+    _put_metric("LongJobs", "BacklogDrainTime", 7_200, service, 1, ("job_type", "spark"))
+    _put_metric("LongJobs", "BacklogDrainTime", 60, service, 40, ("job_type", "wordcount"))  # not recent
 
     result = run(capsys, "--stack", STACK, "status", "--json")
 
@@ -95,6 +100,7 @@ def test_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     assert data["leases"]["ACTIVE"] == 1
     assert data["last_hour"] == {"renewals": 12, "lapses": 1, "leases_lost": 2}
     assert data["oldest_message_age_s"] == 42
+    assert data["drain_s"] == {"spark": 7_200}, "each limited type's latest estimate of the last 15 minutes"
     assert data["notes"] == []
 
 

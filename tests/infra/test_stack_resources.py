@@ -621,6 +621,15 @@ def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
         1,
     )
     assert alarm("OldestMessageAge")["Threshold"] == 360 * 60 + 3600
+    drains = [
+        (props["Metrics"][0]["MetricStat"]["Metric"], props["Threshold"])
+        for key, props in alarms.items()
+        if key.startswith("MonitoringBacklogDrain")
+    ]
+    job_type = [{"Name": "job_type", "Value": name} for name in dev.part("Queues").waiting]
+    assert {(metric["MetricName"], threshold, str(metric["Dimensions"][0])) for metric, threshold in drains} == {
+        ("BacklogDrainTime", 10 * DAY_S, str(dimension)) for dimension in job_type
+    }, "one per limited type: its backlog against the queues' 14 days"
     assert alarm("ExtenderNotRunning")["TreatMissingData"] == "breaching"
     lapses = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm("Lapses")["Metrics"] if "MetricStat" in m}
     assert lapses == {"Lapses", "RedeliveredWhileRunning"}

@@ -11,6 +11,7 @@ import pytest
 from longjobs.engine.admission import (
     Slots,
     TypeSlots,
+    drain_time_s,
     expected_start_s,
     in_flight_target,
     mean_duration_s,
@@ -21,6 +22,7 @@ from longjobs.engine.admission import (
 from longjobs.engine.admission.estimate import DELAY_STRETCH
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease.lock import Lock
+from longjobs.engine.receiver.admission import AdmitReport, publish
 
 TYPE = "backfill"
 
@@ -202,6 +204,23 @@ def test_expected_start_is_now_for_a_free_slot_then_one_slot_per_mean_over_n() -
     assert expected_start_s(state, now, 4) == pytest.approx(600.0)
 
 
+def test_drain_time_is_when_the_last_of_the_backlog_can_be_expected_to_start() -> None:
+    now = FakeClock().now()
+    state = reading(
+        4,
+        held(0, "arn:a", now - 100, last=600.0),
+        held(1, "arn:b", now - 200, last=600.0),
+        held(2, "arn:c", now - 300, last=600.0),
+        freed(3, now - 700, now - 100),
+        at=now,
+    )
+    assert drain_time_s(state, now, 0) == 0.0, "nothing waits"
+    assert drain_time_s(state, now, 1) == 0.0, "the one waiter takes the free slot"
+    assert drain_time_s(state, now, 5) == pytest.approx(600.0), "the fifth waits for four slots to free"
+    assert drain_time_s(state, now, 10_001) == pytest.approx(1_500_000.0), "10,001 waiters: about 17 days"
+    assert drain_time_s(reading(2, held(0, "arn:a", now), at=now), now, 3) is None, "no duration known yet"
+
+
 def test_expected_start_is_unknown_past_the_free_slots_without_a_mean() -> None:
     now = FakeClock().now()
     state = reading(2, held(0, "arn:a", now), at=now)
@@ -243,3 +262,24 @@ def test_waiting_delay_without_an_estimate_is_the_floor_jittered() -> None:
 
     assert min(delays) >= 60 and max(delays) <= 75
     assert all(delay >= 1 for delay in delays)
+
+
+class TypedRecorder:
+    """A metrics sink that keeps each type's metrics with their dimension."""
+
+    def __init__(self) -> None:
+        self.typed: list[tuple[str, str, float, str]] = []
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        raise AssertionError(f"{name} published without its job_type")
+
+    def add_type_metric(self, *, name: str, unit: str, value: float, job_type: str) -> None:
+        self.typed.append((name, unit, value, job_type))
+
+
+def test_admission_publish_reports_the_backlog_drain_time_when_known() -> None:
+    sink = TypedRecorder()
+    publish(sink, [AdmitReport("known", parked=40, drain_s=7_200.0), AdmitReport("unknown", parked=3)])
+    drains = [(value, job_type) for name, unit, value, job_type in sink.typed if name == "BacklogDrainTime"]
+    assert drains == [(7_200.0, "known")], "none for a type whose durations are not known yet"
+    assert ("ParkedMessages", "Count", 40, "known") in sink.typed

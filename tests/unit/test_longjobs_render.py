@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -99,6 +100,15 @@ def test_status_json_and_table_show_the_same_data() -> None:
     assert "stack LongJobs-dev" in text
     assert "2m" in text  # the oldest message's age
     assert "n/a" in text  # leases lost: not available
+
+
+def test_status_shows_each_limited_types_backlog_drain_time() -> None:
+    status = replace(_status(), drain_s={"spark": 7_200.0, "wordcount": 0.0})
+
+    text = _text(render.status_view(status, origin="stack LongJobs-dev"))
+
+    assert "backlog drain time" in text and "spark" in text and "2h" in text
+    assert render.status_json(status)["drain_s"] == {"spark": 7_200.0, "wordcount": 0.0}
 
 
 def test_redrive_view_says_how_many_moved_and_what_failed() -> None:

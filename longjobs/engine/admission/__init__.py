@@ -10,12 +10,19 @@ What the receiver, the extender and the watcher do with them is in `longjobs.eng
 
 from __future__ import annotations
 
-from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, mean_duration_s, waiting_delay_s
+from longjobs.engine.admission.estimate import (
+    drain_time_s,
+    expected_start_s,
+    in_flight_target,
+    mean_duration_s,
+    waiting_delay_s,
+)
 from longjobs.engine.admission.slots import Slots, TypeSlots, slot_key, slot_type
 
 __all__ = [
     "Slots",
     "TypeSlots",
+    "drain_time_s",
     "expected_start_s",
     "in_flight_target",
     "mean_duration_s",

@@ -51,6 +51,15 @@ def expected_start_s(state: TypeSlots, now: float, position: int) -> float | Non
     return (position + 1 - free) * mean / state.limit
 
 
+def drain_time_s(state: TypeSlots, now: float, backlog: int) -> float | None:
+    """Seconds from `now` until the last of `backlog` waiting messages can be expected to start (0 with
+    none waiting); None when unknown. Against the queues' retention it says whether a parked backlog
+    drains before SQS drops its oldest copies."""
+    if backlog <= 0:
+        return 0.0
+    return expected_start_s(state, now, backlog - 1)
+
+
 def in_flight_target(state: TypeSlots, now: float, horizon_s: float) -> int:
     """How many waiters can be expected to start within `horizon_s`: how many to keep waiting in flight
     (the rest stay parked). Before any holding ended: one per slot."""

@@ -36,7 +36,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine.admission import Slots, TypeSlots, expected_start_s, in_flight_target, waiting_delay_s
+from longjobs.engine.admission import (
+    Slots,
+    TypeSlots,
+    drain_time_s,
+    expected_start_s,
+    in_flight_target,
+    waiting_delay_s,
+)
 from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
@@ -100,6 +107,7 @@ class AdmitReport:
     admitted: int = 0  # WAITING messages started in place
     unparked: int = 0  # received from the waiting queue
     freed: int = 0  # slots of executions found not running, freed
+    drain_s: float | None = None  # until the last waiting or parked message can be expected to start
 
 
 def longest_wait_s(settings: Settings) -> float:
@@ -443,6 +451,7 @@ def admit_type(
     report.waiting = in_flight
     report.slots_in_use = state.used
     report.free_slots = len(state.free_keys)
+    report.drain_s = drain_time_s(state, rx.clock.now(), report.waiting + report.parked - report.unparked)
     return report
 
 
@@ -468,7 +477,8 @@ def admit_all(
 
 
 def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
-    """Each type's slots in use, waiting and parked messages, admissions in place and freed slots."""
+    """Each type's slots in use, waiting and parked messages, admissions in place, freed slots, and the
+    backlog's expected drain time (when the type's durations are known)."""
     for report in reports:
         for name, value in (
             (MetricName.SLOTS_IN_USE, report.slots_in_use),
@@ -478,6 +488,8 @@ def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
             (MetricName.SLOTS_FREED, report.freed),
         ):
             type_metric(sink, name, "Count", value, report.job_type)
+        if report.drain_s is not None:
+            type_metric(sink, MetricName.BACKLOG_DRAIN_TIME, "Seconds", report.drain_s, report.job_type)
 
 
 def unpark(rx: Receiver, queue_url: str, want: int, *, deadline: float = math.inf) -> int:
