@@ -162,6 +162,7 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
         "LOST": 2,
         "REJECTED": 0,
         "WAITING": 3,
+        "PARKED": 0,
     }
     assert data["waiting"] == {"backfill": 2, "wait": 1}, "waiting for a slot, by job type"
     assert data["source"] == "lease table"
