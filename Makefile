@@ -63,6 +63,7 @@ bench: install
 tools:
 	@java -version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@node --version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Node.js for the CDK: install Node 22 or newer (https://nodejs.org), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
+	@major=$$(node --version | sed 's/^v//; s/[.].*//'); [ "$$major" -ge 22 ] || echo "note: Node $$major works, but it is past its end of life; the CDK supports Node 22 and 24 (https://nodejs.org)" >&2
 
 # The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
 demo: tools install

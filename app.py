@@ -13,12 +13,16 @@ import os
 import sys
 from pathlib import Path
 
-import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
+from longjobs.construct import quiet_node_notices
 
-from infra.stack import LongJobsStack, stack_name
-from longjobs.construct.config import ConfigError, context_keys, load_config
-from longjobs.engine.jobs import JobTypeError, load_catalog_file
+quiet_node_notices()  # before aws_cdk starts jsii's Node process
+
+import aws_cdk as cdk  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.stack import LongJobsStack, stack_name  # noqa: E402
+from longjobs.construct.config import ConfigError, context_keys, load_config  # noqa: E402
+from longjobs.engine.jobs import JobTypeError, load_catalog_file  # noqa: E402
 
 JOBS_FILE = Path(__file__).resolve().parent / "jobs.json"
 JOBS_FILE_CONTEXT = "jobs_file"
