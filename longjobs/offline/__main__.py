@@ -45,7 +45,8 @@ def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, q
     return 0 if result.report["ok"] else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the docs' examples are checked against it)."""
     parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run_cmd = commands.add_parser("run", help="run a scenario file and write its report")
@@ -70,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument(
         "--drain-s", type=float, default=DEFAULT_DRAIN_S, help="on stop, how long running jobs may finish"
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
         if not 0 < args.port < 65_536 or args.drain_s < 0:

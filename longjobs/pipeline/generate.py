@@ -283,7 +283,8 @@ def read_manifest(out: Path) -> Manifest | None:
         return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the docs' examples are checked against it)."""
     parser = argparse.ArgumentParser(prog="python -m longjobs.pipeline.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--date", required=True, help="the partition's date, YYYY-MM-DD")
     parser.add_argument("--events", type=int, required=True, help="lines to write")
@@ -293,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--late-minutes", type=int, default=DEFAULT_LATENESS_MINUTES, help="late events are up to this early"
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         dt.date.fromisoformat(args.date)
