@@ -1,6 +1,7 @@
 """The one factory of AWS clients for the command, for both worlds.
 
-- Local service (`--endpoint-url`): every client gets the endpoint; the region is us-east-1 unless
+- Local service (`--endpoint-url`, or `AWS_ENDPOINT_URL` when neither it nor `--stack` is given): every
+  client gets the endpoint; the region is us-east-1 unless
   `--region` says otherwise;
   when no credentials are configured, fake ones are used (moto accepts any). The instance-metadata and
   container providers are left out of the chain, so a laptop does not wait for an EC2 metadata timeout.
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
 
+ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL"
+"""The AWS SDKs' and CLI's endpoint for every service: without --stack or --endpoint-url, the local service
+is there. (botocore itself honours it and the per-service `AWS_ENDPOINT_URL_SQS` and the like.)"""
 LOCAL_REGION = "us-east-1"
 """The local service's region (the offline runtime creates everything there)."""
 FAKE_KEY_ID = FAKE_SECRET = "offline"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from rich.console import RenderableType
 from rich.live import Live
 
 from longjobs.cli import dlq, leases, render, resources, status, submit
-from longjobs.cli.clients import Clients, Connection
+from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError
 
 WATCH_INTERVAL_S = 2.0
@@ -30,10 +31,16 @@ class Context:
         self.args = args
         stack = getattr(args, "stack", None)
         endpoint = getattr(args, "endpoint_url", None)
+        if not stack and not endpoint:
+            # The AWS SDKs' and CLI's own variable: the local service, as `aws` would reach it.
+            endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
         if stack and endpoint:
             raise UsageError("give --stack NAME or --endpoint-url URL, not both")
         if not stack and not endpoint:
-            raise UsageError("give --stack NAME (a deployed stack) or --endpoint-url URL (the local service)")
+            raise UsageError(
+                "give --stack NAME (a deployed stack) or --endpoint-url URL (the local service; or set "
+                f"{ENDPOINT_VARIABLE})"
+            )
         self.stack: str | None = stack
         self.connection = Connection(
             endpoint_url=endpoint, region=getattr(args, "region", None), profile=getattr(args, "profile", None)

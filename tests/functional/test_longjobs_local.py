@@ -132,6 +132,21 @@ def test_submit_unreadable_body_file_fails_in_one_line(
     assert_one_line_error(result, 1, "cannot read --body", "missing.json")
 
 
+def test_status_finds_the_local_service_through_aws_endpoint_url(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`AWS_ENDPOINT_URL`, the AWS SDKs' and CLI's own variable, is where the local service is when neither
+    --stack nor --endpoint-url is given (as `aws` finds it)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    local.sqs.send_message(QueueUrl=local.queue_url, MessageBody="{}")
+
+    result = run(capsys, "status", "--json")
+
+    assert result.code == 0, result.err
+    assert result.json()["queue"]["visible"] == 1
+    assert result.json()["source"] == "lease table", "the local service's mode"
+
+
 def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,7 +129,10 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["status"], "give --stack NAME (a deployed stack) or --endpoint-url URL (the local service)"),
+        (
+            ["status"],
+            "give --stack NAME (a deployed stack) or --endpoint-url URL (the local service; or set AWS_ENDPOINT_URL)",
+        ),
         (["--stack", "s", "--endpoint-url", "http://x", "status"], "not both"),
         (["--stack", "s", "leases", "--limit", "x"], "argument --limit: expected a positive whole number, not 'x'"),
         (
@@ -148,8 +151,9 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
     ],
 )
 def test_usage_errors_are_one_line_with_exit_code_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], fragment: str
 ) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     code, lines = _run(capsys, *argv)
 
     assert code == 2
