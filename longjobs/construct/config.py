@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
@@ -46,6 +46,10 @@ _LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z
 
 class ConfigError(ValueError):
     """A CDK context value is out of range, or two of them do not fit together."""
+
+
+Tracing = Literal["off", "service", "xray-sdk", "opentelemetry"]
+"""How the functions are traced (docs/deploy.md has the table: what each traces, its cold-start cost)."""
 
 
 class InfraSettings(BaseModel):
@@ -92,8 +96,14 @@ class InfraSettings(BaseModel):
     s3_notifications: bool = Field(
         default=False, description="Raw bucket ObjectCreated events of the S3 triggers' markers -> jobs queue."
     )
-    tracing: bool = Field(
-        default=True, description="X-Ray tracing of the functions; off, they also skip the X-Ray SDK's import."
+    tracing: Tracing = Field(
+        default="service",
+        description="off | service (Lambda's and Step Functions' own X-Ray traces, no SDK in the functions) | "
+        "xray-sdk (Powertools' Tracer too: the X-Ray SDK, in maintenance) | opentelemetry (the ADOT layer, "
+        "otel_layer_arn). `true`/`false` still mean xray-sdk/off.",
+    )
+    otel_layer_arn: str | None = Field(
+        default=None, description="The AWS Distro for OpenTelemetry Python layer's ARN (tracing=opentelemetry)."
     )
     powertools_layer_arn: str | None = Field(
         default=None, description="Overrides the Powertools layer resolved from its public SSM parameter."
@@ -113,7 +123,25 @@ class InfraSettings(BaseModel):
             raise ValueError("must be an email address")
         return value
 
-    @field_validator("powertools_layer_arn")
+    @field_validator("tracing", mode="before")
+    @classmethod
+    def _tracing_of_old(cls, value: Any) -> Any:
+        """The setting was a bool: `true` traced through the X-Ray SDK, `false` not at all."""
+        old = {"true": "xray-sdk", "false": "off"}
+        if isinstance(value, bool):
+            return "xray-sdk" if value else "off"
+        return old.get(str(value).strip().lower(), value)
+
+    @model_validator(mode="after")
+    def _otel_needs_its_layer(self) -> InfraSettings:
+        if self.tracing == "opentelemetry" and self.otel_layer_arn is None:
+            raise ValueError(
+                "tracing=opentelemetry needs otel_layer_arn: the AWS Distro for OpenTelemetry Python layer of your "
+                "region (https://aws-otel.github.io/docs/getting-started/lambda/lambda-python)"
+            )
+        return self
+
+    @field_validator("powertools_layer_arn", "otel_layer_arn")
     @classmethod
     def _layer_arn(cls, value: str | None) -> str | None:
         if value is not None and not _LAYER_ARN.match(value):

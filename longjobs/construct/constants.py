@@ -31,6 +31,8 @@ LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 POWERTOOLS_VERSION = "3.37.0"
 """The Powertools layer deployed: the locked version and the range's lower bound in pyproject.toml (a test
 checks both)."""
+OTEL_WRAPPER = "/opt/otel-instrument"
+"""The AWS Distro for OpenTelemetry Python layer's wrapper script (AWS_LAMBDA_EXEC_WRAPPER)."""
 POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.11/{POWERTOOLS_VERSION}"
 """Public SSM parameter that Powertools publishes in every commercial region for each release; its
 value is the ARN of that release's layer (`...:layer:AWSLambdaPowertoolsPythonV3-python311-arm64:N`).

@@ -21,7 +21,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
-from longjobs.construct.config import StackConfig
+from longjobs.construct.config import StackConfig, Tracing
 from longjobs.construct.constants import (
     EXTENDER_PERIOD,
     EXTENDER_TIMEOUT,
@@ -31,6 +31,7 @@ from longjobs.construct.constants import (
     LAMBDA_RUNTIME,
     LOG_RETENTION,
     METRICS_NAMESPACE,
+    OTEL_WRAPPER,
     POWERTOOLS_LAYER_PARAMETER,
     SERVICE_NAME,
     WATCHER_TIMEOUT,
@@ -43,6 +44,16 @@ WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
 """Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
 ADMISSION_STATUSES = ["SUCCEEDED"]
 """Watched too when a job type has a concurrency limit: every end frees a slot to admit a waiting message into."""
+
+
+def tracing_environment(tracing: Tracing) -> dict[str, str]:
+    """The functions' environment for a `tracing` setting. Only xray-sdk lets Powertools' Tracer import the
+    X-Ray SDK (a third of a cold start, and in maintenance until its end of support); opentelemetry
+    runs the functions under the ADOT layer's wrapper, which instruments boto3's calls."""
+    environment: dict[str, str] = {} if tracing == "xray-sdk" else {"POWERTOOLS_TRACE_DISABLED": "true"}
+    if tracing == "opentelemetry":
+        environment |= {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER, "OTEL_SERVICE_NAME": SERVICE_NAME}
+    return environment
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,9 @@ class LongJobFunctions(Construct):
             infra.powertools_layer_arn
             or cdk.CfnDynamicReference(cdk.CfnDynamicReferenceService.SSM, POWERTOOLS_LAYER_PARAMETER).to_string(),
         )
+        self._layers = [self._layer]
+        if infra.tracing == "opentelemetry" and infra.otel_layer_arn:
+            self._layers.append(lambda_.LayerVersion.from_layer_version_arn(self, "Otel", infra.otel_layer_arn))
         engine_env = config.engine_environment()
         limited = bool(catalog.limited()) and not config.engine.fifo  # FIFO: no admission (the receiver's rule)
         waiting_arns = [queue.queue_arn for queue in res.waiting.values()]
@@ -331,24 +345,23 @@ class LongJobFunctions(Construct):
             architecture=LAMBDA_ARCHITECTURE,
             handler=handler,
             code=self._code,
-            layers=[self._layer],
+            layers=self._layers,
             role=role,
             log_group=log_group,
             timeout=timeout,
             memory_size=memory_mb,
-            tracing=lambda_.Tracing.ACTIVE if self._tracing else lambda_.Tracing.DISABLED,
+            tracing=lambda_.Tracing.DISABLED if self._tracing == "off" else lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
             environment={
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
                 # No pydantic plugins: spares the first model's scan of every installed package's entry points.
                 "PYDANTIC_DISABLE_PLUGINS": "__all__",
-                # Off: the functions import no X-Ray SDK at all (a third of their cold start).
-                **({} if self._tracing else {"POWERTOOLS_TRACE_DISABLED": "true"}),
+                **tracing_environment(self._tracing),
                 **environment,
             },
         )
-        if self._tracing:
+        if self._tracing != "off":
             acknowledge(
                 role,
                 "AwsSolutions-IAM5",

@@ -152,7 +152,7 @@ class JobWorkflow(Construct):
             definition_body=sfn.DefinitionBody.from_chainable(start),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=STATE_MACHINE_TIMEOUT,
-            tracing_enabled=True,
+            tracing_enabled=settings.tracing != "off",  # Step Functions' own X-Ray trace of each execution
             logs=sfn.LogOptions(
                 destination=logs.LogGroup(
                     self, "StateMachineLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
@@ -168,6 +168,13 @@ class JobWorkflow(Construct):
             "no resource ARN.",
             findings=("Resource::*",),
         )
+        if settings.tracing == "off":
+            acknowledge(
+                self.state_machine,
+                "AwsSolutions-SF2",
+                "The deployer chose tracing=off: no X-Ray trace of the functions or the executions (logs and the "
+                "execution history remain).",
+            )
         if pyspark:
             acknowledge(
                 self.state_machine,

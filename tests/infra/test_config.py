@@ -129,3 +129,31 @@ def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> 
     locked = (REPO_ROOT / "requirements-lock.txt").read_text().splitlines()
     assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in locked
     assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.11/{POWERTOOLS_VERSION}")
+
+
+@pytest.mark.parametrize(
+    ("given", "tracing"),
+    [
+        ({}, "service"),  # Lambda's and Step Functions' own traces, no X-Ray SDK in the functions
+        ({"tracing": "off"}, "off"),
+        ({"tracing": "xray-sdk"}, "xray-sdk"),
+        ({"tracing": "true"}, "xray-sdk"),  # the old boolean: true traced through the SDK
+        ({"tracing": "false"}, "off"),
+        (
+            {
+                "tracing": "opentelemetry",
+                "otel_layer_arn": "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-python-arm64-ver-1-32-0:1",
+            },
+            "opentelemetry",
+        ),
+    ],
+)
+def test_config_tracing_options_and_the_old_boolean(given: dict[str, str], tracing: str) -> None:
+    assert load_config(given).infra.tracing == tracing
+
+
+def test_config_refuses_opentelemetry_without_its_layer_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match="otel_layer_arn"):
+        load_config({"tracing": "opentelemetry"})
+    with pytest.raises(ConfigError, match="tracing="):
+        load_config({"tracing": "verbose"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from aws_cdk.assertions import Match
 
 from longjobs.construct.nag import render_cfn
 from longjobs.engine.settings import Settings
-from tests.infra.conftest import PROD_CONTEXT, Synth
+from tests.infra.conftest import PROD_CONTEXT, Synth, synthesize
 
 DAY_S = 86_400
 
@@ -135,12 +136,33 @@ def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(d
         props = dev.resource(function)["Properties"]
         assert props["Handler"] == handler
         assert props["Runtime"] == "python3.11" and props["Architectures"] == ["arm64"]
-        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["TracingConfig"] == {"Mode": "Active"}, "tracing=service: Lambda's own trace"
+        assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "true", "no X-Ray SDK import"
         assert props["Layers"] == ["{{resolve:ssm:/aws/service/powertools/python/arm64/python3.11/3.37.0}}"]
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "LongJobs"
         assert props["Environment"]["Variables"]["PYDANTIC_DISABLE_PLUGINS"] == "__all__", "a smaller cold start"
         log_group = dev.resources[props["LoggingConfig"]["LogGroup"]["Ref"]]
         assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_state_machine_traced_unless_tracing_is_off(dev: Synth, prod: Synth) -> None:
+    for synth, enabled in ((dev, True), (prod, False)):
+        [machine] = synth.of_type("AWS::StepFunctions::StateMachine").values()
+        assert machine["Properties"].get("TracingConfiguration", {}).get("Enabled", False) is enabled
+
+
+def test_functions_traced_by_opentelemetry_run_under_the_adot_layer(tmp_path: Path) -> None:
+    layer = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-python-arm64-ver-1-32-0:1"
+    otel = synthesize(tmp_path, {"tracing": "opentelemetry", "otel_layer_arn": layer})
+    functions = otel.part("Functions")
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        props = otel.resource(function)["Properties"]
+        assert layer in props["Layers"] and len(props["Layers"]) == 2, "beside the Powertools layer"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        variables = props["Environment"]["Variables"]
+        assert variables["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/otel-instrument"
+        assert variables["OTEL_SERVICE_NAME"] == "long-jobs"
+        assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", "spans come from ADOT, not the X-Ray SDK"
 
 
 def test_functions_without_tracing_skip_xray_entirely(prod: Synth) -> None:
