@@ -87,7 +87,7 @@ class InfraSettings(BaseModel):
     glue_workers: int = Field(default=2, ge=2, le=1_000)
     glue_timeout_minutes: int = Field(default=360, ge=1, le=2_880, description="One Glue run's limit.")
     glue_max_concurrent_runs: int = Field(default=10, ge=1, le=1_000)
-    log_retention_days: int = 30
+    log_retention_days: int = 365  # a year: what regulated accounts ask of logs (AWS Control Tower, checkov)
     quarantine_expiration_days: int = Field(default=30, ge=1, le=3_650)
     oldest_message_alarm_s: int | None = Field(
         default=None, ge=60, description="Alarm threshold on the queue's oldest message; default: a Glue run + 1 h."

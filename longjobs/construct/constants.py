@@ -48,6 +48,9 @@ EXTENDER_PERIOD = cdk.Duration.minutes(1)
 EXTENDER_TIMEOUT = cdk.Duration.seconds(90)
 """A run stops itself after one period (`run_invocation`); the rest is margin for the last pass."""
 WATCHER_TIMEOUT = cdk.Duration.seconds(30)
+WATCHER_RESERVED_CONCURRENCY = 5
+"""The watcher's reserved concurrency: status events arrive in bursts (a type's backlog ending); a few
+instances keep up, and the rest of the account's concurrency stays for the receiver."""
 GLUE_SCRIPT = PACKAGE_ROOT / "pipeline" / "glue_entry.py"
 """The script of every pyspark job type's Glue job: it imports the type's entry and calls it."""
 JOB_TYPES_FILE = "job_types.json"
@@ -81,7 +84,8 @@ SUMMARY_EXPIRATION = cdk.Duration.days(30)
 ACCESS_LOG_EXPIRATION = cdk.Duration.days(90)
 ABORT_UPLOADS_AFTER = cdk.Duration.days(7)
 NONCURRENT_EXPIRATION = cdk.Duration.days(30)
-"""Raw and curated are versioned: an overwritten or deleted object can be recovered for this long."""
+"""Every bucket is versioned: a raw or curated object overwritten or deleted can be recovered this long
+(the temporary data of the others keeps its old versions as long as the data itself)."""
 
 # Queues
 QUEUE_RETENTION = cdk.Duration.seconds(SQS_MAX_RETENTION_S)

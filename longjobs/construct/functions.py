@@ -12,6 +12,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as lambda_destinations
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
@@ -33,7 +34,9 @@ from longjobs.construct.constants import (
     METRICS_NAMESPACE,
     OTEL_WRAPPER,
     POWERTOOLS_LAYER_PARAMETER,
+    QUEUE_RETENTION,
     SERVICE_NAME,
+    WATCHER_RESERVED_CONCURRENCY,
     WATCHER_TIMEOUT,
 )
 from longjobs.construct.nag import acknowledge, rendered
@@ -252,6 +255,20 @@ class LongJobFunctions(Construct):
                 _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
                 *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
             ],
+            reserved_concurrency=WATCHER_RESERVED_CONCURRENCY,
+        )
+        # An event the watcher failed on after Lambda's retries lands here, with its error; the extender's
+        # reconciliation settles that execution's lease anyway, so this is a record, not the only path.
+        self.watcher_failures = sqs.Queue(
+            self,
+            "WatcherFailures",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=QUEUE_RETENTION,
+        )
+        acknowledge(self.watcher_failures, "AwsSolutions-SQS3", "It is the watcher's on-failure destination itself.")
+        self.watcher.configure_async_invoke(
+            on_failure=lambda_destinations.SqsDestination(self.watcher_failures), retry_attempts=2
         )
         self.watcher_rule = events.Rule(
             self,

@@ -12,7 +12,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -34,6 +33,7 @@ from longjobs.construct.constants import (
     SUMMARY_PREFIX,
     TEMP_EXPIRATION,
 )
+from longjobs.construct.keys import service_key
 from longjobs.construct.nag import acknowledge, rendered
 from longjobs.construct.workflow import build_workflow, glue_pyspark_step, state_prefix, summary_objects_arn
 from longjobs.engine.jobs import JobCatalog, JobType
@@ -62,25 +62,32 @@ class DataBuckets(Construct):
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=cdk.RemovalPolicy.RETAIN,
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
-                    expiration=ACCESS_LOG_EXPIRATION, abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER
+                    expiration=ACCESS_LOG_EXPIRATION,
+                    noncurrent_version_expiration=TEMP_EXPIRATION,
+                    abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER,
                 )
             ],
         )
         acknowledge(self.access_logs, "AwsSolutions-S1", "The access-log bucket itself: logging it would loop.")
-        self.raw = self._bucket("Raw", versioned=True)
-        self.curated = self._bucket("Curated", versioned=True)
-        self.quarantine = self._bucket("Quarantine", s3.LifecycleRule(expiration=quarantine_expiration))
+        self.raw = self._bucket("Raw", NONCURRENT_EXPIRATION)
+        self.curated = self._bucket("Curated", NONCURRENT_EXPIRATION)
+        # Temporary data: its old versions go as soon as the data itself would.
+        self.quarantine = self._bucket(
+            "Quarantine", quarantine_expiration, s3.LifecycleRule(expiration=quarantine_expiration)
+        )
         self.glue = self._bucket(
             "Glue",
+            TEMP_EXPIRATION,
             s3.LifecycleRule(prefix=GLUE_TEMP_PREFIX, expiration=TEMP_EXPIRATION),
             s3.LifecycleRule(prefix=SUMMARY_PREFIX, expiration=SUMMARY_EXPIRATION),
         )
 
-    def _bucket(self, name: str, *rules: s3.LifecycleRule, versioned: bool = False) -> s3.Bucket:
-        if versioned:
-            rules = (*rules, s3.LifecycleRule(noncurrent_version_expiration=NONCURRENT_EXPIRATION))
+    def _bucket(self, name: str, old_versions_kept: cdk.Duration, *rules: s3.LifecycleRule) -> s3.Bucket:
+        """A versioned data bucket (an overwrite or delete can be undone for `old_versions_kept`)."""
+        rules = (*rules, s3.LifecycleRule(noncurrent_version_expiration=old_versions_kept))
         return s3.Bucket(
             self,
             name,
@@ -91,7 +98,7 @@ class DataBuckets(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{name.lower()}/",
             removal_policy=cdk.RemovalPolicy.RETAIN,
-            versioned=versioned,
+            versioned=True,
             lifecycle_rules=[s3.LifecycleRule(abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER), *rules],
         )
 
@@ -227,12 +234,7 @@ class JobWorkflow(Construct):
             resource_name="/aws-glue/*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
-        key = kms.Key(
-            self,
-            "GlueKey",
-            enable_key_rotation=True,
-            description="Glue job logs and bookmarks of the long-jobs pipeline",
-        )
+        key = service_key(self, "GlueKey", description="Glue job logs and bookmarks of the long-jobs pipeline")
         # CloudWatch Logs encrypts the job's log groups with this key (Glue associates it).
         key.add_to_resource_policy(
             iam.PolicyStatement(

@@ -10,7 +10,6 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -19,6 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, QUEUE_RETENTION, SERVICE_NAME
+from longjobs.construct.keys import service_key
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
 PERIOD = cdk.Duration.minutes(5)
@@ -106,7 +106,7 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         w = watched
-        key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="Long-jobs alarm topic")
+        key = service_key(self, "TopicKey", description="Long-jobs alarm topic")
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],

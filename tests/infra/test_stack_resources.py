@@ -142,7 +142,7 @@ def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(d
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "LongJobs"
         assert props["Environment"]["Variables"]["PYDANTIC_DISABLE_PLUGINS"] == "__all__", "a smaller cold start"
         log_group = dev.resources[props["LoggingConfig"]["LogGroup"]["Ref"]]
-        assert log_group["Properties"]["RetentionInDays"] == 30
+        assert log_group["Properties"]["RetentionInDays"] == 365, "a year by default"
 
 
 def test_state_machine_traced_unless_tracing_is_off(dev: Synth, prod: Synth) -> None:
@@ -347,6 +347,8 @@ def test_watcher_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) -
     expected = {("sqs:ChangeMessageVisibility", names["queue"])}
     expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
     expected |= admission_grants(dev, names)
+    failures = f"<{dev.logical_id(dev.part('Functions').watcher_failures)}.Arn>"  # its on-failure destination
+    expected |= {(f"sqs:{action}", failures) for action in ("SendMessage", "GetQueueAttributes", "GetQueueUrl")}
     assert policy_grants(dev, function_role(dev, watcher)) == expected | own_logs(dev, watcher) | XRAY
 
 
@@ -573,16 +575,52 @@ def test_buckets_expire_quarantine_and_glue_scratch(dev: Synth, prod: Synth) -> 
     assert not any("ExpirationInDays" in rule for rule in raw_rules["Rules"]), "raw input is kept"
 
 
-def test_raw_and_curated_buckets_are_versioned_and_old_versions_expire(dev: Synth) -> None:
+def test_every_bucket_is_versioned_and_its_old_versions_expire(dev: Synth) -> None:
     buckets = dev.part("Workflow").buckets
-    for bucket, versioned in ((buckets.raw, True), (buckets.curated, True), (buckets.quarantine, False)):
+    for bucket, kept_days in (
+        (buckets.raw, 30),  # data: an overwrite can be recovered for a month
+        (buckets.curated, 30),
+        (buckets.quarantine, 30),  # temporary data: old versions as long as the data (quarantine_expiration_days)
+        (buckets.glue, 7),
+        (buckets.access_logs, 7),
+    ):
         props = dev.resource(bucket)["Properties"]
-        assert ("VersioningConfiguration" in props) is versioned
-        if versioned:
-            assert props["VersioningConfiguration"] == {"Status": "Enabled"}, "an overwrite can be recovered"
-            assert {"NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"} in props[
-                "LifecycleConfiguration"
-            ]["Rules"]
+        assert props["VersioningConfiguration"] == {"Status": "Enabled"}, bucket.node.id
+        rules = props["LifecycleConfiguration"]["Rules"]
+        assert any(rule.get("NoncurrentVersionExpiration") == {"NoncurrentDays": kept_days} for rule in rules), (
+            bucket.node.id,
+            rules,
+        )
+
+
+def test_keys_allow_grants_for_aws_resources_only(dev: Synth) -> None:
+    """AWS Control Tower's proactive control on KMS key policies: kms:CreateGrant only with
+    kms:GrantIsForAWSResource (CDK's default policy gives the account kms:*)."""
+    keys = dev.of_type("AWS::KMS::Key")
+    assert len(keys) == 2, "the Glue key and the alarm topic's key"
+    for key in keys.values():
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]:
+            actions = statement.get("Action", [])
+            actions = [actions] if isinstance(actions, str) else actions
+            assert "kms:*" not in actions
+            if "kms:CreateGrant" in actions:
+                assert statement["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+        assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_watcher_has_an_on_failure_destination_and_reserved_concurrency(dev: Synth) -> None:
+    functions = dev.part("Functions")
+    assert dev.resource(functions.watcher)["Properties"]["ReservedConcurrentExecutions"] == 5
+    watcher = dev.logical_id(functions.watcher)
+    [config] = [
+        c
+        for c in dev.of_type("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": watcher}
+    ]
+    failures = dev.logical_id(functions.watcher_failures)
+    assert config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [failures, "Arn"]}
+    assert config["Properties"]["MaximumRetryAttempts"] == 2
+    assert dev.resource(functions.watcher_failures)["Properties"]["MessageRetentionPeriod"] == 14 * DAY_S
 
 
 def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:
