@@ -237,7 +237,7 @@ class Flow:
         moto's StopExecution fails before the first. Between the two, it races with the branch's start: a
         branch opened after the stop never runs, and the execution stays RUNNING for good (seen under load).
         """
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # generous: moto's engine runs on threads of a loaded machine
         while time.monotonic() < deadline:
             events = self.harness.stepfunctions.get_execution_history(executionArn=arn)["events"]
             types = [event["type"] for event in events]
@@ -250,7 +250,7 @@ class Flow:
         """StopExecution once the job runs (see `wait_for_job`), then wait for ABORTED."""
         self.wait_for_job(arn)
         self.harness.stepfunctions.stop_execution(executionArn=arn, **reason)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # generous: moto's engine runs on threads of a loaded machine
         while time.monotonic() < deadline:
             if self.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED":
                 return
