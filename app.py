@@ -21,6 +21,7 @@ import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from infra.stack import LongJobsStack, stack_name  # noqa: E402
+from longjobs.construct.compliance import ControlTowerChecks  # noqa: E402
 from longjobs.construct.config import ConfigError, context_keys, load_config  # noqa: E402
 from longjobs.engine.jobs import JobTypeError, load_catalog_file  # noqa: E402
 
@@ -42,7 +43,9 @@ def build_app(app: cdk.App) -> LongJobsStack:
         env=cdk.Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
         description="Long jobs on SQS: leases renewed while Step Functions and Glue run them",
     )
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    # Beside cdk-nag, AWS Control Tower's proactive controls (cfn-guard): a finding fails the synth, one that
+    # does not apply is suppressed on its resource with its reason (`longjobs.construct.compliance`).
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True), ControlTowerChecks())
     return stack
 
 

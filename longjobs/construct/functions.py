@@ -22,6 +22,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
+from longjobs.construct.compliance import log_group_rules, suppress_guard
 from longjobs.construct.config import StackConfig, Tracing
 from longjobs.construct.constants import (
     EXTENDER_PERIOD,
@@ -97,6 +98,7 @@ class LongJobFunctions(Construct):
         infra = config.infra
         res = resources
         self._retention = LOG_RETENTION[infra.log_retention_days]
+        self._retention_days = infra.log_retention_days
         self._tracing = infra.tracing
         self._code = lambda_.Code.from_asset(str(staged_functions(catalog)))
         self._layer = lambda_.LayerVersion.from_layer_version_arn(
@@ -265,6 +267,7 @@ class LongJobFunctions(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=QUEUE_RETENTION,
+            redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
         )
         acknowledge(self.watcher_failures, "AwsSolutions-SQS3", "It is the watcher's on-failure destination itself.")
         self.watcher.configure_async_invoke(
@@ -346,6 +349,7 @@ class LongJobFunctions(Construct):
         log_group = logs.LogGroup(
             self, f"{name}Logs", retention=self._retention, removal_policy=cdk.RemovalPolicy.DESTROY
         )
+        suppress_guard(log_group, *log_group_rules(self._retention_days))
         role = iam.Role(
             self,
             f"{name}Role",
@@ -378,6 +382,7 @@ class LongJobFunctions(Construct):
                 **environment,
             },
         )
+        suppress_guard(function, "lambda_inside_vpc_check")
         if self._tracing != "off":
             acknowledge(
                 role,

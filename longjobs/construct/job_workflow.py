@@ -20,6 +20,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
+from longjobs.construct.compliance import log_group_rules, suppress_guard
 from longjobs.construct.config import InfraSettings
 from longjobs.construct.constants import (
     ABORT_UPLOADS_AFTER,
@@ -72,6 +73,13 @@ class DataBuckets(Construct):
             ],
         )
         acknowledge(self.access_logs, "AwsSolutions-S1", "The access-log bucket itself: logging it would loop.")
+        suppress_guard(
+            self.access_logs,
+            "s3_bucket_logging_enabled_check",
+            "s3_bucket_default_encryption_kms_check",
+            "s3_bucket_object_lock_enabled_check",
+            "s3_event_notifications_enabled_check",
+        )
         self.raw = self._bucket("Raw", NONCURRENT_EXPIRATION)
         self.curated = self._bucket("Curated", NONCURRENT_EXPIRATION)
         # Temporary data: its old versions go as soon as the data itself would.
@@ -88,7 +96,7 @@ class DataBuckets(Construct):
     def _bucket(self, name: str, old_versions_kept: cdk.Duration, *rules: s3.LifecycleRule) -> s3.Bucket:
         """A versioned data bucket (an overwrite or delete can be undone for `old_versions_kept`)."""
         rules = (*rules, s3.LifecycleRule(noncurrent_version_expiration=old_versions_kept))
-        return s3.Bucket(
+        bucket = s3.Bucket(
             self,
             name,
             encryption=s3.BucketEncryption.S3_MANAGED,
@@ -101,6 +109,13 @@ class DataBuckets(Construct):
             versioned=True,
             lifecycle_rules=[s3.LifecycleRule(abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER), *rules],
         )
+        suppress_guard(
+            bucket,
+            "s3_bucket_default_encryption_kms_check",
+            "s3_bucket_object_lock_enabled_check",
+            "s3_event_notifications_enabled_check",
+        )
+        return bucket
 
 
 class JobWorkflow(Construct):
@@ -153,6 +168,10 @@ class JobWorkflow(Construct):
             pyspark_step=pyspark_step,
             job_types=list(catalog),
         )
+        state_machine_logs = logs.LogGroup(
+            self, "StateMachineLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        suppress_guard(state_machine_logs, *log_group_rules(settings.log_retention_days))
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -161,9 +180,7 @@ class JobWorkflow(Construct):
             timeout=STATE_MACHINE_TIMEOUT,
             tracing_enabled=settings.tracing != "off",  # Step Functions' own X-Ray trace of each execution
             logs=sfn.LogOptions(
-                destination=logs.LogGroup(
-                    self, "StateMachineLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
-                ),
+                destination=state_machine_logs,
                 level=sfn.LogLevel.ALL,
                 include_execution_data=False,  # receipt handles and job parameters stay out of the logs
             ),
@@ -176,6 +193,7 @@ class JobWorkflow(Construct):
             findings=("Resource::*",),
         )
         if settings.tracing == "off":
+            suppress_guard(self.state_machine, "step_functions_state_machine_tracing_enabled_check")
             acknowledge(
                 self.state_machine,
                 "AwsSolutions-SF2",

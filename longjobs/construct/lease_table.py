@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from longjobs.construct.compliance import suppress_guard
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -40,6 +41,7 @@ class LeaseTable(Construct):
             deletion_protection=deletion_protection,
             removal_policy=cdk.RemovalPolicy.RETAIN if deletion_protection else cdk.RemovalPolicy.DESTROY,
         )
+        suppress_guard(self.table, "dynamodb_table_encrypted_kms_check")
         # Sparse: only ACTIVE leases carry `shard` and `renew_at`, so the extender's queries see only them.
         self.table.add_global_secondary_index(
             index_name=DUE_INDEX,

@@ -52,6 +52,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from longjobs.construct.compliance import suppress_guard
 from longjobs.construct.config import InfraSettings, StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
 from longjobs.construct.functions import LongJobFunctions, Resources
@@ -200,6 +201,7 @@ class LongJobProcessor(Construct):
         handler = cdk.Stack.of(self).node.try_find_child(NOTIFICATIONS_HANDLER_ID)
         if handler is None:
             raise RuntimeError(f"CDK's bucket-notifications handler is no longer {NOTIFICATIONS_HANDLER_ID!r}")
+        suppress_guard(handler, "lambda_inside_vpc_check")
         basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
         acknowledge(
             handler,

@@ -49,6 +49,8 @@ class JobQueues(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
+            # Explicit (SQS's default): every queue of the stack may use it, and a redrive may start from it.
+            redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
             **fifo_props,
         )
         self.queue = sqs.Queue(

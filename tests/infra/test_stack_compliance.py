@@ -15,6 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
 
+from longjobs.construct.compliance import GUARD_REASONS, suppress_guard
 from longjobs.construct.nag import acknowledge
 from tests import REPO_ROOT
 from tests.infra.conftest import Synth
@@ -118,3 +119,60 @@ def test_cdk_cli_synth_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "glue_workers=1")
     assert result.returncode != 0
     assert "glue_workers='1'" in result.stdout + result.stderr
+
+
+BUCKETS = ("AccessLogs", "Raw", "Curated", "Quarantine", "Glue")
+LOG_GROUPS = ("Functions/ReceiverLogs", "Functions/ExtenderLogs", "Functions/WatcherLogs", "Workflow/StateMachineLogs")
+FUNCTIONS = ("Functions/Receiver", "Functions/Extender", "Functions/Watcher")
+DEFAULT_SUPPRESSIONS = {
+    *(("lambda_inside_vpc_check", f"Default/{name}/Resource") for name in FUNCTIONS),
+    *(("cloudwatch_log_group_encrypted_check", f"Default/{name}/Resource") for name in LOG_GROUPS),
+    ("dynamodb_table_encrypted_kms_check", "Default/Leases/Table/Resource"),
+    *(
+        (rule, f"Default/Workflow/Buckets/{name}/Resource")
+        for rule in (
+            "s3_bucket_default_encryption_kms_check",
+            "s3_bucket_object_lock_enabled_check",
+            "s3_event_notifications_enabled_check",
+        )
+        for name in BUCKETS
+    ),
+    ("s3_bucket_logging_enabled_check", "Default/Workflow/Buckets/AccessLogs/Resource"),
+}
+"""The Control Tower rules suppressed in the default stack, each on its resource (docs/deploy.md lists them
+with their reasons, `longjobs.construct.compliance.GUARD_REASONS`)."""
+
+
+def guard_suppressions(synth: Synth) -> set[tuple[str, str]]:
+    return {
+        (rule, construct.node.path.split("/", 1)[1])
+        for construct in synth.stack.node.find_all()
+        if isinstance(construct, cdk.CfnResource)
+        for rule in (construct.get_metadata("guard") or {}).get("SuppressedRules", [])
+    }
+
+
+def test_control_tower_rules_pass_with_exactly_the_listed_suppressions(dev: Synth, prod: Synth) -> None:
+    """cdk synth runs AWS Control Tower's proactive controls (cfn-guard, `ControlTowerChecks`) beside
+    cdk-nag: the fixtures' synth raises on any finding left, and the reports hold none. A new finding
+    fails here; so does a suppression not in these lists."""
+    assert nag_violations(dev.outdir) == [] and nag_violations(prod.outdir) == []
+    assert guard_suppressions(dev) == DEFAULT_SUPPRESSIONS
+    prod_only = {
+        *(("cloudwatch_log_group_retention_period_check", f"Default/{name}/Resource") for name in LOG_GROUPS),
+        ("step_functions_state_machine_tracing_enabled_check", "Default/Workflow/StateMachine/Resource"),
+    }
+    handler = {(rule, path) for rule, path in guard_suppressions(prod) if path.startswith("BucketNotificationsHandler")}
+    assert handler == {("lambda_inside_vpc_check", path) for _, path in handler} and len(handler) == 1
+    assert guard_suppressions(prod) == DEFAULT_SUPPRESSIONS | prod_only | handler, (
+        "prod chose log_retention_days=90 and tracing=false; s3_notifications adds CDK's notifications function"
+    )
+    for rule, _ in guard_suppressions(prod):
+        assert GUARD_REASONS[rule], rule
+
+
+def test_control_tower_suppression_needs_a_recorded_reason() -> None:
+    stack = cdk.Stack(cdk.App())
+    queue = sqs.Queue(stack, "Queue")
+    with pytest.raises(ValueError, match="no reason recorded for cfn-guard rule"):
+        suppress_guard(queue, "sqs_dlq_check")

@@ -593,18 +593,20 @@ def test_every_bucket_is_versioned_and_its_old_versions_expire(dev: Synth) -> No
         )
 
 
-def test_keys_allow_grants_for_aws_resources_only(dev: Synth) -> None:
-    """AWS Control Tower's proactive control on KMS key policies: kms:CreateGrant only with
-    kms:GrantIsForAWSResource (CDK's default policy gives the account kms:*)."""
+def test_keys_allow_grants_for_aws_services_only(dev: Synth) -> None:
+    """AWS Control Tower's CT.KMS.PR.3: each key policy denies kms:CreateGrant to everyone unless the grant
+    is for an AWS resource or the caller is an AWS service."""
     keys = dev.of_type("AWS::KMS::Key")
     assert len(keys) == 2, "the Glue key and the alarm topic's key"
+    deny = {
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+        "Action": "kms:CreateGrant",
+        "Resource": "*",
+        "Condition": {"BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}},
+    }
     for key in keys.values():
-        for statement in key["Properties"]["KeyPolicy"]["Statement"]:
-            actions = statement.get("Action", [])
-            actions = [actions] if isinstance(actions, str) else actions
-            assert "kms:*" not in actions
-            if "kms:CreateGrant" in actions:
-                assert statement["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+        assert deny in key["Properties"]["KeyPolicy"]["Statement"]
         assert key["Properties"]["EnableKeyRotation"] is True
 
 
