@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import NoReturn
 
 from botocore.exceptions import (
@@ -54,6 +56,20 @@ def _move_rate(text: str) -> int:
     if value > MAX_MOVE_RATE:
         raise argparse.ArgumentTypeError(f"expected 1..{MAX_MOVE_RATE} (SQS's limit), not {text!r}")
     return value
+
+
+def _since(text: str) -> float:
+    """`--since`: an ISO 8601 time (UTC unless it says), or an age such as 30m, 2h or 1d."""
+    units = {"m": 60, "h": 3_600, "d": 86_400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        return time.time() - int(text[:-1]) * units[text[-1]]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time or an age like 30m, 2h, 1d, not {text!r}"
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _connection_options() -> Parser:
@@ -162,6 +178,17 @@ def build_parser() -> Parser:
     )
     redrive.add_argument("--max-per-second", type=_move_rate, metavar="N", help="at most N messages a second (1..500)")
     redrive.add_argument("--dry-run", action="store_true", help="list what would move; move nothing")
+    chosen = redrive.add_argument_group("which messages (all must hold; poison stays unless asked)")
+    chosen.add_argument("--error-type", action="append", default=[], metavar="TYPE", help="its ErrorType (repeatable)")
+    chosen.add_argument("--type", dest="job_type", metavar="JOB_TYPE", help="the job's type")
+    chosen.add_argument("--job-id", help="the job's id")
+    chosen.add_argument("--message-id", action="append", default=[], metavar="ID", help="its or its original's id")
+    chosen.add_argument(
+        "--since", type=_since, metavar="WHEN", help="dead-lettered since: ISO 8601 time, or 30m, 2h, 1d ago"
+    )
+    chosen.add_argument(
+        "--include-poison", action="store_true", help="also NotJson, InvalidShape, UnknownJobType, ... (they come back)"
+    )
     redrive.set_defaults(run=commands.run_dlq_redrive)
     return parser
 

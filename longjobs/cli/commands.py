@@ -190,6 +190,14 @@ def run_dlq_redrive(ctx: Context) -> int:
         dry_run=ctx.args.dry_run,
         move_sqs=ctx.clients.sqs_single_attempt,
         confirm_wait_s=ctx.confirm_wait_s,
+        select=dlq.RedriveFilter(
+            error_types=frozenset(ctx.args.error_type),
+            job_type=ctx.args.job_type,
+            job_id=ctx.args.job_id,
+            message_ids=frozenset(ctx.args.message_id),
+            since=ctx.args.since,
+            include_poison=ctx.args.include_poison,
+        ),
     )
     if ctx.args.json:
         data = render.jsonable(result)

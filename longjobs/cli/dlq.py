@@ -14,6 +14,7 @@ receiver adds fresh ones if it fails again) and keeps every other message attrib
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import UsageError
+from longjobs.engine.receiver.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
 
 if TYPE_CHECKING:
@@ -166,6 +168,60 @@ def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_p
         raise
 
 
+POISON = frozenset(
+    {
+        ErrorType.TOO_LARGE,
+        ErrorType.NOT_JSON,
+        ErrorType.INVALID_SHAPE,
+        ErrorType.UNKNOWN_JOB_TYPE,
+        ErrorType.INVALID_PARAMETERS,
+    }
+)
+"""DLQ reasons no retry can fix (the receiver's poison): `redrive` leaves them unless asked."""
+
+
+@dataclass(frozen=True)
+class RedriveFilter:
+    """Which dead letters a redrive moves: all of the given criteria must hold. Poison is left in the DLQ
+    unless `include_poison` (it would come straight back)."""
+
+    error_types: frozenset[str] = frozenset()
+    job_type: str | None = None
+    job_id: str | None = None
+    message_ids: frozenset[str] = frozenset()
+    since: float | None = None  # epoch seconds: dead-lettered at or after
+    include_poison: bool = False
+
+    @property
+    def everything(self) -> bool:
+        """Whether it selects every message (then SQS's own move task can do the redrive)."""
+        return self == RedriveFilter(include_poison=True)
+
+    def selects(self, letter: DeadLetter) -> bool:
+        if letter.error_type in POISON and not self.include_poison and letter.error_type not in self.error_types:
+            return False
+        if self.error_types and letter.error_type not in self.error_types:
+            return False
+        if self.message_ids and not {letter.message_id, letter.original_message_id} & self.message_ids:
+            return False
+        if self.since is not None and (letter.sent_at is None or letter.sent_at < self.since):
+            return False
+        if self.job_type is None and self.job_id is None:
+            return True
+        job = _job_of(letter.body)
+        return (self.job_type is None or job.get("type") == self.job_type) and (
+            self.job_id is None or job.get("job_id") == self.job_id
+        )
+
+
+def _job_of(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 @dataclass
 class RedriveResult:
     method: str  # "move-task" | "copy" | "dry-run"
@@ -174,6 +230,7 @@ class RedriveResult:
     task_handle: str | None = None
     approximate_messages: int | None = None
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
+    skipped: int = 0  # messages the filter left in the DLQ (poison by default)
     errors: list[str] = field(default_factory=list)
     messages: list[DeadLetter] = field(default_factory=list)
 
@@ -188,15 +245,18 @@ def copy_messages(
     confirm_wait_s: int = 0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    select: RedriveFilter = RedriveFilter(include_poison=True),
 ) -> RedriveResult:
-    """Move the DLQ's messages by hand: receive, send each to the jobs queue, then delete from the DLQ
-    only those whose send succeeded. Stops when a receive brings nothing. A message that fails its send
+    """Move the DLQ's messages that `select` selects by hand (the others stay, counted in `skipped`):
+    receive, send each to the jobs queue, then delete from the DLQ only those whose send succeeded.
+    Stops when a receive brings nothing. A message that fails its send
     stays in the DLQ, hidden until the run ends (so it is not retried within the run), then visible.
     A copy that comes back to the DLQ during the run (poison goes straight back) is not sent again: it
     is left there and counted in `came_back`."""
     result = RedriveResult(method="copy", moved=0)
     page_size = 10 if max_per_second is None else max(1, min(10, int(max_per_second)))
     sent_ids: set[str] = set()
+    skipped_ids: set[str] = set()
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -212,6 +272,12 @@ def copy_messages(
         for message in messages:
             if message["MessageId"] in sent_ids or _attribute(message, "OriginalMessageId") in sent_ids:
                 result.came_back += 1
+                held.append(message["ReceiptHandle"])
+                continue
+            if not select.selects(dead_letter(message)):
+                if message["MessageId"] not in skipped_ids:
+                    skipped_ids.add(message["MessageId"])
+                    result.skipped += 1
                 held.append(message["ReceiptHandle"])
                 continue
             if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
@@ -276,17 +342,21 @@ def redrive(
     confirm_wait_s: int = 0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    select: RedriveFilter = RedriveFilter(),
 ) -> RedriveResult:
-    """Move the DLQ's messages back to the jobs queue: a message move task, else a copy loop.
+    """Move the DLQ's messages that `select` selects back to the jobs queue: SQS's message move task when
+    it selects everything (it cannot filter), else, or where the endpoint has no move task, a copy loop.
 
     `move_sqs` makes the `StartMessageMoveTask` call (a client that does not retry, so an endpoint
     without the operation is found out at once)."""
     if max_per_second is not None and not 1 <= max_per_second <= MAX_MOVE_RATE:
         raise UsageError(f"--max-per-second {max_per_second}: expected 1..{MAX_MOVE_RATE}")
     if dry_run:
-        return RedriveResult(method="dry-run", messages=peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s))
+        letters = peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s)
+        chosen = [letter for letter in letters if select.selects(letter)]
+        return RedriveResult(method="dry-run", messages=chosen, skipped=len(letters) - len(chosen))
     source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
-    handle = start_move_task(move_sqs or sqs, source, destination, max_per_second)
+    handle = start_move_task(move_sqs or sqs, source, destination, max_per_second) if select.everything else None
     if handle is not None:
         depth = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
         return RedriveResult(
@@ -295,5 +365,12 @@ def redrive(
             approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
         )
     return copy_messages(
-        sqs, dlq_url, queue_url, max_per_second=max_per_second, confirm_wait_s=confirm_wait_s, clock=clock, sleep=sleep
+        sqs,
+        dlq_url,
+        queue_url,
+        max_per_second=max_per_second,
+        confirm_wait_s=confirm_wait_s,
+        clock=clock,
+        sleep=sleep,
+        select=select,
     )

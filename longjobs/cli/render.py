@@ -260,7 +260,8 @@ def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
 
 def redrive_view(result: RedriveResult) -> RenderableType:
     if result.method == "dry-run":
-        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move")
+        left = f"; {result.skipped} would stay" if result.skipped else ""
+        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}")
     if result.method == "move-task":
         return Text(
             f"started SQS message move task {result.task_handle} "
@@ -268,6 +269,8 @@ def redrive_view(result: RedriveResult) -> RenderableType:
             "`aws sqs list-message-move-tasks --source-arn <DLQ ARN>`"
         )
     lines = [f"moved {result.moved} message(s) to the jobs queue"]
+    if result.skipped:
+        lines.append(f"{result.skipped} message(s) not selected (poison unless --include-poison): left in the DLQ")
     if result.failed:
         lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
     if result.came_back:

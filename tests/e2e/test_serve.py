@@ -139,7 +139,7 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
 
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
-    moved = service.longjobs("dlq", "redrive")
+    moved = service.longjobs("dlq", "redrive", "--include-poison")
     assert moved["moved"] == 1
     # The receiver takes it again and sends it straight back, with its error: a copy of a copy.
     again = service.wait_for(

@@ -353,11 +353,13 @@ def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     local.dead_letter('{"job_id": "a"}', ErrorType="InvalidShape", ErrorMessage="x", ReceiveCount="1", Team="data")
     local.dead_letter('{"job_id": "b"}')
 
-    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--json")
+    skipped = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--json")
+    assert (skipped.json()["moved"], skipped.json()["skipped"]) == (1, 1), "poison (InvalidShape) stays by default"
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--include-poison", "--json")
 
     assert result.code == 0, result.err
     data = result.json()
-    assert (data["method"], data["moved"], data["failed"]) == ("copy", 2, 0)
+    assert (data["method"], data["moved"], data["failed"]) == ("copy", 1, 0)
     assert local.bodies(local.dlq_url) == []
     messages = local.sqs.receive_message(
         QueueUrl=local.queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
@@ -372,12 +374,12 @@ def test_dlq_redrive_dry_run_lists_and_moves_nothing(
 ) -> None:
     message_id = local.dead_letter(ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
 
-    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--dry-run", "--json")
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--dry-run", "--error-type", "NotJson", "--json")
 
     assert result.code == 0, result.err
     data = result.json()
     assert data["method"] == "dry-run"
-    assert [m["message_id"] for m in data["messages"]] == [message_id]
+    assert [m["message_id"] for m in data["messages"]] == [message_id], "poison named by --error-type is selected"
     assert local.bodies(local.queue_url) == []
     assert len(local.bodies(local.dlq_url)) == 1
 

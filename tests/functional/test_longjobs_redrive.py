@@ -3,6 +3,8 @@ rate, does not send a copy that came back; the message move task is used where t
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from longjobs.cli.dlq import copy_messages, redrive
+from longjobs.cli.dlq import RedriveFilter, copy_messages, redrive
 from tests.longjobs_support import Processor, create_processor
 
 
@@ -145,7 +147,8 @@ def test_redrive_starts_the_message_move_task_where_the_endpoint_has_it(processo
 
     sqs = WithMoveTask(processor.sqs)
 
-    result = redrive(sqs, processor.dlq_url, processor.queue_url, max_per_second=10)  # type: ignore[arg-type]
+    everything = RedriveFilter(include_poison=True)  # a move task cannot filter: only then is it used
+    result = redrive(sqs, processor.dlq_url, processor.queue_url, max_per_second=10, select=everything)  # type: ignore[arg-type]
 
     assert (result.method, result.task_handle, result.approximate_messages) == ("move-task", "task-1", 2)
     assert started == [
@@ -164,4 +167,49 @@ def test_redrive_reports_an_error_of_the_move_task_that_is_not_a_missing_operati
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartMessageMoveTask")
 
     with pytest.raises(ClientError, match="AccessDenied"):
-        redrive(Refusing(processor.sqs), processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+        redrive(
+            Refusing(processor.sqs), processor.dlq_url, processor.queue_url, select=RedriveFilter(include_poison=True)
+        )  # type: ignore[arg-type]
+
+
+def _mixed_dead_letters(processor: Processor) -> None:
+    processor.dead_letter("{not json", ErrorType="NotJson", ErrorMessage="not JSON", ReceiveCount="1")
+    for job_id, job_type in (("a", "wait"), ("b", "spark")):
+        body = json.dumps({"job_id": job_id, "type": job_type, "params": {}})
+        processor.dead_letter(body, ErrorType="AttemptsExhausted", ErrorMessage="boom", ReceiveCount="6")
+
+
+class MoveTaskRecorder(RecordingSqs):
+    """An endpoint with SQS's move task: a filtered redrive must not use it (it moves everything)."""
+
+    def start_message_move_task(self, **kwargs: Any) -> Any:
+        raise AssertionError("a filtered redrive started a move task")
+
+
+def test_redrive_leaves_poison_in_the_dlq_by_default(processor: Processor) -> None:
+    _mixed_dead_letters(processor)
+    result = redrive(MoveTaskRecorder(processor.sqs), processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+    assert (result.method, result.moved, result.skipped) == ("copy", 2, 1)
+    assert sorted(json.loads(body)["job_id"] for body in processor.bodies(processor.queue_url)) == ["a", "b"]
+    assert processor.bodies(processor.dlq_url) == ["{not json"], "poison stays where it is"
+
+
+@pytest.mark.parametrize(
+    ("select", "moved"),
+    [
+        (RedriveFilter(job_type="spark"), ["b"]),
+        (RedriveFilter(job_id="a"), ["a"]),
+        (RedriveFilter(error_types=frozenset({"NotJson"})), ["{not json"]),  # named: poison moves too
+        (RedriveFilter(include_poison=True, job_type="wait"), ["a"]),
+        (RedriveFilter(since=time.time() + 3_600), []),
+    ],
+)
+def test_redrive_moves_only_what_the_filter_selects(
+    processor: Processor, select: RedriveFilter, moved: list[str]
+) -> None:
+    _mixed_dead_letters(processor)
+    result = redrive(MoveTaskRecorder(processor.sqs), processor.dlq_url, processor.queue_url, select=select)  # type: ignore[arg-type]
+    assert result.moved == len(moved) and result.skipped == 3 - len(moved)
+    bodies = processor.bodies(processor.queue_url)
+    assert sorted(json.loads(b)["job_id"] if b.startswith('{"') else b for b in bodies) == moved
+    assert len(processor.bodies(processor.dlq_url)) == 3 - len(moved), "the rest stays in the DLQ, visible"
