@@ -259,7 +259,10 @@ def test_fifo_failing_job_takes_none_of_the_jobs_behind_it_to_the_dlq(
         run_until_settled(flow, Mapping(flow, handler, batch_size), [a1, *followers])
 
         dead = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
-        ran = {m for m, e in executions_of(flow).items() if e["status"] == "SUCCEEDED"}
+        # The queue is empty once the last workflow deleted its message; that execution may still be
+        # closing its lease: each is waited for before its status is read.
+        ended = {m: flow.wait_for_execution(e["executionArn"]) for m, e in executions_of(flow).items()}
+        ran = {m for m, e in ended.items() if e["status"] == "SUCCEEDED"}
         [copy] = dead["Messages"]
         attributes = {name: value["StringValue"] for name, value in copy["MessageAttributes"].items()}
         assert (attributes["OriginalMessageId"], attributes["ErrorType"]) == (a1, "AttemptsExhausted")
