@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -170,10 +171,16 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
     return Group(*parts)
 
 
+def _widest(ids: Iterable[str]) -> int:
+    """An id column's width: its longest id whole (an id is copied into the next command, never cut)."""
+    return max((len(value) for value in ids), default=0)
+
+
 def leases_table(leases: list[Lease], *, now: float | None = None) -> Table:
     now = time.time() if now is None else now
     table = Table(title=f"{len(leases)} lease(s), newest first", title_justify="left")
-    for column in ("message id", "status", "type", "recv", "renew", "visible"):
+    table.add_column("message id", no_wrap=True, min_width=_widest(lease.message_id for lease in leases))
+    for column in ("status", "type", "recv", "renew", "visible"):
         table.add_column(column, no_wrap=True, justify="right" if column in ("recv", "renew") else "left")
     table.add_column("last error", ratio=1)  # the one column that wraps: the others keep their width
     for lease in leases:
@@ -226,7 +233,8 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
     """Each attempt's execution: name (`<message id>-<attempt>`), status, start, how long, error."""
     now = time.time() if now is None else now
     table = Table(title=f"executions ({len(executions)} of {receives} receive(s) started one)", title_justify="left")
-    for column in ("name", "status", "started", "took"):
+    table.add_column("name", no_wrap=True, min_width=_widest(execution.name for execution in executions))
+    for column in ("status", "started", "took"):
         table.add_column(column, no_wrap=True)
     table.add_column("error", ratio=1)
     for execution in executions:
@@ -242,7 +250,7 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
 
 def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
     table = Table(title=title or f"{len(letters)} message(s) in the dead-letter queue", title_justify="left")
-    table.add_column("message id", no_wrap=True)
+    table.add_column("message id", no_wrap=True, min_width=_widest(letter.message_id for letter in letters))
     table.add_column("error type", no_wrap=True)
     table.add_column("error message", ratio=1)
     table.add_column("recv", no_wrap=True, justify="right")

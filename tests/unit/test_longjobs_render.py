@@ -262,3 +262,34 @@ def test_executions_table_shows_how_long_each_took_or_has_run() -> None:
     assert "1m " in text
     assert "5m so far" in text
     assert "Err: why" in text
+
+
+def test_ids_stay_whole_at_80_columns() -> None:
+    """A message id is copied from `leases` or `dlq list` into `longjobs lease`: at 80 columns the other
+    columns give way, the id is never cut."""
+    message_id = "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38"
+    lease = Lease(
+        message_id=message_id,
+        queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+        receipt_handle="handle",
+        receive_count=3,
+        received_at=NOW - 60,
+        visible_until=NOW + 240,
+        renew_until=NOW + 43_000,
+        status=LeaseStatus.RELEASED,
+        job_type="backfill-with-a-long-name",
+        last_error="WaitJobFailed: the wait job was asked to fail, after a long time of waiting for it",
+    )
+    letter = dlq.DeadLetter(
+        message_id=message_id,
+        error_type="AttemptsExhausted",
+        error_message="a long message " * 8,
+        receive_count=6,
+        original_message_id="0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+        sent_at=NOW,
+        body="{}",
+    )
+    for table in (render.leases_table([lease], now=NOW), render.dlq_table([letter])):
+        console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(table)
+        assert message_id in console.export_text()
