@@ -126,10 +126,14 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"  lease table     {resources.table_name}",
         f"  state machine   {resources.state_machine_arn}",
         f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",
+        # Works on a machine with no AWS configuration. The SDKs, AWS CLI v2 and longjobs read
+        # AWS_ENDPOINT_URL; AWS CLI v1 does not, so the aws command names the endpoint too.
+        f"first:       export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={REGION} "
+        "AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local",
         f"send a job:  aws --endpoint-url {endpoint} sqs send-message --queue-url {resources.queue_url} "
         + ("--message-group-id hello " if resources.settings.fifo else "")  # FIFO: each job names its group
         + f"--message-body '{example}'",
-        f"watch it:    longjobs --endpoint-url {endpoint} status --watch",
+        "watch it:    longjobs status --watch",
         f"Ctrl-C or SIGTERM stops it: running jobs get {drain_s:g} s to finish, the rest are stopped and released.",
     ]
     return "\n".join(rows)

@@ -92,8 +92,22 @@ def service(tmp_path: Path) -> Iterator[Service]:
             process.wait()
 
 
-def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service: Service) -> None:
+def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service: Service, tmp_path: Path) -> None:
     assert service.endpoint == f"http://127.0.0.1:{service.endpoint.rsplit(':', 1)[1]}"
+    # The banner's own commands, on a machine with no AWS configuration (no AWS_* variables, no ~/.aws).
+    printed = dict(line.split(":  ", 1) for line in service.lines if line.startswith(("first:", "send a job:")))
+    no_aws = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    home = tmp_path / "home"
+    home.mkdir()
+    by_banner = subprocess.run(
+        ["bash", "-c", f"{printed['first'].strip()} && {printed['send a job'].strip()}"],
+        env={**no_aws, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert by_banner.returncode == 0 and "MessageId" in by_banner.stdout, by_banner.stderr
     body = json.dumps({"job_id": "from-cli", "type": "wait", "params": {"seconds": 9}})
     sent = subprocess.run(
         [
