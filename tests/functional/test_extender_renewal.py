@@ -215,9 +215,14 @@ def test_throttled_batch_is_retried_without_lapse(harness: Harness) -> None:
         return all(s is not None and s.status is LeaseStatus.ACTIVE and s.renewal_count >= 3 for s in stored)
 
     end = time.time() + 60  # a generous bound: a loaded machine renews slower, the rule is the same
+    throttled = 0
     while not renewed_three_times() and time.time() < end:
         report = run_invocation(ext, remaining_ms=lambda: 60_000)
-        assert report.renewal.lapses == 0 and report.renewal.given_up == 0
+        # A pass may give a throttled lease up at its time budget (a slow machine): it stays due and the
+        # next run renews it. What may never happen is a lapse.
+        assert report.renewal.lapses == 0
+        throttled += report.renewal.throttled
+    assert throttled >= 3, "the throttled batches were retried"
     assert poller.stop() == []
     assert throttling.batch_calls > 3
     assert renewed_three_times()
