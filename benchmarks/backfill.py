@@ -3,7 +3,7 @@
 A deterministic simulation on a virtual clock (`FakeClock`) with no network. What runs is the
 processor's own code: the receiver (`longjobs.engine.receiver.service.receive`, with admission), the lease
 store, the renewal policy and the extender (`run_invocation`: renewal, reconciliation, admission), the
-watcher (`on_status_change`, with admission). AWS is `benchmarks.fake_aws`: SQS, DynamoDB and Step
+watcher (`on_status_change`, with admission). AWS is `longjobs.sim.aws`: SQS, DynamoDB and Step
 Functions in-process, their semantics and errors as the processor meets them, every request counted.
 
 Workload. `--jobs` messages of one `wait`-runner type are sent at once; each job runs for a duration
@@ -58,7 +58,6 @@ from botocore.exceptions import ClientError
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.fake_aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
@@ -92,6 +91,7 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
+from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
 
 TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"

@@ -1,0 +1,63 @@
+"""An in-process AWS for simulations on a virtual clock: SQS, DynamoDB and Step Functions, answered by
+Python objects that take the boto3 clients' methods and arguments and raise botocore's `ClientError`
+with the codes AWS sends. No network, no serialization: only the semantics the processor relies on.
+
+- **SQS** (`FakeSqs`): standard queues with a visibility timeout, a receive count and a new receipt
+  handle per receive, SQS's 12 h limit per receive, delays, redrive to a dead-letter queue after
+  `maxReceiveCount` receives, and the errors of a stale handle (`InvalidParameterValue`, "expired"), a
+  message not in flight (`MessageNotInflight`) and the 12 h limit ("beyond the limit"). A receive takes
+  messages at random among the visible ones (SQS's standard queues promise no order).
+- **DynamoDB** (`FakeDynamoDb`): items, conditional writes (`ConditionExpression`), update expressions
+  (SET with `+`/`-`, REMOVE), transactions (cancelled with per-item reasons), `BatchGetItem`, and
+  queries of the table's global secondary indexes (sorted by their range key, `Limit`, `Select=COUNT`).
+  The expressions are parsed by a small parser of DynamoDB's grammar, the part the processor writes.
+- **Step Functions** (`FakeStepFunctions`): executions by name (a second start of a name with the same
+  input is the same execution), `DescribeExecution` and `StopExecution`. What an execution does is the
+  simulation's (a `Workflow` callback), through these same fakes.
+
+Every request is counted by service and operation (`Counter` in `FakeAws.calls`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from longjobs.engine.clock import Clock
+from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
+from longjobs.sim.aws.dynamodb import FakeDynamoDb
+from longjobs.sim.aws.sqs import FakeQueue, FakeSqs, Message
+from longjobs.sim.aws.stepfunctions import Execution, FakeStepFunctions
+
+__all__ = [
+    "ACCOUNT",
+    "REGION",
+    "SQS_MAX_VISIBILITY_S",
+    "Execution",
+    "FakeAws",
+    "FakeDynamoDb",
+    "FakeQueue",
+    "FakeSqs",
+    "FakeStepFunctions",
+    "Message",
+    "client_error",
+]
+
+
+class FakeAws:
+    """The three services on one clock, with one request counter."""
+
+    def __init__(self, clock: Clock, rng: random.Random, *, table: Mapping[str, Any], state_machine_arn: str) -> None:
+        self.clock = clock
+        self.rng = rng
+        self.calls: Counter[str] = Counter()
+        self.receives = 0  # messages handed out by ReceiveMessage
+        self.sqs = FakeSqs(self)
+        self.dynamodb = FakeDynamoDb(self, table)
+        self.stepfunctions = FakeStepFunctions(self, state_machine_arn)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.calls.values())

@@ -1,0 +1,197 @@
+"""DynamoDB: one table with its global secondary indexes, conditional writes and transactions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from longjobs.sim.aws.base import client_error
+from longjobs.sim.aws.expressions import (
+    apply_update,
+    attribute_name,
+    conjuncts,
+    evaluate,
+    parse_condition,
+    parse_update,
+    resolve,
+)
+
+if TYPE_CHECKING:
+    from longjobs.sim.aws import FakeAws
+
+
+@dataclass
+class _Index:
+    hash_attr: str
+    range_attr: str
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # hash value -> {pk: item}
+
+
+def _index_key(value: Mapping[str, Any]) -> str:
+    [(kind, raw)] = value.items()
+    return f"{kind}:{raw}"
+
+
+class FakeDynamoDb:
+    """One table (any name) with its global secondary indexes (from `CreateTable`-style arguments)."""
+
+    def __init__(self, aws: FakeAws, definition: Mapping[str, Any]) -> None:
+        self._aws = aws
+        self.pk = definition["KeySchema"][0]["AttributeName"]
+        self.items: dict[str, dict[str, Any]] = {}
+        self.indexes: dict[str, _Index] = {}
+        for index in definition.get("GlobalSecondaryIndexes", []):
+            keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
+            self.indexes[index["IndexName"]] = _Index(keys["HASH"], keys["RANGE"])
+
+    def _count(self, operation: str) -> None:
+        self._aws.calls[f"dynamodb.{operation}"] += 1
+
+    def _store(self, key: str, item: dict[str, Any] | None) -> None:
+        old = self.items.get(key)
+        for index in self.indexes.values():
+            if old is not None and index.hash_attr in old:
+                index.entries.get(_index_key(old[index.hash_attr]), {}).pop(key, None)
+        if item is None:
+            self.items.pop(key, None)
+            return
+        self.items[key] = item
+        for index in self.indexes.values():
+            if index.hash_attr in item and index.range_attr in item:
+                index.entries.setdefault(_index_key(item[index.hash_attr]), {})[key] = item
+
+    def _check(self, operation: str, item: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
+        condition = request.get("ConditionExpression")
+        if not condition:
+            return True
+        return evaluate(
+            parse_condition(condition),
+            item,
+            request.get("ExpressionAttributeNames", {}),
+            request.get("ExpressionAttributeValues", {}),
+        )
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        self._count("GetItem")
+        item = self.items.get(request["Key"][self.pk]["S"])
+        return {"Item": dict(item)} if item is not None else {}
+
+    def batch_get_item(self, **request: Any) -> dict[str, Any]:
+        self._count("BatchGetItem")
+        responses: dict[str, list[dict[str, Any]]] = {}
+        for table, spec in request["RequestItems"].items():
+            found = [self.items.get(key[self.pk]["S"]) for key in spec["Keys"]]
+            responses[table] = [dict(item) for item in found if item is not None]
+        return {"Responses": responses, "UnprocessedKeys": {}}
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        self._count("PutItem")
+        item = dict(request["Item"])
+        key = item[self.pk]["S"]
+        if not self._check("PutItem", self.items.get(key, {}), request):
+            raise client_error("PutItem", "ConditionalCheckFailedException", "The conditional request failed")
+        self._store(key, item)
+        return {}
+
+    def _updated(self, request: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        key = request["Key"][self.pk]["S"]
+        current = self.items.get(key, {})
+        if not self._check("UpdateItem", current, request):
+            return None
+        item = dict(current) if current else dict(request["Key"])
+        apply_update(
+            parse_update(request["UpdateExpression"]),
+            item,
+            request.get("ExpressionAttributeNames", {}),
+            request.get("ExpressionAttributeValues", {}),
+        )
+        return key, item
+
+    def update_item(self, **request: Any) -> dict[str, Any]:
+        self._count("UpdateItem")
+        updated = self._updated(request)
+        if updated is None:
+            raise client_error("UpdateItem", "ConditionalCheckFailedException", "The conditional request failed")
+        self._store(*updated)
+        return {}
+
+    def transact_write_items(self, **request: Any) -> dict[str, Any]:
+        self._count("TransactWriteItems")
+        results = [self._updated(entry["Update"]) for entry in request["TransactItems"]]
+        if any(result is None for result in results):
+            reasons = [{"Code": "ConditionalCheckFailed" if r is None else "None"} for r in results]
+            raise client_error(
+                "TransactWriteItems", "TransactionCanceledException", "cancelled", CancellationReasons=reasons
+            )
+        for result in results:
+            assert result is not None
+            self._store(*result)
+        return {}
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        self._count("Query")
+        index = self.indexes[request["IndexName"]]
+        names = request.get("ExpressionAttributeNames", {})
+        values = request.get("ExpressionAttributeValues", {})
+        condition = parse_condition(request["KeyConditionExpression"])
+        hash_value = next(
+            resolve(node[3], {}, names, values)
+            for node in conjuncts(condition)
+            if node[0] == "cmp" and node[1] == "=" and attribute_name(node[2], names) == index.hash_attr
+        )
+        candidates = index.entries.get(_index_key(hash_value), {})
+        low, high = _range_bounds(condition, index.range_attr, names, values)
+        matched = [
+            item
+            for item in candidates.values()
+            if low <= float(item[index.range_attr]["N"]) <= high and evaluate(condition, item, names, values)
+        ]
+        matched.sort(key=lambda item: (Decimal(item[index.range_attr]["N"]), item[self.pk]["S"]))
+        if not request.get("ScanIndexForward", True):
+            matched.reverse()
+        if "ExclusiveStartKey" in request:
+            start = request["ExclusiveStartKey"][self.pk]["S"]
+            position = next((i for i, item in enumerate(matched) if item[self.pk]["S"] == start), len(matched))
+            matched = matched[position + 1 :]
+        last: dict[str, Any] | None = None
+        if "Limit" in request and len(matched) > request["Limit"]:
+            matched = matched[: request["Limit"]]  # DynamoDB limits the items read, before the filter
+            last = {self.pk: matched[-1][self.pk], index.range_attr: matched[-1][index.range_attr]}
+        if request.get("FilterExpression"):
+            kept = parse_condition(request["FilterExpression"])
+            matched = [item for item in matched if evaluate(kept, item, names, values)]
+        page: dict[str, Any] = {"Count": len(matched), "ScannedCount": len(matched)}
+        if last is not None:
+            page["LastEvaluatedKey"] = last
+        if request.get("Select") != "COUNT":
+            page["Items"] = [dict(item) for item in matched]
+        return page
+
+
+def _range_bounds(
+    condition: Any, range_attr: str, names: Mapping[str, str], values: Mapping[str, Any]
+) -> tuple[float, float]:
+    """Inclusive numeric bounds a key condition puts on the index's range key (a cheap prefilter before the
+    exact evaluation; -inf..inf where it puts none)."""
+    low, high = -math.inf, math.inf
+    for node in conjuncts(condition):
+        if (
+            node[0] == "cmp"
+            and node[2][0] == "path"
+            and attribute_name(node[2], names) == range_attr
+            and node[3][0] == "value"
+        ):
+            bound = float(values[node[3][1]]["N"])
+            if node[1] in ("<", "<="):
+                high = min(high, bound)
+            elif node[1] in (">", ">="):
+                low = max(low, bound)
+            elif node[1] == "=":
+                low, high = max(low, bound), min(high, bound)
+        elif node[0] == "between" and node[1][0] == "path" and attribute_name(node[1], names) == range_attr:
+            low = max(low, float(values[node[2][1]]["N"]))
+            high = min(high, float(values[node[3][1]]["N"]))
+    return low, high

@@ -1,0 +1,260 @@
+"""DynamoDB's expression grammar, the part the processor writes: conditions and updates, parsed and
+evaluated on items in DynamoDB's JSON shape."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<name>#[A-Za-z0-9_]+)|(?P<value>:[A-Za-z0-9_]+)|(?P<op><>|<=|>=|=|<|>|\(|\)|,|\+|-)"
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*))"
+)
+_KEYWORDS = {"AND", "OR", "NOT", "SET", "REMOVE", "ADD", "DELETE", "BETWEEN"}
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            raise ValueError(f"cannot parse expression at {text[position:]!r}")
+        kind = match.lastgroup or ""
+        token = match.group(kind)
+        if kind == "ident" and token.upper() in _KEYWORDS:
+            kind, token = "kw", token.upper()
+        out.append((kind, token))
+        position = match.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.tokens[self.i]
+        self.i += 1
+        return token
+
+    def expect(self, token: str) -> None:
+        got = self.take()
+        if got[1] != token:
+            raise ValueError(f"expected {token!r}, got {got[1]!r}")
+
+    # condition := or
+    def condition(self) -> Any:
+        left = self.conjunction()
+        while (p := self.peek()) is not None and p == ("kw", "OR"):
+            self.take()
+            left = ("or", left, self.conjunction())
+        return left
+
+    def conjunction(self) -> Any:
+        left = self.negation()
+        while (p := self.peek()) is not None and p == ("kw", "AND"):
+            self.take()
+            left = ("and", left, self.negation())
+        return left
+
+    def negation(self) -> Any:
+        if self.peek() == ("kw", "NOT"):
+            self.take()
+            return ("not", self.negation())
+        if self.peek() == ("op", "("):
+            self.take()
+            inner = self.condition()
+            self.expect(")")
+            return inner
+        kind, token = self.peek() or ("", "")
+        if kind == "ident" and token in ("attribute_exists", "attribute_not_exists", "contains", "begins_with"):
+            self.take()
+            self.expect("(")
+            args = [self.operand()]
+            while self.peek() == ("op", ","):
+                self.take()
+                args.append(self.operand())
+            self.expect(")")
+            return ("fn", token, args)
+        left = self.operand()
+        op = self.take()[1]
+        if op == "BETWEEN":
+            low = self.operand()
+            self.expect("AND")
+            return ("between", left, low, self.operand())
+        return ("cmp", op, left, self.operand())
+
+    def operand(self) -> Any:
+        kind, token = self.take()
+        if kind == "name":
+            return ("path", token)
+        if kind == "value":
+            return ("value", token)
+        if kind == "ident" and token == "size":
+            self.expect("(")
+            inner = self.operand()
+            self.expect(")")
+            return ("size", inner)
+        if kind == "ident" and token == "if_not_exists":
+            self.expect("(")
+            path = self.operand()
+            self.expect(",")
+            default = self.operand()
+            self.expect(")")
+            return ("if_not_exists", path, default)
+        if kind == "ident":
+            return ("path", token)
+        raise ValueError(f"unexpected {token!r}")
+
+    def update(self) -> list[Any]:
+        actions: list[Any] = []
+        while self.peek() is not None:
+            _, clause = self.take()
+            while True:
+                if clause == "SET":
+                    path = self.operand()
+                    self.expect("=")
+                    value = self.operand()
+                    if self.peek() in (("op", "+"), ("op", "-")):
+                        op = self.take()[1]
+                        value = ("arith", op, value, self.operand())
+                    actions.append(("set", path, value))
+                elif clause == "REMOVE":
+                    actions.append(("remove", self.operand()))
+                elif clause in ("ADD", "DELETE"):
+                    path = self.operand()
+                    actions.append((clause.lower(), path, self.operand()))
+                else:
+                    raise ValueError(f"unknown clause {clause!r}")
+                if self.peek() == ("op", ","):
+                    self.take()
+                    continue
+                break
+        return actions
+
+
+_parsed: dict[tuple[str, str], Any] = {}
+
+
+def parse_condition(text: str) -> Any:
+    key = ("c", text)
+    if key not in _parsed:
+        parser = _Parser(text)
+        _parsed[key] = parser.condition()
+        if parser.peek() is not None:
+            raise ValueError(f"trailing tokens in {text!r}")
+    return _parsed[key]
+
+
+def parse_update(text: str) -> Any:
+    key = ("u", text)
+    if key not in _parsed:
+        _parsed[key] = _Parser(text).update()
+    return _parsed[key]
+
+
+def attribute_name(path: Any, names: Mapping[str, str]) -> str:
+    token = path[1]
+    return names[token] if token.startswith("#") else str(token)
+
+
+def resolve(node: Any, item: Mapping[str, Any], names: Mapping[str, str], values: Mapping[str, Any]) -> Any:
+    kind = node[0]
+    if kind == "path":
+        return item.get(attribute_name(node, names))
+    if kind == "value":
+        return values[node[1]]
+    if kind == "size":
+        inner = resolve(node[1], item, names, values)
+        if inner is None:
+            return None
+        [(_, raw)] = inner.items()
+        return {"N": str(len(raw))}
+    if kind == "if_not_exists":
+        found = resolve(node[1], item, names, values)
+        return found if found is not None else resolve(node[2], item, names, values)
+    if kind == "arith":
+        left = resolve(node[2], item, names, values)
+        right = resolve(node[3], item, names, values)
+        a, b = Decimal(left["N"]), Decimal(right["N"])
+        return {"N": str(a + b if node[1] == "+" else a - b)}
+    raise ValueError(f"cannot resolve {node!r}")
+
+
+def _plain(value: Mapping[str, Any]) -> Any:
+    [(kind, raw)] = value.items()
+    return Decimal(raw) if kind == "N" else raw
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if left is None or right is None:
+        return op == "<>" and not (left is None and right is None)
+    [(lk, _)] = left.items()
+    [(rk, _)] = right.items()
+    same = bool(lk == rk and _plain(left) == _plain(right))
+    if op == "=":
+        return same
+    if op == "<>":
+        return not same
+    if lk != rk:
+        return False
+    a, b = _plain(left), _plain(right)
+    result: bool = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    return result
+
+
+def evaluate(node: Any, item: Mapping[str, Any], names: Mapping[str, str], values: Mapping[str, Any]) -> bool:
+    kind = node[0]
+    if kind == "and":
+        return evaluate(node[1], item, names, values) and evaluate(node[2], item, names, values)
+    if kind == "or":
+        return evaluate(node[1], item, names, values) or evaluate(node[2], item, names, values)
+    if kind == "not":
+        return not evaluate(node[1], item, names, values)
+    if kind == "cmp":
+        return _compare(node[1], resolve(node[2], item, names, values), resolve(node[3], item, names, values))
+    if kind == "between":
+        value = resolve(node[1], item, names, values)
+        low, high = resolve(node[2], item, names, values), resolve(node[3], item, names, values)
+        return _compare(">=", value, low) and _compare("<=", value, high)
+    if kind == "fn":
+        name, args = node[1], node[2]
+        if name == "attribute_exists":
+            return attribute_name(args[0], names) in item
+        if name == "attribute_not_exists":
+            return attribute_name(args[0], names) not in item
+        target = resolve(args[0], item, names, values)
+        operand = resolve(args[1], item, names, values)
+        if target is None:
+            return False
+        [(_, raw)] = target.items()
+        needle = _plain(operand)
+        if name == "contains":
+            return needle in raw
+        return isinstance(raw, str) and raw.startswith(str(needle))
+    raise ValueError(f"cannot evaluate {node!r}")
+
+
+def apply_update(
+    actions: Sequence[Any], item: dict[str, Any], names: Mapping[str, str], values: Mapping[str, Any]
+) -> None:
+    for action in actions:
+        if action[0] == "set":
+            item[attribute_name(action[1], names)] = resolve(action[2], item, names, values)
+        elif action[0] == "remove":
+            item.pop(attribute_name(action[1], names), None)
+        else:
+            raise ValueError(f"the fake does not apply {action[0]!r}")
+
+
+def conjuncts(node: Any) -> list[Any]:
+    """The terms of a condition's top-level ANDs."""
+    return conjuncts(node[1]) + conjuncts(node[2]) if node[0] == "and" else [node]

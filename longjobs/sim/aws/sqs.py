@@ -1,0 +1,299 @@
+"""SQS: standard queues with visibility, receive counts, the 12 h limit, delays and redrive."""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.engine.clock import Clock
+from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
+
+if TYPE_CHECKING:
+    from longjobs.sim.aws import FakeAws
+
+
+@dataclass
+class Message:
+    message_id: str
+    body: str
+    attributes: dict[str, Any]
+    sent_at: float
+    visible_at: float
+    job_key: str | None
+    receive_count: int = 0
+    handle: str | None = None
+    received_at: float = 0.0
+    deleted: bool = False
+
+
+class FakeQueue:
+    def __init__(self, name: str, *, visibility_timeout_s: int, clock: Clock, rng: random.Random) -> None:
+        self.name = name
+        self.url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
+        self.arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+        self.visibility_timeout_s = visibility_timeout_s
+        self.redrive: tuple[FakeQueue, int] | None = None
+        self.messages: dict[str, Message] = {}
+        self._clock = clock
+        self._rng = rng
+        self._visible: list[Message] = []
+        self._visible_index: dict[str, int] = {}
+        self._hidden: list[tuple[float, int, str, int]] = []  # (visible_at, seq, message id, version)
+        self._version: dict[str, int] = {}
+        self._seq = itertools.count()
+        self._delayed: set[str] = set()  # sent with a delay that has not run out, never received
+
+    # visibility bookkeeping: a message is either in `_visible` or has a current entry in `_hidden`
+    def _hide(self, message: Message, until: float) -> None:
+        self._unlist(message)
+        self._delayed.discard(message.message_id)
+        message.visible_at = until
+        version = self._version.get(message.message_id, 0) + 1
+        self._version[message.message_id] = version
+        heapq.heappush(self._hidden, (until, next(self._seq), message.message_id, version))
+
+    def _unlist(self, message: Message) -> None:
+        index = self._visible_index.pop(message.message_id, None)
+        if index is None:
+            return
+        last = self._visible.pop()
+        if last.message_id != message.message_id:
+            self._visible[index] = last
+            self._visible_index[last.message_id] = index
+
+    def refresh(self) -> None:
+        now = self._clock.now()
+        while self._hidden and self._hidden[0][0] <= now:
+            _, _, message_id, version = heapq.heappop(self._hidden)
+            message = self.messages.get(message_id)
+            if message is None or message.deleted or self._version.get(message_id) != version:
+                continue
+            self._delayed.discard(message_id)
+            self._visible_index[message_id] = len(self._visible)
+            self._visible.append(message)
+
+    def next_visible_at(self) -> float | None:
+        while self._hidden:
+            at, _, message_id, version = self._hidden[0]
+            message = self.messages.get(message_id)
+            if message is None or message.deleted or self._version.get(message_id) != version:
+                heapq.heappop(self._hidden)
+                continue
+            return at
+        return None
+
+    @property
+    def visible_count(self) -> int:
+        return len(self._visible)
+
+    def add(self, message: Message) -> None:
+        self.messages[message.message_id] = message
+        if message.visible_at > self._clock.now():
+            self._hide(message, message.visible_at)
+            if message.receive_count == 0:
+                self._delayed.add(message.message_id)
+        else:
+            self._visible_index[message.message_id] = len(self._visible)
+            self._visible.append(message)
+
+    def remove(self, message: Message) -> None:
+        message.deleted = True
+        self._unlist(message)
+        self._delayed.discard(message.message_id)
+        self.messages.pop(message.message_id, None)
+
+    def take_visible(self, count: int) -> list[Message]:
+        self.refresh()
+        taken: list[Message] = []
+        while self._visible and len(taken) < count:
+            message = self._visible[self._rng.randrange(len(self._visible))]
+            self._unlist(message)
+            taken.append(message)
+        return taken
+
+    def hide(self, message: Message, until: float) -> None:
+        self._hide(message, until)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(visible, in flight, delayed)."""
+        self.refresh()
+        visible, delayed = len(self._visible), len(self._delayed)
+        return visible, len(self.messages) - visible - delayed, delayed
+
+
+class FakeSqs:
+    """SQS's operations the processor calls, on `FakeQueue`s by URL."""
+
+    def __init__(self, aws: FakeAws) -> None:
+        self._aws = aws
+        self.queues: dict[str, FakeQueue] = {}
+        self._ids = itertools.count(1)
+        self.on_receive: Callable[[FakeQueue, Message], None] | None = None
+        self.on_dead_letter: Callable[[FakeQueue, Message], None] | None = None
+
+    def _count(self, operation: str) -> None:
+        self._aws.calls[f"sqs.{operation}"] += 1
+
+    def create_queue(self, name: str, *, visibility_timeout_s: int) -> FakeQueue:
+        queue = FakeQueue(name, visibility_timeout_s=visibility_timeout_s, clock=self._aws.clock, rng=self._aws.rng)
+        self.queues[queue.url] = queue
+        return queue
+
+    def _queue(self, operation: str, url: str) -> FakeQueue:
+        queue = self.queues.get(url)
+        if queue is None:
+            raise client_error(operation, "AWS.SimpleQueueService.NonExistentQueue", "The queue does not exist")
+        return queue
+
+    def put(self, queue: FakeQueue, body: str, attributes: Mapping[str, Any] | None = None, delay_s: int = 0) -> str:
+        """A send, without counting it as a request (the producer's)."""
+        now = self._aws.clock.now()
+        message_id = f"m{next(self._ids):07d}-0000-4000-8000-000000000000"
+        job_key = None
+        with contextlib.suppress(ValueError, AttributeError):
+            job_key = json.loads(body).get("job_id")
+        queue.add(Message(message_id, body, dict(attributes or {}), now, now + delay_s, job_key))
+        return message_id
+
+    def send_message(self, **request: Any) -> dict[str, Any]:
+        self._count("SendMessage")
+        queue = self._queue("SendMessage", request["QueueUrl"])
+        message_id = self.put(
+            queue, request["MessageBody"], request.get("MessageAttributes"), int(request.get("DelaySeconds", 0))
+        )
+        if self.on_dead_letter is not None and queue.redrive is None and queue.name.endswith("dlq"):
+            self.on_dead_letter(queue, queue.messages[message_id])
+        return {"MessageId": message_id}
+
+    def receive_message(self, **request: Any) -> dict[str, Any]:
+        self._count("ReceiveMessage")
+        queue = self._queue("ReceiveMessage", request["QueueUrl"])
+        return {"Messages": self.receive(queue, int(request.get("MaxNumberOfMessages", 1)), request)}
+
+    def receive(self, queue: FakeQueue, count: int, request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Receive up to `count` visible messages (the caller counts the request)."""
+        now = self._aws.clock.now()
+        vt = int((request or {}).get("VisibilityTimeout", queue.visibility_timeout_s))
+        out: list[dict[str, Any]] = []
+        while len(out) < count:
+            taken = queue.take_visible(count - len(out))
+            if not taken:
+                break
+            for message in taken:
+                if queue.redrive is not None and message.receive_count >= queue.redrive[1]:
+                    dead, _ = queue.redrive
+                    queue.remove(message)
+                    dead.add(Message(message.message_id, message.body, message.attributes, now, now, message.job_key))
+                    if self.on_dead_letter is not None:
+                        self.on_dead_letter(dead, message)
+                    continue
+                message.receive_count += 1
+                message.handle = f"{message.message_id}#{message.receive_count}"
+                message.received_at = now
+                queue.hide(message, now + vt)
+                self._aws.receives += 1
+                if self.on_receive is not None:
+                    self.on_receive(queue, message)
+                out.append(
+                    {
+                        "MessageId": message.message_id,
+                        "ReceiptHandle": message.handle,
+                        "Body": message.body,
+                        "Attributes": {"ApproximateReceiveCount": str(message.receive_count)},
+                        "MessageAttributes": dict(message.attributes),
+                    }
+                )
+        return out
+
+    def _held(self, operation: str, queue: FakeQueue, handle: str) -> Message:
+        message_id = handle.partition("#")[0]
+        message = queue.messages.get(message_id)
+        if message is None or message.deleted:
+            raise client_error(operation, "ReceiptHandleIsInvalid", f"The input receipt handle {handle} is not valid")
+        if message.handle != handle:
+            raise client_error(
+                operation,
+                "InvalidParameterValue",
+                f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+            )
+        return message
+
+    def _change(self, operation: str, queue: FakeQueue, handle: str, timeout: int) -> None:
+        message = self._held(operation, queue, handle)
+        now = self._aws.clock.now()
+        if message.visible_at <= now:
+            raise client_error(operation, "AWS.SimpleQueueService.MessageNotInflight", "Message not inflight")
+        if now + timeout > message.received_at + SQS_MAX_VISIBILITY_S:
+            raise client_error(
+                operation,
+                "InvalidParameterValue",
+                f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for "
+                "the message is beyond the limit [43200 seconds]",
+            )
+        queue.hide(message, now + timeout)
+
+    def change_message_visibility(self, **request: Any) -> dict[str, Any]:
+        self._count("ChangeMessageVisibility")
+        queue = self._queue("ChangeMessageVisibility", request["QueueUrl"])
+        queue.refresh()
+        self._change("ChangeMessageVisibility", queue, request["ReceiptHandle"], int(request["VisibilityTimeout"]))
+        return {}
+
+    def change_message_visibility_batch(self, **request: Any) -> dict[str, Any]:
+        self._count("ChangeMessageVisibilityBatch")
+        queue = self._queue("ChangeMessageVisibilityBatch", request["QueueUrl"])
+        queue.refresh()
+        successful, failed = [], []
+        for entry in request["Entries"]:
+            try:
+                self._change("ChangeMessageVisibility", queue, entry["ReceiptHandle"], int(entry["VisibilityTimeout"]))
+            except ClientError as exc:
+                error = exc.response["Error"]
+                code = str(error["Code"]).removeprefix("AWS.SimpleQueueService.")
+                failed.append({"Id": entry["Id"], "Code": code, "Message": error["Message"], "SenderFault": True})
+            else:
+                successful.append({"Id": entry["Id"]})
+        return {"Successful": successful, "Failed": failed}
+
+    def _delete(self, operation: str, queue: FakeQueue, handle: str) -> None:
+        queue.remove(self._held(operation, queue, handle))
+
+    def delete_message(self, **request: Any) -> dict[str, Any]:
+        self._count("DeleteMessage")
+        self._delete("DeleteMessage", self._queue("DeleteMessage", request["QueueUrl"]), request["ReceiptHandle"])
+        return {}
+
+    def delete_message_batch(self, **request: Any) -> dict[str, Any]:
+        self._count("DeleteMessageBatch")
+        queue = self._queue("DeleteMessageBatch", request["QueueUrl"])
+        successful, failed = [], []
+        for entry in request["Entries"]:
+            try:
+                self._delete("DeleteMessage", queue, entry["ReceiptHandle"])
+            except ClientError as exc:
+                failed.append({"Id": entry["Id"], "Code": exc.response["Error"]["Code"], "SenderFault": True})
+            else:
+                successful.append({"Id": entry["Id"]})
+        return {"Successful": successful, "Failed": failed}
+
+    def get_queue_attributes(self, **request: Any) -> dict[str, Any]:
+        self._count("GetQueueAttributes")
+        queue = self._queue("GetQueueAttributes", request["QueueUrl"])
+        visible, in_flight, delayed = queue.counts()
+        return {
+            "Attributes": {
+                "ApproximateNumberOfMessages": str(visible),
+                "ApproximateNumberOfMessagesNotVisible": str(in_flight),
+                "ApproximateNumberOfMessagesDelayed": str(delayed),
+                "VisibilityTimeout": str(queue.visibility_timeout_s),
+                "QueueArn": queue.arn,
+            }
+        }
