@@ -86,12 +86,13 @@ from longjobs.engine.lease.schema import (
 from longjobs.engine.observability import MetricName, logger
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.admission import admit_all
-from longjobs.engine.receiver.service import Delivery, Receiver, receive
+from longjobs.engine.receiver.service import Receiver, receive
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
+from longjobs.sim.world import as_delivery
 
 TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
@@ -297,14 +298,7 @@ class Simulation:
         messages = self.aws.sqs.receive(self.queue, ESM_BATCH)
         done: list[str] = []
         for message in messages:
-            delivery = Delivery(
-                message_id=message["MessageId"],
-                receipt_handle=message["ReceiptHandle"],
-                body=message["Body"],
-                receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
-                source_arn=self.queue.arn,
-                message_attributes=message["MessageAttributes"],
-            )
+            delivery = as_delivery(message, self.queue.arn)
             try:
                 outcome = receive(self.receiver, delivery)
             except Exception:

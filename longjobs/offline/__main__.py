@@ -1,6 +1,7 @@
 """Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
 `python -m offline demo [--out DIR]`, `python -m offline chaos --runs N --seed S --report FILE` and
-`python -m offline serve [--port 4566] [--jobs-file jobs.json]`.
+`python -m offline serve [--port 4566] [--jobs-file jobs.json]` and
+`python -m offline sim --seeds N [--first K] [--profile P] [--json] | --seed S [--trace FILE]`.
 Exits 1 when an invariant broke (the report's `ok` is false; for chaos, any violation in any run), 2
 when the scenario file is invalid."""
 
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--drain-s", type=float, default=DEFAULT_DRAIN_S, help="on stop, how long running jobs may finish"
     )
+    from longjobs.sim.cli import add_parser as add_sim
+
+    add_sim(commands)
     return parser
 
 
@@ -89,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             work_dir=args.work_dir,
             drain_s=args.drain_s,
         )
+    if args.command == "sim":
+        from longjobs.sim.cli import main as sim_main
+
+        return sim_main(args)
     if args.command == "run":
         return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
     if args.command == "chaos":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ class FakeDynamoDb:
         self.pk = definition["KeySchema"][0]["AttributeName"]
         self.items: dict[str, dict[str, Any]] = {}
         self.indexes: dict[str, _Index] = {}
+        self.on_store: Callable[[str, dict[str, Any] | None], None] | None = None  # told of every write
         for index in definition.get("GlobalSecondaryIndexes", []):
             keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
             self.indexes[index["IndexName"]] = _Index(keys["HASH"], keys["RANGE"])
@@ -51,6 +52,11 @@ class FakeDynamoDb:
         self._aws.calls[f"dynamodb.{operation}"] += 1
 
     def _store(self, key: str, item: dict[str, Any] | None) -> None:
+        self._index_store(key, item)
+        if self.on_store is not None:
+            self.on_store(key, item)
+
+    def _index_store(self, key: str, item: dict[str, Any] | None) -> None:
         old = self.items.get(key)
         for index in self.indexes.values():
             if old is not None and index.hash_attr in old:

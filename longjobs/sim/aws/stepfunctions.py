@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from longjobs.sim.aws.base import client_error
 
 if TYPE_CHECKING:
     from longjobs.sim.aws import FakeAws
+
+
+class TaskWaiter(Protocol):
+    """A task-token task of an execution, answered by SendTask*; `closed` once the task is over."""
+
+    closed: bool
+
+    def succeed(self, output: str) -> None: ...
+
+    def fail(self, error: str, cause: str) -> None: ...
+
+    def heartbeat(self) -> None: ...
 
 
 @dataclass
@@ -36,6 +48,7 @@ class FakeStepFunctions:
         self.executions: dict[str, Execution] = {}
         self.on_start: Callable[[Execution], None] | None = None
         self.on_stop: Callable[[Execution], None] | None = None
+        self.tasks: dict[str, TaskWaiter] = {}  # task token -> the execution's task waiting on it
 
     def _count(self, operation: str) -> None:
         self._aws.calls[f"stepfunctions.{operation}"] += 1
@@ -50,7 +63,9 @@ class FakeStepFunctions:
         arn = self.arn_of(name)
         existing = self.executions.get(arn)
         if existing is not None:
-            if existing.raw_input != raw:
+            # AWS: the same name and input answers the open execution while it runs; once it has closed,
+            # or when the input differs, the name is taken (Standard workflows keep names 90 days).
+            if existing.raw_input != raw or existing.status != "RUNNING":
                 raise client_error("StartExecution", "ExecutionAlreadyExists", f"Execution Already Exists: '{arn}'")
             return {"executionArn": arn, "startDate": existing.started}
         execution = Execution(arn, name, json.loads(raw), raw, self._aws.clock.now())
@@ -74,6 +89,29 @@ class FakeStepFunctions:
         if execution.status == "RUNNING":
             self.end(execution, "ABORTED", request.get("error"), request.get("cause"))
         return {"stopDate": self._aws.clock.now()}
+
+    def send_task_success(self, **request: Any) -> dict[str, Any]:
+        self._count("SendTaskSuccess")
+        self._task("SendTaskSuccess", request["taskToken"]).succeed(request["output"])
+        return {}
+
+    def send_task_failure(self, **request: Any) -> dict[str, Any]:
+        self._count("SendTaskFailure")
+        self._task("SendTaskFailure", request["taskToken"]).fail(request.get("error", ""), request.get("cause", ""))
+        return {}
+
+    def send_task_heartbeat(self, **request: Any) -> dict[str, Any]:
+        self._count("SendTaskHeartbeat")
+        self._task("SendTaskHeartbeat", request["taskToken"]).heartbeat()
+        return {}
+
+    def _task(self, operation: str, token: str) -> TaskWaiter:
+        waiter = self.tasks.get(token)
+        if waiter is None:
+            raise client_error(operation, "InvalidToken", "Invalid Token")
+        if waiter.closed:
+            raise client_error(operation, "TaskTimedOut", "Task Timed Out")
+        return waiter
 
     def end(self, execution: Execution, status: str, error: str | None = None, cause: str | None = None) -> None:
         execution.status, execution.error, execution.cause = status, error, cause

@@ -1,0 +1,154 @@
+"""Seeds and campaigns: run one seed (replayable), or many on every core, and report what failed and
+what was never reached.
+
+`run_seed(seed)` is a pure function of the seed, the profile and the code: the same arguments give the
+same trace, byte for byte. A campaign runs seeds `first .. first+seeds-1` in worker processes (the
+definition is rendered once, in the parent, by the construct's own code), and reports failed seeds with
+the one-line command that replays each.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from longjobs.sim.coverage import never_reached
+from longjobs.sim.faults import FaultPlan
+from longjobs.sim.workload import CATALOG_JSON, SPARK_HEARTBEAT_S, draw
+
+FAULT_WINDOW_S = 2 * 3_600  # faults stop this long after the start: the rest is the quiet period
+
+
+@dataclass(frozen=True)
+class DeployedWorkflow:
+    definition: dict[str, Any]
+    timeout_s: float
+
+
+@cache
+def deployed_workflow() -> DeployedWorkflow:
+    """The workflow as the stack deploys it: rendered by the construct's code (seconds: it loads the CDK),
+    with the sim's catalog, and the state machine's timeout."""
+    from longjobs.construct.constants import STATE_MACHINE_TIMEOUT
+    from longjobs.offline.resources import workflow_definition
+
+    definition = json.loads(workflow_definition(SPARK_HEARTBEAT_S, CATALOG_JSON))
+    return DeployedWorkflow(definition, float(STATE_MACHINE_TIMEOUT.to_seconds()))
+
+
+_WORKFLOW: DeployedWorkflow | None = None
+
+
+def _use(workflow: DeployedWorkflow) -> None:
+    global _WORKFLOW
+    _WORKFLOW = workflow
+
+
+def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, faults: bool = True) -> Any:
+    """One seed, start to end: its `SeedResult`."""
+    from longjobs.sim.world import START, World
+
+    workflow = _WORKFLOW or deployed_workflow()
+    plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S) if faults else FaultPlan.none(start=START)
+    world = World(
+        seed,
+        draw(seed, profile),
+        workflow.definition,
+        CATALOG_JSON,
+        faults=plan,
+        execution_timeout_s=workflow.timeout_s,
+        keep_calls=keep_calls,
+    )
+    return world.run()
+
+
+def replay_command(seed: int, profile: str) -> str:
+    return f"python -m offline sim --seed {seed} --profile {profile}"
+
+
+@dataclass
+class SeedSummary:
+    seed: int
+    property: str | None
+    detail: str | None
+    t: float | None
+    step: int | None
+    virtual_h: float
+    coverage: Counter[str]
+
+
+def _summary(seed: int, profile: str) -> SeedSummary:
+    result = run_seed(seed, profile, keep_calls=False)
+    violation = result.violation
+    return SeedSummary(
+        seed,
+        violation.property if violation else None,
+        violation.detail if violation else None,
+        violation.t if violation else None,
+        violation.step if violation else None,
+        result.virtual_h,
+        result.coverage,
+    )
+
+
+@dataclass
+class CampaignReport:
+    seeds: int
+    first: int
+    profile: str
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    coverage: Counter[str] = field(default_factory=Counter)
+    never_reached: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    virtual_h: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seeds": self.seeds,
+            "first": self.first,
+            "profile": self.profile,
+            "failed": self.failed,
+            "coverage": dict(sorted(self.coverage.items())),
+            "never_reached": self.never_reached,
+            "wall_s": round(self.wall_s, 1),
+            "virtual_h": round(self.virtual_h, 1),
+        }
+
+
+def campaign(seeds: int, *, first: int = 0, profile: str = "mixed", workers: int | None = None) -> CampaignReport:
+    """Run `seeds` seeds from `first`, on `workers` processes (every core by default)."""
+    began = time.monotonic()
+    workflow = deployed_workflow()
+    report = CampaignReport(seeds=seeds, first=first, profile=profile)
+    numbers = range(first, first + seeds)
+    workers = workers or min(os.cpu_count() or 1, seeds)
+    if workers <= 1:
+        summaries = [_summary(seed, profile) for seed in numbers]
+    else:
+        context = multiprocessing.get_context("spawn")  # no fork of a process that ran the CDK's node
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_use, initargs=(workflow,)) as pool:
+            summaries = list(pool.map(_summary, numbers, [profile] * seeds, chunksize=max(1, seeds // (workers * 8))))
+    for summary in summaries:
+        report.coverage.update(summary.coverage)
+        report.virtual_h += summary.virtual_h
+        if summary.property is not None:
+            report.failed.append(
+                {
+                    "seed": summary.seed,
+                    "property": summary.property,
+                    "detail": summary.detail,
+                    "t": summary.t,
+                    "step": summary.step,
+                    "replay": replay_command(summary.seed, profile),
+                }
+            )
+    report.never_reached = never_reached(report.coverage, workflow.definition, profile)
+    report.wall_s = time.monotonic() - began
+    return report

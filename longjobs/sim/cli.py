@@ -1,0 +1,99 @@
+"""`python -m offline sim`: a campaign of seeds (a table, or `--json`), or one seed (`--seed S`, with its
+trace written by `--trace FILE`), exiting 1 when a property broke."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from longjobs.sim.workload import PROFILES
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = commands.add_parser("sim", help="the deterministic simulation: a campaign of seeds, or one seed")
+    sim.add_argument("--seeds", type=int, default=100, help="seeds to run (a campaign; default 100)")
+    sim.add_argument("--first", type=int, default=0, help="the campaign's first seed (default 0)")
+    sim.add_argument("--seed", type=int, help="run this one seed and print its outcome")
+    sim.add_argument("--profile", choices=PROFILES, default="mixed", help="the workload (default mixed)")
+    sim.add_argument("--trace", type=Path, help="with --seed: write its trace here (JSON lines)")
+    sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.seed is not None:
+        return _one(args)
+    if args.seeds < 1:
+        print("--seeds must be at least 1", file=sys.stderr)
+        return 2
+    from longjobs.sim.campaign import campaign
+
+    report = campaign(args.seeds, first=args.first, profile=args.profile, workers=args.workers)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=1))
+    else:
+        _table(report)
+    return 1 if report.failed else 0
+
+
+def _one(args: argparse.Namespace) -> int:
+    from longjobs.sim.campaign import replay_command, run_seed
+
+    result = run_seed(args.seed, args.profile)
+    if args.trace is not None and result.trace is not None:
+        with args.trace.open("w", encoding="utf-8") as out:
+            result.trace.write(out)
+    violation = result.violation
+    outcome = {
+        "seed": args.seed,
+        "profile": args.profile,
+        "ok": violation is None,
+        "property": violation.property if violation else None,
+        "detail": violation.detail if violation else None,
+        "t": violation.t if violation else None,
+        "step": violation.step if violation else None,
+        "virtual_h": result.virtual_h,
+        "steps": result.steps,
+        "requests": result.requests,
+        "replay": replay_command(args.seed, args.profile),
+    }
+    if args.json:
+        print(json.dumps(outcome, indent=1))
+    elif violation is None:
+        print(f"seed {args.seed} ({args.profile}): every property held; {result.virtual_h} virtual hours")
+    else:
+        print(
+            f"seed {args.seed} ({args.profile}): {violation.property} broke at t={violation.t}s, step {violation.step}"
+        )
+        print(f"  {violation.detail}")
+        print(f"  replay: {outcome['replay']} --trace trace.jsonl")
+    return 0 if violation is None else 1
+
+
+def _table(report: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    data = report.as_json()  # type: ignore[attr-defined]
+    console = Console(width=160)
+    table = Table(title=f"{data['seeds']} seeds from {data['first']} ({data['profile']})", title_justify="left")
+    for column in ("seeds", "failed", "reached", "never reached", "virtual h", "wall s"):
+        table.add_column(column, justify="right")
+    reached = sum(1 for count in data["coverage"].values() if count)
+    table.add_row(
+        str(data["seeds"]),
+        str(len(data["failed"])),
+        str(reached),
+        str(len(data["never_reached"])),
+        str(data["virtual_h"]),
+        str(data["wall_s"]),
+    )
+    console.print(table)
+    for failure in data["failed"]:
+        console.print(
+            f"[red]seed {failure['seed']}: {failure['property']}[/] {failure['detail']}\n  {failure['replay']}"
+        )
+    if data["never_reached"]:
+        console.print("never reached: " + ", ".join(data["never_reached"]))

@@ -1,0 +1,65 @@
+"""The `sometimes` side: what a campaign should reach at least once, and which of it it never did.
+
+Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
+workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
+writer refused by its condition (fencing), and every fault kind on every operation the code was seen to
+call (crashes only on the functions' calls).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from longjobs.sim.faults import CRASHING_ACTORS, CallFault
+
+RECEIVER_OUTCOMES = {
+    "standard": (
+        "rejected",
+        "inline_done",
+        "already_succeeded",
+        "started",
+        "running",
+        "settled",
+        "not_started",
+        "stale",
+        "waiting",
+        "dead_lettered",
+    ),
+    "admission": ("started", "waiting_for_slot", "parked", "duplicate", "dead_lettered"),
+}
+EXTENDER_PATHS = ("renewed", "capped", "lost", "stopped", "throttled", "conflicts", "checked", "released", "completed")
+OTHER = ("fenced:extender:transact_write_items", "fenced:workflow:update_item", "job_started")
+CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
+
+
+def catch_targets(states: Mapping[str, Any]) -> Iterator[str]:
+    for name, state in states.items():
+        for catcher in state.get("Catch", []):
+            yield f"workflow:catch:{name}->{catcher['Next']}"
+        for branch in state.get("Branches", []):
+            yield from catch_targets(branch["States"])
+
+
+def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str) -> list[str]:
+    names: list[str] = []
+    for part, outcomes in RECEIVER_OUTCOMES.items():
+        if profile in (part, "mixed"):
+            names += [f"receiver:{outcome}" for outcome in outcomes]
+    names += [f"extender:{path}" for path in EXTENDER_PATHS]
+    names += list(OTHER)
+    names += sorted(catch_targets(definition["States"]))
+    called: dict[str, set[str]] = {}
+    for key in coverage:
+        if key.startswith("call:"):
+            _, actor, operation = key.split(":", 2)
+            called.setdefault(operation, set()).add(actor)
+    for operation, actors in sorted(called.items()):
+        kinds = CallFault if actors & CRASHING_ACTORS else CALL_ONLY_FAULTS
+        names += [f"fault:{kind.value}:{operation}" for kind in kinds]
+    return names
+
+
+def never_reached(coverage: Counter[str], definition: Mapping[str, Any], profile: str) -> list[str]:
+    return [name for name in targets(coverage, definition, profile) if not coverage.get(name)]

@@ -1,0 +1,90 @@
+"""Faults drawn from the seed: what goes wrong at each AWS call and between the steps of the world.
+
+A `FaultPlan` is drawn once per seed: which kinds are on, how often, and when the quiet period starts
+(no fault after it, so liveness can be checked). Each call then asks `at_call` for its fault, from the
+plan's own random stream, so the same seed fails the same calls.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class CallFault(StrEnum):
+    """What can happen to one AWS call."""
+
+    THROTTLED = "throttled"  # refused before it took effect, with the service's throttling error
+    SERVER_ERROR = "server_error"  # a 5xx before it took effect
+    TIMEOUT = "timeout"  # no answer, and no effect: the client's read timed out
+    ANSWER_LOST = "answer_lost"  # it took effect, then the caller saw a 5xx or a timeout
+    CRASH_BEFORE = "crash_before"  # the calling function dies before the call leaves
+    CRASH_AFTER = "crash_after"  # the calling function dies after the call took effect
+
+
+class WorldFault(StrEnum):
+    """What can happen between steps, outside any call."""
+
+    EXTENDER_LATE = "extender_late"
+    EXTENDER_SKIPPED = "extender_skipped"
+    EVENT_LOST = "event_lost"
+    EVENT_DUPLICATED = "event_duplicated"
+    EVENT_LATE = "event_late"
+    DUPLICATE_DELIVERY = "duplicate_delivery"
+    FUNCTION_TIMEOUT = "function_timeout"
+    JOB_HANGS = "job_hangs"
+    JOB_VANISHES = "job_vanishes"
+    JOB_FAILS = "job_fails"
+
+
+# The calls a function makes: a crash is that function's; the workflow's own calls (Step Functions
+# retries them) and the producer's sends see errors only.
+CRASHING_ACTORS = frozenset({"receiver", "extender", "watcher"})
+
+
+@dataclass
+class FaultPlan:
+    """The faults of one seed."""
+
+    rate: float  # the chance that one attempt of a call fails (the functions' clients retry twice)
+    kinds: tuple[CallFault, ...]
+    world: dict[WorldFault, float]  # the chance of each world fault where it can happen
+    quiet_at: float  # virtual time after which nothing fails
+    rng: random.Random = field(repr=False)
+
+    @classmethod
+    def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> FaultPlan:
+        rng = random.Random(f"faults:{seed}")
+        kinds = tuple(kind for kind in CallFault if rng.random() < 0.7) or (CallFault.SERVER_ERROR,)
+        world = {fault: rng.choice((0.0, 0.02, 0.1, 0.25)) for fault in WorldFault}
+        return cls(
+            rate=rng.choice((0.0, 0.02, 0.08, 0.25)),
+            kinds=kinds,
+            world=world,
+            quiet_at=start + quiet_after_s,
+            rng=random.Random(f"faults:{seed}:calls"),
+        )
+
+    @classmethod
+    def none(cls, *, start: float) -> FaultPlan:
+        return cls(rate=0.0, kinds=(), world={}, quiet_at=start, rng=random.Random(0))
+
+    def active(self, now: float) -> bool:
+        return now < self.quiet_at
+
+    def at_call(self, now: float, actor: str) -> CallFault | None:
+        """The fault of one call by `actor` at `now`, or None."""
+        if not self.active(now) or self.rate <= 0 or self.rng.random() >= self.rate:
+            return None
+        kinds = [
+            k
+            for k in self.kinds
+            if actor in CRASHING_ACTORS or k not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER)
+        ]
+        return self.rng.choice(kinds) if kinds else None
+
+    def happens(self, now: float, fault: WorldFault) -> bool:
+        """Whether world fault `fault` happens at this opportunity."""
+        chance = self.world.get(fault, 0.0)
+        return chance > 0 and self.active(now) and self.rng.random() < chance

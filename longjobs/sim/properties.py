@@ -1,0 +1,194 @@
+"""The promise as named properties, checked as the world changes, and the coverage of what was reached.
+
+`always` properties fail the seed at the step they break (`PropertyViolation`, raised out of the loop);
+`eventually` properties are checked once the seed ends (after its quiet period); `sometimes` names are
+coverage: a campaign reports the ones no seed reached.
+
+- `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
+  runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
+- `no_lapse`: a message whose execution runs its job is not received again, except by an injected
+  duplicate delivery or at SQS's 12 h limit.
+- `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
+  it, at the job's start and after every write to that lease.
+- `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
+  reason, and not both; nothing is left on the jobs or waiting queues.
+- `settled_in_time` (eventually): every job is settled by the bound derived from the settings.
+- `holds_freed` (eventually): every job lock and slot is free once no execution runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
+from longjobs.engine.lease.schema import EXECUTION_ATTR, STATUS_ATTR
+
+ALWAYS = (
+    "single_execution_per_message",
+    "single_execution_per_job",
+    "type_concurrency",
+    "no_lapse",
+    "held_while_running",
+)
+EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
+
+
+class PropertyViolation(BaseException):
+    """An `always` property broke: the seed stops here. A BaseException so that no handler of the code
+    under test can swallow it."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"{name}: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Violation:
+    property: str
+    detail: str
+    t: float  # virtual seconds since the seed's start
+    step: int
+
+
+@dataclass
+class Running:
+    """An execution running its job."""
+
+    arn: str
+    message_id: str
+    job_key: str
+    job_type: str
+
+
+@dataclass
+class Monitor:
+    """What the properties need to know, kept up to date by the world's hooks."""
+
+    limits: dict[str, int]  # job type -> max_concurrency
+    coverage: Counter[str] = field(default_factory=Counter)
+    running: dict[str, Running] = field(default_factory=dict)  # execution ARN -> its job run
+    by_message: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    by_job: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    succeeded: Counter[str] = field(default_factory=Counter)  # job key -> job runs that succeeded
+    dead_lettered: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    duplicates: set[str] = field(default_factory=set)  # message ids with an injected duplicate delivery due
+    planted: frozenset[str] = frozenset()
+
+    def reach(self, name: str, count: int = 1) -> None:
+        self.coverage[name] += count
+
+    # -- the job's runs -------------------------------------------------------------------------------------
+
+    def job_started(self, run: Running, lease: dict[str, Any] | None) -> None:
+        self.running[run.arn] = run
+        self.by_message[run.message_id].add(run.arn)
+        self.by_job[run.job_key].add(run.arn)
+        self.by_type[run.job_type].add(run.arn)
+        self.reach("job_started")
+        self._check_held(run, lease, "at its start")
+        if len(self.by_message[run.message_id]) > 1:
+            raise PropertyViolation(
+                "single_execution_per_message",
+                f"message {run.message_id} runs in {sorted(self.by_message[run.message_id])}",
+            )
+        if len(self.by_job[run.job_key]) > 1:
+            raise PropertyViolation(
+                "single_execution_per_job", f"job {run.job_key} runs in {sorted(self.by_job[run.job_key])}"
+            )
+        limit = self.limits.get(run.job_type)
+        if limit is not None and len(self.by_type[run.job_type]) > limit:
+            raise PropertyViolation(
+                "type_concurrency",
+                f"type {run.job_type} runs {len(self.by_type[run.job_type])} jobs, above its limit {limit}",
+            )
+
+    def job_ended(self, arn: str, *, succeeded: bool) -> None:
+        run = self.running.pop(arn, None)
+        if run is None:
+            return
+        self.by_message[run.message_id].discard(arn)
+        self.by_job[run.job_key].discard(arn)
+        self.by_type[run.job_type].discard(arn)
+        if succeeded:
+            self.succeeded[run.job_key] += 1
+
+    # -- SQS ------------------------------------------------------------------------------------------------
+
+    def received(self, message_id: str, *, now: float, hold_ends: float | None) -> None:
+        """A receive of `message_id`; `hold_ends`: the renew-until of its lease (the 12 h limit less the
+        margin, or the max renewal), when it has one."""
+        if message_id in self.duplicates:
+            self.duplicates.discard(message_id)
+            self.reach("duplicate_delivery_received")
+            return
+        if not self.by_message.get(message_id):
+            return
+        if hold_ends is not None and now >= hold_ends - 1:
+            self.reach("received_at_cap_while_running")
+            return
+        raise PropertyViolation(
+            "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
+        )
+
+    def dead_lettered_copy(self, job_key: str, attributes: dict[str, Any]) -> None:
+        self.dead_lettered[job_key].append(attributes)
+        self.reach("dead_lettered")
+
+    # -- the lease table ------------------------------------------------------------------------------------
+
+    def lease_written(self, key: str, item: dict[str, Any] | None) -> None:
+        if is_lock_key(key) or not self.by_message.get(key):
+            return
+        for arn in self.by_message[key]:
+            self._check_held(self.running[arn], item, "after a write to its lease")
+
+    def _check_held(self, run: Running, lease: dict[str, Any] | None, when: str) -> None:
+        status = lease.get(STATUS_ATTR, {}).get("S") if lease else None
+        named = lease.get(EXECUTION_ATTR, {}).get("S") if lease else None
+        if status != "ACTIVE" or named != run.arn:
+            raise PropertyViolation(
+                "held_while_running",
+                f"{run.arn} runs its job {when} while its lease is {status or 'absent'} naming {named}",
+            )
+
+    # -- the end --------------------------------------------------------------------------------------------
+
+    def final(
+        self,
+        *,
+        jobs: dict[str, str],
+        left_on_queues: Counter[str],
+        locks: dict[str, dict[str, Any]],
+        settled_in_time: bool,
+    ) -> list[tuple[str, str]]:
+        """The eventual properties at the end: (property, detail) for each that failed.
+
+        `jobs`: job key -> its expected end (`succeed` or `dlq`); `left_on_queues`: job key -> messages of
+        it still on the jobs or waiting queues; `locks`: the job locks and slots (key -> item)."""
+        failures: list[tuple[str, str]] = []
+        for key, expected in sorted(jobs.items()):
+            done, dead = self.succeeded[key] > 0, bool(self.dead_lettered.get(key))
+            if left_on_queues[key]:
+                continue  # not settled: reported below
+            if not done and not dead:
+                failures.append(("nothing_lost", f"job {key}: no message left, never succeeded, not in the DLQ"))
+            elif done and dead:
+                failures.append(("nothing_lost", f"job {key}: succeeded and also sent to the DLQ"))
+            elif dead:
+                for attributes in self.dead_lettered[key]:
+                    if "ErrorType" not in attributes or "ErrorMessage" not in attributes:
+                        failures.append(
+                            ("nothing_lost", f"job {key}: in the DLQ without a reason ({sorted(attributes)})")
+                        )
+            self.reach(f"ended_{'succeeded' if done else 'dlq'}_expected_{expected}")
+        unsettled = sorted(key for key, count in left_on_queues.items() if count)
+        if unsettled or not settled_in_time:
+            failures.append(("settled_in_time", f"not settled by the bound: {unsettled or 'executions still run'}"))
+        held = sorted(key for key, item in locks.items() if item.get(LOCK_STATE_ATTR, {}).get("S", FREE) != FREE)
+        if held and settled_in_time:
+            failures.append(("holds_freed", f"held after every execution ended: {held}"))
+        return failures

@@ -1,0 +1,174 @@
+"""What a seed sends: about 20 job messages across the job types, drawn from the seed by profile.
+
+Profiles: `standard` (wait and Spark jobs, one echo, one poison message, two messages of one job id),
+`admission` (mostly jobs of a type limited to 2 at once), `mixed` (both, the default). Durations run
+from seconds to, now and then, past SQS's 12 hours (the cap). A Spark job's attempts each succeed, fail
+with an `AnalysisException`, hang (heartbeats, never ends) or vanish (goes silent), by the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from longjobs.offline.resources import SPARK_TASK_TIMEOUT_S
+
+PROFILES = ("standard", "admission", "mixed")
+LIMITED_TYPE = "limited"
+LIMIT = 2
+SPARK_PARAMS = {
+    "input": "s3://raw-bucket/events/2026-01-01/",
+    "date": "2026-01-01",
+    "output": "s3://curated-bucket/events/",
+    "quarantine": "s3://quarantine-bucket/events/",
+}
+CATALOG = {
+    "job_types": [
+        {
+            "name": LIMITED_TYPE,
+            "runner": "wait",
+            "max_concurrency": LIMIT,
+            "description": "A wait job of a type limited to 2 at once (the simulation's admission type).",
+            "params_schema": {
+                "type": "object",
+                "required": ["seconds"],
+                "additionalProperties": False,
+                "properties": {
+                    "seconds": {"type": "integer", "minimum": 0, "maximum": 43_200},
+                    "fail": {"type": "boolean"},
+                },
+            },
+        }
+    ]
+}
+CATALOG_JSON = json.dumps(CATALOG, sort_keys=True)
+SETTINGS: dict[str, Any] = {"max_attempts": 3}
+MAX_ATTEMPTS = 3
+SPARK_HEARTBEAT_S = 60  # the rendered definition's HeartbeatSeconds
+TWELVE_HOURS_S = 43_200
+
+
+@dataclass(frozen=True)
+class SparkBehaviour:
+    kind: str  # ok | fail | hang | vanish
+    seconds: float
+
+
+@dataclass
+class JobPlan:
+    job_id: str
+    type: str
+    params: dict[str, Any]
+    send_at_s: float
+    spark: list[SparkBehaviour] = field(default_factory=list)  # one per attempt (the last repeats)
+    poison: bool = False  # a message the receiver must refuse: its params break the type's schema
+    message_ids: list[str] = field(default_factory=list)
+
+    @property
+    def body(self) -> str:
+        params = {"seconds": "soon"} if self.poison else self.params
+        return json.dumps({"job_id": self.job_id, "type": self.type, "params": params}, sort_keys=True)
+
+    @property
+    def expected(self) -> str:
+        """`succeed` or `dlq` if nothing went wrong but what the job itself does."""
+        if self.poison or self.params.get("fail"):
+            return "dlq"
+        if self.type == "spark":
+            return "succeed" if any(b.kind == "ok" for b in self.spark[:MAX_ATTEMPTS]) else "dlq"
+        if float(self.params.get("seconds", 0)) >= TWELVE_HOURS_S - 3_600:
+            return "dlq"  # held at most 12 h less a margin: capped on every attempt
+        return "succeed"
+
+    @property
+    def duration_s(self) -> float:
+        if self.type == "spark":
+            return max(b.seconds for b in self.spark)
+        return float(self.params.get("seconds", 0))
+
+    def spark_behaviour(self, attempt: int) -> SparkBehaviour:
+        return self.spark[min(attempt, len(self.spark)) - 1] if self.spark else SparkBehaviour("ok", 1.0)
+
+
+@dataclass
+class Workload:
+    jobs: list[JobPlan]
+    settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
+    spark_heartbeat_s: int = SPARK_HEARTBEAT_S
+
+    @property
+    def by_id(self) -> dict[str, JobPlan]:
+        return {job.job_id: job for job in self.jobs}
+
+    @property
+    def last_send_s(self) -> float:
+        return max((job.send_at_s for job in self.jobs), default=0.0)
+
+    @property
+    def settle_bound_s(self) -> float:
+        """How long after the quiet period every job must be settled: each attempt's job (held at most
+        12 h), its release delay and a redelivery, plus an hour."""
+        longest = max((job.duration_s for job in self.jobs), default=0.0)
+        if any(job.type == "spark" for job in self.jobs):  # a run that hangs ends at the step's timeout
+            longest = max(longest, SPARK_TASK_TIMEOUT_S)
+        longest = min(longest, TWELVE_HOURS_S)
+        per_attempt = longest + 900 + 2 * 180 + 2 * 60 + 600
+        return MAX_ATTEMPTS * per_attempt + 3_600
+
+
+def _duration(rng: random.Random) -> int:
+    """Mostly seconds to half an hour; now and then hours; rarely past the 12 h cap."""
+    draw = rng.random()
+    if draw < 0.02:
+        return TWELVE_HOURS_S
+    if draw < 0.08:
+        return int(math.exp(rng.uniform(math.log(3_600), math.log(6 * 3_600))))
+    return int(math.exp(rng.uniform(math.log(5), math.log(1_800))))
+
+
+def _spark(rng: random.Random) -> list[SparkBehaviour]:
+    behaviours = []
+    for _ in range(MAX_ATTEMPTS):
+        kind = rng.choices(("ok", "fail", "hang", "vanish"), weights=(75, 15, 3, 7))[0]
+        behaviours.append(SparkBehaviour(kind, float(_duration(rng) if kind != "hang" else 60)))
+    return behaviours
+
+
+def draw(seed: int, profile: str = "mixed") -> Workload:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
+    rng = random.Random(f"workload:{seed}:{profile}")
+    jobs: list[JobPlan] = []
+
+    def send_at() -> float:
+        return round(rng.uniform(0, 600), 3)
+
+    def add(kind: str, params: dict[str, Any], **extra: Any) -> JobPlan:
+        job = JobPlan(f"j{len(jobs):02d}", kind, params, send_at(), **extra)
+        jobs.append(job)
+        return job
+
+    standard = profile in ("standard", "mixed")
+    limited = profile in ("admission", "mixed")
+    for _ in range(rng.randint(6, 9) if standard else 2):
+        add("wait", {"seconds": _duration(rng)})
+    if standard:
+        for _ in range(rng.randint(0, 2)):
+            add("wait", {"seconds": rng.randint(5, 300), "fail": True})
+        for _ in range(rng.randint(2, 5)):
+            add("spark", dict(SPARK_PARAMS), spark=_spark(rng))
+        add("echo", {"text": "hello"})
+        add("wait", {}, poison=True)
+        twin = add("wait", {"seconds": rng.randint(30, 900)})
+        jobs.append(JobPlan(twin.job_id, "wait", dict(twin.params), send_at()))  # a second message of one job id
+    if limited:
+        for _ in range(rng.randint(3, 6) if standard else rng.randint(12, 18)):
+            params: dict[str, Any] = {"seconds": _duration(rng)}
+            if rng.random() < 0.1:
+                params["fail"] = True
+            add(LIMITED_TYPE, params)
+    jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
+    return Workload(jobs)

@@ -1,0 +1,691 @@
+"""One seed's world: the processor's real functions, the workflow as deployed and the simulated AWS,
+wired on one scheduler, with a workload and faults drawn from the seed.
+
+Actors (each a greenlet; `longjobs.sim.scheduler`):
+- the **event source mapping**: pollers that receive up to 10 visible messages of the jobs queue, invoke
+  the receiver (`longjobs.engine.receiver.service.receive` per record, as the handler's record handler),
+  and delete the records it reported done (partial batch response); an invocation that dies or hits the
+  function's timeout is a failed batch: nothing is deleted.
+- the **extender's schedule**: one invocation a period (`run_invocation`), late or skipped by the seed,
+  reserved concurrency 1 (a run still going when the next is due throttles it), killed at its timeout.
+- the **status-event rule**: each end of an execution reaches the watcher (`on_status_change`) late, lost,
+  duplicated or out of order, by the seed.
+- **executions** of the rendered workflow (`longjobs.sim.workflow`), started by StartExecution, killed by
+  StopExecution and at the state machine's timeout.
+- **Spark runs** behind the task-token step: they heartbeat, then succeed, fail, hang or vanish.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from longjobs.engine.aws import CLIENT_CONFIG
+from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.extender.service import Extender
+from longjobs.engine.jobs import JobCatalog, load_catalog
+from longjobs.engine.lease import LeaseStore, table_definition
+from longjobs.engine.lease.lock import is_lock_key
+from longjobs.engine.observability import logger
+from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.admission import admit_all
+from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.service import Watcher, on_status_change
+from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
+from longjobs.sim.clients import SimClient
+from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
+from longjobs.sim.properties import Monitor, PropertyViolation, Running, Violation
+from longjobs.sim.scheduler import Group, Scheduler, Signal, VirtualClock
+from longjobs.sim.trace import Trace
+from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
+from longjobs.sim.workload import JobPlan, SparkBehaviour, Workload
+
+START = 1_700_000_000.0
+CLIENT_ATTEMPTS = int(CLIENT_CONFIG.retries["max_attempts"])  # type: ignore[attr-defined]  # the functions' clients (engine/aws.py)
+TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
+TOKEN_QUEUE = "spark-tokens"
+STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
+JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
+AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
+QUEUE_VT_S = 180  # the stack's queue visibility timeout
+QUEUE_RETENTION_S = 4 * 86_400
+ESM_BATCH = 10
+ESM_POLLERS = 2
+ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
+EXTENDER_TIMEOUT_S = 90.0  # longjobs.construct.constants.EXTENDER_TIMEOUT
+WATCHER_TIMEOUT_S = 30.0  # longjobs.construct.constants.WATCHER_TIMEOUT
+SPARK_PICKUP_S = (0.5, 5.0)
+SPARK_ERROR = "AnalysisException"
+EVENT_DELAY_S = (0.2, 3.0)
+EVENT_LATE_S = (30.0, 600.0)
+RESOURCES = {
+    "arn:aws:states:::dynamodb:getItem": ("dynamodb", "get_item"),
+    "arn:aws:states:::dynamodb:updateItem": ("dynamodb", "update_item"),
+    "arn:aws:states:::aws-sdk:sqs:deleteMessage": ("sqs", "delete_message"),
+    "arn:aws:states:::aws-sdk:sqs:changeMessageVisibility": ("sqs", "change_message_visibility"),
+    "arn:aws:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "send_message"),
+}
+SDK_SQS_ERRORS = {  # SQS codes as the AWS SDK integration names them (`Sqs.<Exception>`)
+    "ReceiptHandleIsInvalid": "Sqs.ReceiptHandleIsInvalidException",
+    "MessageNotInflight": "Sqs.MessageNotInflightException",
+    "NonExistentQueue": "Sqs.QueueDoesNotExistException",
+    "QueueDoesNotExist": "Sqs.QueueDoesNotExistException",
+    "RequestThrottled": "Sqs.RequestThrottledException",
+}
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    violation: Violation | None
+    coverage: Counter[str]
+    virtual_h: float
+    steps: int
+    requests: int
+    trace: Trace | None = field(default=None, repr=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.violation is not None
+
+
+class Integrations:
+    """The workflow's Task resources, through the workflow's own clients (Step Functions' calls)."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def resources(self) -> set[str]:
+        return set(RESOURCES)
+
+    def invoke(self, resource: str, parameters: Any, context: ExecutionContext) -> Any:
+        service, operation = RESOURCES[resource]
+        client = self._world.workflow_clients[service]
+        if resource.endswith(".waitForTaskToken"):
+            return self._task_token(client, parameters, context)
+        try:
+            return client.call(operation, dict(parameters))
+        except ClientError as exc:
+            raise _states_error(service, exc, sdk=":aws-sdk:" in resource) from None
+        except BotoCoreError as exc:
+            raise StatesError("States.TaskFailed", str(exc)) from None
+
+    def _task_token(self, client: SimClient, parameters: Any, context: ExecutionContext) -> Any:
+        world = self._world
+        token = context.task_token or ""
+        task = TokenTask(world.scheduler)
+        world.aws.stepfunctions.tasks[token] = task
+        try:
+            try:
+                client.call(
+                    "send_message",
+                    {"QueueUrl": parameters["QueueUrl"], "MessageBody": json.dumps(parameters["MessageBody"])},
+                )
+            except ClientError as exc:
+                raise _states_error("sqs", exc, sdk=False) from None
+            except BotoCoreError as exc:
+                raise StatesError("States.TaskFailed", str(exc)) from None
+            world.spark_task_sent(token, parameters["MessageBody"])
+            return task.wait(timeout_s=context.timeout_s, heartbeat_s=context.heartbeat_s)
+        finally:
+            task.closed = True
+
+
+class TokenTask:
+    """A task-token task waiting for SendTaskSuccess/Failure, under its timeout and heartbeat timeout."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+        self.closed = False
+        self._done = Signal()
+        self._last_beat = scheduler.now()
+
+    def succeed(self, output: str) -> None:
+        self._scheduler.set(self._done, ("ok", json.loads(output)))
+
+    def fail(self, error: str, cause: str) -> None:
+        self._scheduler.set(self._done, ("error", StatesError(error, cause)))
+
+    def heartbeat(self) -> None:
+        self._last_beat = self._scheduler.now()
+
+    def wait(self, *, timeout_s: float | None, heartbeat_s: float | None) -> Any:
+        scheduler = self._scheduler
+        deadline = scheduler.now() + (timeout_s if timeout_s is not None else 99_999_999)
+        while True:
+            beat_deadline = self._last_beat + heartbeat_s if heartbeat_s is not None else deadline
+            try:
+                kind, value = scheduler.wait_for(self._done, max(0.0, min(deadline, beat_deadline) - scheduler.now()))
+            except TimeoutError:
+                now = scheduler.now()
+                if now >= deadline:
+                    raise StatesError("States.Timeout", "the task ran past its TimeoutSeconds") from None
+                if heartbeat_s is not None and now >= self._last_beat + heartbeat_s:
+                    raise StatesError("States.HeartbeatTimeout", "no heartbeat within HeartbeatSeconds") from None
+                continue
+            if kind == "error":
+                raise value
+            return value
+
+
+def _states_error(service: str, exc: ClientError, *, sdk: bool) -> StatesError:
+    """A service error as the Task state reports it: `DynamoDB.<Code>` for the optimized DynamoDB
+    integration, `Sqs.<Exception>` for the AWS SDK one (generic `Sqs.SqsException` for the rest)."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", "")).removeprefix("AWS.SimpleQueueService.")
+    cause = str(error.get("Message", ""))
+    if service == "dynamodb":
+        return StatesError(f"DynamoDB.{code}", cause)
+    if sdk:
+        return StatesError(SDK_SQS_ERRORS.get(code, "Sqs.SqsException"), cause)
+    return StatesError(f"SQS.{code}", cause)
+
+
+class Recorder:
+    """The functions' metrics sink: each metric name counts as coverage."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self._monitor = monitor
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self._monitor.reach(f"metric:{name}")
+
+    def add_type_metric(self, name: str, unit: str, value: float, job_type: str) -> None:
+        self._monitor.reach(f"metric:{name}")
+
+
+class World:
+    """One seed, built and run."""
+
+    def __init__(
+        self,
+        seed: int,
+        workload: Workload,
+        definition: dict[str, Any],
+        catalog_json: str,
+        *,
+        faults: FaultPlan,
+        execution_timeout_s: float,
+        keep_calls: bool = True,
+    ) -> None:
+        self.seed = seed
+        self.workload = workload
+        self.faults = faults
+        self.execution_timeout_s = execution_timeout_s
+        self.scheduler = scheduler = Scheduler(START)
+        self.clock = VirtualClock(scheduler)
+        self.trace = Trace(scheduler.now, START, keep_calls=keep_calls)
+        self.rng = random.Random(f"world:{seed}")
+        self.catalog = JobCatalog(list(load_catalog(json.loads(catalog_json))))
+        self.monitor = Monitor(limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency})
+        self.aws = aws = FakeAws(
+            self.clock, random.Random(f"sqs:{seed}"), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN
+        )
+        self.dlq = aws.sqs.create_queue("jobs-dlq", visibility_timeout_s=30)
+        self.queue = aws.sqs.create_queue("jobs", visibility_timeout_s=QUEUE_VT_S)
+        self.token_queue = aws.sqs.create_queue(TOKEN_QUEUE, visibility_timeout_s=30)
+        self.waiting: dict[str, FakeQueue] = {
+            name: aws.sqs.create_queue(f"jobs-waiting-{name}", visibility_timeout_s=QUEUE_VT_S)
+            for name in self.monitor.limits
+        }
+        values: dict[str, Any] = {
+            "table_name": TABLE,
+            "queue_url": self.queue.url,
+            "dlq_url": self.dlq.url,
+            "state_machine_arn": STATE_MACHINE_ARN,
+            **workload.settings,
+        }
+        if self.waiting:
+            values["waiting_queues"] = json.dumps({name: queue.url for name, queue in self.waiting.items()})
+        self.settings = settings = Settings.load(values)
+        backstop = settings.redrive_max_receives(QUEUE_RETENTION_S)
+        for queue in (self.queue, *self.waiting.values()):
+            queue.redrive = (self.dlq, backstop)
+        aws.sqs.on_receive = self._on_receive
+        aws.sqs.on_dead_letter = self._on_dead_letter
+        aws.dynamodb.on_store = self.monitor.lease_written
+        aws.stepfunctions.on_start = self._on_start
+        aws.stepfunctions.on_stop = self._on_stop
+        self.workflow_clients = {name: self._client(name, "workflow") for name in ("sqs", "dynamodb")}
+        self.interpreter = Interpreter(definition, Integrations(self), scheduler)
+        self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
+        self.extender_busy = False
+        self.lost_runs = 0  # scheduled extender runs lost in a row (see _extender_due)
+        self.violation: Violation | None = None
+        self._build_functions()
+
+    # -- wiring ---------------------------------------------------------------------------------------------
+
+    def _client(self, service: str, actor: str) -> Any:
+        backend = {"sqs": self.aws.sqs, "dynamodb": self.aws.dynamodb, "stepfunctions": self.aws.stepfunctions}[service]
+
+        def observe(service: str, operation: str, fault: CallFault | None) -> None:
+            self.monitor.reach(f"call:{actor}:{service}.{operation}")
+            if fault is not None:
+                self.monitor.reach(f"fault:{fault.value}:{service}.{operation}")
+
+        def refused(service: str, operation: str, params: dict[str, Any], code: str) -> None:
+            if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+                self.monitor.reach(f"fenced:{actor}:{operation}")
+            else:
+                self.monitor.reach(f"refused:{actor}:{service}.{operation}:{code}")
+
+        return SimClient(
+            service,
+            backend,
+            actor=actor,
+            scheduler=self.scheduler,
+            faults=self.faults,
+            trace=self.trace,
+            observe=observe,
+            refused=refused,
+            max_attempts=1 if actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
+            socket_timeouts=actor != "workflow",
+        )
+
+    def _build_functions(self) -> None:
+        settings, clock = self.settings, self.clock
+        policy = build_policy(settings)
+        executor = cast(Any, self.scheduler)  # `map` on actors: the engine's parallel calls, interleaved
+        metrics = Recorder(self.monitor)
+
+        def clients(actor: str) -> tuple[Any, Any, Any]:
+            return self._client("sqs", actor), self._client("dynamodb", actor), self._client("stepfunctions", actor)
+
+        def receiver(actor: str) -> Receiver:
+            sqs, dynamodb, stepfunctions = clients(actor)
+            return Receiver(
+                settings=settings,
+                policy=policy,
+                store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
+                sqs=sqs,
+                visibility=VisibilityClient(sqs, clock=clock),
+                stepfunctions=stepfunctions,
+                clock=clock,
+                rng=random.Random(f"{actor}:{self.seed}"),
+                catalog=self.catalog,
+                metrics=metrics,
+            )
+
+        self.receiver = receiver("receiver")
+        sqs, dynamodb, stepfunctions = clients("extender")
+        admitter = receiver("extender")
+        self.extender = Extender(
+            settings=settings,
+            policy=policy,
+            store=LeaseStore(
+                dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s, executor=executor
+            ),
+            visibility=VisibilityClient(sqs, clock=clock, executor=executor),
+            sqs=sqs,
+            clock=clock,
+            executor=executor,
+            stepfunctions=stepfunctions,
+            rng=random.Random(f"extender:{self.seed}:backoff"),
+            admit=(lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)) if self.waiting else None,
+        )
+        sqs, dynamodb, _ = clients("watcher")
+        watcher_admitter = receiver("watcher")
+        self.watcher = Watcher(
+            store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
+            visibility=VisibilityClient(sqs, clock=clock),
+            clock=clock,
+            state_machine_arn=STATE_MACHINE_ARN,
+            admit=(lambda name: admit_all(watcher_admitter, only=name)) if self.waiting else None,
+        )
+
+    # -- running --------------------------------------------------------------------------------------------
+
+    def run(self) -> SeedResult:
+        level = logger.log_level
+        logger.setLevel(logging.CRITICAL)  # the functions log every decision; the trace is what is kept
+        try:
+            self._start()
+            limit = self.faults.quiet_at + self.workload.settle_bound_s
+            try:
+                self.scheduler.run(until=limit, stop=self._settled)
+            except PropertyViolation as exc:
+                self._violate(exc.name, exc.detail)
+            if self.violation is None:
+                self._finish(settled_in_time=self._settled())
+        finally:
+            logger.setLevel(level)
+        return SeedResult(
+            seed=self.seed,
+            violation=self.violation,
+            coverage=self.monitor.coverage,
+            virtual_h=round((self.scheduler.now() - START) / 3600, 3),
+            steps=self.scheduler.steps,
+            requests=self.aws.requests,
+            trace=self.trace,
+        )
+
+    def _violate(self, name: str, detail: str) -> None:
+        self.violation = Violation(name, detail, round(self.scheduler.now() - START, 6), self.scheduler.steps)
+        self.trace.event("checker", "violation", property=name, detail=detail)
+
+    def _start(self) -> None:
+        for job in self.workload.jobs:
+            self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
+        for index in range(ESM_POLLERS):
+            self.scheduler.spawn(lambda index=index: self._poller(index))  # type: ignore[misc]
+        self._schedule_extender(0)
+
+    def _settled(self) -> bool:
+        if self.scheduler.now() < START + self.workload.last_send_s:
+            return False
+        if any(queue.messages for queue in (self.queue, *self.waiting.values())):
+            return False
+        return not any(e.status == "RUNNING" for e in self.aws.stepfunctions.executions.values())
+
+    def _finish(self, *, settled_in_time: bool) -> None:
+        left: Counter[str] = Counter()
+        for queue in (self.queue, *self.waiting.values()):
+            for message in queue.messages.values():
+                left[message.job_key or message.message_id] += 1
+        locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
+        expected = {job.job_id: job.expected for job in self.workload.jobs}
+        for name, detail in self.monitor.final(
+            jobs=expected, left_on_queues=left, locks=locks, settled_in_time=settled_in_time
+        ):
+            self._violate(name, detail)
+            return
+
+    # -- the producer and SQS's own faults --------------------------------------------------------------------
+
+    def _send(self, job: JobPlan) -> None:
+        message_id = self.aws.sqs.put(self.queue, job.body)
+        job.message_ids.append(message_id)
+        self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
+
+    def _on_receive(self, queue: FakeQueue, message: Message) -> None:
+        now = self.scheduler.now()
+        self.trace.event("sqs", "delivered", message_id=message.message_id, receive_count=message.receive_count)
+        lease = self.aws.dynamodb.items.get(message.message_id, {})
+        hold_ends = float(lease["renew_until"]["N"]) if "renew_until" in lease else None
+        self.monitor.received(message.message_id, now=now, hold_ends=hold_ends)
+        if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
+            # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
+            self.monitor.duplicates.add(message.message_id)
+            self.monitor.reach("duplicate_delivery_injected")
+            queue.hide(message, now + self.rng.uniform(0.5, 10.0))
+
+    def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
+        self.monitor.dead_lettered_copy(message.job_key or message.message_id, dict(message.attributes))
+        self.trace.event("sqs", "dead_lettered", message_id=message.message_id, attributes=sorted(message.attributes))
+
+    # -- the event source mapping -----------------------------------------------------------------------------
+
+    def _poller(self, index: int) -> None:
+        scheduler, queue = self.scheduler, self.queue
+        while True:
+            queue.refresh()
+            if not queue.visible_count:
+                next_visible = queue.next_visible_at()
+                wait = ESM_IDLE_S if next_visible is None else min(ESM_IDLE_S, next_visible - scheduler.now())
+                scheduler.sleep(max(wait, 0.05))
+                continue
+            self.aws.calls["sqs.ReceiveMessage"] += 1
+            messages = self.aws.sqs.receive(queue, ESM_BATCH)
+            if not messages:
+                continue
+            done = self._invoke_receiver(index, messages)
+            if done:
+                self.aws.sqs.delete_message_batch(
+                    QueueUrl=queue.url, Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done)]
+                )
+
+    def _invoke_receiver(self, poller: int, messages: list[dict[str, Any]]) -> list[str]:
+        """One invocation of the receiver on a batch: the handles it reported done (none if it died)."""
+        scheduler = self.scheduler
+        group = Group(f"receiver:{poller}:{scheduler.steps}")
+        finished = Signal()
+        done: list[str] = []
+
+        def invocation() -> None:
+            try:
+                for message in messages:
+                    delivery = as_delivery(message, self.queue.arn)
+                    try:
+                        outcome = receive(self.receiver, delivery)
+                    except Exception as exc:
+                        self.monitor.reach(f"receiver:raised:{type(exc).__name__}")
+                        continue
+                    self.monitor.reach(f"receiver:{outcome.value}")
+                    if outcome is Outcome.INLINE_DONE:
+                        self.monitor.succeeded[_job_key(delivery.body)] += 1
+                    self.trace.event("receiver", "outcome", message_id=delivery.message_id, outcome=outcome.value)
+                    if not outcome.deferred:
+                        done.append(delivery.receipt_handle)
+                scheduler.set(finished, True)
+            finally:
+                if not finished.is_set:
+                    scheduler.set(finished, False)
+
+        scheduler.spawn(invocation, group=group)
+        self._arm_timeout(group, self.settings.receiver_timeout_s, "receiver")
+        completed = scheduler.wait_for(finished)
+        return done if completed else []
+
+    def _arm_timeout(self, group: Group, timeout_s: float, actor: str) -> None:
+        def expire() -> None:
+            if any(not task.dead for task in group.members):
+                self.monitor.reach(f"timeout:{actor}")
+                self.trace.event(actor, "timed_out", group=group.name)
+                self.scheduler.kill(group)
+
+        if not group.protected and self.faults.happens(self.scheduler.now(), WorldFault.FUNCTION_TIMEOUT):
+            timeout_s = self.rng.uniform(0.01, timeout_s)  # the invocation hits its timeout half-way
+        self.scheduler.call_at(self.scheduler.now() + timeout_s, expire)
+
+    # -- the extender's schedule ------------------------------------------------------------------------------
+
+    def _schedule_extender(self, index: int) -> None:
+        period = self.settings.extender_period_s
+        due = START + index * period
+        late = self.rng.uniform(0, period) if self.faults.happens(due, WorldFault.EXTENDER_LATE) else 0.0
+        self.scheduler.call_at(due + late, lambda: self._extender_due(index))
+
+    def _extender_due(self, index: int) -> None:
+        """One scheduled run. Faults stay within what the design survives: once
+        `adaptive_lost_runs_survived` runs in a row were lost (skipped, throttled, dead, timed out, or a
+        pass that could not renew what was due), the next one runs clean (it may still be a period late)."""
+        self._schedule_extender(index + 1)
+        protected = self.lost_runs >= self.settings.adaptive_lost_runs_survived
+        if not protected and self.faults.happens(self.scheduler.now(), WorldFault.EXTENDER_SKIPPED):
+            self.monitor.reach("extender:skipped")
+            self.lost_runs += 1
+            return
+        if self.extender_busy:
+            self.monitor.reach("extender:throttled_by_reserved_concurrency")
+            self.lost_runs += 1
+            return
+        self.extender_busy = True
+        group = Group(f"extender:{index}", protected=protected)
+        began = self.scheduler.now()
+
+        def invocation() -> None:
+            clean = False
+            try:
+                report = run_invocation(
+                    self.extender,
+                    remaining_ms=lambda: int((began + EXTENDER_TIMEOUT_S - self.scheduler.now()) * 1000),
+                )
+                for part in (report.renewal, report.reconcile):
+                    for item in fields(part):
+                        value = getattr(part, item.name)
+                        if isinstance(value, int) and value > 0:
+                            self.monitor.reach(f"extender:{item.name}", value)
+                if report.failed_passes:
+                    self.monitor.reach("extender:failed_passes", report.failed_passes)
+                renewal = report.renewal
+                clean = not (report.failed_passes or renewal.given_up or renewal.failed or renewal.record_failures)
+            finally:
+                self.extender_busy = False
+                self.lost_runs = 0 if clean else self.lost_runs + 1
+
+        self.scheduler.spawn(invocation, group=group)
+        self._arm_timeout(group, EXTENDER_TIMEOUT_S, "extender")
+
+    # -- Step Functions: executions, status events -------------------------------------------------------------
+
+    def _on_start(self, execution: Execution) -> None:
+        group = Group(f"execution:{execution.name}")
+        self.groups[execution.arn] = group
+        self.trace.event("stepfunctions", "execution_started", execution=execution.name)
+        self.monitor.reach("execution_started")
+        self.scheduler.spawn(lambda: self._execute(execution), group=group)
+        self.scheduler.call_at(self.scheduler.now() + self.execution_timeout_s, lambda: self._time_out(execution))
+
+    def _execute(self, execution: Execution) -> None:
+        context = ExecutionContext(
+            execution.arn, execution.started, on_enter=lambda name: self._entered(execution, name)
+        )
+        outcome = self.interpreter.run(execution.input, context, random.Random(f"{execution.arn}:{self.seed}"))
+        self.groups.pop(execution.arn, None)  # it ends by itself: nothing to kill
+        for visit in context.visits:
+            if visit.startswith(("catch:", "retry:")):
+                self.monitor.reach(f"workflow:{visit}")
+        self.monitor.reach(f"workflow:end:{outcome.status}:{outcome.error}")
+        if execution.status == "RUNNING":
+            self.aws.stepfunctions.end(execution, outcome.status, outcome.error, outcome.cause)
+
+    def _entered(self, execution: Execution, state: str) -> None:
+        if state == JOB_STATE:
+            job = execution.input["job"]
+            run = Running(execution.arn, execution.input["message_id"], str(job["job_id"]), str(job["type"]))
+            self.trace.event("workflow", "job_started", execution=execution.name)
+            self.monitor.job_started(run, self.aws.dynamodb.items.get(run.message_id))
+        elif state in AFTER_JOB_STATES and execution.arn in self.monitor.running:
+            succeeded = state == "ReadLease"
+            self.trace.event("workflow", "job_ended", execution=execution.name, succeeded=succeeded)
+            self.monitor.job_ended(execution.arn, succeeded=succeeded)
+
+    def _time_out(self, execution: Execution) -> None:
+        if execution.status == "RUNNING":
+            self.monitor.reach("execution_timed_out")
+            self.aws.stepfunctions.end(execution, "TIMED_OUT", "States.Timeout", "the execution ran past its timeout")
+
+    def _on_stop(self, execution: Execution) -> None:
+        self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
+        if execution.arn in self.monitor.running:
+            self.trace.event("workflow", "job_ended", execution=execution.name, succeeded=False)
+            self.monitor.job_ended(execution.arn, succeeded=False)
+        group = self.groups.get(execution.arn)
+        if group is not None:
+            group.killed = True  # it stops where it waits, at once (StopExecution, the execution's timeout)
+            self.scheduler.call_at(self.scheduler.now(), lambda: self.scheduler.kill(group))
+        self._status_events(execution)
+
+    def _status_events(self, execution: Execution) -> None:
+        now = self.scheduler.now()
+        if self.faults.happens(now, WorldFault.EVENT_LOST):
+            self.monitor.reach("status_event:lost")
+            return
+        copies = 2 if self.faults.happens(now, WorldFault.EVENT_DUPLICATED) else 1
+        for _ in range(copies):
+            late = self.faults.happens(now, WorldFault.EVENT_LATE)
+            delay = self.rng.uniform(*(EVENT_LATE_S if late else EVENT_DELAY_S))
+            if late:
+                self.monitor.reach("status_event:late")
+            change = ExecutionStatusChange(
+                executionArn=execution.arn,
+                stateMachineArn=STATE_MACHINE_ARN,
+                name=execution.name,
+                status=execution.status,
+                error=execution.error,
+                cause=execution.cause,
+            )
+            self.scheduler.spawn(lambda change=change: self._watch(change), at=now + delay, group=Group("watcher"))  # type: ignore[misc]
+        if copies > 1:
+            self.monitor.reach("status_event:duplicated")
+
+    def _watch(self, change: ExecutionStatusChange) -> None:
+        group = self.scheduler.group_of_current()
+        if group is not None:
+            self._arm_timeout(group, WATCHER_TIMEOUT_S, "watcher")
+        try:
+            outcome = on_status_change(self.watcher, change)
+        except Exception as exc:
+            self.monitor.reach(f"watcher:raised:{type(exc).__name__}")
+            return
+        self.monitor.reach(f"watcher:{outcome.value}")
+
+    # -- Spark runs -----------------------------------------------------------------------------------------
+
+    def spark_task_sent(self, token: str, body: dict[str, Any]) -> None:
+        job = self.workload.by_id[str(body["job"]["job_id"])]
+        behaviour = job.spark_behaviour(int(body["attempt"]))
+        if self.faults.active(self.scheduler.now()):
+            if self.faults.happens(self.scheduler.now(), WorldFault.JOB_HANGS):
+                behaviour = SparkBehaviour("hang", behaviour.seconds)
+            elif self.faults.happens(self.scheduler.now(), WorldFault.JOB_VANISHES):
+                behaviour = SparkBehaviour("vanish", behaviour.seconds)
+        self.monitor.reach(f"spark:{behaviour.kind}")
+        at = self.scheduler.now() + self.rng.uniform(*SPARK_PICKUP_S)
+        self.scheduler.spawn(lambda: self._spark_run(token, behaviour), at=at, group=Group(f"spark:{token}"))
+
+    def _spark_run(self, token: str, behaviour: SparkBehaviour) -> None:
+        client = self._client("stepfunctions", "spark")
+        every = self.workload.spark_heartbeat_s / 3  # the offline worker's: a third of the step's timeout
+        left = behaviour.seconds
+        while left > 0 or behaviour.kind == "hang":
+            step = min(every, left) if behaviour.kind != "hang" else every
+            self.scheduler.sleep(step)
+            left -= step
+            if behaviour.kind == "vanish" and left <= behaviour.seconds / 2:
+                self.trace.event("spark", "vanished", token=token)
+                return
+            try:
+                client.call("send_task_heartbeat", {"taskToken": token})
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
+                    self.trace.event("spark", "run_stopped", token=token)
+                    self.monitor.reach("spark:stopped_by_closed_task")
+                    return
+            except BotoCoreError:
+                pass
+        for _ in range(5):
+            try:
+                if behaviour.kind == "fail":
+                    client.call(
+                        "send_task_failure",
+                        {"taskToken": token, "error": SPARK_ERROR, "cause": "[TABLE_OR_VIEW_NOT_FOUND] events"},
+                    )
+                else:
+                    client.call("send_task_success", {"taskToken": token, "output": json.dumps({"rows": 10})})
+                return
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
+                    return
+                self.scheduler.sleep(1.0)
+            except BotoCoreError:
+                self.scheduler.sleep(1.0)
+
+
+def as_delivery(message: dict[str, Any], source_arn: str) -> Delivery:
+    """A received message as the event source mapping hands it to the receiver."""
+    return Delivery(
+        message_id=message["MessageId"],
+        receipt_handle=message["ReceiptHandle"],
+        body=message["Body"],
+        receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
+        source_arn=source_arn,
+        message_attributes=message["MessageAttributes"],
+    )
+
+
+def _job_key(body: str) -> str:
+    try:
+        return str(json.loads(body)["job_id"])
+    except (ValueError, KeyError, TypeError):
+        return ""
