@@ -119,8 +119,8 @@ class Monitor:
     # -- SQS ------------------------------------------------------------------------------------------------
 
     def received(self, message_id: str, *, now: float, hold_ends: float | None) -> None:
-        """A receive of `message_id`; `hold_ends`: the renew-until of its lease (the 12 h limit less the
-        margin, or the max renewal), when it has one."""
+        """A receive of `message_id` at `now`; `hold_ends`: the renew-until of its lease (the 12 h limit
+        less the margin, or the max renewal), when it has one (both in seconds since the seed's start)."""
         if message_id in self.duplicates:
             self.duplicates.discard(message_id)
             self.reach("duplicate_delivery_received")

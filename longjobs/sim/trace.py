@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 
-def _plain(value: Any) -> Any:
-    return str(value)
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, default=str, separators=(",", ":"))
 
 
 class Trace:
@@ -24,7 +24,7 @@ class Trace:
         self._clock = clock
         self._start = start
         self.keep_calls = keep_calls
-        self.records: list[dict[str, Any]] = []
+        self.records: list[str] = []  # serialized when recorded: a dict the code mutates later stays as it was
 
     def _at(self) -> float:
         return round(self._clock() - self._start, 6)
@@ -51,14 +51,11 @@ class Trace:
             record["answer"] = answer
         if fault is not None:
             record["fault"] = str(fault)
-        self.records.append(record)
+        self.records.append(_line(record))
 
     def event(self, actor: str, event: str, **details: Any) -> None:
-        self.records.append({"t": self._at(), "actor": actor, "event": event, **details})
-
-    def lines(self) -> list[str]:
-        return [json.dumps(record, sort_keys=True, default=_plain, separators=(",", ":")) for record in self.records]
+        self.records.append(_line({"t": self._at(), "actor": actor, "event": event, **details}))
 
     def write(self, out: TextIO) -> None:
-        for line in self.lines():
+        for line in self.records:
             out.write(line + "\n")

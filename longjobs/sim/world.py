@@ -393,6 +393,7 @@ class World:
             for message in queue.messages.values():
                 left[message.job_key or message.message_id] += 1
         locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
+        self.trace.event("world", "end", settled=settled_in_time, left=dict(sorted(left.items())))
         expected = {job.job_id: job.expected for job in self.workload.jobs}
         for name, detail in self.monitor.final(
             jobs=expected, left_on_queues=left, locks=locks, settled_in_time=settled_in_time
@@ -409,10 +410,19 @@ class World:
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
         now = self.scheduler.now()
-        self.trace.event("sqs", "delivered", message_id=message.message_id, receive_count=message.receive_count)
         lease = self.aws.dynamodb.items.get(message.message_id, {})
-        hold_ends = float(lease["renew_until"]["N"]) if "renew_until" in lease else None
-        self.monitor.received(message.message_id, now=now, hold_ends=hold_ends)
+        hold_ends = float(lease["renew_until"]["N"]) - START if "renew_until" in lease else None
+        self.trace.event(
+            "sqs",
+            "delivered",
+            queue=queue.name,
+            message_id=message.message_id,
+            job_id=message.job_key,
+            receive_count=message.receive_count,
+            duplicate=message.message_id in self.monitor.duplicates,
+            hold_ends=hold_ends,
+        )
+        self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends)
         if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
             # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
             self.monitor.duplicates.add(message.message_id)
@@ -421,7 +431,8 @@ class World:
 
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
         self.monitor.dead_lettered_copy(message.job_key or message.message_id, dict(message.attributes))
-        self.trace.event("sqs", "dead_lettered", message_id=message.message_id, attributes=sorted(message.attributes))
+        reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
+        self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=message.job_key, reason=reason)
 
     # -- the event source mapping -----------------------------------------------------------------------------
 
@@ -463,7 +474,13 @@ class World:
                     self.monitor.reach(f"receiver:{outcome.value}")
                     if outcome is Outcome.INLINE_DONE:
                         self.monitor.succeeded[_job_key(delivery.body)] += 1
-                    self.trace.event("receiver", "outcome", message_id=delivery.message_id, outcome=outcome.value)
+                    self.trace.event(
+                        "receiver",
+                        "outcome",
+                        message_id=delivery.message_id,
+                        job_id=_job_key(delivery.body),
+                        outcome=outcome.value,
+                    )
                     if not outcome.deferred:
                         done.append(delivery.receipt_handle)
                 scheduler.set(finished, True)
@@ -563,12 +580,17 @@ class World:
         if state == JOB_STATE:
             job = execution.input["job"]
             run = Running(execution.arn, execution.input["message_id"], str(job["job_id"]), str(job["type"]))
-            self.trace.event("workflow", "job_started", execution=execution.name)
+            self.trace.event(
+                "workflow", "job_started", execution=execution.name, message_id=run.message_id, job_id=run.job_key
+            )
             self.monitor.job_started(run, self.aws.dynamodb.items.get(run.message_id))
         elif state in AFTER_JOB_STATES and execution.arn in self.monitor.running:
-            succeeded = state == "ReadLease"
-            self.trace.event("workflow", "job_ended", execution=execution.name, succeeded=succeeded)
-            self.monitor.job_ended(execution.arn, succeeded=succeeded)
+            self._job_ended(execution, succeeded=state == "ReadLease")
+
+    def _job_ended(self, execution: Execution, *, succeeded: bool) -> None:
+        job_id = str(execution.input["job"]["job_id"])
+        self.trace.event("workflow", "job_ended", execution=execution.name, job_id=job_id, succeeded=succeeded)
+        self.monitor.job_ended(execution.arn, succeeded=succeeded)
 
     def _time_out(self, execution: Execution) -> None:
         if execution.status == "RUNNING":
@@ -578,8 +600,7 @@ class World:
     def _on_stop(self, execution: Execution) -> None:
         self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
         if execution.arn in self.monitor.running:
-            self.trace.event("workflow", "job_ended", execution=execution.name, succeeded=False)
-            self.monitor.job_ended(execution.arn, succeeded=False)
+            self._job_ended(execution, succeeded=False)
         group = self.groups.get(execution.arn)
         if group is not None:
             group.killed = True  # it stops where it waits, at once (StopExecution, the execution's timeout)
