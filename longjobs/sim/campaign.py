@@ -122,15 +122,23 @@ class CampaignReport:
         }
 
 
-def campaign(seeds: int, *, first: int = 0, profile: str = "mixed", workers: int | None = None) -> CampaignReport:
-    """Run `seeds` seeds from `first`, on `workers` processes (every core by default)."""
+def campaign(
+    seeds: int, *, first: int = 0, profile: str = "mixed", workers: int | None = None, stop_on_failure: bool = False
+) -> CampaignReport:
+    """Run `seeds` seeds from `first`, on `workers` processes (every core by default). With one worker
+    the seeds run in this process (what a test's patches apply to); `stop_on_failure` then ends the
+    campaign at its first failed seed."""
     began = time.monotonic()
     workflow = deployed_workflow()
     report = CampaignReport(seeds=seeds, first=first, profile=profile)
     numbers = range(first, first + seeds)
     workers = workers or min(os.cpu_count() or 1, seeds)
     if workers <= 1:
-        summaries = [_summary(seed, profile) for seed in numbers]
+        summaries = []
+        for seed in numbers:
+            summaries.append(_summary(seed, profile))
+            if stop_on_failure and summaries[-1].property is not None:
+                break
     else:
         context = multiprocessing.get_context("spawn")  # no fork of a process that ran the CDK's node
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_use, initargs=(workflow,)) as pool:

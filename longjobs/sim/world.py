@@ -44,6 +44,7 @@ from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Mes
 from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.properties import Monitor, PropertyViolation, Running, Violation
+from longjobs.sim.realclock import virtual_time
 from longjobs.sim.scheduler import Group, Scheduler, Signal, VirtualClock
 from longjobs.sim.trace import Trace
 from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
@@ -92,6 +93,7 @@ class SeedResult:
     steps: int
     requests: int
     trace: Trace | None = field(default=None, repr=False)
+    real_clock_reads: Counter[str] = field(default_factory=Counter)  # by caller: the code under test makes none
 
     @property
     def failed(self) -> bool:
@@ -349,14 +351,15 @@ class World:
         level = logger.log_level
         logger.setLevel(logging.CRITICAL)  # the functions log every decision; the trace is what is kept
         try:
-            self._start()
-            limit = self.faults.quiet_at + self.workload.settle_bound_s
-            try:
-                self.scheduler.run(until=limit, stop=self._settled)
-            except PropertyViolation as exc:
-                self._violate(exc.name, exc.detail)
-            if self.violation is None:
-                self._finish(settled_in_time=self._settled())
+            with virtual_time(self.scheduler.now) as reads:
+                self._start()
+                limit = self.faults.quiet_at + self.workload.settle_bound_s
+                try:
+                    self.scheduler.run(until=limit, stop=self._settled)
+                except PropertyViolation as exc:
+                    self._violate(exc.name, exc.detail)
+                if self.violation is None:
+                    self._finish(settled_in_time=self._settled())
         finally:
             logger.setLevel(level)
         return SeedResult(
@@ -367,6 +370,7 @@ class World:
             steps=self.scheduler.steps,
             requests=self.aws.requests,
             trace=self.trace,
+            real_clock_reads=reads,
         )
 
     def _violate(self, name: str, detail: str) -> None:

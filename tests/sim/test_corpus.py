@@ -1,0 +1,22 @@
+"""The regression corpus: every seed that ever failed, run again; any difference from its expected
+result (`pass`, or the property it breaks) fails. A fix flips its entry in corpus.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from longjobs.sim.campaign import run_seed
+
+CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text(encoding="utf-8"))["entries"]
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=[f"seed{e['seed']}-{e['profile']}" for e in CORPUS])
+def test_corpus_seed_gives_its_expected_result(entry: dict[str, Any]) -> None:
+    result = run_seed(entry["seed"], entry["profile"], keep_calls=False)
+    got = "pass" if result.violation is None else result.violation.property
+    detail = "" if result.violation is None else f": {result.violation.detail}"
+    assert got == entry["expected"], f"seed {entry['seed']} ({entry['found'][:80]}...) gave {got}{detail}"

@@ -1,0 +1,66 @@
+"""Planted bugs prove the harness has teeth: each test disables one protection of the engine (a patch
+of the engine's own code, in this process) and runs the unmodified campaign (`--seeds 200 --first 0`,
+the default profile, nothing tailored to the bug), which must report a broken property. The campaign
+stops at its first failed seed, so a planted bug costs the seeds it takes to be found."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from longjobs.engine.lease import store as lease_store
+from longjobs.engine.lease.lock import Locks
+from longjobs.engine.receiver import service as receiver_service
+from longjobs.sim.campaign import campaign
+
+
+def _no_version_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Renewals are recorded whatever the lease's version: a renewal that read the lease before a
+    release or an adoption writes over it."""
+    original = lease_store.LeaseStore._renewal_update
+
+    def unfenced(self: Any, renewal: Any) -> Any:
+        update = original(self, renewal)
+        update["ConditionExpression"] = "attribute_exists(version)"
+        del update["ExpressionAttributeValues"][":version"], update["ExpressionAttributeValues"][":active"]
+        del update["ExpressionAttributeNames"]
+        return update
+
+    monkeypatch.setattr(lease_store.LeaseStore, "_renewal_update", unfenced)
+
+
+def _no_job_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every take of a job lock (or a slot) succeeds without a write: two messages of one job id run."""
+    monkeypatch.setattr(Locks, "take", lambda self, key, **kwargs: True)
+
+
+def _no_stop_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lease that can no longer be held (the 12 h limit, the max renewal, a handle refused) is closed
+    without stopping its execution."""
+    from longjobs.engine import settle
+
+    monkeypatch.setattr(settle, "stop_execution", lambda *args, **kwargs: None)
+
+
+def _delete_before_success(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A started long job counts as done: the event source mapping deletes its message at once."""
+    monkeypatch.setattr(receiver_service, "_DONE", receiver_service._DONE | {receiver_service.Outcome.STARTED})
+
+
+PLANTED: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "version_condition": _no_version_condition,
+    "job_lock": _no_job_lock,
+    "cap_handling": _no_stop_at_cap,
+    "delete_after_success": _delete_before_success,
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_planted_bug_is_reported_by_the_campaign(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    PLANTED[bug](monkeypatch)
+    report = campaign(200, first=0, workers=1, stop_on_failure=True)
+    assert report.failed, f"the campaign missed the planted bug {bug!r} in 200 seeds"
+    failure = report.failed[0]
+    assert failure["replay"].startswith(f"python -m offline sim --seed {failure['seed']}")
