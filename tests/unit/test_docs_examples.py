@@ -160,6 +160,8 @@ def check_command(command: str, makefile: str) -> str:
             generate.build_parser().parse_args(args)
         elif module == "longjobs.pipeline.glue_job":
             glue_job.parse_args([module, *args])
+        elif module == "longjobs.sim.checker":
+            assert importlib.util.find_spec(module) and len(args) == 1, command  # one trace file
         else:
             assert module.startswith("benchmarks.") and importlib.util.find_spec(module), command
         return module

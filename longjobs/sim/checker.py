@@ -1,0 +1,290 @@
+"""An independent re-check of a simulation trace: three of the promise's properties, from the recorded
+history alone.
+
+`python -m offline sim --seed S --trace FILE` writes one seed's trace as JSON lines (see
+`longjobs.sim.trace`). This module reads such a trace and re-derives, from its events only:
+
+- `single_execution`: at most one execution runs its job per message id at any time, and at most one per
+  job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
+  `execution_ended`, whichever comes first: an ended execution runs nothing).
+- `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
+  at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
+- `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
+  `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
+  carries `ErrorType` and `ErrorMessage`, not both, and has no messages `left` on the queues. A trace with
+  no `end` line (the seed stopped early) is not checked for it.
+
+Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
+(`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
+`longjobs` (the standard library only) and never reads the simulator's own verdict (the `violation`
+lines), so a bug in the monitor, in its hooks or in what the trace records shows up as a disagreement
+between the two verdicts instead of being shared by both.
+
+`python -m longjobs.sim.checker TRACE.jsonl` prints each finding and exits 1 if there is any, else prints
+`ok: <records> records, <jobs> jobs` and exits 0 (2 when the trace cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SINGLE_EXECUTION = "single_execution"
+NO_LAPSE = "no_lapse"
+NOTHING_LOST = "nothing_lost"
+REASON_KEYS = ("ErrorType", "ErrorMessage")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A property that the trace breaks: which, when (virtual seconds since the seed's start) and how."""
+
+    property: str
+    t: float
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.property} at t={self.t}: {self.detail}"
+
+
+class TraceError(ValueError):
+    """A line of the trace is not what a trace line must be."""
+
+
+@dataclass(frozen=True)
+class _Run:
+    """An execution running its job."""
+
+    execution: str
+    message_id: str
+    job_id: str
+    since: float
+
+
+@dataclass
+class _Checker:
+    """The state the properties need, fed one record at a time in the trace's order."""
+
+    findings: list[Finding] = field(default_factory=list)
+    records: int = 0
+    running: dict[str, _Run] = field(default_factory=dict)  # execution -> its job run
+    by_message: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    by_job: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    sent: dict[str, list[str]] = field(default_factory=dict)  # job id -> its message ids, in order
+    succeeded: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # job id -> evidence
+    dead: defaultdict[str, list[tuple[str, dict[str, Any]]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # job id -> (message id, reason) per DLQ copy
+    end: tuple[float, dict[str, Any]] | None = None  # (t, the `end` record)
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def feed(self, line: str, number: int) -> None:
+        if not line.strip():
+            return
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"line {number}: not JSON ({exc})") from exc
+        if not isinstance(record, dict):
+            raise TraceError(f"line {number}: not a JSON object")
+        self.records += 1
+        event = record.get("event")
+        if event is None:
+            return  # an AWS call: nothing this checker needs
+        handler = _HANDLERS.get(str(event))
+        if handler is not None:
+            try:
+                handler(self, _number(record, "t"), record)
+            except (KeyError, TypeError) as exc:
+                raise TraceError(f"line {number}: malformed {event!r} event ({exc})") from exc
+
+    def finish(self) -> list[Finding]:
+        if self.end is not None:
+            self._nothing_lost(*self.end)
+        return self.findings
+
+    def _find(self, name: str, t: float, detail: str) -> None:
+        self.findings.append(Finding(name, t, detail))
+
+    # -- the events -----------------------------------------------------------------------------------------
+
+    def _sent(self, t: float, record: dict[str, Any]) -> None:
+        self.sent.setdefault(_text(record, "job_id"), []).append(_text(record, "message_id"))
+
+    def _job_started(self, t: float, record: dict[str, Any]) -> None:
+        execution, message_id, job_id = (_text(record, key) for key in ("execution", "message_id", "job_id"))
+        self._stop(execution)  # a second start of one execution replaces its run instead of overlapping it
+        self.running[execution] = _Run(execution, message_id, job_id, t)
+        self.by_message[message_id].add(execution)
+        self.by_job[job_id].add(execution)
+        for kind, key, runs in (("message", message_id, self.by_message), ("job", job_id, self.by_job)):
+            if len(runs[key]) > 1:
+                others = ", ".join(
+                    f"{other} (since t={self.running[other].since})" for other in sorted(runs[key] - {execution})
+                )
+                self._find(SINGLE_EXECUTION, t, f"{kind} {key}: {execution} starts its job while {others} runs")
+
+    def _job_ended(self, t: float, record: dict[str, Any]) -> None:
+        execution = _text(record, "execution")
+        self._stop(execution)
+        if _flag(record, "succeeded"):
+            self.succeeded[_text(record, "job_id")].append(f"execution {execution} at t={t}")
+
+    def _execution_ended(self, t: float, record: dict[str, Any]) -> None:
+        self._stop(_text(record, "execution"))
+
+    def _stop(self, execution: str) -> None:
+        run = self.running.pop(execution, None)
+        if run is not None:
+            self.by_message[run.message_id].discard(execution)
+            self.by_job[run.job_id].discard(execution)
+
+    def _delivered(self, t: float, record: dict[str, Any]) -> None:
+        message_id = _text(record, "message_id")
+        runs = self.by_message.get(message_id)
+        if not runs or _flag(record, "duplicate"):
+            return
+        hold_ends = record.get("hold_ends")
+        if hold_ends is not None and t >= _as_number(hold_ends, "hold_ends") - 1:
+            return
+        cap = "no lease renew-until" if hold_ends is None else f"before its cap (hold_ends={hold_ends})"
+        self._find(
+            NO_LAPSE,
+            t,
+            f"message {message_id} delivered again from {record.get('queue')!r} "
+            f"(receive count {record.get('receive_count')}) while {', '.join(sorted(runs))} runs its job, "
+            f"not a duplicate, {cap}",
+        )
+
+    def _outcome(self, t: float, record: dict[str, Any]) -> None:
+        if record["outcome"] == "inline_done":
+            self.succeeded[_text(record, "job_id")].append(f"inline in the receiver ({record['message_id']}) at t={t}")
+
+    def _dead_lettered(self, t: float, record: dict[str, Any]) -> None:
+        message_id = _text(record, "message_id")
+        job_id = record.get("job_id")
+        reason = record.get("reason")
+        self.dead[job_id if isinstance(job_id, str) else message_id].append(
+            (message_id, reason if isinstance(reason, dict) else {})
+        )
+
+    def _end(self, t: float, record: dict[str, Any]) -> None:
+        self.end = (t, record)
+
+    # -- the end --------------------------------------------------------------------------------------------
+
+    def _nothing_lost(self, t: float, record: dict[str, Any]) -> None:
+        left = record.get("left") or {}
+        if not isinstance(left, dict):
+            raise TraceError(f"the end record's `left` is not an object: {left!r}")
+        for job_id in sorted(self.sent):
+            count = left.get(job_id, 0)
+            if count:
+                self._find(NOTHING_LOST, t, f"job {job_id}: {count} message(s) still on the jobs or waiting queues")
+                continue
+            done, dead = self.succeeded.get(job_id), self.dead.get(job_id)
+            if not done and not dead:
+                self._find(
+                    NOTHING_LOST,
+                    t,
+                    f"job {job_id} (messages {', '.join(self.sent[job_id])}): never succeeded and not in the DLQ",
+                )
+            elif done and dead:
+                copies = ", ".join(message_id for message_id, _ in dead)
+                self._find(
+                    NOTHING_LOST,
+                    t,
+                    f"job {job_id}: succeeded ({'; '.join(done)}) and also dead-lettered (copies {copies})",
+                )
+            elif dead:
+                for message_id, reason in dead:
+                    missing = [key for key in REASON_KEYS if not isinstance(reason.get(key), str) or not reason[key]]
+                    if missing:
+                        self._find(
+                            NOTHING_LOST,
+                            t,
+                            f"job {job_id}: DLQ copy {message_id} without a reason (no {', '.join(missing)}; "
+                            f"attributes {sorted(reason)})",
+                        )
+
+
+_HANDLERS = {
+    "sent": _Checker._sent,
+    "delivered": _Checker._delivered,
+    "outcome": _Checker._outcome,
+    "execution_ended": _Checker._execution_ended,
+    "job_started": _Checker._job_started,
+    "job_ended": _Checker._job_ended,
+    "dead_lettered": _Checker._dead_lettered,
+    "end": _Checker._end,
+}
+
+
+def _text(record: dict[str, Any], key: str) -> str:
+    value = record[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is {value!r}, not a string")
+    return value
+
+
+def _flag(record: dict[str, Any], key: str) -> bool:
+    value = record.get(key, False)
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} is {value!r}, not a boolean")
+    return value
+
+
+def _number(record: dict[str, Any], key: str) -> float:
+    return _as_number(record[key], key)
+
+
+def _as_number(value: object, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key} is {value!r}, not a number")
+    return float(value)
+
+
+def _run(lines: Iterable[str]) -> _Checker:
+    checker = _Checker()
+    for number, line in enumerate(lines, start=1):
+        checker.feed(line, number)
+    checker.finish()
+    return checker
+
+
+def check(lines: Iterable[str]) -> list[Finding]:
+    """The findings of a trace (its JSON lines, in order): empty when the three properties hold.
+
+    Raises `TraceError` (a `ValueError`) on a line that is not a JSON object or an event missing a field."""
+    return _run(lines).findings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m longjobs.sim.checker",
+        description="Re-check single_execution, no_lapse and nothing_lost from a simulation trace.",
+    )
+    parser.add_argument("trace", help="a trace written by `python -m offline sim --trace FILE` (JSON lines)")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.trace, encoding="utf-8") as lines:
+            checker = _run(lines)
+    except (OSError, TraceError) as exc:
+        print(f"error: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    for finding in checker.findings:
+        print(finding)
+    if checker.findings:
+        return 1
+    print(f"ok: {checker.records} records, {len(checker.sent)} jobs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,275 @@
+"""The independent trace checker: hand-written traces that keep or break each of its properties, and one
+real seed on which it must agree with the simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from longjobs.sim.checker import Finding, TraceError, check, main
+
+M1 = "m0000001-0000-4000-8000-000000000000"
+M2 = "m0000002-0000-4000-8000-000000000000"
+M3 = "m0000003-0000-4000-8000-000000000000"
+REASON = {"ErrorType": "InvalidParameters", "ErrorMessage": "params.seconds: must be integer"}
+
+
+def event(t: float, name: str, actor: str = "world", **details: Any) -> str:
+    return json.dumps({"t": t, "actor": actor, "event": name, **details}, sort_keys=True)
+
+
+def call(t: float, operation: str, **params: Any) -> str:
+    return json.dumps({"t": t, "actor": "receiver", "call": operation, "params": params, "answer": {}}, sort_keys=True)
+
+
+def sent(t: float, message_id: str, job_id: str) -> str:
+    return event(t, "sent", "producer", message_id=message_id, job_id=job_id, type="wait")
+
+
+def delivered(
+    t: float, message_id: str, job_id: str, *, count: int = 1, duplicate: bool = False, hold_ends: float | None = None
+) -> str:
+    return event(
+        t,
+        "delivered",
+        "sqs",
+        queue="jobs",
+        message_id=message_id,
+        job_id=job_id,
+        receive_count=count,
+        duplicate=duplicate,
+        hold_ends=hold_ends,
+    )
+
+
+def run(start: float, end: float, message_id: str, job_id: str, attempt: int = 1, *, ok: bool = True) -> list[str]:
+    """An execution of `message_id` that runs its job from `start` to `end`."""
+    execution = f"{message_id}-{attempt}"
+    return [
+        event(start - 0.1, "execution_started", "stepfunctions", execution=execution),
+        event(start, "job_started", "workflow", execution=execution, message_id=message_id, job_id=job_id),
+        event(end, "job_ended", "workflow", execution=execution, job_id=job_id, succeeded=ok),
+        event(
+            end + 0.1, "execution_ended", "stepfunctions", execution=execution, status="SUCCEEDED" if ok else "FAILED"
+        ),
+    ]
+
+
+def dead_lettered(t: float, message_id: str, job_id: str, reason: dict[str, str]) -> str:
+    return event(t, "dead_lettered", "sqs", message_id=message_id, job_id=job_id, reason=reason)
+
+
+def end(t: float, left: dict[str, int] | None = None) -> str:
+    return event(t, "end", settled=not left, left=left or {})
+
+
+def by_time(*lines: str) -> list[str]:
+    return sorted(lines, key=lambda line: float(json.loads(line)["t"]))
+
+
+def properties(findings: list[Finding]) -> list[str]:
+    return [finding.property for finding in findings]
+
+
+# -- single_execution -----------------------------------------------------------------------------------------
+
+
+def test_checker_single_execution_holds_for_consecutive_attempts_and_distinct_jobs() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"),
+        sent(2, M2, "j2"),
+        delivered(10, M1, "j1"),
+        delivered(10, M2, "j2"),
+        *run(11, 50, M1, "j1", attempt=1, ok=False),
+        *run(60, 90, M1, "j1", attempt=2),  # the next attempt starts after the first ended
+        *run(12, 80, M2, "j2"),  # another job runs meanwhile
+        call(95, "sqs.DeleteMessage", QueueUrl="jobs"),
+        end(100),
+    )
+    assert check(lines) == []
+
+
+def test_checker_single_execution_two_overlapping_runs_of_one_message() -> None:
+    lines = by_time(sent(1, M1, "j1"), delivered(10, M1, "j1"), *run(11, 50, M1, "j1", 1), *run(30, 70, M1, "j1", 2))
+    findings = check(lines)
+    assert properties(findings) == ["single_execution", "single_execution"]  # per message and per job id
+    assert all(finding.t == 30 for finding in findings)
+    assert f"message {M1}: {M1}-2 starts its job while {M1}-1" in findings[0].detail
+    assert "job j1:" in findings[1].detail
+
+
+def test_checker_single_execution_two_messages_of_one_job_id_overlap() -> None:
+    lines = by_time(sent(1, M1, "j1"), sent(2, M2, "j1"), *run(11, 50, M1, "j1"), *run(20, 60, M2, "j1"))
+    findings = check(lines)
+    assert findings == [
+        Finding("single_execution", 20, f"job j1: {M2}-1 starts its job while {M1}-1 (since t=11.0) runs")
+    ]
+
+
+def test_checker_single_execution_an_ended_execution_runs_nothing() -> None:
+    stopped = f"{M1}-1"
+    lines = [
+        event(11, "job_started", "workflow", execution=stopped, message_id=M1, job_id="j1"),
+        event(20, "execution_ended", "stepfunctions", execution=stopped, status="ABORTED"),  # no job_ended
+        *run(30, 40, M1, "j1", attempt=2),
+    ]
+    assert check(lines) == []
+
+
+# -- no_lapse -------------------------------------------------------------------------------------------------
+
+
+def test_checker_no_lapse_holds_for_deliveries_outside_the_runs() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"),
+        delivered(10, M1, "j1"),
+        *run(11, 50, M1, "j1", 1, ok=False),
+        delivered(55, M1, "j1", count=2),  # after the first run ended: the retry
+        *run(56, 90, M1, "j1", 2),
+        delivered(70, M2, "j2"),  # another message while M1 runs
+    )
+    assert check(lines) == []
+
+
+def test_checker_no_lapse_delivery_while_running() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"), delivered(10, M1, "j1"), *run(11, 50, M1, "j1"), delivered(30, M1, "j1", count=2)
+    )
+    findings = check(lines)
+    assert properties(findings) == ["no_lapse"]
+    assert findings[0].t == 30
+    assert f"message {M1} delivered again" in findings[0].detail
+    assert f"{M1}-1 runs its job" in findings[0].detail
+
+
+def test_checker_no_lapse_duplicate_delivery_is_exempt() -> None:
+    lines = by_time(*run(11, 50, M1, "j1"), delivered(12, M1, "j1", count=2, duplicate=True))
+    assert check(lines) == []
+
+
+def test_checker_no_lapse_delivery_at_the_cap_is_exempt() -> None:
+    hold_ends = 43_000.0
+    lines = by_time(
+        *run(11, 50_000, M1, "j1"),
+        delivered(hold_ends - 1, M1, "j1", count=2, hold_ends=hold_ends),  # at the cap: allowed
+        delivered(hold_ends + 5, M1, "j1", count=3, hold_ends=hold_ends),  # after it: allowed
+    )
+    assert check(lines) == []
+
+
+def test_checker_no_lapse_delivery_before_the_cap_or_without_a_lease_breaks() -> None:
+    hold_ends = 43_000.0
+    lines = by_time(
+        *run(11, 50_000, M1, "j1"),
+        delivered(hold_ends - 1.5, M1, "j1", count=2, hold_ends=hold_ends),
+        delivered(100, M1, "j1", count=3, hold_ends=None),
+    )
+    findings = check(lines)
+    assert [(finding.property, finding.t) for finding in findings] == [("no_lapse", 100), ("no_lapse", hold_ends - 1.5)]
+    assert "no lease renew-until" in findings[0].detail
+    assert f"before its cap (hold_ends={hold_ends})" in findings[1].detail
+
+
+# -- nothing_lost ---------------------------------------------------------------------------------------------
+
+
+def test_checker_nothing_lost_holds_for_succeeded_inline_and_dead_lettered_jobs() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"),
+        sent(2, M2, "j2"),
+        sent(3, M3, "j3"),
+        *run(11, 50, M1, "j1"),
+        event(12, "outcome", "receiver", message_id=M2, job_id="j2", outcome="inline_done"),
+        dead_lettered(13, "m-copy", "j3", {**REASON, "OriginalMessageId": M3}),
+        end(100),
+    )
+    assert check(lines) == []
+
+
+def test_checker_nothing_lost_job_lost() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"),
+        sent(2, M2, "j2"),
+        *run(11, 50, M1, "j1", ok=False),  # failed, and nothing else became of it
+        event(12, "outcome", "receiver", message_id=M2, job_id="j2", outcome="inline_done"),
+        end(100),
+    )
+    findings = check(lines)
+    assert findings == [Finding("nothing_lost", 100, f"job j1 (messages {M1}): never succeeded and not in the DLQ")]
+
+
+def test_checker_nothing_lost_job_both_succeeded_and_dead_lettered() -> None:
+    lines = by_time(sent(1, M1, "j1"), *run(11, 50, M1, "j1"), dead_lettered(60, "m-copy", "j1", REASON), end(100))
+    findings = check(lines)
+    assert properties(findings) == ["nothing_lost"]
+    assert "job j1: succeeded" in findings[0].detail
+    assert "also dead-lettered (copies m-copy)" in findings[0].detail
+
+
+def test_checker_nothing_lost_dead_letter_copy_without_a_reason() -> None:
+    lines = by_time(
+        sent(1, M1, "j1"),
+        sent(2, M2, "j2"),
+        dead_lettered(10, "m-copy-1", "j1", {"SourceQueue": "jobs"}),
+        dead_lettered(11, "m-copy-2", "j2", {"ErrorType": "InvalidParameters"}),
+        end(100),
+    )
+    findings = check(lines)
+    assert properties(findings) == ["nothing_lost", "nothing_lost"]
+    assert "DLQ copy m-copy-1 without a reason (no ErrorType, ErrorMessage" in findings[0].detail
+    assert "DLQ copy m-copy-2 without a reason (no ErrorMessage;" in findings[1].detail
+
+
+def test_checker_nothing_lost_messages_left_on_the_queues() -> None:
+    lines = by_time(sent(1, M1, "j1"), *run(11, 50, M1, "j1"), end(100, left={"j1": 1}))
+    assert check(lines) == [Finding("nothing_lost", 100, "job j1: 1 message(s) still on the jobs or waiting queues")]
+
+
+def test_checker_nothing_lost_skipped_without_an_end() -> None:
+    lines = [sent(1, M1, "j1"), event(5, "violation", "checker", property="no_lapse", detail="stopped")]
+    assert check(lines) == []
+
+
+def test_checker_ignores_the_simulators_own_verdict() -> None:
+    lines = [*run(11, 50, M1, "j1"), event(60, "violation", "checker", property="single_execution", detail="made up")]
+    assert check(lines) == []
+
+
+# -- reading and the command ----------------------------------------------------------------------------------
+
+
+def test_checker_rejects_a_line_that_is_not_a_json_object() -> None:
+    with pytest.raises(TraceError, match="line 2: not JSON"):
+        check([sent(1, M1, "j1"), "{not json"])
+    with pytest.raises(TraceError, match="line 1: malformed 'job_started' event"):
+        check([event(1, "job_started", "workflow", execution="e")])
+
+
+def test_checker_main_reports_findings_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text("\n".join([sent(1, M1, "j1"), *run(11, 50, M1, "j1"), end(100)]) + "\n")
+    bad.write_text("\n".join([sent(1, M1, "j1"), end(100)]) + "\n")
+    assert main([str(good)]) == 0
+    assert capsys.readouterr().out == "ok: 6 records, 1 jobs\n"
+    assert main([str(bad)]) == 1
+    assert (
+        capsys.readouterr().out
+        == f"nothing_lost at t=100.0: job j1 (messages {M1}): never succeeded and not in the DLQ\n"
+    )
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
+
+
+# -- a real seed ----------------------------------------------------------------------------------------------
+
+
+def test_checker_agrees_with_the_simulator_on_a_real_seed() -> None:
+    from longjobs.sim.campaign import run_seed
+
+    result = run_seed(3)
+    lines: list[str] = result.trace.records
+    assert result.violation is None
+    assert any('"event":"end"' in line for line in lines)  # nothing_lost was checked too
+    assert check(lines) == []
