@@ -16,13 +16,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument("--seeds", type=int, default=100, help="seeds to run (a campaign; default 100)")
     sim.add_argument("--first", type=int, default=0, help="the campaign's first seed (default 0)")
     sim.add_argument("--seed", type=int, help="run this one seed and print its outcome")
+    sim.add_argument("--scenario", type=Path, help="run an offline scenario file in the simulation instead")
     sim.add_argument("--profile", choices=PROFILES, default="mixed", help="the workload (default mixed)")
-    sim.add_argument("--trace", type=Path, help="with --seed: write its trace here (JSON lines)")
+    sim.add_argument("--trace", type=Path, help="with --seed or --scenario: write its trace here (JSON lines)")
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.scenario is not None:
+        return _scenario(args)
     if args.seed is not None:
         return _one(args)
     if args.seeds < 1:
@@ -36,6 +39,30 @@ def main(args: argparse.Namespace) -> int:
     else:
         _table(report)
     return 1 if report.failed else 0
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    from longjobs.offline.scenario import ScenarioError, load_scenario
+    from longjobs.sim.scenario import NotModelled, run_scenario
+
+    try:
+        run = run_scenario(load_scenario(args.scenario))
+    except (ScenarioError, NotModelled) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.trace is not None and run.result.trace is not None:
+        with args.trace.open("w", encoding="utf-8") as out:
+            run.result.trace.write(out)
+    violation = run.result.violation
+    report = {
+        "ok": violation is None,
+        "property": violation.property if violation else None,
+        "detail": violation.detail if violation else None,
+        "virtual_h": run.result.virtual_h,
+        "jobs": {name: vars(job) for name, job in run.jobs.items()},
+    }
+    print(json.dumps(report, indent=1))
+    return 0 if violation is None else 1
 
 
 def _one(args: argparse.Namespace) -> int:

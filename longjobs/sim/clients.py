@@ -29,7 +29,7 @@ SERVER_ERROR = {
     "dynamodb": ("InternalServerError", 500),
     "stepfunctions": ("ServiceUnavailable", 503),
 }
-LATENCY_S = (0.005, 0.060)  # one way
+LATENCY_S = (0.005, 0.060)  # a request's way to the service; the answer comes back at once (a step saved)
 RETRY_CAP_S = 20.0  # botocore's standard mode: backoff of random() * 2^(attempt-1), at most 20 s
 RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 RETRYABLE_CODES = frozenset(code for code, _ in THROTTLING.values()) | frozenset(
@@ -87,7 +87,11 @@ class SimClient:
     def _attempt(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         scheduler, trace = self._scheduler, self._trace
         group = scheduler.group_of_current()
-        fault = None if group is not None and group.protected else self._faults.at_call(scheduler.now(), self._actor)
+        fault = (
+            None
+            if group is not None and group.protected
+            else self._faults.at_call(scheduler.now(), self._actor, operation)
+        )
         if self._observe is not None:
             self._observe(self._service, operation, fault)
         if fault is CallFault.CRASH_BEFORE:
@@ -103,13 +107,12 @@ class SimClient:
             trace.call(self._actor, self._service, operation, params, error=exc.response["Error"]["Code"])
             if self._refused is not None:
                 self._refused(self._service, operation, params, str(exc.response["Error"]["Code"]))
-            scheduler.sleep(self._faults.rng.uniform(*LATENCY_S))
             raise
         trace.call(self._actor, self._service, operation, params, answer=answer, fault=fault)
         if fault is CallFault.CRASH_AFTER:
             self._die()
-        scheduler.sleep(self._faults.rng.uniform(*LATENCY_S))
         if fault is CallFault.ANSWER_LOST:
+            scheduler.sleep(self._faults.rng.uniform(*LATENCY_S))  # the caller waits for an answer that never comes
             kind = CallFault.SERVER_ERROR if self._faults.rng.random() < 0.5 else CallFault.TIMEOUT
             raise self._error(operation, kind)
         return answer

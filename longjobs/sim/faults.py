@@ -7,6 +7,7 @@ plan's own random stream, so the same seed fails the same calls.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -44,6 +45,29 @@ CRASHING_ACTORS = frozenset({"receiver", "extender", "watcher"})
 
 
 @dataclass
+class CallRule:
+    """Some calls of a written scenario fail: `fault` on `operation` (snake_case; None for any) made by one
+    of `actors`, with `probability`, at most `count` times, between `start` and `until` (virtual time)."""
+
+    fault: CallFault
+    actors: frozenset[str]
+    operation: str | None = None
+    probability: float = 1.0
+    count: int | None = None
+    start: float = -math.inf
+    until: float = math.inf
+    used: int = 0
+
+    def strikes(self, now: float, actor: str, operation: str) -> bool:
+        return (
+            actor in self.actors
+            and self.operation in (None, operation)
+            and self.start <= now < self.until
+            and (self.count is None or self.used < self.count)
+        )
+
+
+@dataclass
 class FaultPlan:
     """The faults of one seed."""
 
@@ -52,6 +76,10 @@ class FaultPlan:
     world: dict[WorldFault, float]  # the chance of each world fault where it can happen
     quiet_at: float  # virtual time after which nothing fails
     rng: random.Random = field(repr=False)
+    rules: list[CallRule] = field(default_factory=list)
+    """A written scenario's faults (each attempt of a call meets the first rule that strikes it)."""
+    within_design: bool = True
+    """Lost extender runs stay within what the design survives (a scenario may go beyond, on purpose)."""
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> FaultPlan:
@@ -73,8 +101,32 @@ class FaultPlan:
     def active(self, now: float) -> bool:
         return now < self.quiet_at
 
-    def at_call(self, now: float, actor: str) -> CallFault | None:
-        """The fault of one call by `actor` at `now`, or None."""
+    @classmethod
+    def scenario(
+        cls,
+        *,
+        rules: list[CallRule],
+        world: dict[WorldFault, float],
+        within_design: bool,
+        seed: int,
+    ) -> FaultPlan:
+        """A written scenario's faults: its rules and world faults, never quiet."""
+        return cls(
+            rate=0.0,
+            kinds=(),
+            world=world,
+            quiet_at=math.inf,
+            rng=random.Random(f"scenario:{seed}"),
+            rules=rules,
+            within_design=within_design,
+        )
+
+    def at_call(self, now: float, actor: str, operation: str) -> CallFault | None:
+        """The fault of one attempt of `operation` by `actor` at `now`, or None."""
+        for rule in self.rules:
+            if rule.strikes(now, actor, operation) and self.rng.random() < rule.probability:
+                rule.used += 1
+                return rule.fault
         if not self.active(now) or self.rate <= 0 or self.rng.random() >= self.rate:
             return None
         kinds = [

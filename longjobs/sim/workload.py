@@ -65,17 +65,20 @@ class JobPlan:
     send_at_s: float
     spark: list[SparkBehaviour] = field(default_factory=list)  # one per attempt (the last repeats)
     poison: bool = False  # a message the receiver must refuse: its params break the type's schema
+    raw_body: str | None = None  # a body sent as it is (a written scenario's)
     message_ids: list[str] = field(default_factory=list)
 
     @property
     def body(self) -> str:
+        if self.raw_body is not None:
+            return self.raw_body
         params = {"seconds": "soon"} if self.poison else self.params
         return json.dumps({"job_id": self.job_id, "type": self.type, "params": params}, sort_keys=True)
 
     @property
     def expected(self) -> str:
         """`succeed` or `dlq` if nothing went wrong but what the job itself does."""
-        if self.poison or self.params.get("fail"):
+        if self.poison or self.raw_body is not None or self.params.get("fail"):
             return "dlq"
         if self.type == "spark":
             return "succeed" if any(b.kind == "ok" for b in self.spark[:MAX_ATTEMPTS]) else "dlq"

@@ -17,10 +17,12 @@ Actors (each a greenlet; `longjobs.sim.scheduler`):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
@@ -218,17 +220,29 @@ class World:
         faults: FaultPlan,
         execution_timeout_s: float,
         keep_calls: bool = True,
+        actions: Sequence[tuple[float, Callable[[World], None]]] = (),
+        extender_pauses: Sequence[tuple[float, float]] = (),
+        until_s: float | None = None,
     ) -> None:
+        """`actions`: (seconds since the start, what the world does then: a written scenario's abort or
+        redelivery); `extender_pauses`: (from, to) windows in which no scheduled extender run starts;
+        `until_s`: how long the seed may run (by default the quiet period plus the workload's bound)."""
         self.seed = seed
         self.workload = workload
         self.faults = faults
         self.execution_timeout_s = execution_timeout_s
+        self.actions = list(actions)
+        self.extender_pauses = list(extender_pauses)
+        self.until = START + until_s if until_s is not None else faults.quiet_at + workload.settle_bound_s
         self.scheduler = scheduler = Scheduler(START)
         self.clock = VirtualClock(scheduler)
         self.trace = Trace(scheduler.now, START, keep_calls=keep_calls)
         self.rng = random.Random(f"world:{seed}")
         self.catalog = JobCatalog(list(load_catalog(json.loads(catalog_json))))
-        self.monitor = Monitor(limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency})
+        self.monitor = Monitor(
+            limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
+            excuse_lapses=not faults.within_design,
+        )
         self.aws = aws = FakeAws(
             self.clock, random.Random(f"sqs:{seed}"), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN
         )
@@ -261,6 +275,11 @@ class World:
         self.interpreter = Interpreter(definition, Integrations(self), scheduler)
         self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
         self.extender_busy = False
+        self.running_executions = 0
+        self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
+        self.job_queues = (self.queue, *self.waiting.values())
+        self.queue_changed = [Signal() for _ in range(ESM_POLLERS)]  # what each idle poller waits on
+        self.queue.on_change = self._queue_changed
         self.lost_runs = 0  # scheduled extender runs lost in a row (see _extender_due)
         self.violation: Violation | None = None
         self._build_functions()
@@ -353,9 +372,8 @@ class World:
         try:
             with virtual_time(self.scheduler.now) as reads:
                 self._start()
-                limit = self.faults.quiet_at + self.workload.settle_bound_s
                 try:
-                    self.scheduler.run(until=limit, stop=self._settled)
+                    self.scheduler.run(until=self.until, stop=self._settled)
                 except PropertyViolation as exc:
                     self._violate(exc.name, exc.detail)
                 if self.violation is None:
@@ -383,19 +401,38 @@ class World:
         for index in range(ESM_POLLERS):
             self.scheduler.spawn(lambda index=index: self._poller(index))  # type: ignore[misc]
         self._schedule_extender(0)
+        for at_s, action in self.actions:
+            self.scheduler.call_at(START + at_s, lambda action=action: action(self))  # type: ignore[misc]
+
+    # -- a written scenario's actions ---------------------------------------------------------------------
+
+    def abort(self, job_id: str) -> None:
+        """StopExecution of the job's running execution (an operator's, or the console's)."""
+        for execution in list(self.aws.stepfunctions.executions.values()):
+            if execution.status == "RUNNING" and str(execution.input["job"].get("job_id")) == job_id:
+                self.trace.event("scenario", "abort", execution=execution.name, job_id=job_id)
+                self.aws.stepfunctions.stop_execution(executionArn=execution.arn, cause="aborted by the scenario")
+
+    def redeliver(self, job_id: str) -> None:
+        """The job's message shows again now, as SQS's at-least-once delivery may hand it out twice."""
+        for message in list(self.queue.messages.values()):
+            if message.job_key == job_id:
+                self.trace.event("scenario", "redeliver", message_id=message.message_id, job_id=job_id)
+                self.monitor.duplicates.add(message.message_id)
+                self.queue.hide(message, self.scheduler.now())
 
     def _settled(self) -> bool:
-        if self.scheduler.now() < START + self.workload.last_send_s:
+        """Every message sent, none left on the jobs or waiting queues, no execution running (asked
+        after every step: kept to a few comparisons)."""
+        if len(self.job_of_message) < len(self.workload.jobs) or self.running_executions:
             return False
-        if any(queue.messages for queue in (self.queue, *self.waiting.values())):
-            return False
-        return not any(e.status == "RUNNING" for e in self.aws.stepfunctions.executions.values())
+        return not any(queue.messages for queue in self.job_queues)
 
     def _finish(self, *, settled_in_time: bool) -> None:
         left: Counter[str] = Counter()
         for queue in (self.queue, *self.waiting.values()):
             for message in queue.messages.values():
-                left[message.job_key or message.message_id] += 1
+                left[self._job_of(message)] += 1
         locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
         self.trace.event("world", "end", settled=settled_in_time, left=dict(sorted(left.items())))
         expected = {job.job_id: job.expected for job in self.workload.jobs}
@@ -410,6 +447,7 @@ class World:
     def _send(self, job: JobPlan) -> None:
         message_id = self.aws.sqs.put(self.queue, job.body)
         job.message_ids.append(message_id)
+        self.job_of_message[message_id] = job.job_id
         self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
@@ -421,7 +459,7 @@ class World:
             "delivered",
             queue=queue.name,
             message_id=message.message_id,
-            job_id=message.job_key,
+            job_id=self._job_of(message),
             receive_count=message.receive_count,
             duplicate=message.message_id in self.monitor.duplicates,
             hold_ends=hold_ends,
@@ -433,10 +471,19 @@ class World:
             self.monitor.reach("duplicate_delivery_injected")
             queue.hide(message, now + self.rng.uniform(0.5, 10.0))
 
+    def _job_of(self, message: Message) -> str:
+        """The job a message (or its DLQ copy) carries: its body's job id, else the producer's job."""
+        if message.job_key:
+            return message.job_key
+        original = str(message.attributes.get("OriginalMessageId", {}).get("StringValue", message.message_id))
+        return self.job_of_message.get(original, original)
+
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
-        self.monitor.dead_lettered_copy(message.job_key or message.message_id, dict(message.attributes))
+        self.monitor.dead_lettered_copy(self._job_of(message), dict(message.attributes))
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
-        self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=message.job_key, reason=reason)
+        self.trace.event(
+            "sqs", "dead_lettered", message_id=message.message_id, job_id=self._job_of(message), reason=reason
+        )
 
     # -- the event source mapping -----------------------------------------------------------------------------
 
@@ -444,10 +491,12 @@ class World:
         scheduler, queue = self.scheduler, self.queue
         while True:
             queue.refresh()
-            if not queue.visible_count:
+            if not queue.visible_count:  # a long poll: it answers as soon as a message shows
                 next_visible = queue.next_visible_at()
                 wait = ESM_IDLE_S if next_visible is None else min(ESM_IDLE_S, next_visible - scheduler.now())
-                scheduler.sleep(max(wait, 0.05))
+                changed = self.queue_changed[index] = Signal()
+                with contextlib.suppress(TimeoutError):
+                    scheduler.wait_for(changed, max(wait, 0.0))
                 continue
             self.aws.calls["sqs.ReceiveMessage"] += 1
             messages = self.aws.sqs.receive(queue, ESM_BATCH)
@@ -458,6 +507,12 @@ class World:
                 self.aws.sqs.delete_message_batch(
                     QueueUrl=queue.url, Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done)]
                 )
+
+    def _queue_changed(self) -> None:
+        """A message was sent or its visibility changed: idle pollers look again (their wait may now be
+        shorter, or over)."""
+        for changed in self.queue_changed:
+            self.scheduler.set(changed)
 
     def _invoke_receiver(self, poller: int, messages: list[dict[str, Any]]) -> list[str]:
         """One invocation of the receiver on a batch: the handles it reported done (none if it died)."""
@@ -482,7 +537,7 @@ class World:
                         "receiver",
                         "outcome",
                         message_id=delivery.message_id,
-                        job_id=_job_key(delivery.body),
+                        job_id=self.job_of_message.get(delivery.message_id) or _job_key(delivery.body),
                         outcome=outcome.value,
                     )
                     if not outcome.deferred:
@@ -521,7 +576,12 @@ class World:
         `adaptive_lost_runs_survived` runs in a row were lost (skipped, throttled, dead, timed out, or a
         pass that could not renew what was due), the next one runs clean (it may still be a period late)."""
         self._schedule_extender(index + 1)
-        protected = self.lost_runs >= self.settings.adaptive_lost_runs_survived
+        now = self.scheduler.now() - START
+        if any(start <= now < end for start, end in self.extender_pauses):
+            self.monitor.reach("extender:paused")
+            self.lost_runs += 1
+            return
+        protected = self.faults.within_design and self.lost_runs >= self.settings.adaptive_lost_runs_survived
         if not protected and self.faults.happens(self.scheduler.now(), WorldFault.EXTENDER_SKIPPED):
             self.monitor.reach("extender:skipped")
             self.lost_runs += 1
@@ -560,6 +620,7 @@ class World:
     # -- Step Functions: executions, status events -------------------------------------------------------------
 
     def _on_start(self, execution: Execution) -> None:
+        self.running_executions += 1
         group = Group(f"execution:{execution.name}")
         self.groups[execution.arn] = group
         self.trace.event("stepfunctions", "execution_started", execution=execution.name)
@@ -602,6 +663,7 @@ class World:
             self.aws.stepfunctions.end(execution, "TIMED_OUT", "States.Timeout", "the execution ran past its timeout")
 
     def _on_stop(self, execution: Execution) -> None:
+        self.running_executions -= 1
         self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
         if execution.arn in self.monitor.running:
             self._job_ended(execution, succeeded=False)

@@ -1,4 +1,6 @@
-"""The extender against moto's SQS and DynamoDB: real messages, real conditional writes."""
+"""The extender against moto's SQS and DynamoDB: real messages, real conditional writes. That renewals keep
+a running job's message hidden across timeouts, per policy, is the simulation's (tests/sim/test_scenarios.py,
+on virtual time): here, what the calls do on moto."""
 
 from __future__ import annotations
 
@@ -23,45 +25,6 @@ SHORT = {
     ),
     "remaining": Settings(policy="remaining", visibility_timeout_s=3, heartbeat_s=0.25, extender_period_s=0.5),
 }
-
-
-def _run_extender_for(harness: Harness, settings: Settings, seconds: float) -> int:
-    """Scheduled invocations back to back for `seconds` of real time; returns renewals made."""
-    ext = harness.extender(settings)
-    renewed = 0
-    end = time.time() + seconds
-    while (start := time.time()) < end:
-        report = run_invocation(ext, remaining_ms=lambda: 60_000)
-        renewed += report.renewal.renewed
-        assert report.renewal.lapses == 0
-        time.sleep(max(0.0, start + settings.extender_period_s - time.time()))  # the next scheduled run
-    return renewed
-
-
-# remaining-time pushes visibility forward by one VT per renewal, so it renews about every VT (3 s).
-RUN_SECONDS = {"adaptive": 7.0, "threshold": 7.0, "remaining": 11.0}
-
-
-@pytest.mark.parametrize("policy", sorted(SHORT))
-def test_extender_keeps_message_invisible_across_renewals(harness: Harness, policy: str) -> None:
-    settings = SHORT[policy]
-    message_id = harness.send()
-    [lease] = harness.receive_and_lease(settings)
-    poller = Poller(harness)
-    poller.start()
-    renewed = _run_extender_for(harness, settings, seconds=RUN_SECONDS[policy])
-    seen = poller.stop()
-
-    assert seen == [], f"message became visible while its lease was renewed ({policy})"
-    stored = harness.store(settings).get(message_id)
-    assert stored is not None and stored.status is LeaseStatus.ACTIVE
-    assert renewed >= 4 and stored.renewal_count == renewed  # the run outlasts two VTs at least
-    assert stored.receipt_handle == lease.receipt_handle
-    # Without the extender the message does come back: the poller could see it.
-    deadline = time.time() + stored.visible_until - time.time() + 3
-    while time.time() < deadline and message_id not in harness.visible_messages():
-        time.sleep(0.2)
-    assert message_id in harness.visible_messages()
 
 
 def test_extender_marks_deleted_message_lost(harness: Harness) -> None:

@@ -4,13 +4,18 @@ with the codes AWS sends. No network, no serialization: only the semantics the p
 
 - **SQS** (`FakeSqs`): standard queues with a visibility timeout, a receive count and a new receipt
   handle per receive, SQS's 12 h limit per receive, delays, redrive to a dead-letter queue after
-  `maxReceiveCount` receives, and the errors of a stale handle (`InvalidParameterValue`, "expired"), a
-  message not in flight (`MessageNotInflight`) and the 12 h limit ("beyond the limit"). A receive takes
-  messages at random among the visible ones (SQS's standard queues promise no order).
+  `maxReceiveCount` receives, and the errors of a visibility change by a stale handle
+  (`InvalidParameterValue`, "expired"), of a message not in flight (`MessageNotInflight`) and of the 12 h
+  limit ("beyond the limit"). A delete by a handle SQS issued earlier succeeds (an older receive's leaves
+  the message in place, "might not be deleted"); only a handle never issued is `ReceiptHandleIsInvalid`.
+  A receive takes messages at random among the visible ones (SQS's standard queues promise no order).
 - **DynamoDB** (`FakeDynamoDb`): items, conditional writes (`ConditionExpression`), update expressions
-  (SET with `+`/`-`, REMOVE), transactions (cancelled with per-item reasons), `BatchGetItem`, and
-  queries of the table's global secondary indexes (sorted by their range key, `Limit`, `Select=COUNT`).
-  The expressions are parsed by a small parser of DynamoDB's grammar, the part the processor writes.
+  (SET with `+`/`-` on the item as it was before the update, REMOVE), transactions (cancelled with
+  per-item reasons; two actions on one item refused), `BatchGetItem`, and queries of the table's global
+  secondary indexes (sorted by their range key, `Limit` before the filter, `Select=COUNT`). Requests are
+  validated as DynamoDB does (`ValidationException`): placeholders defined and used, no update of the key,
+  no arithmetic on an absent attribute. The expressions are parsed by a small parser of DynamoDB's
+  grammar, the part the processor writes.
 - **Step Functions** (`FakeStepFunctions`): executions by name (a second start of a name with the same
   input is the same execution), `DescribeExecution` and `StopExecution`. What an execution does is the
   simulation's (a `Workflow` callback), through these same fakes.

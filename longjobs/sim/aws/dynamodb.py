@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.sim.aws.base import client_error
 from longjobs.sim.aws.expressions import (
+    ExpressionError,
     apply_update,
     attribute_name,
+    check_placeholders,
     conjuncts,
     evaluate,
     parse_condition,
@@ -28,6 +30,15 @@ class _Index:
     hash_attr: str
     range_attr: str
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # hash value -> {pk: item}
+
+
+_EXPRESSION_FIELDS = (
+    "ConditionExpression",
+    "UpdateExpression",
+    "KeyConditionExpression",
+    "FilterExpression",
+    "ProjectionExpression",
+)
 
 
 def _index_key(value: Mapping[str, Any]) -> str:
@@ -80,6 +91,27 @@ class FakeDynamoDb:
             request.get("ExpressionAttributeValues", {}),
         )
 
+    def _validate(self, operation: str, request: Mapping[str, Any]) -> None:
+        """DynamoDB's validation of a request's expressions, before it reads anything: placeholders defined
+        and used, and no update of the table's key."""
+        try:
+            check_placeholders(
+                [request.get(field) for field in _EXPRESSION_FIELDS],
+                request.get("ExpressionAttributeNames", {}),
+                request.get("ExpressionAttributeValues", {}),
+            )
+        except ExpressionError as exc:
+            raise client_error(operation, "ValidationException", str(exc)) from None
+        if "UpdateExpression" in request:
+            names = request.get("ExpressionAttributeNames", {})
+            if any(attribute_name(action[1], names) == self.pk for action in parse_update(request["UpdateExpression"])):
+                raise client_error(
+                    operation,
+                    "ValidationException",
+                    f"One or more parameter values were invalid: Cannot update attribute {self.pk}. "
+                    "This attribute is part of the key",
+                )
+
     def get_item(self, **request: Any) -> dict[str, Any]:
         self._count("GetItem")
         item = self.items.get(request["Key"][self.pk]["S"])
@@ -95,6 +127,7 @@ class FakeDynamoDb:
 
     def put_item(self, **request: Any) -> dict[str, Any]:
         self._count("PutItem")
+        self._validate("PutItem", request)
         item = dict(request["Item"])
         key = item[self.pk]["S"]
         if not self._check("PutItem", self.items.get(key, {}), request):
@@ -118,19 +151,52 @@ class FakeDynamoDb:
 
     def update_item(self, **request: Any) -> dict[str, Any]:
         self._count("UpdateItem")
-        updated = self._updated(request)
+        self._validate("UpdateItem", request)
+        try:
+            updated = self._updated(request)
+        except ExpressionError as exc:
+            raise client_error("UpdateItem", "ValidationException", str(exc)) from None
         if updated is None:
             raise client_error("UpdateItem", "ConditionalCheckFailedException", "The conditional request failed")
         self._store(*updated)
         return {}
 
     def transact_write_items(self, **request: Any) -> dict[str, Any]:
+        """All the updates or none. DynamoDB refuses two actions on one item outright (ValidationException),
+        and cancels the whole transaction when any action fails, with one reason per action in request
+        order: `None` for the actions that did not fail."""
         self._count("TransactWriteItems")
-        results = [self._updated(entry["Update"]) for entry in request["TransactItems"]]
-        if any(result is None for result in results):
-            reasons = [{"Code": "ConditionalCheckFailed" if r is None else "None"} for r in results]
+        entries = [entry["Update"] for entry in request["TransactItems"]]
+        for entry in entries:
+            self._validate("TransactWriteItems", entry)
+        keys = [entry["Key"][self.pk]["S"] for entry in entries]
+        if len(set(keys)) < len(keys):
             raise client_error(
-                "TransactWriteItems", "TransactionCanceledException", "cancelled", CancellationReasons=reasons
+                "TransactWriteItems",
+                "ValidationException",
+                "Transaction request cannot include multiple operations on one item",
+            )
+        results: list[tuple[str, dict[str, Any]] | None] = []
+        reasons: list[dict[str, str]] = []
+        for entry in entries:
+            try:
+                result = self._updated(entry)
+            except ExpressionError as exc:
+                results.append(None)
+                reasons.append({"Code": "ValidationError", "Message": str(exc)})
+                continue
+            results.append(result)
+            if result is None:
+                reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
+            else:
+                reasons.append({"Code": "None"})
+        if any(result is None for result in results):
+            codes = ", ".join(reason["Code"] for reason in reasons)
+            raise client_error(
+                "TransactWriteItems",
+                "TransactionCanceledException",
+                f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+                CancellationReasons=reasons,
             )
         for result in results:
             assert result is not None
@@ -139,6 +205,7 @@ class FakeDynamoDb:
 
     def query(self, **request: Any) -> dict[str, Any]:
         self._count("Query")
+        self._validate("Query", request)
         index = self.indexes[request["IndexName"]]
         names = request.get("ExpressionAttributeNames", {})
         values = request.get("ExpressionAttributeValues", {})
@@ -165,11 +232,13 @@ class FakeDynamoDb:
         last: dict[str, Any] | None = None
         if "Limit" in request and len(matched) > request["Limit"]:
             matched = matched[: request["Limit"]]  # DynamoDB limits the items read, before the filter
-            last = {self.pk: matched[-1][self.pk], index.range_attr: matched[-1][index.range_attr]}
+            # An index's key for paging: the table's key and the index's own (hash and range).
+            last = {attr: matched[-1][attr] for attr in (self.pk, index.hash_attr, index.range_attr)}
+        scanned = len(matched)  # ScannedCount: the items read, before the filter
         if request.get("FilterExpression"):
             kept = parse_condition(request["FilterExpression"])
             matched = [item for item in matched if evaluate(kept, item, names, values)]
-        page: dict[str, Any] = {"Count": len(matched), "ScannedCount": len(matched)}
+        page: dict[str, Any] = {"Count": len(matched), "ScannedCount": scanned}
         if last is not None:
             page["LastEvaluatedKey"] = last
         if request.get("Select") != "COUNT":

@@ -13,6 +13,12 @@ _TOKEN = re.compile(
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*))"
 )
 _KEYWORDS = {"AND", "OR", "NOT", "SET", "REMOVE", "ADD", "DELETE", "BETWEEN"}
+MISSING_OPERAND = "The provided expression refers to an attribute that does not exist in the item"
+
+
+class ExpressionError(ValueError):
+    """An update DynamoDB refuses for the item it meets (a `ValidationException`): an operand that names an
+    attribute the item does not have."""
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -161,6 +167,47 @@ def parse_update(text: str) -> Any:
     return _parsed[key]
 
 
+_NAME_PLACEHOLDER = re.compile(r"#[A-Za-z0-9_]+")
+_VALUE_PLACEHOLDER = re.compile(r":[A-Za-z0-9_]+")
+_placeholders: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def check_placeholders(expressions: Sequence[str | None], names: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """DynamoDB's request validation of `#name` and `:value` placeholders: each one an expression uses must
+    be defined, and each one defined must be used by one of the request's expressions."""
+    used_names: set[str] = set()
+    used_values: set[str] = set()
+    for text in expressions:
+        if not text:
+            continue
+        if text not in _placeholders:
+            _placeholders[text] = (
+                frozenset(_NAME_PLACEHOLDER.findall(text)),
+                frozenset(_VALUE_PLACEHOLDER.findall(text)),
+            )
+        found_names, found_values = _placeholders[text]
+        used_names |= found_names
+        used_values |= found_values
+    if undefined := sorted(used_names - names.keys()):
+        raise ExpressionError(
+            "Invalid expression: An expression attribute name used in the document path is not defined; "
+            f"attribute name: {undefined[0]}"
+        )
+    if undefined := sorted(used_values - values.keys()):
+        raise ExpressionError(
+            f"Invalid expression: An expression attribute value used in expression is not defined; "
+            f"attribute value: {undefined[0]}"
+        )
+    if unused := sorted(names.keys() - used_names):
+        raise ExpressionError(
+            f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(unused)}}}"
+        )
+    if unused := sorted(values.keys() - used_values):
+        raise ExpressionError(
+            f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(unused)}}}"
+        )
+
+
 def attribute_name(path: Any, names: Mapping[str, str]) -> str:
     token = path[1]
     return names[token] if token.startswith("#") else str(token)
@@ -184,6 +231,8 @@ def resolve(node: Any, item: Mapping[str, Any], names: Mapping[str, str], values
     if kind == "arith":
         left = resolve(node[2], item, names, values)
         right = resolve(node[3], item, names, values)
+        if left is None or right is None:
+            raise ExpressionError(MISSING_OPERAND)
         a, b = Decimal(left["N"]), Decimal(right["N"])
         return {"N": str(a + b if node[1] == "+" else a - b)}
     raise ValueError(f"cannot resolve {node!r}")
@@ -246,13 +295,22 @@ def evaluate(node: Any, item: Mapping[str, Any], names: Mapping[str, str], value
 def apply_update(
     actions: Sequence[Any], item: dict[str, Any], names: Mapping[str, str], values: Mapping[str, Any]
 ) -> None:
+    """Apply `actions` to `item`. Every operand is read from the item as it was before the update, as
+    DynamoDB evaluates a multi-action expression: `SET a = :x, b = a` gives `b` the old `a`."""
+    before = dict(item)
+    assigned: list[tuple[str, Any]] = []
     for action in actions:
         if action[0] == "set":
-            item[attribute_name(action[1], names)] = resolve(action[2], item, names, values)
-        elif action[0] == "remove":
-            item.pop(attribute_name(action[1], names), None)
-        else:
+            value = resolve(action[2], before, names, values)
+            if value is None:
+                raise ExpressionError(MISSING_OPERAND)
+            assigned.append((attribute_name(action[1], names), value))
+        elif action[0] != "remove":
             raise ValueError(f"the fake does not apply {action[0]!r}")
+    for action in actions:
+        if action[0] == "remove":
+            item.pop(attribute_name(action[1], names), None)
+    item.update(assigned)
 
 
 def conjuncts(node: Any) -> list[Any]:

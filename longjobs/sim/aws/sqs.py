@@ -50,6 +50,8 @@ class FakeQueue:
         self._version: dict[str, int] = {}
         self._seq = itertools.count()
         self._delayed: set[str] = set()  # sent with a delay that has not run out, never received
+        self.on_change: Callable[[], None] | None = None  # told when a message is added or its visibility changes
+        self.gone: dict[str, int] = {}  # message id -> receives it had when deleted or moved to the DLQ
 
     # visibility bookkeeping: a message is either in `_visible` or has a current entry in `_hidden`
     def _hide(self, message: Message, until: float) -> None:
@@ -59,6 +61,8 @@ class FakeQueue:
         version = self._version.get(message.message_id, 0) + 1
         self._version[message.message_id] = version
         heapq.heappush(self._hidden, (until, next(self._seq), message.message_id, version))
+        if self.on_change is not None:
+            self.on_change()
 
     def _unlist(self, message: Message) -> None:
         index = self._visible_index.pop(message.message_id, None)
@@ -103,9 +107,12 @@ class FakeQueue:
         else:
             self._visible_index[message.message_id] = len(self._visible)
             self._visible.append(message)
+            if self.on_change is not None:
+                self.on_change()
 
     def remove(self, message: Message) -> None:
         message.deleted = True
+        self.gone[message.message_id] = message.receive_count
         self._unlist(message)
         self._delayed.discard(message.message_id)
         self.messages.pop(message.message_id, None)
@@ -176,7 +183,8 @@ class FakeSqs:
     def receive_message(self, **request: Any) -> dict[str, Any]:
         self._count("ReceiveMessage")
         queue = self._queue("ReceiveMessage", request["QueueUrl"])
-        return {"Messages": self.receive(queue, int(request.get("MaxNumberOfMessages", 1)), request)}
+        messages = self.receive(queue, int(request.get("MaxNumberOfMessages", 1)), request)
+        return {"Messages": messages} if messages else {}  # SQS leaves `Messages` out when none was received
 
     def receive(self, queue: FakeQueue, count: int, request: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Receive up to `count` visible messages (the caller counts the request)."""
@@ -264,7 +272,18 @@ class FakeSqs:
         return {"Successful": successful, "Failed": failed}
 
     def _delete(self, operation: str, queue: FakeQueue, handle: str) -> None:
-        queue.remove(self._held(operation, queue, handle))
+        """Delete with the current handle. A handle SQS issued earlier (an older receive's, or the message's
+        last one after it was deleted or moved to the DLQ) is accepted without deleting anything: "If you use
+        an old ReceiptHandle, the request will succeed, but the message might not be deleted" (DeleteMessage);
+        only a handle never issued is `ReceiptHandleIsInvalid`."""
+        message_id, _, number = handle.partition("#")
+        message = queue.messages.get(message_id)
+        if message is not None and not message.deleted and message.handle == handle:
+            queue.remove(message)
+            return
+        receives = message.receive_count if message is not None else queue.gone.get(message_id, 0)
+        if not (number.isdigit() and 1 <= int(number) <= receives):
+            raise client_error(operation, "ReceiptHandleIsInvalid", f"The input receipt handle {handle} is not valid")
 
     def delete_message(self, **request: Any) -> dict[str, Any]:
         self._count("DeleteMessage")
@@ -279,7 +298,10 @@ class FakeSqs:
             try:
                 self._delete("DeleteMessage", queue, entry["ReceiptHandle"])
             except ClientError as exc:
-                failed.append({"Id": entry["Id"], "Code": exc.response["Error"]["Code"], "SenderFault": True})
+                error = exc.response["Error"]
+                failed.append(
+                    {"Id": entry["Id"], "Code": error["Code"], "Message": error["Message"], "SenderFault": True}
+                )
             else:
                 successful.append({"Id": entry["Id"]})
         return {"Successful": successful, "Failed": failed}
@@ -288,12 +310,13 @@ class FakeSqs:
         self._count("GetQueueAttributes")
         queue = self._queue("GetQueueAttributes", request["QueueUrl"])
         visible, in_flight, delayed = queue.counts()
-        return {
-            "Attributes": {
-                "ApproximateNumberOfMessages": str(visible),
-                "ApproximateNumberOfMessagesNotVisible": str(in_flight),
-                "ApproximateNumberOfMessagesDelayed": str(delayed),
-                "VisibilityTimeout": str(queue.visibility_timeout_s),
-                "QueueArn": queue.arn,
-            }
+        known = {
+            "ApproximateNumberOfMessages": str(visible),
+            "ApproximateNumberOfMessagesNotVisible": str(in_flight),
+            "ApproximateNumberOfMessagesDelayed": str(delayed),
+            "VisibilityTimeout": str(queue.visibility_timeout_s),
+            "QueueArn": queue.arn,
         }
+        asked = request.get("AttributeNames", [])
+        attributes = dict(known) if "All" in asked else {name: known[name] for name in asked if name in known}
+        return {"Attributes": attributes} if attributes else {}  # SQS answers the attributes asked for

@@ -79,7 +79,13 @@ class FakeStepFunctions:
         execution = self.executions.get(request["executionArn"])
         if execution is None:
             raise client_error("DescribeExecution", "ExecutionDoesNotExist", "Execution Does Not Exist")
-        return {"executionArn": execution.arn, "name": execution.name, "status": execution.status}
+        return {
+            "executionArn": execution.arn,
+            "stateMachineArn": self.state_machine_arn,
+            "name": execution.name,
+            "status": execution.status,
+            "input": execution.raw_input,
+        }
 
     def stop_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StopExecution")

@@ -1,0 +1,190 @@
+"""Small scenarios, in the offline runtime's scenario format, run in the simulation on virtual time:
+renewals per policy, a failure walked to the DLQ, a poison message, an abort released by reconciliation
+or by the watcher, throttling and a paused extender, a duplicate delivery, a receiver that dies at
+StartExecution, an ambiguous start, and lost scheduled runs. They once ran on the real offline runtime in
+minutes of wall time; here each takes a fraction of a second and no timing can make them flaky."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from longjobs.offline.scenario import parse_scenario
+from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
+from tests.short_settings import SHORT_THRESHOLD
+
+POLICIES = {
+    "threshold": SHORT_THRESHOLD,
+    "remaining": {**SHORT_THRESHOLD, "policy": "remaining"},
+    # Chunks of 6 s: the lead survives one lost run followed by one a full period late (1 s period).
+    "adaptive": {
+        "policy": "adaptive",
+        "extender_period_s": 1,
+        "adaptive_lost_runs_survived": 1,
+        "adaptive_ceiling_s": 6,
+        "release_delay_base_s": 0,
+        "max_receive_count": 3,
+    },
+}
+
+
+def run(
+    settings: dict[str, Any], jobs: list[dict[str, Any]], faults: list[dict[str, Any]] = (), **extra: Any
+) -> ScenarioRun:  # type: ignore[assignment]
+    return run_scenario(parse_scenario({"settings": settings, "jobs": jobs, "faults": list(faults), **extra}))
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_scenario_renewal_keeps_long_job_hidden_across_several_timeouts(policy: str) -> None:
+    result = run(POLICIES[policy], [{"id": "long", "type": "wait", "seconds": 12}])
+
+    assert result.result.violation is None
+    job = result.jobs["long"]
+    assert (job.final, job.deliveries, job.executions, job.redelivered_while_running) == (
+        "deleted",
+        1,
+        ["SUCCEEDED"],
+        0,
+    )
+    assert job.renewals >= 2, "a 12 s job outlasts two 5-6 s timeouts: it needs renewals"
+
+
+def test_scenario_failing_job_walked_to_dlq_after_max_receives() -> None:
+    result = run(SHORT_THRESHOLD, [{"id": "bad", "type": "wait", "seconds": 1, "fail": True}])
+
+    job = result.jobs["bad"]
+    assert result.result.violation is None
+    assert job.final == "dlq"
+    assert job.executions == ["FAILED"] * 3 and job.released == 3, "one execution per attempt, each released"
+    assert job.deliveries == 4, "the receive after the third failed attempt sends it to the DLQ"
+    assert job.dlq_error == "AttemptsExhausted: WaitJobFailed: the wait job was asked to fail"
+
+
+def test_scenario_poison_message_goes_to_dlq_on_first_receive() -> None:
+    result = run(
+        SHORT_THRESHOLD, [{"id": "poison", "raw_body": "{not json"}, {"id": "fine", "type": "wait", "seconds": 1}]
+    )
+
+    poison = result.jobs["poison"]
+    assert result.result.violation is None
+    assert (poison.final, poison.deliveries, poison.executions) == ("dlq", 1, [])
+    assert (poison.dlq_error or "").startswith("NotJson: body is not JSON")
+    assert result.jobs["fine"].final == "deleted", "the rest of the batch is unaffected"
+
+
+def test_scenario_abort_released_by_reconciliation_then_rerun() -> None:
+    result = run(
+        SHORT_THRESHOLD,
+        [{"id": "aborted", "type": "wait", "seconds": 6}],
+        [
+            {"type": "abort_execution", "job": "aborted", "at_s": 2},
+            {"type": "drop_status_events", "probability": 1.0},  # the watcher hears nothing
+        ],
+    )
+
+    job = result.jobs["aborted"]
+    assert result.result.violation is None
+    assert job.executions == ["ABORTED", "SUCCEEDED"]
+    assert (job.released, job.deliveries, job.redelivered_while_running, job.final) == (1, 2, 0, "deleted")
+    assert result.result.coverage["extender:released"] == 1, "reconciliation released it"
+    assert result.result.coverage["watcher:released"] == 0
+
+
+def test_scenario_status_event_releases_aborted_job_through_the_watcher() -> None:
+    # Reconciliation waits 30 s: only the watcher, fed the status event, can release before the job ends.
+    result = run(
+        {**SHORT_THRESHOLD, "reconcile_grace_s": 30},
+        [{"id": "aborted", "type": "wait", "seconds": 6}],
+        [{"type": "abort_execution", "job": "aborted", "at_s": 2}],
+    )
+
+    job = result.jobs["aborted"]
+    assert result.result.violation is None
+    assert job.executions == ["ABORTED", "SUCCEEDED"]
+    assert (job.released, job.final) == (1, "deleted")
+    assert result.result.coverage["extender:released"] == 0
+
+
+def test_scenario_extender_throttled_and_paused_without_lapse() -> None:
+    result = run(
+        POLICIES["adaptive"],
+        [{"id": "steady", "type": "wait", "seconds": 14}],
+        [
+            {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.5},
+            {"type": "pause_extender", "at_s": 4, "for_s": 2},
+        ],
+    )
+
+    job = result.jobs["steady"]
+    assert result.result.coverage["fault:throttled:sqs.change_message_visibility_batch"] > 0
+    assert result.result.coverage["extender:paused"] > 0
+    assert result.result.violation is None
+    assert (job.final, job.redelivered_while_running, job.executions) == ("deleted", 0, ["SUCCEEDED"])
+    assert job.renewals >= 2
+
+
+def test_scenario_duplicate_delivery_starts_no_second_execution() -> None:
+    result = run(
+        SHORT_THRESHOLD,
+        [{"id": "dup", "type": "wait", "seconds": 6}],
+        [{"type": "duplicate_delivery", "job": "dup", "at_s": 3}],
+    )
+
+    job = result.jobs["dup"]
+    assert result.result.violation is None
+    assert (job.deliveries, job.redelivered_while_running, job.executions, job.final) == (
+        2,
+        1,
+        ["SUCCEEDED"],
+        "deleted",
+    )
+    assert result.result.coverage["receiver:running"] == 1, "the redelivery adopted the running execution"
+
+
+def test_scenario_receiver_crash_at_start_execution_fails_its_batch() -> None:
+    crash = {"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "crash", "count": 1}
+    result = run(SHORT_THRESHOLD, [{"id": "crashed", "type": "wait", "seconds": 2}], [crash])
+
+    job = result.jobs["crashed"]
+    assert result.result.violation is None
+    assert result.result.coverage["fault:crash_before:stepfunctions.start_execution"] == 1
+    assert job.deliveries == 2, "the lease was released (the execution never started) and received again"
+    assert (job.executions, job.final) == (["SUCCEEDED"], "deleted")
+
+
+def test_scenario_ambiguous_start_execution_runs_the_job_once() -> None:
+    ambiguous = {
+        "type": "aws_fault",
+        "function": "receiver",
+        "operation": "StartExecution",
+        "mode": "ambiguous",
+        "count": 1,
+    }
+    result = run(SHORT_THRESHOLD, [{"id": "ambiguous", "type": "wait", "seconds": 2}], [ambiguous])
+
+    job = result.jobs["ambiguous"]
+    assert result.result.violation is None
+    assert result.calls["stepfunctions.start_execution"] == 2, "the ambiguous start and botocore's retry"
+    assert (job.deliveries, job.executions, job.final) == (1, ["SUCCEEDED"], "deleted")
+
+
+def test_scenario_lost_scheduled_runs_excuse_the_lapse_they_cause() -> None:
+    result = run(
+        SHORT_THRESHOLD,
+        [{"id": "unrenewed", "type": "wait", "seconds": 6}],
+        [{"type": "lose_scheduled_runs", "probability": 1.0}],
+    )
+
+    job = result.jobs["unrenewed"]
+    assert result.result.coverage["extender:skipped"] >= 5
+    assert job.renewals == 0, "no extender run"
+    assert job.redelivered_while_running >= 1, "its 5 s timeout ran out under a 6 s job"
+    assert result.result.coverage["lapse_excused"] >= 1, "every run lost: more than the settings survive"
+    assert result.result.violation is None, "no double run, nothing lost"
+
+
+def test_scenario_the_simulation_refuses_what_it_does_not_model() -> None:
+    fifo = {**SHORT_THRESHOLD, "fifo": True}
+    with pytest.raises(NotModelled, match="FIFO"):
+        run(fifo, [{"id": "a", "type": "wait", "seconds": 1, "group": "g"}])
