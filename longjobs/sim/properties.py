@@ -8,6 +8,8 @@ coverage: a campaign reports the ones no seed reached.
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
   duplicate delivery or at SQS's 12 h limit.
+- `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
+  succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
   it, at the job's start and after every write to that lease.
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
@@ -26,6 +28,7 @@ from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.lease.schema import EXECUTION_ATTR, STATUS_ATTR
 
 ALWAYS = (
+    "fifo_order",
     "single_execution_per_message",
     "single_execution_per_job",
     "type_concurrency",
@@ -77,6 +80,8 @@ class Monitor:
     dead_lettered: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     duplicates: set[str] = field(default_factory=set)  # message ids with an injected duplicate delivery due
     excuse_lapses: bool = False  # a written scenario that loses more extender runs than the design survives
+    groups: dict[str, list[str]] = field(default_factory=dict)  # FIFO: group -> its job ids in send order
+    finished: set[str] = field(default_factory=set)  # jobs that succeeded or are in the DLQ
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -99,6 +104,7 @@ class Monitor:
             raise PropertyViolation(
                 "single_execution_per_job", f"job {run.job_key} runs in {sorted(self.by_job[run.job_key])}"
             )
+        self._check_order(run.job_key)
         limit = self.limits.get(run.job_type)
         if limit is not None and len(self.by_type[run.job_type]) > limit:
             raise PropertyViolation(
@@ -114,7 +120,23 @@ class Monitor:
         self.by_job[run.job_key].discard(arn)
         self.by_type[run.job_type].discard(arn)
         if succeeded:
-            self.succeeded[run.job_key] += 1
+            self.job_done(run.job_key)
+
+    def job_done(self, job_key: str) -> None:
+        """A job succeeded (in its execution, or inline in the receiver)."""
+        self.succeeded[job_key] += 1
+        self.finished.add(job_key)
+
+    def _check_order(self, job_key: str) -> None:
+        """FIFO: a job starts only once every job sent before it in its group succeeded or is in the DLQ."""
+        for group, jobs in self.groups.items():
+            if job_key in jobs:
+                earlier = [job for job in jobs[: jobs.index(job_key)] if job not in self.finished]
+                if earlier:
+                    raise PropertyViolation(
+                        "fifo_order", f"job {job_key} of group {group} started before {earlier} ended"
+                    )
+                self.reach("fifo_in_order_start")
 
     # -- SQS ------------------------------------------------------------------------------------------------
 
@@ -139,6 +161,7 @@ class Monitor:
 
     def dead_lettered_copy(self, job_key: str, attributes: dict[str, Any]) -> None:
         self.dead_lettered[job_key].append(attributes)
+        self.finished.add(job_key)
         self.reach("dead_lettered")
 
     # -- the lease table ------------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ jobs, settings and faults mapped onto the world:
 
 `run_scenario` returns the world's result and a report per job (final state, deliveries, executions and
 their statuses, releases, renewals, redeliveries while running, the DLQ's reason), read from the trace.
-FIFO scenarios are refused, naming what is not modelled; a scenario's own job types are rendered into the
-workflow as the stack renders them; `spark_heartbeat_s` is the simulation's (60 s), not the file's.
+A given `dedup_id` is refused, naming what is not modelled (content-based deduplication is); a scenario's
+own job types are rendered into the workflow as the stack renders them; `spark_heartbeat_s` is the
+simulation's (60 s), not the file's.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
     plans = []
     for index, job in enumerate(scenario.jobs):
         at = index * 0.001  # in file order
+        if job.dedup_id is not None:
+            raise NotModelled(f"jobs[{index}].dedup_id: a given deduplication id (content-based is modelled)")
         if isinstance(job, WaitJob):
             params: dict[str, Any] = {"seconds": job.seconds, **({"fail": True} if job.fail else {})}
             plans.append(JobPlan(job.id, "wait", params, at))
@@ -106,6 +109,7 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
                     f"jobs[{index}].type: {job.type!r} is not in the simulation's catalog ({sorted(names)})"
                 )
             plans.append(JobPlan(job.id, job.type, dict(job.params), at))
+        plans[-1].group = job.group
     return plans
 
 
@@ -160,8 +164,6 @@ def run_scenario(
     from longjobs.sim.workload import CATALOG_JSON, SPARK_HEARTBEAT_S
     from longjobs.sim.world import World
 
-    if scenario.settings.fifo:
-        raise NotModelled("settings.fifo: FIFO queues are not modelled by the simulation yet")
     workflow = deployed_workflow()
     catalog_json = CATALOG_JSON
     if scenario.job_types:  # the scenario's own types too: the workflow is rendered with a branch for each
@@ -173,7 +175,9 @@ def run_scenario(
         if key not in RUNTIME_SETTINGS
     }
     plan, pauses, actions = _faults(scenario)
-    workload = Workload(_plan(scenario), settings=settings, spark_heartbeat_s=SPARK_HEARTBEAT_S)
+    workload = Workload(
+        _plan(scenario), fifo=scenario.settings.fifo, settings=settings, spark_heartbeat_s=SPARK_HEARTBEAT_S
+    )
     world = World(
         scenario.seed,
         workload,
@@ -207,11 +211,13 @@ def _reports(lines: list[str], job_of_message: dict[str, str]) -> tuple[dict[str
             if any(name.startswith(record["message_id"]) for name in running):
                 job.redelivered_while_running += 1
         elif event == "execution_started":
-            execution_jobs[record["execution"]] = job_of_message.get(record["execution"].rsplit("-", 1)[0], "")
+            execution_jobs[record["execution"]] = str(record["job_id"])
         elif event == "job_started":
             running.add(record["execution"])
         elif event == "job_ended":
             running.discard(record["execution"])
+            if record["succeeded"] and job is not None:
+                job.final = "deleted"  # its message is deleted next (or, redelivered, as already succeeded)
         elif event == "execution_ended":
             running.discard(record["execution"])
             owner = jobs.get(execution_jobs.get(record["execution"], ""))

@@ -16,7 +16,8 @@ from typing import Any
 
 from longjobs.offline.resources import SPARK_TASK_TIMEOUT_S
 
-PROFILES = ("standard", "admission", "mixed")
+PROFILES = ("standard", "fifo", "admission", "mixed")
+FIFO_SHARE = 3  # the mixed profile runs one seed in this many on a FIFO queue (a stack is one or the other)
 LIMITED_TYPE = "limited"
 LIMIT = 2
 SPARK_PARAMS = {
@@ -66,6 +67,7 @@ class JobPlan:
     spark: list[SparkBehaviour] = field(default_factory=list)  # one per attempt (the last repeats)
     poison: bool = False  # a message the receiver must refuse: its params break the type's schema
     raw_body: str | None = None  # a body sent as it is (a written scenario's)
+    group: str | None = None  # FIFO: its message group
     message_ids: list[str] = field(default_factory=list)
 
     @property
@@ -99,6 +101,7 @@ class JobPlan:
 @dataclass
 class Workload:
     jobs: list[JobPlan]
+    fifo: bool = False
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
     spark_heartbeat_s: int = SPARK_HEARTBEAT_S
 
@@ -154,6 +157,8 @@ def draw(seed: int, profile: str = "mixed") -> Workload:
         jobs.append(job)
         return job
 
+    if profile == "fifo" or (profile == "mixed" and random.Random(f"workload:{seed}:fifo").randrange(FIFO_SHARE) == 0):
+        return _fifo(rng)  # (its own stream: the other seeds of the mixed profile keep the jobs they had)
     standard = profile in ("standard", "mixed")
     limited = profile in ("admission", "mixed")
     for _ in range(rng.randint(6, 9) if standard else 2):
@@ -175,3 +180,24 @@ def draw(seed: int, profile: str = "mixed") -> Workload:
             add(LIMITED_TYPE, params)
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(jobs)
+
+
+def _fifo(rng: random.Random) -> Workload:
+    """Jobs in three to five message groups of a FIFO queue, each group's sent in order: mostly short
+    waits, now and then one that fails (its group waits for its attempts) or a long one, a poison
+    message, an inline job."""
+    jobs: list[JobPlan] = []
+    at = 0.0
+    for group in range(rng.randint(3, 5)):
+        for _ in range(rng.randint(2, 5)):
+            at += round(rng.uniform(0, 40), 3)
+            params: dict[str, Any] = {"seconds": int(math.exp(rng.uniform(math.log(5), math.log(900))))}
+            if rng.random() < 0.1:
+                params["fail"] = True
+            elif rng.random() < 0.05:
+                params["seconds"] = _duration(rng)
+            jobs.append(JobPlan(f"j{len(jobs):02d}", "wait", params, at, group=f"g{group}"))
+    jobs.append(JobPlan(f"j{len(jobs):02d}", "wait", {}, round(rng.uniform(0, at), 3), poison=True, group="g0"))
+    jobs.append(JobPlan(f"j{len(jobs):02d}", "echo", {"text": "hello"}, round(rng.uniform(0, at), 3), group="g1"))
+    jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
+    return Workload(jobs, fifo=True)

@@ -38,7 +38,7 @@ from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.admission import admit_all
 from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
@@ -242,12 +242,14 @@ class World:
         self.monitor = Monitor(
             limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
             excuse_lapses=not faults.within_design,
+            groups=_groups(workload),
         )
         self.aws = aws = FakeAws(
             self.clock, random.Random(f"sqs:{seed}"), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN
         )
-        self.dlq = aws.sqs.create_queue("jobs-dlq", visibility_timeout_s=30)
-        self.queue = aws.sqs.create_queue("jobs", visibility_timeout_s=QUEUE_VT_S)
+        suffix = ".fifo" if workload.fifo else ""  # a FIFO stack: its jobs queue and its DLQ are FIFO
+        self.dlq = aws.sqs.create_queue(f"jobs-dlq{suffix}", visibility_timeout_s=30)
+        self.queue = aws.sqs.create_queue(f"jobs{suffix}", visibility_timeout_s=QUEUE_VT_S)
         self.token_queue = aws.sqs.create_queue(TOKEN_QUEUE, visibility_timeout_s=30)
         self.waiting: dict[str, FakeQueue] = {
             name: aws.sqs.create_queue(f"jobs-waiting-{name}", visibility_timeout_s=QUEUE_VT_S)
@@ -258,6 +260,7 @@ class World:
             "queue_url": self.queue.url,
             "dlq_url": self.dlq.url,
             "state_machine_arn": STATE_MACHINE_ARN,
+            **({"fifo": True} if workload.fifo else {}),
             **workload.settings,
         }
         if self.waiting:
@@ -445,7 +448,7 @@ class World:
     # -- the producer and SQS's own faults --------------------------------------------------------------------
 
     def _send(self, job: JobPlan) -> None:
-        message_id = self.aws.sqs.put(self.queue, job.body)
+        message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         job.message_ids.append(message_id)
         self.job_of_message[message_id] = job.job_id
         self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
@@ -491,16 +494,16 @@ class World:
         scheduler, queue = self.scheduler, self.queue
         while True:
             queue.refresh()
-            if not queue.visible_count:  # a long poll: it answers as soon as a message shows
+            messages = []
+            if queue.visible_count:
+                self.aws.calls["sqs.ReceiveMessage"] += 1
+                messages = self.aws.sqs.receive(queue, FIFO_BATCH_SIZE if self.settings.fifo else ESM_BATCH)
+            if not messages:  # a long poll: it answers as soon as a message can be handed out
                 next_visible = queue.next_visible_at()
                 wait = ESM_IDLE_S if next_visible is None else min(ESM_IDLE_S, next_visible - scheduler.now())
                 changed = self.queue_changed[index] = Signal()
                 with contextlib.suppress(TimeoutError):
                     scheduler.wait_for(changed, max(wait, 0.0))
-                continue
-            self.aws.calls["sqs.ReceiveMessage"] += 1
-            messages = self.aws.sqs.receive(queue, ESM_BATCH)
-            if not messages:
                 continue
             done = self._invoke_receiver(index, messages)
             if done:
@@ -532,7 +535,7 @@ class World:
                         continue
                     self.monitor.reach(f"receiver:{outcome.value}")
                     if outcome is Outcome.INLINE_DONE:
-                        self.monitor.succeeded[_job_key(delivery.body)] += 1
+                        self.monitor.job_done(_job_key(delivery.body))
                     self.trace.event(
                         "receiver",
                         "outcome",
@@ -623,7 +626,8 @@ class World:
         self.running_executions += 1
         group = Group(f"execution:{execution.name}")
         self.groups[execution.arn] = group
-        self.trace.event("stepfunctions", "execution_started", execution=execution.name)
+        job_id = str(execution.input.get("job", {}).get("job_id", ""))
+        self.trace.event("stepfunctions", "execution_started", execution=execution.name, job_id=job_id)
         self.monitor.reach("execution_started")
         self.scheduler.spawn(lambda: self._execute(execution), group=group)
         self.scheduler.call_at(self.scheduler.now() + self.execution_timeout_s, lambda: self._time_out(execution))
@@ -768,6 +772,7 @@ def as_delivery(message: dict[str, Any], source_arn: str) -> Delivery:
         receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
         source_arn=source_arn,
         message_attributes=message["MessageAttributes"],
+        group_id=message["Attributes"].get("MessageGroupId"),
     )
 
 
@@ -776,3 +781,12 @@ def _job_key(body: str) -> str:
         return str(json.loads(body)["job_id"])
     except (ValueError, KeyError, TypeError):
         return ""
+
+
+def _groups(workload: Workload) -> dict[str, list[str]]:
+    """FIFO: each message group's job ids, in the order they are sent."""
+    groups: dict[str, list[str]] = {}
+    for job in sorted(workload.jobs, key=lambda job: job.send_at_s):
+        if job.group is not None:
+            groups.setdefault(job.group, []).append(job.job_id)
+    return groups

@@ -167,7 +167,7 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     running = sqs.send_message(QueueUrl=service.queue_url, MessageBody=long_job)["MessageId"]
     service.wait_for("the long job running", lambda: service.longjobs("lease", running)["lease"]["status"] == "ACTIVE")
     service.process.send_signal(signal.SIGTERM)
-    out, _ = service.process.communicate(timeout=60)
+    out, _ = service.process.communicate(timeout=180)  # generous: a loaded machine stops Spark and moto slowly
     assert service.process.returncode == 0
     last = out.strip().splitlines()[-1]
     assert last.startswith("stopped:") and f"1 stopped and released ({running})" in last, last

@@ -6,10 +6,12 @@ minutes of wall time; here each takes a fraction of a second and no timing can m
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from longjobs.engine.jobs import BUILTIN_TYPES
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
 from tests.short_settings import SHORT_THRESHOLD
@@ -184,7 +186,67 @@ def test_scenario_lost_scheduled_runs_excuse_the_lapse_they_cause() -> None:
     assert result.result.violation is None, "no double run, nothing lost"
 
 
+def test_scenario_fifo_groups_run_in_order_within_and_side_by_side_across() -> None:
+    groups = {"tenant-a": (4, 1, 2), "tenant-b": (1, 3, 1)}  # each group's jobs, in send order: their seconds
+    jobs = [
+        {"id": f"{group[-1]}{index}", "type": "wait", "seconds": seconds, "group": group}
+        for index, pair in enumerate(zip(*groups.values(), strict=True))
+        for group, seconds in zip(groups, pair, strict=True)
+    ]  # sent interleaved: a0, b0, a1, b1, a2, b2
+    result = run({**SHORT_THRESHOLD, "fifo": True}, jobs)
+
+    assert result.result.violation is None, "fifo_order is checked at every job's start"
+    assert result.result.coverage["fifo_in_order_start"] == 6
+    assert all(job.final == "deleted" and job.executions == ["SUCCEEDED"] for job in result.jobs.values())
+    starts = _job_starts(result)
+    assert starts["a0"] < starts["a1"] < starts["a2"] and starts["b0"] < starts["b1"] < starts["b2"]
+    assert starts["b0"] < starts["a1"], "b0 did not wait for tenant-a: the groups ran side by side"
+
+
+def test_scenario_fifo_failing_job_holds_its_group_until_the_dlq() -> None:
+    jobs = [
+        {"id": "first", "type": "wait", "seconds": 1, "fail": True, "group": "g"},
+        {"id": "second", "type": "wait", "seconds": 1, "group": "g"},
+    ]
+    result = run({**SHORT_THRESHOLD, "fifo": True}, jobs)
+
+    assert result.result.violation is None
+    assert (result.jobs["first"].final, result.jobs["first"].executions) == ("dlq", ["FAILED"] * 3)
+    assert result.jobs["second"].final == "deleted"
+    assert _job_starts(result)["second"] > _job_starts(result)["first"]
+
+
+def test_scenario_admission_backfill_runs_two_at_a_time_and_deletes_every_job() -> None:
+    """Eight 5 s jobs of a `wait` type limited to two at once: six find it full and wait for a slot (no
+    attempt, so `max_attempts` 3 is never near), each is admitted as a slot frees."""
+    wait = next(t for t in BUILTIN_TYPES if t.name == "wait")
+    limited = {**wait.model_dump(mode="json", exclude_none=True, exclude={"description"}), "max_concurrency": 2}
+    result = run(
+        {**SHORT_THRESHOLD, "max_attempts": 3, "admission_wait_base_s": 2},
+        [{"id": f"day{i}", "type": "wait", "seconds": 5} for i in range(8)],
+        job_types=[limited],
+    )
+
+    assert result.result.violation is None, "type_concurrency is checked at every job's start"
+    assert all(job.final == "deleted" and job.executions == ["SUCCEEDED"] for job in result.jobs.values())
+    assert result.result.coverage["receiver:waiting_for_slot"] >= 1, "some found the type full"
+    starts = sorted(_job_starts(result).values())
+    assert starts[2] >= starts[0] + 5, "the third started only once one of the first two ended"
+
+
 def test_scenario_the_simulation_refuses_what_it_does_not_model() -> None:
-    fifo = {**SHORT_THRESHOLD, "fifo": True}
-    with pytest.raises(NotModelled, match="FIFO"):
-        run(fifo, [{"id": "a", "type": "wait", "seconds": 1, "group": "g"}])
+    with pytest.raises(NotModelled, match="dedup_id"):
+        run(
+            {**SHORT_THRESHOLD, "fifo": True},
+            [{"id": "a", "type": "wait", "seconds": 1, "group": "g", "dedup_id": "x"}],
+        )
+
+
+def _job_starts(result: ScenarioRun) -> dict[str, float]:
+    """Each job's last start of its job step (virtual seconds), from the trace."""
+    starts: dict[str, float] = {}
+    for line in result.result.trace.records:
+        record = json.loads(line)
+        if record.get("event") == "job_started":
+            starts[record["job_id"]] = record["t"]
+    return starts

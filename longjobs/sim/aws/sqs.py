@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
 import itertools
 import json
@@ -15,6 +16,8 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.clock import Clock
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
+
+FIFO_DEDUPLICATION_S = 300  # SQS drops a FIFO message whose deduplication id it saw in the last 5 minutes
 
 if TYPE_CHECKING:
     from longjobs.sim.aws import FakeAws
@@ -32,6 +35,8 @@ class Message:
     handle: str | None = None
     received_at: float = 0.0
     deleted: bool = False
+    group_id: str | None = None  # FIFO: its message group
+    sequence: int = 0  # FIFO: its place in the queue (a group is handed out in this order)
 
 
 class FakeQueue:
@@ -41,6 +46,8 @@ class FakeQueue:
         self.arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
         self.visibility_timeout_s = visibility_timeout_s
         self.redrive: tuple[FakeQueue, int] | None = None
+        self.fifo = name.endswith(".fifo")
+        self.deduplicated: dict[str, tuple[float, str]] = {}  # FIFO: deduplication id -> (sent at, message id)
         self.messages: dict[str, Message] = {}
         self._clock = clock
         self._rng = rng
@@ -50,7 +57,7 @@ class FakeQueue:
         self._version: dict[str, int] = {}
         self._seq = itertools.count()
         self._delayed: set[str] = set()  # sent with a delay that has not run out, never received
-        self.on_change: Callable[[], None] | None = None  # told when a message is added or its visibility changes
+        self.on_change: Callable[[], None] | None = None  # told when a message comes, goes or changes visibility
         self.gone: dict[str, int] = {}  # message id -> receives it had when deleted or moved to the DLQ
 
     # visibility bookkeeping: a message is either in `_visible` or has a current entry in `_hidden`
@@ -116,14 +123,39 @@ class FakeQueue:
         self._unlist(message)
         self._delayed.discard(message.message_id)
         self.messages.pop(message.message_id, None)
+        if self.on_change is not None:
+            self.on_change()  # FIFO: its group may go on
 
     def take_visible(self, count: int) -> list[Message]:
         self.refresh()
+        if self.fifo:
+            return self._take_group_heads(count)
         taken: list[Message] = []
         while self._visible and len(taken) < count:
             message = self._visible[self._rng.randrange(len(self._visible))]
             self._unlist(message)
             taken.append(message)
+        return taken
+
+    def _take_group_heads(self, count: int) -> list[Message]:
+        """FIFO: SQS hands out no message of a group while one of its messages is in flight, and then the
+        group's head (the message sent first). Groups are taken in a random order (not modelled: several
+        messages of one group in one receive)."""
+        heads: dict[str | None, Message] = {}
+        blocked: set[str | None] = set()
+        for message in self.messages.values():
+            if message.message_id not in self._visible_index:
+                blocked.add(message.group_id)  # in flight (hidden after a receive)
+            head = heads.get(message.group_id)
+            if head is None or message.sequence < head.sequence:
+                heads[message.group_id] = message
+        ready = [
+            head for group, head in sorted(heads.items(), key=lambda item: item[1].sequence) if group not in blocked
+        ]
+        self._rng.shuffle(ready)
+        taken = ready[:count]
+        for message in taken:
+            self._unlist(message)
         return taken
 
     def hide(self, message: Message, until: float) -> None:
@@ -160,23 +192,61 @@ class FakeSqs:
             raise client_error(operation, "AWS.SimpleQueueService.NonExistentQueue", "The queue does not exist")
         return queue
 
-    def put(self, queue: FakeQueue, body: str, attributes: Mapping[str, Any] | None = None, delay_s: int = 0) -> str:
-        """A send, without counting it as a request (the producer's)."""
+    def put(
+        self,
+        queue: FakeQueue,
+        body: str,
+        attributes: Mapping[str, Any] | None = None,
+        delay_s: int = 0,
+        *,
+        group_id: str | None = None,
+        dedup_id: str | None = None,
+    ) -> str:
+        """A send, without counting it as a request (the producer's). On a FIFO queue a message with the
+        deduplication id (content-based when none is given) of one sent in the last 5 minutes is not
+        added: its first message's id is answered."""
         now = self._aws.clock.now()
+        if queue.fifo:
+            dedup = dedup_id or hashlib.sha256(body.encode()).hexdigest()
+            seen = queue.deduplicated.get(dedup)
+            if seen is not None and now - seen[0] < FIFO_DEDUPLICATION_S:
+                return seen[1]
         message_id = f"m{next(self._ids):07d}-0000-4000-8000-000000000000"
         job_key = None
         with contextlib.suppress(ValueError, AttributeError):
             job_key = json.loads(body).get("job_id")
-        queue.add(Message(message_id, body, dict(attributes or {}), now, now + delay_s, job_key))
+        message = Message(message_id, body, dict(attributes or {}), now, now + delay_s, job_key)
+        if queue.fifo:
+            message.group_id, message.sequence = group_id, next(self._ids)
+            queue.deduplicated[dedup] = (now, message_id)
+        queue.add(message)
         return message_id
 
     def send_message(self, **request: Any) -> dict[str, Any]:
         self._count("SendMessage")
         queue = self._queue("SendMessage", request["QueueUrl"])
+        if queue.fifo and ("MessageGroupId" not in request or "DelaySeconds" in request):
+            raise client_error(
+                "SendMessage",
+                "InvalidParameterValue" if "DelaySeconds" in request else "MissingParameter",
+                "The request must contain the parameter MessageGroupId."
+                if "DelaySeconds" not in request
+                else "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is "
+                "not valid for this queue type.",
+            )
         message_id = self.put(
-            queue, request["MessageBody"], request.get("MessageAttributes"), int(request.get("DelaySeconds", 0))
+            queue,
+            request["MessageBody"],
+            request.get("MessageAttributes"),
+            int(request.get("DelaySeconds", 0)),
+            group_id=request.get("MessageGroupId"),
+            dedup_id=request.get("MessageDeduplicationId"),
         )
-        if self.on_dead_letter is not None and queue.redrive is None and queue.name.endswith("dlq"):
+        if (
+            self.on_dead_letter is not None
+            and queue.redrive is None
+            and queue.name.removesuffix(".fifo").endswith("dlq")
+        ):
             self.on_dead_letter(queue, queue.messages[message_id])
         return {"MessageId": message_id}
 
@@ -199,7 +269,9 @@ class FakeSqs:
                 if queue.redrive is not None and message.receive_count >= queue.redrive[1]:
                     dead, _ = queue.redrive
                     queue.remove(message)
-                    dead.add(Message(message.message_id, message.body, message.attributes, now, now, message.job_key))
+                    copy = Message(message.message_id, message.body, message.attributes, now, now, message.job_key)
+                    copy.group_id, copy.sequence = message.group_id, message.sequence
+                    dead.add(copy)
                     if self.on_dead_letter is not None:
                         self.on_dead_letter(dead, message)
                     continue
@@ -210,12 +282,15 @@ class FakeSqs:
                 self._aws.receives += 1
                 if self.on_receive is not None:
                     self.on_receive(queue, message)
+                attributes = {"ApproximateReceiveCount": str(message.receive_count)}
+                if queue.fifo:
+                    attributes |= {"MessageGroupId": str(message.group_id), "SequenceNumber": str(message.sequence)}
                 out.append(
                     {
                         "MessageId": message.message_id,
                         "ReceiptHandle": message.handle,
                         "Body": message.body,
-                        "Attributes": {"ApproximateReceiveCount": str(message.receive_count)},
+                        "Attributes": attributes,
                         "MessageAttributes": dict(message.attributes),
                     }
                 )
