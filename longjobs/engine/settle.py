@@ -175,7 +175,24 @@ def stop_and_close(
     closed = store.close(lease, status, now=clock.now(), error=reason)
     if closed is not None:
         release_holds(closed, store=store, clock=clock)
+    elif lease.execution_arn:
+        _free_after_lost_close(lease, store=store, clock=clock)
     return closed
+
+
+def _free_after_lost_close(lease: Lease, *, store: LeaseStore, clock: Clock) -> None:
+    """The close lost its race after the stop: if the execution closed its own lease meanwhile (its job
+    succeeded, or failed, while the stop was on its way), the stop cut it off before it freed its job lock
+    and slot, so they are freed here (each conditional on that execution still holding it)."""
+    try:
+        current = store.get(lease.message_id)
+    except Exception as exc:
+        logger.warning(
+            "could not re-read a lease after a lost close", extra={"message_id": lease.message_id, "error": str(exc)}
+        )
+        return
+    if current is not None and not current.active and current.execution_arn == lease.execution_arn:
+        release_holds(current, store=store, clock=clock)
 
 
 def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> str:

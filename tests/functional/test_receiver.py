@@ -271,9 +271,13 @@ def test_receiver_start_refused_leaves_the_lease_for_reconciliation(flow: Flow) 
     assert flow.harness.visible_messages() == [message_id]
 
 
-def test_receiver_first_visibility_change_refused_starts_the_job_with_the_lease_due_at_once(
+def test_receiver_first_visibility_change_refused_starts_nothing_and_leaves_the_lease_due(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Started, the job would be hidden only by the mapping's receive (the queue's visibility timeout),
+    which need not outlast the extender runs the settings allow to be lost: a lapse while it runs (the
+    simulation's seeds 164, 202 and 611). The due lease is renewed by the extender; reconciliation
+    releases the attempt that never started, and the next receive starts it."""
     message_id = flow.send_job("throttled", seconds=1)
 
     def refused(change: Any) -> ChangeOutcome:
@@ -284,14 +288,12 @@ def test_receiver_first_visibility_change_refused_starts_the_job_with_the_lease_
         [delivery] = flow.receive_batch()
         before = time.time()
         outcome = receive(flow.receiver, delivery)
-    assert outcome is Outcome.STARTED, "the message is hidden by the mapping's receive: the job goes on"
+    assert outcome is Outcome.NOT_STARTED
     lease = flow.lease(message_id)
     # The first chunk was not set: the lease believes no more than the truth, so the next pass renews it.
     assert lease.active and before <= lease.visible_until <= time.time()
     assert lease.renew_at is not None and lease.renew_at <= time.time()
-    assert lease.execution_arn is not None
-    assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
-    assert flow.lease(message_id).renewal_count >= 1
+    assert flow.executions() == [], "no execution runs while its message is not hidden by its lease"
 
 
 def test_receiver_crash_before_lease_leaves_the_message_to_return(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -642,7 +642,8 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
             if closed is not None:
                 release_holds(closed, store=rx.store, clock=rx.clock)
         return Outcome.STALE
-    if not outcome.ok:
+    hidden = outcome.ok
+    if not hidden:
         logger.warning(
             "first visibility change failed; the lease is due at once", extra={"message_id": lease.message_id}
         )
@@ -665,6 +666,12 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
     if status != NEVER_STARTED:
         settle_ended(lease, status, store=rx.store, visibility=rx.visibility, sqs=rx.sqs, clock=rx.clock)
         return Outcome.SETTLED
+    if not hidden:
+        # Not started on a guess: the message is hidden only by the queue's visibility timeout from the
+        # receive, which need not outlast the extender runs the settings allow to be lost. The due lease
+        # is renewed by the extender, and reconciliation releases the attempt that never started (no
+        # attempt counted); its next receive starts it.
+        return Outcome.NOT_STARTED
     if not new and lease.job_id and lease.execution_arn:
         # Resuming an attempt that never started: its lock may have been taken over meanwhile.
         holder = _take_job_lock(rx, lease.job_id, lease.message_id, lease.execution_arn)
