@@ -18,8 +18,11 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
 
+RETRY_ATTEMPTS = 3
+"""Attempts of one call, the first included (botocore's standard mode retries throttles, 5xx, timeouts)."""
+
 CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3},
+    retries={"mode": "standard", "max_attempts": RETRY_ATTEMPTS},
     connect_timeout=3,
     read_timeout=10,
     max_pool_connections=64,  # parallel batch calls and lease writes share one client

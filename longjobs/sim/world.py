@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.engine.aws import CLIENT_CONFIG
+from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.jobs import JobCatalog, load_catalog
@@ -53,7 +53,7 @@ from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
 from longjobs.sim.workload import JobPlan, SparkBehaviour, Workload
 
 START = 1_700_000_000.0
-CLIENT_ATTEMPTS = int(CLIENT_CONFIG.retries["max_attempts"])  # type: ignore[attr-defined]  # the functions' clients (engine/aws.py)
+CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
 TOKEN_QUEUE = "spark-tokens"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"

@@ -56,8 +56,8 @@ def slot(flow: Flow) -> Lock | None:
 
 
 def admit(flow: Flow, *, later_s: float = 0, sweep: bool = False) -> AdmitReport:
-    rx = flow.receiver if not later_s else replace(flow.receiver, clock=OffsetClock(later_s))
-    (report,) = admit_all(rx, sweep=sweep)
+    admitting = flow.receiver if not later_s else replace(flow.receiver, clock=OffsetClock(later_s))
+    (report,) = admit_all(admitting, sweep=sweep)
     return report
 
 
@@ -213,9 +213,9 @@ def test_admission_write_answered_500_after_it_landed_starts_the_attempt(
 def test_admission_slot_of_a_crash_between_taking_it_and_starting_is_recovered(flow: Flow) -> None:
     """The receiver took the slot for its attempt, then died before any lease named it: no execution will
     ever release it. The extender's sweep frees it once the attempt can no longer start (the grace)."""
-    rx = flow.receiver
+    admitting = flow.receiver
     ghost = execution_arn(STATE_MACHINE_ARN, execution_name("crashed-message", 1))
-    assert claim(rx, LIMITED, 1, message_id="crashed-message", order=time.time(), arn=ghost) == SLOT
+    assert claim(admitting, LIMITED, 1, message_id="crashed-message", order=time.time(), arn=ghost) == SLOT
     waiting = flow.send_job("second", LIMITED, seconds=1)
     assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
 
@@ -250,12 +250,12 @@ class FailingAfterSlotWrite:
 def test_admission_slot_write_answered_500_after_it_landed_is_recovered(flow: Flow) -> None:
     store = flow.receiver.store
     flaky = FailingAfterSlotWrite(store._client)
-    rx = replace(flow.receiver, store=replace_client(store, flaky))
+    admitting = replace(flow.receiver, store=replace_client(store, flaky))
     message_id = flow.send_job("only", LIMITED, seconds=1)
     (delivery,) = flow.receive_batch()
 
     with pytest.raises(ClientError):
-        receive(rx, delivery)  # the record fails: nothing deleted, the message comes back
+        receive(admitting, delivery)  # the record fails: nothing deleted, the message comes back
     assert flaky.failed == 1
     held = slot(flow)
     assert held is not None and held.held and flow.receiver.store.get(message_id) is None, "held, by no lease"

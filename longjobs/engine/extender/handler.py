@@ -65,7 +65,7 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
     from longjobs.engine.receiver.admission import admit_all
     from longjobs.engine.receiver.service import Receiver
 
-    rx = Receiver(
+    admitter = Receiver(
         settings=settings,
         policy=ext.policy,
         store=ext.store,
@@ -77,7 +77,7 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
         catalog=catalog,
         metrics=metrics,
     )
-    return lambda deadline: admit_all(rx, sweep=True, deadline=deadline)
+    return lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:

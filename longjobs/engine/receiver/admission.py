@@ -117,29 +117,29 @@ def longest_wait_s(settings: Settings) -> float:
     return WAIT_HORIZONS * settings.admission_horizon_s + settings.extender_period_s
 
 
-def margin_s(rx: Receiver) -> float:
+def margin_s(receiver: Receiver) -> float:
     """How long a WAITING message must still be hidden to be admitted in place: the lease write and the
     first visibility change must land before SQS shows it again."""
-    return max(2.0, 4 * rx.settings.min_remaining_life_s)
+    return max(2.0, 4 * receiver.settings.min_remaining_life_s)
 
 
-def slots_of(rx: Receiver) -> Slots:
-    return Slots(rx.store.locks)
+def slots_of(receiver: Receiver) -> Slots:
+    return Slots(receiver.store.locks)
 
 
 ORDER_STEP_S = 0.001
 """Places in line handed out by one receiver are this far apart at least (the table keeps milliseconds)."""
 
 
-def waiting_since(rx: Receiver, delivery: Delivery, waiting: Lease | None) -> float:
+def waiting_since(receiver: Receiver, delivery: Delivery, waiting: Lease | None) -> float:
     """When the message first waited for a slot: its WAITING lease's, its parked copy's, else now."""
     if waiting is not None and waiting.waiting_since is not None:
         return waiting.waiting_since
     carried = delivery.carried.waiting_since
-    return carried if carried is not None else rx.clock.now()
+    return carried if carried is not None else receiver.clock.now()
 
 
-def place_in_line(rx: Receiver, waiting: Lease | None) -> float:
+def place_in_line(receiver: Receiver, waiting: Lease | None) -> float:
     """The message's place in its type's line of messages waiting in flight (the `waiting` index's key):
     the one it has, or the back of the line, now. A parked message joins at the back when it is
     unparked: every message in flight then joined before it, so none is overtaken and each one's
@@ -147,12 +147,12 @@ def place_in_line(rx: Receiver, waiting: Lease | None) -> float:
     sorted by when its messages first waited)."""
     if waiting is not None and waiting.waiting_order is not None:
         return waiting.waiting_order
-    rx.last_order = max(rx.clock.now(), rx.last_order + ORDER_STEP_S)
-    return rx.last_order
+    receiver.last_order = max(receiver.clock.now(), receiver.last_order + ORDER_STEP_S)
+    return receiver.last_order
 
 
 def claim(
-    rx: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str, arriving: bool = False
+    receiver: Receiver, job_type: str, limit: int, *, message_id: str, order: float, arn: str, arriving: bool = False
 ) -> str | None:
     """A slot of `job_type` for the attempt `arn`, or None when the type is full for it.
 
@@ -160,43 +160,45 @@ def claim(
     a new arrival (`arriving`: it never waited), to the parked messages (unparked here: they start
     from their waiting queue); this one takes what is left.
     """
-    slots = slots_of(rx)
-    now = rx.clock.now()
+    slots = slots_of(receiver)
+    now = receiver.clock.now()
     state = slots.read(job_type, limit, now=now)
     mine = state.holding_of(arn)
     if mine is not None:
         return mine
     if not state.free_keys:
         return None
-    for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=now + margin_s(rx)):
+    for waiting in receiver.store.waiting(
+        job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=now + margin_s(receiver)
+    ):
         if not state.free_keys:
             return None
         if waiting.message_id == message_id or (waiting.waiting_order or 0.0) >= order:
             continue
-        state = admit_in_place(rx, waiting, state) or state
+        state = admit_in_place(receiver, waiting, state) or state
     if not state.free_keys:
         return None
-    queue = rx.settings.waiting_queue_urls.get(job_type)
-    if arriving and queue is not None and _view(rx, job_type, queue).parked > 0:
-        if unpark(rx, queue, len(state.free_keys)):  # they were first: they take the free slots
+    queue = receiver.settings.waiting_queue_urls.get(job_type)
+    if arriving and queue is not None and _view(receiver, job_type, queue).parked > 0:
+        if unpark(receiver, queue, len(state.free_keys)):  # they were first: they take the free slots
             return None
-        state = slots.read(job_type, limit, now=rx.clock.now())  # none was parked after all
+        state = slots.read(job_type, limit, now=receiver.clock.now())  # none was parked after all
         if not state.free_keys:
             return None
-    taken_at = rx.clock.now()  # not `now`: admitting others took time, and the sweep's grace counts from this
+    taken_at = receiver.clock.now()  # not `now`: admitting others took time, and the sweep's grace counts from this
     taken = slots.take(
         state,
         holder=message_id,
         execution_arn=arn,
         now=taken_at,
-        hold_until=rx.settings.renew_until(taken_at),
-        rng=rx.rng,
+        hold_until=receiver.settings.renew_until(taken_at),
+        rng=receiver.rng,
     )
     return taken[0] if taken is not None else None
 
 
 def wait_or_park(
-    rx: Receiver,
+    receiver: Receiver,
     delivery: Delivery,
     job: Job,
     limit: int,
@@ -208,20 +210,20 @@ def wait_or_park(
 ) -> Outcome | None:
     """The type is full: the message waits in flight (a WAITING lease), or is parked in the type's waiting
     queue when it could not run within the horizon. None when a lease write lost its race (read again)."""
-    settings = rx.settings
-    now = rx.clock.now()
+    settings = receiver.settings
+    now = receiver.clock.now()
     queue = settings.waiting_queue_urls.get(job.type)
     returning = replacing is not None and replacing.waiting
     waits = replacing.waits if replacing is not None and returning else delivery.carried.waits
-    view = _view(rx, job.type, queue)
-    state = slots_of(rx).read(job.type, limit, now=now)
+    view = _view(receiver, job.type, queue)
+    state = slots_of(receiver).read(job.type, limit, now=now)
     fresh = not returning and delivery.carried.waiting_since is None
-    position = rx.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
-    parked_here = queue is not None and rx.queue_of(delivery) == queue
+    position = receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
+    parked_here = queue is not None and receiver.queue_of(delivery) == queue
     if queue is not None and not parked_here and not returning:
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
         if (view.parked > 0 or beyond) and _has_room(delivery):
-            if not park(rx, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):
+            if not park(receiver, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):
                 return None
             view.parked += 1
             return Outcome.PARKED
@@ -233,10 +235,12 @@ def wait_or_park(
         base_s=settings.admission_wait_base_s,
         cap_s=longest_wait_s(settings),
         slack_s=period,
-        rng=rx.rng,
+        rng=receiver.rng,
     )
-    queue_url = rx.queue_of(delivery)
-    outcome = rx.visibility.change(VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay))
+    queue_url = receiver.queue_of(delivery)
+    outcome = receiver.visibility.change(
+        VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay)
+    )
     if outcome.failure is FailureClass.LOST:
         return Outcome.STALE  # handed out again: the newer receive decides
     visible_until = now + delay if outcome.ok else now  # unknown: never believe it hidden longer than it is
@@ -258,7 +262,7 @@ def wait_or_park(
         job=job.model_dump_json(),
         last_error=None if outcome.ok else f"waiting delay not set: {outcome.error}",
     )
-    if not rx.store.create(lease, replacing=replacing):
+    if not receiver.store.create(lease, replacing=replacing):
         return None
     if fresh:
         view.in_flight += 1
@@ -270,7 +274,7 @@ def wait_or_park(
 
 
 def park(
-    rx: Receiver,
+    receiver: Receiver,
     delivery: Delivery,
     job: Job,
     queue_url: str,
@@ -286,7 +290,7 @@ def park(
     write lost its race (read again). Raises when SQS refuses: the record is reported failed and comes
     back to a marker without a copy, which sends it then (`park_again`)."""
     marker = closed_record(
-        rx,
+        receiver,
         delivery,
         LeaseStatus.PARKED,
         kept_s=SQS_MAX_RETENTION_S,  # as long as a copy may be in the waiting queue
@@ -296,20 +300,20 @@ def park(
         waiting_since=since,
         waits=waits,
     )
-    if not rx.store.create(marker, replacing=replacing):
+    if not receiver.store.create(marker, replacing=replacing):
         return False
-    _send_copy(rx, delivery, queue_url, marker)
+    _send_copy(receiver, delivery, queue_url, marker)
     logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
     return True
 
 
-def park_again(rx: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
+def park_again(receiver: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
     """A parked message received again: acknowledged when its copy was sent, else the copy is sent now
     (the earlier send failed, or landed unanswered: then two copies exist and one of them runs). Its type
     must still have a waiting queue (`is_parked_marker`)."""
     if marker.copy_id is None:
-        queue_url = rx.settings.waiting_queue_urls[marker.job_type or ""]
-        _send_copy(rx, delivery, queue_url, marker)
+        queue_url = receiver.settings.waiting_queue_urls[marker.job_type or ""]
+        _send_copy(receiver, delivery, queue_url, marker)
         logger.info("parked message received again: its copy is sent now", extra={"message_id": delivery.message_id})
         return Outcome.PARKED
     logger.info(
@@ -319,20 +323,20 @@ def park_again(rx: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
     return Outcome.DUPLICATE
 
 
-def is_parked_marker(rx: Receiver, lease: Lease) -> bool:
+def is_parked_marker(receiver: Receiver, lease: Lease) -> bool:
     """Whether a lease is the PARKED marker of a type that still has a waiting queue (else the message
     is handled as any closed one: a new attempt)."""
-    return lease.status is LeaseStatus.PARKED and lease.job_type in rx.settings.waiting_queue_urls
+    return lease.status is LeaseStatus.PARKED and lease.job_type in receiver.settings.waiting_queue_urls
 
 
-def runs_this_copy(rx: Receiver, delivery: Delivery) -> bool:
+def runs_this_copy(receiver: Receiver, delivery: Delivery) -> bool:
     """Whether a message received with no lease of its own may start: anything but a parked copy may, and
     a parked copy only when its marker names it (the first copy received claims the run), or when no
     marker names any (parked before markers existed)."""
     parked_id = delivery.carried.parked_id
-    if parked_id is None or rx.queue_of(delivery) == rx.queue_url:
+    if parked_id is None or receiver.queue_of(delivery) == receiver.queue_url:
         return True  # not a parked copy (a copy sent back to wait for its job id keeps the attribute)
-    claimed = rx.store.claim_parked(parked_id, delivery.message_id)
+    claimed = receiver.store.claim_parked(parked_id, delivery.message_id)
     if claimed is False:
         logger.warning(
             "twin copy of a parked message: acknowledged, the other copy runs",
@@ -347,7 +351,7 @@ def _has_room(delivery: Delivery) -> bool:
     return len(attributes) < MAX_MESSAGE_ATTRIBUTES
 
 
-def _send_copy(rx: Receiver, delivery: Delivery, queue_url: str, marker: Lease) -> None:
+def _send_copy(receiver: Receiver, delivery: Delivery, queue_url: str, marker: Lease) -> None:
     """Send the copy a PARKED marker describes, then note its id on the marker (best effort: without it a
     redelivery sends another copy, and the twins' claim runs one)."""
     carried = Carried(
@@ -359,31 +363,36 @@ def _send_copy(rx: Receiver, delivery: Delivery, queue_url: str, marker: Lease) 
     )
     attributes = {k: v for k, v in delivery.message_attributes.items() if k != ADMISSION_ATTRIBUTE}
     attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
-    sent = rx.sqs.send_message(QueueUrl=queue_url, MessageBody=delivery.body, MessageAttributes=attributes)
-    if not rx.store.note_copy(marker, sent["MessageId"]):
+    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=delivery.body, MessageAttributes=attributes)
+    if not receiver.store.note_copy(marker, sent["MessageId"]):
         logger.info("parked marker changed meanwhile: copy id not noted", extra={"message_id": marker.message_id})
 
 
-def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots | None:
+def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots | None:
     """Start a WAITING message's attempt on the receive that holds it (no new receive): job lock, slot,
     then its lease turned ACTIVE (conditional on the WAITING lease unchanged), then the first chunk and
     the start. Returns the slots with the one it took, or None when it was not admitted."""
-    settings = rx.settings
-    now = rx.clock.now()
-    if waiting.job is None or waiting.visible_until - now < margin_s(rx):
+    settings = receiver.settings
+    now = receiver.clock.now()
+    if waiting.job is None or waiting.visible_until - now < margin_s(receiver):
         return None  # about to show again: its redelivery claims a slot itself
     if now - waiting.received_at > longest_wait_s(settings):
         return None  # too little of its receive's 12 h left for a run: its redelivery starts afresh
     job = Job.model_validate_json(waiting.job)
-    arn = execution_arn(rx.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
-    if job.job_id and _take_job_lock(rx, job.job_id, waiting.message_id, arn) is not None:
+    arn = execution_arn(receiver.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
+    if job.job_id and _take_job_lock(receiver, job.job_id, waiting.message_id, arn) is not None:
         return None
-    taken = slots_of(rx).take(
-        state, holder=waiting.message_id, execution_arn=arn, now=now, hold_until=settings.renew_until(now), rng=rx.rng
+    taken = slots_of(receiver).take(
+        state,
+        holder=waiting.message_id,
+        execution_arn=arn,
+        now=now,
+        hold_until=settings.renew_until(now),
+        rng=receiver.rng,
     )
     if taken is None:
         if job.job_id:
-            _release_lock(rx, job_lock_key(job.job_id), arn)
+            _release_lock(receiver, job_lock_key(job.job_id), arn)
         return None
     key, after = taken
     active = Lease(
@@ -392,85 +401,85 @@ def admit_in_place(rx: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots 
         receipt_handle=waiting.receipt_handle,
         receive_count=waiting.receive_count,
         received_at=now,  # when the attempt began: reconciliation's grace counts from it
-        visible_until=now + rx.policy.initial_timeout_s(),
+        visible_until=now + receiver.policy.initial_timeout_s(),
         renew_until=min(settings.renew_until(now), hold_limit(waiting.received_at, settings.cap_safety_s)),
         version=waiting.version + 1,
         execution_arn=arn,
         attempt=waiting.receive_count,
         job_type=waiting.job_type,
         job_id=job.job_id,
-        release_delay_s=release_delay_s(len(waiting.history) + 1, settings, rx.rng),
+        release_delay_s=release_delay_s(len(waiting.history) + 1, settings, receiver.rng),
         slot=key,
         history=waiting.history,
         waits=waiting.waits,
     )
-    active = replace(active, renew_at=rx.policy.renew_at(active))
-    if not _admitted(rx, waiting, active):
+    active = replace(active, renew_at=receiver.policy.renew_at(active))
+    if not _admitted(receiver, waiting, active):
         # Another admitter won. It computed the same execution name, so the lock and slot it holds name
         # that execution too: free them only if the winning lease names another (protocol review, defect 1).
-        _release_unless_named(rx, active)
+        _release_unless_named(receiver, active)
         return None
     waited = now - (waiting.waiting_since or now)
-    type_metric(rx.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, waiting.job_type or "")
+    type_metric(receiver.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, waiting.job_type or "")
     logger.info("admitted in place", extra={"message_id": waiting.message_id, "waited_s": round(waited, 1)})
-    _resume(rx, job, active, new=True)
+    _resume(receiver, job, active, new=True)
     return after
 
 
 def admit_type(
-    rx: Receiver, job_type: str, limit: int, *, sweep: bool = False, deadline: float = math.inf
+    receiver: Receiver, job_type: str, limit: int, *, sweep: bool = False, deadline: float = math.inf
 ) -> AdmitReport:
     """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
     the free slots (longest waiting first), then unpark what the horizon can take. Nothing new is begun
     past `deadline` (what was begun is finished): the rest waits for the next pass."""
     report = AdmitReport(job_type)
-    settings = rx.settings
-    now = rx.clock.now()
-    state = slots_of(rx).read(job_type, limit, now=now)
+    settings = receiver.settings
+    now = receiver.clock.now()
+    state = slots_of(receiver).read(job_type, limit, now=now)
     if sweep:
-        state, report.freed = sweep_stale(rx, state)
+        state, report.freed = sweep_stale(receiver, state)
     if state.free_keys:
-        hidden_after = now + margin_s(rx)
-        for waiting in rx.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
-            if not state.free_keys or rx.clock.now() >= deadline:
+        hidden_after = now + margin_s(receiver)
+        for waiting in receiver.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
+            if not state.free_keys or receiver.clock.now() >= deadline:
                 break
-            admitted = admit_in_place(rx, waiting, state)
+            admitted = admit_in_place(receiver, waiting, state)
             if admitted is not None:
                 state = admitted
                 report.admitted += 1
     queue = settings.waiting_queue_urls.get(job_type)
-    in_flight = rx.store.count_waiting(job_type, now=now)
+    in_flight = receiver.store.count_waiting(job_type, now=now)
     if queue is not None:
-        report.parked = parked_count(rx.sqs, queue)
-        want = in_flight_target(state, rx.clock.now(), settings.admission_horizon_s) - in_flight
-        if report.parked and want > 0 and rx.clock.now() < deadline:
-            report.unparked = unpark(rx, queue, want, deadline=deadline)
-            rx.views.pop(job_type, None)
-            in_flight = rx.store.count_waiting(job_type, now=rx.clock.now())
-            state = slots_of(rx).read(job_type, limit, now=rx.clock.now())
+        report.parked = parked_count(receiver.sqs, queue)
+        want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
+        if report.parked and want > 0 and receiver.clock.now() < deadline:
+            report.unparked = unpark(receiver, queue, want, deadline=deadline)
+            receiver.views.pop(job_type, None)
+            in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
+            state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
     report.waiting = in_flight
     report.slots_in_use = state.used
     report.free_slots = len(state.free_keys)
-    report.drain_s = drain_time_s(state, rx.clock.now(), report.waiting + report.parked - report.unparked)
+    report.drain_s = drain_time_s(state, receiver.clock.now(), report.waiting + report.parked - report.unparked)
     return report
 
 
 def admit_all(
-    rx: Receiver, *, sweep: bool = False, only: str | None = None, deadline: float = math.inf
+    receiver: Receiver, *, sweep: bool = False, only: str | None = None, deadline: float = math.inf
 ) -> list[AdmitReport]:
     """`admit_type` for every limited type of the catalog (or the one named `only`), none begun past
     `deadline`; a type whose pass fails is logged and skipped."""
     reports = []
-    for job_type in rx.catalog.limited():
+    for job_type in receiver.catalog.limited():
         if only is not None and job_type.name != only:
             continue
-        if rx.clock.now() >= deadline:
+        if receiver.clock.now() >= deadline:
             logger.warning("admission pass out of time; the next pass goes on", extra={"job_type": job_type.name})
             break
         limit = job_type.concurrency_limit
         assert limit is not None
         try:
-            reports.append(admit_type(rx, job_type.name, limit, sweep=sweep, deadline=deadline))
+            reports.append(admit_type(receiver, job_type.name, limit, sweep=sweep, deadline=deadline))
         except Exception:
             logger.exception("admission pass failed", extra={"job_type": job_type.name})
     return reports
@@ -492,15 +501,15 @@ def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
             type_metric(sink, MetricName.BACKLOG_DRAIN_TIME, "Seconds", report.drain_s, report.job_type)
 
 
-def unpark(rx: Receiver, queue_url: str, want: int, *, deadline: float = math.inf) -> int:
+def unpark(receiver: Receiver, queue_url: str, want: int, *, deadline: float = math.inf) -> int:
     """Receive up to `want` parked messages of a waiting queue and handle each as the receiver does (it
     starts if a slot is free for it, else waits in flight there); those done are deleted. No receive is
     made past `deadline`; what was received is still handled."""
     received = 0
     for _ in range(UNPARK_CALLS):
-        if received >= want or rx.clock.now() >= deadline:
+        if received >= want or receiver.clock.now() >= deadline:
             break
-        messages = rx.sqs.receive_message(
+        messages = receiver.sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=min(10, want - received),
             AttributeNames=["ApproximateReceiveCount"],
@@ -516,29 +525,29 @@ def unpark(rx: Receiver, queue_url: str, want: int, *, deadline: float = math.in
         done: list[str] = []
         for delivery in deliveries:
             try:
-                outcome = receive(rx, delivery)
+                outcome = receive(receiver, delivery)
             except Exception as exc:  # it shows again after the waiting queue's VT
                 logger.warning("unparked message failed", extra={"message_id": delivery.message_id, "error": str(exc)})
                 continue
             if not outcome.deferred:
                 done.append(delivery.receipt_handle)
-        _delete(rx.sqs, queue_url, done)
+        _delete(receiver.sqs, queue_url, done)
     return received
 
 
-def _admitted(rx: Receiver, waiting: Lease, active: Lease) -> bool:
+def _admitted(receiver: Receiver, waiting: Lease, active: Lease) -> bool:
     """Write the admission (the WAITING lease turned ACTIVE). An error other than a lost condition may
     come after the write took effect (a 5xx, a timeout): the lease is read again, and the admission is
     ours if the table holds exactly the lease we wrote. Raises when that read fails too: the holds stay,
     and the slot sweep frees them once their execution is seen never to have started."""
     try:
-        return rx.store.admit(waiting, active)
+        return receiver.store.admit(waiting, active)
     except Exception as exc:
         logger.warning(
             "admission write failed; reading whether it landed",
             extra={"message_id": waiting.message_id, "error": str(exc)},
         )
-    stored = rx.store.get(active.message_id)
+    stored = receiver.store.get(active.message_id)
     return stored is not None and _same_write(stored, active)
 
 
@@ -593,16 +602,18 @@ def parked_count(sqs: SQSClient, queue_url: str) -> int:
     )
 
 
-def _view(rx: Receiver, job_type: str, queue: str | None) -> View:
-    now = rx.clock.now()
-    view = rx.views.get(job_type)
+def _view(receiver: Receiver, job_type: str, queue: str | None) -> View:
+    now = receiver.clock.now()
+    view = receiver.views.get(job_type)
     if not isinstance(view, View) or now - view.read_at > VIEW_TTL_S:
-        view = View(now, rx.store.count_waiting(job_type, now=now), parked_count(rx.sqs, queue) if queue else 0)
-        rx.views[job_type] = view
+        view = View(
+            now, receiver.store.count_waiting(job_type, now=now), parked_count(receiver.sqs, queue) if queue else 0
+        )
+        receiver.views[job_type] = view
     return view
 
 
-def sweep_stale(rx: Receiver, state: TypeSlots) -> tuple[TypeSlots, int]:
+def sweep_stale(receiver: Receiver, state: TypeSlots) -> tuple[TypeSlots, int]:
     """Free the slots held by executions that no longer run (their release was lost).
 
     A holder whose lease is ACTIVE and names it is left to reconciliation (which releases the slot with
@@ -612,24 +623,24 @@ def sweep_stale(rx: Receiver, state: TypeSlots) -> tuple[TypeSlots, int]:
     held = state.held
     if not held:
         return state, 0
-    now = rx.clock.now()
+    now = receiver.clock.now()
     owners = {lock.key: _message_of(lock) for lock in held}
-    leases = rx.store.get_many([m for m in owners.values() if m])
+    leases = receiver.store.get_many([m for m in owners.values() if m])
     freed = 0
     for lock in held:
         lease = leases.get(owners[lock.key] or "")
         if lease is not None and lease.active and lease.execution_arn == lock.execution_arn:
             continue
         try:
-            status = execution_status(rx.stepfunctions, lock.execution_arn)
+            status = execution_status(receiver.stepfunctions, lock.execution_arn)
         except Exception as exc:
             logger.warning("slot holder's status unknown", extra={"slot": lock.key, "error": str(exc)})
             continue
         if status in RUNNING_STATUSES:
             continue
-        if status == NEVER_STARTED and now - lock.acquired_at < rx.settings.reconcile_grace_s:
+        if status == NEVER_STARTED and now - lock.acquired_at < receiver.settings.reconcile_grace_s:
             continue
-        if rx.store.locks.free(lock, now=now):
+        if receiver.store.locks.free(lock, now=now):
             freed += 1
             logger.warning("stale slot freed", extra={"slot": lock.key, "execution": lock.execution_arn})
             state = state.without(lock.key, replace(lock, held=False, released_at=now))

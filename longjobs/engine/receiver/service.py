@@ -282,41 +282,41 @@ def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
     return round(rng.uniform(ceiling / 2, ceiling))
 
 
-def receive(rx: Receiver, delivery: Delivery) -> Outcome:
+def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     """Handle one record. Raises only when the record must be retried (reported failed)."""
     try:
-        parsed = parse_message(delivery.body, rx.settings, rx.catalog)
+        parsed = parse_message(delivery.body, receiver.settings, receiver.catalog)
     except BadInput as bad:
-        reject(rx, delivery, bad)
+        reject(receiver, delivery, bad)
         return Outcome.REJECTED
-    if parsed.ignored_objects and rx.metrics is not None:
-        rx.metrics.add_metric(name=MetricName.S3_OBJECTS_IGNORED, unit="Count", value=parsed.ignored_objects)
+    if parsed.ignored_objects and receiver.metrics is not None:
+        receiver.metrics.add_metric(name=MetricName.S3_OBJECTS_IGNORED, unit="Count", value=parsed.ignored_objects)
     jobs = parsed.jobs
     if not jobs:
         return Outcome.IGNORED
     if len(jobs) > 1:
-        fan_out(rx, jobs, delivery)
+        fan_out(receiver, jobs, delivery)
         return Outcome.FANNED_OUT
     job = jobs[0]
-    job_type = rx.catalog.get(job.type)
+    job_type = receiver.catalog.get(job.type)
     if job_type is not None and job_type.runner == "inline":
         run_inline(job)
         return Outcome.INLINE_DONE
-    return start_long_job(rx, delivery, job)
+    return start_long_job(receiver, delivery, job)
 
 
-def reject(rx: Receiver, delivery: Delivery, bad: BadInput) -> None:
+def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
     """DLQ first; the REJECTED lease is only a record, so its failure does not fail the record. A
     redelivery of a message already rejected (its deletion was lost) sends no second copy."""
-    if _already_rejected(rx, delivery.message_id):
+    if _already_rejected(receiver, delivery.message_id):
         logger.info("poison message already in the DLQ", extra={"message_id": delivery.message_id})
         return
-    send_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, bad)
+    send_to_dlq(receiver.sqs, receiver.settings.dlq_url or "", delivery, bad)
     logger.warning("poison message sent to the DLQ", extra={"message_id": delivery.message_id, "error": str(bad)})
-    now = rx.clock.now()
+    now = receiver.clock.now()
     record = Lease(
         message_id=delivery.message_id,
-        queue_url=rx.queue_url,
+        queue_url=receiver.queue_url,
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=now,
@@ -324,20 +324,20 @@ def reject(rx: Receiver, delivery: Delivery, bad: BadInput) -> None:
         renew_until=now,
     )
     try:
-        rx.store.record_rejection(record, now=now, error=str(bad))
+        receiver.store.record_rejection(record, now=now, error=str(bad))
     except Exception as exc:
         logger.warning("could not record the rejection", extra={"message_id": delivery.message_id, "error": str(exc)})
 
 
-def _already_rejected(rx: Receiver, message_id: str) -> bool:
+def _already_rejected(receiver: Receiver, message_id: str) -> bool:
     try:
-        lease = rx.store.get(message_id)
+        lease = receiver.store.get(message_id)
     except Exception:  # unknown: send the copy (one copy too many beats a lost message)
         return False
     return lease is not None and lease.status is LeaseStatus.REJECTED
 
 
-def fan_out(rx: Receiver, jobs: list[Job], delivery: Delivery) -> None:
+def fan_out(receiver: Receiver, jobs: list[Job], delivery: Delivery) -> None:
     """One job message per object, back on the jobs queue (a notification may hold several records).
     A failed entry raises, so the notification is retried; re-sent jobs are harmless (a Spark run of
     a partition is idempotent). On a FIFO queue the jobs join the notification's message group, in
@@ -347,11 +347,11 @@ def fan_out(rx: Receiver, jobs: list[Job], delivery: Delivery) -> None:
         entries: list[SendMessageBatchRequestEntryTypeDef] = []
         for i, job in enumerate(jobs[start : start + 10]):
             entry: SendMessageBatchRequestEntryTypeDef = {"Id": str(i), "MessageBody": job.model_dump_json()}
-            if rx.settings.fifo:
+            if receiver.settings.fifo:
                 entry["MessageGroupId"] = delivery.group_id or delivery.message_id
                 entry["MessageDeduplicationId"] = f"{delivery.message_id}-{start + i}"
             entries.append(entry)
-        response = rx.sqs.send_message_batch(QueueUrl=rx.queue_url, Entries=entries)
+        response = receiver.sqs.send_message_batch(QueueUrl=receiver.queue_url, Entries=entries)
         if response.get("Failed"):
             raise RuntimeError(f"fan-out of an S3 notification failed: {response['Failed']}")
 
@@ -378,25 +378,25 @@ RACE_ATTEMPTS = 3
 """How many times the receiver reads the lease again after another writer changed it first."""
 
 
-def start_long_job(rx: Receiver, delivery: Delivery, job: Job) -> Outcome:
+def start_long_job(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
     """Lease, hide, start; or, for a redelivery, resume or adopt the attempt the lease records."""
     for _ in range(RACE_ATTEMPTS):
-        outcome = _step(rx, delivery, job, rx.store.get(delivery.message_id))
+        outcome = _step(receiver, delivery, job, receiver.store.get(delivery.message_id))
         if outcome is not None:
             return outcome
     return Outcome.STALE  # other writers kept changing the lease: the record comes back later
 
 
-def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Outcome | None:
+def _step(receiver: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Outcome | None:
     """One decision on the lease as read; None when a conditional write lost its race (read again)."""
     from longjobs.engine.receiver import admission
 
     if lease is None:
-        if not admission.runs_this_copy(rx, delivery):
+        if not admission.runs_this_copy(receiver, delivery):
             return Outcome.DUPLICATE
-        return _new_attempt(rx, delivery, job, replacing=None)
-    if admission.is_parked_marker(rx, lease):
-        return admission.park_again(rx, delivery, lease)
+        return _new_attempt(receiver, delivery, job, replacing=None)
+    if admission.is_parked_marker(receiver, lease):
+        return admission.park_again(receiver, delivery, lease)
     if lease.status is LeaseStatus.SUCCEEDED:
         return Outcome.ALREADY_SUCCEEDED  # the mapping deletes this copy with its current handle
     if lease.status is LeaseStatus.REJECTED:
@@ -407,54 +407,56 @@ def _step(rx: Receiver, delivery: Delivery, job: Job, lease: Lease | None) -> Ou
     if lease.receive_count == delivery.receive_count and lease.receipt_handle != delivery.receipt_handle:
         # A newer receive whose count did not grow (SQS calls it approximate): adopted only once SQS has
         # accepted its handle, so an older receive with an equal count can never take the lease.
-        return _adopt_same_count(rx, delivery, job, lease) if lease.active else Outcome.STALE
+        return _adopt_same_count(receiver, delivery, job, lease) if lease.active else Outcome.STALE
     if lease.receive_count == delivery.receive_count:
         # this very receive, handled again (a repeated invocation): resume it, if still open
         if lease.waiting:
             return Outcome.WAITING_FOR_SLOT  # it waits already (or is being admitted)
-        return _resume(rx, job, lease, new=False) if lease.active else Outcome.STALE
+        return _resume(receiver, job, lease, new=False) if lease.active else Outcome.STALE
     if lease.active:
-        adopted = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
-        return None if adopted is None else _resume(rx, job, adopted, new=False)
-    if lease.execution_arn and execution_status(rx.stepfunctions, lease.execution_arn) in RUNNING_STATUSES:
+        adopted = receiver.store.refresh_handle(lease, _timing(receiver, delivery, lease))
+        return None if adopted is None else _resume(receiver, job, adopted, new=False)
+    if lease.execution_arn and execution_status(receiver.stepfunctions, lease.execution_arn) in RUNNING_STATUSES:
         # Closed while its execution still runs (a stop not yet landed): adopt it, start nothing.
         reopened = replace(lease, status=LeaseStatus.ACTIVE, last_error=None, closed_at=None, checked_at=None)
-        adopted = _timing(rx, delivery, reopened)
-        if not rx.store.create(adopted, replacing=lease):
+        adopted = _timing(receiver, delivery, reopened)
+        if not receiver.store.create(adopted, replacing=lease):
             return None
-        _retake_slot(rx, adopted)
+        _retake_slot(receiver, adopted)
         logger.warning(
             "redelivered while a closed lease's execution runs: adopted", extra={"message_id": lease.message_id}
         )
-        return _resume(rx, job, adopted, new=False)
-    return _new_attempt(rx, delivery, job, replacing=lease)
+        return _resume(receiver, job, adopted, new=False)
+    return _new_attempt(receiver, delivery, job, replacing=lease)
 
 
-def _adopt_same_count(rx: Receiver, delivery: Delivery, job: Job, lease: Lease) -> Outcome | None:
+def _adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job, lease: Lease) -> Outcome | None:
     """Adopt a receive with the lease's own count but another handle: hide the message with the new
     handle first (SQS refuses a handle that is not the latest), then record it on the lease."""
-    proof = rx.visibility.change(
-        VisibilityChange(lease.message_id, lease.queue_url, delivery.receipt_handle, rx.policy.initial_timeout_s())
+    proof = receiver.visibility.change(
+        VisibilityChange(
+            lease.message_id, lease.queue_url, delivery.receipt_handle, receiver.policy.initial_timeout_s()
+        )
     )
     if not proof.ok:
         return Outcome.STALE  # not the latest receive (or not provable now): the lease stays as it is
-    adopted = rx.store.refresh_handle(lease, _timing(rx, delivery, lease))
-    return None if adopted is None else _resume(rx, job, adopted, new=False)
+    adopted = receiver.store.refresh_handle(lease, _timing(receiver, delivery, lease))
+    return None if adopted is None else _resume(receiver, job, adopted, new=False)
 
 
-def _timing(rx: Receiver, delivery: Delivery, base: Lease) -> Lease:
+def _timing(receiver: Receiver, delivery: Delivery, base: Lease) -> Lease:
     """A lease for this receive: the policy's first chunk from now, renewal due when the policy says."""
-    now = rx.clock.now()
+    now = receiver.clock.now()
     timing = replace(
         base,
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=now,
-        visible_until=now + rx.policy.initial_timeout_s(),
-        renew_until=rx.settings.renew_until(now),
+        visible_until=now + receiver.policy.initial_timeout_s(),
+        renew_until=receiver.settings.renew_until(now),
         renewed_at=None,
     )
-    return replace(timing, renew_at=rx.policy.renew_at(timing))
+    return replace(timing, renew_at=receiver.policy.renew_at(timing))
 
 
 def _attempt_of(lease: Lease) -> int:
@@ -464,50 +466,50 @@ def _attempt_of(lease: Lease) -> int:
     return parsed[1] if parsed else lease.receive_count
 
 
-def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome | None:
+def _new_attempt(receiver: Receiver, delivery: Delivery, job: Job, *, replacing: Lease | None) -> Outcome | None:
     """A new attempt of the message: unless its attempts are used up (the DLQ), its job id runs (a copy
     waits), or its type is full (it waits for a slot, or is parked)."""
     from longjobs.engine.receiver import admission
 
     history = replacing.history_with_this() if replacing is not None else delivery.carried.history
-    if len(history) >= rx.settings.effective_max_attempts:
-        return dead_letter(rx, delivery, history, replacing=replacing)
+    if len(history) >= receiver.settings.effective_max_attempts:
+        return dead_letter(receiver, delivery, history, replacing=replacing)
     refused = replacing.refused_starts_with_this() if replacing is not None else 0
-    if refused >= rx.settings.max_refused_starts:
+    if refused >= receiver.settings.max_refused_starts:
         last = replacing.last_error if replacing is not None else None
         message = f"{refused} starts refused by Step Functions; the last: {last}"
-        return dead_letter(rx, delivery, history, replacing=replacing, error_type=STARTS_REFUSED, message=message)
+        return dead_letter(receiver, delivery, history, replacing=replacing, error_type=STARTS_REFUSED, message=message)
     name = execution_name(delivery.message_id, delivery.receive_count)
-    arn = execution_arn(rx.state_machine_arn, name)
-    holder = _take_job_lock(rx, job.job_id, delivery.message_id, arn)
+    arn = execution_arn(receiver.state_machine_arn, name)
+    holder = _take_job_lock(receiver, job.job_id, delivery.message_id, arn)
     if holder is not None:
-        if rx.settings.fifo:
-            hold_for_job(rx, delivery, job, holder)
+        if receiver.settings.fifo:
+            hold_for_job(receiver, delivery, job, holder)
             return Outcome.HELD
-        wait_for_job(rx, delivery, job, holder)
+        wait_for_job(receiver, delivery, job, holder)
         return Outcome.WAITING
     slot: str | None = None
     # FIFO: no admission. A group already runs one job at a time, and a parked copy would leave its order.
-    limit = None if rx.settings.fifo else rx.catalog.limit(job.type)
+    limit = None if receiver.settings.fifo else receiver.catalog.limit(job.type)
     if limit is not None:
         waiting = replacing if replacing is not None and replacing.waiting else None
-        since = admission.waiting_since(rx, delivery, waiting)
-        order = admission.place_in_line(rx, waiting)
+        since = admission.waiting_since(receiver, delivery, waiting)
+        order = admission.place_in_line(receiver, waiting)
         arriving = waiting is None and delivery.carried.waiting_since is None
         slot = admission.claim(
-            rx, job.type, limit, message_id=delivery.message_id, order=order, arn=arn, arriving=arriving
+            receiver, job.type, limit, message_id=delivery.message_id, order=order, arn=arn, arriving=arriving
         )
         if slot is None:
-            _release_lock(rx, job_lock_key(job.job_id), arn)
+            _release_lock(receiver, job_lock_key(job.job_id), arn)
             return admission.wait_or_park(
-                rx, delivery, job, limit, replacing=replacing, history=history, since=since, order=order
+                receiver, delivery, job, limit, replacing=replacing, history=history, since=since, order=order
             )
         if waiting is not None or delivery.carried.waiting_since is not None:
-            waited = max(0.0, rx.clock.now() - since)
-            type_metric(rx.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, job.type)
+            waited = max(0.0, receiver.clock.now() - since)
+            type_metric(receiver.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, job.type)
     blank = Lease(
         message_id=delivery.message_id,
-        queue_url=rx.queue_of(delivery),
+        queue_url=receiver.queue_of(delivery),
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=0.0,
@@ -517,53 +519,53 @@ def _new_attempt(rx: Receiver, delivery: Delivery, job: Job, *, replacing: Lease
         attempt=delivery.receive_count,
         job_type=job.type,
         job_id=job.job_id,
-        release_delay_s=release_delay_s(len(history) + 1, rx.settings, rx.rng),
+        release_delay_s=release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
         slot=slot,
         history=history,
         refused_starts=refused,
     )
-    lease = _timing(rx, delivery, blank)
-    if not rx.store.create(lease, replacing=replacing):
-        _release_unless_named(rx, lease)
+    lease = _timing(receiver, delivery, blank)
+    if not receiver.store.create(lease, replacing=replacing):
+        _release_unless_named(receiver, lease)
         return None  # another invocation wrote this message's lease first
-    return _resume(rx, job, lease, new=True)
+    return _resume(receiver, job, lease, new=True)
 
 
-def _release_lock(rx: Receiver, key: str, arn: str) -> None:
+def _release_lock(receiver: Receiver, key: str, arn: str) -> None:
     try:
-        rx.store.locks.release(key, arn, now=rx.clock.now())
+        receiver.store.locks.release(key, arn, now=receiver.clock.now())
     except Exception as exc:  # left held: taken over once its execution is seen not running
         logger.warning("could not release a lock", extra={"key": key, "error": str(exc)})
 
 
-def _release_unless_named(rx: Receiver, lost: Lease) -> None:
+def _release_unless_named(receiver: Receiver, lost: Lease) -> None:
     """A lease write lost its race: free the lock and slot taken for its execution, unless the lease that
     won names that same execution (this very receive, handled twice at once). When the winner is an
     attempt of this message that had its job lock taken over by the loser (it had not started yet: a
     stalled admitter), the lock is handed back to it rather than freed, so no other message of the job
     id can take it while the winner starts."""
     try:
-        winner = rx.store.get(lost.message_id)
+        winner = receiver.store.get(lost.message_id)
     except Exception:
         return  # unknown: left to be freed once the execution is seen not running
     if winner is not None and winner.execution_arn == lost.execution_arn:
         return
     if winner is not None and winner.active and winner.execution_arn and lost.job_id and winner.job_id == lost.job_id:
-        _hand_lock_back(rx, lost, winner)
+        _hand_lock_back(receiver, lost, winner)
         lost = replace(lost, job_id=None)  # its slot is still to free
-    release_holds(lost, store=rx.store, clock=rx.clock)
+    release_holds(lost, store=receiver.store, clock=receiver.clock)
 
 
-def _hand_lock_back(rx: Receiver, lost: Lease, winner: Lease) -> None:
+def _hand_lock_back(receiver: Receiver, lost: Lease, winner: Lease) -> None:
     """Give the job lock that `lost`'s execution holds to `winner`'s (a conditional take-over of that very
     holding; nothing when the lock names another execution)."""
     key = job_lock_key(lost.job_id or "")
     try:
-        lock = rx.store.locks.get(key)
+        lock = receiver.store.locks.get(key)
         if lock is None or not lock.held or lock.execution_arn != lost.execution_arn:
             return
-        now = rx.clock.now()
-        rx.store.locks.take(
+        now = receiver.clock.now()
+        receiver.store.locks.take(
             key,
             holder=winner.message_id,
             execution_arn=winner.execution_arn or "",
@@ -575,13 +577,15 @@ def _hand_lock_back(rx: Receiver, lost: Lease, winner: Lease) -> None:
         logger.warning("could not hand a job lock back", extra={"key": key, "error": str(exc)})
 
 
-def closed_record(rx: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any) -> Lease:
+def closed_record(
+    receiver: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any
+) -> Lease:
     """The closed lease of this receive that records where the message went (the DLQ, a waiting queue),
     closed now; `kept_s` extends its TTL past now (while a copy of the message may still exist)."""
-    now = rx.clock.now()
+    now = receiver.clock.now()
     return Lease(
         message_id=delivery.message_id,
-        queue_url=rx.queue_of(delivery),
+        queue_url=receiver.queue_of(delivery),
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=now,
@@ -594,7 +598,7 @@ def closed_record(rx: Receiver, delivery: Delivery, status: LeaseStatus, *, kept
 
 
 def dead_letter(
-    rx: Receiver,
+    receiver: Receiver,
     delivery: Delivery,
     history: tuple[Attempt, ...],
     *,
@@ -604,14 +608,16 @@ def dead_letter(
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
     deleted. Raises when the send fails: the record is reported failed, nothing is deleted."""
-    send_exhausted_to_dlq(rx.sqs, rx.settings.dlq_url or "", delivery, history, error_type=error_type, message=message)
+    send_exhausted_to_dlq(
+        receiver.sqs, receiver.settings.dlq_url or "", delivery, history, error_type=error_type, message=message
+    )
     last = message or (history[-1].error if history else None)
     logger.warning(
         "sent to the DLQ",
         extra={"message_id": delivery.message_id, "reason": error_type, "attempts": len(history), "error": last},
     )
     record = closed_record(
-        rx,
+        receiver,
         delivery,
         LeaseStatus.REJECTED,
         job_type=replacing.job_type if replacing is not None else None,
@@ -619,42 +625,42 @@ def dead_letter(
         history=history,
     )
     try:
-        rx.store.create(record, replacing=replacing)
+        receiver.store.create(record, replacing=replacing)
     except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
         logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
     return Outcome.DEAD_LETTERED
 
 
-def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
+def _resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
     """Hide the message for the first chunk, then make sure the attempt's execution exists.
 
     `new`: the lease was just created for a new attempt, so its execution cannot exist yet.
     """
-    outcome = rx.visibility.change(
-        VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, rx.policy.initial_timeout_s())
+    outcome = receiver.visibility.change(
+        VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, receiver.policy.initial_timeout_s())
     )
     if outcome.failure is FailureClass.LOST:
         # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
         if new:
-            closed = rx.store.close(
-                lease, LeaseStatus.LOST, now=rx.clock.now(), error=f"first visibility change: {outcome.error}"
+            closed = receiver.store.close(
+                lease, LeaseStatus.LOST, now=receiver.clock.now(), error=f"first visibility change: {outcome.error}"
             )
             if closed is not None:
-                release_holds(closed, store=rx.store, clock=rx.clock)
+                release_holds(closed, store=receiver.store, clock=receiver.clock)
         return Outcome.STALE
     hidden = outcome.ok
     if not hidden:
         logger.warning(
             "first visibility change failed; the lease is due at once", extra={"message_id": lease.message_id}
         )
-        lease = rx.store.mark_due_now(lease, rx.clock.now()) or lease
-    elif not new and _released_meanwhile(rx, lease):
+        lease = receiver.store.mark_due_now(lease, receiver.clock.now()) or lease
+    elif not new and _released_meanwhile(receiver, lease):
         return Outcome.SETTLED
     if new:
         status = NEVER_STARTED
     else:
         try:
-            status = execution_status(rx.stepfunctions, lease.execution_arn)
+            status = execution_status(receiver.stepfunctions, lease.execution_arn)
         except Exception as exc:
             logger.error(
                 "execution status unknown; the lease stays", extra={"message_id": lease.message_id, "error": str(exc)}
@@ -664,7 +670,9 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         logger.warning("redelivered while its job runs", extra={"message_id": lease.message_id})
         return Outcome.RUNNING
     if status != NEVER_STARTED:
-        settle_ended(lease, status, store=rx.store, visibility=rx.visibility, sqs=rx.sqs, clock=rx.clock)
+        settle_ended(
+            lease, status, store=receiver.store, visibility=receiver.visibility, sqs=receiver.sqs, clock=receiver.clock
+        )
         return Outcome.SETTLED
     if not hidden:
         # Not started on a guess: the message is hidden only by the queue's visibility timeout from the
@@ -674,47 +682,47 @@ def _resume(rx: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         return Outcome.NOT_STARTED
     if not new and lease.job_id and lease.execution_arn:
         # Resuming an attempt that never started: its lock may have been taken over meanwhile.
-        holder = _take_job_lock(rx, lease.job_id, lease.message_id, lease.execution_arn)
+        holder = _take_job_lock(receiver, lease.job_id, lease.message_id, lease.execution_arn)
         if holder is not None:
-            delay = wait_delay_s(0, rx.settings, rx.rng)
+            delay = wait_delay_s(0, receiver.settings, receiver.rng)
             release(
                 lease,
-                store=rx.store,
-                visibility=rx.visibility,
-                clock=rx.clock,
+                store=receiver.store,
+                visibility=receiver.visibility,
+                clock=receiver.clock,
                 reason=_waiting(holder),
                 delay_s=delay,
                 never_started=True,
             )
             return Outcome.SETTLED
-    if not new and lease.slot and not _retake_slot(rx, lease):
+    if not new and lease.slot and not _retake_slot(receiver, lease):
         # Its slot was freed as stale and taken by another execution: it may not start without one.
-        delay = wait_delay_s(0, rx.settings, rx.rng)
+        delay = wait_delay_s(0, receiver.settings, receiver.rng)
         reason = "waiting: its admission slot was taken over while it had not started"
         release(
             lease,
-            store=rx.store,
-            visibility=rx.visibility,
-            clock=rx.clock,
+            store=receiver.store,
+            visibility=receiver.visibility,
+            clock=receiver.clock,
             reason=reason,
             delay_s=delay,
             never_started=True,
         )
         return Outcome.SETTLED
-    return _start(rx, job, lease)
+    return _start(receiver, job, lease)
 
 
-def _retake_slot(rx: Receiver, lease: Lease) -> bool:
+def _retake_slot(receiver: Receiver, lease: Lease) -> bool:
     """Take the lease's slot again for its execution (it holds it still, or the slot is free); False when
     another execution holds it now."""
     if not lease.slot or not lease.execution_arn:
         return True
     try:
-        return rx.store.locks.take(
+        return receiver.store.locks.take(
             lease.slot,
             holder=lease.message_id,
             execution_arn=lease.execution_arn,
-            now=rx.clock.now(),
+            now=receiver.clock.now(),
             hold_until=lease.renew_until,
         )
     except Exception as exc:
@@ -722,7 +730,7 @@ def _retake_slot(rx: Receiver, lease: Lease) -> bool:
         return False
 
 
-def _take_job_lock(rx: Receiver, job_id: str, message_id: str, arn: str) -> Lock | None:
+def _take_job_lock(receiver: Receiver, job_id: str, message_id: str, arn: str) -> Lock | None:
     """Take the job id's lock for this attempt's execution; the lock that keeps it out, else None.
 
     A lock held by another execution is taken over when that execution is not running: it has ended,
@@ -730,11 +738,11 @@ def _take_job_lock(rx: Receiver, job_id: str, message_id: str, arn: str) -> Lock
     A lock of another attempt of this same message is taken over whenever its execution is not
     running: the message's one lease decides which attempt runs.
     """
-    now = rx.clock.now()
+    now = receiver.clock.now()
 
     def is_stale(lock: Lock) -> bool:
         try:
-            status = execution_status(rx.stepfunctions, lock.execution_arn)
+            status = execution_status(receiver.stepfunctions, lock.execution_arn)
         except Exception as exc:  # unknown: treat as running (waiting is safe, running twice is not)
             logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
             return False
@@ -742,14 +750,14 @@ def _take_job_lock(rx: Receiver, job_id: str, message_id: str, arn: str) -> Lock
             return False
         if status != NEVER_STARTED or lock.holder == message_id:
             return True
-        return now - lock.acquired_at >= rx.settings.reconcile_grace_s
+        return now - lock.acquired_at >= receiver.settings.reconcile_grace_s
 
-    taken = rx.store.locks.acquire(
+    taken = receiver.store.locks.acquire(
         job_lock_key(job_id),
         holder=message_id,
         execution_arn=arn,
         now=now,
-        hold_until=rx.settings.renew_until(now),
+        hold_until=receiver.settings.renew_until(now),
         is_stale=is_stale,
     )
     return None if isinstance(taken, Acquired) else taken.lock
@@ -759,17 +767,17 @@ def _waiting(holder: Lock) -> str:
     return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
 
 
-def wait_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+def wait_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
     """Send a delayed copy of the message back to the queue (this receive is then acknowledged and
     deleted): it tries again when the delay ends, without using up a receive. Raises if SQS refuses:
     the record is then reported failed and comes back after the queue's VT."""
     waits = delivery.waits + 1
-    delay = wait_delay_s(delivery.waits, rx.settings, rx.rng)
+    delay = wait_delay_s(delivery.waits, receiver.settings, receiver.rng)
     attributes = dict(delivery.message_attributes)
     if WAITS_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES:  # else its waits do not grow
         attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(waits)}
-    rx.sqs.send_message(
-        QueueUrl=rx.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
+    receiver.sqs.send_message(
+        QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
     )
     logger.info(
         "job id is running: the message waits",
@@ -777,13 +785,15 @@ def wait_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> No
     )
 
 
-def hold_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
     """FIFO: the message waits for its job id in place, holding its group. It is hidden for the wait delay
     (doubling with its receives: SQS counts each wait as one) and reported not done; the FIFO batch
     processor then leaves the rest of its group in this batch alone. A visibility change that fails
     leaves the message hidden for the queue's VT, which is a wait too."""
-    delay = wait_delay_s(max(0, delivery.receive_count - 1), rx.settings, rx.rng)
-    outcome = rx.visibility.change(VisibilityChange(delivery.message_id, rx.queue_url, delivery.receipt_handle, delay))
+    delay = wait_delay_s(max(0, delivery.receive_count - 1), receiver.settings, receiver.rng)
+    outcome = receiver.visibility.change(
+        VisibilityChange(delivery.message_id, receiver.queue_url, delivery.receipt_handle, delay)
+    )
     logger.info(
         "job id is running: the message holds its group",
         extra={
@@ -796,17 +806,17 @@ def hold_for_job(rx: Receiver, delivery: Delivery, job: Job, holder: Lock) -> No
     )
 
 
-def _released_meanwhile(rx: Receiver, adopted: Lease) -> bool:
+def _released_meanwhile(receiver: Receiver, adopted: Lease) -> bool:
     """After hiding an adopted message: if the workflow released it meanwhile, our change may have
     landed after the release's and hidden it again, so the release is applied once more."""
-    fresh = rx.store.get(adopted.message_id)
+    fresh = receiver.store.get(adopted.message_id)
     if fresh is None or fresh.status is not LeaseStatus.RELEASED or fresh.receipt_handle != adopted.receipt_handle:
         return False
-    reassert_release(fresh, visibility=rx.visibility, clock=rx.clock)
+    reassert_release(fresh, visibility=receiver.visibility, clock=receiver.clock)
     return True
 
 
-def _start(rx: Receiver, job: Job, lease: Lease) -> Outcome:
+def _start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
     payload = ExecutionInput(
         message_id=lease.message_id,
         attempt=_attempt_of(lease),
@@ -816,12 +826,12 @@ def _start(rx: Receiver, job: Job, lease: Lease) -> Outcome:
         slot=lease.slot,
     )
     try:
-        start_execution(rx.stepfunctions, rx.state_machine_arn, payload)
+        start_execution(receiver.stepfunctions, receiver.state_machine_arn, payload)
     except Exception as exc:
         # The call may have taken effect (a 5xx or a timeout after it landed): never give the message
         # back on a guess. Ask; if it is not there, the lease stays for a redelivery or reconciliation.
         try:
-            status = execution_status(rx.stepfunctions, lease.execution_arn)
+            status = execution_status(receiver.stepfunctions, lease.execution_arn)
         except Exception:
             status = None
         if status is not None and status != NEVER_STARTED:

@@ -59,7 +59,7 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
             else:
                 sqs = aws.sqs()
                 settings = resolve_visibility_timeout(SETTINGS, sqs)
-                rx = Receiver(
+                admitter = Receiver(
                     settings=settings,
                     policy=build_policy(settings),
                     store=store,
@@ -71,7 +71,7 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
                     catalog=catalog,
                     metrics=metrics,
                 )
-                built.append(lambda name: admit_all(rx, only=name))
+                built.append(lambda name: admit_all(admitter, only=name))
         run = built[0]
         return run(job_type) if run is not None else None
 
