@@ -482,6 +482,11 @@ def _new_attempt(receiver: Receiver, delivery: Delivery, job: Job, *, replacing:
     name = execution_name(delivery.message_id, delivery.receive_count)
     arn = execution_arn(receiver.state_machine_arn, name)
     holder = _take_job_lock(receiver, job.job_id, delivery.message_id, arn)
+    if holder is not None and holder.holder == delivery.message_id:
+        # Another receive of this very message (a duplicate delivery, handled at the same time) holds its
+        # job id for its own attempt: that receive decides. A copy sent to wait here would be a second
+        # message of the job, run again after this one (or after it went to the DLQ).
+        return Outcome.STALE
     if holder is not None:
         if receiver.settings.fifo:
             hold_for_job(receiver, delivery, job, holder)
