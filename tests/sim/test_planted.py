@@ -5,6 +5,7 @@ stops at its first failed seed, so a planted bug costs the seeds it takes to be 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,20 +16,34 @@ from longjobs.engine.lease.lock import Locks
 from longjobs.engine.receiver import service as receiver_service
 from longjobs.sim.campaign import campaign
 
+VERSION_TERM = re.compile(r"\s*(AND\s+)?version = :version(\s+AND)?")
+
+
+def _without_version(request: dict[str, Any]) -> dict[str, Any]:
+    """A conditional write of the lease store with its `version = :version` term taken out."""
+    condition = request.get("ConditionExpression") or ""
+    if ":version" not in condition:
+        return request
+    kept = re.sub(r"^AND\s+|\s+AND$", "", VERSION_TERM.sub(" ", condition).strip()).strip()
+    values = {key: value for key, value in request.get("ExpressionAttributeValues", {}).items() if key != ":version"}
+    out = {**request, "ExpressionAttributeValues": values}
+    if kept:
+        out["ConditionExpression"] = kept
+    else:
+        del out["ConditionExpression"]
+    return out
+
 
 def _no_version_condition(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Renewals are recorded whatever the lease's version: a renewal that read the lease before a
-    release or an adoption writes over it."""
-    original = lease_store.LeaseStore._renewal_update
-
-    def unfenced(self: Any, renewal: Any) -> Any:
-        update = original(self, renewal)
-        update["ConditionExpression"] = "attribute_exists(version)"
-        del update["ExpressionAttributeValues"][":version"], update["ExpressionAttributeValues"][":active"]
-        del update["ExpressionAttributeNames"]
-        return update
-
-    monkeypatch.setattr(lease_store.LeaseStore, "_renewal_update", unfenced)
+    """Every write of a lease (a renewal, a close, an adoption, a release) is made whatever the lease's
+    version: a writer that read the lease before another changed it writes over the change."""
+    conditional, renewal_update = lease_store._conditional, lease_store.LeaseStore._renewal_update
+    monkeypatch.setattr(
+        lease_store, "_conditional", lambda write, **request: conditional(write, **_without_version(request))
+    )
+    monkeypatch.setattr(
+        lease_store.LeaseStore, "_renewal_update", lambda self, renewal: _without_version(renewal_update(self, renewal))
+    )
 
 
 def _no_job_lock(monkeypatch: pytest.MonkeyPatch) -> None:
