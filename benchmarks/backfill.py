@@ -89,10 +89,9 @@ from longjobs.engine.receiver.admission import admit_all
 from longjobs.engine.receiver.service import Receiver, receive
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
-from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
-from longjobs.sim.world import as_delivery
+from longjobs.sim.world import as_delivery, status_change
 
 TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
@@ -404,16 +403,8 @@ class Simulation:
             self.at(self.clock.now() + delay, lambda: self._status_event(execution))
 
     def _status_event(self, execution: Execution) -> None:
-        change = ExecutionStatusChange(
-            executionArn=execution.arn,
-            stateMachineArn=STATE_MACHINE_ARN,
-            name=execution.name,
-            status=execution.status,
-            error=execution.error,
-            cause=execution.cause,
-        )
         try:
-            on_status_change(self.watcher, change)
+            on_status_change(self.watcher, status_change(execution, STATE_MACHINE_ARN))
         except Exception:
             self.outcomes["watcher_failed"] += 1
 

@@ -688,14 +688,7 @@ class World:
             delay = self.rng.uniform(*(EVENT_LATE_S if late else EVENT_DELAY_S))
             if late:
                 self.monitor.reach("status_event:late")
-            change = ExecutionStatusChange(
-                executionArn=execution.arn,
-                stateMachineArn=STATE_MACHINE_ARN,
-                name=execution.name,
-                status=execution.status,
-                error=execution.error,
-                cause=execution.cause,
-            )
+            change = status_change(execution, STATE_MACHINE_ARN)
             self.scheduler.spawn(lambda change=change: self._watch(change), at=now + delay, group=Group("watcher"))  # type: ignore[misc]
         if copies > 1:
             self.monitor.reach("status_event:duplicated")
@@ -773,6 +766,18 @@ def as_delivery(message: dict[str, Any], source_arn: str) -> Delivery:
         source_arn=source_arn,
         message_attributes=message["MessageAttributes"],
         group_id=message["Attributes"].get("MessageGroupId"),
+    )
+
+
+def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStatusChange:
+    """The status-change event of an execution as EventBridge delivers it to the watcher."""
+    return ExecutionStatusChange(
+        executionArn=execution.arn,
+        stateMachineArn=state_machine_arn,
+        name=execution.name,
+        status=execution.status,
+        error=execution.error,
+        cause=execution.cause,
     )
 
 
