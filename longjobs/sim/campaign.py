@@ -51,12 +51,12 @@ def _use(workflow: DeployedWorkflow) -> None:
     _WORKFLOW = workflow
 
 
-def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, faults: bool = True) -> Any:
+def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True) -> Any:
     """One seed, start to end: its `SeedResult`."""
     from longjobs.sim.world import START, World
 
     workflow = _WORKFLOW or deployed_workflow()
-    plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S) if faults else FaultPlan.none(start=START)
+    plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S)
     world = World(
         seed,
         draw(seed, profile),

@@ -94,10 +94,6 @@ class FaultPlan:
             rng=random.Random(f"faults:{seed}:calls"),
         )
 
-    @classmethod
-    def none(cls, *, start: float) -> FaultPlan:
-        return cls(rate=0.0, kinds=(), world={}, quiet_at=start, rng=random.Random(0))
-
     def active(self, now: float) -> bool:
         return now < self.quiet_at
 

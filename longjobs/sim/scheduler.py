@@ -31,10 +31,6 @@ class Crash(BaseException):
     so that the engine's `except Exception` handlers let it through, as they would a frozen sandbox."""
 
 
-class Deadlock(RuntimeError):
-    """An actor waits on an event that nothing can set (a defect of the simulation itself)."""
-
-
 @dataclass(eq=False)
 class Group:
     """The greenlets of one invocation; `killed` once it died."""
@@ -74,7 +70,7 @@ class Scheduler:
         ticket = self._park()
         task = greenlet.getcurrent()
         self.call_at(self._now + max(0.0, seconds), lambda: self._wake(task, ticket))
-        self._yield(task)
+        self._yield()
 
     # -- events and actors ----------------------------------------------------------------------------------
 
@@ -112,7 +108,7 @@ class Scheduler:
         event.waiters.append(_Waiter(task, ticket))
         if timeout_s is not None:
             self.call_at(self._now + timeout_s, lambda: self._wake(task, ticket, TimeoutError()))
-        self._yield(task)
+        self._yield()
         return event.value
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
@@ -162,10 +158,6 @@ class Scheduler:
             self.steps += 1
             action()
 
-    @property
-    def pending(self) -> int:
-        return len(self._events)
-
     # -- switching ------------------------------------------------------------------------------------------
 
     def _park(self) -> int:
@@ -179,7 +171,7 @@ class Scheduler:
         self._waiting[task] = ticket
         return ticket
 
-    def _yield(self, task: greenlet) -> None:
+    def _yield(self) -> None:
         value = self._loop.switch()
         if isinstance(value, BaseException):
             raise value

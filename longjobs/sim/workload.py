@@ -68,7 +68,6 @@ class JobPlan:
     poison: bool = False  # a message the receiver must refuse: its params break the type's schema
     raw_body: str | None = None  # a body sent as it is (a written scenario's)
     group: str | None = None  # FIFO: its message group
-    message_ids: list[str] = field(default_factory=list)
 
     @property
     def body(self) -> str:
@@ -108,10 +107,6 @@ class Workload:
     @property
     def by_id(self) -> dict[str, JobPlan]:
         return {job.job_id: job for job in self.jobs}
-
-    @property
-    def last_send_s(self) -> float:
-        return max((job.send_at_s for job in self.jobs), default=0.0)
 
     @property
     def settle_bound_s(self) -> float:

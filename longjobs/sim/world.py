@@ -449,7 +449,6 @@ class World:
 
     def _send(self, job: JobPlan) -> None:
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
-        job.message_ids.append(message_id)
         self.job_of_message[message_id] = job.job_id
         self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
 
