@@ -56,3 +56,14 @@ def test_replay_campaign_json_has_the_promised_keys() -> None:
     assert {"seeds", "failed", "coverage", "never_reached", "wall_s", "virtual_h"} <= set(report)
     assert report["seeds"] == 4 and report["coverage"]["job_started"] > 0
     assert run.returncode == (1 if report["failed"] else 0)
+
+
+def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from longjobs.offline.__main__ import main
+
+    assert main(["sim", "--seeds", "0"]) == 2
+    assert "--seeds must be at least 1" in capsys.readouterr().err
+    scenario = tmp_path / "bad.json"
+    scenario.write_text(json.dumps({"settings": {}, "jobs": [{"id": "a", "type": "wait", "seconds": -1}]}))
+    assert main(["sim", "--scenario", str(scenario)]) == 2
+    assert "jobs[0].seconds" in capsys.readouterr().err
