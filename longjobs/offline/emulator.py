@@ -32,6 +32,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+from longjobs.offline.gateway import Gateway
 from longjobs.offline.resources import (
     ACCOUNT,
     DLQ,
@@ -103,11 +104,13 @@ class ApiCounter:
 
 
 class CountingMotoServer(ThreadedMotoServer):
-    """moto's threaded server with the request counter in front of its application."""
+    """moto's threaded server with the request counter and the gateway (`longjobs.offline.gateway`: SQS's
+    move tasks, a task failure's cause, AWS-shaped errors for what moto lacks) in front of its application."""
 
     def __init__(self, ip_address: str, port: int) -> None:
         super().__init__(ip_address=ip_address, port=port, verbose=False)
-        self.counter = ApiCounter(DomainDispatcherApplication(create_backend_app))
+        self.gateway = Gateway(DomainDispatcherApplication(create_backend_app))
+        self.counter = ApiCounter(self.gateway)
 
     def _server_entry(self) -> None:
         # ThreadedMotoServer's own entry, with `self.counter` as the application.
@@ -194,6 +197,7 @@ class Emulator:
                     sfn.stop_execution(executionArn=execution["executionArn"], cause="offline runtime stopped")
 
     def stop(self) -> None:
+        self.server.gateway.move_tasks.stop()
         self._post("/moto-api/config", self._saved_config)
         self.server.stop()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,44 @@ def test_spark_worker_killed_mid_job_released_after_heartbeat_timeout(run: Runne
     assert first.stopped - first.started >= 1 + SPARK_HEARTBEAT_S - 0.5, "released only after the heartbeat timeout"
     assert (job["released"], job["deliveries"], job["redelivered_while_running"]) == (1, 2, 0)
     assert job["final"] == "deleted" and job["summary"]["rows_read"] == 200
+
+
+READ_TEXT = """
+def run(spark, params):
+    return {"lines": spark.read.text(params["input"]).count()}
+"""
+
+
+def test_spark_job_failure_reaches_the_dlq_naming_the_spark_error(run: Runner, tmp_path: Path) -> None:
+    """A PySpark job reading a path that does not exist: Spark's `AnalysisException` and its message
+    travel, as in AWS, from the task failure (`SendTaskFailure` error and cause) to the lease's last
+    error (the whole cause) and the DLQ message's `ErrorMessage` (cut to its limit)."""
+    (tmp_path / "read_text.py").write_text(READ_TEXT)
+    missing = tmp_path / "no-such-input"
+    read_type = {
+        "name": "read_text",
+        "runner": "pyspark",
+        "entry": f"{tmp_path / 'read_text.py'}:run",
+        "params_schema": {"type": "object", "required": ["input"], "properties": {"input": {"type": "string"}}},
+    }
+
+    result = run(
+        settings={**SHORT_THRESHOLD, "max_attempts": 1},
+        job_types=[read_type],
+        jobs=[{"id": "missing", "type": "read_text", "params": {"input": str(missing)}, "expect": "dlq"}],
+    )
+
+    assert result.report["ok"] is True, result.violations
+    job, track = result.report["jobs"]["missing"], result.tracks["missing"]
+    assert (job["final"], job["executions"]) == ("dlq", 1)
+    assert job["dlq_error"].startswith("AttemptsExhausted: AnalysisException: [PATH_NOT_FOUND] Path does not exist"), (
+        job["dlq_error"]
+    )
+    assert str(missing) in job["dlq_error"]
+    assert track.lease is not None and track.lease.last_error is not None
+    # The receiver closes the lease with `<ErrorType>: <the attempt's error>`, the latter as the workflow
+    # stored it: the task failure's `{"Error", "Cause"}` as JSON.
+    error_type, _, attempt_error = track.lease.last_error.partition(": ")
+    last = json.loads(attempt_error)
+    assert (error_type, last["Error"]) == ("AttemptsExhausted", "AnalysisException")
+    assert last["Cause"].startswith("[PATH_NOT_FOUND] Path does not exist") and str(missing) in last["Cause"]
