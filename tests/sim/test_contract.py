@@ -670,6 +670,47 @@ def test_contract_dynamodb_transaction_one_item_twice_refused(aws: Backend) -> N
     assert get(aws, "a")["version"] == 1  # type: ignore[index]
 
 
+def test_contract_dynamodb_transaction_of_puts_and_a_condition_check(aws: Backend) -> None:
+    """The shape of `LeaseStore.take_holds`: a lease written (or checked unchanged) with a lock and a slot
+    taken, all or nothing; a cancelled one names the failed action by its place in the request."""
+    put(aws, "lease", status="ACTIVE", version=3)
+    put(aws, "job#j", lock_state="HELD", execution_arn="other")
+
+    def take(key: str) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": TABLE,
+                "Item": {"pk": s(key), "lock_state": s("HELD"), "execution_arn": s("mine")},
+                "ConditionExpression": "attribute_not_exists(#pk) OR lock_state = :free OR execution_arn = :mine",
+                "ExpressionAttributeNames": {"#pk": "pk"},
+                "ExpressionAttributeValues": {":free": s("FREE"), ":mine": s("mine")},
+            }
+        }
+
+    unchanged = {
+        "ConditionCheck": {
+            "TableName": TABLE,
+            "Key": {"pk": s("lease")},
+            "ConditionExpression": "version = :version",
+            "ExpressionAttributeValues": {":version": n(3)},
+        }
+    }
+    cancelled = client_error(
+        aws.dynamodb.transact_write_items, TransactItems=[unchanged, take("job#j"), take("slot#t#0")]
+    )
+    assert [reason["Code"] for reason in cancelled.response["CancellationReasons"]] == [
+        "None",
+        "ConditionalCheckFailed",
+        "None",
+    ]
+    assert get(aws, "slot#t#0") is None  # nothing taken
+    put(aws, "job#j", lock_state="FREE", execution_arn="other")
+    aws.dynamodb.transact_write_items(TransactItems=[unchanged, take("job#j"), take("slot#t#0")])
+    assert get(aws, "job#j") == {"pk": "job#j", "lock_state": "HELD", "execution_arn": "mine"}
+    assert get(aws, "slot#t#0") == {"pk": "slot#t#0", "lock_state": "HELD", "execution_arn": "mine"}
+    assert get(aws, "lease") == {"pk": "lease", "status": "ACTIVE", "version": 3}  # checked, not written
+
+
 # -- DynamoDB: queries of the indexes and BatchGetItem -----------------------------------------
 
 
@@ -1077,6 +1118,23 @@ def test_contract_dynamodb_unused_value_refused(fake: Backend) -> None:
     assert refused.response["Error"]["Code"] == "ValidationException"
     assert "unused" in refused.response["Error"]["Message"]
     assert get(fake, "m1") is None
+
+
+def test_contract_dynamodb_malformed_condition_refused_every_time(fake: Backend) -> None:
+    # A condition that does not parse is a ValidationException each time it is sent (the fake once kept a
+    # partial parse of it and took it the second time: a seed then behaved differently in a process that
+    # had run it before). moto refuses it too, with another message.
+    put(fake, "a", status="ACTIVE", version=1)
+    malformed = "#status = :active  (version = :version)"
+    request = {
+        "ConditionExpression": malformed,
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {":active": s("ACTIVE"), ":version": n(1)},
+    }
+    for _ in range(2):
+        code = error_code(fake.dynamodb.put_item, TableName=TABLE, Item={"pk": s("a"), "version": n(2)}, **request)
+        assert code == "ValidationException"
+    assert get(fake, "a")["version"] == 1  # type: ignore[index]
 
 
 def test_contract_dynamodb_transaction_validation_error_cancels(fake: Backend) -> None:

@@ -130,7 +130,11 @@ class FakeDynamoDb:
         self._validate("PutItem", request)
         item = dict(request["Item"])
         key = item[self.pk]["S"]
-        if not self._check("PutItem", self.items.get(key, {}), request):
+        try:
+            met = self._check("PutItem", self.items.get(key, {}), request)
+        except ExpressionError as exc:
+            raise client_error("PutItem", "ValidationException", str(exc)) from None
+        if not met:
             raise client_error("PutItem", "ConditionalCheckFailedException", "The conditional request failed")
         self._store(key, item)
         return {}
@@ -162,14 +166,14 @@ class FakeDynamoDb:
         return {}
 
     def transact_write_items(self, **request: Any) -> dict[str, Any]:
-        """All the updates or none. DynamoDB refuses two actions on one item outright (ValidationException),
-        and cancels the whole transaction when any action fails, with one reason per action in request
-        order: `None` for the actions that did not fail."""
+        """All the actions or none (`Put`, `Update`, `ConditionCheck`). DynamoDB refuses two actions on
+        one item outright (ValidationException), and cancels the whole transaction when any action fails,
+        with one reason per action in request order: `None` for the actions that did not fail."""
         self._count("TransactWriteItems")
-        entries = [entry["Update"] for entry in request["TransactItems"]]
-        for entry in entries:
+        actions = [next(iter(action.items())) for action in request["TransactItems"]]
+        for _, entry in actions:
             self._validate("TransactWriteItems", entry)
-        keys = [entry["Key"][self.pk]["S"] for entry in entries]
+        keys = [(entry["Item"] if kind == "Put" else entry["Key"])[self.pk]["S"] for kind, entry in actions]
         if len(set(keys)) < len(keys):
             raise client_error(
                 "TransactWriteItems",
@@ -178,9 +182,10 @@ class FakeDynamoDb:
             )
         results: list[tuple[str, dict[str, Any]] | None] = []
         reasons: list[dict[str, str]] = []
-        for entry in entries:
+        writes: list[tuple[str, dict[str, Any]]] = []
+        for (kind, entry), key in zip(actions, keys, strict=True):
             try:
-                result = self._updated(entry)
+                result = self._transact_action(kind, entry, key)
             except ExpressionError as exc:
                 results.append(None)
                 reasons.append({"Code": "ValidationError", "Message": str(exc)})
@@ -190,6 +195,8 @@ class FakeDynamoDb:
                 reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
             else:
                 reasons.append({"Code": "None"})
+                if kind != "ConditionCheck":
+                    writes.append(result)
         if any(result is None for result in results):
             codes = ", ".join(reason["Code"] for reason in reasons)
             raise client_error(
@@ -198,10 +205,23 @@ class FakeDynamoDb:
                 f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
                 CancellationReasons=reasons,
             )
-        for result in results:
-            assert result is not None
-            self._store(*result)
+        for write in writes:
+            self._store(*write)
         return {}
+
+    def _transact_action(self, kind: str, entry: Mapping[str, Any], key: str) -> tuple[str, dict[str, Any]] | None:
+        """One action of a transaction, checked and computed (not stored): the item it writes, else None
+        when its condition failed."""
+        if kind == "Update":
+            return self._updated(entry)
+        current = self.items.get(key, {})
+        if not self._check(kind, current, entry):
+            return None
+        if kind == "Put":
+            return key, dict(entry["Item"])
+        if kind == "ConditionCheck":
+            return key, current
+        raise ExpressionError(f"unmodelled transaction action {kind}")
 
     def query(self, **request: Any) -> dict[str, Any]:
         self._count("Query")

@@ -28,7 +28,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while position < len(text):
         match = _TOKEN.match(text, position)
         if match is None or match.end() == position:
-            raise ValueError(f"cannot parse expression at {text[position:]!r}")
+            raise ExpressionError(f"cannot parse expression at {text[position:]!r}")
         kind = match.lastgroup or ""
         token = match.group(kind)
         if kind == "ident" and token.upper() in _KEYWORDS:
@@ -54,7 +54,7 @@ class _Parser:
     def expect(self, token: str) -> None:
         got = self.take()
         if got[1] != token:
-            raise ValueError(f"expected {token!r}, got {got[1]!r}")
+            raise ExpressionError(f"expected {token!r}, got {got[1]!r}")
 
     # condition := or
     def condition(self) -> Any:
@@ -118,7 +118,7 @@ class _Parser:
             return ("if_not_exists", path, default)
         if kind == "ident":
             return ("path", token)
-        raise ValueError(f"unexpected {token!r}")
+        raise ExpressionError(f"unexpected {token!r}")
 
     def update(self) -> list[Any]:
         actions: list[Any] = []
@@ -139,7 +139,7 @@ class _Parser:
                     path = self.operand()
                     actions.append((clause.lower(), path, self.operand()))
                 else:
-                    raise ValueError(f"unknown clause {clause!r}")
+                    raise ExpressionError(f"unknown clause {clause!r}")
                 if self.peek() == ("op", ","):
                     self.take()
                     continue
@@ -154,9 +154,10 @@ def parse_condition(text: str) -> Any:
     key = ("c", text)
     if key not in _parsed:
         parser = _Parser(text)
-        _parsed[key] = parser.condition()
+        parsed = parser.condition()
         if parser.peek() is not None:
-            raise ValueError(f"trailing tokens in {text!r}")
+            raise ExpressionError(f"trailing tokens in {text!r}")
+        _parsed[key] = parsed  # only a whole parse: a refused expression is refused every time
     return _parsed[key]
 
 
