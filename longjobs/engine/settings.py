@@ -192,6 +192,12 @@ class Settings(BaseModel):
         ge=0,
         description="Leases younger than this are not reconciled: must outlast the receiver's timeout.",
     )
+    reconcile_interval_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="A lease reconciliation has looked at is not looked at again for this long: the watcher's "
+        "status events settle ended executions at once, reconciliation is the backstop for a lost one.",
+    )
     reconcile_max_per_run: int = Field(default=100, ge=0)
     reconcile_rate_per_s: float = Field(default=10.0, gt=0, description="DescribeExecution calls per second.")
 

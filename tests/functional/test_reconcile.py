@@ -102,6 +102,26 @@ def test_reconcile_is_rate_limited_and_capped_per_run(harness: Harness) -> None:
     assert sum(status_of(harness, lease) is LeaseStatus.ACTIVE for lease in leases) == 2
 
 
+def test_reconcile_looks_at_a_lease_again_only_after_its_interval(harness: Harness) -> None:
+    """A running job's lease is asked about once per `reconcile_interval_s`, not on every run: the watcher
+    settles an ended execution from its status event, and reconciliation is the backstop for a lost one."""
+    arn = state_machine(harness)
+    running = leased(harness, "running")
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="running")
+    clock = FakeClock(time.time() + 200)
+    extender = harness.extender(SETTINGS, clock)
+
+    assert reconcile(extender, deadline=clock.now() + 30).checked == 1
+    clock.advance(SETTINGS.reconcile_interval_s - 1)
+    assert reconcile(extender, deadline=clock.now() + 30).checked == 0, "looked at within its interval"
+    _moto_execution("running").status = "ABORTED"  # its status event was lost
+    clock.advance(2)
+    report = reconcile(extender, deadline=clock.now() + 30)
+
+    assert (report.checked, report.released) == (1, 1)
+    assert status_of(harness, running) is LeaseStatus.RELEASED
+
+
 def test_reconcile_lost_handle_closes_the_lease_lost(harness: Harness) -> None:
     state_machine(harness)
     lease = leased(harness, "deleted-elsewhere")

@@ -6,6 +6,10 @@ The watcher releases a message the moment its execution fails, but status events
 - Least recently checked first: the `reconcile` index orders ACTIVE leases by when reconciliation
   last looked at them, and each look moves the lease to the back. So every ACTIVE lease is looked at
   within about (active leases / `reconcile_max_per_run`) runs, however many there are.
+- A lease looked at less than `reconcile_interval_s` ago is not looked at again (the index is in that
+  order, so the pass ends there): the watcher settles an ended execution at once from its status event,
+  and reconciliation is the backstop for an event that was lost, so each running job costs one
+  DescribeExecution per interval, not one per run.
 - Leases younger than the grace period are skipped: the receiver that wrote one may still be about to
   start its execution. The settings require the grace to outlast the receiver's timeout, so after it
   that invocation is dead (and an execution started later by an answer that got lost finds its lease
@@ -64,6 +68,8 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
         now = ext.clock.now()
         if now >= deadline:
             break
+        if lease.checked_at is not None and now - lease.checked_at < settings.reconcile_interval_s:
+            break  # looked at recently, and so is every lease after it in the index
         if now - lease.received_at < grace:
             continue
         limiter.wait()
