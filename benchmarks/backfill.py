@@ -58,6 +58,7 @@ from botocore.exceptions import ClientError
 from rich.console import Console
 from rich.table import Table
 
+from longjobs.engine.admission.admit import admit_all
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
@@ -85,8 +86,8 @@ from longjobs.engine.lease.schema import (
 )
 from longjobs.engine.observability import MetricName, logger
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.admission import admit_all
-from longjobs.engine.receiver.service import Receiver, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Receiver
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
 from longjobs.engine.watcher.service import Watcher, on_status_change
@@ -221,7 +222,7 @@ class Simulation:
 
         self.metrics = Recorder()
         self.receiver = receiver("receiver")
-        admitter, watcher_rx = receiver("extender"), receiver("watcher")
+        admitter, watcher_admitter = receiver("extender"), receiver("watcher")
         self.extender = Extender(
             settings=settings,
             policy=policy,
@@ -231,14 +232,16 @@ class Simulation:
             clock=self.clock,
             stepfunctions=sfn,
             rng=random.Random(f"backfill:{params.seed}:backoff"),
-            admit=(lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)) if admission else None,
+            admit=(lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline))
+            if admission
+            else None,
         )
         self.watcher = Watcher(
             store=store,
             visibility=visibility,
             clock=self.clock,
             state_machine_arn=STATE_MACHINE_ARN,
-            admit=(lambda name: admit_all(watcher_rx, only=name)) if admission else None,
+            admit=(lambda name: admit_all(watcher_admitter, handle=receive, only=name)) if admission else None,
         )
         # what is observed
         self.durations = durations(params)

@@ -28,6 +28,7 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from longjobs.engine.admission.admit import admit_all
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender
@@ -36,8 +37,8 @@ from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.admission import admit_all
-from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -355,7 +356,9 @@ class World:
             executor=executor,
             stepfunctions=stepfunctions,
             rng=random.Random(f"extender:{self.seed}:backoff"),
-            admit=(lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)) if self.waiting else None,
+            admit=(lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline))
+            if self.waiting
+            else None,
         )
         sqs, dynamodb, _ = clients("watcher")
         watcher_admitter = receiver("watcher")
@@ -364,7 +367,7 @@ class World:
             visibility=VisibilityClient(sqs, clock=clock),
             clock=clock,
             state_machine_arn=STATE_MACHINE_ARN,
-            admit=(lambda name: admit_all(watcher_admitter, only=name)) if self.waiting else None,
+            admit=(lambda name: admit_all(watcher_admitter, handle=receive, only=name)) if self.waiting else None,
         )
 
     # -- running --------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease import Lease, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.lambdas import load_function

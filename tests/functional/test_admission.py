@@ -19,16 +19,18 @@ from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.models import DynamoDBBackend
 
 from longjobs.engine.admission import slot_key
+from longjobs.engine.admission.admit import AdmitReport, admit_all, admit_in_place
+from longjobs.engine.admission.readings import slots_of
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.lease.lock import Lock, job_lock_key
+from longjobs.engine.lease.lock import Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.receiver import service
-from longjobs.engine.receiver.admission import AdmitReport, admit_all, admit_in_place, claim, slots_of
+from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.receiver.dlq import EXHAUSTED
-from longjobs.engine.receiver.service import Outcome, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, running_flow
@@ -57,7 +59,7 @@ def slot(flow: Flow) -> Lock | None:
 
 def admit(flow: Flow, *, later_s: float = 0, sweep: bool = False) -> AdmitReport:
     admitting = flow.receiver if not later_s else replace(flow.receiver, clock=OffsetClock(later_s))
-    (report,) = admit_all(admitting, sweep=sweep)
+    (report,) = admit_all(admitting, handle=receive, sweep=sweep)
     return report
 
 
@@ -76,7 +78,7 @@ def watcher(flow: Flow) -> Watcher:
         visibility=flow.receiver.visibility,
         clock=flow.receiver.clock,
         state_machine_arn=STATE_MACHINE_ARN,
-        admit=lambda name: admit_all(flow.receiver, only=name),
+        admit=lambda name: admit_all(flow.receiver, handle=receive, only=name),
     )
 
 
@@ -199,23 +201,24 @@ def test_admission_write_answered_500_after_it_landed_starts_the_attempt(
     flow.abort(flow.lease(running).execution_arn or "")
     reconcile(flow.later(), deadline=time.time() + 90)
     store = flow.receiver.store
-    real_admit = store.admit
+    real_take_holds = store.take_holds
 
-    def landed_then_500(waiting_lease: Any, active: Any) -> bool:
-        assert real_admit(waiting_lease, active)
+    def landed_then_500(*args: Any, **kwargs: Any) -> Any:
+        assert real_take_holds(*args, **kwargs).written
         error = {"Code": "InternalServerError", "Message": "We encountered an internal error."}
-        raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "PutItem")
+        raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "TransactWriteItems")
 
-    monkeypatch.setattr(store, "admit", landed_then_500)
+    monkeypatch.setattr(store, "take_holds", landed_then_500)
     assert_admitted_in_place(flow, admit(flow), waiting)
 
 
-def test_admission_slot_of_a_crash_between_taking_it_and_starting_is_recovered(flow: Flow) -> None:
-    """The receiver took the slot for its attempt, then died before any lease named it: no execution will
-    ever release it. The extender's sweep frees it once the attempt can no longer start (the grace)."""
-    admitting = flow.receiver
+def test_admission_slot_no_lease_names_is_freed_after_the_grace(flow: Flow) -> None:
+    """A slot held for an execution that no lease names and that never started (a lease replaced while
+    its release was lost; the receiver takes a slot only with its lease, in one transaction) is freed by
+    the extender's sweep once a start of it can no longer land (the grace)."""
     ghost = execution_arn(STATE_MACHINE_ARN, execution_name("crashed-message", 1))
-    assert claim(admitting, LIMITED, 1, message_id="crashed-message", order=time.time(), arn=ghost) == SLOT
+    now = time.time()
+    assert flow.receiver.store.locks.take(SLOT, holder="crashed-message", execution_arn=ghost, now=now, hold_until=now)
     waiting = flow.send_job("second", LIMITED, seconds=1)
     assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
 
@@ -228,8 +231,8 @@ def test_admission_slot_of_a_crash_between_taking_it_and_starting_is_recovered(f
     assert flow.lease(waiting).slot == SLOT
 
 
-class FailingAfterSlotWrite:
-    """A DynamoDB client whose first put of a slot item lands, then answers 500 (a 5xx after success)."""
+class FailingAfterTransaction:
+    """A DynamoDB client whose first transaction lands, then answers 500 (a 5xx after success)."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -238,36 +241,31 @@ class FailingAfterSlotWrite:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
-    def put_item(self, **kwargs: Any) -> Any:
-        answer = self._client.put_item(**kwargs)
-        if kwargs["Item"]["pk"]["S"].startswith("slot#") and not self.failed:
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        answer = self._client.transact_write_items(**kwargs)
+        if not self.failed:
             self.failed += 1
             error = {"Error": {"Code": "InternalServerError", "Message": "We encountered an internal error."}}
-            raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "PutItem")
+            raise ClientError({**error, "ResponseMetadata": {"HTTPStatusCode": 500}}, "TransactWriteItems")
         return answer
 
 
-def test_admission_slot_write_answered_500_after_it_landed_is_recovered(flow: Flow) -> None:
+def test_admission_holds_write_answered_500_after_it_landed_starts_the_attempt(flow: Flow) -> None:
+    """The lease, job lock and slot land in one transaction, then the answer is a 500 (an error may come
+    after a write took effect). The receiver reads the lease back, finds its own write, and starts: no
+    ghost slot, no second attempt."""
     store = flow.receiver.store
-    flaky = FailingAfterSlotWrite(store._client)
+    flaky = FailingAfterTransaction(store._client)
     admitting = replace(flow.receiver, store=replace_client(store, flaky))
     message_id = flow.send_job("only", LIMITED, seconds=1)
     (delivery,) = flow.receive_batch()
 
-    with pytest.raises(ClientError):
-        receive(admitting, delivery)  # the record fails: nothing deleted, the message comes back
+    assert receive(admitting, delivery) is Outcome.STARTED
     assert flaky.failed == 1
-    held = slot(flow)
-    assert held is not None and held.held and flow.receiver.store.get(message_id) is None, "held, by no lease"
-
-    flow.sqs.change_message_visibility(
-        QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
-    )
-    assert flow.deliver() == {message_id: Outcome.WAITING_FOR_SLOT}, "its own ghost fills the type"
-    late = admit(flow, later_s=flow.settings.reconcile_grace_s + 1, sweep=True)
-    assert (late.freed, late.admitted) == (1, 1)
     lease = flow.lease(message_id)
-    assert lease.receive_count == 2 and lease.history == (), "the failed write was no attempt"
+    held = slot(flow)
+    assert held is not None and held.held and held.execution_arn == lease.execution_arn
+    assert lease.slot == SLOT and lease.receive_count == 1
     assert flow.wait_for_execution(lease.execution_arn or "")["status"] == "SUCCEEDED"
 
 
@@ -545,25 +543,29 @@ def test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages() ->
         assert running.job_id in ("third", "fourth") and running.queue_url == WAITING_URL
 
 
-def test_admission_redelivery_that_took_over_a_stalled_admitters_lock_hands_it_back_on_losing(flow: Flow) -> None:
-    """A stalled admitter of `second` holds its job lock for attempt 1, not started yet; a redelivery takes
-    that lock over (an attempt of the same message that never started) and then loses the lease write to
-    the admitter. Freeing the lock would let another message of the job id start beside attempt 1: the
-    loser hands it back to the winner's execution instead."""
+def test_admission_redelivery_racing_a_stalled_admitter_takes_and_frees_nothing(flow: Flow) -> None:
+    """A stalled admitter of `second` wins: its lease write takes the job lock for attempt 1 (not started
+    yet). A redelivery that read the WAITING lease before then takes that lock over as an attempt of the
+    same message that never started, with its own lease write, in one transaction: the lease condition
+    fails, so the lock stays the winner's and the loser has nothing to free (protocol review)."""
     _, second = start_one_and_queue_one(flow, {"seconds": 20})
+    store = flow.receiver.store
     waiting = flow.lease(second)
     now = time.time()
+    key = job_lock_key("second")
     admitted = execution_arn(STATE_MACHINE_ARN, execution_name(second, 1))
     active = replace(waiting, status=LeaseStatus.ACTIVE, execution_arn=admitted, renew_at=now + 60, attempt=1)
-    assert flow.receiver.store.admit(waiting, active), "the admitter's lease write lands first"
+    assert store.take_holds(active, store.admit_request(waiting, active), [Hold(key)], now=now).written
+    winners_lock = store.locks.get(key)
+    assert winners_lock is not None and winners_lock.execution_arn == admitted
+
     redelivered = execution_arn(STATE_MACHINE_ARN, execution_name(second, 2))
-    key = job_lock_key("second")
-    locks = flow.receiver.store.locks
-    assert locks.take(key, holder=second, execution_arn=redelivered, now=now, hold_until=now + 600)
-    lost = replace(active, execution_arn=redelivered, receive_count=2, attempt=2, slot=None)
+    loser = replace(waiting, status=LeaseStatus.ACTIVE, execution_arn=redelivered, receive_count=2, renew_at=now + 60)
+    taken = store.take_holds(
+        loser, store.create_request(loser, replacing=waiting), [Hold(key, over=winners_lock)], now=now
+    )
 
-    service._release_unless_named(flow.receiver, lost)
-
-    lock = locks.get(key)
+    assert not taken.written and taken.lost == {LEASE_KEY}
+    lock = store.locks.get(key)
     assert lock is not None and lock.held, "not freed"
     assert (lock.execution_arn, lock.holder) == (admitted, second), "held for the winner's execution"

@@ -21,7 +21,8 @@ from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import Lease, LeaseStatus
-from longjobs.engine.receiver.service import Delivery, Outcome, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.settle import release
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow, running_flow

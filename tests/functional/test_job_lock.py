@@ -15,7 +15,8 @@ from typing import Any
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import LeaseStatus, job_lock_key
-from longjobs.engine.receiver.service import WAITS_ATTRIBUTE, Outcome, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import WAITS_ATTRIBUTE, Outcome
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 from tests.unit.test_receiver_models import s3_record
 
@@ -103,14 +104,7 @@ def test_a_lock_whose_execution_ended_or_never_started_is_taken_over(flow: Flow)
     locks = flow.receiver.store.locks
     now = time.time()
     dead = execution_arn(STATE_MACHINE_ARN, "gone-1")
-    assert locks.acquire(
-        job_lock_key("stale"),
-        holder="gone",
-        execution_arn=dead,
-        now=now - 600,
-        hold_until=now,
-        is_stale=lambda _: False,
-    )
+    assert locks.take(job_lock_key("stale"), holder="gone", execution_arn=dead, now=now - 600, hold_until=now)
     message_id = flow.send_job("stale", seconds=1)
     assert flow.deliver() == {message_id: Outcome.STARTED}, "its holder never started and is past the grace period"
     taken = locks.get(job_lock_key("stale"))
@@ -119,9 +113,7 @@ def test_a_lock_whose_execution_ended_or_never_started_is_taken_over(flow: Flow)
 
     young = execution_arn(STATE_MACHINE_ARN, "starting-1")
     now = time.time()
-    assert locks.acquire(
-        job_lock_key("young"), holder="starting", execution_arn=young, now=now, hold_until=now, is_stale=lambda _: False
-    )
+    assert locks.take(job_lock_key("young"), holder="starting", execution_arn=young, now=now, hold_until=now)
     waiting = flow.send_job("young", seconds=1)
     assert flow.deliver() == {waiting: Outcome.WAITING}, "a receiver may still be about to start its holder"
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LeaseStatus, job_lock_key
-from longjobs.engine.receiver.service import Delivery, Outcome, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
@@ -303,7 +304,7 @@ def test_receiver_crash_before_lease_leaves_the_message_to_return(flow: Flow, mo
         def crash(*args: Any, **kwargs: Any) -> bool:
             raise Crash
 
-        patch.setattr(flow.receiver.store, "create", crash)
+        patch.setattr(flow.receiver.store, "take_holds", crash)
         [delivery] = flow.receive_batch()
         with pytest.raises(Crash):
             receive(flow.receiver, delivery)

@@ -11,7 +11,8 @@ import pytest
 
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.receiver.service import Outcome, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Outcome
 from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
     ACCOUNT,

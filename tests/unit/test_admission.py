@@ -19,10 +19,10 @@ from longjobs.engine.admission import (
     slot_type,
     waiting_delay_s,
 )
+from longjobs.engine.admission.admit import AdmitReport, publish
 from longjobs.engine.admission.estimate import DELAY_STRETCH
 from longjobs.engine.clock import FakeClock
-from longjobs.engine.lease.lock import Lock
-from longjobs.engine.receiver.admission import AdmitReport, publish
+from longjobs.engine.lease.lock import Hold, Lock
 
 TYPE = "backfill"
 
@@ -107,53 +107,23 @@ def test_type_slots_durations_are_the_last_holding_else_the_one_before() -> None
     assert sorted(state.durations()) == [60.0, 300.0], "slot 2 has no ended holding yet"
 
 
-def test_slots_take_a_free_slot_and_account_for_it() -> None:
-    clock = FakeClock()
-    now = clock.now()
-    locks = FakeLocks({slot_key(TYPE, 0): held(0, "arn:a", now)})
-    slots = Slots(locks)  # type: ignore[arg-type]
-    state = reading(2, *locks.items.values(), at=now)
-
-    taken = slots.take(state, holder="m", execution_arn="arn:b", now=now, hold_until=now + 60, rng=random.Random(1))
-
-    assert taken is not None
-    key, after = taken
-    assert key == slot_key(TYPE, 1)
-    assert after.used == 2 and after.free_keys == []
-    assert locks.items[key].execution_arn == "arn:b"
-
-
-def test_slots_take_twice_for_one_execution_holds_one_slot() -> None:
-    """A take repeated (a retried receive, a write that ran twice) finds the slot it holds: no second slot."""
+def test_type_slots_pick_a_free_slot_with_its_last_holding_time() -> None:
     now = FakeClock().now()
-    locks = FakeLocks()
-    slots = Slots(locks)  # type: ignore[arg-type]
-    state = reading(3, at=now)
-    first = slots.take(state, holder="m", execution_arn="arn:x", now=now, hold_until=now + 60, rng=random.Random(1))
-    assert first is not None
-    again = slots.take(first[1], holder="m", execution_arn="arn:x", now=now, hold_until=now + 60, rng=random.Random(2))
+    state = reading(2, held(0, "arn:a", now), freed(1, now - 100, now - 40), at=now)
 
-    assert again is not None and again[0] == first[0]
-    assert len(locks.takes) == 1, "the second take found its holding in the reading and wrote nothing"
-    assert again[1].used == 1
+    assert state.pick(random.Random(1)) == Hold(slot_key(TYPE, 1), last_duration_s=60.0)
 
 
-def test_slots_take_gives_up_when_others_won_every_free_slot() -> None:
-    """Between the reading and the write other takers won the slots: the conditional writes fail, and the
-    caller is told the type is full (None), never a slot it does not hold."""
+def test_type_slots_pick_none_when_every_slot_is_held() -> None:
     now = FakeClock().now()
-    locks = FakeLocks({slot_key(TYPE, i): held(i, f"arn:other{i}", now) for i in range(2)})
-    slots = Slots(locks)  # type: ignore[arg-type]
-    stale_reading = reading(2, at=now - 1)  # read when both were free
+    assert reading(2, held(0, "arn:a", now), held(1, "arn:b", now), at=now).pick(random.Random(1)) is None
 
-    assert (
-        slots.take(
-            stale_reading, holder="m", execution_arn="arn:me", now=now, hold_until=now + 60, rng=random.Random(1)
-        )
-        is None
-    )
-    assert sorted(locks.takes) == [slot_key(TYPE, 0), slot_key(TYPE, 1)]
-    assert all(lock.execution_arn.startswith("arn:other") for lock in locks.items.values())
+
+def test_type_slots_pick_spreads_concurrent_takers_over_the_free_slots() -> None:
+    """Takers pick at random, so two that read the same free slots rarely write the same item."""
+    state = reading(8, at=FakeClock().now())
+    picked = {hold.key for seed in range(40) if (hold := state.pick(random.Random(seed))) is not None}
+    assert picked == set(state.keys)
 
 
 def test_slots_release_only_frees_the_named_holder() -> None:

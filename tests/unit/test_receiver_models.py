@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from longjobs.engine.jobs import load_catalog
+from longjobs.engine.receiver.attempt import release_delay_s, wait_delay_s
 from longjobs.engine.receiver.models import BadInput, ErrorType, parse_body, parse_message
-from longjobs.engine.receiver.service import Outcome, release_delay_s, wait_delay_s
+from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.settings import Settings
 
 # The receiver imports Powertools' S3 models on its first S3 event; imported here, so that a second
@@ -377,6 +378,7 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.WAITING,
         Outcome.PARKED,  # a copy is in the type's waiting queue
         Outcome.DUPLICATE,  # another copy of the parked message carries it
+        Outcome.CANCELLED,  # an operator cancelled it: in the DLQ
         Outcome.DEAD_LETTERED,  # a copy is in the DLQ
     }
     assert Outcome.HELD.deferred, "FIFO: a message waiting for its job id holds its group"

@@ -18,10 +18,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from longjobs.engine.lease.lock import SLOT_PREFIX, Lock, Locks
+from longjobs.engine.lease.lock import SLOT_PREFIX, Hold, Lock, Locks
 
 TAKE_ATTEMPTS = 4
-"""Free slots tried, one after another, when another taker wins the first ones."""
+"""Free slots tried, one after another, when another taker wins the first ones (`admit_in_place`)."""
 
 
 def slot_key(job_type: str, index: int) -> str:
@@ -83,6 +83,19 @@ class TypeSlots:
                 found.append(lock.last_duration_s)
         return found
 
+    def pick(self, rng: random.Random) -> Hold | None:
+        """A free slot to take (at random, so concurrent takers rarely meet on one item), with how long
+        its previous holder held it (admission's estimate); None when every slot is held."""
+        free = self.free_keys
+        if not free:
+            return None
+        key = rng.choice(free)
+        previous = self.locks.get(key)
+        last = None
+        if previous is not None:
+            last = previous.held_for_s if previous.held_for_s is not None else previous.last_duration_s
+        return Hold(key, last_duration_s=last)
+
     def without(self, key: str, lock: Lock) -> TypeSlots:
         """This reading with `key` now held as `lock` (after a take)."""
         return TypeSlots(self.job_type, self.limit, {**self.locks, key: lock}, self.read_at)
@@ -101,35 +114,6 @@ class Slots:
     def read(self, job_type: str, limit: int, *, now: float) -> TypeSlots:
         keys = [slot_key(job_type, i) for i in range(limit)]
         return TypeSlots(job_type, limit, self._locks.get_many(keys), now)
-
-    def take(
-        self,
-        state: TypeSlots,
-        *,
-        holder: str,
-        execution_arn: str,
-        now: float,
-        hold_until: float,
-        rng: random.Random,
-    ) -> tuple[str, TypeSlots] | None:
-        """Take a free slot for `execution_arn` (or find the one it holds already): the slot's key and the
-        reading with it taken, or None when every slot tried is held."""
-        mine = state.holding_of(execution_arn)
-        if mine is not None:
-            return mine, state
-        free = state.free_keys
-        rng.shuffle(free)
-        for key in free[:TAKE_ATTEMPTS]:
-            previous = state.locks.get(key)
-            last = None
-            if previous is not None:
-                last = previous.held_for_s if previous.held_for_s is not None else previous.last_duration_s
-            if self._locks.take(
-                key, holder=holder, execution_arn=execution_arn, now=now, hold_until=hold_until, last_duration_s=last
-            ):
-                taken = Lock(key, holder, execution_arn, now, held=True, last_duration_s=last)
-                return key, state.without(key, taken)
-        return None
 
     def release(self, key: str, execution_arn: str, *, now: float) -> bool:
         """Free the slot if it still names `execution_arn`."""

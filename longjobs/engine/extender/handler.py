@@ -62,8 +62,9 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
     settings = ext.settings
     if not catalog.limited() or ext.stepfunctions is None or not settings.state_machine_arn:
         return None
-    from longjobs.engine.receiver.admission import admit_all
-    from longjobs.engine.receiver.service import Receiver
+    from longjobs.engine.admission.admit import admit_all
+    from longjobs.engine.receiver.service import receive
+    from longjobs.engine.receiver.types import Receiver
 
     admitter = Receiver(
         settings=settings,
@@ -77,7 +78,7 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
         catalog=catalog,
         metrics=metrics,
     )
-    return lambda deadline: admit_all(admitter, sweep=True, deadline=deadline)
+    return lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:
@@ -112,7 +113,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = run_invocation(extender(), remaining_ms=context.get_remaining_time_in_millis)
     publish(metrics, report)
     if report.admission:
-        from longjobs.engine.receiver.admission import publish as publish_admission
+        from longjobs.engine.admission.admit import publish as publish_admission
 
         publish_admission(metrics, report.admission)
     logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})

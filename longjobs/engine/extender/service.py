@@ -51,7 +51,7 @@ class Extender:
     stepfunctions: SFNClient | None = None
     rng: random.Random = field(default_factory=random.Random)
     admit: Callable[[float], Sequence[Any]] | None = None
-    """Admission's pass over every limited job type (`longjobs.engine.receiver.admission.admit_all`), run after
+    """Admission's pass over every limited job type (`longjobs.engine.admission.admit.admit_all`), run after
     reconciliation in each invocation, given the time by which it must stop beginning new work (the next
     tick's renewals come first); None where no type is limited."""
 

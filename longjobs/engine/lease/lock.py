@@ -18,7 +18,6 @@ admission slots (`slot#<type>#<i>`, `longjobs.engine.admission.slots`): a job lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -42,7 +41,6 @@ BATCH_GET_LIMIT = 100
 BATCH_GET_ATTEMPTS = 8
 HELD = "HELD"
 FREE = "FREE"
-ATTEMPTS = 3
 
 
 def job_lock_key(job_id: str) -> str:
@@ -73,15 +71,13 @@ class Lock:
 
 
 @dataclass(frozen=True)
-class Acquired:
-    """The lock now names the caller's execution."""
+class Hold:
+    """A lock or slot an attempt takes with its lease (`LeaseStore.take_holds`): free, absent or already
+    its execution's, or, with `over`, that very holding of an execution found not running (taken over)."""
 
-
-@dataclass(frozen=True)
-class Held:
-    """Another execution holds the lock, and may be running."""
-
-    lock: Lock
+    key: str
+    over: Lock | None = None
+    last_duration_s: float | None = None
 
 
 def _is_conditional_failure(exc: ClientError) -> bool:
@@ -176,6 +172,36 @@ class Locks:
     ) -> bool:
         """One conditional write naming `execution_arn` as the holder: of a free (or absent, or already
         its own) lock, or, with `over`, of that very holding (taken over). False when the condition failed."""
+        request = self.take_request(
+            key,
+            holder=holder,
+            execution_arn=execution_arn,
+            now=now,
+            hold_until=hold_until,
+            over=over,
+            last_duration_s=last_duration_s,
+        )
+        try:
+            self._client.put_item(**request)
+        except ClientError as exc:
+            if not _is_conditional_failure(exc):
+                raise
+            return False
+        return True
+
+    def take_request(
+        self,
+        key: str,
+        *,
+        holder: str,
+        execution_arn: str,
+        now: float,
+        hold_until: float,
+        over: Lock | None = None,
+        last_duration_s: float | None = None,
+    ) -> dict[str, Any]:
+        """The conditional `PutItem` of a take (`take`), as a request: alone, or one action of a
+        transaction that takes a lease's holds together (`LeaseStore.take_holds`)."""
         item = {
             PARTITION_KEY: {"S": key},
             LOCK_STATE_ATTR: {"S": HELD},
@@ -194,19 +220,13 @@ class Locks:
             condition = "#execution = :theirs AND #acquired = :acquired"
             values = {":theirs": {"S": over.execution_arn}, ":acquired": _num(over.acquired_at)}
             names["#acquired"] = ACQUIRED_AT_ATTR
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=item,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={k: v for k, v in names.items() if k in condition},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if not _is_conditional_failure(exc):
-                raise
-            return False
-        return True
+        return {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {k: v for k, v in names.items() if k in condition},
+            "ExpressionAttributeValues": values,
+        }
 
     def free(self, lock: Lock, *, now: float) -> bool:
         """Free a holding found stale (its execution is not running), if it is still that very holding."""
@@ -236,34 +256,6 @@ class Locks:
                 return False
             raise
         return True
-
-    def acquire(
-        self,
-        key: str,
-        *,
-        holder: str,
-        execution_arn: str,
-        now: float,
-        hold_until: float,
-        is_stale: Callable[[Lock], bool],
-    ) -> Acquired | Held:
-        """Take the lock for `execution_arn` (again, if it holds it already). A lock held by another
-        execution is taken over only when `is_stale(lock)`; else `Held` names the holder."""
-        found: Lock | None = None
-        for _ in range(ATTEMPTS):
-            if found is None or not found.held or found.execution_arn == execution_arn:
-                over = None
-            elif is_stale(found):
-                over = found
-            else:
-                return Held(found)
-            if self.take(key, holder=holder, execution_arn=execution_arn, now=now, hold_until=hold_until, over=over):
-                return Acquired()
-            found = self.get(key)  # held by someone else, or changed since it was read: look again
-            if found is None:
-                continue
-        assert found is not None
-        return Held(found)  # others kept changing it: the caller waits and tries later
 
     def release(self, key: str, execution_arn: str, *, now: float) -> bool:
         """Free the lock if it still names `execution_arn`; False when it names another (or none)."""

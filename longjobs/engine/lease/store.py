@@ -13,12 +13,12 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.attributes import deserialize, serialize
-from longjobs.engine.lease.lock import Locks, batch_get
+from longjobs.engine.lease.lock import Hold, Locks, batch_get
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -153,6 +153,19 @@ TRANSACT_LIMIT = 100
 WAITING_PAGE = 25
 """WAITING leases a page of the `waiting` index reads at least (some may be filtered out as shown again)."""
 TRANSACT_ATTEMPTS = 3
+
+
+LEASE_KEY = "lease"
+"""`HoldsTaken.lost`'s name for the lease's own condition."""
+
+
+@dataclass(frozen=True)
+class HoldsTaken:
+    """What `take_holds` did: `written` (the lease and every hold), else the conditions that failed (a
+    hold's key, or `LEASE_KEY`; none for a transaction cancelled by a conflict or a throttle)."""
+
+    written: bool
+    lost: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -363,39 +376,100 @@ class LeaseStore:
         newer receive adopts it: an execution runs only while its message is held).
         While ACTIVE the TTL stays past renew-until, so an abandoned lease still expires one day.
         """
+        return _conditional(self._client.put_item, **self.create_request(lease, replacing=replacing)["Put"])
+
+    def create_request(self, lease: Lease, *, replacing: Lease | None = None) -> dict[str, Any]:
+        """`create`'s conditional write as a transaction action (`take_holds`)."""
         item = lease_to_item(lease, self.shard_of(lease.message_id))
         item[TTL_ATTR] = {"N": str(int(lease.renew_until) + self._closed_ttl_s)}
-        kwargs: dict[str, Any] = {"TableName": self._table, "Item": item}
+        put: dict[str, Any] = {"TableName": self._table, "Item": item}
         if replacing is None:
-            kwargs["ConditionExpression"] = "attribute_not_exists(#pk)"
-            kwargs["ExpressionAttributeNames"] = {"#pk": PARTITION_KEY}
+            put["ConditionExpression"] = "attribute_not_exists(#pk)"
+            put["ExpressionAttributeNames"] = {"#pk": PARTITION_KEY}
         else:
             if replacing.status in (LeaseStatus.ACTIVE, LeaseStatus.SUCCEEDED):
                 raise ValueError(f"lease {replacing.message_id} is {replacing.status}: it cannot be replaced")
-            kwargs["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
-            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
-            kwargs["ExpressionAttributeValues"] = _values(
+            put["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
+            put["ExpressionAttributeNames"] = {"#status": "status"}
+            put["ExpressionAttributeValues"] = _values(
                 version=replacing.version, status=replacing.status.value, rc=lease.receive_count
             )
-        return _conditional(self._client.put_item, **kwargs)
+        return {"Put": put}
 
     def admit(self, waiting: Lease, active: Lease) -> bool:
         """Turn a WAITING lease into the ACTIVE lease of an attempt, on the same receive (the message is
         still hidden under that receive's handle): conditional on the WAITING lease being unchanged."""
+        return _conditional(self._client.put_item, **self.admit_request(waiting, active)["Put"])
+
+    def admit_request(self, waiting: Lease, active: Lease) -> dict[str, Any]:
+        """`admit`'s conditional write as a transaction action (`take_holds`)."""
         if not waiting.waiting or not active.active or active.receive_count != waiting.receive_count:
             raise ValueError(f"admit() needs a WAITING lease and an ACTIVE one of its receive ({waiting.message_id})")
         item = lease_to_item(active, self.shard_of(active.message_id))
         item[TTL_ATTR] = {"N": str(int(active.renew_until) + self._closed_ttl_s)}
-        return _conditional(
-            self._client.put_item,
-            TableName=self._table,
-            Item=item,
-            ConditionExpression="version = :version AND #status = :waiting AND receive_count = :rc",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(
-                version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
-            ),
-        )
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": item,
+                "ConditionExpression": "version = :version AND #status = :waiting AND receive_count = :rc",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": _values(
+                    version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
+                ),
+            }
+        }
+
+    def unchanged_request(self, lease: Lease) -> dict[str, Any]:
+        """A transaction action that writes nothing: the ACTIVE lease is still this version (`take_holds`
+        of an attempt that takes its holds again before it starts)."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": {PARTITION_KEY: {"S": lease.message_id}},
+                "ConditionExpression": "version = :version AND #status = :active",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": _values(version=lease.version, active=LeaseStatus.ACTIVE.value),
+            }
+        }
+
+    def take_holds(self, lease: Lease, action: dict[str, Any], holds: Sequence[Hold], *, now: float) -> HoldsTaken:
+        """Write `lease` (`action`: `create_request`, `admit_request` or `unchanged_request`) and take the
+        holds of its execution (job lock, slot) in one transaction: all or nothing, so the loser of a race
+        holds nothing and has nothing to release. Raises on any error but a cancelled transaction: a 5xx
+        may come after it took effect (the caller reads the lease to know)."""
+        if not holds:
+            if "ConditionCheck" in action:
+                return HoldsTaken(written=True)
+            written = _conditional(self._client.put_item, **action["Put"])
+            return HoldsTaken(written=written, lost=frozenset() if written else frozenset({LEASE_KEY}))
+        takes = [
+            {
+                "Put": self.locks.take_request(
+                    hold.key,
+                    holder=lease.message_id,
+                    execution_arn=lease.execution_arn or "",
+                    now=now,
+                    hold_until=lease.renew_until,
+                    over=hold.over,
+                    last_duration_s=hold.last_duration_s,
+                )
+            }
+            for hold in holds
+        ]
+        try:
+            self._client.transact_write_items(TransactItems=cast(Any, [action, *takes]))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            names = [LEASE_KEY, *(hold.key for hold in holds)]
+            lost = {
+                name
+                for name, reason in zip(names, reasons, strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            }
+            return HoldsTaken(written=False, lost=frozenset(lost))
+        return HoldsTaken(written=True)
 
     def note_copy(self, marker: Lease, copy_id: str) -> bool:
         """Record on a PARKED marker the id of the copy that was sent (a redelivery of the original is then
@@ -415,7 +489,8 @@ class LeaseStore:
     def claim_parked(self, original_id: str, copy_id: str) -> bool | None:
         """Claim the run of a parked message for one of its copies: True when this copy may run it (it
         claimed it now or before), False when another copy has, None when the original has no PARKED
-        marker (parked before markers existed, or expired): the copy then runs as it is."""
+        marker (parked before markers existed, or expired): the copy then runs as it is. A marker an
+        operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs."""
         claimed = _conditional(
             self._client.update_item,
             TableName=self._table,
@@ -428,6 +503,8 @@ class LeaseStore:
         if claimed:
             return True
         marker = self.get(original_id)
+        if marker is not None and marker.status is LeaseStatus.CANCELLED:
+            return False
         if marker is None or marker.status is not LeaseStatus.PARKED:
             return None
         return marker.claimed_by == copy_id
@@ -687,3 +764,55 @@ class LeaseStore:
         ):
             return None
         return replace(closed, status=status, last_error=error, version=closed.version + 1)
+
+    def mark_cancelled(self, lease: Lease, *, now: float, error: str, record: dict[str, Any]) -> Lease | None:
+        """Close a lease CANCELLED (an operator's `longjobs cancel`, `longjobs.engine.cancel`), or note a
+        cancel's progress on a lease already CANCELLED. One write, conditional on the version and status as
+        read: a cancel racing a success, an admission in place or a parked copy's claim settles once, and
+        None tells the caller another writer got there first (read again).
+
+        It leaves every index (due, reconcile, waiting), so nothing renews, reconciles or admits it; `record`
+        (the cancel's reason and progress) is kept as the lease's result. A PARKED marker keeps its TTL (it
+        must outlive its copy in the waiting queue, which it now refuses); any other expires as a closed
+        lease does."""
+        first = lease.status is not LeaseStatus.CANCELLED
+        sets = ["#status = :cancelled", "last_error = :error", "#result = :result", "version = version + :one"]
+        values: dict[str, Any] = {
+            "cancelled": LeaseStatus.CANCELLED.value,
+            "error": error,
+            "result": json.dumps(record, separators=(",", ":")),
+            "one": 1,
+            "version": lease.version,
+            "old": lease.status.value,
+        }
+        if first:
+            sets.append("closed_at = :now")
+            values["now"] = _num(now)
+        if first and lease.status is not LeaseStatus.PARKED:
+            sets.append(f"{TTL_ATTR} = :ttl")
+            values["ttl"] = int(now) + self._closed_ttl_s
+        if not _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": lease.message_id}},
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at, #waiting",
+            ConditionExpression="version = :version AND #status = :old",
+            ExpressionAttributeNames={
+                "#status": "status",
+                "#result": RESULT_ATTR,
+                "#shard": SHARD_ATTR,
+                "#renew_at": RENEW_AT_ATTR,
+                "#waiting": WAITING_TYPE_ATTR,
+            },
+            ExpressionAttributeValues=_values(**values),
+        ):
+            return None
+        return replace(
+            lease,
+            status=LeaseStatus.CANCELLED,
+            renew_at=None,
+            closed_at=now if first else lease.closed_at,
+            last_error=error,
+            result=record,
+            version=lease.version + 1,
+        )

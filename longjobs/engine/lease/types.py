@@ -16,6 +16,7 @@ class LeaseStatus(StrEnum):
     REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
     WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
     PARKED = "PARKED"  # copied to its type's waiting queue: the marker that keeps a redelivery from a second copy
+    CANCELLED = "CANCELLED"  # cancelled by an operator (`longjobs cancel`): stopped, sent to the DLQ, never run again
 
 
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from longjobs.engine.lease.types import Attempt
     from longjobs.engine.receiver.models import BadInput
-    from longjobs.engine.receiver.service import Delivery
+    from longjobs.engine.receiver.types import Delivery
 
 ERROR_MESSAGE_MAX = 1_024
 ATTEMPTS_MAX_BYTES = 32_768

@@ -6,25 +6,20 @@ import random
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    SqsFifoPartialProcessor,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
 from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import MetricName, logger, metrics, tracer
 from longjobs.engine.policies import build_policy, resolve_visibility_timeout
-from longjobs.engine.receiver.service import Delivery, Outcome, Receiver, receive
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings, SettingsError
 from longjobs.engine.visibility import VisibilityClient
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch import BatchProcessor
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
 SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the setting
@@ -36,7 +31,10 @@ def batch_processor(fifo: bool) -> BatchProcessor:
     group: once a record of a group is not done (its long job deferred, failed, or not started), every
     later record of that group in the batch is reported not done without being processed, so jobs of a
     group start in order; other groups go on. A batch of deferred long jobs is all "failures" by
-    design, not an error of the batch."""
+    design, not an error of the batch. Powertools' batch utility (a fifth of the import) loads here, with
+    the first batch, as the clients do."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
+
     if not fifo:
         return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     fifo_processor = SqsFifoPartialProcessor(skip_group_on_error=True)
@@ -44,7 +42,11 @@ def batch_processor(fifo: bool) -> BatchProcessor:
     return fifo_processor
 
 
-processor = batch_processor(SETTINGS.fifo)
+@cache
+def processor() -> BatchProcessor:
+    """This container's batch processor, made at its first batch."""
+    return batch_processor(SETTINGS.fifo)
+
 
 OUTCOME_METRIC = {
     Outcome.STARTED: MetricName.JOBS_STARTED,
@@ -113,4 +115,6 @@ def record_handler(record: SQSRecord) -> str:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor(), context=context)

@@ -3,7 +3,7 @@ give the slot its end freed to the longest-waiting message of its type.
 
 Idempotent by construction: only an ACTIVE lease whose execution is the one in the event is
 released, so a late or duplicate event (or one for an attempt that was replaced) changes nothing.
-Admission is a pass over the type's free slots (`longjobs.engine.receiver.admission.admit_type`): a late or
+Admission is a pass over the type's free slots (`longjobs.engine.admission.admit.admit_type`): a late or
 duplicate event finds no free slot, or admits what the extender's next pass would have.
 """
 

@@ -1,0 +1,224 @@
+"""Admission passes: free slots go to the WAITING messages in place, longest waiting first (their lease
+becomes an attempt's on the receive that holds them), then to parked ones; stale slots are freed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
+from longjobs.engine.admission.parking import Handle, unpark
+from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, slots_of
+from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots
+from longjobs.engine.execution import (
+    NEVER_STARTED,
+    RUNNING_STATUSES,
+    execution_arn,
+    execution_name,
+    execution_status,
+    parse_execution_name,
+)
+from longjobs.engine.lease import Lease
+from longjobs.engine.lease.lock import Lock
+from longjobs.engine.observability import MetricName, logger, type_metric
+from longjobs.engine.policies import hold_limit
+from longjobs.engine.receiver.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
+from longjobs.engine.receiver.decision import LockState
+from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.types import Receiver
+
+
+@dataclass
+class AdmitReport:
+    job_type: str
+    slots_in_use: int = 0
+    free_slots: int = 0
+    waiting: int = 0  # in flight (WAITING leases), after the pass
+    parked: int = 0  # in the waiting queue (SQS's approximate count), before unparking
+    admitted: int = 0  # WAITING messages started in place
+    unparked: int = 0  # received from the waiting queue
+    freed: int = 0  # slots of executions found not running, freed
+    drain_s: float | None = None  # until the last waiting or parked message can be expected to start
+
+
+def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots | None:
+    """Start a WAITING message's attempt on the receive that holds it (no new receive): its lease turned
+    ACTIVE with its job lock and a slot, in one transaction; then the first chunk and the start. Returns
+    the slots with the one it took, or None when it was not admitted."""
+    settings = receiver.settings
+    now = receiver.clock.now()
+    if waiting.job is None or waiting.visible_until - now < margin_s(receiver):
+        return None  # about to show again: its redelivery claims a slot itself
+    if now - waiting.received_at > longest_wait_s(settings):
+        return None  # too little of its receive's 12 h left for a run: its redelivery starts afresh
+    job = Job.model_validate_json(waiting.job)
+    arn = execution_arn(receiver.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
+    job_lock, lock = read_job_lock(receiver, job.job_id, waiting.message_id, arn) if job.job_id else (None, None)
+    if job_lock not in (None, LockState.FREE, LockState.STALE):
+        return None
+    active = Lease(
+        message_id=waiting.message_id,
+        queue_url=waiting.queue_url,
+        receipt_handle=waiting.receipt_handle,
+        receive_count=waiting.receive_count,
+        received_at=now,  # when the attempt began: reconciliation's grace counts from it
+        visible_until=now + receiver.policy.initial_timeout_s(),
+        renew_until=min(settings.renew_until(now), hold_limit(waiting.received_at, settings.cap_safety_s)),
+        version=waiting.version + 1,
+        execution_arn=arn,
+        attempt=waiting.receive_count,
+        job_type=waiting.job_type,
+        job_id=job.job_id,
+        release_delay_s=release_delay_s(len(waiting.history) + 1, settings, receiver.rng),
+        history=waiting.history,
+        waits=waiting.waits,
+    )
+    active = replace(active, renew_at=receiver.policy.renew_at(active))
+    for _ in range(TAKE_ATTEMPTS):
+        slot = state.pick(receiver.rng)
+        if slot is None:
+            return None
+        active = replace(active, slot=slot.key)
+        holds = [lock_hold(job.job_id, job_lock, lock)] if job_lock is not None else []
+        # One transaction: the WAITING lease turned ACTIVE (if unchanged), the job lock and the slot. A
+        # losing admitter (another admitter, or a redelivery) takes nothing and frees nothing.
+        taken = write_attempt(receiver, active, receiver.store.admit_request(waiting, active), [*holds, slot])
+        if taken.written:
+            break
+        if slot.key not in taken.lost:
+            return None  # the lease or the lock: another writer admitted or adopted it first
+        state = state.without(slot.key, Lock(slot.key, "", "", now, held=True))  # another took it meanwhile
+    else:
+        return None
+    waited = now - (waiting.waiting_since or now)
+    type_metric(receiver.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, waiting.job_type or "")
+    logger.info("admitted in place", extra={"message_id": waiting.message_id, "waited_s": round(waited, 1)})
+    resume(receiver, job, active, new=True)
+    return state.without(slot.key, Lock(slot.key, waiting.message_id, arn, now, held=True))
+
+
+def admit_type(
+    receiver: Receiver,
+    job_type: str,
+    limit: int,
+    *,
+    handle: Handle,
+    sweep: bool = False,
+    deadline: float = math.inf,
+) -> AdmitReport:
+    """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
+    the free slots (longest waiting first), then unpark what the horizon can take. Nothing new is begun
+    past `deadline` (what was begun is finished): the rest waits for the next pass."""
+    report = AdmitReport(job_type)
+    settings = receiver.settings
+    now = receiver.clock.now()
+    state = slots_of(receiver).read(job_type, limit, now=now)
+    if sweep:
+        state, report.freed = sweep_stale(receiver, state)
+    if state.free_keys:
+        hidden_after = now + margin_s(receiver)
+        for waiting in receiver.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
+            if not state.free_keys or receiver.clock.now() >= deadline:
+                break
+            admitted = admit_in_place(receiver, waiting, state)
+            if admitted is not None:
+                state = admitted
+                report.admitted += 1
+    queue = settings.waiting_queue_urls.get(job_type)
+    in_flight = receiver.store.count_waiting(job_type, now=now)
+    if queue is not None:
+        report.parked = parked_count(receiver.sqs, queue)
+        want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
+        if report.parked and want > 0 and receiver.clock.now() < deadline:
+            report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
+            receiver.views.pop(job_type, None)
+            in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
+            state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
+    report.waiting = in_flight
+    report.slots_in_use = state.used
+    report.free_slots = len(state.free_keys)
+    report.drain_s = drain_time_s(state, receiver.clock.now(), report.waiting + report.parked - report.unparked)
+    return report
+
+
+def admit_all(
+    receiver: Receiver,
+    *,
+    handle: Handle,
+    sweep: bool = False,
+    only: str | None = None,
+    deadline: float = math.inf,
+) -> list[AdmitReport]:
+    """`admit_type` for every limited type of the catalog (or the one named `only`), none begun past
+    `deadline`; a type whose pass fails is logged and skipped."""
+    reports = []
+    for job_type in receiver.catalog.limited():
+        if only is not None and job_type.name != only:
+            continue
+        if receiver.clock.now() >= deadline:
+            logger.warning("admission pass out of time; the next pass goes on", extra={"job_type": job_type.name})
+            break
+        limit = job_type.concurrency_limit
+        assert limit is not None
+        try:
+            reports.append(admit_type(receiver, job_type.name, limit, handle=handle, sweep=sweep, deadline=deadline))
+        except Exception:
+            logger.exception("admission pass failed", extra={"job_type": job_type.name})
+    return reports
+
+
+def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
+    """Each type's slots in use, waiting and parked messages, admissions in place, freed slots, and the
+    backlog's expected drain time (when the type's durations are known)."""
+    for report in reports:
+        for name, value in (
+            (MetricName.SLOTS_IN_USE, report.slots_in_use),
+            (MetricName.WAITING_MESSAGES, report.waiting),
+            (MetricName.PARKED_MESSAGES, report.parked),
+            (MetricName.ADMITTED_IN_PLACE, report.admitted),
+            (MetricName.SLOTS_FREED, report.freed),
+        ):
+            type_metric(sink, name, "Count", value, report.job_type)
+        if report.drain_s is not None:
+            type_metric(sink, MetricName.BACKLOG_DRAIN_TIME, "Seconds", report.drain_s, report.job_type)
+
+
+def sweep_stale(receiver: Receiver, state: TypeSlots) -> tuple[TypeSlots, int]:
+    """Free the slots held by executions that no longer run (their release was lost).
+
+    A holder whose lease is ACTIVE and names it is left to reconciliation (which releases the slot with
+    the lease). Any other is asked about: not running, and ended (or never started and past the
+    receiver's grace, so no start can land any more), its slot is freed, conditional on that holding.
+    """
+    held = state.held
+    if not held:
+        return state, 0
+    now = receiver.clock.now()
+    owners = {lock.key: _message_of(lock) for lock in held}
+    leases = receiver.store.get_many([m for m in owners.values() if m])
+    freed = 0
+    for lock in held:
+        lease = leases.get(owners[lock.key] or "")
+        if lease is not None and lease.active and lease.execution_arn == lock.execution_arn:
+            continue
+        try:
+            status = execution_status(receiver.stepfunctions, lock.execution_arn)
+        except Exception as exc:
+            logger.warning("slot holder's status unknown", extra={"slot": lock.key, "error": str(exc)})
+            continue
+        if status in RUNNING_STATUSES:
+            continue
+        if status == NEVER_STARTED and now - lock.acquired_at < receiver.settings.reconcile_grace_s:
+            continue
+        if receiver.store.locks.free(lock, now=now):
+            freed += 1
+            logger.warning("stale slot freed", extra={"slot": lock.key, "execution": lock.execution_arn})
+            state = state.without(lock.key, replace(lock, held=False, released_at=now))
+    return state, freed
+
+
+def _message_of(lock: Lock) -> str | None:
+    parsed = parse_execution_name(lock.execution_arn.rpartition(":")[2])
+    return parsed[0] if parsed else None

@@ -1,0 +1,168 @@
+"""The line of a full type: a message that finds no slot waits in flight (a WAITING lease, hidden for an
+estimated delay) or is parked; one that finds a slot gives it to those that waited longer first."""
+
+from __future__ import annotations
+
+from longjobs.engine.admission.admit import admit_in_place
+from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
+from longjobs.engine.admission.parking import Handle, has_room, park, unpark
+from longjobs.engine.admission.readings import (
+    LOOKAHEAD,
+    longest_wait_s,
+    margin_s,
+    slots_of,
+    view_of,
+)
+from longjobs.engine.admission.slots import TypeSlots
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease.lock import Hold
+from longjobs.engine.lease.types import Attempt
+from longjobs.engine.observability import logger
+from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
+from longjobs.engine.visibility import FailureClass, VisibilityChange
+
+ORDER_STEP_S = 0.001
+"""Places in line handed out by one receiver are this far apart at least (the table keeps milliseconds)."""
+
+
+def waiting_since(receiver: Receiver, delivery: Delivery, waiting: Lease | None) -> float:
+    """When the message first waited for a slot: its WAITING lease's, its parked copy's, else now."""
+    if waiting is not None and waiting.waiting_since is not None:
+        return waiting.waiting_since
+    carried = delivery.carried.waiting_since
+    return carried if carried is not None else receiver.clock.now()
+
+
+def place_in_line(receiver: Receiver, waiting: Lease | None) -> float:
+    """The message's place in its type's line of messages waiting in flight (the `waiting` index's key):
+    the one it has, or the back of the line, now. A parked message joins at the back when it is
+    unparked: every message in flight then joined before it, so none is overtaken and each one's
+    estimate holds; among parked ones the order is the waiting queue's (SQS's best effort, each batch
+    sorted by when its messages first waited)."""
+    if waiting is not None and waiting.waiting_order is not None:
+        return waiting.waiting_order
+    receiver.last_order = max(receiver.clock.now(), receiver.last_order + ORDER_STEP_S)
+    return receiver.last_order
+
+
+def claim(
+    receiver: Receiver,
+    job_type: str,
+    limit: int,
+    *,
+    message_id: str,
+    order: float,
+    arn: str,
+    arriving: bool,
+    handle: Handle,
+) -> tuple[Hold | None, TypeSlots]:
+    """A slot of `job_type` for the attempt `arn` to take with its lease (None when the type is full for
+    it), and the type's slots as last read (`wait_or_park` estimates from them).
+
+    Free slots go to the WAITING messages ahead of this one in line first (admitted in place), then, for
+    a new arrival (`arriving`: it never waited), to the parked messages (unparked here: they start
+    from their waiting queue); this one gets what is left. Nothing is taken here: the slot is taken in
+    the transaction that writes the attempt's lease.
+    """
+    slots = slots_of(receiver)
+    now = receiver.clock.now()
+    state = slots.read(job_type, limit, now=now)
+    mine = state.holding_of(arn)
+    if mine is not None:
+        return Hold(mine), state
+    if not state.free_keys:
+        return None, state
+    for waiting in receiver.store.waiting(
+        job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=now + margin_s(receiver)
+    ):
+        if not state.free_keys:
+            return None, state
+        if waiting.message_id == message_id or (waiting.waiting_order or 0.0) >= order:
+            continue
+        state = admit_in_place(receiver, waiting, state) or state
+    if not state.free_keys:
+        return None, state
+    queue = receiver.settings.waiting_queue_urls.get(job_type)
+    if arriving and queue is not None and view_of(receiver, job_type, queue).parked > 0:
+        if unpark(receiver, queue, len(state.free_keys), handle=handle):  # they were first: they take the free slots
+            return None, state
+        state = slots.read(job_type, limit, now=receiver.clock.now())  # none was parked after all
+    return state.pick(receiver.rng), state
+
+
+def wait_or_park(
+    receiver: Receiver,
+    delivery: Delivery,
+    job: Job,
+    *,
+    replacing: Lease | None,
+    history: tuple[Attempt, ...],
+    since: float,
+    order: float,
+    slots: TypeSlots,
+) -> Outcome | None:
+    """The type is full (`slots`, as `claim` last read them): the message waits in flight (a WAITING
+    lease), or is parked in the type's waiting queue when it could not run within the horizon. None when a
+    lease write lost its race (read again)."""
+    settings = receiver.settings
+    now = receiver.clock.now()
+    queue = settings.waiting_queue_urls.get(job.type)
+    returning = replacing is not None and replacing.waiting
+    waits = replacing.waits if replacing is not None and returning else delivery.carried.waits
+    view = view_of(receiver, job.type, queue)
+    state = slots
+    fresh = not returning and delivery.carried.waiting_since is None
+    position = receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
+    parked_here = queue is not None and receiver.queue_of(delivery) == queue
+    if queue is not None and not parked_here and not returning:
+        beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
+        if (view.parked > 0 or beyond) and has_room(delivery):
+            if not park(receiver, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):
+                return None
+            view.parked += 1
+            return Outcome.PARKED
+    start = expected_start_s(state, now, position)
+    period = settings.extender_period_s
+    delay = waiting_delay_s(
+        start,
+        waits=waits,
+        base_s=settings.admission_wait_base_s,
+        cap_s=longest_wait_s(settings),
+        slack_s=period,
+        rng=receiver.rng,
+    )
+    queue_url = receiver.queue_of(delivery)
+    outcome = receiver.visibility.change(
+        VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay)
+    )
+    if outcome.failure is FailureClass.LOST:
+        return Outcome.STALE  # handed out again: the newer receive decides
+    visible_until = now + delay if outcome.ok else now  # unknown: never believe it hidden longer than it is
+    lease = Lease(
+        message_id=delivery.message_id,
+        queue_url=queue_url,
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=now,
+        visible_until=visible_until,
+        renew_until=visible_until,
+        status=LeaseStatus.WAITING,
+        job_type=job.type,
+        job_id=job.job_id,
+        history=history,
+        waiting_since=since,
+        waiting_order=order,
+        waits=waits + 1,
+        job=job.model_dump_json(),
+        last_error=None if outcome.ok else f"waiting delay not set: {outcome.error}",
+    )
+    if not receiver.store.create(lease, replacing=replacing):
+        return None
+    if fresh:
+        view.in_flight += 1
+    logger.info(
+        "type full: waits for a slot",
+        extra={"message_id": delivery.message_id, "job_type": job.type, "delay_s": delay, "position": position},
+    )
+    return Outcome.WAITING_FOR_SLOT

@@ -1,0 +1,503 @@
+"""Cancelling a message: an operator's decision that its job must not run (again), settled exactly once.
+
+`longjobs cancel` and the offline runtime share this module: a pure decision on the lease as read
+(`decide`), then the effects (`cancel`), in an order that never loses the message and never retries it:
+
+1. **Mark** the lease CANCELLED: one write conditional on its version and status as read
+   (`LeaseStore.mark_cancelled`). Every other writer of a lease is conditional too, so a cancel racing a
+   success, an admission in place (WAITING) or a parked copy's claim (PARKED) settles once: the loser
+   reads again. A lease found SUCCEEDED is left alone ("already succeeded"). Once CANCELLED, nothing
+   renews, reconciles, admits or releases the lease, and a parked copy's claim is refused.
+2. **Stop** the attempt's execution (`StopExecution`, error `Cancelled`, the reason as its cause), then
+   read the lease again: the workflow's success path may have closed it SUCCEEDED between the mark and
+   the stop (its condition is "names this execution and not SUCCEEDED yet"); then the job did succeed, and
+   the cancel reports "already succeeded" and sends nothing.
+3. **Free** the execution's job lock and admission slot, each conditional on that execution still holding
+   it (`longjobs.engine.settle.release_holds`).
+4. **Dead-letter** the message: its body goes to the DLQ with `ErrorType` `Cancelled`, the reason as
+   `ErrorMessage` and the attempts' history (the receiver's DLQ format, `longjobs.engine.receiver.dlq`),
+   then it is deleted from its queue with the lease's receipt handle. Never a release: it does not come
+   back as a retry. A delete SQS refuses for good (the message was received again meanwhile) is noted:
+   that redelivery finds the lease CANCELLED and is acknowledged (the receiver's row for CANCELLED).
+5. **Note** the outcome on the lease (its `result`: the reason, the DLQ copy's id, whether it was
+   deleted), so `longjobs lease ID` tells it, and a cancel cut short (a crash, a throttled call) is
+   finished by cancelling again (`decide` returns RESUME for a CANCELLED lease not yet done).
+
+Where the body comes from, since SQS cannot read a message by its handle:
+
+- a WAITING lease keeps the job (`Lease.job`);
+- an attempt's execution keeps it in its input (`ExecutionInput.job`): the lease's execution, else an
+  earlier attempt's (the history names them);
+- a lease whose execution never started and that has no earlier attempt has no copy of the body: the
+  message is left on its queue (not deleted), hidden until its lease's visible-until, and its next
+  receive finds the lease CANCELLED: the receiver sends it to the DLQ then (`dead_letter_delivery`);
+- a PARKED message's body lives only in its copy in the type's waiting queue, which nothing but
+  admission receives: the marker turns CANCELLED, the copy's claim is refused (it never runs), and the
+  copy is dead-lettered when admission receives it (`dead_letter_delivery`).
+
+The DLQ copy carries the job message the receiver parsed (`{"job_id", "type", "params"}`), not
+necessarily the producer's bytes (an S3 notification became a job), and none of the producer's message
+attributes; on a FIFO DLQ its group is its message id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.engine.clock import Clock
+from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, is_lock_key
+from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.lease.store import item_to_lease
+from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes
+from longjobs.engine.receiver.types import Delivery
+from longjobs.engine.settings import is_fifo_url
+from longjobs.engine.settle import release_holds
+from longjobs.engine.visibility import FailureClass
+from longjobs.engine.visibility.errors import classify_exception, describe_exception
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+CANCELLED = "Cancelled"
+"""The DLQ's `ErrorType` of a cancelled message, and the error its execution is stopped with."""
+RECORD_KEY = "cancel"
+"""The key of the cancel's record in the lease's `result`."""
+RACE_ATTEMPTS = 3
+"""How many times a cancel reads the lease again after another writer changed it first."""
+DEFAULT_REASON = "cancelled by an operator"
+
+
+class Decision(StrEnum):
+    """What a cancel does with a lease as read (`decide`)."""
+
+    MARK = "mark"  # open, or closed with a retry to come: mark it CANCELLED, then stop, free, dead-letter
+    RESUME = "resume"  # CANCELLED by a cancel that did not finish: carry out what is left
+    FOLLOW_COPY = "follow_copy"  # a PARKED marker whose copy claimed the run: cancel the copy's lease
+    ALREADY_SUCCEEDED = "already_succeeded"  # the job succeeded: nothing to cancel
+    ALREADY_DEAD_LETTERED = "already_dead_lettered"  # REJECTED: in the DLQ already
+    ALREADY_CANCELLED = "already_cancelled"  # cancelled, every effect done
+
+    @property
+    def acts(self) -> bool:
+        return self in (Decision.MARK, Decision.RESUME, Decision.FOLLOW_COPY)
+
+
+class Outcome(StrEnum):
+    """What a cancel did."""
+
+    CANCELLED = "cancelled"  # marked and carried out now
+    COMPLETED = "completed"  # an earlier cancel's remaining effects carried out now
+    ALREADY_CANCELLED = "already_cancelled"
+    ALREADY_SUCCEEDED = "already_succeeded"  # before the cancel, or before its stop landed: nothing done
+    ALREADY_DEAD_LETTERED = "already_dead_lettered"
+
+
+class UnknownId(LookupError):
+    """Neither a message id with a lease nor a job id of any lease."""
+
+    def __init__(self, ident: str) -> None:
+        super().__init__(f"no lease for message or job id {ident!r}")
+        self.ident = ident
+
+
+class CancelRaced(RuntimeError):
+    """Other writers kept changing the lease: nothing was cancelled (try again)."""
+
+
+@dataclass(frozen=True)
+class CancelRecord:
+    """The cancel's reason and progress, kept in the lease's `result` under `RECORD_KEY`."""
+
+    reason: str
+    previous_status: str
+    at: float
+    done: bool = False
+    dead_letter_id: str | None = None
+    deleted: bool = False
+    note: str | None = None
+
+    def to_result(self) -> dict[str, Any]:
+        return {
+            RECORD_KEY: {
+                "reason": self.reason,
+                "previous_status": self.previous_status,
+                "at": self.at,
+                "done": self.done,
+                "dead_letter_id": self.dead_letter_id,
+                "deleted": self.deleted,
+                "note": self.note,
+            }
+        }
+
+    @classmethod
+    def of(cls, lease: Lease) -> CancelRecord | None:
+        """The record a CANCELLED lease keeps (None for any other, or one without a readable record)."""
+        data = (lease.result or {}).get(RECORD_KEY) if lease.status is LeaseStatus.CANCELLED else None
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            reason=str(data.get("reason") or DEFAULT_REASON),
+            previous_status=str(data.get("previous_status") or ""),
+            at=float(data.get("at") or 0.0),
+            done=bool(data.get("done")),
+            dead_letter_id=data.get("dead_letter_id"),
+            deleted=bool(data.get("deleted")),
+            note=data.get("note"),
+        )
+
+
+@dataclass(frozen=True)
+class CancelReport:
+    """One message's cancel: what was found and what was done."""
+
+    message_id: str
+    outcome: Outcome
+    previous_status: str
+    job_type: str | None = None
+    job_id: str | None = None
+    execution_stopped: str | None = None
+    holds_released: bool = False
+    dead_letter_id: str | None = None
+    deleted: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Canceller:
+    """What a cancel needs: the lease store, SQS, Step Functions, the DLQ and a clock."""
+
+    store: LeaseStore
+    sqs: SQSClient
+    stepfunctions: SFNClient
+    dlq_url: str
+    clock: Clock
+
+
+# -- the decision --------------------------------------------------------------------------------
+
+
+def decide(lease: Lease) -> Decision:
+    """What a cancel does with `lease` as read. Pure: the effects follow in `cancel`."""
+    if lease.status is LeaseStatus.SUCCEEDED:
+        return Decision.ALREADY_SUCCEEDED
+    if lease.status is LeaseStatus.REJECTED:
+        return Decision.ALREADY_DEAD_LETTERED
+    if lease.status is LeaseStatus.CANCELLED:
+        record = CancelRecord.of(lease)
+        return Decision.ALREADY_CANCELLED if record is not None and record.done else Decision.RESUME
+    if lease.status is LeaseStatus.PARKED and lease.claimed_by:
+        return Decision.FOLLOW_COPY
+    return Decision.MARK
+
+
+def redelivery_needs_dead_letter(lease: Lease) -> bool:
+    """Whether a message received with a CANCELLED lease (a redelivery, or a parked copy refused by its
+    cancelled marker) is still to be sent to the DLQ: no DLQ copy was made at the cancel (its body was
+    not at hand there)."""
+    record = CancelRecord.of(lease)
+    return lease.status is LeaseStatus.CANCELLED and (record is None or record.dead_letter_id is None)
+
+
+# -- finding what to cancel ----------------------------------------------------------------------
+
+
+def leases_of_job(dynamodb: DynamoDBClient, table_name: str, job_id: str) -> list[Lease]:
+    """Every lease of a job id, oldest receive first: a Scan of the whole table filtered on `job_id`
+    (the table has no index by job id; a cancel by job id is rare and operator-driven)."""
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table_name,
+        FilterExpression="#job = :job",
+        ExpressionAttributeNames={"#job": "job_id"},
+        ExpressionAttributeValues={":job": {"S": job_id}},
+    )
+    leases = [
+        item_to_lease(item)
+        for page in pages
+        for item in page.get("Items", [])
+        if not is_lock_key(item[PARTITION_KEY]["S"]) and "status" in item
+    ]
+    return sorted(leases, key=lambda lease: (lease.received_at, lease.message_id))
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What an id names: one message (`by_job` False), or every lease of a job id."""
+
+    ident: str
+    by_job: bool
+    leases: list[Lease] = field(default_factory=list)
+
+    @property
+    def to_cancel(self) -> list[Lease]:
+        """The leases a cancel acts on (a job's finished messages are only reported). A parked marker whose
+        copy claimed the run is left out when the copy's own lease is among them (it is cancelled once)."""
+        ids = {lease.message_id for lease in self.leases}
+        return [
+            lease
+            for lease in self.leases
+            if decide(lease).acts and not (decide(lease) is Decision.FOLLOW_COPY and lease.claimed_by in ids)
+        ]
+
+    @property
+    def finished(self) -> list[Lease]:
+        """The leases there is nothing to cancel of: succeeded, in the DLQ already, or cancelled."""
+        return [lease for lease in self.leases if not decide(lease).acts]
+
+
+def find_targets(store: LeaseStore, dynamodb: DynamoDBClient, table_name: str, ident: str) -> Targets:
+    """The lease of message `ident`, else every lease of job id `ident`. A message id wins: message ids
+    are SQS's UUIDs, job ids are the producer's. Raises `UnknownId` when neither exists."""
+    lease = store.get(ident)
+    if lease is not None:
+        return Targets(ident, by_job=False, leases=[lease])
+    leases = leases_of_job(dynamodb, table_name, ident)
+    if not leases:
+        raise UnknownId(ident)
+    return Targets(ident, by_job=True, leases=leases)
+
+
+# -- the effects ---------------------------------------------------------------------------------
+
+
+def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) -> CancelReport:
+    """Cancel one message (see the module's steps). Raises `UnknownId` when it has no lease, `CancelRaced`
+    when other writers kept changing its lease, and any AWS error of a step (the lease then stays
+    CANCELLED and not done: cancelling again finishes it)."""
+    for _ in range(RACE_ATTEMPTS):
+        lease = canceller.store.get(message_id)
+        if lease is None:
+            raise UnknownId(message_id)
+        decision = decide(lease)
+        if decision is Decision.FOLLOW_COPY:
+            return _follow_copy(canceller, lease, reason)
+        if not decision.acts:
+            return _report(lease, Outcome(decision.value), previous=lease.status.value)
+        if decision is Decision.RESUME:
+            record = CancelRecord.of(lease) or CancelRecord(reason, lease.status.value, canceller.clock.now())
+            return _carry_out(canceller, lease, record, outcome=Outcome.COMPLETED)
+        now = canceller.clock.now()
+        record = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
+        marked = canceller.store.mark_cancelled(lease, now=now, error=_error(reason), record=record.to_result())
+        if marked is not None:
+            return _carry_out(canceller, marked, record, outcome=Outcome.CANCELLED)
+    raise CancelRaced(f"the lease of {message_id} kept changing while it was being cancelled: try again")
+
+
+def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelReport:
+    """A parked message whose copy claimed the run: the job is the copy's now, so the copy is cancelled."""
+    copy_id = marker.claimed_by or ""
+    try:
+        report = cancel(canceller, copy_id, reason)
+    except UnknownId:
+        raise CancelRaced(
+            f"{marker.message_id} was parked and its copy {copy_id} claimed the run but has no lease yet: "
+            "try again in a moment"
+        ) from None
+    note = f"parked as {marker.message_id}; its copy {copy_id} ran it, so the copy was cancelled"
+    return replace(report, notes=(note, *report.notes))
+
+
+def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outcome: Outcome) -> CancelReport:
+    """Steps 2 to 5 on a lease marked CANCELLED."""
+    notes: list[str] = []
+    stopped = None
+    if lease.execution_arn:
+        if stop(canceller.stepfunctions, lease.execution_arn, record.reason):
+            stopped = lease.execution_arn
+        current = canceller.store.get(lease.message_id)
+        if current is not None and current.status is LeaseStatus.SUCCEEDED:
+            release_holds(current, store=canceller.store, clock=canceller.clock)
+            return _report(
+                current,
+                Outcome.ALREADY_SUCCEEDED,
+                previous=record.previous_status,
+                notes=("the job succeeded before the stop landed: nothing was sent to the DLQ",),
+            )
+        if current is not None and current.version != lease.version:
+            notes.append(f"the lease changed meanwhile (now {current.status.value}, version {current.version})")
+    released = release_holds(lease, store=canceller.store, clock=canceller.clock)
+    dead_letter_id, deleted = record.dead_letter_id, record.deleted
+    if record.previous_status == LeaseStatus.PARKED.value:
+        notes.append(
+            "parked: its copy waits in the waiting queue with the body; when admission receives it, its claim "
+            "is refused (it never runs) and the receiver dead-letters it as Cancelled"
+        )
+    elif dead_letter_id is None:
+        body = job_body(canceller.stepfunctions, lease)
+        if body is None:
+            notes.append(
+                "no copy of the body here (its execution never started): the message stays on its queue, "
+                "and the receiver dead-letters it as Cancelled when it is received again"
+            )
+        else:
+            dead_letter_id = send_cancelled(canceller.sqs, canceller.dlq_url, lease, body, record.reason)
+    if dead_letter_id is not None and not deleted:
+        deleted, note = delete(canceller.sqs, lease)
+        if note:
+            notes.append(note)
+    done = CancelRecord(
+        reason=record.reason,
+        previous_status=record.previous_status,
+        at=record.at,
+        done=True,
+        dead_letter_id=dead_letter_id,
+        deleted=deleted,
+        note="; ".join(notes) or None,
+    )
+    noted = canceller.store.mark_cancelled(
+        lease, now=canceller.clock.now(), error=_error(record.reason), record=done.to_result()
+    )
+    if noted is None:
+        notes.append("the cancel's outcome could not be noted on the lease: it changed meanwhile")
+    return CancelReport(
+        message_id=lease.message_id,
+        outcome=outcome,
+        previous_status=record.previous_status,
+        job_type=lease.job_type,
+        job_id=lease.job_id,
+        execution_stopped=stopped,
+        holds_released=released,
+        dead_letter_id=dead_letter_id,
+        deleted=deleted,
+        notes=tuple(notes),
+    )
+
+
+def stop(stepfunctions: SFNClient, arn: str, reason: str) -> bool:
+    """Stop an execution with error `Cancelled` and the reason as its cause. False when it does not exist
+    or had already ended; any other refusal raises."""
+    try:
+        stepfunctions.stop_execution(executionArn=arn, error=CANCELLED, cause=f"cancelled: {reason}"[:32_768])
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code == "ExecutionDoesNotExist":
+            return False
+        if code == "ValidationException" and execution_status(stepfunctions, arn) not in RUNNING_STATUSES:
+            return False
+        raise
+    return True
+
+
+def job_body(stepfunctions: SFNClient, lease: Lease) -> str | None:
+    """The job message of a lease's message: the WAITING lease's copy, else the input of its execution,
+    else of an earlier attempt's; None when none has one (no execution ever started)."""
+    if lease.job:
+        return lease.job
+    for arn in _executions(lease):
+        try:
+            described = stepfunctions.describe_execution(executionArn=arn)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
+                continue
+            raise
+        try:
+            job = json.loads(described.get("input") or "{}").get("job")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(job, dict):
+            return json.dumps(job, separators=(",", ":"))
+    return None
+
+
+def _executions(lease: Lease) -> Iterable[str]:
+    """The lease's execution, then its earlier attempts' (newest first), as ARNs."""
+    if not lease.execution_arn:
+        return []
+    head, _, _ = lease.execution_arn.rpartition(":")  # arn:...:execution:<machine>
+    machine = head.replace(":execution:", ":stateMachine:", 1)
+    earlier = [execution_arn(machine, attempt.execution) for attempt in reversed(lease.history)]
+    return [lease.execution_arn, *earlier]
+
+
+def queue_arn(sqs: SQSClient, queue_url: str) -> str:
+    """A queue's ARN from its URL (`.../<account>/<name>`), in the client's region: no call."""
+    account, _, name = queue_url.rstrip("/").rpartition("/")
+    return f"arn:aws:sqs:{sqs.meta.region_name}:{account.rpartition('/')[2]}:{name}"
+
+
+def send_cancelled(sqs: SQSClient, dlq_url: str, lease: Lease, body: str, reason: str) -> str:
+    """Send a cancelled message's body to the DLQ in the receiver's format, `ErrorType` `Cancelled`;
+    returns the DLQ copy's message id."""
+    delivery = Delivery(
+        message_id=lease.message_id,
+        receipt_handle=lease.receipt_handle,
+        body=body,
+        receive_count=lease.receive_count,
+        source_arn=queue_arn(sqs, lease.queue_url),
+        queue_url=lease.queue_url,
+    )
+    return dead_letter_delivery(sqs, dlq_url, delivery, lease, reason=reason)
+
+
+def dead_letter_delivery(
+    sqs: SQSClient, dlq_url: str, delivery: Delivery, lease: Lease, *, reason: str | None = None
+) -> str:
+    """Send a message whose lease (or parked marker) is CANCELLED to the DLQ as `Cancelled`, with the
+    cancel's reason and the attempts' history, in the receiver's DLQ format (`exhausted_attributes`);
+    returns the DLQ copy's id. Also for the receiver's row of a received message whose lease is CANCELLED
+    when `redelivery_needs_dead_letter` (the cancel had no body to send). On a FIFO DLQ the copy's group
+    is the delivery's (else its message id) and its deduplication id its message id, as the receiver's."""
+    record = CancelRecord.of(lease)
+    text = reason or (record.reason if record is not None else DEFAULT_REASON)
+    attributes = exhausted_attributes(delivery, lease.history, error_type=CANCELLED, message=text[:ERROR_MESSAGE_MAX])
+    if is_fifo_url(dlq_url):
+        sent = sqs.send_message(
+            QueueUrl=dlq_url,
+            MessageBody=delivery.body,
+            MessageAttributes=attributes,
+            MessageGroupId=delivery.group_id or delivery.message_id,
+            MessageDeduplicationId=delivery.message_id,
+        )
+    else:
+        sent = sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)
+    return sent["MessageId"]
+
+
+def delete(sqs: SQSClient, lease: Lease) -> tuple[bool, str | None]:
+    """Delete the message with the lease's receipt handle: (deleted, note). A handle SQS refuses for good
+    (the message was received again, or is gone) is a note: that receive finds the lease CANCELLED."""
+    try:
+        sqs.delete_message(QueueUrl=lease.queue_url, ReceiptHandle=lease.receipt_handle)
+    except Exception as exc:
+        if classify_exception(exc) is not FailureClass.LOST:
+            raise
+        return False, (
+            f"not deleted ({describe_exception(exc)}): it was received again; that receive finds the lease "
+            "CANCELLED and is acknowledged"
+        )
+    return True, None
+
+
+def report_finished(lease: Lease) -> CancelReport:
+    """The report of a lease there is nothing to cancel of (`Targets.finished`)."""
+    decision = decide(lease)
+    if decision.acts:
+        raise ValueError(f"{lease.message_id} is {lease.status.value}: it is to be cancelled, not reported")
+    return _report(lease, Outcome(decision.value), previous=lease.status.value)
+
+
+def _error(reason: str) -> str:
+    return f"{CANCELLED}: {reason}"
+
+
+def _report(lease: Lease, outcome: Outcome, *, previous: str, notes: tuple[str, ...] = ()) -> CancelReport:
+    record = CancelRecord.of(lease)
+    return CancelReport(
+        message_id=lease.message_id,
+        outcome=outcome,
+        previous_status=previous,
+        job_type=lease.job_type,
+        job_id=lease.job_id,
+        dead_letter_id=record.dead_letter_id if record is not None else None,
+        deleted=record.deleted if record is not None else False,
+        notes=notes,
+    )

@@ -1,0 +1,411 @@
+"""The AWS effects of the receiver's actions on one attempt (`longjobs.engine.receiver.decision` decides
+which): take the lease with its holds, hide the message, start or resume the execution, wait for the job
+id, or send the message to the DLQ. Admission's in-place start (`longjobs.engine.admission.admit`) uses
+the same steps.
+
+Holds that are taken together are taken in one DynamoDB transaction with the lease's write
+(`LeaseStore.take_holds`), conditional on the lease's version and on each lock and slot being free,
+already this attempt's, or the very holding of an execution found not running: the loser of a race
+holds nothing and releases nothing, and every release is conditional on the execution that holds.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from longjobs.engine.execution import (
+    NEVER_STARTED,
+    RUNNING_STATUSES,
+    ExecutionInput,
+    execution_status,
+    parse_execution_name,
+    start_execution,
+)
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key
+from longjobs.engine.lease.lock import Hold
+from longjobs.engine.lease.store import LEASE_KEY, HoldsTaken
+from longjobs.engine.lease.types import Attempt
+from longjobs.engine.observability import logger
+from longjobs.engine.receiver.decision import LockState, lock_state
+from longjobs.engine.receiver.dlq import EXHAUSTED, send_exhausted_to_dlq
+from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.types import (
+    MAX_MESSAGE_ATTRIBUTES,
+    WAITS_ATTRIBUTE,
+    Delivery,
+    Outcome,
+    Receiver,
+)
+from longjobs.engine.settings import SQS_MAX_VISIBILITY_S, Settings
+from longjobs.engine.settle import reassert_release, release, release_holds, settle_ended
+from longjobs.engine.visibility import FailureClass, VisibilityChange
+
+
+def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int:
+    """Delay before a failed attempt's message returns: doubles per attempt up to the cap, with "equal
+    jitter" (half fixed, half random) so it still grows with the count while spreading retries out. The
+    last attempt's message returns at once: its next receive sends it to the DLQ. On a FIFO queue the
+    delay holds the message's whole group, so it is fixed (`fifo_release_delay_s`)."""
+    if attempt >= settings.effective_max_attempts:
+        return 0
+    if settings.fifo:
+        return settings.fifo_release_delay_s
+    ceiling = min(float(settings.release_delay_cap_s), settings.release_delay_base_s * 2.0 ** min(attempt - 1, 64))
+    return min(SQS_MAX_VISIBILITY_S, round(rng.uniform(ceiling / 2, ceiling)))
+
+
+def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
+    """Delay of a message's copy that waits for its job id: doubles per wait up to the cap, equal jitter."""
+    ceiling = min(float(settings.job_wait_cap_s), settings.job_wait_base_s * 2.0 ** min(waits, 64))
+    return round(rng.uniform(ceiling / 2, ceiling))
+
+
+def timing(receiver: Receiver, delivery: Delivery, base: Lease) -> Lease:
+    """A lease for this receive: the policy's first chunk from now, renewal due when the policy says."""
+    now = receiver.clock.now()
+    timing = replace(
+        base,
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=now,
+        visible_until=now + receiver.policy.initial_timeout_s(),
+        renew_until=receiver.settings.renew_until(now),
+        renewed_at=None,
+    )
+    return replace(timing, renew_at=receiver.policy.renew_at(timing))
+
+
+def attempt_of(lease: Lease) -> int:
+    if lease.attempt:
+        return lease.attempt
+    parsed = parse_execution_name((lease.execution_arn or "").rpartition(":")[2])
+    return parsed[1] if parsed else lease.receive_count
+
+
+def closed_record(
+    receiver: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any
+) -> Lease:
+    """The closed lease of this receive that records where the message went (the DLQ, a waiting queue),
+    closed now; `kept_s` extends its TTL past now (while a copy of the message may still exist)."""
+    now = receiver.clock.now()
+    return Lease(
+        message_id=delivery.message_id,
+        queue_url=receiver.queue_of(delivery),
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=now,
+        visible_until=now,
+        renew_until=now + kept_s,
+        status=status,
+        closed_at=now,
+        **fields,
+    )
+
+
+def dead_letter(
+    receiver: Receiver,
+    delivery: Delivery,
+    history: tuple[Attempt, ...],
+    *,
+    replacing: Lease | None,
+    error_type: str = EXHAUSTED,
+    message: str | None = None,
+) -> Outcome | None:
+    """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
+    deleted. Raises when the send fails: the record is reported failed, nothing is deleted."""
+    send_exhausted_to_dlq(
+        receiver.sqs, receiver.settings.dlq_url or "", delivery, history, error_type=error_type, message=message
+    )
+    last = message or (history[-1].error if history else None)
+    logger.warning(
+        "sent to the DLQ",
+        extra={"message_id": delivery.message_id, "reason": error_type, "attempts": len(history), "error": last},
+    )
+    record = closed_record(
+        receiver,
+        delivery,
+        LeaseStatus.REJECTED,
+        job_type=replacing.job_type if replacing is not None else None,
+        last_error=f"{error_type}: {last}" if last else error_type,
+        history=history,
+    )
+    try:
+        receiver.store.create(record, replacing=replacing)
+    except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
+        logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
+    return Outcome.DEAD_LETTERED
+
+
+def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
+    """Hide the message for the first chunk, then make sure the attempt's execution exists.
+
+    `new`: the lease was just created for a new attempt, so its execution cannot exist yet.
+    """
+    outcome = receiver.visibility.change(
+        VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, receiver.policy.initial_timeout_s())
+    )
+    if outcome.failure is FailureClass.LOST:
+        # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
+        if new:
+            closed = receiver.store.close(
+                lease, LeaseStatus.LOST, now=receiver.clock.now(), error=f"first visibility change: {outcome.error}"
+            )
+            if closed is not None:
+                release_holds(closed, store=receiver.store, clock=receiver.clock)
+        return Outcome.STALE
+    hidden = outcome.ok
+    if not hidden:
+        logger.warning(
+            "first visibility change failed; the lease is due at once", extra={"message_id": lease.message_id}
+        )
+        lease = receiver.store.mark_due_now(lease, receiver.clock.now()) or lease
+    elif not new and released_meanwhile(receiver, lease):
+        return Outcome.SETTLED
+    if new:
+        status = NEVER_STARTED
+    else:
+        try:
+            status = execution_status(receiver.stepfunctions, lease.execution_arn)
+        except Exception as exc:
+            logger.error(
+                "execution status unknown; the lease stays", extra={"message_id": lease.message_id, "error": str(exc)}
+            )
+            return Outcome.NOT_STARTED
+    if status in RUNNING_STATUSES:
+        logger.warning("redelivered while its job runs", extra={"message_id": lease.message_id})
+        return Outcome.RUNNING
+    if status != NEVER_STARTED:
+        settle_ended(
+            lease, status, store=receiver.store, visibility=receiver.visibility, sqs=receiver.sqs, clock=receiver.clock
+        )
+        return Outcome.SETTLED
+    if not hidden:
+        # Not started on a guess: the message is hidden only by the queue's visibility timeout from the
+        # receive, which need not outlast the extender runs the settings allow to be lost. The due lease
+        # is renewed by the extender, and reconciliation releases the attempt that never started (no
+        # attempt counted); its next receive starts it.
+        return Outcome.NOT_STARTED
+    if not new and (lease.job_id or lease.slot) and lease.execution_arn:
+        # Resuming an attempt that never started: its lock or slot may have been taken over meanwhile.
+        refused = retake_holds(receiver, lease)
+        if isinstance(refused, Outcome):
+            return refused
+        if refused is not None:
+            release(
+                lease,
+                store=receiver.store,
+                visibility=receiver.visibility,
+                clock=receiver.clock,
+                reason=refused,
+                delay_s=wait_delay_s(0, receiver.settings, receiver.rng),
+                never_started=True,
+            )
+            return Outcome.SETTLED
+    return start(receiver, job, lease)
+
+
+def _waiting(holder: Lock) -> str:
+    return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
+
+
+def wait_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+    """Send a delayed copy of the message back to the queue (this receive is then acknowledged and
+    deleted): it tries again when the delay ends, without using up a receive. Raises if SQS refuses:
+    the record is then reported failed and comes back after the queue's VT."""
+    waits = delivery.waits + 1
+    delay = wait_delay_s(delivery.waits, receiver.settings, receiver.rng)
+    attributes = dict(delivery.message_attributes)
+    if WAITS_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES:  # else its waits do not grow
+        attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(waits)}
+    receiver.sqs.send_message(
+        QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
+    )
+    logger.info(
+        "job id is running: the message waits",
+        extra={"message_id": delivery.message_id, "job_id": job.job_id, "waits": waits, "delay_s": delay},
+    )
+
+
+def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
+    """FIFO: the message waits for its job id in place, holding its group. It is hidden for the wait delay
+    (doubling with its receives: SQS counts each wait as one) and reported not done; the FIFO batch
+    processor then leaves the rest of its group in this batch alone. A visibility change that fails
+    leaves the message hidden for the queue's VT, which is a wait too."""
+    delay = wait_delay_s(max(0, delivery.receive_count - 1), receiver.settings, receiver.rng)
+    outcome = receiver.visibility.change(
+        VisibilityChange(delivery.message_id, receiver.queue_url, delivery.receipt_handle, delay)
+    )
+    logger.info(
+        "job id is running: the message holds its group",
+        extra={
+            "message_id": delivery.message_id,
+            "job_id": job.job_id,
+            "holder": holder.execution_arn.rpartition(":")[2],
+            "delay_s": delay,
+            "error": outcome.error,
+        },
+    )
+
+
+def released_meanwhile(receiver: Receiver, adopted: Lease) -> bool:
+    """After hiding an adopted message: if the workflow released it meanwhile, our change may have
+    landed after the release's and hidden it again, so the release is applied once more."""
+    fresh = receiver.store.get(adopted.message_id)
+    if fresh is None or fresh.status is not LeaseStatus.RELEASED or fresh.receipt_handle != adopted.receipt_handle:
+        return False
+    reassert_release(fresh, visibility=receiver.visibility, clock=receiver.clock)
+    return True
+
+
+def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
+    payload = ExecutionInput(
+        message_id=lease.message_id,
+        attempt=attempt_of(lease),
+        queue_url=lease.queue_url,
+        release_delay_s=lease.release_delay_s,
+        job=job.model_dump(mode="json"),
+        slot=lease.slot,
+    )
+    try:
+        start_execution(receiver.stepfunctions, receiver.state_machine_arn, payload)
+    except Exception as exc:
+        # The call may have taken effect (a 5xx or a timeout after it landed): never give the message
+        # back on a guess. Ask; if it is not there, the lease stays for a redelivery or reconciliation.
+        try:
+            status = execution_status(receiver.stepfunctions, lease.execution_arn)
+        except Exception:
+            status = None
+        if status is not None and status != NEVER_STARTED:
+            logger.warning("start answered with an error but the execution exists", extra={"error": str(exc)})
+            return Outcome.STARTED
+        logger.error(
+            "execution not started; reconciliation releases the message if no redelivery starts it",
+            extra={"message_id": lease.message_id, "error": str(exc)},
+        )
+        return Outcome.NOT_STARTED
+    return Outcome.STARTED
+
+
+def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job, lease: Lease) -> Outcome | None:
+    """Adopt a receive with the lease's own count but another handle: hide the message with the new
+    handle first (SQS refuses a handle that is not the latest), then record it on the lease."""
+    proof = receiver.visibility.change(
+        VisibilityChange(
+            lease.message_id, lease.queue_url, delivery.receipt_handle, receiver.policy.initial_timeout_s()
+        )
+    )
+    if not proof.ok:
+        return Outcome.STALE  # not the latest receive (or not provable now): the lease stays as it is
+    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease))
+    return None if adopted is None else resume(receiver, job, adopted, new=False)
+
+
+def read_job_lock(receiver: Receiver, job_id: str, message_id: str, arn: str) -> tuple[LockState, Lock | None]:
+    """The job id's lock as the attempt `arn` of `message_id` finds it, and the lock as read. The holder's
+    execution is asked about only when another execution holds the lock; an unknown answer counts as
+    running (waiting is safe, running twice is not)."""
+    lock = receiver.store.locks.get(job_lock_key(job_id))
+    if lock is None or not lock.held or lock.execution_arn == arn:
+        return LockState.FREE, lock
+    try:
+        status: str | None = execution_status(receiver.stepfunctions, lock.execution_arn)
+    except Exception as exc:
+        logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
+        status = None
+    state = lock_state(
+        lock, status, message_id=message_id, now=receiver.clock.now(), grace_s=receiver.settings.reconcile_grace_s
+    )
+    return state, lock
+
+
+def lock_hold(job_id: str, state: LockState, lock: Lock | None) -> Hold:
+    """The job lock's part of an attempt's holds: taken free, or over the stale holding as read."""
+    return Hold(job_lock_key(job_id), over=lock if state is LockState.STALE else None)
+
+
+def write_attempt(receiver: Receiver, lease: Lease, action: dict[str, Any], holds: list[Hold]) -> HoldsTaken:
+    """Write an attempt's lease with its holds in one transaction (`LeaseStore.take_holds`). An error
+    other than a lost race may come after the write took effect (a 5xx, a timeout): the lease is read
+    again, and the write is ours if the table holds exactly the lease written. Raises when that read
+    fails too: whatever was taken stays, and is freed once its execution is seen never to have started."""
+    try:
+        return receiver.store.take_holds(lease, action, holds, now=receiver.clock.now())
+    except Exception as exc:
+        logger.warning(
+            "lease write failed; reading whether it landed", extra={"message_id": lease.message_id, "error": str(exc)}
+        )
+    stored = receiver.store.get(lease.message_id)
+    written = stored is not None and same_write(stored, lease)
+    return HoldsTaken(written=written, lost=frozenset() if written else frozenset({LEASE_KEY}))
+
+
+def same_write(stored: Lease, written: Lease) -> bool:
+    """Whether the table holds the lease `written` (it keeps times to the millisecond): the same version,
+    execution, handle and status, and the attempt's start time of this very write."""
+    return (stored.status, stored.version, stored.execution_arn, stored.receipt_handle) == (
+        written.status,
+        written.version,
+        written.execution_arn,
+        written.receipt_handle,
+    ) and abs(stored.received_at - written.received_at) < 0.001
+
+
+def retake_holds(receiver: Receiver, lease: Lease) -> Outcome | str | None:
+    """Take an unstarted attempt's job lock and slot again, in one transaction checked against its lease
+    (they may have been taken over while it had not started). None when it holds both; else the reason
+    it may not start (a string: its lease is released), or the outcome when its lease changed meanwhile
+    (a newer writer decides) or the write's result is unknown (a redelivery or reconciliation decides)."""
+    assert lease.execution_arn is not None
+    holds: list[Hold] = []
+    if lease.job_id:
+        state, lock = read_job_lock(receiver, lease.job_id, lease.message_id, lease.execution_arn)
+        if state in (LockState.HELD, LockState.HELD_BY_THIS_MESSAGE):
+            assert lock is not None
+            return _waiting(lock)
+        holds.append(lock_hold(lease.job_id, state, lock))
+    if lease.slot:
+        holds.append(Hold(lease.slot))
+    try:
+        taken = receiver.store.take_holds(
+            lease, receiver.store.unchanged_request(lease), holds, now=receiver.clock.now()
+        )
+    except Exception as exc:
+        logger.warning("could not take the holds again", extra={"message_id": lease.message_id, "error": str(exc)})
+        return Outcome.NOT_STARTED
+    if taken.written:
+        return None
+    if LEASE_KEY in taken.lost or not taken.lost:
+        return Outcome.STALE if taken.lost else Outcome.NOT_STARTED
+    return "waiting: its job lock or admission slot was taken over while it had not started"
+
+
+def adopt_running(receiver: Receiver, job: Job, delivery: Delivery, closed: Lease) -> Outcome | None:
+    """A newer receive of a lease closed while its execution still runs (a stop not yet landed): the lease
+    is reopened on this receive, its holds taken again for that execution where free, and nothing new
+    starts. None when the lease changed meanwhile (read again)."""
+    reopened = replace(closed, status=LeaseStatus.ACTIVE, last_error=None, closed_at=None, checked_at=None)
+    adopted = timing(receiver, delivery, reopened)
+    if not receiver.store.create(adopted, replacing=closed):
+        return None
+    holds = [Hold(key) for key in (job_lock_key(adopted.job_id) if adopted.job_id else None, adopted.slot) if key]
+    try:
+        taken = receiver.store.take_holds(
+            adopted, receiver.store.unchanged_request(adopted), holds, now=receiver.clock.now()
+        )
+        if not taken.written:
+            logger.warning("a running execution's holds are taken by another", extra={"lost": sorted(taken.lost)})
+    except Exception as exc:  # its execution runs unheld until it ends (its own release is conditional)
+        logger.warning("could not take a running execution's holds again", extra={"error": str(exc)})
+    logger.warning(
+        "redelivered while a closed lease's execution runs: adopted", extra={"message_id": closed.message_id}
+    )
+    return resume(receiver, job, adopted, new=False)
+
+
+def adopt(receiver: Receiver, job: Job, delivery: Delivery, lease: Lease) -> Outcome | None:
+    """A newer receive of an ACTIVE lease: its handle recorded on the lease (fenced by receive count and
+    version), then the attempt resumed. None when the lease changed meanwhile (read again)."""
+    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease))
+    return None if adopted is None else resume(receiver, job, adopted, new=False)

@@ -1,0 +1,219 @@
+"""The receiver's types: a record as the receiver takes it (`Delivery`), what a parked copy carries
+(`Carried`), what became of it (`Outcome`), and what the receiver is given (`Receiver`)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.clock import Clock
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.lease.types import Attempt
+from longjobs.engine.observability import MetricsSink, logger
+from longjobs.engine.policies import RenewalPolicy
+from longjobs.engine.settings import Settings
+from longjobs.engine.visibility import VisibilityClient
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+    from longjobs.engine.jobs import JobCatalog
+
+
+class Outcome(StrEnum):
+    """What became of a record. Deferred outcomes leave the message on the queue, hidden by its lease."""
+
+    REJECTED = "rejected"  # poison: sent to the DLQ
+    IGNORED = "ignored"  # nothing to do (an S3 test event, a deleted object)
+    INLINE_DONE = "inline_done"  # ran inside the receiver
+    FANNED_OUT = "fanned_out"  # an S3 notification of several objects: one job message each
+    ALREADY_SUCCEEDED = "already_succeeded"  # a redelivery of a finished job: delete, do not re-run
+    STARTED = "started"
+    RUNNING = "running"  # redelivered while its execution runs: lease refreshed, nothing started
+    SETTLED = "settled"  # redelivered after its execution ended: completed or released now
+    NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
+    STALE = "stale"  # an older receive than the lease's, or one already settled
+    WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue, this receive is done
+    WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
+    PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
+    DUPLICATE = "duplicate"  # a parked message received again, or a twin copy of it: another copy runs it
+    DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
+    HELD = "held"  # FIFO, its job id runs: hidden for the wait, holding its group (not done)
+    CANCELLED = "cancelled"  # cancelled by an operator before (its deletion was lost): in the DLQ already
+
+    @property
+    def deferred(self) -> bool:
+        return self not in _DONE
+
+
+_DONE = frozenset(
+    {
+        Outcome.REJECTED,
+        Outcome.IGNORED,
+        Outcome.INLINE_DONE,
+        Outcome.FANNED_OUT,
+        Outcome.ALREADY_SUCCEEDED,
+        Outcome.WAITING,
+        Outcome.PARKED,
+        Outcome.DUPLICATE,
+        Outcome.DEAD_LETTERED,
+        Outcome.CANCELLED,
+    }
+)
+
+
+WAITS_ATTRIBUTE = "LongJobsWaits"
+"""Message attribute of a copy sent back to wait for its job id: how many times it has waited."""
+
+
+ADMISSION_ATTRIBUTE = "LongJobsAdmission"
+"""Message attribute of a parked copy: JSON of what the message carries to its waiting queue (when it
+first waited, its original message id, its waits and its failed attempts)."""
+
+
+MAX_MESSAGE_ATTRIBUTES = 10
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The parts of an SQS record the receiver uses."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+    source_arn: str
+    message_attributes: Mapping[str, Any] = field(default_factory=dict)
+    """The message's attributes as `SendMessage` takes them (kept on a copy sent back to wait)."""
+    queue_url: str | None = None
+    """The queue it was received from, when not the jobs queue (a type's waiting queue)."""
+    group_id: str | None = None
+    """Its `MessageGroupId` (FIFO queues only)."""
+
+    @classmethod
+    def from_record(cls, record: SQSRecord) -> Delivery:
+        return cls(
+            message_id=record.message_id,
+            receipt_handle=record.receipt_handle,
+            body=record.body,
+            receive_count=int(record.attributes.approximate_receive_count),
+            source_arn=record.event_source_arn,
+            message_attributes=send_attributes(record.raw_event.get("messageAttributes") or {}),
+            group_id=record.attributes.message_group_id,
+        )
+
+    @property
+    def waits(self) -> int:
+        value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
+        return int(value) if str(value).isdigit() else 0
+
+    @property
+    def carried(self) -> Carried:
+        """What a parked copy carries (nothing for a message as its producer sent it)."""
+        raw = self.message_attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
+        return Carried.decode(raw) if raw else Carried()
+
+    @property
+    def original_id(self) -> str:
+        """The message id its producer's message had (a parked copy has a new one)."""
+        return self.carried.original_id or self.message_id
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a message carries from its jobs queue to its waiting queue (`ADMISSION_ATTRIBUTE`)."""
+
+    waiting_since: float | None = None
+    original_id: str | None = None
+    waits: int = 0
+    history: tuple[Attempt, ...] = ()
+    parked_id: str | None = None
+    """The message id of the message this copy was parked from: its PARKED marker names the one copy
+    that runs (a repeated park makes twins)."""
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "since": self.waiting_since,
+                "original": self.original_id,
+                "waits": self.waits,
+                "attempts": [a.to_data() for a in self.history],
+                "parked": self.parked_id,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, raw: str) -> Carried:
+        try:
+            data = json.loads(raw)
+            since = data.get("since")
+            return cls(
+                waiting_since=float(since) if since is not None else None,
+                original_id=data.get("original"),
+                waits=int(data.get("waits", 0)),
+                history=tuple(Attempt.from_data(a) for a in data.get("attempts", [])),
+                parked_id=data.get("parked"),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
+            return cls()
+
+
+def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Message attributes as the Lambda event writes them, in the form `SendMessage` takes."""
+    attributes: dict[str, Any] = {}
+    for name, value in event_attributes.items():
+        data_type = value.get("dataType") or "String"
+        if value.get("stringValue") is not None:
+            attributes[name] = {"DataType": data_type, "StringValue": value["stringValue"]}
+        elif value.get("binaryValue") is not None:
+            attributes[name] = {"DataType": data_type, "BinaryValue": base64.b64decode(value["binaryValue"])}
+    return attributes
+
+
+def builtin_catalog() -> JobCatalog:
+    """The built-in job types alone (the job catalog is imported on first use: see
+    `longjobs.engine.receiver.models`)."""
+    from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+
+    return JobCatalog(BUILTIN_TYPES)
+
+
+@dataclass
+class Receiver:
+    """Everything the receiver needs, passed in (the handler builds it once per container)."""
+
+    settings: Settings
+    policy: RenewalPolicy
+    store: LeaseStore
+    sqs: SQSClient
+    visibility: VisibilityClient
+    stepfunctions: SFNClient
+    clock: Clock
+    rng: random.Random
+    catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
+    metrics: MetricsSink | None = None
+    views: dict[str, Any] = field(default_factory=dict)
+    """Admission's short-lived readings of each limited type (`longjobs.engine.admission.readings`)."""
+    last_order: float = 0.0
+    """The last place in line this receiver handed out (admission: places are strictly increasing)."""
+
+    @property
+    def queue_url(self) -> str:
+        return self.settings.queue_url or ""
+
+    def queue_of(self, delivery: Delivery) -> str:
+        """The queue a delivery came from: the jobs queue, or a type's waiting queue."""
+        return delivery.queue_url or self.queue_url
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self.settings.state_machine_arn or ""

@@ -1,0 +1,351 @@
+"""`longjobs.engine.cancel` on moto with the real workflow: a cancel settles once whatever the message is
+doing (running, waiting for a slot, parked, succeeding), stops its execution, frees its holds, and puts it
+in the DLQ as `Cancelled`, never back on its queue as a retry.
+
+The type `limited` is the built-in `wait` runner with `max_concurrency` 1 (as in test_admission.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from longjobs.engine import cancel
+from longjobs.engine.admission import slot_key
+from longjobs.engine.admission.admit import AdmitReport, admit_all
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+from longjobs.engine.lease.lock import job_lock_key
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Outcome
+from tests.functional.conftest import Flow, running_flow
+
+LIMITED = "limited"
+SLOT = slot_key(LIMITED, 0)
+CATALOG = JobCatalog(
+    [
+        *BUILTIN_TYPES,
+        next(t for t in BUILTIN_TYPES if t.name == "wait").model_copy(
+            update={"name": LIMITED, "max_concurrency": 1, "description": "one at a time"}
+        ),
+    ]
+)
+WAITING_URL = f"https://sqs.us-east-1.amazonaws.com/123456789012/jobs-waiting-{LIMITED}"
+REASON = "wrong input date"
+
+
+@pytest.fixture
+def flow() -> Iterator[Flow]:
+    with running_flow(CATALOG, max_attempts=2) as built:
+        yield built
+
+
+def admit(flow: Flow) -> AdmitReport:
+    """One admission pass of the limited type (as the extender runs it), handling what it unparks."""
+    (report,) = admit_all(flow.receiver, handle=receive)
+    return report
+
+
+def queued(flow: Flow, queue_url: str | None = None) -> int:
+    """Messages on the jobs queue (or `queue_url`), visible or not."""
+    attributes = flow.sqs.get_queue_attributes(
+        QueueUrl=queue_url or flow.harness.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return sum(int(value) for value in attributes.values())
+
+
+@contextmanager
+def parking_flow() -> Iterator[tuple[Flow, str, str]]:
+    """Limit 1 and a waiting queue: `first` runs, `second` waits in flight, so a third message is parked."""
+    with running_flow(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: WAITING_URL})) as flow:
+        assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == WAITING_URL
+        first = flow.send_job("first", LIMITED, seconds=1)
+        assert flow.deliver() == {first: Outcome.STARTED}
+        second = flow.send_job("second", LIMITED, seconds=1)
+        assert flow.deliver() == {second: Outcome.WAITING_FOR_SLOT}
+        yield flow, first, second
+
+
+def parked_copies(flow: Flow) -> list[dict[str, Any]]:
+    """The copies in the waiting queue (received with a zero VT: they stay visible)."""
+    got = flow.sqs.receive_message(
+        QueueUrl=WAITING_URL, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )
+    return list(got.get("Messages", []))
+
+
+def canceller(flow: Flow, **changes: Any) -> cancel.Canceller:
+    made = cancel.Canceller(
+        store=flow.receiver.store,
+        sqs=flow.sqs,
+        stepfunctions=flow.harness.stepfunctions,
+        dlq_url=flow.dlq_url,
+        clock=SystemClock(),
+    )
+    return replace(made, **changes)
+
+
+def status_of(flow: Flow, arn: str, timeout_s: float = 30) -> str:
+    """The execution's status once it has left RUNNING (moto's engine ends an abort on its thread)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = str(flow.harness.stepfunctions.describe_execution(executionArn=arn)["status"])
+        if status != "RUNNING":
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"{arn} still running")
+
+
+def assert_dead_lettered_as_cancelled(flow: Flow, message_id: str, job_id: str) -> dict[str, Any]:
+    [letter] = flow.dlq_messages()
+    attributes = {name: value["StringValue"] for name, value in letter["MessageAttributes"].items()}
+    assert attributes["ErrorType"] == cancel.CANCELLED
+    assert attributes["ErrorMessage"] == REASON
+    assert attributes["OriginalMessageId"] == message_id
+    assert json.loads(letter["Body"])["job_id"] == job_id, "the body is the job message, ready for a redrive"
+    return attributes
+
+
+class StopsRecorded:
+    """Step Functions, recording each StopExecution's arguments (moto's DescribeExecution has no cause)."""
+
+    def __init__(self, stepfunctions: Any) -> None:
+        self._sfn = stepfunctions
+        self.calls: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+    def stop_execution(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        return self._sfn.stop_execution(**kwargs)
+
+
+def test_cancel_running_job_stops_it_dead_letters_it_and_frees_its_lock_and_slot(flow: Flow) -> None:
+    message_id = flow.send_job("nightly", LIMITED, seconds=60)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+
+    stops = StopsRecorded(flow.harness.stepfunctions)
+
+    report = cancel.cancel(canceller(flow, stepfunctions=stops), message_id, REASON)
+
+    assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "ACTIVE")
+    assert report.execution_stopped == running.execution_arn and report.holds_released and report.deleted
+    assert status_of(flow, running.execution_arn or "") == "ABORTED"
+    assert stops.calls == [
+        {"executionArn": running.execution_arn, "error": cancel.CANCELLED, "cause": f"cancelled: {REASON}"}
+    ]
+    lease = flow.lease(message_id)
+    assert lease.status is LeaseStatus.CANCELLED and lease.last_error == f"Cancelled: {REASON}"
+    record = cancel.CancelRecord.of(lease)
+    assert record is not None and record.done and record.dead_letter_id == report.dead_letter_id
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")
+    assert queued(flow) == 0, "deleted from the jobs queue: it never comes back as a retry"
+    lock = flow.receiver.store.locks.get(job_lock_key("nightly"))
+    slot = flow.receiver.store.locks.get(SLOT)
+    assert lock is not None and not lock.held and slot is not None and not slot.held
+    assert flow.receiver.store.due() == [], "nothing left for the extender to renew"
+
+
+def test_cancel_waiting_message_dead_letters_its_job_and_it_is_never_admitted(flow: Flow) -> None:
+    running = flow.send_job("first", LIMITED, seconds=1)
+    assert flow.deliver() == {running: Outcome.STARTED}
+    waiting = flow.send_job("second", LIMITED, seconds=1)
+    assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
+
+    report = cancel.cancel(canceller(flow), waiting, REASON)
+
+    assert (report.outcome, report.previous_status, report.execution_stopped) == (
+        cancel.Outcome.CANCELLED,
+        "WAITING",
+        None,
+    )
+    assert_dead_lettered_as_cancelled(flow, waiting, "second")
+    assert flow.lease(waiting).status is LeaseStatus.CANCELLED
+    assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
+    assert admit(flow).admitted == 0, "the cancelled message left the waiting line"
+    assert flow.lease(waiting).status is LeaseStatus.CANCELLED and queued(flow) == 0
+
+
+def test_cancel_parked_message_refuses_its_copy_which_never_runs_and_goes_to_the_dlq() -> None:
+    with parking_flow() as (flow, first, second):
+        third = flow.send_job("third", LIMITED, seconds=1)
+        assert flow.deliver() == {third: Outcome.PARKED}
+        [copy] = parked_copies(flow)
+
+        report = cancel.cancel(canceller(flow), third, REASON)
+
+        assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "PARKED")
+        assert any("waiting queue" in note for note in report.notes)
+        assert flow.lease(third).status is LeaseStatus.CANCELLED
+        for running in (first, second):
+            assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
+            admit(flow)
+        assert flow.receiver.store.get(copy["MessageId"]) is None, "its copy was received and never started"
+        assert queued(flow, WAITING_URL) == 0, "the refused copy was acknowledged"
+        names = [execution["name"] for execution in flow.executions()]
+        assert not any(name.startswith(copy["MessageId"]) for name in names)
+        [dead] = flow.dlq_messages()  # the cancel had no body: the refused copy carried it there
+        assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "Cancelled"
+        assert dead["Body"] == copy["Body"]
+
+
+def test_cancel_after_a_success_reports_already_succeeded_and_does_nothing(flow: Flow) -> None:
+    message_id = flow.send_job("quick", "wait", seconds=0)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    assert flow.wait_for_execution(flow.lease(message_id).execution_arn or "")["status"] == "SUCCEEDED"
+
+    report = cancel.cancel(canceller(flow), message_id, REASON)
+
+    assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED and flow.dlq_messages() == []
+
+
+class StaleFirstRead:
+    """A lease store whose first read of a lease returns `stale` (read before the success landed)."""
+
+    def __init__(self, store: LeaseStore, stale: Lease) -> None:
+        self._store = store
+        self._stale: Lease | None = stale
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def get(self, message_id: str) -> Lease | None:
+        stale, self._stale = self._stale, None
+        return stale if stale is not None else self._store.get(message_id)
+
+
+def test_cancel_racing_a_success_that_landed_first_does_nothing(flow: Flow) -> None:
+    message_id = flow.send_job("quick", "wait", seconds=0)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    read_before = flow.lease(message_id)
+    assert flow.wait_for_execution(read_before.execution_arn or "")["status"] == "SUCCEEDED"
+
+    store = StaleFirstRead(flow.receiver.store, read_before)
+    report = cancel.cancel(canceller(flow, store=store), message_id, REASON)
+
+    assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED, "its conditional write lost, it read again"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED and flow.dlq_messages() == []
+
+
+class StopAfterTheEnd:
+    """Step Functions whose StopExecution lands only after the execution has ended (a success that raced
+    the cancel's stop and won)."""
+
+    def __init__(self, stepfunctions: Any) -> None:
+        self._sfn = stepfunctions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+    def stop_execution(self, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 30
+        while self._sfn.describe_execution(executionArn=kwargs["executionArn"])["status"] == "RUNNING":
+            assert time.monotonic() < deadline, "the execution never ended"
+            time.sleep(0.05)
+        return self._sfn.stop_execution(**kwargs)
+
+
+def test_cancel_whose_stop_lands_after_the_success_sends_nothing_to_the_dlq(flow: Flow) -> None:
+    message_id = flow.send_job("quick", "wait", seconds=1)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    flow.wait_for_job(flow.lease(message_id).execution_arn or "")  # past its start check: the job runs
+
+    report = cancel.cancel(canceller(flow, stepfunctions=StopAfterTheEnd(flow.harness.stepfunctions)), message_id)
+
+    assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
+    assert any("before the stop landed" in note for note in report.notes)
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED, "the job's own success settled it"
+    assert flow.dlq_messages() == [] and queued(flow) == 0
+
+
+def test_cancel_unknown_id_raises_naming_it(flow: Flow) -> None:
+    with pytest.raises(cancel.UnknownId, match="no-such-message"):
+        cancel.cancel(canceller(flow), "no-such-message")
+    with pytest.raises(cancel.UnknownId, match="no-such-job"):
+        cancel.find_targets(flow.receiver.store, flow.harness.dynamodb, "leases", "no-such-job")
+
+
+def test_cancel_by_job_id_finds_every_message_of_the_job(flow: Flow) -> None:
+    first = flow.send_job("shared", "wait", seconds=0)
+    assert flow.deliver() == {first: Outcome.STARTED}
+    assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
+    second = flow.send_job("shared", "wait", seconds=60)
+    assert flow.deliver() == {second: Outcome.STARTED}
+
+    targets = cancel.find_targets(flow.receiver.store, flow.harness.dynamodb, "leases", "shared")
+
+    assert targets.by_job and [lease.message_id for lease in targets.leases] == [first, second]
+    assert [lease.message_id for lease in targets.to_cancel] == [second], "the one that succeeded is only reported"
+    assert [cancel.report_finished(lease).outcome for lease in targets.finished] == [cancel.Outcome.ALREADY_SUCCEEDED]
+
+
+def test_cancel_cut_short_is_finished_by_cancelling_again(flow: Flow) -> None:
+    message_id = flow.send_job("nightly", "wait", seconds=60)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+
+    class DlqDown:
+        def __init__(self, sqs: Any) -> None:
+            self._sqs = sqs
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sqs, name)
+
+        def send_message(self, **kwargs: Any) -> Any:
+            raise RuntimeError("the DLQ send failed")
+
+    with pytest.raises(RuntimeError, match="DLQ send failed"):
+        cancel.cancel(canceller(flow, sqs=DlqDown(flow.sqs)), message_id, REASON)
+    assert flow.lease(message_id).status is LeaseStatus.CANCELLED and queued(flow) == 1, "kept: not yet in the DLQ"
+
+    report = cancel.cancel(canceller(flow), message_id, "another reason")
+
+    assert report.outcome is cancel.Outcome.COMPLETED
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")
+    assert queued(flow) == 0
+    assert cancel.cancel(canceller(flow), message_id).outcome is cancel.Outcome.ALREADY_CANCELLED
+
+
+def test_receiver_acknowledges_a_redelivery_of_a_cancelled_message(flow: Flow) -> None:
+    """The lead's row in the receiver: a message received again after its cancel (its delete lost, or
+    its handle refused) is acknowledged, never run. Fails until the receiver has that row."""
+    message_id = flow.send_job("nightly", "wait", seconds=60)
+    [delivery] = flow.receive_batch()
+    assert receive(flow.receiver, delivery) is Outcome.STARTED
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+
+    class DeleteLost:
+        def __init__(self, sqs: Any) -> None:
+            self._sqs = sqs
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sqs, name)
+
+        def delete_message(self, **kwargs: Any) -> Any:
+            return {}  # answered, never done
+
+    cancel.cancel(canceller(flow, sqs=DeleteLost(flow.sqs)), message_id, REASON)
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0
+    )
+
+    outcomes = flow.deliver()
+
+    assert outcomes[message_id] not in (Outcome.STARTED, Outcome.RUNNING, Outcome.SETTLED), outcomes
+    assert not outcomes[message_id].deferred, "acknowledged: deleted from the queue"
+    assert [e["name"] for e in flow.executions()] == [(running.execution_arn or "").rpartition(":")[2]], "no second run"
+    assert flow.lease(message_id).status is LeaseStatus.CANCELLED

@@ -1,0 +1,145 @@
+"""The receiver's decision, row by row: every reading the receiver can make and the one action it leads
+to, written out (`longjobs.engine.receiver.decision`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from longjobs.engine.lease.lock import Lock
+from longjobs.engine.lease.types import Lease, LeaseStatus
+from longjobs.engine.receiver.decision import Action, Limits, LockState, Reading, SlotState, decide, lock_state
+
+LIMITS = Limits(max_attempts=3, max_refused_starts=5)
+FIFO = Limits(max_attempts=3, max_refused_starts=5, fifo=True)
+ARN = "arn:aws:states:eu-west-1:123456789012:execution:jobs:m-1"
+
+
+def lease(status: LeaseStatus, receive_count: int = 1, handle: str = "h1", **fields: object) -> Lease:
+    return Lease(
+        message_id="m",
+        queue_url="q",
+        receipt_handle=handle,
+        receive_count=receive_count,
+        received_at=0.0,
+        visible_until=0.0,
+        renew_until=0.0,
+        status=status,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def receive(count: int = 2, handle: str = "h2", **fields: object) -> Reading:
+    """A receive of the message (its count and handle), with what was read of it."""
+    return Reading(receive_count=count, receipt_handle=handle, **fields)  # type: ignore[arg-type]
+
+
+ACTIVE = lease(LeaseStatus.ACTIVE, execution_arn=ARN, renew_at=0.0)
+RELEASED = lease(LeaseStatus.RELEASED, execution_arn=ARN)
+WAITING = lease(LeaseStatus.WAITING, job_type="t", waiting_order=1.0)
+PARKED_SENT = lease(LeaseStatus.PARKED, job_type="t", copy_id="copy")
+PARKED_UNSENT = lease(LeaseStatus.PARKED, job_type="t")
+
+ROWS: list[tuple[str, Reading, Limits, Action]] = [
+    # no lease: a new attempt, or a parked copy whose original's run is claimed first
+    ("first receive", receive(1, "h1"), LIMITS, Action.READ_JOB_LOCK),
+    ("parked copy, not claimed yet", receive(1, parked_copy=True), LIMITS, Action.CLAIM_COPY),
+    ("parked copy, a twin runs it", receive(1, parked_copy=True, copy_runs=False), LIMITS, Action.DUPLICATE),
+    (
+        "parked copy of a cancelled message",
+        receive(1, parked_copy=True, copy_runs=False, cancel_undelivered=True),
+        LIMITS,
+        Action.DEAD_LETTER_CANCELLED,
+    ),
+    ("parked copy that runs it", receive(1, parked_copy=True, copy_runs=True), LIMITS, Action.READ_JOB_LOCK),
+    # a lease that says where the message went
+    ("parked, copy sent", receive(lease=PARKED_SENT, marker_live=True), LIMITS, Action.DUPLICATE),
+    ("parked, copy not sent", receive(lease=PARKED_UNSENT, marker_live=True), LIMITS, Action.SEND_PARKED_COPY),
+    ("parked, its type no longer parks", receive(lease=PARKED_SENT), LIMITS, Action.READ_JOB_LOCK),
+    ("succeeded", receive(lease=lease(LeaseStatus.SUCCEEDED)), LIMITS, Action.ALREADY_SUCCEEDED),
+    ("succeeded, older receive", receive(1, lease=lease(LeaseStatus.SUCCEEDED, 3)), LIMITS, Action.ALREADY_SUCCEEDED),
+    ("in the DLQ", receive(lease=lease(LeaseStatus.REJECTED)), LIMITS, Action.ALREADY_DEAD_LETTERED),
+    ("cancelled", receive(lease=lease(LeaseStatus.CANCELLED)), LIMITS, Action.ALREADY_CANCELLED),
+    (
+        "cancelled, no DLQ copy yet",
+        receive(lease=lease(LeaseStatus.CANCELLED), cancel_undelivered=True),
+        LIMITS,
+        Action.DEAD_LETTER_CANCELLED,
+    ),
+    # fencing by receive count
+    ("older receive", receive(1, lease=lease(LeaseStatus.ACTIVE, 2)), LIMITS, Action.STALE),
+    ("same count, other handle, active", receive(1, "h9", lease=ACTIVE), LIMITS, Action.ADOPT_SAME_COUNT),
+    ("same count, other handle, closed", receive(1, "h9", lease=RELEASED), LIMITS, Action.STALE),
+    ("same receive again, active", receive(1, "h1", lease=ACTIVE), LIMITS, Action.RESUME),
+    ("same receive again, waiting", receive(1, "h1", lease=WAITING), LIMITS, Action.STILL_WAITING),
+    ("same receive again, closed", receive(1, "h1", lease=RELEASED), LIMITS, Action.STALE),
+    # a newer receive
+    ("newer receive of an active lease", receive(lease=ACTIVE), LIMITS, Action.ADOPT),
+    ("newer, closed with an execution", receive(lease=RELEASED), LIMITS, Action.READ_EXECUTION),
+    ("newer, closed, execution runs", receive(lease=RELEASED, execution_running=True), LIMITS, Action.ADOPT_RUNNING),
+    ("newer, closed, execution ended", receive(lease=RELEASED, execution_running=False), LIMITS, Action.READ_JOB_LOCK),
+    ("newer receive of a waiting one", receive(lease=WAITING), LIMITS, Action.READ_JOB_LOCK),
+    # a new attempt
+    ("attempts used up", receive(attempts=3, job_lock=LockState.HELD), LIMITS, Action.DEAD_LETTER),
+    ("one attempt left", receive(attempts=2), LIMITS, Action.READ_JOB_LOCK),
+    ("starts refused too often", receive(refused_starts=5), LIMITS, Action.DEAD_LETTER_REFUSED),
+    ("lock: another receive of it", receive(job_lock=LockState.HELD_BY_THIS_MESSAGE), LIMITS, Action.STALE),
+    ("lock held by a running job", receive(job_lock=LockState.HELD), LIMITS, Action.WAIT_FOR_JOB),
+    ("lock held, FIFO", receive(job_lock=LockState.HELD), FIFO, Action.HOLD_FOR_JOB),
+    ("lock free", receive(job_lock=LockState.FREE), LIMITS, Action.FIND_SLOT),
+    ("lock stale", receive(job_lock=LockState.STALE), LIMITS, Action.FIND_SLOT),
+    ("type full", receive(slot=SlotState.FULL, job_lock=LockState.FREE), LIMITS, Action.WAIT_FOR_SLOT),
+    ("slot free", receive(slot=SlotState.FREE, job_lock=LockState.FREE), LIMITS, Action.START),
+    ("type unlimited", receive(slot=SlotState.UNLIMITED, job_lock=LockState.FREE), LIMITS, Action.START),
+    ("unlimited, lock taken over", receive(slot=SlotState.UNLIMITED, job_lock=LockState.STALE), LIMITS, Action.START),
+]
+
+
+@pytest.mark.parametrize(("reading", "limits", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
+def test_receiver_decision_table(reading: Reading, limits: Limits, expected: Action) -> None:
+    assert decide(reading, limits) is expected
+
+
+def test_receiver_decision_table_reaches_every_action() -> None:
+    assert {row[3] for row in ROWS} == set(Action)
+
+
+def test_receiver_decision_reads_only_what_it_lacks() -> None:
+    """Each read, answered, leads to another action: the receiver's loop ends."""
+    reading = receive(lease=RELEASED)
+    answers = {
+        Action.READ_EXECUTION: {"execution_running": False},
+        Action.READ_JOB_LOCK: {"job_lock": LockState.FREE},
+        Action.FIND_SLOT: {"slot": SlotState.FREE},
+    }
+    path = []
+    while (action := decide(reading, LIMITS)) in answers:
+        path.append(action)
+        reading = replace(reading, **answers[action])  # type: ignore[arg-type]
+    assert path == [Action.READ_EXECUTION, Action.READ_JOB_LOCK, Action.FIND_SLOT]
+    assert action is Action.START
+
+
+HOLDER = Lock("job#j", holder="other", execution_arn=ARN, acquired_at=1000.0, held=True)
+MINE = replace(HOLDER, holder="m")
+LOCK_ROWS: list[tuple[str, Lock, str | None, float, LockState]] = [
+    ("holder's status unknown", HOLDER, None, 1001.0, LockState.HELD),
+    ("another receive of it, unknown", MINE, None, 1001.0, LockState.HELD_BY_THIS_MESSAGE),
+    ("holder running", HOLDER, "RUNNING", 1001.0, LockState.HELD),
+    ("holder being redriven", HOLDER, "PENDING_REDRIVE", 1001.0, LockState.HELD),
+    ("another receive of it, running", MINE, "RUNNING", 1001.0, LockState.HELD_BY_THIS_MESSAGE),
+    ("holder succeeded", HOLDER, "SUCCEEDED", 1001.0, LockState.STALE),
+    ("holder failed", HOLDER, "FAILED", 1001.0, LockState.STALE),
+    ("holder stopped", HOLDER, "ABORTED", 1001.0, LockState.STALE),
+    ("another receive of it, never started", MINE, "NEVER_STARTED", 1001.0, LockState.STALE),
+    ("holder never started, may still", HOLDER, "NEVER_STARTED", 1059.0, LockState.HELD),
+    ("holder never started, past the grace", HOLDER, "NEVER_STARTED", 1060.0, LockState.STALE),
+]
+
+
+@pytest.mark.parametrize(
+    ("lock", "status", "now", "expected"), [row[1:] for row in LOCK_ROWS], ids=[row[0] for row in LOCK_ROWS]
+)
+def test_receiver_decision_lock_state_table(lock: Lock, status: str | None, now: float, expected: LockState) -> None:
+    assert lock_state(lock, status, message_id="m", now=now, grace_s=60.0) is expected
