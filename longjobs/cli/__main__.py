@@ -29,6 +29,7 @@ from longjobs.cli.dlq import MAX_MOVE_RATE
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError
 from longjobs.cli.leases import STATUSES
 from longjobs.cli.resources import START_LOCAL_SERVICE
+from longjobs.engine.cancel import DEFAULT_REASON
 
 PROG = "longjobs"
 DEFAULT_LEASES_LIMIT = 50
@@ -93,6 +94,24 @@ def _connection_options() -> Parser:
     return options
 
 
+def _yes_option() -> Parser:
+    options = Parser(add_help=False)
+    options.add_argument(
+        "--yes", "-y", action="store_true", help="do it without asking (needed where stdin is not a terminal)"
+    )
+    return options
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, not {text!r}") from None
+    if not 0.5 <= value <= 3_600:
+        raise argparse.ArgumentTypeError(f"expected 0.5 to 3600 seconds, not {text!r}")
+    return value
+
+
 def _json_option() -> Parser:
     options = Parser(add_help=False)
     options.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -103,6 +122,7 @@ def build_parser() -> Parser:
     where = _connection_options()
     json_option = _json_option()
     common = [where, json_option]
+    writes = [*common, _yes_option()]
     parser = Parser(
         prog=PROG,
         description="Operate the long-job processor: a deployed stack (--stack) or the local service (--endpoint-url).",
@@ -171,7 +191,7 @@ def build_parser() -> Parser:
     dlq_list.set_defaults(run=commands.run_dlq_list)
     redrive = dlq_commands.add_parser(
         "redrive",
-        parents=common,
+        parents=writes,
         help="move the DLQ's messages back to the jobs queue",
         description="Starts SQS's message move task; where the endpoint has none (moto), copies each "
         "message to the jobs queue and deletes it from the DLQ only after its send succeeded.",
@@ -187,9 +207,37 @@ def build_parser() -> Parser:
         "--since", type=_since, metavar="WHEN", help="dead-lettered since: ISO 8601 time, or 30m, 2h, 1d ago"
     )
     chosen.add_argument(
-        "--include-poison", action="store_true", help="also NotJson, InvalidShape, UnknownJobType, ... (they come back)"
+        "--include-poison",
+        action="store_true",
+        help="also NotJson, InvalidShape, UnknownJobType, ... (they come back) and Cancelled",
     )
     redrive.set_defaults(run=commands.run_dlq_redrive)
+
+    cancel = commands_.add_parser(
+        "cancel",
+        parents=writes,
+        help="cancel a message, or every message of a job id: stop it, dead-letter it as Cancelled (asks first)",
+        description="Marks the lease CANCELLED (a conditional write: a job that succeeded first is left alone), "
+        "stops its execution, frees its job lock and admission slot, sends the message to the DLQ with "
+        "ErrorType Cancelled and deletes it from its queue: it is never retried. ID is a message id; an id "
+        "with no lease is taken as a job id, and every message of that job is cancelled.",
+    )
+    cancel.add_argument("ident", metavar="ID", help="a message id, or a job id (all of its messages)")
+    cancel.add_argument("--reason", default=DEFAULT_REASON, metavar="TEXT", help="why (the DLQ's ErrorMessage)")
+    cancel.set_defaults(run=commands.run_cancel)
+
+    top = commands_.add_parser(
+        "top",
+        parents=common,
+        help="a live, read-only view: queues, running per type against its limit, parked, rates, drain time",
+        description="Redraws every --interval seconds until Ctrl-C; --once (or --json) draws one frame. "
+        "Read-only: it never receives a message (GetQueueAttributes, one Scan of the lease table per frame, "
+        "CloudWatch on a stack).",
+    )
+    top.add_argument("--once", action="store_true", help="draw one frame and exit")
+    top.add_argument("--interval", type=_interval, default=commands.WATCH_INTERVAL_S, metavar="S", help="seconds")
+    top.add_argument("--jobs-file", metavar="FILE", help="the job types (as `serve --jobs-file`): each type's limit")
+    top.set_defaults(run=commands.run_top)
     return parser
 
 

@@ -13,9 +13,14 @@ from pathlib import Path
 from rich.console import RenderableType
 from rich.live import Live
 
-from longjobs.cli import dlq, leases, render, resources, status, submit
+from longjobs.cli import confirm, dlq, leases, render, resources, status, submit, top
 from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError
+from longjobs.engine import cancel
+from longjobs.engine.clock import SystemClock
+from longjobs.engine.jobs import JobTypeError, load_catalog_file
+from longjobs.engine.lease import LeaseStore
+from longjobs.engine.settings import Settings
 
 WATCH_INTERVAL_S = 2.0
 sleep: Callable[[float], None] = time.sleep
@@ -181,7 +186,15 @@ def run_dlq_list(ctx: Context) -> int:
 
 
 def run_dlq_redrive(ctx: Context) -> int:
+    if not ctx.args.dry_run:
+        confirm.require_terminal_or_yes("dlq redrive", assume_yes=ctx.args.yes)
     found = ctx.resources
+    if not ctx.args.dry_run:
+        confirm.confirm(
+            f"move the selected messages of {found.dlq_url} back to {found.queue_url}?",
+            action="dlq redrive",
+            assume_yes=ctx.args.yes,
+        )
     result = dlq.redrive(
         ctx.clients.sqs,
         found.dlq_url,
@@ -206,3 +219,91 @@ def run_dlq_redrive(ctx: Context) -> int:
     else:
         render.console().print(render.redrive_view(result))
     return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
+
+
+def _limits(path: str | None) -> dict[str, int]:
+    """Each limited type's max_concurrency, from a job types file (`--jobs-file`); none without one."""
+    if path is None:
+        return {}
+    try:
+        catalog = load_catalog_file(Path(path))
+    except JobTypeError as exc:
+        raise CliError(f"--jobs-file: {exc}") from None
+    return {job_type.name: job_type.concurrency_limit for job_type in catalog.limited() if job_type.concurrency_limit}
+
+
+def run_top(ctx: Context) -> int:
+    """`top`: one frame (`--once`, `--json`) or a live view until Ctrl-C. Read-only: it never receives."""
+    args = ctx.args
+    limits = _limits(args.jobs_file)
+    found = ctx.resources
+    last: list[top.Frame] = []
+
+    def frame() -> top.Frame:
+        made = top.collect_frame(
+            sqs=ctx.clients.sqs,
+            dynamodb=ctx.clients.dynamodb,
+            cloudwatch=None if ctx.local else ctx.clients.cloudwatch,
+            queue_url=found.queue_url,
+            dlq_url=found.dlq_url,
+            table_name=found.table_name,
+            limits=limits,
+            previous=last[-1] if last else None,
+        )
+        last[:] = [made]
+        return made
+
+    if args.json:
+        render.print_json(render.top_json(frame()))
+        return EXIT_OK
+    if args.once:
+        render.console().print(render.top_view(frame(), origin=found.origin))
+        return EXIT_OK
+    return watch(lambda: render.top_view(frame(), origin=found.origin), interval_s=args.interval)
+
+
+def _lease_store(ctx: Context) -> LeaseStore:
+    defaults = Settings()
+    return LeaseStore(
+        ctx.clients.dynamodb, ctx.resources.table_name, shards=defaults.shards, closed_ttl_s=defaults.closed_ttl_s
+    )
+
+
+def run_cancel(ctx: Context) -> int:
+    """`cancel ID`: find the message (or every message of the job id), confirm, cancel each
+    (`longjobs.engine.cancel`), report. Exit 1 when any had already succeeded (it was not cancelled)."""
+    args = ctx.args
+    confirm.require_terminal_or_yes("cancel", assume_yes=args.yes)
+    found = ctx.resources
+    store = _lease_store(ctx)
+    try:
+        targets = cancel.find_targets(store, ctx.clients.dynamodb, found.table_name, args.ident)
+    except cancel.UnknownId as exc:
+        raise CliError(str(exc)) from None
+    acting = targets.to_cancel
+    reports = [cancel.report_finished(lease) for lease in targets.finished]
+    if acting:
+        if not args.json:
+            render.console().print(render.cancel_plan(acting, ident=args.ident, by_job=targets.by_job))
+        what = f"{len(acting)} message(s) of job {args.ident}" if targets.by_job else f"message {args.ident}"
+        confirm.confirm(f"cancel {what}: stop, dead-letter as Cancelled?", action="cancel", assume_yes=args.yes)
+        canceller = cancel.Canceller(
+            store=store,
+            sqs=ctx.clients.sqs,
+            stepfunctions=ctx.clients.stepfunctions,
+            dlq_url=found.dlq_url,
+            clock=SystemClock(),
+        )
+        for lease in acting:
+            try:
+                reports.append(cancel.cancel(canceller, lease.message_id, args.reason))
+            except (cancel.UnknownId, cancel.CancelRaced) as exc:
+                raise CliError(str(exc)) from None
+    if args.json:
+        render.print_json(render.jsonable(reports))
+    else:
+        render.console().print(render.cancel_view(reports))
+    stopped = {cancel.Outcome.CANCELLED, cancel.Outcome.COMPLETED, cancel.Outcome.ALREADY_CANCELLED}
+    nothing_cancelled = not any(report.outcome in stopped for report in reports)
+    succeeded = any(report.outcome is cancel.Outcome.ALREADY_SUCCEEDED for report in reports)
+    return EXIT_FAILURE if nothing_cancelled and succeeded else EXIT_OK

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import UsageError
+from longjobs.engine.cancel import CANCELLED
 from longjobs.engine.receiver.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
 
@@ -178,12 +179,15 @@ POISON = frozenset(
     }
 )
 """DLQ reasons no retry can fix (the receiver's poison): `redrive` leaves them unless asked."""
+KEPT_BY_DEFAULT = POISON | {CANCELLED}
+"""What `redrive` leaves in the DLQ unless asked (`--include-poison`, or `--error-type` naming it): poison,
+and messages an operator cancelled (`longjobs cancel`: a decision that the job must not run)."""
 
 
 @dataclass(frozen=True)
 class RedriveFilter:
-    """Which dead letters a redrive moves: all of the given criteria must hold. Poison is left in the DLQ
-    unless `include_poison` (it would come straight back)."""
+    """Which dead letters a redrive moves: all of the given criteria must hold. Poison (it would come straight
+    back) and cancelled messages are left in the DLQ unless `include_poison` or `error_types` names them."""
 
     error_types: frozenset[str] = frozenset()
     job_type: str | None = None
@@ -198,7 +202,8 @@ class RedriveFilter:
         return self == RedriveFilter(include_poison=True)
 
     def selects(self, letter: DeadLetter) -> bool:
-        if letter.error_type in POISON and not self.include_poison and letter.error_type not in self.error_types:
+        kept = letter.error_type in KEPT_BY_DEFAULT and letter.error_type not in self.error_types
+        if kept and not self.include_poison:
             return False
         if self.error_types and letter.error_type not in self.error_types:
             return False

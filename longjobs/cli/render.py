@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +20,9 @@ from longjobs.cli.dlq import DeadLetter, RedriveResult
 from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import Status
 from longjobs.cli.submit import Submitted
+from longjobs.cli.top import Frame
+from longjobs.engine.cancel import CancelReport
+from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease
 
 LEASE_TIME_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
@@ -176,7 +181,54 @@ def _widest(ids: Iterable[str]) -> int:
     return max((len(value) for value in ids), default=0)
 
 
-def leases_table(leases: list[Lease], *, now: float | None = None) -> Table:
+WRAPPING_MIN = 8
+"""The width a column that may wrap needs at least (its text folds onto more lines below that)."""
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def needed_width(table: Table) -> int:
+    """The width a table needs to draw every cell of its columns that must not wrap whole (ids, statuses,
+    counts), with the wrapping ones at `WRAPPING_MIN`: borders and padding included."""
+    total = 1  # the left edge
+    for column in table.columns:
+        widths = [len(_plain(column.header)), *(len(_plain(cell)) for cell in column._cells)]
+        need = max(widths) if column.no_wrap else WRAPPING_MIN
+        total += max(need, column.min_width or 0) + 3  # padding either side and a border
+    return total
+
+
+class Fitted:
+    """A table that never cuts an id: drawn as it is where the terminal is wide enough for every column's
+    narrowest form, else as one block of `column  value` lines per row (a narrow terminal: 80 columns), where
+    an id stays whole on its line and can be copied into `longjobs lease`."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if needed_width(self.table) <= options.max_width:
+            yield self.table
+            return
+        if self.table.title:
+            yield Text(str(self.table.title))
+        columns = self.table.columns
+        rows = len(columns[0]._cells) if columns else 0
+        for index in range(rows):
+            block = Table(show_header=False, box=box.ROUNDED, padding=(0, 1))
+            block.add_column("field", style="bold", no_wrap=True)
+            block.add_column("value", overflow="fold")
+            for column in columns:
+                block.add_row(str(column.header), column._cells[index])
+            yield block
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.table)
+
+
+def leases_table(leases: list[Lease], *, now: float | None = None) -> RenderableType:
     now = time.time() if now is None else now
     table = Table(title=f"{len(leases)} lease(s), newest first", title_justify="left")
     table.add_column("message id", no_wrap=True, min_width=_widest(lease.message_id for lease in leases))
@@ -193,7 +245,7 @@ def leases_table(leases: list[Lease], *, now: float | None = None) -> Table:
             relative(lease.visible_until, now),
             shorten(lease.last_error),
         )
-    return table
+    return Fitted(table)
 
 
 def _when(moment: float | None, now: float) -> str:
@@ -229,7 +281,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     return Group(fields, executions_table(story.executions, lease.receive_count, now=now))
 
 
-def executions_table(executions: list[Execution], receives: int, *, now: float | None = None) -> Table:
+def executions_table(executions: list[Execution], receives: int, *, now: float | None = None) -> RenderableType:
     """Each attempt's execution: name (`<message id>-<attempt>`), status, start, how long, error."""
     now = time.time() if now is None else now
     table = Table(title=f"executions ({len(executions)} of {receives} receive(s) started one)", title_justify="left")
@@ -245,16 +297,17 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
             took = duration(end - execution.started_at.timestamp())
             took = took if execution.stopped_at is not None else f"{took} so far"
         table.add_row(execution.name, execution.status, iso(execution.started_at) or "-", took, shorten(error))
-    return table
+    return Fitted(table)
 
 
-def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
+def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> RenderableType:
     table = Table(title=title or f"{len(letters)} message(s) in the dead-letter queue", title_justify="left")
     table.add_column("message id", no_wrap=True, min_width=_widest(letter.message_id for letter in letters))
     table.add_column("error type", no_wrap=True)
     table.add_column("error message", ratio=1)
     table.add_column("recv", no_wrap=True, justify="right")
-    table.add_column("original message id", overflow="fold")
+    originals = (letter.original_message_id or "-" for letter in letters)
+    table.add_column("original message id", no_wrap=True, min_width=_widest(originals))
     for letter in letters:
         table.add_row(
             letter.message_id,
@@ -263,7 +316,7 @@ def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Table:
             str(letter.receive_count),
             letter.original_message_id or "-",
         )
-    return table
+    return Fitted(table)
 
 
 def redrive_view(result: RedriveResult) -> RenderableType:
@@ -285,3 +338,98 @@ def redrive_view(result: RedriveResult) -> RenderableType:
         lines.append(f"{result.came_back} moved message(s) came back to the dead-letter queue: left there")
     lines.extend(result.errors)
     return Text("\n".join(lines))
+
+
+# -- top ---------------------------------------------------------------------------------------
+
+
+def top_view(frame: Frame, *, origin: str) -> RenderableType:
+    """One frame of `top`: the queues, the rates and ages, and a line per job type."""
+    status = frame.status
+    header = Text(f"{origin}, {iso(status.at)}  (read-only; Ctrl-C to quit)", style="bold")
+    queues = Table(title="queues", title_justify="left")
+    for column in ("jobs visible", "jobs in flight", "jobs delayed", "DLQ depth"):
+        queues.add_column(column, justify="right")
+    queues.add_row(
+        str(status.queue.visible), str(status.queue.in_flight), str(status.queue.delayed), str(status.dlq.total)
+    )
+    pace = Table(title="ages and rates", title_justify="left")
+    for column in ("oldest message", "oldest open lease", "renewals/min", "leases lost (1 h)"):
+        pace.add_column(column, justify="right")
+    rate = NOT_AVAILABLE if frame.renewals_per_min is None else f"{frame.renewals_per_min:.1f}"
+    pace.add_row(
+        NOT_AVAILABLE if status.oldest_message_age_s is None else duration(status.oldest_message_age_s),
+        NOT_AVAILABLE if frame.oldest_open_lease_s is None else duration(frame.oldest_open_lease_s),
+        f"{rate} ({frame.renewal_rate_source})",
+        _count(status.last_hour.leases_lost),
+    )
+    types = Table(title="job types", title_justify="left")
+    types.add_column("type", no_wrap=True)
+    for column in ("running", "slots held / limit", "waiting", "parked", "drain time"):
+        types.add_column(column, justify="right", no_wrap=True)
+    for line in frame.types:
+        limit = str(line.limit) if line.limit is not None else (f"≥{line.slots_seen}?" if line.slots_seen else "-")
+        types.add_row(
+            line.job_type,
+            str(line.running),
+            f"{line.slots_held} / {limit}",
+            str(line.waiting),
+            str(line.parked),
+            NOT_AVAILABLE if line.drain_s is None else duration(line.drain_s),
+        )
+    parts: list[RenderableType] = [header, queues, pace, Fitted(types)]
+    parts.extend(Text(note, style="dim") for note in [*status.notes, *frame.notes])
+    return Group(*parts)
+
+
+def top_json(frame: Frame) -> dict[str, Any]:
+    data: dict[str, Any] = jsonable(frame)
+    data["status"] = status_json(frame.status)
+    return data
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+
+def cancel_plan(leases: list[Lease], *, ident: str, by_job: bool) -> RenderableType:
+    """What a cancel is about to act on (shown before the confirmation)."""
+    title = f"job {ident}: {len(leases)} message(s) to cancel" if by_job else f"message {ident}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("message id", no_wrap=True, min_width=_widest(lease.message_id for lease in leases))
+    for column in ("status", "type", "job id"):
+        table.add_column(column, no_wrap=column != "job id", overflow="fold")
+    table.add_column("execution", overflow="fold")
+    for lease in leases:
+        name = (lease.execution_arn or "-").rpartition(":")[2] or "-"
+        table.add_row(lease.message_id, lease.status.value, lease.job_type or "-", lease.job_id or "-", name)
+    return Fitted(table)
+
+
+CANCEL_WORDS = {
+    CancelOutcome.CANCELLED: "cancelled",
+    CancelOutcome.COMPLETED: "cancel completed",
+    CancelOutcome.ALREADY_CANCELLED: "already cancelled: nothing to do",
+    CancelOutcome.ALREADY_SUCCEEDED: "already succeeded: nothing was cancelled",
+    CancelOutcome.ALREADY_DEAD_LETTERED: "already in the dead-letter queue: nothing to do",
+}
+
+
+def cancel_view(reports: list[CancelReport]) -> RenderableType:
+    """What each cancel did: the message, the outcome, the stopped execution, the DLQ copy, notes."""
+    table = Table(title=f"{len(reports)} message(s)", title_justify="left")
+    table.add_column("message id", no_wrap=True, min_width=_widest(report.message_id for report in reports))
+    table.add_column("outcome", overflow="fold")
+    table.add_column("was", no_wrap=True)
+    table.add_column("execution stopped", overflow="fold")
+    table.add_column("DLQ copy", no_wrap=True, min_width=_widest(report.dead_letter_id or "-" for report in reports))
+    table.add_column("notes", ratio=1)
+    for report in reports:
+        table.add_row(
+            report.message_id,
+            CANCEL_WORDS[report.outcome],
+            report.previous_status,
+            (report.execution_stopped or "-").rpartition(":")[2] or "-",
+            report.dead_letter_id or "-",
+            "; ".join(report.notes) or "-",
+        )
+    return Fitted(table)

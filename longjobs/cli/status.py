@@ -31,6 +31,8 @@ SERVICE_DIMENSION = {"Name": "service", "Value": "long-jobs"}
 """Powertools' `service` dimension, as the stack sets it (infra/constants.py)."""
 
 _deserializer = TypeDeserializer()
+STATUS_ATTRIBUTES = ("status", "renewal_count", "renewed_at", "closed_at", "job_type")
+"""What `status` reads of each item (a projection: the Scan still reads, and bills, whole items)."""
 
 
 @dataclass(frozen=True)
@@ -238,12 +240,16 @@ def collect_status(
     dlq_url: str,
     table_name: str,
     now: float | None = None,
+    items: list[dict[str, Any]] | None = None,
 ) -> Status:
-    """One status snapshot. `cloudwatch` None: the local service (counts from the table)."""
+    """One status snapshot. `cloudwatch` None: the local service (counts from the table). `items`: the
+    table's items already scanned (with at least `STATUS_ATTRIBUTES`), so a caller that needs more of
+    them (`top`) scans the table once."""
     now = time.time() if now is None else now
     queue = queue_depth(sqs, queue_url)
     dlq = queue_depth(sqs, dlq_url)
-    items = list(scan_items(dynamodb, table_name, ["status", "renewal_count", "renewed_at", "closed_at", "job_type"]))
+    if items is None:
+        items = list(scan_items(dynamodb, table_name, list(STATUS_ATTRIBUTES)))
     if cloudwatch is None:
         return Status(
             at=now,

@@ -153,9 +153,9 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
 
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
-    moved = service.longjobs("dlq", "redrive", "--include-poison")
-    assert moved["moved"] == 1
-    # The receiver takes it again and sends it straight back, with its error: a copy of a copy.
+    moved = service.longjobs("dlq", "redrive", "--include-poison", "--yes")
+    assert moved["method"] == "move-task" and moved["task_handle"], "serve has SQS's message move task"
+    # The receiver takes it again and sends it straight back, with its error: a new message's copy.
     again = service.wait_for(
         "the redriven poison back in the DLQ",
         lambda: [m for m in service.longjobs("dlq", "list") if m["original_message_id"] != poison],
@@ -193,3 +193,115 @@ def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ServeError, match=r"^java not found: pyspark job types run on a local Spark.*Java 17"):
         check_java(load_catalog())
+
+
+AWS_CLI = str(Path(sys.executable).with_name("aws"))
+"""The AWS CLI installed beside this Python (awscli v1, in the venv)."""
+
+
+def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task(service: Service, tmp_path: Path) -> None:
+    """`aws sqs start-message-move-task`, `list-message-move-tasks` and `cancel-message-move-task` against
+    `serve` with only dummy credentials and a region in the environment, as AWS answers them
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html):
+    a message the receiver sent to the DLQ needs a destination (without one the task fails with
+    `CouldNotDetermineMessageSource`, https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/troubleshooting-dlq-redrive.html);
+    one SQS dead-lettered goes back to its queue by default. An operation serve lacks answers a JSON error."""
+    env = {key: value for key, value in service.env().items() if not key.startswith("AWS_")}
+    env.update({**CREDENTIALS, "HOME": str(tmp_path)})  # no ~/.aws, no other AWS configuration
+
+    def aws(*args: str) -> Any:
+        done = subprocess.run(
+            [AWS_CLI, "--endpoint-url", service.endpoint, "--output", "json", *args],
+            capture_output=True, text=True, env=env, check=False, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout) if done.stdout.strip() else {}
+
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=service.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    [dlq_url] = [line.split()[-1] for line in service.lines if line.strip().startswith("dead-letter")]
+    dlq_arn, queue_arn = (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for url in (dlq_url, service.queue_url)
+    )
+    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
+    service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
+
+    aws("sqs", "start-message-move-task", "--source-arn", dlq_arn)
+    [failed] = service.wait_for(
+        "the task to end", lambda: _ended(aws("sqs", "list-message-move-tasks", "--source-arn", dlq_arn))
+    )
+    assert (failed["Status"], failed["FailureReason"]) == ("FAILED", "CouldNotDetermineMessageSource")
+
+    handle = aws("sqs", "start-message-move-task", "--source-arn", dlq_arn, "--destination-arn", queue_arn)[
+        "TaskHandle"
+    ]
+    [done] = service.wait_for(
+        "the task to end", lambda: _ended(aws("sqs", "list-message-move-tasks", "--source-arn", dlq_arn))
+    )
+    assert (done["Status"], done["ApproximateNumberOfMessagesMoved"], done["DestinationArn"]) == (
+        "COMPLETED",
+        1,
+        queue_arn,
+    )
+    assert "TaskHandle" not in done and handle
+    # Back on the jobs queue as a new message: the receiver takes it and dead-letters it again under its new id.
+    [again] = service.wait_for(
+        "the moved poison back through the jobs queue",
+        lambda: [m for m in service.longjobs("dlq", "list") if m["original_message_id"] != poison],
+        timeout_s=60,
+    )
+    assert again["error_type"] == "NotJson"
+
+    # A queue of the user's with its own DLQ: what SQS dead-letters goes back by default; a slow task cancels.
+    own_dlq = sqs.create_queue(QueueName="own-dlq")["QueueUrl"]
+    own_dlq_arn = sqs.get_queue_attributes(QueueUrl=own_dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": own_dlq_arn, "maxReceiveCount": 1})
+    own = sqs.create_queue(QueueName="own", Attributes={"RedrivePolicy": redrive})["QueueUrl"]
+    for n in range(20):
+        sqs.send_message(QueueUrl=own, MessageBody=f"own-{n}")
+    while sqs.receive_message(QueueUrl=own, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages"):
+        pass  # each message's second receive moves it to own-dlq (maxReceiveCount 1)
+    assert (
+        sqs.get_queue_attributes(QueueUrl=own_dlq, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"][
+            "ApproximateNumberOfMessages"
+        ]
+        == "20"
+    )
+
+    slow = aws(
+        "sqs", "start-message-move-task", "--source-arn", own_dlq_arn, "--max-number-of-messages-per-second", "1"
+    )
+    cancelled = aws("sqs", "cancel-message-move-task", "--task-handle", slow["TaskHandle"])
+    [ended] = service.wait_for(
+        "the cancel", lambda: _ended(aws("sqs", "list-message-move-tasks", "--source-arn", own_dlq_arn))
+    )
+    assert ended["Status"] == "CANCELLED" and ended["ApproximateNumberOfMessagesMoved"] < 20
+    assert cancelled["ApproximateNumberOfMessagesMoved"] <= ended["ApproximateNumberOfMessagesMoved"]
+
+    aws("sqs", "start-message-move-task", "--source-arn", own_dlq_arn)
+    [whole] = service.wait_for(
+        "the redrive", lambda: _ended(aws("sqs", "list-message-move-tasks", "--source-arn", own_dlq_arn))
+    )
+    assert (whole["Status"], "DestinationArn" in whole) == ("COMPLETED", False)
+    back = sqs.get_queue_attributes(QueueUrl=own, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    assert back["ApproximateNumberOfMessages"] == "20", "every message back on its source queue"
+
+    lacking = subprocess.run(
+        [AWS_CLI, "--endpoint-url", service.endpoint, "stepfunctions", "redrive-execution", "--execution-arn",
+         "arn:aws:states:us-east-1:123456789012:execution:none:none"],
+        capture_output=True, text=True, env=env, check=False, timeout=120,
+    )  # fmt: skip
+    assert lacking.returncode != 0
+    assert "(UnsupportedOperation)" in lacking.stderr and "RedriveExecution" in lacking.stderr, lacking.stderr
+
+
+def _ended(listed: Any) -> list[dict[str, Any]] | None:
+    """The most recent task, once it has ended."""
+    results: list[dict[str, Any]] = listed["Results"]
+    return results if results and results[0]["Status"] not in ("RUNNING", "CANCELLING") else None

@@ -178,6 +178,7 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
         "REJECTED": 0,
         "WAITING": 3,
         "PARKED": 0,
+        "CANCELLED": 0,
     }
     assert data["waiting"] == {"backfill": 2, "wait": 1}, "waiting for a slot, by job type"
     assert data["source"] == "lease table"
@@ -353,9 +354,9 @@ def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     local.dead_letter('{"job_id": "a"}', ErrorType="InvalidShape", ErrorMessage="x", ReceiveCount="1", Team="data")
     local.dead_letter('{"job_id": "b"}')
 
-    skipped = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--json")
+    skipped = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--yes", "--json")
     assert (skipped.json()["moved"], skipped.json()["skipped"]) == (1, 1), "poison (InvalidShape) stays by default"
-    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--include-poison", "--json")
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--include-poison", "--yes", "--json")
 
     assert result.code == 0, result.err
     data = result.json()

@@ -134,7 +134,9 @@ def test_stack_dlq_list_and_redrive(deployed: Processor, capsys: pytest.CaptureF
     message_id = deployed.dead_letter('{"job_id": "a"}', ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
 
     listed = run(capsys, "--stack", STACK, "dlq", "list", "--json")
-    moved = run(capsys, "--stack", STACK, "dlq", "redrive", "--max-per-second", "50", "--include-poison", "--json")
+    moved = run(
+        capsys, "--stack", STACK, "dlq", "redrive", "--max-per-second", "50", "--include-poison", "--yes", "--json"
+    )
 
     assert [letter["message_id"] for letter in listed.json()] == [message_id]
     assert moved.code == 0, moved.err

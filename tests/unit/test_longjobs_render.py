@@ -293,3 +293,27 @@ def test_ids_stay_whole_at_80_columns() -> None:
         console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
         console.print(table)
         assert message_id in console.export_text()
+
+
+def test_render_tables_keep_every_id_whole_on_one_line_at_80_columns() -> None:
+    """At 80 columns a table whose ids do not fit is drawn as a block per row: each id (the message's and
+    the original's) whole on one line, so it can be copied into `longjobs lease`."""
+    message_id, original = "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    letters = [
+        dlq.DeadLetter(
+            message_id=message_id,
+            error_type="AttemptsExhausted",
+            error_message="a long message " * 8,
+            receive_count=6,
+            original_message_id=original,
+            sent_at=NOW,
+            body="{}",
+        )
+    ]
+    for width, stacked in ((80, True), (200, False)):
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(render.dlq_table(letters))
+        lines = console.export_text().splitlines()
+        assert all(len(line) <= width for line in lines)
+        assert any(message_id in line for line in lines) and any(original in line for line in lines), lines
+        assert any(line.strip().startswith("│ original message id") for line in lines) is stacked

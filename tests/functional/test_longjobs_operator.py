@@ -1,0 +1,293 @@
+"""`longjobs cancel`, `top`, and the confirmation of writes, against the local service (moto's server over
+HTTP); and which AWS operations the read-only commands call (never ReceiveMessage)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from longjobs.cli import clients, confirm
+from longjobs.engine.lease import LeaseStatus
+from tests.functional import test_longjobs_local as served
+from tests.longjobs_support import Processor, assert_one_line_error, run
+
+endpoint, local, wide_terminal = served.endpoint, served.local, served._wide_terminal  # their fixtures
+
+JOB_TYPES = {
+    "job_types": [
+        {
+            "name": "backfill",
+            "runner": "wait",
+            "max_concurrency": 2,
+            "params_schema": {
+                "type": "object",
+                "required": ["seconds"],
+                "properties": {"seconds": {"type": "integer", "minimum": 0}},
+            },
+        }
+    ]
+}
+
+
+@pytest.fixture
+def no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(confirm, "is_terminal", lambda: False)
+
+
+def terminal_answering(monkeypatch: pytest.MonkeyPatch, answer: str) -> list[str]:
+    """A terminal on which the user types `answer`; returns the questions asked."""
+    asked: list[str] = []
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        return answer
+
+    monkeypatch.setattr(confirm, "is_terminal", lambda: True)
+    monkeypatch.setattr(confirm, "ask", ask)
+    return asked
+
+
+def waiting_message(local: Processor, job_id: str, job_type: str = "wait") -> str:
+    """A message held hidden on the jobs queue with a WAITING lease that keeps its job (as admission
+    leaves a message of a full type)."""
+    job = json.dumps({"job_id": job_id, "type": job_type, "params": {"seconds": 5}})
+    local.sqs.send_message(QueueUrl=local.queue_url, MessageBody=job)
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url, VisibilityTimeout=300)["Messages"]
+    local.put_lease(
+        message["MessageId"],
+        status=LeaseStatus.WAITING,
+        receipt_handle=message["ReceiptHandle"],
+        job_type=job_type,
+        job_id=job_id,
+        job=job,
+        waiting_order=1.0,
+        waiting_since=1.0,
+    )
+    return str(message["MessageId"])
+
+
+def dlq_errors(local: Processor) -> list[tuple[str, str]]:
+    got = local.sqs.receive_message(
+        QueueUrl=local.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )
+    return [
+        (m["MessageAttributes"]["ErrorType"]["StringValue"], m["MessageAttributes"]["ErrorMessage"]["StringValue"])
+        for m in got.get("Messages", [])
+    ]
+
+
+def lease_status(local: Processor, message_id: str) -> str:
+    item = local.dynamodb.get_item(TableName=local.table_name, Key={"pk": {"S": message_id}})["Item"]
+    return str(item["status"]["S"])
+
+
+def test_cancel_waiting_message_dead_letters_it_and_reports_it(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message_id = waiting_message(local, "nightly")
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", message_id, "--reason", "bad date", "--yes", "--json")
+
+    assert result.code == 0, result
+    [report] = result.json()
+    assert (report["message_id"], report["outcome"], report["previous_status"]) == (message_id, "cancelled", "WAITING")
+    assert report["deleted"] and report["dead_letter_id"]
+    assert dlq_errors(local) == [("Cancelled", "bad date")]
+    assert lease_status(local, message_id) == "CANCELLED"
+    attributes = local.sqs.get_queue_attributes(QueueUrl=local.queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0", "deleted from the jobs queue, not released"
+
+
+def test_cancel_by_job_id_cancels_every_open_message_and_reports_the_finished(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job id with several messages: every one still to run is cancelled (one confirmation for all), the
+    ones already finished are reported as they are."""
+    first, second = waiting_message(local, "shared"), waiting_message(local, "shared")
+    local.put_lease("done-1", status=LeaseStatus.SUCCEEDED, job_id="shared", now=1.0)
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", "shared", "--yes", "--json")
+
+    assert result.code == 0, result
+    outcomes = {report["message_id"]: report["outcome"] for report in result.json()}
+    assert outcomes == {first: "cancelled", second: "cancelled", "done-1": "already_succeeded"}
+    assert [error for error, _ in dlq_errors(local)] == ["Cancelled", "Cancelled"]
+
+
+def test_cancel_of_a_job_that_already_succeeded_does_nothing_and_exits_1(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.put_lease("done-1", status=LeaseStatus.SUCCEEDED, job_id="quick")
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", "done-1", "--yes")
+
+    assert result.code == 1 and "already succeeded" in result.out
+    assert dlq_errors(local) == [] and lease_status(local, "done-1") == "SUCCEEDED"
+
+
+def test_cancel_unknown_id_fails_in_one_line_naming_it(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", "no-such-id", "--yes")
+
+    assert_one_line_error(result, 1, "no lease for message or job id 'no-such-id'")
+
+
+def test_cancel_without_a_terminal_or_yes_refuses_and_changes_nothing(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
+) -> None:
+    message_id = waiting_message(local, "nightly")
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", message_id)
+
+    assert_one_line_error(result, 1, "cancel asks for confirmation", "stdin is not a terminal", "--yes")
+    assert lease_status(local, message_id) == "WAITING" and dlq_errors(local) == []
+
+
+def test_cancel_on_a_terminal_asks_and_goes_ahead_only_on_yes(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = waiting_message(local, "nightly")
+    asked = terminal_answering(monkeypatch, "n\n")
+
+    refused = run(capsys, "--endpoint-url", endpoint, "cancel", message_id)
+
+    assert_one_line_error(refused, 1, "cancel not confirmed: nothing was changed")
+    assert len(asked) == 1 and message_id in asked[0] and lease_status(local, message_id) == "WAITING"
+
+    terminal_answering(monkeypatch, "yes\n")
+    done = run(capsys, "--endpoint-url", endpoint, "cancel", message_id)
+
+    assert done.code == 0 and lease_status(local, message_id) == "CANCELLED"
+
+
+def test_dlq_redrive_without_a_terminal_or_yes_refuses_and_moves_nothing(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
+) -> None:
+    local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive")
+
+    assert_one_line_error(result, 1, "dlq redrive asks for confirmation", "--yes")
+    assert len(local.bodies(local.dlq_url)) == 1 and local.bodies(local.queue_url) == []
+
+
+def test_dlq_redrive_dry_run_needs_no_confirmation(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
+) -> None:
+    local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--dry-run", "--json")
+
+    assert result.code == 0 and len(result.json()["messages"]) == 1
+
+
+def test_dlq_redrive_on_a_terminal_asks_then_moves(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
+    asked = terminal_answering(monkeypatch, "y\n")
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--json")
+
+    assert result.code == 0 and result.json()["moved"] == 1 and len(asked) == 1
+
+
+def test_dlq_redrive_leaves_cancelled_messages_unless_asked(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="Cancelled")
+
+    kept = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--yes", "--json")
+    moved = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--error-type", "Cancelled", "--yes", "--json")
+
+    assert (kept.json()["moved"], kept.json()["skipped"]) == (0, 1), "an operator's cancel is not undone by default"
+    assert moved.json()["moved"] == 1
+
+
+def test_top_once_shows_queues_types_against_their_limits_and_parked(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps(JOB_TYPES), encoding="utf-8")
+    local.put_lease("run-1", job_type="backfill", renewal_count=3)
+    local.put_lease("wait-1", status=LeaseStatus.WAITING, job_type="backfill", waiting_order=1.0, job="{}")
+    local.put_lease("park-1", status=LeaseStatus.PARKED, job_type="backfill")
+    local.put_lease("park-2", status=LeaseStatus.PARKED, job_type="backfill", claimed_by="copy-1")
+    local.dead_letter()
+
+    framed = run(capsys, "--endpoint-url", endpoint, "top", "--once", "--jobs-file", str(jobs_file))
+    data = run(capsys, "--endpoint-url", endpoint, "top", "--jobs-file", str(jobs_file), "--json").json()
+
+    assert framed.code == 0, framed
+    assert "job types" in framed.out and "backfill" in framed.out and "0 / 2" in framed.out
+    [line] = [line for line in data["types"] if line["job_type"] == "backfill"]
+    assert (line["running"], line["limit"], line["waiting"], line["parked"]) == (1, 2, 1, 1), "a claimed marker ran"
+    assert data["status"]["dlq"]["total"] == 1
+    assert data["renewal_rate_source"] == "last hour's average"
+
+
+class Operations:
+    """Every AWS operation a command calls, recorded from botocore's events on its session."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self.calls.append((model.name, params))
+
+    @property
+    def names(self) -> set[str]:
+        return {name for name, _ in self.calls}
+
+
+@pytest.fixture
+def operations(monkeypatch: pytest.MonkeyPatch) -> Operations:
+    recorded = Operations()
+    made = clients.make_session
+
+    def session(connection: clients.Connection) -> boto3.session.Session:
+        built = made(connection)
+        built.events.register("before-parameter-build", recorded.record)
+        return built
+
+    monkeypatch.setattr(clients, "make_session", session)
+    return recorded
+
+
+@pytest.mark.parametrize("argv", [("top", "--once"), ("top", "--json"), ("status",), ("status", "--json")])
+def test_top_and_status_never_receive_a_message(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], operations: Operations, argv: tuple[str, ...]
+) -> None:
+    local.dead_letter()
+    local.sqs.send_message(QueueUrl=local.queue_url, MessageBody="{}")
+
+    result = run(capsys, "--endpoint-url", endpoint, *argv)
+
+    assert result.code == 0, result
+    assert {"GetQueueAttributes", "Scan"} <= operations.names, "the recorder saw the command's calls"
+    assert "ReceiveMessage" not in operations.names
+
+
+def test_dlq_list_receives_and_shows_every_message_again_at_once(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], operations: Operations
+) -> None:
+    """`dlq list` may receive (SQS has no other way to look); every message it hid is visible again
+    (visibility 0) before it returns."""
+    for _ in range(3):
+        local.dead_letter()
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "list", "--json")
+
+    assert result.code == 0 and len(result.json()) == 3
+    assert "ReceiveMessage" in operations.names
+    shown = [
+        entry
+        for name, params in operations.calls
+        if name == "ChangeMessageVisibilityBatch"
+        for entry in params["Entries"]
+    ]
+    assert len(shown) == 3 and {entry["VisibilityTimeout"] for entry in shown} == {0}
