@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from longjobs.offline.progress import Progress
-from longjobs.offline.report import summary_table
+from longjobs.offline.report import figures_table, summary_table
 from longjobs.offline.runtime import run_scenario
 from longjobs.offline.scenario import ScenarioError, load_scenario
 
@@ -23,7 +23,16 @@ DEFAULT_PORT = 4566
 DEFAULT_DRAIN_S = 30.0
 
 
-def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, quiet: bool) -> int:
+def run(
+    scenario_path: Path,
+    report_path: Path,
+    timeline_path: Path | None,
+    *,
+    quiet: bool,
+    figures_path: Path | None = None,
+) -> int:
+    """Run the scenario file; write its report, and its timeline and figures table where asked (the demo
+    writes `figures.md`: the table README.md shows, from this run)."""
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
@@ -40,6 +49,9 @@ def run(scenario_path: Path, report_path: Path, timeline_path: Path | None, *, q
 
         draw_timeline(result, scenario, timeline_path)
         print(f"timeline: {timeline_path}")
+    if figures_path is not None:
+        figures_path.write_text(figures_table(result.report["jobs"]) + "\n", encoding="utf-8")
+        print(f"figures (README.md's demo table, from this run): {figures_path}")
     print(f"report: {report_path}")
     for violation in result.violations:
         print(f"INVARIANT BROKEN: {violation}", file=sys.stderr)
@@ -55,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--report", type=Path, required=True)
     run_cmd.add_argument("--timeline", type=Path, help="also draw the timeline (PNG)")
     run_cmd.add_argument("--quiet", action="store_true", help="no live progress line")
-    demo = commands.add_parser("demo", help="the shipped demo: report.json and timeline.png under --out")
+    demo = commands.add_parser(
+        "demo", help="the shipped demo: report.json, timeline.png and figures.md (README's table) under --out"
+    )
     demo.add_argument("--out", type=Path, default=Path("out/demo"))
     demo.add_argument("--quiet", action="store_true")
     chaos = commands.add_parser("chaos", help="a campaign of random scenarios under random faults")
@@ -105,7 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from longjobs.offline.chaos import main as chaos_main
 
         return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)
-    return run(DEMO_SCENARIO, args.out / "report.json", args.out / "timeline.png", quiet=args.quiet)
+    return run(
+        DEMO_SCENARIO,
+        args.out / "report.json",
+        args.out / "timeline.png",
+        quiet=args.quiet,
+        figures_path=args.out / "figures.md",
+    )
 
 
 if __name__ == "__main__":

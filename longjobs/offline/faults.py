@@ -223,6 +223,16 @@ class Injection:
 
 
 @dataclass(frozen=True)
+class AppliedAction:
+    """A fault aimed at one job that took effect (`abort_execution`, `duplicate_delivery`, `kill_worker`):
+    when, so the timeline can draw it on the job's row."""
+
+    at: float
+    type: str
+    job: str
+
+
+@dataclass(frozen=True)
 class RunSlot:
     """One scheduled extender run: when, and what became of it."""
 
@@ -267,6 +277,8 @@ class Faults:
         self.start = clock()
         self.killed: set[str] = set()
         self.done: list[str] = []
+        self.applied: list[AppliedAction] = []
+        """The job-aimed faults that took effect, with when (epoch s)."""
         self.missed: list[str] = []
         """Faults that could not take effect, one sentence each (timed actions add theirs as they go)."""
         self.injected: Counter[str] = Counter()
@@ -492,6 +504,7 @@ class Faults:
                 if isinstance(fault, KillWorker) and fault.job == job_id and job_id not in self.killed:
                     self.killed.add(job_id)
                     self.injected["kill_worker"] += 1
+                    self.applied.append(AppliedAction(self.clock() + fault.after_s, "kill_worker", job_id))
                     return fault.after_s
         return None
 
@@ -703,6 +716,7 @@ class TimedActions:
     def _applied(self, action: AbortExecution | DuplicateDelivery) -> None:
         with self.faults._lock:
             self.faults.done.append(f"{action.type} {action.job}")
+            self.faults.applied.append(AppliedAction(self.faults.clock(), action.type, action.job))
             self.faults.injected[action.type] += 1
 
     def _duplicate(self, action: DuplicateDelivery) -> None:

@@ -2,11 +2,13 @@
 
     {"ok": true,
      "jobs": {"a": {"final": "deleted|dlq|queued", "deliveries": 1, "executions": 1, "renewals": 3,
-                    "redelivered_while_running": 0, "released": 0, "dlq_error": null, "summary": {...},
+                    "redelivered_while_running": 1, "redeliveries_excused": [{"at_s": 16.2,
+                    "excuse": "extender paused for more than one period"}], "released": 0,
+                    "dlq_error": null, "summary": {...},
                     "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false,
                     "group": null, "started_at": 0.4, "finished_at": 6.1}},
-     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 0,
-                "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
+     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 1,
+                "redeliveries_excused": 1, "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
                 "max_concurrent_by_type": {"wait": 1},
                 "faults_injected": {"throttle": 3, "crash": 1, ...}, "faults_missed": [...]},
      "api_calls": {"ChangeMessageVisibility": 3, ...},
@@ -23,7 +25,9 @@ A message that is neither queued, in the DLQ, nor deleted after its job succeede
   own clients that succeeded, on an execution that ended ABORTED (the `abort_execution` fault's stops go
   through the runtime's client and are not counted).
 - `lapses`: deliveries while the job ran that no fault explains (`Faults.lapse_excuse`, less one per
-  `duplicate_delivery` that took effect); `redelivered_while_running` counts them all.
+  `duplicate_delivery` that took effect); `redelivered_while_running` counts them all, and
+  `redeliveries_excused` lists those an injected fault explains, each with when and the excuse (see
+  `redelivery_verdicts`): redelivered while running = excused + lapses.
 - `stuck_lease`: the lease was left ACTIVE at the end while its execution was not running, longer than
   reconciliation needs to notice (`STUCK_AFTER_PERIODS` periods and the event delay, after the later of
   the reconcile grace and the execution's end).
@@ -41,7 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from longjobs.engine.lease import LeaseStatus
@@ -104,6 +108,36 @@ def processor_stopped(track: Track, faults: Faults | None) -> int:
     return sum(1 for e in track.executions if e.name in stopped and e.status == "ABORTED")
 
 
+DUPLICATE_DELIVERY_EXCUSE = "a duplicate_delivery fault made the message visible while its job ran"
+
+
+@dataclass(frozen=True)
+class Redelivery:
+    """One delivery of a message while its job ran, and the injected fault that explains it (None: a lapse)."""
+
+    at: float
+    excuse: str | None
+
+
+def redelivery_verdicts(track: Track, faults: Faults | None) -> list[Redelivery]:
+    """Each delivery of the message while its job ran, in order, with its excuse: the fault that made it
+    unavoidable (`Faults.lapse_excuse`), else, for as many as took effect on the job, a
+    `duplicate_delivery` fault; the rest have none and are lapses. Without faults every one is a lapse.
+    Evaluated on the faults recorded so far, so the live console and the final report say the same."""
+    if faults is None:
+        return [Redelivery(at, None) for at in track.redelivered_while_running]
+    verdicts = [
+        Redelivery(at, faults.lapse_excuse(at, message_id=track.message_id, renewals=track.renewals))
+        for at in track.redelivered_while_running
+    ]
+    duplicates = faults.duplicates_of(track.job_id)
+    for index, verdict in enumerate(verdicts):
+        if duplicates and verdict.excuse is None:
+            verdicts[index] = Redelivery(verdict.at, DUPLICATE_DELIVERY_EXCUSE)
+            duplicates -= 1
+    return verdicts
+
+
 def unexcused_lapses(track: Track, faults: Faults) -> tuple[list[float], int]:
     """(deliveries while the job ran that no fault explains, `duplicate_delivery` faults that took effect)."""
     lapses = [
@@ -115,10 +149,8 @@ def unexcused_lapses(track: Track, faults: Faults) -> tuple[list[float], int]:
 
 
 def lapse_count(track: Track, faults: Faults | None) -> int:
-    if faults is None:
-        return len(track.redelivered_while_running)
-    lapses, allowed = unexcused_lapses(track, faults)
-    return max(0, len(lapses) - allowed)
+    """Deliveries while the job ran that no injected fault explains."""
+    return sum(1 for verdict in redelivery_verdicts(track, faults) if verdict.excuse is None)
 
 
 def stuck_execution(track: Track, scenario: Scenario, end: float | None) -> str | None:
@@ -164,6 +196,11 @@ def job_entry(
         "executions": len(track.executions),
         "renewals": len(track.renewals),
         "redelivered_while_running": len(track.redelivered_while_running),
+        "redeliveries_excused": [
+            {"at_s": since(verdict.at), "excuse": verdict.excuse}
+            for verdict in redelivery_verdicts(track, faults)
+            if verdict.excuse is not None
+        ],
         "released": track.released,
         "dlq_error": track.dlq_error,
         "summary": track.lease.result if succeeded and track.lease is not None else None,
@@ -291,6 +328,7 @@ def build_report(
             "dlq": sum(1 for j in jobs.values() if j["final"] == "dlq"),
             "renewals": sum(j["renewals"] for j in jobs.values()),
             "redelivered_while_running": sum(j["redelivered_while_running"] for j in jobs.values()),
+            "redeliveries_excused": sum(len(j["redeliveries_excused"]) for j in jobs.values()),
             "double_runs": sum(1 for j in jobs.values() if j["max_concurrent_executions"] > 1),
             "lapses": sum(j["lapses"] for j in jobs.values()),
             "lost_messages": sum(1 for j in jobs.values() if j["final"] == "lost"),
@@ -304,8 +342,15 @@ def build_report(
     }
 
 
+SUMMARY_LEGEND = (
+    "redelivered: deliveries while its job still ran; excused: of those, explained by an injected fault "
+    "(listed below); lapses: the rest, each a broken invariant"
+)
+
+
 def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str:
-    """The report as a table for the terminal."""
+    """The report as a table for the terminal: each column says what it counts (`SUMMARY_LEGEND`), and
+    every redelivery an injected fault explains is listed with its excuse."""
     header = (
         "job",
         "final",
@@ -313,6 +358,8 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
         "deliveries",
         "executions",
         "renewals",
+        "redelivered",
+        "excused",
         "lapses",
         "released",
         "max running",
@@ -331,6 +378,8 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
                 str(job["executions"]),
                 str(job["renewals"]),
                 str(job["redelivered_while_running"]),
+                str(len(job.get("redeliveries_excused", []))),
+                str(job["lapses"]),
                 str(job["released"]),
                 str(job.get("max_concurrent_executions", "")),
                 note[:60],
@@ -339,17 +388,49 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append(SUMMARY_LEGEND)
     totals = report["totals"]
     calls = report["api_calls"]
     lines.append("")
     lines.append(
         f"{totals['jobs']} jobs: {totals['deleted']} deleted, {totals['dlq']} in the DLQ; "
-        f"{totals['renewals']} renewals, {totals['redelivered_while_running']} delivered while running; "
+        f"{totals['renewals']} renewals; {redelivery_phrase(totals)}; "
         f"{sum(calls.values())} API calls; {report['wall_s']} s"
     )
     injected = totals.get("faults_injected") or {}
     if injected:
         lines.append("faults injected: " + ", ".join(f"{mode} {n}" for mode, n in injected.items()))
+    for job_id, job in report["jobs"].items():
+        for excused in job.get("redeliveries_excused", []):
+            at = "" if excused["at_s"] is None else f" at {excused['at_s']:g} s"
+            lines.append(f"excused: {job_id} delivered{at} while its job ran: {excused['excuse']}")
     for missed in totals.get("faults_missed") or []:
         lines.append(f"fault missed: {missed}")
     return "\n".join(lines)
+
+
+def redelivery_phrase(totals: Mapping[str, Any]) -> str:
+    """`N delivered while running (M excused by injected faults), L lapses`: the three counts together,
+    so that no reader takes a redelivery a fault explains for a lapse."""
+    redelivered = totals["redelivered_while_running"]
+    excused = totals.get("redeliveries_excused", 0)
+    return f"{redelivered} delivered while running ({excused} excused by injected faults), {totals['lapses']} lapses"
+
+
+FIGURES_HEADER = ("job", "final", "deliveries", "executions", "released", "DLQ reason")
+
+
+def figures_table(jobs: Mapping[str, Mapping[str, Any]]) -> str:
+    """A run's figures that do not depend on timing, as the Markdown table README.md and docs/offline.md
+    show for the demo: per job its final state, deliveries, executions, releases and the DLQ's reason.
+
+    `jobs` is a report's `jobs` (executions a count) or the simulation's (executions a list of their
+    ends): the test of the pages runs the demo's scenario on the simulation's virtual time and compares;
+    `python -m offline demo` writes the same table from its real run (`figures.md`)."""
+    rows = [FIGURES_HEADER, tuple("---" for _ in FIGURES_HEADER)]
+    for job_id, job in jobs.items():
+        executions = job["executions"]
+        count = executions if isinstance(executions, int) else len(executions)
+        reason = "`" + job["dlq_error"].replace("|", "\\|") + "`" if job["dlq_error"] else ""
+        rows.append((f"`{job_id}`", job["final"], str(job["deliveries"]), str(count), str(job["released"]), reason))
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)

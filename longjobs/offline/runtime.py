@@ -21,7 +21,7 @@ from longjobs.engine.observability import logger as function_logger
 from longjobs.offline.faults import Faults, TimedActions
 from longjobs.offline.observe import Observer, Track
 from longjobs.offline.processor import LocalProcessor
-from longjobs.offline.progress import Counts, Progress
+from longjobs.offline.progress import Progress, RedeliveryNotes, live_counts
 from longjobs.offline.report import build_report, violations
 from longjobs.offline.scenario import GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
 
@@ -181,14 +181,17 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     for job in scenario.jobs:
         observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
     processor.start(actions)
+    notes = RedeliveryNotes(faults, origin=start, verdict_after_s=EXTENDER_TIMEOUT_S + settings.extender_period_s)
     try:
-        _wait_until_settled(scenario, observer, progress, start)
+        _wait_until_settled(scenario, observer, progress, start, notes)
     finally:
         end = time.time()
         processor.stop()
         observer.mark_end()
         processor.abort_running()
         if progress is not None:
+            for text in notes.new(observer.tracks.values(), end, final=True):
+                progress.note(end - start, text)
             progress.close()
     observer.poll()
     observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
@@ -198,8 +201,11 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     return RunResult(report, found, observer.tracks, start, end, faults)
 
 
-def _wait_until_settled(scenario: Scenario, observer: Observer, progress: Progress | None, start: float) -> None:
-    """Poll until every message is deleted or in the DLQ and no execution runs (or the timeout)."""
+def _wait_until_settled(
+    scenario: Scenario, observer: Observer, progress: Progress | None, start: float, notes: RedeliveryNotes
+) -> None:
+    """Poll until every message is deleted or in the DLQ and no execution runs (or the timeout); show the
+    counts, and a line for each delivery while a job ran (with the fault that excuses it)."""
     deadline = start + scenario.timeout_s
     settled_at: float | None = None
     stop = threading.Event()
@@ -208,23 +214,13 @@ def _wait_until_settled(scenario: Scenario, observer: Observer, progress: Progre
         running = observer.running_jobs()
         tracks = observer.tracks.values()
         if progress is not None:
-            progress.update(time.time() - start, _counts(tracks, running))
+            now = time.time()
+            for text in notes.new(tracks, now):
+                progress.note(now - start, text)
+            progress.update(now - start, live_counts(tracks, running, notes.faults))
         if all(t.final in ("deleted", "dlq", "lost") for t in tracks):
             settled_at = settled_at or time.time()
             if not running or time.time() - settled_at > SETTLE_S:
                 return
         else:
             settled_at = None
-
-
-def _counts(tracks: Any, running: set[str]) -> Counts:
-    finals = [t.final for t in tracks]
-    return Counts(
-        queued=sum(1 for t in tracks if t.final == "queued" and t.job_id not in running),
-        running=len(running),
-        done=finals.count("deleted"),
-        failed=sum(t.released for t in tracks),
-        dlq=finals.count("dlq"),
-        renewals=sum(len(t.renewals) for t in tracks),
-        lapses=sum(len(t.redelivered_while_running) for t in tracks),
-    )

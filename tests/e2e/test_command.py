@@ -19,6 +19,7 @@ JOB_KEYS = {
     "executions",
     "renewals",
     "redelivered_while_running",
+    "redeliveries_excused",
     "released",
     "dlq_error",
     "summary",
@@ -60,6 +61,7 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
         "dlq": 1,
         "renewals": report["jobs"]["short"]["renewals"],
         "redelivered_while_running": 0,
+        "redeliveries_excused": 0,
         "double_runs": 0,
         "lapses": 0,
         "lost_messages": 0,
@@ -74,6 +76,7 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
     assert timeline.read_bytes().startswith(b"\x89PNG")
     table = capsys.readouterr().out
     assert "poison  dlq" in table and "NotJson" in table and "2 jobs: 1 deleted, 1 in the DLQ" in table
+    assert "0 delivered while running (0 excused by injected faults), 0 lapses" in table
 
 
 def test_command_run_exits_non_zero_when_a_job_ends_unexpectedly(tmp_path: Path) -> None:
