@@ -1,8 +1,12 @@
-"""The AWS Control Tower proactive controls (cfn-guard, through CDK's policy-validation plugin) that do
-not apply to a resource of the processor, each with its reason: the one list (docs/deploy.md shows it).
+"""The AWS Control Tower proactive controls (cfn-guard, through CDK's policy-validation plugin) and the
+checkov checks that do not apply to a resource of the processor, each with its reason: the one list of
+each (docs/deploy.md shows both).
 
 cfn-guard reads a resource's `Metadata.guard.SuppressedRules`; `suppress_guard` writes it, and only
-with a rule named here, so a suppression cannot be added without its reason.
+with a rule named here, so a suppression cannot be added without its reason. checkov reads
+`Metadata.checkov.skip` (a list of `{id, comment}`); `suppress_checkov` writes it, the comment being
+the check's reason in `CHECKOV_REASONS`. With the `kms_key` setting, no encryption rule of either is
+suppressed: every resource then uses the customer-managed key.
 """
 
 from __future__ import annotations
@@ -25,30 +29,75 @@ GUARD_REASONS: dict[str, str] = {
     "s3_event_notifications_enabled_check": "No consumer of this bucket's events; the raw bucket's notifications, "
     "when s3_notifications is on, are set by CDK's notifications resource, which the rule does not see.",
     "s3_bucket_logging_enabled_check": "The access-log bucket itself: logging it would loop.",
-    "s3_bucket_default_encryption_kms_check": "Encrypted with SSE-S3 (S3 server access logging delivers only to "
-    "SSE-S3 buckets; for the data buckets, a customer-managed key setting is not built yet).",
-    "cloudwatch_log_group_encrypted_check": "Encrypted by CloudWatch Logs with its own key; a customer-managed "
-    "key for the log groups comes with the customer-managed-key setting (not built yet).",
+    "s3_bucket_default_encryption_kms_check": "Encrypted with SSE-S3, which needs no key policy in a fresh "
+    "account; the kms_key setting encrypts every bucket with a customer-managed key instead.",
+    "cloudwatch_log_group_encrypted_check": "Encrypted by CloudWatch Logs with its own key; the kms_key setting "
+    "encrypts the log groups with a customer-managed key instead.",
     "step_functions_state_machine_tracing_enabled_check": "The deployer chose tracing=off (the default, "
     "service, traces every execution).",
     "cloudwatch_log_group_retention_period_check": "The deployer chose log_retention_days below 365 (the "
     "default is 365).",
-    "dynamodb_table_encrypted_kms_check": "Encrypted with DynamoDB's AWS-owned key; a customer-managed key comes "
-    "with the customer-managed-key setting (not built yet).",
+    "dynamodb_table_encrypted_kms_check": "Encrypted with DynamoDB's AWS-owned key; the kms_key setting encrypts "
+    "it with a customer-managed key instead.",
 }
+
+GUARD_ENCRYPTION_RULES = frozenset(
+    {
+        "s3_bucket_default_encryption_kms_check",
+        "cloudwatch_log_group_encrypted_check",
+        "dynamodb_table_encrypted_kms_check",
+    }
+)
+"""The cfn-guard rules about encryption: never suppressed with the `kms_key` setting."""
+
+CHECKOV_REASONS: dict[str, str] = {
+    "CKV_AWS_27": "Encrypted with SSE-SQS (SqsManagedSseEnabled), which this check does not read; the kms_key "
+    "setting encrypts the queues with a customer-managed key instead.",
+    "CKV_AWS_119": "Encrypted with DynamoDB's AWS-owned key; the kms_key setting encrypts it with a "
+    "customer-managed key instead.",
+    "CKV_AWS_158": "Encrypted by CloudWatch Logs with its own key; the kms_key setting encrypts the log groups "
+    "with a customer-managed key instead.",
+    "CKV_AWS_173": "Lambda encrypts the environment at rest with its AWS-managed key, and it holds resource names "
+    "and settings, no secret; the kms_key setting encrypts it with a customer-managed key instead.",
+    "CKV_AWS_18": "The access-log bucket itself: logging it would loop.",
+    "CKV_AWS_117": GUARD_REASONS["lambda_inside_vpc_check"],
+    "CKV_AWS_116": "No asynchronous failure goes unrecorded: the receiver runs from its SQS event source mapping "
+    "(a dead-letter queue applies to asynchronous invocations only; the jobs queue redrives to the DLQ), the "
+    "extender from a one-minute schedule (a missed run is replaced by the next), the watcher has an on-failure "
+    "destination (WatcherFailures, which this check does not read), and CDK's bucket-notifications function "
+    "answers CloudFormation, which fails the deployment when it does not.",
+    "CKV_AWS_115": "Bounded otherwise: the receiver by its event source mapping's maximum concurrency "
+    "(receiver_max_concurrency), CDK's bucket-notifications function by running only during deployments; "
+    "reserving concurrency would take it from the account's unreserved pool, which a new account cannot spare.",
+    "CKV_AWS_108": "s3:GetObject is limited to the Glue bucket's summaries/ prefix; the check reads the ARN, "
+    "a CloudFormation join, as no constraint.",
+}
+"""checkov's checks that do not apply to a resource of the processor, with the reason written beside each
+suppression (`Metadata.checkov.skip[].comment`)."""
+
+CHECKOV_ENCRYPTION_CHECKS = frozenset({"CKV_AWS_27", "CKV_AWS_119", "CKV_AWS_158", "CKV_AWS_173"})
+"""The checkov checks about encryption: never suppressed with the `kms_key` setting."""
 
 
 LOGS_KEPT_A_YEAR_DAYS = 365
 """CT.CLOUDWATCH.PR.2: log groups kept at least this long."""
 
 
-def log_group_rules(retention_days: int) -> tuple[str, ...]:
-    """The rules a log group of the processor is exempt from, with logs kept `retention_days`."""
+def log_group_rules(retention_days: int, *, customer_key: bool) -> tuple[str, ...]:
+    """The cfn-guard rules a log group of the processor is exempt from, with logs kept `retention_days`
+    and encrypted with the customer-managed key or not (`customer_key`)."""
     short = retention_days < LOGS_KEPT_A_YEAR_DAYS
     return (
-        "cloudwatch_log_group_encrypted_check",
+        *(() if customer_key else ("cloudwatch_log_group_encrypted_check",)),
         *(("cloudwatch_log_group_retention_period_check",) if short else ()),
     )
+
+
+def _resource_of(construct: IConstruct) -> CfnResource:
+    resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource to mark")
+    return resource
 
 
 def suppress_guard(construct: IConstruct, *rules: str) -> None:
@@ -56,12 +105,22 @@ def suppress_guard(construct: IConstruct, *rules: str) -> None:
     unknown = [rule for rule in rules if rule not in GUARD_REASONS]
     if unknown:
         raise ValueError(f"no reason recorded for cfn-guard rule(s) {unknown}: add it to GUARD_REASONS")
-    resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
-    if not isinstance(resource, CfnResource):
-        raise TypeError(f"{construct.node.path} has no CloudFormation resource to mark")
+    resource = _resource_of(construct)
     existing = resource.get_metadata("guard") or {}
     suppressed = sorted({*existing.get("SuppressedRules", []), *rules})
     resource.add_metadata("guard", {"SuppressedRules": suppressed})
+
+
+def suppress_checkov(construct: IConstruct, *checks: str) -> None:
+    """Mark `construct`'s CloudFormation resource as exempt from checkov's `checks` (each must be in
+    CHECKOV_REASONS, whose reason becomes the skip's comment)."""
+    unknown = [check for check in checks if check not in CHECKOV_REASONS]
+    if unknown:
+        raise ValueError(f"no reason recorded for checkov check(s) {unknown}: add it to CHECKOV_REASONS")
+    resource = _resource_of(construct)
+    existing = {entry["id"] for entry in (resource.get_metadata("checkov") or {}).get("skip", [])}
+    skip = [{"id": check, "comment": CHECKOV_REASONS[check]} for check in sorted({*existing, *checks})]
+    resource.add_metadata("checkov", {"skip": skip})
 
 
 @jsii.implements(cdk.IPolicyValidationPlugin)

@@ -42,6 +42,11 @@ ENGINE_KEYS = tuple(name for name in Settings.model_fields if name not in RESOUR
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LAYER_ARN = re.compile(r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$")
+_KEY_ARN = re.compile(
+    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/(mrk-[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12})$"
+)
+CREATE_KEY = "create"
+"""The `kms_key` value that has the processor create its own customer-managed key."""
 
 
 class ConfigError(ValueError):
@@ -108,6 +113,13 @@ class InfraSettings(BaseModel):
     powertools_layer_arn: str | None = Field(
         default=None, description="Overrides the Powertools layer resolved from its public SSM parameter."
     )
+    kms_key: str | None = Field(
+        default=None,
+        description="One customer-managed KMS key for the queues, the lease table, the log groups, the buckets, "
+        "the state machine, the Glue jobs, the functions' environment and the alarm topic: `create` (the processor "
+        "creates it, with its key policy) or the ARN of an existing key (whose policy you keep: docs/deploy.md). "
+        "Unset: each service's own encryption (SSE-SQS, DynamoDB's and CloudWatch Logs' keys, SSE-S3), as before.",
+    )
 
     @field_validator("log_retention_days")
     @classmethod
@@ -146,6 +158,15 @@ class InfraSettings(BaseModel):
     def _layer_arn(cls, value: str | None) -> str | None:
         if value is not None and not _LAYER_ARN.match(value):
             raise ValueError("must be a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<n>)")
+        return value
+
+    @field_validator("kms_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        if value is not None and value != CREATE_KEY and not _KEY_ARN.match(value):
+            raise ValueError(
+                f"must be {CREATE_KEY!r} or a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>), not an alias"
+            )
         return value
 
     @property
@@ -272,8 +293,8 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
 def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
     """A limited type's message may be admitted in place after waiting hidden on its receive for up to
     `longest_wait_s` (twice the horizon and a period): its run must still end before that receive's 12 h."""
+    from longjobs.engine.admission.readings import longest_wait_s
     from longjobs.engine.policies import hold_limit
-    from longjobs.engine.receiver.admission import longest_wait_s
 
     engine = config.engine
     left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)

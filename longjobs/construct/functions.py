@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +13,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as lambda_destinations
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -22,7 +25,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
-from longjobs.construct.compliance import log_group_rules, suppress_guard
+from longjobs.construct.compliance import log_group_rules, suppress_checkov, suppress_guard
 from longjobs.construct.config import StackConfig, Tracing
 from longjobs.construct.constants import (
     EXTENDER_PERIOD,
@@ -40,7 +43,9 @@ from longjobs.construct.constants import (
     WATCHER_RESERVED_CONCURRENCY,
     WATCHER_TIMEOUT,
 )
+from longjobs.construct.keys import key_user_statement
 from longjobs.construct.nag import acknowledge, rendered
+from longjobs.construct.queues import queue_encryption
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
 
@@ -73,6 +78,11 @@ class Resources:
     raw_uri: str
     waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)
     """Each limited job type's waiting queue (admission)."""
+    key: kms.IKey | None = None
+    """The customer-managed key (the `kms_key` setting): the functions' log groups, environments and the
+    watcher's failure queue use it, and each role may use it for the encrypted queues, table and executions."""
+    log_group_prefix: str | None = None
+    """With `key`: the functions' log groups are named `<prefix>/<function>`, which the key policy names."""
 
 
 class LongJobFunctions(Construct):
@@ -100,6 +110,8 @@ class LongJobFunctions(Construct):
         self._retention = LOG_RETENTION[infra.log_retention_days]
         self._retention_days = infra.log_retention_days
         self._tracing = infra.tracing
+        self._key = res.key
+        self._log_group_prefix = res.log_group_prefix
         self._code = lambda_.Code.from_asset(str(staged_functions(catalog)))
         self._layer = lambda_.LayerVersion.from_layer_version_arn(
             self,
@@ -153,7 +165,15 @@ class LongJobFunctions(Construct):
                     on=[res.queue.queue_arn],
                 ),
                 _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
-                _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
+                # ConditionCheckItem: an attempt taking its holds again checks its lease in the transaction
+                # (`LeaseStore.unchanged_request`); a transaction needs each of its actions' item actions.
+                _allow(
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:ConditionCheckItem",
+                    on=[res.table.table_arn],
+                ),
                 _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
                 _allow("states:DescribeExecution", on=[execution_arns]),
                 # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
@@ -264,12 +284,22 @@ class LongJobFunctions(Construct):
         self.watcher_failures = sqs.Queue(
             self,
             "WatcherFailures",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            **queue_encryption(self._key),
             enforce_ssl=True,
             retention_period=QUEUE_RETENTION,
             redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
         )
         acknowledge(self.watcher_failures, "AwsSolutions-SQS3", "It is the watcher's on-failure destination itself.")
+        if self._key is None:
+            suppress_checkov(self.watcher_failures, "CKV_AWS_27")
+        else:
+            acknowledge(
+                self.node.find_child("WatcherRole"),
+                "AwsSolutions-IAM5",
+                "CDK's send grant to the watcher's on-failure queue, encrypted with the customer-managed key: "
+                "kms:GenerateDataKey*/ReEncrypt* on that key only.",
+                findings=("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"),
+            )
         self.watcher.configure_async_invoke(
             on_failure=lambda_destinations.SqsDestination(self.watcher_failures), retry_attempts=2
         )
@@ -308,7 +338,7 @@ class LongJobFunctions(Construct):
     def _admission_statements(
         res: Resources, execution_arns: str, waiting_arns: list[str]
     ) -> list[iam.PolicyStatement]:
-        """What an admission pass calls (`longjobs.engine.receiver.admission.admit_all`, in the extender and the
+        """What an admission pass calls (`longjobs.engine.admission.admit.admit_all`, in the extender and the
         watcher): it starts a waiting message's attempt in place (its lease, slot and job lock, the first
         visibility change, the start), frees slots of dead holders, unparks from the waiting queues, and
         sends a message whose attempts are used up to the DLQ. An unparked message is handled as the
@@ -329,7 +359,14 @@ class LongJobFunctions(Construct):
                 on=waiting_arns,
             ),
             _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
-            _allow("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem", on=[table]),
+            _allow(
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:ConditionCheckItem",  # an attempt taking its holds again (see the receiver's)
+                on=[table],
+            ),
             _allow("dynamodb:Query", on=[f"{table}/index/{WAITING_INDEX}"]),
             _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
             _allow("states:DescribeExecution", on=[execution_arns]),
@@ -347,9 +384,14 @@ class LongJobFunctions(Construct):
         reserved_concurrency: int | None = None,
     ) -> lambda_.Function:
         log_group = logs.LogGroup(
-            self, f"{name}Logs", retention=self._retention, removal_policy=cdk.RemovalPolicy.DESTROY
+            self,
+            f"{name}Logs",
+            retention=self._retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            encryption_key=self._key,
+            log_group_name=f"{self._log_group_prefix}/{name.lower()}" if self._log_group_prefix else None,
         )
-        suppress_guard(log_group, *log_group_rules(self._retention_days))
+        suppress_guard(log_group, *log_group_rules(self._retention_days, customer_key=self._key is not None))
         role = iam.Role(
             self,
             f"{name}Role",
@@ -358,6 +400,8 @@ class LongJobFunctions(Construct):
         )
         for statement in statements:
             role.add_to_policy(statement)
+        if self._key is not None:
+            role.add_to_policy(key_user_statement(self._key))
         log_group.grant_write(role)
         function = lambda_.Function(
             self,
@@ -373,6 +417,7 @@ class LongJobFunctions(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.DISABLED if self._tracing == "off" else lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
+            environment_encryption=self._key,
             environment={
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
@@ -383,6 +428,15 @@ class LongJobFunctions(Construct):
             },
         )
         suppress_guard(function, "lambda_inside_vpc_check")
+        suppress_checkov(
+            function,
+            "CKV_AWS_116",
+            "CKV_AWS_117",
+            *(("CKV_AWS_115",) if reserved_concurrency is None else ()),
+            *(("CKV_AWS_173",) if self._key is None else ()),
+        )
+        if self._key is None:
+            suppress_checkov(log_group, "CKV_AWS_158")
         if self._tracing != "off":
             acknowledge(
                 role,
@@ -406,7 +460,42 @@ def staged_functions(catalog: JobCatalog) -> Path:
     from an environment variable: Lambda caps all of a function's variables at 4 KB together, which a
     few JSON Schemas pass, while a file in the asset has no such limit.
     """
-    return staged_package("engine", extra_files={f"engine/{JOB_TYPES_FILE}": catalog.to_json() + "\n"})
+    stage = staged_package("engine", extra_files={f"engine/{JOB_TYPES_FILE}": catalog.to_json() + "\n"})
+    compile_for_lambda(stage)
+    return stage
+
+
+LAMBDA_TASK_ROOT = "/var/task"
+"""Where Lambda puts a function's code: the path the asset's compiled modules name as their source."""
+
+
+def compile_for_lambda(stage: Path) -> None:
+    """Ship `stage`'s modules compiled: Lambda's code folder is read-only, so a module without its `.pyc`
+    is compiled again at every cold start (half a handler's import, `benchmarks.cold_start`). The `.pyc`
+    are unchecked-hash (PEP 552): Python loads them without looking at the source's time or content,
+    which the asset's zip does not keep (CDK normalizes file times). They are compiled by a fresh
+    interpreter, so the same source gives the same bytes and the same asset hash, and only by the
+    runtime's Python version: another would write files the runtime never reads."""
+    if LAMBDA_RUNTIME.name != f"python{sys.version_info.major}.{sys.version_info.minor}":
+        return
+    subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "compileall",
+            "-q",
+            "-o",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "-d",
+            LAMBDA_TASK_ROOT,
+            str(stage),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def _allow(*actions: str, on: list[str]) -> iam.PolicyStatement:

@@ -7,11 +7,13 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -20,7 +22,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
-from longjobs.construct.compliance import log_group_rules, suppress_guard
+from longjobs.construct.compliance import log_group_rules, suppress_checkov, suppress_guard
 from longjobs.construct.config import InfraSettings
 from longjobs.construct.constants import (
     ABORT_UPLOADS_AFTER,
@@ -34,7 +36,7 @@ from longjobs.construct.constants import (
     SUMMARY_PREFIX,
     TEMP_EXPIRATION,
 )
-from longjobs.construct.keys import service_key
+from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, service_key
 from longjobs.construct.nag import acknowledge, rendered
 from longjobs.construct.workflow import build_workflow, glue_pyspark_step, state_prefix, summary_objects_arn
 from longjobs.engine.jobs import JobCatalog, JobType
@@ -43,22 +45,33 @@ from longjobs.engine.jobs import JobCatalog, JobType
 class DataBuckets(Construct):
     """Raw input, curated output, quarantine and the Glue job's own files, plus their access logs.
 
-    Every bucket: SSE-S3, public access blocked, TLS only, server access logs, incomplete uploads
-    aborted. Raw and curated are versioned, so an object overwritten (a producer writing a partition
-    again, a job overwriting its output) can be recovered; old versions expire after
-    `NONCURRENT_EXPIRATION`. The quarantine's objects expire (they are for inspection, not for keeping).
-    The Glue bucket holds the jobs' temporary files and the run summaries the workflow reads back, both
-    short-lived. (The jobs' scripts and the `pipeline` zip are CDK assets, uploaded by `cdk deploy`
-    to the bootstrap bucket and versioned by content hash.) Data buckets are retained when the
-    stack is deleted.
+    Every bucket: SSE-S3 (or SSE-KMS with `key`, the `kms_key` setting, and S3 Bucket Keys, so S3 asks
+    KMS for a data key per bucket rather than per object), public access blocked, TLS only, server
+    access logs, incomplete uploads aborted, versioning. An object of raw or curated overwritten (a
+    producer writing a partition again, a job overwriting its output) can be recovered until its old
+    version expires after `NONCURRENT_EXPIRATION`; the temporary data's old versions go with the data.
+    The quarantine's objects expire (they are for inspection, not for keeping). The Glue bucket holds
+    the jobs' temporary files and the run summaries the workflow reads back, both short-lived. (The
+    jobs' scripts and the `pipeline` zip are CDK assets, uploaded by `cdk deploy` to the bootstrap
+    bucket and versioned by content hash.) Data buckets are retained when the stack is deleted.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, quarantine_expiration: cdk.Duration) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        quarantine_expiration: cdk.Duration,
+        key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
+        self._key = key
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,  # S3 server access logging accepts only SSE-S3
+            # S3 server access logging delivers to SSE-S3 buckets and to customer-managed keys (CDK then
+            # lets the logging service encrypt with the key), not to SSE-KMS with S3's AWS-managed key.
+            **self._encryption(),
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
@@ -73,13 +86,8 @@ class DataBuckets(Construct):
             ],
         )
         acknowledge(self.access_logs, "AwsSolutions-S1", "The access-log bucket itself: logging it would loop.")
-        suppress_guard(
-            self.access_logs,
-            "s3_bucket_logging_enabled_check",
-            "s3_bucket_default_encryption_kms_check",
-            "s3_bucket_object_lock_enabled_check",
-            "s3_event_notifications_enabled_check",
-        )
+        suppress_guard(self.access_logs, "s3_bucket_logging_enabled_check", *self._guard_rules())
+        suppress_checkov(self.access_logs, "CKV_AWS_18")
         self.raw = self._bucket("Raw", NONCURRENT_EXPIRATION)
         self.curated = self._bucket("Curated", NONCURRENT_EXPIRATION)
         # Temporary data: its old versions go as soon as the data itself would.
@@ -99,7 +107,7 @@ class DataBuckets(Construct):
         bucket = s3.Bucket(
             self,
             name,
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            **self._encryption(),
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
@@ -109,13 +117,22 @@ class DataBuckets(Construct):
             versioned=True,
             lifecycle_rules=[s3.LifecycleRule(abort_incomplete_multipart_upload_after=ABORT_UPLOADS_AFTER), *rules],
         )
-        suppress_guard(
-            bucket,
-            "s3_bucket_default_encryption_kms_check",
+        suppress_guard(bucket, *self._guard_rules())
+        return bucket
+
+    def _encryption(self) -> dict[str, Any]:
+        """SSE-S3, or the customer-managed key with S3 Bucket Keys."""
+        if self._key is None:
+            return {"encryption": s3.BucketEncryption.S3_MANAGED}
+        return {"encryption": s3.BucketEncryption.KMS, "encryption_key": self._key, "bucket_key_enabled": True}
+
+    def _guard_rules(self) -> tuple[str, ...]:
+        """The Control Tower rules every bucket is exempt from (the KMS rule only without the customer key)."""
+        return (
+            *(("s3_bucket_default_encryption_kms_check",) if self._key is None else ()),
             "s3_bucket_object_lock_enabled_check",
             "s3_event_notifications_enabled_check",
         )
-        return bucket
 
 
 class JobWorkflow(Construct):
@@ -126,8 +143,10 @@ class JobWorkflow(Construct):
     Python files.
     The jobs share one role: it reads raw input, writes curated and quarantine output (a partition
     overwrite deletes what it replaces) and the run summaries, and nothing else. A security
-    configuration encrypts their CloudWatch logs and job bookmarks with a customer key. The state
-    machine has a branch per job type, logs every event and is traced with X-Ray.
+    configuration encrypts their CloudWatch logs and job bookmarks with a customer key: their own, or
+    `key` (the `kms_key` setting), which then also encrypts what they write to S3, the buckets, the state
+    machine's executions and its log group (named under `log_group_prefix`, which the key policy names).
+    The state machine has a branch per job type, logs every event and is traced with X-Ray.
     """
 
     def __init__(
@@ -141,10 +160,13 @@ class JobWorkflow(Construct):
         queue: sqs.IQueue,
         log_retention: logs.RetentionDays,
         waiting_queues: Sequence[sqs.IQueue] = (),
+        key: kms.IKey | None = None,
+        log_group_prefix: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._key = key
         self.buckets = DataBuckets(
-            self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days)
+            self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days), key=key
         )
         pyspark = catalog.of_runner("pyspark")
         self.glue_jobs: dict[str, glue.PySparkEtlJob] = {}
@@ -169,9 +191,16 @@ class JobWorkflow(Construct):
             job_types=list(catalog),
         )
         state_machine_logs = logs.LogGroup(
-            self, "StateMachineLogs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
+            self,
+            "StateMachineLogs",
+            retention=log_retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            encryption_key=key,
+            log_group_name=f"{log_group_prefix}/state-machine" if log_group_prefix else None,
         )
-        suppress_guard(state_machine_logs, *log_group_rules(settings.log_retention_days))
+        suppress_guard(state_machine_logs, *log_group_rules(settings.log_retention_days, customer_key=key is not None))
+        if key is None:
+            suppress_checkov(state_machine_logs, "CKV_AWS_158")
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -184,7 +213,11 @@ class JobWorkflow(Construct):
                 level=sfn.LogLevel.ALL,
                 include_execution_data=False,  # receipt handles and job parameters stay out of the logs
             ),
+            encryption_configuration=None if key is None else sfn.CustomerManagedEncryptionConfiguration(key),
         )
+        if key is not None:
+            # Its lease reads and writes (DynamoDB) and the run summaries it reads (S3) use the key too.
+            self.state_machine.add_to_role_policy(key_user_statement(key))
         acknowledge(
             self.state_machine,
             "AwsSolutions-IAM5",
@@ -207,6 +240,7 @@ class JobWorkflow(Construct):
                 "Each execution reads the summary its own Glue run wrote, named after the execution.",
                 findings=("Resource::" + rendered(self, summary_objects_arn(self, self.buckets.glue.bucket_name)),),
             )
+            suppress_checkov(self.state_machine.role.node.find_child("DefaultPolicy"), "CKV_AWS_108")
         for job_type in catalog.of_runner("state_machine"):
             self._acknowledge_nested(job_type)
 
@@ -245,29 +279,19 @@ class JobWorkflow(Construct):
         """What every Glue job shares: its role, key and security configuration, and the `pipeline` zip."""
         buckets = self.buckets
         stack = cdk.Stack.of(self)
-        # Glue names the job's log groups itself, all under /aws-glue/.
-        glue_logs = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name="/aws-glue/*",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        key = service_key(self, "GlueKey", description="Glue job logs and bookmarks of the long-jobs pipeline")
-        # CloudWatch Logs encrypts the job's log groups with this key (Glue associates it).
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal(f"logs.{cdk.Aws.REGION}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],  # in a key policy, "*" is this key
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": glue_logs}},
-            )
-        )
+        glue_logs = log_group_arn(self, GLUE_LOG_GROUPS)
+        key = self._key
+        if key is None:
+            key = service_key(self, "GlueKey", description="Glue job logs and bookmarks of the long-jobs pipeline")
+            # CloudWatch Logs encrypts the job's log groups with this key (Glue associates it). The processor's
+            # key says the same in the statement that names its own log groups.
+            allow_log_groups(key, glue_logs)
         security = glue.SecurityConfiguration(
             self,
             "GlueSecurity",
             cloud_watch_encryption=glue.CloudWatchEncryption.kms(key),
             job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(key),
-            s3_encryption=glue.S3Encryption.s3_managed(),
+            s3_encryption=glue.S3Encryption.s3_managed() if self._key is None else glue.S3Encryption.kms(key),
         )
         role = iam.Role(
             self,
@@ -375,6 +399,10 @@ class JobWorkflow(Construct):
             },
             description=(job_type.description or f"The {job_type.name} job type")[:2048],
         )
+
+
+GLUE_LOG_GROUPS = "/aws-glue/*"
+"""Glue names the jobs' log groups itself, all under /aws-glue/."""
 
 
 def staged_entry(job_type: JobType) -> Path:

@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_glue as glue
-from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -18,7 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, QUEUE_RETENTION, SERVICE_NAME
-from longjobs.construct.keys import service_key
+from longjobs.construct.keys import allow_alarms, service_key
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
 PERIOD = cdk.Duration.minutes(5)
@@ -91,8 +91,8 @@ class Monitoring(Construct):
     """A dashboard for the whole path (queue, leases, renewals, executions, Glue, functions) and
     alarms on what needs a person: a message in the DLQ, a message far older than a job runs,
     extender errors or an extender that stopped running, lapses, lost or capped leases, and failed
-    executions. Alarms notify an SNS topic encrypted with its own key; `alarm_email` subscribes an
-    address to it."""
+    executions. Alarms notify an SNS topic encrypted with its own key, or with `key` (the `kms_key`
+    setting) when given; `alarm_email` subscribes an address to it."""
 
     def __init__(
         self,
@@ -103,17 +103,13 @@ class Monitoring(Construct):
         watched: Watched,
         oldest_message_threshold: cdk.Duration,
         alarm_email: str | None,
+        key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         w = watched
-        key = service_key(self, "TopicKey", description="Long-jobs alarm topic")
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy, "*" is this key
-            )
-        )
+        if key is None:
+            key = service_key(self, "TopicKey", description="Long-jobs alarm topic")
+        allow_alarms(key)
         self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True, display_name="Long jobs alarms")
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))

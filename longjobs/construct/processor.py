@@ -42,21 +42,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
-from longjobs.construct.compliance import suppress_guard
+from longjobs.construct.compliance import suppress_checkov, suppress_guard
 from longjobs.construct.config import InfraSettings, StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
 from longjobs.construct.functions import LongJobFunctions, Resources
-from longjobs.construct.job_workflow import DataBuckets, JobWorkflow
+from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
+from longjobs.construct.keys import allow_log_groups, log_group_arn, processor_key
 from longjobs.construct.lease_table import LeaseTable
 from longjobs.construct.monitoring import Monitoring, Watched
 from longjobs.construct.nag import NagValidation, acknowledge, rendered
@@ -110,6 +114,9 @@ class LongJobProcessor(Construct):
         )
         check_admission(config, self.catalog)
         retention = LOG_RETENTION[settings.log_retention_days]
+        # The `kms_key` setting: one customer-managed key for everything that stores data (none by default).
+        self.key = key = processor_key(self, "Key", settings.kms_key)
+        log_group_prefix = self.log_group_prefix if key is not None else None
 
         queues = JobQueues(
             self,
@@ -118,8 +125,9 @@ class LongJobProcessor(Construct):
             max_receive_count=config.engine.redrive_max_receives(QUEUE_RETENTION.to_seconds()),
             limited_types=[t.name for t in self.catalog.limited()],
             fifo=config.engine.fifo,
+            key=key,
         )
-        leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection)
+        leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection, key=key)
         workflow = JobWorkflow(
             self,
             "Workflow",
@@ -129,6 +137,8 @@ class LongJobProcessor(Construct):
             queue=queues.queue,
             log_retention=retention,
             waiting_queues=list(queues.waiting.values()),
+            key=key,
+            log_group_prefix=log_group_prefix,
         )
         buckets = workflow.buckets
         self.functions = LongJobFunctions(
@@ -145,8 +155,17 @@ class LongJobProcessor(Construct):
                 curated_uri=buckets.curated.s3_url_for_object(""),
                 quarantine_uri=buckets.quarantine.s3_url_for_object(""),
                 raw_uri=buckets.raw.s3_url_for_object(""),
+                key=key,
+                log_group_prefix=log_group_prefix,
             ),
         )
+        if key is not None and log_group_prefix is not None:
+            # CloudWatch Logs may use the key for the processor's log groups and the Glue jobs' only.
+            allow_log_groups(
+                key,
+                log_group_arn(self, f"{log_group_prefix}/*"),
+                *([log_group_arn(self, GLUE_LOG_GROUPS)] if workflow.glue_jobs else []),
+            )
         if settings.s3_notifications:
             self._notify_jobs_queue(buckets.raw, queues.queue)
         longest_run = max(
@@ -170,6 +189,7 @@ class LongJobProcessor(Construct):
             ),
             oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_s or longest_run * 60 + 3_600),
             alarm_email=settings.alarm_email,
+            key=key,
         )
         if nag:
             self.node.add_validation(NagValidation(self))
@@ -183,6 +203,12 @@ class LongJobProcessor(Construct):
         self.dashboard = self.monitoring.dashboard
         self.alarm_topic = self.monitoring.topic
 
+    @property
+    def log_group_prefix(self) -> str:
+        """Where the processor's log groups are named with the `kms_key` setting (`<prefix>/receiver`, ...):
+        unique to this processor in its account and region, so the key policy can name them, and them only."""
+        return f"/longjobs/{cdk.Stack.of(self).stack_name}/{cdk.Names.unique_id(self)}"
+
     def _notify_jobs_queue(self, raw: s3.Bucket, queue: sqs.IQueue) -> None:
         """The raw bucket's created objects that may be a trigger's completion marker become messages (the
         receiver parses S3 notifications, and acknowledges any object that is no marker). One filter per
@@ -194,7 +220,7 @@ class LongJobProcessor(Construct):
             prefix = next(iter(prefixes)) if len(prefixes) == 1 else ""
             raw.add_event_notification(
                 s3.EventType.OBJECT_CREATED,
-                s3n.SqsDestination(queue),
+                s3n.SqsDestination(queue) if self.key is None else KeyEncryptedQueueDestination(queue, self.key),
                 s3.NotificationKeyFilter(prefix=prefix or None, suffix=marker),
             )
         # CDK configures bucket notifications through its own stack-wide function (a singleton).
@@ -202,6 +228,7 @@ class LongJobProcessor(Construct):
         if handler is None:
             raise RuntimeError(f"CDK's bucket-notifications handler is no longer {NOTIFICATIONS_HANDLER_ID!r}")
         suppress_guard(handler, "lambda_inside_vpc_check")
+        suppress_checkov(handler, "CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
         basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
         acknowledge(
             handler,
@@ -215,4 +242,36 @@ class LongJobProcessor(Construct):
             "CDK's own bucket-notifications custom resource grants s3:PutBucketNotification on '*'; it only "
             "configures the processor's raw bucket.",
             findings=("Resource::*",),
+        )
+
+
+@jsii.implements(s3.IBucketNotificationDestination)
+class KeyEncryptedQueueDestination:
+    """S3 notifications to a queue encrypted with the processor's key, as CDK's `SqsDestination` sets them up
+    (the queue policy lets S3 send for this bucket only; the key policy lets S3 make and read data keys)
+    but without CDK's second, bucket-conditioned key grant: naming the raw bucket in the key policy would
+    close a loop (key -> raw bucket -> its access-log bucket -> key) that CloudFormation refuses."""
+
+    def __init__(self, queue: sqs.IQueue, key: kms.IKey) -> None:
+        self._queue = queue
+        self._key = key
+
+    def bind(self, scope: Construct, bucket: s3_refs.IBucketRef) -> s3.BucketNotificationDestinationConfig:
+        self._queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+                actions=["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                resources=[self._queue.queue_arn],
+                conditions={"ArnLike": {"aws:SourceArn": bucket.bucket_ref.bucket_arn}},
+            )
+        )
+        self._key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
+        return s3.BucketNotificationDestinationConfig(
+            arn=self._queue.queue_arn, type=s3.BucketNotificationDestinationType.QUEUE, dependencies=[self._queue]
         )

@@ -6,20 +6,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from longjobs.construct.compliance import suppress_checkov
 from longjobs.construct.constants import DLQ_RETENTION, QUEUE_RETENTION
 
 
 class JobQueues(Construct):
     """Two queues with SQS-managed encryption and a policy that refuses requests without TLS.
 
-    SSE-SQS rather than a KMS key: S3 event notifications can then be delivered without a key policy,
-    and no function needs KMS permissions. The DLQ keeps messages 14 days (SQS's maximum), longer than
-    the jobs queue, and takes a message after `max_receive_count` receives: a backstop far above what
-    the processor's own accounting uses (it sends a message to the DLQ itself after `max_attempts`
-    failed attempts; `Settings.redrive_max_receives`).
+    SSE-SQS by default rather than a KMS key: S3 event notifications can then be delivered without a key
+    policy, and no function needs KMS permissions. With `key` (the `kms_key` setting), every queue is
+    encrypted with that customer-managed key instead (`queue_encryption`). The DLQ keeps messages 14
+    days (SQS's maximum), as long as the jobs queue, and takes a message after `max_receive_count`
+    receives: a backstop far above what the processor's own accounting uses (it sends a message to the
+    DLQ itself after `max_attempts` failed attempts; `Settings.redrive_max_receives`).
 
     Each type of `limited_types` gets a waiting queue (`WaitingQueue<n>`, in the order given), where
     admission parks the work that cannot run within its horizon; the same encryption, retention and
@@ -40,13 +43,15 @@ class JobQueues(Construct):
         max_receive_count: int,
         limited_types: Sequence[str] = (),
         fifo: bool = False,
+        key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         fifo_props = fifo_queue_props() if fifo else {}
+        encryption = queue_encryption(key)
         self.dlq = sqs.Queue(
             self,
             "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            **encryption,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
             # Explicit (SQS's default): every queue of the stack may use it, and a redrive may start from it.
@@ -56,7 +61,7 @@ class JobQueues(Construct):
         self.queue = sqs.Queue(
             self,
             "JobsQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            **encryption,
             enforce_ssl=True,
             visibility_timeout=visibility_timeout,
             retention_period=QUEUE_RETENTION,
@@ -67,7 +72,7 @@ class JobQueues(Construct):
             name: sqs.Queue(
                 self,
                 f"WaitingQueue{index}",
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                **encryption,
                 enforce_ssl=True,
                 visibility_timeout=visibility_timeout,
                 retention_period=QUEUE_RETENTION,
@@ -75,6 +80,15 @@ class JobQueues(Construct):
             )
             for index, name in enumerate(() if fifo else limited_types)
         }
+        if key is None:
+            for queue in (self.dlq, self.queue, *self.waiting.values()):
+                suppress_checkov(queue, "CKV_AWS_27")
+
+
+def queue_encryption(key: kms.IKey | None) -> dict[str, Any]:
+    """A queue's encryption properties: SSE-SQS, or `key` (a customer-managed key) when given."""
+    encryption = sqs.QueueEncryption.SQS_MANAGED if key is None else sqs.QueueEncryption.KMS
+    return {"encryption": encryption, "encryption_master_key": key}
 
 
 def fifo_queue_props() -> dict[str, Any]:

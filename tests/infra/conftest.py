@@ -33,8 +33,12 @@ PROD_CONTEXT = {
     "log_retention_days": "90",
     "quarantine_expiration_days": "10",
     "tracing": "false",
+    "kms_key": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
 }
-"""A second deployment: everything the default leaves off turned on, as `-c key=value` strings."""
+"""A second deployment: everything the default leaves off turned on, as `-c key=value` strings (its
+customer-managed key imported by ARN)."""
+CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true"}
+"""A third: the customer-managed key the processor creates, with the S3 notifications that its policy admits."""
 
 
 @dataclass
@@ -66,6 +70,10 @@ class Synth:
     def of_type(self, type_name: str) -> dict[str, dict[str, Any]]:
         return {key: value for key, value in self.resources.items() if value["Type"] == type_name}
 
+    @property
+    def template_path(self) -> Path:
+        return self.outdir / self.stack.template_file
+
 
 def cdk_json_context() -> dict[str, Any]:
     return dict(json.loads((REPO_ROOT / "cdk.json").read_text())["context"])
@@ -87,3 +95,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 @pytest.fixture(scope="session")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     yield synthesize(tmp_path_factory.mktemp("prod"), PROD_CONTEXT)
+
+
+@pytest.fixture(scope="session")
+def cmk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The stack with the customer-managed key it creates (`kms_key=create`)."""
+    yield synthesize(tmp_path_factory.mktemp("cmk"), CMK_CONTEXT)

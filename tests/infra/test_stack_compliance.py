@@ -16,7 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
 
 import app
-from longjobs.construct.compliance import GUARD_REASONS, suppress_guard
+from longjobs.construct.compliance import GUARD_ENCRYPTION_RULES, GUARD_REASONS, suppress_guard
 from longjobs.construct.nag import acknowledge
 from tests import REPO_ROOT
 from tests.infra.conftest import Synth, cdk_json_context
@@ -70,7 +70,7 @@ def test_nag_acknowledges_only_the_named_findings(tmp_path: Path) -> None:
     assert {violation["ruleName"] for violation in nag_violations(tmp_path)} == {"AwsSolutions-IAM5[Action::s3:Get*]"}
 
 
-@pytest.mark.parametrize("deployment", ["dev", "prod"])
+@pytest.mark.parametrize("deployment", ["dev", "prod", "cmk"])
 def test_cfn_lint_finds_no_errors(deployment: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(deployment)
     template = synth.outdir / synth.stack.template_file
@@ -128,23 +128,26 @@ def test_cdk_app_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
 BUCKETS = ("AccessLogs", "Raw", "Curated", "Quarantine", "Glue")
 LOG_GROUPS = ("Functions/ReceiverLogs", "Functions/ExtenderLogs", "Functions/WatcherLogs", "Workflow/StateMachineLogs")
 FUNCTIONS = ("Functions/Receiver", "Functions/Extender", "Functions/Watcher")
-DEFAULT_SUPPRESSIONS = {
+CUSTOMER_KEY_SUPPRESSIONS = {
     *(("lambda_inside_vpc_check", f"Default/{name}/Resource") for name in FUNCTIONS),
-    *(("cloudwatch_log_group_encrypted_check", f"Default/{name}/Resource") for name in LOG_GROUPS),
-    ("dynamodb_table_encrypted_kms_check", "Default/Leases/Table/Resource"),
     *(
         (rule, f"Default/Workflow/Buckets/{name}/Resource")
-        for rule in (
-            "s3_bucket_default_encryption_kms_check",
-            "s3_bucket_object_lock_enabled_check",
-            "s3_event_notifications_enabled_check",
-        )
+        for rule in ("s3_bucket_object_lock_enabled_check", "s3_event_notifications_enabled_check")
         for name in BUCKETS
     ),
     ("s3_bucket_logging_enabled_check", "Default/Workflow/Buckets/AccessLogs/Resource"),
 }
+"""The Control Tower rules suppressed with the customer-managed key (`kms_key`): no encryption rule."""
+DEFAULT_SUPPRESSIONS = {
+    *CUSTOMER_KEY_SUPPRESSIONS,
+    *(("cloudwatch_log_group_encrypted_check", f"Default/{name}/Resource") for name in LOG_GROUPS),
+    ("dynamodb_table_encrypted_kms_check", "Default/Leases/Table/Resource"),
+    *(("s3_bucket_default_encryption_kms_check", f"Default/Workflow/Buckets/{name}/Resource") for name in BUCKETS),
+}
 """The Control Tower rules suppressed in the default stack, each on its resource (docs/deploy.md lists them
 with their reasons, `longjobs.construct.compliance.GUARD_REASONS`)."""
+NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834/Resource"
+"""CDK's bucket-notifications function (with `s3_notifications`), at the stack's root."""
 
 
 def guard_suppressions(synth: Synth) -> set[tuple[str, str]]:
@@ -156,23 +159,31 @@ def guard_suppressions(synth: Synth) -> set[tuple[str, str]]:
     }
 
 
-def test_control_tower_rules_pass_with_exactly_the_listed_suppressions(dev: Synth, prod: Synth) -> None:
+def test_control_tower_rules_pass_with_exactly_the_listed_suppressions(dev: Synth, prod: Synth, cmk: Synth) -> None:
     """cdk synth runs AWS Control Tower's proactive controls (cfn-guard, `ControlTowerChecks`) beside
     cdk-nag: the fixtures' synth raises on any finding left, and the reports hold none. A new finding
     fails here; so does a suppression not in these lists."""
-    assert nag_violations(dev.outdir) == [] and nag_violations(prod.outdir) == []
+    for synth in (dev, prod, cmk):
+        assert nag_violations(synth.outdir) == []
     assert guard_suppressions(dev) == DEFAULT_SUPPRESSIONS
     prod_only = {
         *(("cloudwatch_log_group_retention_period_check", f"Default/{name}/Resource") for name in LOG_GROUPS),
         ("step_functions_state_machine_tracing_enabled_check", "Default/Workflow/StateMachine/Resource"),
     }
-    handler = {(rule, path) for rule, path in guard_suppressions(prod) if path.startswith("BucketNotificationsHandler")}
-    assert handler == {("lambda_inside_vpc_check", path) for _, path in handler} and len(handler) == 1
-    assert guard_suppressions(prod) == DEFAULT_SUPPRESSIONS | prod_only | handler, (
-        "prod chose log_retention_days=90 and tracing=false; s3_notifications adds CDK's notifications function"
+    handler = {("lambda_inside_vpc_check", NOTIFICATIONS_HANDLER)}
+    assert guard_suppressions(prod) == CUSTOMER_KEY_SUPPRESSIONS | prod_only | handler, (
+        "prod imports its key, chose log_retention_days=90 and tracing=false; s3_notifications adds CDK's "
+        "notifications function"
     )
-    for rule, _ in guard_suppressions(prod):
+    assert guard_suppressions(cmk) == CUSTOMER_KEY_SUPPRESSIONS | handler
+    for rule, _ in guard_suppressions(dev) | guard_suppressions(prod):
         assert GUARD_REASONS[rule], rule
+
+
+def test_customer_managed_key_variants_suppress_no_control_tower_encryption_rule(prod: Synth, cmk: Synth) -> None:
+    """With `kms_key` (created, or imported in prod) every encryption rule passes on its own merits."""
+    for synth in (prod, cmk):
+        assert {rule for rule, _ in guard_suppressions(synth)} & GUARD_ENCRYPTION_RULES == set()
 
 
 def test_control_tower_suppression_needs_a_recorded_reason() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib.util import cache_from_source
 from pathlib import Path
 from typing import Any
 
@@ -185,8 +186,11 @@ def test_functions_asset_holds_the_engine_package_only(dev: Synth) -> None:
     staged = dev.outdir / f"asset.{asset_hash}"
     files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
     assert "longjobs/engine/receiver/handler.py" in files and "longjobs/engine/settings.py" in files
-    python = files - {"longjobs/__init__.py", "longjobs/engine/job_types.json"}
-    assert all(name.startswith("longjobs/engine/") and name.endswith(".py") for name in python), sorted(files)
+    sources = {name for name in files if name.endswith(".py")}
+    compiled = {name for name in files if name.endswith(".pyc")}
+    assert files - sources - compiled == {"longjobs/engine/job_types.json"}, sorted(files)
+    assert all(name == "longjobs/__init__.py" or name.startswith("longjobs/engine/") for name in sources)
+    assert compiled == {cache_from_source(name) for name in sources}  # each module compiled (compile_for_lambda)
 
 
 def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> None:
@@ -294,7 +298,8 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     expected = {(f"sqs:{action}", names["queue"]) for action in queue_actions}
     expected |= {("sqs:GetQueueUrl", names["queue"])}  # part of the event source mapping's grant
     expected |= {("sqs:SendMessage", names["dlq"])}
-    expected |= {(f"dynamodb:{a}", names["table"]) for a in ("GetItem", "PutItem", "UpdateItem")}
+    # ConditionCheckItem: an attempt taking its holds again checks its lease in the transaction
+    expected |= {(f"dynamodb:{a}", names["table"]) for a in ("GetItem", "PutItem", "UpdateItem", "ConditionCheckItem")}
     expected |= {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
     # admission (the pyspark types are limited): park in the waiting queues, read the slots and the line
     expected |= {
@@ -325,7 +330,9 @@ def admission_grants(dev: Synth, names: dict[str, str]) -> set[tuple[str, str]]:
         for w in waiting_queues(dev)
     }
     grants |= {("sqs:SendMessage", names["dlq"]), ("dynamodb:Query", table + "/index/waiting")}
-    grants |= {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "BatchGetItem")}
+    grants |= {
+        (f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "BatchGetItem", "ConditionCheckItem")
+    }
     return grants | {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
 
 

@@ -1,0 +1,184 @@
+"""The `kms_key` setting: one customer-managed key for everything the processor stores.
+
+Three deployments: `dev` (unset: each service's own encryption, as a fresh account needs), `cmk` (the
+processor creates the key, with its key policy) and `prod` (a key imported by ARN, whose policy stays its
+owner's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from longjobs.construct.config import ConfigError, load_config
+from longjobs.construct.keys import KEY_USER_ACTIONS, LOGS_KEY_ACTIONS
+from tests.infra.conftest import PROD_CONTEXT, Synth
+
+IMPORTED_KEY = PROD_CONTEXT["kms_key"]
+LOG_PREFIX = "/longjobs/LongJobs-dev/LongJobsdev"
+"""The created-key stack's log-group prefix: the stack's name and the processor's unique id."""
+
+
+def key_reference(synth: Synth) -> Any:
+    """How the template names the processor's key: the created key's ARN, or the imported ARN."""
+    if synth.stack.processor.config.infra.kms_key == "create":
+        [logical_id] = synth.of_type("AWS::KMS::Key")
+        return {"Fn::GetAtt": [logical_id, "Arn"]}
+    return IMPORTED_KEY
+
+
+@pytest.mark.parametrize("value", ["create", IMPORTED_KEY, "arn:aws:kms:eu-west-1:111122223333:key/mrk-" + "0" * 32])
+def test_kms_key_is_create_or_a_key_arn(value: str) -> None:
+    assert load_config({"kms_key": value}).infra.kms_key == value
+
+
+@pytest.mark.parametrize("value", ["alias/long-jobs", "arn:aws:kms:us-east-1:111122223333:alias/long-jobs", "yes"])
+def test_kms_key_refuses_an_alias_or_anything_else_naming_the_key(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"kms_key=.*must be 'create' or a KMS key ARN"):
+        load_config({"kms_key": value})
+
+
+def test_default_stack_keeps_each_services_own_encryption(dev: Synth) -> None:
+    """Unset, nothing needs a key policy: deployable in a fresh account as before."""
+    assert len(dev.of_type("AWS::KMS::Key")) == 2, "only the Glue key and the alarm topic's key, as before"
+    for queue in dev.of_type("AWS::SQS::Queue").values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True and "KmsMasterKeyId" not in queue["Properties"]
+    [table] = dev.of_type("AWS::DynamoDB::Table").values()
+    assert "SSESpecification" not in table["Properties"]
+    for log_group in dev.of_type("AWS::Logs::LogGroup").values():
+        assert "KmsKeyId" not in log_group["Properties"] and "LogGroupName" not in log_group["Properties"]
+    for function in dev.of_type("AWS::Lambda::Function").values():
+        assert "KmsKeyArn" not in function["Properties"]
+    [machine] = dev.of_type("AWS::StepFunctions::StateMachine").values()
+    assert "EncryptionConfiguration" not in machine["Properties"]
+
+
+@pytest.mark.parametrize("deployment", ["cmk", "prod"])
+def test_customer_managed_key_encrypts_every_store(deployment: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(deployment)
+    key = key_reference(synth)
+    queues = synth.of_type("AWS::SQS::Queue")
+    assert len(queues) == 5, "jobs, DLQ, two waiting queues and the watcher's failures"
+    for queue in queues.values():
+        assert queue["Properties"]["KmsMasterKeyId"] == key and "SqsManagedSseEnabled" not in queue["Properties"]
+    [table] = synth.of_type("AWS::DynamoDB::Table").values()
+    assert table["Properties"]["SSESpecification"] == {"KMSMasterKeyId": key, "SSEEnabled": True, "SSEType": "KMS"}
+    log_groups = synth.of_type("AWS::Logs::LogGroup")
+    assert len(log_groups) == 4
+    for log_group in log_groups.values():
+        assert log_group["Properties"]["KmsKeyId"] == key
+    buckets = synth.of_type("AWS::S3::Bucket")
+    assert len(buckets) == 5
+    for bucket in buckets.values():
+        by_default = {"KMSMasterKeyID": key, "SSEAlgorithm": "aws:kms"}
+        assert bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+            {"BucketKeyEnabled": True, "ServerSideEncryptionByDefault": by_default}
+        ], "the access-log bucket too: S3 server access logging delivers to a customer-managed key"
+    [machine] = synth.of_type("AWS::StepFunctions::StateMachine").values()
+    assert machine["Properties"]["EncryptionConfiguration"] == {
+        "KmsDataKeyReusePeriodSeconds": 300,
+        "KmsKeyId": key,
+        "Type": "CUSTOMER_MANAGED_KMS_KEY",
+    }
+    [security] = synth.of_type("AWS::Glue::SecurityConfiguration").values()
+    assert security["Properties"]["EncryptionConfiguration"] == {
+        "CloudWatchEncryption": {"CloudWatchEncryptionMode": "SSE-KMS", "KmsKeyArn": key},
+        "JobBookmarksEncryption": {"JobBookmarksEncryptionMode": "CSE-KMS", "KmsKeyArn": key},
+        "S3Encryptions": [{"KmsKeyArn": key, "S3EncryptionMode": "SSE-KMS"}],
+    }
+    functions = synth.part("Functions")
+    for function in (functions.receiver, functions.extender, functions.watcher):
+        assert synth.resource(function)["Properties"]["KmsKeyArn"] == key, "the environment too"
+    [topic] = synth.of_type("AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"] == key
+
+
+def test_created_key_is_the_only_key_rotated_and_kept(cmk: Synth) -> None:
+    [key] = cmk.of_type("AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain", "data encrypted with it outlives the stack (the buckets are retained)"
+
+
+def test_imported_key_is_used_as_given_and_no_key_is_created(prod: Synth) -> None:
+    assert prod.of_type("AWS::KMS::Key") == {}
+
+
+def _principal(statement: dict[str, Any]) -> str:
+    principal = statement["Principal"]
+    value = principal.get("Service") or principal.get("AWS")
+    if isinstance(value, dict):  # logs.<region>.amazonaws.com, or the account's root
+        return "logs.<region>" if "logs." in str(value) else "account root"
+    return str(value)
+
+
+def _actions(statement: dict[str, Any]) -> tuple[str, ...]:
+    actions = statement["Action"]
+    return tuple(sorted([actions] if isinstance(actions, str) else actions))
+
+
+def test_created_key_policy_lets_each_service_do_only_what_it_needs(cmk: Synth) -> None:
+    [key] = cmk.of_type("AWS::KMS::Key").values()
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    summary = {
+        (statement["Effect"], _principal(statement), _actions(statement), tuple(sorted(statement.get("Condition", {}))))
+        for statement in statements
+    }
+    assert summary == {
+        # CDK's default: the account manages the key, and its roles use it through IAM policies.
+        ("Allow", "account root", ("kms:*",), ()),
+        # CT.KMS.PR.3: grants only for AWS resources (DynamoDB, Lambda, Glue create theirs).
+        ("Deny", "*", ("kms:CreateGrant",), ("BoolIfExists",)),
+        # CloudWatch Logs, for the processor's log groups and the Glue jobs' only (next test).
+        ("Allow", "logs.<region>", tuple(sorted(LOGS_KEY_ACTIONS)), ("ArnLike",)),
+        # CloudWatch alarms publish to the encrypted topic.
+        ("Allow", "cloudwatch.amazonaws.com", ("kms:Decrypt", "kms:GenerateDataKey*"), ()),
+        # S3 notifications of the raw bucket to the encrypted jobs queue (s3_notifications).
+        ("Allow", "s3.amazonaws.com", ("kms:Decrypt", "kms:GenerateDataKey"), ()),
+        # CDK's grant when the access-log bucket is encrypted with the key: S3's log delivery writes there.
+        (
+            "Allow",
+            "logging.s3.amazonaws.com",
+            ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"),
+            (),
+        ),
+        # CDK's grant for the state machine's log delivery, when the execution data is encrypted.
+        ("Allow", "delivery.logs.amazonaws.com", ("kms:Decrypt*",), ()),
+    }
+    assert len(statements) == len(summary)
+    [deny] = [statement for statement in statements if statement["Effect"] == "Deny"]
+    assert deny["Condition"] == {
+        "BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}
+    }
+
+
+def test_created_key_lets_cloudwatch_logs_encrypt_the_processors_log_groups_only(cmk: Synth) -> None:
+    names = sorted(group["Properties"]["LogGroupName"] for group in cmk.of_type("AWS::Logs::LogGroup").values())
+    assert names == [f"{LOG_PREFIX}/{name}" for name in ("extender", "receiver", "state-machine", "watcher")]
+    [key] = cmk.of_type("AWS::KMS::Key").values()
+    [logs] = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if _principal(s) == "logs.<region>"]
+    patterns = [
+        "".join(part if isinstance(part, str) else "<" + part["Ref"] + ">" for part in arn["Fn::Join"][1])
+        for arn in logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+    ]
+    account_logs = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+    assert patterns == [f"{account_logs}{LOG_PREFIX}/*", f"{account_logs}/aws-glue/*"]
+
+
+@pytest.mark.parametrize("deployment", ["cmk", "prod"])
+def test_roles_may_use_the_key_on_that_key_only(deployment: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(deployment)
+    key = key_reference(synth)
+    functions = synth.part("Functions")
+    roles = [functions.receiver.role, functions.extender.role, functions.watcher.role]
+    roles.append(synth.part("Workflow").state_machine.role)
+    for role in map(synth.logical_id, roles):
+        [policy] = [p for p in synth.of_type("AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
+        on_key = {
+            action
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Resource"] == key
+            for action in _actions(statement)
+        }
+        assert set(KEY_USER_ACTIONS) <= on_key, role
+        assert all(action.startswith("kms:") for action in on_key), "nothing but KMS on the key"
