@@ -41,14 +41,15 @@ SEEDS: tuple[tuple[str, int], ...] = (
     ("standard", 9),
     ("fifo", 9),  # the extender stops an execution whose lease can no longer be held (also fifo 22)
     ("fifo", 22),
-    ("admission", 23),  # the extender's attempt takes its holds again (a ConditionCheck): the only cheap seed
+    ("admission", 23),
     ("admission", 38),  # unparking deletes from a waiting queue, dead-letters; the receiver admits in place
     ("admission", 28),  # unparking, dead-lettering (also 10)
     ("admission", 10),
     ("mixed", 0),
 )
-"""(profile, seed): every profile, and at least two seeds for each call but one (`admission` 23), chosen by
-a survey of 40 seeds per profile for the cheapest (about 3 s together). A change of the engine may move
+"""(profile, seed): every profile, and at least two seeds for each call, chosen by a survey of 40 seeds per
+profile for the cheapest (about 3 s together); the admission passes' ConditionCheck is explained, not
+reached (`ADMISSION_CONDITION_CHECK`). A change of the engine may move
 what a seed reaches: a grant then reported unused is reached again by another seed (survey with
 `python -m offline sim --seed N --profile P --trace t.jsonl`), never by listing a call the code makes."""
 
@@ -152,10 +153,11 @@ RECONCILE_COMPLETE = (
     "reconciliation completes a SUCCEEDED execution whose workflow did not settle its message: it deletes "
     "the message (`settle.complete`, tests/functional/test_reconcile.py); not reached by the seeds"
 )
-WATCHER_ADMISSION_CONDITION_CHECK = (
-    "the watcher's admission pass is the extender's code (`admission.admit.admit_all`), whose attempt may "
-    "take its holds again in a transaction with a ConditionCheck on its lease (`LeaseStore.unchanged_request`): "
-    "the seeds reach it through the extender and the receiver"
+ADMISSION_CONDITION_CHECK = (
+    "an admission pass (`admission.admit.admit_all`, the extender's and the watcher's) handles an unparked "
+    "message as the receiver does (`receive`), whose resumed attempt takes its holds again in a transaction "
+    "with a ConditionCheck on its lease (`LeaseStore.unchanged_request`): the seeds reach it through the "
+    "receiver, and through the admission passes only on some seeds"
 )
 DESTINATION = (
     "the watcher's on-failure destination: Lambda sends a failed event's record with the function's role "
@@ -206,7 +208,8 @@ EXPLAINED_GRANTS: tuple[ExplainedGrant, ...] = (
     *_explain("extender", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("watcher", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("extender", "jobs queue", RECONCILE_COMPLETE, "sqs:DeleteMessage"),
-    *_explain("watcher", "lease table", WATCHER_ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
+    *_explain("extender", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
+    *_explain("watcher", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
     *_explain(
         "watcher", "watcher failures queue", DESTINATION, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"
     ),

@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from longjobs.engine.lease.lock import Locks
+from longjobs.engine.receiver import attempt
 from longjobs.engine.receiver import types as receiver_types
+from longjobs.engine.receiver.decision import LockState
 from longjobs.sim.campaign import campaign
 
 
 def _no_job_lock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every take of a job lock (or a slot) succeeds whoever holds it: two messages of one job id run."""
+    """The job lock is ignored: read as free, and taken whoever holds it. Two messages of one job id run."""
     take_request = Locks.take_request
 
     def unconditional(self: Locks, key: str, **kwargs: Any) -> dict[str, Any]:
@@ -26,6 +28,7 @@ def _no_job_lock(monkeypatch: pytest.MonkeyPatch) -> None:
         return {"TableName": request["TableName"], "Item": request["Item"]}
 
     monkeypatch.setattr(Locks, "take_request", unconditional)
+    monkeypatch.setattr(attempt, "read_job_lock", lambda *args, **kwargs: (LockState.FREE, None))
 
 
 def _no_stop_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
