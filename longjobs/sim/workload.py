@@ -196,3 +196,11 @@ def _fifo(rng: random.Random) -> Workload:
     jobs.append(JobPlan(f"j{len(jobs):02d}", "echo", {"text": "hello"}, round(rng.uniform(0, at), 3), group="g1"))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(jobs, fifo=True)
+
+
+def burst(messages: int, seed: int = 1, *, min_s: int = 60, max_s: int = 600) -> Workload:
+    """A burst (the burst benchmark's workload, not a campaign profile): `messages` wait jobs sent at
+    once, each running between `min_s` and `max_s` seconds (uniform), none failing."""
+    rng = random.Random(f"burst:{seed}")
+    jobs = [JobPlan(f"b{index:05d}", "wait", {"seconds": rng.randint(min_s, max_s)}, 0.0) for index in range(messages)]
+    return Workload(jobs)

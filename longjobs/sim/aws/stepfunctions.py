@@ -1,13 +1,25 @@
-"""Step Functions: executions by name, described and stopped; what an execution does is the caller's."""
+"""Step Functions: executions by name, described and stopped, and StartExecution's token bucket; what an
+execution does is the caller's.
+
+StartExecution is throttled as AWS throttles it: a token bucket per account and region, of `bucket`
+tokens refilled at `refill_per_s` a second on the fake's clock. A start beyond it answers
+`ThrottlingException` (HTTP 400, "Rate exceeded") and has no effect. The defaults are the documented
+Standard-workflow quotas of the simulation's region (`REGION`), from "Quotas related to API action
+throttling" in https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
+limits-overview.html): 1,300 tokens refilled at 300 a second in US East (N. Virginia), US West (Oregon)
+and Europe (Ireland), 800 at 150 a second in every other region. They are soft quotas (an account may
+have more): `FakeStepFunctions.start_quota` sets another, or None for no throttling.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from longjobs.sim.aws.base import client_error
+from longjobs.sim.aws.base import REGION, client_error
 
 if TYPE_CHECKING:
     from longjobs.sim.aws import FakeAws
@@ -23,6 +35,47 @@ class TaskWaiter(Protocol):
     def fail(self, error: str, cause: str) -> None: ...
 
     def heartbeat(self) -> None: ...
+
+
+LARGE_REGIONS = frozenset({"us-east-1", "us-west-2", "eu-west-1"})
+"""The regions with Step Functions' larger API throttling quotas (service-quotas.html)."""
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A token bucket's size and its refill rate (tokens a second)."""
+
+    bucket: int
+    refill_per_s: float
+
+    def drain_s(self, requests: int) -> float:
+        """The least time `requests` requests sent at once take to be admitted by a full bucket: the
+        bucket's tokens at once, the rest at the refill rate."""
+        return max(0, requests - self.bucket) / self.refill_per_s
+
+
+def start_execution_quota(region: str = REGION) -> Quota:
+    """StartExecution's documented default quota (Standard workflows) in `region`."""
+    return Quota(1_300, 300.0) if region in LARGE_REGIONS else Quota(800, 150.0)
+
+
+class TokenBucket:
+    """A token bucket on a clock: full at first, refilled continuously, one token a request."""
+
+    def __init__(self, quota: Quota, now: float) -> None:
+        self.quota = quota
+        self.tokens = float(quota.bucket)
+        self._updated = now
+
+    def take(self, now: float) -> bool:
+        """Take a token at `now`; False (throttled) when the bucket holds less than one."""
+        elapsed = max(0.0, now - self._updated)
+        self.tokens = min(float(self.quota.bucket), self.tokens + elapsed * self.quota.refill_per_s)
+        self._updated = max(self._updated, now)
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
 
 
 @dataclass
@@ -42,9 +95,13 @@ class Execution:
 class FakeStepFunctions:
     """Executions of one state machine; what each does is `workflow(execution)`, called at its start."""
 
-    def __init__(self, aws: FakeAws, state_machine_arn: str) -> None:
+    def __init__(self, aws: FakeAws, state_machine_arn: str, *, start_quota: Quota | None = None) -> None:
+        """`start_quota`: StartExecution's token bucket (by default the documented one of `REGION`)."""
         self._aws = aws
         self.state_machine_arn = state_machine_arn
+        self._start_bucket: TokenBucket | None = None
+        self.start_quota = start_quota if start_quota is not None else start_execution_quota()
+        self.throttled: Counter[str] = Counter()  # requests answered ThrottlingException, by operation
         self.executions: dict[str, Execution] = {}
         self.on_start: Callable[[Execution], None] | None = None
         self.on_stop: Callable[[Execution], None] | None = None
@@ -53,12 +110,30 @@ class FakeStepFunctions:
     def _count(self, operation: str) -> None:
         self._aws.calls[f"stepfunctions.{operation}"] += 1
 
+    @property
+    def start_quota(self) -> Quota | None:
+        """StartExecution's quota; None: never throttled."""
+        return self._start_bucket.quota if self._start_bucket is not None else None
+
+    @start_quota.setter
+    def start_quota(self, quota: Quota | None) -> None:
+        """A new quota starts with a full bucket, at the clock's time."""
+        self._start_bucket = TokenBucket(quota, self._aws.clock.now()) if quota is not None else None
+
+    def _admit(self, operation: str, bucket: TokenBucket | None) -> None:
+        """Throttle the request as AWS does when its bucket is empty: ThrottlingException, HTTP 400,
+        before anything else is looked at (the request has no effect)."""
+        if bucket is not None and not bucket.take(self._aws.clock.now()):
+            self.throttled[operation] += 1
+            raise client_error(operation, "ThrottlingException", "Rate exceeded", status=400)
+
     def arn_of(self, name: str) -> str:
         parts = self.state_machine_arn.split(":")
         return ":".join([*parts[:5], "execution", parts[6], name])
 
     def start_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StartExecution")
+        self._admit("StartExecution", self._start_bucket)
         name, raw = request["name"], request.get("input", "{}")
         arn = self.arn_of(name)
         existing = self.executions.get(arn)
