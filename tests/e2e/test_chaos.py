@@ -61,7 +61,7 @@ def test_chaos_campaign_runs_and_injects_every_fault_mode(tmp_path: Path, capsys
     for run in report["runs"]:
         assert run["scenario"] == draw_scenario(SEED, run["run"])
         assert run["ok"] is (not run["violations"])
-        assert run["wall_s"] < 40, "a run ends once its messages are settled"
+        assert run["wall_s"] < 180, "a run ends once its messages are settled (a generous bound: real time)"
         assert {"double_runs", "lapses", "lost_messages", "stuck_leases", "faults_injected"} <= set(run["totals"])
     assert {mode for mode, n in report["faults_injected"].items() if n > 0} >= MODES
     assert sum(report["faults_injected"].values()) == sum(
