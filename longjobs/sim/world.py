@@ -44,6 +44,7 @@ from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
+from longjobs.sim.aws.dynamodb import IndexLag
 from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.properties import Monitor, PropertyViolation, Running, Violation
@@ -61,6 +62,8 @@ STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
 JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
 AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
+INDEX_LAG_S = 1.0
+"""The most a write takes to reach the lease table's indexes ("within a fraction of a second" normally)."""
 QUEUE_RETENTION_S = 4 * 86_400
 ESM_BATCH = 10
 ESM_POLLERS = 2
@@ -246,7 +249,11 @@ class World:
             groups=_groups(workload),
         )
         self.aws = aws = FakeAws(
-            self.clock, random.Random(f"sqs:{seed}"), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN
+            self.clock,
+            random.Random(f"sqs:{seed}"),
+            table=table_definition(TABLE),
+            state_machine_arn=STATE_MACHINE_ARN,
+            index_lag=IndexLag(INDEX_LAG_S, random.Random(f"gsi:{seed}")),
         )
         suffix = ".fifo" if workload.fifo else ""  # a FIFO stack: its jobs queue and its DLQ are FIFO
         self.dlq = aws.sqs.create_queue(f"jobs-dlq{suffix}", visibility_timeout_s=30)

@@ -114,7 +114,14 @@ def dead_letter(
     message: str | None = None,
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
-    deleted. Raises when the send fails: the record is reported failed, nothing is deleted."""
+    deleted. Raises when the send fails: the record is reported failed, nothing is deleted.
+
+    The message leaves for good, so what its last attempt may still hold is freed first, conditional on
+    that attempt's execution (the decision reads it not running): a lease closed by a writer that crashed
+    before its own release leaves its job lock held, and no later message of the job id may come to take
+    it over."""
+    if replacing is not None and replacing.execution_arn and not replacing.active:
+        release_holds(replacing, store=receiver.store, clock=receiver.clock)
     send_exhausted_to_dlq(
         receiver.sqs, receiver.settings.dlq_url or "", delivery, history, error_type=error_type, message=message
     )

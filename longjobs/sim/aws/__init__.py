@@ -12,7 +12,8 @@ with the codes AWS sends. No network, no serialization: only the semantics the p
 - **DynamoDB** (`FakeDynamoDb`): items, conditional writes (`ConditionExpression`), update expressions
   (SET with `+`/`-` on the item as it was before the update, REMOVE), transactions (cancelled with
   per-item reasons; two actions on one item refused), `BatchGetItem`, and queries of the table's global
-  secondary indexes (sorted by their range key, `Limit` before the filter, `Select=COUNT`). Requests are
+  secondary indexes (sorted by their range key, `Limit` before the filter, `Select=COUNT`), which may lag
+  the table (`IndexLag`: a write reaches them after a seeded delay, as AWS propagates it). Requests are
   validated as DynamoDB does (`ValidationException`): placeholders defined and used, no update of the key,
   no arithmetic on an absent attribute. The expressions are parsed by a small parser of DynamoDB's
   grammar, the part the processor writes.
@@ -32,7 +33,7 @@ from typing import Any
 
 from longjobs.engine.clock import Clock
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
-from longjobs.sim.aws.dynamodb import FakeDynamoDb
+from longjobs.sim.aws.dynamodb import FakeDynamoDb, IndexLag
 from longjobs.sim.aws.sqs import FakeQueue, FakeSqs, Message
 from longjobs.sim.aws.stepfunctions import Execution, FakeStepFunctions
 
@@ -54,13 +55,22 @@ __all__ = [
 class FakeAws:
     """The three services on one clock, with one request counter."""
 
-    def __init__(self, clock: Clock, rng: random.Random, *, table: Mapping[str, Any], state_machine_arn: str) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        rng: random.Random,
+        *,
+        table: Mapping[str, Any],
+        state_machine_arn: str,
+        index_lag: IndexLag | None = None,
+    ) -> None:
+        """`index_lag`: how long a write takes to reach the table's indexes (none: at once)."""
         self.clock = clock
         self.rng = rng
         self.calls: Counter[str] = Counter()
         self.receives = 0  # messages handed out by ReceiveMessage
         self.sqs = FakeSqs(self)
-        self.dynamodb = FakeDynamoDb(self, table)
+        self.dynamodb = FakeDynamoDb(self, table, index_lag=index_lag)
         self.stepfunctions = FakeStepFunctions(self, state_machine_arn)
 
     @property

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -23,6 +26,19 @@ from longjobs.sim.aws.expressions import (
 
 if TYPE_CHECKING:
     from longjobs.sim.aws import FakeAws
+
+
+@dataclass(frozen=True)
+class IndexLag:
+    """How long a write takes to reach the global secondary indexes: a delay drawn from `rng` for each
+    write, uniform up to `max_s`. AWS propagates a table's changes to its global secondary indexes
+    asynchronously, "within a fraction of a second" under normal conditions, so an index query may miss
+    a write that just landed or still show an item as it was
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html, "Synchronizing data between
+    tables and global secondary indexes"). The writes of one item reach the index in their order."""
+
+    max_s: float
+    rng: random.Random
 
 
 @dataclass
@@ -49,11 +65,16 @@ def _index_key(value: Mapping[str, Any]) -> str:
 class FakeDynamoDb:
     """One table (any name) with its global secondary indexes (from `CreateTable`-style arguments)."""
 
-    def __init__(self, aws: FakeAws, definition: Mapping[str, Any]) -> None:
+    def __init__(self, aws: FakeAws, definition: Mapping[str, Any], *, index_lag: IndexLag | None = None) -> None:
         self._aws = aws
         self.pk = definition["KeySchema"][0]["AttributeName"]
         self.items: dict[str, dict[str, Any]] = {}
         self.indexes: dict[str, _Index] = {}
+        self._index_lag = index_lag
+        self._indexed: dict[str, dict[str, Any]] = {}  # each item as the indexes have it
+        self._propagating: list[tuple[float, int, str, dict[str, Any] | None]] = []  # (reaches at, order, key, item)
+        self._reaches_at: dict[str, float] = {}  # the last write of each item reaches the indexes then
+        self._order = itertools.count()  # ties in time reach the indexes in the order written
         self.on_store: Callable[[str, dict[str, Any] | None], None] | None = None  # told of every write
         for index in definition.get("GlobalSecondaryIndexes", []):
             keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
@@ -63,19 +84,38 @@ class FakeDynamoDb:
         self._aws.calls[f"dynamodb.{operation}"] += 1
 
     def _store(self, key: str, item: dict[str, Any] | None) -> None:
-        self._index_store(key, item)
+        if item is None:
+            self.items.pop(key, None)
+        else:
+            self.items[key] = item
+        if self._index_lag is None:
+            self._index_store(key, item)
+        else:
+            now = self._aws.clock.now()
+            reaches_at = max(
+                now + self._index_lag.rng.uniform(0, self._index_lag.max_s), self._reaches_at.get(key, now)
+            )
+            self._reaches_at[key] = reaches_at
+            heapq.heappush(self._propagating, (reaches_at, next(self._order), key, item))
         if self.on_store is not None:
             self.on_store(key, item)
 
+    def _propagate(self) -> None:
+        """The writes that have reached the indexes by now, applied to them in order."""
+        now = self._aws.clock.now()
+        while self._propagating and self._propagating[0][0] <= now:
+            _, _, key, item = heapq.heappop(self._propagating)
+            self._index_store(key, item)
+
     def _index_store(self, key: str, item: dict[str, Any] | None) -> None:
-        old = self.items.get(key)
+        old = self._indexed.get(key)
         for index in self.indexes.values():
             if old is not None and index.hash_attr in old:
                 index.entries.get(_index_key(old[index.hash_attr]), {}).pop(key, None)
         if item is None:
-            self.items.pop(key, None)
+            self._indexed.pop(key, None)
             return
-        self.items[key] = item
+        self._indexed[key] = item
         for index in self.indexes.values():
             if index.hash_attr in item and index.range_attr in item:
                 index.entries.setdefault(_index_key(item[index.hash_attr]), {})[key] = item
@@ -226,6 +266,7 @@ class FakeDynamoDb:
     def query(self, **request: Any) -> dict[str, Any]:
         self._count("Query")
         self._validate("Query", request)
+        self._propagate()
         index = self.indexes[request["IndexName"]]
         names = request.get("ExpressionAttributeNames", {})
         values = request.get("ExpressionAttributeValues", {})
