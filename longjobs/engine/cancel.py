@@ -55,9 +55,8 @@ from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
-from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes
+from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
 from longjobs.engine.receiver.types import Delivery
-from longjobs.engine.settings import is_fifo_url
 from longjobs.engine.settle import release_holds
 from longjobs.engine.visibility import FailureClass
 from longjobs.engine.visibility.errors import classify_exception, describe_exception
@@ -449,17 +448,7 @@ def dead_letter_delivery(
     record = CancelRecord.of(lease)
     text = reason or (record.reason if record is not None else DEFAULT_REASON)
     attributes = exhausted_attributes(delivery, lease.history, error_type=CANCELLED, message=text[:ERROR_MESSAGE_MAX])
-    if is_fifo_url(dlq_url):
-        sent = sqs.send_message(
-            QueueUrl=dlq_url,
-            MessageBody=delivery.body,
-            MessageAttributes=attributes,
-            MessageGroupId=delivery.group_id or delivery.message_id,
-            MessageDeduplicationId=delivery.message_id,
-        )
-    else:
-        sent = sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)
-    return sent["MessageId"]
+    return send_copy(sqs, dlq_url, delivery, attributes)
 
 
 def delete(sqs: SQSClient, lease: Lease) -> tuple[bool, str | None]:

@@ -81,7 +81,7 @@ def send_exhausted_to_dlq(
     """Copy the body unchanged to the DLQ with the attempts' history (`error_type`: its attempts used
     up, or its starts refused). Raises if SQS refuses: the record then counts as failed and stays on its
     queue (it is deleted only after this send succeeded)."""
-    _send(sqs, dlq_url, delivery, exhausted_attributes(delivery, history, error_type=error_type, message=message))
+    send_copy(sqs, dlq_url, delivery, exhausted_attributes(delivery, history, error_type=error_type, message=message))
 
 
 def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
@@ -103,14 +103,14 @@ def send_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, bad: BadInput)
 
     A FIFO DLQ (a FIFO queue's DLQ is FIFO) gets the record's group id, and the original message id as
     the deduplication id: a second copy of one poison message within SQS's 5 minutes is dropped."""
-    _send(sqs, dlq_url, delivery, dlq_attributes(delivery, bad))
+    send_copy(sqs, dlq_url, delivery, dlq_attributes(delivery, bad))
 
 
-def _send(sqs: SQSClient, dlq_url: str, delivery: Delivery, attributes: dict[str, Any]) -> None:
+def send_copy(sqs: SQSClient, dlq_url: str, delivery: Delivery, attributes: dict[str, Any]) -> str:
     """The body unchanged, with `attributes`; on a FIFO DLQ with the record's group and its message id as
-    the deduplication id."""
+    the deduplication id. Returns the DLQ copy's message id."""
     if is_fifo_url(dlq_url):
-        sqs.send_message(
+        sent = sqs.send_message(
             QueueUrl=dlq_url,
             MessageBody=delivery.body,
             MessageAttributes=attributes,
@@ -118,4 +118,5 @@ def _send(sqs: SQSClient, dlq_url: str, delivery: Delivery, attributes: dict[str
             MessageDeduplicationId=delivery.message_id,
         )
     else:
-        sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)
+        sent = sqs.send_message(QueueUrl=dlq_url, MessageBody=delivery.body, MessageAttributes=attributes)
+    return sent["MessageId"]
