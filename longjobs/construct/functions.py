@@ -179,9 +179,16 @@ class LongJobFunctions(Construct):
                 # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
                 *(
                     [
-                        # ChangeMessageVisibility: it admits waiting messages in place, unparked ones too
+                        # ChangeMessageVisibility: it admits waiting messages in place, unparked ones too;
+                        # ReceiveMessage and DeleteMessage: a new arrival that finds a slot free while messages
+                        # are parked unparks them first (`admission.line.claim`), and deletes those it handled
                         _allow(
-                            "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", on=waiting_arns
+                            "sqs:SendMessage",
+                            "sqs:GetQueueAttributes",
+                            "sqs:ChangeMessageVisibility",
+                            "sqs:ReceiveMessage",
+                            "sqs:DeleteMessage",
+                            on=waiting_arns,
                         ),
                         _allow("dynamodb:BatchGetItem", on=[res.table.table_arn]),
                         _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{WAITING_INDEX}"]),

@@ -45,6 +45,8 @@ SEEDS: tuple[tuple[str, int], ...] = (
     ("admission", 38),  # unparking deletes from a waiting queue, dead-letters; the receiver admits in place
     ("admission", 28),  # unparking, dead-lettering (also 10)
     ("admission", 10),
+    ("admission", 54),  # the receiver hides a message it received from a waiting queue (also 49)
+    ("admission", 49),
     ("mixed", 0),
 )
 """(profile, seed): every profile, and at least two seeds for each call, chosen by a survey of 40 seeds per
@@ -149,6 +151,11 @@ UNPARK_PARK_AGAIN = (
     "an admission pass handles an unparked message as the receiver does, so it may park it again "
     "(`admission.parking`): not reached by the seeds"
 )
+RECEIVER_UNPARK_DELETE = (
+    "a new arrival that finds a slot free while messages are parked unparks them first "
+    "(`admission.line.claim`) and deletes those it handled (`admission.parking.unpark`, the extender's code, "
+    "whose seeds reach the delete); the receiver's seeds reach the receive, not yet a delete"
+)
 RECONCILE_COMPLETE = (
     "reconciliation completes a SUCCEEDED execution whose workflow did not settle its message: it deletes "
     "the message (`settle.complete`, tests/functional/test_reconcile.py); not reached by the seeds"
@@ -208,6 +215,7 @@ EXPLAINED_GRANTS: tuple[ExplainedGrant, ...] = (
     *_explain("extender", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("watcher", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("extender", "jobs queue", RECONCILE_COMPLETE, "sqs:DeleteMessage"),
+    *_explain("receiver", "waiting queues", RECEIVER_UNPARK_DELETE, "sqs:DeleteMessage"),
     *_explain("extender", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
     *_explain("watcher", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
     *_explain(

@@ -304,7 +304,8 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     # admission (the pyspark types are limited): park in the waiting queues, read the slots and the line
     expected |= {
         (f"sqs:{a}", w)
-        for a in ("SendMessage", "GetQueueAttributes", "ChangeMessageVisibility")  # hides what it admits in place
+        # hides what it admits in place; a new arrival unparks the parked ones first (receive, delete)
+        for a in ("SendMessage", "GetQueueAttributes", "ChangeMessageVisibility", "ReceiveMessage", "DeleteMessage")
         for w in waiting_queues(dev)
     }
     expected |= {("dynamodb:BatchGetItem", names["table"]), ("dynamodb:Query", names["table"] + "/index/waiting")}
