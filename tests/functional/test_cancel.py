@@ -10,34 +10,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from longjobs.engine import cancel
-from longjobs.engine.admission import slot_key
-from longjobs.engine.admission.admit import AdmitReport, admit_all
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
 from longjobs.engine.lease.lock import job_lock_key
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from tests.functional.conftest import Flow, running_flow
-
-LIMITED = "limited"
-SLOT = slot_key(LIMITED, 0)
-CATALOG = JobCatalog(
-    [
-        *BUILTIN_TYPES,
-        next(t for t in BUILTIN_TYPES if t.name == "wait").model_copy(
-            update={"name": LIMITED, "max_concurrency": 1, "description": "one at a time"}
-        ),
-    ]
+from tests.functional.test_admission import (
+    CATALOG,
+    LIMITED,
+    SLOT,
+    WAITING_URL,
+    admit,
+    parked_copies,
+    parking_flow,
+    queued,
 )
-WAITING_URL = f"https://sqs.us-east-1.amazonaws.com/123456789012/jobs-waiting-{LIMITED}"
+
 REASON = "wrong input date"
 
 
@@ -45,41 +40,6 @@ REASON = "wrong input date"
 def flow() -> Iterator[Flow]:
     with running_flow(CATALOG, max_attempts=2) as built:
         yield built
-
-
-def admit(flow: Flow) -> AdmitReport:
-    """One admission pass of the limited type (as the extender runs it), handling what it unparks."""
-    (report,) = admit_all(flow.receiver, handle=receive)
-    return report
-
-
-def queued(flow: Flow, queue_url: str | None = None) -> int:
-    """Messages on the jobs queue (or `queue_url`), visible or not."""
-    attributes = flow.sqs.get_queue_attributes(
-        QueueUrl=queue_url or flow.harness.queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(value) for value in attributes.values())
-
-
-@contextmanager
-def parking_flow() -> Iterator[tuple[Flow, str, str]]:
-    """Limit 1 and a waiting queue: `first` runs, `second` waits in flight, so a third message is parked."""
-    with running_flow(CATALOG, admission_horizon_s=60, waiting_queues=json.dumps({LIMITED: WAITING_URL})) as flow:
-        assert flow.sqs.create_queue(QueueName=f"jobs-waiting-{LIMITED}")["QueueUrl"] == WAITING_URL
-        first = flow.send_job("first", LIMITED, seconds=1)
-        assert flow.deliver() == {first: Outcome.STARTED}
-        second = flow.send_job("second", LIMITED, seconds=1)
-        assert flow.deliver() == {second: Outcome.WAITING_FOR_SLOT}
-        yield flow, first, second
-
-
-def parked_copies(flow: Flow) -> list[dict[str, Any]]:
-    """The copies in the waiting queue (received with a zero VT: they stay visible)."""
-    got = flow.sqs.receive_message(
-        QueueUrl=WAITING_URL, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
-    )
-    return list(got.get("Messages", []))
 
 
 def canceller(flow: Flow, **changes: Any) -> cancel.Canceller:
