@@ -241,7 +241,7 @@ def test_cancel_by_job_id_finds_every_message_of_the_job(flow: Flow) -> None:
     first = flow.send_job("shared", "wait", seconds=0)
     assert flow.deliver() == {first: Outcome.STARTED}
     assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
-    second = flow.send_job("shared", "wait", seconds=60)
+    second = flow.send_job("shared", "wait", seconds=5)
     assert flow.deliver() == {second: Outcome.STARTED}
 
     targets = cancel.find_targets(flow.receiver.store, flow.harness.dynamodb, "leases", "shared")
@@ -249,6 +249,8 @@ def test_cancel_by_job_id_finds_every_message_of_the_job(flow: Flow) -> None:
     assert targets.by_job and [lease.message_id for lease in targets.leases] == [first, second]
     assert [lease.message_id for lease in targets.to_cancel] == [second], "the one that succeeded is only reported"
     assert [cancel.report_finished(lease).outcome for lease in targets.finished] == [cancel.Outcome.ALREADY_SUCCEEDED]
+    # Left to end by itself: moto's StopExecution at the flow's teardown is not always obeyed.
+    assert flow.wait_for_execution(flow.lease(second).execution_arn or "")["status"] == "SUCCEEDED"
 
 
 def test_cancel_cut_short_is_finished_by_cancelling_again(flow: Flow) -> None:
