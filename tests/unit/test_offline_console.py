@@ -20,25 +20,11 @@ from longjobs.offline.report import (
 )
 from longjobs.offline.scenario import Scenario, parse_scenario
 from longjobs.offline.scheduler import Scheduler
+from tests.unit.test_offline_faults import FakeTime
 
 START = 1_000.0
 PAUSE = {"type": "pause_extender", "at_s": 15, "for_s": 2}
 SETTINGS = {"policy": "adaptive", "extender_period_s": 1, "adaptive_lost_runs_survived": 2}
-
-
-class FakeTime:
-    """A clock and a wait that advances it (the scheduler's), stopping after `until`."""
-
-    def __init__(self, now: float, until: float) -> None:
-        self.now = now
-        self.until = until
-
-    def clock(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.now += seconds
-        return self.now > self.until
 
 
 def demo_like(*faults: dict[str, Any]) -> Scenario:
@@ -56,7 +42,7 @@ def demo_like(*faults: dict[str, Any]) -> Scenario:
 
 def paused_faults(scenario: Scenario) -> Faults:
     """The scenario's faults after its extender schedule ran for 30 s on a fake clock (the pause's runs skipped)."""
-    fake = FakeTime(START, until=START + 30)
+    fake = FakeTime(until=START + 30, now=START)
     faults = Faults(scenario, clock=fake.clock)
     faults.begin()
     Scheduler(lambda: None, 1.0, skip=faults.skip_run, clock=fake.clock, wait=fake.wait).run()
@@ -189,7 +175,7 @@ class Terminal(io.StringIO):
 
 def test_progress_note_takes_a_line_of_its_own_above_the_live_line() -> None:
     stream = Terminal()
-    clock = FakeTime(0.0, until=0.0)
+    clock = FakeTime(until=0.0)
     progress = Progress(stream, clock=clock.clock)
     counts = Counts(
         queued=1, running=1, done=0, failed=0, dlq=0, renewals=2, faults=1, redelivered=0, excused=0, lapses=0

@@ -309,10 +309,10 @@ def test_fault_report_names_faults_that_never_applied() -> None:
 
 
 class FakeTime:
-    """A monotonic clock and a wait that advances it; the wait says stop after `until`."""
+    """A monotonic clock (from `now`) and a wait that advances it; the wait says stop after `until`."""
 
-    def __init__(self, until: float) -> None:
-        self.now = 0.0
+    def __init__(self, until: float, now: float = 0.0) -> None:
+        self.now = now
         self.until = until
 
     def clock(self) -> float:

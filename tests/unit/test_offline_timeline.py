@@ -14,21 +14,9 @@ from longjobs.offline.runtime import RunResult
 from longjobs.offline.scenario import Scenario, parse_scenario
 from longjobs.offline.scheduler import Scheduler
 from longjobs.offline.timeline import Mark, delivery_marks, draw_timeline, excuse_windows, fault_marks
+from tests.unit.test_offline_faults import FakeTime
 
 START = 1_000.0
-
-
-class FakeTime:
-    def __init__(self, now: float, until: float) -> None:
-        self.now = now
-        self.until = until
-
-    def clock(self) -> float:
-        return self.now
-
-    def wait(self, seconds: float) -> bool:
-        self.now += seconds
-        return self.now > self.until
 
 
 def scenario() -> Scenario:
@@ -48,7 +36,7 @@ def scenario() -> Scenario:
 def faults_of(made: Scenario) -> tuple[Faults, FakeTime]:
     """The run's faults as recorded: 30 s of the extender's schedule (the pause skips its runs), one
     throttled renewal call at 4 s, and the Spark worker killed 3 s into the job started at 10 s."""
-    fake = FakeTime(START, until=START + 30)
+    fake = FakeTime(until=START + 30, now=START)
     faults = Faults(made, clock=fake.clock)
     faults.begin()
     Scheduler(lambda: None, 1.0, skip=faults.skip_run, clock=fake.clock, wait=fake.wait).run()
