@@ -1,5 +1,6 @@
 """`python -m offline sim`: a campaign of seeds (a table, or `--json`), or one seed (`--seed S`, with its
-trace written by `--trace FILE`), exiting 1 when a property broke."""
+trace written by `--trace FILE`, or shrunk to a scenario file by `--shrink`), exiting 1 when a property
+broke."""
 
 from __future__ import annotations
 
@@ -21,11 +22,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument("--trace", type=Path, help="with --seed or --scenario: write its trace here (JSON lines)")
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    sim.add_argument(
+        "--shrink", action="store_true", help="with --seed: shrink its failure to the fewest jobs and faults"
+    )
+    sim.add_argument("--out", type=Path, help="with --shrink: the scenario file to write (default seed-S-P.json)")
 
 
 def main(args: argparse.Namespace) -> int:
     if args.scenario is not None:
         return _scenario(args)
+    if args.shrink:
+        if args.seed is None:
+            print("--shrink needs --seed", file=sys.stderr)
+            return 2
+        return _shrink(args)
     if args.seed is not None:
         return _one(args)
     if args.seeds < 1:
@@ -63,6 +73,34 @@ def _scenario(args: argparse.Namespace) -> int:
     }
     print(json.dumps(report, indent=1))
     return 0 if violation is None else 1
+
+
+def _shrink(args: argparse.Namespace) -> int:
+    """Shrink the seed's failure to a scenario file: exits 1 with the file written (its property broke),
+    0 when the seed passes, 2 when the failure cannot be written as a scenario."""
+    from longjobs.sim.shrink import Inexpressible, shrink_seed
+
+    try:
+        shrunk = shrink_seed(args.seed, args.profile)
+    except Inexpressible as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if shrunk is None:
+        print(f"seed {args.seed} ({args.profile}): every property held; nothing to shrink")
+        return 0
+    out = args.out or Path(f"seed-{args.seed}-{args.profile}.json")
+    out.write_text(json.dumps(shrunk.scenario, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"seed {args.seed} ({args.profile}): {shrunk.broken} broke; shrunk from {_count(shrunk.jobs_before, 'job')} "
+        f"and {_count(shrunk.faults_before, 'fault')} to {_count(shrunk.jobs_after, 'job')} and "
+        f"{_count(shrunk.faults_after, 'fault')} ({shrunk.runs} scenario runs, {shrunk.wall_s} s)"
+    )
+    print(f"  wrote {out}; replay: python -m offline sim --scenario {out}")
+    return 1
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _one(args: argparse.Namespace) -> int:

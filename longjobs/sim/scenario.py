@@ -15,9 +15,10 @@ jobs, settings and faults mapped onto the world:
 
 `run_scenario` returns the world's result and a report per job (final state, deliveries, executions and
 their statuses, releases, renewals, redeliveries while running, the DLQ's reason), read from the trace.
-A given `dedup_id` is refused, naming what is not modelled (content-based deduplication is); a scenario's
-own job types are rendered into the workflow as the stack renders them; `spark_heartbeat_s` is the
-simulation's (60 s), not the file's.
+A raw body that names a job id is a message of that job (a second message of one job id). A given
+`dedup_id` is refused, naming what is not modelled (content-based deduplication is); a scenario's own
+job types are rendered into the workflow as the stack renders them (those of the simulation's catalog
+are its own already); `spark_heartbeat_s` is the simulation's (60 s), not the file's.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
             params: dict[str, Any] = {"seconds": job.seconds, **({"fail": True} if job.fail else {})}
             plans.append(JobPlan(job.id, "wait", params, at))
         elif isinstance(job, RawJob):
-            plans.append(JobPlan(job.id, "raw", {}, at, raw_body=job.raw_body))
+            plans.append(JobPlan(_job_named(job.raw_body) or job.id, "raw", {}, at, raw_body=job.raw_body))
         elif isinstance(job, SparkJob):
             first = (
                 SparkBehaviour("vanish", 2 * kills[job.id]) if job.id in kills else SparkBehaviour("ok", SPARK_RUN_S)
@@ -111,6 +112,17 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
             plans.append(JobPlan(job.id, job.type, dict(job.params), at))
         plans[-1].group = job.group
     return plans
+
+
+def _job_named(raw_body: str) -> str | None:
+    """The job id a raw body names, if it is a job message: the simulated SQS keys the message by it (a
+    second message of one job id, as a shrunk seed writes it), so the world expects that job to end."""
+    try:
+        body = json.loads(raw_body)
+    except ValueError:
+        return None
+    job_id = body.get("job_id") if isinstance(body, dict) else None
+    return str(job_id) if job_id is not None else None
 
 
 def _faults(scenario: Scenario) -> tuple[FaultPlan, list[tuple[float, float]], list[tuple[float, Any]]]:
@@ -166,8 +178,9 @@ def run_scenario(
 
     workflow = deployed_workflow()
     catalog_json = CATALOG_JSON
-    if scenario.job_types:  # the scenario's own types too: the workflow is rendered with a branch for each
-        catalog_json = json.dumps({"job_types": [*CATALOG["job_types"], *scenario.job_types]}, sort_keys=True)
+    own_types = [declared for declared in scenario.job_types if declared not in CATALOG["job_types"]]
+    if own_types:  # the scenario's own types too: the workflow is rendered with a branch for each
+        catalog_json = json.dumps({"job_types": [*CATALOG["job_types"], *own_types]}, sort_keys=True)
         definition = definition or json.loads(workflow_definition(SPARK_HEARTBEAT_S, catalog_json))
     settings = {
         key: value
