@@ -266,10 +266,10 @@ class BurstWorld(World):
         finally:
             self._invoked("receiver", began)
 
-    def _watch(self, change: Any) -> None:
+    def _watch(self, change: Any, attempt: int = 1) -> None:
         began = self.scheduler.now()
         try:
-            super()._watch(change)
+            super()._watch(change, attempt)
         finally:
             self._invoked("watcher", began)
 

@@ -49,7 +49,7 @@ from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.properties import Monitor, PropertyViolation, Running, Violation
 from longjobs.sim.realclock import virtual_time
-from longjobs.sim.scheduler import Group, Scheduler, Signal, VirtualClock
+from longjobs.sim.scheduler import Crash, Group, Scheduler, Signal, VirtualClock
 from longjobs.sim.trace import Trace
 from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
 from longjobs.sim.workload import JobPlan, SparkBehaviour, Workload
@@ -70,6 +70,12 @@ ESM_POLLERS = 2
 ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
 EXTENDER_TIMEOUT_S = 90.0  # longjobs.construct.constants.EXTENDER_TIMEOUT
 WATCHER_TIMEOUT_S = 30.0  # longjobs.construct.constants.WATCHER_TIMEOUT
+WATCHER_RETRY_DELAYS_S = (60.0, 120.0)
+"""Lambda's retries of a failed asynchronous invocation (the watcher's status event): one minute before the
+second attempt, two before the third (invocation-async-error-handling.html); the stack keeps the default
+two retries (`configure_async_invoke(retry_attempts=2)`, longjobs.construct.functions), then sends the
+event to its on-failure destination (the WatcherFailures queue). Its maximum event age is the default
+6 hours, far beyond these three minutes."""
 SPARK_PICKUP_S = (0.5, 5.0)
 SPARK_ERROR = "AnalysisException"
 EVENT_DELAY_S = (0.2, 3.0)
@@ -697,12 +703,15 @@ class World:
             delay = self.rng.uniform(*(EVENT_LATE_S if late else EVENT_DELAY_S))
             if late:
                 self.monitor.reach("status_event:late")
-            change = status_change(execution, STATE_MACHINE_ARN)
-            self.scheduler.spawn(lambda change=change: self._watch(change), at=now + delay, group=Group("watcher"))  # type: ignore[misc]
+            self._invoke_watcher(status_change(execution, STATE_MACHINE_ARN), at=now + delay)
         if copies > 1:
             self.monitor.reach("status_event:duplicated")
 
-    def _watch(self, change: ExecutionStatusChange) -> None:
+    def _invoke_watcher(self, change: ExecutionStatusChange, *, at: float, attempt: int = 1) -> None:
+        """An asynchronous invocation of the watcher with the event: its `attempt` (1 to 3) at `at`."""
+        self.scheduler.spawn(lambda: self._watch(change, attempt), at=at, group=Group("watcher"))
+
+    def _watch(self, change: ExecutionStatusChange, attempt: int = 1) -> None:
         group = self.scheduler.group_of_current()
         if group is not None:
             self._arm_timeout(group, WATCHER_TIMEOUT_S, "watcher")
@@ -710,8 +719,34 @@ class World:
             outcome = on_status_change(self.watcher, change)
         except Exception as exc:
             self.monitor.reach(f"watcher:raised:{type(exc).__name__}")
+            self._watcher_failed(change, attempt, type(exc).__name__)
             return
+        except Crash:  # the invocation died or timed out: a function error too, for Lambda
+            self._watcher_failed(change, attempt, "Crash")
+            raise
         self.monitor.reach(f"watcher:{outcome.value}")
+
+    def _watcher_failed(self, change: ExecutionStatusChange, attempt: int, error_type: str) -> None:
+        """Lambda's handling of a failed asynchronous invocation: the same event again after the
+        documented delay while retries are left, else a record to the on-failure destination."""
+        if attempt <= len(WATCHER_RETRY_DELAYS_S):
+            delay = WATCHER_RETRY_DELAYS_S[attempt - 1]
+            self.monitor.reach("watcher:retried")
+            self.trace.event(
+                "lambda", "watcher_retry", execution=change.name, attempt=attempt + 1, delay_s=delay, error=error_type
+            )
+            self._invoke_watcher(change, at=self.scheduler.now() + delay, attempt=attempt + 1)
+            return
+        self.monitor.reach("watcher:on_failure_destination")
+        self.trace.event(  # what Lambda's record on the WatcherFailures queue says
+            "lambda",
+            "watcher_failed",
+            execution=change.name,
+            status=change.status,
+            condition="RetriesExhausted",
+            attempts=attempt,
+            error=error_type,  # its type only: a message may hold an address, and the trace is byte-stable
+        )
 
     # -- Spark runs -----------------------------------------------------------------------------------------
 

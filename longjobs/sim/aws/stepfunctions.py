@@ -1,14 +1,17 @@
-"""Step Functions: executions by name, described and stopped, and StartExecution's token bucket; what an
-execution does is the caller's.
+"""Step Functions: executions by name, described and stopped, and the token buckets of the operations the
+functions call in bursts; what an execution does is the caller's.
 
-StartExecution is throttled as AWS throttles it: a token bucket per account and region, of `bucket`
-tokens refilled at `refill_per_s` a second on the fake's clock. A start beyond it answers
-`ThrottlingException` (HTTP 400, "Rate exceeded") and has no effect. The defaults are the documented
-Standard-workflow quotas of the simulation's region (`REGION`), from "Quotas related to API action
-throttling" in https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
-limits-overview.html): 1,300 tokens refilled at 300 a second in US East (N. Virginia), US West (Oregon)
-and Europe (Ireland), 800 at 150 a second in every other region. They are soft quotas (an account may
-have more): `FakeStepFunctions.start_quota` sets another, or None for no throttling.
+StartExecution, DescribeExecution and StopExecution are throttled as AWS throttles them: a token bucket
+per operation, account and region, of `bucket` tokens refilled at `refill_per_s` a second on the fake's
+clock. A request beyond its bucket answers `ThrottlingException` (HTTP 400, "Rate exceeded") and has no
+effect. The defaults are the documented Standard-workflow quotas of the simulation's region (`REGION`),
+from https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
+limits-overview.html): "Quotas related to API action throttling" for StartExecution (1,300 tokens
+refilled at 300 a second in US East (N. Virginia), US West (Oregon) and Europe (Ireland), 800 at 150
+elsewhere) and "Other quotas" for DescribeExecution (300 at 15; 250 at 10 elsewhere) and StopExecution
+(1,000 at 200; 500 at 25 elsewhere). They are soft quotas (an account may have more):
+`FakeStepFunctions.set_quota` sets another, or None for no throttling (`start_quota` for StartExecution).
+SendTask* (3,000 at 500) is not throttled here: the Spark runs never come near it.
 """
 
 from __future__ import annotations
@@ -54,9 +57,28 @@ class Quota:
         return max(0, requests - self.bucket) / self.refill_per_s
 
 
+THROTTLED_OPERATIONS = ("StartExecution", "DescribeExecution", "StopExecution")
+"""The operations with a token bucket in the fake."""
+
+
+def default_quotas(region: str = REGION) -> dict[str, Quota]:
+    """The documented default quotas (Standard workflows) of `THROTTLED_OPERATIONS` in `region`."""
+    if region in LARGE_REGIONS:
+        return {
+            "StartExecution": Quota(1_300, 300.0),
+            "DescribeExecution": Quota(300, 15.0),
+            "StopExecution": Quota(1_000, 200.0),
+        }
+    return {
+        "StartExecution": Quota(800, 150.0),
+        "DescribeExecution": Quota(250, 10.0),
+        "StopExecution": Quota(500, 25.0),
+    }
+
+
 def start_execution_quota(region: str = REGION) -> Quota:
     """StartExecution's documented default quota (Standard workflows) in `region`."""
-    return Quota(1_300, 300.0) if region in LARGE_REGIONS else Quota(800, 150.0)
+    return default_quotas(region)["StartExecution"]
 
 
 class TokenBucket:
@@ -96,11 +118,15 @@ class FakeStepFunctions:
     """Executions of one state machine; what each does is `workflow(execution)`, called at its start."""
 
     def __init__(self, aws: FakeAws, state_machine_arn: str, *, start_quota: Quota | None = None) -> None:
-        """`start_quota`: StartExecution's token bucket (by default the documented one of `REGION`)."""
+        """`start_quota`: StartExecution's token bucket; each throttled operation's is by default the
+        documented one of `REGION`."""
         self._aws = aws
         self.state_machine_arn = state_machine_arn
-        self._start_bucket: TokenBucket | None = None
-        self.start_quota = start_quota if start_quota is not None else start_execution_quota()
+        self._buckets: dict[str, TokenBucket] = {}
+        for operation, quota in default_quotas().items():
+            self.set_quota(operation, quota)
+        if start_quota is not None:
+            self.start_quota = start_quota
         self.throttled: Counter[str] = Counter()  # requests answered ThrottlingException, by operation
         self.executions: dict[str, Execution] = {}
         self.on_start: Callable[[Execution], None] | None = None
@@ -110,19 +136,33 @@ class FakeStepFunctions:
     def _count(self, operation: str) -> None:
         self._aws.calls[f"stepfunctions.{operation}"] += 1
 
+    def quota(self, operation: str) -> Quota | None:
+        """`operation`'s quota (`StartExecution`, ...); None: never throttled."""
+        bucket = self._buckets.get(operation)
+        return bucket.quota if bucket is not None else None
+
+    def set_quota(self, operation: str, quota: Quota | None) -> None:
+        """A new quota starts with a full bucket, at the clock's time; None: never throttled."""
+        if operation not in THROTTLED_OPERATIONS:
+            raise ValueError(f"{operation} has no token bucket in the fake (only {', '.join(THROTTLED_OPERATIONS)})")
+        if quota is None:
+            self._buckets.pop(operation, None)
+        else:
+            self._buckets[operation] = TokenBucket(quota, self._aws.clock.now())
+
     @property
     def start_quota(self) -> Quota | None:
         """StartExecution's quota; None: never throttled."""
-        return self._start_bucket.quota if self._start_bucket is not None else None
+        return self.quota("StartExecution")
 
     @start_quota.setter
     def start_quota(self, quota: Quota | None) -> None:
-        """A new quota starts with a full bucket, at the clock's time."""
-        self._start_bucket = TokenBucket(quota, self._aws.clock.now()) if quota is not None else None
+        self.set_quota("StartExecution", quota)
 
-    def _admit(self, operation: str, bucket: TokenBucket | None) -> None:
+    def _admit(self, operation: str) -> None:
         """Throttle the request as AWS does when its bucket is empty: ThrottlingException, HTTP 400,
         before anything else is looked at (the request has no effect)."""
+        bucket = self._buckets.get(operation)
         if bucket is not None and not bucket.take(self._aws.clock.now()):
             self.throttled[operation] += 1
             raise client_error(operation, "ThrottlingException", "Rate exceeded", status=400)
@@ -133,7 +173,7 @@ class FakeStepFunctions:
 
     def start_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StartExecution")
-        self._admit("StartExecution", self._start_bucket)
+        self._admit("StartExecution")
         name, raw = request["name"], request.get("input", "{}")
         arn = self.arn_of(name)
         existing = self.executions.get(arn)
@@ -151,6 +191,7 @@ class FakeStepFunctions:
 
     def describe_execution(self, **request: Any) -> dict[str, Any]:
         self._count("DescribeExecution")
+        self._admit("DescribeExecution")
         execution = self.executions.get(request["executionArn"])
         if execution is None:
             raise client_error("DescribeExecution", "ExecutionDoesNotExist", "Execution Does Not Exist")
@@ -164,6 +205,7 @@ class FakeStepFunctions:
 
     def stop_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StopExecution")
+        self._admit("StopExecution")
         execution = self.executions.get(request["executionArn"])
         if execution is None:
             raise client_error("StopExecution", "ExecutionDoesNotExist", "Execution Does Not Exist")

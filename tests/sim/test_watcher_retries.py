@@ -1,0 +1,112 @@
+"""Lambda's retries of a failed watcher invocation, and its on-failure destination.
+
+EventBridge invokes the watcher asynchronously. When the function returns an error (its code raised, or
+its runtime failed it: a timeout, a crash), Lambda runs it again with the same event two more times, one
+minute after the first attempt and two minutes after the second, then sends the event to the function's
+on-failure destination ("How Lambda handles errors and retries with asynchronous invocation",
+https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html). The stack keeps the
+default two retries and the WatcherFailures queue as that destination (`longjobs.construct.functions`);
+the extender's reconciliation settles the lease of an event that never got through.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from longjobs.offline.scenario import parse_scenario
+from longjobs.sim.scenario import ScenarioRun, run_scenario
+from longjobs.sim.world import WATCHER_RETRY_DELAYS_S
+from tests.short_settings import SHORT_THRESHOLD
+
+ABORT_AT_S = 2.0
+RARE_RENEWALS = {"visibility_timeout_s": 60, "threshold_s": 30}
+"""Chunks of a minute renewed 30 s ahead: a renewal seldom lands between the watcher's read of the lease
+and its release (which then finds the lease's version changed and leaves it to reconciliation)."""
+
+
+def aborted_job_run(settings: dict[str, Any], faults: list[dict[str, Any]]) -> ScenarioRun:
+    """One job of 6 s whose first execution is aborted at 2 s: its status event goes to the watcher."""
+    return run_scenario(
+        parse_scenario(
+            {
+                "settings": {**SHORT_THRESHOLD, **settings},
+                "jobs": [{"id": "aborted", "type": "wait", "seconds": 6}],
+                "faults": [{"type": "abort_execution", "job": "aborted", "at_s": ABORT_AT_S}, *faults],
+            }
+        )
+    )
+
+
+def events(run: ScenarioRun, name: str) -> list[dict[str, Any]]:
+    records = (json.loads(line) for line in (run.result.trace.records if run.result.trace else []))
+    return [record for record in records if record.get("event") == name]
+
+
+def watcher_calls(run: ScenarioRun, operation: str) -> list[dict[str, Any]]:
+    records = (json.loads(line) for line in (run.result.trace.records if run.result.trace else []))
+    return [r for r in records if r.get("actor") == "watcher" and r.get("call") == f"dynamodb.{operation}"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        # the three attempts of the client's GetItem answer 500: the handler raises
+        ({"mode": "error", "count": 3}, "ClientError"),
+        # the invocation dies at its GetItem: the runtime's error, not the code's
+        ({"mode": "crash", "count": 1}, "Crash"),
+    ],
+    ids=["raised", "crashed"],
+)
+def test_a_watcher_invocation_that_fails_once_is_retried_a_minute_later_and_releases(
+    fault: dict[str, Any], error: str
+) -> None:
+    # Reconciliation waits 5 minutes: only the watcher's second attempt can release before then.
+    run = aborted_job_run(
+        {**RARE_RENEWALS, "reconcile_grace_s": 300},
+        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", **fault}],
+    )
+
+    assert run.result.violation is None
+    retries = events(run, "watcher_retry")
+    assert [(r["attempt"], r["delay_s"], r["error"]) for r in retries] == [(2, WATCHER_RETRY_DELAYS_S[0], error)]
+    assert events(run, "watcher_failed") == []
+    second = [call for call in watcher_calls(run, "get_item") if "error" not in call and "fault" not in call]
+    assert len(second) == 1 and second[0]["t"] == pytest.approx(retries[0]["t"] + 60.0, abs=0.1)
+    assert run.result.coverage["watcher:retried"] == 1
+    assert run.result.coverage["watcher:released"] == 1, "the retry's effect landed"
+    assert run.result.coverage["extender:released"] == 0
+    job = run.jobs["aborted"]
+    assert job.executions == ["ABORTED", "SUCCEEDED"]
+    assert (job.released, job.final, job.redelivered_while_running) == (1, "deleted", 0)
+
+
+def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_reconciliation_settles() -> None:
+    # Every GetItem of the watcher fails; reconciliation waits 4 minutes, past the three attempts.
+    run = aborted_job_run(
+        {**RARE_RENEWALS, "reconcile_grace_s": 240},
+        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", "mode": "error"}],
+    )
+
+    assert run.result.violation is None
+    retries = events(run, "watcher_retry")
+    assert [(r["attempt"], r["delay_s"]) for r in retries] == [(2, 60.0), (3, 120.0)]
+    failed = events(run, "watcher_failed")
+    assert [(r["attempts"], r["error"]) for r in failed] == [(3, "ClientError")]
+    reads = watcher_calls(run, "get_item")
+    assert len(reads) == 9, "three invocations, three attempts of the client each"
+    # each invocation's first read comes one, then two minutes after the previous invocation failed
+    assert reads[3]["t"] == pytest.approx(retries[0]["t"] + 60.0, abs=0.1)
+    assert reads[6]["t"] == pytest.approx(retries[1]["t"] + 120.0, abs=0.1)
+    assert reads[2]["t"] <= retries[0]["t"] < reads[3]["t"] and reads[5]["t"] <= retries[1]["t"] < reads[6]["t"]
+    assert reads[8]["t"] <= failed[0]["t"]
+    assert run.result.coverage["watcher:on_failure_destination"] == 1
+    assert run.result.coverage["watcher:released"] == 0
+    assert run.result.coverage["extender:released"] == 1, "reconciliation settled the lease"
+    released = [e for e in events(run, "execution_started") if e["job_id"] == "aborted"]
+    assert released[-1]["t"] > failed[0]["t"], "the job ran again only after the event was given up"
+    job = run.jobs["aborted"]
+    assert job.executions == ["ABORTED", "SUCCEEDED"]
+    assert (job.released, job.final, job.redelivered_while_running) == (1, "deleted", 0)
