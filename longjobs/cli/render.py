@@ -243,7 +243,7 @@ def leases_table(leases: list[Lease], *, now: float | None = None) -> Renderable
             str(lease.receive_count),
             str(lease.renewal_count),
             relative(lease.visible_until, now),
-            shorten(lease.last_error),
+            shorten(str(lease.last_error) if lease.last_error else None),
         )
     return Fitted(table)
 
@@ -273,7 +273,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("execution", lease.execution_arn or "-"),
         ("queue", lease.queue_url),
         ("version", str(lease.version)),
-        ("last error", lease.last_error or "-"),
+        ("last error", str(lease.last_error or "-")),
         ("result", "-" if lease.result is None else json.dumps(lease.result, sort_keys=True)),
     ]
     for name, value in rows:

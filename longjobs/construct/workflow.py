@@ -116,6 +116,8 @@ _NAMES = {
     "#shard": SHARD_ATTR,
     "#renew_at": RENEW_AT_ATTR,
 }
+_LAST_ERROR = "$.last_error"
+"""Where the lease's last error is built as a DynamoDB map before a close writes it."""
 _LEASE_HANDLE = "$.lease.Item." + HANDLE_ATTR + ".S"
 _LEASE_STATUS = "$.lease.Item." + STATUS_ATTR + ".S"
 _LEASE_EXECUTION = "$.lease.Item." + EXECUTION_ATTR + ".S"
@@ -329,7 +331,7 @@ def _close_lease(
     *,
     status: LeaseStatus,
     attribute: str,
-    value: str,
+    value: tasks.DynamoAttributeValue,
     condition: str,
 ) -> sfn.TaskStateBase:
     """Set the lease's final status and one more attribute, leave the due-index, bump the version.
@@ -343,7 +345,7 @@ def _close_lease(
     names = {**_NAMES, "#attr": attribute}
     values = {
         ":status": tasks.DynamoAttributeValue.from_string(status.value),
-        ":value": tasks.DynamoAttributeValue.from_string(value),
+        ":value": value,
         ":one": tasks.DynamoAttributeValue.from_number(1),
         ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
         ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),
@@ -363,6 +365,41 @@ def _close_lease(
         ),
         DYNAMODB_TRANSIENT_ERRORS,
     )
+
+
+def _last_error_then(scope: Construct, state_id: str, error_path: str, then: sfn.IChainable) -> sfn.Choice:
+    """Build the lease's last error from the error a Catch put at `error_path`, at `_LAST_ERROR`, then go
+    to `then` (a close that writes it with `_last_error_value`): the map `{"Error": {"S": ...}, "Cause":
+    {"S": ...}}`, as `longjobs.engine.lease.LastError` reads it.
+
+    `Cause` is left out when the error has none: `SendTaskFailure` takes no cause at will, and Step
+    Functions then binds an empty one (moto binds an empty string too, and the simulation's interpreter
+    may find none at all). A Parameters path that matches nothing would be a `States.Runtime` error,
+    which no Catch catches, so the path is tested first."""
+    cause = f"{error_path}.Cause"
+    has_cause = sfn.Condition.and_(
+        sfn.Condition.is_present(cause),
+        sfn.Condition.is_string(cause),
+        sfn.Condition.not_(sfn.Condition.string_equals(cause, "")),
+    )
+    error = {"S": sfn.JsonPath.string_at(f"{error_path}.Error")}
+    with_cause = sfn.Pass(
+        scope,
+        f"{state_id}WithCause",
+        parameters={"Error": error, "Cause": {"S": sfn.JsonPath.string_at(cause)}},
+        result_path=_LAST_ERROR,
+    )
+    without_cause = sfn.Pass(scope, f"{state_id}WithoutCause", parameters={"Error": error}, result_path=_LAST_ERROR)
+    return (
+        sfn.Choice(scope, f"{state_id}HasCause")
+        .when(has_cause, with_cause.next(then))
+        .otherwise(without_cause.next(then))
+    )
+
+
+def _last_error_value() -> tasks.DynamoAttributeValue:
+    """The map `_last_error_then` built, as a DynamoDB attribute value."""
+    return tasks.DynamoAttributeValue.map_from_json_path(_LAST_ERROR)
 
 
 def _owned(scope: Construct, state_id: str, then: sfn.IChainable, otherwise: sfn.IChainable) -> sfn.Choice:
@@ -543,7 +580,9 @@ def build_workflow(
         table,
         status=LeaseStatus.SUCCEEDED,
         attribute=RESULT_ATTR,
-        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary")),
+        value=tasks.DynamoAttributeValue.from_string(
+            sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary"))
+        ),
         condition="#execution = :self AND #handle = :handle AND #status <> :succeeded",
     )
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
@@ -586,7 +625,7 @@ def build_workflow(
         table,
         status=LeaseStatus.RELEASED,
         attribute=ERROR_ATTR,
-        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.error")),
+        value=_last_error_value(),
         condition="#execution = :self AND #handle = :handle AND #status = :active",
     )
     mark_released.add_catch(read_for_release, errors=[CONDITION_FAILED], result_path="$.conflict")
@@ -607,7 +646,7 @@ def build_workflow(
         table,
         status=LeaseStatus.LOST,
         attribute=ERROR_ATTR,
-        value=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.release_error")),
+        value=_last_error_value(),
         condition="#execution = :self AND #status = :released",
     )
     mark_lost.add_catch(job_failed, errors=[CONDITION_FAILED], result_path="$.conflict")
@@ -623,7 +662,9 @@ def build_workflow(
     # Any other refusal (still throttled after the retries) leaves the lease RELEASED: the message
     # comes back when its current chunk ends.
     release_message.add_catch(
-        sfn.Choice(scope, "ReleaseRefused").when(handle_refused, mark_lost.next(job_failed)).otherwise(job_failed),
+        sfn.Choice(scope, "ReleaseRefused")
+        .when(handle_refused, _last_error_then(scope, "LostError", "$.release_error", mark_lost.next(job_failed)))
+        .otherwise(job_failed),
         result_path="$.release_error",
     )
     read_for_release.next(
@@ -633,7 +674,12 @@ def build_workflow(
             _owned(
                 scope,
                 "OwnsLeaseForRelease",
-                mark_released.next(release_lock_on_failure).next(release_slot_on_failure),
+                _last_error_then(
+                    scope,
+                    "ReleasedError",
+                    "$.error",
+                    mark_released.next(release_lock_on_failure).next(release_slot_on_failure),
+                ),
                 job_failed,
             ),
         )

@@ -52,7 +52,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, is_lock_key
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
@@ -474,8 +474,8 @@ def report_finished(lease: Lease) -> CancelReport:
     return _report(lease, Outcome(decision.value), previous=lease.status.value)
 
 
-def _error(reason: str) -> str:
-    return f"{CANCELLED}: {reason}"
+def _error(reason: str) -> LastError:
+    return LastError(CANCELLED, reason)
 
 
 def _report(lease: Lease, outcome: Outcome, *, previous: str, notes: tuple[str, ...] = ()) -> CancelReport:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import NEVER_STARTED, RUNNING_STATUSES, stop_execution
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, job_lock_key
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, job_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies.base import whole_seconds
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
@@ -67,7 +67,7 @@ def release(
     store: LeaseStore,
     visibility: VisibilityClient,
     clock: Clock,
-    reason: str,
+    reason: LastError,
     delay_s: int | None = None,
     never_started: bool = False,
 ) -> Lease | None:
@@ -94,13 +94,20 @@ def release(
     if outcome.ok:
         return closed
     if outcome.failure is FailureClass.LOST:
-        return store.amend(closed, status=LeaseStatus.LOST, error=f"{reason}; release: {outcome.error}") or closed
+        lost = LastError(reason.error, _joined(reason.cause, f"release: {outcome.error}"))
+        return store.amend(closed, status=LeaseStatus.LOST, error=lost) or closed
     logger.warning(
         "release visibility change failed; the message returns when its current chunk ends",
         extra={"message_id": lease.message_id, "error": outcome.error},
     )
-    note = f"{reason}; release visibility change failed ({outcome.failure}): {outcome.error}"
-    return store.amend(closed, status=LeaseStatus.RELEASED, error=note) or closed
+    note = f"release visibility change failed ({outcome.failure}): {outcome.error}"
+    noted = LastError(reason.error, _joined(reason.cause, note))
+    return store.amend(closed, status=LeaseStatus.RELEASED, error=noted) or closed
+
+
+def _joined(cause: str | None, note: str) -> str:
+    """A last error's cause with a note of what happened after it (a release SQS refused)."""
+    return f"{cause}; {note}" if cause else note
 
 
 def reassert_release(lease: Lease, *, visibility: VisibilityClient, clock: Clock) -> bool:
@@ -141,7 +148,7 @@ def complete(
     except Exception as exc:
         if classify_exception(exc) is not FailureClass.LOST:
             raise SettleError(f"delete of {lease.message_id} failed: {describe_exception(exc)}") from exc
-        error = f"delete: {describe_exception(exc)}"
+        error = LastError("delete refused", describe_exception(exc))
     closed = store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
     if closed is not None:
         release_holds(closed, store=store, clock=clock)
@@ -155,7 +162,7 @@ def stop_and_close(
     stepfunctions: SFNClient | None,
     store: LeaseStore,
     clock: Clock,
-    reason: str,
+    reason: LastError,
 ) -> Lease | None:
     """End a lease that can no longer be held (the 12 h limit, the max renewal, a handle SQS refuses for
     good): stop its execution first, then close it, so the message is never handed out while the
@@ -165,12 +172,12 @@ def stop_and_close(
         if stepfunctions is None:
             raise SettleError(f"cannot stop {lease.execution_arn}: no Step Functions client")
         try:
-            stop_execution(stepfunctions, lease.execution_arn, cause=reason)
+            stop_execution(stepfunctions, lease.execution_arn, cause=str(reason))
         except Exception as exc:
             raise SettleError(f"stop of {lease.execution_arn} failed: {describe_exception(exc)}") from exc
         logger.warning(
             "execution stopped: its lease can no longer be held",
-            extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": reason},
+            extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": str(reason)},
         )
     closed = store.close(lease, status, now=clock.now(), error=reason)
     if closed is not None:
@@ -195,11 +202,12 @@ def _free_after_lost_close(lease: Lease, *, store: LeaseStore, clock: Clock) -> 
         release_holds(current, store=store, clock=clock)
 
 
-def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> str:
-    """The lease's last error for an execution that ended in `status`."""
+def describe_reason(status: str, error: str | None = None, cause: str | None = None) -> LastError:
+    """The lease's last error for an execution that ended in `status` (`execution aborted`), with the
+    execution's own error and cause (Step Functions' `Operator: test`) as its cause."""
     reason = "execution never started" if status == NEVER_STARTED else f"execution {status.lower().replace('_', ' ')}"
     details = ": ".join(part for part in (error, cause) if part)
-    return f"{reason}: {details}" if details else reason
+    return LastError(reason, details or None)
 
 
 def settle_ended(
@@ -210,7 +218,7 @@ def settle_ended(
     visibility: VisibilityClient,
     sqs: SQSClient,
     clock: Clock,
-    reason: str | None = None,
+    reason: LastError | None = None,
 ) -> Lease | None:
     """Settle a lease whose execution is over (`status` is not a running one).
 

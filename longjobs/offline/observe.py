@@ -11,7 +11,6 @@ Three sources, none of them inside the functions:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -269,13 +268,7 @@ class Observer:
         if "ErrorType" in message.attributes:
             return f"{message.attributes['ErrorType']}: {message.attributes.get('ErrorMessage', '')}"
         error = track.lease.last_error if track.lease else None
-        if error:
-            try:
-                parsed = json.loads(error)
-                return f"{parsed.get('Error')}: {parsed.get('Cause')}" if isinstance(parsed, dict) else error
-            except ValueError:
-                return error
-        return None
+        return str(error) if error else None
 
     @staticmethod
     def _deleted_after_success(track: Track) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog, load_catalog_file
-from longjobs.engine.lease import LeaseStore
+from longjobs.engine.lease import LastError, LeaseStore
 from longjobs.engine.settings import Settings, SettingsError
 from longjobs.engine.settle import release
 from longjobs.engine.visibility import VisibilityClient
@@ -161,7 +161,9 @@ def drain(processor: LocalProcessor, drain_s: float) -> Drained:
     visibility = VisibilityClient(processor.emulator.sqs(), clock=clock)
     outcome = Drained(finished=len(started - running))
     for lease in store.due(None):  # every lease still ACTIVE
-        if release(lease, store=store, visibility=visibility, clock=clock, reason="service stopped", delay_s=0):
+        if release(
+            lease, store=store, visibility=visibility, clock=clock, reason=LastError("service stopped"), delay_s=0
+        ):
             outcome.released.append(lease.message_id)
     outcome.active_left = len(store.due(None))
     return outcome

@@ -54,6 +54,7 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "NumericGreaterThan": lambda a, b: _number(a) and a > b,
     "NumericLessThan": lambda a, b: _number(a) and a < b,
     "IsPresent": lambda a, b: (a is not _MISSING) == b,
+    "IsString": lambda a, b: isinstance(a, str) == b,
 }
 PATH_COMPARISONS = {"StringEqualsPath": "StringEquals"}
 INTRINSICS = {"States.JsonToString", "States.Format"}

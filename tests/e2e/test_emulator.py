@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core.config import default_user_config
 
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.offline.emulator import Emulator, Resources, environment, function_environment
 from longjobs.offline.observe import Observer
 from longjobs.offline.scenario import parse_scenario
@@ -55,7 +55,7 @@ def test_observer_follows_leases_after_a_cancelled_transaction(emulated: tuple[E
                 }
             ]
         )
-    closed = store.close(lease, LeaseStatus.RELEASED, now=105.0, error="released after the rollback")
+    closed = store.close(lease, LeaseStatus.RELEASED, now=105.0, error=LastError("released after the rollback"))
     assert closed is not None
 
     observer.poll()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -82,9 +81,11 @@ def test_spark_job_failure_reaches_the_dlq_naming_the_spark_error(run: Runner, t
     )
     assert str(missing) in job["dlq_error"]
     assert track.lease is not None and track.lease.last_error is not None
-    # The receiver closes the lease with `<ErrorType>: <the attempt's error>`, the latter as the workflow
-    # stored it: the task failure's `{"Error", "Cause"}` as JSON.
-    error_type, _, attempt_error = track.lease.last_error.partition(": ")
-    last = json.loads(attempt_error)
-    assert (error_type, last["Error"]) == ("AttemptsExhausted", "AnalysisException")
-    assert last["Cause"].startswith("[PATH_NOT_FOUND] Path does not exist") and str(missing) in last["Cause"]
+    # The receiver closes the lease with its reason as the error and the last attempt's error (the task
+    # failure's error and whole cause, as the workflow stored them) as the cause.
+    last = track.lease.last_error
+    assert last.error == "AttemptsExhausted" and last.cause is not None
+    assert last.cause.startswith("AnalysisException: [PATH_NOT_FOUND] Path does not exist")
+    assert str(missing) in last.cause
+    [attempt] = track.lease.history
+    assert attempt.error is not None and attempt.error.error == "AnalysisException"

@@ -17,7 +17,7 @@ import pytest
 
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.lease.lock import job_lock_key
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
@@ -106,7 +106,7 @@ def test_cancel_running_job_stops_it_dead_letters_it_and_frees_its_lock_and_slot
         {"executionArn": running.execution_arn, "error": cancel.CANCELLED, "cause": f"cancelled: {REASON}"}
     ]
     lease = flow.lease(message_id)
-    assert lease.status is LeaseStatus.CANCELLED and lease.last_error == f"Cancelled: {REASON}"
+    assert lease.status is LeaseStatus.CANCELLED and lease.last_error == LastError("Cancelled", REASON)
     record = cancel.CancelRecord.of(lease)
     assert record is not None and record.done and record.dead_letter_id == report.dead_letter_id
     assert_dead_lettered_as_cancelled(flow, message_id, "nightly")

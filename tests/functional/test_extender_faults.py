@@ -234,7 +234,7 @@ def test_extender_asks_shorter_past_the_12_hour_limit_then_stops_the_execution(h
     assert fake.stopped == [due.execution_arn]
     capped = store.get(lease.message_id)
     assert capped is not None and capped.status is LeaseStatus.CAPPED
-    assert "beyond the limit" in (capped.last_error or "")
+    assert "beyond the limit" in str(capped.last_error)
     assert capped.visible_until == pytest.approx(clock.now() + chunk // 4, abs=1), "hidden as long as SQS allowed"
 
 

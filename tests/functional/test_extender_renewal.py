@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from longjobs.engine.clock import FakeClock, SystemClock
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import renew_due
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness, Poller
 
@@ -41,7 +41,7 @@ def test_extender_marks_deleted_message_lost(harness: Harness) -> None:
     lost, renewed = store.get(deleted.message_id), store.get(kept.message_id)
     assert (report.lost, report.renewed) == (1, 1)
     assert lost is not None and lost.status is LeaseStatus.LOST and lost.renew_at is None
-    assert lost.last_error is not None and "ReceiptHandleIsInvalid" in lost.last_error
+    assert lost.last_error is not None and "ReceiptHandleIsInvalid" in str(lost.last_error)
     assert renewed is not None and renewed.status is LeaseStatus.ACTIVE and renewed.renewal_count == 1
     assert store.due(None) == [renewed]
 
@@ -59,7 +59,7 @@ def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harne
     stored = harness.store(settings).get(lease.message_id)
     assert report.capped == 1 and calls == []
     assert stored is not None and stored.status is LeaseStatus.CAPPED
-    assert stored.last_error == "max renewal duration reached"
+    assert stored.last_error == LastError("max renewal duration reached")
 
 
 def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) -> None:
@@ -82,7 +82,7 @@ def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) 
     capped_now, fine_now = store.get(capped.message_id), store.get(fine.message_id)
     assert (report.capped, report.renewed) == (1, 1)
     assert capped_now is not None and capped_now.status is LeaseStatus.CAPPED
-    assert capped_now.last_error is not None and "beyond the limit" in capped_now.last_error
+    assert capped_now.last_error is not None and "beyond the limit" in str(capped_now.last_error)
     assert fine_now is not None and fine_now.status is LeaseStatus.ACTIVE
 
 

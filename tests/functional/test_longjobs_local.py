@@ -14,7 +14,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from longjobs.cli import clients, commands
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LastError, LeaseStatus
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 
@@ -230,7 +230,7 @@ def test_leases_lists_newest_first_filtered_and_limited(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.put_lease("old", now=1_800_000_000.0)
-    local.put_lease("new", now=1_800_000_100.0, last_error="ThrottlingException: slow down")
+    local.put_lease("new", now=1_800_000_100.0, last_error=LastError("ThrottlingException", "slow down"))
     local.put_lease("done", status=LeaseStatus.SUCCEEDED, now=1_800_000_050.0, closed_at=1_800_000_090.0)
 
     everything = run(capsys, "--endpoint-url", endpoint, "leases", "--json")
@@ -240,7 +240,7 @@ def test_leases_lists_newest_first_filtered_and_limited(
     [newest] = active.json()
     assert newest["message_id"] == "new"
     assert newest["status"] == "ACTIVE"
-    assert newest["last_error"] == "ThrottlingException: slow down"
+    assert newest["last_error"] == {"error": "ThrottlingException", "cause": "slow down"}
     assert newest["received_at"] == "2027-01-15T08:01:40.000Z"
 
 
@@ -269,7 +269,7 @@ def test_lease_tells_its_whole_story_with_each_attempts_execution(
         receive_count=3,  # the second receive started nothing
         renewal_count=4,
         execution_arn=third["executionArn"],
-        last_error="WaitJobFailed: asked to",
+        last_error=LastError("WaitJobFailed", "asked to"),
         result={"waited_s": 12},
         closed_at=1_800_000_500.0,
     )
@@ -281,7 +281,7 @@ def test_lease_tells_its_whole_story_with_each_attempts_execution(
     assert data["lease"]["receive_count"] == 3
     assert data["lease"]["renewal_count"] == 4
     assert data["lease"]["result"] == {"waited_s": 12}
-    assert data["lease"]["last_error"] == "WaitJobFailed: asked to"
+    assert data["lease"]["last_error"] == {"error": "WaitJobFailed", "cause": "asked to"}
     assert [(e["attempt"], e["name"]) for e in data["executions"]] == [(1, "msg-1-1"), (3, "msg-1-3")]
     assert data["executions"][0]["status"] == "ABORTED"
     assert data["executions"][0]["stopped_at"] is not None

@@ -81,7 +81,10 @@ def test_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(
         "the execution stopped",
     )
     assert story["executions"][0]["status"] == "ABORTED"
-    assert story["lease"]["status"] == "CANCELLED" and story["lease"]["last_error"] == f"Cancelled: {REASON}"
+    assert story["lease"]["status"] == "CANCELLED" and story["lease"]["last_error"] == {
+        "error": "Cancelled",
+        "cause": REASON,
+    }
     letters = run(capsys, "--endpoint-url", endpoint, "dlq", "list", "--json").json()
     assert [(letter["error_type"], letter["error_message"]) for letter in letters] == [("Cancelled", REASON)]
 

@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from longjobs.cli import commands
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LastError, LeaseStatus
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 STACK = "LongJobs-test"
@@ -212,7 +212,9 @@ def test_stack_with_an_unknown_profile_fails_in_one_line(
 
 
 def test_lease_of_a_closed_stack_lease_shows_its_error(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
-    deployed.put_lease("m9", status=LeaseStatus.RELEASED, last_error="States.Timeout: heartbeat", closed_at=time.time())
+    deployed.put_lease(
+        "m9", status=LeaseStatus.RELEASED, last_error=LastError("States.Timeout", "heartbeat"), closed_at=time.time()
+    )
 
     result = run(capsys, "--stack", STACK, "lease", "m9")
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from longjobs.engine.extender.reconcile import reconcile
-from longjobs.engine.lease import LeaseStatus, job_lock_key
+from longjobs.engine.lease import LastError, LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
@@ -99,7 +99,7 @@ def test_receiver_handler_sends_poison_to_dlq_and_keeps_the_rest_of_the_batch(
     assert attributes["OriginalMessageId"] == poison
     assert attributes["ReceiveCount"] == "1"
     rejected = flow.lease(poison)
-    assert rejected.status is LeaseStatus.REJECTED and "NotJson" in (rejected.last_error or "")
+    assert rejected.status is LeaseStatus.REJECTED and "NotJson" in str(rejected.last_error)
     assert flow.receiver.store.get(inline) is None, "inline jobs keep no lease"
     assert flow.lease(long_job).status is LeaseStatus.ACTIVE
     metrics = emitted_metrics(capsys.readouterr().out)
@@ -236,7 +236,7 @@ def test_receiver_crash_before_start_is_released_by_reconciliation(
 
     assert report.released == 1
     released = flow.lease(message_id)
-    assert released.status is LeaseStatus.RELEASED and released.last_error == "execution never started"
+    assert released.status is LeaseStatus.RELEASED and released.last_error == LastError("execution never started")
     assert flow.harness.visible_messages() == [message_id]
     lock = flow.receiver.store.locks.get(job_lock_key("crashy"))
     assert lock is not None and not lock.held, "reconciliation frees the job lock with the lease"
@@ -268,7 +268,7 @@ def test_receiver_start_refused_leaves_the_lease_for_reconciliation(flow: Flow) 
 
     assert reconcile(flow.later(), deadline=time.time() + 65).released == 1
     released = flow.lease(message_id)
-    assert released.status is LeaseStatus.RELEASED and released.last_error == "execution never started"
+    assert released.status is LeaseStatus.RELEASED and released.last_error == LastError("execution never started")
     assert flow.harness.visible_messages() == [message_id]
 
 

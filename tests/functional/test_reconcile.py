@@ -9,7 +9,7 @@ import pytest
 
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.reconcile import reconcile
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -72,7 +72,7 @@ def test_reconcile_settles_ended_and_never_started_executions(
     visible = harness.visible_messages()
     assert sorted(visible) == sorted(lease.message_id for lease in (aborted, failed, missing))
     stored = harness.store(SETTINGS).get(missing.message_id)
-    assert stored is not None and stored.last_error == "execution never started"
+    assert stored is not None and stored.last_error == LastError("execution never started")
 
 
 def test_reconcile_release_uses_the_lease_release_delay(harness: Harness) -> None:

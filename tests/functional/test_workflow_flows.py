@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from longjobs.engine.extender.reconcile import reconcile
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.offline.lambdas import LambdaContext
@@ -63,12 +63,15 @@ def test_failing_job_released_retried_with_new_executions_then_dead_lettered(flo
         assert described["status"] == "FAILED" and described["error"] == "WaitJobFailed"
         released = flow.lease(message_id)
         assert released.status is LeaseStatus.RELEASED
-        assert json.loads(released.last_error or "{}")["Error"] == "WaitJobFailed"
+        assert released.last_error == LastError("WaitJobFailed", "the wait job was asked to fail")
 
     assert flow.deliver() == {message_id: Outcome.DEAD_LETTERED}, "the processor counts attempts, not SQS"
     [dead] = flow.dlq_messages()
     assert json.loads(dead["Body"])["job_id"] == "always-fails"
     assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "AttemptsExhausted"
+    reason = "WaitJobFailed: the wait job was asked to fail"  # the Fail state's error and cause, as caught
+    assert dead["MessageAttributes"]["ErrorMessage"]["StringValue"] == reason
+    assert flow.lease(message_id).last_error == LastError("AttemptsExhausted", reason)
     assert len(json.loads(dead["MessageAttributes"]["Attempts"]["StringValue"])) == max_attempts
     names = sorted(execution["name"] for execution in flow.executions())
     assert names == [f"{message_id}-{n}" for n in range(1, max_attempts + 1)]
@@ -127,7 +130,7 @@ def test_aborted_execution_released_by_watcher_once(
     assert emitted_metrics(capsys.readouterr().out)["ExecutionsEnded"] == 1
     released = flow.lease(message_id)
     assert released.status is LeaseStatus.RELEASED
-    assert released.last_error == "execution aborted: Operator: test"
+    assert released.last_error == LastError("execution aborted", "Operator: test")
     assert flow.harness.visible_messages() == [message_id], "release delay 0: visible at once"
     assert watcher.handler(event, context) == {"outcome": "unchanged"}, "a duplicate"
     assert "ExecutionsEnded" not in capsys.readouterr().out, "a duplicate is not counted again"
@@ -205,6 +208,5 @@ def test_spark_step_without_heartbeats_is_released_after_the_heartbeat_timeout(f
     assert described["status"] == "FAILED"
     released = flow.lease(message_id)
     assert released.status is LeaseStatus.RELEASED
-    error = json.loads(released.last_error or "{}")
-    assert error == {"Error": "JobTimedOut", "Cause": "the job stopped sending heartbeats or ran past its timeout"}
+    assert released.last_error == LastError("JobTimedOut", "the job stopped sending heartbeats or ran past its timeout")
     assert flow.harness.visible_messages() == [message_id]

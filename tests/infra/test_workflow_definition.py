@@ -124,7 +124,7 @@ def test_workflow_fences_every_settlement_by_the_execution_that_owns_the_lease(o
     for choice, then in (
         ("OwnsLeaseAtStart", "RunJob"),
         ("OwnsLease", "AlreadySettled"),
-        ("OwnsLeaseForRelease", "MarkReleased"),
+        ("OwnsLeaseForRelease", "ReleasedErrorHasCause"),
         ("ReleasedByThisExecution", "ReleaseJobLockOnFailure"),
     ):
         [rule] = states[choice]["Choices"]
@@ -147,9 +147,40 @@ def test_workflow_records_a_release_refused_for_a_gone_handle_as_lost(offline: d
     assert catch == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.release_error", "Next": "ReleaseRefused"}
     refused = json.dumps(states["ReleaseRefused"]["Choices"])
     assert "*.ReceiptHandleIsInvalidException" in refused and "*expired*" in refused
-    assert states["ReleaseRefused"]["Choices"][0]["Next"] == "MarkLost"
+    assert states["ReleaseRefused"]["Choices"][0]["Next"] == "LostErrorHasCause"
+    assert states["LostErrorWithCause"]["Next"] == states["LostErrorWithoutCause"]["Next"] == "MarkLost"
     assert states["ReleaseRefused"]["Default"] == "JobFailed", "anything else: RELEASED, back when its chunk ends"
     assert states["MarkLost"]["Parameters"]["ExpressionAttributeValues"][":status"] == {"S": "LOST"}
+
+
+@pytest.mark.parametrize(
+    ("prefix", "caught", "close"),
+    [("ReleasedError", "$.error", "MarkReleased"), ("LostError", "$.release_error", "MarkLost")],
+)
+def test_workflow_writes_the_last_error_as_a_map_with_its_cause_when_it_has_one(
+    offline: dict[str, Any], prefix: str, caught: str, close: str
+) -> None:
+    states = offline["States"]
+    cause = f"{caught}.Cause"
+    assert states[f"{prefix}HasCause"]["Choices"] == [
+        {
+            "And": [
+                {"Variable": cause, "IsPresent": True},
+                {"Variable": cause, "IsString": True},
+                {"Not": {"Variable": cause, "StringEquals": ""}},
+            ],
+            "Next": f"{prefix}WithCause",
+        }
+    ]
+    assert states[f"{prefix}HasCause"]["Default"] == f"{prefix}WithoutCause"
+    error = {"S.$": f"{caught}.Error"}
+    assert states[f"{prefix}WithCause"]["Parameters"] == {"Error": error, "Cause": {"S.$": cause}}
+    assert states[f"{prefix}WithoutCause"]["Parameters"] == {"Error": error}, "no path that may match nothing"
+    for built in (f"{prefix}WithCause", f"{prefix}WithoutCause"):
+        assert states[built]["ResultPath"] == "$.last_error" and states[built]["Next"] == close
+    parameters = states[close]["Parameters"]
+    assert parameters["ExpressionAttributeNames"]["#attr"] == "last_error"
+    assert parameters["ExpressionAttributeValues"][":value"] == {"M.$": "$.last_error"}
 
 
 def test_workflow_retries_throttling_on_every_sqs_and_dynamodb_task(offline: dict[str, Any]) -> None:

@@ -127,6 +127,67 @@ def test_workflow_choice_rules_and_paths() -> None:
     assert (mine.output, theirs.output, absent.output) == ("mine", "theirs", "theirs")
 
 
+@pytest.mark.parametrize(
+    ("caught", "written"),
+    [
+        (
+            StatesError("AnalysisException", "[PATH_NOT_FOUND]"),
+            {"Error": {"S": "AnalysisException"}, "Cause": {"S": "[PATH_NOT_FOUND]"}},
+        ),
+        (StatesError("WaitJobFailed"), {"Error": {"S": "WaitJobFailed"}}),  # no cause: bound as "" (spec)
+    ],
+)
+def test_workflow_is_string_and_a_map_attribute_value_built_from_paths(
+    caught: StatesError, written: dict[str, Any]
+) -> None:
+    """The lease's last error as the workflow writes it: a Catch's `{"Error", "Cause"}`, tested with
+    `IsString` before a Parameters path reads the cause, then passed whole as a DynamoDB map (`M.$`)."""
+    cause = "$.error.Cause"
+    has_cause = [
+        {"Variable": cause, "IsPresent": True},
+        {"Variable": cause, "IsString": True},
+        {"Not": {"Variable": cause, "StringEquals": ""}},
+    ]
+    error = {"S.$": "$.error.Error"}
+    definition = {
+        "StartAt": "Read",
+        "States": {
+            "Read": task(
+                Catch=[{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "HasCause"}], End=True
+            ),
+            "HasCause": {
+                "Type": "Choice",
+                "Choices": [{"And": has_cause, "Next": "WithCause"}],
+                "Default": "WithoutCause",
+            },
+            "WithCause": {
+                "Type": "Pass",
+                "Parameters": {"Error": error, "Cause": {"S.$": cause}},
+                "ResultPath": "$.last_error",
+                "Next": "Close",
+            },
+            "WithoutCause": {
+                "Type": "Pass",
+                "Parameters": {"Error": error},
+                "ResultPath": "$.last_error",
+                "Next": "Close",
+            },
+            "Close": {
+                "Type": "Task",
+                "Resource": UPDATE,
+                "Parameters": {"ExpressionAttributeValues": {":value": {"M.$": "$.last_error"}}},
+                "End": True,
+            },
+        },
+    }
+
+    outcome, integrations, _ = run(definition, {"key": "m-1"}, get=[caught], update=[{}])
+
+    assert outcome.status == "SUCCEEDED"
+    [_, (_, resource, parameters)] = integrations.calls
+    assert resource == UPDATE and parameters == {"ExpressionAttributeValues": {":value": {"M": written}}}
+
+
 def test_workflow_intrinsics_wait_and_one_branch_parallel() -> None:
     definition = {
         "StartAt": "Job",

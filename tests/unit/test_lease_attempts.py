@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:m-1-1"
 
@@ -20,7 +20,7 @@ def lease(status: LeaseStatus, *, execution_arn: str | None = ARN, never_started
         renew_until=0.0,
         status=status,
         execution_arn=execution_arn,
-        last_error="boom",
+        last_error=LastError("boom"),
         closed_at=5.0,
         never_started=never_started,
     )
@@ -50,4 +50,9 @@ def test_lease_ended_attempt_counts_only_executions_that_ran(
     assert (ended is not None) is counts
     assert len(closed.history_with_this()) == int(counts)
     if ended is not None:
-        assert (ended.number, ended.execution, ended.outcome, ended.error) == (1, "m-1-1", status.value, "boom")
+        assert (ended.number, ended.execution, ended.outcome, ended.error) == (
+            1,
+            "m-1-1",
+            status.value,
+            LastError("boom"),
+        )

@@ -19,7 +19,7 @@ from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_ses
 from longjobs.cli.errors import CliError
 from longjobs.cli.leases import Execution
 from longjobs.cli.status import LastHour, QueueDepth, Status
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.receiver.dlq import dlq_attributes, exhausted_attributes
 
 NOW = 1_800_000_000.0
@@ -278,7 +278,7 @@ def test_ids_stay_whole_at_80_columns() -> None:
         renew_until=NOW + 43_000,
         status=LeaseStatus.RELEASED,
         job_type="backfill-with-a-long-name",
-        last_error="WaitJobFailed: the wait job was asked to fail, after a long time of waiting for it",
+        last_error=LastError("WaitJobFailed", "the wait job was asked to fail, after a long time of waiting for it"),
     )
     letter = dlq.DeadLetter(
         message_id=message_id,

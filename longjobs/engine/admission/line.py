@@ -16,7 +16,7 @@ from longjobs.engine.admission.readings import (
 from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.lock import Hold
-from longjobs.engine.lease.types import Attempt
+from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
@@ -155,7 +155,7 @@ def wait_or_park(
         waiting_order=order,
         waits=waits + 1,
         job=job.model_dump_json(),
-        last_error=None if outcome.ok else f"waiting delay not set: {outcome.error}",
+        last_error=None if outcome.ok else LastError("waiting delay not set", outcome.error),
     )
     if not receiver.store.create(lease, replacing=replacing):
         return None

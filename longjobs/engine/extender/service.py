@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from longjobs.engine.clock import Clock
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, Renewal
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import RenewalPolicy, hold_limit
 from longjobs.engine.settings import Settings
@@ -35,6 +35,8 @@ R = TypeVar("R")
 
 CAPPED_RETRIES = 4
 """How many times a renewal SQS refused as past the 12 h limit is asked again, each time half as long."""
+VISIBILITY_LIMIT_REACHED = "12 hour visibility limit reached"
+"""The last error of a lease capped at SQS's 12 h limit (with SQS's refusal as its cause, when it refused)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def renew_due(ext: Extender, *, deadline: float) -> PassReport:
     report.due = len(leases)
     _end_unholdable(
         ext,
-        [(lease, "max renewal duration reached") for lease in leases if now >= lease.renew_until],
+        [(lease, LastError("max renewal duration reached")) for lease in leases if now >= lease.renew_until],
         LeaseStatus.CAPPED,
         report,
     )
@@ -131,7 +133,7 @@ def renew_due(ext: Extender, *, deadline: float) -> PassReport:
 def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[Lease]:
     """One round of renewal calls. Returns the leases whose call was throttled."""
     plan: dict[str, _Planned] = {}
-    too_late: list[tuple[Lease, str]] = []
+    too_late: list[tuple[Lease, LastError]] = []
     now = ext.clock.now()
     for lease in leases:
         decision = ext.policy.decide(now, lease)
@@ -140,7 +142,7 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
         left = math.floor(hold_limit(lease.received_at, ext.settings.cap_safety_s) - now)
         timeout = min(decision.visibility_timeout_s, left)
         if timeout <= 0:
-            too_late.append((lease, "12 hour visibility limit reached"))
+            too_late.append((lease, LastError(VISIBILITY_LIMIT_REACHED)))
         else:
             plan[lease.message_id] = _Planned(lease, timeout)
     _end_unholdable(ext, too_late, LeaseStatus.CAPPED, report)
@@ -159,7 +161,7 @@ def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[L
     report.failed += len(others)
     for outcome in others:
         logger.error("renewal failed", extra={"message_id": outcome.key, "error": outcome.error})
-    ext.parallel(lambda o: _note_error(ext, plan[o.key].lease, o.error or "unknown error"), others)
+    ext.parallel(lambda o: _note_error(ext, plan[o.key].lease, LastError("renewal failed", o.error)), others)
 
     throttled = by_class.get(FailureClass.THROTTLED, [])
     report.throttled += len(throttled)
@@ -250,7 +252,7 @@ def _capped(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], re
     _end_unholdable(
         ext,
         [
-            (lease, f"12 hour visibility limit reached: {outcome.error}")
+            (lease, LastError(VISIBILITY_LIMIT_REACHED, outcome.error))
             for lease, (_, outcome) in zip(kept, refused, strict=True)
         ],
         LeaseStatus.CAPPED,
@@ -267,13 +269,16 @@ def _lost(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], repo
         )
     _end_unholdable(
         ext,
-        [(planned.lease, outcome.error or "receipt handle no longer accepted") for planned, outcome in refused],
+        [
+            (planned.lease, LastError("receipt handle no longer accepted", outcome.error))
+            for planned, outcome in refused
+        ],
         LeaseStatus.LOST,
         report,
     )
 
 
-def _note_error(ext: Extender, lease: Lease, error: str) -> None:
+def _note_error(ext: Extender, lease: Lease, error: LastError) -> None:
     try:
         ext.store.note_error(lease, error)
     except Exception as exc:
@@ -312,7 +317,7 @@ class _Timing:
 
 
 def _end_unholdable(
-    ext: Extender, leases: Sequence[tuple[Lease, str]], status: LeaseStatus, report: PassReport
+    ext: Extender, leases: Sequence[tuple[Lease, LastError]], status: LeaseStatus, report: PassReport
 ) -> None:
     """Stop each lease's execution, then close the lease with its reason. A stop or a write that fails
     leaves the lease ACTIVE and due: the next pass tries again.
@@ -325,7 +330,7 @@ def _end_unholdable(
     if not leases:
         return
 
-    def end(item: tuple[Lease, str]) -> str:
+    def end(item: tuple[Lease, LastError]) -> str:
         read, reason = item
         try:
             lease = ext.store.get(read.message_id)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from longjobs.engine.lease.lock import Hold, Lock, Locks, is_lock_key, job_lock_key
 from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.lease.store import LeaseStore, Renewal
-from longjobs.engine.lease.types import CLOSED_STATUSES, Lease, LeaseStatus
+from longjobs.engine.lease.types import CLOSED_STATUSES, LastError, Lease, LeaseStatus
 
 __all__ = [
     "CLOSED_STATUSES",
     "Hold",
+    "LastError",
     "Lease",
     "LeaseStatus",
     "LeaseStore",

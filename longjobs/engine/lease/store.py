@@ -22,6 +22,7 @@ from longjobs.engine.lease.lock import Hold, Locks, batch_get
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
+    ERROR_ATTR,
     HISTORY_ATTR,
     PARTITION_KEY,
     RECONCILE_INDEX,
@@ -33,7 +34,7 @@ from longjobs.engine.lease.schema import (
     WAITING_ORDER_ATTR,
     WAITING_TYPE_ATTR,
 )
-from longjobs.engine.lease.types import CLOSED_STATUSES, Attempt, Lease, LeaseStatus
+from longjobs.engine.lease.types import CLOSED_STATUSES, Attempt, LastError, Lease, LeaseStatus
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
@@ -59,7 +60,6 @@ _STR_FIELDS = (
     "execution_arn",
     "job_type",
     "job_id",
-    "last_error",
     "slot",
     "job",
     "copy_id",
@@ -100,6 +100,8 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         value = getattr(lease, name)
         if value is not None:
             plain[name] = value
+    if lease.last_error is not None:
+        plain[ERROR_ATTR] = lease.last_error.to_data()
     if lease.never_started:
         plain["never_started"] = True
     if lease.result is not None:
@@ -134,6 +136,8 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
     for name in _STR_FIELDS:
         if name in plain:
             fields[name] = plain[name]
+    if ERROR_ATTR in plain:
+        fields["last_error"] = LastError.from_data(plain[ERROR_ATTR])
     if plain.get("never_started"):
         fields["never_started"] = True
     if RESULT_ATTR in plain:
@@ -511,8 +515,11 @@ class LeaseStore:
 
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it
-        go?"). False when a lease of this message exists already: that one is kept."""
-        rejected = replace(lease, status=LeaseStatus.REJECTED, last_error=error, closed_at=now, renew_at=None)
+        go?"), `error` (what was wrong with the body) as its last error. False when a lease of this message
+        exists already: that one is kept."""
+        rejected = replace(
+            lease, status=LeaseStatus.REJECTED, last_error=LastError(error), closed_at=now, renew_at=None
+        )
         item = lease_to_item(rejected, self.shard_of(lease.message_id))
         item[TTL_ATTR] = {"N": str(int(now) + self._closed_ttl_s)}
         return _conditional(
@@ -650,7 +657,7 @@ class LeaseStore:
         status: LeaseStatus,
         *,
         now: float,
-        error: str | None = None,
+        error: LastError | None = None,
         result: dict[str, Any] | None = None,
         visible_until: float | None = None,
         never_started: bool = False,
@@ -670,7 +677,7 @@ class LeaseStore:
         }
         if error is not None:
             sets.append("last_error = :error")
-            values["error"] = error
+            values["error"] = error.to_data()
         if result is not None:
             sets.append("#result = :result")
             values["result"] = json.dumps(result, separators=(",", ":"))
@@ -705,7 +712,7 @@ class LeaseStore:
             never_started=never_started or lease.never_started,
         )
 
-    def note_error(self, lease: Lease, error: str) -> bool:
+    def note_error(self, lease: Lease, error: LastError) -> bool:
         """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""
         return _conditional(
             self._client.update_item,
@@ -714,7 +721,9 @@ class LeaseStore:
             UpdateExpression="SET last_error = :error",
             ConditionExpression="version = :version AND #status = :active",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(error=error, version=lease.version, active=LeaseStatus.ACTIVE.value),
+            ExpressionAttributeValues=_values(
+                error=error.to_data(), version=lease.version, active=LeaseStatus.ACTIVE.value
+            ),
         )
 
     def mark_checked(self, lease: Lease, now: float) -> bool:
@@ -747,7 +756,7 @@ class LeaseStore:
             return None
         return replace(lease, visible_until=now, renew_at=now, version=lease.version + 1)
 
-    def amend(self, closed: Lease, *, status: LeaseStatus, error: str) -> Lease | None:
+    def amend(self, closed: Lease, *, status: LeaseStatus, error: LastError) -> Lease | None:
         """Correct a closed lease's status and reason (a release whose handle SQS refused is LOST)."""
         if closed.active or status not in CLOSED_STATUSES:
             raise ValueError("amend() changes a closed lease into a closed status")
@@ -759,13 +768,13 @@ class LeaseStore:
             ConditionExpression="version = :version AND #status = :old",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=_values(
-                new=status.value, error=error, one=1, version=closed.version, old=closed.status.value
+                new=status.value, error=error.to_data(), one=1, version=closed.version, old=closed.status.value
             ),
         ):
             return None
         return replace(closed, status=status, last_error=error, version=closed.version + 1)
 
-    def mark_cancelled(self, lease: Lease, *, now: float, error: str, record: dict[str, Any]) -> Lease | None:
+    def mark_cancelled(self, lease: Lease, *, now: float, error: LastError, record: dict[str, Any]) -> Lease | None:
         """Close a lease CANCELLED (an operator's `longjobs cancel`, `longjobs.engine.cancel`), or note a
         cancel's progress on a lease already CANCELLED. One write, conditional on the version and status as
         read: a cancel racing a success, an admission in place or a parked copy's claim settles once, and
@@ -779,7 +788,7 @@ class LeaseStore:
         sets = ["#status = :cancelled", "last_error = :error", "#result = :result", "version = version + :one"]
         values: dict[str, Any] = {
             "cancelled": LeaseStatus.CANCELLED.value,
-            "error": error,
+            "error": error.to_data(),
             "result": json.dumps(record, separators=(",", ":")),
             "one": 1,
             "version": lease.version,

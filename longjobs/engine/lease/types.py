@@ -19,6 +19,39 @@ class LeaseStatus(StrEnum):
     CANCELLED = "CANCELLED"  # cancelled by an operator (`longjobs cancel`): stopped, sent to the DLQ, never run again
 
 
+@dataclass(frozen=True)
+class LastError:
+    """Why a lease closed (or its last renewal failed), shaped as Step Functions reports an error: a name
+    and, when one is known, its cause. The workflow stores what its Catch caught as is, so a job's own
+    failure (a Spark `AnalysisException` and its message) reads the same here as in the execution history.
+
+    In the table it is the map `{"Error": ..., "Cause": ...}` (`Cause` left out when there is none);
+    `str()` is `"<Error>: <Cause>"`, or the name alone."""
+
+    error: str
+    cause: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.error}: {self.cause}" if self.cause else self.error
+
+    def to_data(self) -> dict[str, str]:
+        """The stored map, as the workflow writes it."""
+        return {"Error": self.error} if self.cause is None else {"Error": self.error, "Cause": self.cause}
+
+    @classmethod
+    def from_data(cls, data: Any) -> LastError | None:
+        """A stored last error: the map (an empty or missing `Cause` is none), or the plain string items
+        written before the map (read as the name, without a cause) so a deployed table keeps reading."""
+        if data is None:
+            return None
+        if isinstance(data, str):
+            return cls(data)
+        if isinstance(data, dict) and isinstance(data.get("Error"), str):
+            cause = data.get("Cause")
+            return cls(data["Error"], str(cause) if cause else None)
+        raise ValueError(f"not a last error: {data!r}")
+
+
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
 ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
 """How an attempt ends without success: each is a failed attempt in the message's history."""
@@ -31,7 +64,7 @@ class Attempt:
     number: int  # 1 for the message's first execution attempt
     execution: str  # the execution's name
     outcome: str  # the status its lease closed with (RELEASED, CAPPED, LOST)
-    error: str | None
+    error: LastError | None
     ended_at: float | None
 
     def to_data(self) -> dict[str, Any]:
@@ -39,7 +72,7 @@ class Attempt:
             "attempt": self.number,
             "execution": self.execution,
             "outcome": self.outcome,
-            "error": self.error,
+            "error": None if self.error is None else self.error.to_data(),
             "ended_at": self.ended_at,
         }
 
@@ -50,7 +83,7 @@ class Attempt:
             number=int(data["attempt"]),
             execution=str(data.get("execution", "")),
             outcome=str(data.get("outcome", "")),
-            error=data.get("error"),
+            error=LastError.from_data(data.get("error")),
             ended_at=float(ended) if ended is not None else None,
         )
 
@@ -78,7 +111,7 @@ class Lease:
         None  # the job's own id: its job lock (`longjobs.engine.lease.lock`) is released with the lease
     )
     release_delay_s: int = 0
-    last_error: str | None = None
+    last_error: LastError | None = None
     result: dict[str, Any] | None = field(default=None, hash=False)
     closed_at: float | None = None
     checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)

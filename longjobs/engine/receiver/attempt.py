@@ -26,7 +26,7 @@ from longjobs.engine.execution import (
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.store import LEASE_KEY, HoldsTaken
-from longjobs.engine.lease.types import Attempt
+from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.decision import LockState, lock_state
 from longjobs.engine.receiver.dlq import EXHAUSTED, send_exhausted_to_dlq
@@ -125,7 +125,7 @@ def dead_letter(
     send_exhausted_to_dlq(
         receiver.sqs, receiver.settings.dlq_url or "", delivery, history, error_type=error_type, message=message
     )
-    last = message or (history[-1].error if history else None)
+    last = message or (str(history[-1].error) if history and history[-1].error else None)
     logger.warning(
         "sent to the DLQ",
         extra={"message_id": delivery.message_id, "reason": error_type, "attempts": len(history), "error": last},
@@ -135,7 +135,7 @@ def dead_letter(
         delivery,
         LeaseStatus.REJECTED,
         job_type=replacing.job_type if replacing is not None else None,
-        last_error=f"{error_type}: {last}" if last else error_type,
+        last_error=LastError(error_type, last),
         history=history,
     )
     try:
@@ -157,7 +157,10 @@ def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
         if new:
             closed = receiver.store.close(
-                lease, LeaseStatus.LOST, now=receiver.clock.now(), error=f"first visibility change: {outcome.error}"
+                lease,
+                LeaseStatus.LOST,
+                now=receiver.clock.now(),
+                error=LastError("first visibility change", outcome.error),
             )
             if closed is not None:
                 release_holds(closed, store=receiver.store, clock=receiver.clock)
@@ -205,7 +208,7 @@ def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
                 store=receiver.store,
                 visibility=receiver.visibility,
                 clock=receiver.clock,
-                reason=refused,
+                reason=LastError(refused),
                 delay_s=wait_delay_s(0, receiver.settings, receiver.rng),
                 never_started=True,
             )

@@ -28,23 +28,11 @@ def _text(value: str) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
 
-def describe_error(error: str | None) -> str:
-    """An attempt's error as a sentence: the workflow stores `{"Error": ..., "Cause": ...}` as JSON."""
-    if not error:
-        return "no error recorded"
-    try:
-        parsed = json.loads(error)
-    except ValueError:
-        return error
-    if isinstance(parsed, dict) and ("Error" in parsed or "Cause" in parsed):
-        return ": ".join(str(part) for part in (parsed.get("Error"), parsed.get("Cause")) if part)
-    return error
-
-
 def attempts_json(history: Sequence[Attempt], limit: int = ATTEMPTS_MAX_BYTES) -> str:
-    """The attempts' history as JSON within `limit` bytes: errors cut short first, then the oldest
-    attempts left out (the count of those left out is kept as `{"omitted": n}` first)."""
-    entries = [{**a.to_data(), "error": (a.error or "")[:ATTEMPT_ERROR_MAX] or None} for a in history]
+    """The attempts' history as JSON within `limit` bytes, each error as its sentence (`<Error>: <Cause>`)
+    cut short first, then the oldest attempts left out (the count of those left out is kept as
+    `{"omitted": n}` first)."""
+    entries = [{**a.to_data(), "error": str(a.error)[:ATTEMPT_ERROR_MAX] if a.error else None} for a in history]
     omitted = 0
     while True:
         data: list[dict[str, Any]] = ([{"omitted": omitted}] if omitted else []) + entries
@@ -58,7 +46,15 @@ def attempts_json(history: Sequence[Attempt], limit: int = ATTEMPTS_MAX_BYTES) -
 def exhausted_attributes(
     delivery: Delivery, history: Sequence[Attempt], *, error_type: str = EXHAUSTED, message: str | None = None
 ) -> dict[str, Any]:
-    last = message or (describe_error(history[-1].error) if history else "no attempt recorded")
+    """The DLQ attributes of a message sent there after its attempts: `ErrorMessage` is the reason (the
+    last attempt's error and its cause, `<Error>: <Cause>`) cut to `ERROR_MESSAGE_MAX` characters; the
+    REJECTED lease the receiver keeps holds it whole."""
+    if message:
+        last = message
+    elif history:
+        last = str(history[-1].error or "no error recorded")
+    else:
+        last = "no attempt recorded"
     return {
         "ErrorType": _text(error_type),
         "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
