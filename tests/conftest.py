@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what is parsed, never how fast: no per-example deadline, which a busy machine
+# (CI runs beside other work) would otherwise turn into a failure.
+settings.register_profile("untimed", deadline=None)
+settings.load_profile("untimed")
 
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
