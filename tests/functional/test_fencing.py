@@ -5,6 +5,9 @@ hid a failed job's message for a whole chunk: an older attempt settling a newer 
 throttled visibility change on a redelivery, a StartExecution that took effect but answered 500, a
 closed lease whose execution still runs, a renewal racing a release, and a lease that can no longer
 be held while its execution runs.
+
+StartExecution refused past the client's retries (spends no attempt; its own cap and DLQ reason) is
+checked on virtual time: tests/sim/test_start_refused.py.
 """
 
 from __future__ import annotations
@@ -18,14 +21,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
-from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.extender.service import renew_due
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.settle import release
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
-from tests.functional.conftest import STATE_MACHINE_ARN, Flow, running_flow
+from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 
 
 def started(flow: Flow, job_id: str, **params: Any) -> tuple[str, Lease]:
@@ -64,7 +66,9 @@ def wait_until_ended(flow: Flow, arn: str, timeout_s: float = 20) -> dict[str, A
 
 def newer_attempt(flow: Flow, old: Lease) -> Lease:
     """Attempt 2 holds the message: the lease was closed (capped here) and a newer receive replaced it."""
-    capped = flow.receiver.store.close(old, LeaseStatus.CAPPED, now=time.time(), error="max renewal duration reached")
+    capped = flow.receiver.store.close(
+        old, LeaseStatus.CAPPED, now=time.time(), error=LastError("max renewal duration reached")
+    )
     assert capped is not None
     delivery = redeliver(flow, old)
     now = time.time()
@@ -126,7 +130,7 @@ def test_workflow_execution_without_its_lease_ends_before_running_its_job(flow: 
             store=flow.receiver.store,
             visibility=flow.receiver.visibility,
             clock=flow.receiver.clock,
-            reason="execution never started",
+            reason=LastError("execution never started"),
         )
         assert closed is not None
         late_name = own
@@ -219,7 +223,10 @@ def test_ambiguous_start_execution_starts_no_second_execution(
 def test_redelivery_of_a_closed_lease_whose_execution_still_runs_adopts_it(flow: Flow) -> None:
     """The extender closed the lease (its stop did not land): a redelivery must not start attempt 2."""
     message_id, first = started(flow, "closed-but-running", seconds=3)
-    assert flow.receiver.store.close(first, LeaseStatus.LOST, now=time.time(), error="handle refused") is not None
+    assert (
+        flow.receiver.store.close(first, LeaseStatus.LOST, now=time.time(), error=LastError("handle refused"))
+        is not None
+    )
     delivery = redeliver(flow, first)
 
     assert receive(flow.receiver, delivery) is Outcome.RUNNING
@@ -246,7 +253,7 @@ def test_extender_stops_the_execution_of_a_lease_past_its_max_renewal_before_clo
 
     assert (report.capped, report.stopped) == (1, 1)
     capped = flow.lease(message_id)
-    assert capped.status is LeaseStatus.CAPPED and capped.last_error == "max renewal duration reached"
+    assert capped.status is LeaseStatus.CAPPED and capped.last_error == LastError("max renewal duration reached")
     described = wait_until_ended(flow, lease.execution_arn, timeout_s=10)
     assert described["status"] == "ABORTED", "stopped before the lease was let go"
     assert capped.visible_until > time.time(), "the message is still hidden when the execution is stopped"
@@ -339,7 +346,7 @@ def test_renewal_racing_a_release_applies_the_release_again(flow: Flow, monkeypa
         store=flow.receiver.store,
         visibility=flow.receiver.visibility,
         clock=flow.receiver.clock,
-        reason="failed",
+        reason=LastError("failed"),
     )
     assert released is not None and flow.harness.visible_messages() == [message_id]
 
@@ -361,57 +368,7 @@ def test_workflow_marks_a_release_refused_for_a_lost_handle_lost(flow: Flow) -> 
 
     lost = flow.lease(message_id)
     assert lost.status is LeaseStatus.LOST
-    assert "ReceiptHandleIsInvalid" in (lost.last_error or "")
-
-
-def refuse_every_start(flow: Flow, monkeypatch: pytest.MonkeyPatch, receives: int) -> str:
-    """A burst: StartExecution refused (ThrottlingException, past botocore's retries) on each of `receives`
-    receives of one message, each lease then released by reconciliation as never started. AWS throttles
-    StartExecution with a token bucket (Step Functions quotas:
-    https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html)."""
-    message_id = flow.send_job("burst", seconds=1)
-    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution")
-
-    def refuse(**kwargs: Any) -> Any:
-        raise throttled
-
-    with monkeypatch.context() as patch:
-        patch.setattr(flow.receiver.stepfunctions, "start_execution", refuse)
-        for receive_count in range(1, receives + 1):
-            assert flow.deliver() == {message_id: Outcome.NOT_STARTED}, receive_count
-            report = reconcile(flow.later(), deadline=time.time() + 90)
-            assert report.released == 1, "released: its execution does not exist"
-            closed = flow.lease(message_id)
-            assert closed.status is LeaseStatus.RELEASED and closed.never_started
-            assert closed.history_with_this() == (), "no attempt spent"
-            assert closed.refused_starts_with_this() == receive_count
-    return message_id
-
-
-def test_start_execution_throttled_past_the_retries_spends_no_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Protocol review, defect 7: more refused starts than `max_attempts`, then the burst ends: the
-    message runs, never dead-lettered as AttemptsExhausted with zero executions."""
-    with running_flow(max_attempts=2, release_delay_base_s=0, release_delay_cap_s=0) as flow:
-        message_id = refuse_every_start(flow, monkeypatch, receives=3)
-        assert flow.deliver() == {message_id: Outcome.STARTED}, "not AttemptsExhausted"
-        lease = flow.lease(message_id)
-        assert lease.history == () and lease.refused_starts == 3 and lease.execution_arn is not None
-        assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
-
-
-def test_start_execution_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Starts refused have their own cap: past it the message goes to the DLQ with its own reason."""
-    with running_flow(max_attempts=2, max_refused_starts=2, release_delay_base_s=0, release_delay_cap_s=0) as flow:
-        message_id = refuse_every_start(flow, monkeypatch, receives=2)
-        assert flow.deliver() == {message_id: Outcome.DEAD_LETTERED}
-        [dead] = flow.dlq_messages()
-        attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
-        assert attributes["ErrorType"] == "StartsRefused"
-        assert attributes["ErrorMessage"].startswith("2 starts refused by Step Functions; the last: execution never")
-        assert flow.lease(message_id).status is LeaseStatus.REJECTED
-        assert flow.executions() == [], "never executed"
+    assert "ReceiptHandleIsInvalid" in str(lost.last_error)
 
 
 def test_redelivery_whose_receive_count_did_not_grow_is_adopted_by_its_handle(flow: Flow) -> None:

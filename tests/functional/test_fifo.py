@@ -1,10 +1,14 @@
-"""FIFO queues on moto: order within a message group, parallel across groups, the FIFO DLQ, sends with
-group and deduplication ids, a release that holds its group, and a lapse that is final (an expired
-handle, stubbed as AWS answers it: moto accepts stale handles)."""
+"""FIFO queues on moto, what needs moto's wiring: the handler's batch of several messages of one group
+(each group's head started, the rest of a deferred group skipped), the FIFO DLQ and the queue's redrive,
+sends with group and deduplication ids (S3 fan-out, a producer's retry, `longjobs submit`, `longjobs dlq`),
+and a lapse that is final (an expired handle, stubbed as AWS answers it: moto accepts stale handles).
+
+The protocol on FIFO (order within a group, groups side by side, a group blocked while its head runs, is
+redelivered, waits for its job id or for its release delay, a poison message and a failed head taken alone
+to the FIFO DLQ) is checked on virtual time: tests/sim/test_fifo.py."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -39,15 +43,17 @@ from tests.functional.conftest import (
 )
 
 SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs.fifo"
-QUEUE_VT_S = 2
-"""Records reported not done (skipped behind their group's head) come back this soon."""
+SKIPPED_BACK_S = 2
+"""The queue's VT in the test of a batch of several messages of a group: records reported not done
+(skipped behind their group's head) come back this soon. Elsewhere the queue's VT is the harness's 30 s, so
+nothing comes back while a test looks."""
 EXPIRED = "Value {} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
 """What SQS answers for a FIFO message's handle once its visibility timeout has run out."""
 
 
 @pytest.fixture
 def fifo() -> Iterator[Flow]:
-    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5) as made:
+    with running_flow(fifo=True, max_receive_count=5) as made:
         yield made
 
 
@@ -126,17 +132,6 @@ def executions_of(flow: Flow) -> dict[str, dict[str, Any]]:
     return {e["name"].rsplit("-", 1)[0]: e for e in flow.executions()}
 
 
-def job_ended(flow: Flow, arn: str) -> float:
-    """When the execution left its job step (the delete follows; the workflow's last steps may overlap the
-    next job's start)."""
-    events = flow.harness.stepfunctions.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-    ends = [
-        e["timestamp"].timestamp() for e in events if e["type"] in ("ParallelStateExited", "ParallelStateSucceeded")
-    ]
-    assert ends, f"{arn} never left its job"
-    return min(ends)
-
-
 def run_until_settled(flow: Flow, mapping: Mapping, message_ids: list[str], timeout_s: float = 60) -> None:
     """Poll like the mapping and run the extender, until every message is gone from the queue."""
     deadline = time.monotonic() + timeout_s
@@ -168,96 +163,23 @@ def test_fifo_batch_starts_each_groups_head_and_leaves_the_rest_of_a_deferred_gr
     assert fifo.receiver.store.get(a2) is None and fifo.receiver.store.get(a3) is None
     assert fifo.lease(a1).active and fifo.lease(b2).active
     assert fifo.receiver.store.get(b1) is None, "the inline job ran and was deleted"
-    # a2 and a3 come back after the queue's VT, but a1 is in flight: the group stays blocked.
-    time.sleep(QUEUE_VT_S + 0.2)
-    assert fifo.harness.visible_messages() == []
 
 
-def test_fifo_redelivery_of_a_running_job_starts_nothing_and_holds_the_group(
-    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+def test_fifo_failing_job_in_a_batch_of_its_group_takes_none_of_the_jobs_behind_it_to_the_dlq(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    handler = fifo_handler(monkeypatch, fifo)
-    a1 = send(fifo, "A", "a1", seconds=5)
-    a2 = send(fifo, "A", "a2", seconds=1)
-    mapping = Mapping(fifo, handler, batch_size=10)
-    assert reported(mapping.poll()) == [a1, a2]
-    lease = fifo.lease(a1)
-    time.sleep(QUEUE_VT_S + 0.2)
-    # A lapse: a1 shows again while its job runs, and the receive hands out the group from its head.
-    fifo.sqs.change_message_visibility(
-        QueueUrl=fifo.harness.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
-    )
-
-    response = mapping.poll()
-
-    # SQS hands out a1 and a2 together; moto stops at the group's first message once it is in flight.
-    assert mapping.batches[-1] in ([a1, a2], [a1]), "the group's head first, in order"
-    assert reported(response) == mapping.batches[-1]
-    assert list(executions_of(fifo)) == [a1], "no second execution of a1, nothing of a2"
-    adopted = fifo.lease(a1)
-    assert adopted.active and adopted.receive_count == 2 and adopted.execution_arn == lease.execution_arn
-
-
-def test_fifo_group_runs_its_jobs_one_after_the_other_in_send_order(
-    fifo: Flow, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handler = fifo_handler(monkeypatch, fifo)
-    group_a = [send(fifo, "A", f"a{i}", seconds=seconds) for i, seconds in enumerate((2, 1, 1))]
-    b1 = send(fifo, "B", "b1", seconds=3)
-    mapping = Mapping(fifo, handler)
-
-    run_until_settled(fifo, mapping, [*group_a, b1])
-
-    runs = executions_of(fifo)
-    assert set(runs) == {*group_a, b1} and all(r["status"] == "SUCCEEDED" for r in runs.values())
-    for earlier, later in itertools.pairwise(group_a):
-        assert job_ended(fifo, runs[earlier]["executionArn"]) <= runs[later]["startDate"].timestamp(), (
-            "the next job of the group starts once the one before it has run"
-        )
-    assert runs[b1]["startDate"] < runs[group_a[1]]["startDate"], "group B did not wait for group A"
-    assert all(fifo.lease(m).status is LeaseStatus.SUCCEEDED for m in [*group_a, b1])
-
-
-def test_fifo_poison_in_the_middle_of_a_group_goes_to_the_fifo_dlq_and_the_group_goes_on(
-    fifo: Flow, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handler = fifo_handler(monkeypatch, fifo)
-    a1 = send(fifo, "A", "a1", seconds=1)
-    poison = send_raw(fifo, "A", "{not json")
-    a2 = send(fifo, "A", "a2", seconds=1)
-
-    run_until_settled(fifo, Mapping(fifo, handler), [a1, poison, a2])
-
-    got = fifo.sqs.receive_message(
-        QueueUrl=fifo.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], AttributeNames=["All"]
-    )
-    [dead] = got["Messages"]
-    assert dead["Body"] == "{not json"
-    assert dead["Attributes"]["MessageGroupId"] == "A", "a FIFO DLQ keeps the group"
-    assert dead["Attributes"]["MessageDeduplicationId"] == poison, "deduplicated by the original message id"
-    attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
-    assert attributes["ErrorType"] == "NotJson" and attributes["ErrorMessage"].startswith("body is not JSON")
-    assert (attributes["OriginalMessageId"], attributes["SourceQueue"]) == (poison, SOURCE_ARN)
-    assert fifo.lease(poison).status is LeaseStatus.REJECTED
-    runs = executions_of(fifo)
-    assert job_ended(fifo, runs[a1]["executionArn"]) <= runs[a2]["startDate"].timestamp()
-    assert fifo.lease(a2).status is LeaseStatus.SUCCEEDED, "the group went on past the poison"
-
-
-@pytest.mark.parametrize("batch_size", [FIFO_BATCH_SIZE, 3])
-def test_fifo_failing_job_takes_none_of_the_jobs_behind_it_to_the_dlq(
-    monkeypatch: pytest.MonkeyPatch, batch_size: int
-) -> None:
-    """Each retry of a group's head spends a receive of every record received with it (skipped, reported
-    not done). The processor counts attempts, not receives, and the queue's redrive is a backstop far
-    above them, so with any batch a1 alone goes to the DLQ after its attempts, and a2 and a3 run. The
-    stack's FIFO batch of 1 also spares them those receives."""
-    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=3) as flow:
+    """A batch of 3 (not the stack's FIFO batch of 1: the simulation hands out one message of a group at a
+    time, and checks that case in tests/sim/test_fifo.py): each retry of a group's head spends a receive of
+    every record received with it (skipped, reported not done). The processor counts attempts, not
+    receives, and the queue's redrive is a backstop far above them, so a1 alone goes to the DLQ after its
+    attempts, and a2 and a3 run. The records skipped come back after the queue's short VT; the bound on
+    the whole run is generous (it only ends a run that would never settle)."""
+    with running_flow(fifo=True, queue_vt_s=SKIPPED_BACK_S, max_receive_count=3) as flow:
         handler = fifo_handler(monkeypatch, flow)
         a1 = send(flow, "A", "a1", seconds=0, fail=True)
         followers = [send(flow, "A", f"a{i}", seconds=0) for i in (2, 3)]
 
-        run_until_settled(flow, Mapping(flow, handler, batch_size), [a1, *followers])
+        run_until_settled(flow, Mapping(flow, handler, batch_size=3), [a1, *followers], timeout_s=300)
 
         dead = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
         # The queue is empty once the last workflow deleted its message; that execution may still be
@@ -283,44 +205,6 @@ def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_t
     assert [m["MessageId"] for m in got["Messages"]] == [a2], "a1 went to the DLQ; a2 is the head now"
     [dead] = fifo.sqs.receive_message(QueueUrl=fifo.dlq_url, AttributeNames=["All"])["Messages"]
     assert (dead["MessageId"], dead["Attributes"]["MessageGroupId"]) == (a1, "A")
-
-
-def test_fifo_failed_job_holds_its_group_for_the_release_delay() -> None:
-    with running_flow(fifo=True, queue_vt_s=QUEUE_VT_S, max_receive_count=5, fifo_release_delay_s=3) as flow:
-        a1 = send(flow, "A", "a1", seconds=0, fail=True)
-        a2 = send(flow, "A", "a2", seconds=1)
-        [first, _] = flow.receive_batch()
-        assert receive(flow.receiver, first) is Outcome.STARTED
-        lease = flow.lease(a1)
-        assert lease.release_delay_s == 3, "FIFO: the fixed release delay, not the growing one"
-        assert lease.execution_arn is not None
-        assert flow.wait_for_execution(lease.execution_arn)["status"] == "FAILED"
-        assert flow.lease(a1).status is LeaseStatus.RELEASED
-        time.sleep(QUEUE_VT_S + 0.2)  # a2's receive ran out: only a1's release delay holds the group now
-        assert flow.harness.visible_messages() == [], "a1 is hidden for its release delay, and a2 waits behind it"
-        time.sleep(3)
-        assert [d.message_id for d in flow.receive_batch()] == [a1, a2], "then the group goes on from a1"
-
-
-def test_fifo_job_waiting_for_its_job_id_holds_its_group_instead_of_sending_a_copy(
-    fifo: Flow, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handler = fifo_handler(monkeypatch, fifo)
-    a1 = send(fifo, "A", "same-job", seconds=30)
-    b1 = send(fifo, "B", "same-job", seconds=1)
-    b2 = send(fifo, "B", "other-job", seconds=1)
-
-    response = Mapping(fifo, handler, batch_size=10).poll()
-
-    assert reported(response) == [a1, b1, b2], "b1 holds its group; b2 stays behind it"
-    assert list(executions_of(fifo)) == [a1]
-    assert fifo.receiver.store.get(b1) is None and fifo.receiver.store.get(b2) is None, "b1 waits, not an attempt"
-    counts = fifo.sqs.get_queue_attributes(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Attributes"]
-    assert int(counts["ApproximateNumberOfMessages"]) + int(counts["ApproximateNumberOfMessagesNotVisible"]) == 3, (
-        "no copy was sent to the back of the group"
-    )
-    time.sleep(QUEUE_VT_S + 0.2)
-    assert fifo.harness.visible_messages() == [], "b1 hidden for its wait (15 to 30 s), b2 blocked behind it"
 
 
 def s3_notification(*keys: str) -> str:
@@ -421,8 +305,8 @@ def test_fifo_expired_handle_is_lost_and_the_extender_stops_the_execution_before
     assert (report.lost, report.stopped) == (1, 1)
     assert order == ["stop", "close"], "stopped before the lease is let go"
     lost = fifo.lease(a1)
-    assert lost.status is LeaseStatus.LOST and "expired" in (lost.last_error or "")
-    deadline = time.monotonic() + 10
+    assert lost.status is LeaseStatus.LOST and "expired" in str(lost.last_error)
+    deadline = time.monotonic() + 60
     while fifo.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"] == "RUNNING":
         assert time.monotonic() < deadline, "the execution was not stopped"
         time.sleep(0.1)

@@ -326,7 +326,8 @@ def _end_unholdable(
     and a refused renewal names the handle we had. A redelivery may have adopted the message meanwhile
     (a newer handle, a new 12 h and a new renew-until for the same running execution): stopping on the
     old read would kill the execution that now holds the message. Only a lease still at the version we
-    read is ended; any other is left to the next pass, which sees it as it is."""
+    read, of the receive we read, is ended (a newer receive's lease starts at version 0 again, so the
+    version alone may match); any other is left to the next pass, which sees it as it is."""
     if not leases:
         return
 
@@ -339,7 +340,12 @@ def _end_unholdable(
                 "could not re-read an unholdable lease", extra={"message_id": read.message_id, "error": str(exc)}
             )
             return "failed"
-        if lease is None or lease.version != read.version or not lease.active:
+        if (
+            lease is None
+            or not lease.active
+            or _receive_of(lease) != _receive_of(read)
+            or lease.version != read.version
+        ):
             return "conflict"
         try:
             closed = stop_and_close(
@@ -364,6 +370,11 @@ def _end_unholdable(
         report.capped += done
     elif status is LeaseStatus.LOST:
         report.lost += done
+
+
+def _receive_of(lease: Lease) -> tuple[int, str]:
+    """Which receive a lease belongs to: its receive count and receipt handle."""
+    return lease.receive_count, lease.receipt_handle
 
 
 def report_dict(report: Any) -> dict[str, Any]:

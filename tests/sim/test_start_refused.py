@@ -1,0 +1,112 @@
+"""StartExecution refused past the client's retries (a throttled burst: `ThrottlingException` on every
+attempt botocore makes), in the simulation on virtual time.
+
+A refused start is not an attempt: the receiver leaves the lease ACTIVE and never started,
+reconciliation finds no execution and releases it, and the next receive takes a new lease that carries
+the count of refused starts, not a failed attempt (protocol review, defect 7). Refused starts have their
+own cap, `max_refused_starts`, past which the message goes to the DLQ as `StartsRefused`.
+
+These once ran on moto with a patched client and real time (tests/functional/test_fencing.py), and one
+aborted under load; here the refusals are call faults of the receiver's Step Functions client, retried
+as botocore's standard mode retries them, and every wait is on the virtual clock."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+from longjobs.sim.campaign import deployed_workflow
+from longjobs.sim.faults import CallFault, CallRule, FaultPlan
+from longjobs.sim.workload import CATALOG_JSON, JobPlan, Workload
+from longjobs.sim.world import CLIENT_ATTEMPTS, TABLE, SeedResult, World
+from tests.short_settings import SHORT_THRESHOLD
+
+# The receiver's invocation outlives botocore's backoff between its three attempts (up to 1 s, then 2 s),
+# and reconciliation waits longer than the receiver may run.
+SETTINGS = {**SHORT_THRESHOLD, "receiver_timeout_s": 30, "reconcile_grace_s": 31, "max_attempts": 2}
+
+
+def refused_starts(receives: int | None, settings: dict[str, Any]) -> tuple[World, SeedResult]:
+    """One wait job; the receiver's StartExecution throttled on every attempt of its first `receives`
+    receives (all of them when None)."""
+    throttled = CallRule(
+        CallFault.THROTTLED,
+        frozenset({"receiver"}),
+        "start_execution",
+        count=None if receives is None else receives * CLIENT_ATTEMPTS,
+    )
+    workflow = deployed_workflow()
+    workload = Workload([JobPlan("burst", "wait", {"seconds": 1}, 0.0)], settings=settings)
+    world = World(
+        1,
+        workload,
+        workflow.definition,
+        CATALOG_JSON,
+        faults=FaultPlan.scenario(rules=[throttled], world={}, within_design=True, seed=1),
+        execution_timeout_s=workflow.timeout_s,
+        until_s=workload.settle_bound_s,
+    )
+    return world, world.run()
+
+
+def the_lease(world: World) -> Lease:
+    [message_id] = world.job_of_message
+    settings = world.settings
+    lease = LeaseStore(world.aws.dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s).get(
+        message_id
+    )
+    assert lease is not None
+    return lease
+
+
+def outcomes(result: SeedResult) -> list[str]:
+    records = [json.loads(line) for line in (result.trace.records if result.trace else [])]
+    return [record["outcome"] for record in records if record.get("event") == "outcome"]
+
+
+def test_start_refused_past_the_retries_spends_no_attempt() -> None:
+    """More refused starts (3) than `max_attempts` (2), then the burst ends: the message runs, never
+    dead-lettered as AttemptsExhausted with no execution."""
+    world, result = refused_starts(3, SETTINGS)
+
+    assert result.violation is None
+    assert outcomes(result) == ["not_started"] * 3 + ["started"]
+    assert result.coverage["extender:released"] == 3, "reconciliation released each never-started lease"
+    assert world.aws.stepfunctions.throttled.get("StartExecution", 0) == 0, "refused by the rule, not the quota"
+    assert [e.status for e in world.aws.stepfunctions.executions.values()] == ["SUCCEEDED"]
+    lease = the_lease(world)
+    assert lease.status is LeaseStatus.SUCCEEDED and lease.receive_count == 4
+    assert lease.history == (), "no attempt spent"
+    assert lease.refused_starts == 3, "each refused start counted, apart from the attempts"
+    assert not world.dlq.messages
+
+
+def test_start_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refused() -> None:
+    """Refused starts have their own cap: past it the message goes to the DLQ with its own reason, never
+    having run."""
+    world, result = refused_starts(None, {**SETTINGS, "max_refused_starts": 2})
+
+    assert result.violation is None, "nothing_lost: in the DLQ with a reason"
+    assert outcomes(result) == ["not_started", "not_started", "dead_lettered"]
+    [dead] = world.dlq.messages.values()
+    reason = {name: value["StringValue"] for name, value in dead.attributes.items()}
+    assert reason["ErrorType"] == "StartsRefused"
+    assert reason["ErrorMessage"].startswith("2 starts refused by Step Functions; the last: execution never")
+    assert the_lease(world).status is LeaseStatus.REJECTED
+    assert world.aws.stepfunctions.executions == {}, "never executed"
+
+
+def test_start_refused_while_the_receiver_times_out_in_its_retries_spends_no_attempt() -> None:
+    """The functional test's settings: a receiver timeout of 1 s, shorter than botocore's backoff, so the
+    receiver dies between its attempts; reconciliation releases after 2 s and the message comes back at
+    once, while the extender may still read the lease before the release from the due index. Found here:
+    SQS refused that stale renewal's handle as expired, and the extender, re-reading, ended the newer
+    lease (a new receive's lease is at version 0 again) and stopped its execution, counting a start that
+    never happened as a failed attempt; it now ends only a lease of the receive it read."""
+    world, result = refused_starts(3, {**SHORT_THRESHOLD, "max_attempts": 2})
+
+    assert result.violation is None
+    assert [e.status for e in world.aws.stepfunctions.executions.values()] == ["SUCCEEDED"]
+    assert the_lease(world).history == (), "no attempt spent"
+    assert not world.dlq.messages
