@@ -98,7 +98,6 @@ TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
 JOB_TYPE = "backfill"
 QUEUE_VT_S = 180  # the stack's queue_visibility_timeout_s
-QUEUE_RETENTION_S = 4 * 86_400  # the stack's jobs queue retention
 START = 1_700_000_000.0
 ESM_BATCH = 10
 EXTENDER_TIMEOUT_S = 90.0
@@ -195,7 +194,7 @@ class Simulation:
             self.waiting = sqs.create_queue(f"jobs-waiting-{JOB_TYPE}", visibility_timeout_s=QUEUE_VT_S)
             values["waiting_queues"] = json.dumps({JOB_TYPE: self.waiting.url})
         self.settings = settings = Settings.load(values)
-        backstop = settings.redrive_max_receives(QUEUE_RETENTION_S)
+        backstop = settings.redrive_max_receives(settings.queue_retention_s)
         self.queue.redrive = (self.dlq, backstop)
         if self.waiting is not None:
             self.waiting.redrive = (self.dlq, backstop)

@@ -88,12 +88,10 @@ NONCURRENT_EXPIRATION = cdk.Duration.days(30)
 (the temporary data of the others keeps its old versions as long as the data itself)."""
 
 # Queues
-QUEUE_RETENTION = cdk.Duration.seconds(SQS_MAX_RETENTION_S)
-"""SQS's maximum, on the jobs queue and the waiting queues: a backfill may take days, and its last
-messages wait (hidden, or parked) for most of it (protocol review, defect 2)."""
 BACKLOG_DRAIN_ALARM = cdk.Duration.days(10)
 """A limited type's backlog expected to take this long to start alarms (`BacklogDrainTime`): the queues
-keep a message 14 days, so its last parked copies would be at risk."""
+keep a message up to 14 days (`queue_retention_s`); its waiting messages are sent again before theirs runs
+out, but a backlog this old means its producers outpace it."""
 DLQ_RETENTION = cdk.Duration.seconds(SQS_MAX_RETENTION_S)
 """SQS's maximum too. The processor's own DLQ sends are new messages with the whole of it; a message the
 redrive backstop moves keeps its first enqueue time (standard queues), so it may expire sooner."""

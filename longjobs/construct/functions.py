@@ -28,6 +28,7 @@ from longjobs.construct.assets import staged_package
 from longjobs.construct.compliance import log_group_rules, suppress_checkov, suppress_guard
 from longjobs.construct.config import StackConfig, Tracing
 from longjobs.construct.constants import (
+    DLQ_RETENTION,
     EXTENDER_PERIOD,
     EXTENDER_TIMEOUT,
     HANDLERS,
@@ -38,7 +39,6 @@ from longjobs.construct.constants import (
     METRICS_NAMESPACE,
     OTEL_WRAPPER,
     POWERTOOLS_LAYER_PARAMETER,
-    QUEUE_RETENTION,
     SERVICE_NAME,
     WATCHER_RESERVED_CONCURRENCY,
     WATCHER_TIMEOUT,
@@ -293,7 +293,7 @@ class LongJobFunctions(Construct):
             "WatcherFailures",
             **queue_encryption(self._key),
             enforce_ssl=True,
-            retention_period=QUEUE_RETENTION,
+            retention_period=DLQ_RETENTION,  # a record, kept as long as the DLQ's
             redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
         )
         acknowledge(self.watcher_failures, "AwsSolutions-SQS3", "It is the watcher's on-failure destination itself.")

@@ -17,7 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, QUEUE_RETENTION, SERVICE_NAME
+from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, SERVICE_NAME
 from longjobs.construct.keys import allow_alarms, service_key
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
@@ -188,8 +188,8 @@ class Monitoring(Construct):
                     type_metric(MetricName.BACKLOG_DRAIN_TIME, name),
                     threshold=BACKLOG_DRAIN_ALARM.to_seconds(),
                     description=f"Job type {name}: its waiting and parked messages are expected to take longer "
-                    f"than {BACKLOG_DRAIN_ALARM.to_days()} days to start; the queues keep a message "
-                    f"{QUEUE_RETENTION.to_days()} days. Raise its max_concurrency or slow its producers.",
+                    f"than {BACKLOG_DRAIN_ALARM.to_days()} days to start (each is sent again before the queue's "
+                    "retention runs out). Raise its max_concurrency or slow its producers.",
                 )
                 for index, name in enumerate(sorted(w.waiting))
             ],

@@ -57,7 +57,7 @@ from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov, suppress_guard
 from longjobs.construct.config import InfraSettings, StackConfig, check_admission, make_config
-from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, QUEUE_RETENTION
+from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION
 from longjobs.construct.functions import LongJobFunctions, Resources
 from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
 from longjobs.construct.keys import allow_log_groups, log_group_arn, processor_key
@@ -122,7 +122,8 @@ class LongJobProcessor(Construct):
             self,
             "Queues",
             visibility_timeout=cdk.Duration.seconds(settings.queue_visibility_timeout_s),
-            max_receive_count=config.engine.redrive_max_receives(QUEUE_RETENTION.to_seconds()),
+            retention=cdk.Duration.seconds(config.engine.queue_retention_s),
+            max_receive_count=config.engine.redrive_max_receives(config.engine.queue_retention_s),
             limited_types=[t.name for t in self.catalog.limited()],
             fifo=config.engine.fifo,
             key=key,

@@ -11,7 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov
-from longjobs.construct.constants import DLQ_RETENTION, QUEUE_RETENTION
+from longjobs.construct.constants import DLQ_RETENTION
 
 
 class JobQueues(Construct):
@@ -19,8 +19,9 @@ class JobQueues(Construct):
 
     SSE-SQS by default rather than a KMS key: S3 event notifications can then be delivered without a key
     policy, and no function needs KMS permissions. With `key` (the `kms_key` setting), every queue is
-    encrypted with that customer-managed key instead (`queue_encryption`). The DLQ keeps messages 14
-    days (SQS's maximum), as long as the jobs queue, and takes a message after `max_receive_count`
+    encrypted with that customer-managed key instead (`queue_encryption`). The jobs queue keeps messages
+    `retention` (the `queue_retention_s` setting, 14 days by default); the DLQ keeps them 14 days (SQS's
+    maximum), and takes a message after `max_receive_count`
     receives: a backstop far above what the processor's own accounting uses (it sends a message to the
     DLQ itself after `max_attempts` failed attempts; `Settings.redrive_max_receives`).
 
@@ -40,6 +41,7 @@ class JobQueues(Construct):
         construct_id: str,
         *,
         visibility_timeout: cdk.Duration,
+        retention: cdk.Duration,
         max_receive_count: int,
         limited_types: Sequence[str] = (),
         fifo: bool = False,
@@ -64,7 +66,7 @@ class JobQueues(Construct):
             **encryption,
             enforce_ssl=True,
             visibility_timeout=visibility_timeout,
-            retention_period=QUEUE_RETENTION,
+            retention_period=retention,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             **fifo_props,
         )
@@ -75,7 +77,7 @@ class JobQueues(Construct):
                 **encryption,
                 enforce_ssl=True,
                 visibility_timeout=visibility_timeout,
-                retention_period=QUEUE_RETENTION,
+                retention_period=retention,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             )
             for index, name in enumerate(() if fifo else limited_types)

@@ -111,6 +111,7 @@ class MetricName:
     BACKLOG_DRAIN_TIME = "BacklogDrainTime"  # seconds until the last waiting or parked message can start
     ADMITTED_IN_PLACE = "AdmittedInPlace"
     SLOTS_FREED = "SlotsFreed"  # held by an execution found not running (its release was lost)
+    PARKED_COPIES_RESENT = "ParkedCopiesResent"  # a parked copy near the waiting queue's retention, sent afresh
 
 
 TYPE_DIMENSION = "job_type"

@@ -33,7 +33,13 @@ PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
 SQS_MAX_RETENTION_S = 14 * 86_400
-"""The longest SQS keeps a message (14 days): every queue of the stack keeps them that long."""
+"""The longest SQS keeps a message (14 days), and how long the stack's queues keep them by default."""
+SQS_MIN_RETENTION_S = 60
+"""The shortest retention SQS allows (`MessageRetentionPeriod`)."""
+RETENTION_MARGIN_S = 2 * 86_400
+"""A message that waits is sent again (a fresh copy, its retention counted anew) this long before its
+retention runs out, or a quarter of the retention when that is shorter: time for the admission passes
+and receives that do it to come round, however late."""
 MAX_REDRIVE_RECEIVES = 1_000
 """SQS's largest redrive `maxReceiveCount`."""
 FAULT_RECEIVES = 2
@@ -114,6 +120,13 @@ class Settings(BaseModel):
         default=None,
         description='Admission: each limited job type\'s waiting queue, as JSON {"<type>": "<queue url>"} '
         "(set by the stack and the offline runtime); a type without one waits in flight only.",
+    )
+    queue_retention_s: int = Field(
+        default=SQS_MAX_RETENTION_S,
+        ge=SQS_MIN_RETENTION_S,
+        le=SQS_MAX_RETENTION_S,
+        description="How long the jobs queue and the waiting queues keep a message (SQS counts it from the send, "
+        "received or not): a message waiting for a slot is sent again before it runs out.",
     )
     max_receive_count: int = Field(
         default=5,
@@ -237,6 +250,16 @@ class Settings(BaseModel):
         """The hard stop of one receive: max renewal, and never past SQS's 12 h limit (less a margin)."""
         return min(received_at + self.effective_max_renewal_s, hold_limit(received_at, self.cap_safety_s))
 
+    @property
+    def retention_margin_s(self) -> float:
+        """How long before its retention runs out a waiting message is sent again (`RETENTION_MARGIN_S`)."""
+        return min(RETENTION_MARGIN_S, self.queue_retention_s / 4)
+
+    def resend_at(self, sent_at: float) -> float:
+        """When a message sent at `sent_at` that still waits for a slot must be sent again: its retention
+        less the margin. Until then it may wait hidden; from then on it is copied afresh."""
+        return sent_at + self.queue_retention_s - self.retention_margin_s
+
     def redrive_max_receives(self, retention_s: float) -> int:
         """The queue's redrive `maxReceiveCount`: a backstop the processor's own accounting never reaches.
 
@@ -285,6 +308,13 @@ class Settings(BaseModel):
                 f"reconcile_grace_s={self.reconcile_grace_s:g} must be greater than receiver_timeout_s="
                 f"{self.receiver_timeout_s:g}: a younger lease may belong to a receiver that has not started its "
                 f"execution yet; smallest safe reconcile_grace_s: {self.receiver_timeout_s + 1:g}"
+            )
+        held_s = self.queue_retention_s - self.retention_margin_s
+        if held_s < self.effective_max_renewal_s:
+            raise ValueError(
+                f"queue_retention_s={self.queue_retention_s} leaves {held_s:g} s before a waiting message is sent "
+                f"again, less than max_renewal_s={self.effective_max_renewal_s}: a job could outlive its message; "
+                f"smallest queue_retention_s: {math.ceil(self.effective_max_renewal_s * 4 / 3)}"
             )
         if self.renewal_enabled:
             POLICIES[self.policy].check(self)

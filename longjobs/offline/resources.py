@@ -80,12 +80,13 @@ def create_resources(
     if settings.fifo:
         keep_group_order()
         queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(SQS_MAX_RETENTION_S)}
-    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **retention})["QueueUrl"]
+    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(settings.queue_retention_s)}
+    dlq_retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(SQS_MAX_RETENTION_S)}
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **dlq_retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
     redrive = json.dumps(
-        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(SQS_MAX_RETENTION_S)}
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(settings.queue_retention_s)}
     )
     queue_url = sqs.create_queue(
         QueueName=queue_name,

@@ -168,9 +168,14 @@ def _faults(scenario: Scenario) -> tuple[FaultPlan, list[tuple[float, float]], l
 
 
 def run_scenario(
-    scenario: Scenario, *, definition: dict[str, Any] | None = None, timeout_s: float | None = None
+    scenario: Scenario,
+    *,
+    definition: dict[str, Any] | None = None,
+    timeout_s: float | None = None,
+    waiting_queues: bool = True,
 ) -> ScenarioRun:
-    """Run `scenario` in the simulation (on virtual time) and report each job."""
+    """Run `scenario` in the simulation (on virtual time) and report each job; `waiting_queues` False
+    builds no waiting queue (as the offline runtime), so a full type's messages only wait in flight."""
     from longjobs.offline.resources import workflow_definition
     from longjobs.sim.campaign import deployed_workflow
     from longjobs.sim.workload import CATALOG_JSON, SPARK_HEARTBEAT_S
@@ -201,6 +206,7 @@ def run_scenario(
         actions=actions,
         extender_pauses=pauses,
         until_s=timeout_s if timeout_s is not None else max(scenario.timeout_s, workload.settle_bound_s),
+        waiting_queues=waiting_queues,
     )
     result = world.run()
     return ScenarioRun(result, *_reports(result.trace.records if result.trace else [], world.job_of_message))

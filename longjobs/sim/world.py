@@ -38,7 +38,7 @@ from longjobs.engine.lease.lock import is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -64,7 +64,6 @@ AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
 INDEX_LAG_S = 1.0
 """The most a write takes to reach the lease table's indexes ("within a fraction of a second" normally)."""
-QUEUE_RETENTION_S = 4 * 86_400
 ESM_BATCH = 10
 ESM_POLLERS = 2
 ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
@@ -233,10 +232,12 @@ class World:
         actions: Sequence[tuple[float, Callable[[World], None]]] = (),
         extender_pauses: Sequence[tuple[float, float]] = (),
         until_s: float | None = None,
+        waiting_queues: bool = True,
     ) -> None:
         """`actions`: (seconds since the start, what the world does then: a written scenario's abort or
         redelivery); `extender_pauses`: (from, to) windows in which no scheduled extender run starts;
-        `until_s`: how long the seed may run (by default the quiet period plus the workload's bound)."""
+        `until_s`: how long the seed may run (by default the quiet period plus the workload's bound);
+        `waiting_queues`: a waiting queue per limited type, as the stack builds them (else none)."""
         self.seed = seed
         self.workload = workload
         self.faults = faults
@@ -267,7 +268,7 @@ class World:
         self.token_queue = aws.sqs.create_queue(TOKEN_QUEUE, visibility_timeout_s=30)
         self.waiting: dict[str, FakeQueue] = {
             name: aws.sqs.create_queue(f"jobs-waiting-{name}", visibility_timeout_s=QUEUE_VT_S)
-            for name in self.monitor.limits
+            for name in (self.monitor.limits if waiting_queues else ())
         }
         values: dict[str, Any] = {
             "table_name": TABLE,
@@ -280,9 +281,11 @@ class World:
         if self.waiting:
             values["waiting_queues"] = json.dumps({name: queue.url for name, queue in self.waiting.items()})
         self.settings = settings = Settings.load(values)
-        backstop = settings.redrive_max_receives(QUEUE_RETENTION_S)
+        backstop = settings.redrive_max_receives(settings.queue_retention_s)
         for queue in (self.queue, *self.waiting.values()):
             queue.redrive = (self.dlq, backstop)
+            queue.retention_s = settings.queue_retention_s  # as the stack creates them (`queue_retention_s`)
+            queue.on_expired = self._on_expired
         aws.sqs.on_receive = self._on_receive
         aws.sqs.on_dead_letter = self._on_dead_letter
         aws.dynamodb.on_store = self.monitor.lease_written
@@ -445,6 +448,10 @@ class World:
         after every step: kept to a few comparisons)."""
         if len(self.job_of_message) < len(self.workload.jobs) or self.running_executions:
             return False
+        now = self.scheduler.now()
+        for queue in self.job_queues:
+            if queue.next_expiry <= now:
+                queue.expire()
         return not any(queue.messages for queue in self.job_queues)
 
     def _finish(self, *, settled_in_time: bool) -> None:
@@ -488,6 +495,13 @@ class World:
             self.monitor.duplicates.add(message.message_id)
             self.monitor.reach("duplicate_delivery_injected")
             queue.hide(message, now + self.rng.uniform(0.5, 10.0))
+
+    def _on_expired(self, queue: FakeQueue, message: Message) -> None:
+        """SQS deleted a message at the end of its retention: lost, unless another copy of its job lives."""
+        self.monitor.reach("sqs:expired")
+        self.trace.event(
+            "sqs", "expired", queue=queue.name, message_id=message.message_id, job_id=self._job_of(message)
+        )
 
     def _job_of(self, message: Message) -> str:
         """The job a message (or its DLQ copy) carries: its body's job id, else the producer's job."""
@@ -626,6 +640,9 @@ class World:
                             self.monitor.reach(f"extender:{item.name}", value)
                 if report.failed_passes:
                     self.monitor.reach("extender:failed_passes", report.failed_passes)
+                for admitted in report.admission:
+                    if admitted.resent:
+                        self.monitor.reach("admission:parked_copy_resent", admitted.resent)
                 renewal = report.renewal
                 clean = not (report.failed_passes or renewal.given_up or renewal.failed or renewal.record_failures)
             finally:
@@ -810,6 +827,7 @@ def as_delivery(message: dict[str, Any], source_arn: str) -> Delivery:
         source_arn=source_arn,
         message_attributes=message["MessageAttributes"],
         group_id=message["Attributes"].get("MessageGroupId"),
+        sent_at=sent_at(message["Attributes"].get("SentTimestamp")),
     )
 
 

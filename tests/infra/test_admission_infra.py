@@ -23,11 +23,16 @@ LIMITED = {
 }
 
 
+RETENTION_S = 10 * 86_400
+"""The `queue_retention_s` setting of this stack (14 days by default)."""
+
+
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[cdk.Stack, LongJobProcessor, dict[str, Any]]]:
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = cdk.Stack(app, "Admission")
-    processor = LongJobProcessor(stack, "Jobs", job_types=[LIMITED], engine={"max_attempts": 3})
+    engine = {"max_attempts": 3, "queue_retention_s": RETENTION_S}
+    processor = LongJobProcessor(stack, "Jobs", job_types=[LIMITED], engine=engine)
     yield stack, processor, app.synth().get_stack_by_name("Admission").template
 
 
@@ -61,7 +66,10 @@ def test_admission_limited_type_gets_a_waiting_queue_like_the_jobs_queue(
     )
     assert props["SqsManagedSseEnabled"] is True
     assert props["RedrivePolicy"] == jobs["RedrivePolicy"], "the same DLQ and backstop"
-    backstop = Settings(max_attempts=3).redrive_max_receives(14 * 86_400)
+    dlq = resource(stack, template, processor.dead_letter_queue)["Properties"]
+    assert props["MessageRetentionPeriod"] == jobs["MessageRetentionPeriod"] == RETENTION_S, "queue_retention_s"
+    assert dlq["MessageRetentionPeriod"] == 14 * 86_400, "the DLQ keeps SQS's longest, whatever the queues keep"
+    backstop = Settings(max_attempts=3).redrive_max_receives(RETENTION_S)
     assert jobs["RedrivePolicy"]["maxReceiveCount"] == backstop
     assert backstop >= 3 * 3 + 1 + 100, "attempts with their faults, and an hour's wait for each hour of retention"
     mappings = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]

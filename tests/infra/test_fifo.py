@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 
 from longjobs.construct.config import ConfigError, load_config
-from longjobs.construct.constants import QUEUE_RETENTION
 from tests.infra.conftest import Synth, synthesize
 
 FIFO_PROPERTIES = {
@@ -34,9 +33,9 @@ def test_fifo_stack_makes_the_queue_and_its_dlq_fifo_in_high_throughput_mode(fif
         assert "QueueName" not in properties, "CloudFormation names a FIFO queue with the .fifo suffix"
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [fifo.logical_id(queues.dlq), "Arn"]},
-        "maxReceiveCount": load_config({"fifo": "true", "max_receive_count": "8"}).engine.redrive_max_receives(
-            QUEUE_RETENTION.to_seconds()
-        ),
+        "maxReceiveCount": (
+            engine := load_config({"fifo": "true", "max_receive_count": "8"}).engine
+        ).redrive_max_receives(engine.queue_retention_s),
     }, "the redrive from the queue's policy (the backstop above max_attempts), to the FIFO DLQ"
     standard = dev.resource(dev.part("Queues").queue)["Properties"]
     assert not set(FIFO_PROPERTIES) & set(standard), "the default stack stays standard"

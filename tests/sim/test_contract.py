@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -858,6 +859,54 @@ def test_contract_dynamodb_batch_get_item(aws: Backend) -> None:
     assert plain(next(item for item in response["Responses"][TABLE] if item["pk"]["S"] == "a4")) == get(aws, "a4")
 
 
+def test_contract_dynamodb_lease_store_parked_line(aws: Backend) -> None:
+    """A type's parked line (a partition of the `waiting` index) on each backend: a marker joins it with
+    its copy's send time, a noted copy moves it, a claim keeps it at the claimant's send time, a marker
+    taken out leaves it; a WAITING lease of the type stays in the type's own line, apart."""
+    store = LeaseStore(aws.dynamodb, TABLE, shards=2, closed_ttl_s=86_400)
+    marker = Lease(
+        message_id="p-1",
+        queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+        receipt_handle="h1",
+        receive_count=1,
+        received_at=1000.0,
+        visible_until=1000.0,
+        renew_until=1000.0 + 14 * 86_400,
+        status=LeaseStatus.PARKED,
+        job_type="etl",
+        job_id="j1",
+        copy_sent_at=1000.0,
+        parked_message='{"body":"{}","attributes":{},"original":"p-1"}',
+    )
+    waiting = replace(
+        marker,
+        message_id="w-1",
+        status=LeaseStatus.WAITING,
+        waiting_order=900.0,
+        copy_sent_at=None,
+        parked_message=None,
+    )
+    assert store.create(marker) and store.create(waiting)
+    assert [one.message_id for one in store.parked_due("etl", sent_before=1000.0, limit=10)] == ["p-1"]
+    assert store.parked_due("etl", sent_before=999.0, limit=10) == []
+    assert [one.message_id for one in store.waiting("etl", 10, hidden_after=0.0)] == ["w-1"], "its own line"
+
+    assert store.note_copy(marker, "c-1", sent_at=1100.0, kept_until=1100.0 + 14 * 86_400) is True
+    [noted] = store.parked_due("etl", sent_before=None, limit=10)
+    assert (noted.copy_id, noted.copy_sent_at, noted.waiting_order) == ("c-1", 1100.0, None)
+    assert store.claim_parked("p-1", "c-1", sent_at=1100.5, now=1200.0) is True
+    assert store.claim_parked("p-1", "c-2", sent_at=1300.0, now=1300.0) is False
+    claimed = store.get("p-1")
+    assert claimed is not None
+    assert (claimed.claimed_by, claimed.claimed_at, claimed.copy_sent_at) == ("c-1", 1200.0, 1100.5)
+    assert [one.message_id for one in store.parked_due("etl", sent_before=1100.5, limit=10)] == ["p-1"]
+
+    assert store.move_in_parked_line(marker, sent_at=None) is False, "an older version: it changed meanwhile"
+    assert store.move_in_parked_line(claimed, sent_at=None) is True
+    assert store.parked_due("etl", sent_before=None, limit=10) == []
+    assert store.get("p-1") is not None
+
+
 def test_contract_dynamodb_lease_store_and_locks(aws: Backend) -> None:
     """The processor's own store and locks (their exact expressions) on each backend: creates, renewals in
     a transaction with one lost race, a close, the due and reconcile reads, a job lock."""
@@ -1052,6 +1101,50 @@ def test_contract_sqs_change_visibility_not_in_flight_refused(fake: Backend) -> 
     assert refused.response["Error"]["Code"] == "AWS.SimpleQueueService.MessageNotInflight"
     assert classify(refused.response["Error"]["Code"]) is FailureClass.LOST
     assert counts(fake, url) == (1, 0)  # still visible
+
+
+def test_contract_sqs_sent_timestamp_when_asked(aws: Backend) -> None:
+    # SentTimestamp: "the time the message was sent to the queue (epoch time in milliseconds)", returned
+    # when asked for by name or by All
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html).
+    url = aws.new_queue("jobs", 180)
+    sent = aws.clock.now() if aws.clock is not None else time.time()
+    aws.sqs.send_message(QueueUrl=url, MessageBody="{}")
+    [message] = receive(aws, url)
+    assert "SentTimestamp" not in message["Attributes"], "not asked for"
+    aws.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    [message] = aws.sqs.receive_message(QueueUrl=url, AttributeNames=["SentTimestamp"])["Messages"]
+    assert abs(int(message["Attributes"]["SentTimestamp"]) / 1000 - sent) < 5
+
+
+def test_contract_sqs_retention_deletes_messages_received_or_not(fake: Backend) -> None:
+    # MessageRetentionPeriod: "The length of time, in seconds, for which Amazon SQS retains a message"
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html),
+    # counted from its send, in flight or not; a standard queue's DLQ copy keeps "its original enqueue
+    # timestamp", a FIFO queue's is reset
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html).
+    # moto keeps an expired message and only leaves it out of a receive (`is_message_valid_based_on_
+    # retention_period` in moto/sqs/models.py), on the real clock.
+    assert fake.clock is not None
+    queue = fake.sqs.create_queue("short", visibility_timeout_s=30, retention_s=600)
+    redriven = fake.sqs.create_queue("redriven", visibility_timeout_s=30, retention_s=600)
+    dlq = fake.sqs.create_queue("short-dlq", visibility_timeout_s=30, retention_s=600)
+    redriven.redrive = (dlq, 1)
+    fake.sqs.send_message(QueueUrl=queue.url, MessageBody="in flight")
+    [in_flight] = fake.sqs.receive_message(QueueUrl=queue.url, VisibilityTimeout=3_600)["Messages"]
+    fake.sqs.send_message(QueueUrl=queue.url, MessageBody="never received")
+    fake.sqs.send_message(QueueUrl=redriven.url, MessageBody="dead")
+    [dead] = fake.sqs.receive_message(QueueUrl=redriven.url)["Messages"]
+    fake.sqs.change_message_visibility(QueueUrl=redriven.url, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0)
+    fake.clock.advance(100)
+    assert fake.sqs.receive_message(QueueUrl=redriven.url).get("Messages") is None, "moved to the DLQ"
+    assert counts(fake, queue.url) == (1, 1) and counts(fake, dlq.url) == (1, 0)
+
+    fake.clock.advance(501)  # 601 s after the sends
+    assert counts(fake, queue.url) == (0, 0), "the one in flight too"
+    assert counts(fake, dlq.url) == (0, 0), "the DLQ copy kept its first send time: not 600 s after its move"
+    deleted = fake.sqs.delete_message(QueueUrl=queue.url, ReceiptHandle=in_flight["ReceiptHandle"])
+    assert deleted == {}, "a handle it issued is still accepted, deleting nothing"
 
 
 def test_contract_sqs_delete_with_older_handle_keeps_message(fake: Backend) -> None:

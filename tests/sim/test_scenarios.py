@@ -7,6 +7,7 @@ minutes of wall time; here each takes a fraction of a second and no timing can m
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -250,3 +251,56 @@ def _job_starts(result: ScenarioRun) -> dict[str, float]:
         if record.get("event") == "job_started":
             starts[record["job_id"]] = record["t"]
     return starts
+
+
+def _retention_backlog(*, horizon_s: int, waiting_queues: bool = True) -> ScenarioRun:
+    """Twenty 60 s jobs of a `wait` type limited to one at once, on queues that keep a message 10
+    minutes: the last ones start 20 minutes after they were sent, past the retention of their first
+    send. With a 2-minute horizon most are parked; with a 6-hour one all wait in flight on the jobs
+    queue."""
+    wait = next(t for t in BUILTIN_TYPES if t.name == "wait")
+    limited = {**wait.model_dump(mode="json", exclude_none=True, exclude={"description"}), "max_concurrency": 1}
+    scenario = parse_scenario(
+        {
+            "settings": {
+                **SHORT_THRESHOLD,
+                "max_attempts": 3,
+                "admission_wait_base_s": 2,
+                "admission_horizon_s": horizon_s,
+                "max_renewal_s": 300,
+                "queue_retention_s": 600,
+            },
+            "jobs": [{"id": f"part{i:02d}", "type": "wait", "seconds": 60} for i in range(20)],
+            "job_types": [limited],
+        }
+    )
+    return run_scenario(scenario, waiting_queues=waiting_queues)
+
+
+@pytest.mark.parametrize("horizon_s", [120, 6 * 3_600], ids=["parked", "in-flight"])
+def test_scenario_backlog_longer_than_retention_loses_nothing(horizon_s: int) -> None:
+    """Protocol review, defect 2: a backlog that takes longer than the queues' retention to drain. Before
+    waiting messages were sent again, SQS deleted the oldest parked copies unrun (`nothing_lost`); now a
+    parked copy is sent afresh from its marker (or its claimant parked again) before its retention runs
+    out, a message waiting in flight is never hidden past that point and is parked when it gets there,
+    and every job runs once."""
+    result = _retention_backlog(horizon_s=horizon_s)
+
+    assert result.result.violation is None
+    assert all(job.final == "deleted" and job.executions == ["SUCCEEDED"] for job in result.jobs.values())
+    assert result.result.coverage["receiver:parked"] >= 1
+    if horizon_s == 120:
+        assert result.result.coverage["admission:parked_copy_resent"] >= 1, "some copies outlived a first retention"
+
+
+def test_scenario_backlog_longer_than_retention_without_waiting_queues_goes_to_the_dlq_with_its_reason() -> None:
+    """Without waiting queues (the offline runtime builds none) a message still waiting for a slot when
+    its retention is about to run out cannot be sent afresh: it goes to the DLQ with its reason rather than
+    being deleted by SQS without a trace."""
+    result = _retention_backlog(horizon_s=6 * 3_600, waiting_queues=False)
+
+    assert result.result.violation is None, "nothing_lost: each job succeeded or is in the DLQ with a reason"
+    finals = Counter(job.final for job in result.jobs.values())
+    assert finals["deleted"] >= 5 and finals["dlq"] >= 1, finals
+    reasons = [job.dlq_error or "" for job in result.jobs.values() if job.final == "dlq"]
+    assert all(reason.startswith("RetentionRunningOut: waited ") for reason in reasons), reasons

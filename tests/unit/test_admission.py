@@ -21,8 +21,10 @@ from longjobs.engine.admission import (
 )
 from longjobs.engine.admission.admit import AdmitReport, publish
 from longjobs.engine.admission.estimate import DELAY_STRETCH
+from longjobs.engine.admission.parking import PARKED_MESSAGE_MAX_BYTES, has_room, message_to_send, stored_message
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease.lock import Hold, Lock
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery
 
 TYPE = "backfill"
 
@@ -253,3 +255,46 @@ def test_admission_publish_reports_the_backlog_drain_time_when_known() -> None:
     drains = [(value, job_type) for name, unit, value, job_type in sink.typed if name == "BacklogDrainTime"]
     assert drains == [(7_200.0, "known")], "none for a type whose durations are not known yet"
     assert ("ParkedMessages", "Count", 40, "known") in sink.typed
+
+
+def test_parked_message_round_trip_keeps_body_attributes_and_original() -> None:
+    """A PARKED marker keeps the message as it came (binary attributes in base64, its admission attribute
+    left out: each copy gets its own), so a fresh copy can be sent from the marker alone."""
+    delivery = Delivery(
+        message_id="copy-2",
+        receipt_handle="h",
+        body='{"job_id": "j"}',
+        receive_count=1,
+        source_arn="arn",
+        message_attributes={
+            "Team": {"DataType": "String", "StringValue": "data"},
+            "Blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+            ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(original_id="m-1").encode()},
+        },
+    )
+    body, attributes, original = message_to_send(stored_message(delivery))
+    assert body == '{"job_id": "j"}'
+    assert attributes == {
+        "Team": {"DataType": "String", "StringValue": "data"},
+        "Blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+    }
+    assert original == "m-1", "the producer's message id, carried through every copy"
+
+
+@pytest.mark.parametrize(
+    ("body_bytes", "attributes", "parkable"),
+    [(10, 0, True), (10, 9, True), (10, 10, False), (PARKED_MESSAGE_MAX_BYTES, 0, False)],
+    ids=["small", "nine attributes", "no room for the admission attribute", "too large for a marker"],
+)
+def test_parked_message_needs_room_for_its_attribute_and_its_marker(
+    body_bytes: int, attributes: int, parkable: bool
+) -> None:
+    delivery = Delivery(
+        message_id="m",
+        receipt_handle="h",
+        body="x" * body_bytes,
+        receive_count=1,
+        source_arn="arn",
+        message_attributes={f"A{i}": {"DataType": "String", "StringValue": "v"} for i in range(attributes)},
+    )
+    assert has_room(delivery) is parkable

@@ -70,6 +70,10 @@ def test_settings_range_error_states_the_valid_range() -> None:
             {"receiver_timeout_s": 30, "reconcile_grace_s": 20},
             r"reconcile_grace_s=20 must be greater than receiver_timeout_s=30.*smallest safe reconcile_grace_s: 31",
         ),
+        (
+            {"queue_retention_s": 3_600},
+            r"queue_retention_s=3600 leaves 2700 s .* less than max_renewal_s=43200.*smallest queue_retention_s: 57600",
+        ),
     ],
 )
 def test_settings_refuse_combinations_that_lapse_by_construction(values: dict[str, object], message: str) -> None:
@@ -188,3 +192,14 @@ def test_settings_fifo_needs_fifo_queues_and_a_standard_processor_refuses_them()
     assert Settings.from_env({"FIFO": "true", "FIFO_RELEASE_DELAY_S": "60"}).fifo_release_delay_s == 60
     with pytest.raises(SettingsError, match="fifo_release_delay_s"):
         Settings.load({"fifo": True, "fifo_release_delay_s": -1})
+
+
+@pytest.mark.parametrize(
+    ("retention_s", "resend_after_s"),
+    [(14 * 86_400, 12 * 86_400), (8 * 86_400, 6 * 86_400), (57_600, 43_200)],
+    ids=["14 days: two days' margin", "8 days: a quarter", "the shortest a 12 h job allows"],
+)
+def test_settings_resend_at_leaves_the_retention_margin(retention_s: int, resend_after_s: int) -> None:
+    """A waiting message is sent again two days before its queue's retention runs out, or a quarter of
+    the retention before when that is shorter."""
+    assert Settings(queue_retention_s=retention_s).resend_at(1_000.0) == 1_000.0 + resend_after_s

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
-from longjobs.engine.admission.parking import Handle, unpark
+from longjobs.engine.admission.parking import Handle, refresh_parked, unpark
 from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, slots_of
 from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots
 from longjobs.engine.execution import (
@@ -40,6 +40,7 @@ class AdmitReport:
     admitted: int = 0  # WAITING messages started in place
     unparked: int = 0  # received from the waiting queue
     freed: int = 0  # slots of executions found not running, freed
+    resent: int = 0  # parked copies sent again before the waiting queue's retention ran out
     drain_s: float | None = None  # until the last waiting or parked message can be expected to start
 
 
@@ -109,8 +110,9 @@ def admit_type(
     deadline: float = math.inf,
 ) -> AdmitReport:
     """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
-    the free slots (longest waiting first), then unpark what the horizon can take. Nothing new is begun
-    past `deadline` (what was begun is finished): the rest waits for the next pass."""
+    the free slots (longest waiting first), then unpark what the horizon can take, then send again the
+    parked copies near the waiting queue's retention. Nothing new is begun past `deadline` (what was
+    begun is finished): the rest waits for the next pass."""
     report = AdmitReport(job_type)
     settings = receiver.settings
     now = receiver.clock.now()
@@ -136,6 +138,7 @@ def admit_type(
             receiver.views.pop(job_type, None)
             in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
             state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
+        report.resent = refresh_parked(receiver, job_type, deadline=deadline)
     report.waiting = in_flight
     report.slots_in_use = state.used
     report.free_slots = len(state.free_keys)
@@ -179,6 +182,7 @@ def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
             (MetricName.PARKED_MESSAGES, report.parked),
             (MetricName.ADMITTED_IN_PLACE, report.admitted),
             (MetricName.SLOTS_FREED, report.freed),
+            (MetricName.PARKED_COPIES_RESENT, report.resent),
         ):
             type_metric(sink, name, "Count", value, report.job_type)
         if report.drain_s is not None:

@@ -3,6 +3,8 @@ estimated delay) or is parked; one that finds a slot gives it to those that wait
 
 from __future__ import annotations
 
+import math
+
 from longjobs.engine.admission.admit import admit_in_place
 from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
 from longjobs.engine.admission.parking import Handle, has_room, park, unpark
@@ -18,6 +20,8 @@ from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
+from longjobs.engine.receiver.attempt import dead_letter
+from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.visibility import FailureClass, VisibilityChange
@@ -115,13 +119,22 @@ def wait_or_park(
     fresh = not returning and delivery.carried.waiting_since is None
     position = receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
     parked_here = queue is not None and receiver.queue_of(delivery) == queue
-    if queue is not None and not parked_here and not returning:
+    # Its queue deletes it at the end of its retention, hidden or not: from `resend_at` on it waits only
+    # as a fresh copy (parked), and until then never hidden past it.
+    resend_at = settings.resend_at(delivery.sent_at) if delivery.sent_at is not None else math.inf
+    aged = now >= resend_at
+    if queue is not None and has_room(delivery):
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
-        if (view.parked > 0 or beyond) and has_room(delivery):
+        if aged or (not parked_here and not returning and (view.parked > 0 or beyond)):
             if not park(receiver, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):
                 return None
             view.parked += 1
             return Outcome.PARKED
+    if aged:
+        reason = f"waited {now - since:.0f} s for a slot of {job.type}; cannot be parked before its queue's retention"
+        return dead_letter(
+            receiver, delivery, history, replacing=replacing, error_type=RETENTION_RUNNING_OUT, message=reason
+        )
     start = expected_start_s(state, now, position)
     period = settings.extender_period_s
     delay = waiting_delay_s(
@@ -132,6 +145,8 @@ def wait_or_park(
         slack_s=period,
         rng=receiver.rng,
     )
+    if resend_at < math.inf:
+        delay = min(delay, math.ceil(resend_at - now))
     queue_url = receiver.queue_of(delivery)
     outcome = receiver.visibility.change(
         VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay)

@@ -4,12 +4,17 @@ twin copies run once; unparking receives the copies back when the horizon can ta
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus
-from longjobs.engine.lease.types import Attempt
+from longjobs.engine.lease.store import in_parked_line
+from longjobs.engine.lease.types import DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record
 from longjobs.engine.receiver.models import Job
@@ -20,8 +25,8 @@ from longjobs.engine.receiver.types import (
     Delivery,
     Outcome,
     Receiver,
+    sent_at,
 )
-from longjobs.engine.settings import SQS_MAX_RETENTION_S
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -32,7 +37,13 @@ Handle = Callable[[Receiver, Delivery], Outcome]
 
 
 UNPARK_CALLS = 10
-"""Receive calls on a waiting queue per admission pass at most (100 messages)."""
+"""Receive calls on a waiting queue per admission pass at most (100 messages); as many pages of
+markers whose copy is sent again."""
+REFRESH_PAGE = 10
+"""Markers read per query of a type's parked line."""
+PARKED_MESSAGE_MAX_BYTES = 300_000
+"""The largest message a PARKED marker keeps (its JSON): DynamoDB's items hold 400 KB, and the marker
+keeps the message's attempts besides. A larger message waits in flight instead."""
 
 
 def park(
@@ -47,24 +58,29 @@ def park(
     waits: int,
 ) -> bool:
     """Copy the message to its type's waiting queue, with what it carries. First a PARKED marker is
-    written on its lease, so a redelivery of this message (its deletion lost, a send retried after it
-    landed) sends no second copy, and twin copies run once (`runs_this_copy`). False when the marker
-    write lost its race (read again). Raises when SQS refuses: the record is reported failed and comes
-    back to a marker without a copy, which sends it then (`park_again`)."""
+    written on its lease, holding the message itself, so a redelivery of this message (its deletion
+    lost, a send retried after it landed) sends no second copy, twin copies run once
+    (`runs_this_copy`), and a fresh copy can be sent before this one's retention runs out
+    (`refresh_parked`). False when the marker write lost its race (read again). Raises when SQS refuses:
+    the record is reported failed and comes back to a marker without a copy, which sends it then
+    (`send_parked_copy`)."""
+    now = receiver.clock.now()
     marker = closed_record(
         receiver,
         delivery,
         LeaseStatus.PARKED,
-        kept_s=SQS_MAX_RETENTION_S,  # as long as a copy may be in the waiting queue
+        kept_s=receiver.settings.queue_retention_s,  # as long as a copy may be in the waiting queue
         job_type=job.type,
         job_id=job.job_id,
         history=history,
         waiting_since=since,
         waits=waits,
+        copy_sent_at=now,  # before the send: never later than the copy's own send time
+        parked_message=stored_message(delivery),
     )
     if not receiver.store.create(marker, replacing=replacing):
         return False
-    _send_copy(receiver, delivery, queue_url, marker)
+    _send_copy(receiver, queue_url, marker)
     logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
     return True
 
@@ -74,9 +90,112 @@ def send_parked_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> O
     landed unanswered: then two copies exist and one of them runs): the copy is sent now. Its type must
     still have a waiting queue (`is_live_marker`)."""
     queue_url = receiver.settings.waiting_queue_urls[marker.job_type or ""]
-    _send_copy(receiver, delivery, queue_url, marker)
+    if marker.parked_message is None:  # a marker written before markers held their message
+        marker = replace(marker, parked_message=stored_message(delivery))
+    _send_copy(receiver, queue_url, marker)
     logger.info("parked message received again: its copy is sent now", extra={"message_id": delivery.message_id})
     return Outcome.PARKED
+
+
+def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.inf) -> int:
+    """Keep every parked message of `job_type` inside the waiting queue's retention (SQS deletes a message
+    that long after its send, received or not): for each marker of the type's parked line whose copy was
+    sent `queue_retention_s - retention_margin_s` ago, oldest first, an unclaimed one gets a fresh copy,
+    and a claimed one whose claimant does not run has its claimant parked in turn (`_park_claimant`);
+    how many copies were sent. The old copy may still be received before it expires: the first copy
+    received claims the run and any other is acknowledged (`claim_copy`), and a parked claimant's
+    redelivery finds its own marker, so a copy sent twice (a crash before its note) runs once.
+
+    The time the line's oldest marker falls due is kept per container, so a pass with nothing due makes
+    no request."""
+    settings, clock = receiver.settings, receiver.clock
+    queue_url = settings.waiting_queue_urls.get(job_type)
+    if queue_url is None or clock.now() < receiver.next_refresh.get(job_type, -math.inf):
+        return 0
+    keep_s = settings.queue_retention_s - settings.retention_margin_s
+    sent = 0
+    for _ in range(UNPARK_CALLS):
+        if clock.now() >= deadline:
+            return sent  # the rest next pass: `next_refresh` is not moved
+        due = receiver.store.parked_due(job_type, sent_before=clock.now() - keep_s, limit=REFRESH_PAGE)
+        for listed in due:
+            marker = receiver.store.get(listed.message_id)  # the index lags: act on the table's version
+            if marker is None or not in_parked_line(marker) or _sent_since(marker, clock.now() - keep_s):
+                continue
+            if marker.claimed_by is None:
+                _send_copy(receiver, queue_url, marker)
+                logger.info("parked copy near its retention: sent again", extra={"message_id": marker.message_id})
+                sent += 1
+            elif _park_claimant(receiver, queue_url, marker):
+                sent += 1
+        if len(due) < REFRESH_PAGE:
+            break
+    oldest = receiver.store.parked_due(job_type, sent_before=None, limit=1)
+    oldest_sent = (oldest[0].copy_sent_at or 0.0) if oldest else clock.now()  # a later copy is due later
+    receiver.next_refresh[job_type] = oldest_sent + keep_s
+    return sent
+
+
+def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
+    """A claimed marker whose claimant (the copy that may run it) was sent long enough ago that SQS may
+    delete it: when the claimant does not run, it is parked in turn, as its receive now would do (a
+    marker of its own, replacing its lease on condition of its version, then a fresh copy); while it
+    runs, the marker is looked at again a margin later; once it is done or parked, the marker leaves the
+    line. True when a copy was sent."""
+    store, clock, settings = receiver.store, receiver.clock, receiver.settings
+    claimant_id = marker.claimed_by or ""
+    claimant = store.get(claimant_id)
+    now = clock.now()
+    recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
+    if claimant is None:
+        if now - (marker.claimed_at or 0.0) < settings.reconcile_grace_s:
+            return False  # its receiver may be writing its lease now
+    elif claimant.status in (LeaseStatus.PARKED, *DONE_STATUSES):
+        store.move_in_parked_line(marker, sent_at=None)
+        return False
+    elif claimant.active or _may_run(receiver, claimant):
+        store.move_in_parked_line(marker, sent_at=recheck_at)
+        return False
+    parked = Lease(
+        message_id=claimant_id,
+        queue_url=queue_url,
+        receipt_handle=claimant.receipt_handle if claimant else "",
+        receive_count=claimant.receive_count if claimant else 0,
+        received_at=now,
+        visible_until=now,
+        renew_until=now + settings.queue_retention_s,
+        status=LeaseStatus.PARKED,
+        version=claimant.version + 1 if claimant else 0,
+        closed_at=now,
+        job_type=marker.job_type,
+        job_id=marker.job_id,
+        history=claimant.history_with_this() if claimant else marker.history,
+        waiting_since=marker.waiting_since,
+        waits=claimant.waits if claimant else marker.waits,
+        copy_sent_at=now,
+        parked_message=marker.parked_message,
+    )
+    if not store.park_in_place(parked, replacing=claimant):
+        return False  # the claimant was received, admitted or closed meanwhile: the next pass looks again
+    _send_copy(receiver, queue_url, parked)
+    logger.info("claimed parked copy near its retention: parked again", extra={"message_id": claimant_id})
+    return True
+
+
+def _sent_since(marker: Lease, moment: float) -> bool:
+    """Whether a marker's copy (or claimant) was sent after `moment`: sent again since it was listed."""
+    return (marker.copy_sent_at or 0.0) > moment
+
+
+def _may_run(receiver: Receiver, claimant: Lease) -> bool:
+    """Whether a closed claimant's execution may still run (a stop that has not taken effect yet)."""
+    if not claimant.execution_arn or claimant.never_started:
+        return False
+    try:
+        return execution_status(receiver.stepfunctions, claimant.execution_arn) in RUNNING_STATUSES
+    except Exception as exc:  # unknown: counted as running, looked at again later
+        logger.warning("claimant's execution status unknown", extra={"error": str(exc)})
+        return True
 
 
 def is_live_marker(receiver: Receiver, lease: Lease) -> bool:
@@ -96,7 +215,9 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | No
     claims the run), or when no marker names any (parked before markers existed, or expired). When it may
     not, the marker if an operator cancelled it (`longjobs.engine.cancel`: the copy goes to the DLQ)."""
     parked_id = delivery.carried.parked_id or ""
-    claimed = receiver.store.claim_parked(parked_id, delivery.message_id)
+    now = receiver.clock.now()
+    sent_at = delivery.sent_at if delivery.sent_at is not None else now
+    claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=sent_at, now=now)
     if claimed is not False:
         return True, None
     marker = receiver.store.get(parked_id)
@@ -111,26 +232,58 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | No
 
 
 def has_room(delivery: Delivery) -> bool:
-    """Whether the copy has room for the admission attribute (else the message waits in flight)."""
+    """Whether the message can be parked: its copy has room for the admission attribute, and its marker
+    for the message itself (else it waits in flight)."""
     attributes = [name for name in delivery.message_attributes if name != ADMISSION_ATTRIBUTE]
-    return len(attributes) < MAX_MESSAGE_ATTRIBUTES
+    return len(attributes) < MAX_MESSAGE_ATTRIBUTES and len(stored_message(delivery)) <= PARKED_MESSAGE_MAX_BYTES
 
 
-def _send_copy(receiver: Receiver, delivery: Delivery, queue_url: str, marker: Lease) -> None:
-    """Send the copy a PARKED marker describes, then note its id on the marker (best effort: without it a
-    redelivery sends another copy, and the twins' claim runs one)."""
+def stored_message(delivery: Delivery) -> str:
+    """The message as a PARKED marker keeps it (JSON of its body, its attributes with binary values in
+    base64, and its producer's message id), to send its copy from."""
+    attributes = {}
+    for name, value in delivery.message_attributes.items():
+        if name == ADMISSION_ATTRIBUTE:
+            continue
+        if "BinaryValue" in value:
+            encoded = base64.b64encode(value["BinaryValue"]).decode()
+            attributes[name] = {"DataType": value["DataType"], "Base64": encoded}
+        else:
+            attributes[name] = {"DataType": value["DataType"], "StringValue": value["StringValue"]}
+    stored = {"body": delivery.body, "attributes": attributes, "original": delivery.original_id}
+    return json.dumps(stored, separators=(",", ":"))
+
+
+def message_to_send(stored: str) -> tuple[str, dict[str, Any], str]:
+    """A stored message's body, its attributes as `SendMessage` takes them, and its original's id."""
+    data = json.loads(stored)
+    attributes: dict[str, Any] = {}
+    for name, value in data["attributes"].items():
+        if "Base64" in value:
+            attributes[name] = {"DataType": value["DataType"], "BinaryValue": base64.b64decode(value["Base64"])}
+        else:
+            attributes[name] = value
+    return str(data["body"]), attributes, str(data["original"])
+
+
+def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
+    """Send the copy a PARKED marker describes, then note its id and send time on the marker (best
+    effort: without it a redelivery sends another copy, or the copy is sent again early, and the twins'
+    claim runs one)."""
+    body, attributes, original_id = message_to_send(marker.parked_message or "")
     carried = Carried(
         waiting_since=marker.waiting_since,
-        original_id=delivery.original_id,
+        original_id=original_id,
         waits=marker.waits,
         history=marker.history,
         parked_id=marker.message_id,
     )
-    attributes = {k: v for k, v in delivery.message_attributes.items() if k != ADMISSION_ATTRIBUTE}
     attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
-    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=delivery.body, MessageAttributes=attributes)
-    if not receiver.store.note_copy(marker, sent["MessageId"]):
-        logger.info("parked marker changed meanwhile: copy id not noted", extra={"message_id": marker.message_id})
+    sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
+    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageAttributes=attributes)
+    kept_until = sent_at + receiver.settings.queue_retention_s
+    if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
+        logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
 
 
 def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, deadline: float = math.inf) -> int:
@@ -144,7 +297,7 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
         messages = receiver.sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=min(10, want - received),
-            AttributeNames=["ApproximateReceiveCount"],
+            AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
@@ -174,6 +327,7 @@ def waiting_delivery(message: Mapping[str, Any], queue_url: str) -> Delivery:
         receipt_handle=message["ReceiptHandle"],
         body=message["Body"],
         receive_count=int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
+        sent_at=sent_at(message.get("Attributes", {}).get("SentTimestamp")),
         source_arn=queue_url,
         message_attributes={
             name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}

@@ -33,6 +33,7 @@ from longjobs.engine.lease.schema import (
     WAITING_INDEX,
     WAITING_ORDER_ATTR,
     WAITING_TYPE_ATTR,
+    parked_line,
 )
 from longjobs.engine.lease.types import CLOSED_STATUSES, Attempt, LastError, Lease, LeaseStatus
 
@@ -52,6 +53,7 @@ _FLOAT_FIELDS = (
     "checked_at",
     "waiting_since",
     "waiting_order",
+    "claimed_at",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits", "refused_starts")
 _STR_FIELDS = (
@@ -64,6 +66,7 @@ _STR_FIELDS = (
     "job",
     "copy_id",
     "claimed_by",
+    "parked_message",
 )
 
 
@@ -112,6 +115,9 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         if lease.job_type is None or lease.waiting_order is None:
             raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_order (the index)")
         plain[WAITING_TYPE_ATTR] = lease.job_type
+    elif in_parked_line(lease):
+        plain[WAITING_TYPE_ATTR] = parked_line(lease.job_type or "")
+        plain[WAITING_ORDER_ATTR] = _num(lease.copy_sent_at or 0.0)
     if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
         plain[CHECKED_AT_ATTR] = _num(lease.received_at)
     if lease.active:
@@ -144,9 +150,39 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
         fields["result"] = json.loads(plain[RESULT_ATTR])
     if HISTORY_ATTR in plain:
         fields["history"] = tuple(Attempt.from_data(a) for a in json.loads(plain[HISTORY_ATTR]))
+    if fields["status"] is LeaseStatus.PARKED and "waiting_order" in fields:
+        fields["copy_sent_at"] = fields.pop("waiting_order")  # a marker's key in its type's parked line
     if fields.get("checked_at") == fields.get("received_at"):
         fields["checked_at"] = None  # written at the receive, not by a reconciliation look
     return Lease(**fields)
+
+
+def in_parked_line(lease: Lease) -> bool:
+    """Whether a lease is a PARKED marker in its type's parked line (`parked_line`): with its message
+    stored and the send time of the copy that may run it (its newest copy's while unclaimed, its
+    claimant's once claimed), so admission sends a fresh copy, or parks the claimant again, before the
+    waiting queue's retention runs out (`longjobs.engine.admission.parking.refresh_parked`)."""
+    return (
+        lease.status is LeaseStatus.PARKED
+        and lease.parked_message is not None
+        and lease.job_type is not None
+        and lease.copy_sent_at is not None
+    )
+
+
+def _up_to(
+    partition: str, value: dict[str, str], sort: str, before: float | None
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """An index query's key condition, names and values: the partition `value`, with the sort key at or
+    before `before` (any for None)."""
+    names = {"#part": partition}
+    values: dict[str, Any] = {":part": value}
+    condition = "#part = :part"
+    if before is not None:
+        names["#sort"] = sort
+        values[":before"] = {"N": str(_num(before))}
+        condition += " AND #sort <= :before"
+    return condition, names, values
 
 
 def _values(**values: Any) -> dict[str, Any]:
@@ -345,13 +381,7 @@ class LeaseStore:
         return self._executor.map(query, shards)
 
     def _query_shard(self, shard: int, before: float | None) -> Iterator[Lease]:
-        names = {"#shard": SHARD_ATTR}
-        values: dict[str, Any] = {":shard": {"N": str(shard)}}
-        condition = "#shard = :shard"
-        if before is not None:
-            names["#renew_at"] = RENEW_AT_ATTR
-            values[":before"] = {"N": str(_num(before))}
-            condition += " AND #renew_at <= :before"
+        condition, names, values = _up_to(SHARD_ATTR, {"N": str(shard)}, RENEW_AT_ATTR, before)
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": DUE_INDEX,
@@ -399,6 +429,18 @@ class LeaseStore:
                 version=replacing.version, status=replacing.status.value, rc=lease.receive_count
             )
         return {"Put": put}
+
+    def park_in_place(self, marker: Lease, *, replacing: Lease | None) -> bool:
+        """Write the PARKED marker of a message that admission parks without receiving it (a claimed
+        parked copy near its retention), replacing its lease as read, whatever its receive count (no
+        receive is made: the version condition alone fences it). False when the lease changed meanwhile
+        (or, with `replacing` None, one was written)."""
+        put = self.create_request(marker)["Put"]
+        if replacing is not None:
+            put["ConditionExpression"] = "version = :version AND #status = :status"
+            put["ExpressionAttributeNames"] = {"#status": "status"}
+            put["ExpressionAttributeValues"] = _values(version=replacing.version, status=replacing.status.value)
+        return _conditional(self._client.put_item, **put)
 
     def admit(self, waiting: Lease, active: Lease) -> bool:
         """Turn a WAITING lease into the ACTIVE lease of an attempt, on the same receive (the message is
@@ -475,34 +517,89 @@ class LeaseStore:
             return HoldsTaken(written=False, lost=frozenset(lost))
         return HoldsTaken(written=True)
 
-    def note_copy(self, marker: Lease, copy_id: str) -> bool:
-        """Record on a PARKED marker the id of the copy that was sent (a redelivery of the original is then
-        acknowledged without sending another). False when the marker changed meanwhile."""
+    def note_copy(self, marker: Lease, copy_id: str, *, sent_at: float, kept_until: float) -> bool:
+        """Record on a PARKED marker the copy that was sent: its id (a redelivery of the original is then
+        acknowledged without sending another) and when it was sent at the latest (`sent_at`: its place
+        in its type's parked line, so it is sent again before its retention runs out); the marker is
+        kept until `kept_until` (the copy's retention) and its TTL past that. False when the marker
+        changed meanwhile (claimed by a copy, cancelled, or noted by another sender)."""
         return _conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": marker.message_id}},
-            UpdateExpression="SET copy_id = :copy, version = version + :one",
+            UpdateExpression="SET copy_id = :copy, #order = :sent, renew_until = :until, #ttl = :ttl, "
+            "version = version + :one",
             ConditionExpression="version = :version AND #status = :parked",
-            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeNames={"#status": "status", "#order": WAITING_ORDER_ATTR, "#ttl": TTL_ATTR},
             ExpressionAttributeValues=_values(
-                copy=copy_id, one=1, version=marker.version, parked=LeaseStatus.PARKED.value
+                copy=copy_id,
+                sent=_num(sent_at),
+                until=_num(kept_until),
+                ttl=int(kept_until) + self._closed_ttl_s,
+                one=1,
+                version=marker.version,
+                parked=LeaseStatus.PARKED.value,
             ),
         )
 
-    def claim_parked(self, original_id: str, copy_id: str) -> bool | None:
+    def move_in_parked_line(self, marker: Lease, *, sent_at: float | None) -> bool:
+        """Give a PARKED marker another place in its parked line (its claimant runs: look again later), or
+        take it out of the line (`sent_at` None: its claimant is done, or parked in turn with a marker of
+        its own). False when the marker changed meanwhile."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {"one": 1, "version": marker.version, "parked": LeaseStatus.PARKED.value}
+        if sent_at is None:
+            update = "SET version = version + :one REMOVE #line"
+            names["#line"] = WAITING_TYPE_ATTR
+        else:
+            update = "SET #order = :sent, version = version + :one"
+            names["#order"] = WAITING_ORDER_ATTR
+            values["sent"] = _num(sent_at)
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": marker.message_id}},
+            UpdateExpression=update,
+            ConditionExpression="version = :version AND #status = :parked",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
+        )
+
+    def parked_due(self, job_type: str, *, sent_before: float | None, limit: int) -> list[Lease]:
+        """Up to `limit` PARKED markers of `job_type` in its parked line whose copy was sent at or before
+        `sent_before` (all for None), oldest copy first (the `waiting` index, eventually consistent:
+        read a marker again before acting on it)."""
+        condition, names, values = _up_to(
+            WAITING_TYPE_ATTR, {"S": parked_line(job_type)}, WAITING_ORDER_ATTR, sent_before
+        )
+        page = self._client.query(
+            TableName=self._table,
+            IndexName=WAITING_INDEX,
+            KeyConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            Limit=limit,
+        )
+        return [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.status is LeaseStatus.PARKED]
+
+    def claim_parked(self, original_id: str, copy_id: str, *, sent_at: float, now: float) -> bool | None:
         """Claim the run of a parked message for one of its copies: True when this copy may run it (it
         claimed it now or before), False when another copy has, None when the original has no PARKED
         marker (parked before markers existed, or expired): the copy then runs as it is. A marker an
-        operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs."""
+        operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs. The marker's
+        place in its parked line becomes the claimant's send time (`sent_at`): the claimant may wait in
+        its waiting queue in turn, and its retention runs from then."""
         claimed = _conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": original_id}},
-            UpdateExpression="SET claimed_by = :copy, version = version + :one",
+            UpdateExpression="SET claimed_by = :copy, claimed_at = if_not_exists(claimed_at, :now), "
+            "#order = :sent, version = version + :one",
             ConditionExpression="#status = :parked AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(copy=copy_id, one=1, parked=LeaseStatus.PARKED.value),
+            ExpressionAttributeNames={"#status": "status", "#order": WAITING_ORDER_ATTR},
+            ExpressionAttributeValues=_values(
+                copy=copy_id, now=_num(now), sent=_num(sent_at), one=1, parked=LeaseStatus.PARKED.value
+            ),
         )
         if claimed:
             return True

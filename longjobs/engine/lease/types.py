@@ -53,6 +53,8 @@ class LastError:
 
 
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
+DONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.CANCELLED})
+"""The message is done with: deleted after its job succeeded, or in the DLQ."""
 ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
 """How an attempt ends without success: each is a failed attempt in the message's history."""
 
@@ -124,6 +126,9 @@ class Lease:
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
     copy_id: str | None = None  # PARKED: the message id of the copy sent to the waiting queue, once known
+    copy_sent_at: float | None = None  # PARKED: when the copy that may run it was sent, at the latest (`parked_line`)
+    parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
+    claimed_at: float | None = None  # PARKED: when `claimed_by` claimed it
     claimed_by: str | None = None  # PARKED: the copy that runs the job (any other copy is acknowledged)
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)

@@ -22,6 +22,9 @@ ATTEMPT_ERROR_MAX = 1_024
 EXHAUSTED = "AttemptsExhausted"
 STARTS_REFUSED = "StartsRefused"
 """DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
+RETENTION_RUNNING_OUT = "RetentionRunningOut"
+"""DLQ reason of a message still waiting for a slot near its queue's retention that cannot be parked
+(its type has no waiting queue, or it is too large for a marker): the DLQ keeps it, SQS would not."""
 
 
 def _text(value: str) -> dict[str, str]:

@@ -96,6 +96,8 @@ class Delivery:
     """The queue it was received from, when not the jobs queue (a type's waiting queue)."""
     group_id: str | None = None
     """Its `MessageGroupId` (FIFO queues only)."""
+    sent_at: float | None = None
+    """When it was sent (`SentTimestamp`): its queue's retention runs from then, received or not."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -107,6 +109,7 @@ class Delivery:
             source_arn=record.event_source_arn,
             message_attributes=send_attributes(record.raw_event.get("messageAttributes") or {}),
             group_id=record.attributes.message_group_id,
+            sent_at=sent_at(record.attributes.sent_timestamp),
         )
 
     @property
@@ -167,6 +170,11 @@ class Carried:
             return cls()
 
 
+def sent_at(sent_timestamp: str | None) -> float | None:
+    """SQS's `SentTimestamp` (epoch milliseconds, a string) in epoch seconds; None when absent."""
+    return int(sent_timestamp) / 1000 if sent_timestamp else None
+
+
 def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
     """Message attributes as the Lambda event writes them, in the form `SendMessage` takes."""
     attributes: dict[str, Any] = {}
@@ -205,6 +213,8 @@ class Receiver:
     """Admission's short-lived readings of each limited type (`longjobs.engine.admission.readings`)."""
     last_order: float = 0.0
     """The last place in line this receiver handed out (admission: places are strictly increasing)."""
+    next_refresh: dict[str, float] = field(default_factory=dict)
+    """Per limited type, when its oldest parked copy must be sent again, as last read (`refresh_parked`)."""
 
     @property
     def queue_url(self) -> str:

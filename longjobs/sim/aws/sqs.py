@@ -1,4 +1,4 @@
-"""SQS: standard queues with visibility, receive counts, the 12 h limit, delays and redrive."""
+"""SQS: standard queues with visibility, receive counts, the 12 h limit, delays, retention and redrive."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import hashlib
 import heapq
 import itertools
 import json
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.engine.clock import Clock
+from longjobs.engine.settings import SQS_MAX_RETENTION_S
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
 
 FIFO_DEDUPLICATION_S = 300  # SQS drops a FIFO message whose deduplication id it saw in the last 5 minutes
@@ -40,8 +42,17 @@ class Message:
 
 
 class FakeQueue:
-    def __init__(self, name: str, *, visibility_timeout_s: int, clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        visibility_timeout_s: int,
+        clock: Clock,
+        rng: random.Random,
+        retention_s: float = SQS_MAX_RETENTION_S,
+    ) -> None:
         self.name = name
+        self.retention_s = retention_s
         self.url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
         self.arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
         self.visibility_timeout_s = visibility_timeout_s
@@ -59,6 +70,8 @@ class FakeQueue:
         self._delayed: set[str] = set()  # sent with a delay that has not run out, never received
         self.on_change: Callable[[], None] | None = None  # told when a message comes, goes or changes visibility
         self.gone: dict[str, int] = {}  # message id -> receives it had when deleted or moved to the DLQ
+        self._expiry: list[tuple[float, int, str]] = []  # (sent at + retention, seq, message id)
+        self.on_expired: Callable[[FakeQueue, Message], None] | None = None  # told of each message SQS deleted
 
     # visibility bookkeeping: a message is either in `_visible` or has a current entry in `_hidden`
     def _hide(self, message: Message, until: float) -> None:
@@ -80,8 +93,28 @@ class FakeQueue:
             self._visible[index] = last
             self._visible_index[last.message_id] = index
 
+    def expire(self) -> None:
+        """Delete the messages whose retention has run out, visible or in flight: SQS keeps a message
+        `MessageRetentionPeriod` from its send ("a message is deleted after the retention period
+        regardless of whether it was received"; a standard queue's DLQ copy keeps its first send time)."""
+        now = self._clock.now()
+        while self._expiry and self._expiry[0][0] <= now:
+            _, _, message_id = heapq.heappop(self._expiry)
+            message = self.messages.get(message_id)
+            if message is None or message.deleted:
+                continue
+            self.remove(message)
+            if self.on_expired is not None:
+                self.on_expired(self, message)
+
+    @property
+    def next_expiry(self) -> float:
+        """When the next message may expire (infinity when none is kept)."""
+        return self._expiry[0][0] if self._expiry else math.inf
+
     def refresh(self) -> None:
         now = self._clock.now()
+        self.expire()
         while self._hidden and self._hidden[0][0] <= now:
             _, _, message_id, version = heapq.heappop(self._hidden)
             message = self.messages.get(message_id)
@@ -107,6 +140,7 @@ class FakeQueue:
 
     def add(self, message: Message) -> None:
         self.messages[message.message_id] = message
+        heapq.heappush(self._expiry, (message.sent_at + self.retention_s, next(self._seq), message.message_id))
         if message.visible_at > self._clock.now():
             self._hide(message, message.visible_at)
             if message.receive_count == 0:
@@ -181,8 +215,16 @@ class FakeSqs:
     def _count(self, operation: str) -> None:
         self._aws.calls[f"sqs.{operation}"] += 1
 
-    def create_queue(self, name: str, *, visibility_timeout_s: int) -> FakeQueue:
-        queue = FakeQueue(name, visibility_timeout_s=visibility_timeout_s, clock=self._aws.clock, rng=self._aws.rng)
+    def create_queue(
+        self, name: str, *, visibility_timeout_s: int, retention_s: float = SQS_MAX_RETENTION_S
+    ) -> FakeQueue:
+        queue = FakeQueue(
+            name,
+            visibility_timeout_s=visibility_timeout_s,
+            clock=self._aws.clock,
+            rng=self._aws.rng,
+            retention_s=retention_s,
+        )
         self.queues[queue.url] = queue
         return queue
 
@@ -260,6 +302,9 @@ class FakeSqs:
         """Receive up to `count` visible messages (the caller counts the request)."""
         now = self._aws.clock.now()
         vt = int((request or {}).get("VisibilityTimeout", queue.visibility_timeout_s))
+        # asked for by name or as "All"; the event source mapping (no request) always hands it to the function
+        asked = (request or {}).get("AttributeNames") or (request or {}).get("MessageSystemAttributeNames") or []
+        sent_asked = request is None or "All" in asked or "SentTimestamp" in asked
         out: list[dict[str, Any]] = []
         while len(out) < count:
             taken = queue.take_visible(count - len(out))
@@ -269,7 +314,9 @@ class FakeSqs:
                 if queue.redrive is not None and message.receive_count >= queue.redrive[1]:
                     dead, _ = queue.redrive
                     queue.remove(message)
-                    copy = Message(message.message_id, message.body, message.attributes, now, now, message.job_key)
+                    # a standard queue's DLQ copy keeps its first send time (its retention runs on); FIFO's resets
+                    sent_at = now if dead.fifo else message.sent_at
+                    copy = Message(message.message_id, message.body, message.attributes, sent_at, now, message.job_key)
                     copy.group_id, copy.sequence = message.group_id, message.sequence
                     dead.add(copy)
                     if self.on_dead_letter is not None:
@@ -283,6 +330,8 @@ class FakeSqs:
                 if self.on_receive is not None:
                     self.on_receive(queue, message)
                 attributes = {"ApproximateReceiveCount": str(message.receive_count)}
+                if sent_asked:
+                    attributes["SentTimestamp"] = str(int(message.sent_at * 1000))
                 if queue.fifo:
                     attributes |= {"MessageGroupId": str(message.group_id), "SequenceNumber": str(message.sequence)}
                 out.append(
