@@ -39,8 +39,9 @@ PARTITION = "aws"
 SEEDS: tuple[tuple[str, int], ...] = (
     ("standard", 7),  # a job lock taken again (a ConditionCheck), a message sent back to wait for its job id
     ("standard", 9),
-    ("fifo", 9),  # the extender stops an execution whose lease can no longer be held (also fifo 22)
-    ("fifo", 22),
+    ("fifo", 9),
+    ("fifo", 32),  # the extender stops an execution whose lease can no longer be held (also fifo 62)
+    ("fifo", 62),
     ("admission", 23),
     ("admission", 38),  # unparking deletes from a waiting queue, dead-letters; the receiver admits in place
     ("admission", 28),  # unparking, dead-lettering (also 10)
