@@ -9,15 +9,17 @@
   ships and no other: `PYTHONDONTWRITEBYTECODE=1`, since Lambda's code folder (/var/task) is read-only, so
   a module the asset does not ship compiled is compiled again at every cold start;
 - the path Lambda gives it: the asset first, then the Powertools layer's packages (`/opt/python`), then
-  the runtime's boto3 and botocore, each a folder of links to the installed packages here (the layer and
-  the runtime ship compiled modules), and the standard library; no site-packages (`python -S`);
+  the runtime's boto3 and botocore, each a folder mirroring the installed packages here and compiled
+  there (the layer and the runtime ship compiled modules, whether or not the installed packages have
+  theirs), and the standard library; no site-packages (`python -S`);
 - the environment the template gives each function (its `Environment.Variables`; references resolved to
   placeholders, the resource names to the benchmark's own) and the variables Lambda itself sets.
 
 Each case is measured in a fresh interpreter `--runs` times after one untimed run: the handler module's
-cumulative import time from `-X importtime`, and then the wall time of its first invocation on a
-representative event (the receiver: one `wait` job's SQS record; the extender: its scheduled event; the
-watcher: a failed execution's status change), against a local moto server standing in for SQS,
+cumulative import time from `-X importtime` (and the import's CPU time, which a loaded machine does not
+inflate as it does the wall time: on an idle one they agree), and then the wall time of its first
+invocation on a representative event (the receiver: one `wait` job's SQS record; the extender: its
+scheduled event; the watcher: a failed execution's status change), against a local moto server standing in for SQS,
 DynamoDB and Step Functions, so that work moved out of the import into the first call is still counted
 (building the clients, loading their service models, the job catalog). Each is also measured with the
 asset's bytecode removed, the gain of shipping it. The five heaviest imports under each (the last run's)
@@ -30,6 +32,7 @@ under the ADOT layer's wrapper, which is not available offline, so it is not mea
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import logging
 import os
@@ -103,6 +106,8 @@ class Run:
     invoke_ms: float
     heaviest_imports: list[tuple[str, float]] = field(default_factory=list)
     heaviest_in_invocation: list[tuple[str, float]] = field(default_factory=list)
+    import_cpu_ms: float | None = None
+    """The import's CPU time (the process's, user and system): what the wall time is when the machine is idle."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class Case:
     invoke_median_ms: float
     heaviest_imports: list[tuple[str, float]]
     heaviest_in_invocation: list[tuple[str, float]]
+    import_cpu_median_ms: float | None = None
+    """On a loaded machine the wall time (`import_median_ms`) waits for the CPU too; this does not."""
 
 
 def importtime_tree(stderr: str, module: str) -> tuple[float, list[tuple[str, float]], list[tuple[str, float]]]:
@@ -162,8 +169,11 @@ def heaviest(lines: Sequence[tuple[int, str, float, float]]) -> list[tuple[str, 
 
 
 def layer_folders(root: Path) -> list[Path]:
-    """The Powertools layer (/opt/python) and the runtime's boto3, each a folder of links to the packages
-    installed here: their own compiled modules come with them, as the layer and the runtime ship theirs."""
+    """The Powertools layer (/opt/python) and the runtime's boto3, each a folder mirroring the packages
+    installed here (its files links to theirs), compiled into the folder's own `__pycache__`: the layer and
+    the runtime ship compiled modules, whatever bytecode the installed packages happen to have (an
+    installer that does not compile, such as uv, leaves none; a single-file module such as
+    `typing_extensions` linked on its own would leave its bytecode behind)."""
     folders = []
     for name, packages in (("opt-python", LAYER_PACKAGES), ("runtime", RUNTIME_PACKAGES)):
         folder = root / name
@@ -173,8 +183,16 @@ def layer_folders(root: Path) -> list[Path]:
             if spec is None or spec.origin is None:
                 continue
             origin = Path(spec.origin)
-            source = origin.parent if spec.submodule_search_locations else origin
-            (folder / source.name).symlink_to(source, target_is_directory=source.is_dir())
+            if spec.submodule_search_locations:
+                shutil.copytree(
+                    origin.parent,
+                    folder / origin.parent.name,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                    copy_function=os.symlink,
+                )
+            else:
+                (folder / origin.name).symlink_to(origin)
+        compileall.compile_dir(folder, quiet=1, workers=0)  # timestamps of the linked sources: valid as they are
         folders.append(folder)
     return folders
 
@@ -364,13 +382,15 @@ class Context:
     log_stream_name = "benchmark"
     def get_remaining_time_in_millis(self):
         return 25_000
+cpu = time.process_time()
 __import__(sys.argv[2])  # the import statement's path, which -X importtime times (importlib's is not)
+import_cpu_ms = (time.process_time() - cpu) * 1000
 module = sys.modules[sys.argv[2]]
 started = time.perf_counter()
 module.handler(event, Context())
-print(json.dumps({"invoke_ms": (time.perf_counter() - started) * 1000}))
+print(json.dumps({"invoke_ms": (time.perf_counter() - started) * 1000, "import_cpu_ms": import_cpu_ms}))
 """
-"""The child: imports the handler (timed by `-X importtime`), then calls it once (timed here)."""
+"""The child: imports the handler (timed by `-X importtime`, and its CPU time here), then calls it once (timed here)."""
 
 
 def cold_start(function: Function, code: Path, path: Sequence[Path], environment: Mapping[str, str], event: Any) -> Run:
@@ -391,8 +411,14 @@ def cold_start(function: Function, code: Path, path: Sequence[Path], environment
         errors = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
         raise RuntimeError(f"{function.name} failed:\n" + "\n".join(errors[-30:]))
     import_ms, heaviest, in_invocation = importtime_tree(result.stderr, function.module)
-    invoke_ms = float(json.loads(result.stdout.strip().splitlines()[-1])["invoke_ms"])
-    return Run(round(import_ms, 1), round(invoke_ms, 1), heaviest, in_invocation)
+    timed = json.loads(result.stdout.strip().splitlines()[-1])
+    return Run(
+        round(import_ms, 1),
+        round(float(timed["invoke_ms"]), 1),
+        heaviest,
+        in_invocation,
+        round(timed["import_cpu_ms"], 1),
+    )
 
 
 def measure(runs: int, tracings: Sequence[str], *, compare_bytecode: bool = True) -> list[Case]:
@@ -433,6 +459,9 @@ def measure(runs: int, tracings: Sequence[str], *, compare_bytecode: bool = True
                                 invoke_median_ms=round(statistics.median(sample.invoke_ms for sample in samples), 1),
                                 heaviest_imports=samples[-1].heaviest_imports,
                                 heaviest_in_invocation=samples[-1].heaviest_in_invocation,
+                                import_cpu_median_ms=round(
+                                    statistics.median(sample.import_cpu_ms or 0.0 for sample in samples), 1
+                                ),
                             )
                         )
     return cases
@@ -440,7 +469,7 @@ def measure(runs: int, tracings: Sequence[str], *, compare_bytecode: bool = True
 
 def table(cases: Sequence[Case]) -> str:
     lines = [
-        f"{'handler':<9} {'tracing':<9} {'bytecode':<9} {'import ms':>9} {'min':>6} {'max':>6} "
+        f"{'handler':<9} {'tracing':<9} {'bytecode':<9} {'import ms':>9} {'min':>6} {'max':>6} {'cpu ms':>6} "
         f"{'1st call ms':>11}  heaviest imports (ms, last run) | in the first call",
         "-" * 130,
     ]
@@ -450,6 +479,7 @@ def table(cases: Sequence[Case]) -> str:
         lines.append(
             f"{case.handler:<9} {case.tracing:<9} {'shipped' if case.bytecode else 'removed':<9} "
             f"{case.import_median_ms:>9.1f} {case.import_min_ms:>6.1f} {case.import_max_ms:>6.1f} "
+            f"{case.import_cpu_median_ms if case.import_cpu_median_ms is not None else float('nan'):>6.1f} "
             f"{case.invoke_median_ms:>11.1f}  {heaviest} | {in_call}"
         )
     return "\n".join(lines)
@@ -474,7 +504,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps([asdict(case) for case in cases], indent=2))
     else:
-        print(f"Python {sys.version.split()[0]}, {args.runs} runs per case, medians; import: -X importtime")
+        print(
+            f"Python {sys.version.split()[0]}, {args.runs} runs per case, medians; import: -X importtime (wall), "
+            f"cpu: its CPU time; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        )
         print(table(cases))
     return 0
 

@@ -1,7 +1,8 @@
 """What a handler imports at its cold start: no X-Ray SDK unless it traces (the default, `tracing=service`,
 does not), no boto3 and no botocore client machinery, nothing of the job catalog, schema validation, the
 S3 event models or Powertools' batch utility (those load with the first event); the asset's compiled
-modules; and the benchmark's parsing. No timing is asserted: the figures are the benchmark's."""
+modules; and the benchmark's parsing and its compiled layers. No timing is asserted: the figures are the
+benchmark's."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from benchmarks.cold_start import HANDLERS, Case, importtime_tree, table
+from benchmarks.cold_start import HANDLERS, Case, importtime_tree, layer_folders, table
 from longjobs.construct.assets import SKIPPED
 from longjobs.engine.lease.attributes import deserialize, serialize
 from longjobs.engine.observability import NoOpTracer, tracing_enabled
@@ -116,7 +117,29 @@ def test_cold_start_benchmark_reads_the_import_and_what_the_first_call_imports()
     # another package: its cumulative time; our own module: its own time; json came before the handler
     assert under == [("pydantic", 3.0), ("longjobs.engine.execution", 2.0), ("botocore.exceptions", 0.5)]
     assert in_call == [("longjobs.engine.jobs", 0.7), ("fastjsonschema", 0.2)]
-    assert "import ms" in table([Case("watcher", "service", True, 9, 6.5, 6.0, 7.0, 20.0, under, in_call)])
+    printed = table([Case("watcher", "service", True, 9, 6.5, 6.0, 7.0, 20.0, under, in_call, 5.9)])
+    assert "import ms" in printed and "cpu ms" in printed
+    assert printed.splitlines()[-1].split()[3:8] == ["6.5", "6.0", "7.0", "5.9", "20.0"]
+
+
+def test_cold_start_benchmark_puts_the_layers_modules_on_the_path_compiled(tmp_path: Path) -> None:
+    """The Powertools layer and the runtime ship compiled modules, so the benchmark's folders standing for
+    them have every module's bytecode, valid for its source (a timestamp `.pyc`: the source's time and
+    size), a single-file module's included, whatever bytecode the installed packages have: a module that
+    had none was compiled at every cold start the benchmark measured, which Lambda does not do."""
+    layer, runtime = layer_folders(tmp_path)
+    assert (layer / "typing_extensions.py").is_symlink()
+    assert (layer / "pydantic").is_dir() and (runtime / "botocore").is_dir()
+    for folder in (layer, runtime):
+        sources = sorted(folder.rglob("*.py"))
+        assert sources
+        for source in sources:
+            data = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+            assert data[:4] == importlib.util.MAGIC_NUMBER
+            assert int.from_bytes(data[4:8], "little") == 0  # checked by the source's time and size
+            stat = source.stat()
+            assert int.from_bytes(data[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            assert int.from_bytes(data[12:16], "little") == stat.st_size & 0xFFFFFFFF
 
 
 def test_functions_asset_ships_unchecked_hash_bytecode_reproducibly(tmp_path: Path) -> None:
