@@ -23,7 +23,7 @@ from longjobs.cli.submit import Submitted
 from longjobs.cli.top import Frame
 from longjobs.engine.cancel import CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
-from longjobs.engine.lease import Lease
+from longjobs.engine.lease import Lease, LeaseStatus
 
 LEASE_TIME_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
 ERROR_WIDTH = 60
@@ -261,6 +261,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     rows: list[tuple[str, str]] = [
         ("status", lease.status.value),
         ("job type", lease.job_type or "-"),
+        ("job id", lease.job_id or "-"),
         ("deliveries (receive count)", str(lease.receive_count)),
         ("received at", _when(lease.received_at, now)),
         ("visible until", _when(lease.visible_until, now)),
@@ -276,6 +277,13 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("last error", str(lease.last_error or "-")),
         ("result", "-" if lease.result is None else json.dumps(lease.result, sort_keys=True)),
     ]
+    if lease.status is LeaseStatus.PARKED or lease.copy_id or lease.claimed_by:
+        # A parked message runs from a copy in its type's waiting queue, under the copy's own message id
+        # (`longjobs lease <copy>` shows that attempt): the marker names it.
+        rows += [
+            ("parked copy", lease.copy_id or "- (not noted yet)"),
+            ("run by copy", lease.claimed_by or "- (no copy received yet)"),
+        ]
     for name, value in rows:
         fields.add_row(name, value)
     return Group(fields, executions_table(story.executions, lease.receive_count, now=now))

@@ -642,6 +642,8 @@ class JobView(Protocol):
 
     def message_id(self, job_id: str) -> str: ...
 
+    def current_message_id(self, job_id: str) -> str: ...
+
     def deliveries_of(self, job_id: str) -> list[Delivery]: ...
 
     def runs_its_job(self, job_id: str) -> bool: ...
@@ -759,12 +761,12 @@ class TimedActions:
 
     def _abort(self, action: AbortExecution) -> None:
         deadline = time.monotonic() + self.patience_s
-        message_id = self.view.message_id(action.job)
         while not self.stopped.is_set() and time.monotonic() < deadline:
             if self.view.settled(action.job):
                 self._missed(action, "its job had ended")
                 return
-            lease = self.store.get(message_id)
+            # its message, or the parked copy that runs the job (a new message id)
+            lease = self.store.get(self.view.current_message_id(action.job))
             if lease is not None and lease.active and lease.execution_arn and self._stoppable(lease.execution_arn):
                 status = self._stop(lease.execution_arn)
                 if status == "ABORTED":

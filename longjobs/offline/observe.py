@@ -6,6 +6,12 @@ Three sources, none of them inside the functions:
 - the lease table's stream shows every lease change: receives, renewals (with the new visible-until),
   releases and closes;
 - the emulator's queues show where each message is in the end: still queued, in the DLQ, or gone.
+
+A job whose type is full may be parked: its message is copied to the type's waiting queue (a new message
+id) and acknowledged, and the copy (or a copy of the copy, when it is parked again) runs the job. Each
+copy is attributed to its job: by the PARKED marker that names it (`copy_id`, `claimed_by`), by the
+scenario's job id attribute the copy keeps, or by the original it names (`LongJobsAdmission`). A job's
+executions, leases and final state are then those of its message and all its copies.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from longjobs.engine.execution import execution_arn, execution_name, parse_execu
 from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
 
 if TYPE_CHECKING:
@@ -37,6 +44,8 @@ JOB_ENDED_EVENTS = frozenset(
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
 REREAD = 100
 """Stream records read again on each poll (see `Observer.poll`)."""
+ORPHANS_KEPT = 1_000
+"""Lease changes kept for message ids not yet known to be a job's copy (replayed when one is)."""
 
 
 @dataclass(frozen=True)
@@ -100,10 +109,28 @@ class Track:
     """FIFO: its message group."""
     duplicate_of: str | None = None
     """FIFO: SQS dropped its send as a duplicate of this job's message (the same deduplication id)."""
+    copies: list[str] = field(default_factory=list)
+    """Message ids of the parked copies of its message (in a waiting queue), in the order they were seen."""
+    parked: list[float] = field(default_factory=list)
+    """When its message (or a copy) was parked: each PARKED marker written."""
 
     @property
     def redelivered_while_running(self) -> list[float]:
         return [d.at for d in self.deliveries if d.while_running]
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        """Its message's id and its copies' ids (an execution is named after the one it runs from)."""
+        return (self.message_id, *self.copies)
+
+    @property
+    def current_message_id(self) -> str:
+        """The message that holds the job now: the latest of its message and copies with a lease seen."""
+        return self.lease.message_id if self.lease is not None else self.message_id
+
+    def rank(self, message_id: str) -> int:
+        """Place of `message_id` in `message_ids` (a later copy outranks the message it was parked from)."""
+        return self.message_ids.index(message_id) if message_id in self.message_ids else -1
 
 
 class Observer:
@@ -126,6 +153,8 @@ class Observer:
         self._tail: int | None = None
         self._seen: set[str] = set()
         self._sent_by_dedup_id: dict[str, Track] = {}
+        self._orphans: dict[str, list[dict[str, Any]]] = {}
+        """Lease changes of message ids not known yet (a copy's lease seen before what names it)."""
 
     def send(self, job_id: str, body: str, *, group: str | None = None, dedup_id: str | None = None) -> Track:
         """Put one job's message on the jobs queue, its id in an attribute; on a FIFO queue, in `group`
@@ -175,7 +204,8 @@ class Observer:
             if track is None:
                 continue  # a message the scenario did not send (an S3 fan-out, say)
             count = int(message["Attributes"]["ApproximateReceiveCount"])
-            running = any(self.job_running(track.message_id, attempt) for attempt in range(1, count))
+            delivered = message["MessageId"]
+            running = any(self.job_running(delivered, attempt) for attempt in range(1, count))
             with self._lock:
                 track.deliveries.append(Delivery(now, count, running))
             if running:
@@ -223,11 +253,20 @@ class Observer:
             return  # job locks live in the lease table too
         new = item_to_lease(change["NewImage"])
         old = item_to_lease(change["OldImage"]) if "OldImage" in change else None
-        track = self._by_message.get(new.message_id)
+        track = self._by_message.get(new.message_id) or self._copy_in_waiting_queue(new.message_id)
         if track is None:
+            if len(self._orphans) < ORPHANS_KEPT:  # perhaps a copy whose marker is not read yet
+                self._orphans.setdefault(new.message_id, []).append(change)
             return
         now = time.time()
-        track.lease = new
+        if new.status is LeaseStatus.PARKED:
+            if old is None or old.status is not LeaseStatus.PARKED:
+                track.parked.append(now)
+            for copy_id in (new.copy_id, new.claimed_by):
+                if copy_id:
+                    self._adopt(track, copy_id)
+        if track.lease is None or track.rank(new.message_id) >= track.rank(track.lease.message_id):
+            track.lease = new  # the latest link's lease: a copy's, not its original's marker
         same_receive = old is not None and old.receive_count == new.receive_count
         if same_receive and old is not None and new.renewal_count > old.renewal_count:
             track.renewals.append(new.last_renewed_at)
@@ -239,9 +278,46 @@ class Observer:
                 track.released += 1
                 track.visibility.append((now, now + new.release_delay_s))
 
+    def _adopt(self, track: Track, copy_id: str) -> None:
+        """Attribute a parked copy to its job, and replay the lease changes seen of it before."""
+        with self._lock:
+            if copy_id in self._by_message:
+                return
+            self._by_message[copy_id] = track
+            track.copies.append(copy_id)
+        for change in self._orphans.pop(copy_id, []):
+            self._on_lease_change(change)
+
+    def _owner(self, message: QueuedMessage) -> Track | None:
+        """The job a waiting queue's message belongs to: by the job id it keeps, else the message it was
+        parked from or its original (both in `LongJobsAdmission`)."""
+        track = self.tracks.get(message.attributes.get(JOB_ID_ATTRIBUTE, ""))
+        if track is None and ADMISSION_ATTRIBUTE in message.attributes:
+            carried = Carried.decode(message.attributes[ADMISSION_ATTRIBUTE])
+            track = self._by_message.get(carried.parked_id or "") or self._by_message.get(carried.original_id or "")
+        return track
+
+    def _waiting_messages(self) -> list[QueuedMessage]:
+        """Every message of the waiting queues (the parked copies, in flight or not)."""
+        return [m for name in self.resources.waiting_queue_names.values() for m in queue_messages(name)]
+
+    def _copy_in_waiting_queue(self, message_id: str) -> Track | None:
+        """The job of a copy not attributed yet, found in its waiting queue (then attributed)."""
+        for message in self._waiting_messages():
+            if message.message_id == message_id and (track := self._owner(message)) is not None:
+                self._adopt(track, message_id)
+                return track
+        return None
+
     def _locate(self) -> None:
-        """Final state of each message: in the DLQ, still queued, or gone from the jobs queue."""
+        """Final state of each message: in the DLQ, still queued (on the jobs queue, or parked in a waiting
+        queue), or gone. A job's copies count as its message."""
         queued = {m.message_id for m in queue_messages(self.resources.queue_name)}
+        for message in self._waiting_messages():
+            queued.add(message.message_id)
+            track = self._by_message.get(message.message_id) or self._owner(message)
+            if track is not None:
+                self._adopt(track, message.message_id)
         dead = queue_messages(self.resources.dlq_name)
         for track in self.tracks.values():
             if track.duplicate_of is not None:
@@ -252,16 +328,20 @@ class Observer:
             if copy is not None:
                 track.final = "dlq"
                 track.dlq_error = self._dead_reason(copy, track)
-            elif track.message_id in queued:
+            elif any(message_id in queued for message_id in track.message_ids):
                 track.final = "queued"
+            elif track.lease is not None and track.lease.status is LeaseStatus.PARKED:
+                pass  # its copy was taken from its waiting queue, its lease not read yet: the next poll
             elif track.lease is None or not track.lease.active:
                 track.final = "deleted" if self._deleted_after_success(track) else "lost"
             # else: deleted by the workflow, lease not yet closed: decided on the next poll
 
     @staticmethod
     def _dead_copy_of(message: QueuedMessage, track: Track) -> bool:
-        """The DLQ holds the message itself (redrive) or the receiver's copy of a poison one."""
-        return track.message_id in (message.message_id, message.attributes.get("OriginalMessageId"))
+        """The DLQ holds the message itself or a copy (redrive), or the receiver's copy of it (a poison
+        one, attempts used up), which names the original."""
+        ids = track.message_ids
+        return message.message_id in ids or message.attributes.get("OriginalMessageId") in ids
 
     @staticmethod
     def _dead_reason(message: QueuedMessage, track: Track) -> str | None:
@@ -272,13 +352,18 @@ class Observer:
 
     @staticmethod
     def _deleted_after_success(track: Track) -> bool:
-        """Gone from the queue for a good reason: its job succeeded, it was a body the receiver finished
-        inline (no lease is kept for those), or it was parked (its copy in the waiting queue carries it)."""
-        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.PARKED)
+        """Gone from the queue for a good reason: its job succeeded (the lease of its message, or of the
+        copy that ran it), or it was a body the receiver finished inline (no lease is kept for those)."""
+        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
         return track.lease is None or track.lease.status in done
 
     def message_id(self, job_id: str) -> str:
+        """The id of the job's message as sent (on the jobs queue)."""
         return self.tracks[job_id].message_id
+
+    def current_message_id(self, job_id: str) -> str:
+        """The message that holds the job now: its own, or the parked copy that runs it."""
+        return self.tracks[job_id].current_message_id
 
     def deliveries_of(self, job_id: str) -> list[Delivery]:
         """Every delivery of the job's message seen so far, in order."""
@@ -287,8 +372,11 @@ class Observer:
 
     def runs_its_job(self, job_id: str) -> bool:
         """Whether an execution of the job's message is running and has not yet left its job."""
-        message_id = self.tracks[job_id].message_id
-        return any(self.job_running(message_id, attempt) for attempt in self._running_attempts(message_id))
+        return any(
+            self.job_running(message_id, attempt)
+            for message_id in self.tracks[job_id].message_ids
+            for attempt in self._running_attempts(message_id)
+        )
 
     def settled(self, job_id: str) -> bool:
         """Whether the job's message is deleted or in the DLQ (as of the last `poll`)."""
@@ -317,7 +405,7 @@ class Observer:
         running = self.running_executions()
         for track in self.tracks.values():
             track.running_at_end = frozenset(
-                name for name in running if (parse_execution_name(name) or ("",))[0] == track.message_id
+                name for name in running if (parse_execution_name(name) or ("",))[0] in track.message_ids
             )
 
     def running_jobs(self) -> set[str]:

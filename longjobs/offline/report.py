@@ -6,8 +6,8 @@
                     "excuse": "extender paused for more than one period"}], "released": 0,
                     "dlq_error": null, "summary": {...},
                     "max_concurrent_executions": 1, "stopped": 0, "lapses": 0, "stuck_lease": false,
-                    "group": null, "started_at": 0.4, "finished_at": 6.1}},
-     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "renewals": 9, "redelivered_while_running": 1,
+                    "group": null, "started_at": 0.4, "finished_at": 6.1, "parked": 0, "copies": []}},
+     "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "parked": 0, "renewals": 9, "redelivered_while_running": 1,
                 "redeliveries_excused": 1, "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
                 "max_concurrent_by_type": {"wait": 1},
                 "faults_injected": {"throttle": 3, "crash": 1, ...}, "faults_missed": [...]},
@@ -33,6 +33,9 @@ A message that is neither queued, in the DLQ, nor deleted after its job succeede
   the reconcile grace and the execution's end).
 - `group`: its message group (FIFO), else null. `started_at`, `finished_at`: when its last execution
   started and ended, in seconds since the jobs were sent (null when none ran, or it still ran).
+- `parked`: how many times its message (or a copy of it) was parked, copied to its type's waiting queue;
+  `copies`: the copies' message ids, attributed to the job (its `executions`, leases and `final` count
+  them: an execution runs from the copy it was started for). `totals.parked`: the jobs parked at least once.
 - `duplicate_of` (FIFO, only when it happened): SQS dropped the job's send as a duplicate of that job's
   message; the entry then reports that message.
 
@@ -211,6 +214,8 @@ def job_entry(
         "group": track.group,
         "started_at": since(last.started if last else None),
         "finished_at": since(last.stopped if last else None),
+        "parked": len(track.parked),
+        "copies": list(track.copies),
     }
     if track.duplicate_of is not None:
         entry["duplicate_of"] = track.duplicate_of
@@ -326,6 +331,7 @@ def build_report(
             "jobs": len(jobs),
             "deleted": sum(1 for j in jobs.values() if j["final"] == "deleted"),
             "dlq": sum(1 for j in jobs.values() if j["final"] == "dlq"),
+            "parked": sum(1 for j in jobs.values() if j.get("parked")),
             "renewals": sum(j["renewals"] for j in jobs.values()),
             "redelivered_while_running": sum(j["redelivered_while_running"] for j in jobs.values()),
             "redeliveries_excused": sum(len(j["redeliveries_excused"]) for j in jobs.values()),
@@ -397,6 +403,15 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
         f"{totals['renewals']} renewals; {redelivery_phrase(totals)}; "
         f"{sum(calls.values())} API calls; {report['wall_s']} s"
     )
+    parked = {job_id: job for job_id, job in report["jobs"].items() if job.get("parked")}
+    if parked:
+        lines.append(
+            f"parked: {len(parked)} job(s), each run from its copy: "
+            + ", ".join(
+                f"{job_id} ({len(job['copies'])} cop{'y' if len(job['copies']) == 1 else 'ies'})"
+                for job_id, job in parked.items()
+            )
+        )
     injected = totals.get("faults_injected") or {}
     if injected:
         lines.append("faults injected: " + ", ".join(f"{mode} {n}" for mode, n in injected.items()))

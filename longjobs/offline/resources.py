@@ -3,22 +3,24 @@
 `create_resources` makes the jobs queue with its DLQ and redrive (both FIFO, named `.fifo`, when the
 settings say `fifo`, as the stack makes them: see `longjobs.offline.fifo`; the redrive is a backstop:
 `maxReceiveCount` is `Settings.redrive_max_receives`, far above what attempts and waiting for a slot
-use), the Spark token queue, the lease table and the state machine, from the same `Settings` as the
-functions and the same workflow builder as the stack. No waiting queues: offline, a message whose type
-is full waits in flight on the jobs queue only (parking gives it a new message id, which local runs
-would have to follow; the stack's waiting queues are for backfills beyond the admission horizon). It
-takes ordinary boto3 clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`)
-and the functional tests (moto in-process) build exactly the same things.
+use), a waiting queue per limited job type (`jobs-waiting-<type>`, as the stack's: the jobs queue's VT,
+retention and redrive to the DLQ, no event source mapping; none on FIFO queues, which have no admission),
+passed to the functions as the `waiting_queues` setting, the Spark token queue, the lease table and
+the state machine, from the same `Settings` as the functions and the same workflow builder as the stack.
+Settings that name their own `waiting_queues` keep them (none is created). It takes ordinary boto3
+clients, so the offline runtime (moto's server: `run`, `demo`, `chaos`, `serve`) and the functional
+tests (moto in-process) build exactly the same things.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import table_definition
 from longjobs.engine.settings import FIFO_SUFFIX, SQS_MAX_RETENTION_S, Settings
 from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
@@ -34,6 +36,8 @@ REGION = "us-east-1"
 QUEUE = "jobs"
 DLQ = "jobs-dlq"
 TOKEN_QUEUE = "spark-tokens"
+WAITING_QUEUE_PREFIX = "jobs-waiting-"
+"""A limited job type's waiting queue is named this prefix and the type's name."""
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
 DEFAULT_QUEUE_VT_S = 30
@@ -58,6 +62,13 @@ class Resources:
     settings: Settings
     queue_name: str = QUEUE
     dlq_name: str = DLQ
+    waiting_queue_urls: Mapping[str, str] = field(default_factory=dict)
+    """The waiting queues created here: job type -> URL (also in `settings.waiting_queues`)."""
+
+    @property
+    def waiting_queue_names(self) -> dict[str, str]:
+        """Job type -> its waiting queue's name (the emulator's own view reads queues by name)."""
+        return {job_type: url.rsplit("/", 1)[-1] for job_type, url in self.waiting_queue_urls.items()}
 
 
 def create_resources(
@@ -71,9 +82,10 @@ def create_resources(
     table_stream: bool = False,
     queue_visibility_timeout_s: int | None = None,
 ) -> Resources:
-    """Queue + DLQ with redrive, token queue, lease table (`table_stream`: with the stream an observer
-    reads), state machine (a branch per job type of `catalog`, the built-ins when None). The queue's VT
-    is `queue_visibility_timeout_s`, else the settings' `visibility_timeout_s`, else SQS's 30 s."""
+    """Queue + DLQ with redrive, a waiting queue per limited type of `catalog` (unless the settings name
+    their own), token queue, lease table (`table_stream`: with the stream an observer reads), state
+    machine (a branch per job type of `catalog`, the built-ins when None). The queue's VT is
+    `queue_visibility_timeout_s`, else the settings' `visibility_timeout_s`, else SQS's 30 s."""
     # FIFO: both queues FIFO, named `.fifo`, and moto's receive made to keep a group's order (longjobs.offline.fifo).
     queue_name, dlq_name = QUEUE, DLQ
     fifo_attributes: dict[QueueAttributeNameType, str] = {}
@@ -92,6 +104,18 @@ def create_resources(
         QueueName=queue_name,
         Attributes={**fifo_attributes, **retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
     )["QueueUrl"]
+    # The stack's waiting queues (`JobQueues`): one per limited type, the jobs queue's VT, retention and
+    # redrive; only the functions receive from them. FIFO has no admission, so none.
+    limited = (catalog or JobCatalog(BUILTIN_TYPES)).limited()
+    waiting: dict[str, str] = {}
+    if not settings.fifo and not settings.waiting_queues:
+        waiting = {
+            job_type.name: sqs.create_queue(
+                QueueName=WAITING_QUEUE_PREFIX + job_type.name,
+                Attributes={**retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
+            )["QueueUrl"]
+            for job_type in limited
+        }
     token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
     stream: dict[str, Any] = (
         {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}} if table_stream else {}
@@ -109,6 +133,7 @@ def create_resources(
             "queue_url": queue_url,
             "dlq_url": dlq_url,
             "state_machine_arn": state_machine_arn,
+            **({"waiting_queues": json.dumps(dict(sorted(waiting.items())))} if waiting else {}),
         }
     )
     return Resources(
@@ -122,6 +147,7 @@ def create_resources(
         settings=completed,
         queue_name=queue_name,
         dlq_name=dlq_name,
+        waiting_queue_urls=waiting,
     )
 
 

@@ -123,6 +123,10 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"  region          {REGION} (any credentials)",
         f"  queue           {resources.queue_url}",
         f"  dead-letter     {resources.dlq_url}",
+        *(
+            f"  waiting queue   {url} (job type {name}: parked jobs)"
+            for name, url in resources.waiting_queue_urls.items()
+        ),
         f"  lease table     {resources.table_name}",
         f"  state machine   {resources.state_machine_arn}",
         f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",

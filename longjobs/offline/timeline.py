@@ -5,10 +5,11 @@ delivery while its job ran that an injected fault excuses, with the excuse writt
 lapse that no fault explains), its executions (bars, coloured by how they ended), each renewal (dots),
 how far ahead the lease believed the message hidden after each change (thin bars from the change to its
 visible-until), the faults aimed at that job (`abort_execution`, `duplicate_delivery`, `kill_worker`:
-stars, named) and the final state. The top row, `injected faults`, shows every call a fault answered
-(by mode) and every scheduled extender run lost to a fault; shaded spans across all rows are the
-windows in which faults excuse a delivery while a job runs (a paused extender, more lost runs in a row
-than the settings survive). Drawn with matplotlib's Agg backend: no display needed.
+stars, named), when its message was parked (grey, `parked`: copied to its type's waiting queue; the
+executions after it run from the copy) and the final state. The top row, `injected faults`, shows
+every call a fault answered (by mode) and every scheduled extender run lost to a fault; shaded spans
+across all rows are the windows in which faults excuse a delivery while a job runs (a paused extender,
+more lost runs in a row than the settings survive). Drawn with matplotlib's Agg backend: no display needed.
 
 `fault_marks` and `delivery_marks` say what is drawn, so a test can check it without reading pixels.
 """
@@ -41,6 +42,7 @@ FAULT_COLOURS = {
     "timeout": "black",
     "run": "tab:brown",
 }
+PARKED_COLOUR = "tab:gray"
 DELIVERY_COLOURS = {"delivery": "tab:blue", "excused": "tab:orange", "lapse": "tab:red"}
 FAULTS_ROW = "injected faults"
 
@@ -163,6 +165,7 @@ def draw_timeline(result: RunResult, scenario: Scenario, path: Path) -> None:
             Line2D([], [], marker="x", linestyle="", color=FAULT_COLOURS["throttle"], label="call answered by a fault"),
             Line2D([], [], marker="|", linestyle="", color=FAULT_COLOURS["run"], label="extender run lost to a fault"),
             Line2D([], [], marker="*", linestyle="", color="black", label="fault on the job"),
+            Line2D([], [], marker=">", linestyle="", color=PARKED_COLOUR, label="parked (to its waiting queue)"),
             Patch(color="tab:orange", alpha=0.12, label="faults excuse redeliveries"),
         ],
         loc="upper center",
@@ -193,6 +196,11 @@ def _draw_row(axes: Axes, row: int, track: Track, start: float, end: float) -> N
             height=0.3,
             color=EXECUTION_COLOURS.get(execution.status, "tab:gray"),
             alpha=0.8,
+        )
+    for parked in track.parked:
+        axes.plot([parked - start], [row + 0.35], ">", color=PARKED_COLOUR, markersize=6, zorder=3)
+        axes.annotate(
+            "parked", (parked - start, row + 0.35), xytext=(5, 2), textcoords="offset points", fontsize="x-small"
         )
     deliveries = [d.at - start for d in track.deliveries]
     last = max([*deliveries, *(e.stopped - start for e in track.executions if e.stopped is not None), 0.0])

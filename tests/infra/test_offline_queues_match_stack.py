@@ -2,9 +2,8 @@
 (`longjobs.construct.queues.JobQueues`): the same retention, the same redrive backstop to the DLQ, the
 same FIFO attributes (issue 22: "the offline runtime builds the same queues as the stack").
 
-Known difference, not hidden here: the stack gives each limited job type a waiting queue; the offline
-runtime makes none (its docstring says why). `test_offline_runtime_has_no_waiting_queues_yet` pins that
-down so the day it changes, this module is where the comparison grows.
+Each limited job type gets a waiting queue, offline as in the stack: the jobs queue's VT, retention and
+redrive, no event source mapping, passed to the functions as `waiting_queues`.
 """
 
 from __future__ import annotations
@@ -18,9 +17,18 @@ from moto import mock_aws
 
 from longjobs.construct.config import load_config
 from longjobs.engine import aws
-from longjobs.offline.resources import Resources, create_resources
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.settings import Settings
+from longjobs.offline.resources import WAITING_QUEUE_PREFIX, Resources, create_resources
 from tests.infra.conftest import Synth
 from tests.infra.test_fifo import FIFO_PROPERTIES
+
+LIMITED_CATALOG = JobCatalog(
+    [
+        *BUILTIN_TYPES,
+        next(t for t in BUILTIN_TYPES if t.name == "wait").model_copy(update={"name": "limited", "max_concurrency": 1}),
+    ]
+)
 
 
 @pytest.fixture
@@ -63,12 +71,77 @@ def test_offline_fifo_queues_have_the_stack_fifo_attributes(clients: tuple[Any, 
         assert {key: attributes.get(key) for key in expected} == expected
 
 
-def test_offline_runtime_has_no_waiting_queues_yet(clients: tuple[Any, Any, Any], dev: Synth) -> None:
-    """The stack's waiting queues (here the pyspark types, limited by their Glue jobs' concurrent runs) have
-    no offline counterpart: parking is off offline (`WAITING_QUEUES` unset), so a full type waits in flight."""
+def test_offline_waiting_queues_are_the_stacks(clients: tuple[Any, Any, Any], dev: Synth) -> None:
+    """Given the stack's job types (the pyspark ones limited by their Glue jobs' concurrent runs), the
+    offline runtime makes the same waiting queues: one per limited type, the jobs queue's VT, the same
+    retention and redrive to the DLQ, no event source mapping (only the functions receive from them), and
+    the functions are told them as the stack tells them (`waiting_queues`: JSON {type: url})."""
     sqs = clients[0]
+    processor = dev.stack.processor
+    resources = create_resources(
+        *clients,
+        processor.config.engine,
+        spark_heartbeat_s=3,
+        catalog=processor.catalog,
+        queue_visibility_timeout_s=processor.config.infra.queue_visibility_timeout_s,
+    )
+    stack_waiting = dev.part("Queues").waiting
+    assert sorted(stack_waiting) == sorted(resources.waiting_queue_urls) == ["spark", "wordcount"]
+    assert resources.settings.waiting_queue_urls == resources.waiting_queue_urls
+    assert resources.settings.waiting_queues == json.dumps(dict(sorted(resources.waiting_queue_urls.items())))
+    stack_queue = dev.resource(dev.part("Queues").queue)["Properties"]
+    dlq_arn = _attributes(sqs, resources.dlq_url)["QueueArn"]
+    for job_type, url in resources.waiting_queue_urls.items():
+        assert url.endswith(f"/{WAITING_QUEUE_PREFIX}{job_type}")
+        stack = dev.resource(stack_waiting[job_type])["Properties"]
+        offline = _attributes(sqs, url)
+        assert int(offline["VisibilityTimeout"]) == stack["VisibilityTimeout"] == stack_queue["VisibilityTimeout"]
+        assert int(offline["MessageRetentionPeriod"]) == stack["MessageRetentionPeriod"] == 14 * 86_400
+        redrive = json.loads(offline["RedrivePolicy"])
+        assert int(redrive["maxReceiveCount"]) == stack["RedrivePolicy"]["maxReceiveCount"]
+        assert redrive["maxReceiveCount"] == processor.config.engine.redrive_max_receives(14 * 86_400)
+        assert redrive["deadLetterTargetArn"] == dlq_arn
+        assert "FifoQueue" not in offline
+    # no event source mapping in the stack either: the functions alone receive from a waiting queue
+    mapped = {str(m["Properties"]["EventSourceArn"]) for m in dev.of_type("AWS::Lambda::EventSourceMapping").values()}
+    assert any(dev.logical_id(dev.part("Queues").queue) in arn for arn in mapped), "the jobs queue's mapping"
+    assert not any(dev.logical_id(queue) in arn for queue in stack_waiting.values() for arn in mapped)
+
+
+def test_offline_waiting_queues_keep_a_shorter_retention_as_the_stack(clients: tuple[Any, Any, Any]) -> None:
+    """`queue_retention_s` is the waiting queues' retention too, and their redrive counts with it."""
+    sqs = clients[0]
+    engine = load_config({"queue_retention_s": "172800"}).engine
+    resources = create_resources(*clients, engine, spark_heartbeat_s=3, catalog=LIMITED_CATALOG)
+    (url,) = resources.waiting_queue_urls.values()
+    attributes = _attributes(sqs, url)
+    assert int(attributes["MessageRetentionPeriod"]) == 172_800
+    assert int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"]) == engine.redrive_max_receives(172_800)
+
+
+def _waiting_queue_names(sqs: Any) -> list[str]:
+    names = (url.rsplit("/", 1)[-1] for url in sqs.list_queues()["QueueUrls"])
+    return sorted(name for name in names if name.startswith(WAITING_QUEUE_PREFIX))
+
+
+def test_offline_runtime_makes_no_waiting_queue_for_unlimited_types(clients: tuple[Any, Any, Any]) -> None:
+    """Offline only a declared limit applies (no Glue): the built-in types declare none."""
     resources = _offline(clients, {})
-    assert sorted(dev.part("Queues").waiting) == ["spark", "wordcount"]
-    names = sorted(url.rsplit("/", 1)[-1] for url in sqs.list_queues()["QueueUrls"])
-    assert names == ["jobs", "jobs-dlq", "spark-tokens"]
-    assert resources.settings.waiting_queues is None or not resources.settings.waiting_queues
+    assert resources.waiting_queue_urls == {} and not resources.settings.waiting_queues
+    assert _waiting_queue_names(clients[0]) == []
+
+
+def test_offline_fifo_queues_have_no_waiting_queues_as_the_stack(clients: tuple[Any, Any, Any]) -> None:
+    """A FIFO processor has no admission: no waiting queue (`JobQueues` makes none either)."""
+    engine = load_config({"fifo": "true"}).engine
+    resources = create_resources(*clients, engine, spark_heartbeat_s=3, catalog=LIMITED_CATALOG)
+    assert resources.waiting_queue_urls == {} and not resources.settings.waiting_queues
+    assert _waiting_queue_names(clients[0]) == []
+
+
+def test_offline_settings_that_name_their_own_waiting_queues_keep_them(clients: tuple[Any, Any, Any]) -> None:
+    own = {"limited": "https://sqs.us-east-1.amazonaws.com/123456789012/my-waiting"}
+    named = Settings.load({"waiting_queues": json.dumps(own)})
+    resources = create_resources(*clients, named, spark_heartbeat_s=3, catalog=LIMITED_CATALOG)
+    assert resources.waiting_queue_urls == {} and resources.settings.waiting_queue_urls == own
+    assert _waiting_queue_names(clients[0]) == []
