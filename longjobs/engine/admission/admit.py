@@ -100,6 +100,38 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
     return state.without(slot.key, Lock(slot.key, waiting.message_id, arn, now, held=True))
 
 
+def admit_line(
+    receiver: Receiver,
+    job_type: str,
+    state: TypeSlots,
+    *,
+    behind: tuple[float, str] | None = None,
+    deadline: float = math.inf,
+) -> tuple[TypeSlots, int]:
+    """Give the free slots to the type's line of WAITING messages, longest waiting first (ahead of
+    `behind`, a place in line and its message, when given): each is admitted in place, except one of the
+    jobs queue about to show again or shown again within the receiver's timeout, which its own
+    redelivery admits: its slot is kept from those behind it (counted held in the reading returned), so
+    it keeps its place. Nothing new is begun past `deadline`. Returns the slots as they are left and how
+    many were admitted."""
+    now = receiver.clock.now()
+    shown_since = now - receiver.settings.receiver_timeout_s  # the event source mapping redelivers it by then
+    admitted = 0
+    for waiting in receiver.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=shown_since):
+        if not state.free_keys or receiver.clock.now() >= deadline:
+            break
+        if behind is not None and (waiting.message_id == behind[1] or (waiting.waiting_order or 0.0) >= behind[0]):
+            continue
+        if waiting.visible_until - receiver.clock.now() < margin_s(receiver):
+            if waiting.queue_url == receiver.queue_url:
+                state = state.reserved_for(waiting.message_id, now)
+            continue  # a copy in its waiting queue comes back through unparking, in its turn
+        taken = admit_in_place(receiver, waiting, state)
+        if taken is not None:
+            state, admitted = taken, admitted + 1
+    return state, admitted
+
+
 def admit_type(
     receiver: Receiver,
     job_type: str,
@@ -120,14 +152,7 @@ def admit_type(
     if sweep:
         state, report.freed = sweep_stale(receiver, state)
     if state.free_keys:
-        hidden_after = now + margin_s(receiver)
-        for waiting in receiver.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=hidden_after):
-            if not state.free_keys or receiver.clock.now() >= deadline:
-                break
-            admitted = admit_in_place(receiver, waiting, state)
-            if admitted is not None:
-                state = admitted
-                report.admitted += 1
+        state, report.admitted = admit_line(receiver, job_type, state, deadline=deadline)
     queue = settings.waiting_queue_urls.get(job_type)
     in_flight = receiver.store.count_waiting(job_type, now=now)
     if queue is not None:

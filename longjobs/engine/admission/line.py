@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import math
 
-from longjobs.engine.admission.admit import admit_in_place
+from longjobs.engine.admission.admit import admit_line
 from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
 from longjobs.engine.admission.parking import Handle, has_room, park, unpark
 from longjobs.engine.admission.readings import (
-    LOOKAHEAD,
     longest_wait_s,
-    margin_s,
     slots_of,
     view_of,
 )
@@ -77,14 +75,7 @@ def claim(
         return Hold(mine), state
     if not state.free_keys:
         return None, state
-    for waiting in receiver.store.waiting(
-        job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=now + margin_s(receiver)
-    ):
-        if not state.free_keys:
-            return None, state
-        if waiting.message_id == message_id or (waiting.waiting_order or 0.0) >= order:
-            continue
-        state = admit_in_place(receiver, waiting, state) or state
+    state, _ = admit_line(receiver, job_type, state, behind=(order, message_id))
     if not state.free_keys:
         return None, state
     queue = receiver.settings.waiting_queue_urls.get(job_type)

@@ -100,6 +100,14 @@ class TypeSlots:
         """This reading with `key` now held as `lock` (after a take)."""
         return TypeSlots(self.job_type, self.limit, {**self.locks, key: lock}, self.read_at)
 
+    def reserved_for(self, message_id: str, now: float) -> TypeSlots:
+        """This reading with one free slot counted as held by `message_id` (nothing is written): a message
+        ahead in line that its own redelivery is about to admit keeps its slot from those behind it."""
+        free = self.free_keys
+        if not free:
+            return self
+        return self.without(free[0], Lock(free[0], message_id, "", now, held=True))
+
 
 class Slots:
     """Reads and conditional writes of the slot items (lock items of the lease table)."""
