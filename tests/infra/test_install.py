@@ -93,15 +93,21 @@ def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
     for_users = [line.split(";")[0] for line in requires if 'extra == "dev"' not in line]
     assert for_users and not any("==" in requirement for requirement in for_users), for_users
-    assert not any(tool in requirement for requirement in for_users for tool in ("cfn-lint", "pytest", "moto", "mypy"))
+    assert not any(tool in requirement for requirement in for_users for tool in ("cfn-lint", "pytest", "mypy"))
+    with_moto = [line for line in requires if "moto" in line and 'extra == "dev"' not in line]
+    assert all('extra == "offline"' in line for line in with_moto), "moto only as the offline runtime's local AWS"
 
 
 def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp_path: Path) -> None:
+    """The app keeps its own packages and synthesizes with the installed engine; the wheel's console
+    scripts, `longjobs` and `longjobs-offline`, run from the same environment: the offline extra brings
+    what the offline runtime imports (moto's server, the construct that renders the workflow), and a
+    shipped scenario runs in the simulation."""
     env_dir = tmp_path / "env"
     run(UV, "venv", "--quiet", "--python", sys.executable, env_dir, cwd=tmp_path)
     python = env_dir / "bin" / "python"
     lock = REPO_ROOT / "requirements-lock.txt"
-    run(UV, "pip", "install", "--quiet", "--python", python, "-c", lock, f"{wheel}[infra]", cwd=tmp_path)
+    run(UV, "pip", "install", "--quiet", "--python", python, "-c", lock, f"{wheel}[infra,offline,cli]", cwd=tmp_path)
 
     app = tmp_path / "my-app"
     (app / "infra").mkdir(parents=True)
@@ -135,3 +141,12 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     assert shipped[0].read_bytes() == (installed.parent / "engine" / "receiver" / "handler.py").read_bytes()
     catalog = json.loads((shipped[0].parents[1] / "job_types.json").read_text())
     assert "nap" in {job_type["name"] for job_type in catalog["job_types"]}
+
+    bin_dir = env_dir / "bin"
+    assert "cancel" in run(bin_dir / "longjobs", "--help", cwd=tmp_path, env=environ)
+    assert "sim" in run(bin_dir / "longjobs-offline", "--help", cwd=tmp_path, env=environ)
+    shipped_scenario = installed.parent / "offline" / "scenarios" / "parking.json"
+    outcome = json.loads(
+        run(bin_dir / "longjobs-offline", "sim", "--scenario", shipped_scenario, cwd=tmp_path, env=environ)
+    )
+    assert outcome["ok"] is True, outcome
