@@ -31,9 +31,10 @@ Where the body comes from, since SQS cannot read a message by its handle:
 - a lease whose execution never started and that has no earlier attempt has no copy of the body: the
   message is left on its queue (not deleted), hidden until its lease's visible-until, and its next
   receive finds the lease CANCELLED: the receiver sends it to the DLQ then (`dead_letter_delivery`);
-- a PARKED message's body lives only in its copy in the type's waiting queue, which nothing but
-  admission receives: the marker turns CANCELLED, the copy's claim is refused (it never runs), and the
-  copy is dead-lettered when admission receives it (`dead_letter_delivery`).
+- a PARKED marker holds the message (`parked_message`): it is sent to the DLQ at once, the marker turns
+  CANCELLED, and its copies' claims are refused (they never run, and are acknowledged); a marker
+  written before markers held their message leaves the copy to be dead-lettered when admission
+  receives it (`dead_letter_delivery`).
 
 The DLQ copy carries the job message the receiver parsed (`{"job_id", "type", "params"}`), not
 necessarily the producer's bytes (an S3 notification became a job), and none of the producer's message
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from longjobs.engine.admission.parking import message_to_send
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
@@ -325,7 +327,14 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
             notes.append(f"the lease changed meanwhile (now {current.status.value}, version {current.version})")
     released = release_holds(lease, store=canceller.store, clock=canceller.clock)
     dead_letter_id, deleted = record.dead_letter_id, record.deleted
-    if record.previous_status == LeaseStatus.PARKED.value:
+    if record.previous_status == LeaseStatus.PARKED.value and dead_letter_id is None and lease.parked_message:
+        # The marker holds the message: it goes to the DLQ now, not when a copy is received (which a
+        # backlog longer than the queue's retention might never do); its copies' claims are refused.
+        parked_body, _, _ = message_to_send(lease.parked_message)
+        dead_letter_id = send_cancelled(canceller.sqs, canceller.dlq_url, lease, parked_body, record.reason)
+        deleted = True  # the original was acknowledged when it was parked
+        notes.append("parked: sent to the DLQ from its marker; its copy never runs and is acknowledged")
+    elif record.previous_status == LeaseStatus.PARKED.value:
         notes.append(
             "parked: its copy waits in the waiting queue with the body; when admission receives it, its claim "
             "is refused (it never runs) and the receiver dead-letters it as Cancelled"

@@ -309,12 +309,12 @@ class Settings(BaseModel):
                 f"{self.receiver_timeout_s:g}: a younger lease may belong to a receiver that has not started its "
                 f"execution yet; smallest safe reconcile_grace_s: {self.receiver_timeout_s + 1:g}"
             )
-        held_s = self.queue_retention_s - self.retention_margin_s
-        if held_s < self.effective_max_renewal_s:
+        if self.retention_margin_s < self.effective_max_renewal_s:
             raise ValueError(
-                f"queue_retention_s={self.queue_retention_s} leaves {held_s:g} s before a waiting message is sent "
-                f"again, less than max_renewal_s={self.effective_max_renewal_s}: a job could outlive its message; "
-                f"smallest queue_retention_s: {math.ceil(self.effective_max_renewal_s * 4 / 3)}"
+                f"queue_retention_s={self.queue_retention_s} leaves a margin of {self.retention_margin_s:g} s after a "
+                f"waiting message's resend time, less than max_renewal_s={self.effective_max_renewal_s}: a job "
+                f"started just before it could outlive its message; smallest queue_retention_s: "
+                f"{4 * self.effective_max_renewal_s}"
             )
         if self.renewal_enabled:
             POLICIES[self.policy].check(self)

@@ -72,7 +72,8 @@ def test_settings_range_error_states_the_valid_range() -> None:
         ),
         (
             {"queue_retention_s": 3_600},
-            r"queue_retention_s=3600 leaves 2700 s .* less than max_renewal_s=43200.*smallest queue_retention_s: 57600",
+            r"queue_retention_s=3600 leaves a margin of 900 s .* less than max_renewal_s=43200.*"
+            r"smallest queue_retention_s: 172800",
         ),
     ],
 )
@@ -196,7 +197,7 @@ def test_settings_fifo_needs_fifo_queues_and_a_standard_processor_refuses_them()
 
 @pytest.mark.parametrize(
     ("retention_s", "resend_after_s"),
-    [(14 * 86_400, 12 * 86_400), (8 * 86_400, 6 * 86_400), (57_600, 43_200)],
+    [(14 * 86_400, 12 * 86_400), (8 * 86_400, 6 * 86_400), (172_800, 129_600)],
     ids=["14 days: two days' margin", "8 days: a quarter", "the shortest a 12 h job allows"],
 )
 def test_settings_resend_at_leaves_the_retention_margin(retention_s: int, resend_after_s: int) -> None:

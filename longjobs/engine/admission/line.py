@@ -86,6 +86,40 @@ def claim(
     return state.pick(receiver.rng), state
 
 
+def aged(receiver: Receiver, delivery: Delivery) -> bool:
+    """Whether a message is at or past its `resend_at`: its queue's retention is running out."""
+    sent_at = delivery.sent_at
+    return sent_at is not None and receiver.clock.now() >= receiver.settings.resend_at(sent_at)
+
+
+def can_park(receiver: Receiver, delivery: Delivery, job: Job) -> bool:
+    """Whether the message can be parked: its type has a waiting queue, and the copy and its marker room."""
+    return job.type in receiver.settings.waiting_queue_urls and has_room(delivery)
+
+
+def hold_fits(receiver: Receiver, delivery: Delivery) -> bool:
+    """Whether a whole hold of an attempt (`max_renewal_s`) ends before SQS deletes the message."""
+    settings, sent_at = receiver.settings, delivery.sent_at
+    if sent_at is None:
+        return True
+    return receiver.clock.now() + settings.effective_max_renewal_s <= sent_at + settings.queue_retention_s
+
+
+def dead_letter_aged(
+    receiver: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None, job_type: str
+) -> Outcome | None:
+    """A message whose retention is running out and that cannot be sent afresh: to the DLQ with the reason
+    (`RetentionRunningOut`), rather than deleted by SQS without a trace."""
+    sent_at = delivery.sent_at or receiver.clock.now()
+    reason = (
+        f"sent {receiver.clock.now() - sent_at:.0f} s ago (the queue keeps {receiver.settings.queue_retention_s} s); "
+        f"a job of {job_type} cannot be parked afresh, nor run whole before SQS deletes it"
+    )
+    return dead_letter(
+        receiver, delivery, history, replacing=replacing, error_type=RETENTION_RUNNING_OUT, message=reason
+    )
+
+
 def wait_or_park(
     receiver: Receiver,
     delivery: Delivery,
@@ -122,10 +156,7 @@ def wait_or_park(
             view.parked += 1
             return Outcome.PARKED
     if aged:
-        reason = f"waited {now - since:.0f} s for a slot of {job.type}; cannot be parked before its queue's retention"
-        return dead_letter(
-            receiver, delivery, history, replacing=replacing, error_type=RETENTION_RUNNING_OUT, message=reason
-        )
+        return dead_letter_aged(receiver, delivery, history, replacing=replacing, job_type=job.type)
     start = expected_start_s(state, now, position)
     period = settings.extender_period_s
     delay = waiting_delay_s(

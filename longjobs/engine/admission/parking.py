@@ -16,7 +16,7 @@ from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.store import in_parked_line
 from longjobs.engine.lease.types import DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.attempt import closed_record
+from longjobs.engine.receiver.attempt import closed_record, same_write
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.types import (
     ADMISSION_ATTRIBUTE,
@@ -138,48 +138,62 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
 
 def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     """A claimed marker whose claimant (the copy that may run it) was sent long enough ago that SQS may
-    delete it: when the claimant does not run, it is parked in turn, as its receive now would do (a
-    marker of its own, replacing its lease on condition of its version, then a fresh copy); while it
-    runs, the marker is looked at again a margin later; once it is done or parked, the marker leaves the
-    line. True when a copy was sent."""
+    delete it: when the claimant waits or was released and does not run, it is parked in turn, as its
+    receive now would do (a marker of its own, replacing its lease on condition of its version, then a
+    fresh copy); while it runs, the marker is looked at again a margin later; once it is done or parked,
+    the marker leaves the line. A claimant with no lease leaves the line too: it went back to the jobs
+    queue to wait for its job id (that copy runs the job) or to the DLQ, or its receive died before its
+    lease and it comes back through unparking; parking it would make a second copy that runs. True when
+    a copy was sent."""
     store, clock, settings = receiver.store, receiver.clock, receiver.settings
     claimant_id = marker.claimed_by or ""
     claimant = store.get(claimant_id)
     now = clock.now()
     recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
-    if claimant is None:
-        if now - (marker.claimed_at or 0.0) < settings.reconcile_grace_s:
-            return False  # its receiver may be writing its lease now
-    elif claimant.status in (LeaseStatus.PARKED, *DONE_STATUSES):
+    if claimant is None or claimant.status in (LeaseStatus.PARKED, *DONE_STATUSES):
         store.move_in_parked_line(marker, sent_at=None)
         return False
-    elif claimant.active or _may_run(receiver, claimant):
+    if claimant.active or _may_run(receiver, claimant):
         store.move_in_parked_line(marker, sent_at=recheck_at)
         return False
     parked = Lease(
         message_id=claimant_id,
         queue_url=queue_url,
-        receipt_handle=claimant.receipt_handle if claimant else "",
-        receive_count=claimant.receive_count if claimant else 0,
+        receipt_handle=claimant.receipt_handle,
+        receive_count=claimant.receive_count,
         received_at=now,
         visible_until=now,
         renew_until=now + settings.queue_retention_s,
         status=LeaseStatus.PARKED,
-        version=claimant.version + 1 if claimant else 0,
+        version=claimant.version + 1,
         closed_at=now,
         job_type=marker.job_type,
         job_id=marker.job_id,
-        history=claimant.history_with_this() if claimant else marker.history,
+        history=claimant.history_with_this(),
         waiting_since=marker.waiting_since,
-        waits=claimant.waits if claimant else marker.waits,
+        waits=claimant.waits,
         copy_sent_at=now,
         parked_message=marker.parked_message,
     )
-    if not store.park_in_place(parked, replacing=claimant):
+    if not _parked_in_place(receiver, parked, replacing=claimant):
         return False  # the claimant was received, admitted or closed meanwhile: the next pass looks again
     _send_copy(receiver, queue_url, parked)
     logger.info("claimed parked copy near its retention: parked again", extra={"message_id": claimant_id})
     return True
+
+
+def _parked_in_place(receiver: Receiver, marker: Lease, *, replacing: Lease) -> bool:
+    """Write the marker (`LeaseStore.park_in_place`); when the write fails or loses its condition, read
+    it back: a write that landed but whose answer was lost (a 5xx, a timeout, then a retry refused by
+    the condition it had just met) is ours, and its copy must be sent now, or no copy of the message
+    would exist until the marker fell due again."""
+    try:
+        if receiver.store.park_in_place(marker, replacing=replacing):
+            return True
+    except Exception as exc:
+        logger.warning("parking in place failed; reading whether it landed", extra={"error": str(exc)})
+    stored = receiver.store.get(marker.message_id)
+    return stored is not None and same_write(stored, marker)
 
 
 def _sent_since(marker: Lease, moment: float) -> bool:

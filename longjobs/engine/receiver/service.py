@@ -321,6 +321,27 @@ def _act(
             slots=found.slots,
         )
     assert action is Action.START
+    if line.aged(receiver, delivery):
+        # Its retention is running out: sent afresh (parked) where its type can park it; started only if a
+        # whole hold still fits before SQS deletes it; else in the DLQ with the reason, never lost.
+        if (
+            found.slots is not None
+            and found.since is not None
+            and found.order is not None
+            and line.can_park(receiver, delivery, job)
+        ):
+            return line.wait_or_park(
+                receiver,
+                delivery,
+                job,
+                replacing=lease,
+                history=history,
+                since=found.since,
+                order=found.order,
+                slots=found.slots,
+            )
+        if not line.hold_fits(receiver, delivery):
+            return line.dead_letter_aged(receiver, delivery, history, replacing=lease, job_type=job.type)
     return _start_attempt(receiver, delivery, job, lease, found, arn, history)
 
 

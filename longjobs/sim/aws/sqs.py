@@ -11,6 +11,7 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -209,6 +210,7 @@ class FakeSqs:
         self._aws = aws
         self.queues: dict[str, FakeQueue] = {}
         self._ids = itertools.count(1)
+        self.meta = SimpleNamespace(region_name=REGION)  # as a boto3 client's (code builds ARNs from it)
         self.on_receive: Callable[[FakeQueue, Message], None] | None = None
         self.on_dead_letter: Callable[[FakeQueue, Message], None] | None = None
 

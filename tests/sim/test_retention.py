@@ -1,0 +1,419 @@
+"""Retention (docs/admission.md, "Retention: nothing that waits is lost"), as an adversarial review of its
+first version (5eb4298) broke it: five ways, each shown here and failing on that version, each fixed.
+
+Each test is either a small scenario run by the whole simulation (`run_scenario`), or the engine's own
+functions (`receive`, `refresh_parked`) driven step by step on the fake AWS and a fake clock (`Bench`),
+so the interleaving is exact."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.lease import LeaseStatus, LeaseStore, table_definition
+from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
+from longjobs.engine.settings import Settings, SettingsError
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.offline.scenario import parse_scenario
+from longjobs.sim.aws import FakeAws
+from longjobs.sim.scenario import ScenarioRun, run_scenario
+from tests.short_settings import SHORT_THRESHOLD
+
+START = 1_700_000_000.0
+TABLE = "leases"
+STATE_MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
+RETENTION_S = 1_200  # margin 300 s (a quarter), a copy is sent again 900 s after its send
+KEEP_S = 900
+
+
+# -- a bench: the engine's functions on the fake AWS, one step at a time -----------------------------------
+
+
+@dataclass
+class Bench:
+    clock: FakeClock
+    aws: FakeAws
+    settings: Settings
+    receiver: Receiver
+    jobs_url: str
+    waiting_url: str
+    dlq_url: str
+    started: list[str] = field(default_factory=list)  # execution names, in start order
+
+    def send(self, job_id: str, job_type: str = "wait", seconds: int = 60) -> str:
+        body = json.dumps({"job_id": job_id, "type": job_type, "params": {"seconds": seconds}})
+        return str(self.aws.sqs.send_message(QueueUrl=self.jobs_url, MessageBody=body)["MessageId"])
+
+    def _received(self, queue_url: str) -> list[dict[str, Any]]:
+        got = self.aws.sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(got.get("Messages", []))
+
+    def deliver_jobs_queue(self) -> dict[str, Outcome]:
+        """What the event source mapping does: receive the visible messages, hand each to `receive`,
+        delete those done."""
+        outcomes = {}
+        for message in self._received(self.jobs_url):
+            delivery = Delivery(
+                message_id=message["MessageId"],
+                receipt_handle=message["ReceiptHandle"],
+                body=message["Body"],
+                receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
+                source_arn="arn:aws:sqs:us-east-1:123456789012:jobs",
+                message_attributes={
+                    name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+                    for name, value in message.get("MessageAttributes", {}).items()
+                },
+                sent_at=sent_at(message["Attributes"].get("SentTimestamp")),
+            )
+            outcome = receive(self.receiver, delivery)
+            outcomes[message["MessageId"]] = outcome
+            if not outcome.deferred:
+                self.aws.sqs.delete_message(QueueUrl=self.jobs_url, ReceiptHandle=message["ReceiptHandle"])
+        return outcomes
+
+    def unpark_all(self) -> dict[str, Outcome]:
+        """What `unpark` does, for every visible copy of the waiting queue."""
+        outcomes = {}
+        for message in self._received(self.waiting_url):
+            delivery = waiting_delivery(message, self.waiting_url)
+            outcome = receive(self.receiver, delivery)
+            outcomes[message["MessageId"]] = outcome
+            if not outcome.deferred:
+                self.aws.sqs.delete_message(QueueUrl=self.waiting_url, ReceiptHandle=message["ReceiptHandle"])
+        return outcomes
+
+    def waiting_ids(self) -> list[str]:
+        queue = self.aws.sqs.queues[self.waiting_url]
+        queue.refresh()
+        return sorted(m.message_id for m in queue.messages.values() if not m.deleted)
+
+    def jobs_ids(self) -> list[str]:
+        queue = self.aws.sqs.queues[self.jobs_url]
+        queue.refresh()
+        return sorted(m.message_id for m in queue.messages.values() if not m.deleted)
+
+    def executions_of(self, job_id: str) -> list[str]:
+        return [
+            e.name
+            for e in self.aws.stepfunctions.executions.values()
+            if (e.input.get("job") or {}).get("job_id") == job_id
+        ]
+
+    def end_execution(self, name_part: str, status: str = "SUCCEEDED") -> None:
+        for execution in self.aws.stepfunctions.executions.values():
+            if name_part in execution.name and execution.status == "RUNNING":
+                self.aws.stepfunctions.end(execution, status)
+
+    def advance_to(self, t: float) -> None:
+        self.clock.advance(t - self.clock.now())
+
+    def finish(self, message_id: str) -> None:
+        """What the workflow's success path does for the attempt of `message_id`: the execution ends,
+        its job lock and slot are freed, the lease closes SUCCEEDED and the message is deleted."""
+        from longjobs.engine.settle import release_holds
+
+        lease = self.receiver.store.get(message_id)
+        assert lease is not None and lease.active and lease.execution_arn, lease
+        execution = self.aws.stepfunctions.executions[lease.execution_arn]
+        self.aws.stepfunctions.end(execution, "SUCCEEDED")
+        release_holds(lease, store=self.receiver.store, clock=self.clock)
+        assert self.receiver.store.close(lease, LeaseStatus.SUCCEEDED, now=self.clock.now()) is not None
+        self.aws.sqs.delete_message(QueueUrl=lease.queue_url, ReceiptHandle=lease.receipt_handle)
+
+
+def bench(limit: int = 1, **overrides: Any) -> Bench:
+    clock = FakeClock(START)
+    aws = FakeAws(clock, random.Random(7), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN)
+    values = {
+        **SHORT_THRESHOLD,
+        "max_attempts": 3,
+        "admission_wait_base_s": 2,
+        "admission_horizon_s": 60,
+        "max_renewal_s": 300,
+        "queue_retention_s": RETENTION_S,
+        **overrides,
+    }
+    dlq = aws.sqs.create_queue("jobs-dlq", visibility_timeout_s=30)
+    jobs = aws.sqs.create_queue("jobs", visibility_timeout_s=180, retention_s=values["queue_retention_s"])
+    waiting = aws.sqs.create_queue(
+        "jobs-waiting-wait", visibility_timeout_s=180, retention_s=values["queue_retention_s"]
+    )
+    settings = Settings.load(
+        {
+            "table_name": TABLE,
+            "queue_url": jobs.url,
+            "dlq_url": dlq.url,
+            "state_machine_arn": STATE_MACHINE_ARN,
+            "waiting_queues": json.dumps({"wait": waiting.url}),
+            **values,
+        }
+    )
+    catalog = JobCatalog(BUILTIN_TYPES).with_limits({"wait": limit})
+    receiver = Receiver(
+        settings=settings,
+        policy=build_policy(settings),
+        store=LeaseStore(aws.dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
+        sqs=aws.sqs,  # type: ignore[arg-type]
+        visibility=VisibilityClient(aws.sqs, clock=clock),  # type: ignore[arg-type]
+        stepfunctions=aws.stepfunctions,  # type: ignore[arg-type]
+        clock=clock,
+        rng=random.Random(3),
+        catalog=catalog,
+    )
+    return Bench(clock, aws, settings, receiver, jobs.url, waiting.url, dlq.url)
+
+
+# -- (1) a claimant with no lease is not always a receive that crashed ------------------------------------
+
+
+def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_twice() -> None:
+    """Found by the review (now a claimant with no lease leaves the parked line): a parked copy that claims its
+    marker and then finds its job id running (another message of the job
+    holds the job lock) is sent back to the jobs queue as a delayed copy (`wait_for_job`) and acknowledged:
+    it never writes a lease. That copy later runs the job. Once the claimant's send is `resend_at` old,
+    `refresh_parked` finds the marker claimed by a copy with no lease, takes it for a receive that
+    crashed before its lease (`_park_claimant`: `claimant is None` past the grace) and parks it in place:
+    a fresh copy that claims its own marker and runs the job a second time. One message, two runs."""
+    from longjobs.engine.lease.lock import job_lock_key
+
+    b = bench(limit=1)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    filler = b.send("f")
+    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
+    b.clock.advance(1)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    [copy] = b.waiting_ids()
+
+    # Another message of job X runs now (it holds the job id's lock).
+    other = b.aws.stepfunctions.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="other-X", input="{}")
+    assert b.receiver.store.locks.take(
+        job_lock_key("X"),
+        holder="other",
+        execution_arn=other["executionArn"],
+        now=b.clock.now(),
+        hold_until=START + 9e3,
+    )
+    b.clock.advance(10)
+    assert b.unpark_all() == {copy: Outcome.WAITING}, "the copy claimed the run, then was sent back to wait for X"
+    marker = b.receiver.store.get(original)
+    assert marker is not None and marker.claimed_by == copy and b.receiver.store.get(copy) is None
+    [sent_back] = [m for m in b.jobs_ids() if m not in (first, filler)]
+
+    # The other message of X ends; the copy sent back runs job X (its one run), and everything settles.
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[other["executionArn"]], "SUCCEEDED")
+    b.receiver.store.locks.release(job_lock_key("X"), other["executionArn"], now=b.clock.now())
+    b.finish(first)
+    while b.jobs_ids() and b.clock.now() < START + 800:
+        for message_id, outcome in b.deliver_jobs_queue().items():
+            if outcome is Outcome.STARTED:
+                b.finish(message_id)
+        b.clock.advance(5)
+    assert b.jobs_ids() == [] and b.waiting_ids() == []
+    assert [name.rsplit("-", 1)[0] for name in b.executions_of("X")] == [sent_back], "job X ran once, as sent back"
+
+    # The marker falls due (its claimant's send, `resend_at` ago): nothing of this message is left to run.
+    b.advance_to(START + 2 + KEEP_S + 1)
+    resent = refresh_parked(b.receiver, "wait")
+    revived = b.waiting_ids()
+    for message_id, outcome in b.unpark_all().items():
+        if outcome is Outcome.STARTED:
+            b.finish(message_id)
+
+    assert (resent, revived) == (0, []), "a claimant that left for the jobs queue was parked again"
+    assert len(b.executions_of("X")) == 1, f"job X of one message ran {len(b.executions_of('X'))} times"
+
+
+# -- what starts near `resend_at` is not sent again ---------------------------------------------------------
+
+
+def _limited_wait(limit: int = 1) -> dict[str, Any]:
+    wait = next(t for t in BUILTIN_TYPES if t.name == "wait")
+    return {**wait.model_dump(mode="json", exclude_none=True, exclude={"description"}), "max_concurrency": limit}
+
+
+def _run(settings: dict[str, Any], jobs: list[dict[str, Any]], *, seed: int | None = None) -> ScenarioRun:
+    scenario = {"settings": {**SHORT_THRESHOLD, **settings}, "jobs": jobs, "job_types": [_limited_wait()]}
+    if seed is not None:
+        scenario["seed"] = seed
+    return run_scenario(parse_scenario(scenario))
+
+
+def test_settings_refuse_a_retention_margin_shorter_than_one_hold() -> None:
+    """Found by the review: `Settings` checked that `queue_retention_s - retention_margin_s >= max_renewal_s` ("a
+    job could outlive
+    its message"), but a message may start any time before `resend_at` (a slot frees then, or it is
+    admitted in place) and then be held `max_renewal_s`: what protects it is the margin, and the check lets
+    the margin be a quarter of the retention, shorter than one hold (600 s kept, 150 s margin, 300 s
+    holds: the settings of `_retention_backlog`). Four 220 s jobs on a type limited to one: the third starts
+    about 440 s after its send, before its `resend_at` (450 s), and SQS deletes its message 600 s after
+    the send while the job runs; its execution is aborted and the job is neither done nor in the DLQ."""
+    settings = {
+        "max_attempts": 3,
+        "admission_wait_base_s": 2,
+        "admission_horizon_s": 6 * 3_600,
+        "max_renewal_s": 300,
+        "queue_retention_s": 600,
+    }
+    with pytest.raises(SettingsError, match="smallest queue_retention_s: 1200"):
+        Settings.load(settings)
+    # Within the margin a hold (and each 140 s job) ends before its message is deleted.
+    run = _run({**settings, "max_renewal_s": 150}, [{"id": f"j{i}", "type": "wait", "seconds": 140} for i in range(4)])
+
+    assert run.result.coverage["sqs:expired"] == 0, "a message was deleted by SQS while its job ran"
+    assert run.result.violation is None
+    assert all(job.executions == ["SUCCEEDED"] for job in run.jobs.values()), {
+        name: job.executions for name, job in run.jobs.items()
+    }
+
+
+def test_retries_of_a_message_near_resend_at_are_parked_afresh_and_end_in_the_dlq_with_their_attempts() -> None:
+    """Found by the review (now each new attempt of an aged message is parked afresh, or started only
+    when a whole hold fits, or dead-lettered): only a message that finds its type full was looked at
+    against `resend_at` (`wait_or_park`'s `aged`).
+    A message admitted just before `resend_at` whose attempt fails is released and received again, and each
+    retry starts at once when a slot is free, aged or not: nothing sends it afresh, so SQS deletes it
+    during a later attempt. Here every hold (120 s) is shorter than the margin (300 s of a 1,200 s
+    retention), so the single-hold check is not what fails: a flaky job waits 840 s behind a blocker,
+    then fails three times in a row; the fourth attempt is cut by the retention. With the defaults the
+    same happens to a message that waited about 12 days and then fails: five attempts of up to 12 h
+    each do not fit in the 2-day margin. It should reach the DLQ with its attempts, not vanish."""
+    settings = {
+        "max_attempts": 4,
+        "admission_wait_base_s": 2,
+        "admission_horizon_s": 6 * 3_600,
+        "max_renewal_s": 300,  # the margin covers a whole hold, as the settings now require
+        "queue_retention_s": RETENTION_S,
+    }
+    run = _run(
+        settings,
+        [
+            *({"id": f"blocker{i}", "type": "wait", "seconds": 280} for i in range(3)),
+            {"id": "flaky", "type": "wait", "seconds": 120, "fail": True},
+        ],
+    )
+
+    flaky = run.jobs["flaky"]
+    assert run.result.violation is None, run.result.violation
+    assert flaky.final == "dlq" and "ABORTED" not in flaky.executions, flaky
+
+
+# -- (4) a cancelled parked message ------------------------------------------------------------------------
+
+
+def test_cancelled_parked_message_reaches_the_dlq_even_when_its_copy_outlives_the_retention() -> None:
+    """Found by the review (now the cancel sends the marker's message to the DLQ at once): `longjobs cancel` of an
+    unclaimed parked message marks its marker CANCELLED, which takes it out of the
+    parked line (`mark_cancelled` removes `waiting_type`), and leaves the DLQ copy to the receiver "when
+    admission receives" the copy. The marker now holds the message, but the cancel does not send it, and
+    the marker is no longer refreshed: with the type full longer than the retention (the backlog this
+    change is meant to carry) SQS deletes the copy unreceived, and the cancelled message never reaches
+    the DLQ: gone without a trace, what `RetentionRunningOut` exists to prevent."""
+    from longjobs.engine.cancel import Canceller, cancel
+
+    b = bench(limit=1)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    filler = b.send("f")
+    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
+    b.clock.advance(1)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    canceller = Canceller(
+        store=b.receiver.store,
+        sqs=b.aws.sqs,  # type: ignore[arg-type]
+        stepfunctions=b.aws.stepfunctions,  # type: ignore[arg-type]
+        dlq_url=b.dlq_url,
+        clock=b.clock,
+    )
+    report = cancel(canceller, original, "not wanted any more")
+    assert report.outcome.value == "cancelled"
+    assert b.waiting_ids(), "its copy waits in the waiting queue"
+
+    # The type stays full (the blocker runs on, as a backlog would): admission never unparks the copy.
+    for moment in (KEEP_S + 10, RETENTION_S + 10):
+        b.advance_to(START + moment)
+        refresh_parked(b.receiver, "wait")
+    dlq = b.aws.sqs.queues[b.dlq_url]
+    dlq.refresh()
+    in_dlq = [m for m in dlq.messages.values() if not m.deleted]
+    assert b.waiting_ids() or in_dlq, "the cancelled message is neither in its waiting queue nor in the DLQ"
+
+
+# -- a 5xx after `park_in_place` took effect --------------------------------------------------------------
+
+
+class AnswerLost:
+    """A DynamoDB client whose `put_item` of one key takes effect, loses its answer and is retried once,
+    as botocore's standard retry mode does after a 5xx or a timeout."""
+
+    def __init__(self, client: Any, key: str) -> None:
+        self._client, self._key, self.hit = client, key, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **request: Any) -> Any:
+        if request["Item"]["pk"]["S"] == self._key and not self.hit:
+            self.hit += 1
+            self._client.put_item(**request)  # took effect; its answer is lost: the client sends it again
+        return self._client.put_item(**request)
+
+
+def test_park_claimant_whose_marker_write_landed_unanswered_sends_its_copy() -> None:
+    """Found by the review (now the marker is read back, as `write_attempt` does): `_park_claimant` writes the
+    claimant's marker (`park_in_place`, conditional on the claimant's lease as
+    read) and then sends the fresh copy. When the write takes effect but its answer is lost, the client's
+    retry fails its condition (the lease is the new marker now), `park_in_place` answers False, read as "the
+    claimant was received, admitted or closed meanwhile", and no copy is sent. The next pass finds the
+    claimant PARKED and takes the old marker out of the line; the new marker joined the line at now, so it
+    is due a whole `resend_at` later. Meanwhile the claimant's own message (hidden at most until its
+    `resend_at`, then visible in a waiting queue nothing unparks while the type is full) is deleted by SQS
+    a margin later: for `retention - 2 * margin` (10 days with the defaults) no copy of the job exists,
+    and the job is alive only in a marker. `park`/`write_attempt` read the lease back after such an error
+    (`same_write`); `_park_claimant` does not."""
+    b = bench(limit=1)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    filler = b.send("f")
+    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
+    b.clock.advance(1)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    [copy] = b.waiting_ids()
+    b.clock.advance(1)
+    assert b.unpark_all() == {copy: Outcome.WAITING_FOR_SLOT}, "the claimant waits in flight in its waiting queue"
+    claimant_sent = START + 2
+
+    lost = AnswerLost(b.receiver.store._client, copy)
+    b.receiver.store._client = lost
+    b.advance_to(claimant_sent + KEEP_S + 1)
+    refresh_parked(b.receiver, "wait")
+    assert lost.hit == 1, "the claimant was parked in place, its answer lost"
+    marker = b.receiver.store.get(copy)
+    assert marker is not None and marker.status is LeaseStatus.PARKED
+
+    # Admission passes go on every 30 s while the type stays full, until the claimant's message is gone.
+    while b.clock.now() < claimant_sent + RETENTION_S + 1:
+        b.clock.advance(30)
+        refresh_parked(b.receiver, "wait")
+    alive = [message_id for message_id in b.waiting_ids() if message_id != copy]
+    assert alive, "no copy of the job exists: the claimant's message expired and its fresh copy was never sent"
