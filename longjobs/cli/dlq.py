@@ -361,14 +361,17 @@ def redrive(
         chosen = [letter for letter in letters if select.selects(letter)]
         return RedriveResult(method="dry-run", messages=chosen, skipped=len(letters) - len(chosen))
     source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
-    handle = start_move_task(move_sqs or sqs, source, destination, max_per_second) if select.everything else None
-    if handle is not None:
+    if select.everything:
+        # Read before the start: the task moves what is visible then, and a fast one (the offline
+        # runtime's) has already emptied the DLQ by the time a later read arrives.
         depth = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
-        return RedriveResult(
-            method="move-task",
-            task_handle=handle,
-            approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
-        )
+        handle = start_move_task(move_sqs or sqs, source, destination, max_per_second)
+        if handle is not None:
+            return RedriveResult(
+                method="move-task",
+                task_handle=handle,
+                approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
+            )
     return copy_messages(
         sqs,
         dlq_url,
