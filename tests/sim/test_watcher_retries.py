@@ -110,3 +110,21 @@ def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_re
     job = run.jobs["aborted"]
     assert job.executions == ["ABORTED", "SUCCEEDED"]
     assert (job.released, job.final, job.redelivered_while_running) == (1, "deleted", 0)
+
+
+def test_a_watcher_release_that_loses_its_race_to_a_renewal_reads_again_and_releases() -> None:
+    """The lease renewed every 2.5 s (`SHORT_THRESHOLD`): the retried invocation reads the lease, a
+    renewal lands (the version moves on), and the release's condition fails. Found by the simulation's
+    model of Lambda's retries: the watcher answered `unchanged` and left the lease to reconciliation
+    (here 5 minutes later); it now reads again while the lease is ACTIVE and names the execution."""
+    run = aborted_job_run(
+        {"reconcile_grace_s": 300},
+        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", "mode": "error", "count": 3}],
+    )
+
+    assert run.result.violation is None
+    assert run.result.coverage["watcher:released"] == 1, "the watcher released it, not reconciliation"
+    assert run.result.coverage["extender:released"] == 0
+    lost_races = [call for call in watcher_calls(run, "update_item") if "ConditionalCheckFailed" in str(call)]
+    assert lost_races, "the release lost a race to a renewal first (what this test is about)"
+    assert run.jobs["aborted"].final == "deleted"

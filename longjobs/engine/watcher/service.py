@@ -38,6 +38,11 @@ class Watcher:
     """Admission's pass over one job type's free slots; None where no type is limited."""
 
 
+RELEASE_ATTEMPTS = 3
+"""How many times the watcher reads the lease again when its release lost a race (an ordinary renewal
+bumps the version): the lease still ACTIVE and naming the execution, it is released then."""
+
+
 def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOutcome:
     """Release the message of an execution that FAILED, TIMED_OUT or was ABORTED, when the lease is ACTIVE
     and names that very execution (the attempt that owns it). A DynamoDB error raises: EventBridge
@@ -48,18 +53,21 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
     parsed = parse_execution_name(change.name)
     if parsed is None:
         return WatchOutcome.UNCHANGED
-    lease = watcher.store.get(parsed[0])
     outcome = WatchOutcome.UNCHANGED
-    if (
-        change.status in ENDED_UNSUCCESSFULLY
-        and lease is not None
-        and lease.active
-        and lease.execution_arn == change.executionArn
-    ):
+    for _ in range(RELEASE_ATTEMPTS):  # a renewal that lands between the read and the release: read again
+        lease = watcher.store.get(parsed[0])
+        if not (
+            change.status in ENDED_UNSUCCESSFULLY
+            and lease is not None
+            and lease.active
+            and lease.execution_arn == change.executionArn
+        ):
+            break
         reason = describe_reason(change.status, change.error, change.cause)
         settled = release(lease, store=watcher.store, visibility=watcher.visibility, clock=watcher.clock, reason=reason)
         if settled is not None:
             outcome = WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST
+            break
     if watcher.admit is not None and lease is not None and lease.job_type:
         try:
             watcher.admit(lease.job_type)
