@@ -30,6 +30,8 @@ JOB_KEYS = {
     "group",
     "started_at",
     "finished_at",
+    "parked",
+    "copies",
 }
 
 
@@ -59,6 +61,7 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
         "jobs": 2,
         "deleted": 1,
         "dlq": 1,
+        "parked": 0,
         "renewals": report["jobs"]["short"]["renewals"],
         "redelivered_while_running": 0,
         "redeliveries_excused": 0,

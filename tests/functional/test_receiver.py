@@ -46,9 +46,9 @@ def sqs_event(flow: Flow, deliveries: list[Delivery]) -> dict[str, Any]:
                 "body": d.body,
                 "attributes": {
                     "ApproximateReceiveCount": str(d.receive_count),
-                    "SentTimestamp": "1700000000000",
+                    "SentTimestamp": str(int(time.time() * 1000)),  # sent just now, as the queue's messages were
                     "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1700000000001",
+                    "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
                 },
                 "messageAttributes": {},
                 "md5OfBody": "",
