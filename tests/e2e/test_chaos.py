@@ -15,10 +15,11 @@ from longjobs.offline.scenario import parse_scenario
 
 pytestmark = pytest.mark.e2e
 
-SEED = 377
-"""Runs 1 to 3 of this seed hold, between them, a fault of every mode on calls that surely happen, a lost
-scheduled run, and a dropped status event (checked by `test_chaos_seed_draws_every_fault_type`)."""
-RUNS = 3
+SEED = 40
+"""Runs 1 and 2 of this seed hold, between them, a fault of every mode on calls that surely happen, a lost
+scheduled run, and a dropped status event (checked by `test_chaos_seed_draws_every_fault_type`); two runs
+rather than three keep this real-time test short (the simulation is where protocol logic is checked)."""
+RUNS = 2
 MODES = {"throttle", "error", "ambiguous", "crash", "lost_run", "dropped_event"}
 
 
@@ -56,7 +57,7 @@ def test_chaos_campaign_runs_and_injects_every_fault_mode(tmp_path: Path, capsys
         "wall_s",
     }
     assert code == (0 if report["violations"] == 0 else 1)
-    assert [run["run"] for run in report["runs"]] == [1, 2, 3]
+    assert [run["run"] for run in report["runs"]] == list(range(1, RUNS + 1))
     assert report["violations"] == sum(len(run["violations"]) for run in report["runs"])
     for run in report["runs"]:
         assert run["scenario"] == draw_scenario(SEED, run["run"])
