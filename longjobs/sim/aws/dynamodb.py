@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
+import operator
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,10 +19,12 @@ from longjobs.sim.aws.expressions import (
     apply_update,
     attribute_name,
     check_placeholders,
+    compiled,
     conjuncts,
     evaluate,
     parse_condition,
     parse_update,
+    prepared,
     resolve,
 )
 
@@ -41,11 +45,59 @@ class IndexLag:
     rng: random.Random
 
 
+class _Partition:
+    """The items of one hash value of an index, kept in the order a query reads them: by the range key's
+    number, then the table's key (`order`, with `numbers` the range keys as floats and `rows` the items, in
+    step), kept as items are written: a query reads a slice of it instead of sorting the partition. An item
+    whose range key is not a plain number (not `{"N": ...}` alone, or NaN) has no place in that order: it
+    goes to `irregular`, and while any is there a query of the partition reads every item (`items`, in the
+    order written) and sorts its matches, and so answers, or fails, as it always did."""
+
+    __slots__ = ("irregular", "items", "keys", "numbers", "order", "rows")
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}  # pk -> item, in the order written
+        self.keys: dict[str, tuple[Decimal, str]] = {}  # pk -> its place in `order`
+        self.order: list[tuple[Decimal, str]] = []  # (range key, pk), sorted
+        self.numbers: list[float] = []  # the range keys as floats, in `order`'s order (hence sorted too)
+        self.rows: list[dict[str, Any]] = []  # the items, in `order`'s order
+        self.irregular: set[str] = set()
+
+    def add(self, key: str, item: dict[str, Any], range_attr: str) -> None:
+        self.items[key] = item
+        value = item[range_attr]
+        try:
+            raw = value["N"]
+            number, exact = float(raw), Decimal(raw)
+        except (KeyError, TypeError, ValueError, ArithmeticError):
+            self.irregular.add(key)
+            return
+        if len(value) != 1 or exact.is_nan():
+            self.irregular.add(key)
+            return
+        place = (exact, key)
+        position = bisect.bisect_left(self.order, place)
+        self.order.insert(position, place)
+        self.numbers.insert(position, number)
+        self.rows.insert(position, item)
+        self.keys[key] = place
+
+    def discard(self, key: str) -> None:
+        if self.items.pop(key, None) is None:
+            return
+        place = self.keys.pop(key, None)
+        if place is None:
+            self.irregular.discard(key)
+            return
+        position = bisect.bisect_left(self.order, place)
+        del self.order[position], self.numbers[position], self.rows[position]
+
+
 @dataclass
 class _Index:
     hash_attr: str
     range_attr: str
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # hash value -> {pk: item}
+    entries: dict[str, _Partition] = field(default_factory=dict)  # hash value -> its items
 
 
 _EXPRESSION_FIELDS = (
@@ -111,21 +163,26 @@ class FakeDynamoDb:
         old = self._indexed.get(key)
         for index in self.indexes.values():
             if old is not None and index.hash_attr in old:
-                index.entries.get(_index_key(old[index.hash_attr]), {}).pop(key, None)
+                partition = index.entries.get(_index_key(old[index.hash_attr]))
+                if partition is not None:
+                    partition.discard(key)
         if item is None:
             self._indexed.pop(key, None)
             return
         self._indexed[key] = item
         for index in self.indexes.values():
             if index.hash_attr in item and index.range_attr in item:
-                index.entries.setdefault(_index_key(item[index.hash_attr]), {})[key] = item
+                hash_key = _index_key(item[index.hash_attr])
+                partition = index.entries.get(hash_key)
+                if partition is None:
+                    partition = index.entries[hash_key] = _Partition()
+                partition.add(key, item, index.range_attr)
 
     def _check(self, operation: str, item: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
         condition = request.get("ConditionExpression")
         if not condition:
             return True
-        return evaluate(
-            parse_condition(condition),
+        return compiled(parse_condition(condition))(
             item,
             request.get("ExpressionAttributeNames", {}),
             request.get("ExpressionAttributeValues", {}),
@@ -276,20 +333,12 @@ class FakeDynamoDb:
             for node in conjuncts(condition)
             if node[0] == "cmp" and node[1] == "=" and attribute_name(node[2], names) == index.hash_attr
         )
-        candidates = index.entries.get(_index_key(hash_value), {})
+        partition = index.entries.get(_index_key(hash_value))
         low, high = _range_bounds(condition, index.range_attr, names, values)
-        matched = [
-            item
-            for item in candidates.values()
-            if low <= float(item[index.range_attr]["N"]) <= high and evaluate(condition, item, names, values)
-        ]
-        matched.sort(key=lambda item: (Decimal(item[index.range_attr]["N"]), item[self.pk]["S"]))
-        if not request.get("ScanIndexForward", True):
-            matched.reverse()
-        if "ExclusiveStartKey" in request:
-            start = request["ExclusiveStartKey"][self.pk]["S"]
-            position = next((i for i, item in enumerate(matched) if item[self.pk]["S"] == start), len(matched))
-            matched = matched[position + 1 :]
+        if partition is not None and partition.irregular:
+            matched = self._matched_by_scan(request, partition, condition, low, high)
+        else:
+            matched = self._matched_in_order(request, index, partition, condition, low, high)
         last: dict[str, Any] | None = None
         if "Limit" in request and len(matched) > request["Limit"]:
             matched = matched[: request["Limit"]]  # DynamoDB limits the items read, before the filter
@@ -297,14 +346,156 @@ class FakeDynamoDb:
             last = {attr: matched[-1][attr] for attr in (self.pk, index.hash_attr, index.range_attr)}
         scanned = len(matched)  # ScannedCount: the items read, before the filter
         if request.get("FilterExpression"):
-            kept = parse_condition(request["FilterExpression"])
-            matched = [item for item in matched if evaluate(kept, item, names, values)]
+            kept = prepared(parse_condition(request["FilterExpression"]), names, values)
+            matched = [item for item in matched if kept(item)]
         page: dict[str, Any] = {"Count": len(matched), "ScannedCount": scanned}
         if last is not None:
             page["LastEvaluatedKey"] = last
         if request.get("Select") != "COUNT":
             page["Items"] = [dict(item) for item in matched]
         return page
+
+    def _matched_in_order(
+        self,
+        request: Mapping[str, Any],
+        index: _Index,
+        partition: _Partition | None,
+        condition: Any,
+        low: float,
+        high: float,
+    ) -> list[dict[str, Any]]:
+        """The items a query reads, in its order, from the first after `ExclusiveStartKey` on: those of the
+        partition whose range key is within the key condition's bounds (a slice of its order) and that meet
+        the condition, no more than one past `Limit` (all its caller keeps of them, to know there are more)."""
+        if partition is None:
+            partition = _Partition()  # nothing to read (its ExclusiveStartKey is read all the same)
+        names = request.get("ExpressionAttributeNames", {})
+        values = request.get("ExpressionAttributeValues", {})
+        rows = partition.rows
+        exact = _exact_slice(condition, index, partition, names, values)
+        if exact is not None:
+            first, end = exact
+            meets: Callable[[Mapping[str, Any]], bool] = _always
+        else:
+            first = bisect.bisect_left(partition.numbers, low)
+            end = bisect.bisect_right(partition.numbers, high)
+            meets = prepared(condition, names, values)
+        forward = request.get("ScanIndexForward", True)
+        positions = range(first, end) if forward else range(end - 1, first - 1, -1)
+        if "ExclusiveStartKey" in request:
+            start = request["ExclusiveStartKey"][self.pk]["S"]
+            place = partition.keys.get(start)
+            if place is None:
+                return []  # not an item the query matches: nothing after it
+            position = bisect.bisect_left(partition.order, place)
+            if not (first <= position < end and meets(rows[position])):
+                return []
+            positions = range(position + 1, end) if forward else range(position - 1, first - 1, -1)
+        limit = request.get("Limit")
+        enough = limit + 1 if isinstance(limit, int) and limit >= 0 else None
+        if meets is _always:  # every item in the slice matches: the slice itself
+            if enough is not None:
+                positions = positions[:enough]
+            if positions.step == 1:
+                return rows[positions.start : positions.stop]
+            return rows[positions.stop + 1 : positions.start + 1][::-1]
+        matched: list[dict[str, Any]] = []
+        for position in positions:
+            item = rows[position]
+            if meets(item):
+                matched.append(item)
+                if enough is not None and len(matched) >= enough:
+                    break
+        return matched
+
+    def _matched_by_scan(
+        self, request: Mapping[str, Any], partition: _Partition, condition: Any, low: float, high: float
+    ) -> list[dict[str, Any]]:
+        """`_matched_in_order` for a partition that holds an item whose range key is not a number: every
+        item read, matched and sorted (which then raises as DynamoDB's order cannot be had)."""
+        names = request.get("ExpressionAttributeNames", {})
+        values = request.get("ExpressionAttributeValues", {})
+        range_attr = self.indexes[request["IndexName"]].range_attr
+        matched = [
+            item
+            for item in partition.items.values()
+            if low <= float(item[range_attr]["N"]) <= high and evaluate(condition, item, names, values)
+        ]
+        matched.sort(key=lambda item: (Decimal(item[range_attr]["N"]), item[self.pk]["S"]))
+        if not request.get("ScanIndexForward", True):
+            matched.reverse()
+        if "ExclusiveStartKey" in request:
+            start = request["ExclusiveStartKey"][self.pk]["S"]
+            position = next((i for i, item in enumerate(matched) if item[self.pk]["S"] == start), len(matched))
+            matched = matched[position + 1 :]
+        return matched
+
+
+def _always(item: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _number(value: Any) -> Decimal | None:
+    """The number of a `{"N": ...}` value, None for any other value or NaN."""
+    if type(value) is not dict or len(value) != 1 or "N" not in value:
+        return None
+    try:
+        number = Decimal(value["N"])
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+    return None if number.is_nan() else number
+
+
+_RANGE_KEY = operator.itemgetter(0)
+
+
+def _exact_slice(
+    condition: Any, index: _Index, partition: _Partition, names: Mapping[str, str], values: Mapping[str, Any]
+) -> tuple[int, int] | None:
+    """The positions of `partition`'s order that meet a key condition made of the one `hash = :value` (the
+    partition's own value: every item of it meets that) and comparisons or BETWEENs of the range key with
+    numbers: every item from `first` to `end` meets it and no other does, as the order is the range key's.
+    None for any other condition (each item is then tested)."""
+    order, first, end = partition.order, 0, len(partition.order)
+    hashed = False
+
+    def attribute(path: Any) -> str | None:
+        if path[0] != "path":
+            return None
+        token: str = path[1]
+        return names.get(token) if token.startswith("#") else token
+
+    for node in conjuncts(condition):
+        if node[0] == "cmp" and node[3][0] == "value":
+            attr, op, value = attribute(node[2]), node[1], values.get(node[3][1])
+            if attr == index.hash_attr and op == "=" and not hashed:
+                if type(value) is not dict or len(value) != 1:
+                    return None
+                [(kind, raw)] = value.items()
+                if kind not in ("S", "N") or type(raw) is not str or (kind == "N" and _number(value) is None):
+                    return None
+                hashed = True
+                continue
+            bound = _number(value)
+            if attr != index.range_attr or bound is None:
+                return None
+            if op in ("<", "<=", "="):
+                cut = bisect.bisect_left if op == "<" else bisect.bisect_right
+                end = min(end, cut(order, bound, key=_RANGE_KEY))
+            if op in (">", ">=", "="):
+                cut = bisect.bisect_right if op == ">" else bisect.bisect_left
+                first = max(first, cut(order, bound, key=_RANGE_KEY))
+            if op not in ("<", "<=", "=", ">", ">="):
+                return None
+        elif node[0] == "between" and node[2][0] == "value" and node[3][0] == "value":
+            low, high = _number(values.get(node[2][1])), _number(values.get(node[3][1]))
+            if attribute(node[1]) != index.range_attr or low is None or high is None:
+                return None
+            first = max(first, bisect.bisect_left(order, low, key=_RANGE_KEY))
+            end = min(end, bisect.bisect_right(order, high, key=_RANGE_KEY))
+        else:
+            return None
+    return (first, max(first, end)) if hashed else None
 
 
 def _range_bounds(

@@ -3,8 +3,9 @@ evaluated on items in DynamoDB's JSON shape."""
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -244,33 +245,189 @@ def _plain(value: Mapping[str, Any]) -> Any:
     return Decimal(raw) if kind == "N" else raw
 
 
+_NUMBERS_KEPT = 1 << 16
+_numbers: dict[str, Decimal] = {}  # a number's text -> its Decimal (the same numbers come back item after item)
+
+
+def _decimal(raw: Any) -> Decimal:
+    """`Decimal(raw)`, remembered for a text (a Decimal is immutable, so one serves every comparison)."""
+    if type(raw) is not str:
+        return Decimal(raw)
+    number = _numbers.get(raw)
+    if number is None:
+        number = Decimal(raw)
+        if len(_numbers) >= _NUMBERS_KEPT:
+            _numbers.clear()
+        _numbers[raw] = number
+    return number
+
+
 def _compare(op: str, left: Any, right: Any) -> bool:
     if left is None or right is None:
         return op == "<>" and not (left is None and right is None)
-    [(lk, _)] = left.items()
-    [(rk, _)] = right.items()
-    same = bool(lk == rk and _plain(left) == _plain(right))
-    if op == "=":
-        return same
-    if op == "<>":
-        return not same
+    [(lk, a)] = left.items()
+    [(rk, b)] = right.items()
     if lk != rk:
-        return False
-    a, b = _plain(left), _plain(right)
-    result: bool = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+        return op == "<>"  # values of two types are never equal, nor ordered
+    if lk == "N":
+        a, b = _decimal(a), _decimal(b)
+    if op == "=":
+        return bool(a == b)
+    if op == "<>":
+        return bool(a != b)
+    if op == "<":
+        return bool(a < b)
+    if op == "<=":
+        return bool(a <= b)
+    if op == ">":
+        return bool(a > b)
+    if op == ">=":
+        return bool(a >= b)
+    result: bool = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # any other operator: KeyError
     return result
 
 
 def evaluate(node: Any, item: Mapping[str, Any], names: Mapping[str, str], values: Mapping[str, Any]) -> bool:
+    return compiled(node)(item, names, values)
+
+
+Evaluator = Callable[[Mapping[str, Any], Mapping[str, str], Mapping[str, Any]], bool]
+_compiled: dict[int, tuple[Any, Evaluator]] = {}
+
+
+def compiled(node: Any) -> Evaluator:
+    """`node` as a function of (item, names, values), made once per parsed condition (the parser's answers
+    are cached, so each condition's tree lives on): the same answers, and the same errors when it is
+    evaluated, as a walk of the tree, without its dispatch on every item."""
+    entry = _compiled.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    fn = _compile(node)
+    _compiled[id(node)] = (node, fn)
+    return fn
+
+
+def _compile(node: Any) -> Evaluator:
     kind = node[0]
     if kind == "and":
-        return evaluate(node[1], item, names, values) and evaluate(node[2], item, names, values)
+        first, second = _compile(node[1]), _compile(node[2])
+        return lambda item, names, values: first(item, names, values) and second(item, names, values)
     if kind == "or":
-        return evaluate(node[1], item, names, values) or evaluate(node[2], item, names, values)
+        first, second = _compile(node[1]), _compile(node[2])
+        return lambda item, names, values: first(item, names, values) or second(item, names, values)
     if kind == "not":
-        return not evaluate(node[1], item, names, values)
+        inner = _compile(node[1])
+        return lambda item, names, values: not inner(item, names, values)
     if kind == "cmp":
-        return _compare(node[1], resolve(node[2], item, names, values), resolve(node[3], item, names, values))
+        op, left, right = node[1], node[2], node[3]
+        if left[0] == "path" and right[0] == "value":
+            token, value = left[1], right[1]
+            if token.startswith("#"):
+                return lambda item, names, values: _compare(op, item.get(names[token]), values[value])
+            return lambda item, names, values: _compare(op, item.get(token), values[value])
+        return lambda item, names, values: _compare(
+            op, resolve(left, item, names, values), resolve(right, item, names, values)
+        )
+    return lambda item, names, values: _evaluate(node, item, names, values)
+
+
+Test = Callable[[Mapping[str, Any]], bool]
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_preparers: dict[int, tuple[Any, Callable[[Mapping[str, str], Mapping[str, Any]], Test]]] = {}
+
+
+def prepared(node: Any, names: Mapping[str, str], values: Mapping[str, Any]) -> Test:
+    """`node` with a request's names and values bound, as a test of items: for a query's many items. The
+    same answers and errors as `evaluate`; a comparison of an attribute with a value converts the value
+    once, not once an item."""
+    entry = _preparers.get(id(node))
+    if entry is None or entry[0] is not node:
+        entry = (node, _preparer(node))
+        _preparers[id(node)] = entry
+    return entry[1](names, values)
+
+
+def _preparer(node: Any) -> Callable[[Mapping[str, str], Mapping[str, Any]], Test]:
+    kind = node[0]
+    if kind in ("and", "or"):
+        first, second = _preparer(node[1]), _preparer(node[2])
+        if kind == "and":
+            return lambda names, values: _both(first(names, values), second(names, values))
+        return lambda names, values: _either(first(names, values), second(names, values))
+    if kind == "not":
+        inner = _preparer(node[1])
+        return lambda names, values: _negated(inner(names, values))
+    if kind == "cmp" and node[1] in _OPERATORS and node[2][0] == "path" and node[3][0] == "value":
+        return lambda names, values: _comparison(node, names, values)
+    evaluator = compiled(node)
+    return lambda names, values: lambda item: evaluator(item, names, values)
+
+
+def _both(first: Test, second: Test) -> Test:
+    return lambda item: first(item) and second(item)
+
+
+def _either(first: Test, second: Test) -> Test:
+    return lambda item: first(item) or second(item)
+
+
+def _negated(inner: Test) -> Test:
+    return lambda item: not inner(item)
+
+
+def _comparison(node: Any, names: Mapping[str, str], values: Mapping[str, Any]) -> Test:
+    """`attribute op :value`, the value read and converted once. What is not a plain case (a name or value
+    not defined, a value not of one type or not a valid number) is left to `evaluate`, errors and all."""
+    op, token, placeholder = node[1], node[2][1], node[3][1]
+    attr = names.get(token) if token.startswith("#") else token
+    right = values.get(placeholder)
+    if attr is None or type(right) is not dict or len(right) != 1:
+        evaluator = compiled(node)
+        return lambda item: evaluator(item, names, values)
+    [(kind, raw)] = right.items()
+    compare = _OPERATORS[op]
+    unequal: bool = op == "<>"
+    if kind == "N":
+        numbers = _numbers
+        try:
+            number = _decimal(raw)
+        except (TypeError, ValueError, ArithmeticError):
+            evaluator = compiled(node)
+            return lambda item: evaluator(item, names, values)
+
+        def test_number(item: Mapping[str, Any]) -> bool:
+            left = item.get(attr)
+            if left is None:
+                return unequal
+            if type(left) is dict and len(left) == 1 and "N" in left:
+                text = left["N"]
+                found = numbers.get(text) if type(text) is str else None
+                return bool(compare(found if found is not None else _decimal(text), number))
+            return _compare(op, left, right)
+
+        return test_number
+
+    def test(item: Mapping[str, Any]) -> bool:
+        left = item.get(attr)
+        if left is None:
+            return unequal
+        if type(left) is dict and len(left) == 1 and kind in left:
+            return bool(compare(left[kind], raw))
+        return _compare(op, left, right)
+
+    return test
+
+
+def _evaluate(node: Any, item: Mapping[str, Any], names: Mapping[str, str], values: Mapping[str, Any]) -> bool:
+    """The kinds `_compile` does not specialise: BETWEEN and the functions."""
+    kind = node[0]
     if kind == "between":
         value = resolve(node[1], item, names, values)
         low, high = resolve(node[2], item, names, values), resolve(node[3], item, names, values)
