@@ -15,7 +15,7 @@ import contextlib
 import io
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -29,6 +29,7 @@ from longjobs.offline.faults import Faults
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.runtime import captured_logs
 from longjobs.offline.serve import SERVE_SETTINGS, Calm
+from tests.functional.conftest import eventually
 from tests.longjobs_support import Result, assert_one_line_error, run
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -43,17 +44,6 @@ MIX |= {"not-json": "NotJson", CANCELLED: "Cancelled"}
 """The DLQ's mix: each message by its label (the job id in its body, or `not-json`), with its ErrorType."""
 RETRIED = {"wait-a", "wait-b"}
 """What a redrive moves without a filter: not the poison, not the cancelled job."""
-
-
-def eventually(check: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    """Poll `check` until it returns a true value (generous: the machine may be busy)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 def command(*argv: str) -> Result:

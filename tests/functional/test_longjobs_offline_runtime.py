@@ -3,9 +3,7 @@ mapping, receiver, extender, watcher, the real workflow) on moto's server, as `s
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,6 +11,7 @@ from longjobs.engine.jobs import load_catalog
 from longjobs.offline.faults import Faults
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.serve import Calm, serve_settings
+from tests.functional.conftest import eventually
 from tests.longjobs_support import run
 
 REASON = "stop the canary"
@@ -27,17 +26,6 @@ def processor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess
         made.faults.begin()
         made.start()
         yield made
-
-
-def eventually(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
-    """Poll `check` until it returns a true value (the runtime's threads act on their own schedule)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 def test_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(

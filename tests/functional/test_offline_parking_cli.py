@@ -6,8 +6,7 @@ The original's lease is the PARKED marker that names the copy; the copy's lease 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.resources import WAITING_QUEUE_PREFIX
 from longjobs.offline.runtime import captured_logs
 from longjobs.offline.serve import SERVE_SETTINGS, Calm
+from tests.functional.conftest import eventually
 from tests.longjobs_support import run
 
 LIMITED = "one-at-a-time"
@@ -43,17 +43,6 @@ def processor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess
     ):
         made.faults.begin()
         yield made
-
-
-def eventually(check: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    """Poll `check` until it returns a true value (generous: the machine may be busy)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 def test_offline_runtime_parks_a_backlog_and_the_lease_view_names_each_copy(

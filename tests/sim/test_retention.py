@@ -177,6 +177,21 @@ def bench(limit: int = 1, **overrides: Any) -> Bench:
     return Bench(clock, aws, settings, receiver, jobs.url, waiting.url, dlq.url)
 
 
+def parked_behind_a_full_type() -> tuple[Bench, str, str, str]:
+    """A type limited to one: `a` runs, `f` waits in flight, `X` is parked (its copy in the waiting queue).
+    Returns the bench and the three message ids."""
+    b = bench(limit=1)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    filler = b.send("f")
+    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
+    b.clock.advance(1)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    return b, first, filler, original
+
+
 # -- (1) a claimant with no lease is not always a receive that crashed ------------------------------------
 
 
@@ -190,15 +205,7 @@ def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_t
     a fresh copy that claims its own marker and runs the job a second time. One message, two runs."""
     from longjobs.engine.lease.lock import job_lock_key
 
-    b = bench(limit=1)
-    first = b.send("a")
-    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
-    b.clock.advance(1)
-    filler = b.send("f")
-    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
-    b.clock.advance(1)
-    original = b.send("X")
-    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    b, first, filler, original = parked_behind_a_full_type()
     [copy] = b.waiting_ids()
 
     # Another message of job X runs now (it holds the job id's lock).
@@ -327,15 +334,7 @@ def test_cancelled_parked_message_reaches_the_dlq_even_when_its_copy_outlives_th
     the DLQ: gone without a trace, what `RetentionRunningOut` exists to prevent."""
     from longjobs.engine.cancel import Canceller, cancel
 
-    b = bench(limit=1)
-    first = b.send("a")
-    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
-    b.clock.advance(1)
-    filler = b.send("f")
-    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
-    b.clock.advance(1)
-    original = b.send("X")
-    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    b, _, _, original = parked_behind_a_full_type()
     canceller = Canceller(
         store=b.receiver.store,
         sqs=b.aws.sqs,  # type: ignore[arg-type]
@@ -389,15 +388,7 @@ def test_park_claimant_whose_marker_write_landed_unanswered_sends_its_copy() -> 
     a margin later: for `retention - 2 * margin` (10 days with the defaults) no copy of the job exists,
     and the job is alive only in a marker. `park`/`write_attempt` read the lease back after such an error
     (`same_write`); `_park_claimant` does not."""
-    b = bench(limit=1)
-    first = b.send("a")
-    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
-    b.clock.advance(1)
-    filler = b.send("f")
-    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
-    b.clock.advance(1)
-    original = b.send("X")
-    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    b, _, _, _ = parked_behind_a_full_type()
     [copy] = b.waiting_ids()
     b.clock.advance(1)
     assert b.unpark_all() == {copy: Outcome.WAITING_FOR_SLOT}, "the claimant waits in flight in its waiting queue"

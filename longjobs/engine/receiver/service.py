@@ -309,40 +309,34 @@ def _act(
         attempt.wait_for_job(receiver, delivery, job, found.lock)
         return Outcome.WAITING
     if action is Action.WAIT_FOR_SLOT:
-        assert found.since is not None and found.order is not None and found.slots is not None
-        return line.wait_or_park(
-            receiver,
-            delivery,
-            job,
-            replacing=lease,
-            history=history,
-            since=found.since,
-            order=found.order,
-            slots=found.slots,
-        )
+        return _wait_or_park(receiver, delivery, job, lease, found, history)
     assert action is Action.START
     if line.aged(receiver, delivery):
         # Its retention is running out: sent afresh (parked) where its type can park it; started only if a
         # whole hold still fits before SQS deletes it; else in the DLQ with the reason, never lost.
-        if (
-            found.slots is not None
-            and found.since is not None
-            and found.order is not None
-            and line.can_park(receiver, delivery, job)
-        ):
-            return line.wait_or_park(
-                receiver,
-                delivery,
-                job,
-                replacing=lease,
-                history=history,
-                since=found.since,
-                order=found.order,
-                slots=found.slots,
-            )
+        if found.slots is not None and line.can_park(receiver, delivery, job):
+            return _wait_or_park(receiver, delivery, job, lease, found, history)
         if not line.hold_fits(receiver, delivery):
             return line.dead_letter_aged(receiver, delivery, history, replacing=lease, job_type=job.type)
     return _start_attempt(receiver, delivery, job, lease, found, arn, history)
+
+
+def _wait_or_park(
+    receiver: Receiver, delivery: Delivery, job: Job, lease: Lease | None, found: _Found, history: tuple[Attempt, ...]
+) -> Outcome | None:
+    """The message waits for a slot of its limited type, or is parked (`line.wait_or_park`), from where
+    `_find_slot` placed it in line."""
+    assert found.since is not None and found.order is not None and found.slots is not None
+    return line.wait_or_park(
+        receiver,
+        delivery,
+        job,
+        replacing=lease,
+        history=history,
+        since=found.since,
+        order=found.order,
+        slots=found.slots,
+    )
 
 
 _ACKNOWLEDGED = {
