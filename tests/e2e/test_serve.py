@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from longjobs.engine.jobs import load_catalog
 from longjobs.offline.serve import ServeError, check_java, serve
+from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -56,13 +56,7 @@ class Service:
         return json.loads(done.stdout)
 
     def wait_for(self, what: str, check: Any, timeout_s: float = 45) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = check()
-            if value:
-                return value
-            time.sleep(0.5)
-        raise AssertionError(f"{what}: not within {timeout_s} s")
+        return eventually(check, what, timeout_s)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
@@ -344,15 +344,3 @@ def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> Mo
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return load_function(module)
-
-
-def eventually(check: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    """Poll `check` until it returns a true value, for tests of the real offline runtime's wiring (its
-    threads act on their own schedule; the bound is generous: the machine may be busy)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s} s: {what}")

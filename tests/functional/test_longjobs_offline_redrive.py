@@ -29,8 +29,8 @@ from longjobs.offline.faults import Faults
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.runtime import captured_logs
 from longjobs.offline.serve import SERVE_SETTINGS, Calm
-from tests.functional.conftest import eventually
 from tests.longjobs_support import Result, assert_one_line_error, run
+from tests.polling import eventually, past_start_check
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 """An invocation that adds no metric flushes none (the scenario runner ignores it too)."""
@@ -109,14 +109,7 @@ def fill_the_dlq(processor: LocalProcessor) -> None:
         ),
         "the job to cancel started",
     )
-    history = processor.emulator.stepfunctions().get_execution_history
-    eventually(
-        lambda: (
-            "ParallelStateEntered"
-            in [event["type"] for event in history(executionArn=lease["executions"][0]["arn"])["events"]]
-        ),
-        "its workflow past the start check (moto refuses a stop before the first state)",
-    )
+    past_start_check(processor.emulator.stepfunctions(), lease["executions"][0]["arn"])
     cancelled = command("--endpoint-url", endpoint, "cancel", CANCELLED, "--yes")
     assert cancelled.code == 0, cancelled
     eventually(lambda: dlq(endpoint).keys() == MIX.keys(), "the runtime dead-lettered the whole mix")

@@ -11,8 +11,8 @@ from longjobs.engine.jobs import load_catalog
 from longjobs.offline.faults import Faults
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.serve import Calm, serve_settings
-from tests.functional.conftest import eventually
 from tests.longjobs_support import run
+from tests.polling import eventually, past_start_check
 
 REASON = "stop the canary"
 
@@ -44,14 +44,7 @@ def test_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(
         "the job's execution started",
     )
     assert lease["executions"][0]["status"] == "RUNNING"
-    history = processor.emulator.stepfunctions().get_execution_history
-    eventually(
-        lambda: (
-            "ParallelStateEntered"
-            in [event["type"] for event in history(executionArn=lease["executions"][0]["arn"])["events"]]
-        ),
-        "its workflow past the start check, in its job (moto refuses a stop before the first state)",
-    )
+    past_start_check(processor.emulator.stepfunctions(), lease["executions"][0]["arn"])
 
     cancelled = run(capsys, "--endpoint-url", endpoint, "cancel", message_id, "--reason", REASON, "--yes", "--json")
 

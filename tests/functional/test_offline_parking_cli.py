@@ -18,8 +18,8 @@ from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.resources import WAITING_QUEUE_PREFIX
 from longjobs.offline.runtime import captured_logs
 from longjobs.offline.serve import SERVE_SETTINGS, Calm
-from tests.functional.conftest import eventually
 from tests.longjobs_support import run
+from tests.polling import eventually
 
 LIMITED = "one-at-a-time"
 CATALOG = JobCatalog(
