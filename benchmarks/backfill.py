@@ -415,9 +415,11 @@ class Simulation:
         item: dict[str, Any] | None = self.aws.dynamodb.get_item(TableName=TABLE, Key=key).get("Item")
         return item
 
-    def _close(self, execution: Execution, status: str, attribute: str, value: str, condition: str) -> bool:
-        lease = self._read_lease(execution)
-        handle = lease[HANDLE_ATTR]["S"] if lease else ""
+    def _close(
+        self, execution: Execution, lease: dict[str, Any], status: str, attribute: str, value: str, condition: str
+    ) -> bool:
+        """The workflow's Mark* task: conditional on the lease its ReadLease task read (no read of its own)."""
+        handle = lease[HANDLE_ATTR]["S"]
         names = {
             "#status": STATUS_ATTR,
             "#execution": EXECUTION_ATTR,
@@ -491,7 +493,7 @@ class Simulation:
                 )
             summary = json.dumps({"waited_s": execution.input["job"]["params"]["seconds"]})
             condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded"
-            if self._close(execution, "SUCCEEDED", RESULT_ATTR, summary, condition):
+            if self._close(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition):
                 self.done.setdefault(self._job_key(execution), self.clock.now())
                 self.dead.discard(self._job_key(execution))
                 self._free_holds(execution)
@@ -505,7 +507,7 @@ class Simulation:
                 break
             condition = "#execution = :self AND #handle = :handle AND #status = :active"
             reason = json.dumps({"Error": error, "Cause": cause})
-            if not self._close(execution, "RELEASED", ERROR_ATTR, reason, condition):
+            if not self._close(execution, lease, "RELEASED", ERROR_ATTR, reason, condition):
                 continue
             self._free_holds(execution)
             try:
@@ -516,7 +518,9 @@ class Simulation:
                 )
             except ClientError as exc:
                 if classify_exception(exc) is FailureClass.LOST:
-                    self._close(execution, "LOST", ERROR_ATTR, reason, "#execution = :self AND #status = :released")
+                    self._close(
+                        execution, lease, "LOST", ERROR_ATTR, reason, "#execution = :self AND #status = :released"
+                    )
             break
         self.aws.stepfunctions.end(execution, "FAILED", error, cause)
 
@@ -633,6 +637,19 @@ def table(results: list[Result], params: Params) -> Table:
     return out
 
 
+def requests_table(results: list[Result], params: Params) -> Table:
+    """Requests per job by operation, one column a mode, the on row's total against the goal of 15."""
+    out = Table(title="AWS requests per job by operation (goal, on: <= 15)", title_justify="left")
+    out.add_column("operation")
+    for result in results:
+        out.add_column(f"admission {result.admission}", justify="right")
+    names = sorted({name for result in results for name in result.requests})
+    for name in names:
+        out.add_row(name, *(f"{result.requests.get(name, 0) / params.jobs:.2f}" for result in results))
+    out.add_row("[b]all[/]", *(f"[b]{result.requests_per_job:.2f}[/]" for result in results))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Backfill: admission control on and off, simulated.")
     parser.add_argument("--jobs", type=int, default=Params.jobs)
@@ -659,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         if not console.is_terminal:  # piped: rich's 80 columns would cut the figures short
             console = Console(width=200)
         console.print(table(results, params))
+        console.print(requests_table(results, params))
     return 0
 
 

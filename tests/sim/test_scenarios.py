@@ -115,7 +115,14 @@ def test_scenario_extender_throttled_and_paused_without_lapse() -> None:
         POLICIES["adaptive"],
         [{"id": "steady", "type": "wait", "seconds": 14}],
         [
-            {"type": "throttle", "operation": "ChangeMessageVisibilityBatch", "probability": 0.5},
+            # the first two renewal calls throttled (a probability would leave it to the seed's draws)
+            {
+                "type": "aws_fault",
+                "function": "extender",
+                "operation": "ChangeMessageVisibilityBatch",
+                "mode": "throttle",
+                "count": 2,
+            },
             {"type": "pause_extender", "at_s": 4, "for_s": 2},
         ],
     )

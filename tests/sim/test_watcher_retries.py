@@ -12,14 +12,26 @@ the extender's reconciliation settles the lease of an event that never got throu
 from __future__ import annotations
 
 import json
-from typing import Any
+import random
+from dataclasses import replace
+from typing import Any, cast
 
 import pytest
+from botocore.exceptions import ClientError
 
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
+from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.offline.scenario import parse_scenario
+from longjobs.sim.aws import FakeAws
 from longjobs.sim.scenario import ScenarioRun, run_scenario
 from longjobs.sim.world import WATCHER_RETRY_DELAYS_S
 from tests.short_settings import SHORT_THRESHOLD
+
+STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 
 ABORT_AT_S = 2.0
 RARE_RENEWALS = {"visibility_timeout_s": 60, "threshold_s": 30}
@@ -113,18 +125,58 @@ def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_re
 
 
 def test_a_watcher_release_that_loses_its_race_to_a_renewal_reads_again_and_releases() -> None:
-    """The lease renewed every 2.5 s (`SHORT_THRESHOLD`): the retried invocation reads the lease, a
-    renewal lands (the version moves on), and the release's condition fails. Found by the simulation's
-    model of Lambda's retries: the watcher answered `unchanged` and left the lease to reconciliation
-    (here 5 minutes later); it now reads again while the lease is ACTIVE and names the execution."""
-    run = aborted_job_run(
-        {"reconcile_grace_s": 300},
-        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", "mode": "error", "count": 3}],
-    )
+    """A renewal lands between the watcher's read of the lease and its release, so the release's version
+    condition fails. Found by the simulation's model of Lambda's retries (a retried invocation met a
+    renewal by chance; the watcher answered `unchanged` and left the lease to reconciliation): it now
+    reads again while the lease is ACTIVE and names the execution. The race is forced here, on the
+    simulated AWS: the extender's write lands right before the watcher's first UpdateItem."""
+    clock = FakeClock(1_700_000_000.0)
+    aws = FakeAws(clock, random.Random(1), table=table_definition("leases"), state_machine_arn=STATE_MACHINE)
+    queue = aws.sqs.create_queue("jobs", visibility_timeout_s=180)
+    aws.sqs.send_message(QueueUrl=queue.url, MessageBody="{}")
+    message = aws.sqs.receive_message(QueueUrl=queue.url)["Messages"][0]
+    name = execution_name(message["MessageId"], 1)
+    arn = execution_arn(STATE_MACHINE, name)
+    store = LeaseStore(aws.dynamodb, "leases", shards=1, closed_ttl_s=3_600)
+    now = clock.now()
+    lease = Lease(message["MessageId"], queue.url, message["ReceiptHandle"], 1, now, now + 180, now + 3_600)
+    assert store.create(replace(lease, execution_arn=arn, attempt=1, renew_at=now + 120))
 
-    assert run.result.violation is None
-    assert run.result.coverage["watcher:released"] == 1, "the watcher released it, not reconciliation"
-    assert run.result.coverage["extender:released"] == 0
-    lost_races = [call for call in watcher_calls(run, "update_item") if "ConditionalCheckFailed" in str(call)]
-    assert lost_races, "the release lost a race to a renewal first (what this test is about)"
-    assert run.jobs["aborted"].final == "deleted"
+    class RenewalFirst:
+        """The watcher's DynamoDB client: its first UpdateItem goes after a renewal of the lease."""
+
+        def __init__(self) -> None:
+            self.updates: list[str] = []
+
+        def __getattr__(self, operation: str) -> Any:
+            return getattr(aws.dynamodb, operation)
+
+        def update_item(self, **params: Any) -> Any:
+            if not self.updates:
+                aws.dynamodb.update_item(
+                    TableName="leases",
+                    Key={"pk": {"S": message["MessageId"]}},
+                    UpdateExpression="SET version = version + :one",
+                    ExpressionAttributeValues={":one": {"N": "1"}},
+                )
+            try:
+                answer = aws.dynamodb.update_item(**params)
+            except ClientError as exc:
+                self.updates.append(exc.response["Error"]["Code"])
+                raise
+            self.updates.append("ok")
+            return answer
+
+    client = RenewalFirst()
+    watcher = Watcher(
+        store=LeaseStore(cast(Any, client), "leases", shards=1, closed_ttl_s=3_600),
+        visibility=VisibilityClient(cast(Any, aws.sqs), clock=clock),
+        clock=clock,
+        state_machine_arn=STATE_MACHINE,
+    )
+    change = ExecutionStatusChange(executionArn=arn, stateMachineArn=STATE_MACHINE, name=name, status="ABORTED")
+
+    assert on_status_change(watcher, change) is WatchOutcome.RELEASED
+    assert client.updates == ["ConditionalCheckFailedException", "ok"], "lost the race, read again, released"
+    released = store.get(message["MessageId"])
+    assert released is not None and released.status is LeaseStatus.RELEASED

@@ -10,7 +10,7 @@ from typing import Any
 
 from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
 from longjobs.engine.admission.parking import Handle, refresh_parked, unpark
-from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, slots_of
+from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, read_slots
 from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots
 from longjobs.engine.execution import (
     NEVER_STARTED,
@@ -148,7 +148,7 @@ def admit_type(
     report = AdmitReport(job_type)
     settings = receiver.settings
     now = receiver.clock.now()
-    state = slots_of(receiver).read(job_type, limit, now=now)
+    state = read_slots(receiver, job_type, limit)
     if sweep:
         state, report.freed = sweep_stale(receiver, state)
     if state.free_keys:
@@ -162,7 +162,7 @@ def admit_type(
             report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
             receiver.views.pop(job_type, None)
             in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
-            state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
+            state = read_slots(receiver, job_type, limit)
         report.resent = refresh_parked(receiver, job_type, deadline=deadline)
     report.waiting = in_flight
     report.slots_in_use = state.used

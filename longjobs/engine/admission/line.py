@@ -8,11 +8,7 @@ import math
 from longjobs.engine.admission.admit import admit_line
 from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
 from longjobs.engine.admission.parking import Handle, has_room, park, unpark
-from longjobs.engine.admission.readings import (
-    longest_wait_s,
-    slots_of,
-    view_of,
-)
+from longjobs.engine.admission.readings import longest_wait_s, read_slots, slots_for_claim, view_of
 from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.lock import Hold
@@ -67,9 +63,7 @@ def claim(
     from their waiting queue); this one gets what is left. Nothing is taken here: the slot is taken in
     the transaction that writes the attempt's lease.
     """
-    slots = slots_of(receiver)
-    now = receiver.clock.now()
-    state = slots.read(job_type, limit, now=now)
+    state = slots_for_claim(receiver, job_type, limit)
     mine = state.holding_of(arn)
     if mine is not None:
         return Hold(mine), state
@@ -82,7 +76,7 @@ def claim(
     if arriving and queue is not None and view_of(receiver, job_type, queue).parked > 0:
         if unpark(receiver, queue, len(state.free_keys), handle=handle):  # they were first: they take the free slots
             return None, state
-        state = slots.read(job_type, limit, now=receiver.clock.now())  # none was parked after all
+        state = read_slots(receiver, job_type, limit)  # none was parked after all
     return state.pick(receiver.rng), state
 
 
@@ -141,8 +135,13 @@ def wait_or_park(
     waits = replacing.waits if replacing is not None and returning else delivery.carried.waits
     view = view_of(receiver, job.type, queue)
     state = slots
-    fresh = not returning and delivery.carried.waiting_since is None
-    position = receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
+    # One that joins the line joins at its back: every message in flight is ahead of it (the view counts
+    # them); one that returns to its place counts those ahead of it.
+    position = (
+        receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
+        if returning
+        else view.in_flight
+    )
     parked_here = queue is not None and receiver.queue_of(delivery) == queue
     # Its queue deletes it at the end of its retention, hidden or not: from `resend_at` on it waits only
     # as a fresh copy (parked), and until then never hidden past it.
@@ -196,7 +195,7 @@ def wait_or_park(
     )
     if not receiver.store.create(lease, replacing=replacing):
         return None
-    if fresh:
+    if not returning:
         view.in_flight += 1
     logger.info(
         "type full: waits for a slot",

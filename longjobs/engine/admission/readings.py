@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from longjobs.engine.admission.slots import Slots
+from longjobs.engine.admission.slots import Slots, TypeSlots
 from longjobs.engine.receiver.types import Receiver
 from longjobs.engine.settings import Settings
 
@@ -49,6 +49,29 @@ def margin_s(receiver: Receiver) -> float:
 
 def slots_of(receiver: Receiver) -> Slots:
     return Slots(receiver.store.locks)
+
+
+def read_slots(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
+    """The type's slots, read now (one BatchGetItem); a reading that finds every one held is kept for
+    `slots_for_claim`."""
+    state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
+    if state.free_keys:
+        receiver.full_slots.pop(job_type, None)
+    else:
+        receiver.full_slots[job_type] = state
+    return state
+
+
+def slots_for_claim(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
+    """The type's slots for a claim: read, unless this receiver read them all held less than `VIEW_TTL_S`
+    ago, then that reading: a batch of arrivals for a full type reads its slots once, not once a
+    message. Safe both ways: a slot is only ever taken by a conditional write, and a message that waits
+    because a slot freed meanwhile is admitted in place, in its place in line, by the admission pass
+    that follows every end."""
+    full = receiver.full_slots.get(job_type)
+    if isinstance(full, TypeSlots) and full.limit == limit and 0 <= receiver.clock.now() - full.read_at <= VIEW_TTL_S:
+        return full
+    return read_slots(receiver, job_type, limit)
 
 
 def parked_count(sqs: SQSClient, queue_url: str) -> int:

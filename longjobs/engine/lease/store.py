@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.attributes import deserialize, serialize
-from longjobs.engine.lease.lock import Hold, Locks, batch_get
+from longjobs.engine.lease.lock import Hold, Lock, Locks, batch_get, lock_of
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -271,6 +271,13 @@ class LeaseStore:
         )
         item = response.get("Item")
         return item_to_lease(item) if item else None
+
+    def get_with_lock(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None]:
+        """A message's lease and a lock item (its job lock), read consistently in one request
+        (BatchGetItem): a receive reads both, and a request is what each AWS call costs."""
+        items = batch_get(self._client, self._table, [message_id, lock_key])
+        lease, lock = items.get(message_id), items.get(lock_key)
+        return (item_to_lease(lease) if lease else None), (lock_of(lock_key, lock) if lock else None)
 
     def get_many(self, message_ids: Sequence[str]) -> dict[str, Lease]:
         """The leases of `message_ids` that exist, read consistently (BatchGetItem)."""

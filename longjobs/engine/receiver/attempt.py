@@ -312,11 +312,20 @@ def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job, lease: Le
     return None if adopted is None else resume(receiver, job, adopted, new=False)
 
 
-def read_job_lock(receiver: Receiver, job_id: str, message_id: str, arn: str) -> tuple[LockState, Lock | None]:
-    """The job id's lock as the attempt `arn` of `message_id` finds it, and the lock as read. The holder's
-    execution is asked about only when another execution holds the lock; an unknown answer counts as
-    running (waiting is safe, running twice is not)."""
-    lock = receiver.store.locks.get(job_lock_key(job_id))
+class _Unread:
+    """The job lock was not read yet (None means read and absent)."""
+
+
+UNREAD = _Unread()
+
+
+def read_job_lock(
+    receiver: Receiver, job_id: str, message_id: str, arn: str, *, read: Lock | _Unread | None = UNREAD
+) -> tuple[LockState, Lock | None]:
+    """The job id's lock as the attempt `arn` of `message_id` finds it (`read`: as already read with the
+    lease, else read now), and the lock as read. The holder's execution is asked about only when another
+    execution holds the lock; an unknown answer counts as running (waiting is safe, running twice is not)."""
+    lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
     if lock is None or not lock.held or lock.execution_arn == arn:
         return LockState.FREE, lock
     try:

@@ -56,7 +56,7 @@ from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_name, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus, Lock
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
@@ -187,9 +187,11 @@ class _Found:
 
 
 def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome | None:
-    """One pass: read the lease, then what the decision asks for, then carry out its action. None when a
-    conditional write lost its race (read again)."""
-    lease = receiver.store.get(delivery.message_id)
+    """One pass: read the lease (and the job lock), then what the decision asks for, then carry out its
+    action. None when a conditional write lost its race (read again)."""
+    # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
+    # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
+    lease, job_lock = receiver.store.get_with_lock(delivery.message_id, job_lock_key(job.job_id))
     reading = _first_reading(receiver, delivery, lease)
     limits = Limits(
         receiver.settings.effective_max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo
@@ -207,7 +209,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
             running = execution_status(receiver.stepfunctions, lease.execution_arn) in RUNNING_STATUSES
             reading = replace(reading, execution_running=running)
         elif action is Action.READ_JOB_LOCK:
-            state, found.lock = attempt.read_job_lock(receiver, job.job_id, delivery.message_id, arn)
+            state, found.lock = attempt.read_job_lock(receiver, job.job_id, delivery.message_id, arn, read=job_lock)
             found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
             reading = replace(reading, job_lock=state)
         elif action is Action.FIND_SLOT:

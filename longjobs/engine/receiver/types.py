@@ -215,6 +215,9 @@ class Receiver:
     """The last place in line this receiver handed out (admission: places are strictly increasing)."""
     next_refresh: dict[str, float] = field(default_factory=dict)
     """Per limited type, when its oldest parked copy must be sent again, as last read (`refresh_parked`)."""
+    full_slots: dict[str, Any] = field(default_factory=dict)
+    """Per limited type, this receiver's last reading of its slots that found every one held
+    (`longjobs.engine.admission.readings.slots_for_claim`)."""
 
     @property
     def queue_url(self) -> str:
