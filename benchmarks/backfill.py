@@ -58,7 +58,7 @@ from botocore.exceptions import ClientError
 from rich.console import Console
 from rich.table import Table
 
-from longjobs.engine.admission.admit import admit_all
+from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
@@ -231,16 +231,14 @@ class Simulation:
             clock=self.clock,
             stepfunctions=sfn,
             rng=random.Random(f"backfill:{params.seed}:backoff"),
-            admit=(lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline))
-            if admission
-            else None,
+            admit=extender_pass(admitter, handle=receive) if admission else None,
         )
         self.watcher = Watcher(
             store=store,
             visibility=visibility,
             clock=self.clock,
             state_machine_arn=STATE_MACHINE_ARN,
-            admit=(lambda name: admit_all(watcher_admitter, handle=receive, only=name)) if admission else None,
+            admit=watcher_pass(watcher_admitter, handle=receive) if admission else None,
         )
         # what is observed
         self.durations = durations(params)

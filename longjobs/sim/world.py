@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.engine.admission.admit import admit_all
+from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender
@@ -372,9 +372,7 @@ class World:
             executor=executor,
             stepfunctions=stepfunctions,
             rng=random.Random(f"extender:{self.seed}:backoff"),
-            admit=(lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline))
-            if self.waiting
-            else None,
+            admit=extender_pass(admitter, handle=receive) if self.waiting else None,
         )
         sqs, dynamodb, _ = clients("watcher")
         watcher_admitter = receiver("watcher")
@@ -383,7 +381,7 @@ class World:
             visibility=VisibilityClient(sqs, clock=clock),
             clock=clock,
             state_machine_arn=STATE_MACHINE_ARN,
-            admit=(lambda name: admit_all(watcher_admitter, handle=receive, only=name)) if self.waiting else None,
+            admit=watcher_pass(watcher_admitter, handle=receive) if self.waiting else None,
         )
 
     # -- running --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.models import DynamoDBBackend
 
 from longjobs.engine.admission import slot_key
-from longjobs.engine.admission.admit import AdmitReport, admit_all, admit_in_place
+from longjobs.engine.admission.admit import AdmitReport, admit_all, admit_in_place, watcher_pass
 from longjobs.engine.admission.readings import slots_of
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
@@ -78,7 +78,7 @@ def watcher(flow: Flow) -> Watcher:
         visibility=flow.receiver.visibility,
         clock=flow.receiver.clock,
         state_machine_arn=STATE_MACHINE_ARN,
-        admit=lambda name: admit_all(flow.receiver, handle=receive, only=name),
+        admit=watcher_pass(flow.receiver, handle=receive),
     )
 
 

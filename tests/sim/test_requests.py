@@ -4,15 +4,19 @@ full type reads the type's slots once."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
 from longjobs.engine.admission.readings import VIEW_TTL_S
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.lease import job_lock_key
+from longjobs.engine.observability import MetricName
+from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
-from tests.sim.test_retention import Bench, bench
+from tests.sim.test_retention import Bench, bench, parked_behind_a_full_type
 
 
 @contextmanager
@@ -79,3 +83,36 @@ def test_requests_a_reading_of_full_slots_is_not_reused_past_its_ttl_nor_one_wit
         assert b.deliver_jobs_queue()[fourth] is not Outcome.STARTED
 
     assert sum(set(slots) <= set(keys) for keys in made) == 3, "read by each of the three receives"
+
+
+def test_requests_the_watchers_admission_pass_asks_no_queue_depth_and_admits_as_the_extenders() -> None:
+    """The watcher's pass is not published: it receives from the waiting queue without asking its depth
+    first (an empty answer costs the same request) and counts nothing again after unparking; on the same
+    state it admits and unparks what the extender's measured pass does."""
+    reports = []
+    for make_pass in (watcher_pass, extender_pass):
+        b, first, _, _ = parked_behind_a_full_type()
+        running = b.receiver.store.get(first)
+        assert running is not None and running.slot is not None
+        assert b.receiver.store.locks.release(running.slot, running.execution_arn or "", now=b.clock.now())
+        depth_asked = b.aws.calls["sqs.GetQueueAttributes"]
+        argument: Any = "wait" if make_pass is watcher_pass else math.inf
+        (report,) = make_pass(b.receiver, handle=receive)(argument)
+        reports.append((report, b.aws.calls["sqs.GetQueueAttributes"] - depth_asked))
+
+    (watched, watcher_asked), (extended, extender_asked) = reports
+    assert (watcher_asked, extender_asked) == (0, 1)
+    assert (watched.parked, watched.drain_s) == (None, None), "not read, so not reported"
+    assert extended.parked == 1 and extended.drain_s is not None
+    assert (watched.admitted, watched.unparked) == (extended.admitted, extended.unparked)
+
+
+def test_requests_an_unmeasured_report_publishes_no_parked_count() -> None:
+    published: list[str] = []
+
+    class Sink:
+        def add_type_metric(self, *, name: str, unit: str, value: float, job_type: str) -> None:
+            published.append(name)
+
+    publish(Sink(), [AdmitReport("wait", parked=None)])
+    assert MetricName.PARKED_MESSAGES not in published and MetricName.WAITING_MESSAGES in published

@@ -4,7 +4,7 @@ becomes an attempt's on the receive that holds them), then to parked ones; stale
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ class AdmitReport:
     slots_in_use: int = 0
     free_slots: int = 0
     waiting: int = 0  # in flight (WAITING leases), after the pass
-    parked: int = 0  # in the waiting queue (SQS's approximate count), before unparking
+    parked: int | None = 0  # in the waiting queue (SQS's approximate count), before unparking; None: not read
     admitted: int = 0  # WAITING messages started in place
     unparked: int = 0  # received from the waiting queue
     freed: int = 0  # slots of executions found not running, freed
@@ -139,12 +139,16 @@ def admit_type(
     *,
     handle: Handle,
     sweep: bool = False,
+    measure: bool = True,
     deadline: float = math.inf,
 ) -> AdmitReport:
     """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
     the free slots (longest waiting first), then unpark what the horizon can take, then send again the
     parked copies near the waiting queue's retention. Nothing new is begun past `deadline` (what was
-    begun is finished): the rest waits for the next pass."""
+    begun is finished): the rest waits for the next pass. Without `measure` (a pass whose report is not
+    published: the watcher's) the waiting queue's depth is not asked for (unparking receives from it
+    directly, which costs the same request when it is empty) and nothing is counted again after
+    unparking: `parked` and `drain_s` are None, `waiting` and the slots are as before unparking."""
     report = AdmitReport(job_type)
     settings = receiver.settings
     now = receiver.clock.now()
@@ -156,18 +160,21 @@ def admit_type(
     queue = settings.waiting_queue_urls.get(job_type)
     in_flight = receiver.store.count_waiting(job_type, now=now)
     if queue is not None:
-        report.parked = parked_count(receiver.sqs, queue)
+        report.parked = parked_count(receiver.sqs, queue) if measure else None
         want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
-        if report.parked and want > 0 and receiver.clock.now() < deadline:
+        if report.parked != 0 and want > 0 and receiver.clock.now() < deadline:
             report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
             receiver.views.pop(job_type, None)
-            in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
-            state = read_slots(receiver, job_type, limit)
+            if measure:
+                in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
+                state = read_slots(receiver, job_type, limit)
         report.resent = refresh_parked(receiver, job_type, deadline=deadline)
     report.waiting = in_flight
     report.slots_in_use = state.used
     report.free_slots = len(state.free_keys)
-    report.drain_s = drain_time_s(state, receiver.clock.now(), report.waiting + report.parked - report.unparked)
+    if report.parked is not None:
+        backlog = report.waiting + report.parked - report.unparked
+        report.drain_s = drain_time_s(state, receiver.clock.now(), backlog)
     return report
 
 
@@ -176,6 +183,7 @@ def admit_all(
     *,
     handle: Handle,
     sweep: bool = False,
+    measure: bool = True,
     only: str | None = None,
     deadline: float = math.inf,
 ) -> list[AdmitReport]:
@@ -191,10 +199,26 @@ def admit_all(
         limit = job_type.concurrency_limit
         assert limit is not None
         try:
-            reports.append(admit_type(receiver, job_type.name, limit, handle=handle, sweep=sweep, deadline=deadline))
+            reports.append(
+                admit_type(
+                    receiver, job_type.name, limit, handle=handle, sweep=sweep, measure=measure, deadline=deadline
+                )
+            )
         except Exception:
             logger.exception("admission pass failed", extra={"job_type": job_type.name})
     return reports
+
+
+def extender_pass(receiver: Receiver, *, handle: Handle) -> Callable[[float], list[AdmitReport]]:
+    """The extender's admission pass (`Extender.admit`): every limited type, stale slots swept, measured
+    (its reports are published), nothing begun past the deadline it is given."""
+    return lambda deadline: admit_all(receiver, handle=handle, sweep=True, deadline=deadline)
+
+
+def watcher_pass(receiver: Receiver, *, handle: Handle) -> Callable[[str], list[AdmitReport]]:
+    """The watcher's admission pass after an execution's end (`Watcher.admit`): the ended execution's type
+    only, unmeasured (its report is not published)."""
+    return lambda job_type: admit_all(receiver, handle=handle, only=job_type, measure=False)
 
 
 def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
@@ -209,7 +233,8 @@ def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
             (MetricName.SLOTS_FREED, report.freed),
             (MetricName.PARKED_COPIES_RESENT, report.resent),
         ):
-            type_metric(sink, name, "Count", value, report.job_type)
+            if value is not None:
+                type_metric(sink, name, "Count", value, report.job_type)
         if report.drain_s is not None:
             type_metric(sink, MetricName.BACKLOG_DRAIN_TIME, "Seconds", report.drain_s, report.job_type)
 

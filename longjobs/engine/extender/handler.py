@@ -62,7 +62,7 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
     settings = ext.settings
     if not catalog.limited() or ext.stepfunctions is None or not settings.state_machine_arn:
         return None
-    from longjobs.engine.admission.admit import admit_all
+    from longjobs.engine.admission.admit import extender_pass
     from longjobs.engine.receiver.service import receive
     from longjobs.engine.receiver.types import Receiver
 
@@ -78,7 +78,7 @@ def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
         catalog=catalog,
         metrics=metrics,
     )
-    return lambda deadline: admit_all(admitter, handle=receive, sweep=True, deadline=deadline)
+    return extender_pass(admitter, handle=receive)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:

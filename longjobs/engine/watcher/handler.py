@@ -48,7 +48,7 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
 
     def admit(job_type: str) -> object:
         if not built:
-            from longjobs.engine.admission.admit import admit_all
+            from longjobs.engine.admission.admit import watcher_pass
             from longjobs.engine.jobs import catalog_from_env
             from longjobs.engine.policies import build_policy, resolve_visibility_timeout
             from longjobs.engine.receiver.service import receive
@@ -72,7 +72,7 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
                     catalog=catalog,
                     metrics=metrics,
                 )
-                built.append(lambda name: admit_all(admitter, handle=receive, only=name))
+                built.append(watcher_pass(admitter, handle=receive))
         run = built[0]
         return run(job_type) if run is not None else None
 
