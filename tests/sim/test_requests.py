@@ -12,7 +12,7 @@ from typing import Any
 from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
 from longjobs.engine.admission.readings import VIEW_TTL_S
 from longjobs.engine.admission.slots import slot_key
-from longjobs.engine.lease import job_lock_key
+from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.observability import MetricName
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
@@ -85,26 +85,49 @@ def test_requests_a_reading_of_full_slots_is_not_reused_past_its_ttl_nor_one_wit
     assert sum(set(slots) <= set(keys) for keys in made) == 3, "read by each of the three receives"
 
 
-def test_requests_the_watchers_admission_pass_asks_no_queue_depth_and_admits_as_the_extenders() -> None:
-    """The watcher's pass is not published: it receives from the waiting queue without asking its depth
-    first (an empty answer costs the same request) and counts nothing again after unparking; on the same
-    state it admits and unparks what the extender's measured pass does."""
-    reports = []
-    for make_pass in (watcher_pass, extender_pass):
-        b, first, _, _ = parked_behind_a_full_type()
-        running = b.receiver.store.get(first)
-        assert running is not None and running.slot is not None
-        assert b.receiver.store.locks.release(running.slot, running.execution_arn or "", now=b.clock.now())
-        depth_asked = b.aws.calls["sqs.GetQueueAttributes"]
-        argument: Any = "wait" if make_pass is watcher_pass else math.inf
-        (report,) = make_pass(b.receiver, handle=receive)(argument)
-        reports.append((report, b.aws.calls["sqs.GetQueueAttributes"] - depth_asked))
+def freed_behind_a_parked_message() -> tuple[Bench, str]:
+    """`a` ran and freed its slot; `f`, which waited in flight, has shown again (its receive is over, so
+    the line in flight is empty); `X` is parked. Returns the bench and X's message id."""
+    b, first, _, original = parked_behind_a_full_type()
+    running = b.receiver.store.get(first)
+    assert running is not None and running.slot is not None
+    assert b.receiver.store.locks.release(running.slot, running.execution_arn or "", now=b.clock.now())
+    b.clock.advance(b.settings.receiver_timeout_s + 10)
+    return b, original
 
-    (watched, watcher_asked), (extended, extender_asked) = reports
-    assert (watcher_asked, extender_asked) == (0, 1)
-    assert (watched.parked, watched.drain_s) == (None, None), "not read, so not reported"
-    assert extended.parked == 1 and extended.drain_s is not None
-    assert (watched.admitted, watched.unparked) == (extended.admitted, extended.unparked)
+
+def test_requests_the_watchers_admission_pass_counts_nothing_and_unparks_into_a_free_slot() -> None:
+    """The watcher's pass (after an end) is not published: it asks neither the waiting queue's depth nor
+    the line's length; a slot the line in flight leaves free goes to a parked message, received
+    directly (an empty answer costs what asking the depth would)."""
+    b, original = freed_behind_a_parked_message()
+    depth_asked = b.aws.calls["sqs.GetQueueAttributes"]
+    dynamodb: Any = b.aws.dynamodb
+    query, selects = dynamodb.query, []
+
+    def recorded(**params: Any) -> Any:
+        selects.append(params.get("Select", "ALL"))
+        return query(**params)
+
+    dynamodb.query = recorded
+    (report,) = watcher_pass(b.receiver, handle=receive)("wait")
+
+    assert b.aws.calls["sqs.GetQueueAttributes"] == depth_asked
+    assert selects and "COUNT" not in selects, "the line read, never counted"
+    assert (report.waiting, report.parked, report.drain_s) == (None, None, None), "not counted, not reported"
+    assert report.unparked == 1
+    claimed = b.receiver.store.get(original)
+    assert claimed is not None and claimed.claimed_by is not None, "X's copy was received and claimed its run"
+
+
+def test_requests_the_extenders_admission_pass_measures_what_it_publishes() -> None:
+    b, _ = freed_behind_a_parked_message()
+    depth_asked = b.aws.calls["sqs.GetQueueAttributes"]
+
+    (report,) = extender_pass(b.receiver, handle=receive)(math.inf)
+
+    assert b.aws.calls["sqs.GetQueueAttributes"] == depth_asked + 1
+    assert report.parked == 1 and report.unparked == 1 and report.waiting is not None and report.drain_s is not None
 
 
 def test_requests_an_unmeasured_report_publishes_no_parked_count() -> None:
@@ -116,3 +139,71 @@ def test_requests_an_unmeasured_report_publishes_no_parked_count() -> None:
 
     publish(Sink(), [AdmitReport("wait", parked=None)])
     assert MetricName.PARKED_MESSAGES not in published and MetricName.WAITING_MESSAGES in published
+
+
+def waiting_behind_a_full_type() -> tuple[Bench, str]:
+    """A type limited to one: `a` ran and has just freed its slot; `f` waits in flight, hidden for a
+    minute at least. Returns the bench and f's message id."""
+    b = bench(limit=1, admission_wait_base_s=60)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    waiting = b.send("f")
+    assert b.deliver_jobs_queue() == {waiting: Outcome.WAITING_FOR_SLOT}
+    running = b.receiver.store.get(first)
+    assert running is not None and running.slot is not None
+    assert b.receiver.store.locks.release(running.slot, running.execution_arn or "", now=b.clock.now())
+    return b, waiting
+
+
+def test_requests_admission_in_place_takes_a_free_job_lock_without_reading_it() -> None:
+    b, waiting = waiting_behind_a_full_type()
+
+    with reads(b) as made:
+        (report,) = watcher_pass(b.receiver, handle=receive)("wait")
+
+    assert report.admitted == 1
+    assert [job_lock_key("f")] not in made, "taken in the transaction, never read"
+    lease = b.receiver.store.get(waiting)
+    lock = b.receiver.store.locks.get(job_lock_key("f"))
+    assert lease is not None and lock is not None and lock.execution_arn == lease.execution_arn
+
+
+def test_requests_admission_in_place_reads_a_held_job_lock_and_takes_over_a_holder_that_never_ran() -> None:
+    """The take finds the job lock held, by an execution that never started and is past the receiver's
+    grace: only then is the lock read, and its holding taken over in a second transaction."""
+    b, waiting = waiting_behind_a_full_type()
+    ghost = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:ghost-1"
+    long_ago = b.clock.now() - b.settings.reconcile_grace_s - 60
+    key = job_lock_key("f")
+    assert b.receiver.store.locks.take(key, holder="ghost", execution_arn=ghost, now=long_ago, hold_until=long_ago)
+
+    with reads(b) as made:
+        (report,) = watcher_pass(b.receiver, handle=receive)("wait")
+
+    assert report.admitted == 1
+    assert made.count([key]) == 1, "read once, after the take found it held"
+    lease, lock = b.receiver.store.get(waiting), b.receiver.store.locks.get(key)
+    assert lease is not None and lock is not None and lock.execution_arn == lease.execution_arn != ghost
+
+
+def test_requests_admission_in_place_leaves_a_message_whose_job_runs_waiting() -> None:
+    """The take finds the job lock held by a running execution (another message of the job): the lock is
+    read, its holder is running, and the message waits on, holding nothing."""
+    b, waiting = waiting_behind_a_full_type()
+    started = b.aws.stepfunctions.start_execution(
+        stateMachineArn=b.settings.state_machine_arn, name="other-1", input="{}"
+    )
+    key = job_lock_key("f")
+    now = b.clock.now()
+    assert b.receiver.store.locks.take(
+        key, holder="other", execution_arn=started["executionArn"], now=now - 600, hold_until=now + 600
+    )
+    holder = b.receiver.store.locks.get(key)
+
+    (report,) = watcher_pass(b.receiver, handle=receive)("wait")
+
+    assert report.admitted == 0
+    still = b.receiver.store.get(waiting)
+    assert still is not None and still.status is LeaseStatus.WAITING
+    assert b.receiver.store.locks.get(key) == holder, "the running holder keeps its lock"
+    assert all(not lock.held for lock in b.receiver.store.locks.get_many([slot_key("wait", 0)]).values())

@@ -20,8 +20,9 @@ from longjobs.engine.execution import (
     execution_status,
     parse_execution_name,
 )
-from longjobs.engine.lease import Lease
+from longjobs.engine.lease import Lease, job_lock_key
 from longjobs.engine.lease.lock import Lock
+from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.policies import hold_limit
 from longjobs.engine.receiver.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
@@ -35,7 +36,7 @@ class AdmitReport:
     job_type: str
     slots_in_use: int = 0
     free_slots: int = 0
-    waiting: int = 0  # in flight (WAITING leases), after the pass
+    waiting: int | None = 0  # in flight (WAITING leases), after the pass; None: not counted (unmeasured)
     parked: int | None = 0  # in the waiting queue (SQS's approximate count), before unparking; None: not read
     admitted: int = 0  # WAITING messages started in place
     unparked: int = 0  # received from the waiting queue
@@ -56,9 +57,11 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         return None  # too little of its receive's 12 h left for a run: its redelivery starts afresh
     job = Job.model_validate_json(waiting.job)
     arn = execution_arn(receiver.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
-    job_lock, lock = read_job_lock(receiver, job.job_id, waiting.message_id, arn) if job.job_id else (None, None)
-    if job_lock not in (None, LockState.FREE, LockState.STALE):
-        return None
+    # The job lock is taken as free without reading it first (it nearly always is); only a take that
+    # finds it held reads it, to take over a holding whose execution is not running.
+    job_lock: LockState = LockState.FREE
+    lock: Lock | None = None
+    lock_key = job_lock_key(job.job_id)
     active = Lease(
         message_id=waiting.message_id,
         queue_url=waiting.queue_url,
@@ -82,15 +85,22 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         if slot is None:
             return None
         active = replace(active, slot=slot.key)
-        holds = [lock_hold(job.job_id, job_lock, lock)] if job_lock is not None else []
         # One transaction: the WAITING lease turned ACTIVE (if unchanged), the job lock and the slot. A
         # losing admitter (another admitter, or a redelivery) takes nothing and frees nothing.
-        taken = write_attempt(receiver, active, receiver.store.admit_request(waiting, active), [*holds, slot])
+        holds = [lock_hold(job.job_id, job_lock, lock), slot]
+        taken = write_attempt(receiver, active, receiver.store.admit_request(waiting, active), holds)
         if taken.written:
             break
-        if slot.key not in taken.lost:
-            return None  # the lease or the lock: another writer admitted or adopted it first
-        state = state.without(slot.key, Lock(slot.key, "", "", now, held=True))  # another took it meanwhile
+        if LEASE_KEY in taken.lost or not taken.lost & {lock_key, slot.key}:
+            return None  # another writer admitted or adopted it first (or a conflict: the next pass)
+        if lock_key in taken.lost:
+            if lock is not None:
+                return None  # the holding read and taken over was taken by another meanwhile
+            job_lock, lock = read_job_lock(receiver, job.job_id, waiting.message_id, arn)
+            if job_lock is not LockState.STALE:
+                return None  # another message of the job runs (or may): it waits on
+        if slot.key in taken.lost:
+            state = state.without(slot.key, Lock(slot.key, "", "", now, held=True))  # another took it meanwhile
     else:
         return None
     waited = now - (waiting.waiting_since or now)
@@ -146,9 +156,10 @@ def admit_type(
     the free slots (longest waiting first), then unpark what the horizon can take, then send again the
     parked copies near the waiting queue's retention. Nothing new is begun past `deadline` (what was
     begun is finished): the rest waits for the next pass. Without `measure` (a pass whose report is not
-    published: the watcher's) the waiting queue's depth is not asked for (unparking receives from it
-    directly, which costs the same request when it is empty) and nothing is counted again after
-    unparking: `parked` and `drain_s` are None, `waiting` and the slots are as before unparking."""
+    published: the watcher's, after an end) nothing is counted: the slots left free after the line in
+    flight are offered to the parked messages, received directly (asking the waiting queue's depth first
+    costs the same request), and the line in flight is left to the extender's pass to top up;
+    `waiting`, `parked` and `drain_s` are None."""
     report = AdmitReport(job_type)
     settings = receiver.settings
     now = receiver.clock.now()
@@ -158,23 +169,32 @@ def admit_type(
     if state.free_keys:
         state, report.admitted = admit_line(receiver, job_type, state, deadline=deadline)
     queue = settings.waiting_queue_urls.get(job_type)
+    if not measure:
+        # What an end freed went to the line in flight; what is still free goes to the parked messages
+        # (received directly: asking the depth first costs the same request). The extender's pass keeps
+        # the line in flight filled to the horizon.
+        if queue is not None:
+            if state.free_keys and receiver.clock.now() < deadline:
+                report.unparked = unpark(receiver, queue, len(state.free_keys), handle=handle, deadline=deadline)
+                receiver.views.pop(job_type, None)
+            report.resent = refresh_parked(receiver, job_type, deadline=deadline)
+        report.waiting = report.parked = None
+        report.slots_in_use, report.free_slots = state.used, len(state.free_keys)  # before unparking
+        return report
     in_flight = receiver.store.count_waiting(job_type, now=now)
     if queue is not None:
-        report.parked = parked_count(receiver.sqs, queue) if measure else None
+        report.parked = parked_count(receiver.sqs, queue)
         want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
-        if report.parked != 0 and want > 0 and receiver.clock.now() < deadline:
+        if report.parked and want > 0 and receiver.clock.now() < deadline:
             report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
             receiver.views.pop(job_type, None)
-            if measure:
-                in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
-                state = read_slots(receiver, job_type, limit)
+            in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
+            state = read_slots(receiver, job_type, limit)
         report.resent = refresh_parked(receiver, job_type, deadline=deadline)
     report.waiting = in_flight
     report.slots_in_use = state.used
     report.free_slots = len(state.free_keys)
-    if report.parked is not None:
-        backlog = report.waiting + report.parked - report.unparked
-        report.drain_s = drain_time_s(state, receiver.clock.now(), backlog)
+    report.drain_s = drain_time_s(state, receiver.clock.now(), in_flight + (report.parked or 0) - report.unparked)
     return report
 
 
