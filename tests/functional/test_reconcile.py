@@ -116,10 +116,36 @@ def test_reconcile_looks_at_a_lease_again_only_after_its_interval(harness: Harne
     assert reconcile(extender, deadline=clock.now() + 30).checked == 0, "looked at within its interval"
     _moto_execution("running").status = "ABORTED"  # its status event was lost
     clock.advance(2)
+    assert reconcile(extender, deadline=clock.now() + 30).checked == 0, "a whole sweep stops the next for a grace"
+    clock.advance(SETTINGS.reconcile_grace_s - 2)
     report = reconcile(extender, deadline=clock.now() + 30)
 
     assert (report.checked, report.released) == (1, 1)
     assert status_of(harness, running) is LeaseStatus.RELEASED
+
+
+def test_reconcile_sweeps_once_per_grace_unless_a_sweep_was_cut_short(harness: Harness) -> None:
+    """A sweep that saw every lease that may be due stops the next one for `reconcile_grace_s` (a lease
+    received after it is not due before then): no query of the index meanwhile. One cut short by the
+    per-run cap goes on at the next run."""
+    state_machine(harness)
+    for name in ("a", "b", "c"):
+        leased(harness, name)
+    clock = FakeClock(time.time() + 200)
+    capped = harness.extender(SETTINGS.model_copy(update={"reconcile_max_per_run": 2}), clock)
+    queries: list[str] = []
+    harness.dynamodb.meta.events.register("before-call.dynamodb.Query", lambda **_: queries.append("query"))
+
+    assert reconcile(capped, deadline=clock.now() + 30).checked == 2
+    clock.advance(1)
+    assert reconcile(capped, deadline=clock.now() + 30).checked == 1, "cut short by the cap: on at the next run"
+    swept = len(queries)
+    clock.advance(1)
+    assert reconcile(capped, deadline=clock.now() + 30).checked == 0
+    assert len(queries) == swept, "the whole sweep stopped the next one: no query"
+    clock.advance(SETTINGS.reconcile_grace_s)
+    reconcile(capped, deadline=clock.now() + 30)
+    assert len(queries) > swept, "a grace later it sweeps again"
 
 
 def test_reconcile_lost_handle_closes_the_lease_lost(harness: Harness) -> None:

@@ -17,6 +17,11 @@ The watcher releases a message the moment its execution fails, but status events
 - The index is eventually consistent: before acting, the lease is read again (consistently) and acted
   on only if it is still ACTIVE, still this execution's and still past the grace.
 - Calls are rate-limited and capped per run.
+- A sweep that looked at every lease due stops the next one for `reconcile_grace_s`: a lease received
+  after it is not due for a look before then, and one due meanwhile is looked at that much later at
+  most (between one grace and two after its receive, between one interval and an interval and a grace
+  after its last look). So an idle or steady table costs the index's queries once per grace, not once
+  per run. A sweep cut short (the cap, the deadline, a throttle) goes on at the next run.
 """
 
 from __future__ import annotations
@@ -63,12 +68,19 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
     if ext.stepfunctions is None or settings.reconcile_max_per_run == 0:
         return report
     grace = settings.reconcile_grace_s
+    start = ext.clock.now()
+    if start < ext.sweeps.next_at:
+        return report
     limiter = RateLimiter(settings.reconcile_rate_per_s, ext.clock)
-    for lease in ext.store.reconcile_candidates(settings.reconcile_max_per_run):
+    candidates = ext.store.reconcile_candidates(settings.reconcile_max_per_run)
+    whole = len(candidates) < settings.reconcile_max_per_run  # the sweep saw every lease that may be due
+    for lease in candidates:
         now = ext.clock.now()
         if now >= deadline:
+            whole = False
             break
         if lease.checked_at is not None and now - lease.checked_at < settings.reconcile_interval_s:
+            whole = True
             break  # looked at recently, and so is every lease after it in the index
         if now - lease.received_at < grace:
             continue
@@ -79,6 +91,7 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
             report.failed += 1
             if classify_exception(exc) is FailureClass.THROTTLED:
                 logger.warning("reconciliation throttled; resuming next run", extra={"error": str(exc)})
+                whole = False
                 break
             logger.error("describe execution failed", extra={"message_id": lease.message_id, "error": str(exc)})
             continue
@@ -92,6 +105,7 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
         except Exception as exc:
             report.failed += 1
             logger.warning("could not settle lease", extra={"message_id": lease.message_id, "error": str(exc)})
+    ext.sweeps.next_at = start + grace if whole else 0.0
     return report
 
 

@@ -39,6 +39,14 @@ VISIBILITY_LIMIT_REACHED = "12 hour visibility limit reached"
 """The last error of a lease capped at SQS's 12 h limit (with SQS's refusal as its cause, when it refused)."""
 
 
+@dataclass
+class SweepSchedule:
+    """When reconciliation (`longjobs.engine.extender.reconcile`) next sweeps its index; mutable, in the
+    container's memory: a new container sweeps at its first run."""
+
+    next_at: float = 0.0
+
+
 @dataclass(frozen=True)
 class Extender:
     """Everything an extender run uses; built once per container (or per test)."""
@@ -56,6 +64,8 @@ class Extender:
     """Admission's pass over every limited job type (`longjobs.engine.admission.admit.admit_all`), run after
     reconciliation in each invocation, given the time by which it must stop beginning new work (the next
     tick's renewals come first); None where no type is limited."""
+    sweeps: SweepSchedule = field(default_factory=SweepSchedule)
+    """When reconciliation next sweeps its index, in this container's memory."""
 
     def parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`fn` over `items`, on the executor when there is one."""
