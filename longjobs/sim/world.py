@@ -838,6 +838,7 @@ def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStat
         status=execution.status,
         error=execution.error,
         cause=execution.cause,
+        input=execution.raw_input,
     )
 
 

@@ -9,13 +9,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
 from longjobs.engine.admission.readings import VIEW_TTL_S
 from longjobs.engine.admission.slots import slot_key
+from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.observability import MetricName
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from tests.sim.test_retention import Bench, bench, parked_behind_a_full_type
 
 
@@ -207,3 +212,50 @@ def test_requests_admission_in_place_leaves_a_message_whose_job_runs_waiting() -
     assert still is not None and still.status is LeaseStatus.WAITING
     assert b.receiver.store.locks.get(key) == holder, "the running holder keeps its lock"
     assert all(not lock.held for lock in b.receiver.store.locks.get_many([slot_key("wait", 0)]).values())
+
+
+@pytest.mark.parametrize(
+    ("execution_input", "expected"),
+    [
+        ('{"job": {"type": "wait", "params": {}}, "message_id": "m"}', "wait"),
+        (None, None),  # EventBridge leaves out an input too large to include
+        ("not json", None),
+        ('{"job": "wait"}', None),
+        ('{"job": {"type": ""}}', None),
+        ("[1]", None),
+    ],
+)
+def test_requests_a_status_event_names_its_job_type_from_the_execution_input(
+    execution_input: str | None, expected: str | None
+) -> None:
+    change = ExecutionStatusChange(
+        executionArn="arn", stateMachineArn="sm", name="m-1", status="SUCCEEDED", input=execution_input
+    )
+    assert change.job_type() == expected
+
+
+def test_requests_the_watcher_admits_after_a_success_without_reading_the_lease() -> None:
+    b, _ = waiting_behind_a_full_type()
+    admitted: list[str] = []
+    watcher = Watcher(
+        store=b.receiver.store,
+        visibility=b.receiver.visibility,
+        clock=b.clock,
+        state_machine_arn=b.settings.state_machine_arn or "",
+        admit=admitted.append,
+    )
+    execution = ExecutionStatusChange(
+        executionArn=f"{b.settings.state_machine_arn}:m-1",
+        stateMachineArn=b.settings.state_machine_arn or "",
+        name=execution_name("m0000001-0000-4000-8000-000000000000", 1),
+        status="SUCCEEDED",
+    )
+    with_input = execution.model_copy(update={"input": '{"job": {"type": "wait"}}'})
+
+    with reads(b) as made:
+        assert on_status_change(watcher, with_input) is WatchOutcome.UNCHANGED
+    assert (made, admitted) == ([], ["wait"])
+
+    with reads(b) as made:
+        on_status_change(watcher, execution)  # no input: the lease names the type
+    assert len(made) == 1 and admitted == ["wait", "wait"]

@@ -6,6 +6,7 @@ importing the Powertools parser imports every event model it has (about 100 ms o
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Literal
 
@@ -24,6 +25,18 @@ class ExecutionStatusChange(BaseModel):
     status: str
     error: str | None = None
     cause: str | None = None
+    input: str | None = None
+    """The execution's input as JSON text (EventBridge leaves it null when it is too large to include)."""
+
+    def job_type(self) -> str | None:
+        """The job type named by the execution's input (`job.type`, as the receiver starts it), if the
+        event carries it."""
+        try:
+            job = json.loads(self.input or "").get("job")
+        except (ValueError, AttributeError):
+            return None
+        job_type = job.get("type") if isinstance(job, dict) else None
+        return job_type if isinstance(job_type, str) and job_type else None
 
 
 class ExecutionStatusChangeEvent(BaseModel):

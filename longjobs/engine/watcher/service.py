@@ -47,11 +47,16 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
     """Release the message of an execution that FAILED, TIMED_OUT or was ABORTED, when the lease is ACTIVE
     and names that very execution (the attempt that owns it). A DynamoDB error raises: EventBridge
     retries the invocation, and reconciliation settles the lease if every retry fails. Then, for any end
-    (SUCCEEDED too), admit waiting messages of the execution's type into the slots it freed."""
+    (SUCCEEDED too), admit waiting messages of the execution's type into the slots it freed: a success's
+    type is taken from the event's input when it carries it, without reading the lease."""
     if change.stateMachineArn != watcher.state_machine_arn or change.status not in ENDED:
         return WatchOutcome.UNCHANGED
     parsed = parse_execution_name(change.name)
     if parsed is None:
+        return WatchOutcome.UNCHANGED
+    if change.status not in ENDED_UNSUCCESSFULLY and change.job_type() is not None:
+        # A success releases nothing here (the workflow did): its type, for admission, is in the event.
+        _admit(watcher, str(change.job_type()))
         return WatchOutcome.UNCHANGED
     outcome = WatchOutcome.UNCHANGED
     for _ in range(RELEASE_ATTEMPTS):  # a renewal that lands between the read and the release: read again
@@ -68,9 +73,16 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
         if settled is not None:
             outcome = WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST
             break
-    if watcher.admit is not None and lease is not None and lease.job_type:
-        try:
-            watcher.admit(lease.job_type)
-        except Exception:  # the extender's next pass admits them
-            logger.exception("admission after an execution's end failed", extra={"job_type": lease.job_type})
+    if lease is not None and lease.job_type:
+        _admit(watcher, lease.job_type)
     return outcome
+
+
+def _admit(watcher: Watcher, job_type: str) -> None:
+    """Admission's pass over the type whose slot an end freed (when the type is limited)."""
+    if watcher.admit is None:
+        return
+    try:
+        watcher.admit(job_type)
+    except Exception:  # the extender's next pass admits them
+        logger.exception("admission after an execution's end failed", extra={"job_type": job_type})
