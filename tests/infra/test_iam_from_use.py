@@ -152,10 +152,18 @@ UNPARK_PARK_AGAIN = (
     "an admission pass handles an unparked message as the receiver does, so it may park it again "
     "(`admission.parking`): not reached by the seeds"
 )
-RECEIVER_UNPARK_DELETE = (
+RECEIVER_UNPARK = (
     "a new arrival that finds a slot free while messages are parked unparks them first "
-    "(`admission.line.claim`) and deletes those it handled (`admission.parking.unpark`, the extender's code, "
-    "whose seeds reach the delete); the receiver's seeds reach the receive, not yet a delete"
+    "(`admission.line.claim`): it receives them, hides one that must wait in its waiting queue and deletes "
+    "those it handled (`admission.parking.unpark`, the extender's code, whose seeds reach each call); "
+    "tests/functional/test_admission.py::test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages "
+    "walks it. The seeds no longer do since a batch of arrivals for a full type reads its slots once"
+)
+WATCHER_UNPARKED_WAITS = (
+    "the watcher's pass asks no waiting queue's depth, but a message it unparks into a free slot is "
+    "handled as the receiver does: when another took the slot meanwhile it waits, and waiting reads the "
+    "type's counts (`admission.readings.view_of`: GetQueueAttributes of the waiting queue); the extender's "
+    "seeds reach that call, the watcher's (which unpark only into free slots) do not"
 )
 RECONCILE_COMPLETE = (
     "reconciliation completes a SUCCEEDED execution whose workflow did not settle its message: it deletes "
@@ -216,7 +224,15 @@ EXPLAINED_GRANTS: tuple[ExplainedGrant, ...] = (
     *_explain("extender", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("watcher", "waiting queues", UNPARK_PARK_AGAIN, "sqs:SendMessage"),
     *_explain("extender", "jobs queue", RECONCILE_COMPLETE, "sqs:DeleteMessage"),
-    *_explain("receiver", "waiting queues", RECEIVER_UNPARK_DELETE, "sqs:DeleteMessage"),
+    *_explain(
+        "receiver",
+        "waiting queues",
+        RECEIVER_UNPARK,
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+    ),
+    *_explain("watcher", "waiting queues", WATCHER_UNPARKED_WAITS, "sqs:GetQueueAttributes"),
     *_explain("extender", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
     *_explain("watcher", "lease table", ADMISSION_CONDITION_CHECK, "dynamodb:ConditionCheckItem"),
     *_explain(
