@@ -24,7 +24,7 @@ from longjobs.engine.admission.readings import slots_of
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LeaseStatus, successor_version
 from longjobs.engine.lease.lock import Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import LEASE_KEY
@@ -561,7 +561,14 @@ def test_admission_redelivery_racing_a_stalled_admitter_takes_and_frees_nothing(
     assert winners_lock is not None and winners_lock.execution_arn == admitted
 
     redelivered = execution_arn(STATE_MACHINE_ARN, execution_name(second, 2))
-    loser = replace(waiting, status=LeaseStatus.ACTIVE, execution_arn=redelivered, receive_count=2, renew_at=now + 60)
+    loser = replace(
+        waiting,
+        status=LeaseStatus.ACTIVE,
+        execution_arn=redelivered,
+        receive_count=2,
+        renew_at=now + 60,
+        version=successor_version(waiting),
+    )
     taken = store.take_holds(
         loser, store.create_request(loser, replacing=waiting), [Hold(key, over=winners_lock)], now=now
     )

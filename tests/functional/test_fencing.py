@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
 from longjobs.engine.extender.service import renew_due
-from longjobs.engine.lease import LastError, Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, successor_version
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.settle import release
@@ -85,7 +85,7 @@ def newer_attempt(flow: Flow, old: Lease) -> Lease:
         status=LeaseStatus.ACTIVE,
         last_error=None,
         closed_at=None,
-        version=0,
+        version=successor_version(capped),
     )
     assert flow.receiver.store.create(second, replacing=capped)
     flow.sqs.change_message_visibility(

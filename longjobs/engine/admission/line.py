@@ -10,7 +10,7 @@ from longjobs.engine.admission.estimate import expected_start_s, in_flight_targe
 from longjobs.engine.admission.parking import Handle, has_room, park, unpark
 from longjobs.engine.admission.readings import longest_wait_s, read_slots, slots_for_claim, view_of
 from longjobs.engine.admission.slots import TypeSlots
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
@@ -184,6 +184,7 @@ def wait_or_park(
         visible_until=visible_until,
         renew_until=visible_until,
         status=LeaseStatus.WAITING,
+        version=successor_version(replacing),
         job_type=job.type,
         job_id=job.job_id,
         history=history,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.store import in_parked_line
 from longjobs.engine.lease.types import DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
@@ -69,6 +69,7 @@ def park(
         receiver,
         delivery,
         LeaseStatus.PARKED,
+        version=successor_version(replacing),
         kept_s=receiver.settings.queue_retention_s,  # as long as a copy may be in the waiting queue
         job_type=job.type,
         job_id=job.job_id,

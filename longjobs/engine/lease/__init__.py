@@ -5,7 +5,7 @@ from __future__ import annotations
 from longjobs.engine.lease.lock import Hold, Lock, Locks, is_lock_key, job_lock_key
 from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.lease.store import LeaseStore, Renewal
-from longjobs.engine.lease.types import CLOSED_STATUSES, LastError, Lease, LeaseStatus
+from longjobs.engine.lease.types import CLOSED_STATUSES, LastError, Lease, LeaseStatus, successor_version
 
 __all__ = [
     "CLOSED_STATUSES",
@@ -19,5 +19,6 @@ __all__ = [
     "Renewal",
     "is_lock_key",
     "job_lock_key",
+    "successor_version",
     "table_definition",
 ]

@@ -430,6 +430,13 @@ class LeaseStore:
         else:
             if replacing.status in (LeaseStatus.ACTIVE, LeaseStatus.SUCCEEDED):
                 raise ValueError(f"lease {replacing.message_id} is {replacing.status}: it cannot be replaced")
+            if lease.version <= replacing.version:
+                # A writer holding a copy of an earlier lease of the message must never find its version
+                # again on a later one (an ABA its version condition would let through).
+                raise ValueError(
+                    f"lease {lease.message_id} replaces version {replacing.version}: it must be written at a "
+                    f"later version (successor_version), not {lease.version}"
+                )
             put["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
             put["ExpressionAttributeNames"] = {"#status": "status"}
             put["ExpressionAttributeValues"] = _values(

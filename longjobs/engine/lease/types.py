@@ -170,3 +170,11 @@ class Lease:
     @property
     def active(self) -> bool:
         return self.status is LeaseStatus.ACTIVE
+
+
+def successor_version(replaced: Lease | None) -> int:
+    """The version of a lease written over `replaced` (0 for a message's first): one past it, so a
+    message's versions only grow, across its leases as within one. A writer that read an earlier lease
+    then never finds its version on a later one, which a restart at 0 would allow (an old extender's
+    renewal, conditional on version 0, landing on a newer receive's lease)."""
+    return 0 if replaced is None else replaced.version + 1

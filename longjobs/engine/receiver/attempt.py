@@ -23,7 +23,7 @@ from longjobs.engine.execution import (
     parse_execution_name,
     start_execution,
 )
-from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.store import LEASE_KEY, HoldsTaken
 from longjobs.engine.lease.types import Attempt, LastError
@@ -134,6 +134,7 @@ def dead_letter(
         receiver,
         delivery,
         LeaseStatus.REJECTED,
+        version=successor_version(replacing),
         job_type=replacing.job_type if replacing is not None else None,
         last_error=LastError(error_type, last),
         history=history,
@@ -404,7 +405,14 @@ def adopt_running(receiver: Receiver, job: Job, delivery: Delivery, closed: Leas
     """A newer receive of a lease closed while its execution still runs (a stop not yet landed): the lease
     is reopened on this receive, its holds taken again for that execution where free, and nothing new
     starts. None when the lease changed meanwhile (read again)."""
-    reopened = replace(closed, status=LeaseStatus.ACTIVE, last_error=None, closed_at=None, checked_at=None)
+    reopened = replace(
+        closed,
+        status=LeaseStatus.ACTIVE,
+        version=successor_version(closed),
+        last_error=None,
+        closed_at=None,
+        checked_at=None,
+    )
     adopted = timing(receiver, delivery, reopened)
     if not receiver.store.create(adopted, replacing=closed):
         return None

@@ -56,7 +56,7 @@ from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_name, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
@@ -377,6 +377,7 @@ def _start_attempt(
         received_at=0.0,
         visible_until=0.0,
         renew_until=0.0,
+        version=successor_version(replacing),
         execution_arn=arn,
         attempt=delivery.receive_count,
         job_type=job.type,
