@@ -296,6 +296,7 @@ class Simulation:
         self.aws.calls["sqs.ReceiveMessage"] += 1
         messages = self.aws.sqs.receive(self.queue, ESM_BATCH)
         done: list[str] = []
+        self.receiver.begin_batch()
         for message in messages:
             delivery = as_delivery(message, self.queue.arn)
             try:

@@ -553,6 +553,7 @@ class World:
 
         def invocation() -> None:
             try:
+                self.receiver.begin_batch()
                 for message in messages:
                     delivery = as_delivery(message, self.queue.arn)
                     try:

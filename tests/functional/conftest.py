@@ -209,6 +209,7 @@ class Flow:
     def deliver(self, wait_s: float = 0) -> dict[str, Outcome]:
         """One mapping poll: each record through the receiver; records not deferred are deleted."""
         outcomes: dict[str, Outcome] = {}
+        self.receiver.begin_batch()
         for delivery in self.receive_batch(wait_s):
             outcome = receive(self.receiver, delivery)
             if not outcome.deferred:

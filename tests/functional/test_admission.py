@@ -529,7 +529,6 @@ def test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages() ->
         third = flow.send_job("third", LIMITED, seconds=1)
         assert flow.deliver() == {third: Outcome.PARKED}
         assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
-        flow.receiver.full_slots.clear()  # a later invocation: it reads the slots afresh (`slots_for_claim`)
         fourth = flow.send_job("fourth", LIMITED, seconds=1)
         assert flow.deliver() == {fourth: Outcome.PARKED}, "the freed slot went to `second`, waiting in flight"
         assert flow.lease(second).status is LeaseStatus.ACTIVE

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -259,3 +260,64 @@ def test_requests_the_watcher_admits_after_a_success_without_reading_the_lease()
     with reads(b) as made:
         on_status_change(watcher, execution)  # no input: the lease names the type
     assert len(made) == 1 and admitted == ["wait", "wait"]
+
+
+# -- found by a review of the cuts: a kept reading of full slots must not hide a slot freed since ----------
+
+
+def stale_slot_behind_a_parked_message(*, lost_release: bool) -> tuple[Bench, str]:
+    """`a` held the type's one slot and ended FAILED; its lease is closed. With `lost_release` its slot's
+    release was lost (the slot still names `a`: only the extender's sweep frees it), else it was freed.
+    `f`'s WAITING receive has shown again (the line in flight is empty); `X` is parked. Returns the bench
+    and X's message id."""
+    b, first, _, original = parked_behind_a_full_type()
+    running = b.receiver.store.get(first)
+    assert running is not None and running.slot is not None and running.execution_arn
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[running.execution_arn], "FAILED")
+    assert b.receiver.store.close(running, LeaseStatus.RELEASED, now=b.clock.now()) is not None
+    if not lost_release:
+        assert b.receiver.store.locks.release(running.slot, running.execution_arn, now=b.clock.now())
+    b.clock.advance(b.settings.receiver_timeout_s + 10)
+    return b, original
+
+
+def started_from_its_copy(b: Bench, original: str) -> bool:
+    marker = b.receiver.store.get(original)
+    assert marker is not None and marker.claimed_by is not None, "X's copy was unparked"
+    copy = b.receiver.store.get(marker.claimed_by)
+    return copy is not None and copy.status is LeaseStatus.ACTIVE
+
+
+@pytest.mark.parametrize("lost_release", [False, True], ids=["released", "freed-by-the-sweep"])
+def test_requests_a_freed_slot_goes_to_the_message_the_same_pass_unparks(lost_release: bool) -> None:
+    """The pass's first reading found every slot held and was kept; its sweep then freed the stale one.
+    The message it unparks must start in that slot, not wait on the kept reading (found by review: it
+    waited a period with the slot free)."""
+    b, original = stale_slot_behind_a_parked_message(lost_release=lost_release)
+
+    (report,) = extender_pass(b.receiver, handle=receive)(math.inf)
+
+    assert (report.freed, report.unparked) == (int(lost_release), 1)
+    assert started_from_its_copy(b, original)
+
+
+def test_requests_a_later_batch_reads_the_slots_again() -> None:
+    """Limit 2: `a` and `b` run; `x0` reads the type full; `a` ends and the watcher's pass admits x0; `b`
+    ends and its pass finds no one waiting. `x1`, half a second later in the next batch, reads the slots
+    afresh and starts (found by review: it waited on the last batch's kept reading with a slot free,
+    until the extender's pass)."""
+    b = bench(limit=2)
+    watcher = replace(b.receiver, views={}, next_refresh={}, full_slots={})  # the watcher's own Lambda
+    first, second = b.send("a"), b.send("b")
+    assert set(b.deliver_jobs_queue().values()) == {Outcome.STARTED}
+    b.clock.advance(1)
+    waiting = b.send("x0")
+    assert b.deliver_jobs_queue() == {waiting: Outcome.WAITING_FOR_SLOT}
+    b.finish(first)
+    assert watcher_pass(watcher, handle=receive)("wait")[0].admitted == 1
+    b.finish(second)
+    assert watcher_pass(watcher, handle=receive)("wait")[0].admitted == 0
+    b.clock.advance(0.5)
+    later = b.send("x1")
+
+    assert b.deliver_jobs_queue() == {later: Outcome.STARTED}

@@ -66,6 +66,7 @@ class Bench:
         """What the event source mapping does: receive the visible messages, hand each to `receive`,
         delete those done."""
         outcomes = {}
+        self.receiver.begin_batch()
         for message in self._received(self.jobs_url):
             delivery = Delivery(
                 message_id=message["MessageId"],

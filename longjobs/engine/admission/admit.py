@@ -166,6 +166,8 @@ def admit_type(
     state = read_slots(receiver, job_type, limit)
     if sweep:
         state, report.freed = sweep_stale(receiver, state)
+        if report.freed:
+            receiver.full_slots.pop(job_type, None)  # a slot is free now: an unparked message claims it
     if state.free_keys:
         state, report.admitted = admit_line(receiver, job_type, state, deadline=deadline)
     queue = settings.waiting_queue_urls.get(job_type)

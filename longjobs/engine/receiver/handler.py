@@ -117,4 +117,5 @@ def record_handler(record: SQSRecord) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
+    receiver().begin_batch()
     return process_partial_response(event=event, record_handler=record_handler, processor=processor(), context=context)

@@ -216,8 +216,13 @@ class Receiver:
     next_refresh: dict[str, float] = field(default_factory=dict)
     """Per limited type, when its oldest parked copy must be sent again, as last read (`refresh_parked`)."""
     full_slots: dict[str, Any] = field(default_factory=dict)
-    """Per limited type, this receiver's last reading of its slots that found every one held
-    (`longjobs.engine.admission.readings.slots_for_claim`)."""
+    """Per limited type, this batch's reading of its slots that found every one held
+    (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
+
+    def begin_batch(self) -> None:
+        """A new batch of records: what a batch reads once (a full type's slots) is read afresh, so a slot
+        freed since the last batch is seen by the next one."""
+        self.full_slots.clear()
 
     @property
     def queue_url(self) -> str:
