@@ -52,7 +52,8 @@ from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_IND
 WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
 """Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
 ADMISSION_STATUSES = ["SUCCEEDED"]
-"""Watched too when a job type has a concurrency limit: every end frees a slot to admit a waiting message into."""
+"""Watched too when a job type has a concurrency limit (every end frees a slot to admit a waiting message
+into), or under tracing=opentelemetry (every end is a job's span)."""
 
 
 def tracing_environment(tracing: Tracing) -> dict[str, str]:
@@ -61,7 +62,8 @@ def tracing_environment(tracing: Tracing) -> dict[str, str]:
     runs the functions under the ADOT layer's wrapper, which instruments boto3's calls."""
     environment: dict[str, str] = {} if tracing == "xray-sdk" else {"POWERTOOLS_TRACE_DISABLED": "true"}
     if tracing == "opentelemetry":
-        environment |= {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER, "OTEL_SERVICE_NAME": SERVICE_NAME}
+        # TRACING tells the watcher to record a span per job (longjobs.engine.watcher.job_span).
+        environment |= {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER, "OTEL_SERVICE_NAME": SERVICE_NAME, "TRACING": tracing}
     return environment
 
 
@@ -310,15 +312,16 @@ class LongJobFunctions(Construct):
         self.watcher.configure_async_invoke(
             on_failure=lambda_destinations.SqsDestination(self.watcher_failures), retry_attempts=2
         )
+        watches_successes = limited or self._tracing == "opentelemetry"
         self.watcher_rule = events.Rule(
             self,
             "ExecutionEnded",
-            description="This state machine's executions that failed, timed out or were aborted",
+            description="Ends of this state machine's executions (successes too for admission or job spans)",
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
                 detail={
-                    "status": WATCHED_STATUSES + (ADMISSION_STATUSES if limited else []),
+                    "status": WATCHED_STATUSES + (ADMISSION_STATUSES if watches_successes else []),
                     "stateMachineArn": [res.state_machine.state_machine_arn],
                 },
             ),

@@ -45,6 +45,12 @@ def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
+def job_spans_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """The watcher records a span per job under the stack's `tracing=opentelemetry` (its `TRACING`)."""
+    env = os.environ if environ is None else environ
+    return env.get("TRACING", "").strip().lower() == "opentelemetry"
+
+
 def make_tracer() -> HandlerTracer:
     if not tracing_enabled():
         return NoOpTracer()

@@ -105,18 +105,23 @@ def status_change_event(
     }
 
 
+def aborted_by_operator(flow: Flow) -> tuple[str, Any, dict[str, Any]]:
+    """A job received and started, then its execution aborted: (message id, lease, DescribeExecution)."""
+    message_id = flow.send_job("aborted", seconds=60)
+    flow.deliver()
+    lease = flow.lease(message_id)
+    assert lease.execution_arn is not None
+    flow.abort(lease.execution_arn, error="Operator", cause="test")
+    return message_id, lease, dict(flow.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn))
+
+
 def test_aborted_execution_released_by_watcher_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     watcher = load_handler(
         monkeypatch, "longjobs.engine.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
     )
-    message_id = flow.send_job("aborted", seconds=60)
-    flow.deliver()
-    lease = flow.lease(message_id)
-    assert lease.execution_arn is not None
-    flow.abort(lease.execution_arn, error="Operator", cause="test")
-    described = flow.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)
+    message_id, _, described = aborted_by_operator(flow)
     context = LambdaContext(function_name="watcher")
 
     other = status_change_event(described, state_machine_arn=STATE_MACHINE_ARN + "-other")
@@ -135,6 +140,35 @@ def test_aborted_execution_released_by_watcher_once(
     assert watcher.handler(event, context) == {"outcome": "unchanged"}, "a duplicate"
     assert "ExecutionsEnded" not in capsys.readouterr().out, "a duplicate is not counted again"
     assert flow.lease(message_id).version == released.version
+
+
+def test_aborted_execution_recorded_as_a_job_span_under_opentelemetry(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)  # the ADOT layer's global provider, here
+    watcher = load_handler(
+        monkeypatch,
+        "longjobs.engine.watcher.handler",
+        TABLE_NAME=TABLE,
+        STATE_MACHINE_ARN=STATE_MACHINE_ARN,
+        TRACING="opentelemetry",
+    )
+    message_id, lease, described = aborted_by_operator(flow)
+    event = status_change_event(described, error="Operator", cause="test")
+
+    assert watcher.handler(event, LambdaContext(function_name="watcher")) == {"outcome": "released"}
+    [span] = exporter.get_finished_spans()
+    assert (span.attributes or {})["longjobs.message_id"] == message_id
+    assert (span.attributes or {})["longjobs.execution_arn"] == lease.execution_arn
+    assert span.status.description == "Operator: test"
 
 
 def test_aborted_execution_released_by_reconciliation_without_event(flow: Flow) -> None:

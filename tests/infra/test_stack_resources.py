@@ -164,6 +164,35 @@ def test_functions_traced_by_opentelemetry_run_under_the_adot_layer(tmp_path: Pa
         assert variables["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/otel-instrument"
         assert variables["OTEL_SERVICE_NAME"] == "long-jobs"
         assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", "spans come from ADOT, not the X-Ray SDK"
+        assert variables["TRACING"] == "opentelemetry", "the watcher records a span per job"
+    [machine] = otel.of_type("AWS::StepFunctions::StateMachine").values()
+    assert machine["Properties"]["TracingConfiguration"]["Enabled"] is True, "the execution's own trace"
+
+
+def test_watcher_hears_successes_under_opentelemetry_without_a_limited_type() -> None:
+    import aws_cdk as cdk
+
+    from longjobs.construct import LongJobProcessor
+    from longjobs.engine.jobs import JobType
+
+    def watched(infra: dict[str, str]) -> list[str]:
+        stack = cdk.Stack(cdk.App(), "Unlimited")
+        seconds = {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}}
+        only_waits = [JobType(name="pause", runner="wait", params_schema=seconds)]
+        LongJobProcessor(
+            stack, "Jobs", job_types=only_waits, include_builtin_job_types=False, s3_triggers=[], infra=infra
+        )
+        [rule] = cdk.assertions.Template.from_stack(stack).find_resources("AWS::Events::Rule").values()
+        return sorted(rule["Properties"]["EventPattern"]["detail"]["status"])
+
+    layer = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-python-arm64-ver-1-32-0:1"
+    assert watched({}) == ["ABORTED", "FAILED", "TIMED_OUT"], "no slot to free: successes settle themselves"
+    assert watched({"tracing": "opentelemetry", "otel_layer_arn": layer}) == [
+        "ABORTED",
+        "FAILED",
+        "SUCCEEDED",
+        "TIMED_OUT",
+    ], "every end is a job's span"
 
 
 def test_functions_without_tracing_skip_xray_entirely(prod: Synth) -> None:

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
-from longjobs.engine.observability import MetricName, logger, metrics, tracer
+from longjobs.engine.observability import MetricName, job_spans_enabled, logger, metrics, tracer
 from longjobs.engine.settings import Settings, SettingsError
 from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.watcher.job_span import record_job_span
 from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
 SETTINGS = Settings.from_env()
+JOB_SPANS = job_spans_enabled()
 
 
 @cache
@@ -85,6 +87,8 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
 def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     event = ExecutionStatusChangeEvent.model_validate(raw_event)  # a bad event raises: EventBridge retries it
     outcome = on_status_change(watcher(), event.detail)
+    if JOB_SPANS:
+        record_job_span(event.detail)
     if outcome is not WatchOutcome.UNCHANGED:  # duplicates, other machines' and superseded attempts' events
         metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
     logger.info(

@@ -27,6 +27,10 @@ class ExecutionStatusChange(BaseModel):
     cause: str | None = None
     input: str | None = None
     """The execution's input as JSON text (EventBridge leaves it null when it is too large to include)."""
+    startDate: int | None = None
+    """When the execution started, in milliseconds since the epoch."""
+    stopDate: int | None = None
+    """When it stopped (null while it runs), in milliseconds since the epoch."""
 
     def job_type(self) -> str | None:
         """The job type named by the execution's input (`job.type`, as the receiver starts it), if the
