@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -293,6 +294,54 @@ def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task(service: Serv
     )  # fmt: skip
     assert lacking.returncode != 0
     assert "(UnsupportedOperation)" in lacking.stderr and "RedriveExecution" in lacking.stderr, lacking.stderr
+
+
+DOCUMENTED_ENDPOINT = "--endpoint-url http://127.0.0.1:4566"
+DOCUMENTED_REFUSALS = {
+    # a documented command that ends with an error here: its exit code, and what its error names
+    "submit wait --param seconds=-5": (1, "params.seconds"),  # the page shows the refusal of a bad parameter
+    "lease 9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38": (1, "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38"),  # ids of the
+    "cancel 5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70": (1, "5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70"),  # page's story,
+    "cancel nightly-2026-11-23": (1, "nightly-2026-11-23"),  # unknown to this service
+}
+LIVE = ("--watch", "--interval")
+"""A live view runs until Ctrl-C: `top --once` is its one frame, run from the same page."""
+
+
+def test_serve_answers_every_documented_longjobs_command(
+    service: Service, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every `longjobs --endpoint-url http://127.0.0.1:4566 ...` command of README.md and docs/, run as the
+    page gives it against `serve` (its port swapped in): it works, or ends with the error the page shows."""
+    from longjobs.cli.__main__ import main
+    from tests.unit.test_docs_examples import blocks, command_lines
+
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    commands = [
+        command
+        for block in blocks()
+        if block.info in ("sh", "console")
+        for command in command_lines(block)
+        if command.startswith(f"longjobs {DOCUMENTED_ENDPOINT}")
+    ]
+    assert len(commands) >= 10, commands
+    ran = 0
+    for command in commands:
+        words = shlex.split(command.replace(DOCUMENTED_ENDPOINT, f"--endpoint-url {service.endpoint}"), comments=True)
+        if any(flag in words for flag in LIVE):
+            continue
+        rest = command.removeprefix(f"longjobs {DOCUMENTED_ENDPOINT} ")
+        code, named = next(
+            (refusal for start, refusal in DOCUMENTED_REFUSALS.items() if rest.startswith(start)), (0, None)
+        )
+        capsys.readouterr()
+        ended = main(words[1:])
+        out, err = capsys.readouterr()
+        assert ended == code, f"{command!r} ended with {ended}: {err or out}"
+        assert named is None or named in err, f"{command!r}: its error does not name {named!r}: {err}"
+        ran += 1
+    assert ran >= len(commands) - 2, "only the live views are left out"
 
 
 def _ended(listed: Any) -> list[dict[str, Any]] | None:

@@ -1,12 +1,15 @@
 """Every example in README.md and docs/ is run or validated by the code it stands for, so a page cannot
 drift from the code: scenarios run in the simulation on virtual time (`longjobs.sim.scenario`: no property
 broken, every job ending as the scenario expects and as the page says), job types and triggers through the
-job catalog, job messages through the receiver's parser, command lines through the real argument parsers
-(`python -m offline`, `longjobs`, the pipeline's commands; a scenario file a command names runs in the
-simulation too), `npx cdk ... -c key=value` through the stack's config (`load_config`), `make` targets
-against the Makefile, Python through the compiler. What needs an AWS account, installs software or shows
-an output is listed below with the reason; a block or command that is neither checked nor listed fails
-the test.
+job catalog, job messages through the receiver's parser, Python through the compiler. Command lines run:
+the simulation's (`python -m offline sim`, its checker), the event generator and `--help` here, in a
+stand-in for the checkout, with a campaign's or a generator's size scaled down (`SCALED_DOWN`); every
+`longjobs --endpoint-url http://127.0.0.1:4566 ...` against `serve` in tests/e2e/test_serve.py. The
+offline runtime's real-time commands (`run`, `demo`, `chaos`, `serve`) go through their argument parser,
+a scenario file they name runs in the simulation, and `REAL_TIME` names the test that runs each command.
+`npx cdk ... -c key=value` goes through the stack's config (`load_config`), `make` targets against the
+Makefile. What needs an AWS account, installs software or shows an output is listed below with the
+reason; a block or command that is neither checked nor listed fails the test.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -25,14 +29,17 @@ from typing import Any
 import pytest
 
 from longjobs.cli.__main__ import build_parser as longjobs_parser
+from longjobs.cli.__main__ import main as longjobs_main
 from longjobs.construct import quiet_node_notices
 from longjobs.engine.jobs import load_catalog, load_catalog_file
 from longjobs.engine.jobs.types import JobType
 from longjobs.engine.receiver.models import parse_message
 from longjobs.engine.settings import Settings
 from longjobs.offline.__main__ import build_parser as offline_parser
+from longjobs.offline.__main__ import main as offline_main
 from longjobs.offline.scenario import Scenario, load_scenario, parse_scenario
 from longjobs.pipeline import generate, glue_job
+from longjobs.sim.checker import main as checker_main
 from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
 from tests import REPO_ROOT
 
@@ -282,7 +289,50 @@ def command_lines(block: Block) -> Iterator[str]:
     assert not pending, f"{block}: unbalanced quotes"
 
 
-def check_command(command: str, makefile: str) -> str:
+SCALED_DOWN = {"--seeds": "1", "--events": "1000"}
+"""Sizes a command runs with here: a page's campaign of 200 seeds runs one, a generator's 100,000 events
+1,000 (the same code paths, in a unit test's time)."""
+REAL_TIME = {
+    # `python -m offline <command>`: the test that runs it (these run minutes of real time, or until stopped)
+    "run": "tests/e2e/test_command.py and test_parking.py run scenarios through `run` (this test runs the "
+    "page's scenario file in the simulation)",
+    "demo": "make demo; tests/sim/test_demo_figures.py checks README's figures",
+    "chaos": "tests/e2e/test_chaos.py runs a campaign through `chaos`",
+    "serve": "tests/e2e/test_serve.py serves, and runs every documented `longjobs --endpoint-url` command",
+}
+
+
+def runnable(words: list[str]) -> list[str]:
+    """A command's arguments as run here: the repository's files by their full path, sizes scaled down."""
+    args = [str(REPO_ROOT / word) if "/" in word and (REPO_ROOT / word).exists() else word for word in words]
+    for flag, value in SCALED_DOWN.items():
+        if flag in args[:-1]:
+            args[args.index(flag) + 1] = value
+    return args
+
+
+CHECKOUT_READS = ("jobs", "jobs.json", "docs")
+"""What the pages' commands read from the checkout they are run in (a scenario's job entries, its input)."""
+
+
+def run_command(main: Any, args: list[str], workdir: Path, command: str) -> None:
+    """Run a command's `main` in `workdir`, a stand-in for the checkout (what the commands read is linked
+    there; what they write stays there, with the files the page's earlier commands left); it must end with 0."""
+    for name in CHECKOUT_READS:
+        if not (workdir / name).exists():
+            (workdir / name).symlink_to(REPO_ROOT / name)
+    previous = Path.cwd()
+    os.chdir(workdir)
+    try:
+        code = main(runnable(args))
+    except SystemExit as exit_:  # argparse's --help
+        code = exit_.code
+    finally:
+        os.chdir(previous)
+    assert code in (0, None), f"{command!r} ended with {code}"
+
+
+def check_command(command: str, makefile: str, workdir: Path) -> str:
     if command.startswith("npx cdk"):
         return check_cdk_context(command)
     not_run = next((reason for prefix, reason in COMMANDS_NOT_RUN.items() if command.startswith(prefix)), None)
@@ -293,24 +343,34 @@ def check_command(command: str, makefile: str) -> str:
         assert all(re.search(rf"^{target}:", makefile, re.M) for target in words[1:]), command
         return "make target"
     if words[0] in ("longjobs", ".venv/bin/longjobs"):
-        parser = longjobs_parser()
-        if words[1:] != ["--help"]:
-            parser.parse_args(words[1:])
-        return "longjobs"
+        if words[1:] == ["--help"]:
+            run_command(longjobs_main, words[1:], workdir, command)
+            return "run"
+        longjobs_parser().parse_args(words[1:])
+        if command.startswith("longjobs --endpoint-url http://127.0.0.1:4566 "):
+            return "run against serve"  # tests/e2e/test_serve.py::test_serve_answers_every_documented_longjobs_command
+        return "parsed"  # an account's stack (`--stack`): it needs AWS
     if words[:2] == [".venv/bin/python", "-m"]:
         module, args = words[2], words[3:]
+        if module == "offline" and args[0] == "sim":
+            run_command(offline_main, args, workdir, command)
+            return "run"
         if module == "offline":
+            assert args[0] in REAL_TIME, f"{command!r}: an offline command of no known kind"
             scenario = getattr(offline_parser().parse_args(args), "scenario", None)
             if scenario is not None and scenario.name not in SCENARIO_FILES_NOT_RUN:
                 check_scenario_file(REPO_ROOT / scenario)
         elif module == "longjobs":
             assert args == ["--help"], command
+            run_command(longjobs_main, args, workdir, command)
         elif module == "longjobs.pipeline.generate":
-            generate.build_parser().parse_args(args)
+            run_command(generate.main, args, workdir, command)
+            return "run"
         elif module == "longjobs.pipeline.glue_job":
-            glue_job.parse_args([module, *args])
+            glue_job.parse_args([module, *args])  # Spark: tests/pipeline runs the job on generated events
         elif module == "longjobs.sim.checker":
-            assert importlib.util.find_spec(module) and len(args) == 1, command  # one trace file
+            run_command(checker_main, args, workdir, command)  # the trace a `sim --trace` above wrote
+            return "run"
         else:
             assert module.startswith("benchmarks.") and importlib.util.find_spec(module), command
         return module
@@ -318,7 +378,7 @@ def check_command(command: str, makefile: str) -> str:
 
 
 @pytest.mark.parametrize("block", list(blocks()), ids=str)
-def test_docs_example_runs_or_is_listed(block: Block) -> None:
+def test_docs_example_runs_or_is_listed(block: Block, tmp_path: Path) -> None:
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     reason = shown(block)
     if block.info == "python":
@@ -336,7 +396,8 @@ def test_docs_example_runs_or_is_listed(block: Block) -> None:
         check_json(block)
         return
     if block.info in ("sh", "console"):
-        assert [check_command(command, makefile) for command in command_lines(block)], f"{block}: no command"
+        checked = [check_command(command, makefile, tmp_path) for command in command_lines(block)]
+        assert checked, f"{block}: no command"
         return
     raise AssertionError(f"{block}: a ```{block.info} block is neither checked nor listed in SHOWN_NOT_RUN")
 
