@@ -414,10 +414,10 @@ class Simulation:
         item: dict[str, Any] | None = self.aws.dynamodb.get_item(TableName=TABLE, Key=key).get("Item")
         return item
 
-    def _close(
+    def _close_update(
         self, execution: Execution, lease: dict[str, Any], status: str, attribute: str, value: str, condition: str
-    ) -> bool:
-        """The workflow's Mark* task: conditional on the lease its ReadLease task read (no read of its own)."""
+    ) -> dict[str, Any]:
+        """The workflow's Mark* update: conditional on the lease its ReadLease task read (no read of its own)."""
         handle = lease[HANDLE_ATTR]["S"]
         names = {
             "#status": STATUS_ATTR,
@@ -440,20 +440,26 @@ class Simulation:
         }
         update = "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
         expressions = update + " " + condition
+        return {
+            "TableName": TABLE,
+            "Key": {PARTITION_KEY: {"S": execution.input["message_id"]}},
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {k: v for k, v in names.items() if k in expressions},
+            "ExpressionAttributeValues": {k: v for k, v in values.items() if k in expressions},
+        }
+
+    def _close(
+        self, execution: Execution, lease: dict[str, Any], status: str, attribute: str, value: str, condition: str
+    ) -> bool:
+        """The workflow's Mark* task."""
         try:
-            self.aws.dynamodb.update_item(
-                TableName=TABLE,
-                Key={PARTITION_KEY: {"S": execution.input["message_id"]}},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={k: v for k, v in names.items() if k in expressions},
-                ExpressionAttributeValues={k: v for k, v in values.items() if k in expressions},
-            )
+            self.aws.dynamodb.update_item(**self._close_update(execution, lease, status, attribute, value, condition))
         except ClientError:
             return False
         return True
 
-    def _free(self, execution: Execution, key: str, *, released: bool) -> None:
+    def _free_update(self, execution: Execution, key: str, *, released: bool) -> dict[str, Any]:
         values: dict[str, Any] = {":free": {"S": FREE}, ":held": {"S": HELD}, ":self": {"S": execution.arn}}
         names = {"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR}
         update = "SET #state = :free"
@@ -461,20 +467,36 @@ class Simulation:
             names["#released"] = RELEASED_AT_ATTR
             values[":now"] = {"S": datetime.fromtimestamp(self.clock.now(), UTC).isoformat()}
             update += ", #released = :now"
-        with contextlib.suppress(ClientError):  # best effort, as the workflow's
-            self.aws.dynamodb.update_item(
-                TableName=TABLE,
-                Key={PARTITION_KEY: {"S": key}},
-                UpdateExpression=update,
-                ConditionExpression="#state = :held AND #execution = :self",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+        return {
+            "TableName": TABLE,
+            "Key": {PARTITION_KEY: {"S": key}},
+            "UpdateExpression": update,
+            "ConditionExpression": "#state = :held AND #execution = :self",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _holds(self, execution: Execution) -> list[tuple[str, bool]]:
+        """The execution's job lock and slot, each with whether its release notes the time."""
+        holds = [(JOB_LOCK_PREFIX + self._job_key(execution), False)]
+        if execution.input.get("slot"):
+            holds.append((str(execution.input["slot"]), True))
+        return holds
 
     def _free_holds(self, execution: Execution) -> None:
-        self._free(execution, JOB_LOCK_PREFIX + self._job_key(execution), released=False)
-        if execution.input.get("slot"):
-            self._free(execution, str(execution.input["slot"]), released=True)
+        for key, released in self._holds(execution):
+            with contextlib.suppress(ClientError):  # best effort, as the workflow's
+                self.aws.dynamodb.update_item(**self._free_update(execution, key, released=released))
+
+    def _succeeded_and_freed(self, execution: Execution, lease: dict[str, Any], summary: str, condition: str) -> bool:
+        """The workflow's SucceededAndFreed[WithSlot]: the close and the releases in one transaction."""
+        close = self._close_update(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition)
+        frees = [self._free_update(execution, key, released=released) for key, released in self._holds(execution)]
+        try:
+            self.aws.dynamodb.transact_write_items(TransactItems=[{"Update": update} for update in [close, *frees]])
+        except ClientError:
+            return False
+        return True
 
     def _succeeded(self, execution: Execution) -> None:
         for _ in range(5):
@@ -492,10 +514,13 @@ class Simulation:
                 )
             summary = json.dumps({"waited_s": execution.input["job"]["params"]["seconds"]})
             condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded"
-            if self._close(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition):
+            closed = self._succeeded_and_freed(execution, lease, summary, condition)
+            if not closed and self._close(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition):
+                self._free_holds(execution)  # refused as a whole: one by one, as the workflow's fallback
+                closed = True
+            if closed:
                 self.done.setdefault(self._job_key(execution), self.clock.now())
                 self.dead.discard(self._job_key(execution))
-                self._free_holds(execution)
                 break
         self.aws.stepfunctions.end(execution, "SUCCEEDED")
 

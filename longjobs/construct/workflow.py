@@ -7,8 +7,10 @@
                  | wait -> Wait N s (-> fail on request)
                  | state_machine -> the user's state machine, a nested `.sync` execution
                  (timeouts of a step -> JobTimedOut)
-    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> MarkSucceeded(summary)
-             -> ReleaseJobLock -> (holds a slot?) ReleaseSlot -> Succeeded
+    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> (holds a slot?)
+             SucceededAndFreed[WithSlot]: MarkSucceeded(summary) + ReleaseJobLock [+ ReleaseSlot] in one
+             transaction -> Succeeded; refused or failed: the same one by one, MarkSucceeded -> ReleaseJobLock
+             -> (holds a slot?) ReleaseSlot -> Succeeded
              (a MarkSucceeded refused by its condition reads again: already SUCCEEDED by us -> ReleaseJobLock)
     failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
              -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
@@ -40,6 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -324,16 +327,48 @@ def _read_lease(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.
     )
 
 
-def _close_lease(
-    scope: Construct,
-    state_id: str,
-    table: dynamodb.ITable,
-    *,
-    status: LeaseStatus,
-    attribute: str,
-    value: tasks.DynamoAttributeValue,
-    condition: str,
-) -> sfn.TaskStateBase:
+@dataclass(frozen=True)
+class _Update:
+    """One conditional UpdateItem of the table: a task of its own, or an item of a transaction."""
+
+    key: tasks.DynamoAttributeValue
+    update: str
+    condition: str
+    names: dict[str, str]
+    values: dict[str, tasks.DynamoAttributeValue]
+    result_path: str
+
+    def task(self, scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+        return _retry_transient(
+            tasks.DynamoUpdateItem(
+                scope,
+                state_id,
+                table=table,
+                key={PARTITION_KEY: self.key},
+                update_expression=self.update,
+                condition_expression=self.condition,
+                expression_attribute_names=self.names,
+                expression_attribute_values=self.values,
+                result_path=self.result_path,
+            ),
+            DYNAMODB_TRANSIENT_ERRORS,
+        )
+
+    def transact_item(self, table: dynamodb.ITable) -> dict[str, Any]:
+        """The same update as a `TransactItems` entry of TransactWriteItems (the aws-sdk integration's shape)."""
+        return {
+            "Update": {
+                "TableName": table.table_name,
+                "Key": {PARTITION_KEY: self.key.to_object()},
+                "UpdateExpression": self.update,
+                "ConditionExpression": self.condition,
+                "ExpressionAttributeNames": self.names,
+                "ExpressionAttributeValues": {name: value.to_object() for name, value in self.values.items()},
+            }
+        }
+
+
+def _lease_close(status: LeaseStatus, attribute: str, value: tasks.DynamoAttributeValue, condition: str) -> _Update:
     """Set the lease's final status and one more attribute, leave the due-index, bump the version.
 
     `condition` may use `:self` (this execution), `:handle` (the handle just read) and a status in
@@ -351,20 +386,28 @@ def _close_lease(
         ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),
         **{f":{s.value.lower()}": tasks.DynamoAttributeValue.from_string(s.value) for s in LeaseStatus},
     }
-    return _retry_transient(
-        tasks.DynamoUpdateItem(
-            scope,
-            state_id,
-            table=table,
-            key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.message_id"))},
-            update_expression=update,
-            condition_expression=condition,
-            expression_attribute_names={k: v for k, v in names.items() if re.search(rf"{k}\b", expressions)},
-            expression_attribute_values={k: v for k, v in values.items() if re.search(rf"{k}\b", expressions)},
-            result_path="$.update",
-        ),
-        DYNAMODB_TRANSIENT_ERRORS,
+    return _Update(
+        key=tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.message_id")),
+        update=update,
+        condition=condition,
+        names={k: v for k, v in names.items() if re.search(rf"{k}\b", expressions)},
+        values={k: v for k, v in values.items() if re.search(rf"{k}\b", expressions)},
+        result_path="$.update",
     )
+
+
+def _close_lease(
+    scope: Construct,
+    state_id: str,
+    table: dynamodb.ITable,
+    *,
+    status: LeaseStatus,
+    attribute: str,
+    value: tasks.DynamoAttributeValue,
+    condition: str,
+) -> sfn.TaskStateBase:
+    """The lease's close (`_lease_close`) as a task."""
+    return _lease_close(status, attribute, value, condition).task(scope, state_id, table)
 
 
 def _last_error_then(scope: Construct, state_id: str, error_path: str, then: sfn.IChainable) -> sfn.Choice:
@@ -462,61 +505,79 @@ def _wait_branch(scope: Construct, choice: sfn.Choice, job_type: JobType, is_typ
     choice.when(fail_asked, wait_then_fail).when(is_type, wait)
 
 
+_JOB_LOCK_RELEASE = _Update(
+    key=tasks.DynamoAttributeValue.from_string(
+        sfn.JsonPath.format(JOB_LOCK_PREFIX + "{}", sfn.JsonPath.string_at("$.job.job_id"))
+    ),
+    update="SET #state = :free",
+    condition="#state = :held AND #execution = :self",
+    names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR},
+    values={
+        ":free": tasks.DynamoAttributeValue.from_string(FREE),
+        ":held": tasks.DynamoAttributeValue.from_string(HELD),
+        ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+    },
+    result_path="$.lock_release",
+)
+"""Free the job's lock if it names this execution (`longjobs.engine.lease.lock`). Best effort: a lock it
+does not name, or one that stays held after the retries, is left (a later message of the job id takes it
+over once it sees this execution ended)."""
+_SLOT_RELEASE = _Update(
+    key=tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.slot")),
+    update="SET #state = :free, #released = :now",
+    condition="#state = :held AND #execution = :self",
+    names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR, "#released": RELEASED_AT_ATTR},
+    values={
+        ":free": tasks.DynamoAttributeValue.from_string(FREE),
+        ":held": tasks.DynamoAttributeValue.from_string(HELD),
+        ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+        ":now": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
+    },
+    result_path="$.slot_release",
+)
+"""Free the admission slot `$.slot` if it names this execution, noting when (the slot's holding time is
+the estimate's data). Best effort, like the lock: a slot left held is freed by the extender's sweep once
+this execution is seen ended."""
+
+
 def _release_job_lock(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
-    """Free the job's lock if it names this execution (`longjobs.engine.lease.lock`). Best effort: a lock it
-    does not name, or one that stays held after the retries, is left (a later message of the job id
-    takes it over once it sees this execution ended)."""
-    update = _retry_transient(
-        tasks.DynamoUpdateItem(
-            scope,
-            state_id,
-            table=table,
-            key={
-                PARTITION_KEY: tasks.DynamoAttributeValue.from_string(
-                    sfn.JsonPath.format(JOB_LOCK_PREFIX + "{}", sfn.JsonPath.string_at("$.job.job_id"))
-                )
-            },
-            update_expression="SET #state = :free",
-            condition_expression="#state = :held AND #execution = :self",
-            expression_attribute_names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR},
-            expression_attribute_values={
-                ":free": tasks.DynamoAttributeValue.from_string(FREE),
-                ":held": tasks.DynamoAttributeValue.from_string(HELD),
-                ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
-            },
-            result_path="$.lock_release",
-        ),
-        DYNAMODB_TRANSIENT_ERRORS,
-    )
-    return update
+    return _JOB_LOCK_RELEASE.task(scope, state_id, table)
 
 
 def _release_slot(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
-    """Free the admission slot `$.slot` if it names this execution, noting when (the slot's holding time
-    is the estimate's data). Best effort, like the lock: a slot left held is freed by the extender's sweep
-    once this execution is seen ended."""
-    return _retry_transient(
-        tasks.DynamoUpdateItem(
+    return _SLOT_RELEASE.task(scope, state_id, table)
+
+
+def _succeeded_at_once(
+    scope: Construct, table: dynamodb.ITable, close: _Update, *, then: sfn.IChainable, step_by_step: sfn.IChainable
+) -> sfn.Choice:
+    """Close the lease SUCCEEDED and free the job lock and the slot (when `$.slot`) in one TransactWriteItems:
+    one request instead of three. The transaction is all or nothing, so any refusal (a lock or slot no
+    longer this execution's, a close that already landed behind a lost answer) or error goes to
+    `step_by_step`, the same three writes one at a time, each settling what is still this execution's;
+    it has the retries, so the transaction has none."""
+
+    def transaction(state_id: str, updates: list[_Update]) -> sfn.IChainable:
+        task = tasks.CallAwsService(
             scope,
             state_id,
-            table=table,
-            key={PARTITION_KEY: tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.slot"))},
-            update_expression="SET #state = :free, #released = :now",
-            condition_expression="#state = :held AND #execution = :self",
-            expression_attribute_names={
-                "#state": LOCK_STATE_ATTR,
-                "#execution": LOCK_EXECUTION_ATTR,
-                "#released": RELEASED_AT_ATTR,
-            },
-            expression_attribute_values={
-                ":free": tasks.DynamoAttributeValue.from_string(FREE),
-                ":held": tasks.DynamoAttributeValue.from_string(HELD),
-                ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
-                ":now": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
-            },
-            result_path="$.slot_release",
-        ),
-        DYNAMODB_TRANSIENT_ERRORS,
+            service="dynamodb",
+            action="transactWriteItems",
+            iam_action="dynamodb:UpdateItem",  # a transaction needs each item's own action
+            iam_resources=[table.table_arn],
+            parameters={"TransactItems": [update.transact_item(table) for update in updates]},
+            result_path="$.settled",
+        )
+        task.add_catch(step_by_step, errors=["States.ALL"], result_path="$.settle_error")
+        return task.next(then)
+
+    return (
+        sfn.Choice(scope, "HoldsSlotAtSuccess")
+        .when(
+            sfn.Condition.is_present("$.slot"),
+            transaction("SucceededAndFreedWithSlot", [close, _JOB_LOCK_RELEASE, _SLOT_RELEASE]),
+        )
+        .otherwise(transaction("SucceededAndFreed", [close, _JOB_LOCK_RELEASE]))
     )
 
 
@@ -574,26 +635,26 @@ def build_workflow(
 
     # Success: delete with the lease's current handle, then close the lease with the job's summary.
     read_lease = _read_lease(scope, "ReadLease", table)
-    mark_succeeded = _close_lease(
-        scope,
-        "MarkSucceeded",
-        table,
-        status=LeaseStatus.SUCCEEDED,
-        attribute=RESULT_ATTR,
-        value=tasks.DynamoAttributeValue.from_string(
+    success_close = _lease_close(
+        LeaseStatus.SUCCEEDED,
+        RESULT_ATTR,
+        tasks.DynamoAttributeValue.from_string(
             sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary"))
         ),
-        condition="#execution = :self AND #handle = :handle AND #status <> :succeeded",
+        "#execution = :self AND #handle = :handle AND #status <> :succeeded",
     )
+    mark_succeeded = success_close.task(scope, "MarkSucceeded", table)
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
     delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
-    # A delete SQS refuses (a handle gone stale) still closes SUCCEEDED: a redelivery then finds the
-    # lease SUCCEEDED and is deleted without running the job again.
-    delete_message.add_catch(mark_succeeded, result_path="$.delete_error")
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
     release_slot = _slot_released_then(scope, "", table, succeeded)
     release_lock = _release_job_lock(scope, "ReleaseJobLock", table)
     release_lock.add_catch(release_slot, errors=["States.ALL"], result_path="$.lock_error")
+    mark_succeeded.next(release_lock).next(release_slot)
+    settle = _succeeded_at_once(scope, table, success_close, then=succeeded, step_by_step=mark_succeeded)
+    # A delete SQS refuses (a handle gone stale) still closes SUCCEEDED: a redelivery then finds the
+    # lease SUCCEEDED and is deleted without running the job again.
+    delete_message.add_catch(settle, result_path="$.delete_error")
     # The job ran, but the lease now belongs to another attempt: settle nothing of it.
     superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
     read_lease.next(
@@ -607,7 +668,7 @@ def build_workflow(
                 # then a retry whose condition failed): the lock and slot are still to release.
                 sfn.Choice(scope, "AlreadySettled")
                 .when(_lease_is(LeaseStatus.SUCCEEDED), release_lock)
-                .otherwise(delete_message.next(mark_succeeded).next(release_lock).next(release_slot)),
+                .otherwise(delete_message.next(settle)),
                 superseded,
             )
         )

@@ -82,6 +82,7 @@ EVENT_LATE_S = (30.0, 600.0)
 RESOURCES = {
     "arn:aws:states:::dynamodb:getItem": ("dynamodb", "get_item"),
     "arn:aws:states:::dynamodb:updateItem": ("dynamodb", "update_item"),
+    "arn:aws:states:::aws-sdk:dynamodb:transactWriteItems": ("dynamodb", "transact_write_items"),
     "arn:aws:states:::aws-sdk:sqs:deleteMessage": ("sqs", "delete_message"),
     "arn:aws:states:::aws-sdk:sqs:changeMessageVisibility": ("sqs", "change_message_visibility"),
     "arn:aws:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "send_message"),
@@ -192,12 +193,16 @@ class TokenTask:
 
 def _states_error(service: str, exc: ClientError, *, sdk: bool) -> StatesError:
     """A service error as the Task state reports it: `DynamoDB.<Code>` for the optimized DynamoDB
-    integration, `Sqs.<Exception>` for the AWS SDK one (generic `Sqs.SqsException` for the rest)."""
+    integration and `DynamoDb.<Exception>` for the AWS SDK one (the SDK's exception name, as
+    `InternalServerError` -> `InternalServerErrorException`), `Sqs.<Exception>` for SQS's AWS SDK one
+    (generic `Sqs.SqsException` for the rest)."""
     error = exc.response.get("Error", {})
     code = str(error.get("Code", "")).removeprefix("AWS.SimpleQueueService.")
     cause = str(error.get("Message", ""))
     if service == "dynamodb":
-        return StatesError(f"DynamoDB.{code}", cause)
+        if not sdk:
+            return StatesError(f"DynamoDB.{code}", cause)
+        return StatesError(f"DynamoDb.{code if code.endswith('Exception') else code + 'Exception'}", cause)
     if sdk:
         return StatesError(SDK_SQS_ERRORS.get(code, "Sqs.SqsException"), cause)
     return StatesError(f"SQS.{code}", cause)

@@ -615,6 +615,12 @@ def definition_calls(synth: Synth, names: StackNames) -> list[Call]:
         if state["Type"] != "Task":
             continue
         task = state["Resource"].replace(f"arn:{PARTITION}:", "arn:aws:")
+        if task == "arn:aws:states:::aws-sdk:dynamodb:transactWriteItems":  # each item's own action
+            for item in state["Parameters"]["TransactItems"]:
+                [(kind, write)] = item.items()
+                table = f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{write['TableName']}"
+                calls.append(Call(DYNAMODB_TRANSACTION_ACTIONS[kind], table, f"definition {name}"))
+            continue
         assert task in TASK_ACTIONS, f"state {name}: map {task} to its IAM action in TASK_ACTIONS"
         action, parameters = TASK_ACTIONS[task], state.get("Parameters", {})
         resource: str | None = None

@@ -91,7 +91,20 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
     assert states["ReadLease"]["Parameters"]["ConsistentRead"] is True
     assert states["DeleteMessage"]["Resource"] == "arn:aws:states:::aws-sdk:sqs:deleteMessage"
     assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
-    assert states["DeleteMessage"]["Next"] == "MarkSucceeded"
+    assert states["DeleteMessage"]["Next"] == "HoldsSlotAtSuccess"
+    # the close and the lock's (and slot's) release in one transaction; any refusal: the same one by one
+    for transaction, items in (("SucceededAndFreed", 2), ("SucceededAndFreedWithSlot", 3)):
+        state = states[transaction]
+        assert state["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:transactWriteItems"
+        updates = [item["Update"] for item in state["Parameters"]["TransactItems"]]
+        assert len(updates) == items and "Retry" not in state
+        assert updates[0]["ConditionExpression"] == states["MarkSucceeded"]["Parameters"]["ConditionExpression"]
+        assert updates[1]["ConditionExpression"] == states["ReleaseJobLock"]["Parameters"]["ConditionExpression"]
+        assert state["Catch"] == [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.settle_error", "Next": "MarkSucceeded"}
+        ]
+        assert state["Next"] == "JobSucceeded"
+    assert states["MarkSucceeded"]["Next"] == "ReleaseJobLock"
     assert states["MarkSucceeded"]["Catch"][0]["Next"] == "ReadLease", "a newer handle: read and delete again"
     release = states["ReleaseMessage"]["Parameters"]
     assert release["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
