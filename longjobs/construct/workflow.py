@@ -302,18 +302,27 @@ def state_machine_step(scope: Construct, job_type: JobType) -> sfn.TaskStateBase
     )
 
 
-def _retry_transient(task: sfn.TaskStateBase, errors: list[str]) -> sfn.TaskStateBase:
+PATIENT_ATTEMPTS = 12
+PATIENT_MAX_DELAY = cdk.Duration.seconds(60)
+"""The retries of the success path's read and close: a job that ran is not run again for a DynamoDB that
+failed for a minute (6 attempts ride out about 30 s; these about 6 minutes, the lease renewed meanwhile,
+since the execution runs). Found by the simulation: a success whose reads all failed ended the execution
+FAILED, and its message went to the DLQ with its job done."""
+
+
+def _retry_transient(task: sfn.TaskStateBase, errors: list[str], *, patient: bool = False) -> sfn.TaskStateBase:
     task.add_retry(
         errors=errors,
         interval=cdk.Duration.seconds(1),
         backoff_rate=2,
-        max_attempts=6,
+        max_attempts=PATIENT_ATTEMPTS if patient else 6,
+        max_delay=PATIENT_MAX_DELAY if patient else None,
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task
 
 
-def _read_lease(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+def _read_lease(scope: Construct, state_id: str, table: dynamodb.ITable, *, patient: bool = False) -> sfn.TaskStateBase:
     return _retry_transient(
         tasks.DynamoGetItem(
             scope,
@@ -324,6 +333,7 @@ def _read_lease(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.
             result_path="$.lease",
         ),
         DYNAMODB_TRANSIENT_ERRORS,
+        patient=patient,
     )
 
 
@@ -338,7 +348,9 @@ class _Update:
     values: dict[str, tasks.DynamoAttributeValue]
     result_path: str
 
-    def task(self, scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
+    def task(
+        self, scope: Construct, state_id: str, table: dynamodb.ITable, *, patient: bool = False
+    ) -> sfn.TaskStateBase:
         return _retry_transient(
             tasks.DynamoUpdateItem(
                 scope,
@@ -352,6 +364,7 @@ class _Update:
                 result_path=self.result_path,
             ),
             DYNAMODB_TRANSIENT_ERRORS,
+            patient=patient,
         )
 
     def transact_item(self, table: dynamodb.ITable) -> dict[str, Any]:
@@ -634,7 +647,7 @@ def build_workflow(
     ).branch(job_choice)
 
     # Success: delete with the lease's current handle, then close the lease with the job's summary.
-    read_lease = _read_lease(scope, "ReadLease", table)
+    read_lease = _read_lease(scope, "ReadLease", table, patient=True)
     success_close = _lease_close(
         LeaseStatus.SUCCEEDED,
         RESULT_ATTR,
@@ -643,7 +656,7 @@ def build_workflow(
         ),
         "#execution = :self AND #handle = :handle AND #status <> :succeeded",
     )
-    mark_succeeded = success_close.task(scope, "MarkSucceeded", table)
+    mark_succeeded = success_close.task(scope, "MarkSucceeded", table, patient=True)
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
     delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")

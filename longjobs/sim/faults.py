@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -42,6 +43,14 @@ class WorldFault(StrEnum):
 # The calls a function makes: a crash is that function's; the workflow's own calls (Step Functions
 # retries them) and the producer's sends see errors only.
 CRASHING_ACTORS = frozenset({"receiver", "extender", "watcher"})
+FOCUS_SHARES = (0.0, 0.0, 0.0, 0.1, 0.3)
+"""A seed's share of focused operations (`FaultPlan.focus_share`): most seeds focus on none."""
+FOCUS_RATE = 0.5
+
+
+def _possible(kinds: Iterable[CallFault], actor: str) -> list[CallFault]:
+    """The kinds that can strike `actor`'s call: a crash only strikes a function."""
+    return [k for k in kinds if actor in CRASHING_ACTORS or k not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER)]
 
 
 @dataclass
@@ -80,18 +89,29 @@ class FaultPlan:
     """A written scenario's faults (each attempt of a call meets the first rule that strikes it)."""
     within_design: bool = True
     """Lost extender runs stay within what the design survives (a scenario may go beyond, on purpose)."""
+    focus_share: float = 0.0
+    """The share of operations this seed *focuses* on: decided per operation at its first call, a
+    focused operation fails at `FOCUS_RATE` with any kind. An operation the code calls once or twice a
+    seed (a stop at the cap, the unparking delete) otherwise meets a given fault kind about once in
+    thousands of seeds; focused, in tens."""
+    focus_rng: random.Random = field(default_factory=random.Random, repr=False)
+    focused: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> FaultPlan:
         rng = random.Random(f"faults:{seed}")
         kinds = tuple(kind for kind in CallFault if rng.random() < 0.7) or (CallFault.SERVER_ERROR,)
         world = {fault: rng.choice((0.0, 0.02, 0.1, 0.25)) for fault in WorldFault}
+        # A stream of its own: a seed without focus draws every other fault as it did before focus existed.
+        focus_rng = random.Random(f"faults:{seed}:focus")
         return cls(
             rate=rng.choice((0.0, 0.02, 0.08, 0.25)),
             kinds=kinds,
             world=world,
             quiet_at=start + quiet_after_s,
             rng=random.Random(f"faults:{seed}:calls"),
+            focus_share=focus_rng.choice(FOCUS_SHARES),
+            focus_rng=focus_rng,
         )
 
     def active(self, now: float) -> bool:
@@ -123,14 +143,19 @@ class FaultPlan:
             if rule.strikes(now, actor, operation) and self.rng.random() < rule.probability:
                 rule.used += 1
                 return rule.fault
-        if not self.active(now) or self.rate <= 0 or self.rng.random() >= self.rate:
+        if not self.active(now):
             return None
-        kinds = [
-            k
-            for k in self.kinds
-            if actor in CRASHING_ACTORS or k not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER)
-        ]
+        if self.focus_share > 0 and self._focused_on(operation) and self.focus_rng.random() < FOCUS_RATE:
+            return self.focus_rng.choice(_possible(CallFault, actor))
+        if self.rate <= 0 or self.rng.random() >= self.rate:
+            return None
+        kinds = _possible(self.kinds, actor)
         return self.rng.choice(kinds) if kinds else None
+
+    def _focused_on(self, operation: str) -> bool:
+        if operation not in self.focused:
+            self.focused[operation] = self.focus_rng.random() < self.focus_share
+        return self.focused[operation]
 
     def happens(self, now: float, fault: WorldFault) -> bool:
         """Whether world fault `fault` happens at this opportunity."""

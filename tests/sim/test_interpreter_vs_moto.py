@@ -154,6 +154,7 @@ class Fault:
     operation: str
     target: str | None = None
     nth: int = 1
+    times: int = 1  # the n-th call and the ones after it, this many in all
     error: tuple[str, int] | None = None
     applied: bool = False
     then: Action | None = None
@@ -198,7 +199,7 @@ class Faults:
             ):
                 continue
             self._seen[fault] = self._seen.get(fault, 0) + 1
-            if self._seen[fault] == fault.nth:
+            if fault.nth <= self._seen[fault] < fault.nth + fault.times:
                 return fault
         return None
 
@@ -621,3 +622,16 @@ def test_what_is_listed_not_drivable_is_still_not_taken_by_moto(
     assert target not in run_moto(definition, entry.probe, monkeypatch).catches, (
         f"moto takes {target} now ({entry.probe.name}): compare it, and take it off the list"
     )
+
+
+def test_success_outlasts_a_minute_of_dynamodb_errors_on_the_interpreter(definition: dict[str, Any]) -> None:
+    """The success path's read and close retry for minutes (`PATIENT_ATTEMPTS`): found by the simulation
+    (seed 214 of the mixed profile, its faults focused on the workflow's GetItem), a job whose success
+    path met seven 5xx in a row ended its execution FAILED, and the message went to the DLQ with its
+    job done. Ten here (the start's read is the first GetItem): more than the six attempts of before.
+    The interpreter only: moto's engine would wait the backoff out in real time."""
+    errors = Fault("get_item", "lease", nth=2, times=10, error=("InternalServerError", 500))
+    run = run_interpreter(definition, Case("success-read-fails-for-minutes", (), faults=(errors,)))
+    assert (run.status, run.error) == ("SUCCEEDED", None)
+    assert run.task_errors.count(("ReadLease", "DynamoDB.InternalServerError")) == 10
+    assert run.entered[-2:] == ["SucceededAndFreed", "JobSucceeded"]
