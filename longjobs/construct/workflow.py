@@ -304,10 +304,10 @@ def state_machine_step(scope: Construct, job_type: JobType) -> sfn.TaskStateBase
 
 PATIENT_ATTEMPTS = 12
 PATIENT_MAX_DELAY = cdk.Duration.seconds(60)
-"""The retries of the success path's read and close: a job that ran is not run again for a DynamoDB that
-failed for a minute (6 attempts ride out about 30 s; these about 6 minutes, the lease renewed meanwhile,
-since the execution runs). Found by the simulation: a success whose reads all failed ended the execution
-FAILED, and its message went to the DLQ with its job done."""
+"""The retries of the success path's read, close and releases: a job that ran is not run again, nor its
+lock left held, for a DynamoDB that failed for a minute (6 attempts ride out about 30 s; these about 6
+minutes, the lease renewed meanwhile, since the execution runs). Found by the simulation: a success whose
+reads all failed ended the execution FAILED, and its message went to the DLQ with its job done."""
 
 
 def _retry_transient(task: sfn.TaskStateBase, errors: list[str], *, patient: bool = False) -> sfn.TaskStateBase:
@@ -553,12 +553,16 @@ the estimate's data). Best effort, like the lock: a slot left held is freed by t
 this execution is seen ended."""
 
 
-def _release_job_lock(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
-    return _JOB_LOCK_RELEASE.task(scope, state_id, table)
+def _release_job_lock(
+    scope: Construct, state_id: str, table: dynamodb.ITable, *, patient: bool = False
+) -> sfn.TaskStateBase:
+    return _JOB_LOCK_RELEASE.task(scope, state_id, table, patient=patient)
 
 
-def _release_slot(scope: Construct, state_id: str, table: dynamodb.ITable) -> sfn.TaskStateBase:
-    return _SLOT_RELEASE.task(scope, state_id, table)
+def _release_slot(
+    scope: Construct, state_id: str, table: dynamodb.ITable, *, patient: bool = False
+) -> sfn.TaskStateBase:
+    return _SLOT_RELEASE.task(scope, state_id, table, patient=patient)
 
 
 def _succeeded_at_once(
@@ -597,9 +601,11 @@ def _succeeded_at_once(
     )
 
 
-def _slot_released_then(scope: Construct, suffix: str, table: dynamodb.ITable, then: sfn.IChainable) -> sfn.Choice:
+def _slot_released_then(
+    scope: Construct, suffix: str, table: dynamodb.ITable, then: sfn.IChainable, *, patient: bool = False
+) -> sfn.Choice:
     """A Choice: the execution holds a slot (`$.slot` is in its input)? release it, then `then`."""
-    release = _release_slot(scope, f"ReleaseSlot{suffix}", table)
+    release = _release_slot(scope, f"ReleaseSlot{suffix}", table, patient=patient)
     release.add_catch(then, errors=["States.ALL"], result_path="$.slot_error")
     return (
         sfn.Choice(scope, f"HoldsSlot{suffix}")
@@ -663,8 +669,10 @@ def build_workflow(
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
     delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
-    release_slot = _slot_released_then(scope, "", table, succeeded)
-    release_lock = _release_job_lock(scope, "ReleaseJobLock", table)
+    # Patient too: after a success nothing else frees them but a redelivery (the watcher and reconciliation
+    # settle unsuccessful ends), and the delete usually means there is none.
+    release_slot = _slot_released_then(scope, "", table, succeeded, patient=True)
+    release_lock = _release_job_lock(scope, "ReleaseJobLock", table, patient=True)
     release_lock.add_catch(release_slot, errors=["States.ALL"], result_path="$.lock_error")
     mark_succeeded.next(release_lock).next(release_slot)
     settle = _succeeded_at_once(scope, table, success_close, then=succeeded, step_by_step=mark_succeeded)

@@ -22,7 +22,7 @@ from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
-from tests.sim.test_retention import Bench, bench, parked_behind_a_full_type
+from tests.sim.test_retention import TABLE, Bench, bench, parked_behind_a_full_type
 
 
 @contextmanager
@@ -321,3 +321,54 @@ def test_requests_a_later_batch_reads_the_slots_again() -> None:
     later = b.send("x1")
 
     assert b.deliver_jobs_queue() == {later: Outcome.STARTED}
+
+
+def succeeded_with_its_lock_left(b: Bench) -> tuple[str, str]:
+    """A job whose workflow closed its lease SUCCEEDED but whose lock release failed past its retries,
+    and whose message shows again (its delete failed too): (message id, its execution)."""
+    message = b.send("a")
+    assert b.deliver_jobs_queue() == {message: Outcome.STARTED}
+    lease = b.receiver.store.get(message)
+    assert lease is not None and lease.execution_arn is not None
+    b.aws.dynamodb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": message}},
+        UpdateExpression="SET #status = :succeeded",
+        ExpressionAttributeNames={"#status": "status"},
+        ExpressionAttributeValues={":succeeded": {"S": LeaseStatus.SUCCEEDED.value}},
+    )
+    b.aws.sqs.change_message_visibility(QueueUrl=b.jobs_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0)
+    return message, lease.execution_arn
+
+
+def test_requests_a_redelivered_success_frees_the_job_lock_its_execution_still_holds() -> None:
+    """Found by the simulation (seed 450 of the mixed profile, its faults focused on the workflow's
+    UpdateItem): the workflow closed the lease SUCCEEDED, its ReleaseJobLock failed six times, and the lock
+    stayed held with nothing to free it (`holds_freed`)."""
+    b = bench(limit=5)
+    message, execution = succeeded_with_its_lock_left(b)
+
+    assert b.deliver_jobs_queue() == {message: Outcome.ALREADY_SUCCEEDED}
+    lock = b.receiver.store.locks.get(job_lock_key("a"))
+    assert lock is not None and not lock.held and lock.execution_arn == execution
+
+
+def test_requests_a_redelivered_success_leaves_a_lock_of_another_execution_and_reads_nothing_more() -> None:
+    b = bench(limit=5)
+    message, _ = succeeded_with_its_lock_left(b)
+    other = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:another-1"
+    b.aws.dynamodb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": job_lock_key("a")}},
+        UpdateExpression="SET execution_arn = :other",
+        ExpressionAttributeValues={":other": {"S": other}},
+    )
+    writes = b.aws.calls["dynamodb.update_item"]
+
+    with reads(b) as made:
+        assert b.deliver_jobs_queue() == {message: Outcome.ALREADY_SUCCEEDED}
+
+    assert made == [[message, job_lock_key("a")]], "the lease and the lock, read together, and nothing else"
+    assert b.aws.calls["dynamodb.update_item"] == writes, "a lock another execution holds is not touched"
+    lock = b.receiver.store.locks.get(job_lock_key("a"))
+    assert lock is not None and lock.held and lock.execution_arn == other

@@ -320,6 +320,16 @@ class _Unread:
 UNREAD = _Unread()
 
 
+def free_holds_left(receiver: Receiver, lease: Lease, job_lock: Lock | None) -> None:
+    """A redelivery of a job that SUCCEEDED frees what its execution still holds (its job lock, its slot),
+    which only happens when the workflow's releases failed past their retries: the watcher and
+    reconciliation settle only unsuccessful ends, so nothing else would free that lock until another
+    message of the job id took it over. The lock read with the lease says whether it is still held by that
+    execution, so a redelivery costs no request otherwise; each release is conditional on the holding."""
+    if job_lock is not None and job_lock.held and job_lock.execution_arn == lease.execution_arn:
+        release_holds(lease, store=receiver.store, clock=receiver.clock)
+
+
 def read_job_lock(
     receiver: Receiver, job_id: str, message_id: str, arn: str, *, read: Lock | _Unread | None = UNREAD
 ) -> tuple[LockState, Lock | None]:

@@ -215,6 +215,8 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
         elif action is Action.FIND_SLOT:
             reading = replace(reading, slot=_find_slot(receiver, delivery, job, lease, arn, found))
         else:
+            if action is Action.ALREADY_SUCCEEDED and lease is not None:
+                attempt.free_holds_left(receiver, lease, job_lock)
             return _act(receiver, delivery, job, action, lease, found, arn)
 
 
