@@ -77,5 +77,5 @@ def test_a_users_wait_type_runs_on_its_own_branch_with_the_fenced_paths(flow: Fl
         assert flow.lease(message_id).status is LeaseStatus.RELEASED
     else:
         assert described["status"] == "SUCCEEDED"
-        assert {"NapWait", "MarkSucceeded", "ReleaseJobLock"} <= entered
+        assert {"NapWait", "SucceededAndFreed"} <= entered, "closed and its lock freed in one transaction"
         assert flow.lease(message_id).result == {"waited_s": 1}
