@@ -62,7 +62,7 @@ from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
-from longjobs.engine.extender.service import Extender
+from longjobs.engine.extender.service import Extender, legacy_shards
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
 from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import (
@@ -225,7 +225,13 @@ class Simulation:
         self.extender = Extender(
             settings=settings,
             policy=policy,
-            store=store,
+            store=LeaseStore(  # the extender's container watches the legacy shards (`previous_shards`)
+                ddb,
+                TABLE,
+                shards=settings.shards,
+                closed_ttl_s=settings.closed_ttl_s,
+                legacy=legacy_shards(settings, self.clock),
+            ),
             visibility=visibility,
             sqs=fake_sqs,
             clock=self.clock,

@@ -218,11 +218,9 @@ class LongJobFunctions(Construct):
                 **engine_env,
                 "TABLE_NAME": res.table.table_name,
                 "QUEUE_URL": res.queue.queue_url,
-                **(
-                    {"DLQ_URL": res.dlq.queue_url, "STATE_MACHINE_ARN": res.state_machine.state_machine_arn}
-                    if limited
-                    else {}
-                ),
+                # reconciliation lists the state machine's running executions (and admission starts them)
+                "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
+                **({"DLQ_URL": res.dlq.queue_url} if limited else {}),
             },
             reserved_concurrency=1,  # two overlapping runs would only race on the same leases
             statements=[
@@ -242,6 +240,9 @@ class LongJobFunctions(Construct):
                 ),  # UpdateItem: also transactions
                 # StopExecution: a lease that can no longer be held has its execution stopped first (invariant 8).
                 _allow("states:DescribeExecution", "states:StopExecution", on=[execution_arns]),
+                # Reconciliation: one list of the running executions vouches for their leases (on the
+                # state machine, not its executions: the service authorization reference's resource for it).
+                _allow("states:ListExecutions", on=[res.state_machine.state_machine_arn]),
                 *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
             ],
         )
@@ -288,6 +289,11 @@ class LongJobFunctions(Construct):
             ],
             reserved_concurrency=WATCHER_RESERVED_CONCURRENCY,
         )
+        # The extender is updated after the functions that write leases: when its new code first runs, no
+        # invocation of their replaced code starts any more, so a lease on a shard of a larger previous
+        # `shards` can only come from one still running, within Lambda's longest timeout, which the new
+        # extender's legacy-shard window outlasts (`longjobs.engine.lease.legacy`).
+        self.extender.node.add_dependency(self.receiver, self.watcher)
         # An event the watcher failed on after Lambda's retries lands here, with its error; the extender's
         # reconciliation settles that execution's lease anyway, so this is a record, not the only path.
         self.watcher_failures = sqs.Queue(

@@ -32,6 +32,8 @@ __all__ = [
 PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
+MAX_SHARDS = 64
+"""The most shards the due and reconcile indexes may be split into (`shards`, `previous_shards`)."""
 SQS_MAX_RETENTION_S = 14 * 86_400
 """The longest SQS keeps a message (14 days), and how long the stack's queues keep them by default."""
 SQS_MIN_RETENTION_S = 60
@@ -106,7 +108,20 @@ class Settings(BaseModel):
 
     table_name: str | None = None
     queue_url: str | None = None
-    shards: int = Field(default=8, ge=1, le=64, description="Partitions of the due-index.")
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SHARDS,
+        description="Partitions of the due and reconcile indexes: one takes ~1,000 lease writes a second.",
+    )
+    previous_shards: int = Field(
+        default=8,
+        ge=1,
+        le=MAX_SHARDS,
+        description="The shards count before `shards` was lowered (8: the old default): the extender watches "
+        'the shards from `shards` up to it until no lease is left on them (the log says "legacy shards '
+        'empty"); set it to your old count if it was above 8, and to `shards` once they are empty.',
+    )
     closed_ttl_s: int = Field(default=7 * 86_400, gt=0, description="How long closed leases are kept.")
     max_workers: int = Field(default=16, ge=1, le=64, description="Parallel AWS calls (the client pool holds 64).")
 
@@ -236,6 +251,11 @@ class Settings(BaseModel):
     def locations(self) -> dict[str, str | None]:
         """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
         return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
+
+    @property
+    def legacy_shards(self) -> range:
+        """Shards a lease written before `shards` was lowered may still be on: [shards, previous_shards)."""
+        return range(self.shards, max(self.shards, self.previous_shards))
 
     @property
     def renewal_enabled(self) -> bool:

@@ -69,8 +69,8 @@ MAX_RECEIVES = 10
 RECEIVER_TIMEOUT_S = 3
 OPERATIONS: dict[str, tuple[str, ...]] = {
     "receiver": (
-        "GetItem",
-        "PutItem",
+        "BatchGetItem",  # the lease and the job lock, read together
+        "TransactWriteItems",  # a new attempt's lease with its holds
         "UpdateItem",
         "ChangeMessageVisibility",
         "ChangeMessageVisibility",
@@ -85,12 +85,12 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
         "ChangeMessageVisibilityBatch",
         "TransactWriteItems",
         "UpdateItem",
-        "DescribeExecution",
+        "ListExecutions",  # reconciliation's list of the running executions
         "ChangeMessageVisibility",
         "*",
     ),
     "watcher": ("GetItem", "UpdateItem", "ChangeMessageVisibility", "*"),
-    "any": ("UpdateItem", "ChangeMessageVisibility", "GetItem", "*"),
+    "any": ("UpdateItem", "ChangeMessageVisibility", "BatchGetItem", "*"),
 }
 """Operations each function calls (`any`: ones several call), and every operation; the receiver's
 visibility change and start, where its crash windows are, twice as often."""

@@ -29,8 +29,19 @@ RECEIVER_OUTCOMES = {
     ),
     "admission": ("started", "waiting_for_slot", "parked", "duplicate", "dead_lettered"),
 }
-EXTENDER_PATHS = ("renewed", "capped", "lost", "stopped", "throttled", "conflicts", "checked", "released", "completed")
-OTHER = ("fenced:extender:transact_write_items", "fenced:workflow:update_item", "job_started")
+EXTENDER_PATHS = (
+    "renewed",
+    "capped",
+    "lost",
+    "stopped",
+    "throttled",
+    "conflicts",
+    "checked",
+    "released",
+    "completed",
+    "listed",
+)
+OTHER = ("fenced:extender:transact_write_items", "fenced:workflow:update_item", "job_started", "sim:shards_upgraded")
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 
 

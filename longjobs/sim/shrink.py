@@ -182,6 +182,8 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
         if entry is not None:
             entries.append(entry)
     settings = {**workload.settings, **({"fifo": True} if workload.fifo else {})}
+    if workload.upgrade_at_s is not None:
+        left_out.append(f"the upgrade from 8 shards at {workload.upgrade_at_s:g} s (the scenario runs 1 shard)")
     return Translation(settings, seed, entries, left_out)
 
 

@@ -18,6 +18,15 @@ from longjobs.offline.resources import SPARK_TASK_TIMEOUT_S
 
 PROFILES = ("standard", "fifo", "admission", "mixed")
 FIFO_SHARE = 3  # the mixed profile runs one seed in this many on a FIFO queue (a stack is one or the other)
+OLD_SHARDS = 8
+"""The shards count before the default became 1 (`Settings.previous_shards`)."""
+LAYOUTS = ("default", "upgrade", "eight")
+"""How a seed's lease table is sharded, drawn on its own stream: the default (one shard); an upgrade (the
+functions run with `OLD_SHARDS` until `Workload.upgrade_at_s`, then with the default, the extender in a
+new container watching the old shards: `longjobs.engine.lease.legacy`); eight shards throughout."""
+LAYOUT_WEIGHTS = (2, 1, 1)
+UPGRADE_WINDOW_S = 900.0
+"""An upgrade happens this long after the start at most: while the jobs are sent and run."""
 LIMITED_TYPE = "limited"
 LIMIT = 2
 SPARK_PARAMS = {
@@ -103,6 +112,8 @@ class Workload:
     fifo: bool = False
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
     spark_heartbeat_s: int = SPARK_HEARTBEAT_S
+    upgrade_at_s: float | None = None
+    """When the functions are updated from `OLD_SHARDS` shards to `settings`' (None: no upgrade)."""
 
     @property
     def by_id(self) -> dict[str, JobPlan]:
@@ -147,6 +158,18 @@ def _spark(rng: random.Random) -> list[SparkBehaviour]:
 
 
 def draw(seed: int, profile: str = "mixed") -> Workload:
+    """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream."""
+    workload = _draw(seed, profile)
+    layout_rng = random.Random(f"workload:{seed}:shards")
+    layout = layout_rng.choices(LAYOUTS, weights=LAYOUT_WEIGHTS)[0]
+    if layout == "eight":
+        workload.settings["shards"] = OLD_SHARDS
+    elif layout == "upgrade":
+        workload.upgrade_at_s = round(layout_rng.uniform(0, UPGRADE_WINDOW_S), 3)
+    return workload
+
+
+def _draw(seed: int, profile: str) -> Workload:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
     rng = random.Random(f"workload:{seed}:{profile}")

@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
-from longjobs.engine.extender.service import Extender
+from longjobs.engine.extender.service import Extender, legacy_shards
 from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import is_lock_key
@@ -45,6 +45,7 @@ from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
 from longjobs.sim.aws.dynamodb import IndexLag
+from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.properties import Monitor, PropertyViolation, Running, Violation
@@ -52,7 +53,7 @@ from longjobs.sim.realclock import virtual_time
 from longjobs.sim.scheduler import Crash, Group, Scheduler, Signal, VirtualClock
 from longjobs.sim.trace import Trace
 from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
-from longjobs.sim.workload import JobPlan, SparkBehaviour, Workload
+from longjobs.sim.workload import OLD_SHARDS, JobPlan, SparkBehaviour, Workload
 
 START = 1_700_000_000.0
 CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
@@ -64,6 +65,13 @@ AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
 INDEX_LAG_S = 1.0
 """The most a write takes to reach the lease table's indexes ("within a fraction of a second" normally)."""
+LIST_LAG_S = 2.0
+LIST_SLOW_SHARE = 0.05
+LIST_SLOW_MAX_S = 600.0
+"""ListExecutions' lag (`ListLag`): an execution's start, and its end, show in the list up to `LIST_LAG_S`
+later, and one in `1 / LIST_SLOW_SHARE` up to `LIST_SLOW_MAX_S` later (AWS documents no bound: longer
+than the reconcile grace, so reconciliation meets running executions missing from the list, and closed
+ones still listed RUNNING)."""
 ESM_BATCH = 10
 ESM_POLLERS = 2
 ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
@@ -266,6 +274,7 @@ class World:
             table=table_definition(TABLE),
             state_machine_arn=STATE_MACHINE_ARN,
             index_lag=IndexLag(INDEX_LAG_S, random.Random(f"gsi:{seed}")),
+            list_lag=ListLag(LIST_LAG_S, random.Random(f"sfn-list:{seed}"), LIST_SLOW_SHARE, LIST_SLOW_MAX_S),
         )
         suffix = ".fifo" if workload.fifo else ""  # a FIFO stack: its jobs queue and its DLQ are FIFO
         self.dlq = aws.sqs.create_queue(f"jobs-dlq{suffix}", visibility_timeout_s=30)
@@ -307,7 +316,10 @@ class World:
         self.queue.on_change = self._queue_changed
         self.lost_runs = 0  # scheduled extender runs lost in a row (see _extender_due)
         self.violation: Violation | None = None
-        self._build_functions()
+        if workload.upgrade_at_s is None:
+            self._build_functions(settings)
+        else:  # the functions of the old shard count, replaced at the upgrade (`_upgrade`)
+            self._build_functions(Settings.load({**values, "shards": OLD_SHARDS, "previous_shards": OLD_SHARDS}))
 
     # -- wiring ---------------------------------------------------------------------------------------------
 
@@ -338,8 +350,10 @@ class World:
             socket_timeouts=actor != "workflow",
         )
 
-    def _build_functions(self) -> None:
-        settings, clock = self.settings, self.clock
+    def _build_functions(self, settings: Settings) -> None:
+        """The receiver, the extender and the watcher of `settings`: built at the start, and again at an
+        upgrade (`_upgrade`), when invocations begun before it finish with the functions they began with."""
+        clock = self.clock
         policy = build_policy(settings)
         executor = cast(Any, self.scheduler)  # `map` on actors: the engine's parallel calls, interleaved
         metrics = Recorder(self.monitor)
@@ -369,7 +383,12 @@ class World:
             settings=settings,
             policy=policy,
             store=LeaseStore(
-                dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s, executor=executor
+                dynamodb,
+                TABLE,
+                shards=settings.shards,
+                closed_ttl_s=settings.closed_ttl_s,
+                executor=executor,
+                legacy=legacy_shards(settings, clock),
             ),
             visibility=VisibilityClient(sqs, clock=clock, executor=executor),
             sqs=sqs,
@@ -420,7 +439,16 @@ class World:
         self.violation = Violation(name, detail, round(self.scheduler.now() - START, 6), self.scheduler.steps)
         self.trace.event("checker", "violation", property=name, detail=detail)
 
+    def _upgrade(self) -> None:
+        """The stack updated to the seed's shard count: new invocations (and a new extender container) run
+        the new functions; those begun before finish with the old ones."""
+        self.monitor.reach("sim:shards_upgraded")
+        self.trace.event("world", "upgraded", shards=self.settings.shards)
+        self._build_functions(self.settings)
+
     def _start(self) -> None:
+        if self.workload.upgrade_at_s is not None:
+            self.scheduler.call_at(START + self.workload.upgrade_at_s, self._upgrade)
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
         for index in range(ESM_POLLERS):
@@ -557,12 +585,13 @@ class World:
         done: list[str] = []
 
         def invocation() -> None:
+            receiver = self.receiver  # an invocation runs the code it began with (an upgrade meanwhile)
             try:
-                self.receiver.begin_batch()
+                receiver.begin_batch()
                 for message in messages:
                     delivery = as_delivery(message, self.queue.arn)
                     try:
-                        outcome = receive(self.receiver, delivery)
+                        outcome = receive(receiver, delivery)
                     except Exception as exc:
                         self.monitor.reach(f"receiver:raised:{type(exc).__name__}")
                         continue

@@ -171,7 +171,7 @@ def test_reconciliation_acts_only_on_a_freshly_read_lease(harness: Harness, monk
     )
     clock = FakeClock(lease.received_at + 300)
     extender = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
-    monkeypatch.setattr(extender.store, "reconcile_candidates", lambda limit: [stale])
+    monkeypatch.setattr(extender.store, "reconcile_due", lambda checked_before: [stale])
 
     report = reconcile(extender, deadline=clock.now() + 30)
 

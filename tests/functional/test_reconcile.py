@@ -166,14 +166,46 @@ def _moto_execution(name: str) -> object:
     return next(e for e in machine.executions if e.name == name)
 
 
-def test_reconcile_candidates_are_the_least_recently_checked_however_leases_fall_into_shards(
+def test_reconcile_due_reads_every_lease_due_least_recently_checked_first_however_leases_fall_into_shards(
     harness: Harness,
 ) -> None:
     leases = [leased(harness, f"spread-{i}") for i in range(8)]
-    store = harness.store(SETTINGS)  # 8 shards: 8 leases almost never fall one per shard
-    assert {lease.message_id for lease in store.reconcile_candidates(8)} == {lease.message_id for lease in leases}
+    store = harness.store(SETTINGS.model_copy(update={"shards": 8}))  # 8 leases almost never fall one per shard
+    now = time.time() + 60
+    assert {lease.message_id for lease in store.reconcile_due(checked_before=now)} == {
+        lease.message_id for lease in leases
+    }
 
     oldest = min(leases, key=lambda lease: lease.checked_at or lease.received_at)
-    store.mark_checked(oldest, time.time() + 60)
-    candidates = store.reconcile_candidates(7)
-    assert len(candidates) == 7 and oldest.message_id not in {lease.message_id for lease in candidates}
+    store.mark_checked(oldest, now)
+    due = store.reconcile_due(checked_before=now - 1)
+    assert len(due) == 7 and oldest.message_id not in {lease.message_id for lease in due}
+    assert [lease.message_id for lease in store.reconcile_due(checked_before=now)][-1] == oldest.message_id
+
+
+def test_reconcile_describes_only_the_leases_the_list_of_running_executions_does_not_show(harness: Harness) -> None:
+    """With the state machine's ARN, one ListExecutions (moto's) vouches for the running execution's lease:
+    no DescribeExecution and no write for it; the aborted one and the never-started one are described
+    and settled as before."""
+    arn = state_machine(harness)
+    settings = SETTINGS.model_copy(update={"state_machine_arn": arn})
+    running, aborted, missing = (leased(harness, n) for n in ("running", "aborted", "missing"))
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="running")
+    harness.stepfunctions.start_execution(stateMachineArn=arn, name="aborted")
+    harness.stepfunctions.stop_execution(executionArn=execution_arn("aborted"))
+    clock = FakeClock(time.time() + 200)
+    calls: list[str] = []
+    for operation in ("ListExecutions", "DescribeExecution"):
+        harness.stepfunctions.meta.events.register(
+            f"before-call.states.{operation}", lambda operation=operation, **_: calls.append(operation)
+        )
+    harness.dynamodb.meta.events.register("before-call.dynamodb.UpdateItem", lambda **_: calls.append("UpdateItem"))
+
+    report = reconcile(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    assert (report.listed, report.checked, report.released) == (1, 2, 2)
+    assert calls.count("ListExecutions") == 1 and calls.count("DescribeExecution") == 2
+    assert status_of(harness, running) is LeaseStatus.ACTIVE
+    assert status_of(harness, aborted) is LeaseStatus.RELEASED and status_of(harness, missing) is LeaseStatus.RELEASED
+    stored = harness.store(settings).get(running.message_id)
+    assert stored is not None and stored.checked_at is None, "the running lease was not written"

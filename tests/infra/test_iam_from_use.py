@@ -100,9 +100,10 @@ OPERATION_ACTIONS: dict[str, str] = {
     "dynamodb.query": "dynamodb:Query",
     "dynamodb.batch_get_item": "dynamodb:BatchGetItem",
     "dynamodb.batch_write_item": "dynamodb:BatchWriteItem",
-    # Step Functions: StartExecution on the state machine, the others on an execution
+    # Step Functions: StartExecution and ListExecutions on the state machine, the others on an execution
     # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsstepfunctions.html)
     "stepfunctions.start_execution": "states:StartExecution",
+    "stepfunctions.list_executions": "states:ListExecutions",
     "stepfunctions.describe_execution": "states:DescribeExecution",
     "stepfunctions.stop_execution": "states:StopExecution",
 }
@@ -525,7 +526,7 @@ def trace_calls(operation: str, params: Mapping[str, Any], names: StackNames, so
             yield Call(action, _table_arn(table, names), source)
     elif service == "dynamodb":
         yield Call(action, _table_arn(params["TableName"], names, params.get("IndexName")), source)
-    elif operation == "stepfunctions.start_execution":
+    elif operation in ("stepfunctions.start_execution", "stepfunctions.list_executions"):
         yield Call(action, names.state_machine, source)
     elif service == "stepfunctions":
         execution = params["executionArn"].rsplit(":", 1)[-1]

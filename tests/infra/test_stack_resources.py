@@ -375,6 +375,7 @@ def test_extender_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
     expected |= {("dynamodb:GetItem", names["table"]), ("dynamodb:UpdateItem", names["table"])}
     # it stops the execution of a lease it can no longer hold (invariant 8)
     expected |= {("states:DescribeExecution", names["executions"]), ("states:StopExecution", names["executions"])}
+    expected |= {("states:ListExecutions", names["machine"])}  # reconciliation's list of the running executions
     expected |= admission_grants(dev, names)
     assert policy_grants(dev, function_role(dev, extender)) == expected | own_logs(dev, extender) | XRAY
 

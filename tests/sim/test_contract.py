@@ -773,7 +773,8 @@ def test_contract_dynamodb_query_due_index(aws: Backend) -> None:
 
 
 def test_contract_dynamodb_query_reconcile_index_pages(aws: Backend) -> None:
-    """LeaseStore.reconcile_candidates: a shard's least recently checked, `Limit` at a time."""
+    """LeaseStore.reconcile_due: a shard's least recently checked, a page at a time (`Limit` here, 1 MB in
+    AWS), up to a checked-at."""
     _leases(aws)
     request = {
         "TableName": TABLE,
@@ -790,6 +791,14 @@ def test_contract_dynamodb_query_reconcile_index_pages(aws: Backend) -> None:
     assert plain(page["LastEvaluatedKey"]) == {"pk": "a1", "shard": 0, "checked_at": 30}
     rest = aws.dynamodb.query(ExclusiveStartKey=page["LastEvaluatedKey"], **request)
     assert (_keys(rest), "LastEvaluatedKey" in rest) == (["a5"], False)
+    checked_by = {
+        **request,
+        "KeyConditionExpression": "#shard = :shard AND #checked <= :before",
+        "ExpressionAttributeNames": {"#shard": "shard", "#checked": "checked_at"},
+        "ExpressionAttributeValues": {":shard": n(0), ":before": n("30.000")},
+    }
+    del checked_by["Limit"]
+    assert _keys(aws.dynamodb.query(**checked_by)) == ["a2", "a3", "a1"]
 
 
 def test_contract_dynamodb_query_waiting_index_filter_and_limit(aws: Backend) -> None:
@@ -944,7 +953,8 @@ def test_contract_dynamodb_lease_store_and_locks(aws: Backend) -> None:
     assert store.close(renewed, LeaseStatus.SUCCEEDED, now=1500.0) is None
     assert store.get("m-1") == replace(closed, checked_at=None)
     assert sorted(one.message_id for one in store.due()) == ["m-2", "m-3"]
-    assert sorted(one.message_id for one in store.reconcile_candidates(10)) == ["m-2", "m-3"]
+    assert sorted(one.message_id for one in store.reconcile_due(checked_before=1000.0)) == ["m-2", "m-3"]
+    assert store.reconcile_due(checked_before=999.0) == []  # checked-at is the receive until a look
     assert sorted(store.get_many(["m-1", "m-3", "m-9"])) == ["m-1", "m-3"]
 
     locks = Locks(aws.dynamodb, TABLE, closed_ttl_s=86_400)
@@ -995,6 +1005,106 @@ def test_contract_stepfunctions_stop_execution(aws: Backend) -> None:
     never = arn.replace("m-1-1", "m-9-1")
     assert error_code(aws.stepfunctions.describe_execution, executionArn=never) == "ExecutionDoesNotExist"
     assert error_code(aws.stepfunctions.stop_execution, executionArn=never, cause="x") == "ExecutionDoesNotExist"
+
+
+def _names(page: dict[str, Any]) -> list[str]:
+    return [execution["name"] for execution in page["executions"]]
+
+
+def test_contract_stepfunctions_list_executions_by_status_newest_first_in_pages(aws: Backend) -> None:
+    """Reconciliation's list of the running executions (`reconcile._running_executions`): `statusFilter`,
+    newest first, `maxResults` a page and `nextToken` to go on; a token not issued, or another machine,
+    refused."""
+    arns = []
+    for index in range(5):
+        if aws.clock is not None:
+            aws.clock.advance(1.0)  # moto stamps each start with the real clock's microseconds
+        arns.append(
+            aws.stepfunctions.start_execution(stateMachineArn=STATE_MACHINE_ARN, name=f"m-{index}-1", input="{}")[
+                "executionArn"
+            ]
+        )
+    aws.stepfunctions.stop_execution(executionArn=arns[2], error="Stopped", cause="gone")
+
+    request = {"stateMachineArn": STATE_MACHINE_ARN, "statusFilter": "RUNNING", "maxResults": 2}
+    first = aws.stepfunctions.list_executions(**request)
+    assert _names(first) == ["m-4-1", "m-3-1"] and first.get("nextToken")
+    item = first["executions"][0]
+    assert {key: item[key] for key in ("executionArn", "stateMachineArn", "name", "status")} == {
+        "executionArn": arns[4],
+        "stateMachineArn": STATE_MACHINE_ARN,
+        "name": "m-4-1",
+        "status": "RUNNING",
+    }
+    assert "startDate" in item
+    rest = aws.stepfunctions.list_executions(nextToken=first["nextToken"], **request)
+    assert (_names(rest), rest.get("nextToken")) == (["m-1-1", "m-0-1"], None)
+
+    every = aws.stepfunctions.list_executions(stateMachineArn=STATE_MACHINE_ARN, maxResults=1000)
+    assert _names(every) == ["m-4-1", "m-3-1", "m-2-1", "m-1-1", "m-0-1"] and "nextToken" not in every
+    aborted = aws.stepfunctions.list_executions(stateMachineArn=STATE_MACHINE_ARN, statusFilter="ABORTED")
+    assert [(e["name"], e["status"]) for e in aborted["executions"]] == [("m-2-1", "ABORTED")]
+    assert "stopDate" in aborted["executions"][0]
+
+    assert error_code(aws.stepfunctions.list_executions, nextToken="not-a-token", **request) == "InvalidToken"
+    other = STATE_MACHINE_ARN.replace("long-jobs", "other")
+    assert error_code(aws.stepfunctions.list_executions, stateMachineArn=other) == "StateMachineDoesNotExist"
+
+
+def test_contract_stepfunctions_list_executions_is_eventually_consistent(fake: Backend) -> None:
+    """ListExecutions "is eventually consistent. The results are best effort and may not reflect very
+    recent updates and changes" (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html),
+    while DescribeExecution answers the execution as it is. The fake's `ListLag` shows a start, and an
+    end, a seeded delay late: a new execution missing, an ended one still RUNNING. moto (5.2.5) lists
+    every change at once, so this runs on the fake alone, with a lag of 30 s."""
+    from longjobs.sim.aws import ListLag
+
+    assert fake.clock is not None
+    sfn = fake.stepfunctions
+    sfn.list_lag = ListLag(30.0, random.Random(4))
+    arn = sfn.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="m-1-1", input="{}")["executionArn"]
+    execution = sfn.executions[arn]
+
+    def running() -> list[str]:
+        page = sfn.list_executions(stateMachineArn=STATE_MACHINE_ARN, statusFilter="RUNNING")
+        return [e["executionArn"] for e in page["executions"]]
+
+    assert 0.0 < execution.listed_from - START <= 30.0
+    assert running() == [] and sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    fake.clock.advance(execution.listed_from - fake.clock.now())
+    assert running() == [arn]
+    sfn.stop_execution(executionArn=arn)
+    assert execution.listed_ended_from is not None and execution.listed_ended_from > fake.clock.now()
+    assert running() == [arn], "a closed execution still listed RUNNING"
+    assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+    fake.clock.advance(execution.listed_ended_from - fake.clock.now())
+    assert running() == []
+    aborted = sfn.list_executions(stateMachineArn=STATE_MACHINE_ARN, statusFilter="ABORTED")["executions"]
+    assert [e["executionArn"] for e in aborted] == [arn]
+
+
+def test_contract_stepfunctions_list_executions_page_size_and_token_lifetime(fake: Backend) -> None:
+    """`maxResults`: "The default is 100 and the maximum allowed page size is 1000. A value of 0 uses the
+    default" (ValidationException beyond it; moto 5.2.5 answers a page of any size); a token "expires
+    after 24 hours. Using an expired pagination token will return an HTTP 400 InvalidToken error"
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html; moto's never
+    expires). Reconciliation asks for pages of 1,000."""
+    assert fake.clock is not None
+    sfn = fake.stepfunctions
+    sfn.set_quota("StartExecution", None)
+    for index in range(1_001):
+        sfn.start_execution(stateMachineArn=STATE_MACHINE_ARN, name=f"m-{index}-1", input="{}")
+    request = {"stateMachineArn": STATE_MACHINE_ARN, "statusFilter": "RUNNING"}
+    assert len(sfn.list_executions(maxResults=0, **request)["executions"]) == 100
+    page = sfn.list_executions(maxResults=1000, **request)
+    assert len(page["executions"]) == 1000
+    assert len(sfn.list_executions(maxResults=1000, nextToken=page["nextToken"], **request)["executions"]) == 1
+    assert error_code(sfn.list_executions, maxResults=1001, **request) == "ValidationException"
+    assert error_code(sfn.list_executions, statusFilter="BOGUS", stateMachineArn=STATE_MACHINE_ARN) == (
+        "ValidationException"
+    )
+    fake.clock.advance(86_401)
+    assert error_code(sfn.list_executions, maxResults=1000, nextToken=page["nextToken"], **request) == "InvalidToken"
 
 
 def test_contract_stepfunctions_task_token_callbacks(aws_executing: Backend) -> None:

@@ -1,11 +1,12 @@
-"""DescribeExecution's and StopExecution's token buckets in the simulated Step Functions, and the engine
-meeting an empty DescribeExecution bucket.
+"""DescribeExecution's, StopExecution's and ListExecutions' token buckets in the simulated Step Functions,
+and the engine meeting an empty DescribeExecution bucket.
 
 AWS throttles each Step Functions API action with its own token bucket per account and region. For
 Standard workflows in US East (N. Virginia), US West (Oregon) and Europe (Ireland): DescribeExecution
 300 tokens refilled at 15 a second, StopExecution 1,000 at 200 (elsewhere 250 at 10 and 500 at 25);
 "Other quotas" of https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
-limits-overview.html). A throttled request answers `ThrottlingException` (HTTP 400) and has no effect;
+limits-overview.html); ListExecutions 200 at 5 (elsewhere 100 at 2), "Quotas related to API action
+throttling" of the same page. A throttled request answers `ThrottlingException` (HTTP 400) and has no effect;
 botocore's standard retry mode retries it with backoff. Reconciliation, the extender's DescribeExecution
 caller, stops its pass at a throttle and resumes on the next run (`longjobs.engine.extender.reconcile`).
 """
@@ -60,12 +61,14 @@ def test_the_default_quotas_are_the_documented_ones_of_the_region() -> None:
         "StartExecution": Quota(1_300, 300.0),
         "DescribeExecution": Quota(300, 15.0),
         "StopExecution": Quota(1_000, 200.0),
+        "ListExecutions": Quota(200, 5.0),
     }
     assert default_quotas("us-west-2") == default_quotas("eu-west-1") == default_quotas("us-east-1")
     assert default_quotas("eu-central-1") == {
         "StartExecution": Quota(800, 150.0),
         "DescribeExecution": Quota(250, 10.0),
         "StopExecution": Quota(500, 25.0),
+        "ListExecutions": Quota(100, 2.0),
     }
     fake = fake_aws(FakeClock(START)).stepfunctions
     assert {operation: fake.quota(operation) for operation in sfn.THROTTLED_OPERATIONS} == default_quotas()
@@ -89,6 +92,30 @@ def test_a_describe_burst_answers_the_bucket_then_throttles_and_refills_at_its_r
     assert answered(aws.stepfunctions.describe_execution, arns[:20])[0] == 15
     # each operation has its own bucket: an empty DescribeExecution bucket throttles nothing else
     assert answered(aws.stepfunctions.stop_execution, arns[:3])[0] == 3
+
+
+def test_a_list_burst_answers_its_bucket_then_throttles_and_refills_at_its_rate() -> None:
+    """ListExecutions: 200 tokens refilled at 5 a second in US East (N. Virginia) ("Quotas related to API
+    action throttling", service-quotas.html): reconciliation asks for one page of 1,000 a sweep."""
+    clock = FakeClock(START)
+    aws = fake_aws(clock)
+    started(aws, 3)
+
+    def listed(count: int) -> int:
+        ok = 0
+        for _ in range(count):
+            try:
+                aws.stepfunctions.list_executions(stateMachineArn=STATE_MACHINE_ARN, statusFilter="RUNNING")
+                ok += 1
+            except ClientError as exc:
+                assert (exc.response["Error"]["Code"], exc.operation_name) == ("ThrottlingException", "ListExecutions")
+        return ok
+
+    assert listed(205) == 200
+    assert aws.stepfunctions.throttled["ListExecutions"] == 5
+    clock.advance(1.0)  # 5 tokens
+    assert listed(8) == 5
+    assert answered(aws.stepfunctions.describe_execution, started(aws, 1))[0] == 1, "a bucket of its own"
 
 
 def test_a_throttled_stop_has_no_effect() -> None:

@@ -30,7 +30,9 @@ def test_backfill_without_admission_starts_everything_and_queues_in_the_runner(r
     off = results["off"]
     assert off.max_concurrent == 5, "the runner itself (Glue) runs five and queues the rest"
     assert off.max_waiting_in_flight == 0 and off.parked == 0
-    assert off.requests_per_job > results["on"].requests_per_job, "every queued run's message is renewed"
+    # A queued run's message is renewed while it waits in the runner, but reconciliation costs it nothing:
+    # the list of running executions vouches for its lease (a DescribeExecution only for an ended attempt).
+    assert off.requests.get("stepfunctions.DescribeExecution", 0) <= off.failed_attempts
 
 
 def test_backfill_is_deterministic(results: dict[str, Result]) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.extender.invocation import InvocationReport, run_invocation
-from longjobs.engine.extender.service import Extender, report_dict
+from longjobs.engine.extender.service import Extender, legacy_shards, report_dict
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import MetricName, MetricsSink, logger, metrics, tracer
 from longjobs.engine.policies import build_policy, resolve_visibility_timeout
@@ -43,6 +43,7 @@ def extender() -> Extender:
             shards=settings.shards,
             closed_ttl_s=settings.closed_ttl_s,
             executor=executor,
+            legacy=legacy_shards(settings, clock),
         ),
         visibility=VisibilityClient(sqs, clock=clock, executor=executor),
         sqs=sqs,

@@ -3,25 +3,36 @@
 The watcher releases a message the moment its execution fails, but status events are best-effort
 (and do not exist offline), so the extender also asks Step Functions about its leases now and then.
 
-- Least recently checked first: the `reconcile` index orders ACTIVE leases by when reconciliation
-  last looked at them, and each look moves the lease to the back. So every ACTIVE lease is looked at
-  within about (active leases / `reconcile_max_per_run`) runs, however many there are.
-- A lease looked at less than `reconcile_interval_s` ago is not looked at again (the index is in that
-  order, so the pass ends there): the watcher settles an ended execution at once from its status event,
-  and reconciliation is the backstop for an event that was lost, so each running job costs one
-  DescribeExecution per interval, not one per run.
+- One list vouches for the running: a sweep reads the leases due (the `reconcile` index, every page of
+  every shard: a page is one request, whatever it holds) and lists the state machine's RUNNING
+  executions (ListExecutions, 1,000 a page). A lease whose execution is listed is healthy: no
+  DescribeExecution, and no write. So a running job costs a share of a few requests per sweep, not a
+  DescribeExecution and an UpdateItem each per `reconcile_interval_s`.
+- The list proves nothing by absence: ListExecutions is eventually consistent ("best effort", it "may
+  not reflect very recent updates"), so an execution started lately may be missing from it. A lease whose
+  execution is not listed is asked about with DescribeExecution, which is strongly consistent, before
+  anything is settled; a list stale the other way (a closed execution still shown RUNNING) only puts its
+  settlement off to a later sweep. A list that fails (or is throttled, or runs out of time) vouches only
+  for what its pages read showed (for nothing when its first page failed): every other lease due is asked
+  about, as without a list, and the sweep goes on at the next run.
+- Least recently looked at first: the index orders ACTIVE leases by when DescribeExecution last looked
+  at them, and each look moves the lease to the back, so with more unlisted leases than
+  `reconcile_max_per_run` (the cap on DescribeExecution calls a run) each is looked at within about
+  (unlisted leases / cap) runs. A healthy lease is not written, so it keeps its place: which is why the
+  sweep reads the whole index rather than its first `cap` leases, which would then be the same ones each
+  time. A lease looked at less than `reconcile_interval_s` ago is not looked at again until then.
 - Leases younger than the grace period are skipped: the receiver that wrote one may still be about to
   start its execution. The settings require the grace to outlast the receiver's timeout, so after it
   that invocation is dead (and an execution started later by an answer that got lost finds its lease
   released and exits without running: the workflow's own start check).
 - The index is eventually consistent: before acting, the lease is read again (consistently) and acted
   on only if it is still ACTIVE, still this execution's and still past the grace.
-- Calls are rate-limited and capped per run.
+- DescribeExecution calls are rate-limited and capped per run.
 - A sweep that looked at every lease due stops the next one for `reconcile_grace_s`: a lease received
   after it is not due for a look before then, and one due meanwhile is looked at that much later at
-  most (between one grace and two after its receive, between one interval and an interval and a grace
-  after its last look). So an idle or steady table costs the index's queries once per grace, not once
-  per run. A sweep cut short (the cap, the deadline, a throttle) goes on at the next run.
+  most. So an idle or steady table costs the index's queries and the list once per grace, not once per
+  run. A sweep cut short (the cap, the deadline, a throttle, a failed list) goes on at the next run.
+- Without the state machine's ARN in the settings there is no list: every lease due is asked about.
 """
 
 from __future__ import annotations
@@ -36,14 +47,18 @@ from longjobs.engine.observability import logger
 from longjobs.engine.settle import settle_ended
 from longjobs.engine.visibility import FailureClass, classify_exception
 
+LIST_PAGE = 1_000
+"""ListExecutions' largest page (`maxResults`)."""
+
 
 @dataclass
 class ReconcileReport:
-    checked: int = 0
-    running: int = 0
+    checked: int = 0  # DescribeExecution looks
+    running: int = 0  # of which still running
     released: int = 0
     completed: int = 0
     failed: int = 0
+    listed: int = 0  # leases due that the list of running executions vouched for (no look)
 
 
 class RateLimiter:
@@ -62,7 +77,8 @@ class RateLimiter:
 
 
 def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
-    """Look at the least recently checked leases past the grace period; settle those whose execution is over."""
+    """Look at the leases past the grace period that the list of running executions does not vouch for,
+    least recently looked at first; settle those whose execution is over."""
     report = ReconcileReport()
     settings = ext.settings
     if ext.stepfunctions is None or settings.reconcile_max_per_run == 0:
@@ -71,19 +87,24 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
     start = ext.clock.now()
     if start < ext.sweeps.next_at:
         return report
+    due = [
+        lease
+        for lease in ext.store.reconcile_due(checked_before=start - grace)
+        if start - lease.received_at >= grace
+        and (lease.checked_at is None or start - lease.checked_at >= settings.reconcile_interval_s)
+    ]
+    whole = True  # the sweep saw every lease that may be due
+    if due and settings.state_machine_arn:
+        running, complete = _running_executions(ext, settings.state_machine_arn, deadline, report)
+        if not complete:
+            whole = False  # the leases a failed list did not vouch for are looked at; the sweep goes on next run
+        report.listed = sum(1 for lease in due if lease.execution_arn in running)
+        due = [lease for lease in due if lease.execution_arn not in running]
     limiter = RateLimiter(settings.reconcile_rate_per_s, ext.clock)
-    candidates = ext.store.reconcile_candidates(settings.reconcile_max_per_run)
-    whole = len(candidates) < settings.reconcile_max_per_run  # the sweep saw every lease that may be due
-    for lease in candidates:
-        now = ext.clock.now()
-        if now >= deadline:
+    for looked, lease in enumerate(due):
+        if looked >= settings.reconcile_max_per_run or ext.clock.now() >= deadline:
             whole = False
             break
-        if lease.checked_at is not None and now - lease.checked_at < settings.reconcile_interval_s:
-            whole = True
-            break  # looked at recently, and so is every lease after it in the index
-        if now - lease.received_at < grace:
-            continue
         limiter.wait()
         try:
             status = execution_status(ext.stepfunctions, lease.execution_arn)
@@ -107,6 +128,38 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
             logger.warning("could not settle lease", extra={"message_id": lease.message_id, "error": str(exc)})
     ext.sweeps.next_at = start + grace if whole else 0.0
     return report
+
+
+def _running_executions(
+    ext: Extender, state_machine_arn: str, deadline: float, report: ReconcileReport
+) -> tuple[frozenset[str], bool]:
+    """The ARNs of the state machine's executions ListExecutions shows RUNNING, page after page, and whether
+    the list is complete. A page that fails, or time running out, ends it incomplete: what the pages read
+    show still vouches for their leases (a listed execution was running a moment ago, and a stale list
+    only delays), the others are left to DescribeExecution."""
+    assert ext.stepfunctions is not None
+    arns: set[str] = set()
+    token: str | None = None
+    while True:
+        if ext.clock.now() >= deadline:
+            return frozenset(arns), False
+        try:
+            if token is None:
+                page = ext.stepfunctions.list_executions(
+                    stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=LIST_PAGE
+                )
+            else:
+                page = ext.stepfunctions.list_executions(
+                    stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=LIST_PAGE, nextToken=token
+                )
+        except Exception as exc:
+            report.failed += 1
+            logger.warning("could not list running executions; describing instead", extra={"error": str(exc)})
+            return frozenset(arns), False
+        arns.update(execution["executionArn"] for execution in page.get("executions", []))
+        token = page.get("nextToken")
+        if not token:
+            return frozenset(arns), True
 
 
 def _mark_checked(ext: Extender, lease: Lease) -> None:

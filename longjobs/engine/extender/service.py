@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.lease.legacy import LegacyShards
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import RenewalPolicy, hold_limit
 from longjobs.engine.settings import Settings
@@ -37,6 +38,13 @@ CAPPED_RETRIES = 4
 """How many times a renewal SQS refused as past the 12 h limit is asked again, each time half as long."""
 VISIBILITY_LIMIT_REACHED = "12 hour visibility limit reached"
 """The last error of a lease capped at SQS's 12 h limit (with SQS's refusal as its cause, when it refused)."""
+
+
+def legacy_shards(settings: Settings, clock: Clock) -> LegacyShards | None:
+    """What an extender container watches of the shards of a previous, larger `shards`
+    (`settings.legacy_shards`; see `longjobs.engine.lease.legacy`), None when there are none."""
+    legacy = settings.legacy_shards
+    return LegacyShards(legacy.start, legacy.stop, clock=clock) if legacy else None
 
 
 @dataclass
@@ -392,4 +400,4 @@ def report_dict(report: Any) -> dict[str, Any]:
     return {f.name: getattr(report, f.name) for f in fields(report)}
 
 
-__all__ = ["Extender", "PassReport", "backoff_s", "renew_due", "report_dict"]
+__all__ = ["Extender", "PassReport", "backoff_s", "legacy_shards", "renew_due", "report_dict"]

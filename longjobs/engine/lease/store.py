@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.attributes import deserialize, serialize
+from longjobs.engine.lease.legacy import LegacyShards
 from longjobs.engine.lease.lock import Hold, Lock, Locks, batch_get, lock_of
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
@@ -243,16 +244,23 @@ class LeaseStore:
         shards: int,
         closed_ttl_s: int,
         executor: Executor | None = None,
+        legacy: LegacyShards | None = None,
     ) -> None:
         self._client = client
         self._table = table_name
         self._shards = shards
         self._closed_ttl_s = closed_ttl_s
         self._executor = executor
+        self._legacy = legacy
 
     @property
     def shards(self) -> int:
         return self._shards
+
+    @property
+    def legacy(self) -> LegacyShards | None:
+        """The shards of a previous, larger shard count that the extender still watches (`LegacyShards`)."""
+        return self._legacy
 
     @property
     def locks(self) -> Locks:
@@ -287,39 +295,43 @@ class LeaseStore:
     def due(self, before: float | None = None) -> list[Lease]:
         """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first.
 
-        Each shard of the sparse index is queried, in parallel when the store has an executor.
+        Each shard of the sparse index is queried, in parallel when the store has an executor, and so are
+        the legacy shards the store watches (`LegacyShards`: shards of a previous, larger count).
         The index is eventually consistent: a lease read here may be a version behind, which the
         version condition on every write makes harmless.
         """
-        chunks = self._each_shard(lambda shard: list(self._query_shard(shard, before)))
+        legacy = self._legacy.to_query() if self._legacy is not None else []
+        held: dict[int, bool] = {}
+
+        def query(shard: int) -> list[Lease]:
+            if shard < self._shards:
+                return list(self._query_shard(shard, before))
+            found, held[shard] = self._query_legacy_shard(shard, before)
+            return found
+
+        chunks = list(self._each_shard(query, [*range(self._shards), *legacy]))
+        if self._legacy is not None and legacy:
+            self._legacy.found(held)
         leases = [lease for chunk in chunks for lease in chunk if lease.active]
         leases.sort(key=lambda lease: lease.renew_at or 0.0)
         return leases
 
-    def reconcile_candidates(self, limit: int) -> list[Lease]:
-        """The `limit` ACTIVE leases least recently reconciled (checked-at, set at the receive and at
-        every reconciliation look): a lease that reconciliation looked at moves to the back, so every
-        ACTIVE lease is looked at within about active / `limit` runs however many there are.
+    def reconcile_due(self, checked_before: float) -> list[Lease]:
+        """Every ACTIVE lease reconciliation last looked at (DescribeExecution; checked-at, set at the receive
+        and at each such look) at or before `checked_before`, least recently first: the whole `reconcile`
+        index up to there, each shard read in pages (a page is one request, up to 1 MB of leases).
 
-        Each shard of the `reconcile` index gives its oldest `limit`, so the oldest `limit` overall are
-        among them however unevenly the leases fall into shards (a per-shard share would come back
-        short when some shards hold fewer leases than their share).
+        A look moves a lease to the back, and a lease the list of running executions vouches for is not
+        looked at (`longjobs.engine.extender.reconcile`), so every lease due is read at every sweep: a
+        per-run cap on what is read would return the same healthy leases first every time.
         """
 
         def query(shard: int) -> list[Lease]:
-            page = self._client.query(
-                TableName=self._table,
-                IndexName=RECONCILE_INDEX,
-                KeyConditionExpression="#shard = :shard",
-                ExpressionAttributeNames={"#shard": SHARD_ATTR},
-                ExpressionAttributeValues={":shard": {"N": str(shard)}},
-                Limit=limit,
-            )
-            return [item_to_lease(item) for item in page.get("Items", [])]
+            return list(self._index_up_to(RECONCILE_INDEX, shard, CHECKED_AT_ATTR, checked_before))
 
         leases = [lease for chunk in self._each_shard(query) for lease in chunk if lease.active]
         leases.sort(key=lambda lease: lease.checked_at or lease.received_at)
-        return leases[:limit]
+        return leases
 
     def waiting(self, job_type: str, limit: int, *, hidden_after: float) -> list[Lease]:
         """Up to `limit` WAITING leases of `job_type` still hidden after `hidden_after`, longest waiting
@@ -380,18 +392,50 @@ class LeaseStore:
                 return count
             kwargs["ExclusiveStartKey"] = last
 
-    def _each_shard(self, query: Callable[[int], list[Lease]]) -> Iterable[list[Lease]]:
-        """`query` on every shard, in parallel when the store has an executor."""
-        shards = range(self._shards)
-        if self._executor is None or self._shards == 1:
+    def _each_shard(
+        self, query: Callable[[int], list[Lease]], shards: Sequence[int] | None = None
+    ) -> Iterable[list[Lease]]:
+        """`query` on each of `shards`, in parallel when the store has an executor. By default the shards
+        of the current count and the legacy shards the extender queries on every run (`LegacyShards.live`:
+        the `reconcile` index holds the same leases as the `due` one, under the same shards)."""
+        if shards is None:
+            shards = [*range(self._shards), *(self._legacy.live if self._legacy is not None else [])]
+        if self._executor is None or len(shards) <= 1:
             return map(query, shards)
         return self._executor.map(query, shards)
 
+    def _query_legacy_shard(self, shard: int, before: float | None) -> tuple[list[Lease], bool]:
+        """A legacy shard's due leases, and whether it holds any lease at all: its soonest lease first
+        (`Limit=1`, no bound), then, only when that one is due, the shard's due query. So an empty shard,
+        or one with nothing due, costs one query."""
+        if before is None:
+            found = list(self._query_shard(shard, None))
+            return found, bool(found)
+        page = self._client.query(
+            TableName=self._table,
+            IndexName=DUE_INDEX,
+            KeyConditionExpression="#shard = :shard",
+            ExpressionAttributeNames={"#shard": SHARD_ATTR},
+            ExpressionAttributeValues={":shard": {"N": str(shard)}},
+            Limit=1,
+        )
+        items = page.get("Items", [])
+        if not items:
+            return [], False
+        soonest = item_to_lease(items[0])
+        if soonest.renew_at is not None and soonest.renew_at > before:
+            return [], True
+        return list(self._query_shard(shard, before)), True
+
     def _query_shard(self, shard: int, before: float | None) -> Iterator[Lease]:
-        condition, names, values = _up_to(SHARD_ATTR, {"N": str(shard)}, RENEW_AT_ATTR, before)
+        return self._index_up_to(DUE_INDEX, shard, RENEW_AT_ATTR, before)
+
+    def _index_up_to(self, index: str, shard: int, sort_attr: str, bound: float | None) -> Iterator[Lease]:
+        """The leases of one shard of a sparse index whose sort key is at or below `bound`, page by page."""
+        condition, names, values = _up_to(SHARD_ATTR, {"N": str(shard)}, sort_attr, bound)
         kwargs: dict[str, Any] = {
             "TableName": self._table,
-            "IndexName": DUE_INDEX,
+            "IndexName": index,
             "KeyConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

@@ -18,8 +18,10 @@ with the codes AWS sends. No network, no serialization: only the semantics the p
   no arithmetic on an absent attribute. The expressions are parsed by a small parser of DynamoDB's
   grammar, the part the processor writes.
 - **Step Functions** (`FakeStepFunctions`): executions by name (a second start of a name with the same
-  input is the same execution), `DescribeExecution` and `StopExecution`. What an execution does is the
-  simulation's (a `Workflow` callback), through these same fakes.
+  input is the same execution), `DescribeExecution`, `StopExecution` and `ListExecutions` (paged, newest
+  first, by status), which may lag (`ListLag`: an execution shows in the list, and its end shows, after a
+  seeded delay; AWS calls the list eventually consistent). What an execution does is the simulation's (a
+  `Workflow` callback), through these same fakes.
 
 Every request is counted by service and operation (`Counter` in `FakeAws.calls`).
 """
@@ -35,7 +37,7 @@ from longjobs.engine.clock import Clock
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
 from longjobs.sim.aws.dynamodb import FakeDynamoDb, IndexLag
 from longjobs.sim.aws.sqs import FakeQueue, FakeSqs, Message
-from longjobs.sim.aws.stepfunctions import Execution, FakeStepFunctions
+from longjobs.sim.aws.stepfunctions import Execution, FakeStepFunctions, ListLag
 
 __all__ = [
     "ACCOUNT",
@@ -47,6 +49,7 @@ __all__ = [
     "FakeQueue",
     "FakeSqs",
     "FakeStepFunctions",
+    "ListLag",
     "Message",
     "client_error",
 ]
@@ -63,15 +66,17 @@ class FakeAws:
         table: Mapping[str, Any],
         state_machine_arn: str,
         index_lag: IndexLag | None = None,
+        list_lag: ListLag | None = None,
     ) -> None:
-        """`index_lag`: how long a write takes to reach the table's indexes (none: at once)."""
+        """`index_lag`: how long a write takes to reach the table's indexes (none: at once); `list_lag`:
+        how long ListExecutions takes to show an execution's start and end (none: at once)."""
         self.clock = clock
         self.rng = rng
         self.calls: Counter[str] = Counter()
         self.receives = 0  # messages handed out by ReceiveMessage
         self.sqs = FakeSqs(self)
         self.dynamodb = FakeDynamoDb(self, table, index_lag=index_lag)
-        self.stepfunctions = FakeStepFunctions(self, state_machine_arn)
+        self.stepfunctions = FakeStepFunctions(self, state_machine_arn, list_lag=list_lag)
 
     @property
     def requests(self) -> int:

@@ -1,22 +1,30 @@
-"""Step Functions: executions by name, described and stopped, and the token buckets of the operations the
-functions call in bursts; what an execution does is the caller's.
+"""Step Functions: executions by name, described, listed and stopped, and the token buckets of the operations
+the functions call in bursts; what an execution does is the caller's.
 
-StartExecution, DescribeExecution and StopExecution are throttled as AWS throttles them: a token bucket
-per operation, account and region, of `bucket` tokens refilled at `refill_per_s` a second on the fake's
-clock. A request beyond its bucket answers `ThrottlingException` (HTTP 400, "Rate exceeded") and has no
-effect. The defaults are the documented Standard-workflow quotas of the simulation's region (`REGION`),
-from https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
+StartExecution, DescribeExecution, StopExecution and ListExecutions are throttled as AWS throttles them: a
+token bucket per operation, account and region, of `bucket` tokens refilled at `refill_per_s` a second on
+the fake's clock. A request beyond its bucket answers `ThrottlingException` (HTTP 400, "Rate exceeded")
+and has no effect. The defaults are the documented Standard-workflow quotas of the simulation's region
+(`REGION`), from https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
 limits-overview.html): "Quotas related to API action throttling" for StartExecution (1,300 tokens
 refilled at 300 a second in US East (N. Virginia), US West (Oregon) and Europe (Ireland), 800 at 150
-elsewhere) and "Other quotas" for DescribeExecution (300 at 15; 250 at 10 elsewhere) and StopExecution
-(1,000 at 200; 500 at 25 elsewhere). They are soft quotas (an account may have more):
-`FakeStepFunctions.set_quota` sets another, or None for no throttling (`start_quota` for StartExecution).
-SendTask* (3,000 at 500) is not throttled here: the Spark runs never come near it.
+elsewhere) and ListExecutions (200 at 5; 100 at 2 elsewhere), and "Other quotas" for DescribeExecution
+(300 at 15; 250 at 10 elsewhere) and StopExecution (1,000 at 200; 500 at 25 elsewhere). They are soft
+quotas (an account may have more): `FakeStepFunctions.set_quota` sets another, or None for no throttling
+(`start_quota` for StartExecution). SendTask* (3,000 at 500) is not throttled here: the Spark runs never
+come near it.
+
+ListExecutions is eventually consistent: "The results are best effort and may not reflect very recent
+updates and changes" (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html).
+With a `ListLag`, an execution shows in it a seeded delay after its start, and shows its end a seeded
+delay after the end (until then it still shows RUNNING); DescribeExecution is always current.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +65,7 @@ class Quota:
         return max(0, requests - self.bucket) / self.refill_per_s
 
 
-THROTTLED_OPERATIONS = ("StartExecution", "DescribeExecution", "StopExecution")
+THROTTLED_OPERATIONS = ("StartExecution", "DescribeExecution", "StopExecution", "ListExecutions")
 """The operations with a token bucket in the fake."""
 
 
@@ -68,11 +76,13 @@ def default_quotas(region: str = REGION) -> dict[str, Quota]:
             "StartExecution": Quota(1_300, 300.0),
             "DescribeExecution": Quota(300, 15.0),
             "StopExecution": Quota(1_000, 200.0),
+            "ListExecutions": Quota(200, 5.0),
         }
     return {
         "StartExecution": Quota(800, 150.0),
         "DescribeExecution": Quota(250, 10.0),
         "StopExecution": Quota(500, 25.0),
+        "ListExecutions": Quota(100, 2.0),
     }
 
 
@@ -100,6 +110,33 @@ class TokenBucket:
         return True
 
 
+@dataclass(frozen=True)
+class ListLag:
+    """How long ListExecutions takes to show an execution's start, and its end: a delay drawn from `rng`
+    for each, uniform up to `max_s`, except that a `slow_share` of them is uniform up to `slow_max_s` (AWS
+    documents no bound: "This operation is eventually consistent. The results are best effort and may not
+    reflect very recent updates and changes",
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html). Until its
+    start shows, an execution is missing from the list; until its end shows, it is listed RUNNING."""
+
+    max_s: float
+    rng: random.Random
+    slow_share: float = 0.0
+    slow_max_s: float = 0.0
+
+    def draw(self) -> float:
+        slow = self.slow_share > 0 and self.rng.random() < self.slow_share
+        return self.rng.uniform(0.0, self.slow_max_s if slow else self.max_s)
+
+
+LIST_STATUSES = frozenset({"RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE"})
+"""ListExecutions' `statusFilter` values (ExecutionStatus)."""
+LIST_MAX_RESULTS = 1_000
+LIST_DEFAULT_RESULTS = 100
+TOKEN_LIFETIME_S = 86_400.0
+"""A ListExecutions page token "expires after 24 hours" (HTTP 400 InvalidToken after it)."""
+
+
 @dataclass
 class Execution:
     arn: str
@@ -112,16 +149,35 @@ class Execution:
     error: str | None = None
     cause: str | None = None
     state: dict[str, Any] = field(default_factory=dict)  # the workflow model's own notes
+    listed_from: float = 0.0  # ListExecutions shows it from then on (its start + the list's lag)
+    listed_ended_from: float | None = None  # and shows its end from then on (its end + the list's lag)
+
+    def listed_status(self, now: float) -> str | None:
+        """What ListExecutions shows of it at `now`: None (not yet listed), RUNNING, or its end's status."""
+        if now < self.listed_from:
+            return None
+        if self.listed_ended_from is None or now < self.listed_ended_from:
+            return "RUNNING"
+        return self.status
 
 
 class FakeStepFunctions:
     """Executions of one state machine; what each does is `workflow(execution)`, called at its start."""
 
-    def __init__(self, aws: FakeAws, state_machine_arn: str, *, start_quota: Quota | None = None) -> None:
+    def __init__(
+        self,
+        aws: FakeAws,
+        state_machine_arn: str,
+        *,
+        start_quota: Quota | None = None,
+        list_lag: ListLag | None = None,
+    ) -> None:
         """`start_quota`: StartExecution's token bucket; each throttled operation's is by default the
-        documented one of `REGION`."""
+        documented one of `REGION`. `list_lag`: how long ListExecutions lags (none: it is current)."""
         self._aws = aws
         self.state_machine_arn = state_machine_arn
+        self.list_lag = list_lag
+        self._tokens: dict[str, tuple[float, tuple[Any, ...], tuple[float, str]]] = {}
         self._buckets: dict[str, TokenBucket] = {}
         for operation, quota in default_quotas().items():
             self.set_quota(operation, quota)
@@ -183,7 +239,9 @@ class FakeStepFunctions:
             if existing.raw_input != raw or existing.status != "RUNNING":
                 raise client_error("StartExecution", "ExecutionAlreadyExists", f"Execution Already Exists: '{arn}'")
             return {"executionArn": arn, "startDate": existing.started}
-        execution = Execution(arn, name, json.loads(raw), raw, self._aws.clock.now())
+        now = self._aws.clock.now()
+        execution = Execution(arn, name, json.loads(raw), raw, now)
+        execution.listed_from = now + self._list_delay()
         self.executions[arn] = execution
         if self.on_start is not None:
             self.on_start(execution)
@@ -202,6 +260,78 @@ class FakeStepFunctions:
             "status": execution.status,
             "input": execution.raw_input,
         }
+
+    def list_executions(self, **request: Any) -> dict[str, Any]:
+        """The state machine's executions as ListExecutions shows them (`ListLag`), newest first (by start,
+        then ARN), `maxResults` a page (100 by default or for 0, at most 1,000), `nextToken` to go on: a
+        page goes on after the last execution of the page before, so executions started meanwhile (ahead of
+        it) do not shift it. A token is good for 24 h, with the same other arguments (InvalidToken else)."""
+        self._count("ListExecutions")
+        self._admit("ListExecutions")
+        now = self._aws.clock.now()
+        machine = request.get("stateMachineArn")
+        if machine is None:
+            raise client_error("ListExecutions", "ValidationException", "stateMachineArn or mapRunArn is required")
+        if machine != self.state_machine_arn:
+            parts = str(machine).split(":")
+            if len(parts) != 7 or parts[5] != "stateMachine":
+                raise client_error("ListExecutions", "InvalidArn", f"Invalid Arn: '{machine}'")
+            raise client_error(
+                "ListExecutions", "StateMachineDoesNotExist", f"State Machine Does Not Exist: '{machine}'"
+            )
+        status_filter = request.get("statusFilter")
+        if status_filter is not None and status_filter not in LIST_STATUSES:
+            raise client_error(
+                "ListExecutions",
+                "ValidationException",
+                f"1 validation error detected: Value '{status_filter}' at 'statusFilter' failed to satisfy "
+                f"constraint: Member must satisfy enum value set: {sorted(LIST_STATUSES)}",
+            )
+        size = int(request.get("maxResults") or LIST_DEFAULT_RESULTS)
+        if not 0 < size <= LIST_MAX_RESULTS:
+            raise client_error(
+                "ListExecutions",
+                "ValidationException",
+                f"1 validation error detected: Value '{size}' at 'maxResults' failed to satisfy constraint: "
+                f"Member must have value less than or equal to {LIST_MAX_RESULTS}",
+            )
+        arguments = (machine, status_filter, size)
+        after: tuple[float, str] | None = None
+        token = request.get("nextToken")
+        if token is not None:
+            issued = self._tokens.get(token)
+            if issued is None or issued[1] != arguments or now - issued[0] > TOKEN_LIFETIME_S:
+                raise client_error("ListExecutions", "InvalidToken", "Invalid Token")
+            after = issued[2]
+        shown: list[tuple[tuple[float, str], Execution, str]] = []
+        for execution in self.executions.values():
+            status = execution.listed_status(now)
+            if status is None or (status_filter is not None and status != status_filter):
+                continue
+            order = (-execution.started, execution.arn)
+            if after is not None and order <= after:
+                continue
+            shown.append((order, execution, status))
+        shown.sort(key=lambda entry: entry[0])
+        page = shown[:size]
+        answer: dict[str, Any] = {
+            "executions": [
+                {
+                    "executionArn": execution.arn,
+                    "stateMachineArn": self.state_machine_arn,
+                    "name": execution.name,
+                    "status": status,
+                    "startDate": execution.started,
+                    **({"stopDate": execution.stopped} if status != "RUNNING" else {}),
+                }
+                for _, execution, status in page
+            ]
+        }
+        if len(shown) > size:
+            next_token = base64.b64encode(f"{machine}|{len(self._tokens)}".encode()).decode()
+            self._tokens[next_token] = (now, arguments, page[-1][0])
+            answer["nextToken"] = next_token
+        return answer
 
     def stop_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StopExecution")
@@ -228,6 +358,9 @@ class FakeStepFunctions:
         self._task("SendTaskHeartbeat", request["taskToken"]).heartbeat()
         return {}
 
+    def _list_delay(self) -> float:
+        return self.list_lag.draw() if self.list_lag is not None else 0.0
+
     def _task(self, operation: str, token: str) -> TaskWaiter:
         waiter = self.tasks.get(token)
         if waiter is None:
@@ -239,5 +372,6 @@ class FakeStepFunctions:
     def end(self, execution: Execution, status: str, error: str | None = None, cause: str | None = None) -> None:
         execution.status, execution.error, execution.cause = status, error, cause
         execution.stopped = self._aws.clock.now()
+        execution.listed_ended_from = execution.stopped + self._list_delay()
         if self.on_stop is not None:
             self.on_stop(execution)
