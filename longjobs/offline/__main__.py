@@ -8,8 +8,12 @@ when the scenario file is invalid."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import shutil
 import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +23,11 @@ from longjobs.offline.runtime import run_scenario
 from longjobs.offline.scenario import ScenarioError, load_scenario
 
 DEMO_SCENARIO = Path(__file__).parent / "scenarios" / "demo.json"
+DEMO_JOB = Path("jobs") / "wordcount.py"
+"""The demo's own job type's entry, as its scenario names it; its input is the folder `docs`."""
+DEMO_DATA = Path("share") / "sqs-long-jobs" / "demo"
+"""Where an installed distribution keeps the demo's job and input (pyproject's data files), under the
+environment's data directory."""
 DEFAULT_PORT = 4566
 DEFAULT_DRAIN_S = 30.0
 
@@ -37,6 +46,13 @@ def run(
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
+        return 2
+    if any(scenario.runs_spark(job) for job in scenario.jobs) and importlib.util.find_spec("pyspark") is None:
+        print(
+            f"{scenario_path} runs PySpark jobs, and PySpark is not installed: install the distribution's "
+            "`pipeline` extra (pip install 'sqs-long-jobs[offline,pipeline]'), and Java 17",
+            file=sys.stderr,
+        )
         return 2
     work_dir = report_path.parent / "work"
     print(f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / 'runtime.log'}", file=sys.stderr)
@@ -92,6 +108,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def demo_workspace(out: Path) -> Path:
+    """Where the demo runs: the current folder when it holds the demo's job (a checkout of the repository,
+    whose `jobs/` and `docs/` it reads), else a copy under `out` of what an installed distribution ships."""
+    if DEMO_JOB.is_file():
+        return Path.cwd()
+    shipped = Path(sysconfig.get_path("data")) / DEMO_DATA
+    if not (shipped / DEMO_JOB).is_file():
+        raise ScenarioError(
+            f"the demo needs its job {DEMO_JOB}: run it from a checkout of the repository, or install the "
+            f"distribution (it ships the job under {shipped})"
+        )
+    workspace = out.resolve() / "workspace"
+    shutil.copytree(shipped, workspace, dirs_exist_ok=True)
+    return workspace
+
+
+def demo(out: Path, *, quiet: bool) -> int:
+    """The shipped demo, run where its job and input are (`demo_workspace`), its files written under `out`."""
+    out = out.resolve()
+    try:
+        workspace = demo_workspace(out)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    previous = Path.cwd()
+    os.chdir(workspace)  # the scenario names its job and input relative to where it runs
+    try:
+        return run(
+            DEMO_SCENARIO, out / "report.json", out / "timeline.png", quiet=quiet, figures_path=out / "figures.md"
+        )
+    finally:
+        os.chdir(previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -119,13 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from longjobs.offline.chaos import main as chaos_main
 
         return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)
-    return run(
-        DEMO_SCENARIO,
-        args.out / "report.json",
-        args.out / "timeline.png",
-        quiet=args.quiet,
-        figures_path=args.out / "figures.md",
-    )
+    return demo(args.out, quiet=args.quiet)
 
 
 if __name__ == "__main__":

@@ -84,8 +84,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
-    top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
+    top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith((".dist-info", ".data"))}
     assert top_level == {"longjobs"}
+    data = {name.split("/", 1)[1] for name in names if name.split("/", 1)[0].endswith(".data")}
+    assert all(path.startswith("data/share/sqs-long-jobs/demo/") for path in data), "only the demo's job and input"
+    assert "data/share/sqs-long-jobs/demo/jobs/wordcount.py" in data
     assert "longjobs/offline/scenarios/demo.json" in names
     assert "longjobs/engine/receiver/handler.py" in names and "longjobs/pipeline/glue_entry.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
@@ -150,3 +153,15 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
         run(bin_dir / "longjobs-offline", "sim", "--scenario", shipped_scenario, cwd=tmp_path, env=environ)
     )
     assert outcome["ok"] is True, outcome
+
+    # The demo outside a checkout: its job and input come from the wheel's data files. This environment has
+    # no `pipeline` extra, so it stops there, past the scenario's load (which reads the job's entry file).
+    outside = tmp_path / "no-checkout"
+    outside.mkdir()
+    demo = subprocess.run(
+        [bin_dir / "longjobs-offline", "demo", "--out", "demo", "--quiet"],
+        cwd=outside, env=environ, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert demo.returncode == 2 and "PySpark is not installed" in demo.stderr, demo.stderr
+    assert (outside / "demo" / "workspace" / "jobs" / "wordcount.py").is_file()
+    assert (outside / "demo" / "workspace" / "docs" / "jobs.md").is_file(), "the wordcount job's input"
