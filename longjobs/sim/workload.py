@@ -204,8 +204,32 @@ def _draw(seed: int, profile: str) -> Workload:
             if rng.random() < 0.1:
                 params["fail"] = True
             add(LIMITED_TYPE, params)
+        jobs += _bursts_at_ends(seed, jobs)
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(jobs)
+
+
+BURST_SHARE = 0.3
+BURST_JOBS = (4, 8)
+
+
+def _bursts_at_ends(seed: int, jobs: list[JobPlan]) -> list[JobPlan]:
+    """In some seeds, a burst of short limited jobs sent within seconds of the moment one of the first
+    limited jobs should end: arrivals find the type full in the same batch in which a slot frees (a case
+    the rest of the draw rarely makes, where a reading of the slots kept for a batch can hold a message
+    back). Drawn on a stream of its own: the seeds without a burst keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:bursts")
+    if rng.random() >= BURST_SHARE:
+        return []
+    first = sorted((job for job in jobs if job.type == LIMITED_TYPE), key=lambda job: job.send_at_s)[:2]
+    bursts: list[JobPlan] = []
+    for ending in first:
+        at = ending.send_at_s + float(ending.params["seconds"])
+        for _ in range(rng.randint(*BURST_JOBS)):
+            send = round(max(0.0, at + rng.uniform(-3.0, 3.0)), 3)
+            job_id = f"j{len(jobs) + len(bursts):02d}"
+            bursts.append(JobPlan(job_id, LIMITED_TYPE, {"seconds": rng.randint(5, 120)}, send))
+    return bursts
 
 
 def _fifo(rng: random.Random) -> Workload:
