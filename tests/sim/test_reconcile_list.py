@@ -20,7 +20,7 @@ import pytest
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender import reconcile as reconcile_module
-from longjobs.engine.extender.reconcile import ReconcileReport, reconcile
+from longjobs.engine.extender.reconcile import LIST_VOUCHES_S, ReconcileReport, reconcile
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
@@ -252,3 +252,30 @@ def test_a_list_that_fails_after_a_page_vouches_for_that_page_only(monkeypatch: 
     assert (report.listed, report.checked, report.running, report.failed) == (2, 3, 3, 1)
     assert world.extender.sweeps.next_at == 0.0, "cut short: the next run sweeps again"
     assert all(world.status(lease) is LeaseStatus.ACTIVE for lease in leases)
+
+
+def test_a_list_that_stays_stale_vouches_for_a_lease_an_hour_at_most() -> None:
+    """AWS documents no bound on ListExecutions' lag, so the list vouches for a lease only within
+    `LIST_VOUCHES_S` of its last look: a dead execution (its status event lost) that a list six hours
+    behind keeps showing RUNNING is described and settled within that, not when the list catches up.
+    Found by a review: with no bound it was not described in six hours."""
+    lag_s = 6 * 3600.0
+    world = World(list_lag=_Always(lag_s))
+    lease = world.lease()
+
+    def sweep_for(seconds: float) -> None:
+        until = world.clock.now() + seconds
+        while world.clock.now() < until:
+            world.clock.advance(GRACE_S + 1)
+            world.sweep()
+
+    sweep_for(lag_s + 60)  # not listed yet: described every interval
+    described = world.calls("DescribeExecution")
+    sweep_for(1_800)
+    assert world.calls("DescribeExecution") == described, "listed RUNNING now: the list vouches for it"
+    world.end(lease)  # dies; the list shows it RUNNING for six more hours
+    ended_at = world.clock.now()
+    while world.status(lease) is LeaseStatus.ACTIVE:
+        sweep_for(1)
+        assert world.clock.now() - ended_at < 2 * 3_600, "still ACTIVE two hours after its execution ended"
+    assert world.clock.now() - ended_at <= LIST_VOUCHES_S + 2 * (GRACE_S + 1)

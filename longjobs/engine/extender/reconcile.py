@@ -12,7 +12,8 @@ The watcher releases a message the moment its execution fails, but status events
   not reflect very recent updates"), so an execution started lately may be missing from it. A lease whose
   execution is not listed is asked about with DescribeExecution, which is strongly consistent, before
   anything is settled; a list stale the other way (a closed execution still shown RUNNING) only puts its
-  settlement off to a later sweep. A list that fails (or is throttled, or runs out of time) vouches only
+  settlement off, and for an hour at most: AWS documents no bound on the lag, so the list vouches for a
+  lease only within `LIST_VOUCHES_S` of its last look (one DescribeExecution an hour per running job). A list that fails (or is throttled, or runs out of time) vouches only
   for what its pages read showed (for nothing when its first page failed): every other lease due is asked
   about, as without a list, and the sweep goes on at the next run.
 - Least recently looked at first: the index orders ACTIVE leases by when DescribeExecution last looked
@@ -98,8 +99,11 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
         running, complete = _running_executions(ext, settings.state_machine_arn, deadline, report)
         if not complete:
             whole = False  # the leases a failed list did not vouch for are looked at; the sweep goes on next run
-        report.listed = sum(1 for lease in due if lease.execution_arn in running)
-        due = [lease for lease in due if lease.execution_arn not in running]
+        vouched = {
+            lease.message_id for lease in due if lease.execution_arn in running and _recently_looked_at(lease, start)
+        }
+        report.listed = len(vouched)
+        due = [lease for lease in due if lease.message_id not in vouched]
     limiter = RateLimiter(settings.reconcile_rate_per_s, ext.clock)
     for looked, lease in enumerate(due):
         if looked >= settings.reconcile_max_per_run or ext.clock.now() >= deadline:
@@ -128,6 +132,16 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
             logger.warning("could not settle lease", extra={"message_id": lease.message_id, "error": str(exc)})
     ext.sweeps.next_at = start + grace if whole else 0.0
     return report
+
+
+LIST_VOUCHES_S = 3_600.0
+"""How long after its last look (its receive, or a DescribeExecution) the list may vouch for a lease: a
+list that stays stale (AWS documents no bound on its lag) still lets reconciliation find a dead execution
+within this, at one DescribeExecution an hour per running job."""
+
+
+def _recently_looked_at(lease: Lease, now: float) -> bool:
+    return now - (lease.checked_at if lease.checked_at is not None else lease.received_at) < LIST_VOUCHES_S
 
 
 def _running_executions(
