@@ -13,9 +13,10 @@ The watcher releases a message the moment its execution fails, but status events
   execution is not listed is asked about with DescribeExecution, which is strongly consistent, before
   anything is settled; a list stale the other way (a closed execution still shown RUNNING) only puts its
   settlement off, and for an hour at most: AWS documents no bound on the lag, so the list vouches for a
-  lease only within `LIST_VOUCHES_S` of its last look (one DescribeExecution an hour per running job). A list that fails (or is throttled, or runs out of time) vouches only
-  for what its pages read showed (for nothing when its first page failed): every other lease due is asked
-  about, as without a list, and the sweep goes on at the next run.
+  lease only within `LIST_VOUCHES_S` of its last look (one DescribeExecution an hour per running job).
+  A list that fails (or is throttled, or runs out of time) vouches only for what its pages read showed
+  (for nothing when its first page failed): every other lease due is asked about, as without a list,
+  and the sweep goes on at the next run.
 - Least recently looked at first: the index orders ACTIVE leases by when DescribeExecution last looked
   at them, and each look moves the lease to the back, so with more unlisted leases than
   `reconcile_max_per_run` (the cap on DescribeExecution calls a run) each is looked at within about
