@@ -194,7 +194,9 @@ AWS_CLI = str(Path(sys.executable).with_name("aws"))
 """The AWS CLI installed beside this Python (awscli v1, in the venv)."""
 
 
-def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task(service: Service, tmp_path: Path) -> None:
+def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task_and_answers_the_documented_commands(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`aws sqs start-message-move-task`, `list-message-move-tasks` and `cancel-message-move-task` against
     `serve` with only dummy credentials and a region in the environment, as AWS answers them
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html):
@@ -295,6 +297,8 @@ def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task(service: Serv
     assert lacking.returncode != 0
     assert "(UnsupportedOperation)" in lacking.stderr and "RedriveExecution" in lacking.stderr, lacking.stderr
 
+    answer_every_documented_longjobs_command(service, monkeypatch, capsys)
+
 
 DOCUMENTED_ENDPOINT = "--endpoint-url http://127.0.0.1:4566"
 DOCUMENTED_REFUSALS = {
@@ -308,11 +312,12 @@ LIVE = ("--watch", "--interval")
 """A live view runs until Ctrl-C: `top --once` is its one frame, run from the same page."""
 
 
-def test_serve_answers_every_documented_longjobs_command(
+def answer_every_documented_longjobs_command(
     service: Service, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every `longjobs --endpoint-url http://127.0.0.1:4566 ...` command of README.md and docs/, run as the
-    page gives it against `serve` (its port swapped in): it works, or ends with the error the page shows."""
+    page gives it against `serve` (its port swapped in): it works, or ends with the error the page shows.
+    (Part of the redrive test, which has a service running: a service of its own costs a start.)"""
     from longjobs.cli.__main__ import main
     from tests.unit.test_docs_examples import blocks, command_lines
 

@@ -348,7 +348,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
             return "run"
         longjobs_parser().parse_args(words[1:])
         if command.startswith("longjobs --endpoint-url http://127.0.0.1:4566 "):
-            return "run against serve"  # tests/e2e/test_serve.py::test_serve_answers_every_documented_longjobs_command
+            return "run against serve"  # tests/e2e/test_serve.py, answer_every_documented_longjobs_command
         return "parsed"  # an account's stack (`--stack`): it needs AWS
     if words[:2] == [".venv/bin/python", "-m"]:
         module, args = words[2], words[3:]
