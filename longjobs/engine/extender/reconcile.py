@@ -40,6 +40,7 @@ The watcher releases a message the moment its execution fails, but status events
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
@@ -154,27 +155,20 @@ def _running_executions(
     only delays), the others are left to DescribeExecution."""
     assert ext.stepfunctions is not None
     arns: set[str] = set()
-    token: str | None = None
+    request: dict[str, Any] = {"stateMachineArn": state_machine_arn, "statusFilter": "RUNNING", "maxResults": LIST_PAGE}
     while True:
         if ext.clock.now() >= deadline:
             return frozenset(arns), False
         try:
-            if token is None:
-                page = ext.stepfunctions.list_executions(
-                    stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=LIST_PAGE
-                )
-            else:
-                page = ext.stepfunctions.list_executions(
-                    stateMachineArn=state_machine_arn, statusFilter="RUNNING", maxResults=LIST_PAGE, nextToken=token
-                )
+            page = ext.stepfunctions.list_executions(**request)
         except Exception as exc:
             report.failed += 1
             logger.warning("could not list running executions; describing instead", extra={"error": str(exc)})
             return frozenset(arns), False
         arns.update(execution["executionArn"] for execution in page.get("executions", []))
-        token = page.get("nextToken")
-        if not token:
+        if not page.get("nextToken"):
             return frozenset(arns), True
+        request["nextToken"] = page["nextToken"]
 
 
 def _mark_checked(ext: Extender, lease: Lease) -> None:
