@@ -20,12 +20,15 @@ def eventually(check: Callable[[], Any], what: str, timeout_s: float = 90) -> An
 
 
 def past_start_check(stepfunctions: Any, execution_arn: str) -> None:
-    """Wait until an execution's workflow is past its start check, in its job (moto refuses a stop
-    before the first state)."""
-    eventually(
-        lambda: (
-            "ParallelStateEntered"
-            in [event["type"] for event in stepfunctions.get_execution_history(executionArn=execution_arn)["events"]]
-        ),
-        "the workflow past its start check, in its job",
-    )
+    """Wait until an execution's job branch has started, so that a StopExecution takes effect.
+
+    moto refuses a stop before the workflow's first state. Until the branch's first event it races with
+    the branch's start: moto records `ParallelStateStarted` before it opens the branch's frame, and a
+    frame opened after the stop never stops, so the execution stays RUNNING for good (seen under load).
+    """
+
+    def branch_started() -> bool:
+        types = [event["type"] for event in stepfunctions.get_execution_history(executionArn=execution_arn)["events"]]
+        return "ParallelStateStarted" in types and types[-1] != "ParallelStateStarted"
+
+    eventually(branch_started, "the execution's job branch started")

@@ -29,6 +29,7 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.lambdas import load_function
 from longjobs.offline.resources import create_resources
+from tests.polling import eventually, past_start_check
 from tests.short_settings import SHORT_THRESHOLD
 
 TABLE = "leases"
@@ -234,30 +235,17 @@ class Flow:
         raise AssertionError(f"execution {arn} still running after {timeout_s} s")
 
     def wait_for_job(self, arn: str) -> None:
-        """Until the engine has entered two states of the job: the `RunJob` Parallel and its branch's first.
-
-        moto's StopExecution fails before the first. Between the two, it races with the branch's start: a
-        branch opened after the stop never runs, and the execution stays RUNNING for good (seen under load).
-        """
-        deadline = time.monotonic() + 30  # generous: moto's engine runs on threads of a loaded machine
-        while time.monotonic() < deadline:
-            events = self.harness.stepfunctions.get_execution_history(executionArn=arn)["events"]
-            types = [event["type"] for event in events]
-            if "ParallelStateEntered" in types and types[-1] != "ParallelStateEntered":
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"execution {arn} never entered its job")
+        """Until the execution's job branch has started (see `past_start_check`)."""
+        past_start_check(self.harness.stepfunctions, arn)
 
     def abort(self, arn: str, **reason: str) -> None:
         """StopExecution once the job runs (see `wait_for_job`), then wait for ABORTED."""
         self.wait_for_job(arn)
         self.harness.stepfunctions.stop_execution(executionArn=arn, **reason)
-        deadline = time.monotonic() + 30  # generous: moto's engine runs on threads of a loaded machine
-        while time.monotonic() < deadline:
-            if self.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED":
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"execution {arn} not aborted")
+        eventually(
+            lambda: self.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED",
+            f"execution {arn} aborted",
+        )
 
     def later(self, seconds: float = 60) -> Extender:
         """The extender on a clock `seconds` ahead (for reconciliation past the grace period, now)."""
