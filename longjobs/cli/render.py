@@ -24,6 +24,7 @@ from longjobs.cli.top import Frame
 from longjobs.engine.cancel import CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease.types import COPIED_STATUSES
 
 LEASE_TIME_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
 ERROR_WIDTH = 60
@@ -277,11 +278,13 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("last error", str(lease.last_error or "-")),
         ("result", "-" if lease.result is None else json.dumps(lease.result, sort_keys=True)),
     ]
-    if lease.status is LeaseStatus.PARKED or lease.copy_id or lease.claimed_by:
-        # A parked message runs from a copy in its type's waiting queue, under the copy's own message id
-        # (`longjobs lease <copy>` shows that attempt): the marker names it.
+    if lease.status in COPIED_STATUSES or lease.copy_id or lease.claimed_by:
+        # A parked message runs from a copy in its type's waiting queue, a requeued one from a delayed copy
+        # on its queue, under the copy's own message id (`longjobs lease <copy>` shows that attempt): the
+        # marker names it.
+        kind = "requeued" if lease.status is LeaseStatus.REQUEUED else "parked"
         rows += [
-            ("parked copy", lease.copy_id or "- (not noted yet)"),
+            (f"{kind} copy", lease.copy_id or "- (not noted yet)"),
             ("run by copy", lease.claimed_by or "- (no copy received yet)"),
         ]
     for name, value in rows:

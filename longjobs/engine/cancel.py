@@ -34,7 +34,10 @@ Where the body comes from, since SQS cannot read a message by its handle:
 - a PARKED marker holds the message (`parked_message`): it is sent to the DLQ at once, the marker turns
   CANCELLED, and its copies' claims are refused (they never run, and are acknowledged); a marker
   written before markers held their message leaves the copy to be dead-lettered when admission
-  receives it (`dead_letter_delivery`).
+  receives it (`dead_letter_delivery`);
+- a REQUEUED marker (the message waits for its job id as a delayed copy on its queue) holds no body:
+  the marker turns CANCELLED, and the copy, refused when it claims the run, is dead-lettered by the
+  receiver (`dead_letter_delivery`).
 
 The DLQ copy carries the job message the receiver parsed (`{"job_id", "type", "params"}`), not
 necessarily the producer's bytes (an S3 notification became a job), and none of the producer's message
@@ -57,6 +60,7 @@ from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
+from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
 from longjobs.engine.receiver.types import Delivery
 from longjobs.engine.settle import release_holds
@@ -82,7 +86,7 @@ class Decision(StrEnum):
 
     MARK = "mark"  # open, or closed with a retry to come: mark it CANCELLED, then stop, free, dead-letter
     RESUME = "resume"  # CANCELLED by a cancel that did not finish: carry out what is left
-    FOLLOW_COPY = "follow_copy"  # a PARKED marker whose copy claimed the run: cancel the copy's lease
+    FOLLOW_COPY = "follow_copy"  # a PARKED or REQUEUED marker whose copy claimed the run: cancel the copy's lease
     ALREADY_SUCCEEDED = "already_succeeded"  # the job succeeded: nothing to cancel
     ALREADY_DEAD_LETTERED = "already_dead_lettered"  # REJECTED: in the DLQ already
     ALREADY_CANCELLED = "already_cancelled"  # cancelled, every effect done
@@ -195,7 +199,7 @@ def decide(lease: Lease) -> Decision:
     if lease.status is LeaseStatus.CANCELLED:
         record = CancelRecord.of(lease)
         return Decision.ALREADY_CANCELLED if record is not None and record.done else Decision.RESUME
-    if lease.status is LeaseStatus.PARKED and lease.claimed_by:
+    if lease.status in COPIED_STATUSES and lease.claimed_by:
         return Decision.FOLLOW_COPY
     return Decision.MARK
 
@@ -294,16 +298,18 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
 
 
 def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelReport:
-    """A parked message whose copy claimed the run: the job is the copy's now, so the copy is cancelled."""
+    """A parked or requeued message whose copy claimed the run: the job is the copy's now, so the copy is
+    cancelled (and so on along the chain of copies)."""
     copy_id = marker.claimed_by or ""
     try:
         report = cancel(canceller, copy_id, reason)
     except UnknownId:
         raise CancelRaced(
-            f"{marker.message_id} was parked and its copy {copy_id} claimed the run but has no lease yet: "
+            f"{marker.message_id} was {marker.status.value.lower()} and its copy {copy_id} claimed the run "
+            "but has no lease yet: "
             "try again in a moment"
         ) from None
-    note = f"parked as {marker.message_id}; its copy {copy_id} ran it, so the copy was cancelled"
+    note = f"{marker.status.value.lower()} as {marker.message_id}; its copy {copy_id} ran it, so the copy was cancelled"
     return replace(report, notes=(note, *report.notes))
 
 
@@ -338,6 +344,11 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
         notes.append(
             "parked: its copy waits in the waiting queue with the body; when admission receives it, its claim "
             "is refused (it never runs) and the receiver dead-letters it as Cancelled"
+        )
+    elif record.previous_status == LeaseStatus.REQUEUED.value:
+        notes.append(
+            "requeued: its copy waits on its queue with the body (its job id was running); when it is "
+            "received, its claim is refused (it never runs) and the receiver dead-letters it as Cancelled"
         )
     elif dead_letter_id is None:
         body = job_body(canceller.stepfunctions, lease)

@@ -9,7 +9,8 @@ Three sources, none of them inside the functions:
 
 A job whose type is full may be parked: its message is copied to the type's waiting queue (a new message
 id) and acknowledged, and the copy (or a copy of the copy, when it is parked again) runs the job. Each
-copy is attributed to its job: by the PARKED marker that names it (`copy_id`, `claimed_by`), by the
+copy is attributed to its job: by the PARKED marker that names it (`copy_id`, `claimed_by`; so is a copy
+sent back to wait for its job id, by its REQUEUED marker), by the
 scenario's job id attribute the copy keeps, or by the original it names (`LongJobsAdmission`). A job's
 executions, leases and final state are then those of its message and all its copies.
 """
@@ -28,6 +29,7 @@ from longjobs.engine.execution import execution_arn, execution_name, parse_execu
 from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
+from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
 
@@ -259,9 +261,9 @@ class Observer:
                 self._orphans.setdefault(new.message_id, []).append(change)
             return
         now = time.time()
-        if new.status is LeaseStatus.PARKED:
-            if old is None or old.status is not LeaseStatus.PARKED:
-                track.parked.append(now)
+        if new.status is LeaseStatus.PARKED and (old is None or old.status is not LeaseStatus.PARKED):
+            track.parked.append(now)
+        if new.status in COPIED_STATUSES:
             for copy_id in (new.copy_id, new.claimed_by):
                 if copy_id:
                     self._adopt(track, copy_id)

@@ -1,4 +1,4 @@
-"""An independent re-check of a simulation trace: three of the promise's properties, from the recorded
+"""An independent re-check of a simulation trace: four of the promise's properties, from the recorded
 history alone.
 
 `python -m offline sim --seed S --trace FILE` writes one seed's trace as JSON lines (see
@@ -7,6 +7,8 @@ history alone.
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
   `execution_ended`, whichever comes first: an ended execution runs nothing).
+- `once_per_message`: a job id succeeds (a `job_ended` with `succeeded` true, or an `inline_done`
+  outcome) at most as many times as it was `sent`.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
   at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SINGLE_EXECUTION = "single_execution"
+ONCE_PER_MESSAGE = "once_per_message"
 NO_LAPSE = "no_lapse"
 NOTHING_LOST = "nothing_lost"
 REASON_KEYS = ("ErrorType", "ErrorMessage")
@@ -134,7 +137,7 @@ class _Checker:
         execution = _text(record, "execution")
         self._stop(execution)
         if _flag(record, "succeeded"):
-            self.succeeded[_text(record, "job_id")].append(f"execution {execution} at t={t}")
+            self._succeeded(t, _text(record, "job_id"), f"execution {execution} at t={t}")
 
     def _execution_ended(self, t: float, record: dict[str, Any]) -> None:
         self._stop(_text(record, "execution"))
@@ -164,7 +167,18 @@ class _Checker:
 
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
         if record["outcome"] == "inline_done":
-            self.succeeded[_text(record, "job_id")].append(f"inline in the receiver ({record['message_id']}) at t={t}")
+            self._succeeded(t, _text(record, "job_id"), f"inline in the receiver ({record['message_id']}) at t={t}")
+
+    def _succeeded(self, t: float, job_id: str, evidence: str) -> None:
+        done = self.succeeded[job_id]
+        done.append(evidence)
+        sent = self.sent.get(job_id, [])
+        if len(done) > len(sent):
+            self._find(
+                ONCE_PER_MESSAGE,
+                t,
+                f"job {job_id} succeeded {len(done)} times ({'; '.join(done)}) from {len(sent)} message(s) sent",
+            )
 
     def _dead_lettered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")

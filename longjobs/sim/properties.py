@@ -6,6 +6,8 @@ coverage: a campaign reports the ones no seed reached.
 
 - `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
+- `once_per_message`: a job id succeeds at most as many times as its producer sent messages of it (a
+  copy the processor makes of a message, to wait or to park, never runs the job a second time).
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
   duplicate delivery or at SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
@@ -31,6 +33,7 @@ ALWAYS = (
     "fifo_order",
     "single_execution_per_message",
     "single_execution_per_job",
+    "once_per_message",
     "type_concurrency",
     "no_lapse",
     "held_while_running",
@@ -76,6 +79,7 @@ class Monitor:
     by_message: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     by_job: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    sent: Counter[str] = field(default_factory=Counter)  # job key -> messages of it the producer sent
     succeeded: Counter[str] = field(default_factory=Counter)  # job key -> job runs that succeeded
     dead_lettered: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     duplicates: set[str] = field(default_factory=set)  # message ids with an injected duplicate delivery due
@@ -126,6 +130,11 @@ class Monitor:
         """A job succeeded (in its execution, or inline in the receiver)."""
         self.succeeded[job_key] += 1
         self.finished.add(job_key)
+        if self.succeeded[job_key] > self.sent[job_key]:
+            raise PropertyViolation(
+                "once_per_message",
+                f"job {job_key} succeeded {self.succeeded[job_key]} times from {self.sent[job_key]} message(s) sent",
+            )
 
     def _check_order(self, job_key: str) -> None:
         """FIFO: a job starts only once every job sent before it in its group succeeded or is in the DLQ."""

@@ -504,6 +504,7 @@ class World:
     def _send(self, job: JobPlan) -> None:
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         self.job_of_message[message_id] = job.job_id
+        self.monitor.sent[job.job_id] += 1
         self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:

@@ -16,7 +16,7 @@ from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import WAITS_ATTRIBUTE, Outcome
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, WAITS_ATTRIBUTE, Carried, Outcome
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 from tests.unit.test_receiver_models import s3_record
 
@@ -52,7 +52,9 @@ def test_a_partitions_second_marker_waits_for_the_first_job_then_runs(flow: Flow
     outcomes = flow.deliver()
     assert outcomes == {first: Outcome.STARTED, second: Outcome.WAITING}
     assert flow.lease(first).job_id == JOB_ID
-    assert flow.receiver.store.get(second) is None, "a waiting message is no attempt: no lease, no execution"
+    marker = flow.receiver.store.get(second)
+    assert marker is not None and marker.status is LeaseStatus.REQUEUED, "a waiting message is no attempt"
+    assert marker.execution_arn is None and marker.copy_id is not None, "no execution; its marker names its copy"
     lock = flow.receiver.store.locks.get(job_lock_key(JOB_ID))
     assert lock is not None and lock.held and lock.holder == first
 
@@ -94,7 +96,9 @@ def test_a_waiting_copy_keeps_its_attributes_and_counts_its_waits(flow: Flow) ->
         "Messages"
     ][0]
     attributes = {name: value["StringValue"] for name, value in copy["MessageAttributes"].items()}
+    carried = Carried.decode(attributes.pop(ADMISSION_ATTRIBUTE))
     assert attributes == {"Producer": "nightly", WAITS_ATTRIBUTE: "1"}
+    assert carried.requeued_from == delivery.message_id, "the copy names the marker it claims its run from"
     assert copy["Body"] == body
 
 

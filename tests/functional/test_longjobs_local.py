@@ -178,6 +178,7 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
         "REJECTED": 0,
         "WAITING": 3,
         "PARKED": 0,
+        "REQUEUED": 0,
         "CANCELLED": 0,
     }
     assert data["waiting"] == {"backfill": 2, "wait": 1}, "waiting for a slot, by job type"

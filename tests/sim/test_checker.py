@@ -93,7 +93,9 @@ def test_checker_single_execution_holds_for_consecutive_attempts_and_distinct_jo
 
 
 def test_checker_single_execution_two_overlapping_runs_of_one_message() -> None:
-    lines = by_time(sent(1, M1, "j1"), delivered(10, M1, "j1"), *run(11, 50, M1, "j1", 1), *run(30, 70, M1, "j1", 2))
+    lines = by_time(
+        sent(1, M1, "j1"), delivered(10, M1, "j1"), *run(11, 50, M1, "j1", 1, ok=False), *run(30, 70, M1, "j1", 2)
+    )
     findings = check(lines)
     assert properties(findings) == ["single_execution", "single_execution"]  # per message and per job id
     assert all(finding.t == 30 for finding in findings)
@@ -112,11 +114,37 @@ def test_checker_single_execution_two_messages_of_one_job_id_overlap() -> None:
 def test_checker_single_execution_an_ended_execution_runs_nothing() -> None:
     stopped = f"{M1}-1"
     lines = [
+        sent(1, M1, "j1"),
         event(11, "job_started", "workflow", execution=stopped, message_id=M1, job_id="j1"),
         event(20, "execution_ended", "stepfunctions", execution=stopped, status="ABORTED"),  # no job_ended
         *run(30, 40, M1, "j1", attempt=2),
     ]
     assert check(lines) == []
+
+
+# -- once_per_message -----------------------------------------------------------------------------------------
+
+
+def test_checker_once_per_message_holds_for_two_messages_of_one_job_id() -> None:
+    lines = by_time(sent(1, M1, "j1"), sent(2, M2, "j1"), *run(11, 50, M1, "j1"), *run(60, 90, M2, "j1"), end(100))
+    assert check(lines) == []
+
+
+def test_checker_once_per_message_a_copy_that_runs_the_job_again_breaks() -> None:
+    """The defect of corpus seed 24486: a message waiting for its job id was copied twice (SendMessage is not
+    idempotent) and both copies ran the job after the other message's run."""
+    lines = by_time(
+        sent(1, M1, "j1"),
+        sent(2, M2, "j1"),
+        *run(11, 50, M1, "j1"),
+        *run(60, 90, M2, "j1"),
+        *run(95, 120, M3, "j1"),  # a copy of M2: a message id the producer never sent
+        end(130),
+    )
+    findings = check(lines)
+    assert properties(findings) == ["once_per_message"]
+    assert findings[0].t == 120
+    assert "job j1 succeeded 3 times" in findings[0].detail and "from 2 message(s) sent" in findings[0].detail
 
 
 # -- no_lapse -------------------------------------------------------------------------------------------------
@@ -146,13 +174,14 @@ def test_checker_no_lapse_delivery_while_running() -> None:
 
 
 def test_checker_no_lapse_duplicate_delivery_is_exempt() -> None:
-    lines = by_time(*run(11, 50, M1, "j1"), delivered(12, M1, "j1", count=2, duplicate=True))
+    lines = by_time(sent(1, M1, "j1"), *run(11, 50, M1, "j1"), delivered(12, M1, "j1", count=2, duplicate=True))
     assert check(lines) == []
 
 
 def test_checker_no_lapse_delivery_at_the_cap_is_exempt() -> None:
     hold_ends = 43_000.0
     lines = by_time(
+        sent(1, M1, "j1"),
         *run(11, 50_000, M1, "j1"),
         delivered(hold_ends - 1, M1, "j1", count=2, hold_ends=hold_ends),  # at the cap: allowed
         delivered(hold_ends + 5, M1, "j1", count=3, hold_ends=hold_ends),  # after it: allowed
@@ -163,6 +192,7 @@ def test_checker_no_lapse_delivery_at_the_cap_is_exempt() -> None:
 def test_checker_no_lapse_delivery_before_the_cap_or_without_a_lease_breaks() -> None:
     hold_ends = 43_000.0
     lines = by_time(
+        sent(1, M1, "j1"),
         *run(11, 50_000, M1, "j1"),
         delivered(hold_ends - 1.5, M1, "j1", count=2, hold_ends=hold_ends),
         delivered(100, M1, "j1", count=3, hold_ends=None),
@@ -234,7 +264,11 @@ def test_checker_nothing_lost_skipped_without_an_end() -> None:
 
 
 def test_checker_ignores_the_simulators_own_verdict() -> None:
-    lines = [*run(11, 50, M1, "j1"), event(60, "violation", "checker", property="single_execution", detail="made up")]
+    lines = [
+        sent(1, M1, "j1"),
+        *run(11, 50, M1, "j1"),
+        event(60, "violation", "checker", property="single_execution", detail="made up"),
+    ]
     assert check(lines) == []
 
 

@@ -62,9 +62,9 @@ class Bench:
         )
         return list(got.get("Messages", []))
 
-    def deliver_jobs_queue(self) -> dict[str, Outcome]:
+    def deliver_jobs_queue(self, *, delete: bool = True) -> dict[str, Outcome]:
         """What the event source mapping does: receive the visible messages, hand each to `receive`,
-        delete those done."""
+        delete those done (not with `delete` False: the receiver's container died before)."""
         outcomes = {}
         self.receiver.begin_batch()
         for message in self._received(self.jobs_url):
@@ -82,7 +82,7 @@ class Bench:
             )
             outcome = receive(self.receiver, delivery)
             outcomes[message["MessageId"]] = outcome
-            if not outcome.deferred:
+            if delete and not outcome.deferred:
                 self.aws.sqs.delete_message(QueueUrl=self.jobs_url, ReceiptHandle=message["ReceiptHandle"])
         return outcomes
 
@@ -197,13 +197,13 @@ def parked_behind_a_full_type() -> tuple[Bench, str, str, str]:
 
 
 def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_twice() -> None:
-    """Found by the review (now a claimant with no lease leaves the parked line): a parked copy that claims its
-    marker and then finds its job id running (another message of the job
-    holds the job lock) is sent back to the jobs queue as a delayed copy (`wait_for_job`) and acknowledged:
-    it never writes a lease. That copy later runs the job. Once the claimant's send is `resend_at` old,
-    `refresh_parked` finds the marker claimed by a copy with no lease, takes it for a receive that
-    crashed before its lease (`_park_claimant`: `claimant is None` past the grace) and parks it in place:
-    a fresh copy that claims its own marker and runs the job a second time. One message, two runs."""
+    """Found by the review (now a REQUEUED claimant leaves the parked line): a parked copy that claims its
+    marker and then finds its job id running (another message of the job holds the job lock) is sent back
+    to the jobs queue as a delayed copy (`requeue.wait_for_job`) and acknowledged (it then wrote no lease;
+    now its REQUEUED marker). That copy later runs the job. Once the claimant's send is `resend_at` old,
+    `refresh_parked` found the marker claimed by a copy with no lease, took it for a receive that crashed
+    before its lease (`_park_claimant`: `claimant is None` past the grace) and parked it in place: a fresh
+    copy that claimed its own marker and ran the job a second time. One message, two runs."""
     from longjobs.engine.lease.lock import job_lock_key
 
     b, first, filler, original = parked_behind_a_full_type()
@@ -221,7 +221,9 @@ def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_t
     b.clock.advance(10)
     assert b.unpark_all() == {copy: Outcome.WAITING}, "the copy claimed the run, then was sent back to wait for X"
     marker = b.receiver.store.get(original)
-    assert marker is not None and marker.claimed_by == copy and b.receiver.store.get(copy) is None
+    claimant = b.receiver.store.get(copy)
+    assert marker is not None and marker.claimed_by == copy
+    assert claimant is not None and claimant.status is LeaseStatus.REQUEUED, "its own marker names its copy"
     [sent_back] = [m for m in b.jobs_ids() if m not in (first, filler)]
 
     # The other message of X ends; the copy sent back runs job X (its one run), and everything settles.

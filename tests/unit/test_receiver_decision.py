@@ -40,6 +40,10 @@ RELEASED = lease(LeaseStatus.RELEASED, execution_arn=ARN)
 WAITING = lease(LeaseStatus.WAITING, job_type="t", waiting_order=1.0)
 PARKED_SENT = lease(LeaseStatus.PARKED, job_type="t", copy_id="copy")
 PARKED_UNSENT = lease(LeaseStatus.PARKED, job_type="t")
+PARKED_CLAIMED = lease(LeaseStatus.PARKED, job_type="t", claimed_by="copy")
+REQUEUED_SENT = lease(LeaseStatus.REQUEUED, job_type="t", copy_id="copy")
+REQUEUED_UNSENT = lease(LeaseStatus.REQUEUED, job_type="t")
+REQUEUED_CLAIMED = lease(LeaseStatus.REQUEUED, job_type="t", claimed_by="copy")
 
 ROWS: list[tuple[str, Reading, Limits, Action]] = [
     # no lease: a new attempt, or a parked copy whose original's run is claimed first
@@ -53,10 +57,24 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
         Action.DEAD_LETTER_CANCELLED,
     ),
     ("parked copy that runs it", receive(1, parked_copy=True, copy_runs=True), LIMITS, Action.READ_JOB_LOCK),
+    ("requeued copy, not claimed yet", receive(1, requeued_copy=True), LIMITS, Action.CLAIM_COPY),
+    ("requeued copy, a twin runs it", receive(1, requeued_copy=True, copy_runs=False), LIMITS, Action.DUPLICATE),
+    (
+        "requeued copy of a cancelled message",
+        receive(1, requeued_copy=True, copy_runs=False, cancel_undelivered=True),
+        LIMITS,
+        Action.DEAD_LETTER_CANCELLED,
+    ),
+    ("requeued copy that runs it", receive(1, requeued_copy=True, copy_runs=True), LIMITS, Action.READ_JOB_LOCK),
     # a lease that says where the message went
     ("parked, copy sent", receive(lease=PARKED_SENT, marker_live=True), LIMITS, Action.DUPLICATE),
-    ("parked, copy not sent", receive(lease=PARKED_UNSENT, marker_live=True), LIMITS, Action.SEND_PARKED_COPY),
+    ("parked, copy not sent", receive(lease=PARKED_UNSENT, marker_live=True), LIMITS, Action.SEND_COPY),
+    ("parked, copy not noted, claimed", receive(lease=PARKED_CLAIMED, marker_live=True), LIMITS, Action.DUPLICATE),
     ("parked, its type no longer parks", receive(lease=PARKED_SENT), LIMITS, Action.READ_JOB_LOCK),
+    ("requeued, copy sent", receive(lease=REQUEUED_SENT), LIMITS, Action.DUPLICATE),
+    ("requeued, copy not known to be sent", receive(lease=REQUEUED_UNSENT), LIMITS, Action.SEND_COPY),
+    ("requeued, copy not noted, claimed", receive(lease=REQUEUED_CLAIMED), LIMITS, Action.DUPLICATE),
+    ("requeued, older receive", receive(1, lease=lease(LeaseStatus.REQUEUED, 3)), LIMITS, Action.SEND_COPY),
     ("succeeded", receive(lease=lease(LeaseStatus.SUCCEEDED)), LIMITS, Action.ALREADY_SUCCEEDED),
     ("succeeded, older receive", receive(1, lease=lease(LeaseStatus.SUCCEEDED, 3)), LIMITS, Action.ALREADY_SUCCEEDED),
     ("in the DLQ", receive(lease=lease(LeaseStatus.REJECTED)), LIMITS, Action.ALREADY_DEAD_LETTERED),
@@ -87,6 +105,12 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
     ("lock: another receive of it", receive(job_lock=LockState.HELD_BY_THIS_MESSAGE), LIMITS, Action.STALE),
     ("lock held by a running job", receive(job_lock=LockState.HELD), LIMITS, Action.WAIT_FOR_JOB),
     ("lock held, FIFO", receive(job_lock=LockState.HELD), FIFO, Action.HOLD_FOR_JOB),
+    (
+        "lock held, no room for a copy",
+        receive(job_lock=LockState.HELD, room_for_copy=False),
+        LIMITS,
+        Action.HOLD_FOR_JOB,
+    ),
     ("lock free", receive(job_lock=LockState.FREE), LIMITS, Action.FIND_SLOT),
     ("lock stale", receive(job_lock=LockState.STALE), LIMITS, Action.FIND_SLOT),
     ("type full", receive(slot=SlotState.FULL, job_lock=LockState.FREE), LIMITS, Action.WAIT_FOR_SLOT),

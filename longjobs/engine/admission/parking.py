@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.store import in_parked_line
-from longjobs.engine.lease.types import DONE_STATUSES, Attempt
+from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
 from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.requeue import claim_answer
 from longjobs.engine.receiver.types import (
     ADMISSION_ATTRIBUTE,
     MAX_MESSAGE_ATTRIBUTES,
@@ -142,16 +143,17 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     delete it: when the claimant waits or was released and does not run, it is parked in turn, as its
     receive now would do (a marker of its own, replacing its lease on condition of its version, then a
     fresh copy); while it runs, the marker is looked at again a margin later; once it is done or parked,
-    the marker leaves the line. A claimant with no lease leaves the line too: it went back to the jobs
-    queue to wait for its job id (that copy runs the job) or to the DLQ, or its receive died before its
-    lease and it comes back through unparking; parking it would make a second copy that runs. True when
-    a copy was sent."""
+    the marker leaves the line. So does a REQUEUED claimant: it went back to the jobs queue to wait for
+    its job id, and its own copy runs the job. A claimant with no lease leaves the line too: it went to
+    the DLQ, or its receive died before its lease and it comes back through unparking (or, written before
+    requeued copies had markers, it went back to the jobs queue); parking it would make a second copy
+    that runs. True when a copy was sent."""
     store, clock, settings = receiver.store, receiver.clock, receiver.settings
     claimant_id = marker.claimed_by or ""
     claimant = store.get(claimant_id)
     now = clock.now()
     recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
-    if claimant is None or claimant.status in (LeaseStatus.PARKED, *DONE_STATUSES):
+    if claimant is None or claimant.status in (*COPIED_STATUSES, *DONE_STATUSES):
         store.move_in_parked_line(marker, sent_at=None)
         return False
     if claimant.active or _may_run(receiver, claimant):
@@ -233,17 +235,7 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | No
     now = receiver.clock.now()
     sent_at = delivery.sent_at if delivery.sent_at is not None else now
     claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=sent_at, now=now)
-    if claimed is not False:
-        return True, None
-    marker = receiver.store.get(parked_id)
-    if marker is not None and marker.status is LeaseStatus.CANCELLED:
-        logger.warning("copy of a cancelled parked message", extra={"message_id": delivery.message_id})
-        return False, marker
-    logger.warning(
-        "twin copy of a parked message: acknowledged, the other copy runs",
-        extra={"message_id": delivery.message_id, "parked_from": parked_id},
-    )
-    return False, None
+    return claim_answer(receiver, delivery, parked_id, claimed)
 
 
 def has_room(delivery: Delivery) -> bool:

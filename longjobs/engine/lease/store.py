@@ -36,7 +36,7 @@ from longjobs.engine.lease.schema import (
     WAITING_TYPE_ATTR,
     parked_line,
 )
-from longjobs.engine.lease.types import CLOSED_STATUSES, Attempt, LastError, Lease, LeaseStatus
+from longjobs.engine.lease.types import CLOSED_STATUSES, COPIED_STATUSES, Attempt, LastError, Lease, LeaseStatus
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
@@ -576,28 +576,34 @@ class LeaseStore:
         return HoldsTaken(written=True)
 
     def note_copy(self, marker: Lease, copy_id: str, *, sent_at: float, kept_until: float) -> bool:
-        """Record on a PARKED marker the copy that was sent: its id (a redelivery of the original is then
-        acknowledged without sending another) and when it was sent at the latest (`sent_at`: its place
-        in its type's parked line, so it is sent again before its retention runs out); the marker is
-        kept until `kept_until` (the copy's retention) and its TTL past that. False when the marker
-        changed meanwhile (claimed by a copy, cancelled, or noted by another sender)."""
+        """Record on a PARKED or REQUEUED marker the copy that was sent: its id (a redelivery of the
+        original is then acknowledged without sending another) and, for a PARKED one, when it was sent at
+        the latest (`sent_at`: its place in its type's parked line, so it is sent again before its
+        retention runs out); the marker is kept until `kept_until` (the copy's retention) and its TTL
+        past that. False when the marker changed meanwhile (claimed by a copy, cancelled, or noted by
+        another sender)."""
+        names = {"#status": "status", "#ttl": TTL_ATTR}
+        update = "SET copy_id = :copy, renew_until = :until, #ttl = :ttl, version = version + :one"
+        values: dict[str, Any] = {
+            "copy": copy_id,
+            "until": _num(kept_until),
+            "ttl": int(kept_until) + self._closed_ttl_s,
+            "one": 1,
+            "version": marker.version,
+            "marker": marker.status.value,
+        }
+        if marker.status is LeaseStatus.PARKED:
+            update += ", #order = :sent"
+            names["#order"] = WAITING_ORDER_ATTR
+            values["sent"] = _num(sent_at)
         return _conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": marker.message_id}},
-            UpdateExpression="SET copy_id = :copy, #order = :sent, renew_until = :until, #ttl = :ttl, "
-            "version = version + :one",
-            ConditionExpression="version = :version AND #status = :parked",
-            ExpressionAttributeNames={"#status": "status", "#order": WAITING_ORDER_ATTR, "#ttl": TTL_ATTR},
-            ExpressionAttributeValues=_values(
-                copy=copy_id,
-                sent=_num(sent_at),
-                until=_num(kept_until),
-                ttl=int(kept_until) + self._closed_ttl_s,
-                one=1,
-                version=marker.version,
-                parked=LeaseStatus.PARKED.value,
-            ),
+            UpdateExpression=update,
+            ConditionExpression="version = :version AND #status = :marker",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
         )
 
     def move_in_parked_line(self, marker: Lease, *, sent_at: float | None) -> bool:
@@ -647,24 +653,38 @@ class LeaseStore:
         operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs. The marker's
         place in its parked line becomes the claimant's send time (`sent_at`): the claimant may wait in
         its waiting queue in turn, and its retention runs from then."""
+        return self._claim(original_id, copy_id, LeaseStatus.PARKED, now=now, order=sent_at)
+
+    def claim_requeued(self, original_id: str, copy_id: str, *, now: float) -> bool | None:
+        """Claim the run of a message sent back to wait for its job id for one of its copies, as
+        `claim_parked` does for a parked one (a REQUEUED marker has no place in a line)."""
+        return self._claim(original_id, copy_id, LeaseStatus.REQUEUED, now=now)
+
+    def _claim(
+        self, original_id: str, copy_id: str, status: LeaseStatus, *, now: float, order: float | None = None
+    ) -> bool | None:
+        update = "SET claimed_by = :copy, claimed_at = if_not_exists(claimed_at, :now), version = version + :one"
+        names = {"#status": "status"}
+        values: dict[str, Any] = {"copy": copy_id, "now": _num(now), "one": 1, "marker": status.value}
+        if order is not None:
+            update += ", #order = :sent"
+            names["#order"] = WAITING_ORDER_ATTR
+            values["sent"] = _num(order)
         claimed = _conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": original_id}},
-            UpdateExpression="SET claimed_by = :copy, claimed_at = if_not_exists(claimed_at, :now), "
-            "#order = :sent, version = version + :one",
-            ConditionExpression="#status = :parked AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)",
-            ExpressionAttributeNames={"#status": "status", "#order": WAITING_ORDER_ATTR},
-            ExpressionAttributeValues=_values(
-                copy=copy_id, now=_num(now), sent=_num(sent_at), one=1, parked=LeaseStatus.PARKED.value
-            ),
+            UpdateExpression=update,
+            ConditionExpression="#status = :marker AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
         )
         if claimed:
             return True
         marker = self.get(original_id)
         if marker is not None and marker.status is LeaseStatus.CANCELLED:
             return False
-        if marker is None or marker.status is not LeaseStatus.PARKED:
+        if marker is None or marker.status is not status:
             return None
         return marker.claimed_by == copy_id
 
@@ -936,8 +956,8 @@ class LeaseStore:
         None tells the caller another writer got there first (read again).
 
         It leaves every index (due, reconcile, waiting), so nothing renews, reconciles or admits it; `record`
-        (the cancel's reason and progress) is kept as the lease's result. A PARKED marker keeps its TTL (it
-        must outlive its copy in the waiting queue, which it now refuses); any other expires as a closed
+        (the cancel's reason and progress) is kept as the lease's result. A PARKED or REQUEUED marker keeps
+        its TTL (it must outlive its copy on its queue, which it now refuses); any other expires as a closed
         lease does."""
         first = lease.status is not LeaseStatus.CANCELLED
         sets = ["#status = :cancelled", "last_error = :error", "#result = :result", "version = version + :one"]
@@ -952,7 +972,7 @@ class LeaseStore:
         if first:
             sets.append("closed_at = :now")
             values["now"] = _num(now)
-        if first and lease.status is not LeaseStatus.PARKED:
+        if first and lease.status not in COPIED_STATUSES:
             sets.append(f"{TTL_ATTR} = :ttl")
             values["ttl"] = int(now) + self._closed_ttl_s
         if not _conditional(

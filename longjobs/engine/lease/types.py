@@ -16,6 +16,7 @@ class LeaseStatus(StrEnum):
     REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
     WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
     PARKED = "PARKED"  # copied to its type's waiting queue: the marker that keeps a redelivery from a second copy
+    REQUEUED = "REQUEUED"  # its job id ran: copied back to its queue with a delay, the marker names the copy that runs
     CANCELLED = "CANCELLED"  # cancelled by an operator (`longjobs cancel`): stopped, sent to the DLQ, never run again
 
 
@@ -55,6 +56,8 @@ class LastError:
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
 DONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.CANCELLED})
 """The message is done with: deleted after its job succeeded, or in the DLQ."""
+COPIED_STATUSES = frozenset({LeaseStatus.PARKED, LeaseStatus.REQUEUED})
+"""The message was acknowledged and a copy carries it on: its marker names the one copy that runs it."""
 ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
 """How an attempt ends without success: each is a failed attempt in the message's history."""
 
@@ -125,11 +128,11 @@ class Lease:
     waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
-    copy_id: str | None = None  # PARKED: the message id of the copy sent to the waiting queue, once known
+    copy_id: str | None = None  # PARKED, REQUEUED: the message id of the copy sent, once known
     copy_sent_at: float | None = None  # PARKED: when the copy that may run it was sent, at the latest (`parked_line`)
     parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
-    claimed_at: float | None = None  # PARKED: when `claimed_by` claimed it
-    claimed_by: str | None = None  # PARKED: the copy that runs the job (any other copy is acknowledged)
+    claimed_at: float | None = None  # PARKED, REQUEUED: when `claimed_by` claimed it
+    claimed_by: str | None = None  # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged)
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)
 

@@ -1,7 +1,7 @@
 """The AWS effects of the receiver's actions on one attempt (`longjobs.engine.receiver.decision` decides
-which): take the lease with its holds, hide the message, start or resume the execution, wait for the job
-id, or send the message to the DLQ. Admission's in-place start (`longjobs.engine.admission.admit`) uses
-the same steps.
+which): take the lease with its holds, hide the message, start or resume the execution, hold it in place
+for its job id, or send the message to the DLQ (a copy sent back to wait for its job id is `requeue`'s).
+Admission's in-place start (`longjobs.engine.admission.admit`) uses the same steps.
 
 Holds that are taken together are taken in one DynamoDB transaction with the lease's write
 (`LeaseStore.take_holds`), conditional on the lease's version and on each lock and slot being free,
@@ -32,8 +32,6 @@ from longjobs.engine.receiver.decision import LockState, lock_state
 from longjobs.engine.receiver.dlq import EXHAUSTED, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.types import (
-    MAX_MESSAGE_ATTRIBUTES,
-    WAITS_ATTRIBUTE,
     Delivery,
     Outcome,
     Receiver,
@@ -221,35 +219,18 @@ def _waiting(holder: Lock) -> str:
     return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
 
 
-def wait_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
-    """Send a delayed copy of the message back to the queue (this receive is then acknowledged and
-    deleted): it tries again when the delay ends, without using up a receive. Raises if SQS refuses:
-    the record is then reported failed and comes back after the queue's VT."""
-    waits = delivery.waits + 1
-    delay = wait_delay_s(delivery.waits, receiver.settings, receiver.rng)
-    attributes = dict(delivery.message_attributes)
-    if WAITS_ATTRIBUTE in attributes or len(attributes) < MAX_MESSAGE_ATTRIBUTES:  # else its waits do not grow
-        attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(waits)}
-    receiver.sqs.send_message(
-        QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
-    )
-    logger.info(
-        "job id is running: the message waits",
-        extra={"message_id": delivery.message_id, "job_id": job.job_id, "waits": waits, "delay_s": delay},
-    )
-
-
 def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
-    """FIFO: the message waits for its job id in place, holding its group. It is hidden for the wait delay
-    (doubling with its receives: SQS counts each wait as one) and reported not done; the FIFO batch
-    processor then leaves the rest of its group in this batch alone. A visibility change that fails
-    leaves the message hidden for the queue's VT, which is a wait too."""
+    """The message waits for its job id in place (FIFO: holding its group; a message whose attributes
+    leave no room for a requeued copy's). It is hidden for the wait delay (doubling with its receives:
+    SQS counts each wait as one) and reported not done; the FIFO batch processor then leaves the rest of
+    its group in this batch alone. A visibility change that fails leaves the message hidden for the
+    queue's VT, which is a wait too."""
     delay = wait_delay_s(max(0, delivery.receive_count - 1), receiver.settings, receiver.rng)
     outcome = receiver.visibility.change(
-        VisibilityChange(delivery.message_id, receiver.queue_url, delivery.receipt_handle, delay)
+        VisibilityChange(delivery.message_id, receiver.queue_of(delivery), delivery.receipt_handle, delay)
     )
     logger.info(
-        "job id is running: the message holds its group",
+        "job id is running: the message waits in place",
         extra={
             "message_id": delivery.message_id,
             "job_id": job.job_id,

@@ -9,17 +9,18 @@ finished job costs one read, and every row of the decision is one line of a tabl
 
 The order of the rules is the protocol's:
 
-1. A message with no lease is a new attempt, except a parked copy whose original's run another copy
-   claimed (a twin: acknowledged).
-2. A lease that says where the message went ends the receive: a PARKED marker (acknowledged, or its
-   copy sent if it was not), SUCCEEDED, REJECTED (in the DLQ), CANCELLED (sent to the DLQ now if the
-   cancel could not send it; so is a parked copy whose marker was cancelled).
+1. A message with no lease is a new attempt, except a parked or requeued copy whose original's run
+   another copy claimed (a twin: acknowledged).
+2. A lease that says where the message went ends the receive: a PARKED or REQUEUED marker (acknowledged
+   once a copy is known, else its copy sent), SUCCEEDED, REJECTED (in the DLQ), CANCELLED (sent to the
+   DLQ now if the cancel could not send it; so is a copy whose marker was cancelled).
 3. Fencing by receive count: an older receive is STALE; the same count with another handle is adopted
    only once SQS accepts that handle (`ADOPT_SAME_COUNT`); the same receive handled again resumes.
 4. A newer receive adopts an ACTIVE lease, or a closed one whose execution still runs (an execution
    runs only while its message is held); otherwise it begins a new attempt.
 5. A new attempt: the DLQ once its attempts (or its refused starts) are used up; it waits while its job
-   id's lock is held by a running execution (a copy sent back, or, on FIFO, held in its group); it
+   id's lock is held by a running execution (a copy sent back, or, on FIFO or with no room for the
+   copy's attributes, held in place); it
    waits or is parked while its type is full; else it takes its lease, lock and slot in one
    transaction and starts.
 """
@@ -38,13 +39,13 @@ class Action(StrEnum):
     """What the receiver does next: one read the decision needs, or what the receive becomes."""
 
     # Reads (the receiver decides again with the answer)
-    CLAIM_COPY = "claim_copy"  # a parked copy: claim its original's run (a conditional write on the marker)
+    CLAIM_COPY = "claim_copy"  # a parked or requeued copy: claim its original's run (a conditional write on the marker)
     READ_EXECUTION = "read_execution"  # whether the closed lease's execution still runs
     READ_JOB_LOCK = "read_job_lock"  # the job id's lock, and whether its holder may run
     FIND_SLOT = "find_slot"  # a slot of the type for this attempt, after those waiting longer
     # Ends
-    DUPLICATE = "duplicate"  # another copy runs it (a twin, or the copy of a parked message): acknowledge
-    SEND_PARKED_COPY = "send_parked_copy"  # parked, its copy not known to be sent: send it, acknowledge
+    DUPLICATE = "duplicate"  # another copy runs it (a twin, or the copy of a parked or requeued message): acknowledge
+    SEND_COPY = "send_copy"  # parked or requeued, its copy not known to be sent: send it, acknowledge
     ALREADY_SUCCEEDED = "already_succeeded"  # acknowledge: the job ran
     ALREADY_DEAD_LETTERED = "already_dead_lettered"  # acknowledge: it is in the DLQ
     ALREADY_CANCELLED = "already_cancelled"  # acknowledge: an operator cancelled it (it is in the DLQ)
@@ -58,7 +59,7 @@ class Action(StrEnum):
     DEAD_LETTER = "dead_letter"  # its attempts are used up
     DEAD_LETTER_REFUSED = "dead_letter_refused"  # Step Functions refused its starts too often
     WAIT_FOR_JOB = "wait_for_job"  # its job id runs: a delayed copy goes back to the queue
-    HOLD_FOR_JOB = "hold_for_job"  # FIFO, its job id runs: hidden for the wait, holding its group
+    HOLD_FOR_JOB = "hold_for_job"  # its job id runs, on FIFO or with no room for a copy: hidden for the wait
     WAIT_FOR_SLOT = "wait_for_slot"  # its type is full: it waits hidden, or is parked
     START = "start"  # lease, job lock and slot in one transaction; then hide and start
 
@@ -98,10 +99,14 @@ class Reading:
     lease: Lease | None = None
     parked_copy: bool = False
     """A copy received from a waiting queue that names the message it was parked from."""
+    requeued_copy: bool = False
+    """A copy received from the jobs queue that names the message it was sent back from (`requeue`)."""
+    room_for_copy: bool = True
+    """The message's attributes leave room for a requeued copy's (else it waits for its job id in place)."""
     marker_live: bool = False
     """The lease is a PARKED marker of a type that still has a waiting queue."""
     copy_runs: bool | None = None
-    """`CLAIM_COPY`'s answer: this copy runs the parked message (False: a twin runs it, or it was cancelled)."""
+    """`CLAIM_COPY`'s answer: this copy runs the message (False: a twin runs it, or it was cancelled)."""
     cancel_undelivered: bool = False
     """The message was cancelled (its lease, or a parked copy's marker) and no DLQ copy was made: the cancel
     had no body at hand (`longjobs.engine.cancel`), so this receive sends it."""
@@ -118,13 +123,13 @@ def decide(reading: Reading, limits: Limits) -> Action:
     """The one action for a receive as read (see the module's rules)."""
     lease = reading.lease
     if lease is None:
-        if reading.parked_copy and reading.copy_runs is None:
+        if (reading.parked_copy or reading.requeued_copy) and reading.copy_runs is None:
             return Action.CLAIM_COPY
         if reading.copy_runs is False:
             return Action.DEAD_LETTER_CANCELLED if reading.cancel_undelivered else Action.DUPLICATE
         return _new_attempt(reading, limits)
-    if reading.marker_live and lease.status is LeaseStatus.PARKED:
-        return Action.SEND_PARKED_COPY if lease.copy_id is None else Action.DUPLICATE
+    if lease.status is LeaseStatus.REQUEUED or (reading.marker_live and lease.status is LeaseStatus.PARKED):
+        return Action.DUPLICATE if lease.copy_id or lease.claimed_by else Action.SEND_COPY
     ended = {
         LeaseStatus.SUCCEEDED: Action.ALREADY_SUCCEEDED,
         LeaseStatus.REJECTED: Action.ALREADY_DEAD_LETTERED,
@@ -164,7 +169,7 @@ def _new_attempt(reading: Reading, limits: Limits) -> Action:
         # message of the job, run again after this one.
         return Action.STALE
     if reading.job_lock is LockState.HELD:
-        return Action.HOLD_FOR_JOB if limits.fifo else Action.WAIT_FOR_JOB
+        return Action.HOLD_FOR_JOB if limits.fifo or not reading.room_for_copy else Action.WAIT_FOR_JOB
     if reading.slot is None:
         return Action.FIND_SLOT
     if reading.slot is SlotState.FULL:

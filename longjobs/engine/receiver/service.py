@@ -17,12 +17,14 @@ starts a second execution while the first runs, and never releases a message who
   belief must never be later than the truth) and the job goes on.
 - Two messages of one job id never run at once: an attempt takes its job id's lock with its lease, in one
   transaction, before it starts (`longjobs.engine.lease.lock`). A message that finds the lock held by a
-  running execution is not started and is not an attempt: a copy of it is sent back to the queue with a
-  delay (doubling with each wait, counted in its `LongJobsWaits` attribute) and this receive is
-  acknowledged, so waiting uses none of
-  the message's receives before the queue's redrive. On a FIFO queue a copy would go to the back of its
-  message group and SQS refuses a per-message delay, so the message holds its group instead: it is
-  hidden for the wait and reported not done (`HELD`), and the rest of its group waits behind it.
+  running execution is not started and is not an attempt: its lease becomes a REQUEUED marker, a copy of
+  it is sent back to the queue with a delay (doubling with each wait, counted in its `LongJobsWaits`
+  attribute) and this receive is acknowledged, so waiting uses none of the message's receives before
+  the queue's redrive; the marker names the one copy that runs, however often the copy was sent
+  (`longjobs.engine.receiver.requeue`). On a FIFO queue a copy would go to the back of its message group
+  and SQS refuses a per-message delay, so the message holds its group instead: it is hidden for the
+  wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
+  whose attributes leave no room for a copy's).
 - FIFO queues (`settings.fifo`): every message the receiver sends carries its group id and a
   deduplication id derived from the original message id (S3 fan-out, the DLQ), and a failed attempt's
   release delay is `fifo_release_delay_s` (it holds the group meanwhile).
@@ -60,7 +62,7 @@ from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, succes
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
-from longjobs.engine.receiver import attempt
+from longjobs.engine.receiver import attempt, requeue
 from longjobs.engine.receiver.decision import Action, Limits, Reading, SlotState, decide
 from longjobs.engine.receiver.dlq import STARTS_REFUSED, send_to_dlq
 from longjobs.engine.receiver.models import BadInput, Job, parse_message
@@ -201,7 +203,8 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
     while True:
         action = decide(reading, limits)
         if action is Action.CLAIM_COPY:
-            runs, found.cancelled_marker = parking.claim_copy(receiver, delivery)
+            claim = requeue.claim_copy if reading.requeued_copy else parking.claim_copy
+            runs, found.cancelled_marker = claim(receiver, delivery)
             undelivered = found.cancelled_marker is not None and needs_dead_letter(found.cancelled_marker)
             reading = replace(reading, copy_runs=runs, cancel_undelivered=undelivered)
         elif action is Action.READ_EXECUTION:
@@ -227,6 +230,8 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         receipt_handle=delivery.receipt_handle,
         lease=lease,
         parked_copy=parking.is_parked_copy(receiver, delivery),
+        requeued_copy=requeue.is_requeued_copy(receiver, delivery),
+        room_for_copy=requeue.has_room(delivery),
         marker_live=lease is not None and parking.is_live_marker(receiver, lease),
         attempts=len(history),
         refused_starts=lease.refused_starts_with_this() if lease is not None else 0,
@@ -266,10 +271,12 @@ def _act(
     history = lease.history_with_this() if lease is not None else delivery.carried.history
     if action is Action.DUPLICATE:
         if lease is not None:
-            logger.info("parked message received again: acknowledged", extra={"message_id": delivery.message_id})
+            logger.info("copied message received again: acknowledged", extra={"message_id": delivery.message_id})
         return Outcome.DUPLICATE
-    if action is Action.SEND_PARKED_COPY:
+    if action is Action.SEND_COPY:
         assert lease is not None
+        if lease.status is LeaseStatus.REQUEUED:
+            return requeue.send_requeued_copy(receiver, delivery, lease)
         return parking.send_parked_copy(receiver, delivery, lease)
     if action is Action.DEAD_LETTER_CANCELLED:
         cancelled = found.cancelled_marker or lease
@@ -310,8 +317,7 @@ def _act(
         if action is Action.HOLD_FOR_JOB:
             attempt.hold_for_job(receiver, delivery, job, found.lock)
             return Outcome.HELD
-        attempt.wait_for_job(receiver, delivery, job, found.lock)
-        return Outcome.WAITING
+        return requeue.wait_for_job(receiver, delivery, job, found.lock, replacing=lease, history=history)
     if action is Action.WAIT_FOR_SLOT:
         return _wait_or_park(receiver, delivery, job, lease, found, history)
     assert action is Action.START

@@ -40,12 +40,12 @@ class Outcome(StrEnum):
     SETTLED = "settled"  # redelivered after its execution ended: completed or released now
     NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
     STALE = "stale"  # an older receive than the lease's, or one already settled
-    WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue, this receive is done
+    WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue (REQUEUED), this receive is done
     WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
     PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
-    DUPLICATE = "duplicate"  # a parked message received again, or a twin copy of it: another copy runs it
+    DUPLICATE = "duplicate"  # a parked or requeued message received again, or a twin copy: another copy runs it
     DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
-    HELD = "held"  # FIFO, its job id runs: hidden for the wait, holding its group (not done)
+    HELD = "held"  # its job id runs, on FIFO or with no room for a copy: hidden for the wait (not done)
     CANCELLED = "cancelled"  # cancelled by an operator before (its deletion was lost): in the DLQ already
 
     @property
@@ -74,8 +74,8 @@ WAITS_ATTRIBUTE = "LongJobsWaits"
 
 
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"
-"""Message attribute of a parked copy: JSON of what the message carries to its waiting queue (when it
-first waited, its original message id, its waits and its failed attempts)."""
+"""Message attribute of a parked or requeued copy: JSON of what the message carries on (when it first
+waited, its original message id, its waits, its failed attempts, the marker that names its copy)."""
 
 
 MAX_MESSAGE_ATTRIBUTES = 10
@@ -140,6 +140,9 @@ class Carried:
     parked_id: str | None = None
     """The message id of the message this copy was parked from: its PARKED marker names the one copy
     that runs (a repeated park makes twins)."""
+    requeued_from: str | None = None
+    """The message id of the message this copy was sent back from to wait for its job id: its REQUEUED
+    marker names the one copy that runs (`longjobs.engine.receiver.requeue`)."""
 
     def encode(self) -> str:
         return json.dumps(
@@ -149,6 +152,7 @@ class Carried:
                 "waits": self.waits,
                 "attempts": [a.to_data() for a in self.history],
                 "parked": self.parked_id,
+                "requeued": self.requeued_from,
             },
             separators=(",", ":"),
         )
@@ -164,6 +168,7 @@ class Carried:
                 waits=int(data.get("waits", 0)),
                 history=tuple(Attempt.from_data(a) for a in data.get("attempts", [])),
                 parked_id=data.get("parked"),
+                requeued_from=data.get("requeued"),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})

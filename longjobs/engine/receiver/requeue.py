@@ -1,0 +1,156 @@
+"""Waiting for a job id: a message whose job id another execution runs goes back to its queue as a
+delayed copy, carried on by a REQUEUED marker, so that it runs once however often its copy is sent.
+
+SendMessage is not idempotent: an answer lost after the send landed (botocore sends it again), or a
+crash between the send and the deletion of the message (SQS delivers it again, and it sends again),
+leaves two copies, and each would run the job once the job id is free. So the copy is made the way
+parking makes one (`longjobs.engine.admission.parking`):
+
+1. the message's lease becomes a REQUEUED marker, written first (conditional on the lease as read);
+2. the copy is sent with the delay, naming the marker's message (`Carried.requeued_from`), and with
+   the message's failed attempts, so its history goes on;
+3. its id is noted on the marker (best effort), and the message is acknowledged.
+
+A redelivery of the message finds its marker: acknowledged when a copy is known (noted or claimed),
+else the copy is sent again. A copy received with no lease of its own first claims the run on its
+marker (`LeaseStore.claim_requeued`): the first copy to claim runs, any other is acknowledged; a copy
+whose marker was cancelled goes to the DLQ. A copy that has to wait again becomes the marker of the next
+copy, so each link of the chain runs at most one successor.
+
+A message whose attributes leave no room for the copy's two (SQS takes ten) is held in place instead:
+hidden for the wait and reported not done, as on a FIFO queue; each wait then uses one of its receives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, successor_version
+from longjobs.engine.lease.types import Attempt
+from longjobs.engine.observability import logger
+from longjobs.engine.receiver.attempt import closed_record, wait_delay_s
+from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.types import (
+    ADMISSION_ATTRIBUTE,
+    MAX_MESSAGE_ATTRIBUTES,
+    WAITS_ATTRIBUTE,
+    Delivery,
+    Outcome,
+    Receiver,
+)
+from longjobs.engine.settings import MAX_DELAY_S
+
+
+def has_room(delivery: Delivery) -> bool:
+    """Whether a copy of the message has room for the attributes it carries (its waits and what it
+    carries on); else it waits in place."""
+    own = [name for name in delivery.message_attributes if name not in (WAITS_ATTRIBUTE, ADMISSION_ATTRIBUTE)]
+    return len(own) + 2 <= MAX_MESSAGE_ATTRIBUTES
+
+
+def wait_for_job(
+    receiver: Receiver,
+    delivery: Delivery,
+    job: Job,
+    holder: Lock,
+    *,
+    replacing: Lease | None,
+    history: tuple[Attempt, ...],
+) -> Outcome | None:
+    """Write the message's REQUEUED marker, then send its delayed copy (the module's steps): this receive
+    is then acknowledged and deleted, and the copy tries again when its delay ends, without using up a
+    receive. None when the marker's write lost its race (read again). Raises when DynamoDB or SQS
+    refuses: the record is reported failed and comes back (to its marker, if that was written)."""
+    marker = closed_record(
+        receiver,
+        delivery,
+        LeaseStatus.REQUEUED,
+        version=successor_version(replacing),
+        kept_s=_kept_s(receiver),
+        job_type=job.type,
+        job_id=job.job_id,
+        history=history,
+        waits=delivery.waits,
+    )
+    if not receiver.store.create(marker, replacing=replacing):
+        return None
+    delay = _send_copy(receiver, delivery, marker)
+    logger.info(
+        "job id is running: the message waits",
+        extra={
+            "message_id": delivery.message_id,
+            "job_id": job.job_id,
+            "holder": holder.execution_arn.rpartition(":")[2],
+            "waits": delivery.waits + 1,
+            "delay_s": delay,
+        },
+    )
+    return Outcome.WAITING
+
+
+def send_requeued_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
+    """A requeued message received again whose copy is not known to be sent (the send failed, or landed
+    unanswered: then two copies exist, and their claims run one): the copy is sent now."""
+    _send_copy(receiver, delivery, marker)
+    logger.info("requeued message received again: its copy is sent now", extra={"message_id": delivery.message_id})
+    return Outcome.WAITING
+
+
+def is_requeued_copy(receiver: Receiver, delivery: Delivery) -> bool:
+    """Whether a delivery is a copy of a message that waited for its job id (on the queue it came from)."""
+    return delivery.carried.requeued_from is not None and receiver.queue_of(delivery) == receiver.queue_url
+
+
+def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | None]:
+    """Whether a requeued copy may run its message: when the marker names it (the first copy received
+    claims the run), or when no marker names any (expired): it then runs as it is."""
+    marker_id = delivery.carried.requeued_from or ""
+    claimed = receiver.store.claim_requeued(marker_id, delivery.message_id, now=receiver.clock.now())
+    return claim_answer(receiver, delivery, marker_id, claimed)
+
+
+def claim_answer(
+    receiver: Receiver, delivery: Delivery, marker_id: str, claimed: bool | None
+) -> tuple[bool, Lease | None]:
+    """A copy's claim on its marker (`LeaseStore.claim_parked`, `claim_requeued`) as the decision takes it:
+    whether the copy runs; when it may not, the marker if an operator cancelled it (the copy then goes to
+    the DLQ), else None (a twin runs it: the copy is acknowledged)."""
+    if claimed is not False:
+        return True, None
+    marker = receiver.store.get(marker_id)
+    if marker is not None and marker.status is LeaseStatus.CANCELLED:
+        logger.warning("copy of a cancelled message", extra={"message_id": delivery.message_id, "of": marker_id})
+        return False, marker
+    logger.warning(
+        "twin copy: acknowledged, the other copy runs", extra={"message_id": delivery.message_id, "of": marker_id}
+    )
+    return False, None
+
+
+def _kept_s(receiver: Receiver) -> float:
+    """How long a marker outlives its write: a copy may wait out its delay, then the queue's retention."""
+    return MAX_DELAY_S + receiver.settings.queue_retention_s
+
+
+def _send_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> int:
+    """Send the marker's copy with its delay, then note its id on the marker (best effort: without it a
+    redelivery sends another copy, and the twins' claim runs one); the delay sent."""
+    delay = wait_delay_s(marker.waits, receiver.settings, receiver.rng)
+    carried = replace(
+        delivery.carried,
+        original_id=delivery.original_id,
+        history=marker.history,
+        parked_id=None,  # claimed already, by this message: the copy claims from this marker
+        requeued_from=marker.message_id,
+    )
+    attributes = dict(delivery.message_attributes)
+    attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(marker.waits + 1)}
+    attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
+    sent_at = receiver.clock.now()
+    sent = receiver.sqs.send_message(
+        QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
+    )
+    kept_until = sent_at + _kept_s(receiver)
+    if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
+        logger.info("requeued marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
+    return delay

@@ -1,0 +1,198 @@
+"""A message waiting for its job id runs once however often its copy is sent (`longjobs.engine.receiver.
+requeue`), on the simulated AWS and a fake clock: a send that lands twice (botocore retries a send whose
+answer was lost), a receiver that dies between the send and the delete, a note of the copy that fails, a
+redelivery after the job id is free, a cancel while the copy waits, and a message with no room for the
+copy's attributes. Corpus seeds 24486, 22282 and 24337 are the same defect found by whole-world seeds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longjobs.engine.cancel import Canceller, cancel
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
+from tests.sim.test_retention import Bench, bench
+
+JOB = "J"
+
+
+class SendLandsTwice:
+    """SQS as the receiver sees it when a SendMessage landed but its answer was lost, and botocore's retry
+    landed again: two messages, the second's answer returned. Every other call goes through."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+
+    def send_message(self, **request: Any) -> Any:
+        self._sqs.send_message(**request)
+        return self._sqs.send_message(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def running_and_waiting(b: Bench) -> tuple[str, str]:
+    """Message `first` of job J runs; `second`, of the same job id, is received while it runs."""
+    first = b.send(JOB)
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    return first, b.send(JOB)
+
+
+def drain(b: Bench) -> dict[str, Outcome]:
+    """Receive every message of the jobs queue until none is left, each one that starts finishing: the
+    outcomes of the last receive of each."""
+    outcomes: dict[str, Outcome] = {}
+    deadline = b.clock.now() + 1_000
+    while b.jobs_ids() and b.clock.now() < deadline:
+        b.clock.advance(30)  # past any copy's delay and, in time, the queue's VT
+        for message_id, outcome in b.deliver_jobs_queue().items():
+            outcomes[message_id] = outcome
+            if outcome is Outcome.STARTED:
+                b.finish(message_id)
+    assert b.jobs_ids() == [], "every message settled"
+    return outcomes
+
+
+def run_to_the_end(b: Bench, first: str) -> dict[str, Outcome]:
+    """`first` succeeds, then the jobs queue is drained (`drain`)."""
+    b.finish(first)
+    return drain(b)
+
+
+def test_requeue_a_send_that_lands_twice_runs_the_job_once() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    twins = [message_id for message_id in b.jobs_ids() if message_id != first]
+    assert len(twins) == 2 and second not in twins, "the retried send made two copies"
+
+    outcomes = run_to_the_end(b, first)
+
+    assert sorted(outcomes[twin] for twin in twins) == sorted([Outcome.STARTED, Outcome.DUPLICATE])
+    assert len(b.executions_of(JOB)) == 2, "job J ran for each of its two messages, and only so"
+    marker = b.receiver.store.get(second)
+    assert marker is not None and marker.status is LeaseStatus.REQUEUED and marker.claimed_by in twins
+
+
+def test_requeue_a_receiver_that_dies_before_the_delete_sends_no_second_copy() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    assert b.deliver_jobs_queue(delete=False) == {second: Outcome.WAITING}
+    marker = b.receiver.store.get(second)
+    assert marker is not None and marker.status is LeaseStatus.REQUEUED and marker.copy_id is not None
+
+    b.clock.advance(185)  # the queue's VT: the original shows again, and so does its copy
+    outcomes = b.deliver_jobs_queue()
+    assert outcomes[second] is Outcome.DUPLICATE, "its marker names a copy: acknowledged, nothing sent"
+    outcomes.update(run_to_the_end(b, first))
+    assert list(outcomes.values()).count(Outcome.STARTED) == 1, outcomes
+    assert len(b.executions_of(JOB)) == 2
+
+
+def test_requeue_a_lost_note_and_a_redelivery_after_the_job_id_is_free_still_run_once() -> None:
+    """The copy's id never reached the marker (its note failed) and the original is delivered again once
+    the first job is done: it may not run itself (a copy exists), it sends the copy again, and of the two
+    copies the first to claim the marker runs."""
+    b = bench(limit=9, job_wait_base_s=400, job_wait_cap_s=800)  # a copy shows 200 to 400 s after its send
+    first, second = running_and_waiting(b)
+    b.receiver.store.note_copy = lambda *args, **kwargs: False  # type: ignore[method-assign]
+    assert b.deliver_jobs_queue(delete=False) == {second: Outcome.WAITING}
+    del b.receiver.store.note_copy
+    b.finish(first)  # the job id is free now
+
+    b.clock.advance(185)  # the original shows again, before its copy
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}, "sent again, not started"
+    assert len(b.executions_of(JOB)) == 1, "nothing new started"
+    outcomes = drain(b)
+    assert sorted(outcomes.values()) == sorted([Outcome.STARTED, Outcome.DUPLICATE]), outcomes
+    assert len(b.executions_of(JOB)) == 2
+
+
+def test_requeue_a_send_refused_comes_back_to_its_marker_and_sends_once() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = _SendRefused(b.aws.sqs)  # type: ignore[assignment]
+    try:
+        b.deliver_jobs_queue()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the refused send fails the record")
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    marker = b.receiver.store.get(second)
+    assert marker is not None and marker.status is LeaseStatus.REQUEUED and marker.copy_id is None
+    assert b.jobs_ids() == sorted([first, second]), "no copy yet: the original stays, hidden for the queue's VT"
+
+    b.clock.advance(200)
+    assert b.deliver_jobs_queue()[second] is Outcome.WAITING, "its copy is sent now"
+    outcomes = run_to_the_end(b, first)
+    assert list(outcomes.values()) == [Outcome.STARTED]
+    assert len(b.executions_of(JOB)) == 2
+
+
+def test_requeue_a_cancelled_waiting_message_goes_to_the_dlq_from_its_copy_and_never_runs() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    canceller = Canceller(b.receiver.store, b.aws.sqs, b.aws.stepfunctions, b.dlq_url, b.clock)  # type: ignore[arg-type]
+    report = cancel(canceller, second, "not needed")
+    assert any("requeued: its copy waits on its queue" in note for note in report.notes), report.notes
+
+    outcomes = run_to_the_end(b, first)
+
+    assert list(outcomes.values()) == [Outcome.CANCELLED]
+    assert len(b.executions_of(JOB)) == 1, "the cancelled message never ran"
+    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "Cancelled"
+
+
+def test_requeue_a_copy_carries_the_failed_attempts_of_its_message() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    failed = b.send(JOB)
+    assert b.deliver_jobs_queue() == {failed: Outcome.STARTED}
+    b.end_execution(failed, "FAILED")
+    lease = b.receiver.store.get(failed)
+    assert lease is not None
+    from longjobs.engine.settle import release_holds
+
+    release_holds(lease, store=b.receiver.store, clock=b.clock)
+    assert b.receiver.store.close(lease, LeaseStatus.RELEASED, now=b.clock.now()) is not None
+    b.aws.sqs.change_message_visibility(QueueUrl=b.jobs_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0)
+    other = b.send(JOB)
+    b.clock.advance(1)
+    outcomes = b.deliver_jobs_queue()  # one of the two takes the job id, the other waits for it
+    waited = next(message_id for message_id, outcome in outcomes.items() if outcome is Outcome.WAITING)
+    marker = b.receiver.store.get(waited)
+    assert marker is not None
+    [copy] = [m for m in b.jobs_ids() if m not in (failed, other)]
+    message = b.aws.sqs.queues[b.jobs_url].messages[copy]
+    carried = Carried.decode(message.attributes[ADMISSION_ATTRIBUTE]["StringValue"])
+    assert carried.requeued_from == waited and carried.history == marker.history
+    assert len(carried.history) == (1 if waited == failed else 0), "the failed attempt goes on with its message"
+
+
+def test_requeue_a_message_with_no_room_for_the_copys_attributes_waits_in_place() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first = b.send(JOB)
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    own = {f"A{i}": {"DataType": "String", "StringValue": str(i)} for i in range(9)}
+    body = '{"job_id": "J", "type": "wait", "params": {"seconds": 60}}'
+    second = b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=own)["MessageId"]
+
+    assert b.deliver_jobs_queue() == {second: Outcome.HELD}
+    assert b.receiver.store.get(second) is None, "no marker: no copy was made"
+    assert b.jobs_ids() == sorted([first, second]), "it waits hidden on its queue, its receive not acknowledged"
+
+
+class _SendRefused:
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+
+    def send_message(self, **request: Any) -> Any:
+        raise RuntimeError("SendMessage: InternalError (500)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
