@@ -7,7 +7,8 @@ coverage: a campaign reports the ones no seed reached.
 - `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
 - `once_per_message`: a job id succeeds at most as many times as its producer sent messages of it (a
-  copy the processor makes of a message, to wait or to park, never runs the job a second time).
+  copy the processor makes of a message, to wait or to park, never runs the job a second time). Jobs
+  the receiver fans out of an S3 notification are not checked: re-sending them is allowed.
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
   duplicate delivery or at SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
@@ -130,7 +131,7 @@ class Monitor:
         """A job succeeded (in its execution, or inline in the receiver)."""
         self.succeeded[job_key] += 1
         self.finished.add(job_key)
-        if self.succeeded[job_key] > self.sent[job_key]:
+        if 0 < self.sent[job_key] < self.succeeded[job_key]:  # a job the receiver fanned out is not the producer's
             raise PropertyViolation(
                 "once_per_message",
                 f"job {job_key} succeeded {self.succeeded[job_key]} times from {self.sent[job_key]} message(s) sent",

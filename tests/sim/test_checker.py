@@ -130,6 +130,13 @@ def test_checker_once_per_message_holds_for_two_messages_of_one_job_id() -> None
     assert check(lines) == []
 
 
+def test_checker_once_per_message_leaves_jobs_the_receiver_fanned_out_alone() -> None:
+    """A job of an S3 notification's fan-out is sent by the receiver, not the producer, and may be sent
+    again (a retried fan-out): its runs are not counted against messages sent."""
+    lines = by_time(*run(11, 50, M1, "fanned"), *run(60, 90, M2, "fanned"))
+    assert check(lines) == []
+
+
 def test_checker_once_per_message_a_copy_that_runs_the_job_again_breaks() -> None:
     """The defect of corpus seed 24486: a message waiting for its job id was copied twice (SendMessage is not
     idempotent) and both copies ran the job after the other message's run."""
