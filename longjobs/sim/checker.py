@@ -7,8 +7,9 @@ history alone.
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
   `execution_ended`, whichever comes first: an ended execution runs nothing).
-- `once_per_message`: a job id that was `sent` succeeds (a `job_ended` with `succeeded` true, or an
-  `inline_done` outcome) at most as many times as it was `sent`.
+- `once_per_message`: a job id that was `sent` has at most as many executions that ended `SUCCEEDED`
+  (an `execution_ended`, its job id from its `execution_started`) as it was `sent`. A job run whose
+  execution failed to record its success is retried, as at-least-once allows, and is not counted.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
   at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
@@ -83,6 +84,8 @@ class _Checker:
     dead: defaultdict[str, list[tuple[str, dict[str, Any]]]] = field(
         default_factory=lambda: defaultdict(list)
     )  # job id -> (message id, reason) per DLQ copy
+    job_of_execution: dict[str, str] = field(default_factory=dict)  # execution -> its job id
+    done: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # job id -> SUCCEEDED
     end: tuple[float, dict[str, Any]] | None = None  # (t, the `end` record)
 
     # -- reading --------------------------------------------------------------------------------------------
@@ -137,10 +140,26 @@ class _Checker:
         execution = _text(record, "execution")
         self._stop(execution)
         if _flag(record, "succeeded"):
-            self._succeeded(t, _text(record, "job_id"), f"execution {execution} at t={t}")
+            self.succeeded[_text(record, "job_id")].append(f"execution {execution} at t={t}")
+
+    def _execution_started(self, t: float, record: dict[str, Any]) -> None:
+        self.job_of_execution[_text(record, "execution")] = _text(record, "job_id")
 
     def _execution_ended(self, t: float, record: dict[str, Any]) -> None:
-        self._stop(_text(record, "execution"))
+        execution = _text(record, "execution")
+        self._stop(execution)
+        job_id = self.job_of_execution.get(execution)
+        if record.get("status") != "SUCCEEDED" or job_id is None:
+            return
+        done = self.done[job_id]
+        done.append(f"{execution} at t={t}")
+        sent = self.sent.get(job_id, [])
+        if 0 < len(sent) < len(done):  # a job the receiver fanned out of a notification was never `sent`
+            self._find(
+                ONCE_PER_MESSAGE,
+                t,
+                f"job {job_id}: {len(done)} executions SUCCEEDED ({'; '.join(done)}) from {len(sent)} message(s) sent",
+            )
 
     def _stop(self, execution: str) -> None:
         run = self.running.pop(execution, None)
@@ -167,18 +186,7 @@ class _Checker:
 
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
         if record["outcome"] == "inline_done":
-            self._succeeded(t, _text(record, "job_id"), f"inline in the receiver ({record['message_id']}) at t={t}")
-
-    def _succeeded(self, t: float, job_id: str, evidence: str) -> None:
-        done = self.succeeded[job_id]
-        done.append(evidence)
-        sent = self.sent.get(job_id, [])
-        if 0 < len(sent) < len(done):  # a job the receiver fanned out of a notification was never `sent`
-            self._find(
-                ONCE_PER_MESSAGE,
-                t,
-                f"job {job_id} succeeded {len(done)} times ({'; '.join(done)}) from {len(sent)} message(s) sent",
-            )
+            self.succeeded[_text(record, "job_id")].append(f"inline in the receiver ({record['message_id']}) at t={t}")
 
     def _dead_lettered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")
@@ -232,6 +240,7 @@ _HANDLERS = {
     "sent": _Checker._sent,
     "delivered": _Checker._delivered,
     "outcome": _Checker._outcome,
+    "execution_started": _Checker._execution_started,
     "execution_ended": _Checker._execution_ended,
     "job_started": _Checker._job_started,
     "job_ended": _Checker._job_ended,

@@ -6,9 +6,12 @@ coverage: a campaign reports the ones no seed reached.
 
 - `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
-- `once_per_message`: a job id succeeds at most as many times as its producer sent messages of it (a
-  copy the processor makes of a message, to wait or to park, never runs the job a second time). Jobs
-  the receiver fans out of an S3 notification are not checked: re-sending them is allowed.
+- `once_per_message`: a job id is done at most as many times as its producer sent messages of it (a
+  copy the processor makes of a message, to wait or to park, never runs the job a second time). Done:
+  an execution of it that ended SUCCEEDED (its success recorded and its message deleted). A job whose
+  run succeeded but whose execution failed to record it is retried, as at-least-once allows: that run
+  is not counted; nor are inline runs (an inline job runs again when its deletion is lost), nor jobs
+  the receiver fans out of an S3 notification (re-sending them is allowed).
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
   duplicate delivery or at SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
@@ -82,6 +85,7 @@ class Monitor:
     by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     sent: Counter[str] = field(default_factory=Counter)  # job key -> messages of it the producer sent
     succeeded: Counter[str] = field(default_factory=Counter)  # job key -> job runs that succeeded
+    done: Counter[str] = field(default_factory=Counter)  # job key -> executions of it that ended SUCCEEDED
     dead_lettered: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     duplicates: set[str] = field(default_factory=set)  # message ids with an injected duplicate delivery due
     excuse_lapses: bool = False  # a written scenario that loses more extender runs than the design survives
@@ -131,10 +135,14 @@ class Monitor:
         """A job succeeded (in its execution, or inline in the receiver)."""
         self.succeeded[job_key] += 1
         self.finished.add(job_key)
-        if 0 < self.sent[job_key] < self.succeeded[job_key]:  # a job the receiver fanned out is not the producer's
+
+    def job_recorded(self, job_key: str) -> None:
+        """A job is done for good: an execution of it ended SUCCEEDED."""
+        self.done[job_key] += 1
+        if 0 < self.sent[job_key] < self.done[job_key]:  # a job the receiver fanned out is not the producer's
             raise PropertyViolation(
                 "once_per_message",
-                f"job {job_key} succeeded {self.succeeded[job_key]} times from {self.sent[job_key]} message(s) sent",
+                f"job {job_key} done {self.done[job_key]} times from {self.sent[job_key]} message(s) sent",
             )
 
     def _check_order(self, job_key: str) -> None:

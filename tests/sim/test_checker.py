@@ -49,7 +49,7 @@ def run(start: float, end: float, message_id: str, job_id: str, attempt: int = 1
     """An execution of `message_id` that runs its job from `start` to `end`."""
     execution = f"{message_id}-{attempt}"
     return [
-        event(start - 0.1, "execution_started", "stepfunctions", execution=execution),
+        event(start - 0.1, "execution_started", "stepfunctions", execution=execution, job_id=job_id),
         event(start, "job_started", "workflow", execution=execution, message_id=message_id, job_id=job_id),
         event(end, "job_ended", "workflow", execution=execution, job_id=job_id, succeeded=ok),
         event(
@@ -150,8 +150,19 @@ def test_checker_once_per_message_a_copy_that_runs_the_job_again_breaks() -> Non
     )
     findings = check(lines)
     assert properties(findings) == ["once_per_message"]
-    assert findings[0].t == 120
-    assert "job j1 succeeded 3 times" in findings[0].detail and "from 2 message(s) sent" in findings[0].detail
+    assert findings[0].t == 120.1, "when the copy's execution ended SUCCEEDED"
+    assert "job j1: 3 executions SUCCEEDED" in findings[0].detail and "from 2 message(s) sent" in findings[0].detail
+
+
+def test_checker_once_per_message_leaves_a_run_whose_success_was_not_recorded_alone() -> None:
+    """A job's run succeeded but its execution could not record it (the workflow's reads failed) and
+    ended FAILED: the message is released and runs again, as at-least-once allows."""
+    lines = by_time(sent(1, M1, "j1"), *run(11, 50, M1, "j1", 1), *run(60, 90, M1, "j1", 2), end(100))
+    unrecorded = [
+        line.replace('"SUCCEEDED"', '"FAILED"') if "-1" in line and "execution_ended" in line else line
+        for line in lines
+    ]
+    assert check(unrecorded) == []
 
 
 # -- no_lapse -------------------------------------------------------------------------------------------------
