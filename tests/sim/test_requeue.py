@@ -6,12 +6,15 @@ copy's attributes. Corpus seeds 24486, 22282 and 24337 are the same defect found
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
+
 from longjobs.engine.cancel import Canceller, cancel
-from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
-from tests.sim.test_retention import Bench, bench
+from tests.sim.test_retention import STATE_MACHINE_ARN, Bench, bench
 
 JOB = "J"
 
@@ -174,17 +177,81 @@ def test_requeue_a_copy_carries_the_failed_attempts_of_its_message() -> None:
     assert len(carried.history) == (1 if waited == failed else 0), "the failed attempt goes on with its message"
 
 
-def test_requeue_a_message_with_no_room_for_the_copys_attributes_waits_in_place() -> None:
+def test_requeue_a_parked_copy_with_nine_attributes_of_its_own_is_requeued() -> None:
+    """A review's finding: a parked copy (parking leaves room for one attribute) that finds its job id
+    running must be requeued like any other message, not held in its waiting queue, where nothing would
+    send it afresh before the waiting queue's retention."""
+    b = bench(limit=1, job_wait_base_s=10, job_wait_cap_s=20)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    b.clock.advance(1)
+    filler = b.send("f")
+    assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
+    other = b.send(JOB)  # job J parks: the type is full
+    parked = _send_with_attributes(b, 9)
+    assert b.deliver_jobs_queue() == {other: Outcome.PARKED, parked: Outcome.PARKED}
+    b.aws.stepfunctions.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="holder-J", input="{}")
+    running = f"{STATE_MACHINE_ARN.replace(':stateMachine:', ':execution:')}:holder-J"
+    assert b.receiver.store.locks.take(
+        job_lock_key(JOB), holder="holder", execution_arn=running, now=b.clock.now(), hold_until=b.clock.now() + 9e3
+    )
+    b.clock.advance(10)
+
+    outcomes = b.unpark_all()
+
+    assert sorted(outcomes.values()) == [Outcome.WAITING, Outcome.WAITING], "both requeued to the jobs queue"
+    assert b.waiting_ids() == []
+
+
+def test_requeue_a_message_with_ten_attributes_of_its_own_waits_in_place() -> None:
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
     first = b.send(JOB)
     assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
-    own = {f"A{i}": {"DataType": "String", "StringValue": str(i)} for i in range(9)}
-    body = '{"job_id": "J", "type": "wait", "params": {"seconds": 60}}'
-    second = b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=own)["MessageId"]
+    second = _send_with_attributes(b, 10)
 
     assert b.deliver_jobs_queue() == {second: Outcome.HELD}
     assert b.receiver.store.get(second) is None, "no marker: no copy was made"
     assert b.jobs_ids() == sorted([first, second]), "it waits hidden on its queue, its receive not acknowledged"
+
+
+@pytest.mark.parametrize(
+    ("what", "overrides"),
+    [
+        ("its receives", {"admission_horizon_s": 600}),  # a redrive count of 41: spent before the retention
+        ("its retention", {}),  # a redrive count of 55: the retention's margin (900 s) comes first
+    ],
+)
+def test_requeue_a_message_held_in_place_until_spent_goes_to_the_dlq_with_its_reason(
+    what: str, overrides: dict[str, Any]
+) -> None:
+    """A review's finding: each wait in place is a receive, so a job id held long enough would take the
+    message to the DLQ through SQS's redrive (no reason), or past its retention (lost)."""
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, **overrides)
+    jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
+    jobs.redrive = (dlq, b.settings.redrive_max_receives(b.settings.queue_retention_s))
+    first = b.send(JOB)
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    lease = b.receiver.store.get(first)
+    assert lease is not None  # its execution runs on, holding the job id; its message is out of the way
+    b.aws.sqs.delete_message(QueueUrl=b.jobs_url, ReceiptHandle=lease.receipt_handle)
+    _send_with_attributes(b, 10)  # the only message on the queue now
+    outcomes: list[Outcome] = []
+    while not outcomes or outcomes[-1] is Outcome.HELD:
+        b.clock.advance(20)
+        outcomes += b.deliver_jobs_queue().values()
+
+    assert outcomes[-1] is Outcome.DEAD_LETTERED, f"{what}: {outcomes[-3:]}"
+    last_receive = b.settings.redrive_max_receives(b.settings.queue_retention_s) - 1
+    assert (len(outcomes) == last_receive) is (what == "its receives"), (what, len(outcomes), last_receive)
+    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "JobIdBusy"
+    assert "waited in place for its job id 'J'" in dead["MessageAttributes"]["ErrorMessage"]["StringValue"]
+
+
+def _send_with_attributes(b: Bench, count: int) -> str:
+    own = {f"A{i}": {"DataType": "String", "StringValue": str(i)} for i in range(count)}
+    body = json.dumps({"job_id": JOB, "type": "wait", "params": {"seconds": 60}})
+    return str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=own)["MessageId"])
 
 
 class _SendRefused:

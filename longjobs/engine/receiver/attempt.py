@@ -219,6 +219,16 @@ def _waiting(holder: Lock) -> str:
     return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
 
 
+def hold_spent(receiver: Receiver, delivery: Delivery) -> bool:
+    """Whether a message may no longer wait for its job id in place: one more wait could take it past the
+    queue's redrive count (`Settings.redrive_max_receives`: each wait in place is a receive) or its
+    retention's margin (`Settings.resend_at`); it then goes to the DLQ with a reason instead."""
+    settings = receiver.settings
+    last_receive = settings.redrive_max_receives(settings.queue_retention_s) - 1
+    aged = delivery.sent_at is not None and receiver.clock.now() >= settings.resend_at(delivery.sent_at)
+    return delivery.receive_count >= last_receive or aged
+
+
 def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
     """The message waits for its job id in place (FIFO: holding its group; a message whose attributes
     leave no room for a requeued copy's). It is hidden for the wait delay (doubling with its receives:

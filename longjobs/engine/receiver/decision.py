@@ -20,7 +20,8 @@ The order of the rules is the protocol's:
    runs only while its message is held); otherwise it begins a new attempt.
 5. A new attempt: the DLQ once its attempts (or its refused starts) are used up; it waits while its job
    id's lock is held by a running execution (a copy sent back, or, on FIFO or with no room for the
-   copy's attributes, held in place); it
+   copy's attribute, held in place, and sent to the DLQ once its receives or retention are nearly
+   spent); it
    waits or is parked while its type is full; else it takes its lease, lock and slot in one
    transaction and starts.
 """
@@ -60,6 +61,7 @@ class Action(StrEnum):
     DEAD_LETTER_REFUSED = "dead_letter_refused"  # Step Functions refused its starts too often
     WAIT_FOR_JOB = "wait_for_job"  # its job id runs: a delayed copy goes back to the queue
     HOLD_FOR_JOB = "hold_for_job"  # its job id runs, on FIFO or with no room for a copy: hidden for the wait
+    DEAD_LETTER_BUSY = "dead_letter_busy"  # held in place so long its receives or retention are nearly spent
     WAIT_FOR_SLOT = "wait_for_slot"  # its type is full: it waits hidden, or is parked
     START = "start"  # lease, job lock and slot in one transaction; then hide and start
 
@@ -103,6 +105,8 @@ class Reading:
     """A copy received from the jobs queue that names the message it was sent back from (`requeue`)."""
     room_for_copy: bool = True
     """The message's attributes leave room for a requeued copy's (else it waits for its job id in place)."""
+    hold_spent: bool = False
+    """Its receives (the queue's redrive count) or its retention are nearly spent: it may not wait in place."""
     marker_live: bool = False
     """The lease is a PARKED marker of a type that still has a waiting queue."""
     copy_runs: bool | None = None
@@ -169,7 +173,9 @@ def _new_attempt(reading: Reading, limits: Limits) -> Action:
         # message of the job, run again after this one.
         return Action.STALE
     if reading.job_lock is LockState.HELD:
-        return Action.HOLD_FOR_JOB if limits.fifo or not reading.room_for_copy else Action.WAIT_FOR_JOB
+        if limits.fifo or not reading.room_for_copy:
+            return Action.DEAD_LETTER_BUSY if reading.hold_spent else Action.HOLD_FOR_JOB
+        return Action.WAIT_FOR_JOB
     if reading.slot is None:
         return Action.FIND_SLOT
     if reading.slot is SlotState.FULL:

@@ -22,6 +22,10 @@ ATTEMPT_ERROR_MAX = 1_024
 EXHAUSTED = "AttemptsExhausted"
 STARTS_REFUSED = "StartsRefused"
 """DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
+JOB_ID_BUSY = "JobIdBusy"
+"""DLQ reason of a message that waited in place for its job id (FIFO, or no room for a copy's attribute)
+until its receives or its queue's retention were nearly spent: the DLQ keeps it, the redrive would not
+say why."""
 RETENTION_RUNNING_OUT = "RetentionRunningOut"
 """DLQ reason of a message still waiting for a slot near its queue's retention that cannot be parked
 (its type has no waiting queue, or it is too large for a marker): the DLQ keeps it, SQS would not."""

@@ -7,8 +7,8 @@ leaves two copies, and each would run the job once the job id is free. So the co
 parking makes one (`longjobs.engine.admission.parking`):
 
 1. the message's lease becomes a REQUEUED marker, written first (conditional on the lease as read);
-2. the copy is sent with the delay, naming the marker's message (`Carried.requeued_from`), and with
-   the message's failed attempts, so its history goes on;
+2. the copy is sent with the delay, naming the marker's message (`Carried.requeued_from`), with its
+   waits and the message's failed attempts, so its history goes on;
 3. its id is noted on the marker (best effort), and the message is acknowledged.
 
 A redelivery of the message finds its marker: acknowledged when a copy is known (noted or claimed),
@@ -17,8 +17,11 @@ marker (`LeaseStore.claim_requeued`): the first copy to claim runs, any other is
 whose marker was cancelled goes to the DLQ. A copy that has to wait again becomes the marker of the next
 copy, so each link of the chain runs at most one successor.
 
-A message whose attributes leave no room for the copy's two (SQS takes ten) is held in place instead:
-hidden for the wait and reported not done, as on a FIFO queue; each wait then uses one of its receives.
+The copy carries all of this in one message attribute, as a parked copy does, so any message that could
+be parked can be requeued. A message with ten attributes of its own (SQS's most) leaves no room: it is
+held in place instead, hidden for the wait and reported not done, as on a FIFO queue; each wait then
+uses one of its receives, and when its receives or its retention are nearly spent it goes to the DLQ
+as `JobIdBusy` rather than to SQS's redrive (no reason) or past its retention (lost).
 """
 
 from __future__ import annotations
@@ -42,10 +45,10 @@ from longjobs.engine.settings import MAX_DELAY_S
 
 
 def has_room(delivery: Delivery) -> bool:
-    """Whether a copy of the message has room for the attributes it carries (its waits and what it
-    carries on); else it waits in place."""
+    """Whether a copy of the message has room for the attribute it carries on (`ADMISSION_ATTRIBUTE`, in
+    place of its own, and of a `WAITS_ATTRIBUTE` of old); else it waits in place."""
     own = [name for name in delivery.message_attributes if name not in (WAITS_ATTRIBUTE, ADMISSION_ATTRIBUTE)]
-    return len(own) + 2 <= MAX_MESSAGE_ATTRIBUTES
+    return len(own) < MAX_MESSAGE_ATTRIBUTES
 
 
 def wait_for_job(
@@ -142,9 +145,9 @@ def _send_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> int:
         history=marker.history,
         parked_id=None,  # claimed already, by this message: the copy claims from this marker
         requeued_from=marker.message_id,
+        job_waits=marker.waits + 1,
     )
-    attributes = dict(delivery.message_attributes)
-    attributes[WAITS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(marker.waits + 1)}
+    attributes = {name: value for name, value in delivery.message_attributes.items() if name != WAITS_ATTRIBUTE}
     attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
     sent_at = receiver.clock.now()
     sent = receiver.sqs.send_message(

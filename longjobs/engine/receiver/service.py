@@ -64,7 +64,7 @@ from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.receiver import attempt, requeue
 from longjobs.engine.receiver.decision import Action, Limits, Reading, SlotState, decide
-from longjobs.engine.receiver.dlq import STARTS_REFUSED, send_to_dlq
+from longjobs.engine.receiver.dlq import JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.receiver.models import BadInput, Job, parse_message
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 
@@ -232,6 +232,7 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         parked_copy=parking.is_parked_copy(receiver, delivery),
         requeued_copy=requeue.is_requeued_copy(receiver, delivery),
         room_for_copy=requeue.has_room(delivery),
+        hold_spent=attempt.hold_spent(receiver, delivery),
         marker_live=lease is not None and parking.is_live_marker(receiver, lease),
         attempts=len(history),
         refused_starts=lease.refused_starts_with_this() if lease is not None else 0,
@@ -312,8 +313,17 @@ def _act(
         return attempt.dead_letter(
             receiver, delivery, history, replacing=lease, error_type=STARTS_REFUSED, message=message
         )
-    if action in (Action.WAIT_FOR_JOB, Action.HOLD_FOR_JOB):
+    if action in (Action.WAIT_FOR_JOB, Action.HOLD_FOR_JOB, Action.DEAD_LETTER_BUSY):
         assert found.lock is not None
+        if action is Action.DEAD_LETTER_BUSY:
+            holder = found.lock.execution_arn.rpartition(":")[2]
+            message = (
+                f"waited in place for its job id {job.job_id!r} (held by {holder}) {delivery.receive_count} times, "
+                "until its receives or its retention were nearly spent"
+            )
+            return attempt.dead_letter(
+                receiver, delivery, history, replacing=lease, error_type=JOB_ID_BUSY, message=message
+            )
         if action is Action.HOLD_FOR_JOB:
             attempt.hold_for_job(receiver, delivery, job, found.lock)
             return Outcome.HELD
@@ -360,6 +370,7 @@ _NEW_ATTEMPT_ACTIONS = frozenset(
         Action.DEAD_LETTER_REFUSED,
         Action.WAIT_FOR_JOB,
         Action.HOLD_FOR_JOB,
+        Action.DEAD_LETTER_BUSY,
         Action.WAIT_FOR_SLOT,
         Action.START,
     }

@@ -70,7 +70,8 @@ _DONE = frozenset(
 
 
 WAITS_ATTRIBUTE = "LongJobsWaits"
-"""Message attribute of a copy sent back to wait for its job id: how many times it has waited."""
+"""Message attribute of a copy sent back to wait for its job id, before copies carried their waits in
+`ADMISSION_ATTRIBUTE` (`Carried.job_waits`): how many times it has waited. Still read, never written."""
 
 
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"
@@ -114,8 +115,9 @@ class Delivery:
 
     @property
     def waits(self) -> int:
+        """How many times the message waited for its job id (its copy's delay doubles with it)."""
         value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
-        return int(value) if str(value).isdigit() else 0
+        return max(self.carried.job_waits, int(value) if str(value).isdigit() else 0)
 
     @property
     def carried(self) -> Carried:
@@ -143,6 +145,8 @@ class Carried:
     requeued_from: str | None = None
     """The message id of the message this copy was sent back from to wait for its job id: its REQUEUED
     marker names the one copy that runs (`longjobs.engine.receiver.requeue`)."""
+    job_waits: int = 0
+    """How many times the message waited for its job id."""
 
     def encode(self) -> str:
         return json.dumps(
@@ -153,6 +157,7 @@ class Carried:
                 "attempts": [a.to_data() for a in self.history],
                 "parked": self.parked_id,
                 "requeued": self.requeued_from,
+                "job_waits": self.job_waits,
             },
             separators=(",", ":"),
         )
@@ -169,6 +174,7 @@ class Carried:
                 history=tuple(Attempt.from_data(a) for a in data.get("attempts", [])),
                 parked_id=data.get("parked"),
                 requeued_from=data.get("requeued"),
+                job_waits=int(data.get("job_waits", 0)),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
