@@ -61,6 +61,7 @@ from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.lease.types import COPIED_STATUSES
+from longjobs.engine.observability import logger
 from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
 from longjobs.engine.receiver.types import Delivery
 from longjobs.engine.settle import release_holds
@@ -469,6 +470,20 @@ def dead_letter_delivery(
     text = reason or (record.reason if record is not None else DEFAULT_REASON)
     attributes = exhausted_attributes(delivery, lease.history, error_type=CANCELLED, message=text[:ERROR_MESSAGE_MAX])
     return send_copy(sqs, dlq_url, delivery, attributes)
+
+
+def note_dead_lettered(store: LeaseStore, lease: Lease, copy_id: str, *, now: float) -> None:
+    """Record on a CANCELLED lease or marker that a receive sent the message to the DLQ
+    (`dead_letter_delivery`), so any other carrier of it (a twin copy, a redelivery of the original) is
+    acknowledged rather than dead-lettered again. Best effort: a lost note costs one more DLQ copy."""
+    record = CancelRecord.of(lease) or CancelRecord(DEFAULT_REASON, lease.status.value, now)
+    noted = replace(record, dead_letter_id=copy_id, note="sent to the DLQ by the receive that found it cancelled")
+    error = lease.last_error or _error(record.reason)
+    try:
+        if store.mark_cancelled(lease, now=now, error=error, record=noted.to_result()) is None:
+            logger.info("cancelled lease changed meanwhile: DLQ copy not noted", extra={"message_id": lease.message_id})
+    except Exception as exc:
+        logger.warning("could not note the DLQ copy", extra={"message_id": lease.message_id, "error": str(exc)})
 
 
 def delete(sqs: SQSClient, lease: Lease) -> tuple[bool, str | None]:

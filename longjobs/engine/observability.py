@@ -103,7 +103,7 @@ class MetricName:
     JOBS_WAITING = "JobsWaiting"  # its job id was running: a delayed copy went back to the queue
     JOBS_WAITING_FOR_SLOT = "JobsWaitingForSlot"  # its type was full: held hidden until about when it can run
     JOBS_PARKED = "JobsParked"  # its type was full beyond the horizon: moved to the type's waiting queue
-    PARKED_DUPLICATES = "ParkedDuplicates"  # a parked message again, or its twin copy: acknowledged, one runs
+    PARKED_DUPLICATES = "ParkedDuplicates"  # a parked or requeued message again, or a twin copy: acknowledged, one runs
     JOBS_DEAD_LETTERED = "JobsDeadLettered"  # its attempts were used up: sent to the DLQ with their history
     S3_OBJECTS_IGNORED = "S3ObjectsIgnored"  # created objects that are no trigger's completion marker
     RECORDS_FAILED = "RecordsFailed"

@@ -6,6 +6,7 @@ copy's attributes. Corpus seeds 24486, 22282 and 24337 are the same defect found
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -136,6 +137,60 @@ def test_requeue_a_send_refused_comes_back_to_its_marker_and_sends_once() -> Non
     assert len(b.executions_of(JOB)) == 2
 
 
+def test_requeue_a_copy_redriven_from_the_dlq_takes_over_the_run_of_its_claimant() -> None:
+    """A review's finding: a copy that claimed its marker, then went to the DLQ through SQS's redrive (every
+    receive failed for a while: a broken deploy), comes back from an operator's DLQ redrive as a new
+    message with the same attributes. Its claim is refused (the old id holds it); it must not be
+    acknowledged as a twin, or the message is gone unrun: once the old claim is over (Lambda's longest
+    timeout, no lease), it takes the run over."""
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, queue_retention_s=86_400)
+    jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
+    jobs.redrive = (dlq, 3)
+    first, second = running_and_waiting(b)
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    b.finish(first)
+    [copy] = b.jobs_ids()
+    store = b.receiver.store
+    store.create_request = _refused  # type: ignore[method-assign]  # the copy claims, then its attempt fails
+    for _ in range(4):
+        b.clock.advance(200)
+        with contextlib.suppress(RuntimeError):  # the record is reported failed: SQS counts the receive
+            b.deliver_jobs_queue()
+    del store.create_request
+    marker = store.get(second)
+    assert marker is not None and marker.claimed_by == copy and b.jobs_ids() == []
+    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    b.aws.sqs.delete_message(QueueUrl=b.dlq_url, ReceiptHandle=dead["ReceiptHandle"])
+    redriven = b.aws.sqs.send_message(
+        QueueUrl=b.jobs_url, MessageBody=dead["Body"], MessageAttributes=dead["MessageAttributes"]
+    )["MessageId"]
+
+    assert b.deliver_jobs_queue() == {redriven: Outcome.STALE}, "the old claim may still be under way: later"
+    b.clock.advance(900)
+    assert b.deliver_jobs_queue() == {redriven: Outcome.STARTED}, "the old claim is over: the run is taken over"
+    b.finish(redriven)
+    assert len(b.executions_of(JOB)) == 2 and b.jobs_ids() == []
+
+
+def test_requeue_a_twin_of_a_claimant_without_a_lease_yet_comes_back_then_is_acknowledged() -> None:
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    b.finish(first)
+    twin_a, twin_b = b.jobs_ids()
+    assert b.receiver.store.claim_requeued(second, twin_a, now=b.clock.now()), "twin a claims; its receive dies"
+
+    b.clock.advance(30)
+    outcomes = b.deliver_jobs_queue()
+    assert outcomes[twin_b] is Outcome.STALE, "twin a may still be taking the run: twin b comes back later"
+    if outcomes.get(twin_a) is Outcome.STARTED:
+        b.finish(twin_a)
+    assert drain(b)[twin_b] is Outcome.DUPLICATE
+    assert len(b.executions_of(JOB)) == 2
+
+
 def test_requeue_a_cancelled_waiting_message_goes_to_the_dlq_from_its_copy_and_never_runs() -> None:
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
     first, second = running_and_waiting(b)
@@ -150,6 +205,25 @@ def test_requeue_a_cancelled_waiting_message_goes_to_the_dlq_from_its_copy_and_n
     assert len(b.executions_of(JOB)) == 1, "the cancelled message never ran"
     [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
     assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "Cancelled"
+
+
+def test_requeue_a_cancelled_message_whose_copy_was_sent_twice_goes_to_the_dlq_once() -> None:
+    """A review's finding: each carrier of a cancelled message (twin copies, a redelivered original) sent
+    it to the DLQ, since nothing noted the first DLQ copy."""
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
+    assert b.deliver_jobs_queue(delete=False) == {second: Outcome.WAITING}
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    canceller = Canceller(b.receiver.store, b.aws.sqs, b.aws.stepfunctions, b.dlq_url, b.clock)  # type: ignore[arg-type]
+    cancel(canceller, second, "not needed")
+
+    outcomes = run_to_the_end(b, first)
+
+    assert set(outcomes.values()) <= {Outcome.CANCELLED, Outcome.DUPLICATE} and len(outcomes) == 3, outcomes
+    dead = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MaxNumberOfMessages=10)["Messages"]
+    assert len(dead) == 1, "one cancelled message, one DLQ copy"
+    assert len(b.executions_of(JOB)) == 1
 
 
 def test_requeue_a_copy_carries_the_failed_attempts_of_its_message() -> None:
@@ -252,6 +326,10 @@ def _send_with_attributes(b: Bench, count: int) -> str:
     own = {f"A{i}": {"DataType": "String", "StringValue": str(i)} for i in range(count)}
     body = json.dumps({"job_id": JOB, "type": "wait", "params": {"seconds": 60}})
     return str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=own)["MessageId"])
+
+
+def _refused(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("PutItem: AccessDeniedException")
 
 
 class _SendRefused:

@@ -66,6 +66,18 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
         Action.DEAD_LETTER_CANCELLED,
     ),
     ("requeued copy that runs it", receive(1, requeued_copy=True, copy_runs=True), LIMITS, Action.READ_JOB_LOCK),
+    (
+        "requeued copy, its claimant has no lease yet",
+        receive(1, requeued_copy=True, copy_runs=False, claimant_busy=True),
+        LIMITS,
+        Action.STALE,
+    ),
+    (
+        "parked copy, its claimant has no lease yet",
+        receive(1, parked_copy=True, copy_runs=False, claimant_busy=True),
+        LIMITS,
+        Action.STALE,
+    ),
     # a lease that says where the message went
     ("parked, copy sent", receive(lease=PARKED_SENT, marker_live=True), LIMITS, Action.DUPLICATE),
     ("parked, copy not sent", receive(lease=PARKED_UNSENT, marker_live=True), LIMITS, Action.SEND_COPY),

@@ -18,7 +18,7 @@ from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
 from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.requeue import claim_answer
+from longjobs.engine.receiver.requeue import Claim, claim_answer
 from longjobs.engine.receiver.types import (
     ADMISSION_ATTRIBUTE,
     MAX_MESSAGE_ATTRIBUTES,
@@ -222,20 +222,27 @@ def is_live_marker(receiver: Receiver, lease: Lease) -> bool:
 
 
 def is_parked_copy(receiver: Receiver, delivery: Delivery) -> bool:
-    """Whether a delivery is a parked copy received from a waiting queue that names its original (a copy
-    sent back to wait for its job id keeps the attribute, on the jobs queue)."""
+    """Whether a delivery is a parked copy received from a waiting queue that names its original (on the
+    jobs queue, a copy requeued before requeued copies cleared the attribute may still name one)."""
     return delivery.carried.parked_id is not None and receiver.queue_of(delivery) != receiver.queue_url
 
 
-def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | None]:
+def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     """Whether a parked copy may run its original: when its marker names it (the first copy received
     claims the run), or when no marker names any (parked before markers existed, or expired). When it may
-    not, the marker if an operator cancelled it (`longjobs.engine.cancel`: the copy goes to the DLQ)."""
+    not, the marker if an operator cancelled it (`longjobs.engine.cancel`: the copy goes to the DLQ).
+    The marker's place in its parked line becomes the claimant's send time."""
     parked_id = delivery.carried.parked_id or ""
     now = receiver.clock.now()
     sent_at = delivery.sent_at if delivery.sent_at is not None else now
     claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=sent_at, now=now)
-    return claim_answer(receiver, delivery, parked_id, claimed)
+    return claim_answer(
+        receiver,
+        delivery,
+        parked_id,
+        claimed,
+        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now, order=sent_at),
+    )
 
 
 def has_room(delivery: Delivery) -> bool:

@@ -663,7 +663,7 @@ class LeaseStore:
     def _claim(
         self, original_id: str, copy_id: str, status: LeaseStatus, *, now: float, order: float | None = None
     ) -> bool | None:
-        update = "SET claimed_by = :copy, claimed_at = if_not_exists(claimed_at, :now), version = version + :one"
+        update = "SET claimed_by = :copy, claimed_at = :now, version = version + :one"
         names = {"#status": "status"}
         values: dict[str, Any] = {"copy": copy_id, "now": _num(now), "one": 1, "marker": status.value}
         if order is not None:
@@ -687,6 +687,33 @@ class LeaseStore:
         if marker is None or marker.status is not status:
             return None
         return marker.claimed_by == copy_id
+
+    def take_over_claim(self, marker: Lease, copy_id: str, *, now: float, order: float | None = None) -> bool:
+        """Give the run of a PARKED or REQUEUED marker to `copy_id`, away from a claimant that lost it
+        (`longjobs.engine.receiver.requeue.claim_answer` judges that), conditional on the marker as read:
+        False when it changed meanwhile (its claimant came back, or another copy took it over first)."""
+        update = "SET claimed_by = :copy, claimed_at = :now, version = version + :one"
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            "copy": copy_id,
+            "now": _num(now),
+            "one": 1,
+            "marker": marker.status.value,
+            "version": marker.version,
+        }
+        if order is not None:
+            update += ", #order = :sent"
+            names["#order"] = WAITING_ORDER_ATTR
+            values["sent"] = _num(order)
+        return _conditional(
+            self._client.update_item,
+            TableName=self._table,
+            Key={PARTITION_KEY: {"S": marker.message_id}},
+            UpdateExpression=update,
+            ConditionExpression="#status = :marker AND version = :version",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=_values(**values),
+        )
 
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it

@@ -131,7 +131,7 @@ class Lease:
     copy_id: str | None = None  # PARKED, REQUEUED: the message id of the copy sent, once known
     copy_sent_at: float | None = None  # PARKED: when the copy that may run it was sent, at the latest (`parked_line`)
     parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
-    claimed_at: float | None = None  # PARKED, REQUEUED: when `claimed_by` claimed it
+    claimed_at: float | None = None  # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims)
     claimed_by: str | None = None  # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged)
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)

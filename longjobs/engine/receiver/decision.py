@@ -10,7 +10,7 @@ finished job costs one read, and every row of the decision is one line of a tabl
 The order of the rules is the protocol's:
 
 1. A message with no lease is a new attempt, except a parked or requeued copy whose original's run
-   another copy claimed (a twin: acknowledged).
+   another copy claimed (a twin: acknowledged, or, while that copy has no lease yet, left to come back).
 2. A lease that says where the message went ends the receive: a PARKED or REQUEUED marker (acknowledged
    once a copy is known, else its copy sent), SUCCEEDED, REJECTED (in the DLQ), CANCELLED (sent to the
    DLQ now if the cancel could not send it; so is a copy whose marker was cancelled).
@@ -111,6 +111,8 @@ class Reading:
     """The lease is a PARKED marker of a type that still has a waiting queue."""
     copy_runs: bool | None = None
     """`CLAIM_COPY`'s answer: this copy runs the message (False: a twin runs it, or it was cancelled)."""
+    claimant_busy: bool = False
+    """`CLAIM_COPY`'s answer: another copy claimed the run and may still be taking it (no lease yet)."""
     cancel_undelivered: bool = False
     """The message was cancelled (its lease, or a parked copy's marker) and no DLQ copy was made: the cancel
     had no body at hand (`longjobs.engine.cancel`), so this receive sends it."""
@@ -130,7 +132,9 @@ def decide(reading: Reading, limits: Limits) -> Action:
         if (reading.parked_copy or reading.requeued_copy) and reading.copy_runs is None:
             return Action.CLAIM_COPY
         if reading.copy_runs is False:
-            return Action.DEAD_LETTER_CANCELLED if reading.cancel_undelivered else Action.DUPLICATE
+            if reading.cancel_undelivered:
+                return Action.DEAD_LETTER_CANCELLED
+            return Action.STALE if reading.claimant_busy else Action.DUPLICATE
         return _new_attempt(reading, limits)
     if lease.status is LeaseStatus.REQUEUED or (reading.marker_live and lease.status is LeaseStatus.PARKED):
         return Action.DUPLICATE if lease.copy_id or lease.claimed_by else Action.SEND_COPY

@@ -26,7 +26,8 @@ as `JobIdBusy` rather than to SQS's redrive (no reason) or past its retention (l
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, successor_version
 from longjobs.engine.lease.types import Attempt
@@ -104,30 +105,77 @@ def is_requeued_copy(receiver: Receiver, delivery: Delivery) -> bool:
     return delivery.carried.requeued_from is not None and receiver.queue_of(delivery) == receiver.queue_url
 
 
-def claim_copy(receiver: Receiver, delivery: Delivery) -> tuple[bool, Lease | None]:
+CLAIM_STALE_S = 900.0
+"""Lambda's longest timeout: a claim this old, whose claimant has no lease, was made by a receive that is
+over (each receive of the claimant claims again, `LeaseStore.claim_requeued`)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A copy's claim on its marker, as the decision takes it."""
+
+    runs: bool
+    """This copy runs the message."""
+    cancelled: Lease | None = None
+    """When it may not: the marker, which an operator cancelled (the copy then goes to the DLQ)."""
+    busy: bool = False
+    """When it may not: another copy claimed the run and may still be taking it (this one comes back)."""
+
+
+def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     """Whether a requeued copy may run its message: when the marker names it (the first copy received
     claims the run), or when no marker names any (expired): it then runs as it is."""
     marker_id = delivery.carried.requeued_from or ""
-    claimed = receiver.store.claim_requeued(marker_id, delivery.message_id, now=receiver.clock.now())
-    return claim_answer(receiver, delivery, marker_id, claimed)
+    now = receiver.clock.now()
+    claimed = receiver.store.claim_requeued(marker_id, delivery.message_id, now=now)
+    return claim_answer(
+        receiver,
+        delivery,
+        marker_id,
+        claimed,
+        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now),
+    )
 
 
 def claim_answer(
-    receiver: Receiver, delivery: Delivery, marker_id: str, claimed: bool | None
-) -> tuple[bool, Lease | None]:
-    """A copy's claim on its marker (`LeaseStore.claim_parked`, `claim_requeued`) as the decision takes it:
-    whether the copy runs; when it may not, the marker if an operator cancelled it (the copy then goes to
-    the DLQ), else None (a twin runs it: the copy is acknowledged)."""
+    receiver: Receiver,
+    delivery: Delivery,
+    marker_id: str,
+    claimed: bool | None,
+    *,
+    take_over: Callable[[Lease], bool],
+) -> Claim:
+    """A copy's claim on its marker (`LeaseStore.claim_parked`, `claim_requeued`) as the decision takes it.
+
+    Refused, the copy is a twin to acknowledge only when the claimant carries the run: it has a lease (it
+    runs, waits, was requeued, parked or dead-lettered). A claimant with no lease may still be taking it
+    (its receive is under way): this copy comes back later. Once its last claim is `CLAIM_STALE_S` old,
+    the claimant's receives are over and it never got a lease: it went to the DLQ through SQS's redrive,
+    and a redrive of the DLQ sends it back as a new message (new id, same attributes): this copy takes
+    the run over (`take_over`), so the message is not acknowledged away unrun."""
     if claimed is not False:
-        return True, None
-    marker = receiver.store.get(marker_id)
+        return Claim(runs=True)
+    store = receiver.store
+    marker = store.get(marker_id)
     if marker is not None and marker.status is LeaseStatus.CANCELLED:
         logger.warning("copy of a cancelled message", extra={"message_id": delivery.message_id, "of": marker_id})
-        return False, marker
+        return Claim(runs=False, cancelled=marker)
+    claimant = marker.claimed_by if marker is not None else None
+    if marker is not None and claimant is not None and store.get(claimant) is None:
+        if receiver.clock.now() - (marker.claimed_at or 0.0) < CLAIM_STALE_S:
+            logger.info("the claimant copy may still be taking the run", extra={"message_id": delivery.message_id})
+            return Claim(runs=False, busy=True)
+        if take_over(marker):
+            logger.warning(
+                "took the run over from a claimant copy that never got a lease",
+                extra={"message_id": delivery.message_id, "of": marker_id, "claimant": claimant},
+            )
+            return Claim(runs=True)
+        return Claim(runs=False, busy=True)  # the marker changed meanwhile: read again when it comes back
     logger.warning(
         "twin copy: acknowledged, the other copy runs", extra={"message_id": delivery.message_id, "of": marker_id}
     )
-    return False, None
+    return Claim(runs=False)
 
 
 def _kept_s(receiver: Receiver) -> float:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 from longjobs.engine.admission import line, parking
 from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
+from longjobs.engine.cancel import note_dead_lettered
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_name, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
@@ -203,10 +204,10 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
     while True:
         action = decide(reading, limits)
         if action is Action.CLAIM_COPY:
-            claim = requeue.claim_copy if reading.requeued_copy else parking.claim_copy
-            runs, found.cancelled_marker = claim(receiver, delivery)
-            undelivered = found.cancelled_marker is not None and needs_dead_letter(found.cancelled_marker)
-            reading = replace(reading, copy_runs=runs, cancel_undelivered=undelivered)
+            claim = (requeue.claim_copy if reading.requeued_copy else parking.claim_copy)(receiver, delivery)
+            found.cancelled_marker = claim.cancelled
+            undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
+            reading = replace(reading, copy_runs=claim.runs, claimant_busy=claim.busy, cancel_undelivered=undelivered)
         elif action is Action.READ_EXECUTION:
             assert lease is not None and lease.execution_arn is not None
             running = execution_status(receiver.stepfunctions, lease.execution_arn) in RUNNING_STATUSES
@@ -283,6 +284,7 @@ def _act(
         cancelled = found.cancelled_marker or lease
         assert cancelled is not None
         copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
+        note_dead_lettered(receiver.store, cancelled, copy_id, now=receiver.clock.now())
         logger.warning("cancelled message sent to the DLQ", extra={"message_id": delivery.message_id, "copy": copy_id})
         return Outcome.CANCELLED
     if action in _ACKNOWLEDGED:
