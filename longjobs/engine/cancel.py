@@ -63,6 +63,7 @@ from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
+from longjobs.engine.receiver.requeue import CLAIM_STALE_S
 from longjobs.engine.receiver.types import Delivery
 from longjobs.engine.settle import release_holds
 from longjobs.engine.visibility import FailureClass
@@ -284,7 +285,10 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
             raise UnknownId(message_id)
         decision = decide(lease)
         if decision is Decision.FOLLOW_COPY:
-            return _follow_copy(canceller, lease, reason)
+            followed = _follow_copy(canceller, lease, reason)
+            if followed is not None:
+                return followed
+            decision = Decision.MARK  # its claimant copy never got a lease: the marker itself is cancelled
         if not decision.acts:
             return _report(lease, Outcome(decision.value), previous=lease.status.value)
         if decision is Decision.RESUME:
@@ -298,17 +302,20 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
     raise CancelRaced(f"the lease of {message_id} kept changing while it was being cancelled: try again")
 
 
-def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelReport:
+def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelReport | None:
     """A parked or requeued message whose copy claimed the run: the job is the copy's now, so the copy is
-    cancelled (and so on along the chain of copies)."""
+    cancelled (and so on along the chain of copies). None when the copy has no lease and its claim is
+    `CLAIM_STALE_S` old: its receives are over and it never got one (it went to the DLQ through SQS's
+    redrive); then the marker itself is cancelled, so a redrive of that copy is refused its run."""
     copy_id = marker.claimed_by or ""
     try:
         report = cancel(canceller, copy_id, reason)
     except UnknownId:
+        if canceller.clock.now() - (marker.claimed_at or 0.0) >= CLAIM_STALE_S:
+            return None
         raise CancelRaced(
             f"{marker.message_id} was {marker.status.value.lower()} and its copy {copy_id} claimed the run "
-            "but has no lease yet: "
-            "try again in a moment"
+            "but has no lease yet: try again in a moment"
         ) from None
     note = f"{marker.status.value.lower()} as {marker.message_id}; its copy {copy_id} ran it, so the copy was cancelled"
     return replace(report, notes=(note, *report.notes))

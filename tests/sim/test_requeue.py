@@ -144,32 +144,107 @@ def test_requeue_a_copy_redriven_from_the_dlq_takes_over_the_run_of_its_claimant
     acknowledged as a twin, or the message is gone unrun: once the old claim is over (Lambda's longest
     timeout, no lease), it takes the run over."""
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, queue_retention_s=86_400)
-    jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
-    jobs.redrive = (dlq, 3)
-    first, second = running_and_waiting(b)
-    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
-    b.finish(first)
-    [copy] = b.jobs_ids()
-    store = b.receiver.store
-    store.create_request = _refused  # type: ignore[method-assign]  # the copy claims, then its attempt fails
-    for _ in range(4):
-        b.clock.advance(200)
-        with contextlib.suppress(RuntimeError):  # the record is reported failed: SQS counts the receive
-            b.deliver_jobs_queue()
-    del store.create_request
-    marker = store.get(second)
-    assert marker is not None and marker.claimed_by == copy and b.jobs_ids() == []
-    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
-    b.aws.sqs.delete_message(QueueUrl=b.dlq_url, ReceiptHandle=dead["ReceiptHandle"])
-    redriven = b.aws.sqs.send_message(
-        QueueUrl=b.jobs_url, MessageBody=dead["Body"], MessageAttributes=dead["MessageAttributes"]
-    )["MessageId"]
+    second, dead = claimant_in_the_dlq(b)
+    marker = b.receiver.store.get(second)
+    assert marker is not None and marker.claimed_by is not None and b.jobs_ids() == []
+    redriven = redrive(b, dead)
 
     assert b.deliver_jobs_queue() == {redriven: Outcome.STALE}, "the old claim may still be under way: later"
     b.clock.advance(900)
     assert b.deliver_jobs_queue() == {redriven: Outcome.STARTED}, "the old claim is over: the run is taken over"
     b.finish(redriven)
     assert len(b.executions_of(JOB)) == 2 and b.jobs_ids() == []
+
+
+def claimant_in_the_dlq(b: Bench) -> tuple[str, dict[str, Any]]:
+    """Job J's second message waits; the first succeeds; the copy claims its marker, then every attempt of
+    it fails (a broken deploy) until SQS's redrive moves it to the DLQ. The waiting message's id, and the
+    copy as the DLQ holds it (taken out, to be sent back as a redrive would)."""
+    jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
+    jobs.redrive = (dlq, 3)
+    first, second = running_and_waiting(b)
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    b.finish(first)
+    store = b.receiver.store
+    store.create_request = _refused  # type: ignore[method-assign]
+    for _ in range(4):
+        b.clock.advance(200)
+        with contextlib.suppress(RuntimeError):  # the record is reported failed: SQS counts the receive
+            b.deliver_jobs_queue()
+    del store.create_request
+    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    b.aws.sqs.delete_message(QueueUrl=b.dlq_url, ReceiptHandle=dead["ReceiptHandle"])
+    return second, dead
+
+
+def redrive(b: Bench, dead: dict[str, Any]) -> str:
+    """A DLQ redrive: the message again, as a new message with the same body and attributes."""
+    sent = b.aws.sqs.send_message(
+        QueueUrl=b.jobs_url, MessageBody=dead["Body"], MessageAttributes=dead["MessageAttributes"]
+    )
+    return str(sent["MessageId"])
+
+
+def test_requeue_a_cancel_of_a_message_whose_claimant_copy_is_in_the_dlq_refuses_its_redrive() -> None:
+    """A review's finding: the cancel followed the claim to a copy with no lease and asked to try again,
+    for ever; a redrive of that copy then took the run over and ran the cancelled job."""
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, queue_retention_s=86_400)
+    second, dead = claimant_in_the_dlq(b)
+    canceller = Canceller(b.receiver.store, b.aws.sqs, b.aws.stepfunctions, b.dlq_url, b.clock)  # type: ignore[arg-type]
+    b.clock.advance(900)
+
+    assert cancel(canceller, second, "not needed").outcome.value == "cancelled"
+    redriven = redrive(b, dead)
+
+    assert b.deliver_jobs_queue() == {redriven: Outcome.CANCELLED}
+    [again] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert again["MessageAttributes"]["ErrorType"]["StringValue"] == "Cancelled"
+    assert len(b.executions_of(JOB)) == 1, "the cancelled job never ran"
+
+
+def test_requeue_a_copy_redriven_past_the_tables_memory_of_its_claimant_goes_to_the_dlq_unrun() -> None:
+    """A review's finding: a claimant's closed lease is kept `closed_ttl_s` (7 days), its marker longer; a
+    twin (or a redriven copy) received after DynamoDB's TTL deleted the claimant's lease took the run over,
+    though the claimant had run the job. Past that memory the copy goes to the DLQ, with the reason."""
+    b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, queue_retention_s=14 * 86_400)
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
+    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    b.finish(first)
+    twin_a, twin_b = b.jobs_ids()
+    b.clock.advance(30)  # past the copies' delay
+    [twin] = [
+        m
+        for m in b.aws.sqs.receive_message(
+            QueueUrl=b.jobs_url, MessageAttributeNames=["All"], MaxNumberOfMessages=10, VisibilityTimeout=1
+        )["Messages"]
+        if m["MessageId"] == twin_b
+    ]
+    b.aws.sqs.delete_message(QueueUrl=b.jobs_url, ReceiptHandle=twin["ReceiptHandle"])  # to the DLQ, say
+    b.clock.advance(2)
+    assert b.deliver_jobs_queue() == {twin_a: Outcome.STARTED}
+    b.finish(twin_a)
+
+    b.clock.advance(b.settings.closed_ttl_s + 60)
+    _expire(b)  # DynamoDB's TTL: twin a's closed lease is gone, the marker is kept longer
+    assert b.receiver.store.get(twin_a) is None and b.receiver.store.get(second) is not None
+
+    assert b.deliver_jobs_queue() == {} and b.deliver_jobs_queue() == {}
+    redriven = redrive(b, twin)
+    assert b.deliver_jobs_queue() == {redriven: Outcome.DEAD_LETTERED}
+    [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "ClaimUnknown"
+    assert len(b.executions_of(JOB)) == 2, "each of the two messages ran once"
+
+
+def _expire(b: Bench) -> None:
+    """What DynamoDB's TTL does, at once: every item whose TTL is past is deleted."""
+    from longjobs.engine.lease.schema import TTL_ATTR
+
+    items = b.aws.dynamodb.items
+    for key in [key for key, item in items.items() if TTL_ATTR in item and float(item[TTL_ATTR]["N"]) < b.clock.now()]:
+        del items[key]
 
 
 def test_requeue_a_twin_of_a_claimant_without_a_lease_yet_comes_back_then_is_acknowledged() -> None:

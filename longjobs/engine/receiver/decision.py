@@ -51,6 +51,7 @@ class Action(StrEnum):
     ALREADY_DEAD_LETTERED = "already_dead_lettered"  # acknowledge: it is in the DLQ
     ALREADY_CANCELLED = "already_cancelled"  # acknowledge: an operator cancelled it (it is in the DLQ)
     DEAD_LETTER_CANCELLED = "dead_letter_cancelled"  # cancelled without a DLQ copy (no body at hand): send it
+    DEAD_LETTER_UNKNOWN = "dead_letter_unknown"  # a copy whose claimant's run can no longer be told: the DLQ
     STALE = "stale"  # an older receive, or one whose lease another receive holds: nothing to do
     STILL_WAITING = "still_waiting"  # this very receive waits for a slot already
     RESUME = "resume"  # this very receive, handled again: make sure its attempt runs
@@ -113,6 +114,8 @@ class Reading:
     """`CLAIM_COPY`'s answer: this copy runs the message (False: a twin runs it, or it was cancelled)."""
     claimant_busy: bool = False
     """`CLAIM_COPY`'s answer: another copy claimed the run and may still be taking it (no lease yet)."""
+    claim_unknown: bool = False
+    """`CLAIM_COPY`'s answer: the claimant has no lease and whether it ran can no longer be told."""
     cancel_undelivered: bool = False
     """The message was cancelled (its lease, or a parked copy's marker) and no DLQ copy was made: the cancel
     had no body at hand (`longjobs.engine.cancel`), so this receive sends it."""
@@ -134,6 +137,8 @@ def decide(reading: Reading, limits: Limits) -> Action:
         if reading.copy_runs is False:
             if reading.cancel_undelivered:
                 return Action.DEAD_LETTER_CANCELLED
+            if reading.claim_unknown:
+                return Action.DEAD_LETTER_UNKNOWN
             return Action.STALE if reading.claimant_busy else Action.DUPLICATE
         return _new_attempt(reading, limits)
     if lease.status is LeaseStatus.REQUEUED or (reading.marker_live and lease.status is LeaseStatus.PARKED):

@@ -22,6 +22,10 @@ ATTEMPT_ERROR_MAX = 1_024
 EXHAUSTED = "AttemptsExhausted"
 STARTS_REFUSED = "StartsRefused"
 """DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
+CLAIM_UNKNOWN = "ClaimUnknown"
+"""DLQ reason of a parked or requeued copy whose run another copy claimed so long ago that whether it ran
+can no longer be told (`longjobs.engine.receiver.requeue.claim_answer`): kept for an operator, never run
+twice."""
 JOB_ID_BUSY = "JobIdBusy"
 """DLQ reason of a message that waited in place for its job id (FIFO, or no room for a copy's attribute)
 until its receives or its queue's retention were nearly spent: the DLQ keeps it, the redrive would not

@@ -110,6 +110,17 @@ CLAIM_STALE_S = 900.0
 over (each receive of the claimant claims again, `LeaseStore.claim_requeued`)."""
 
 
+def claimant_state(receiver: Receiver, marker: Lease) -> str:
+    """What a marker's claimant (a copy with no lease) is, judged from its last claim's age: `taking` (its
+    receive may be under way), `lost` (its receives are over and it never got a lease: any lease it had
+    would still be kept, `closed_ttl_s` from its write) or `unknown` (so old that a lease it had may have
+    expired: whether the job ran cannot be told)."""
+    age = receiver.clock.now() - (marker.claimed_at or 0.0)
+    if age < CLAIM_STALE_S:
+        return "taking"
+    return "lost" if age < receiver.settings.closed_ttl_s else "unknown"
+
+
 @dataclass(frozen=True)
 class Claim:
     """A copy's claim on its marker, as the decision takes it."""
@@ -120,6 +131,9 @@ class Claim:
     """When it may not: the marker, which an operator cancelled (the copy then goes to the DLQ)."""
     busy: bool = False
     """When it may not: another copy claimed the run and may still be taking it (this one comes back)."""
+    unknown: bool = False
+    """When it may not: the claimant has no lease, and its claim is so old that whether it ran cannot be
+    told (the DLQ then keeps this copy, with the reason)."""
 
 
 def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
@@ -148,11 +162,12 @@ def claim_answer(
     """A copy's claim on its marker (`LeaseStore.claim_parked`, `claim_requeued`) as the decision takes it.
 
     Refused, the copy is a twin to acknowledge only when the claimant carries the run: it has a lease (it
-    runs, waits, was requeued, parked or dead-lettered). A claimant with no lease may still be taking it
-    (its receive is under way): this copy comes back later. Once its last claim is `CLAIM_STALE_S` old,
-    the claimant's receives are over and it never got a lease: it went to the DLQ through SQS's redrive,
-    and a redrive of the DLQ sends it back as a new message (new id, same attributes): this copy takes
-    the run over (`take_over`), so the message is not acknowledged away unrun."""
+    runs, waits, was requeued, parked or dead-lettered). A claimant with no lease (`claimant_state`) may
+    still be taking it: this copy comes back later. Once its receives are over it never got a lease: it
+    went to the DLQ through SQS's redrive, and a redrive of the DLQ sends it back as a new message (new
+    id, same attributes): this copy takes the run over (`take_over`), so the message is not
+    acknowledged away unrun. Past the table's memory of closed leases it cannot be told whether the
+    claimant ran: the copy goes to the DLQ with the reason, never run a second time nor dropped."""
     if claimed is not False:
         return Claim(runs=True)
     store = receiver.store
@@ -162,9 +177,12 @@ def claim_answer(
         return Claim(runs=False, cancelled=marker)
     claimant = marker.claimed_by if marker is not None else None
     if marker is not None and claimant is not None and store.get(claimant) is None:
-        if receiver.clock.now() - (marker.claimed_at or 0.0) < CLAIM_STALE_S:
+        state = claimant_state(receiver, marker)
+        if state == "taking":
             logger.info("the claimant copy may still be taking the run", extra={"message_id": delivery.message_id})
             return Claim(runs=False, busy=True)
+        if state == "unknown":
+            return Claim(runs=False, unknown=True)
         if take_over(marker):
             logger.warning(
                 "took the run over from a claimant copy that never got a lease",

@@ -18,7 +18,7 @@ starts a second execution while the first runs, and never releases a message who
 - Two messages of one job id never run at once: an attempt takes its job id's lock with its lease, in one
   transaction, before it starts (`longjobs.engine.lease.lock`). A message that finds the lock held by a
   running execution is not started and is not an attempt: its lease becomes a REQUEUED marker, a copy of
-  it is sent back to the queue with a delay (doubling with each wait, counted in its `LongJobsWaits`
+  it is sent back to the queue with a delay (doubling with each wait, counted in its `LongJobsAdmission`
   attribute) and this receive is acknowledged, so waiting uses none of the message's receives before
   the queue's redrive; the marker names the one copy that runs, however often the copy was sent
   (`longjobs.engine.receiver.requeue`). On a FIFO queue a copy would go to the back of its message group
@@ -65,7 +65,7 @@ from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.receiver import attempt, requeue
 from longjobs.engine.receiver.decision import Action, Limits, Reading, SlotState, decide
-from longjobs.engine.receiver.dlq import JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
+from longjobs.engine.receiver.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.receiver.models import BadInput, Job, parse_message
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 
@@ -207,7 +207,13 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
             claim = (requeue.claim_copy if reading.requeued_copy else parking.claim_copy)(receiver, delivery)
             found.cancelled_marker = claim.cancelled
             undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
-            reading = replace(reading, copy_runs=claim.runs, claimant_busy=claim.busy, cancel_undelivered=undelivered)
+            reading = replace(
+                reading,
+                copy_runs=claim.runs,
+                claimant_busy=claim.busy,
+                claim_unknown=claim.unknown,
+                cancel_undelivered=undelivered,
+            )
         elif action is Action.READ_EXECUTION:
             assert lease is not None and lease.execution_arn is not None
             running = execution_status(receiver.stepfunctions, lease.execution_arn) in RUNNING_STATUSES
@@ -287,6 +293,14 @@ def _act(
         note_dead_lettered(receiver.store, cancelled, copy_id, now=receiver.clock.now())
         logger.warning("cancelled message sent to the DLQ", extra={"message_id": delivery.message_id, "copy": copy_id})
         return Outcome.CANCELLED
+    if action is Action.DEAD_LETTER_UNKNOWN:
+        message = (
+            "a copy of a message whose run another copy claimed long ago; that copy left no lease the table still "
+            "keeps, so whether the job ran cannot be told: check before a redrive"
+        )
+        return attempt.dead_letter(
+            receiver, delivery, history, replacing=None, error_type=CLAIM_UNKNOWN, message=message
+        )
     if action in _ACKNOWLEDGED:
         logger.info("already ended: acknowledged", extra={"message_id": delivery.message_id, "action": action.value})
         return _ACKNOWLEDGED[action]
