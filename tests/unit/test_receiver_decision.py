@@ -73,6 +73,12 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
         Action.STALE,
     ),
     (
+        "requeued copy, its claimant's run can no longer be told",
+        receive(1, requeued_copy=True, copy_runs=False, claim_unknown=True),
+        LIMITS,
+        Action.DEAD_LETTER_UNKNOWN,
+    ),
+    (
         "parked copy, its claimant has no lease yet",
         receive(1, parked_copy=True, copy_runs=False, claimant_busy=True),
         LIMITS,
