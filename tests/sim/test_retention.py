@@ -250,6 +250,35 @@ def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_t
     assert len(b.executions_of("X")) == 1, f"job X of one message ran {len(b.executions_of('X'))} times"
 
 
+def test_claimant_whose_receive_died_before_its_lease_is_parked_afresh_and_runs_once() -> None:
+    """Found by a review: an admission pass received a parked copy, which claimed its marker, and died
+    before the copy's lease. While its type stays full nothing receives the copy again; when the marker
+    fell due, a claimant with no lease left the line, and SQS deleted the copy at its retention: never
+    run, not in the DLQ. Now a claimant whose receives are over with no lease is parked in place."""
+    b, first, _filler, original = parked_behind_a_full_type()
+    [copy] = b.waiting_ids()
+    b.aws.sqs.receive_message(QueueUrl=b.waiting_url)  # the pass that received it died after its claim
+    assert b.receiver.store.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
+
+    b.clock.advance(60)
+    assert refresh_parked(b.receiver, "wait") == 0, "its receive may still be under way: looked at later"
+    b.advance_to(START + 2 + KEEP_S + 1)  # the type is still full: no pass received the copy again
+    assert refresh_parked(b.receiver, "wait") == 1, "parked afresh: a copy of its own"
+    claimant = b.receiver.store.get(copy)
+    assert claimant is not None and claimant.status is LeaseStatus.PARKED and claimant.copy_id is not None
+    b.advance_to(START + 2 + RETENTION_S + 5)  # SQS deletes the old copy (it is gone or acknowledged)
+
+    b.finish(first)  # the type frees: the fresh copy is unparked and runs (the filler, in flight, too)
+    deadline = b.clock.now() + 3_600
+    while (b.waiting_ids() or b.jobs_ids()) and b.clock.now() < deadline:
+        for message_id, outcome in {**b.unpark_all(), **b.deliver_jobs_queue()}.items():
+            if outcome is Outcome.STARTED:
+                b.finish(message_id)
+        b.clock.advance(30)
+    assert b.waiting_ids() == [] and b.jobs_ids() == []
+    assert len(b.executions_of("X")) == 1, "job X ran once, from its fresh copy"
+
+
 # -- what starts near `resend_at` is not sent again ---------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
 from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.requeue import Claim, claim_answer
+from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
 from longjobs.engine.receiver.types import (
     ADMISSION_ATTRIBUTE,
     MAX_MESSAGE_ATTRIBUTES,
@@ -144,37 +144,45 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     receive now would do (a marker of its own, replacing its lease on condition of its version, then a
     fresh copy); while it runs, the marker is looked at again a margin later; once it is done or parked,
     the marker leaves the line. So does a REQUEUED claimant: it went back to the jobs queue to wait for
-    its job id, and its own copy runs the job. A claimant with no lease leaves the line too: it went to
-    the DLQ, or its receive died before its lease and it comes back through unparking (or, written before
-    requeued copies had markers, it went back to the jobs queue); parking it would make a second copy
-    that runs. True when a copy was sent."""
+    its job id, and its own copy runs the job. A claimant with no lease (`claimant_state`) may still be
+    taking the run (looked at again later); else its receives are over and it never got one (its claim
+    falls due while any lease it had would still be kept, `claim_copy`): it is parked in place, as one
+    that waits, so its copy is sent afresh before SQS deletes it, and the claimant itself, if it is ever
+    received, finds its own marker and is acknowledged. A claimant looked at too late to tell leaves the
+    line. True when a copy was sent."""
     store, clock, settings = receiver.store, receiver.clock, receiver.settings
     claimant_id = marker.claimed_by or ""
     claimant = store.get(claimant_id)
     now = clock.now()
     recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
-    if claimant is None or claimant.status in (*COPIED_STATUSES, *DONE_STATUSES):
+    state = claimant_state(receiver, marker) if claimant is None else None
+    if state == "taking":
+        store.move_in_parked_line(
+            marker, sent_at=now - settings.queue_retention_s + settings.retention_margin_s + CLAIM_STALE_S
+        )
+        return False
+    if state == "unknown" or (claimant is not None and claimant.status in (*COPIED_STATUSES, *DONE_STATUSES)):
         store.move_in_parked_line(marker, sent_at=None)
         return False
-    if claimant.active or _may_run(receiver, claimant):
+    if claimant is not None and (claimant.active or _may_run(receiver, claimant)):
         store.move_in_parked_line(marker, sent_at=recheck_at)
         return False
     parked = Lease(
         message_id=claimant_id,
         queue_url=queue_url,
-        receipt_handle=claimant.receipt_handle,
-        receive_count=claimant.receive_count,
+        receipt_handle=claimant.receipt_handle if claimant is not None else "",
+        receive_count=claimant.receive_count if claimant is not None else 0,
         received_at=now,
         visible_until=now,
         renew_until=now + settings.queue_retention_s,
         status=LeaseStatus.PARKED,
-        version=claimant.version + 1,
+        version=claimant.version + 1 if claimant is not None else 0,
         closed_at=now,
         job_type=marker.job_type,
         job_id=marker.job_id,
-        history=claimant.history_with_this(),
+        history=claimant.history_with_this() if claimant is not None else marker.history,
         waiting_since=marker.waiting_since,
-        waits=claimant.waits,
+        waits=claimant.waits if claimant is not None else marker.waits,
         copy_sent_at=now,
         parked_message=marker.parked_message,
     )
@@ -185,7 +193,7 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     return True
 
 
-def _parked_in_place(receiver: Receiver, marker: Lease, *, replacing: Lease) -> bool:
+def _parked_in_place(receiver: Receiver, marker: Lease, *, replacing: Lease | None) -> bool:
     """Write the marker (`LeaseStore.park_in_place`); when the write fails or loses its condition, read
     it back: a write that landed but whose answer was lost (a 5xx, a timeout, then a retry refused by
     the condition it had just met) is ours, and its copy must be sent now, or no copy of the message
@@ -231,17 +239,22 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     """Whether a parked copy may run its original: when its marker names it (the first copy received
     claims the run), or when no marker names any (parked before markers existed, or expired). When it may
     not, the marker if an operator cancelled it (`longjobs.engine.cancel`: the copy goes to the DLQ).
-    The marker's place in its parked line becomes the claimant's send time."""
+    The marker's place in its parked line becomes the claimant's send time, or earlier (see below)."""
     parked_id = delivery.carried.parked_id or ""
     now = receiver.clock.now()
     sent_at = delivery.sent_at if delivery.sent_at is not None else now
-    claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=sent_at, now=now)
+    # The marker falls due by the claimant's retention, and by half the time a closed lease is kept:
+    # `_park_claimant` then still tells a claimant that never got a lease from one whose lease expired.
+    settings = receiver.settings
+    keep_s = settings.queue_retention_s - settings.retention_margin_s
+    order = min(sent_at, now + settings.closed_ttl_s / 2 - keep_s)
+    claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=order, now=now)
     return claim_answer(
         receiver,
         delivery,
         parked_id,
         claimed,
-        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now, order=sent_at),
+        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now, order=order),
     )
 
 
