@@ -122,7 +122,12 @@ class Settings(BaseModel):
         'the shards from `shards` up to it until no lease is left on them (the log says "legacy shards '
         'empty"); set it to your old count if it was above 8, and to `shards` once they are empty.',
     )
-    closed_ttl_s: int = Field(default=7 * 86_400, gt=0, description="How long closed leases are kept.")
+    closed_ttl_s: int = Field(
+        default=7 * 86_400,
+        ge=3_600,
+        description="How long closed leases are kept (at least an hour: a parked or requeued copy's claim is "
+        "judged by whether its claimant's lease is still there, up to 15 minutes after the claim).",
+    )
     max_workers: int = Field(default=16, ge=1, le=64, description="Parallel AWS calls (the client pool holds 64).")
 
     retry_base_s: float = Field(default=0.2, gt=0)

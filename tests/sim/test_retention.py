@@ -279,6 +279,89 @@ def test_claimant_whose_receive_died_before_its_lease_is_parked_afresh_and_runs_
     assert len(b.executions_of("X")) == 1, "job X ran once, from its fresh copy"
 
 
+def _dead_claimant(b: Bench, original: str) -> str:
+    """The parked copy is received by a pass that claims its marker and dies before its lease; the marker
+    falls due with the claim 901 s old. The copy's id (the first, when the copy has a twin)."""
+    copy = b.waiting_ids()[0]
+    b.aws.sqs.receive_message(QueueUrl=b.waiting_url, MaxNumberOfMessages=10)
+    assert b.receiver.store.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
+    b.advance_to(START + 2 + KEEP_S + 1)
+    return copy
+
+
+def _run_out(b: Bench, first: str) -> list[str]:
+    """The type frees; every copy left is received, each start finishing: the executions of job X."""
+    b.finish(first)
+    deadline = b.clock.now() + 3 * 3_600
+    while (b.waiting_ids() or b.jobs_ids()) and b.clock.now() < deadline:
+        refresh_parked(b.receiver, "wait")
+        for message_id, outcome in {**b.unpark_all(), **b.deliver_jobs_queue()}.items():
+            if outcome is Outcome.STARTED:
+                b.finish(message_id)
+        b.clock.advance(30)
+    return b.executions_of("X")
+
+
+def test_claimant_parked_in_place_races_a_twin_that_takes_the_run_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: between `_park_claimant`'s read of the marker and its write of the claimant's own
+    marker, a twin copy took the run over; both the twin and the claimant's fresh copy ran. The claimant
+    is now claimed again first, conditional on the marker as read (a fence)."""
+    from longjobs.engine.admission import parking
+
+    b, first, _filler, original = parked_behind_a_full_type()
+    marker = b.receiver.store.get(original)
+    assert marker is not None
+    parking._send_copy(b.receiver, b.waiting_url, marker)  # a twin: a send retried after it landed
+    copy = _dead_claimant(b, original)
+    [twin] = [m for m in b.waiting_ids() if m != copy]
+    judged = parking.claimant_state
+
+    def twin_meanwhile(receiver: Receiver, read: Any) -> str:
+        state = judged(receiver, read)
+        monkeypatch.setattr(parking, "claimant_state", judged)
+        for message in b._received(b.waiting_url):  # another pass receives the twin now
+            if message["MessageId"] == twin:
+                assert receive(b.receiver, waiting_delivery(message, b.waiting_url)) is Outcome.PARKED
+        return state
+
+    monkeypatch.setattr(parking, "claimant_state", twin_meanwhile)
+    assert refresh_parked(b.receiver, "wait") == 0, "the fence failed: nothing parked in place"
+    assert len(_run_out(b, first)) == 1
+
+
+def test_claimant_parked_in_place_races_a_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review: a cancel that marked the marker itself CANCELLED (its claimant has no lease)
+    while `_park_claimant` parked the claimant in place: the cancelled job ran from the fresh copy."""
+    from longjobs.engine.admission import parking
+    from longjobs.engine.cancel import Canceller, cancel
+
+    b, first, _filler, original = parked_behind_a_full_type()
+    _dead_claimant(b, original)
+    canceller = Canceller(b.receiver.store, b.aws.sqs, b.aws.stepfunctions, b.dlq_url, b.clock)  # type: ignore[arg-type]
+    judged = parking.claimant_state
+
+    def cancel_meanwhile(receiver: Receiver, read: Any) -> str:
+        state = judged(receiver, read)
+        monkeypatch.setattr(parking, "claimant_state", judged)
+        assert cancel(canceller, original, "not wanted").outcome.value == "cancelled"
+        return state
+
+    monkeypatch.setattr(parking, "claimant_state", cancel_meanwhile)
+    refresh_parked(b.receiver, "wait")
+    assert _run_out(b, first) == [], "the cancelled job never runs"
+
+
+def test_claimant_of_a_marker_claimed_before_claims_recorded_their_lease_window_leaves_the_line() -> None:
+    """Upgrade (a review): code before this one sent a claimant back to the jobs queue with no lease, and
+    that copy runs the job; its claim records no `claim_kept_until`, so the claimant is not parked again."""
+    b, _first, _filler, original = parked_behind_a_full_type()
+    copy = _dead_claimant(b, original)
+    del b.aws.dynamodb.items[original]["claim_kept_until"]  # a claim written by the code before
+    assert refresh_parked(b.receiver, "wait") == 0
+    assert b.receiver.store.get(copy) is None, "not parked in place"
+    assert b.receiver.store.parked_due("wait", sent_before=None, limit=10) == [], "out of the line"
+
+
 # -- what starts near `resend_at` is not sent again ---------------------------------------------------------
 
 

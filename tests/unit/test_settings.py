@@ -70,6 +70,8 @@ def test_settings_range_error_states_the_valid_range() -> None:
             {"receiver_timeout_s": 30, "reconcile_grace_s": 20},
             r"reconcile_grace_s=20 must be greater than receiver_timeout_s=30.*smallest safe reconcile_grace_s: 31",
         ),
+        # a copy's claim is judged by its claimant's lease, which must outlive the claim's 15 minutes
+        ({"closed_ttl_s": 600}, r"closed_ttl_s: Input should be greater than or equal to 3600"),
         (
             {"queue_retention_s": 3_600},
             r"queue_retention_s=3600 leaves a margin of 900 s .* less than max_renewal_s=43200.*"

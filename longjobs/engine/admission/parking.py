@@ -156,10 +156,9 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     now = clock.now()
     recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
     state = claimant_state(receiver, marker) if claimant is None else None
-    if state == "taking":
-        store.move_in_parked_line(
-            marker, sent_at=now - settings.queue_retention_s + settings.retention_margin_s + CLAIM_STALE_S
-        )
+    if state == "taking":  # looked at again once its receive is surely over
+        keep_s = settings.queue_retention_s - settings.retention_margin_s
+        store.move_in_parked_line(marker, sent_at=(marker.claimed_at or now) + CLAIM_STALE_S - keep_s)
         return False
     if state == "unknown" or (claimant is not None and claimant.status in (*COPIED_STATUSES, *DONE_STATUSES)):
         store.move_in_parked_line(marker, sent_at=None)
@@ -186,6 +185,8 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
         copy_sent_at=now,
         parked_message=marker.parked_message,
     )
+    if claimant is None and not store.take_over_claim(marker, claimant_id, now=now):
+        return False  # a fence: the marker changed meanwhile (a twin took the run over, a cancel): look again
     if not _parked_in_place(receiver, parked, replacing=claimant):
         return False  # the claimant was received, admitted or closed meanwhile: the next pass looks again
     _send_copy(receiver, queue_url, parked)

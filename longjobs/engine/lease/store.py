@@ -55,6 +55,7 @@ _FLOAT_FIELDS = (
     "waiting_since",
     "waiting_order",
     "claimed_at",
+    "claim_kept_until",
 )
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits", "refused_starts")
 _STR_FIELDS = (
@@ -663,9 +664,15 @@ class LeaseStore:
     def _claim(
         self, original_id: str, copy_id: str, status: LeaseStatus, *, now: float, order: float | None = None
     ) -> bool | None:
-        update = "SET claimed_by = :copy, claimed_at = :now, version = version + :one"
+        update = "SET claimed_by = :copy, claimed_at = :now, claim_kept_until = :kept, version = version + :one"
         names = {"#status": "status"}
-        values: dict[str, Any] = {"copy": copy_id, "now": _num(now), "one": 1, "marker": status.value}
+        values: dict[str, Any] = {
+            "copy": copy_id,
+            "now": _num(now),
+            "kept": _num(now + self._closed_ttl_s),
+            "one": 1,
+            "marker": status.value,
+        }
         if order is not None:
             update += ", #order = :sent"
             names["#order"] = WAITING_ORDER_ATTR
@@ -690,13 +697,15 @@ class LeaseStore:
 
     def take_over_claim(self, marker: Lease, copy_id: str, *, now: float, order: float | None = None) -> bool:
         """Give the run of a PARKED or REQUEUED marker to `copy_id`, away from a claimant that lost it
-        (`longjobs.engine.receiver.requeue.claim_answer` judges that), conditional on the marker as read:
-        False when it changed meanwhile (its claimant came back, or another copy took it over first)."""
-        update = "SET claimed_by = :copy, claimed_at = :now, version = version + :one"
+        (`longjobs.engine.receiver.requeue.claim_answer` judges that), or claim it again for its claimant
+        (a fence before parking it in place), conditional on the marker as read: False when it changed
+        meanwhile (its claimant came back, another copy took it over, a cancel)."""
+        update = "SET claimed_by = :copy, claimed_at = :now, claim_kept_until = :kept, version = version + :one"
         names = {"#status": "status"}
         values: dict[str, Any] = {
             "copy": copy_id,
             "now": _num(now),
+            "kept": _num(now + self._closed_ttl_s),
             "one": 1,
             "marker": marker.status.value,
             "version": marker.version,

@@ -133,6 +133,7 @@ class Lease:
     parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
     claimed_at: float | None = None  # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims)
     claimed_by: str | None = None  # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged)
+    claim_kept_until: float | None = None  # PARKED, REQUEUED: until when a lease the claimant wrote is surely kept
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)
 

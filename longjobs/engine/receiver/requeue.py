@@ -111,14 +111,14 @@ over (each receive of the claimant claims again, `LeaseStore.claim_requeued`).""
 
 
 def claimant_state(receiver: Receiver, marker: Lease) -> str:
-    """What a marker's claimant (a copy with no lease) is, judged from its last claim's age: `taking` (its
-    receive may be under way), `lost` (its receives are over and it never got a lease: any lease it had
-    would still be kept, `closed_ttl_s` from its write) or `unknown` (so old that a lease it had may have
-    expired: whether the job ran cannot be told)."""
-    age = receiver.clock.now() - (marker.claimed_at or 0.0)
-    if age < CLAIM_STALE_S:
-        return "taking"
-    return "lost" if age < receiver.settings.closed_ttl_s else "unknown"
+    """What a marker's claimant (a copy with no lease) is, judged from its last claim: `taking` (its
+    receive may be under way), `lost` (its receives are over and it never got a lease: any lease it wrote
+    after the claim would still be kept, `claim_kept_until`) or `unknown` (a lease it had may have
+    expired, or the claim was made before claims recorded how long: whether the job ran cannot be told)."""
+    now = receiver.clock.now()
+    if marker.claim_kept_until is None or now >= marker.claim_kept_until:
+        return "unknown"
+    return "taking" if now - (marker.claimed_at or 0.0) < CLAIM_STALE_S else "lost"
 
 
 @dataclass(frozen=True)
