@@ -116,9 +116,9 @@ def claimant_state(receiver: Receiver, marker: Lease) -> str:
     after the claim would still be kept, `claim_kept_until`) or `unknown` (a lease it had may have
     expired, or the claim was made before claims recorded how long: whether the job ran cannot be told)."""
     now = receiver.clock.now()
-    if marker.claim_kept_until is None or now >= marker.claim_kept_until:
-        return "unknown"
-    return "taking" if now - (marker.claimed_at or 0.0) < CLAIM_STALE_S else "lost"
+    if now - (marker.claimed_at or 0.0) < CLAIM_STALE_S:
+        return "taking"
+    return "unknown" if marker.claim_kept_until is None or now >= marker.claim_kept_until else "lost"
 
 
 @dataclass(frozen=True)
