@@ -43,6 +43,16 @@ def running_and_waiting(b: Bench) -> tuple[str, str]:
     return first, b.send(JOB)
 
 
+def waiting_with_twin_copies(b: Bench, *, delete: bool = True) -> tuple[str, str]:
+    """`running_and_waiting`, the waiting message's copy sent twice (a retried send that had landed); with
+    `delete` False its receiver dies before the delete."""
+    first, second = running_and_waiting(b)
+    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
+    assert b.deliver_jobs_queue(delete=delete) == {second: Outcome.WAITING}
+    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    return first, second
+
+
 def drain(b: Bench) -> dict[str, Outcome]:
     """Receive every message of the jobs queue until none is left, each one that starts finishing: the
     outcomes of the last receive of each."""
@@ -66,10 +76,7 @@ def run_to_the_end(b: Bench, first: str) -> dict[str, Outcome]:
 
 def test_requeue_a_send_that_lands_twice_runs_the_job_once() -> None:
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
-    first, second = running_and_waiting(b)
-    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
-    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
-    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    first, second = waiting_with_twin_copies(b)
     twins = [message_id for message_id in b.jobs_ids() if message_id != first]
     assert len(twins) == 2 and second not in twins, "the retried send made two copies"
 
@@ -207,10 +214,7 @@ def test_requeue_a_copy_redriven_past_the_tables_memory_of_its_claimant_goes_to_
     twin (or a redriven copy) received after DynamoDB's TTL deleted the claimant's lease took the run over,
     though the claimant had run the job. Past that memory the copy goes to the DLQ, with the reason."""
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, queue_retention_s=14 * 86_400)
-    first, second = running_and_waiting(b)
-    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
-    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
-    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    first, second = waiting_with_twin_copies(b)
     b.finish(first)
     twin_a, twin_b = b.jobs_ids()
     b.clock.advance(30)  # past the copies' delay
@@ -249,10 +253,7 @@ def _expire(b: Bench) -> None:
 
 def test_requeue_a_twin_of_a_claimant_without_a_lease_yet_comes_back_then_is_acknowledged() -> None:
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
-    first, second = running_and_waiting(b)
-    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
-    assert b.deliver_jobs_queue() == {second: Outcome.WAITING}
-    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    first, second = waiting_with_twin_copies(b)
     b.finish(first)
     twin_a, twin_b = b.jobs_ids()
     assert b.receiver.store.claim_requeued(second, twin_a, now=b.clock.now()), "twin a claims; its receive dies"
@@ -286,10 +287,7 @@ def test_requeue_a_cancelled_message_whose_copy_was_sent_twice_goes_to_the_dlq_o
     """A review's finding: each carrier of a cancelled message (twin copies, a redelivered original) sent
     it to the DLQ, since nothing noted the first DLQ copy."""
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20)
-    first, second = running_and_waiting(b)
-    b.receiver.sqs = SendLandsTwice(b.aws.sqs)  # type: ignore[assignment]
-    assert b.deliver_jobs_queue(delete=False) == {second: Outcome.WAITING}
-    b.receiver.sqs = b.aws.sqs  # type: ignore[assignment]
+    first, second = waiting_with_twin_copies(b, delete=False)
     canceller = Canceller(b.receiver.store, b.aws.sqs, b.aws.stepfunctions, b.dlq_url, b.clock)  # type: ignore[arg-type]
     cancel(canceller, second, "not needed")
 

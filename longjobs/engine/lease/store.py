@@ -664,29 +664,7 @@ class LeaseStore:
     def _claim(
         self, original_id: str, copy_id: str, status: LeaseStatus, *, now: float, order: float | None = None
     ) -> bool | None:
-        update = "SET claimed_by = :copy, claimed_at = :now, claim_kept_until = :kept, version = version + :one"
-        names = {"#status": "status"}
-        values: dict[str, Any] = {
-            "copy": copy_id,
-            "now": _num(now),
-            "kept": _num(now + self._closed_ttl_s),
-            "one": 1,
-            "marker": status.value,
-        }
-        if order is not None:
-            update += ", #order = :sent"
-            names["#order"] = WAITING_ORDER_ATTR
-            values["sent"] = _num(order)
-        claimed = _conditional(
-            self._client.update_item,
-            TableName=self._table,
-            Key={PARTITION_KEY: {"S": original_id}},
-            UpdateExpression=update,
-            ConditionExpression="#status = :marker AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
-        )
-        if claimed:
+        if self._claim_write(original_id, copy_id, status, now=now, order=order):
             return True
         marker = self.get(original_id)
         if marker is not None and marker.status is LeaseStatus.CANCELLED:
@@ -700,6 +678,21 @@ class LeaseStore:
         (`longjobs.engine.receiver.requeue.claim_answer` judges that), or claim it again for its claimant
         (a fence before parking it in place), conditional on the marker as read: False when it changed
         meanwhile (its claimant came back, another copy took it over, a cancel)."""
+        return self._claim_write(marker.message_id, copy_id, marker.status, now=now, order=order, over=marker)
+
+    def _claim_write(
+        self,
+        marker_id: str,
+        copy_id: str,
+        status: LeaseStatus,
+        *,
+        now: float,
+        order: float | None,
+        over: Lease | None = None,
+    ) -> bool:
+        """The claim's conditional write: on a marker of `status` unclaimed or claimed by `copy_id`, or, with
+        `over`, on that marker's version as read. It records until when a lease the claimant writes is
+        surely kept (`claim_kept_until`) and, for a PARKED marker, its place in its parked line (`order`)."""
         update = "SET claimed_by = :copy, claimed_at = :now, claim_kept_until = :kept, version = version + :one"
         names = {"#status": "status"}
         values: dict[str, Any] = {
@@ -707,19 +700,22 @@ class LeaseStore:
             "now": _num(now),
             "kept": _num(now + self._closed_ttl_s),
             "one": 1,
-            "marker": marker.status.value,
-            "version": marker.version,
+            "marker": status.value,
         }
         if order is not None:
             update += ", #order = :sent"
             names["#order"] = WAITING_ORDER_ATTR
             values["sent"] = _num(order)
+        condition = "#status = :marker AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)"
+        if over is not None:
+            condition = "#status = :marker AND version = :version"
+            values["version"] = over.version
         return _conditional(
             self._client.update_item,
             TableName=self._table,
-            Key={PARTITION_KEY: {"S": marker.message_id}},
+            Key={PARTITION_KEY: {"S": marker_id}},
             UpdateExpression=update,
-            ConditionExpression="#status = :marker AND version = :version",
+            ConditionExpression=condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=_values(**values),
         )
