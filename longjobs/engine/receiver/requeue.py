@@ -15,8 +15,8 @@ A redelivery of the message finds its marker: acknowledged when a copy is known 
 else the copy is sent again. A copy received with no lease of its own first claims the run on its
 marker (`LeaseStore.claim_requeued`): the first copy to claim runs, any other is acknowledged once the
 claimant has a lease (`claim_answer`: until then it comes back, and a claimant that never gets one has
-its run taken over); a copy whose marker was cancelled goes to the DLQ. A copy that has to wait again becomes the marker of the next
-copy, so each link of the chain runs at most one successor.
+its run taken over); a copy whose marker was cancelled goes to the DLQ. A copy that has to wait again
+becomes the marker of the next copy, so each link of the chain runs at most one successor.
 
 The copy carries all of this in one message attribute, as a parked copy does, so any message that could
 be parked can be requeued. A message with ten attributes of its own (SQS's most) leaves no room: it is
