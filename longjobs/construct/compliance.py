@@ -66,9 +66,12 @@ CHECKOV_REASONS: dict[str, str] = {
     "extender from a one-minute schedule (a missed run is replaced by the next), the watcher has an on-failure "
     "destination (WatcherFailures, which this check does not read), and CDK's bucket-notifications function "
     "answers CloudFormation, which fails the deployment when it does not.",
-    "CKV_AWS_115": "Bounded otherwise: the receiver by its event source mapping's maximum concurrency "
-    "(receiver_max_concurrency), CDK's bucket-notifications function by running only during deployments; "
-    "reserving concurrency would take it from the account's unreserved pool, which a new account cannot spare.",
+    "CKV_AWS_115": "Bounded otherwise, or not reservable by default: the receiver by its event source mapping's "
+    "maximum concurrency (receiver_max_concurrency), CDK's bucket-notifications function by running only during "
+    "deployments; the extender and the watcher reserve 1 and 5 with reserve_concurrency, off by default because "
+    "Lambda refuses a reservation that leaves an account under 100 unreserved, which a new account's quota does. "
+    "Unreserved, overlapping extender runs race only on conditional writes, and a throttled status event is "
+    "retried by Lambda for up to 6 hours while reconciliation returns a dead job's message within minutes.",
     "CKV_AWS_108": "s3:GetObject is limited to the Glue bucket's summaries/ prefix; the check reads the ARN, "
     "a CloudFormation join, as no constraint.",
 }

@@ -79,6 +79,12 @@ class InfraSettings(BaseModel):
         default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
     )
     lambda_memory_mb: int = Field(default=256, ge=128, le=10_240, description="Memory of each function.")
+    reserve_concurrency: bool = Field(
+        default=False,
+        description="Reserve Lambda concurrency for the extender (1) and the watcher (5). Lambda refuses a "
+        "reservation that leaves the account under 100 unreserved, which a new account's quota does: off, the "
+        "default stack deploys anywhere.",
+    )
     queue_visibility_timeout_s: int = Field(
         default=180,
         ge=0,

@@ -48,9 +48,11 @@ EXTENDER_PERIOD = cdk.Duration.minutes(1)
 EXTENDER_TIMEOUT = cdk.Duration.seconds(90)
 """A run stops itself after one period (`run_invocation`); the rest is margin for the last pass."""
 WATCHER_TIMEOUT = cdk.Duration.seconds(30)
+EXTENDER_RESERVED_CONCURRENCY = 1
+"""The extender's reserved concurrency with `reserve_concurrency`: one run at a time."""
 WATCHER_RESERVED_CONCURRENCY = 5
-"""The watcher's reserved concurrency: status events arrive in bursts (a type's backlog ending); a few
-instances keep up, and the rest of the account's concurrency stays for the receiver."""
+"""The watcher's reserved concurrency with `reserve_concurrency`: status events arrive in bursts (a type's
+backlog ending); a few instances keep up, and the rest of the account's concurrency stays for the receiver."""
 GLUE_SCRIPT = PACKAGE_ROOT / "pipeline" / "glue_entry.py"
 """The script of every pyspark job type's Glue job: it imports the type's entry and calls it."""
 JOB_TYPES_FILE = "job_types.json"

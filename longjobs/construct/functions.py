@@ -30,6 +30,7 @@ from longjobs.construct.config import StackConfig, Tracing
 from longjobs.construct.constants import (
     DLQ_RETENTION,
     EXTENDER_PERIOD,
+    EXTENDER_RESERVED_CONCURRENCY,
     EXTENDER_TIMEOUT,
     HANDLERS,
     JOB_TYPES_FILE,
@@ -222,7 +223,9 @@ class LongJobFunctions(Construct):
                 "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
                 **({"DLQ_URL": res.dlq.queue_url} if limited else {}),
             },
-            reserved_concurrency=1,  # two overlapping runs would only race on the same leases
+            # With no reservation a late run may overlap the next: they race on the same leases, every write
+            # conditional (the simulation runs half its seeds so: `Workload.extender_reserved`).
+            reserved_concurrency=EXTENDER_RESERVED_CONCURRENCY if infra.reserve_concurrency else None,
             statements=[
                 _allow(
                     "sqs:ChangeMessageVisibility",
@@ -287,7 +290,7 @@ class LongJobFunctions(Construct):
                 _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
                 *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
             ],
-            reserved_concurrency=WATCHER_RESERVED_CONCURRENCY,
+            reserved_concurrency=WATCHER_RESERVED_CONCURRENCY if infra.reserve_concurrency else None,
         )
         # The extender is updated after the functions that write leases: when its new code first runs, no
         # invocation of their replaced code starts any more, so a lease on a shard of a larger previous

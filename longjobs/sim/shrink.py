@@ -184,6 +184,8 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
     settings = {**workload.settings, **({"fifo": True} if workload.fifo else {})}
     if workload.upgrade_at_s is not None:
         left_out.append(f"the upgrade from 8 shards at {workload.upgrade_at_s:g} s (the scenario runs 1 shard)")
+    if not workload.extender_reserved:
+        left_out.append("extender runs side by side (the scenario reserves the extender's concurrency)")
     return Translation(settings, seed, entries, left_out)
 
 

@@ -27,6 +27,8 @@ new container watching the old shards: `longjobs.engine.lease.legacy`); eight sh
 LAYOUT_WEIGHTS = (2, 1, 1)
 UPGRADE_WINDOW_S = 900.0
 """An upgrade happens this long after the start at most: while the jobs are sent and run."""
+RESERVED_SHARE = 0.5
+"""The share of seeds whose stack reserves concurrency 1 for the extender (`reserve_concurrency`)."""
 LIMITED_TYPE = "limited"
 LIMIT = 2
 SPARK_PARAMS = {
@@ -114,6 +116,9 @@ class Workload:
     spark_heartbeat_s: int = SPARK_HEARTBEAT_S
     upgrade_at_s: float | None = None
     """When the functions are updated from `OLD_SHARDS` shards to `settings`' (None: no upgrade)."""
+    extender_reserved: bool = True
+    """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
+    still going is throttled; without it, the two run side by side, each in its own container."""
 
     @property
     def by_id(self) -> dict[str, JobPlan]:
@@ -166,6 +171,8 @@ def draw(seed: int, profile: str = "mixed") -> Workload:
         workload.settings["shards"] = OLD_SHARDS
     elif layout == "upgrade":
         workload.upgrade_at_s = round(layout_rng.uniform(0, UPGRADE_WINDOW_S), 3)
+    # The stack's default reserves no concurrency (a new account has none to spare), so runs may overlap.
+    workload.extender_reserved = random.Random(f"workload:{seed}:concurrency").random() < RESERVED_SHARE
     return workload
 
 

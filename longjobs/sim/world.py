@@ -7,7 +7,8 @@ Actors (each a greenlet; `longjobs.sim.scheduler`):
   and delete the records it reported done (partial batch response); an invocation that dies or hits the
   function's timeout is a failed batch: nothing is deleted.
 - the **extender's schedule**: one invocation a period (`run_invocation`), late or skipped by the seed,
-  reserved concurrency 1 (a run still going when the next is due throttles it), killed at its timeout.
+  killed at its timeout; with reserved concurrency 1 (`Workload.extender_reserved`) a run still going when
+  the next is due throttles it, without it the next runs beside it in another container.
 - the **status-event rule**: each end of an execution reaches the watcher (`on_status_change`) late, lost,
   duplicated or out of order, by the seed.
 - **executions** of the rendered workflow (`longjobs.sim.workflow`), started by StartExecution, killed by
@@ -308,8 +309,8 @@ class World:
         self.workflow_clients = {name: self._client(name, "workflow") for name in ("sqs", "dynamodb")}
         self.interpreter = Interpreter(definition, Integrations(self), scheduler)
         self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
-        self.extender_busy = False
         self.running_executions = 0
+        self.extender_runs = 0  # scheduled extender runs going on (reserved concurrency 1 allows one)
         self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
         self.job_queues = (self.queue, *self.waiting.values())
         self.queue_changed = [Signal() for _ in range(ESM_POLLERS)]  # what each idle poller waits on
@@ -377,27 +378,34 @@ class World:
             )
 
         self.receiver = receiver("receiver")
-        sqs, dynamodb, stepfunctions = clients("extender")
-        admitter = receiver("extender")
-        self.extender = Extender(
-            settings=settings,
-            policy=policy,
-            store=LeaseStore(
-                dynamodb,
-                TABLE,
-                shards=settings.shards,
-                closed_ttl_s=settings.closed_ttl_s,
+
+        def extender(container: int) -> Extender:
+            sqs, dynamodb, stepfunctions = clients("extender")
+            return Extender(
+                settings=settings,
+                policy=policy,
+                store=LeaseStore(
+                    dynamodb,
+                    TABLE,
+                    shards=settings.shards,
+                    closed_ttl_s=settings.closed_ttl_s,
+                    executor=executor,
+                    legacy=legacy_shards(settings, clock),
+                ),
+                visibility=VisibilityClient(sqs, clock=clock, executor=executor),
+                sqs=sqs,
+                clock=clock,
                 executor=executor,
-                legacy=legacy_shards(settings, clock),
-            ),
-            visibility=VisibilityClient(sqs, clock=clock, executor=executor),
-            sqs=sqs,
-            clock=clock,
-            executor=executor,
-            stepfunctions=stepfunctions,
-            rng=random.Random(f"extender:{self.seed}:backoff"),
-            admit=extender_pass(admitter, handle=receive) if self.waiting else None,
-        )
+                stepfunctions=stepfunctions,
+                rng=random.Random(f"extender:{self.seed}:backoff" + (f":{container}" if container else "")),
+                admit=extender_pass(receiver("extender"), handle=receive) if self.waiting else None,
+            )
+
+        # Lambda's containers of the extender: an idle one takes the next run; without reserved concurrency a
+        # run due while every container is busy gets a new one (each keeps its own state, as in Lambda).
+        self.new_extender = extender
+        self.idle_extenders = [extender(0)]
+        self.extender_containers = 1
         sqs, dynamodb, _ = clients("watcher")
         watcher_admitter = receiver("watcher")
         self.watcher = Watcher(
@@ -652,11 +660,18 @@ class World:
             self.monitor.reach("extender:skipped")
             self.lost_runs += 1
             return
-        if self.extender_busy:
+        if self.extender_runs and self.workload.extender_reserved:
             self.monitor.reach("extender:throttled_by_reserved_concurrency")
             self.lost_runs += 1
             return
-        self.extender_busy = True
+        if self.idle_extenders:
+            extender = self.idle_extenders.pop()
+        else:  # a run beside the one still going, in a new container
+            self.monitor.reach("extender:overlapping_run")
+            extender = self.new_extender(self.extender_containers)
+            self.extender_containers += 1
+        built_by = self.new_extender
+        self.extender_runs += 1
         group = Group(f"extender:{index}", protected=protected)
         began = self.scheduler.now()
 
@@ -664,7 +679,7 @@ class World:
             clean = False
             try:
                 report = run_invocation(
-                    self.extender,
+                    extender,
                     remaining_ms=lambda: int((began + EXTENDER_TIMEOUT_S - self.scheduler.now()) * 1000),
                 )
                 for part in (report.renewal, report.reconcile):
@@ -680,7 +695,9 @@ class World:
                 renewal = report.renewal
                 clean = not (report.failed_passes or renewal.given_up or renewal.failed or renewal.record_failures)
             finally:
-                self.extender_busy = False
+                self.extender_runs -= 1
+                if built_by is self.new_extender:  # a container of replaced code is not used again
+                    self.idle_extenders.append(extender)
                 self.lost_runs = 0 if clean else self.lost_runs + 1
 
         self.scheduler.spawn(invocation, group=group)

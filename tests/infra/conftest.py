@@ -34,11 +34,13 @@ PROD_CONTEXT = {
     "quarantine_expiration_days": "10",
     "tracing": "false",
     "kms_key": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    "reserve_concurrency": "true",
 }
 """A second deployment: everything the default leaves off turned on, as `-c key=value` strings (its
 customer-managed key imported by ARN)."""
-CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true"}
-"""A third: the customer-managed key the processor creates, with the S3 notifications that its policy admits."""
+CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true", "reserve_concurrency": "true"}
+"""A third: the customer-managed key the processor creates, with the S3 notifications that its policy admits
+(and the reserved concurrency of an account that has it to spare)."""
 
 
 @dataclass

@@ -34,17 +34,20 @@ NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db
 CUSTOMER_KEY_SKIPS = {
     *(("CKV_AWS_116", name) for name in FUNCTIONS),
     *(("CKV_AWS_117", name) for name in FUNCTIONS),
-    ("CKV_AWS_115", "Functions/Receiver"),  # the extender and the watcher have reserved concurrency
+    ("CKV_AWS_115", "Functions/Receiver"),  # with reserve_concurrency, the extender and the watcher have some
     ("CKV_AWS_18", "Workflow/Buckets/AccessLogs"),
     ("CKV_AWS_108", "Workflow/StateMachine/Role/DefaultPolicy"),
 }
-"""checkov's checks suppressed with the customer-managed key (`kms_key`): no encryption check."""
+"""checkov's checks suppressed with the customer-managed key (`kms_key`) and `reserve_concurrency`: no
+encryption check."""
 DEFAULT_SKIPS = {
     *CUSTOMER_KEY_SKIPS,
     *(("CKV_AWS_27", name) for name in (*QUEUES, "Functions/WatcherFailures")),
     ("CKV_AWS_119", "Leases/Table"),
     *(("CKV_AWS_158", name) for name in LOG_GROUPS),
     *(("CKV_AWS_173", name) for name in FUNCTIONS),
+    ("CKV_AWS_115", "Functions/Extender"),  # no reserved concurrency: a new account has none to spare
+    ("CKV_AWS_115", "Functions/Watcher"),
 }
 """checkov's checks suppressed in the default stack, by construct path under the processor."""
 NOTIFICATIONS_SKIPS = {(check, NOTIFICATIONS_HANDLER) for check in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")}

@@ -338,3 +338,31 @@ def test_scenario_admission_serves_its_line_in_order(seed: int) -> None:
     in_flight = sorted((job for job in places if job not in parked), key=places.__getitem__)
     assert sorted(in_flight, key=starts.__getitem__) == in_flight, "in flight: in their order in line"
     assert all(starts[job] < starts[copy] for job in in_flight for copy in parked), "parked ones after them"
+
+
+def test_scenario_every_status_event_lost_still_returns_an_aborted_job_within_minutes() -> None:
+    # The figure behind the watcher's unreserved concurrency (docs/deploy.md): a throttled or lost status
+    # event only delays a dead job's message until reconciliation's next sweep (once a grace, default
+    # settings), which lists the running executions and describes the lease whose execution is gone.
+    aborts = {"a": 300, "b": 700, "c": 1_300}
+    result = run(
+        {},
+        [{"id": job, "type": "wait", "seconds": 1_800} for job in aborts],
+        [
+            *({"type": "abort_execution", "job": job, "at_s": at} for job, at in aborts.items()),
+            {"type": "drop_status_events", "probability": 1.0},
+        ],
+    )
+
+    assert result.result.violation is None
+    assert result.result.coverage["watcher:released"] == 0
+    back_after = {job: _deliveries(result, job)[1] - at for job, at in aborts.items()}
+    bound = 2 * 120 + 2 * 60  # two reconcile graces and two extender periods (default settings)
+    assert all(0 < delay <= bound for delay in back_after.values()), back_after
+    assert all(result.jobs[job].executions == ["ABORTED", "SUCCEEDED"] for job in aborts)
+
+
+def _deliveries(result: ScenarioRun, job: str) -> list[float]:
+    """When `job`'s messages were delivered from the jobs queue (seconds since the start)."""
+    records = (json.loads(line) for line in result.result.trace.records)
+    return [r["t"] for r in records if r.get("event") == "delivered" and r["queue"] == "jobs" and r["job_id"] == job]
