@@ -2,8 +2,8 @@
 of the engine's own code, in this process) and runs the unmodified campaign (`--seeds 200 --first 0`,
 the default profile, nothing tailored to the bug), which must report a broken property. The campaign
 stops at its first failed seed, so a planted bug costs the seeds it takes to be found. The lease's
-version condition and the handle check on renewal are not here: disabled alone, the campaign reports
-neither (docs/simulation.md says why)."""
+version condition is planted with the conditions it shares each write with (`lease_fence`); alone, and
+the handle check on renewal, the campaign reports neither (docs/simulation.md says why)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,36 @@ def _delete_before_success(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(receiver_types, "_DONE", receiver_types._DONE | {receiver_types.Outcome.STARTED})
 
 
+def _no_lease_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every conditional write of a lease passes once the lease exists (version, status and receive count
+    ignored, by the functions and the workflow alike): a stale writer is never fenced off. The version
+    condition alone is not planted: the status and receive-count conditions on the same writes mask it."""
+    from longjobs.engine.lease.lock import is_lock_key
+    from longjobs.engine.lease.schema import PARTITION_KEY
+    from longjobs.sim.aws.dynamodb import FakeDynamoDb
+
+    def unfenced(request: dict[str, Any]) -> dict[str, Any]:
+        key = (request.get("Key") or request.get("Item") or {}).get(PARTITION_KEY, {}).get("S", "")
+        condition = request.get("ConditionExpression")
+        if condition is None or is_lock_key(key):
+            return request
+        names = {**request.get("ExpressionAttributeNames", {}), "#planted_pk": PARTITION_KEY}
+        condition = f"({condition}) OR attribute_exists(#planted_pk)"
+        return {**request, "ConditionExpression": condition, "ExpressionAttributeNames": names}
+
+    put, update, transact = FakeDynamoDb.put_item, FakeDynamoDb.update_item, FakeDynamoDb.transact_write_items
+
+    def transact_unfenced(self: FakeDynamoDb, **request: Any) -> dict[str, Any]:
+        items = [{kind: unfenced(body) for kind, body in item.items()} for item in request["TransactItems"]]
+        return transact(self, **{**request, "TransactItems": items})
+
+    monkeypatch.setattr(FakeDynamoDb, "put_item", lambda self, **request: put(self, **unfenced(request)))
+    monkeypatch.setattr(FakeDynamoDb, "update_item", lambda self, **request: update(self, **unfenced(request)))
+    monkeypatch.setattr(FakeDynamoDb, "transact_write_items", transact_unfenced)
+
+
 PLANTED: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "lease_fence": _no_lease_fence,
     "job_lock": _no_job_lock,
     "cap_handling": _no_stop_at_cap,
     "delete_after_success": _delete_before_success,
