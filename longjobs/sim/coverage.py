@@ -44,7 +44,13 @@ EXTENDER_PATHS = (
 still ACTIVE). The deployed workflow closes the lease before it can succeed (a close that keeps failing
 fails the execution instead), so only a workflow other than the one deployed could reach it; the path stays,
 as every caller of DescribeExecution handles every status."""
-OTHER = ("fenced:extender:transact_write_items", "fenced:workflow:update_item", "job_started", "sim:shards_upgraded")
+OTHER = (
+    "fenced:extender:transact_write_items",
+    "fenced:workflow:update_item",
+    "job_started",
+    "sim:shards_upgraded",
+    "extender:overlapping_run",
+)
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 
 

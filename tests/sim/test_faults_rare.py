@@ -1,0 +1,74 @@
+"""The focus on operations few seeds call (`RARE_OPERATIONS`, issue 21): every drawn plan fails them at the
+focus rate, with every kind, on a stream of its own, so the other calls fail as they did before."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from longjobs.sim.aws.sqs import FakeSqs
+from longjobs.sim.aws.stepfunctions import FakeStepFunctions
+from longjobs.sim.faults import FOCUS_MAX_STREAK, RARE_OPERATIONS, CallFault, CallRule, FaultPlan
+
+START = 1_000.0
+QUIET_AFTER_S = 3_600.0
+
+
+def _plan(seed: int) -> FaultPlan:
+    return FaultPlan.draw(seed, start=START, quiet_after_s=QUIET_AFTER_S)
+
+
+def _calm_seed() -> int:
+    """A seed whose plan has no base rate and no focus share: only the rare operations' focus fails."""
+    return next(s for s in range(1_000) if (p := _plan(s)).rate == 0 and p.focus_share == 0)
+
+
+def test_rare_operations_are_operations_of_the_simulated_services() -> None:
+    """A renamed operation would leave its name here focusing on nothing."""
+    for operation in RARE_OPERATIONS:
+        assert any(callable(getattr(service, operation, None)) for service in (FakeSqs, FakeStepFunctions))
+
+
+def test_a_rare_operation_is_focused_in_a_seed_without_a_focus_share() -> None:
+    plan = _plan(_calm_seed())
+    faults = [plan.at_call(START + i, "extender", "delete_message_batch") for i in range(400)]
+    kinds = Counter(fault for fault in faults if fault is not None)
+    assert set(kinds) == set(CallFault)  # every kind, crashes included (the extender is a function)
+    assert 120 < sum(kinds.values()) < 280  # about half the attempts
+    streak = longest = 0
+    for fault in faults:
+        streak = streak + 1 if fault is not None else 0
+        longest = max(longest, streak)
+    assert longest <= FOCUS_MAX_STREAK
+    assert all(plan.at_call(START + i, "extender", "query") is None for i in range(400))  # no base rate
+    assert plan.at_call(START + QUIET_AFTER_S, "extender", "delete_message_batch") is None  # quiet
+
+
+def test_the_workflows_call_of_a_rare_operation_never_crashes() -> None:
+    plan = _plan(_calm_seed())
+    faults = {plan.at_call(START + i, "workflow", "stop_execution") for i in range(400)}
+    assert CallFault.SERVER_ERROR in faults
+    assert not faults & {CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER}
+
+
+def test_the_rare_focus_leaves_the_other_streams_as_they_were() -> None:
+    """Where the rare stream gives no fault, the call's base-rate draw is the one it was before: the
+    seed's other calls fail exactly as without the rare focus."""
+    compared = 0
+    for seed in range(200):
+        plan, before = _plan(seed), replace(_plan(seed), rare_rng=None)
+        for i in range(300):
+            operation = "delete_message_batch" if i % 7 == 3 else "query"
+            base = plan.rng.getstate()
+            got = plan.at_call(START + i, "extender", operation)
+            if got is not None and plan.rng.getstate() == base and not plan.focused.get(operation):
+                break  # the rare focus struck (no base-rate draw): from here the seed is one it changes
+            assert got == before.at_call(START + i, "extender", operation), (seed, i)
+            compared += operation in RARE_OPERATIONS
+    assert compared > 500  # rare calls that drew no fault, each followed by calls compared
+
+
+def test_a_written_scenario_has_no_rare_focus() -> None:
+    rules = [CallRule(CallFault.THROTTLED, frozenset({"watcher"}))]
+    plan = FaultPlan.scenario(rules=rules, world={}, within_design=True, seed=1)
+    assert all(plan.at_call(START + i, "extender", "delete_message_batch") is None for i in range(100))
