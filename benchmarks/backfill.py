@@ -680,7 +680,8 @@ def requests_table(results: list[Result], params: Params) -> Table:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(description="Backfill: admission control on and off, simulated.")
     parser.add_argument("--jobs", type=int, default=Params.jobs)
     parser.add_argument("--slots", type=int, default=Params.slots)
@@ -689,7 +690,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=Params.max_minutes)
     parser.add_argument("--only", choices=("on", "off"), help="run one mode only")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     params = Params(
         jobs=args.jobs,
         slots=args.slots,

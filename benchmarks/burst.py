@@ -436,7 +436,8 @@ def concurrencies(text: str) -> list[int]:
     return values
 
 
-def main(argv: Iterable[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(description="A burst of messages against StartExecution's quota, simulated.")
     parser.add_argument("--messages", type=int, default=Params.messages)
     parser.add_argument(
@@ -447,7 +448,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=Params.seed)
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
     base = Params(messages=args.messages, seed=args.seed)
     results = [simulate(Params(**(asdict(base) | {"concurrency": c}))) for c in args.concurrency]
     if args.json:

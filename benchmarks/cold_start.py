@@ -485,7 +485,8 @@ def table(cases: Sequence[Case]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cold_start", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=9, help="fresh interpreters per case (after one untimed)")
     parser.add_argument(
@@ -499,7 +500,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--shipped-only", action="store_true", help="skip the comparison with the asset's bytecode removed"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cases = measure(args.runs, args.tracing, compare_bytecode=not args.shipped_only)
     if args.json:
         print(json.dumps([asdict(case) for case in cases], indent=2))

@@ -330,7 +330,8 @@ def _print_table(args: argparse.Namespace, bench: Bench, results: Sequence[RunRe
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.extender_throughput", description=__doc__.split("\n")[0]
     )
@@ -338,6 +339,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=15.0, help="latency of every AWS call (default 15)")
     parser.add_argument("--repeat", type=int, default=5, help="timed passes, each with fresh leases (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.leases < 1 or args.repeat < 1 or args.latency_ms < 0:
         parser.error("--leases and --repeat must be at least 1, --latency-ms at least 0")

@@ -121,7 +121,8 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.pipeline_throughput", description=__doc__.split("\n")[0]
     )
@@ -129,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs (default 5)")
     parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory of the local session (default 4g)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.events < 1 or args.repeat < 1:
         parser.error("--events and --repeat must be at least 1")

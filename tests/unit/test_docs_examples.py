@@ -8,19 +8,27 @@ stand-in for the checkout, with a campaign's or a generator's size scaled down (
 offline runtime's real-time commands (`run`, `demo`, `chaos`, `serve`) go through their argument parser,
 a scenario file they name runs in the simulation, and `REAL_TIME` names the test that runs each command.
 `npx cdk ... -c key=value` goes through the stack's config (`load_config`), `make` targets against the
-Makefile. What needs an AWS account, installs software or shows an output is listed below with the
-reason; a block or command that is neither checked nor listed fails the test.
+Makefile (`MAKE_TARGETS` says what each does and what runs it), a benchmark's arguments through its own
+parser, built apart from its run (`build_parser`). What needs an AWS account,
+installs software or shows an output is listed below with the reason; a block or command that is neither
+checked nor listed fails the test. The prose's inline commands (`longjobs ...`, `python -m offline ...`,
+`python -m benchmarks...`, `make ...`) go through the same parsers. Every list is asserted both ways: an
+entry that no longer matches what the pages show, or names a test file that is gone, fails the test.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import contextlib
+import importlib
 import importlib.util
+import io
 import json
 import os
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,6 +38,7 @@ import pytest
 
 from longjobs.cli.__main__ import build_parser as longjobs_parser
 from longjobs.cli.__main__ import main as longjobs_main
+from longjobs.cli.errors import UsageError
 from longjobs.construct import quiet_node_notices
 from longjobs.engine.jobs import load_catalog, load_catalog_file
 from longjobs.engine.jobs.types import JobType
@@ -58,7 +67,9 @@ SHOWN_NOT_RUN = {
     ("offline.md", '{"ok": true,'): "a report's beginning (an output; tests/e2e checks the real report)",
     ("pipeline.md", '{"event_id": "e-20240501-000000001",'): "an input event (tests/pipeline reads such events)",
     ("pipeline.md", '{"date": "2024-05-01", "rows_read": 3000,'): "a run's summary (an output)",
-    ("install.md", "import aws_cdk as cdk"): "a user's CDK app: tests/infra/test_install.py synthesizes one",
+    ("install.md", "from longjobs.construct import quiet_node_notices"): "a user's CDK app: "
+    "tests/infra/test_install.py synthesizes it as the page writes it, installed from the wheel",
+    ("install.md", "import aws_cdk as cdk"): "the user's stack: tests/infra/test_install.py synthesizes it",
     ("jobs.md", "import aws_cdk as cdk"): "a user's CDK app (the construct's props: tests/infra/test_processor.py)",
 }
 """Blocks shown as they look, not run. Python among them is still compiled."""
@@ -239,7 +250,11 @@ def check_scenario_file(path: Path) -> None:
 
 JOBS_FILE_CONTEXT = re.search(r'^JOBS_FILE_CONTEXT = "(\w+)"', (REPO_ROOT / "app.py").read_text(), re.M)
 """The app's one context key besides the config's (`-c jobs_file=PATH`)."""
-PLACEHOLDERS = {"<id>": "1234abcd-12ab-34cd-56ef-1234567890ab"}  # a KMS key id of the shape AWS gives
+PLACEHOLDERS = {
+    # a page's placeholder: a value of the shape AWS gives, for the command to go through its parser
+    "<id>": "1234abcd-12ab-34cd-56ef-1234567890ab",  # a KMS key id
+    "<message-id>": "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38",  # an SQS message id
+}
 CONTEXT = re.compile(r"(?:^|\s)(?:-c|--context)[ =](\S+)")
 
 
@@ -294,12 +309,29 @@ SCALED_DOWN = {"--seeds": "1", "--events": "1000"}
 1,000 (the same code paths, in a unit test's time)."""
 REAL_TIME = {
     # `python -m offline <command>`: the test that runs it (these run minutes of real time, or until stopped)
-    "run": "tests/e2e/test_command.py and test_parking.py run scenarios through `run` (this test runs the "
-    "page's scenario file in the simulation)",
+    "run": "tests/e2e/test_command.py and tests/e2e/test_parking.py run scenarios through `run` (this test "
+    "runs the page's scenario file in the simulation)",
     "demo": "make demo; tests/sim/test_demo_figures.py checks README's figures",
     "chaos": "tests/e2e/test_chaos.py runs a campaign through `chaos`",
     "serve": "tests/e2e/test_serve.py serves, and runs every documented `longjobs --endpoint-url` command",
 }
+
+MAKE_TARGETS = {
+    # a `make` target the pages name: what it does, and what runs it (the test checks the Makefile has it)
+    "install": "creates .venv and installs the pins and the CDK command line; `make test` runs it",
+    "test": "lint, type checks and the whole suite, this test among it: the entry point for developers and CI",
+    "demo": "the offline demo, over a minute of real time with Spark (`python -m offline demo`, REAL_TIME); "
+    "tests/sim/test_demo_figures.py checks the figures the pages show for it",
+    "lock": "re-pins requirements-lock.txt to what .venv holds: by hand, after pyproject.toml's ranges change",
+    "checkov-env": "installs checkov in an environment of its own; `make test` runs it",
+    "checkov": "synthesizes the default stack (`npx cdk synth`, Node) and runs checkov on it; "
+    "tests/infra/test_checkov.py runs checkov on the templates the infra tests synthesize",
+}
+"""Every `make` target a page names, in a block or inline; an entry no page names fails the test."""
+
+BENCHMARK_PARSERS = ("build_parser", "parse_args")
+"""A benchmark module's top-level function that parses its arguments apart from its run: `build_parser()`
+gives the parser, `parse_args(argv)` parses (benchmarks.renewal_cost's). Every benchmark has one."""
 
 
 def runnable(words: list[str]) -> list[str]:
@@ -332,6 +364,49 @@ def run_command(main: Any, args: list[str], workdir: Path, command: str) -> None
     assert code in (0, None), f"{command!r} ended with {code}"
 
 
+def check_make(targets: list[str], makefile: str, command: str) -> str:
+    """A `make` command: each target in the Makefile, and in MAKE_TARGETS (what it does, what runs it)."""
+    assert targets, f"{command!r}: name the target"
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"{command!r}: the Makefile has no {target!r}"
+        assert target in MAKE_TARGETS, f"{command!r}: say in MAKE_TARGETS what `make {target}` does and what runs it"
+    return "make target"
+
+
+def parses(parse: Callable[[], object]) -> None:
+    """Parse arguments (`parse`), an error of the parser's as the test's failure: its message, one line."""
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+            parse()
+    except UsageError as error:  # the longjobs parser's errors
+        raise AssertionError(str(error)) from None
+    except SystemExit as exit_:  # argparse's (0: --help)
+        assert exit_.code in (0, None), errors.getvalue().strip().splitlines()[-1]
+
+
+def benchmark_parser(module: str) -> Callable[[list[str]], object]:
+    """The benchmark's own way to parse its arguments without running it (`BENCHMARK_PARSERS`)."""
+    source = REPO_ROOT / Path(*module.split(".")).with_suffix(".py")
+    assert source.is_file(), f"no benchmark {module}"
+    defined = {
+        node.name for node in ast.parse(source.read_text(encoding="utf-8")).body if isinstance(node, ast.FunctionDef)
+    }
+    name = next((name for name in BENCHMARK_PARSERS if name in defined), None)
+    assert name is not None, f"{module} has no parser apart from its run: give it a build_parser()"
+    function = getattr(importlib.import_module(module), name)
+    if name == "build_parser":
+        return lambda args: function().parse_args(args)
+    return lambda args: function(args)
+
+
+def check_benchmark(module: str, args: list[str], command: str) -> str:
+    """A benchmark's command: its arguments through its own parser."""
+    parse = benchmark_parser(module)
+    parses(lambda: parse(args))
+    return "benchmark parsed"
+
+
 def check_command(command: str, makefile: str, workdir: Path) -> str:
     if command.startswith("npx cdk"):
         return check_cdk_context(command)
@@ -340,8 +415,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
         return "listed"
     words = shlex.split(command.replace("[", "").replace("]", ""), comments=True)  # optional parts: as given
     if words[0] == "make":
-        assert all(re.search(rf"^{target}:", makefile, re.M) for target in words[1:]), command
-        return "make target"
+        return check_make(words[1:], makefile, command)
     if words[0] in ("longjobs", ".venv/bin/longjobs"):
         if words[1:] == ["--help"]:
             run_command(longjobs_main, words[1:], workdir, command)
@@ -372,7 +446,8 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
             run_command(checker_main, args, workdir, command)  # the trace a `sim --trace` above wrote
             return "run"
         else:
-            assert module.startswith("benchmarks.") and importlib.util.find_spec(module), command
+            assert module.startswith("benchmarks."), f"{command!r}: a module of no known kind"
+            return check_benchmark(module, args, command)
         return module
     raise AssertionError(f"a command of no known kind: {command!r}; check it or list it in COMMANDS_NOT_RUN")
 
@@ -411,3 +486,114 @@ def test_docs_example_lists_name_only_blocks_that_exist() -> None:
     for name in SCENARIO_FILES_NOT_RUN:
         assert any(f"--scenario {name}" in command for command in commands), name
         assert not (REPO_ROOT / name).exists(), f"{name} is in the repository: run it"
+
+
+INLINE_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+INLINE_COMMANDS = (
+    "longjobs ",
+    ".venv/bin/longjobs ",
+    "python -m offline ",
+    ".venv/bin/python -m offline ",
+    "python -m benchmarks.",
+    ".venv/bin/python -m benchmarks.",
+    "make ",
+)
+"""The inline code spans of the prose that are commands, by how they start."""
+
+
+def inline_commands(page: Path) -> Iterator[tuple[int, str]]:
+    """The page's inline commands outside its blocks, with their line: each span's text on one line."""
+    text = FENCE.sub(lambda block: "\n" * block.group(0).count("\n"), page.read_text(encoding="utf-8"))
+    for match in INLINE_SPAN.finditer(text):
+        span = " ".join(match.group(1).split())  # a span may go on over the next line
+        if span.startswith(INLINE_COMMANDS):
+            yield text[: match.start()].count("\n") + 1, span
+
+
+def without_required(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The parser, and its commands' parsers, with no argument required: prose names a command, or an
+    option of it, without the arguments a run needs (`longjobs lease`, `python -m offline chaos --fifo`)."""
+    for action in parser._actions:
+        action.required = False
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                without_required(subparser)
+    return parser
+
+
+def check_inline(span: str, makefile: str) -> str:
+    """An inline command through the parser its block would go through; placeholders replaced, `[...]`
+    optional parts as given, a `...` (and so on) left out, the arguments a run needs may be missing."""
+    for placeholder in re.findall(r"<[^<>\s]+>", span):
+        assert placeholder in PLACEHOLDERS, f"an unknown placeholder {placeholder}: add it to PLACEHOLDERS"
+        span = span.replace(placeholder, PLACEHOLDERS[placeholder])
+    words = [word for word in shlex.split(span.replace("[", "").replace("]", "")) if word != "..."]
+    if words[0] == "make":
+        return check_make(words[1:], makefile, span)
+    if words[0] in ("longjobs", ".venv/bin/longjobs"):
+        parses(lambda: without_required(longjobs_parser()).parse_args(words[1:]))
+        return "longjobs"
+    module, args = words[2], words[3:]
+    if module == "offline":
+        parses(lambda: without_required(offline_parser()).parse_args(args))
+        return "offline"
+    return check_benchmark(module, args, span)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_docs_inline_commands_parse(page: Path) -> None:
+    """The prose's inline commands (`longjobs ...`, `python -m offline ...`, `make ...`) parse as the
+    blocks' commands do; every span that does not is named with its page and line."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    failures = []
+    for line, span in inline_commands(page):
+        try:
+            check_inline(span, makefile)
+        except AssertionError as error:
+            failures.append(f"{page.name}:{line}: `{span}`: {error}")
+    assert not failures, "inline commands that do not parse:\n" + "\n".join(failures)
+
+
+REASON_PATH = re.compile(r"(?<![\w/.])tests/[\w/.-]*\w")
+BARE_TEST_FILE = re.compile(r"(?<![\w/.])test_\w+\.py")
+
+
+def test_docs_example_not_run_lists_are_not_stale() -> None:
+    """The lists of what is not run stay true: every command prefix, real-time command, make target and
+    benchmark still matches a documented command, and every test a reason names is in the repository."""
+    commands = [command for block in blocks() if block.info in ("sh", "console") for command in command_lines(block)]
+    inline = [span for page in PAGES for _, span in inline_commands(page)]
+    assert any(span.startswith("longjobs ") for span in inline), "no inline `longjobs` command found"
+    assert any(" -m offline " in span for span in inline), "no inline `python -m offline` command found"
+    for prefix in COMMANDS_NOT_RUN:
+        assert any(command.startswith(prefix) for command in commands), f"no page runs {prefix!r}: unlist it"
+    assert any(SHELL_ASSIGNMENT.match(command) for command in commands), "no page assigns a shell variable"
+    offline_commands = {
+        words[3]
+        for words in (shlex.split(command, comments=True) for command in commands)
+        if words[:3] == [".venv/bin/python", "-m", "offline"]
+    }
+    for name in REAL_TIME:
+        assert name in offline_commands, f"no page runs `python -m offline {name}`: take it out of REAL_TIME"
+    made = {
+        target
+        for command in [*commands, *inline]
+        if command.startswith("make ")
+        for target in shlex.split(command, comments=True)[1:]
+    }
+    assert set(MAKE_TARGETS) <= made, f"no page names `make {sorted(set(MAKE_TARGETS) - made)}`: unlist it"
+    assert made <= set(MAKE_TARGETS), f"say in MAKE_TARGETS what `make {sorted(made - set(MAKE_TARGETS))}` does"
+    lists: list[dict[Any, str]] = [
+        SHOWN_NOT_RUN,
+        SCENARIOS_NOT_RUN,
+        SCENARIO_FILES_NOT_RUN,
+        COMMANDS_NOT_RUN,
+        REAL_TIME,
+        MAKE_TARGETS,
+    ]
+    for reason in [why for listed in lists for why in listed.values()]:
+        assert not BARE_TEST_FILE.search(reason), f"give the test's path from the repository's root: {reason!r}"
+        for path in REASON_PATH.findall(reason):
+            assert (REPO_ROOT / path).exists(), f"a reason names {path}, which is not in the repository: {reason!r}"
+    for name, reason in REAL_TIME.items():
+        assert re.search(r"tests/[\w/]+\.py", reason), f"REAL_TIME[{name!r}] names no test that runs it"
