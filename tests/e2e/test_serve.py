@@ -297,10 +297,59 @@ def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task_and_answers_t
     assert lacking.returncode != 0
     assert "(UnsupportedOperation)" in lacking.stderr and "RedriveExecution" in lacking.stderr, lacking.stderr
 
+    run_every_documented_aws_command(service, env)
     answer_every_documented_longjobs_command(service, monkeypatch, capsys)
 
 
 DOCUMENTED_ENDPOINT = "--endpoint-url http://127.0.0.1:4566"
+DOCUMENTED_AWS_REFUSALS = {
+    # a documented `aws` command that may end with an error here, and what the error then says
+    "sqs cancel-message-move-task": "Only a task in status RUNNING can be cancelled",  # the page says so; a
+    # task of the few messages this test's DLQ holds may have ended already
+}
+
+
+def documented_commands(prefix: str) -> list[str]:
+    """The commands of README.md's and docs/'s shell blocks that start with `prefix`, as the pages give them."""
+    from tests.unit.test_docs_examples import blocks, command_lines
+
+    return [
+        command
+        for block in blocks()
+        if block.info in ("sh", "console")
+        for command in command_lines(block)
+        if command.startswith(prefix)
+    ]
+
+
+def run_every_documented_aws_command(service: Service, env: dict[str, str]) -> None:
+    """Every `aws --endpoint-url http://127.0.0.1:4566 ...` command of the pages, run as written by the AWS
+    CLI (the port swapped in; `$QUEUE` the queue the banner printed, `$TASK_HANDLE` the handle the page's
+    start answered): each works, or ends with the refusal the page explains."""
+    documented = "http://127.0.0.1:4566"
+    commands = documented_commands(f"aws --endpoint-url {documented} ")
+    assert {shlex.split(command)[4] for command in commands} >= {
+        "send-message",
+        "start-message-move-task",
+        "list-message-move-tasks",
+        "cancel-message-move-task",
+    }, commands
+    variables = {"QUEUE": service.queue_url}
+    for command in commands:
+        words = [AWS_CLI, "--output", "json"] + [
+            word.replace(documented, service.endpoint) for word in shlex.split(command)[1:]
+        ]
+        words = [variables.get(word[1:], word) if word.startswith("$") else word for word in words]
+        done = subprocess.run(words, capture_output=True, text=True, env=env, check=False, timeout=120)
+        refusal = next(
+            (said for start, said in DOCUMENTED_AWS_REFUSALS.items() if " ".join(words[5:]).startswith(start)), None
+        )
+        assert done.returncode == 0 or (refusal is not None and refusal in done.stderr), f"{command!r}: {done.stderr}"
+        answer = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
+        if "TaskHandle" in answer:
+            variables["TASK_HANDLE"] = answer["TaskHandle"]
+
+
 DOCUMENTED_REFUSALS = {
     # a documented command that ends with an error here: its exit code, and what its error names
     "submit wait --param seconds=-5": (1, "params.seconds"),  # the page shows the refusal of a bad parameter
@@ -319,17 +368,10 @@ def answer_every_documented_longjobs_command(
     page gives it against `serve` (its port swapped in): it works, or ends with the error the page shows.
     (Part of the redrive test, which has a service running: a service of its own costs a start.)"""
     from longjobs.cli.__main__ import main
-    from tests.unit.test_docs_examples import blocks, command_lines
 
     for key, value in CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    commands = [
-        command
-        for block in blocks()
-        if block.info in ("sh", "console")
-        for command in command_lines(block)
-        if command.startswith(f"longjobs {DOCUMENTED_ENDPOINT}")
-    ]
+    commands = documented_commands(f"longjobs {DOCUMENTED_ENDPOINT}")
     assert len(commands) >= 10, commands
     ran = 0
     for command in commands:

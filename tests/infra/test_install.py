@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from longjobs.construct import NODE_NOTICES
 from tests import REPO_ROOT
 
 UV = Path(sys.executable).parent / "uv"
@@ -27,39 +29,21 @@ USER_INFRA = '''"""The user's own infra package: the common layout of a CDK app.
 
 OWNER = "the user's app"
 '''
-USER_STACK = """import aws_cdk as cdk
-
-from longjobs.construct import LongJobProcessor
-
-NAP = {
-    "name": "nap",
-    "runner": "wait",
-    "params_schema": {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}},
-}
-
-
-class DataStack(cdk.Stack):
-    def __init__(self, scope, construct_id, **kwargs):
-        super().__init__(scope, construct_id, **kwargs)
-        jobs = LongJobProcessor(self, "Jobs", job_types=[NAP])
-        cdk.CfnOutput(self, "JobsQueue", value=jobs.queue.queue_url)
-"""
-USER_APP = """import json
-import sys
-
-import aws_cdk as cdk
-
-import functions
-import infra
-import longjobs
-from infra.stack import DataStack
-
-app = cdk.App()
-DataStack(app, "Data")
-app.synth()
+USER_PAGE = REPO_ROOT / "docs" / "install.md"
+PROBE = """import json, sys
+import functions, infra, longjobs
 print(json.dumps({"infra": infra.__file__, "owner": infra.OWNER, "functions": functions.__file__,
                   "longjobs": longjobs.__file__, "path": sys.path}))
 """
+"""Run in the app's folder after its synth: which `infra`, `functions` and `longjobs` the app imports."""
+
+
+def page_block(caption: str) -> str:
+    """The code block that follows `caption` on the install page: the app is the page's, as written."""
+    text = USER_PAGE.read_text(encoding="utf-8")
+    match = re.search(re.escape(caption) + r"[^\n]*\n+```[a-z]*\n(.*?)^```", text, re.S | re.M)
+    assert match, f"docs/install.md has no block after {caption!r}"
+    return match.group(1)
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -116,13 +100,21 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     (app / "infra").mkdir(parents=True)
     (app / "functions").mkdir()
     (app / "infra" / "__init__.py").write_text(USER_INFRA)
-    (app / "infra" / "stack.py").write_text(USER_STACK)
+    (app / "infra" / "stack.py").write_text(page_block("`infra/__init__.py` (empty) and `infra/stack.py`"))
     (app / "functions" / "__init__.py").write_text('"""The user\'s own Lambda code."""\n')
-    (app / "app.py").write_text(USER_APP)
+    (app / "app.py").write_text(page_block("`app.py`, with your stack"))
 
-    environ = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # Not this test run's: the page's own `quiet_node_notices()` must silence jsii's switches.
+    environ = {
+        key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", *NODE_NOTICES)
+    }
     environ["CDK_OUTDIR"] = str(app / "cdk.out")
-    report = json.loads(run(python, "app.py", cwd=app, env=environ).strip().splitlines()[-1])
+    synth = subprocess.run(
+        [python, "app.py"], cwd=app, env=environ, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert synth.returncode == 0, synth.stderr
+    assert "b'" not in synth.stdout + synth.stderr, "the page's quiet_node_notices() silences jsii's Node notice"
+    report = json.loads(run(python, "-c", PROBE, cwd=app, env=environ).strip().splitlines()[-1])
 
     assert report["owner"] == "the user's app" and Path(report["infra"]).parent == app / "infra"
     assert Path(report["functions"]).parent == app / "functions"
