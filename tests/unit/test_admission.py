@@ -283,8 +283,14 @@ def test_parked_message_round_trip_keeps_body_attributes_and_original() -> None:
 
 @pytest.mark.parametrize(
     ("body_bytes", "attributes", "parkable"),
-    [(10, 0, True), (10, 9, True), (10, 10, False), (PARKED_MESSAGE_MAX_BYTES, 0, False)],
-    ids=["small", "nine attributes", "no room for the admission attribute", "too large for a marker"],
+    [(10, 0, True), (10, 9, True), (10, 10, False), (PARKED_MESSAGE_MAX_BYTES, 0, False), (262_000, 0, False)],
+    ids=[
+        "small",
+        "nine attributes",
+        "no room for the admission attribute",
+        "too large for a marker",
+        "too large for SQS with the admission attribute",
+    ],
 )
 def test_parked_message_needs_room_for_its_attribute_and_its_marker(
     body_bytes: int, attributes: int, parkable: bool
@@ -297,4 +303,4 @@ def test_parked_message_needs_room_for_its_attribute_and_its_marker(
         source_arn="arn",
         message_attributes={f"A{i}": {"DataType": "String", "StringValue": "v"} for i in range(attributes)},
     )
-    assert has_room(delivery) is parkable
+    assert has_room(delivery, ()) is parkable

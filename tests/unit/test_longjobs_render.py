@@ -210,7 +210,7 @@ def test_local_names_are_the_offline_runtimes() -> None:
 
 
 def test_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> None:
-    delivery = SimpleNamespace(source_arn="arn", message_id="m", original_id="m", receive_count=1)
+    delivery = SimpleNamespace(source_arn="arn", message_id="m", original_id="m", receive_count=1, body="{}")
     bad = SimpleNamespace(error_type="NotJson", message="x")
 
     poison = set(dlq_attributes(delivery, bad))  # type: ignore[arg-type]

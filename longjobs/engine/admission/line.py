@@ -4,6 +4,7 @@ estimated delay) or is parked; one that finds a slot gives it to those that wait
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from longjobs.engine.admission.admit import admit_line
 from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
@@ -86,9 +87,9 @@ def aged(receiver: Receiver, delivery: Delivery) -> bool:
     return sent_at is not None and receiver.clock.now() >= receiver.settings.resend_at(sent_at)
 
 
-def can_park(receiver: Receiver, delivery: Delivery, job: Job) -> bool:
+def can_park(receiver: Receiver, delivery: Delivery, job: Job, history: Sequence[Attempt]) -> bool:
     """Whether the message can be parked: its type has a waiting queue, and the copy and its marker room."""
-    return job.type in receiver.settings.waiting_queue_urls and has_room(delivery)
+    return job.type in receiver.settings.waiting_queue_urls and has_room(delivery, history)
 
 
 def hold_fits(receiver: Receiver, delivery: Delivery) -> bool:
@@ -147,7 +148,7 @@ def wait_or_park(
     # as a fresh copy (parked), and until then never hidden past it.
     resend_at = settings.resend_at(delivery.sent_at) if delivery.sent_at is not None else math.inf
     aged = now >= resend_at
-    if queue is not None and has_room(delivery):
+    if queue is not None and has_room(delivery, history):
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
         if aged or (not parked_here and not returning and (view.parked > 0 or beyond)):
             if not park(receiver, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):

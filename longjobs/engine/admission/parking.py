@@ -26,6 +26,7 @@ from longjobs.engine.receiver.types import (
     Delivery,
     Outcome,
     Receiver,
+    copy_fits,
     sent_at,
 )
 
@@ -259,11 +260,16 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     )
 
 
-def has_room(delivery: Delivery) -> bool:
-    """Whether the message can be parked: its copy has room for the admission attribute, and its marker
-    for the message itself (else it waits in flight)."""
-    attributes = [name for name in delivery.message_attributes if name != ADMISSION_ATTRIBUTE]
-    return len(attributes) < MAX_MESSAGE_ATTRIBUTES and len(stored_message(delivery)) <= PARKED_MESSAGE_MAX_BYTES
+def has_room(delivery: Delivery, history: Sequence[Attempt]) -> bool:
+    """Whether the message can be parked: its copy has room for the admission attribute with `history`
+    (SQS's attribute count and message size), and its marker for the message itself (else it waits in
+    flight)."""
+    attributes = {name: value for name, value in delivery.message_attributes.items() if name != ADMISSION_ATTRIBUTE}
+    return (
+        len(attributes) < MAX_MESSAGE_ATTRIBUTES
+        and copy_fits(delivery.body, attributes, history)
+        and len(stored_message(delivery)) <= PARKED_MESSAGE_MAX_BYTES
+    )
 
 
 def stored_message(delivery: Delivery) -> str:

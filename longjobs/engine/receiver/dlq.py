@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.receiver.types import MESSAGE_MAX_BYTES, message_bytes
 from longjobs.engine.settings import is_fifo_url
 
 if TYPE_CHECKING:
@@ -66,14 +67,30 @@ def exhausted_attributes(
         last = str(history[-1].error or "no error recorded")
     else:
         last = "no attempt recorded"
-    return {
+    attributes = {
         "ErrorType": _text(error_type),
         "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
-        "Attempts": _text(attempts_json(history)),
         "SourceQueue": _text(delivery.source_arn),
         "OriginalMessageId": _text(delivery.original_id),
         "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
     }
+    return fitted(delivery.body, attributes, history)
+
+
+def fitted(body: str, attributes: dict[str, Any], history: Sequence[Attempt] | None = None) -> dict[str, Any]:
+    """`attributes` (with `Attempts`, the history's JSON, when `history` is given) within SQS's message
+    size beside `body`: the attempts cut to the room left (oldest first, `attempts_json`), then the
+    reason's text. A body near SQS's limit would otherwise have its DLQ copy refused on every receive and
+    reach the DLQ only through the queue's redrive, with no reason."""
+    sized = dict(attributes)
+    if history is not None:
+        room = MESSAGE_MAX_BYTES - message_bytes(body, sized) - len("Attempts") - len("String")
+        sized["Attempts"] = _text(attempts_json(history, limit=max(0, min(ATTEMPTS_MAX_BYTES, room))))
+    over = message_bytes(body, sized) - MESSAGE_MAX_BYTES
+    if over > 0 and "ErrorMessage" in sized:
+        text = sized["ErrorMessage"]["StringValue"].encode()
+        sized["ErrorMessage"] = _text(text[: max(1, len(text) - over)].decode(errors="ignore") or "-")
+    return sized
 
 
 def send_exhausted_to_dlq(
@@ -95,13 +112,14 @@ def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
     def text(value: str) -> dict[str, str]:
         return {"DataType": "String", "StringValue": value}
 
-    return {
+    attributes = {
         "ErrorType": text(bad.error_type),
         "ErrorMessage": text(bad.message[:ERROR_MESSAGE_MAX]),
         "SourceQueue": text(delivery.source_arn),
         "OriginalMessageId": text(delivery.message_id),
         "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
     }
+    return fitted(delivery.body, attributes)
 
 
 def send_to_dlq(sqs: SQSClient, dlq_url: str, delivery: Delivery, bad: BadInput) -> None:

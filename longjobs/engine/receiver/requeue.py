@@ -27,7 +27,7 @@ as `JobIdBusy` rather than to SQS's redrive (no reason) or past its retention (l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, successor_version
@@ -42,15 +42,21 @@ from longjobs.engine.receiver.types import (
     Delivery,
     Outcome,
     Receiver,
+    copy_fits,
 )
 from longjobs.engine.settings import MAX_DELAY_S
 
 
-def has_room(delivery: Delivery) -> bool:
+def has_room(delivery: Delivery, history: Sequence[Attempt]) -> bool:
     """Whether a copy of the message has room for the attribute it carries on (`ADMISSION_ATTRIBUTE`, in
-    place of its own, and of a `WAITS_ATTRIBUTE` of old); else it waits in place."""
-    own = [name for name in delivery.message_attributes if name not in (WAITS_ATTRIBUTE, ADMISSION_ATTRIBUTE)]
-    return len(own) < MAX_MESSAGE_ATTRIBUTES
+    place of its own, and of a `WAITS_ATTRIBUTE` of old), attempts `history` and all, within SQS's
+    attribute count and message size; else it waits in place."""
+    own = {
+        name: value
+        for name, value in delivery.message_attributes.items()
+        if name not in (WAITS_ATTRIBUTE, ADMISSION_ATTRIBUTE)
+    }
+    return len(own) < MAX_MESSAGE_ATTRIBUTES and copy_fits(delivery.body, own, history)
 
 
 def wait_for_job(

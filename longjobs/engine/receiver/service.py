@@ -238,7 +238,7 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         lease=lease,
         parked_copy=parking.is_parked_copy(receiver, delivery),
         requeued_copy=requeue.is_requeued_copy(receiver, delivery),
-        room_for_copy=requeue.has_room(delivery),
+        room_for_copy=requeue.has_room(delivery, history),
         hold_spent=attempt.hold_spent(receiver, delivery),
         marker_live=lease is not None and parking.is_live_marker(receiver, lease),
         attempts=len(history),
@@ -350,7 +350,7 @@ def _act(
     if line.aged(receiver, delivery):
         # Its retention is running out: sent afresh (parked) where its type can park it; started only if a
         # whole hold still fits before SQS deletes it; else in the DLQ with the reason, never lost.
-        if found.slots is not None and line.can_park(receiver, delivery, job):
+        if found.slots is not None and line.can_park(receiver, delivery, job, history):
             return _wait_or_park(receiver, delivery, job, lease, found, history)
         if not line.hold_fits(receiver, delivery):
             return line.dead_letter_aged(receiver, delivery, history, replacing=lease, job_type=job.type)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -80,6 +80,31 @@ waited, its original message id, its waits, its failed attempts, the marker that
 
 
 MAX_MESSAGE_ATTRIBUTES = 10
+MESSAGE_MAX_BYTES = 262_144
+"""The largest message SQS takes by default (a queue's `MaximumMessageSize`, which the stack's queues keep):
+the body and each attribute's name, type and value count
+(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
+CARRIED_MARGIN_BYTES = 1_024
+"""Room kept for what a copy's `ADMISSION_ATTRIBUTE` holds besides the attempts: ids, times, counts."""
+
+
+def message_bytes(body: str, attributes: Mapping[str, Any]) -> int:
+    """A message's size as SQS counts it against `MESSAGE_MAX_BYTES`."""
+    size = len(body.encode())
+    for name, value in attributes.items():
+        data = value.get("StringValue")
+        payload = len(data.encode()) if data is not None else len(value.get("BinaryValue") or b"")
+        size += len(name.encode()) + len(str(value.get("DataType", "")).encode()) + payload
+    return size
+
+
+def copy_fits(body: str, attributes: Mapping[str, Any], history: Sequence[Attempt]) -> bool:
+    """Whether a copy of a message (its `attributes`, the admission attribute left out) fits in one SQS
+    message with the admission attribute carrying `history`: a body near SQS's limit leaves no room, and
+    such a message waits where it is rather than have a copy refused on every receive."""
+    carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(history=tuple(history)).encode()}}
+    own = {name: value for name, value in attributes.items() if name != ADMISSION_ATTRIBUTE}
+    return message_bytes(body, {**own, **carried}) + CARRIED_MARGIN_BYTES <= MESSAGE_MAX_BYTES
 
 
 @dataclass(frozen=True)

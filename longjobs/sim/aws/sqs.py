@@ -42,6 +42,21 @@ class Message:
     sequence: int = 0  # FIFO: its place in the queue (a group is handed out in this order)
 
 
+MAXIMUM_MESSAGE_SIZE = 262_144
+"""A queue's `MaximumMessageSize` unless set: SQS's default (the processor's queues keep it)."""
+
+
+def _size(body: str, attributes: Mapping[str, Any]) -> int:
+    """A message's size as SQS counts it: the body, and every attribute's name, type and value
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
+    total = len(body.encode())
+    for name, value in attributes.items():
+        payload = value.get("StringValue")
+        total += len(name.encode()) + len(str(value["DataType"]).encode())
+        total += len(payload.encode()) if payload is not None else len(value.get("BinaryValue") or b"")
+    return total
+
+
 class FakeQueue:
     def __init__(
         self,
@@ -54,6 +69,7 @@ class FakeQueue:
     ) -> None:
         self.name = name
         self.retention_s = retention_s
+        self.maximum_message_size = MAXIMUM_MESSAGE_SIZE
         self.url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
         self.arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
         self.visibility_timeout_s = visibility_timeout_s
@@ -277,6 +293,14 @@ class FakeSqs:
                 if "DelaySeconds" not in request
                 else "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is "
                 "not valid for this queue type.",
+            )
+        size = _size(request["MessageBody"], request.get("MessageAttributes") or {})
+        if size > queue.maximum_message_size:
+            raise client_error(
+                "SendMessage",
+                "InvalidParameterValue",
+                "One or more parameters are invalid. Reason: Message must be shorter than "
+                f"{queue.maximum_message_size} bytes.",
             )
         message_id = self.put(
             queue,
