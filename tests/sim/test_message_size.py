@@ -9,15 +9,19 @@ receive. On the simulated AWS and a fake clock."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.receiver.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, send_exhausted_to_dlq
+from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import MESSAGE_MAX_BYTES, Delivery, Outcome, message_bytes
+from longjobs.engine.settle import release
 from tests.sim.test_requeue import JOB
-from tests.sim.test_retention import bench
+from tests.sim.test_retention import KEEP_S, START, Bench, bench, full_with_one_waiting_in_flight
 
 
 def test_message_size_simulated_sqs_counts_attributes_as_aws_does() -> None:
@@ -70,3 +74,94 @@ def test_message_size_a_message_too_large_for_a_copy_waits_for_its_job_id_in_pla
     assert b.deliver_jobs_queue() == {second: Outcome.HELD}, "before: its copy refused, the record failed"
     assert b.receiver.store.get(second) is None, "no marker: no copy was made"
     assert b.jobs_ids() == sorted([first, second]), "it waits hidden on its queue"
+
+
+def test_message_size_a_poison_body_near_the_limit_reaches_the_dlq_with_its_reason() -> None:
+    b = bench()
+    body = "x" * (MESSAGE_MAX_BYTES - 150)  # a legal SQS message, far over the processor's max_body_bytes
+    message_id = str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body)["MessageId"])
+
+    assert b.deliver_jobs_queue() == {message_id: Outcome.REJECTED}, "before: its DLQ copy refused every time"
+
+    [copy] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert copy["MessageAttributes"]["ErrorType"]["StringValue"] == "TooLarge"
+    assert copy["MessageAttributes"]["ErrorMessage"]["StringValue"], "a reason, cut to the room left"
+
+
+def test_message_size_a_parked_claimant_that_failed_with_a_long_cause_is_parked_again_and_the_line_moves() -> None:
+    b = bench(limit=1)
+    first, _ = full_with_one_waiting_in_flight(b)
+    body = json.dumps({"job_id": "X", "type": "wait", "params": {"seconds": 60}})
+    fits_barely = {"Payload": {"DataType": "String", "StringValue": "p" * (MESSAGE_MAX_BYTES - 14_000 - len(body))}}
+    x = str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=fits_barely)["MessageId"])
+    assert b.deliver_jobs_queue() == {x: Outcome.PARKED}
+    [x_copy] = b.waiting_ids()
+    b.clock.advance(1)
+    y = b.send("Y")
+    assert b.deliver_jobs_queue() == {y: Outcome.PARKED}, "parked behind X in the type's line"
+
+    # X's copy claims X's run, starts, and fails with a cause as long as Step Functions allows (32,768).
+    b.finish(first)
+    b.clock.advance(5)
+    _unpark_only(b, x_copy)
+    claimant = b.receiver.store.get(x_copy)
+    assert claimant is not None and claimant.active
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[claimant.execution_arn], "FAILED")
+    reason = LastError("JobFailed", "Traceback ... " + "c" * 20_000)
+    assert release(claimant, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=reason)
+
+    # Both markers fall due: X's claimant is parked again (its copy's causes cut to fit), and Y's copy is sent
+    # again. Before, SQS refused X's copy on every pass and Y's copy expired behind it.
+    b.advance_to(START + 2 + KEEP_S + 1)
+    for _ in range(6):
+        refresh_parked(b.receiver, "wait")
+        b.clock.advance(120)
+    parked_again = b.receiver.store.get(x_copy)
+    assert parked_again is not None and parked_again.copy_id in b.waiting_ids(), "X's claimant waits in a fresh copy"
+    y_marker = b.receiver.store.get(y)
+    assert y_marker is not None and y_marker.copy_id in b.waiting_ids(), "Y's copy is kept inside the retention"
+
+
+def test_message_size_a_marker_whose_copy_is_refused_does_not_hold_up_the_line_behind_it() -> None:
+    b = bench(limit=1)
+    full_with_one_waiting_in_flight(b)
+    for job in ("X", "Y"):
+        b.clock.advance(1)
+        parked = b.send(job)
+        assert b.deliver_jobs_queue()[parked] is Outcome.PARKED
+    y = parked
+    b.receiver.sqs = _RefusesJob(b.aws.sqs, "X")  # type: ignore[assignment]
+    b.advance_to(b.clock.now() + KEEP_S + 1)  # both markers due
+
+    with pytest.raises(ClientError):
+        refresh_parked(b.receiver, "wait")  # the pass counts as failed
+
+    y_marker = b.receiver.store.get(y)
+    assert y_marker is not None and y_marker.copy_sent_at is not None and y_marker.copy_sent_at > START + KEEP_S
+    assert y_marker.copy_id in b.waiting_ids(), "Y, behind X in the line, got its fresh copy all the same"
+
+
+class _RefusesJob:
+    """SQS refusing every copy of one job's message (as it refuses one too large); other calls go through."""
+
+    def __init__(self, sqs: Any, job_id: str) -> None:
+        self._sqs, self._job_id = sqs, job_id
+
+    def send_message(self, **request: Any) -> Any:
+        if json.loads(request["MessageBody"]).get("job_id") == self._job_id:
+            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": "refused"}}, "SendMessage")
+        return self._sqs.send_message(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def _unpark_only(b: Bench, copy_id: str) -> None:
+    """An unparking pass that receives `copy_id` alone (the other copies shown again at once)."""
+    for message in b._received(b.waiting_url):
+        if message["MessageId"] == copy_id:
+            receive(b.receiver, waiting_delivery(message, b.waiting_url))
+        else:
+            b.aws.sqs.change_message_visibility(
+                QueueUrl=b.waiting_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )

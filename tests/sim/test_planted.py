@@ -46,8 +46,9 @@ def _delete_before_success(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _no_lease_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every conditional write of a lease passes once the lease exists (version, status and receive count
-    ignored, by the functions and the workflow alike): a stale writer is never fenced off. The version
-    condition alone is not planted: the status and receive-count conditions on the same writes mask it."""
+    ignored, by the functions and the workflow alike; a marker's claim too): a stale writer is never fenced
+    off. The version condition alone is not planted: the status and receive-count conditions on the same
+    writes mask it."""
     from longjobs.engine.lease.lock import is_lock_key
     from longjobs.engine.lease.schema import PARTITION_KEY
     from longjobs.sim.aws.dynamodb import FakeDynamoDb

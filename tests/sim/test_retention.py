@@ -182,15 +182,21 @@ def parked_behind_a_full_type() -> tuple[Bench, str, str, str]:
     """A type limited to one: `a` runs, `f` waits in flight, `X` is parked (its copy in the waiting queue).
     Returns the bench and the three message ids."""
     b = bench(limit=1)
+    first, filler = full_with_one_waiting_in_flight(b)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    return b, first, filler, original
+
+
+def full_with_one_waiting_in_flight(b: Bench) -> tuple[str, str]:
+    """The type's one slot taken (`a`) and one message waiting in flight (`f`): the next ones are parked."""
     first = b.send("a")
     assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
     b.clock.advance(1)
     filler = b.send("f")
     assert b.deliver_jobs_queue() == {filler: Outcome.WAITING_FOR_SLOT}
     b.clock.advance(1)
-    original = b.send("X")
-    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
-    return b, first, filler, original
+    return first, filler
 
 
 # -- (1) a claimant with no lease is not always a receive that crashed ------------------------------------

@@ -26,6 +26,7 @@ from longjobs.engine.receiver.types import (
     Delivery,
     Outcome,
     Receiver,
+    copy_attributes,
     copy_fits,
     sent_at,
 )
@@ -117,26 +118,41 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
         return 0
     keep_s = settings.queue_retention_s - settings.retention_margin_s
     sent = 0
+    failed: Exception | None = None
     for _ in range(UNPARK_CALLS):
         if clock.now() >= deadline:
-            return sent  # the rest next pass: `next_refresh` is not moved
+            break  # the rest next pass: `next_refresh` is not moved
         due = receiver.store.parked_due(job_type, sent_before=clock.now() - keep_s, limit=REFRESH_PAGE)
         for listed in due:
-            marker = receiver.store.get(listed.message_id)  # the index lags: act on the table's version
-            if marker is None or not in_parked_line(marker) or _sent_since(marker, clock.now() - keep_s):
-                continue
-            if marker.claimed_by is None:
-                _send_copy(receiver, queue_url, marker)
-                logger.info("parked copy near its retention: sent again", extra={"message_id": marker.message_id})
-                sent += 1
-            elif _park_claimant(receiver, queue_url, marker):
-                sent += 1
+            try:
+                sent += _refresh(receiver, queue_url, listed.message_id, keep_s)
+            except Exception as exc:  # the markers behind it are still refreshed; the pass counts as failed
+                extra = {"message_id": listed.message_id, "error": str(exc)}
+                logger.warning("parked marker not refreshed", extra=extra)
+                failed = failed or exc
         if len(due) < REFRESH_PAGE:
             break
+    if failed is not None:
+        raise failed  # `next_refresh` is not moved: the marker is tried again next pass
+    if clock.now() >= deadline:
+        return sent
     oldest = receiver.store.parked_due(job_type, sent_before=None, limit=1)
     oldest_sent = (oldest[0].copy_sent_at or 0.0) if oldest else clock.now()  # a later copy is due later
     receiver.next_refresh[job_type] = oldest_sent + keep_s
     return sent
+
+
+def _refresh(receiver: Receiver, queue_url: str, message_id: str, keep_s: float) -> int:
+    """One marker of the parked line that fell due: its copy sent again, or its claimant parked in turn;
+    how many copies were sent."""
+    marker = receiver.store.get(message_id)  # the index lags: act on the table's version
+    if marker is None or not in_parked_line(marker) or _sent_since(marker, receiver.clock.now() - keep_s):
+        return 0
+    if marker.claimed_by is None:
+        _send_copy(receiver, queue_url, marker)
+        logger.info("parked copy near its retention: sent again", extra={"message_id": marker.message_id})
+        return 1
+    return 1 if _park_claimant(receiver, queue_url, marker) else 0
 
 
 def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
@@ -312,9 +328,10 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
         history=marker.history,
         parked_id=marker.message_id,
     )
-    attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
     sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
-    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageAttributes=attributes)
+    sent = receiver.sqs.send_message(
+        QueueUrl=queue_url, MessageBody=body, MessageAttributes=copy_attributes(body, attributes, carried)
+    )
     kept_until = sent_at + receiver.settings.queue_retention_s
     if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
         logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from longjobs.engine.receiver.types import Delivery
 
 ERROR_MESSAGE_MAX = 1_024
+LEFT_OUT_LAST_FIRST = ("Attempts", "ReceiveCount", "OriginalMessageId", "SourceQueue")
+"""The DLQ copy's attributes left out, in this order, when even a cut reason leaves the copy too large
+(`fitted`): `ErrorType` and `ErrorMessage` are kept."""
 ATTEMPTS_MAX_BYTES = 32_768
 """The `Attempts` attribute's JSON at most: far inside SQS's message size (attributes count toward it)."""
 ATTEMPT_ERROR_MAX = 1_024
@@ -90,6 +93,10 @@ def fitted(body: str, attributes: dict[str, Any], history: Sequence[Attempt] | N
     if over > 0 and "ErrorMessage" in sized:
         text = sized["ErrorMessage"]["StringValue"].encode()
         sized["ErrorMessage"] = _text(text[: max(1, len(text) - over)].decode(errors="ignore") or "-")
+    for name in LEFT_OUT_LAST_FIRST:  # a body within a few hundred bytes of the limit: the reason's type stays
+        if message_bytes(body, sized) <= MESSAGE_MAX_BYTES:
+            break
+        sized.pop(name, None)
     return sized
 
 

@@ -42,6 +42,7 @@ from longjobs.engine.receiver.types import (
     Delivery,
     Outcome,
     Receiver,
+    copy_attributes,
     copy_fits,
 )
 from longjobs.engine.settings import MAX_DELAY_S
@@ -220,8 +221,8 @@ def _send_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> int:
         requeued_from=marker.message_id,
         job_waits=marker.waits + 1,
     )
-    attributes = {name: value for name, value in delivery.message_attributes.items() if name != WAITS_ATTRIBUTE}
-    attributes[ADMISSION_ATTRIBUTE] = {"DataType": "String", "StringValue": carried.encode()}
+    own = {name: value for name, value in delivery.message_attributes.items() if name != WAITS_ATTRIBUTE}
+    attributes = copy_attributes(delivery.body, own, carried)
     sent_at = receiver.clock.now()
     sent = receiver.sqs.send_message(
         QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes

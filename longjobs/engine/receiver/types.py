@@ -84,8 +84,9 @@ MESSAGE_MAX_BYTES = 262_144
 """The largest message SQS takes by default (a queue's `MaximumMessageSize`, which the stack's queues keep):
 the body and each attribute's name, type and value count
 (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
-CARRIED_MARGIN_BYTES = 1_024
-"""Room kept for what a copy's `ADMISSION_ATTRIBUTE` holds besides the attempts: ids, times, counts."""
+CARRIED_MARGIN_BYTES = 2_048
+"""Room kept for what a copy's `ADMISSION_ATTRIBUTE` holds besides the attempts (ids, times, counts) and
+for a few more attempts: a parked claimant that failed is parked again with one more (`copy_attributes`)."""
 
 
 def message_bytes(body: str, attributes: Mapping[str, Any]) -> int:
@@ -102,7 +103,8 @@ def copy_fits(body: str, attributes: Mapping[str, Any], history: Sequence[Attemp
     """Whether a copy of a message (its `attributes`, the admission attribute left out) fits in one SQS
     message with the admission attribute carrying `history`: a body near SQS's limit leaves no room, and
     such a message waits where it is rather than have a copy refused on every receive."""
-    carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(history=tuple(history)).encode()}}
+    shortest = Carried(history=tuple(history))._encode(0)  # its causes cut out, as `copy_attributes` may
+    carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": shortest}}
     own = {name: value for name, value in attributes.items() if name != ADMISSION_ATTRIBUTE}
     return message_bytes(body, {**own, **carried}) + CARRIED_MARGIN_BYTES <= MESSAGE_MAX_BYTES
 
@@ -173,13 +175,29 @@ class Carried:
     job_waits: int = 0
     """How many times the message waited for its job id."""
 
-    def encode(self) -> str:
+    def encode(self, budget: int | None = None) -> str:
+        """The attribute's JSON; within `budget` bytes when given, each attempt's cause cut shorter
+        (`CARRIED_CAUSE_CUTS`) until it fits, the shortest when none does. No attempt is left out: their
+        number counts toward `max_attempts`."""
+        text = self._encode(None)
+        if budget is None:
+            return text
+        for cut in CARRIED_CAUSE_CUTS:
+            if len(text.encode()) <= budget:
+                break
+            text = self._encode(cut)
+        return text
+
+    def _encode(self, cause_max: int | None) -> str:
+        attempts = [a.to_data() for a in self.history]
+        if cause_max is not None:
+            attempts = [{**data, "error": _cut_cause(data["error"], cause_max)} for data in attempts]
         return json.dumps(
             {
                 "since": self.waiting_since,
                 "original": self.original_id,
                 "waits": self.waits,
-                "attempts": [a.to_data() for a in self.history],
+                "attempts": attempts,
                 "parked": self.parked_id,
                 "requeued": self.requeued_from,
                 "job_waits": self.job_waits,
@@ -204,6 +222,37 @@ class Carried:
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
             return cls()
+
+
+CARRIED_CAUSE_CUTS = (1_024, 128, 0)
+"""How short a copy cuts each carried attempt's cause to fit in one SQS message (`Carried.encode`); the
+lease or marker it was sent from keeps them whole."""
+
+
+def _cut_cause(error: dict[str, Any] | None, cause_max: int) -> dict[str, Any] | None:
+    if error is None or "Cause" not in error:
+        return error
+    if cause_max <= 0:
+        return {"Error": error["Error"]}
+    return {**error, "Cause": str(error["Cause"])[:cause_max]}
+
+
+def copy_attributes(body: str, attributes: Mapping[str, Any], carried: Carried) -> dict[str, Any]:
+    """A copy's attributes: its own (`attributes`, an old admission attribute left out) and the admission
+    attribute carrying `carried`, its causes cut to the room SQS's message size leaves (`Carried.encode`).
+    Raises `CopyTooLarge` when even the shortest form does not fit (`copy_fits` said it would)."""
+    own = {name: value for name, value in attributes.items() if name != ADMISSION_ATTRIBUTE}
+    budget = MESSAGE_MAX_BYTES - message_bytes(body, own) - len(ADMISSION_ATTRIBUTE) - len("String")
+    encoded = carried.encode(budget)
+    if len(encoded.encode()) > budget:
+        raise CopyTooLarge(
+            f"a copy with {len(carried.history)} attempt(s) needs {len(encoded.encode()) - budget} bytes more"
+        )
+    return {**own, ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": encoded}}
+
+
+class CopyTooLarge(ValueError):
+    """A copy of a message would not fit in one SQS message with what it carries."""
 
 
 def sent_at(sent_timestamp: str | None) -> float | None:
