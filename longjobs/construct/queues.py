@@ -12,6 +12,7 @@ from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov
 from longjobs.construct.constants import DLQ_RETENTION
+from longjobs.engine.settings import MESSAGE_MAX_BYTES
 
 
 class JobQueues(Construct):
@@ -56,6 +57,7 @@ class JobQueues(Construct):
             **encryption,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
+            max_message_size_bytes=MESSAGE_MAX_BYTES,
             # Explicit (SQS's default): every queue of the stack may use it, and a redrive may start from it.
             redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
             **fifo_props,
@@ -67,6 +69,8 @@ class JobQueues(Construct):
             enforce_ssl=True,
             visibility_timeout=visibility_timeout,
             retention_period=retention,
+            # Explicit: the receiver fits its copies (DLQ, waiting) to it (`longjobs.engine.receiver.types`).
+            max_message_size_bytes=MESSAGE_MAX_BYTES,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             **fifo_props,
         )
@@ -78,6 +82,7 @@ class JobQueues(Construct):
                 enforce_ssl=True,
                 visibility_timeout=visibility_timeout,
                 retention_period=retention,
+                max_message_size_bytes=MESSAGE_MAX_BYTES,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             )
             for index, name in enumerate(() if fifo else limited_types)

@@ -34,6 +34,11 @@ MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
 MAX_SHARDS = 64
 """The most shards the due and reconcile indexes may be split into (`shards`, `previous_shards`)."""
+MESSAGE_MAX_BYTES = 262_144
+"""The largest message the processor's queues take (`MaximumMessageSize`, set on each by the stack and the
+offline runtime: SQS's long-standing default, whatever a new queue's default becomes): the body and each
+attribute's name, type and value count
+(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
 SQS_MAX_RETENTION_S = 14 * 86_400
 """The longest SQS keeps a message (14 days), and how long the stack's queues keep them by default."""
 SQS_MIN_RETENTION_S = 60

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import table_definition
-from longjobs.engine.settings import FIFO_SUFFIX, SQS_MAX_RETENTION_S, Settings
+from longjobs.engine.settings import FIFO_SUFFIX, MESSAGE_MAX_BYTES, SQS_MAX_RETENTION_S, Settings
 from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 
 if TYPE_CHECKING:
@@ -92,8 +92,12 @@ def create_resources(
     if settings.fifo:
         keep_group_order()
         queue_name, dlq_name, fifo_attributes = QUEUE + FIFO_SUFFIX, DLQ + FIFO_SUFFIX, FIFO_ATTRIBUTES
-    retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(settings.queue_retention_s)}
-    dlq_retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(SQS_MAX_RETENTION_S)}
+    size: dict[QueueAttributeNameType, str] = {"MaximumMessageSize": str(MESSAGE_MAX_BYTES)}  # as the stack's
+    retention: dict[QueueAttributeNameType, str] = {
+        "MessageRetentionPeriod": str(settings.queue_retention_s),
+        **size,
+    }
+    dlq_retention: dict[QueueAttributeNameType, str] = {"MessageRetentionPeriod": str(SQS_MAX_RETENTION_S), **size}
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **dlq_retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S

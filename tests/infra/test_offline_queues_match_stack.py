@@ -18,7 +18,7 @@ from moto import mock_aws
 from longjobs.construct.config import load_config
 from longjobs.engine import aws
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
 from longjobs.offline.resources import WAITING_QUEUE_PREFIX, Resources, create_resources
 from tests.infra.conftest import Synth
 from tests.infra.test_fifo import FIFO_PROPERTIES
@@ -55,6 +55,8 @@ def test_offline_jobs_queue_and_dlq_keep_and_redrive_as_the_stack(clients: tuple
     queue, dlq = _attributes(sqs, resources.queue_url), _attributes(sqs, resources.dlq_url)
     assert int(queue["MessageRetentionPeriod"]) == stack_queue["MessageRetentionPeriod"] == 14 * 86_400
     assert int(dlq["MessageRetentionPeriod"]) == stack_dlq["MessageRetentionPeriod"] == 14 * 86_400
+    for offline, stack in ((queue, stack_queue), (dlq, stack_dlq)):  # what the receiver fits its copies to
+        assert int(offline["MaximumMessageSize"]) == stack["MaximumMessageSize"] == MESSAGE_MAX_BYTES
     redrive = json.loads(queue["RedrivePolicy"])
     assert int(redrive["maxReceiveCount"]) == stack_queue["RedrivePolicy"]["maxReceiveCount"]
     assert redrive["deadLetterTargetArn"] == dlq["QueueArn"]
@@ -97,6 +99,7 @@ def test_offline_waiting_queues_are_the_stacks(clients: tuple[Any, Any, Any], de
         offline = _attributes(sqs, url)
         assert int(offline["VisibilityTimeout"]) == stack["VisibilityTimeout"] == stack_queue["VisibilityTimeout"]
         assert int(offline["MessageRetentionPeriod"]) == stack["MessageRetentionPeriod"] == 14 * 86_400
+        assert int(offline["MaximumMessageSize"]) == stack["MaximumMessageSize"] == MESSAGE_MAX_BYTES
         redrive = json.loads(offline["RedrivePolicy"])
         assert int(redrive["maxReceiveCount"]) == stack["RedrivePolicy"]["maxReceiveCount"]
         assert redrive["maxReceiveCount"] == processor.config.engine.redrive_max_receives(14 * 86_400)

@@ -18,7 +18,8 @@ from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.receiver.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, send_exhausted_to_dlq
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import MESSAGE_MAX_BYTES, Delivery, Outcome, message_bytes
+from longjobs.engine.receiver.types import Delivery, Outcome, message_bytes
+from longjobs.engine.settings import MESSAGE_MAX_BYTES
 from longjobs.engine.settle import release
 from tests.sim.test_requeue import JOB
 from tests.sim.test_retention import KEEP_S, START, Bench, bench, full_with_one_waiting_in_flight

@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine.receiver.types import MESSAGE_MAX_BYTES, message_bytes
-from longjobs.engine.settings import is_fifo_url
+from longjobs.engine.receiver.types import message_bytes
+from longjobs.engine.settings import MESSAGE_MAX_BYTES, is_fifo_url
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -16,7 +16,7 @@ from longjobs.engine.lease import LeaseStore
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricsSink, logger
 from longjobs.engine.policies import RenewalPolicy
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
 from longjobs.engine.visibility import VisibilityClient
 
 if TYPE_CHECKING:
@@ -80,10 +80,6 @@ waited, its original message id, its waits, its failed attempts, the marker that
 
 
 MAX_MESSAGE_ATTRIBUTES = 10
-MESSAGE_MAX_BYTES = 262_144
-"""The largest message SQS takes by default (a queue's `MaximumMessageSize`, which the stack's queues keep):
-the body and each attribute's name, type and value count
-(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
 CARRIED_MARGIN_BYTES = 2_048
 """Room kept for what a copy's `ADMISSION_ATTRIBUTE` holds besides the attempts (ids, times, counts) and
 for a few more attempts: a parked claimant that failed is parked again with one more (`copy_attributes`)."""
