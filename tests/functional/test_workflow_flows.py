@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.functional.conftest import (
     Poller,
     emitted_metrics,
     load_handler,
+    running_flow,
 )
 
 
@@ -185,7 +187,16 @@ def test_aborted_execution_released_by_reconciliation_without_event(flow: Flow) 
     assert flow.harness.visible_messages() == [message_id]
 
 
-def test_duplicate_delivery_starts_no_second_execution(flow: Flow) -> None:
+@pytest.fixture
+def unhurried_flow() -> Iterator[Flow]:
+    """A flow whose visibility chunk (30 s) outlasts its short jobs: no renewal is due while they run, so a
+    late extender thread on a busy machine cannot turn a test of the workflow into a test of timing."""
+    with running_flow(visibility_timeout_s=30, threshold_s=10) as made:
+        yield made
+
+
+def test_duplicate_delivery_starts_no_second_execution(unhurried_flow: Flow) -> None:
+    flow = unhurried_flow
     message_id = flow.send_job("duplicated", seconds=4)
     flow.deliver()
     first = flow.lease(message_id)
