@@ -9,16 +9,17 @@ receive. On the simulated AWS and a fake clock."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
-from longjobs.engine.lease.types import Attempt, LastError
-from longjobs.engine.receiver.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, send_exhausted_to_dlq
+from longjobs.engine.admission.parking import REFRESH_PAGE, refresh_parked, waiting_delivery
+from longjobs.engine.lease.types import Attempt, LastError, LeaseStatus
+from longjobs.engine.receiver.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, exhausted_attributes, send_exhausted_to_dlq
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, message_bytes
+from longjobs.engine.receiver.types import Delivery, Outcome, copy_fits, message_bytes
 from longjobs.engine.settings import MESSAGE_MAX_BYTES
 from longjobs.engine.settle import release
 from tests.sim.test_requeue import JOB
@@ -123,33 +124,38 @@ def test_message_size_a_parked_claimant_that_failed_with_a_long_cause_is_parked_
     assert y_marker is not None and y_marker.copy_id in b.waiting_ids(), "Y's copy is kept inside the retention"
 
 
-def test_message_size_a_marker_whose_copy_is_refused_does_not_hold_up_the_line_behind_it() -> None:
+def test_message_size_markers_whose_copies_are_refused_do_not_hold_up_the_line_behind_them() -> None:
     b = bench(limit=1)
     full_with_one_waiting_in_flight(b)
-    for job in ("X", "Y"):
+    parked = {}
+    for n in range(REFRESH_PAGE + 2):  # a whole page of markers refused at the head of the line, two behind
         b.clock.advance(1)
-        parked = b.send(job)
-        assert b.deliver_jobs_queue()[parked] is Outcome.PARKED
-    y = parked
-    b.receiver.sqs = _RefusesJob(b.aws.sqs, "X")  # type: ignore[assignment]
-    b.advance_to(b.clock.now() + KEEP_S + 1)  # both markers due
+        parked[f"X{n}"] = b.send(f"X{n}")
+        assert b.deliver_jobs_queue()[parked[f"X{n}"]] is Outcome.PARKED
+    refusing = _RefusesJob(b.aws.sqs, {f"X{n}" for n in range(REFRESH_PAGE)})
+    b.receiver.sqs = refusing  # type: ignore[assignment]
+    b.advance_to(b.clock.now() + KEEP_S + 1)  # every marker due
 
     with pytest.raises(ClientError):
         refresh_parked(b.receiver, "wait")  # the pass counts as failed
 
-    y_marker = b.receiver.store.get(y)
-    assert y_marker is not None and y_marker.copy_sent_at is not None and y_marker.copy_sent_at > START + KEEP_S
-    assert y_marker.copy_id in b.waiting_ids(), "Y, behind X in the line, got its fresh copy all the same"
+    assert refusing.refused == REFRESH_PAGE, "each refused marker tried once a pass, not once a page"
+    for behind in (f"X{REFRESH_PAGE}", f"X{REFRESH_PAGE + 1}"):
+        marker = b.receiver.store.get(parked[behind])
+        assert marker is not None and marker.copy_id in b.waiting_ids(), f"{behind} got its fresh copy all the same"
+        assert marker.copy_sent_at is not None and marker.copy_sent_at > START + KEEP_S
 
 
 class _RefusesJob:
-    """SQS refusing every copy of one job's message (as it refuses one too large); other calls go through."""
+    """SQS refusing every copy of some jobs' messages (as it refuses one too large); other calls go through."""
 
-    def __init__(self, sqs: Any, job_id: str) -> None:
-        self._sqs, self._job_id = sqs, job_id
+    def __init__(self, sqs: Any, job_ids: set[str]) -> None:
+        self._sqs, self._job_ids = sqs, job_ids
+        self.refused = 0
 
     def send_message(self, **request: Any) -> Any:
-        if json.loads(request["MessageBody"]).get("job_id") == self._job_id:
+        if json.loads(request["MessageBody"]).get("job_id") in self._job_ids:
+            self.refused += 1
             raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": "refused"}}, "SendMessage")
         return self._sqs.send_message(**request)
 
@@ -166,3 +172,67 @@ def _unpark_only(b: Bench, copy_id: str) -> None:
             b.aws.sqs.change_message_visibility(
                 QueueUrl=b.waiting_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
+
+
+def test_message_size_a_parked_claimant_whose_attempts_outgrew_its_copy_goes_to_the_dlq_with_its_reason() -> None:
+    b = bench(limit=1, max_attempts=30)
+    first, _ = full_with_one_waiting_in_flight(b)
+    body = json.dumps({"job_id": "X", "type": "wait", "params": {"seconds": 60}})
+    payload = _largest_payload_parked(body)
+    x = str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=payload)["MessageId"])
+    assert b.deliver_jobs_queue()[x] is Outcome.PARKED, "its copy fits with no attempt"
+    [x_copy] = b.waiting_ids()
+    b.finish(first)
+    b.clock.advance(5)
+    _unpark_only(b, x_copy)
+    claimant = b.receiver.store.get(x_copy)
+    assert claimant is not None and claimant.execution_arn is not None
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[claimant.execution_arn], "FAILED")
+    released = release(
+        claimant, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=LastError("JobFailed")
+    )
+    assert released is not None
+    # The claimant's later receives ran and failed 14 times more (max_attempts is 30): its history outgrew
+    # the margin its first park kept, so a copy carrying every attempt cannot fit beside the message.
+    earlier = tuple(
+        Attempt(n, f"{x_copy}-{n}", "RELEASED", LastError("States.TaskFailed", "short"), START + n)
+        for n in range(1, 15)
+    )
+    grown = replace(released, history=earlier, receive_count=released.receive_count + 1, version=released.version + 1)
+    assert b.receiver.store.create(grown, replacing=released)
+
+    b.advance_to(START + 2 + KEEP_S + 1)
+    refresh_parked(b.receiver, "wait")  # before: its copy refused, CopyTooLarge on every pass, the message lost
+
+    [copy] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert copy["Body"] == body
+    assert copy["MessageAttributes"]["ErrorType"]["StringValue"] == "RetentionRunningOut"
+    assert "would not fit in one SQS message" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
+    closed = b.receiver.store.get(x_copy)
+    assert closed is not None and closed.status is LeaseStatus.REJECTED
+
+
+def _largest_payload_parked(body: str) -> dict[str, Any]:
+    """The largest attribute beside `body` whose copy still fits with no attempt (`copy_fits`)."""
+    low, high = 0, MESSAGE_MAX_BYTES
+    while low < high:
+        middle = (low + high + 1) // 2
+        if copy_fits(body, {"Payload": {"DataType": "String", "StringValue": "p" * middle}}, ()):
+            low = middle
+        else:
+            high = middle - 1
+    return {"Payload": {"DataType": "String", "StringValue": "p" * low}}
+
+
+def test_message_size_a_dlq_copy_leaves_out_its_attempts_before_its_reason() -> None:
+    delivery = Delivery(message_id="m-1", receipt_handle="h", body="", receive_count=3, source_arn="arn:aws:sqs:q")
+    history = [Attempt(1, "exec-1", "RELEASED", LastError("JobFailed", "boom"), ended_at=1.0)]
+    without_attempts = {k: v for k, v in exhausted_attributes(delivery, history).items() if k != "Attempts"}
+    exact = replace(delivery, body="x" * (MESSAGE_MAX_BYTES - message_bytes("", without_attempts)))
+
+    attributes = exhausted_attributes(exact, history)  # everything but the attempts fits, to the byte
+
+    assert "Attempts" not in attributes
+    assert attributes["ErrorMessage"]["StringValue"] == "JobFailed: boom", "the reason whole"
+    assert set(attributes) == set(without_attempts)
+    assert message_bytes(exact.body, attributes) == MESSAGE_MAX_BYTES

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.store import in_parked_line
-from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt
+from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
+from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
 from longjobs.engine.receiver.types import (
@@ -30,6 +31,8 @@ from longjobs.engine.receiver.types import (
     copy_fits,
     sent_at,
 )
+from longjobs.engine.settings import MESSAGE_MAX_BYTES
+from longjobs.engine.settle import release_holds
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -119,18 +122,24 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
     keep_s = settings.queue_retention_s - settings.retention_margin_s
     sent = 0
     failed: Exception | None = None
+    tried: set[str] = set()  # each marker once a pass: one that failed stays at the head of the line
+    failures = 0
     for _ in range(UNPARK_CALLS):
         if clock.now() >= deadline:
             break  # the rest next pass: `next_refresh` is not moved
-        due = receiver.store.parked_due(job_type, sent_before=clock.now() - keep_s, limit=REFRESH_PAGE)
-        for listed in due:
+        limit = REFRESH_PAGE + failures  # past the markers that failed, still listed first
+        due = receiver.store.parked_due(job_type, sent_before=clock.now() - keep_s, limit=limit)
+        fresh = [listed for listed in due if listed.message_id not in tried]
+        for listed in fresh:
+            tried.add(listed.message_id)
             try:
                 sent += _refresh(receiver, queue_url, listed.message_id, keep_s)
             except Exception as exc:  # the markers behind it are still refreshed; the pass counts as failed
                 extra = {"message_id": listed.message_id, "error": str(exc)}
                 logger.warning("parked marker not refreshed", extra=extra)
                 failed = failed or exc
-        if len(due) < REFRESH_PAGE:
+                failures += 1
+        if not fresh or len(due) < limit:
             break
     if failed is not None:
         raise failed  # `next_refresh` is not moved: the marker is tried again next pass
@@ -204,11 +213,57 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     )
     if claimant is None and not store.take_over_claim(marker, claimant_id, now=now):
         return False  # a fence: the marker changed meanwhile (a twin took the run over, a cancel): look again
+    if claimant is not None and not _copy_would_fit(marker, parked.history):
+        _dead_letter_claimant(receiver, queue_url, marker, claimant, parked.history)
+        return False
     if not _parked_in_place(receiver, parked, replacing=claimant):
         return False  # the claimant was received, admitted or closed meanwhile: the next pass looks again
     _send_copy(receiver, queue_url, parked)
     logger.info("claimed parked copy near its retention: parked again", extra={"message_id": claimant_id})
     return True
+
+
+def _copy_would_fit(marker: Lease, history: Sequence[Attempt]) -> bool:
+    """Whether a copy of the marker's stored message, carrying `history`, fits in one SQS message."""
+    body, attributes, _ = message_to_send(marker.parked_message or "")
+    return copy_fits(body, attributes, history)
+
+
+def _dead_letter_claimant(
+    receiver: Receiver, queue_url: str, marker: Lease, claimant: Lease, history: Sequence[Attempt]
+) -> None:
+    """A claimant whose attempts no longer fit in a copy beside its message (checked when it was first
+    parked, with the attempts it had then): to the DLQ from the marker's stored message, with the reason,
+    its lease closed REJECTED; the marker leaves the line. Parked again, its copy would be refused and SQS
+    would delete the claimant at its retention while its type stays full: lost."""
+    body, attributes, original_id = message_to_send(marker.parked_message or "")
+    carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(original_id=original_id).encode()}}
+    delivery = Delivery(
+        message_id=claimant.message_id,
+        receipt_handle=claimant.receipt_handle,
+        body=body,
+        receive_count=claimant.receive_count,
+        source_arn=queue_url,
+        message_attributes={**attributes, **carried},
+        queue_url=queue_url,
+    )
+    reason = f"its copy with {len(history)} attempts would not fit in one SQS message ({MESSAGE_MAX_BYTES} bytes)"
+    release_holds(claimant, store=receiver.store, clock=receiver.clock)  # as `dead_letter`: it leaves for good
+    dlq_url = receiver.settings.dlq_url or ""
+    send_exhausted_to_dlq(receiver.sqs, dlq_url, delivery, history, error_type=RETENTION_RUNNING_OUT, message=reason)
+    logger.warning("parked claimant sent to the DLQ", extra={"message_id": claimant.message_id, "reason": reason})
+    record = closed_record(
+        receiver,
+        delivery,
+        LeaseStatus.REJECTED,
+        version=successor_version(claimant),
+        job_type=claimant.job_type,
+        last_error=LastError(RETENTION_RUNNING_OUT, reason),
+        history=tuple(history),
+    )
+    if not receiver.store.replace_in_place(record, replacing=claimant):  # received meanwhile: a record only
+        logger.warning("could not record the DLQ send", extra={"message_id": claimant.message_id})
+    receiver.store.move_in_parked_line(marker, sent_at=None)
 
 
 def _parked_in_place(receiver: Receiver, marker: Lease, *, replacing: Lease | None) -> bool:

@@ -494,7 +494,13 @@ class LeaseStore:
         parked copy near its retention), replacing its lease as read, whatever its receive count (no
         receive is made: the version condition alone fences it). False when the lease changed meanwhile
         (or, with `replacing` None, one was written)."""
-        put = self.create_request(marker)["Put"]
+        return self.replace_in_place(marker, replacing=replacing)
+
+    def replace_in_place(self, record: Lease, *, replacing: Lease | None) -> bool:
+        """Write `record` over a message's lease as read without a receive of it (its receive count may be
+        the same): `park_in_place`, or a claimant sent to the DLQ from its marker. Fenced by the version
+        and status read; False when the lease changed meanwhile."""
+        put = self.create_request(record)["Put"]
         if replacing is not None:
             put["ConditionExpression"] = "version = :version AND #status = :status"
             put["ExpressionAttributeNames"] = {"#status": "status"}

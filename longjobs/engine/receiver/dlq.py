@@ -89,15 +89,24 @@ def fitted(body: str, attributes: dict[str, Any], history: Sequence[Attempt] | N
     if history is not None:
         room = MESSAGE_MAX_BYTES - message_bytes(body, sized) - len("Attempts") - len("String")
         sized["Attempts"] = _text(attempts_json(history, limit=max(0, min(ATTEMPTS_MAX_BYTES, room))))
-    over = message_bytes(body, sized) - MESSAGE_MAX_BYTES
-    if over > 0 and "ErrorMessage" in sized:
-        text = sized["ErrorMessage"]["StringValue"].encode()
-        sized["ErrorMessage"] = _text(text[: max(1, len(text) - over)].decode(errors="ignore") or "-")
-    for name in LEFT_OUT_LAST_FIRST:  # a body within a few hundred bytes of the limit: the reason's type stays
-        if message_bytes(body, sized) <= MESSAGE_MAX_BYTES:
+    reason = sized.pop("ErrorMessage", None)
+    kept_for_reason = (
+        0 if reason is None else _REASON_BYTES + min(REASON_KEPT_BYTES, len(reason["StringValue"].encode()))
+    )
+    for name in LEFT_OUT_LAST_FIRST:  # a body within a few hundred bytes of the limit: the reason stays
+        if message_bytes(body, sized) + kept_for_reason <= MESSAGE_MAX_BYTES:
             break
         sized.pop(name, None)
+    if reason is not None:  # the reason's text, cut to the room left
+        room = MESSAGE_MAX_BYTES - message_bytes(body, sized) - len("ErrorMessage") - len("String")
+        text = reason["StringValue"].encode()[: max(1, room)].decode(errors="ignore") or "-"
+        sized["ErrorMessage"] = _text(text)
     return sized
+
+
+_REASON_BYTES = len("ErrorMessage") + len("String")
+REASON_KEPT_BYTES = 64
+"""What of the reason's text (`ErrorMessage`) a DLQ copy keeps before anything but its type is left out."""
 
 
 def send_exhausted_to_dlq(
