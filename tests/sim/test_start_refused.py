@@ -19,7 +19,7 @@ from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.faults import CallFault, CallRule, FaultPlan
 from longjobs.sim.workload import CATALOG_JSON, JobPlan, Workload
-from longjobs.sim.world import CLIENT_ATTEMPTS, TABLE, SeedResult, World
+from longjobs.sim.world import CLIENT_ATTEMPTS, START, TABLE, SeedResult, World
 from tests.short_settings import SHORT_THRESHOLD
 
 # The receiver's invocation outlives botocore's backoff between its three attempts (up to 1 s, then 2 s),
@@ -36,14 +36,19 @@ def refused_starts(receives: int | None, settings: dict[str, Any]) -> tuple[Worl
         "start_execution",
         count=None if receives is None else receives * CLIENT_ATTEMPTS,
     )
+    return run([JobPlan("burst", "wait", {"seconds": 1}, 0.0)], throttled, settings)
+
+
+def run(jobs: list[JobPlan], rule: CallRule, settings: dict[str, Any]) -> tuple[World, SeedResult]:
+    """The jobs run by the whole simulation, with `rule` the one fault of its calls."""
     workflow = deployed_workflow()
-    workload = Workload([JobPlan("burst", "wait", {"seconds": 1}, 0.0)], settings=settings)
+    workload = Workload(jobs, settings=settings)
     world = World(
         1,
         workload,
         workflow.definition,
         CATALOG_JSON,
-        faults=FaultPlan.scenario(rules=[throttled], world={}, within_design=True, seed=1),
+        faults=FaultPlan.scenario(rules=[rule], world={}, within_design=True, seed=1),
         execution_timeout_s=workflow.timeout_s,
         until_s=workload.settle_bound_s,
     )
@@ -110,3 +115,31 @@ def test_start_refused_while_the_receiver_times_out_in_its_retries_spends_no_att
     assert [e.status for e in world.aws.stepfunctions.executions.values()] == ["SUCCEEDED"]
     assert the_lease(world).history == (), "no attempt spent"
     assert not world.dlq.messages
+
+
+def test_start_refused_count_survives_waiting_for_a_slot() -> None:
+    """The count of refused starts goes on while a message waits for a slot: before, a WAITING lease, an
+    admission in place, a parked marker and its copy each began it at 0 again, so a message of a full
+    limited type whose starts kept being refused waited, was refused, waited again and did not reach
+    `max_refused_starts` while its type stayed busy. A long job holds one of the limited type's two
+    slots; every start after it is refused, and three more messages take turns at the other slot, which a
+    refused start holds until reconciliation frees it: each of them waits (in flight, or parked: the horizon
+    is a minute) between its refusals. Before, 9 starts were refused instead of 6."""
+    from longjobs.sim.workload import LIMITED_TYPE
+
+    refused_later = CallRule(
+        CallFault.THROTTLED, frozenset({"receiver", "extender", "watcher"}), "start_execution", start=START + 10.0
+    )
+    settings = {"max_attempts": 2, "max_refused_starts": 2, "admission_horizon_s": 60}  # periods: the default
+    jobs = [JobPlan("long", LIMITED_TYPE, {"seconds": 8 * 3_600}, 0.0)]
+    jobs += [JobPlan(f"late-{n}", LIMITED_TYPE, {"seconds": 1}, 20.0 + n) for n in range(3)]
+    world, result = run(jobs, refused_later, settings)
+
+    assert result.violation is None
+    assert {"waiting_for_slot", "parked"} <= set(outcomes(result)), "they waited in flight and parked between refusals"
+    dead = {m.attributes["OriginalMessageId"]["StringValue"]: m for m in world.dlq.messages.values()}
+    late = sorted(message for message, job in world.job_of_message.items() if job.startswith("late-"))
+    assert sorted(dead) == late, "each late message in the DLQ"
+    assert {m.attributes["ErrorType"]["StringValue"] for m in dead.values()} == {"StartsRefused"}
+    assert refused_later.used == 3 * 2 * CLIENT_ATTEMPTS, "two refused starts each, every one counted"
+    assert max(m.sent_at for m in dead.values()) - START < 8 * 3_600, "while the long job still holds its slot"

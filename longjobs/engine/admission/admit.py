@@ -78,6 +78,7 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         release_delay_s=release_delay_s(len(waiting.history) + 1, settings, receiver.rng),
         history=waiting.history,
         waits=waiting.waits,
+        refused_starts=waiting.refused_starts,
     )
     active = replace(active, renew_at=receiver.policy.renew_at(active))
     for _ in range(TAKE_ATTEMPTS):

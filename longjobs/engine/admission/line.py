@@ -192,6 +192,7 @@ def wait_or_park(
         waiting_since=since,
         waiting_order=order,
         waits=waits + 1,
+        refused_starts=delivery.refused_starts(replacing),
         job=job.model_dump_json(),
         last_error=None if outcome.ok else LastError("waiting delay not set", outcome.error),
     )

@@ -82,6 +82,7 @@ def park(
         history=history,
         waiting_since=since,
         waits=waits,
+        refused_starts=delivery.refused_starts(replacing),
         copy_sent_at=now,  # before the send: never later than the copy's own send time
         parked_message=stored_message(delivery),
     )
@@ -208,6 +209,7 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
         history=claimant.history_with_this() if claimant is not None else marker.history,
         waiting_since=marker.waiting_since,
         waits=claimant.waits if claimant is not None else marker.waits,
+        refused_starts=claimant.refused_starts_with_this() if claimant is not None else marker.refused_starts,
         copy_sent_at=now,
         parked_message=marker.parked_message,
     )
@@ -382,6 +384,7 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
         waits=marker.waits,
         history=marker.history,
         parked_id=marker.message_id,
+        refused_starts=marker.refused_starts,
     )
     sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
     sent = receiver.sqs.send_message(

@@ -83,6 +83,7 @@ def wait_for_job(
         job_id=job.job_id,
         history=history,
         waits=delivery.waits,
+        refused_starts=delivery.refused_starts(replacing),
     )
     if not receiver.store.create(marker, replacing=replacing):
         return None
@@ -220,6 +221,7 @@ def _send_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> int:
         parked_id=None,  # claimed already, by this message: the copy claims from this marker
         requeued_from=marker.message_id,
         job_waits=marker.waits + 1,
+        refused_starts=marker.refused_starts,
     )
     own = {name: value for name, value in delivery.message_attributes.items() if name != WAITS_ATTRIBUTE}
     attributes = copy_attributes(delivery.body, own, carried)

@@ -242,7 +242,7 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         hold_spent=attempt.hold_spent(receiver, delivery),
         marker_live=lease is not None and parking.is_live_marker(receiver, lease),
         attempts=len(history),
-        refused_starts=lease.refused_starts_with_this() if lease is not None else 0,
+        refused_starts=delivery.refused_starts(lease),
         cancel_undelivered=lease is not None and needs_dead_letter(lease),
     )
 
@@ -324,7 +324,7 @@ def _act(
     if action is Action.DEAD_LETTER:
         return attempt.dead_letter(receiver, delivery, history, replacing=lease)
     if action is Action.DEAD_LETTER_REFUSED:
-        refused = lease.refused_starts_with_this() if lease is not None else 0
+        refused = delivery.refused_starts(lease)
         message = f"{refused} starts refused by Step Functions; the last: {lease.last_error if lease else None}"
         return attempt.dead_letter(
             receiver, delivery, history, replacing=lease, error_type=STARTS_REFUSED, message=message
@@ -420,7 +420,7 @@ def _start_attempt(
         release_delay_s=attempt.release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
         slot=found.slot.key if found.slot is not None else None,
         history=history,
-        refused_starts=replacing.refused_starts_with_this() if replacing is not None else 0,
+        refused_starts=delivery.refused_starts(replacing),
     )
     lease = attempt.timing(receiver, delivery, blank)
     assert found.lock_hold is not None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.lease import LeaseStore
-from longjobs.engine.lease.types import Attempt
+from longjobs.engine.lease.types import Attempt, Lease
 from longjobs.engine.observability import MetricsSink, logger
 from longjobs.engine.policies import RenewalPolicy
 from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
@@ -153,6 +153,11 @@ class Delivery:
         """The message id its producer's message had (a parked copy has a new one)."""
         return self.carried.original_id or self.message_id
 
+    def refused_starts(self, lease: Lease | None) -> int:
+        """The starts refused so far that this receive's next lease carries on: its lease's count (and
+        that lease's own refusal), else what a copy carries."""
+        return lease.refused_starts_with_this() if lease is not None else self.carried.refused_starts
+
 
 @dataclass(frozen=True)
 class Carried:
@@ -170,6 +175,8 @@ class Carried:
     marker names the one copy that runs (`longjobs.engine.receiver.requeue`)."""
     job_waits: int = 0
     """How many times the message waited for its job id."""
+    refused_starts: int = 0
+    """Starts Step Functions refused for the message so far (`max_refused_starts` counts them on)."""
 
     def encode(self, budget: int | None = None) -> str:
         """The attribute's JSON; within `budget` bytes when given, each attempt's cause cut shorter
@@ -197,6 +204,7 @@ class Carried:
                 "parked": self.parked_id,
                 "requeued": self.requeued_from,
                 "job_waits": self.job_waits,
+                "refused": self.refused_starts,
             },
             separators=(",", ":"),
         )
@@ -214,6 +222,7 @@ class Carried:
                 parked_id=data.get("parked"),
                 requeued_from=data.get("requeued"),
                 job_waits=int(data.get("job_waits", 0)),
+                refused_starts=int(data.get("refused", 0)),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.warning("unreadable admission attribute: ignored", extra={"value": raw[:200]})
