@@ -49,8 +49,9 @@ class SimClient:
         scheduler: Scheduler,
         faults: FaultPlan,
         trace: Trace,
-        observe: Callable[[str, str, CallFault | None], None] | None = None,
+        observe: Callable[[str, str, dict[str, Any], CallFault | None], None] | None = None,
         refused: Callable[[str, str, dict[str, Any], str], None] | None = None,
+        answered: Callable[[str, dict[str, Any], dict[str, Any]], None] | None = None,
         max_attempts: int = 1,
         socket_timeouts: bool = True,
     ) -> None:
@@ -62,6 +63,7 @@ class SimClient:
         self._trace = trace
         self._observe = observe
         self._refused = refused
+        self._answered = answered
         self._max_attempts = max_attempts
         self._socket_timeouts = socket_timeouts
 
@@ -93,7 +95,7 @@ class SimClient:
             else self._faults.at_call(scheduler.now(), self._actor, operation)
         )
         if self._observe is not None:
-            self._observe(self._service, operation, fault)
+            self._observe(self._service, operation, params, fault)
         if fault is CallFault.CRASH_BEFORE:
             trace.call(self._actor, self._service, operation, params, fault=fault)
             self._die()
@@ -115,6 +117,8 @@ class SimClient:
             scheduler.sleep(self._faults.rng.uniform(*LATENCY_S))  # the caller waits for an answer that never comes
             kind = CallFault.SERVER_ERROR if self._faults.rng.random() < 0.5 else CallFault.TIMEOUT
             raise self._error(operation, kind)
+        if self._answered is not None:
+            self._answered(operation, params, answer)
         return answer
 
     def _die(self) -> None:

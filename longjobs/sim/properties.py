@@ -18,6 +18,13 @@ coverage: a campaign reports the ones no seed reached.
   succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
   it, at the job's start and after every write to that lease.
+- `stopped_as_read`: the extender stops an execution (its lease can no longer be held: a handle SQS
+  refuses, the 12 h limit, the max renewal) only on what it read: its last consistent read of the lease,
+  in that invocation, shows the lease ACTIVE, naming that execution, of the receive the due index showed
+  it when it planned. A newer receive (a redelivery that adopted the running execution, or started its
+  own) is not the one whose handle was refused or whose time ran out: stopping it kills a job that holds
+  its message. (A receive landing between that read and the stop is a race no reader can close: the
+  property judges the decision on what it read.)
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason, and not both; nothing is left on the jobs or waiting queues.
 - `settled_in_time` (eventually): every job is settled by the bound derived from the settings.
@@ -30,8 +37,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
-from longjobs.engine.lease.schema import EXECUTION_ATTR, STATUS_ATTR
+from longjobs.engine.lease.schema import DUE_INDEX, EXECUTION_ATTR, HANDLE_ATTR, PARTITION_KEY, STATUS_ATTR
 
 ALWAYS = (
     "fifo_order",
@@ -41,6 +49,7 @@ ALWAYS = (
     "type_concurrency",
     "no_lapse",
     "held_while_running",
+    "stopped_as_read",
 )
 EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
 
@@ -91,6 +100,9 @@ class Monitor:
     excuse_lapses: bool = False  # a written scenario that loses more extender runs than the design survives
     groups: dict[str, list[str]] = field(default_factory=dict)  # FIFO: group -> its job ids in send order
     finished: set[str] = field(default_factory=set)  # jobs that succeeded or are in the DLQ
+    # (extender invocation, message id) -> its lease's item as the due index showed it, and as last read
+    planned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    reread: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -199,6 +211,36 @@ class Monitor:
                 f"{run.arn} runs its job {when} while its lease is {status or 'absent'} naming {named}",
             )
 
+    # -- the extender's evidence -----------------------------------------------------------------------------
+
+    def extender_answered(self, invocation: str, operation: str, params: dict[str, Any], answer: Any) -> None:
+        """An answer the extender got: its due index's items (what it plans on) and its consistent reads of
+        a lease (what it checks before it ends one)."""
+        if operation == "query" and params.get("IndexName") == DUE_INDEX:
+            for item in answer.get("Items", []):
+                self.planned[(invocation, item[PARTITION_KEY]["S"])] = item
+        elif operation == "get_item" and params.get("ConsistentRead"):
+            key = params["Key"][PARTITION_KEY]["S"]
+            self.reread[(invocation, key)] = answer.get("Item") or {}
+
+    def extender_stops(self, invocation: str, execution_arn: str) -> None:
+        """The extender is about to stop `execution_arn` (`stopped_as_read`)."""
+        parsed = parse_execution_name(execution_arn.rpartition(":")[2])
+        message_id = parsed[0] if parsed else ""
+        planned = self.planned.get((invocation, message_id))
+        read = self.reread.get((invocation, message_id))
+        if planned is None or read is None:
+            detail = f"{execution_arn} stopped with no due item or no read of its lease"
+            raise PropertyViolation("stopped_as_read", detail)
+        status, named = read.get(STATUS_ATTR, {}).get("S"), read.get(EXECUTION_ATTR, {}).get("S")
+        if status != "ACTIVE" or named != execution_arn or _receive(read) != _receive(planned):
+            raise PropertyViolation(
+                "stopped_as_read",
+                f"{execution_arn} stopped for the receive {_receive(planned)} while its lease, as read, is "
+                f"{status} naming {named} for the receive {_receive(read)}",
+            )
+        self.reach("extender:stop_as_read")
+
     # -- the end --------------------------------------------------------------------------------------------
 
     def final(
@@ -236,3 +278,8 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+def _receive(item: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Which receive a lease item is of: its receive count and receipt handle."""
+    return item.get("receive_count", {}).get("N"), item.get(HANDLE_ATTR, {}).get("S")

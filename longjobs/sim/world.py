@@ -327,10 +327,15 @@ class World:
     def _client(self, service: str, actor: str) -> Any:
         backend = {"sqs": self.aws.sqs, "dynamodb": self.aws.dynamodb, "stepfunctions": self.aws.stepfunctions}[service]
 
-        def observe(service: str, operation: str, fault: CallFault | None) -> None:
+        def observe(service: str, operation: str, params: dict[str, Any], fault: CallFault | None) -> None:
             self.monitor.reach(f"call:{actor}:{service}.{operation}")
             if fault is not None:
                 self.monitor.reach(f"fault:{fault.value}:{service}.{operation}")
+            if actor == "extender" and operation == "stop_execution":
+                self.monitor.extender_stops(self._invocation(), params["executionArn"])
+
+        def answered(operation: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
+            self.monitor.extender_answered(self._invocation(), operation, params, answer)
 
         def refused(service: str, operation: str, params: dict[str, Any], code: str) -> None:
             if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
@@ -347,9 +352,15 @@ class World:
             trace=self.trace,
             observe=observe,
             refused=refused,
+            answered=answered if actor == "extender" else None,
             max_attempts=1 if actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
             socket_timeouts=actor != "workflow",
         )
+
+    def _invocation(self) -> str:
+        """The invocation the current actor belongs to (its group's name)."""
+        group = self.scheduler.group_of_current()
+        return group.name if group is not None else ""
 
     def _build_functions(self, settings: Settings) -> None:
         """The receiver, the extender and the watcher of `settings`: built at the start, and again at an

@@ -2,8 +2,9 @@
 of the engine's own code, in this process) and runs the unmodified campaign (`--seeds 200 --first 0`,
 the default profile, nothing tailored to the bug), which must report a broken property. The campaign
 stops at its first failed seed, so a planted bug costs the seeds it takes to be found. The lease's
-version condition is planted with the conditions it shares each write with (`lease_fence`); alone, and
-the handle check on renewal, the campaign reports neither (docs/simulation.md says why)."""
+version condition is planted with the conditions it shares each write with (`lease_fence`), and the
+handle check on renewal with the version check beside it (`handle_check`): alone, each is masked by the
+other conditions (docs/simulation.md says why)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,16 @@ def _delete_before_success(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(receiver_types, "_DONE", receiver_types._DONE | {receiver_types.Outcome.STARTED})
 
 
+def _no_handle_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extender ends a lease it cannot hold (a handle SQS refused, the 12 h limit, the max renewal)
+    whatever its consistent re-read shows: a newer receive's lease (a redelivery that adopted the running
+    execution, or started one) is ended too, and its execution stopped. The receive and the version are
+    checked together (`still_as_read`); versions only grow, so either alone would catch it."""
+    from longjobs.engine.extender import service
+
+    monkeypatch.setattr(service, "still_as_read", lambda lease, read: True)
+
+
 def _no_lease_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every conditional write of a lease passes once the lease exists (version, status and receive count
     ignored, by the functions and the workflow alike; a marker's claim too): a stale writer is never fenced
@@ -77,6 +88,7 @@ PLANTED: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "lease_fence": _no_lease_fence,
     "job_lock": _no_job_lock,
     "cap_handling": _no_stop_at_cap,
+    "handle_check": _no_handle_check,
     "delete_after_success": _delete_before_success,
 }
 

@@ -343,9 +343,8 @@ def _end_unholdable(
     Each lease is read again, consistently, before anything is stopped: the due index lags the table,
     and a refused renewal names the handle we had. A redelivery may have adopted the message meanwhile
     (a newer handle, a new 12 h and a new renew-until for the same running execution): stopping on the
-    old read would kill the execution that now holds the message. Only a lease still at the version we
-    read, of the receive we read, is ended (a newer receive's lease starts at version 0 again, so the
-    version alone may match); any other is left to the next pass, which sees it as it is."""
+    old read would kill the execution that now holds the message. Only a lease still as read
+    (`still_as_read`) is ended; any other is left to the next pass, which sees it as it is."""
     if not leases:
         return
 
@@ -358,12 +357,7 @@ def _end_unholdable(
                 "could not re-read an unholdable lease", extra={"message_id": read.message_id, "error": str(exc)}
             )
             return "failed"
-        if (
-            lease is None
-            or not lease.active
-            or _receive_of(lease) != _receive_of(read)
-            or lease.version != read.version
-        ):
+        if lease is None or not lease.active or not still_as_read(lease, read):
             return "conflict"
         try:
             closed = stop_and_close(
@@ -390,9 +384,14 @@ def _end_unholdable(
         report.lost += done
 
 
-def _receive_of(lease: Lease) -> tuple[int, str]:
-    """Which receive a lease belongs to: its receive count and receipt handle."""
-    return lease.receive_count, lease.receipt_handle
+def still_as_read(lease: Lease, read: Lease) -> bool:
+    """Whether a lease read again is the one the extender planned on: of the same receive (its receive
+    count and receipt handle), at the same version. Versions only grow across a message's leases, so the
+    version alone would tell; the receive is checked too, as the reason to end it is about that receive
+    (its handle refused, its 12 h or its max renewal reached)."""
+    return (lease.receive_count, lease.receipt_handle) == (read.receive_count, read.receipt_handle) and (
+        lease.version == read.version
+    )
 
 
 def report_dict(report: Any) -> dict[str, Any]:
