@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -128,26 +127,6 @@ def harness(moto_aws: None) -> Iterator[Harness]:
     executor = ThreadPoolExecutor(max_workers=8)
     yield Harness(sqs=sqs, dynamodb=dynamodb, stepfunctions=aws.stepfunctions(), queue_url=queue_url, executor=executor)
     executor.shutdown(wait=True)
-
-
-class Poller(threading.Thread):
-    """A competing consumer that looks for the message the whole time; any sighting is a lapse."""
-
-    def __init__(self, harness: Harness, interval_s: float = 0.1) -> None:
-        super().__init__(daemon=True)
-        self.harness = harness
-        self.interval_s = interval_s
-        self.seen: list[str] = []
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval_s):
-            self.seen.extend(self.harness.visible_messages())
-
-    def stop(self) -> list[str]:
-        self.stopped.set()
-        self.join()
-        return self.seen
 
 
 def emitted_metrics(out: str) -> dict[str, float]:

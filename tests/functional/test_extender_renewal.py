@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.clock import FakeClock, SystemClock
-from longjobs.engine.extender.invocation import run_invocation
+from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.engine.settings import Settings
-from tests.functional.conftest import Harness, Poller
+from tests.functional.conftest import Harness
 
 SHORT = {
     "adaptive": Settings(policy="adaptive", extender_period_s=0.2, adaptive_ceiling_s=2, min_remaining_life_s=0.5),
@@ -160,35 +159,6 @@ class ThrottlingSqs:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sqs, name)
-
-
-def test_throttled_batch_is_retried_without_lapse(harness: Harness) -> None:
-    settings = SHORT["threshold"].model_copy(update={"retry_base_s": 0.05, "retry_cap_s": 0.2})
-    for _ in range(12):
-        harness.send()
-    leases = harness.receive_and_lease(settings, count=12)
-    throttling = ThrottlingSqs(harness.sqs, failures=3)
-    ext = harness.extender(settings, SystemClock(), sqs=throttling)
-    poller = Poller(harness)
-    poller.start()
-    store = harness.store(settings)
-
-    def renewed_three_times() -> bool:
-        stored = [store.get(lease.message_id) for lease in leases]
-        return all(s is not None and s.status is LeaseStatus.ACTIVE and s.renewal_count >= 3 for s in stored)
-
-    end = time.time() + 60  # a generous bound: a loaded machine renews slower, the rule is the same
-    throttled = 0
-    while not renewed_three_times() and time.time() < end:
-        report = run_invocation(ext, remaining_ms=lambda: 60_000)
-        # A pass may give a throttled lease up at its time budget (a slow machine): it stays due and the
-        # next run renews it. What may never happen is a lapse.
-        assert report.renewal.lapses == 0
-        throttled += report.renewal.throttled
-    assert throttled >= 3, "the throttled batches were retried"
-    assert poller.stop() == []
-    assert throttling.batch_calls > 3
-    assert renewed_three_times()
 
 
 def test_throttling_past_the_deadline_leaves_leases_due_for_the_next_tick(harness: Harness) -> None:

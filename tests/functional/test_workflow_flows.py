@@ -21,7 +21,6 @@ from tests.functional.conftest import (
     STATE_MACHINE_ARN,
     TABLE,
     Flow,
-    Poller,
     emitted_metrics,
     load_handler,
     running_flow,
@@ -34,15 +33,12 @@ def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flo
     lease = flow.lease(message_id)
     assert lease.receive_count == 1 and lease.execution_arn is not None
 
-    poller = Poller(flow.harness)
-    poller.start()
-    try:
-        described = flow.wait_for_execution(lease.execution_arn)
-    finally:
-        seen = poller.stop()
+    # No lapse while it runs is the simulation's to show, on virtual time
+    # (tests/sim/test_scenarios.py::test_scenario_renewal_keeps_long_job_hidden_across_several_timeouts):
+    # here, the rendered workflow on moto's engine and the real clock, renewed, settles its message.
+    described = flow.wait_for_execution(lease.execution_arn)
 
     assert described["status"] == "SUCCEEDED"
-    assert seen == [], "the message became visible while its job ran"
     done = flow.lease(message_id)
     assert done.status is LeaseStatus.SUCCEEDED
     assert done.result == {"waited_s": 10}
