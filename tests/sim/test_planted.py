@@ -91,6 +91,14 @@ PLANTED: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "handle_check": _no_handle_check,
     "delete_after_success": _delete_before_success,
 }
+REPORTED_AS = {
+    "lease_fence": "once_per_message",
+    "job_lock": "single_execution_per_job",
+    "cap_handling": "held_while_running",
+    "handle_check": "stopped_as_read",
+    "delete_after_success": "nothing_lost",
+}
+"""The property the campaign reports each planted bug by, at its first failed seed."""
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED))
@@ -99,4 +107,5 @@ def test_planted_bug_is_reported_by_the_campaign(bug: str, monkeypatch: pytest.M
     report = campaign(200, first=0, workers=1, stop_on_failure=True)
     assert report.failed, f"the campaign missed the planted bug {bug!r} in 200 seeds"
     failure = report.failed[0]
+    assert failure["property"] == REPORTED_AS[bug]
     assert failure["replay"].startswith(f"python -m offline sim --seed {failure['seed']}")

@@ -119,6 +119,20 @@ class Bench:
             if name_part in execution.name and execution.status == "RUNNING":
                 self.aws.stepfunctions.end(execution, status)
 
+    def hold_job_lock(self, job_id: str) -> str:
+        """Another message of `job_id` runs now (its execution holds the job id's lock): its ARN."""
+        from longjobs.engine.lease.lock import job_lock_key
+
+        other = self.aws.stepfunctions.start_execution(
+            stateMachineArn=STATE_MACHINE_ARN, name=f"other-{job_id}", input="{}"
+        )
+        arn = str(other["executionArn"])
+        taken = self.receiver.store.locks.take(
+            job_lock_key(job_id), holder="other", execution_arn=arn, now=self.clock.now(), hold_until=START + 9e3
+        )
+        assert taken
+        return arn
+
     def advance_to(self, t: float) -> None:
         self.clock.advance(t - self.clock.now())
 
@@ -215,15 +229,7 @@ def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_t
     b, first, filler, original = parked_behind_a_full_type()
     [copy] = b.waiting_ids()
 
-    # Another message of job X runs now (it holds the job id's lock).
-    other = b.aws.stepfunctions.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="other-X", input="{}")
-    assert b.receiver.store.locks.take(
-        job_lock_key("X"),
-        holder="other",
-        execution_arn=other["executionArn"],
-        now=b.clock.now(),
-        hold_until=START + 9e3,
-    )
+    other = b.hold_job_lock("X")
     b.clock.advance(10)
     assert b.unpark_all() == {copy: Outcome.WAITING}, "the copy claimed the run, then was sent back to wait for X"
     marker = b.receiver.store.get(original)
@@ -233,8 +239,8 @@ def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_t
     [sent_back] = [m for m in b.jobs_ids() if m not in (first, filler)]
 
     # The other message of X ends; the copy sent back runs job X (its one run), and everything settles.
-    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[other["executionArn"]], "SUCCEEDED")
-    b.receiver.store.locks.release(job_lock_key("X"), other["executionArn"], now=b.clock.now())
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[other], "SUCCEEDED")
+    b.receiver.store.locks.release(job_lock_key("X"), other, now=b.clock.now())
     b.finish(first)
     while b.jobs_ids() and b.clock.now() < START + 800:
         for message_id, outcome in b.deliver_jobs_queue().items():

@@ -15,12 +15,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore
+import pytest
+
+from longjobs.engine.admission.admit import admit_type
+from longjobs.engine.admission.parking import refresh_parked
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
+from longjobs.engine.settle import release, release_holds
+from longjobs.sim.aws import client_error
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.faults import CallFault, CallRule, FaultPlan
 from longjobs.sim.workload import CATALOG_JSON, JobPlan, Workload
 from longjobs.sim.world import CLIENT_ATTEMPTS, START, TABLE, SeedResult, World
 from tests.short_settings import SHORT_THRESHOLD
+from tests.sim.test_retention import KEEP_S, Bench, bench, full_with_one_waiting_in_flight
 
 # The receiver's invocation outlives botocore's backoff between its three attempts (up to 1 s, then 2 s),
 # and reconciliation waits longer than the receiver may run.
@@ -143,3 +152,108 @@ def test_start_refused_count_survives_waiting_for_a_slot() -> None:
     assert {m.attributes["ErrorType"]["StringValue"] for m in dead.values()} == {"StartsRefused"}
     assert refused_later.used == 3 * 2 * CLIENT_ATTEMPTS, "two refused starts each, every one counted"
     assert max(m.sent_at for m in dead.values()) - START < 8 * 3_600, "while the long job still holds its slot"
+
+
+# -- each place the count is carried, step by step on the simulated AWS (`Bench`) ------------------------
+# A message arrives carrying one refused start in its admission attribute, as a copy made after a refusal
+# would (a parked, requeued or re-parked copy); each test follows the count to the next lease or copy.
+
+
+def carrying_one_refusal(b: Bench, job_id: str) -> str:
+    """A message of `job_id` on the jobs queue whose admission attribute carries one refused start."""
+    body = json.dumps({"job_id": job_id, "type": "wait", "params": {"seconds": 60}})
+    carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(refused_starts=1).encode()}}
+    return str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=carried)["MessageId"])
+
+
+def carried_on(b: Bench, queue_url: str, message_id: str) -> Carried:
+    """What a message on a queue carries (its admission attribute)."""
+    message = b.aws.sqs.queues[queue_url].messages[message_id]
+    return Carried.decode(message.attributes[ADMISSION_ATTRIBUTE]["StringValue"])
+
+
+def stored(b: Bench, message_id: str) -> Lease:
+    lease = b.receiver.store.get(message_id)
+    assert lease is not None
+    return lease
+
+
+def test_start_refused_count_carried_by_a_copy_goes_to_the_dlq_at_its_first_receive() -> None:
+    """A copy's first receive has no lease of its own: the count it carries decides (`_first_reading`)."""
+    b = bench(limit=1, max_refused_starts=1)
+    message = carrying_one_refusal(b, "X")
+
+    assert b.deliver_jobs_queue() == {message: Outcome.DEAD_LETTERED}
+    [dead] = b.aws.sqs.queues[b.dlq_url].messages.values()
+    assert dead.attributes["ErrorType"]["StringValue"] == "StartsRefused"
+    assert b.executions_of("X") == [], "never started"
+
+
+def test_start_refused_count_carried_through_waiting_and_an_admission_in_place() -> None:
+    b = bench(limit=1, max_refused_starts=3)
+    first = b.send("a")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
+    message = carrying_one_refusal(b, "X")
+    b.clock.advance(1)
+    assert b.deliver_jobs_queue() == {message: Outcome.WAITING_FOR_SLOT}
+    assert stored(b, message).refused_starts == 1, "the WAITING lease"
+
+    b.finish(first)
+    admit_type(b.receiver, "wait", 1, handle=receive)
+
+    admitted = stored(b, message)
+    assert admitted.status is LeaseStatus.ACTIVE and admitted.execution_arn, "admitted in place"
+    assert admitted.refused_starts == 1, "the admitted attempt's lease"
+
+
+def test_start_refused_count_carried_by_a_parked_marker_its_copy_and_its_claimant_parked_again() -> None:
+    b = bench(limit=1, max_refused_starts=3)
+    full_with_one_waiting_in_flight(b)
+    original = carrying_one_refusal(b, "X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
+    assert stored(b, original).refused_starts == 1, "the PARKED marker"
+    [copy] = b.waiting_ids()
+    assert carried_on(b, b.waiting_url, copy).refused_starts == 1, "its copy"
+
+    b.clock.advance(1)
+    assert b.unpark_all() == {copy: Outcome.WAITING_FOR_SLOT}, "the copy claims the run and waits in flight"
+    assert stored(b, copy).refused_starts == 1, "the claimant's WAITING lease, from what the copy carries"
+
+    b.advance_to(b.aws.sqs.queues[b.waiting_url].messages[copy].sent_at + KEEP_S + 1)
+    assert refresh_parked(b.receiver, "wait") == 1, "the claimant, near its retention, is parked in place"
+    assert stored(b, copy).status is LeaseStatus.PARKED and stored(b, copy).refused_starts == 1
+    [fresh] = [m for m in b.waiting_ids() if m != copy]
+    assert carried_on(b, b.waiting_url, fresh).refused_starts == 1, "the claimant's fresh copy"
+
+
+def test_start_refused_count_carried_by_a_requeued_marker_and_its_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Here the count comes from the message's own lease (its start refused, then released as
+    reconciliation releases a start that never happened), not from an attribute it carries."""
+    b = bench(limit=5, max_refused_starts=3)
+    message = b.send("X")
+    with monkeypatch.context() as refusing:
+        refusing.setattr(b.aws.stepfunctions, "start_execution", throttled_start)
+        assert b.deliver_jobs_queue() == {message: Outcome.NOT_STARTED}
+    unstarted = stored(b, message)
+    closed = release(
+        unstarted,
+        store=b.receiver.store,
+        visibility=b.receiver.visibility,
+        clock=b.clock,
+        reason=LastError("NeverStarted", "refused"),
+        delay_s=0,
+        never_started=True,
+    )
+    assert closed is not None and closed.refused_starts_with_this() == 1
+    release_holds(closed, store=b.receiver.store, clock=b.clock)
+    b.hold_job_lock("X")
+    b.clock.advance(1)
+
+    assert b.deliver_jobs_queue() == {message: Outcome.WAITING}, "its job id runs: sent back to wait for it"
+    assert stored(b, message).status is LeaseStatus.REQUEUED and stored(b, message).refused_starts == 1
+    [sent_back] = [m for m in b.jobs_ids() if m != message]
+    assert carried_on(b, b.jobs_url, sent_back).refused_starts == 1, "the requeued copy"
+
+
+def throttled_start(**params: Any) -> Any:
+    raise client_error("StartExecution", "ThrottlingException", "Rate exceeded", status=400)
