@@ -905,6 +905,8 @@ def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStat
         error=execution.error,
         cause=execution.cause,
         input=execution.raw_input,
+        startDate=int(execution.started * 1000),
+        stopDate=int(execution.stopped * 1000) if execution.stopped is not None else None,
     )
 
 

@@ -4,6 +4,7 @@ full type reads the type's slots once."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from longjobs.engine.admission.readings import VIEW_TTL_S
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
+from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
@@ -237,13 +239,13 @@ def test_requests_a_status_event_names_its_job_type_from_the_execution_input(
 
 def test_requests_the_watcher_admits_after_a_success_without_reading_the_lease() -> None:
     b, _ = waiting_behind_a_full_type()
-    admitted: list[str] = []
+    admitted: list[tuple[str, Hold | None]] = []
     watcher = Watcher(
         store=b.receiver.store,
         visibility=b.receiver.visibility,
         clock=b.clock,
         state_machine_arn=b.settings.state_machine_arn or "",
-        admit=admitted.append,
+        admit=lambda job_type, freed: admitted.append((job_type, freed)),
     )
     execution = ExecutionStatusChange(
         executionArn=f"{b.settings.state_machine_arn}:m-1",
@@ -251,15 +253,15 @@ def test_requests_the_watcher_admits_after_a_success_without_reading_the_lease()
         name=execution_name("m0000001-0000-4000-8000-000000000000", 1),
         status="SUCCEEDED",
     )
-    with_input = execution.model_copy(update={"input": '{"job": {"type": "wait"}}'})
+    with_input = execution.model_copy(update={"input": '{"job": {"type": "wait"}, "slot": "slot#wait#0"}'})
 
     with reads(b) as made:
         assert on_status_change(watcher, with_input) is WatchOutcome.UNCHANGED
-    assert (made, admitted) == ([], ["wait"])
+    assert (made, admitted) == ([], [("wait", Hold("slot#wait#0"))])
 
     with reads(b) as made:
-        on_status_change(watcher, execution)  # no input: the lease names the type
-    assert len(made) == 1 and admitted == ["wait", "wait"]
+        on_status_change(watcher, execution)  # no input: the lease names the type; the pass reads the slots
+    assert len(made) == 1 and admitted[1] == ("wait", None)
 
 
 # -- found by a review of the cuts: a kept reading of full slots must not hide a slot freed since ----------
@@ -372,3 +374,59 @@ def test_requests_a_redelivered_success_leaves_a_lock_of_another_execution_and_r
     assert b.aws.calls["dynamodb.update_item"] == writes, "a lock another execution holds is not touched"
     lock = b.receiver.store.locks.get(job_lock_key("a"))
     assert lock is not None and lock.held and lock.execution_arn == other
+
+
+def test_requests_the_watcher_admits_into_the_slot_its_event_names_without_reading_the_slots() -> None:
+    """A status event carries the ended execution's input (its `slot`) and its start and stop: the
+    watcher's pass gives that slot to the head of the line without reading the type's slots, and the
+    slot keeps how long its previous holder held it (the estimate's data)."""
+    b, waiting = waiting_behind_a_full_type()
+    freed = Hold(slot_key("wait", 0), last_duration_s=1_234.0)
+
+    with reads(b) as made:
+        (report,) = watcher_pass(b.receiver, handle=receive)("wait", freed)
+
+    assert report.admitted == 1
+    assert [slot_key("wait", 0)] not in made, "the slot taken by the transaction, never read"
+    [slot] = b.receiver.store.locks.get_many([slot_key("wait", 0)]).values()
+    lease = b.receiver.store.get(waiting)
+    assert lease is not None and slot.held and slot.execution_arn == lease.execution_arn
+    assert slot.last_duration_s == 1_234.0
+
+
+def test_requests_the_watcher_takes_nothing_when_the_slot_its_event_names_is_not_free() -> None:
+    """The event names a slot still held (the ended execution's release was lost, or a late event of a
+    slot taken since): the take's condition refuses it, nothing is taken or freed, and the message waits
+    for a pass that reads the slots (the extender's sweep frees a stale one)."""
+    b, waiting = waiting_behind_a_full_type()
+    key = slot_key("wait", 0)
+    other = b.aws.stepfunctions.start_execution(stateMachineArn=b.settings.state_machine_arn, name="o-1", input="{}")
+    now = b.clock.now()
+    assert b.receiver.store.locks.take(key, holder="o", execution_arn=other["executionArn"], now=now, hold_until=now)
+    holder = b.receiver.store.locks.get(key)
+
+    (report,) = watcher_pass(b.receiver, handle=receive)("wait", Hold(key, last_duration_s=60.0))
+
+    assert report.admitted == 0
+    still = b.receiver.store.get(waiting)
+    assert still is not None and still.status is LeaseStatus.WAITING and not still.execution_arn
+    assert b.receiver.store.locks.get(key) == holder, "the holder keeps its slot"
+    job_lock = b.receiver.store.locks.get(job_lock_key("f"))
+    assert job_lock is None or not job_lock.held, "nor its job lock"
+
+
+def test_requests_a_status_event_names_the_slot_its_execution_freed() -> None:
+    """`ExecutionStatusChange.freed_slot`: the input's `slot` and the run's length (stop less start)."""
+    change = ExecutionStatusChange(
+        executionArn="arn:aws:states:us-east-1:123456789012:execution:long-jobs:m-1",
+        stateMachineArn="arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs",
+        name="m-1",
+        status="SUCCEEDED",
+        input=json.dumps({"job": {"type": "wait"}, "slot": "slot#wait#3"}),
+        startDate=1_700_000_000_000,
+        stopDate=1_700_000_090_500,
+    )
+    assert change.freed_slot() == Hold("slot#wait#3", last_duration_s=90.5)
+    assert change.model_copy(update={"startDate": None}).freed_slot() == Hold("slot#wait#3")
+    assert change.model_copy(update={"input": json.dumps({"job": {"type": "wait"}})}).freed_slot() is None
+    assert change.model_copy(update={"input": None}).freed_slot() is None, "too large for the event: read them"

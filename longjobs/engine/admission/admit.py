@@ -11,7 +11,7 @@ from typing import Any
 from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
 from longjobs.engine.admission.parking import Handle, refresh_parked, unpark
 from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, read_slots
-from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots
+from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots, slot_keys
 from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
@@ -21,7 +21,7 @@ from longjobs.engine.execution import (
     parse_execution_name,
 )
 from longjobs.engine.lease import Lease, job_lock_key
-from longjobs.engine.lease.lock import Lock
+from longjobs.engine.lease.lock import Hold, Lock
 from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.policies import hold_limit
@@ -152,6 +152,7 @@ def admit_type(
     sweep: bool = False,
     measure: bool = True,
     deadline: float = math.inf,
+    freed: Hold | None = None,
 ) -> AdmitReport:
     """One admission pass of a type: free stale slots (`sweep`), admit the WAITING messages in place into
     the free slots (longest waiting first), then unpark what the horizon can take, then send again the
@@ -160,11 +161,15 @@ def admit_type(
     published: the watcher's, after an end) nothing is counted: the slots left free after the line in
     flight are offered to the parked messages, received directly (asking the waiting queue's depth first
     costs the same request), and the line in flight is left to the extender's pass to top up;
-    `waiting`, `parked` and `drain_s` are None."""
+    `waiting`, `parked` and `drain_s` are None. `freed`: the one slot an end freed, as the watcher's event
+    tells it: the slots are then not read (`TypeSlots.freed`)."""
     report = AdmitReport(job_type)
     settings = receiver.settings
     now = receiver.clock.now()
-    state = read_slots(receiver, job_type, limit)
+    if freed is not None and freed.key in slot_keys(job_type, limit):
+        state = TypeSlots.freed(job_type, limit, freed, now)
+    else:
+        state = read_slots(receiver, job_type, limit)
     if sweep:
         state, report.freed = sweep_stale(receiver, state)
         if report.freed:
@@ -209,9 +214,10 @@ def admit_all(
     measure: bool = True,
     only: str | None = None,
     deadline: float = math.inf,
+    freed: Hold | None = None,
 ) -> list[AdmitReport]:
-    """`admit_type` for every limited type of the catalog (or the one named `only`), none begun past
-    `deadline`; a type whose pass fails is logged and skipped."""
+    """`admit_type` for every limited type of the catalog (or the one named `only`, with the slot `freed`
+    if known), none begun past `deadline`; a type whose pass fails is logged and skipped."""
     reports = []
     for job_type in receiver.catalog.limited():
         if only is not None and job_type.name != only:
@@ -224,7 +230,14 @@ def admit_all(
         try:
             reports.append(
                 admit_type(
-                    receiver, job_type.name, limit, handle=handle, sweep=sweep, measure=measure, deadline=deadline
+                    receiver,
+                    job_type.name,
+                    limit,
+                    handle=handle,
+                    sweep=sweep,
+                    measure=measure,
+                    deadline=deadline,
+                    freed=freed if job_type.name == only else None,
                 )
             )
         except Exception:
@@ -238,10 +251,14 @@ def extender_pass(receiver: Receiver, *, handle: Handle) -> Callable[[float], li
     return lambda deadline: admit_all(receiver, handle=handle, sweep=True, deadline=deadline)
 
 
-def watcher_pass(receiver: Receiver, *, handle: Handle) -> Callable[[str], list[AdmitReport]]:
+def watcher_pass(receiver: Receiver, *, handle: Handle) -> Callable[[str, Hold | None], list[AdmitReport]]:
     """The watcher's admission pass after an execution's end (`Watcher.admit`): the ended execution's type
-    only, unmeasured (its report is not published)."""
-    return lambda job_type: admit_all(receiver, handle=handle, only=job_type, measure=False)
+    only, unmeasured (its report is not published), into the slot the end freed when the event names it."""
+
+    def admit(job_type: str, freed: Hold | None = None) -> list[AdmitReport]:
+        return admit_all(receiver, handle=handle, only=job_type, measure=False, freed=freed)
+
+    return admit
 
 
 def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:

@@ -28,6 +28,11 @@ def slot_key(job_type: str, index: int) -> str:
     return f"{SLOT_PREFIX}{job_type}#{index}"
 
 
+def slot_keys(job_type: str, limit: int) -> list[str]:
+    """The keys of a type's `limit` slots."""
+    return [slot_key(job_type, i) for i in range(limit)]
+
+
 def slot_type(key: str) -> str | None:
     """The job type of a slot key (None when `key` is no slot's)."""
     if not key.startswith(SLOT_PREFIX):
@@ -47,7 +52,7 @@ class TypeSlots:
 
     @property
     def keys(self) -> list[str]:
-        return [slot_key(self.job_type, i) for i in range(self.limit)]
+        return slot_keys(self.job_type, self.limit)
 
     @property
     def held(self) -> list[Lock]:
@@ -96,6 +101,18 @@ class TypeSlots:
             last = previous.held_for_s if previous.held_for_s is not None else previous.last_duration_s
         return Hold(key, last_duration_s=last)
 
+    @classmethod
+    def freed(cls, job_type: str, limit: int, freed: Hold, now: float) -> TypeSlots:
+        """What an execution's end tells of its type's slots without reading them: the slot it held is free
+        (its holding lasted `freed.last_duration_s`), and every other counts as held. A slot is taken only
+        by a conditional write, so a slot that is not free after all (its release lost, or taken since)
+        only fails the take; one freed otherwise waits for a pass that reads them all."""
+        held = {key: Lock(key, "", "", now, held=True) for key in slot_keys(job_type, limit)}
+        duration = freed.last_duration_s
+        acquired = now - duration if duration is not None else now
+        free = Lock(freed.key, "", "", acquired, held=False, released_at=now if duration is not None else None)
+        return cls(job_type, limit, {**held, freed.key: free}, now)
+
     def without(self, key: str, lock: Lock) -> TypeSlots:
         """This reading with `key` now held as `lock` (after a take)."""
         return TypeSlots(self.job_type, self.limit, {**self.locks, key: lock}, self.read_at)
@@ -120,8 +137,7 @@ class Slots:
         return self._locks
 
     def read(self, job_type: str, limit: int, *, now: float) -> TypeSlots:
-        keys = [slot_key(job_type, i) for i in range(limit)]
-        return TypeSlots(job_type, limit, self._locks.get_many(keys), now)
+        return TypeSlots(job_type, limit, self._locks.get_many(slot_keys(job_type, limit)), now)
 
     def release(self, key: str, execution_arn: str, *, now: float) -> bool:
         """Free the slot if it still names `execution_arn`."""

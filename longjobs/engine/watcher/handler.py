@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
+from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName, job_spans_enabled, logger, metrics, tracer
 from longjobs.engine.settings import Settings, SettingsError
 from longjobs.engine.visibility import VisibilityClient
@@ -41,14 +42,14 @@ def watcher() -> Watcher:
     )
 
 
-def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object] | None:
+def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str, Hold | None], object] | None:
     """Admission's pass over one type, built on the first event; None when no type is limited (or the
     watcher has no jobs queue to admit from)."""
     if not SETTINGS.queue_url:
         return None
     built: list[Any] = []
 
-    def admit(job_type: str) -> object:
+    def admit(job_type: str, freed: Hold | None) -> object:
         if not built:
             from longjobs.engine.admission.admit import watcher_pass
             from longjobs.engine.jobs import catalog_from_env
@@ -76,7 +77,7 @@ def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str], object]
                 )
                 built.append(watcher_pass(admitter, handle=receive))
         run = built[0]
-        return run(job_type) if run is not None else None
+        return run(job_type, freed) if run is not None else None
 
     return admit
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from longjobs.engine.lease.lock import Hold
+
 ENDED_UNSUCCESSFULLY = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 ENDED = ENDED_UNSUCCESSFULLY | {"SUCCEEDED"}
 """Ends the watcher hears of: the unsuccessful ones to release, every one to admit into the slot it freed."""
@@ -31,6 +33,18 @@ class ExecutionStatusChange(BaseModel):
     """When the execution started, in milliseconds since the epoch."""
     stopDate: int | None = None
     """When it stopped (null while it runs), in milliseconds since the epoch."""
+
+    def freed_slot(self) -> Hold | None:
+        """The admission slot the execution held (its input's `slot`, as the receiver starts it), with how
+        long it ran (its start to its stop), if the event carries them."""
+        try:
+            slot = json.loads(self.input or "").get("slot")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(slot, str) or not slot:
+            return None
+        ran = (self.stopDate - self.startDate) / 1000 if self.startDate and self.stopDate else None
+        return Hold(slot, last_duration_s=max(0.0, ran) if ran is not None else None)
 
     def job_type(self) -> str | None:
         """The job type named by the execution's input (`job.type`, as the receiver starts it), if the

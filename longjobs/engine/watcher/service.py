@@ -16,6 +16,7 @@ from enum import StrEnum
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.lease import LeaseStatus, LeaseStore
+from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import logger
 from longjobs.engine.settle import describe_reason, release
 from longjobs.engine.visibility import VisibilityClient
@@ -34,8 +35,9 @@ class Watcher:
     visibility: VisibilityClient
     clock: Clock
     state_machine_arn: str
-    admit: Callable[[str], object] | None = None
-    """Admission's pass over one job type's free slots; None where no type is limited."""
+    admit: Callable[[str, Hold | None], object] | None = None
+    """Admission's pass over one job type's free slots, given the slot the end freed when the event names
+    it (else the pass reads them all); None where no type is limited."""
 
 
 RELEASE_ATTEMPTS = 3
@@ -56,7 +58,7 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
         return WatchOutcome.UNCHANGED
     if change.status not in ENDED_UNSUCCESSFULLY and change.job_type() is not None:
         # A success releases nothing here (the workflow did): its type, for admission, is in the event.
-        _admit(watcher, str(change.job_type()))
+        _admit(watcher, str(change.job_type()), change.freed_slot())
         return WatchOutcome.UNCHANGED
     outcome = WatchOutcome.UNCHANGED
     for _ in range(RELEASE_ATTEMPTS):  # a renewal that lands between the read and the release: read again
@@ -74,15 +76,15 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
             outcome = WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST
             break
     if lease is not None and lease.job_type:
-        _admit(watcher, lease.job_type)
+        _admit(watcher, lease.job_type, change.freed_slot())
     return outcome
 
 
-def _admit(watcher: Watcher, job_type: str) -> None:
+def _admit(watcher: Watcher, job_type: str, freed: Hold | None) -> None:
     """Admission's pass over the type whose slot an end freed (when the type is limited)."""
     if watcher.admit is None:
         return
     try:
-        watcher.admit(job_type)
+        watcher.admit(job_type, freed)
     except Exception:  # the extender's next pass admits them
         logger.exception("admission after an execution's end failed", extra={"job_type": job_type})
