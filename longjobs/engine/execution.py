@@ -91,14 +91,17 @@ def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: E
     return response["executionArn"]
 
 
-def stop_execution(stepfunctions: SFNClient, arn: str, *, cause: str) -> None:
-    """Stop the execution; one that does not exist or has already ended is left as it is."""
+def stop_execution(stepfunctions: SFNClient, arn: str, *, cause: str) -> bool:
+    """Stop the execution; one that does not exist or has already ended is left as it is. False when it
+    does not exist (its start never landed: a start that lands later finds its lease no longer names it,
+    and ends before its job)."""
     try:
         stepfunctions.stop_execution(executionArn=arn, error=STOP_ERROR, cause=cause[:32_768])
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
         if code == "ExecutionDoesNotExist":
-            return
+            return False
         if code == "ValidationException" and execution_status(stepfunctions, arn) not in RUNNING_STATUSES:
-            return  # already ended
+            return True  # already ended
         raise
+    return True

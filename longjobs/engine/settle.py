@@ -167,19 +167,22 @@ def stop_and_close(
     """End a lease that can no longer be held (the 12 h limit, the max renewal, a handle SQS refuses for
     good): stop its execution first, then close it, so the message is never handed out while the
     execution runs (invariant 8). Raises `SettleError` when the stop failed: the lease stays ACTIVE and
-    the next pass tries again. Returns None when another writer changed the lease first."""
+    the next pass tries again. Returns None when another writer changed the lease first. An execution
+    that does not exist (its receive died between its holds and its start) spent no attempt: the lease
+    closes `never_started`, counted as a refused start, as reconciliation counts it."""
+    existed = True
     if lease.execution_arn:
         if stepfunctions is None:
             raise SettleError(f"cannot stop {lease.execution_arn}: no Step Functions client")
         try:
-            stop_execution(stepfunctions, lease.execution_arn, cause=str(reason))
+            existed = stop_execution(stepfunctions, lease.execution_arn, cause=str(reason))
         except Exception as exc:
             raise SettleError(f"stop of {lease.execution_arn} failed: {describe_exception(exc)}") from exc
         logger.warning(
-            "execution stopped: its lease can no longer be held",
+            "execution stopped: its lease can no longer be held" if existed else "no execution to stop: never started",
             extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": str(reason)},
         )
-    closed = store.close(lease, status, now=clock.now(), error=reason)
+    closed = store.close(lease, status, now=clock.now(), error=reason, never_started=not existed)
     if closed is not None:
         release_holds(closed, store=store, clock=clock)
     elif lease.execution_arn:

@@ -18,6 +18,9 @@ coverage: a campaign reports the ones no seed reached.
   succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
   it, at the job's start and after every write to that lease.
+- `attempts_started`: every attempt a message's history counts (in its lease, and in its DLQ copy's
+  `Attempts`) names an execution that was started: a start refused, or a receive that died before its
+  start, is no attempt (`max_attempts` counts runs, `max_refused_starts` the rest).
 - `stopped_as_read`: the extender stops an execution (its lease can no longer be held: a handle SQS
   refuses, the 12 h limit, the max renewal) only on what it read: its last consistent read of the lease,
   in that invocation, shows the lease ACTIVE, naming that execution, of the receive the due index showed
@@ -33,13 +36,21 @@ coverage: a campaign reports the ones no seed reached.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
-from longjobs.engine.lease.schema import DUE_INDEX, EXECUTION_ATTR, HANDLE_ATTR, PARTITION_KEY, STATUS_ATTR
+from longjobs.engine.lease.schema import (
+    DUE_INDEX,
+    EXECUTION_ATTR,
+    HANDLE_ATTR,
+    HISTORY_ATTR,
+    PARTITION_KEY,
+    STATUS_ATTR,
+)
 
 ALWAYS = (
     "fifo_order",
@@ -49,6 +60,7 @@ ALWAYS = (
     "type_concurrency",
     "no_lapse",
     "held_while_running",
+    "attempts_started",
     "stopped_as_read",
 )
 EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
@@ -103,6 +115,7 @@ class Monitor:
     # (extender invocation, message id) -> its lease's item as the due index showed it, and as last read
     planned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     reread: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)  # names of the executions Step Functions started
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -189,7 +202,11 @@ class Monitor:
             "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
         )
 
+    def execution_started(self, name: str) -> None:
+        self.started.add(name)
+
     def dead_lettered_copy(self, job_key: str, attributes: dict[str, Any]) -> None:
+        self._check_attempts(attributes.get("Attempts", {}).get("StringValue"), f"the DLQ copy of job {job_key}")
         self.dead_lettered[job_key].append(attributes)
         self.finished.add(job_key)
         self.reach("dead_lettered")
@@ -197,10 +214,23 @@ class Monitor:
     # -- the lease table ------------------------------------------------------------------------------------
 
     def lease_written(self, key: str, item: dict[str, Any] | None) -> None:
-        if is_lock_key(key) or not self.by_message.get(key):
+        if is_lock_key(key):
+            return
+        self._check_attempts((item or {}).get(HISTORY_ATTR, {}).get("S"), f"the lease of {key}")
+        if not self.by_message.get(key):
             return
         for arn in self.by_message[key]:
             self._check_held(self.running[arn], item, "after a write to its lease")
+
+    def _check_attempts(self, history: str | None, where: str) -> None:
+        """`attempts_started`: each attempt of a history (JSON) names an execution that was started."""
+        if not history:
+            return
+        attempts = json.loads(history)
+        named = [entry.get("execution") for entry in attempts if isinstance(entry, dict)]  # {"omitted": n}: none
+        unstarted = [name for name in named if name is not None and name not in self.started]
+        if unstarted:
+            raise PropertyViolation("attempts_started", f"{where} counts attempts never started: {unstarted}")
 
     def _check_held(self, run: Running, lease: dict[str, Any] | None, when: str) -> None:
         status = lease.get(STATUS_ATTR, {}).get("S") if lease else None

@@ -722,6 +722,7 @@ class World:
         self.groups[execution.arn] = group
         job_id = str(execution.input.get("job", {}).get("job_id", ""))
         self.trace.event("stepfunctions", "execution_started", execution=execution.name, job_id=job_id)
+        self.monitor.execution_started(execution.name)
         self.monitor.reach("execution_started")
         self.scheduler.spawn(lambda: self._execute(execution), group=group)
         self.scheduler.call_at(self.scheduler.now() + self.execution_timeout_s, lambda: self._time_out(execution))

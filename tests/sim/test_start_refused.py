@@ -22,7 +22,7 @@ from longjobs.engine.admission.parking import refresh_parked
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
-from longjobs.engine.settle import release, release_holds
+from longjobs.engine.settle import release, release_holds, stop_and_close
 from longjobs.sim.aws import client_error
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.faults import CallFault, CallRule, FaultPlan
@@ -257,3 +257,59 @@ def test_start_refused_count_carried_by_a_requeued_marker_and_its_copy(monkeypat
 
 def throttled_start(**params: Any) -> Any:
     raise client_error("StartExecution", "ThrottlingException", "Rate exceeded", status=400)
+
+
+def test_start_refused_lease_ended_unholdable_before_its_start_spends_no_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found unaided by the 1,000-seed campaign (seed 355 of the corpus): a receive died between its holds
+    and its first visibility change, three times; each time the message showed again, the extender's
+    renewal met the expired handle, the stop found no execution, and the lease closed LOST as a failed
+    attempt: AttemptsExhausted with no execution ever run. The stop that finds no execution now closes
+    the lease never started, counted as a refused start (as reconciliation counts it)."""
+    b = bench(limit=5)
+    message = b.send("X")
+    with monkeypatch.context() as refusing:
+        refusing.setattr(b.aws.stepfunctions, "start_execution", throttled_start)
+        assert b.deliver_jobs_queue() == {message: Outcome.NOT_STARTED}
+    unstarted = stored(b, message)
+    assert unstarted.execution_arn and unstarted.execution_arn not in b.aws.stepfunctions.executions
+
+    closed = stop_and_close(
+        unstarted,
+        LeaseStatus.LOST,
+        stepfunctions=b.aws.stepfunctions,
+        store=b.receiver.store,
+        clock=b.clock,
+        reason=LastError("ReceiptHandleIsInvalid", "receipt handle no longer accepted"),
+    )
+
+    assert closed is not None and closed.status is LeaseStatus.LOST and closed.never_started
+    assert closed.history_with_this() == (), "no attempt spent"
+    assert closed.refused_starts_with_this() == 1, "counted as a refused start"
+
+
+def test_start_refused_new_attempt_whose_first_visibility_change_is_refused_spends_no_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found unaided by the campaign once `attempts_started` checked it (seed 63 of the corpus): on FIFO, a
+    receive's transaction landed late (after a 5xx and a retry), a newer receive had been handed the
+    message meanwhile, and the first visibility change met the expired handle: the new lease closed LOST
+    as a failed attempt of an execution never started, and the message went to the DLQ counting it. It
+    now closes never started."""
+    b = bench(limit=5)
+    message = b.send("X")
+
+    def expired(**params: Any) -> Any:
+        handle = params["ReceiptHandle"]
+        reason = f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+        raise client_error("ChangeMessageVisibility", "InvalidParameterValue", reason, status=400)
+
+    with monkeypatch.context() as refusing:
+        refusing.setattr(b.aws.sqs, "change_message_visibility", expired)
+        assert b.deliver_jobs_queue(delete=False) == {message: Outcome.STALE}
+
+    lost = stored(b, message)
+    assert lost.status is LeaseStatus.LOST and lost.never_started
+    assert lost.history_with_this() == (), "no attempt spent"
+    assert b.executions_of("X") == [], "never started"
