@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
-from longjobs.engine.admission.readings import VIEW_TTL_S
+from longjobs.engine.admission.readings import VIEW_TTL_S, read_slots
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
@@ -430,3 +430,23 @@ def test_requests_a_status_event_names_the_slot_its_execution_freed() -> None:
     assert change.model_copy(update={"startDate": None}).freed_slot() == Hold("slot#wait#3")
     assert change.model_copy(update={"input": json.dumps({"job": {"type": "wait"}})}).freed_slot() is None
     assert change.model_copy(update={"input": None}).freed_slot() is None, "too large for the event: read them"
+
+
+def test_requests_the_watcher_unparks_into_the_slot_its_event_names_past_a_kept_full_reading() -> None:
+    """Found by a review: the watcher's admitter keeps a reading that found every slot held (for a batch
+    of arrivals, `VIEW_TTL_S`); a pass into the slot an event names did not clear it, so the parked copy it
+    unparked read the type full from it and waited in flight while the slot stayed free until the
+    extender's pass."""
+    b, first, _filler, _original = parked_behind_a_full_type()
+    b.clock.advance(b.settings.receiver_timeout_s + 10)  # f has shown again: the line in flight is empty
+    read_slots(b.receiver, "wait", 1)  # an earlier pass of this watcher read the type full
+    running = b.receiver.store.get(first)
+    assert running is not None and running.slot is not None
+    assert b.receiver.store.locks.release(running.slot, running.execution_arn or "", now=b.clock.now())
+    b.clock.advance(1.0)
+
+    (report,) = watcher_pass(b.receiver, handle=receive)("wait", Hold(running.slot, last_duration_s=100.0))
+
+    assert report.unparked == 1
+    [slot] = b.receiver.store.locks.get_many([running.slot]).values()
+    assert slot.held, "the unparked copy took the slot the event named"

@@ -168,6 +168,7 @@ def admit_type(
     now = receiver.clock.now()
     if freed is not None and freed.key in slot_keys(job_type, limit):
         state = TypeSlots.freed(job_type, limit, freed, now)
+        receiver.full_slots.pop(job_type, None)  # a slot is free now: a copy unparked into it must not wait
     else:
         state = read_slots(receiver, job_type, limit)
     if sweep:
