@@ -24,6 +24,7 @@ from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
+from longjobs.sim.world import status_change
 from tests.sim.test_retention import TABLE, Bench, bench, parked_behind_a_full_type
 
 
@@ -450,3 +451,34 @@ def test_requests_the_watcher_unparks_into_the_slot_its_event_names_past_a_kept_
     assert report.unparked == 1
     [slot] = b.receiver.store.locks.get_many([running.slot]).values()
     assert slot.held, "the unparked copy took the slot the event named"
+
+
+def test_requests_the_watcher_frees_the_holds_an_ended_execution_left_on_its_closed_lease() -> None:
+    """Found by a review's campaign (seed 5054 of seeds 5000-5299): the success path's MarkSucceeded
+    landed unanswered, its retry was refused (the lease SUCCEEDED already), and every read after it failed
+    until the execution ended FAILED: the message was deleted, the lease closed by the execution itself,
+    its job lock still held. No redelivery comes, nor reconciliation (a closed lease is not in its index):
+    the watcher, hearing of the end, frees the holds its lease names, each conditional on the execution."""
+    b, waiting = waiting_behind_a_full_type()
+    b.clock.advance(1)
+    (report,) = watcher_pass(b.receiver, handle=receive)("wait")
+    assert report.admitted == 1
+    running = b.receiver.store.get(waiting)
+    assert running is not None and running.execution_arn is not None and running.slot is not None
+    closed = b.receiver.store.close(running, LeaseStatus.SUCCEEDED, now=b.clock.now())  # MarkSucceeded landed
+    assert closed is not None
+    execution = b.aws.stepfunctions.executions[running.execution_arn]
+    b.aws.stepfunctions.end(execution, "FAILED")  # its reads after the close all failed
+    watcher = Watcher(
+        store=b.receiver.store,
+        visibility=b.receiver.visibility,
+        clock=b.clock,
+        state_machine_arn=b.settings.state_machine_arn or "",
+    )
+
+    on_status_change(watcher, status_change(execution, b.settings.state_machine_arn or ""))
+
+    lock = b.receiver.store.locks.get(job_lock_key("f"))
+    [slot] = b.receiver.store.locks.get_many([running.slot]).values()
+    assert lock is not None and not lock.held and not slot.held, "freed by the watcher"
+    assert b.receiver.store.get(waiting) == closed, "the lease itself is left as the execution closed it"

@@ -18,7 +18,7 @@ from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.lease import LeaseStatus, LeaseStore
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import logger
-from longjobs.engine.settle import describe_reason, release
+from longjobs.engine.settle import describe_reason, release, release_holds
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ENDED, ENDED_UNSUCCESSFULLY, ExecutionStatusChange
 
@@ -75,6 +75,11 @@ def on_status_change(watcher: Watcher, change: ExecutionStatusChange) -> WatchOu
         if settled is not None:
             outcome = WatchOutcome.RELEASED if settled.status is LeaseStatus.RELEASED else WatchOutcome.LOST
             break
+    if lease is not None and not lease.active and lease.execution_arn == change.executionArn:
+        # Closed, by this execution's own path, before it failed to free its holds (its MarkSucceeded
+        # landed, then every read after it failed): no redelivery comes to free them, nor reconciliation
+        # (a closed lease is not in its index). Each release is conditional on this execution.
+        release_holds(lease, store=watcher.store, clock=watcher.clock)
     if lease is not None and lease.job_type:
         _admit(watcher, lease.job_type, change.freed_slot())
     return outcome
