@@ -755,6 +755,16 @@ class World:
         job_id = str(execution.input["job"]["job_id"])
         self.trace.event("workflow", "job_ended", execution=execution.name, job_id=job_id, succeeded=succeeded)
         self.monitor.job_ended(execution.arn, succeeded=succeeded)
+        now = self.scheduler.now()
+        if not succeeded and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
+            # SQS's at-least-once delivery may hand a message out again at any time while it is in flight;
+            # at a failed job's end it meets the failure path's release (a handle superseded meanwhile)
+            queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
+            message = queue.messages.get(str(execution.input["message_id"])) if queue is not None else None
+            if queue is not None and message is not None and not message.deleted:
+                self.monitor.duplicates.add(message.message_id)
+                self.monitor.reach("duplicate_delivery_injected_at_failure")
+                queue.hide(message, now + self.rng.uniform(0.0, 1.0))
 
     def _time_out(self, execution: Execution) -> None:
         if execution.status == "RUNNING":
