@@ -16,6 +16,7 @@
              -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
              (already RELEASED by us, a MarkReleased that landed unanswered -> ReleaseJobLockOnFailure);
              a handle SQS refuses for good -> MarkLost -> JobFailed
+    a read of either path that fails after its retries -> the lock and slot releases -> JobSucceeded | JobFailed
 
 Every branch ends in the same fenced success and failure paths, after the `RunJob` Parallel: adding a
 job type adds a Choice rule and its branch, nothing else. The job lock (`longjobs.engine.lease.lock`) and the
@@ -675,6 +676,11 @@ def build_workflow(
     release_lock = _release_job_lock(scope, "ReleaseJobLock", table, patient=True)
     release_lock.add_catch(release_slot, errors=["States.ALL"], result_path="$.lock_error")
     mark_succeeded.next(release_lock).next(release_slot)
+    # A read that still fails after its retries frees the holds (each release conditional on this
+    # execution) and ends the execution SUCCEEDED, as its job did: reconciliation completes a lease left
+    # ACTIVE (it deletes the message), and one already closed by this execution (a MarkSucceeded that
+    # landed unanswered) is in no index, so nothing else would free them when the status event is lost.
+    read_lease.add_catch(release_lock, errors=["States.ALL"], result_path="$.read_error")
     settle = _succeeded_at_once(scope, table, success_close, then=succeeded, step_by_step=mark_succeeded)
     # A delete SQS refuses (a handle gone stale) still closes SUCCEEDED: a redelivery then finds the
     # lease SUCCEEDED and is deleted without running the job again.
@@ -723,7 +729,14 @@ def build_workflow(
         VisibilityTimeout=sfn.JsonPath.number_at("$.release_delay_s"),
     )
     release_message.next(job_failed)
-    release_slot_on_failure = _slot_released_then(scope, "OnFailure", table, release_message)
+    # After a read that failed (`$.read_error`) the handle is unknown: the holds are freed, and the message
+    # comes back when its chunk ends (reconciliation releases a lease left ACTIVE).
+    read_failed = (
+        sfn.Choice(scope, "ReadForRelease")
+        .when(sfn.Condition.is_present("$.read_error"), job_failed)
+        .otherwise(release_message)
+    )
+    release_slot_on_failure = _slot_released_then(scope, "OnFailure", table, read_failed)
     release_lock_on_failure.add_catch(release_slot_on_failure, errors=["States.ALL"], result_path="$.lock_error")
     mark_lost = _close_lease(
         scope,
@@ -776,6 +789,7 @@ def build_workflow(
         )
         .otherwise(job_failed)
     )
+    read_for_release.add_catch(release_lock_on_failure, errors=["States.ALL"], result_path="$.read_error")
     run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
     run_job.next(read_lease)
 

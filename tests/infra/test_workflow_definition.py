@@ -9,7 +9,13 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from longjobs.construct.workflow import PysparkStep, glue_pyspark_step, render_definition, token_queue_pyspark_step
+from longjobs.construct.workflow import (
+    DYNAMODB_TRANSIENT_ERRORS,
+    PysparkStep,
+    glue_pyspark_step,
+    render_definition,
+    token_queue_pyspark_step,
+)
 from longjobs.engine.jobs import BUILTIN_TYPES, JobType
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
@@ -113,10 +119,25 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
     assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"
     assert (
         states["ReleaseJobLockOnFailure"]["Next"] == "HoldsSlotOnFailure"
-        and states["ReleaseSlotOnFailure"]["Next"] == "ReleaseMessage"
+        and states["ReleaseSlotOnFailure"]["Next"] == "ReadForRelease"
+        and states["ReadForRelease"]["Default"] == "ReleaseMessage"
         and states["ReleaseMessage"]["Next"] == "JobFailed"
     ), "the slot is returned before the message is given back"
     assert states["JobFailed"]["Type"] == "Fail"
+
+
+def test_workflow_frees_the_holds_after_a_read_of_the_lease_that_fails_for_good(offline: dict[str, Any]) -> None:
+    """Seed 5054: a close that landed unanswered, then every read failed; the execution ended with its job
+    lock held, and with its status event lost nothing freed it. Each path's read is caught into its lock
+    and slot releases (each conditional on this execution); the failure path then gives nothing back by
+    a handle it could not read (reconciliation releases a lease left ACTIVE)."""
+    states = offline["States"]
+    for read, release in (("ReadLease", "ReleaseJobLock"), ("ReadLeaseForRelease", "ReleaseJobLockOnFailure")):
+        assert states[read]["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.read_error", "Next": release}]
+        assert states[read]["Retry"][0]["ErrorEquals"] == DYNAMODB_TRANSIENT_ERRORS, "retried first"
+        assert states[release]["Parameters"]["ConditionExpression"] == "#state = :held AND #execution = :self"
+    assert states["ReadForRelease"]["Choices"] == [{"Variable": "$.read_error", "IsPresent": True, "Next": "JobFailed"}]
+    assert states["ReleaseSlot"]["Next"] == "JobSucceeded", "the job succeeded: reconciliation completes its lease"
 
 
 def test_workflow_fences_every_settlement_by_the_execution_that_owns_the_lease(offline: dict[str, Any]) -> None:
@@ -287,7 +308,7 @@ def test_workflow_returns_an_admission_slot_only_when_it_names_this_execution(of
     naming this execution, noting when (the holding time is the estimate's data); best effort: a slot
     left held is freed by the extender's sweep."""
     states = offline["States"]
-    for suffix, then in (("", "JobSucceeded"), ("OnFailure", "ReleaseMessage")):
+    for suffix, then in (("", "JobSucceeded"), ("OnFailure", "ReadForRelease")):
         choice = states[f"HoldsSlot{suffix}"]
         assert choice["Choices"] == [{"Variable": "$.slot", "IsPresent": True, "Next": f"ReleaseSlot{suffix}"}]
         assert choice["Default"] == then, "an unlimited type holds no slot"

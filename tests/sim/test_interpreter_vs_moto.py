@@ -480,6 +480,8 @@ def _run_moto(definition: dict[str, Any], case: Case, monkeypatch: pytest.Monkey
 
 FAILS = {"seconds": 0, "fail": True}
 LEASE_5XX_APPLIED = ("InternalServerError", 500)
+READ_REFUSED = ("AccessDeniedException", 400)
+"""An error the workflow does not retry: straight to the read's Catch, as the last of its retries would go."""
 
 CASES = [
     Case("job-fails", ("workflow:catch:RunJob->ReadLeaseForRelease",), params=FAILS),
@@ -498,6 +500,20 @@ CASES = [
         "superseded-before-mark-succeeded",
         ("workflow:catch:SucceededAndFreed->MarkSucceeded", "workflow:catch:MarkSucceeded->ReadLease"),
         faults=(Fault("delete_message", then=lease_taken_over),),
+    ),
+    Case(
+        # seed 5054's end: the transaction throttled, MarkSucceeded landed unanswered, every read after it failed
+        "mark-succeeded-landed-unanswered-then-reads-refused",
+        (
+            "workflow:catch:SucceededAndFreed->MarkSucceeded",
+            "workflow:catch:MarkSucceeded->ReadLease",
+            "workflow:catch:ReadLease->ReleaseJobLock",
+        ),
+        faults=(
+            Fault("transact_write_items", error=("ThrottlingException", 400)),
+            Fault("update_item", "lease", error=LEASE_5XX_APPLIED, applied=True),
+            Fault("get_item", "lease", nth=3, error=READ_REFUSED),
+        ),
     ),
     Case("delete-refused", ("workflow:catch:DeleteMessage->HoldsSlotAtSuccess",), handle=NEVER_ISSUED),
     Case(
@@ -518,6 +534,19 @@ CASES = [
         faults=(Fault("update_item", "lease", error=LEASE_5XX_APPLIED, applied=True),),
     ),
     Case(
+        "mark-released-landed-unanswered-then-reads-refused",
+        (
+            "workflow:catch:RunJob->ReadLeaseForRelease",
+            "workflow:catch:MarkReleased->ReadLeaseForRelease",
+            "workflow:catch:ReadLeaseForRelease->ReleaseJobLockOnFailure",
+        ),
+        params=FAILS,
+        faults=(
+            Fault("update_item", "lease", error=LEASE_5XX_APPLIED, applied=True),
+            Fault("get_item", "lease", nth=3, error=READ_REFUSED),
+        ),
+    ),
+    Case(
         "release-refused-handle-lost",
         ("workflow:catch:RunJob->ReadLeaseForRelease", "workflow:catch:ReleaseMessage->ReleaseRefused"),
         params=FAILS,
@@ -531,7 +560,7 @@ CASES = [
     ),
     Case(
         "no-slot-item-on-failure",
-        ("workflow:catch:RunJob->ReadLeaseForRelease", "workflow:catch:ReleaseSlotOnFailure->ReleaseMessage"),
+        ("workflow:catch:RunJob->ReadLeaseForRelease", "workflow:catch:ReleaseSlotOnFailure->ReadForRelease"),
         job_type=LIMITED_TYPE,
         params=FAILS,
         slot="nobody",

@@ -458,7 +458,9 @@ def test_requests_the_watcher_frees_the_holds_an_ended_execution_left_on_its_clo
     landed unanswered, its retry was refused (the lease SUCCEEDED already), and every read after it failed
     until the execution ended FAILED: the message was deleted, the lease closed by the execution itself,
     its job lock still held. No redelivery comes, nor reconciliation (a closed lease is not in its index):
-    the watcher, hearing of the end, frees the holds its lease names, each conditional on the execution."""
+    the watcher, hearing of the end, frees the holds its lease names, each conditional on the execution.
+    (Since then the workflow frees them itself after such reads, `workflow:catch:ReadLease->ReleaseJobLock`;
+    the watcher's release stays for an execution that ended before its releases, an ABORTED one.)"""
     b, waiting = waiting_behind_a_full_type()
     b.clock.advance(1)
     (report,) = watcher_pass(b.receiver, handle=receive)("wait")
