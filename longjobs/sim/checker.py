@@ -217,7 +217,7 @@ class _Checker:
                     t,
                     f"job {job_id} (messages {', '.join(self.sent[job_id])}): never succeeded and not in the DLQ",
                 )
-            elif done and dead:
+            elif done and dead and len(done) + len(dead) > max(len(self.sent[job_id]), 1):  # one end a message
                 copies = ", ".join(message_id for message_id, _ in dead)
                 self._find(
                     NOTHING_LOST,

@@ -257,6 +257,18 @@ def test_checker_nothing_lost_job_both_succeeded_and_dead_lettered() -> None:
     assert "also dead-lettered (copies m-copy)" in findings[0].detail
 
 
+def test_checker_nothing_lost_two_messages_of_one_job_id_one_succeeded_one_dead_lettered() -> None:
+    """Each message ends one way (seed 816: one message's attempts all met an outage, the other's succeeded);
+    a third end of two messages breaks."""
+    two_ends = [sent(1, M1, "j1"), sent(2, M2, "j1"), *run(11, 50, M1, "j1")]
+    two_ends.append(dead_lettered(60, "m-copy", "j1", {**REASON, "OriginalMessageId": M2}))
+    assert check(by_time(*two_ends, end(100))) == []
+    third = dead_lettered(61, "m-copy-2", "j1", {**REASON, "OriginalMessageId": M2})
+    findings = check(by_time(*two_ends, third, end(100)))
+    assert properties(findings) == ["nothing_lost"]
+    assert "also dead-lettered (copies m-copy, m-copy-2)" in findings[0].detail
+
+
 def test_checker_nothing_lost_dead_letter_copy_without_a_reason() -> None:
     lines = by_time(
         sent(1, M1, "j1"),

@@ -6,9 +6,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from longjobs.construct.workflow import PATIENT_ATTEMPTS, PATIENT_MAX_DELAY
 from longjobs.sim.aws.sqs import FakeSqs
 from longjobs.sim.aws.stepfunctions import FakeStepFunctions
-from longjobs.sim.faults import FOCUS_MAX_STREAK, RARE_OPERATIONS, CallFault, CallRule, FaultPlan
+from longjobs.sim.faults import (
+    FOCUS_MAX_STREAK,
+    OUTAGE_S,
+    RARE_FUNCTION_OPERATIONS,
+    RARE_OPERATIONS,
+    CallFault,
+    CallRule,
+    FaultPlan,
+)
 
 START = 1_000.0
 QUIET_AFTER_S = 3_600.0
@@ -25,7 +34,7 @@ def _calm_seed() -> int:
 
 def test_rare_operations_are_operations_of_the_simulated_services() -> None:
     """A renamed operation would leave its name here focusing on nothing."""
-    for operation in RARE_OPERATIONS:
+    for operation in RARE_OPERATIONS | RARE_FUNCTION_OPERATIONS:
         assert any(callable(getattr(service, operation, None)) for service in (FakeSqs, FakeStepFunctions))
 
 
@@ -51,6 +60,13 @@ def test_the_workflows_call_of_a_rare_operation_never_crashes() -> None:
     assert not faults & {CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER}
 
 
+def test_a_functions_call_of_a_rare_function_operation_is_focused_and_the_workflows_is_not() -> None:
+    plan = _plan(_calm_seed())
+    assert all(plan.at_call(START + i, "workflow", "delete_message") is None for i in range(100))
+    faults = Counter(plan.at_call(START + 100 + i, "extender", "delete_message") for i in range(400))
+    assert set(faults) - {None} == set(CallFault)  # the crashes a function's call alone can meet included
+
+
 def test_the_rare_focus_leaves_the_other_streams_as_they_were() -> None:
     """Where the rare stream gives no fault, the call's base-rate draw is the one it was before: the
     seed's other calls fail exactly as without the rare focus."""
@@ -72,3 +88,22 @@ def test_a_written_scenario_has_no_rare_focus() -> None:
     rules = [CallRule(CallFault.THROTTLED, frozenset({"watcher"}))]
     plan = FaultPlan.scenario(rules=rules, world={}, within_design=True, seed=1)
     assert all(plan.at_call(START + i, "extender", "delete_message_batch") is None for i in range(100))
+
+
+def test_an_outage_fails_every_workflow_read_in_its_window_and_nothing_else() -> None:
+    seeds = [seed for seed in range(1_000) if _plan(seed).outage is not None]
+    assert 20 < len(seeds) < 90  # OUTAGE_SHARE of the seeds
+    outage = _plan(seeds[0]).outage
+    assert outage is not None and outage.start >= START and outage.until <= START + QUIET_AFTER_S
+    plan = replace(_plan(seeds[0]), rate=0.0, focus_share=0.0, rare_rng=None)
+    inside = [plan.at_call(outage.start + i, "workflow", "get_item") for i in range(int(OUTAGE_S))]
+    assert set(inside) == {outage.fault}
+    assert plan.at_call(outage.until, "workflow", "get_item") is None
+    assert plan.at_call(outage.start, "receiver", "get_item") is None
+    assert plan.at_call(outage.start, "workflow", "update_item") is None
+
+
+def test_an_outage_outlasts_the_workflows_patient_retries() -> None:
+    """Else the Catch after the success path's read (`ReadLease->ReleaseJobLock`) is never reached."""
+    longest = sum(min(2.0**retry, PATIENT_MAX_DELAY.to_seconds()) for retry in range(PATIENT_ATTEMPTS - 1))
+    assert longest + 60 < OUTAGE_S
