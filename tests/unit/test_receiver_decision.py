@@ -37,6 +37,7 @@ def receive(count: int = 2, handle: str = "h2", **fields: object) -> Reading:
 
 ACTIVE = lease(LeaseStatus.ACTIVE, execution_arn=ARN, renew_at=0.0)
 RELEASED = lease(LeaseStatus.RELEASED, execution_arn=ARN)
+CAPPED = lease(LeaseStatus.CAPPED, execution_arn=ARN)
 WAITING = lease(LeaseStatus.WAITING, job_type="t", waiting_order=1.0)
 PARKED_SENT = lease(LeaseStatus.PARKED, job_type="t", copy_id="copy")
 PARKED_UNSENT = lease(LeaseStatus.PARKED, job_type="t")
@@ -115,6 +116,12 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
     ("newer, closed with an execution", receive(lease=RELEASED), LIMITS, Action.READ_EXECUTION),
     ("newer, closed, execution runs", receive(lease=RELEASED, execution_running=True), LIMITS, Action.ADOPT_RUNNING),
     ("newer, closed, execution ended", receive(lease=RELEASED, execution_running=False), LIMITS, Action.READ_JOB_LOCK),
+    (
+        "newer, closed, execution succeeded",
+        receive(lease=CAPPED, execution_running=False, execution_succeeded=True),
+        LIMITS,
+        Action.ALREADY_SUCCEEDED,
+    ),
     ("newer receive of a waiting one", receive(lease=WAITING), LIMITS, Action.READ_JOB_LOCK),
     # a new attempt
     ("attempts used up", receive(attempts=3, job_lock=LockState.HELD), LIMITS, Action.DEAD_LETTER),

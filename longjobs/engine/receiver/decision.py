@@ -17,7 +17,9 @@ The order of the rules is the protocol's:
 3. Fencing by receive count: an older receive is STALE; the same count with another handle is adopted
    only once SQS accepts that handle (`ADOPT_SAME_COUNT`); the same receive handled again resumes.
 4. A newer receive adopts an ACTIVE lease, or a closed one whose execution still runs (an execution
-   runs only while its message is held); otherwise it begins a new attempt.
+   runs only while its message is held); a closed one whose execution succeeded (its job ran, and the
+   lease was closed before the execution could settle it) is acknowledged; otherwise it begins a new
+   attempt.
 5. A new attempt: the DLQ once its attempts (or its refused starts) are used up; it waits while its job
    id's lock is held by a running execution (a copy sent back, or, on FIFO or with no room for the
    copy's attribute, held in place, and sent to the DLQ once its receives or retention are nearly
@@ -121,6 +123,10 @@ class Reading:
     had no body at hand (`longjobs.engine.cancel`), so this receive sends it."""
     execution_running: bool | None = None
     """`READ_EXECUTION`'s answer for the lease's execution."""
+    execution_succeeded: bool = False
+    """`READ_EXECUTION`'s answer: the lease's execution ended SUCCEEDED. Every way the workflow succeeds
+    comes after its job succeeded; one whose read of the lease failed for good ends so with the lease
+    left ACTIVE, which the extender may then close (capped, lost) before reconciliation completes it."""
     attempts: int = 0
     """Failed attempts before this receive (the lease's history, or a parked copy's)."""
     refused_starts: int = 0
@@ -166,6 +172,8 @@ def decide(reading: Reading, limits: Limits) -> Action:
         return Action.READ_EXECUTION
     if reading.execution_running:
         return Action.ADOPT_RUNNING
+    if reading.execution_succeeded:
+        return Action.ALREADY_SUCCEEDED
     return _new_attempt(reading, limits)
 
 

@@ -216,8 +216,10 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
             )
         elif action is Action.READ_EXECUTION:
             assert lease is not None and lease.execution_arn is not None
-            running = execution_status(receiver.stepfunctions, lease.execution_arn) in RUNNING_STATUSES
-            reading = replace(reading, execution_running=running)
+            status = execution_status(receiver.stepfunctions, lease.execution_arn)
+            reading = replace(
+                reading, execution_running=status in RUNNING_STATUSES, execution_succeeded=status == "SUCCEEDED"
+            )
         elif action is Action.READ_JOB_LOCK:
             state, found.lock = attempt.read_job_lock(receiver, job.job_id, delivery.message_id, arn, read=job_lock)
             found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
