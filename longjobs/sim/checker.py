@@ -14,8 +14,11 @@ history alone.
   at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
-  carries `ErrorType` and `ErrorMessage`, not both, and has no messages `left` on the queues. A trace with
-  no `end` line (the seed stopped early) is not checked for it.
+  carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
+  both (a job sent as two messages may end one way by each). A copy the processor sent of a message (an
+  `sqs.send_message` call whose `LongJobsAdmission` attribute names its `original`) counts as that
+  message, as a DLQ copy's `OriginalMessageId` does. A trace with no `end` line (the seed stopped early) is
+  not checked for it.
 
 Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
 (`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
@@ -42,6 +45,7 @@ ONCE_PER_MESSAGE = "once_per_message"
 NO_LAPSE = "no_lapse"
 NOTHING_LOST = "nothing_lost"
 REASON_KEYS = ("ErrorType", "ErrorMessage")
+ADMISSION_ATTRIBUTE = "LongJobsAdmission"  # the attribute a copy carries, `original` naming its message
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class _Checker:
     )  # job id -> (message id, reason) per DLQ copy
     job_of_execution: dict[str, str] = field(default_factory=dict)  # execution -> its job id
     done: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # job id -> SUCCEEDED
+    originals: dict[str, str] = field(default_factory=dict)  # a copy's message id -> its original's
+    succeeded_messages: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # by job id
     end: tuple[float, dict[str, Any]] | None = None  # (t, the `end` record)
 
     # -- reading --------------------------------------------------------------------------------------------
@@ -102,7 +108,8 @@ class _Checker:
         self.records += 1
         event = record.get("event")
         if event is None:
-            return  # an AWS call: nothing this checker needs
+            self._call(record)
+            return
         handler = _HANDLERS.get(str(event))
         if handler is not None:
             try:
@@ -136,11 +143,32 @@ class _Checker:
                 )
                 self._find(SINGLE_EXECUTION, t, f"{kind} {key}: {execution} starts its job while {others} runs")
 
+    def _call(self, record: dict[str, Any]) -> None:
+        """An AWS call: a copy sent (its answer recorded) names the message it copies."""
+        if record.get("call") != "sqs.send_message" or not isinstance(record.get("answer"), dict):
+            return
+        attributes = (record.get("params") or {}).get("MessageAttributes") or {}
+        raw = (attributes.get(ADMISSION_ATTRIBUTE) or {}).get("StringValue")
+        try:
+            original = json.loads(raw).get("original") if isinstance(raw, str) else None
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise TraceError(f"a copy's {ADMISSION_ATTRIBUTE} attribute is not a JSON object ({exc})") from exc
+        copy_id = record["answer"].get("MessageId")
+        if isinstance(original, str) and isinstance(copy_id, str):
+            self.originals[copy_id] = original
+
+    def _original(self, message_id: str) -> str:
+        return self.originals.get(message_id, message_id)
+
     def _job_ended(self, t: float, record: dict[str, Any]) -> None:
         execution = _text(record, "execution")
+        run = self.running.get(execution)
         self._stop(execution)
         if _flag(record, "succeeded"):
-            self.succeeded[_text(record, "job_id")].append(f"execution {execution} at t={t}")
+            job_id = _text(record, "job_id")
+            self.succeeded[job_id].append(f"execution {execution} at t={t}")
+            if run is not None:
+                self.succeeded_messages[job_id].add(self._original(run.message_id))
 
     def _execution_started(self, t: float, record: dict[str, Any]) -> None:
         self.job_of_execution[_text(record, "execution")] = _text(record, "job_id")
@@ -186,7 +214,9 @@ class _Checker:
 
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
         if record["outcome"] == "inline_done":
-            self.succeeded[_text(record, "job_id")].append(f"inline in the receiver ({record['message_id']}) at t={t}")
+            job_id, message_id = _text(record, "job_id"), _text(record, "message_id")
+            self.succeeded[job_id].append(f"inline in the receiver ({message_id}) at t={t}")
+            self.succeeded_messages[job_id].add(self._original(message_id))
 
     def _dead_lettered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")
@@ -195,6 +225,11 @@ class _Checker:
         self.dead[job_id if isinstance(job_id, str) else message_id].append(
             (message_id, reason if isinstance(reason, dict) else {})
         )
+
+    def _both(self, job_id: str, dead: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Whether a message of the job (a copy counting as its original) succeeded and was dead-lettered."""
+        dead_messages = {self._original(str(reason.get("OriginalMessageId") or copy)) for copy, reason in dead}
+        return bool(self.succeeded_messages[job_id] & dead_messages)
 
     def _end(self, t: float, record: dict[str, Any]) -> None:
         self.end = (t, record)
@@ -217,7 +252,7 @@ class _Checker:
                     t,
                     f"job {job_id} (messages {', '.join(self.sent[job_id])}): never succeeded and not in the DLQ",
                 )
-            elif done and dead and len(done) + len(dead) > max(len(self.sent[job_id]), 1):  # one end a message
+            elif done and dead and self._both(job_id, dead):
                 copies = ", ".join(message_id for message_id, _ in dead)
                 self._find(
                     NOTHING_LOST,

@@ -39,7 +39,7 @@ from longjobs.engine.lease.lock import is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -303,6 +303,7 @@ class World:
             queue.on_expired = self._on_expired
         aws.sqs.on_receive = self._on_receive
         aws.sqs.on_dead_letter = self._on_dead_letter
+        aws.sqs.on_sent = self._on_sent
         aws.dynamodb.on_store = self.monitor.lease_written
         aws.stepfunctions.on_start = self._on_start
         aws.stepfunctions.on_stop = self._on_stop
@@ -561,8 +562,15 @@ class World:
         original = str(message.attributes.get("OriginalMessageId", {}).get("StringValue", message.message_id))
         return self.job_of_message.get(original, original)
 
+    def _on_sent(self, queue: FakeQueue, message: Message) -> None:
+        """A copy the processor sent (to wait for its job id, or parked) names the producer's message."""
+        raw = message.attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
+        original = Carried.decode(raw).original_id if raw else None
+        if original is not None:
+            self.monitor.copied(message.message_id, original)
+
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
-        self.monitor.dead_lettered_copy(self._job_of(message), dict(message.attributes))
+        self.monitor.dead_lettered_copy(self._job_of(message), dict(message.attributes), message.message_id)
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
         self.trace.event(
             "sqs", "dead_lettered", message_id=message.message_id, job_id=self._job_of(message), reason=reason
@@ -617,7 +625,7 @@ class World:
                         continue
                     self.monitor.reach(f"receiver:{outcome.value}")
                     if outcome is Outcome.INLINE_DONE:
-                        self.monitor.job_done(_job_key(delivery.body))
+                        self.monitor.job_done(_job_key(delivery.body), delivery.message_id)
                     self.trace.event(
                         "receiver",
                         "outcome",

@@ -229,6 +229,7 @@ class FakeSqs:
         self.meta = SimpleNamespace(region_name=REGION)  # as a boto3 client's (code builds ARNs from it)
         self.on_receive: Callable[[FakeQueue, Message], None] | None = None
         self.on_dead_letter: Callable[[FakeQueue, Message], None] | None = None
+        self.on_sent: Callable[[FakeQueue, Message], None] | None = None
 
     def _count(self, operation: str) -> None:
         self._aws.calls[f"sqs.{operation}"] += 1
@@ -316,6 +317,8 @@ class FakeSqs:
             and queue.name.removesuffix(".fifo").endswith("dlq")
         ):
             self.on_dead_letter(queue, queue.messages[message_id])
+        if self.on_sent is not None and message_id in queue.messages:
+            self.on_sent(queue, queue.messages[message_id])
         return {"MessageId": message_id}
 
     def receive_message(self, **request: Any) -> dict[str, Any]:
