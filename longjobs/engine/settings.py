@@ -66,6 +66,12 @@ def is_fifo_url(url: str) -> bool:
     return url.rstrip("/").endswith(FIFO_SUFFIX)
 
 
+ADMISSION_PASS_RUNS = 4
+"""The extender's admission pass runs every this many of its runs by default: 4 minutes at the default period,
+within the 5-minute period of the dashboard's admission metrics (one datapoint each), and off three runs of
+four the reads it makes (the slots, their holders' leases, the line's length, the waiting queue's depth)."""
+
+
 class Settings(BaseModel):
     """Renewal policy, timing and resources of the lease engine, validated together."""
 
@@ -173,6 +179,14 @@ class Settings(BaseModel):
         description="Starts Step Functions refused (the execution never existed: a throttled burst) after which "
         "the processor sends the message to the DLQ as StartsRefused; counted apart from max_attempts.",
     )
+    admission_pass_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=3_600,
+        description="Admission: how often the extender's pass over the limited types runs (stale slots freed, "
+        "the line in flight topped up to the horizon, the backlog measured); the watcher admits on every end. "
+        "Default: every fourth run (ADMISSION_PASS_RUNS extender periods).",
+    )
     admission_horizon_s: int = Field(
         default=3_600,
         ge=60,
@@ -252,6 +266,12 @@ class Settings(BaseModel):
             return {}
         decoded = json.loads(self.waiting_queues)
         return {str(k): str(v) for k, v in decoded.items()}
+
+    @property
+    def effective_admission_pass_interval_s(self) -> float:
+        if self.admission_pass_interval_s is not None:
+            return self.admission_pass_interval_s
+        return ADMISSION_PASS_RUNS * self.extender_period_s
 
     @property
     def effective_max_attempts(self) -> int:

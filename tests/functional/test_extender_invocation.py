@@ -83,3 +83,41 @@ def test_invocation_admission_pass_stops_beginning_work_at_the_next_tick(harness
     assert report.renewal.renewed == 2 and report.renewal.lapses == 0
     stored = harness.store(settings).get(lease.message_id)
     assert stored is not None and stored.renewal_count == 2
+
+
+def test_invocation_admission_pass_runs_once_per_interval_and_at_the_next_run_after_a_failed_one(
+    harness: Harness,
+) -> None:
+    """The watcher admits on every end; the extender's pass is the backstop and the measure, once per
+    `admission_pass_interval_s` (its reads on every run were 2 of the backfill's 22 requests per job). A
+    pass that raised or ran out of time goes on at the next run."""
+    settings = Settings(admission_pass_interval_s=240)
+    clock = FakeClock(time.time())
+    passes: list[float] = []
+    outcome = {"raise": False, "overrun": False}
+
+    def admission(deadline: float) -> list[object]:
+        passes.append(clock.now())
+        if outcome["raise"]:
+            raise RuntimeError("the slots could not be read")
+        if outcome["overrun"]:
+            clock.advance(max(0.0, deadline - clock.now()))
+        return []
+
+    extender = replace(harness.extender(settings, clock), admit=admission)
+
+    def runs(count: int) -> int:
+        before = len(passes)
+        for _ in range(count):
+            run_invocation(extender, remaining_ms=remaining_from(clock, 60))
+            clock.advance(60 - (clock.now() - start) % 60)
+        return len(passes) - before
+
+    start = clock.now()
+    assert runs(8) == 2  # at 0 s and 240 s
+    outcome["raise"] = True
+    assert runs(2) == 2  # failed: tried again at the next run
+    outcome.update({"raise": False, "overrun": True})
+    assert runs(2) == 2  # ran out of time: goes on at the next run
+    outcome["overrun"] = False
+    assert runs(5) == 2  # whole again: then once per interval

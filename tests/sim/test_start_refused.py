@@ -139,7 +139,8 @@ def test_start_refused_count_survives_waiting_for_a_slot() -> None:
     refused_later = CallRule(
         CallFault.THROTTLED, frozenset({"receiver", "extender", "watcher"}), "start_execution", start=START + 10.0
     )
-    settings = {"max_attempts": 2, "max_refused_starts": 2, "admission_horizon_s": 60}  # periods: the default
+    # periods: the default; the extender's admission pass every run, whose sweep frees the refused starts' slots
+    settings = {"max_attempts": 2, "max_refused_starts": 2, "admission_horizon_s": 60, "admission_pass_interval_s": 60}
     jobs = [JobPlan("long", LIMITED_TYPE, {"seconds": 8 * 3_600}, 0.0)]
     jobs += [JobPlan(f"late-{n}", LIMITED_TYPE, {"seconds": 1}, 20.0 + n) for n in range(3)]
     world, result = run(jobs, refused_later, settings)

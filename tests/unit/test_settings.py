@@ -206,3 +206,9 @@ def test_settings_resend_at_leaves_the_retention_margin(retention_s: int, resend
     """A waiting message is sent again two days before its queue's retention runs out, or a quarter of
     the retention before when that is shorter."""
     assert Settings(queue_retention_s=retention_s).resend_at(1_000.0) == 1_000.0 + resend_after_s
+
+
+def test_settings_admission_pass_interval_defaults_to_every_fourth_extender_run() -> None:
+    assert Settings().effective_admission_pass_interval_s == 240
+    assert Settings(extender_period_s=1).effective_admission_pass_interval_s == 4  # offline: seconds
+    assert Settings(admission_pass_interval_s=60).effective_admission_pass_interval_s == 60

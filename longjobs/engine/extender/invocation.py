@@ -28,9 +28,9 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
     a slow pass never starves the ticks after it. A pass that fails is logged and counted, and the
     next tick runs all the same. Reconciliation runs once per invocation, after the first pass, so it
     never delays a renewal; admission (slots freed from dead holders, waiting messages admitted, parked
-    ones unparked) runs after it and begins nothing past the next tick, so a long admission pass never
-    holds back the renewals due at that tick (with the threshold and remaining policies a tick is
-    shorter than the time a lease may wait).
+    ones unparked) runs after it, once per `admission_pass_interval_s`, and begins nothing past the next
+    tick, so a long admission pass never holds back the renewals due at that tick (with the threshold
+    and remaining policies a tick is shorter than the time a lease may wait).
     """
     clock, settings = ext.clock, ext.settings
     start = clock.now()
@@ -53,11 +53,26 @@ def run_invocation(ext: Extender, *, remaining_ms: Callable[[], int]) -> Invocat
             except Exception:
                 report.reconcile.failed += 1
                 logger.exception("reconciliation failed; the next run goes on")
-            if ext.admit is not None:
-                try:
-                    report.admission = list(ext.admit(min(deadline, next_tick)))
-                except Exception:
-                    logger.exception("admission failed; the next run goes on")
+            if ext.admit is not None and clock.now() >= ext.admissions.next_at:
+                report.admission = admission_pass(ext, start, min(deadline, next_tick))
         if next_tick >= deadline:
             return report
         clock.sleep(next_tick - clock.now())
+
+
+def admission_pass(ext: Extender, start: float, deadline: float) -> list[Any]:
+    """Admission's pass (`Extender.admit`), then when the next is due. The watcher admits into the slot of
+    every end it hears of, so this pass is the backstop (a slot whose event was lost or whose release
+    failed), tops the line in flight up to the horizon and measures the backlog: it runs once per
+    `admission_pass_interval_s` (every fourth run by default), which takes its reads (the slots, the
+    holders' leases, the line's length, the waiting queue's depth) off most runs. A pass that failed or
+    ran out of time goes on at the next run."""
+    assert ext.admit is not None
+    try:
+        reports = list(ext.admit(deadline))
+    except Exception:
+        logger.exception("admission failed; the next run goes on")
+        return []
+    whole = ext.clock.now() < deadline
+    ext.admissions.next_at = start + ext.settings.effective_admission_pass_interval_s if whole else 0.0
+    return reports

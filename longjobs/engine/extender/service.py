@@ -49,8 +49,8 @@ def legacy_shards(settings: Settings, clock: Clock) -> LegacyShards | None:
 
 @dataclass
 class SweepSchedule:
-    """When reconciliation (`longjobs.engine.extender.reconcile`) next sweeps its index; mutable, in the
-    container's memory: a new container sweeps at its first run."""
+    """When a sweep (reconciliation's of its index, admission's pass) next runs; mutable, in the container's
+    memory: a new container sweeps at its first run."""
 
     next_at: float = 0.0
 
@@ -74,6 +74,8 @@ class Extender:
     tick's renewals come first); None where no type is limited."""
     sweeps: SweepSchedule = field(default_factory=SweepSchedule)
     """When reconciliation next sweeps its index, in this container's memory."""
+    admissions: SweepSchedule = field(default_factory=SweepSchedule)
+    """When admission's pass next runs (`settings.admission_pass_interval_s`), in this container's memory."""
 
     def parallel(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """`fn` over `items`, on the executor when there is one."""
