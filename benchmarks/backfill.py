@@ -86,6 +86,7 @@ from longjobs.engine.lease.schema import (
 )
 from longjobs.engine.observability import MetricName, logger
 from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Receiver
 from longjobs.engine.settings import Settings
@@ -303,8 +304,9 @@ class Simulation:
         messages = self.aws.sqs.receive(self.queue, ESM_BATCH)
         done: list[str] = []
         self.receiver.begin_batch()
-        for message in messages:
-            delivery = as_delivery(message, self.queue.arn)
+        deliveries = [as_delivery(message, self.queue.arn) for message in messages]
+        read_ahead(self.receiver, deliveries)
+        for delivery in deliveries:
             try:
                 outcome = receive(self.receiver, delivery)
             except Exception:

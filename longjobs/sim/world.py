@@ -38,6 +38,7 @@ from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
@@ -616,8 +617,9 @@ class World:
             receiver = self.receiver  # an invocation runs the code it began with (an upgrade meanwhile)
             try:
                 receiver.begin_batch()
-                for message in messages:
-                    delivery = as_delivery(message, self.queue.arn)
+                deliveries = [as_delivery(message, self.queue.arn) for message in messages]
+                read_ahead(receiver, deliveries)
+                for delivery in deliveries:
                     try:
                         outcome = receive(receiver, delivery)
                     except Exception as exc:

@@ -326,3 +326,21 @@ def test_receiver_redelivered_poison_sends_no_second_dlq_copy(flow: Flow) -> Non
     [again] = flow.receive_batch()
     assert receive(flow.receiver, again) is Outcome.REJECTED
     assert [m["MessageAttributes"]["OriginalMessageId"]["StringValue"] for m in flow.dlq_messages()] == [poison]
+
+
+def test_receiver_handler_reads_a_batch_ahead_and_a_malformed_record_fails_alone(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's leases are read ahead from its records; a record that is not one (no attributes) is
+    left out of the read and reported failed by its own handling, and the rest of the batch starts."""
+    handler = receiver_handler(monkeypatch, flow)
+    jobs = [flow.send_job(name, seconds=30) for name in ("one", "two")]
+    event = sqs_event(flow, flow.receive_batch())
+    broken = {**event["Records"][0], "messageId": "broken", "attributes": {}}
+    event["Records"].append(broken)
+
+    response = handler.handler(event, LambdaContext(function_name="receiver"))
+
+    failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+    assert failed == {*jobs, "broken"}, "the long jobs deferred, the broken record failed"
+    assert all(flow.lease(job).status is LeaseStatus.ACTIVE for job in jobs)

@@ -24,6 +24,7 @@ from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
+from longjobs.sim.aws import client_error
 from longjobs.sim.world import status_change
 from tests.sim.test_retention import TABLE, Bench, bench, parked_behind_a_full_type
 
@@ -59,6 +60,55 @@ def test_requests_a_receive_reads_its_lease_and_job_lock_in_one_request() -> Non
 
     assert made[0] == [message, job_lock_key("a")], "the first read: the lease and the job lock together"
     assert [job_lock_key("a")] not in made, "the job lock is not read again on its own"
+
+
+def test_requests_a_batch_reads_its_leases_and_job_locks_ahead_in_one_request() -> None:
+    b = bench(limit=5)
+    messages = {b.send(job): job for job in ("a", "b", "c", "d")}
+
+    with reads(b) as made:
+        outcomes = b.deliver_jobs_queue()
+
+    assert outcomes == dict.fromkeys(messages, Outcome.STARTED)
+    keys = [key for message, job in messages.items() for key in (message, job_lock_key(job))]
+    assert sorted(made[0]) == sorted(keys), "one request reads every lease and job lock of the batch"
+    assert not any(message in keys for keys in made[1:] for message in messages), "no lease read again"
+
+
+def test_requests_a_job_lock_taken_after_the_read_ahead_is_read_again() -> None:
+    """Two messages of one job id in one batch: both read the job lock free ahead; the first takes it, so
+    the second's take, made on its stale read, fails, and it reads again and waits for the job id."""
+    b = bench(limit=5)
+    first, second = b.send("a"), b.send("a")
+
+    with reads(b) as made:
+        outcomes = b.deliver_jobs_queue()
+
+    assert set(outcomes) == {first, second} and sorted(outcomes.values()) == [Outcome.STARTED, Outcome.WAITING]
+    assert sorted(made[0]) == sorted([first, second, job_lock_key("a")]), "read ahead: the lock once, free"
+    [waited] = [message for message, outcome in outcomes.items() if outcome is Outcome.WAITING]
+    assert [waited, job_lock_key("a")] in made[1:], "the one that waits read its lease and the lock again"
+    assert len(b.aws.stepfunctions.executions) == 1
+
+
+def test_requests_a_read_ahead_that_fails_leaves_each_receive_to_read() -> None:
+    b = bench(limit=5)
+    messages = [b.send(job) for job in ("a", "b", "c")]
+    dynamodb: Any = b.aws.dynamodb
+    batch_get, failed = dynamodb.batch_get_item, []
+
+    def throttled_once(**params: Any) -> Any:
+        if not failed:
+            failed.append(params)
+            raise client_error("BatchGetItem", "ProvisionedThroughputExceededException", "throttled")
+        return batch_get(**params)
+
+    dynamodb.batch_get_item = throttled_once
+    with reads(b) as made:
+        outcomes = b.deliver_jobs_queue()
+
+    assert failed and outcomes == dict.fromkeys(messages, Outcome.STARTED)
+    assert sum(len(keys) == 2 for keys in made) == 3, "each receive read its own lease and lock"
 
 
 def test_requests_a_batch_for_a_full_type_reads_its_slots_once() -> None:

@@ -19,6 +19,7 @@ from longjobs.engine.clock import FakeClock
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import Settings, SettingsError
@@ -67,24 +68,29 @@ class Bench:
         delete those done (not with `delete` False: the receiver's container died before)."""
         outcomes = {}
         self.receiver.begin_batch()
-        for message in self._received(self.jobs_url):
-            delivery = Delivery(
-                message_id=message["MessageId"],
-                receipt_handle=message["ReceiptHandle"],
-                body=message["Body"],
-                receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
-                source_arn="arn:aws:sqs:us-east-1:123456789012:jobs",
-                message_attributes={
-                    name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
-                    for name, value in message.get("MessageAttributes", {}).items()
-                },
-                sent_at=sent_at(message["Attributes"].get("SentTimestamp")),
-            )
+        deliveries = [self._delivery(message) for message in self._received(self.jobs_url)]
+        read_ahead(self.receiver, deliveries)
+        for delivery in deliveries:
             outcome = receive(self.receiver, delivery)
-            outcomes[message["MessageId"]] = outcome
+            outcomes[delivery.message_id] = outcome
             if delete and not outcome.deferred:
-                self.aws.sqs.delete_message(QueueUrl=self.jobs_url, ReceiptHandle=message["ReceiptHandle"])
+                self.aws.sqs.delete_message(QueueUrl=self.jobs_url, ReceiptHandle=delivery.receipt_handle)
         return outcomes
+
+    def _delivery(self, message: dict[str, Any]) -> Delivery:
+        """A message of the jobs queue as the event source mapping hands it to the receiver."""
+        return Delivery(
+            message_id=message["MessageId"],
+            receipt_handle=message["ReceiptHandle"],
+            body=message["Body"],
+            receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
+            source_arn="arn:aws:sqs:us-east-1:123456789012:jobs",
+            message_attributes={
+                name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+                for name, value in message.get("MessageAttributes", {}).items()
+            },
+            sent_at=sent_at(message["Attributes"].get("SentTimestamp")),
+        )
 
     def unpark_all(self) -> dict[str, Outcome]:
         """What `unpark` does, for every visible copy of the waiting queue."""

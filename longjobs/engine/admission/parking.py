@@ -17,6 +17,7 @@ from longjobs.engine.lease.store import in_parked_line
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
@@ -416,6 +417,7 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
             (waiting_delivery(message, queue_url) for message in messages),
             key=lambda d: d.carried.waiting_since or 0.0,
         )
+        read_ahead(receiver, deliveries)
         done: list[str] = []
         for delivery in deliveries:
             try:

@@ -288,6 +288,18 @@ class LeaseStore:
         lease, lock = items.get(message_id), items.get(lock_key)
         return (item_to_lease(lease) if lease else None), (lock_of(lock_key, lock) if lock else None)
 
+    def get_many_with_locks(self, locks: dict[str, str]) -> dict[str, tuple[Lease | None, Lock | None]]:
+        """`get_with_lock` for many messages at once (message id -> its job lock's key), in as few
+        BatchGetItem requests as their keys take (100 a request)."""
+        items = batch_get(self._client, self._table, list(dict.fromkeys([*locks, *locks.values()])))
+        return {
+            message_id: (
+                item_to_lease(items[message_id]) if message_id in items else None,
+                lock_of(lock_key, items[lock_key]) if lock_key in items else None,
+            )
+            for message_id, lock_key in locks.items()
+        }
+
     def get_many(self, message_ids: Sequence[str]) -> dict[str, Lease]:
         """The leases of `message_ids` that exist, read consistently (BatchGetItem)."""
         items = batch_get(self._client, self._table, list(dict.fromkeys(message_ids)))

@@ -11,6 +11,7 @@ from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import MetricName, logger, metrics, tracer
 from longjobs.engine.policies import build_policy, resolve_visibility_timeout
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings, SettingsError
@@ -98,6 +99,20 @@ def receiver() -> Receiver:
     )
 
 
+def _deliveries(event: dict[str, Any]) -> list[Delivery]:
+    """The batch's records as deliveries, for the read ahead; a record that is not one is left to its
+    own handling (which reports it)."""
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    deliveries = []
+    for record in event.get("Records", []):
+        try:
+            deliveries.append(Delivery.from_record(SQSRecord(record)))
+        except Exception:  # reported by the record's own handling
+            continue
+    return deliveries
+
+
 def record_handler(record: SQSRecord) -> str:
     try:
         outcome = receive(receiver(), Delivery.from_record(record))
@@ -118,4 +133,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
     receiver().begin_batch()
+    read_ahead(receiver(), _deliveries(event))
     return process_partial_response(event=event, record_handler=record_handler, processor=processor(), context=context)

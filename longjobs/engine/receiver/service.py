@@ -194,7 +194,10 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
     action. None when a conditional write lost its race (read again)."""
     # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
     # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
-    lease, job_lock = receiver.store.get_with_lock(delivery.message_id, job_lock_key(job.job_id))
+    lock_key = job_lock_key(job.job_id)
+    lease, job_lock = receiver.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
+        delivery.message_id, lock_key
+    )
     reading = _first_reading(receiver, delivery, lease)
     limits = Limits(
         receiver.settings.effective_max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.lease import LeaseStore
+from longjobs.engine.lease.lock import Lock
 from longjobs.engine.lease.types import Attempt, Lease
 from longjobs.engine.observability import MetricsSink, logger
 from longjobs.engine.policies import RenewalPolicy
@@ -308,11 +309,23 @@ class Receiver:
     full_slots: dict[str, Any] = field(default_factory=dict)
     """Per limited type, this batch's reading of its slots that found every one held
     (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
+    read_ahead: dict[str, tuple[str, Lease | None, Lock | None]] = field(default_factory=dict)
+    """Message id -> its job lock's key, its lease and that lock, as this batch read them ahead
+    (`longjobs.engine.receiver.batch`); each is taken by the message's first read, `begin_batch` forgets
+    the rest."""
 
     def begin_batch(self) -> None:
-        """A new batch of records: what a batch reads once (a full type's slots) is read afresh, so a slot
-        freed since the last batch is seen by the next one."""
+        """A new batch of records: what a batch reads once (a full type's slots, the leases read ahead) is
+        read afresh, so a slot freed since the last batch is seen by the next one."""
         self.full_slots.clear()
+        self.read_ahead.clear()
+
+    def take_read_ahead(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None] | None:
+        """The lease and job lock read ahead for this message's first read (None: not read ahead)."""
+        found = self.read_ahead.pop(message_id, None)
+        if found is None or found[0] != lock_key:
+            return None
+        return found[1], found[2]
 
     @property
     def queue_url(self) -> str:

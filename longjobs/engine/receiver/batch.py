@@ -1,0 +1,53 @@
+"""What a batch of deliveries reads at once: each long job's lease and job lock, in one BatchGetItem.
+
+A receive reads its message's lease and its job lock first (`Receiver.store.get_with_lock`): one request
+per message. A batch (the event source mapping's, up to 10 records; an unparking's receive, up to 10
+copies) reads them all ahead in one request, and each message's first read takes its own from there.
+
+A read ahead is older, by the time a later message of the batch is handled, than a read made then. That
+is safe for the same reason a read is safe at all: every write the decision makes on it is conditional
+(on the lease's version, on the lock being free or this attempt's), so a write that meets a newer item
+fails and the receive reads again, from DynamoDB. What the decision does without a write (acknowledge a
+SUCCEEDED lease, a copy already known) rests on states that never change back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from longjobs.engine.lease import job_lock_key
+from longjobs.engine.observability import logger
+from longjobs.engine.receiver.models import BadInput, parse_message
+from longjobs.engine.receiver.types import Delivery, Receiver
+
+
+def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
+    """Read the leases and job locks of the long jobs among `deliveries` in one request, for their
+    receives to take. A batch of one reads nothing ahead (its receive's own read costs the same); a read
+    that fails leaves each receive to read for itself."""
+    locks: dict[str, str] = {}
+    for delivery in deliveries:
+        job_id = _long_job_id(receiver, delivery)
+        if job_id is not None:
+            locks[delivery.message_id] = job_lock_key(job_id)
+    if len(locks) < 2:
+        return
+    try:
+        found = receiver.store.get_many_with_locks(locks)
+    except Exception as exc:
+        logger.warning("could not read the batch's leases ahead; each is read on its own", extra={"error": str(exc)})
+        return
+    for message_id, (lease, lock) in found.items():
+        receiver.read_ahead[message_id] = (locks[message_id], lease, lock)
+
+
+def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:
+    """The job id of a delivery that asks for one long job (not a notification, an inline job or bad input)."""
+    try:
+        jobs = parse_message(delivery.body, receiver.settings, receiver.catalog).jobs
+    except BadInput:
+        return None
+    if len(jobs) != 1:
+        return None
+    job_type = receiver.catalog.get(jobs[0].type)
+    return None if job_type is not None and job_type.runner == "inline" else jobs[0].job_id
