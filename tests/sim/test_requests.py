@@ -20,6 +20,7 @@ from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName
+from longjobs.engine.receiver.batch import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -89,6 +90,26 @@ def test_requests_a_job_lock_taken_after_the_read_ahead_is_read_again() -> None:
     [waited] = [message for message, outcome in outcomes.items() if outcome is Outcome.WAITING]
     assert [waited, job_lock_key("a")] in made[1:], "the one that waits read its lease and the lock again"
     assert len(b.aws.stepfunctions.executions) == 1
+
+
+def test_requests_a_job_lock_read_ahead_held_is_read_again_before_the_message_waits() -> None:
+    """A review's repro: the job lock read ahead is held by another message's execution, which frees it
+    (its workflow's ReleaseJobLock) before this message is handled. Acting on the read ahead, the
+    receive sent a copy to wait for a free job id; it reads the lock again and starts."""
+    b = bench(limit=5)
+    holder = b.hold_job_lock("a")
+    first, second = b.send("z"), b.send("a")
+    deliveries = {d.message_id: d for d in map(b._delivery, b._received(b.jobs_url))}
+    assert set(deliveries) == {first, second}
+    b.receiver.begin_batch()
+    read_ahead(b.receiver, [deliveries[first], deliveries[second]])
+    assert receive(b.receiver, deliveries[first]) is Outcome.STARTED
+    assert b.receiver.store.locks.release(job_lock_key("a"), holder, now=b.clock.now())  # its execution runs on
+
+    with reads(b) as made:
+        assert receive(b.receiver, deliveries[second]) is Outcome.STARTED
+
+    assert made[0] == [second, job_lock_key("a")], "read again, not taken from the read ahead"
 
 
 def test_requests_a_read_ahead_that_fails_leaves_each_receive_to_read() -> None:

@@ -4,11 +4,15 @@ A receive reads its message's lease and its job lock first (`Receiver.store.get_
 per message. A batch (the event source mapping's, up to 10 records; an unparking's receive, up to 10
 copies) reads them all ahead in one request, and each message's first read takes its own from there.
 
-A read ahead is older, by the time a later message of the batch is handled, than a read made then. That
-is safe for the same reason a read is safe at all: every write the decision makes on it is conditional
-(on the lease's version, on the lock being free or this attempt's), so a write that meets a newer item
-fails and the receive reads again, from DynamoDB. What the decision does without a write (acknowledge a
-SUCCEEDED lease, a copy already known) rests on states that never change back.
+A read ahead is older, by the time a later message of the batch is handled, than a read made then, so
+a receive takes it only when it found nothing held: no lease, and the job lock absent or free (a first
+arrival, an unparked copy: the backlog's receives). What the receiver does on that is a conditional
+write (the holds' transaction, a WAITING lease, a parked marker, a copy's claim), which fails when it
+meets a newer item, and the receive reads again from DynamoDB; or it rests on the delivery alone (its
+carried history). A lease or a held lock read ahead is read again: what they lead to may send before
+it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has since freed it,
+a DLQ copy), and a stale one would send what a fresh one would not (a review's repro: a lock freed
+after the read ahead sent a needless copy to wait).
 """
 
 from __future__ import annotations

@@ -321,11 +321,16 @@ class Receiver:
         self.read_ahead.clear()
 
     def take_read_ahead(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None] | None:
-        """The lease and job lock read ahead for this message's first read (None: not read ahead)."""
+        """The lease and job lock read ahead for this message's first read, when they held nothing: no
+        lease, the job lock absent or free (a first arrival, an unparked copy). None: read them now
+        (`longjobs.engine.receiver.batch` says why)."""
         found = self.read_ahead.pop(message_id, None)
         if found is None or found[0] != lock_key:
             return None
-        return found[1], found[2]
+        _, lease, lock = found
+        if lease is not None or (lock is not None and lock.held):
+            return None
+        return lease, lock
 
     @property
     def queue_url(self) -> str:
