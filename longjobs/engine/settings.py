@@ -67,9 +67,11 @@ def is_fifo_url(url: str) -> bool:
 
 
 ADMISSION_PASS_RUNS = 4
-"""The extender's admission pass runs every this many of its runs by default: 4 minutes at the default period,
-within the 5-minute period of the dashboard's admission metrics (one datapoint each), and off three runs of
-four the reads it makes (the slots, their holders' leases, the line's length, the waiting queue's depth)."""
+ADMISSION_PASS_MAX_S = 240.0
+"""The extender's admission pass runs every `ADMISSION_PASS_RUNS` of its runs by default, but at least every
+`ADMISSION_PASS_MAX_S` (and at most every run): 4 minutes at the default period, so each 5-minute period of
+the dashboard's admission metrics (and of the backlog alarm) gets a datapoint, and three runs of four skip
+the reads it makes (the slots, their holders' leases, the line's length, the waiting queue's depth)."""
 
 
 class Settings(BaseModel):
@@ -185,7 +187,7 @@ class Settings(BaseModel):
         le=3_600,
         description="Admission: how often the extender's pass over the limited types runs (stale slots freed, "
         "the line in flight topped up to the horizon, the backlog measured); the watcher admits on every end. "
-        "Default: every fourth run (ADMISSION_PASS_RUNS extender periods).",
+        "Default: every fourth run, at least every 240 s, at most every run.",
     )
     admission_horizon_s: int = Field(
         default=3_600,
@@ -271,7 +273,8 @@ class Settings(BaseModel):
     def effective_admission_pass_interval_s(self) -> float:
         if self.admission_pass_interval_s is not None:
             return self.admission_pass_interval_s
-        return ADMISSION_PASS_RUNS * self.extender_period_s
+        period = self.extender_period_s
+        return max(period, min(ADMISSION_PASS_RUNS * period, ADMISSION_PASS_MAX_S))
 
     @property
     def effective_max_attempts(self) -> int:

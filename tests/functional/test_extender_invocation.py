@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -121,3 +122,29 @@ def test_invocation_admission_pass_runs_once_per_interval_and_at_the_next_run_af
     assert runs(2) == 2  # ran out of time: goes on at the next run
     outcome["overrun"] = False
     assert runs(5) == 2  # whole again: then once per interval
+
+
+def test_invocation_admission_pass_every_fourth_run_of_a_schedule_that_lands_a_little_early_or_late(
+    harness: Harness,
+) -> None:
+    """A review's repro: with the next pass due a whole interval after the invocation's start, a run that
+    began a fraction of a second early was skipped, so the pass came every fifth run (300 s) and a
+    5-minute period of the admission metrics could go without a datapoint."""
+    settings = Settings()
+    start = time.time()
+    clock = FakeClock(start)
+    passes: list[float] = []
+
+    def admission(deadline: float) -> list[object]:
+        passes.append(clock.now() - start)
+        return []
+
+    extender = replace(harness.extender(settings, clock), admit=admission)
+    jitter = [0.0, 0.3, -0.2, 0.1, -0.4, 0.2, -0.1]  # EventBridge's runs land within half a second
+    for run in range(60):
+        clock.advance(max(0.0, start + 60 * run + jitter[run % len(jitter)] - clock.now()))
+        run_invocation(extender, remaining_ms=remaining_from(clock, 60))
+
+    gaps = [later - earlier for earlier, later in itertools.pairwise(passes)]
+    assert all(239 < gap < 241 for gap in gaps), f"a pass every fourth run: gaps {sorted(set(gaps))}"
+    assert {int(at // 300) for at in passes} == set(range(12)), "a pass in every 5-minute period of the hour"

@@ -212,3 +212,6 @@ def test_settings_admission_pass_interval_defaults_to_every_fourth_extender_run(
     assert Settings().effective_admission_pass_interval_s == 240
     assert Settings(extender_period_s=1).effective_admission_pass_interval_s == 4  # offline: seconds
     assert Settings(admission_pass_interval_s=60).effective_admission_pass_interval_s == 60
+    assert Settings(extender_period_s=120).effective_admission_pass_interval_s == 240, "at least every 4 minutes"
+    slow = Settings(extender_period_s=300, adaptive_ceiling_s=3_600)
+    assert slow.effective_admission_pass_interval_s == 300, "at most every run"
