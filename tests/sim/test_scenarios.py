@@ -433,3 +433,14 @@ def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_n
     assert result.result.coverage["workflow:catch:ReadLease->ReleaseJobLock"] == 1
     [job] = result.jobs.values()
     assert (job.final, job.executions) == ("deleted", ["SUCCEEDED"])
+    records = [json.loads(line) for line in result.result.trace.records]
+    noted = [
+        record
+        for record in records
+        if record.get("actor") == "receiver"
+        and record.get("call") == "dynamodb.update_item"
+        and record["params"]["ExpressionAttributeValues"].get(":new") == {"S": "SUCCEEDED"}
+        and "answer" in record
+    ]
+    assert len(noted) == 1, "the capped lease noted SUCCEEDED, as the workflow would have closed it"
+    assert noted[0]["params"]["ExpressionAttributeValues"][":old"] == {"S": "CAPPED"}

@@ -323,6 +323,18 @@ def free_holds_left(receiver: Receiver, lease: Lease, job_lock: Lock | None) -> 
         release_holds(lease, store=receiver.store, clock=receiver.clock)
 
 
+def note_succeeded(receiver: Receiver, lease: Lease) -> None:
+    """A lease closed (capped, lost) before its execution succeeded becomes SUCCEEDED, as the workflow would
+    have closed it: what `longjobs lease` shows, and a later duplicate of the message is acknowledged
+    without asking Step Functions. Best effort (the message is acknowledged either way); conditional on
+    the lease as read."""
+    note = LastError(f"closed {lease.status.value} before its execution succeeded", str(lease.last_error or ""))
+    try:
+        receiver.store.amend(lease, status=LeaseStatus.SUCCEEDED, error=note)
+    except Exception as exc:
+        logger.warning("could not note a late success", extra={"message_id": lease.message_id, "error": str(exc)})
+
+
 def read_job_lock(
     receiver: Receiver, job_id: str, message_id: str, arn: str, *, read: Lock | _Unread | None = UNREAD
 ) -> tuple[LockState, Lock | None]:

@@ -232,6 +232,8 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
         else:
             if action is Action.ALREADY_SUCCEEDED and lease is not None:
                 attempt.free_holds_left(receiver, lease, job_lock)
+                if reading.execution_succeeded:
+                    attempt.note_succeeded(receiver, lease)
             return _act(receiver, delivery, job, action, lease, found, arn)
 
 
