@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
+from longjobs.engine.admission.parking import unpark
 from longjobs.engine.admission.readings import VIEW_TTL_S, read_slots
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.execution import execution_name
@@ -110,6 +111,25 @@ def test_requests_a_job_lock_read_ahead_held_is_read_again_before_the_message_wa
         assert receive(b.receiver, deliveries[second]) is Outcome.STARTED
 
     assert made[0] == [second, job_lock_key("a")], "read again, not taken from the read ahead"
+
+
+def test_requests_an_unparking_forgets_what_it_read_ahead_for_a_copy_whose_receive_failed() -> None:
+    """The admitters' receivers begin no batch: a copy whose receive failed before its read must not leave
+    its read ahead for a later receive of it, which would take a read that old."""
+    b, _, _, _ = parked_behind_a_full_type()
+    for job in ("Y", "Z"):
+        parked = b.send(job)
+        assert b.deliver_jobs_queue() == {parked: Outcome.PARKED}
+    handled: list[str] = []
+
+    def failing_first(receiver: Any, delivery: Any) -> Outcome:
+        handled.append(delivery.message_id)
+        if len(handled) == 1:
+            raise RuntimeError("the receive failed before its read")
+        return receive(receiver, delivery)
+
+    assert unpark(b.receiver, b.waiting_url, 3, handle=failing_first) == 3
+    assert len(handled) == 3 and b.receiver.read_ahead == {}
 
 
 def test_requests_a_read_ahead_that_fails_leaves_each_receive_to_read() -> None:

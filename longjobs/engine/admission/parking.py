@@ -17,7 +17,7 @@ from longjobs.engine.lease.store import in_parked_line
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.batch import forget_read_ahead, read_ahead
 from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
 from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
@@ -419,14 +419,19 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
         )
         read_ahead(receiver, deliveries)
         done: list[str] = []
-        for delivery in deliveries:
-            try:
-                outcome = handle(receiver, delivery)
-            except Exception as exc:  # it shows again after the waiting queue's VT
-                logger.warning("unparked message failed", extra={"message_id": delivery.message_id, "error": str(exc)})
-                continue
-            if not outcome.deferred:
-                done.append(delivery.receipt_handle)
+        try:
+            for delivery in deliveries:
+                try:
+                    outcome = handle(receiver, delivery)
+                except Exception as exc:  # it shows again after the waiting queue's VT
+                    logger.warning(
+                        "unparked message failed", extra={"message_id": delivery.message_id, "error": str(exc)}
+                    )
+                    continue
+                if not outcome.deferred:
+                    done.append(delivery.receipt_handle)
+        finally:
+            forget_read_ahead(receiver, deliveries)  # the admitters' receivers begin no batch to forget them
         _delete(receiver.sqs, queue_url, done)
     return received
 

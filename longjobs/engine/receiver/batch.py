@@ -45,6 +45,13 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
         receiver.read_ahead[message_id] = (locks[message_id], lease, lock)
 
 
+def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
+    """Drop what was read ahead for `deliveries` and not taken (a receive that failed before its read): a
+    later receive of the same message must not take a read that old."""
+    for delivery in deliveries:
+        receiver.read_ahead.pop(delivery.message_id, None)
+
+
 def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:
     """The job id of a delivery that asks for one long job (not a notification, an inline job or bad input)."""
     try:
