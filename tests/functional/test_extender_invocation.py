@@ -6,6 +6,9 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.invocation import run_invocation
@@ -148,3 +151,37 @@ def test_invocation_admission_pass_every_fourth_run_of_a_schedule_that_lands_a_l
     gaps = [later - earlier for earlier, later in itertools.pairwise(passes)]
     assert all(239 < gap < 241 for gap in gaps), f"a pass every fourth run: gaps {sorted(set(gaps))}"
     assert {int(at // 300) for at in passes} == set(range(12)), "a pass in every 5-minute period of the hour"
+
+
+def test_invocation_admission_pass_of_a_type_that_failed_goes_on_at_the_next_run(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review's repro: `admit_all` logs a type whose pass raised and goes on with the others, so the
+    extender took the pass as whole and the type waited a whole interval. The type is reported `failed`
+    (and not published), and the pass goes on at the next run."""
+    from longjobs.engine.admission import admit as admission
+    from longjobs.engine.receiver.service import receive
+    from tests.sim.test_retention import bench
+
+    b = bench(limit=1)
+    clock = FakeClock(time.time())
+    b.receiver.clock = clock
+    calls: list[float] = []
+    failing = {"on": True}
+
+    def admit_type(receiver: Any, job_type: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(clock.now())
+        if failing["on"]:
+            raise RuntimeError("the slots could not be read (throttled)")
+        return admission.AdmitReport(job_type)
+
+    monkeypatch.setattr(admission, "admit_type", admit_type)
+    settings = Settings(admission_pass_interval_s=240)
+    extender = replace(harness.extender(settings, clock), admit=admission.extender_pass(b.receiver, handle=receive))
+    start = clock.now()
+    [report] = run_invocation(extender, remaining_ms=remaining_from(clock, 60)).admission
+    assert report.failed
+    failing["on"] = False
+    clock.advance(60 - (clock.now() - start) % 60)
+    [report] = run_invocation(extender, remaining_ms=remaining_from(clock, 60)).admission
+    assert not report.failed and len(calls) == 2, "tried again at the next run"

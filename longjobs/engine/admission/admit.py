@@ -43,6 +43,7 @@ class AdmitReport:
     freed: int = 0  # slots of executions found not running, freed
     resent: int = 0  # parked copies sent again before the waiting queue's retention ran out
     drain_s: float | None = None  # until the last waiting or parked message can be expected to start
+    failed: bool = False  # the type's pass raised (logged): nothing measured, the next pass goes on
 
 
 def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> TypeSlots | None:
@@ -218,7 +219,8 @@ def admit_all(
     freed: Hold | None = None,
 ) -> list[AdmitReport]:
     """`admit_type` for every limited type of the catalog (or the one named `only`, with the slot `freed`
-    if known), none begun past `deadline`; a type whose pass fails is logged and skipped."""
+    if known), none begun past `deadline`; a type whose pass fails is logged and reported `failed`, and
+    the others go on."""
     reports = []
     for job_type in receiver.catalog.limited():
         if only is not None and job_type.name != only:
@@ -243,6 +245,7 @@ def admit_all(
             )
         except Exception:
             logger.exception("admission pass failed", extra={"job_type": job_type.name})
+            reports.append(AdmitReport(job_type.name, waiting=None, parked=None, failed=True))
     return reports
 
 
@@ -264,8 +267,10 @@ def watcher_pass(receiver: Receiver, *, handle: Handle) -> Callable[[str, Hold |
 
 def publish(sink: Any, reports: Sequence[AdmitReport]) -> None:
     """Each type's slots in use, waiting and parked messages, admissions in place, freed slots, and the
-    backlog's expected drain time (when the type's durations are known)."""
+    backlog's expected drain time (when the type's durations are known); nothing of a pass that failed."""
     for report in reports:
+        if report.failed:
+            continue
         for name, value in (
             (MetricName.SLOTS_IN_USE, report.slots_in_use),
             (MetricName.WAITING_MESSAGES, report.waiting),

@@ -73,7 +73,9 @@ def admission_pass(ext: Extender, start: float, deadline: float) -> list[Any]:
     except Exception:
         logger.exception("admission failed; the next run goes on")
         return []
-    whole = ext.clock.now() < deadline
+    # A type whose pass failed (`AdmitReport.failed`: `admit_all` logs it and goes on with the others)
+    # is passed over again at the next run, as a pass cut short by its deadline is.
+    whole = ext.clock.now() < deadline and not any(getattr(report, "failed", False) for report in reports)
     # Half a period early: a scheduled run that starts a little ahead of its minute still passes (else
     # every fifth run would, and a 5-minute period of the metrics could go without a datapoint).
     settings = ext.settings
