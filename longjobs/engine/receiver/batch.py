@@ -6,10 +6,14 @@ copies) reads them all ahead in one request, and each message's first read takes
 
 A read ahead is older, by the time a later message of the batch is handled, than a read made then, so
 a receive takes it only when it found nothing held: no lease, and the job lock absent or free (a first
-arrival, an unparked copy: the backlog's receives). What the receiver does on that is a conditional
-write (the holds' transaction, a WAITING lease, a parked marker, a copy's claim), which fails when it
-meets a newer item, and the receive reads again from DynamoDB; or it rests on the delivery alone (its
-carried history). A lease or a held lock read ahead is read again: what they lead to may send before
+arrival, an unparked copy: the backlog's receives), and not for messages of a job id that another
+message of the batch has too (the first takes the lock the others would read free). What the receiver
+does on that is a conditional write (the holds' transaction, a WAITING lease, a parked marker, a copy's
+claim), which fails when it meets a newer lease, and the receive reads again from DynamoDB; or it rests
+on the delivery alone (its carried history). The WAITING lease and the marker are conditional on the
+lease, not the lock: a message whose job id another receive took meanwhile joins its type's line rather
+than wait for its job id, and admission in place, finding the lock held, leaves it waiting (a review's
+nit; nothing is taken or run twice). A lease or a held lock read ahead is read again: what they lead to may send before
 it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has since freed it,
 a DLQ copy), and a stale one would send what a fresh one would not (a review's repro: a lock freed
 after the read ahead sent a needless copy to wait).
@@ -17,6 +21,7 @@ after the read ahead sent a needless copy to wait).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from longjobs.engine.lease import job_lock_key
@@ -34,6 +39,9 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
         job_id = _long_job_id(receiver, delivery)
         if job_id is not None:
             locks[delivery.message_id] = job_lock_key(job_id)
+    # Messages of one job id in one batch: the first takes the lock the others read free ahead; they read it.
+    shared = {key for key, count in Counter(locks.values()).items() if count > 1}
+    locks = {message_id: key for message_id, key in locks.items() if key not in shared}
     if len(locks) < 2:
         return
     try:
