@@ -79,7 +79,6 @@ def admission_pass(ext: Extender, start: float, deadline: float) -> list[Any]:
     # Half a period early: a scheduled run that starts a little ahead of its minute still passes (else
     # every fifth run would, and a 5-minute period of the metrics could go without a datapoint).
     settings = ext.settings
-    ext.admissions.next_at = start + settings.effective_admission_pass_interval_s - settings.extender_period_s / 2
-    if not whole:
-        ext.admissions.next_at = 0.0
+    due = start + settings.effective_admission_pass_interval_s - settings.extender_period_s / 2
+    ext.admissions.next_at = due if whole else 0.0
     return reports
