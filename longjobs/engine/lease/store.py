@@ -284,9 +284,7 @@ class LeaseStore:
     def get_with_lock(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None]:
         """A message's lease and a lock item (its job lock), read consistently in one request
         (BatchGetItem): a receive reads both, and a request is what each AWS call costs."""
-        items = batch_get(self._client, self._table, [message_id, lock_key])
-        lease, lock = items.get(message_id), items.get(lock_key)
-        return (item_to_lease(lease) if lease else None), (lock_of(lock_key, lock) if lock else None)
+        return self.get_many_with_locks({message_id: lock_key})[message_id]
 
     def get_many_with_locks(self, locks: dict[str, str]) -> dict[str, tuple[Lease | None, Lock | None]]:
         """`get_with_lock` for many messages at once (message id -> its job lock's key), in as few

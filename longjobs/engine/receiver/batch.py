@@ -13,10 +13,10 @@ claim), which fails when it meets a newer lease, and the receive reads again fro
 on the delivery alone (its carried history). The WAITING lease and the marker are conditional on the
 lease, not the lock: a message whose job id another receive took meanwhile joins its type's line rather
 than wait for its job id, and admission in place, finding the lock held, leaves it waiting (a review's
-nit; nothing is taken or run twice). A lease or a held lock read ahead is read again: what they lead to may send before
-it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has since freed it,
-a DLQ copy), and a stale one would send what a fresh one would not (a review's repro: a lock freed
-after the read ahead sent a needless copy to wait).
+nit; nothing is taken or run twice). A lease or a held lock read ahead is read again: what they lead to
+may send before it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has
+since freed it, a DLQ copy), and a stale one would send what a fresh one would not (a review's repro: a
+lock freed after the read ahead sent a needless copy to wait).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
         logger.warning("could not read the batch's leases ahead; each is read on its own", extra={"error": str(exc)})
         return
     for message_id, (lease, lock) in found.items():
-        receiver.read_ahead[message_id] = (locks[message_id], lease, lock)
+        if lease is None and (lock is None or not lock.held):  # else read again by the receive (see above)
+            receiver.read_ahead[message_id] = (locks[message_id], lock)
 
 
 def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:

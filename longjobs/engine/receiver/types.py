@@ -309,10 +309,10 @@ class Receiver:
     full_slots: dict[str, Any] = field(default_factory=dict)
     """Per limited type, this batch's reading of its slots that found every one held
     (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
-    read_ahead: dict[str, tuple[str, Lease | None, Lock | None]] = field(default_factory=dict)
-    """Message id -> its job lock's key, its lease and that lock, as this batch read them ahead
-    (`longjobs.engine.receiver.batch`); each is taken by the message's first read, `begin_batch` forgets
-    the rest."""
+    read_ahead: dict[str, tuple[str, Lock | None]] = field(default_factory=dict)
+    """Message id -> its job lock's key and that lock (absent or free), for the messages this batch read
+    ahead and found nothing held for: no lease (`longjobs.engine.receiver.batch`); each is taken by the
+    message's first read, `begin_batch` forgets the rest."""
 
     def begin_batch(self) -> None:
         """A new batch of records: what a batch reads once (a full type's slots, the leases read ahead) is
@@ -321,16 +321,11 @@ class Receiver:
         self.read_ahead.clear()
 
     def take_read_ahead(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None] | None:
-        """The lease and job lock read ahead for this message's first read, when they held nothing: no
-        lease, the job lock absent or free (a first arrival, an unparked copy). None: read them now
-        (`longjobs.engine.receiver.batch` says why)."""
+        """The lease (none) and job lock read ahead for this message's first read; None: read them now."""
         found = self.read_ahead.pop(message_id, None)
         if found is None or found[0] != lock_key:
             return None
-        _, lease, lock = found
-        if lease is not None or (lock is not None and lock.held):
-            return None
-        return lease, lock
+        return None, found[1]
 
     @property
     def queue_url(self) -> str:
