@@ -362,6 +362,7 @@ class Simulation:
         if lease is None or lease[STATUS_ATTR]["S"] != "ACTIVE" or lease[EXECUTION_ATTR]["S"] != execution.arn:
             self.aws.stepfunctions.end(execution, "FAILED", STOP_ERROR, "its lease is closed or names another")
             return
+        execution.state["lease"] = lease  # the success path settles on condition of this read's handle
         self.at(self.clock.now() + self.params.step_timeout_s, lambda: self._timed_out(execution))
         if len(self.running) < self.params.slots:
             self._run_job(execution)
@@ -425,7 +426,7 @@ class Simulation:
     def _close_update(
         self, execution: Execution, lease: dict[str, Any], status: str, attribute: str, value: str, condition: str
     ) -> dict[str, Any]:
-        """The workflow's Mark* update: conditional on the lease its ReadLease task read (no read of its own)."""
+        """The workflow's Mark* update: conditional on the lease as last read (no read of its own)."""
         handle = lease[HANDLE_ATTR]["S"]
         names = {
             "#status": STATUS_ATTR,
@@ -507,29 +508,32 @@ class Simulation:
         return True
 
     def _succeeded(self, execution: Execution) -> None:
+        """The success path: the close and the releases on condition of the start's handle, then the
+        delete; refused, the close alone and the releases one by one, reading the lease on a conflict."""
+        lease: dict[str, Any] | None = execution.state["lease"]
+        summary = json.dumps({"waited_s": execution.input["job"]["params"]["seconds"]})
+        condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded"
         for _ in range(5):
-            lease = self._read_lease(execution)
             if lease is None:
                 break
             if lease[EXECUTION_ATTR]["S"] != execution.arn:
                 self.aws.stepfunctions.end(execution, "FAILED", STOP_ERROR, "the lease names another execution")
                 return
-            if lease[STATUS_ATTR]["S"] == "SUCCEEDED":
-                break
-            with contextlib.suppress(ClientError):  # the workflow catches it and closes SUCCEEDED all the same
+            closed = lease[STATUS_ATTR]["S"] == "SUCCEEDED"
+            freed = not closed and self._succeeded_and_freed(execution, lease, summary, condition)
+            closed = closed or freed or self._close(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition)
+            if not closed:
+                lease = self._read_lease(execution)
+                continue
+            with contextlib.suppress(ClientError):  # the workflow catches it: a redelivery is acknowledged
                 self.aws.sqs.delete_message(
                     QueueUrl=execution.input["queue_url"], ReceiptHandle=lease[HANDLE_ATTR]["S"]
                 )
-            summary = json.dumps({"waited_s": execution.input["job"]["params"]["seconds"]})
-            condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded"
-            closed = self._succeeded_and_freed(execution, lease, summary, condition)
-            if not closed and self._close(execution, lease, "SUCCEEDED", RESULT_ATTR, summary, condition):
-                self._free_holds(execution)  # refused as a whole: one by one, as the workflow's fallback
-                closed = True
-            if closed:
-                self.done.setdefault(self._job_key(execution), self.clock.now())
-                self.dead.discard(self._job_key(execution))
-                break
+            if not freed:
+                self._free_holds(execution)
+            self.done.setdefault(self._job_key(execution), self.clock.now())
+            self.dead.discard(self._job_key(execution))
+            break
         self.aws.stepfunctions.end(execution, "SUCCEEDED")
 
     def _failed(self, execution: Execution, error: str, cause: str) -> None:

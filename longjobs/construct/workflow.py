@@ -571,9 +571,9 @@ def _succeeded_at_once(
 ) -> sfn.Choice:
     """Close the lease SUCCEEDED and free the job lock and the slot (when `$.slot`) in one TransactWriteItems:
     one request instead of three. The transaction is all or nothing, so any refusal (a lock or slot no
-    longer this execution's, a close that already landed behind a lost answer) or error goes to
-    `step_by_step`, the same three writes one at a time, each settling what is still this execution's;
-    it has the retries, so the transaction has none."""
+    longer this execution's, a handle a redelivery replaced, a close that already landed behind a lost
+    answer) or error goes to `step_by_step`, the same three writes one at a time, each settling what is
+    still this execution's; it has the retries, so the transaction has none."""
 
     def transaction(state_id: str, updates: list[_Update]) -> sfn.IChainable:
         task = tasks.CallAwsService(
@@ -656,7 +656,10 @@ def build_workflow(
         scope, "RunJob", result_selector={"summary": sfn.JsonPath.object_at("$[0]")}, result_path="$.outcome"
     ).branch(job_choice)
 
-    # Success: delete with the lease's current handle, then close the lease with the job's summary.
+    # Success: close the lease with the job's summary and free the holds in one transaction, on condition
+    # of the handle the start read (the success path reads nothing in the common case), then delete the
+    # message with that handle. Any refusal (a newer handle adopted by a redelivery, a hold not this
+    # execution's, an answer lost) goes step by step, and a close refused on its condition reads the lease.
     read_lease = _read_lease(scope, "ReadLease", table, patient=True)
     success_close = _lease_close(
         LeaseStatus.SUCCEEDED,
@@ -668,23 +671,34 @@ def build_workflow(
     )
     mark_succeeded = success_close.task(scope, "MarkSucceeded", table, patient=True)
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
-    delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
     succeeded = sfn.Succeed(scope, "JobSucceeded", output_path="$.outcome")
     # Patient too: after a success nothing else frees them but a redelivery (the watcher and reconciliation
     # settle unsuccessful ends), and the delete usually means there is none.
     release_slot = _slot_released_then(scope, "", table, succeeded, patient=True)
     release_lock = _release_job_lock(scope, "ReleaseJobLock", table, patient=True)
     release_lock.add_catch(release_slot, errors=["States.ALL"], result_path="$.lock_error")
-    mark_succeeded.next(release_lock).next(release_slot)
+    release_lock.next(release_slot)
+    # After the lease is closed SUCCEEDED: the transaction freed the holds (`$.settled`), else they are
+    # freed one by one. A delete SQS refuses (a handle gone stale) changes nothing: a redelivery finds the
+    # lease SUCCEEDED and is deleted without running the job again.
+    freed = (
+        sfn.Choice(scope, "FreedAtOnce").when(sfn.Condition.is_present("$.settled"), succeeded).otherwise(release_lock)
+    )
+    delete_message = _sqs_call(scope, "DeleteMessage", "deleteMessage", queue_arns)
+    delete_message.add_catch(freed, result_path="$.delete_error")
+    delete_message.next(freed)
+    mark_succeeded.next(delete_message)
+    # A close that still fails after its retries: the job succeeded, so its message is deleted all the
+    # same (by the start's handle) and the holds freed; the execution ends SUCCEEDED and reconciliation
+    # completes the lease left ACTIVE. Ending FAILED instead would have the message released and its job
+    # run a second time.
+    mark_succeeded.add_catch(delete_message, errors=["States.ALL"], result_path="$.close_error")
+    settle = _succeeded_at_once(scope, table, success_close, then=delete_message, step_by_step=mark_succeeded)
     # A read that still fails after its retries frees the holds (each release conditional on this
     # execution) and ends the execution SUCCEEDED, as its job did: reconciliation completes a lease left
     # ACTIVE (it deletes the message), and one already closed by this execution (a MarkSucceeded that
     # landed unanswered) is in no index, so nothing else would free them when the status event is lost.
     read_lease.add_catch(release_lock, errors=["States.ALL"], result_path="$.read_error")
-    settle = _succeeded_at_once(scope, table, success_close, then=succeeded, step_by_step=mark_succeeded)
-    # A delete SQS refuses (a handle gone stale) still closes SUCCEEDED: a redelivery then finds the
-    # lease SUCCEEDED and is deleted without running the job again.
-    delete_message.add_catch(settle, result_path="$.delete_error")
     # The job ran, but the lease now belongs to another attempt: settle nothing of it.
     superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
     read_lease.next(
@@ -695,10 +709,10 @@ def build_workflow(
                 scope,
                 "OwnsLease",
                 # SUCCEEDED and ours: our MarkSucceeded landed though its answer was an error (a 5xx,
-                # then a retry whose condition failed): the lock and slot are still to release.
+                # then a retry whose condition failed): the delete, the lock and the slot are still to do.
                 sfn.Choice(scope, "AlreadySettled")
-                .when(_lease_is(LeaseStatus.SUCCEEDED), release_lock)
-                .otherwise(delete_message.next(settle)),
+                .when(_lease_is(LeaseStatus.SUCCEEDED), delete_message)
+                .otherwise(settle),
                 superseded,
             )
         )
@@ -791,7 +805,7 @@ def build_workflow(
     )
     read_for_release.add_catch(release_lock_on_failure, errors=["States.ALL"], result_path="$.read_error")
     run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
-    run_job.next(read_lease)
+    run_job.next(settle)
 
     # The start: the execution's own ARN, then the lease must be ACTIVE and name it, or nothing runs.
     not_held = sfn.Fail(scope, "NotHeld", error=NOT_HELD_ERROR, cause="its lease is closed or names another execution")

@@ -84,7 +84,6 @@ class Execution:
 
 
 JOB_STATE = "RunJob"
-AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 
 
 @dataclass
@@ -441,7 +440,7 @@ class Observer:
                 name = event.get("stateEnteredEventDetails", {}).get("name")
                 if name == JOB_STATE and entered is None:
                     entered = event["timestamp"].timestamp()
-                elif name in AFTER_JOB_STATES and entered is not None:
+                elif event["type"] in JOB_ENDED_EVENTS and entered is not None:
                     return entered, event["timestamp"].timestamp()
         return (entered, stopped) if entered is not None else None
 

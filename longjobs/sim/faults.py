@@ -66,25 +66,39 @@ OUTAGE_SHARE = 0.05
 """The share of seeds with an outage (`Outage`)."""
 OUTAGE_S = 480.0
 """An outage's length: longer than the workflow's patient retries (12 attempts, at most about 6 minutes)."""
-OUTAGES = (("workflow", "get_item"),)
-"""The calls an outage may strike, each beyond every retry its caller makes: the workflow's read of the lease.
-Since seed 5054 (its success path's read failed 13 times in a row, and the execution ended with its job
-lock held) a read that fails for good frees the holds, so an outage of it is within the design. Without
-this, `FOCUS_MAX_STREAK` keeps every read within its retries, and that Catch is never reached."""
+UNANSWERED = (CallFault.THROTTLED, CallFault.SERVER_ERROR, CallFault.TIMEOUT)
+"""The kinds of an outage's calls that take no effect (one is drawn per outage)."""
+OUTAGES: tuple[tuple[str, dict[str, CallFault | None]], ...] = (
+    ("workflow", {"get_item": None}),
+    ("workflow", {"transact_write_items": None, "update_item": None}),
+    ("workflow", {"transact_write_items": None, "update_item": CallFault.ANSWER_LOST, "get_item": None}),
+)
+"""The calls an outage may strike, each beyond every retry its caller makes, with its fault (None: the
+outage's drawn kind, one that takes no effect). All are the workflow's DynamoDB calls, since a success
+path that fails for good is within the design:
+- its reads: a read that fails for good frees the holds (since seed 5054, whose success path's read failed
+  13 times in a row, and the execution ended with its job lock held);
+- its close: one that fails for good deletes the message all the same and frees the holds (the execution
+  ends SUCCEEDED; reconciliation completes the lease);
+- a close that lands unanswered (its retry then meets its own write) followed by reads that fail: the
+  holds are freed by the Catch of the read.
+Without these, `FOCUS_MAX_STREAK` keeps every call within its retries, and those Catches are never reached."""
 
 
 @dataclass(frozen=True)
 class Outage:
-    """Every attempt of `operation` by `actor` from `start` to `until` (virtual time) fails with `fault`."""
+    """Every attempt of `actor`'s calls of the operations in `faults` from `start` to `until` (virtual
+    time) fails, each with its fault."""
 
     actor: str
-    operation: str
+    faults: dict[str, CallFault]
     start: float
     until: float
-    fault: CallFault
 
-    def strikes(self, now: float, actor: str, operation: str) -> bool:
-        return (actor, operation) == (self.actor, self.operation) and self.start <= now < self.until
+    def strikes(self, now: float, actor: str, operation: str) -> CallFault | None:
+        if actor != self.actor or not self.start <= now < self.until:
+            return None
+        return self.faults.get(operation)
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> Outage | None:
@@ -92,10 +106,11 @@ class Outage:
         rng = random.Random(f"faults:{seed}:outage")
         if rng.random() >= OUTAGE_SHARE:
             return None
-        actor, operation = rng.choice(OUTAGES)
+        actor, operations = rng.choice(OUTAGES)
         begins = start + rng.uniform(0.0, quiet_after_s - OUTAGE_S)
-        fault = rng.choice((CallFault.THROTTLED, CallFault.SERVER_ERROR, CallFault.TIMEOUT))
-        return cls(actor, operation, begins, begins + OUTAGE_S, fault)
+        unanswered = rng.choice(UNANSWERED)
+        faults = {operation: fault or unanswered for operation, fault in operations.items()}
+        return cls(actor, faults, begins, begins + OUTAGE_S)
 
 
 def _possible(kinds: Iterable[CallFault], actor: str) -> list[CallFault]:
@@ -212,8 +227,9 @@ class FaultPlan:
                 return rule.fault
         if not self.active(now):
             return None
-        if self.outage is not None and self.outage.strikes(now, actor, operation):
-            return self.outage.fault
+        struck = self.outage.strikes(now, actor, operation) if self.outage is not None else None
+        if struck is not None:
+            return struck
         if self.focus_share > 0 and self._focused_on(operation):
             fault = self._focused(actor, operation, self.focus_rng)
             if fault is not None:

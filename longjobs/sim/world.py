@@ -63,7 +63,6 @@ TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.res
 TOKEN_QUEUE = "spark-tokens"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
 JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
-AFTER_JOB_STATES = frozenset({"ReadLease", "ReadLeaseForRelease"})
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
 INDEX_LAG_S = 1.0
 """The most a write takes to reach the lease table's indexes ("within a fraction of a second" normally)."""
@@ -310,6 +309,9 @@ class World:
         aws.stepfunctions.on_stop = self._on_stop
         self.workflow_clients = {name: self._client(name, "workflow") for name in ("sqs", "dynamodb")}
         self.interpreter = Interpreter(definition, Integrations(self), scheduler)
+        job_step = definition["States"][JOB_STATE]
+        self.after_success = str(job_step["Next"])  # the states after the job's end, as the definition says
+        self.after_job = {self.after_success, *(str(catch["Next"]) for catch in job_step.get("Catch", []))}
         self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
         self.running_executions = 0
         self.extender_runs = 0  # scheduled extender runs going on (reserved concurrency 1 allows one)
@@ -758,8 +760,8 @@ class World:
                 "workflow", "job_started", execution=execution.name, message_id=run.message_id, job_id=run.job_key
             )
             self.monitor.job_started(run, self.aws.dynamodb.items.get(run.message_id))
-        elif state in AFTER_JOB_STATES and execution.arn in self.monitor.running:
-            self._job_ended(execution, succeeded=state == "ReadLease")
+        elif state in self.after_job and execution.arn in self.monitor.running:
+            self._job_ended(execution, succeeded=state == self.after_success)
 
     def _job_ended(self, execution: Execution, *, succeeded: bool) -> None:
         job_id = str(execution.input["job"]["job_id"])

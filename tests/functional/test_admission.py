@@ -507,14 +507,28 @@ def test_admission_mark_released_answered_500_after_it_landed_still_releases_loc
 def test_admission_mark_succeeded_answered_500_after_it_landed_still_releases_lock_and_slot(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Protocol review, defect 6: the lease is SUCCEEDED by this execution, so the re-read releases the job
-    lock and the slot instead of ending at once."""
+    """Protocol review, defect 6: the lease is SUCCEEDED by this execution, so the re-read deletes the
+    message and releases the job lock and the slot instead of ending at once. The close and the releases'
+    transaction is refused first (its refusal goes step by step), so the close answered is MarkSucceeded."""
+    refused: list[str] = []
+    original = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: DynamoDBBackend, items: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        closes = [item for item in items if item.get("Update", {}).get("ExpressionAttributeValues", {}).get(":status")]
+        if closes and not refused:  # the workflow's close and releases (not the receiver's holds)
+            refused.append("transaction")
+            raise JsonRESTError("ThrottlingException", "Rate of requests exceeds the allowed throughput")
+        return original(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", transact_write_items)
     answered = lose_the_answer_of_the_close(monkeypatch, LeaseStatus.SUCCEEDED)
     running, waiting = start_one_and_queue_one(flow, {"seconds": 1})
     arn = flow.lease(running).execution_arn or ""
     assert flow.wait_for_execution(arn)["status"] == "SUCCEEDED"
-    assert answered == [running]
-    assert {"AlreadySettled", "ReleaseJobLock", "ReleaseSlot"} <= set(states_entered(flow, arn))
+    assert refused and answered == [running]
+    entered = states_entered(flow, arn)
+    assert entered.count("MarkSucceeded") == 1 and "AlreadySettled" in entered
+    assert {"DeleteMessage", "ReleaseJobLock", "ReleaseSlot"} <= set(entered[entered.index("AlreadySettled") :])
     freed = slot(flow)
     assert freed is not None and not freed.held, "the slot is returned"
     assert flow.lease(running).status is LeaseStatus.SUCCEEDED

@@ -467,7 +467,9 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
     assert definition(dev)["StartAt"] == "Self"
     assert states["Self"]["Parameters"] == {"execution.$": "$$.Execution.Id"}
     assert states["OwnsLeaseAtStart"]["Choices"][0]["Next"] == "RunJob", "the job runs only while its lease names it"
-    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["RunJob"]["Next"] == "HoldsSlotAtSuccess", (
+        "the close and the holds first, conditional on the start's handle"
+    )
     assert states["RunJob"]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
     ]

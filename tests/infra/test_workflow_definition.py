@@ -91,13 +91,16 @@ def test_workflow_catches_heartbeat_timeouts_under_both_names(offline: dict[str,
     assert everything == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
 
 
-def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[str, Any]) -> None:
+def test_workflow_settles_a_success_with_the_handle_read_at_the_start(offline: dict[str, Any]) -> None:
+    """The success path reads nothing in the common case: the transaction is conditional on the handle the
+    start read (a redelivery that adopted the message since wrote a newer one, so the transaction is
+    refused and the step-by-step path reads the lease again), and the delete comes after the close."""
     states = offline["States"]
-    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["RunJob"]["Next"] == "HoldsSlotAtSuccess"
+    assert states["ReadLeaseAtStart"]["ResultPath"] == states["ReadLease"]["ResultPath"] == "$.lease"
     assert states["ReadLease"]["Parameters"]["ConsistentRead"] is True
     assert states["DeleteMessage"]["Resource"] == "arn:aws:states:::aws-sdk:sqs:deleteMessage"
     assert states["DeleteMessage"]["Parameters"]["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
-    assert states["DeleteMessage"]["Next"] == "HoldsSlotAtSuccess"
     # the close and the lock's (and slot's) release in one transaction; any refusal: the same one by one
     for transaction, items in (("SucceededAndFreed", 2), ("SucceededAndFreedWithSlot", 3)):
         state = states[transaction]
@@ -105,13 +108,25 @@ def test_workflow_settles_with_the_lease_handle_read_at_the_end(offline: dict[st
         updates = [item["Update"] for item in state["Parameters"]["TransactItems"]]
         assert len(updates) == items and "Retry" not in state
         assert updates[0]["ConditionExpression"] == states["MarkSucceeded"]["Parameters"]["ConditionExpression"]
+        assert "#handle = :handle" in updates[0]["ConditionExpression"]
+        assert updates[0]["ExpressionAttributeValues"][":handle"] == {"S.$": "$.lease.Item.receipt_handle.S"}
         assert updates[1]["ConditionExpression"] == states["ReleaseJobLock"]["Parameters"]["ConditionExpression"]
         assert state["Catch"] == [
             {"ErrorEquals": ["States.ALL"], "ResultPath": "$.settle_error", "Next": "MarkSucceeded"}
         ]
-        assert state["Next"] == "JobSucceeded"
-    assert states["MarkSucceeded"]["Next"] == "ReleaseJobLock"
-    assert states["MarkSucceeded"]["Catch"][0]["Next"] == "ReadLease", "a newer handle: read and delete again"
+        assert state["ResultPath"] == "$.settled" and state["Next"] == "DeleteMessage"
+    assert states["MarkSucceeded"]["Next"] == "DeleteMessage"
+    [conflict, for_good] = states["MarkSucceeded"]["Catch"]
+    assert conflict["Next"] == "ReadLease", "a newer handle: read and settle again"
+    assert for_good == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.close_error", "Next": "DeleteMessage"}, (
+        "a close refused after its retries: the job succeeded, its message is deleted all the same"
+    )
+    # after the delete (or its refusal): the transaction freed the holds, or they are freed one by one
+    assert states["DeleteMessage"]["Next"] == states["DeleteMessage"]["Catch"][0]["Next"] == "FreedAtOnce"
+    assert states["FreedAtOnce"]["Choices"] == [{"Variable": "$.settled", "IsPresent": True, "Next": "JobSucceeded"}]
+    assert states["FreedAtOnce"]["Default"] == "ReleaseJobLock"
+    assert states["AlreadySettled"]["Choices"][0]["Next"] == "DeleteMessage", "closed unanswered: delete, free"
+    assert states["AlreadySettled"]["Default"] == "HoldsSlotAtSuccess", "read again: settle with the new handle"
     release = states["ReleaseMessage"]["Parameters"]
     assert release["ReceiptHandle.$"] == "$.lease.Item.receipt_handle.S"
     assert release["VisibilityTimeout.$"] == "$.release_delay_s"
@@ -281,7 +296,7 @@ def test_workflow_every_branch_ends_in_the_same_fenced_paths(with_user_types: di
     states = with_user_types["States"]
     assert states["OwnsLeaseAtStart"]["Choices"][0]["Next"] == "RunJob"
     assert len(states["RunJob"]["Branches"]) == 1, "one branch (the type Choice) inside the one Parallel"
-    assert states["RunJob"]["Next"] == "ReadLease"
+    assert states["RunJob"]["Next"] == "HoldsSlotAtSuccess"
     assert states["RunJob"]["Catch"] == [
         {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
     ]
@@ -291,7 +306,7 @@ def test_workflow_every_branch_ends_in_the_same_fenced_paths(with_user_types: di
 
 def test_workflow_releases_the_job_lock_only_when_the_lock_names_this_execution(offline: dict[str, Any]) -> None:
     states = offline["States"]
-    assert states["MarkSucceeded"]["Next"] == "ReleaseJobLock"
+    assert states["FreedAtOnce"]["Default"] == "ReleaseJobLock"
     assert states["ReleaseJobLock"]["Next"] == "HoldsSlot"
     assert states["ReleaseJobLock"]["Catch"][0]["Next"] == "HoldsSlot", "best effort: a stale lock is taken over"
     assert states["MarkReleased"]["Next"] == "ReleaseJobLockOnFailure"

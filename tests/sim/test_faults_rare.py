@@ -12,11 +12,14 @@ from longjobs.sim.aws.stepfunctions import FakeStepFunctions
 from longjobs.sim.faults import (
     FOCUS_MAX_STREAK,
     OUTAGE_S,
+    OUTAGES,
     RARE_FUNCTION_OPERATIONS,
     RARE_OPERATIONS,
+    UNANSWERED,
     CallFault,
     CallRule,
     FaultPlan,
+    Outage,
 )
 
 START = 1_000.0
@@ -90,20 +93,27 @@ def test_a_written_scenario_has_no_rare_focus() -> None:
     assert all(plan.at_call(START + i, "extender", "delete_message_batch") is None for i in range(100))
 
 
-def test_an_outage_fails_every_workflow_read_in_its_window_and_nothing_else() -> None:
+def test_an_outage_fails_the_workflows_dynamodb_calls_in_its_window_and_nothing_else() -> None:
     seeds = [seed for seed in range(1_000) if _plan(seed).outage is not None]
     assert 20 < len(seeds) < 90  # OUTAGE_SHARE of the seeds
-    outage = _plan(seeds[0]).outage
-    assert outage is not None and outage.start >= START and outage.until <= START + QUIET_AFTER_S
-    plan = replace(_plan(seeds[0]), rate=0.0, focus_share=0.0, rare_rng=None)
-    inside = [plan.at_call(outage.start + i, "workflow", "get_item") for i in range(int(OUTAGE_S))]
-    assert set(inside) == {outage.fault}
-    assert plan.at_call(outage.until, "workflow", "get_item") is None
-    assert plan.at_call(outage.start, "receiver", "get_item") is None
-    assert plan.at_call(outage.start, "workflow", "update_item") is None
+    shapes = {tuple(sorted((_plan(seed).outage or Outage("", {}, 0, 0)).faults)) for seed in seeds}
+    assert shapes == {tuple(sorted(operations)) for _, operations in OUTAGES}, "every shape is drawn"
+    for seed in seeds[:10]:
+        outage = _plan(seed).outage
+        assert outage is not None and outage.start >= START and outage.until <= START + QUIET_AFTER_S
+        plan = replace(_plan(seed), rate=0.0, focus_share=0.0, rare_rng=None)
+        for operation, fault in outage.faults.items():
+            inside = {plan.at_call(outage.start + i, "workflow", operation) for i in range(int(OUTAGE_S))}
+            assert inside == {fault}
+            assert plan.at_call(outage.until, "workflow", operation) is None
+            assert plan.at_call(outage.start, "receiver", operation) is None
+        assert plan.at_call(outage.start, "workflow", "delete_message") is None
+        unanswered = {fault for fault in outage.faults.values() if fault is not CallFault.ANSWER_LOST}
+        assert len(unanswered) == 1 and unanswered <= set(UNANSWERED), "one drawn kind that takes no effect"
 
 
 def test_an_outage_outlasts_the_workflows_patient_retries() -> None:
-    """Else the Catch after the success path's read (`ReadLease->ReleaseJobLock`) is never reached."""
+    """Else the Catches after the success path's close and read (`MarkSucceeded->DeleteMessage`,
+    `ReadLease->ReleaseJobLock`) are never reached."""
     longest = sum(min(2.0**retry, PATIENT_MAX_DELAY.to_seconds()) for retry in range(PATIENT_ATTEMPTS - 1))
     assert longest + 60 < OUTAGE_S

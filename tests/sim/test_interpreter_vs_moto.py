@@ -42,7 +42,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 from longjobs.engine.execution import ExecutionInput, execution_arn, execution_name
 from longjobs.engine.lease import Lease, table_definition
 from longjobs.engine.lease.lock import HELD, HOLDER_ATTR, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR, job_lock_key
-from longjobs.engine.lease.schema import EXECUTION_ATTR, PARTITION_KEY, STATUS_ATTR
+from longjobs.engine.lease.schema import EXECUTION_ATTR, HANDLE_ATTR, PARTITION_KEY, STATUS_ATTR
 from longjobs.engine.lease.store import lease_to_item
 from longjobs.sim.aws import ACCOUNT, REGION, FakeAws, client_error
 from longjobs.sim.campaign import deployed_workflow
@@ -142,6 +142,18 @@ def lease_taken_over(dynamodb: Any, situation: Situation) -> None:
         UpdateExpression="SET #status = :active, #execution = :other",
         ExpressionAttributeNames={"#status": STATUS_ATTR, "#execution": EXECUTION_ATTR},
         ExpressionAttributeValues={":active": {"S": "ACTIVE"}, ":other": {"S": OTHER_EXECUTION}},
+    )
+
+
+def handle_adopted(dynamodb: Any, situation: Situation) -> None:
+    """A redelivery adopted the message: the lease, still this execution's, has a newer handle (one SQS
+    never issued here, so the delete by it is refused the same way on both engines)."""
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={PARTITION_KEY: {"S": situation.message_id}},
+        UpdateExpression="SET #handle = :newer",
+        ExpressionAttributeNames={"#handle": HANDLE_ATTR},
+        ExpressionAttributeValues={":newer": {"S": NEVER_ISSUED}},
     )
 
 
@@ -481,7 +493,7 @@ def _run_moto(definition: dict[str, Any], case: Case, monkeypatch: pytest.Monkey
 FAILS = {"seconds": 0, "fail": True}
 LEASE_5XX_APPLIED = ("InternalServerError", 500)
 READ_REFUSED = ("AccessDeniedException", 400)
-"""An error the workflow does not retry: straight to the read's Catch, as the last of its retries would go."""
+"""An error the workflow does not retry: straight to the task's Catch, as the last of its retries would go."""
 
 CASES = [
     Case("job-fails", ("workflow:catch:RunJob->ReadLeaseForRelease",), params=FAILS),
@@ -497,9 +509,19 @@ CASES = [
         faults=(Fault("transact_write_items", error=LEASE_5XX_APPLIED, applied=True),),
     ),
     Case(
-        "superseded-before-mark-succeeded",
+        "superseded-before-the-close",
         ("workflow:catch:SucceededAndFreed->MarkSucceeded", "workflow:catch:MarkSucceeded->ReadLease"),
-        faults=(Fault("delete_message", then=lease_taken_over),),
+        faults=(Fault("transact_write_items", error=("ThrottlingException", 400), then=lease_taken_over),),
+    ),
+    Case(
+        # the close is conditional on the handle the start read: a newer one is read, then settled with
+        "handle-adopted-before-the-close",
+        (
+            "workflow:catch:SucceededAndFreed->MarkSucceeded",
+            "workflow:catch:MarkSucceeded->ReadLease",
+            "workflow:catch:DeleteMessage->FreedAtOnce",
+        ),
+        faults=(Fault("transact_write_items", error=("ThrottlingException", 400), then=handle_adopted),),
     ),
     Case(
         # seed 5054's end: the transaction throttled, MarkSucceeded landed unanswered, every read after it failed
@@ -512,10 +534,19 @@ CASES = [
         faults=(
             Fault("transact_write_items", error=("ThrottlingException", 400)),
             Fault("update_item", "lease", error=LEASE_5XX_APPLIED, applied=True),
-            Fault("get_item", "lease", nth=3, error=READ_REFUSED),
+            Fault("get_item", "lease", nth=2, error=READ_REFUSED),
         ),
     ),
-    Case("delete-refused", ("workflow:catch:DeleteMessage->HoldsSlotAtSuccess",), handle=NEVER_ISSUED),
+    Case("delete-refused", ("workflow:catch:DeleteMessage->FreedAtOnce",), handle=NEVER_ISSUED),
+    Case(
+        # a close that fails for good after the job succeeded: the message is deleted all the same
+        "close-refused-for-good",
+        ("workflow:catch:SucceededAndFreed->MarkSucceeded", "workflow:catch:MarkSucceeded->DeleteMessage"),
+        faults=(
+            Fault("transact_write_items", error=("ThrottlingException", 400)),
+            Fault("update_item", "lease", error=READ_REFUSED),
+        ),
+    ),
     Case(
         "lock-of-another",
         ("workflow:catch:SucceededAndFreed->MarkSucceeded", "workflow:catch:ReleaseJobLock->HoldsSlot"),
@@ -654,13 +685,24 @@ def test_what_is_listed_not_drivable_is_still_not_taken_by_moto(
 
 
 def test_success_outlasts_a_minute_of_dynamodb_errors_on_the_interpreter(definition: dict[str, Any]) -> None:
-    """The success path's read and close retry for minutes (`PATIENT_ATTEMPTS`): found by the simulation
-    (seed 214 of the mixed profile, its faults focused on the workflow's GetItem), a job whose success
-    path met seven 5xx in a row ended its execution FAILED, and the message went to the DLQ with its
-    job done. Ten here (the start's read is the first GetItem): more than the six attempts of before.
-    The interpreter only: moto's engine would wait the backoff out in real time."""
-    errors = Fault("get_item", "lease", nth=2, times=10, error=("InternalServerError", 500))
-    run = run_interpreter(definition, Case("success-read-fails-for-minutes", (), faults=(errors,)))
+    """The success path's close and releases retry for minutes (`PATIENT_ATTEMPTS`): found by the
+    simulation (seed 214 of the mixed profile, its faults focused on the workflow's DynamoDB calls), a job
+    whose success path met seven 5xx in a row ended its execution FAILED, and the message went to the DLQ
+    with its job done. Here the transaction (which has no retries) is refused, then the step-by-step close
+    meets ten 5xx: more than the six attempts of before. The interpreter only: moto's engine would wait
+    the backoff out in real time."""
+    faults = (
+        Fault("transact_write_items", error=("InternalServerError", 500)),
+        Fault("update_item", "lease", times=10, error=("InternalServerError", 500)),
+    )
+    run = run_interpreter(definition, Case("success-close-fails-for-minutes", (), faults=faults))
     assert (run.status, run.error) == ("SUCCEEDED", None)
-    assert run.task_errors.count(("ReadLease", "DynamoDB.InternalServerError")) == 10
-    assert run.entered[-2:] == ["SucceededAndFreed", "JobSucceeded"]
+    assert run.task_errors.count(("MarkSucceeded", "DynamoDB.InternalServerError")) == 10
+    assert run.entered[-6:] == [
+        "MarkSucceeded",
+        "DeleteMessage",
+        "FreedAtOnce",
+        "ReleaseJobLock",
+        "HoldsSlot",
+        "JobSucceeded",
+    ]

@@ -406,31 +406,34 @@ def _deliveries(result: ScenarioRun, job: str) -> list[float]:
 def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_not_run_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A review's repro: the success path's reads of the lease all fail (the workflow's GetItem out from
-    20 s to 290 s), so the execution frees its holds and ends SUCCEEDED with the lease still ACTIVE. The
-    extender renews it until its max renewal (300 s) and closes it CAPPED before reconciliation looked;
-    the message comes back. Before, that redelivery found a closed lease whose execution no longer runs
-    and ran the job a second time (`once_per_message`); now the execution's success is read and the
-    message is acknowledged. The outage is a rule on the workflow's calls, which a scenario file (run
-    on the offline runtime too) cannot name."""
+    """A review's repro: the success path's close fails for good (the workflow's writes and deletes out
+    from 20 s to 420 s), so the execution frees its holds and ends SUCCEEDED with the lease still ACTIVE.
+    The extender renews it until its max renewal and closes it CAPPED before reconciliation looked; the
+    message comes back. Before, that redelivery found a closed lease whose execution no longer runs and
+    ran the job a second time (`once_per_message`); now the execution's success is read and the message
+    is acknowledged. The outage is a rule on the workflow's calls, which a scenario file (run on the
+    offline runtime too) cannot name."""
     import longjobs.sim.scenario as scenario_module
     from longjobs.sim.faults import CallFault, CallRule
     from longjobs.sim.world import START
 
-    outage = CallRule(CallFault.SERVER_ERROR, frozenset({"workflow"}), "get_item", start=START + 20, until=START + 290)
+    outage = [
+        CallRule(CallFault.SERVER_ERROR, frozenset({"workflow"}), operation, start=START + 20, until=START + 420)
+        for operation in ("transact_write_items", "update_item", "delete_message")
+    ]
     drawn = scenario_module._faults
 
     def with_outage(scenario: Any) -> Any:
         plan, pauses, actions = drawn(scenario)
-        plan.rules.append(outage)
+        plan.rules.extend(outage)
         return plan, pauses, actions
 
     monkeypatch.setattr(scenario_module, "_faults", with_outage)
-    settings = {"policy": "threshold", "visibility_timeout_s": 180, "threshold_s": 90, "max_renewal_s": 300}
+    settings = {"policy": "threshold", "visibility_timeout_s": 180, "threshold_s": 90, "max_renewal_s": 600}
     result = run(settings, [{"id": "j", "type": "wait", "seconds": 30}], timeout_s=3_600)
 
     assert result.result.violation is None
-    assert result.result.coverage["workflow:catch:ReadLease->ReleaseJobLock"] == 1
+    assert result.result.coverage["workflow:catch:MarkSucceeded->DeleteMessage"] == 1
     [job] = result.jobs.values()
     assert (job.final, job.executions) == ("deleted", ["SUCCEEDED"])
     records = [json.loads(line) for line in result.result.trace.records]
