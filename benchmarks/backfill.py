@@ -86,9 +86,9 @@ from longjobs.engine.lease.schema import (
 )
 from longjobs.engine.observability import MetricName, logger
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Receiver
+from longjobs.engine.receiver.types import Delivery, Receiver
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
 from longjobs.engine.watcher.service import Watcher, on_status_change
@@ -302,19 +302,19 @@ class Simulation:
     def _poll(self) -> None:
         self.aws.calls["sqs.ReceiveMessage"] += 1
         messages = self.aws.sqs.receive(self.queue, ESM_BATCH)
-        done: list[str] = []
-        self.receiver.begin_batch()
         deliveries = [as_delivery(message, self.queue.arn) for message in messages]
-        read_ahead(self.receiver, deliveries)
-        for delivery in deliveries:
-            try:
-                outcome = receive(self.receiver, delivery)
-            except Exception:
-                self.outcomes["failed"] += 1
-                continue
-            self.outcomes[outcome.value] += 1
-            if not outcome.deferred:
-                done.append(delivery.receipt_handle)
+        handled: list[Delivery] = []
+        with receive_batch(self.receiver, deliveries) as unsent:
+            for delivery in deliveries:
+                try:
+                    outcome = receive(self.receiver, delivery)
+                except Exception:
+                    self.outcomes["failed"] += 1
+                    continue
+                self.outcomes[outcome.value] += 1
+                if not outcome.deferred:
+                    handled.append(delivery)
+        done = [delivery.receipt_handle for delivery in handled if delivery.message_id not in unsent]
         if done:
             self.aws.sqs.delete_message_batch(
                 QueueUrl=self.queue.url, Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done)]

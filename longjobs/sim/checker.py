@@ -16,7 +16,8 @@ history alone.
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
   carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
   both (a job sent as two messages may end one way by each). A copy the processor sent of a message (an
-  `sqs.send_message` call whose `LongJobsAdmission` attribute names its `original`) counts as that
+  `sqs.send_message` call, or entry of a `sqs.send_message_batch`, whose `LongJobsAdmission` attribute
+  names its `original`) counts as that
   message, as a DLQ copy's `OriginalMessageId` does. A trace with no `end` line (the seed stopped early) is
   not checked for it.
 
@@ -144,16 +145,27 @@ class _Checker:
                 self._find(SINGLE_EXECUTION, t, f"{kind} {key}: {execution} starts its job while {others} runs")
 
     def _call(self, record: dict[str, Any]) -> None:
-        """An AWS call: a copy sent (its answer recorded) names the message it copies."""
-        if record.get("call") != "sqs.send_message" or not isinstance(record.get("answer"), dict):
+        """An AWS call: a copy sent (its answer recorded, alone or in a batch) names the message it copies."""
+        answer = record.get("answer")
+        if not isinstance(answer, dict):
             return
-        attributes = (record.get("params") or {}).get("MessageAttributes") or {}
+        params = record.get("params") or {}
+        if record.get("call") == "sqs.send_message":
+            self._copied(params, answer.get("MessageId"))
+        elif record.get("call") == "sqs.send_message_batch":
+            entries = {entry.get("Id"): entry for entry in params.get("Entries") or []}
+            for sent in answer.get("Successful") or []:
+                self._copied(entries.get(sent.get("Id")) or {}, sent.get("MessageId"))
+
+    def _copied(self, message: dict[str, Any], copy_id: Any) -> None:
+        """A message sent (`SendMessage`'s parameters, or a batch's entry) as `copy_id`: a copy when its
+        admission attribute names an original."""
+        attributes = message.get("MessageAttributes") or {}
         raw = (attributes.get(ADMISSION_ATTRIBUTE) or {}).get("StringValue")
         try:
             original = json.loads(raw).get("original") if isinstance(raw, str) else None
         except (json.JSONDecodeError, AttributeError) as exc:
             raise TraceError(f"a copy's {ADMISSION_ATTRIBUTE} attribute is not a JSON object ({exc})") from exc
-        copy_id = record["answer"].get("MessageId")
         if isinstance(original, str) and isinstance(copy_id, str):
             self.originals[copy_id] = original
 

@@ -38,7 +38,7 @@ from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
@@ -618,26 +618,31 @@ class World:
         def invocation() -> None:
             receiver = self.receiver  # an invocation runs the code it began with (an upgrade meanwhile)
             try:
-                receiver.begin_batch()
                 deliveries = [as_delivery(message, self.queue.arn) for message in messages]
-                read_ahead(receiver, deliveries)
-                for delivery in deliveries:
-                    try:
-                        outcome = receive(receiver, delivery)
-                    except Exception as exc:
-                        self.monitor.reach(f"receiver:raised:{type(exc).__name__}")
-                        continue
-                    self.monitor.reach(f"receiver:{outcome.value}")
-                    if outcome is Outcome.INLINE_DONE:
-                        self.monitor.job_done(_job_key(delivery.body), delivery.message_id)
-                    self.trace.event(
-                        "receiver",
-                        "outcome",
-                        message_id=delivery.message_id,
-                        job_id=self.job_of_message.get(delivery.message_id) or _job_key(delivery.body),
-                        outcome=outcome.value,
-                    )
-                    if not outcome.deferred:
+                handled: list[Delivery] = []
+                with receive_batch(receiver, deliveries) as unsent:
+                    for delivery in deliveries:
+                        try:
+                            outcome = receive(receiver, delivery)
+                        except Exception as exc:
+                            self.monitor.reach(f"receiver:raised:{type(exc).__name__}")
+                            continue
+                        self.monitor.reach(f"receiver:{outcome.value}")
+                        if outcome is Outcome.INLINE_DONE:
+                            self.monitor.job_done(_job_key(delivery.body), delivery.message_id)
+                        self.trace.event(
+                            "receiver",
+                            "outcome",
+                            message_id=delivery.message_id,
+                            job_id=self.job_of_message.get(delivery.message_id) or _job_key(delivery.body),
+                            outcome=outcome.value,
+                        )
+                        if not outcome.deferred:
+                            handled.append(delivery)
+                for delivery in handled:
+                    if delivery.message_id in unsent:
+                        self.monitor.reach("receiver:parked_copy_unsent")  # reported failed: redelivered
+                    else:
                         done.append(delivery.receipt_handle)
                 scheduler.set(finished, True)
             finally:

@@ -22,6 +22,7 @@ from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease import Lease, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings
@@ -189,12 +190,13 @@ class Flow:
     def deliver(self, wait_s: float = 0) -> dict[str, Outcome]:
         """One mapping poll: each record through the receiver; records not deferred are deleted."""
         outcomes: dict[str, Outcome] = {}
-        self.receiver.begin_batch()
-        for delivery in self.receive_batch(wait_s):
-            outcome = receive(self.receiver, delivery)
-            if not outcome.deferred:
+        deliveries = self.receive_batch(wait_s)
+        with receive_batch(self.receiver, deliveries) as unsent:
+            for delivery in deliveries:
+                outcomes[delivery.message_id] = receive(self.receiver, delivery)
+        for delivery in deliveries:
+            if not outcomes[delivery.message_id].deferred and delivery.message_id not in unsent:
                 self.sqs.delete_message(QueueUrl=self.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
-            outcomes[delivery.message_id] = outcome
         return outcomes
 
     def lease(self, message_id: str) -> Lease:

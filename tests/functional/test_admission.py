@@ -28,6 +28,7 @@ from longjobs.engine.lease import LeaseStatus, successor_version
 from longjobs.engine.lease.lock import Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import LEASE_KEY
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.dlq import EXHAUSTED
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
@@ -375,6 +376,11 @@ class SendsTwice:
             self._sqs.send_message(**kwargs)
         return self._sqs.send_message(**kwargs)
 
+    def send_message_batch(self, **kwargs: Any) -> Any:
+        if kwargs["QueueUrl"] == WAITING_URL:
+            self._sqs.send_message_batch(**kwargs)
+        return self._sqs.send_message_batch(**kwargs)
+
 
 class SendFailsOnce:
     """SQS whose first send to the waiting queue fails (a crash, a 5xx) after the PARKED marker is written."""
@@ -391,6 +397,12 @@ class SendFailsOnce:
             self.failed = True
             raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessage")
         return self._sqs.send_message(**kwargs)
+
+    def send_message_batch(self, **kwargs: Any) -> Any:
+        if kwargs["QueueUrl"] == WAITING_URL and not self.failed:
+            self.failed = True
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessageBatch")
+        return self._sqs.send_message_batch(**kwargs)
 
 
 def test_admission_parked_message_received_again_is_acknowledged_not_parked_twice() -> None:
@@ -449,6 +461,28 @@ def test_admission_send_failed_after_the_marker_sends_the_copy_on_redelivery() -
         [copy] = parked_copies(flow)
         assert flow.lease(third).copy_id == copy["MessageId"]
         assert json.loads(copy["MessageAttributes"]["LongJobsAdmission"]["StringValue"])["parked"] == third
+
+
+def test_admission_a_batch_whose_copies_were_not_sent_leaves_their_records_to_come_back() -> None:
+    """A batch's parked records send their copies together at its end: when that send fails, the records
+    are not acknowledged (their markers have no copy), and the redelivery sends each copy once."""
+    with parking_flow() as (flow, _, _):
+        flow.receiver = replace(flow.receiver, sqs=SendFailsOnce(flow.receiver.sqs))
+        third, fourth = (flow.send_job(name, LIMITED, seconds=1) for name in ("third", "fourth"))
+        deliveries = flow.receive_batch()
+        with receive_batch(flow.receiver, deliveries) as unsent:
+            assert {receive(flow.receiver, delivery) for delivery in deliveries} == {Outcome.PARKED}
+        assert unsent == {third, fourth}, "reported failed: not deleted, each comes back to its marker"
+        assert parked_copies(flow) == []
+        assert {flow.lease(third).copy_id, flow.lease(fourth).copy_id} == {None}
+        for delivery in deliveries:
+            flow.sqs.change_message_visibility(
+                QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+            )
+        assert flow.deliver() == {third: Outcome.PARKED, fourth: Outcome.PARKED}
+        copies = {copy["MessageId"] for copy in parked_copies(flow)}
+        assert {flow.lease(third).copy_id, flow.lease(fourth).copy_id} == copies and len(copies) == 2
+        assert queued(flow) == 2, "the two parked acknowledged now"
 
 
 class AnsweredAfterLanding(JsonRESTError):

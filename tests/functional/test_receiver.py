@@ -344,3 +344,23 @@ def test_receiver_handler_reads_a_batch_ahead_and_a_malformed_record_fails_alone
     failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
     assert failed == {*jobs, "broken"}, "the long jobs deferred, the broken record failed"
     assert all(flow.lease(job).status is LeaseStatus.ACTIVE for job in jobs)
+
+
+def test_receiver_handler_reports_the_records_whose_parked_copy_was_not_sent_failed(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's parked copies are sent at its end (`longjobs.engine.receiver.batch`): a record whose copy
+    was not sent is added to the partial batch response, so the mapping does not delete it; one already
+    reported (deferred) is not listed twice."""
+    handler = receiver_handler(monkeypatch, flow)
+    response = {"batchItemFailures": [{"itemIdentifier": "deferred"}]}
+
+    reported = handler.with_unsent(response, {"parked-b", "deferred", "parked-a"})
+
+    assert reported == {
+        "batchItemFailures": [
+            {"itemIdentifier": "deferred"},
+            {"itemIdentifier": "parked-a"},
+            {"itemIdentifier": "parked-b"},
+        ]
+    }

@@ -355,6 +355,53 @@ def test_contract_sqs_batch_entry_failures(aws: Backend) -> None:
     assert _failed(changed) == [invalid]
 
 
+def test_contract_sqs_send_message_batch(aws: Backend) -> None:
+    """A batch of copies (the receiver's parked copies, sent at its batch's end): each entry answered by
+    its id, sent with its attributes; a batch SQS refuses as a whole raises."""
+    url = aws.new_queue("waiting", 180)
+    carried = {"LongJobsAdmission": {"DataType": "String", "StringValue": '{"parked":"m1"}'}}
+    sent = aws.sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "0", "MessageBody": "a", "MessageAttributes": carried},
+            {"Id": "1", "MessageBody": "b"},
+        ],
+    )
+    assert sorted(entry["Id"] for entry in sent["Successful"]) == ["0", "1"] and not sent.get("Failed")
+    ids = {entry["Id"]: entry["MessageId"] for entry in sent["Successful"]}
+    got = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
+    by_body = {message["Body"]: message for message in got}
+    assert {body: by_body[body]["MessageId"] for body in ("a", "b")} == {"a": ids["0"], "b": ids["1"]}
+    assert by_body["a"]["MessageAttributes"]["LongJobsAdmission"]["StringValue"] == '{"parked":"m1"}'
+    for entries, code in (
+        ([], "AWS.SimpleQueueService.EmptyBatchRequest"),
+        (
+            [{"Id": str(i), "MessageBody": "x"} for i in range(11)],
+            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        ),
+        (
+            [{"Id": "0", "MessageBody": "x"}, {"Id": "0", "MessageBody": "y"}],
+            "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+        ),
+    ):
+        assert error_code(aws.sqs.send_message_batch, QueueUrl=url, Entries=entries) == code
+
+
+def test_contract_sqs_send_message_batch_longer_than_a_message_refused_on_aws(fake: Backend) -> None:
+    """AWS refuses a batch whose messages together are longer than one message may be: "The maximum total
+    payload size (the sum of the individual lengths of all of the batched messages)" is the message size
+    limit (SendMessageBatch; `BatchRequestTooLong`, "The length of all the messages put together is more
+    than the limit"). moto takes it (moto 5.2.5): the simulation follows AWS, and the receiver sends its
+    copies in batches within the limit (`longjobs.engine.admission.parking._send_batches`)."""
+    url = fake.new_queue("waiting", 180)
+    half = "x" * 150_000
+    entries = [{"Id": "0", "MessageBody": half}, {"Id": "1", "MessageBody": half}]
+    assert error_code(fake.sqs.send_message_batch, QueueUrl=url, Entries=entries) == (
+        "AWS.SimpleQueueService.BatchRequestTooLong"
+    )
+    assert fake.sqs.send_message_batch(QueueUrl=url, Entries=entries[:1])["Successful"][0]["Id"] == "0"
+
+
 def test_contract_sqs_queue_attributes(aws: Backend) -> None:
     url = aws.new_queue("jobs", 180)
     for _ in range(3):

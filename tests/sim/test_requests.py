@@ -21,14 +21,14 @@ from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.read_ahead import read_ahead
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Outcome
+from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.sim.aws import client_error
 from longjobs.sim.world import status_change
-from tests.sim.test_retention import TABLE, Bench, bench, parked_behind_a_full_type
+from tests.sim.test_retention import TABLE, Bench, bench, full_with_one_waiting_in_flight, parked_behind_a_full_type
 
 
 @contextmanager
@@ -575,3 +575,25 @@ def test_requests_the_watcher_frees_the_holds_an_ended_execution_left_on_its_clo
     [slot] = b.receiver.store.locks.get_many([running.slot]).values()
     assert lock is not None and not lock.held and not slot.held, "freed by the watcher"
     assert b.receiver.store.get(waiting) == closed, "the lease itself is left as the execution closed it"
+
+
+def test_requests_a_batch_of_parked_records_sends_its_copies_and_notes_them_in_one_request_each() -> None:
+    """A batch's parkings leave their copies to its end (`longjobs.engine.receiver.batch`): three parked
+    records cost one SendMessageBatch and one TransactWriteItems of notes, not three sends and three
+    updates, and each marker names its own copy (by its original, as it carries)."""
+    b = bench(limit=1)
+    full_with_one_waiting_in_flight(b)
+    originals = [b.send(job) for job in ("X", "Y", "Z")]
+    before = dict(b.aws.calls)
+
+    assert b.deliver_jobs_queue() == dict.fromkeys(originals, Outcome.PARKED)
+
+    made = {call: count - before.get(call, 0) for call, count in b.aws.calls.items() if count > before.get(call, 0)}
+    assert made.get("sqs.SendMessageBatch") == 1 and "sqs.SendMessage" not in made
+    assert made.get("dynamodb.TransactWriteItems") == 1 and "dynamodb.UpdateItem" not in made
+    copies = b.aws.sqs.queues[b.waiting_url].messages.values()
+    carried = {json.loads(copy.attributes[ADMISSION_ATTRIBUTE]["StringValue"])["parked"]: copy for copy in copies}
+    assert set(carried) == set(originals)
+    for original in originals:
+        marker = b.receiver.store.get(original)
+        assert marker is not None and marker.copy_id == carried[original].message_id

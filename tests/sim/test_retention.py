@@ -19,7 +19,7 @@ from longjobs.engine.clock import FakeClock
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import Settings, SettingsError
@@ -67,13 +67,12 @@ class Bench:
         """What the event source mapping does: receive the visible messages, hand each to `receive`,
         delete those done (not with `delete` False: the receiver's container died before)."""
         outcomes = {}
-        self.receiver.begin_batch()
         deliveries = [self._delivery(message) for message in self._received(self.jobs_url)]
-        read_ahead(self.receiver, deliveries)
+        with receive_batch(self.receiver, deliveries) as unsent:
+            for delivery in deliveries:
+                outcomes[delivery.message_id] = receive(self.receiver, delivery)
         for delivery in deliveries:
-            outcome = receive(self.receiver, delivery)
-            outcomes[delivery.message_id] = outcome
-            if delete and not outcome.deferred:
+            if delete and not outcomes[delivery.message_id].deferred and delivery.message_id not in unsent:
                 self.aws.sqs.delete_message(QueueUrl=self.jobs_url, ReceiptHandle=delivery.receipt_handle)
         return outcomes
 

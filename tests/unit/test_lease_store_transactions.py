@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from longjobs.engine.lease import Lease, LeaseStore, Renewal
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.lease.store import CopyNote
 
 NOW = 1_800_000_000.0
 
@@ -86,3 +88,30 @@ def test_other_transaction_errors_are_raised_not_swallowed(dynamodb: tuple[Any, 
     stubber.add_client_error("transact_write_items", service_error_code="ValidationException", service_message="bad")
     with pytest.raises(Exception, match="ValidationException"):
         LeaseStore(client, "leases", shards=1, closed_ttl_s=60).record_renewals([renewal(0)])
+
+
+def copy_note(i: int) -> CopyNote:
+    marker = replace(renewal(i).lease, status=LeaseStatus.PARKED, version=3)
+    return CopyNote(marker, f"copy-{i}", sent_at=NOW, kept_until=NOW + 1_209_600)
+
+
+def test_copy_notes_go_in_one_transaction_and_a_marker_changed_meanwhile_is_not_noted(
+    dynamodb: tuple[Any, Stubber],
+) -> None:
+    """A batch's parked copies are noted together, each conditional on its marker's version: a marker a
+    cancel changed meanwhile is refused (False), the others are sent again and noted."""
+    client, stubber = dynamodb
+    cancelled(
+        stubber, [{"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}, {"Code": "None"}]
+    )
+    stubber.add_response("transact_write_items", {}, transact_items(1))
+
+    noted = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).note_copies([copy_note(0), copy_note(1)])
+
+    assert noted == [False, True]
+
+
+def test_one_copy_note_is_one_update(dynamodb: tuple[Any, Stubber]) -> None:
+    client, stubber = dynamodb
+    stubber.add_response("update_item", {})
+    assert LeaseStore(client, "leases", shards=1, closed_ttl_s=60).note_copies([copy_note(0)]) == [True]

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
-from longjobs.engine.lease.store import in_parked_line
+from longjobs.engine.lease.store import CopyNote, in_parked_line
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.attempt import closed_record, same_write
-from longjobs.engine.receiver.batch import forget_read_ahead, read_ahead
 from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
+from longjobs.engine.receiver.read_ahead import forget_read_ahead, read_ahead
 from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
 from longjobs.engine.receiver.types import (
     ADMISSION_ATTRIBUTE,
@@ -30,6 +30,7 @@ from longjobs.engine.receiver.types import (
     Receiver,
     copy_attributes,
     copy_fits,
+    message_bytes,
     sent_at,
 )
 from longjobs.engine.settings import MESSAGE_MAX_BYTES
@@ -38,6 +39,8 @@ from longjobs.engine.settle import release_holds
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+_Pending = tuple[Lease, tuple[str, dict[str, Any]]]
+"""A copy to send: its marker, and its body and attributes."""
 Handle = Callable[[Receiver, Delivery], Outcome]
 """How a message received from a waiting queue is handled: the receiver's `receive`, given by the caller
 (admission sits below the receiver's entry point and never imports it)."""
@@ -70,7 +73,8 @@ def park(
     (`runs_this_copy`), and a fresh copy can be sent before this one's retention runs out
     (`refresh_parked`). False when the marker write lost its race (read again). Raises when SQS refuses:
     the record is reported failed and comes back to a marker without a copy, which sends it then
-    (`send_parked_copy`)."""
+    (`send_parked_copy`). A record of a batch of the jobs queue leaves its copy to the batch's end, when
+    the batch's copies are sent together (`send_pending_copies`), as if it had died after the marker."""
     now = receiver.clock.now()
     marker = closed_record(
         receiver,
@@ -89,7 +93,10 @@ def park(
     )
     if not receiver.store.create(marker, replacing=replacing):
         return False
-    _send_copy(receiver, queue_url, marker)
+    if receiver.pending_copies is not None and receiver.queue_of(delivery) == receiver.queue_url:
+        receiver.pending_copies.append((queue_url, marker))  # a record of the batch: sent with the others
+    else:
+        _send_copy(receiver, queue_url, marker)
     logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
     return True
 
@@ -374,10 +381,9 @@ def message_to_send(stored: str) -> tuple[str, dict[str, Any], str]:
     return str(data["body"]), attributes, str(data["original"])
 
 
-def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
-    """Send the copy a PARKED marker describes, then note its id and send time on the marker (best
-    effort: without it a redelivery sends another copy, or the copy is sent again early, and the twins'
-    claim runs one)."""
+def _copy_of(marker: Lease) -> tuple[str, dict[str, Any]]:
+    """The body and attributes of the copy a PARKED marker describes: its stored message, carrying the
+    marker's place and history."""
     body, attributes, original_id = message_to_send(marker.parked_message or "")
     carried = Carried(
         waiting_since=marker.waiting_since,
@@ -387,13 +393,86 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
         parked_id=marker.message_id,
         refused_starts=marker.refused_starts,
     )
+    return body, copy_attributes(body, attributes, carried)
+
+
+def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
+    """Send the copy a PARKED marker describes, then note its id and send time on the marker (best
+    effort: without it a redelivery sends another copy, or the copy is sent again early, and the twins'
+    claim runs one)."""
+    body, attributes = _copy_of(marker)
     sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
-    sent = receiver.sqs.send_message(
-        QueueUrl=queue_url, MessageBody=body, MessageAttributes=copy_attributes(body, attributes, carried)
-    )
+    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageAttributes=attributes)
     kept_until = sent_at + receiver.settings.queue_retention_s
     if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
         logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
+
+
+def send_pending_copies(receiver: Receiver) -> set[str]:
+    """Send the copies a batch's parkings left to its end (`park`): up to ten a `SendMessageBatch`, and
+    `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on their markers together
+    (`LeaseStore.note_copies`; best effort, as `_send_copy`'s note). Returns the ids of the messages whose
+    copy was not sent (refused, or its request failed): their records are reported failed, and each one's
+    redelivery finds its marker without a copy and sends it then (`send_parked_copy`). A request that
+    failed after it landed leaves twin copies, and the first received claims the run."""
+    pending, receiver.pending_copies = receiver.pending_copies or [], None
+    unsent: set[str] = set()
+    notes: list[CopyNote] = []
+    by_queue: dict[str, list[_Pending]] = {}
+    for queue_url, marker in pending:
+        try:
+            by_queue.setdefault(queue_url, []).append((marker, _copy_of(marker)))
+        except Exception as exc:  # a copy SQS would refuse (`has_room` said it fits): its record fails
+            logger.warning("parked copy not built", extra={"message_id": marker.message_id, "error": str(exc)})
+            unsent.add(marker.message_id)
+    for queue_url, copies in by_queue.items():
+        for chunk in _send_batches(copies):
+            sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
+            entries: list[Any] = [
+                {"Id": str(index), "MessageBody": body, "MessageAttributes": attributes}
+                for index, (_, (body, attributes)) in enumerate(chunk)
+            ]
+            try:
+                response = receiver.sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+            except Exception as exc:
+                logger.warning("parked copies not sent; their records fail", extra={"error": str(exc)})
+                unsent.update(marker.message_id for marker, _ in chunk)
+                continue
+            for failed in response.get("Failed", []):
+                marker = chunk[int(failed["Id"])][0]
+                logger.warning("parked copy refused", extra={"message_id": marker.message_id, "error": failed})
+                unsent.add(marker.message_id)
+            kept_until = sent_at + receiver.settings.queue_retention_s
+            notes += [
+                CopyNote(chunk[int(sent["Id"])][0], sent["MessageId"], sent_at, kept_until)
+                for sent in response.get("Successful", [])
+            ]
+    if notes:
+        try:
+            noted = receiver.store.note_copies(notes)
+        except Exception as exc:  # sent all the same: a redelivery would send a twin, and one runs
+            logger.warning("parked copies not noted", extra={"error": str(exc)})
+        else:
+            for note, landed in zip(notes, noted, strict=True):
+                if not landed:
+                    extra = {"message_id": note.marker.message_id}
+                    logger.info("parked marker changed meanwhile: copy not noted", extra=extra)
+    return unsent
+
+
+def _send_batches(copies: Sequence[_Pending]) -> list[list[_Pending]]:
+    """`copies` in batches SQS takes: at most ten messages, and `MESSAGE_MAX_BYTES` in all."""
+    batches: list[list[_Pending]] = []
+    size = 0
+    for copy in copies:
+        body, attributes = copy[1]
+        length = message_bytes(body, attributes)
+        if not batches or len(batches[-1]) == 10 or size + length > MESSAGE_MAX_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(copy)
+        size += length
+    return batches
 
 
 def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, deadline: float = math.inf) -> int:

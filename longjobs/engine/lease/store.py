@@ -192,6 +192,18 @@ def _values(**values: Any) -> dict[str, Any]:
 
 
 TRANSACT_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class CopyNote:
+    """A copy sent of a PARKED or REQUEUED marker, to note on it (`LeaseStore.note_copy`)."""
+
+    marker: Lease
+    copy_id: str
+    sent_at: float
+    kept_until: float
+
+
 WAITING_PAGE = 25
 """WAITING leases a page of the `waiting` index reads at least (some may be filtered out as shown again)."""
 TRANSACT_ATTEMPTS = 3
@@ -599,12 +611,34 @@ class LeaseStore:
         retention runs out); the marker is kept until `kept_until` (the copy's retention) and its TTL
         past that. False when the marker changed meanwhile (claimed by a copy, cancelled, or noted by
         another sender)."""
+        return _conditional(
+            self._client.update_item, **self._note_update(CopyNote(marker, copy_id, sent_at, kept_until))
+        )
+
+    def note_copies(self, notes: Sequence[CopyNote]) -> list[bool]:
+        """`note_copy` for many markers (a batch's parked copies, sent together): up to `TRANSACT_LIMIT` in
+        one `TransactWriteItems`, each conditional on its marker's version; one alone in an `UpdateItem`."""
+        updates = [self._note_update(note) for note in notes]
+        if len(updates) == 1:
+            return [_conditional(self._client.update_item, **updates[0])]
+        noted: list[bool] = []
+        for start in range(0, len(updates), TRANSACT_LIMIT):
+            chunk = updates[start : start + TRANSACT_LIMIT]
+            written = self._conditional_updates(chunk)
+            noted += [
+                landed if landed is not None else _conditional(self._client.update_item, **update)
+                for update, landed in zip(chunk, written, strict=True)
+            ]
+        return noted
+
+    def _note_update(self, note: CopyNote) -> dict[str, Any]:
+        marker = note.marker
         names = {"#status": "status", "#ttl": TTL_ATTR}
         update = "SET copy_id = :copy, renew_until = :until, #ttl = :ttl, version = version + :one"
         values: dict[str, Any] = {
-            "copy": copy_id,
-            "until": _num(kept_until),
-            "ttl": int(kept_until) + self._closed_ttl_s,
+            "copy": note.copy_id,
+            "until": _num(note.kept_until),
+            "ttl": int(note.kept_until) + self._closed_ttl_s,
             "one": 1,
             "version": marker.version,
             "marker": marker.status.value,
@@ -612,16 +646,15 @@ class LeaseStore:
         if marker.status is LeaseStatus.PARKED:
             update += ", #order = :sent"
             names["#order"] = WAITING_ORDER_ATTR
-            values["sent"] = _num(sent_at)
-        return _conditional(
-            self._client.update_item,
-            TableName=self._table,
-            Key={PARTITION_KEY: {"S": marker.message_id}},
-            UpdateExpression=update,
-            ConditionExpression="version = :version AND #status = :marker",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
-        )
+            values["sent"] = _num(note.sent_at)
+        return {
+            "TableName": self._table,
+            "Key": {PARTITION_KEY: {"S": marker.message_id}},
+            "UpdateExpression": update,
+            "ConditionExpression": "version = :version AND #status = :marker",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": _values(**values),
+        }
 
     def move_in_parked_line(self, marker: Lease, *, sent_at: float | None) -> bool:
         """Give a PARKED marker another place in its parked line (its claimant runs: look again later), or
@@ -825,15 +858,24 @@ class LeaseStore:
         ]
 
     def _record_chunk(self, chunk: Sequence[Renewal]) -> list[Lease | None]:
-        outcome: dict[int, Lease | None] = {}
-        pending = list(range(len(chunk)))
+        written = self._conditional_updates([self._renewal_update(renewal) for renewal in chunk])
+        return [
+            renewal.renewed() if landed else None if landed is False else self.record_renewal(renewal)
+            for renewal, landed in zip(chunk, written, strict=True)
+        ]
+
+    def _conditional_updates(self, updates: Sequence[Any]) -> list[bool | None]:
+        """Send at most `TRANSACT_LIMIT` conditional updates in one `TransactWriteItems`: True for each that
+        landed, False for each whose condition failed (another writer first). A transaction is all or
+        nothing: when one loses its race it is cancelled and the others are sent again, up to
+        `TRANSACT_ATTEMPTS` tries; None for those still not sent (the caller sends each on its own)."""
+        outcome: dict[int, bool] = {}
+        pending = list(range(len(updates)))
         for _ in range(TRANSACT_ATTEMPTS):
             if not pending:
                 break
             try:
-                self._client.transact_write_items(
-                    TransactItems=[{"Update": self._renewal_update(chunk[i])} for i in pending]
-                )
+                self._client.transact_write_items(TransactItems=[{"Update": updates[i]} for i in pending])
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise
@@ -841,17 +883,15 @@ class LeaseStore:
                 retry = []
                 for index, reason in zip(pending, reasons, strict=False):
                     if reason.get("Code") == "ConditionalCheckFailed":
-                        outcome[index] = None  # lost the race: another writer changed this lease
+                        outcome[index] = False  # lost the race: another writer changed this item
                     else:
                         retry.append(index)  # cancelled for another item, or a conflict/throttle: again
                 pending = retry
                 continue
             for index in pending:
-                outcome[index] = chunk[index].renewed()
+                outcome[index] = True
             pending = []
-        for index in pending:  # still cancelled after every attempt: one by one, each on its own
-            outcome[index] = self.record_renewal(chunk[index])
-        return [outcome[index] for index in range(len(chunk))]
+        return [outcome.get(index) for index in range(len(updates))]
 
     def _renewal_update(self, renewal: Renewal) -> Any:
         """The conditional update of one renewal: visible-until counted from the send time."""

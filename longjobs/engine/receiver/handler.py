@@ -11,7 +11,7 @@ from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import MetricName, logger, metrics, tracer
 from longjobs.engine.policies import build_policy, resolve_visibility_timeout
-from longjobs.engine.receiver.batch import read_ahead
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings, SettingsError
@@ -132,6 +132,18 @@ def record_handler(record: SQSRecord) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    receiver().begin_batch()
-    read_ahead(receiver(), _deliveries(event))
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor(), context=context)
+    with receive_batch(receiver(), _deliveries(event)) as unsent:
+        response = process_partial_response(
+            event=event, record_handler=record_handler, processor=processor(), context=context
+        )
+    return with_unsent(response, unsent)
+
+
+def with_unsent(response: PartialItemFailureResponse, unsent: set[str]) -> PartialItemFailureResponse:
+    """The batch's response with the records whose parked copy was not sent reported failed too (their
+    redelivery sends it): the mapping deletes every record not listed."""
+    listed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
+    for message_id in sorted(unsent - listed):
+        metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
+        response["batchItemFailures"].append({"itemIdentifier": message_id})
+    return response

@@ -311,8 +311,13 @@ class Receiver:
     (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
     read_ahead: dict[str, tuple[str, Lock | None]] = field(default_factory=dict)
     """Message id -> its job lock's key and that lock (absent or free), for the messages this batch read
-    ahead and found nothing held for: no lease (`longjobs.engine.receiver.batch`); each is taken by the
+    ahead and found nothing held for: no lease (`longjobs.engine.receiver.read_ahead`); each is taken by the
     message's first read, `begin_batch` forgets the rest."""
+
+    pending_copies: list[tuple[str, Lease]] | None = None
+    """In a batch (`longjobs.engine.receiver.batch.receive_batch`), the waiting queue and PARKED marker of
+    each copy its records' parkings left to send together at its end; None outside one (a copy is sent at
+    once)."""
 
     def begin_batch(self) -> None:
         """A new batch of records: what a batch reads once (a full type's slots, the leases read ahead) is

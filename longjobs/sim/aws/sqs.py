@@ -286,9 +286,60 @@ class FakeSqs:
     def send_message(self, **request: Any) -> dict[str, Any]:
         self._count("SendMessage")
         queue = self._queue("SendMessage", request["QueueUrl"])
+        return {"MessageId": self._send("SendMessage", queue, request)}
+
+    def send_message_batch(self, **request: Any) -> dict[str, Any]:
+        """Up to ten messages in one request; an entry SQS refuses is a failed entry, the others are sent.
+        A batch of none, of more than ten, with an id twice, or longer in all than one message may be
+        ("The maximum total payload size (the sum of the individual lengths of all of the batched
+        messages)" is the message size limit, SendMessageBatch) is refused as a whole, as SQS does."""
+        self._count("SendMessageBatch")
+        queue = self._queue("SendMessageBatch", request["QueueUrl"])
+        entries = request["Entries"]
+        if not entries:
+            raise client_error(
+                "SendMessageBatch",
+                "AWS.SimpleQueueService.EmptyBatchRequest",
+                "There should be at least one SendMessageBatchRequestEntry in the request.",
+            )
+        if len(entries) > 10:
+            raise client_error(
+                "SendMessageBatch",
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+                f"Maximum number of entries per request are 10. You have sent {len(entries)}.",
+            )
+        ids = [entry["Id"] for entry in entries]
+        if len(set(ids)) < len(ids):
+            repeated = next(entry_id for entry_id in ids if ids.count(entry_id) > 1)
+            raise client_error(
+                "SendMessageBatch", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", f"Id {repeated} repeated."
+            )
+        total = sum(_size(entry["MessageBody"], entry.get("MessageAttributes") or {}) for entry in entries)
+        if total > queue.maximum_message_size:  # AWS's limit on the batch's sum; moto has none
+            raise client_error(
+                "SendMessageBatch",
+                "AWS.SimpleQueueService.BatchRequestTooLong",
+                f"Batch requests cannot be longer than {queue.maximum_message_size} bytes. "
+                f"You have sent {total} bytes.",
+            )
+        successful, failed = [], []
+        for entry in entries:
+            try:
+                message_id = self._send("SendMessage", queue, entry)
+            except ClientError as exc:
+                error = exc.response["Error"]
+                failed.append(
+                    {"Id": entry["Id"], "Code": error["Code"], "Message": error["Message"], "SenderFault": True}
+                )
+            else:
+                successful.append({"Id": entry["Id"], "MessageId": message_id})
+        return {"Successful": successful, "Failed": failed}
+
+    def _send(self, operation: str, queue: FakeQueue, request: Mapping[str, Any]) -> str:
+        """One message sent (`SendMessage`'s request, or one entry of a batch): its id."""
         if queue.fifo and ("MessageGroupId" not in request or "DelaySeconds" in request):
             raise client_error(
-                "SendMessage",
+                operation,
                 "InvalidParameterValue" if "DelaySeconds" in request else "MissingParameter",
                 "The request must contain the parameter MessageGroupId."
                 if "DelaySeconds" not in request
@@ -298,7 +349,7 @@ class FakeSqs:
         size = _size(request["MessageBody"], request.get("MessageAttributes") or {})
         if size > queue.maximum_message_size:
             raise client_error(
-                "SendMessage",
+                operation,
                 "InvalidParameterValue",
                 "One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{queue.maximum_message_size} bytes.",
@@ -319,7 +370,7 @@ class FakeSqs:
             self.on_dead_letter(queue, queue.messages[message_id])
         if self.on_sent is not None and message_id in queue.messages:
             self.on_sent(queue, queue.messages[message_id])
-        return {"MessageId": message_id}
+        return message_id
 
     def receive_message(self, **request: Any) -> dict[str, Any]:
         self._count("ReceiveMessage")
