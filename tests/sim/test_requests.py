@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish, watcher_pass
-from longjobs.engine.admission.parking import unpark
+from longjobs.engine.admission.parking import unpark, unparked_visibility_s
 from longjobs.engine.admission.readings import VIEW_TTL_S, read_slots
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.execution import execution_name
@@ -597,3 +597,41 @@ def test_requests_a_batch_of_parked_records_sends_its_copies_and_notes_them_in_o
     for original in originals:
         marker = b.receiver.store.get(original)
         assert marker is not None and marker.copy_id == carried[original].message_id
+
+
+def test_requests_an_unparked_copy_that_waits_is_hidden_by_its_receive_with_no_visibility_change() -> None:
+    """An unparking receives its copies hidden for the longest wait (`unparked_visibility_s`): a copy that
+    then waits for a slot needs no ChangeMessageVisibility of its own, and its WAITING lease believes it
+    hidden no longer than SQS hides it (counted from before the receive)."""
+    b, _, _, original = parked_behind_a_full_type()
+    b.clock.advance(5)
+    asked_at = b.clock.now()
+    before = dict(b.aws.calls)
+
+    assert unpark(b.receiver, b.waiting_url, 1, handle=receive) == 1
+
+    assert b.aws.calls["sqs.ChangeMessageVisibility"] == before.get("sqs.ChangeMessageVisibility", 0)
+    [copy] = b.aws.sqs.queues[b.waiting_url].messages.values()
+    lease = b.receiver.store.get(copy.message_id)
+    assert lease is not None and lease.status is LeaseStatus.WAITING
+    assert lease.visible_until == asked_at + unparked_visibility_s(b.receiver.settings) <= copy.visible_at
+    claimed = b.receiver.store.get(original)
+    assert claimed is not None and claimed.claimed_by == copy.message_id
+
+
+def test_requests_an_unparked_copy_near_its_retention_is_still_hidden_no_later_than_its_resend() -> None:
+    """Its receive may hide a copy past the time it must be sent afresh (`resend_at`, before SQS deletes
+    it): then its wait is set by a visibility change, cut at that time, as before."""
+    b, _, _, _ = parked_behind_a_full_type()
+    settings = b.receiver.settings
+    [copy] = b.aws.sqs.queues[b.waiting_url].messages.values()
+    # its resend time comes within the receive's hiding, not yet reached
+    b.clock.advance(settings.resend_at(copy.sent_at) - copy.sent_at - unparked_visibility_s(settings) / 2)
+    before = b.aws.calls["sqs.ChangeMessageVisibility"]
+
+    assert unpark(b.receiver, b.waiting_url, 1, handle=receive) == 1
+
+    assert b.aws.calls["sqs.ChangeMessageVisibility"] == before + 1
+    lease = b.receiver.store.get(copy.message_id)
+    assert lease is not None and lease.status is LeaseStatus.WAITING
+    assert lease.visible_until <= settings.resend_at(copy.sent_at)

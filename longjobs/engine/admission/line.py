@@ -170,12 +170,18 @@ def wait_or_park(
     if resend_at < math.inf:
         delay = min(delay, math.ceil(resend_at - now))
     queue_url = receiver.queue_of(delivery)
-    outcome = receiver.visibility.change(
-        VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay)
-    )
-    if outcome.failure is FailureClass.LOST:
-        return Outcome.STALE  # handed out again: the newer receive decides
-    visible_until = now + delay if outcome.ok else now  # unknown: never believe it hidden longer than it is
+    hidden_until = delivery.hidden_until
+    last_error: LastError | None = None
+    if hidden_until is not None and now + delay <= hidden_until <= resend_at:
+        visible_until = hidden_until  # its receive hides it long enough already (an unparking's): no change
+    else:
+        outcome = receiver.visibility.change(
+            VisibilityChange(delivery.message_id, queue_url, delivery.receipt_handle, delay)
+        )
+        if outcome.failure is FailureClass.LOST:
+            return Outcome.STALE  # handed out again: the newer receive decides
+        visible_until = now + delay if outcome.ok else now  # unknown: never believe it hidden longer than it is
+        last_error = None if outcome.ok else LastError("waiting delay not set", outcome.error)
     lease = Lease(
         message_id=delivery.message_id,
         queue_url=queue_url,
@@ -194,7 +200,7 @@ def wait_or_park(
         waits=waits + 1,
         refused_starts=delivery.refused_starts(replacing),
         job=job.model_dump_json(),
-        last_error=None if outcome.ok else LastError("waiting delay not set", outcome.error),
+        last_error=last_error,
     )
     if not receiver.store.create(lease, replacing=replacing):
         return None

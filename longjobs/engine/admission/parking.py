@@ -11,11 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.admission.readings import longest_wait_s
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.store import CopyNote, in_parked_line
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
+from longjobs.engine.policies.base import SQS_MAX_VISIBILITY_S
 from longjobs.engine.receiver.attempt import closed_record, same_write
 from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
 from longjobs.engine.receiver.models import Job
@@ -33,7 +35,7 @@ from longjobs.engine.receiver.types import (
     message_bytes,
     sent_at,
 )
-from longjobs.engine.settings import MESSAGE_MAX_BYTES
+from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
 from longjobs.engine.settle import release_holds
 
 if TYPE_CHECKING:
@@ -480,12 +482,15 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
     starts if a slot is free for it, else waits in flight there); those done are deleted. No receive is
     made past `deadline`; what was received is still handled."""
     received = 0
+    hide_s = unparked_visibility_s(receiver.settings)
     for _ in range(UNPARK_CALLS):
         if received >= want or receiver.clock.now() >= deadline:
             break
+        asked_at = receiver.clock.now()  # before the receive: never later than SQS's own hiding
         messages = receiver.sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=min(10, want - received),
+            VisibilityTimeout=hide_s,
             AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
@@ -493,7 +498,7 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
             break
         received += len(messages)
         deliveries = sorted(
-            (waiting_delivery(message, queue_url) for message in messages),
+            (waiting_delivery(message, queue_url, hidden_until=asked_at + hide_s) for message in messages),
             key=lambda d: d.carried.waiting_since or 0.0,
         )
         read_ahead(receiver, deliveries)
@@ -515,8 +520,17 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
     return received
 
 
-def waiting_delivery(message: Mapping[str, Any], queue_url: str) -> Delivery:
-    """A message received from a waiting queue, as the receiver takes it."""
+def unparked_visibility_s(settings: Settings) -> int:
+    """How long an unparking's receive hides its copies: the longest a message waits hidden on one receive
+    (`longest_wait_s`; within SQS's 12 h). A copy that then waits for a slot is already hidden at least
+    as long as its estimate (`line.wait_or_park`), so its wait needs no visibility change of its own (one
+    request a copy less); an admission in place sets its first chunk anyway. A copy whose receive fails
+    comes back after that long rather than the queue's timeout: it keeps its place in its parked line."""
+    return int(min(longest_wait_s(settings), SQS_MAX_VISIBILITY_S))
+
+
+def waiting_delivery(message: Mapping[str, Any], queue_url: str, *, hidden_until: float | None = None) -> Delivery:
+    """A message received from a waiting queue, as the receiver takes it (`hidden_until`: see `Delivery`)."""
     return Delivery(
         message_id=message["MessageId"],
         receipt_handle=message["ReceiptHandle"],
@@ -529,6 +543,7 @@ def waiting_delivery(message: Mapping[str, Any], queue_url: str) -> Delivery:
             for name, value in message.get("MessageAttributes", {}).items()
         },
         queue_url=queue_url,
+        hidden_until=hidden_until,
     )
 
 

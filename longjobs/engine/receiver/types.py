@@ -123,6 +123,9 @@ class Delivery:
     """Its `MessageGroupId` (FIFO queues only)."""
     sent_at: float | None = None
     """When it was sent (`SentTimestamp`): its queue's retention runs from then, received or not."""
+    hidden_until: float | None = None
+    """Until when its receive hid it at least (the time before the receive plus the `VisibilityTimeout`
+    it asked for: never later than SQS's), when the receive asked for one (an unparking's)."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
