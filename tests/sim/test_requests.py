@@ -21,6 +21,7 @@ from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName
+from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.read_ahead import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Outcome
@@ -635,3 +636,28 @@ def test_requests_an_unparked_copy_near_its_retention_is_still_hidden_no_later_t
     lease = b.receiver.store.get(copy.message_id)
     assert lease is not None and lease.status is LeaseStatus.WAITING
     assert lease.visible_until <= settings.resend_at(copy.sent_at)
+
+
+def test_requests_two_batches_at_once_on_one_receiver_each_send_their_own_parked_copies() -> None:
+    """The simulation's two pollers hand batches to one receiver at once (a Lambda container runs one at a
+    time, but nothing in the receiver relies on it): each batch sends the copies of its own records at
+    its end, and a batch that begins meanwhile neither drops nor sends them (a review of the first
+    version: a second batch's start dropped the first's pending copies, whose records were then
+    acknowledged with no copy sent: lost)."""
+    b = bench(limit=1)
+    full_with_one_waiting_in_flight(b)
+    first, second = b.send("X"), b.send("Y")
+    deliveries = {d.message_id: d for d in map(b._delivery, b._received(b.jobs_url))}
+
+    def copies() -> set[str]:
+        messages = b.aws.sqs.queues[b.waiting_url].messages.values()
+        return {json.loads(m.attributes[ADMISSION_ATTRIBUTE]["StringValue"])["parked"] for m in messages}
+
+    with receive_batch(b.receiver, [deliveries[first]]) as unsent_first:
+        assert receive(b.receiver, deliveries[first]) is Outcome.PARKED
+        with receive_batch(b.receiver, [deliveries[second]]) as unsent_second:
+            assert receive(b.receiver, deliveries[second]) is Outcome.PARKED
+        assert copies() == {second}, "the second batch sent its own copy, not the first's"
+    assert copies() == {first, second}
+    assert unsent_first == unsent_second == set()
+    assert b.receiver.pending_copies == {}, "nothing left for a later receive of either"

@@ -95,8 +95,9 @@ def park(
     )
     if not receiver.store.create(marker, replacing=replacing):
         return False
-    if receiver.pending_copies is not None and receiver.queue_of(delivery) == receiver.queue_url:
-        receiver.pending_copies.append((queue_url, marker))  # a record of the batch: sent with the others
+    batch = receiver.pending_copies.get(delivery.message_id)
+    if batch is not None:
+        batch.append((queue_url, marker))  # a record of a batch: sent with the batch's others at its end
     else:
         _send_copy(receiver, queue_url, marker)
     logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
@@ -410,14 +411,14 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
         logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
 
 
-def send_pending_copies(receiver: Receiver) -> set[str]:
-    """Send the copies a batch's parkings left to its end (`park`): up to ten a `SendMessageBatch`, and
+def send_pending_copies(receiver: Receiver, pending: Sequence[tuple[str, Lease]]) -> set[str]:
+    """Send the copies a batch's parkings left to its end (`pending`, see `park`): up to ten a
+    `SendMessageBatch`, and
     `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on their markers together
     (`LeaseStore.note_copies`; best effort, as `_send_copy`'s note). Returns the ids of the messages whose
     copy was not sent (refused, or its request failed): their records are reported failed, and each one's
     redelivery finds its marker without a copy and sends it then (`send_parked_copy`). A request that
     failed after it landed leaves twin copies, and the first received claims the run."""
-    pending, receiver.pending_copies = receiver.pending_copies or [], None
     unsent: set[str] = set()
     notes: list[CopyNote] = []
     by_queue: dict[str, list[_Pending]] = {}

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from longjobs.engine.admission.parking import send_pending_copies
+from longjobs.engine.lease import Lease
 from longjobs.engine.receiver.read_ahead import read_ahead
 from longjobs.engine.receiver.types import Delivery, Receiver
 
@@ -27,8 +28,15 @@ def receive_batch(receiver: Receiver, deliveries: Sequence[Delivery]) -> Iterato
     messages whose copy was not sent, whose records must be reported failed (not deleted). Nothing is
     sent when the block raises."""
     receiver.begin_batch()
-    receiver.pending_copies = []
     read_ahead(receiver, deliveries)
+    pending: list[tuple[str, Lease]] = []
+    # A message in another batch going on (a duplicate delivery) is left to that one: its copy goes at once.
+    records = [d.message_id for d in deliveries if d.message_id not in receiver.pending_copies]
+    receiver.pending_copies.update(dict.fromkeys(records, pending))
     unsent: set[str] = set()
-    yield unsent
-    unsent.update(send_pending_copies(receiver))
+    try:
+        yield unsent
+    finally:
+        for message_id in records:
+            receiver.pending_copies.pop(message_id, None)
+    unsent.update(send_pending_copies(receiver, pending))

@@ -317,10 +317,11 @@ class Receiver:
     ahead and found nothing held for: no lease (`longjobs.engine.receiver.read_ahead`); each is taken by the
     message's first read, `begin_batch` forgets the rest."""
 
-    pending_copies: list[tuple[str, Lease]] | None = None
-    """In a batch (`longjobs.engine.receiver.batch.receive_batch`), the waiting queue and PARKED marker of
-    each copy its records' parkings left to send together at its end; None outside one (a copy is sent at
-    once)."""
+    pending_copies: dict[str, list[tuple[str, Lease]]] = field(default_factory=dict)
+    """Message id -> the copies its batch's parkings leave to its end (each a waiting queue and a PARKED
+    marker), for the records of the batches going on (`longjobs.engine.receiver.batch.receive_batch`):
+    kept by message, so batches handled at once on one receiver (the simulation's two pollers) never
+    send or drop each other's. A message of no batch (an unparked copy) sends its copy at once."""
 
     def begin_batch(self) -> None:
         """A new batch of records: what a batch reads once (a full type's slots, the leases read ahead) is
