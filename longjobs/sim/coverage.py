@@ -41,9 +41,10 @@ EXTENDER_PATHS = (
     "listed",
 )
 """Not a target: `completed` (reconciliation finding an execution SUCCEEDED while the lease naming it is
-still ACTIVE). The deployed workflow closes the lease before it can succeed (a close that keeps failing
-fails the execution instead), so only a workflow other than the one deployed could reach it; the path stays,
-as every caller of DescribeExecution handles every status."""
+still ACTIVE). The deployed workflow succeeds with its lease ACTIVE only when its close failed for good (an
+outage, `MarkSucceeded->DeleteMessage`), and it has deleted the message then: the extender's next renewal
+finds the handle gone (`lost`) before reconciliation's grace ends. Only a delete that fails as well would
+leave it to reconciliation; the path stays, as every caller of DescribeExecution handles every status."""
 OTHER = (
     "fenced:extender:transact_write_items",
     "fenced:workflow:update_item",
