@@ -32,6 +32,8 @@ __all__ = [
 PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
+LAMBDA_MAX_TIMEOUT_S = 900.0
+"""The longest any Lambda invocation runs."""
 MAX_SHARDS = 64
 """The most shards the due and reconcile indexes may be split into (`shards`, `previous_shards`)."""
 MESSAGE_MAX_BYTES = 262_144

@@ -25,6 +25,7 @@ from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.read_ahead import read_ahead
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Outcome
+from longjobs.engine.settings import Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.sim.aws import client_error
@@ -603,8 +604,12 @@ def test_requests_a_batch_of_parked_records_sends_its_copies_and_notes_them_in_o
 def test_requests_an_unparked_copy_that_waits_is_hidden_by_its_receive_with_no_visibility_change() -> None:
     """An unparking receives its copies hidden for the longest wait (`unparked_visibility_s`): a copy that
     then waits for a slot needs no ChangeMessageVisibility of its own, and its WAITING lease believes it
-    hidden no longer than SQS hides it (counted from before the receive)."""
-    b, _, _, original = parked_behind_a_full_type()
+    hidden no longer than SQS hides it (counted from before the receive). A retention of hours: the
+    receive's hiding ends before the copy's resend time."""
+    b = bench(limit=1, queue_retention_s=4 * 3_600)
+    full_with_one_waiting_in_flight(b)
+    original = b.send("X")
+    assert b.deliver_jobs_queue() == {original: Outcome.PARKED}
     b.clock.advance(5)
     asked_at = b.clock.now()
     before = dict(b.aws.calls)
@@ -661,3 +666,18 @@ def test_requests_two_batches_at_once_on_one_receiver_each_send_their_own_parked
     assert copies() == {first, second}
     assert unsent_first == unsent_second == set()
     assert b.receiver.pending_copies == {}, "nothing left for a later receive of either"
+
+
+@pytest.mark.parametrize(
+    ("horizon_s", "period_s", "hidden_s"),
+    [
+        (3_600, 60.0, 7_260),  # the defaults: two horizons and a period
+        (60, 1.0, 900),  # never shorter than Lambda's longest timeout (a review: it fell below the receiver's)
+        (6 * 3_600, 60.0, 43_200),  # never longer than SQS's 12 h
+    ],
+)
+def test_requests_an_unparking_hides_its_copies_for_the_longest_wait_within_lambda_and_sqs_limits(
+    horizon_s: int, period_s: float, hidden_s: int
+) -> None:
+    settings = Settings(admission_horizon_s=horizon_s, extender_period_s=period_s, admission_wait_base_s=2)
+    assert unparked_visibility_s(settings) == hidden_s

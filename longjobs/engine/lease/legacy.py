@@ -33,9 +33,8 @@ import threading
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.observability import logger
+from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S
 
-LAMBDA_MAX_TIMEOUT_S = 900.0
-"""The longest any Lambda invocation runs."""
 LEGACY_WINDOW_S = LAMBDA_MAX_TIMEOUT_S + 60.0
 """Legacy shards are queried every run this long after a container's first run, then once per this long."""
 

@@ -45,7 +45,7 @@ from longjobs.engine.receiver.types import (
     copy_attributes,
     copy_fits,
 )
-from longjobs.engine.settings import MAX_DELAY_S
+from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S, MAX_DELAY_S
 
 
 def has_room(delivery: Delivery, history: Sequence[Attempt]) -> bool:
@@ -114,7 +114,7 @@ def is_requeued_copy(receiver: Receiver, delivery: Delivery) -> bool:
     return delivery.carried.requeued_from is not None and receiver.queue_of(delivery) == receiver.queue_url
 
 
-CLAIM_STALE_S = 900.0
+CLAIM_STALE_S = LAMBDA_MAX_TIMEOUT_S
 """Lambda's longest timeout: a claim this old, whose claimant has no lease, was made by a receive that is
 over (each receive of the claimant claims again, `LeaseStore.claim_requeued`)."""
 
