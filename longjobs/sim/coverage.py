@@ -39,12 +39,11 @@ EXTENDER_PATHS = (
     "checked",
     "released",
     "listed",
+    "completed",
 )
-"""Not a target: `completed` (reconciliation finding an execution SUCCEEDED while the lease naming it is
-still ACTIVE). The deployed workflow succeeds with its lease ACTIVE only when its close failed for good (an
-outage, `MarkSucceeded->DeleteMessage`), and it has deleted the message then: the extender's next renewal
-finds the handle gone (`lost`) before reconciliation's grace ends. Only a delete that fails as well would
-leave it to reconciliation; the path stays, as every caller of DescribeExecution handles every status."""
+"""`completed` is reconciliation finding an execution SUCCEEDED while the lease naming it is still ACTIVE:
+the workflow's close and its delete failed for good (an outage of both, `longjobs.sim.faults.OUTAGES`), and
+the execution succeeded all the same."""
 OTHER = (
     "fenced:extender:transact_write_items",
     "fenced:workflow:update_item",

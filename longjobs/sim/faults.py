@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -70,35 +70,51 @@ UNANSWERED = (CallFault.THROTTLED, CallFault.SERVER_ERROR, CallFault.TIMEOUT)
 """The kinds of an outage's calls that take no effect (one is drawn per outage)."""
 OUTAGES: tuple[tuple[str, dict[str, CallFault | None]], ...] = (
     ("workflow", {"get_item": None}),
-    ("workflow", {"transact_write_items": None, "update_item": None}),
+    ("workflow", {"transact_write_items": None, "update_item": None, "delete_message": None}),
     ("workflow", {"transact_write_items": None, "update_item": CallFault.ANSWER_LOST, "get_item": None}),
 )
 """The calls an outage may strike, each beyond every retry its caller makes, with its fault (None: the
-outage's drawn kind, one that takes no effect). All are the workflow's DynamoDB calls, since a success
-path that fails for good is within the design:
+outage's drawn kind, one that takes no effect). All are the workflow's calls on its success path, since a
+success path that fails for good is within the design:
 - its reads: a read that fails for good frees the holds (since seed 5054, whose success path's read failed
   13 times in a row, and the execution ended with its job lock held);
-- its close: one that fails for good deletes the message all the same and frees the holds (the execution
-  ends SUCCEEDED; reconciliation completes the lease);
+- its close and its delete: a close that fails for good deletes the message all the same and frees the
+  holds, and when the delete fails too the execution still ends SUCCEEDED: reconciliation completes the
+  lease (it deletes the message);
 - a close that lands unanswered (its retry then meets its own write) followed by reads that fail: the
   holds are freed by the Catch of the read.
 Without these, `FOCUS_MAX_STREAK` keeps every call within its retries, and those Catches are never reached."""
 
 
+OUTAGE_AT_SUCCESS = (1, 4)
+"""An outage begins at a job's success, the n-th of the seed, n drawn in this range."""
+
+
 @dataclass(frozen=True)
 class Outage:
-    """Every attempt of `actor`'s calls of the operations in `faults` from `start` to `until` (virtual
-    time) fails, each with its fault."""
+    """Every attempt of `actor`'s calls of the operations in `faults` fails, each with its fault, for
+    `OUTAGE_S` from the seed's `at_success`-th job success (`FaultPlan.job_succeeded` starts it), when that
+    comes no later than `last_start`, so that it ends before the quiet period. Anchored on a success, it
+    strikes the success path: from a drawn time it would rarely meet one (most of a seed's few dozen
+    jobs end early in its fault window; the close's Catch was met once or twice in 1,000 seeds)."""
 
     actor: str
     faults: dict[str, CallFault]
-    start: float
-    until: float
+    at_success: int
+    last_start: float
+    start: float = math.inf
+    until: float = math.inf
 
     def strikes(self, now: float, actor: str, operation: str) -> CallFault | None:
         if actor != self.actor or not self.start <= now < self.until:
             return None
         return self.faults.get(operation)
+
+    def begun(self, now: float, successes: int) -> Outage | None:
+        """This outage begun at `now`, the seed's `successes`-th job success, when that is its own; else None."""
+        if successes != self.at_success or now > self.last_start:
+            return None
+        return replace(self, start=now, until=now + OUTAGE_S)
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> Outage | None:
@@ -107,10 +123,10 @@ class Outage:
         if rng.random() >= OUTAGE_SHARE:
             return None
         actor, operations = rng.choice(OUTAGES)
-        begins = start + rng.uniform(0.0, quiet_after_s - OUTAGE_S)
+        at_success = rng.randint(*OUTAGE_AT_SUCCESS)
         unanswered = rng.choice(UNANSWERED)
         faults = {operation: fault or unanswered for operation, fault in operations.items()}
-        return cls(actor, faults, begins, begins + OUTAGE_S)
+        return cls(actor, faults, at_success, start + quiet_after_s - OUTAGE_S)
 
 
 def _possible(kinds: Iterable[CallFault], actor: str) -> list[CallFault]:
@@ -170,6 +186,8 @@ class FaultPlan:
     whose draws there give no fault, fails exactly the calls it failed before."""
     outage: Outage | None = None
     """A drawn plan's outage (`OUTAGE_SHARE` of the seeds), ahead of every other fault."""
+    successes: int = 0
+    """The seed's job successes so far (`job_succeeded`): its outage begins at one of them."""
     rare_turns: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Each rare operation's focus (`RARE_OPERATIONS`), as (start, attempts failed so far): its first
     attempts fail with every kind that can strike, in turn from a seed-drawn start, then at the focus
@@ -195,6 +213,13 @@ class FaultPlan:
             rare_rng=random.Random(f"faults:{seed}:rare"),
             outage=Outage.draw(seed, start=start, quiet_after_s=quiet_after_s),
         )
+
+    def job_succeeded(self, now: float) -> None:
+        """A job succeeded at `now` (its workflow enters its success path): the outage may begin."""
+        self.successes += 1
+        begun = self.outage.begun(now, self.successes) if self.outage is not None else None
+        if begun is not None:
+            self.outage = begun
 
     def active(self, now: float) -> bool:
         return now < self.quiet_at

@@ -35,7 +35,7 @@ from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender, legacy_shards
 from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.lease import LeaseStore, table_definition
-from longjobs.engine.lease.lock import is_lock_key
+from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
@@ -317,6 +317,7 @@ class World:
         self.extender_runs = 0  # scheduled extender runs going on (reserved concurrency 1 allows one)
         self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
         self.job_queues = (self.queue, *self.waiting.values())
+        self.holds_wait_until: float | None = None  # see `_settled`
         self.queue_changed = [Signal() for _ in range(ESM_POLLERS)]  # what each idle poller waits on
         self.queue.on_change = self._queue_changed
         self.lost_runs = 0  # scheduled extender runs lost in a row (see _extender_due)
@@ -499,14 +500,37 @@ class World:
 
     def _settled(self) -> bool:
         """Every message sent, none left on the jobs or waiting queues, no execution running (asked
-        after every step: kept to a few comparisons)."""
+        after every step: kept to a few comparisons), and every job lock and slot free, or `holds_wait_s`
+        past the rest: what frees a hold after its execution ended may be the extender's next look at
+        its lease (a renewal that finds the message gone, reconciliation), not yet made when the last
+        message went (seed 78: reconciliation's completion died after its delete)."""
         if len(self.job_of_message) < len(self.workload.jobs) or self.running_executions:
+            self.holds_wait_until = None
             return False
         now = self.scheduler.now()
         for queue in self.job_queues:
             if queue.next_expiry <= now:
                 queue.expire()
-        return not any(queue.messages for queue in self.job_queues)
+        if any(queue.messages for queue in self.job_queues):
+            self.holds_wait_until = None
+            return False
+        if self.holds_wait_until is None:
+            self.holds_wait_until = now + self.holds_wait_s
+        return now >= self.holds_wait_until or not self._holds_held()
+
+    @property
+    def holds_wait_s(self) -> float:
+        """How long after the rest settled a hold may still be held: reconciliation's sweep and grace, and
+        the extender runs a fault plan may lose in a row, and one more."""
+        settings = self.settings
+        runs = settings.adaptive_lost_runs_survived + 1
+        return settings.reconcile_interval_s + settings.reconcile_grace_s + runs * settings.extender_period_s
+
+    def _holds_held(self) -> bool:
+        return any(
+            is_lock_key(key) and item.get(LOCK_STATE_ATTR, {}).get("S", FREE) != FREE
+            for key, item in self.aws.dynamodb.items.items()
+        )
 
     def _finish(self, *, settled_in_time: bool) -> None:
         left: Counter[str] = Counter()
@@ -773,6 +797,8 @@ class World:
         self.trace.event("workflow", "job_ended", execution=execution.name, job_id=job_id, succeeded=succeeded)
         self.monitor.job_ended(execution.arn, succeeded=succeeded)
         now = self.scheduler.now()
+        if succeeded:
+            self.faults.job_succeeded(now)
         if not succeeded and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
             # SQS's at-least-once delivery may hand a message out again at any time while it is in flight;
             # at a failed job's end it meets the failure path's release (a handle superseded meanwhile)

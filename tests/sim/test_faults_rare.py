@@ -3,6 +3,7 @@ focus rate, with every kind, on a stream of its own, so the other calls fail as 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -93,23 +94,44 @@ def test_a_written_scenario_has_no_rare_focus() -> None:
     assert all(plan.at_call(START + i, "extender", "delete_message_batch") is None for i in range(100))
 
 
-def test_an_outage_fails_the_workflows_dynamodb_calls_in_its_window_and_nothing_else() -> None:
+def test_an_outage_fails_the_workflows_success_path_calls_in_its_window_and_nothing_else() -> None:
     seeds = [seed for seed in range(1_000) if _plan(seed).outage is not None]
     assert 20 < len(seeds) < 90  # OUTAGE_SHARE of the seeds
     shapes = {tuple(sorted((_plan(seed).outage or Outage("", {}, 0, 0)).faults)) for seed in seeds}
     assert shapes == {tuple(sorted(operations)) for _, operations in OUTAGES}, "every shape is drawn"
     for seed in seeds[:10]:
-        outage = _plan(seed).outage
-        assert outage is not None and outage.start >= START and outage.until <= START + QUIET_AFTER_S
         plan = replace(_plan(seed), rate=0.0, focus_share=0.0, rare_rng=None)
+        armed = plan.outage
+        assert armed is not None and armed.at_success in range(1, 5)
+        assert armed.last_start + OUTAGE_S == START + QUIET_AFTER_S, "it ends before the quiet period"
+        success = START + 30.0
+        assert {plan.at_call(success + i, "workflow", op) for op in armed.faults for i in range(60)} == {None}
+        for _ in range(armed.at_success - 1):  # the successes before its own begin nothing
+            plan.job_succeeded(success - 10.0)
+        assert plan.outage == armed
+        plan.job_succeeded(success)
+        outage = plan.outage
+        assert outage is not None and (outage.start, outage.until) == (success, success + OUTAGE_S)
+        plan.job_succeeded(success + 10.0)  # begun once
+        assert plan.outage == outage
         for operation, fault in outage.faults.items():
             inside = {plan.at_call(outage.start + i, "workflow", operation) for i in range(int(OUTAGE_S))}
             assert inside == {fault}
             assert plan.at_call(outage.until, "workflow", operation) is None
             assert plan.at_call(outage.start, "receiver", operation) is None
-        assert plan.at_call(outage.start, "workflow", "delete_message") is None
+        assert plan.at_call(outage.start, "workflow", "start_execution") is None
         unanswered = {fault for fault in outage.faults.values() if fault is not CallFault.ANSWER_LOST}
         assert len(unanswered) == 1 and unanswered <= set(UNANSWERED), "one drawn kind that takes no effect"
+
+
+def test_an_outage_whose_success_comes_too_late_to_end_before_the_quiet_period_never_begins() -> None:
+    seed = next(seed for seed in range(1_000) if _plan(seed).outage is not None)
+    plan = _plan(seed)
+    armed = plan.outage
+    assert armed is not None
+    for _ in range(armed.at_success):
+        plan.job_succeeded(armed.last_start + 1.0)
+    assert plan.outage == armed and armed.start == math.inf
 
 
 def test_an_outage_outlasts_the_workflows_patient_retries() -> None:
