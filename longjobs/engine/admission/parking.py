@@ -413,12 +413,12 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
 
 def send_pending_copies(receiver: Receiver, pending: Sequence[tuple[str, Lease]]) -> set[str]:
     """Send the copies a batch's parkings left to its end (`pending`, see `park`): up to ten a
-    `SendMessageBatch`, and
-    `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on their markers together
-    (`LeaseStore.note_copies`; best effort, as `_send_copy`'s note). Returns the ids of the messages whose
-    copy was not sent (refused, or its request failed): their records are reported failed, and each one's
-    redelivery finds its marker without a copy and sends it then (`send_parked_copy`). A request that
-    failed after it landed leaves twin copies, and the first received claims the run."""
+    `SendMessageBatch`, and `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on
+    their markers together (`LeaseStore.note_copies`; best effort, as `_send_copy`'s note). Returns the
+    ids of the messages whose copy was not sent (refused, or its request failed): their records are
+    reported failed, and each one's redelivery finds its marker without a copy and sends it then
+    (`send_parked_copy`). A request that failed after it landed leaves twin copies, and the first
+    received claims the run."""
     unsent: set[str] = set()
     notes: list[CopyNote] = []
     by_queue: dict[str, list[_Pending]] = {}
