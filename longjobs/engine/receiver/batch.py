@@ -30,7 +30,8 @@ def receive_batch(receiver: Receiver, deliveries: Sequence[Delivery]) -> Iterato
     receiver.begin_batch()
     read_ahead(receiver, deliveries)
     pending: list[tuple[str, Lease]] = []
-    # A message in another batch going on (a duplicate delivery) is left to that one: its copy goes at once.
+    # A message already in another batch going on (a duplicate delivery) stays that batch's: its copy goes
+    # with that batch's, whose death leaves its own record to come back and send it.
     records = [d.message_id for d in deliveries if d.message_id not in receiver.pending_copies]
     receiver.pending_copies.update(dict.fromkeys(records, pending))
     unsent: set[str] = set()
