@@ -33,6 +33,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
     return Result(code, out, err)
 
 
+def succeeded(story: dict[str, Any]) -> dict[str, Any] | None:
+    """`longjobs lease --json`'s story once its job succeeded and its execution ended, else None: the
+    workflow closes the lease before it deletes the message, so SUCCEEDED comes a step before the end."""
+    ended = all(execution["status"] != "RUNNING" for execution in story["executions"])
+    return story if story["lease"]["status"] == "SUCCEEDED" and ended else None
+
+
 def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
     """The command failed with `code`, saying one line `longjobs: ...` that contains each fragment."""
     assert result.code == code, result

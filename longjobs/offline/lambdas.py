@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-HANDLER_CACHES = ("extender", "receiver", "watcher")
+HANDLER_CACHES = ("extender", "receiver", "watcher", "admitter")
 """The cached builders of the handler modules: one per container, cleared when a module is loaded afresh."""
 
 

@@ -108,9 +108,13 @@ class LocalProcessor:
         self._exit.enter_context(environment(env))
         for name in FUNCTIONS:
             self.functions[name] = load_function(f"longjobs.engine.{name}.handler")
-        # Each container's service, built once: the faults hook the clients it holds.
+        # Each container's service, built once: the faults hook the clients it holds. The watcher's
+        # admission receiver, which the cloud builds at its first event, is built now too, while the
+        # endpoint is in the environment, so its clients reach the emulator and are hooked as well.
         for name in FUNCTIONS:
             self.faults.install(name, getattr(self.functions[name], name)())
+        if (admitter := self.functions["watcher"].admitter()) is not None:
+            self.faults.install("watcher", admitter)
         self.mapping = self._mapping()
         return self
 

@@ -20,6 +20,7 @@ import pytest
 
 from longjobs.engine.jobs import load_catalog
 from longjobs.offline.serve import ServeError, check_java, serve
+from tests.longjobs_support import succeeded
 from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
@@ -137,7 +138,7 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     for message_id in (from_cli, from_boto3):
         lease = service.wait_for(
             f"{message_id} done",
-            lambda m=message_id: _succeeded(service.longjobs("lease", m)),
+            lambda m=message_id: succeeded(service.longjobs("lease", m)),
         )
         assert lease["lease"]["result"]["waited_s"] in (9, 1)
     story = service.longjobs("lease", from_cli)
@@ -167,10 +168,6 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     last = out.strip().splitlines()[-1]
     assert last.startswith("stopped:") and f"1 stopped and released ({running})" in last, last
     assert last.endswith("0 lease(s) left ACTIVE"), last
-
-
-def _succeeded(story: dict[str, Any]) -> dict[str, Any] | None:
-    return story if story["lease"]["status"] == "SUCCEEDED" else None
 
 
 def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

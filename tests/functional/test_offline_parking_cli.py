@@ -6,6 +6,7 @@ The original's lease is the PARKED marker that names the copy; the copy's lease 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,12 +14,12 @@ import pytest
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.settings import Settings
-from longjobs.offline.faults import Faults
+from longjobs.offline.faults import Faults, function_clients
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.resources import WAITING_QUEUE_PREFIX
 from longjobs.offline.runtime import captured_logs
 from longjobs.offline.serve import SERVE_SETTINGS, Calm
-from tests.longjobs_support import run
+from tests.longjobs_support import run, succeeded
 from tests.polling import eventually
 
 LIMITED = "one-at-a-time"
@@ -74,14 +75,15 @@ def test_offline_runtime_parks_a_backlog_and_the_lease_view_names_each_copy(
         return story
 
     def done(message_id: str) -> dict[str, Any] | None:
-        """The story of the job's last attempt once it succeeded: its own, or its copy's when parked."""
+        """The story of the job's last attempt once it succeeded and its execution ended: its own, or its
+        copy's when parked."""
         story = lease(message_id)
         if story is None:
             return None
         if story["lease"]["status"] == "PARKED":
             copy = story["lease"]["claimed_by"]
             return done(copy) if copy else None
-        return story if story["lease"]["status"] == "SUCCEEDED" else None
+        return succeeded(story)
 
     finished: dict[str, dict[str, Any]] = {}
     for job_id, message_id in sent.items():
@@ -104,3 +106,14 @@ def test_offline_runtime_parks_a_backlog_and_the_lease_view_names_each_copy(
     for job_id in set(JOBS) - parked:
         assert finished[job_id]["lease"]["message_id"] == sent[job_id]
     assert processor.running_executions() == []
+
+
+def test_offline_runtime_builds_the_watchers_admission_on_the_emulator_at_start(processor: LocalProcessor) -> None:
+    """The watcher's admission receiver, which a cloud container builds at its first event, is built at
+    the runtime's start: its clients reach the emulator although this test's environment names no endpoint."""
+    assert "AWS_ENDPOINT_URL" not in os.environ, "the test's environment holds no endpoint"
+    admitter = processor.functions["watcher"].admitter()
+    assert admitter is not None, "a type is limited: the watcher admits"
+    clients = function_clients(admitter)
+    assert {client.meta.service_model.service_name for client in clients} == {"sqs", "stepfunctions", "dynamodb"}
+    assert {client.meta.endpoint_url for client in clients} == {processor.endpoint}

@@ -4,7 +4,6 @@ ABORTED to release; SUCCEEDED too, for admission)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,8 @@ from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_cha
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
+    from longjobs.engine.receiver.types import Receiver
+
 SETTINGS = Settings.from_env()
 JOB_SPANS = job_spans_enabled()
 
@@ -38,48 +39,46 @@ def watcher() -> Watcher:
         visibility=visibility,
         clock=clock,
         state_machine_arn=SETTINGS.state_machine_arn,
-        admit=_admission(store, clock),
+        admit=_admit if SETTINGS.queue_url else None,
     )
 
 
-def _admission(store: LeaseStore, clock: SystemClock) -> Callable[[str, Hold | None], object] | None:
-    """Admission's pass over one type, built on the first event; None when no type is limited (or the
-    watcher has no jobs queue to admit from)."""
-    if not SETTINGS.queue_url:
+def _admit(job_type: str, freed: Hold | None) -> object:
+    """Admission's pass over the ended execution's type; nothing when no type is limited."""
+    from longjobs.engine.admission.admit import watcher_pass
+    from longjobs.engine.receiver.service import receive
+
+    receiver = admitter()
+    return watcher_pass(receiver, handle=receive)(job_type, freed) if receiver is not None else None
+
+
+@cache
+def admitter() -> Receiver | None:
+    """The receiver admission runs as, with the watcher's store and clock and its own SQS and Step Functions
+    clients; None when no type is limited. Built on the first event that ends an execution, so neither its
+    imports nor its clients weigh on the cold start of a watcher without limits."""
+    from longjobs.engine.jobs import catalog_from_env
+    from longjobs.engine.policies import build_policy, resolve_visibility_timeout
+    from longjobs.engine.receiver.types import Receiver
+
+    catalog = catalog_from_env()
+    if not catalog.limited():
         return None
-    built: list[Any] = []
-
-    def admit(job_type: str, freed: Hold | None) -> object:
-        if not built:
-            from longjobs.engine.admission.admit import watcher_pass
-            from longjobs.engine.jobs import catalog_from_env
-            from longjobs.engine.policies import build_policy, resolve_visibility_timeout
-            from longjobs.engine.receiver.service import receive
-            from longjobs.engine.receiver.types import Receiver
-
-            catalog = catalog_from_env()
-            if not catalog.limited():
-                built.append(None)
-            else:
-                sqs = aws.sqs()
-                settings = resolve_visibility_timeout(SETTINGS, sqs)
-                admitter = Receiver(
-                    settings=settings,
-                    policy=build_policy(settings),
-                    store=store,
-                    sqs=sqs,
-                    visibility=VisibilityClient(sqs, clock=clock),
-                    stepfunctions=aws.stepfunctions(),
-                    clock=clock,
-                    rng=random.Random(),
-                    catalog=catalog,
-                    metrics=metrics,
-                )
-                built.append(watcher_pass(admitter, handle=receive))
-        run = built[0]
-        return run(job_type, freed) if run is not None else None
-
-    return admit
+    base = watcher()
+    sqs = aws.sqs()
+    settings = resolve_visibility_timeout(SETTINGS, sqs)
+    return Receiver(
+        settings=settings,
+        policy=build_policy(settings),
+        store=base.store,
+        sqs=sqs,
+        visibility=VisibilityClient(sqs, clock=base.clock),
+        stepfunctions=aws.stepfunctions(),
+        clock=base.clock,
+        rng=random.Random(),
+        catalog=catalog,
+        metrics=metrics,
+    )
 
 
 @logger.inject_lambda_context
