@@ -378,7 +378,7 @@ class World:
         def clients(actor: str) -> tuple[Any, Any, Any]:
             return self._client("sqs", actor), self._client("dynamodb", actor), self._client("stepfunctions", actor)
 
-        def receiver(actor: str) -> Receiver:
+        def receiver(actor: str, container: int = 0) -> Receiver:
             sqs, dynamodb, stepfunctions = clients(actor)
             return Receiver(
                 settings=settings,
@@ -388,12 +388,22 @@ class World:
                 visibility=VisibilityClient(sqs, clock=clock),
                 stepfunctions=stepfunctions,
                 clock=clock,
-                rng=random.Random(f"{actor}:{self.seed}"),
+                rng=random.Random(f"{actor}:{self.seed}" + (f":{container}" if container else "")),
                 catalog=self.catalog,
                 metrics=metrics,
             )
 
-        self.receiver = receiver("receiver")
+        # Lambda's containers of the receiver: each concurrent invocation runs in its own, with its own
+        # state (its batch's read-ahead and pending copies, its place in line, its cached views). A
+        # container is used again only after an invocation that ended: Lambda resets the execution
+        # environment of one that crashed or timed out (docs.aws.amazon.com/lambda/latest/dg/
+        # lambda-runtime-environment.html, "Failures during the invoke phase"); nor after an upgrade.
+        def new_receiver(container: int) -> Receiver:
+            return receiver("receiver", container)
+
+        self.new_receiver = new_receiver
+        self.idle_receivers = [self.new_receiver(0)]
+        self.receiver_containers = 1
 
         def extender(container: int) -> Extender:
             sqs, dynamodb, stepfunctions = clients("extender")
@@ -639,8 +649,15 @@ class World:
         finished = Signal()
         done: list[str] = []
 
+        if self.idle_receivers:
+            receiver = self.idle_receivers.pop()
+        else:  # beside an invocation still going, or after one that died: a new container
+            self.monitor.reach("receiver:new_container")
+            receiver = self.new_receiver(self.receiver_containers)
+            self.receiver_containers += 1
+        built_by = self.new_receiver  # an invocation runs the code it began with (an upgrade meanwhile)
+
         def invocation() -> None:
-            receiver = self.receiver  # an invocation runs the code it began with (an upgrade meanwhile)
             try:
                 deliveries = [as_delivery(message, self.queue.arn) for message in messages]
                 handled: list[Delivery] = []
@@ -672,6 +689,8 @@ class World:
             finally:
                 if not finished.is_set:
                     scheduler.set(finished, False)
+                elif built_by is self.new_receiver:  # ended, and of the current code: used again
+                    self.idle_receivers.append(receiver)
 
         scheduler.spawn(invocation, group=group)
         self._arm_timeout(group, self.settings.receiver_timeout_s, "receiver")
@@ -728,7 +747,7 @@ class World:
         began = self.scheduler.now()
 
         def invocation() -> None:
-            clean = False
+            clean = ended = False
             try:
                 report = run_invocation(
                     extender,
@@ -746,9 +765,10 @@ class World:
                         self.monitor.reach("admission:parked_copy_resent", admitted.resent)
                 renewal = report.renewal
                 clean = not (report.failed_passes or renewal.given_up or renewal.failed or renewal.record_failures)
+                ended = True
             finally:
                 self.extender_runs -= 1
-                if built_by is self.new_extender:  # a container of replaced code is not used again
+                if ended and built_by is self.new_extender:  # as the receiver's containers
                     self.idle_extenders.append(extender)
                 self.lost_runs = 0 if clean else self.lost_runs + 1
 

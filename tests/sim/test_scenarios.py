@@ -355,7 +355,8 @@ def test_scenario_admission_serves_its_line_in_order(seed: int) -> None:
     in flight start in their order in line, and every one of them before a parked one. Found by the offline
     run: a WAITING message about to show again (or shown, its redelivery on its way) was left to its
     redelivery, and the admission pass, or a redelivery racing it, gave its slot to the next in line or to
-    an unparked copy; it now keeps its slot. Six of these twelve seeds were served out of order before."""
+    an unparked copy; it now keeps its slot. Six of these twelve seeds were served out of order before.
+    Seed 8 has two messages level in line: each took its place in its own receiver container, at one instant."""
     scenario = load_scenario(Path("longjobs/offline/scenarios/parking.json")).model_copy(update={"seed": seed})
     result = run_scenario(scenario)
 
@@ -371,7 +372,10 @@ def test_scenario_admission_serves_its_line_in_order(seed: int) -> None:
         if record.get("event") == "outcome" and record.get("outcome") == "parked":
             parked.add(record["job_id"])
     in_flight = sorted((job for job in places if job not in parked), key=places.__getitem__)
-    assert sorted(in_flight, key=starts.__getitem__) == in_flight, "in flight: in their order in line"
+    # Two receiver containers may hand out one place (each keeps its own last place; their clocks agree to
+    # the millisecond at best): those two are level in line, and either may go first.
+    overtaken = [(a, b) for a in in_flight for b in in_flight if places[a] < places[b] and starts[b] < starts[a]]
+    assert overtaken == [], "in flight: in their order in line"
     assert all(starts[job] < starts[copy] for job in in_flight for copy in parked), "parked ones after them"
 
 
