@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import NEVER_STARTED, RUNNING_STATUSES, stop_execution
-from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, job_lock_key
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, hold_keys
 from longjobs.engine.observability import logger
 from longjobs.engine.policies.base import whole_seconds
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
@@ -48,8 +48,7 @@ def release_holds(lease: Lease, *, store: LeaseStore, clock: Clock) -> bool:
     if not lease.execution_arn:
         return False
     released = False
-    keys = [key for key in (job_lock_key(lease.job_id) if lease.job_id else None, lease.slot) if key]
-    for key in keys:
+    for key in hold_keys(lease):
         try:
             released = store.locks.release(key, lease.execution_arn, now=clock.now()) or released
         except Exception as exc:
@@ -89,7 +88,6 @@ def release(
     )
     if closed is None:
         return None
-    release_holds(closed, store=store, clock=clock)
     outcome = visibility.change(VisibilityChange(lease.message_id, lease.queue_url, closed.receipt_handle, delay))
     if outcome.ok:
         return closed
@@ -149,10 +147,7 @@ def complete(
         if classify_exception(exc) is not FailureClass.LOST:
             raise SettleError(f"delete of {lease.message_id} failed: {describe_exception(exc)}") from exc
         error = LastError("delete refused", describe_exception(exc))
-    closed = store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
-    if closed is not None:
-        release_holds(closed, store=store, clock=clock)
-    return closed
+    return store.close(lease, LeaseStatus.SUCCEEDED, now=clock.now(), error=error, result=result)
 
 
 def stop_and_close(
@@ -183,9 +178,7 @@ def stop_and_close(
             extra={"message_id": lease.message_id, "execution": lease.execution_arn, "reason": str(reason)},
         )
     closed = store.close(lease, status, now=clock.now(), error=reason, never_started=not existed)
-    if closed is not None:
-        release_holds(closed, store=store, clock=clock)
-    elif lease.execution_arn:
+    if closed is None and lease.execution_arn:
         _free_after_lost_close(lease, store=store, clock=clock)
     return closed
 

@@ -264,11 +264,20 @@ def _count_call(record: dict[str, Any], jobs: dict[str, JobReport], job_of_messa
             if job is not None and entry["Id"] in ok:
                 job.renewals += 1
     elif call == "dynamodb.update_item":
-        status = params.get("ExpressionAttributeValues", {}).get(":status", {}).get("S")
-        job = jobs.get(job_of_message.get(params["Key"]["pk"]["S"], ""))
-        if job is not None and status == "RELEASED":
-            job.released += 1
+        _count_release(params, jobs, job_of_message)
+    elif call == "dynamodb.transact_write_items":  # a close frees its holds in the same transaction
+        for item in params["TransactItems"]:
+            if "Update" in item:
+                _count_release(item["Update"], jobs, job_of_message)
     elif call == "sqs.delete_message":
         job = jobs.get(job_of_message.get(params["ReceiptHandle"].partition("#")[0], ""))
         if job is not None:
             job.final = "deleted"
+
+
+def _count_release(update: dict[str, Any], jobs: dict[str, JobReport], job_of_message: dict[str, str]) -> None:
+    """A lease's close RELEASED, counted for its job."""
+    status = update.get("ExpressionAttributeValues", {}).get(":status", {}).get("S")
+    job = jobs.get(job_of_message.get(update["Key"]["pk"]["S"], ""))
+    if job is not None and status == "RELEASED":
+        job.released += 1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
+from longjobs.engine.lease import Hold, Lease, LeaseStatus, LeaseStore, Renewal, hold_keys
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -133,3 +136,125 @@ def test_lease_store_close_leaves_the_index_and_sets_ttl(store: LeaseStore, harn
 def test_lease_store_close_takes_only_closed_statuses(store: LeaseStore) -> None:
     with pytest.raises(ValueError, match="closed status"):
         store.close(lease(), LeaseStatus.ACTIVE, now=NOW)
+
+
+HELD_LEASE = {"job_id": "job-1", "slot": "slot#spark#0"}
+
+
+def held(store: LeaseStore, current: Lease) -> dict[str, bool]:
+    """Whether each of the lease's holds (job lock, slot) is held, by key."""
+    states = {key: store.locks.get(key) for key in hold_keys(current)}
+    return {key: lock is not None and lock.held for key, lock in states.items()}
+
+
+def with_holds(store: LeaseStore, **overrides: object) -> Lease:
+    """A lease created with its execution's job lock and slot, taken in one transaction."""
+    current = lease(**{**HELD_LEASE, **overrides})
+    holds = [Hold(key) for key in hold_keys(current)]
+    assert store.take_holds(current, store.create_request(current), holds, now=NOW).written
+    return current
+
+
+def count_requests(client: Any) -> Counter[str]:
+    """The client's requests by operation, counted from here on (botocore's `before-call` event)."""
+    calls: Counter[str] = Counter()
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.update([model.name]))
+    return calls
+
+
+def test_lease_store_close_frees_its_executions_holds_in_the_same_transaction(
+    store: LeaseStore, harness: Harness
+) -> None:
+    current = with_holds(store)
+    assert held(store, current) == {"job#job-1": True, "slot#spark#0": True}
+    calls = count_requests(harness.dynamodb)
+
+    closed = store.close(current, LeaseStatus.RELEASED, now=NOW + 60)
+
+    assert closed is not None and closed.status is LeaseStatus.RELEASED
+    assert dict(calls) == {"TransactWriteItems": 1}, "no crash can fall between the close and a release"
+    assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}
+
+
+def test_lease_store_close_leaves_a_hold_another_execution_took_and_still_closes(store: LeaseStore) -> None:
+    current = with_holds(store)
+    assert store.locks.release("job#job-1", current.execution_arn or "", now=NOW)
+    other = "arn:aws:states:us-east-1:123456789012:execution:jobs:m-2-1"
+    taken = store.take_holds(
+        lease("m-2", execution_arn=other, **HELD_LEASE),
+        store.create_request(lease("m-2", execution_arn=other, **HELD_LEASE)),
+        [Hold("job#job-1")],
+        now=NOW,
+    )
+    assert taken.written
+
+    assert store.close(current, LeaseStatus.SUCCEEDED, now=NOW + 60) is not None
+    job_lock, slot = store.locks.get("job#job-1"), store.locks.get("slot#spark#0")
+    assert job_lock is not None and job_lock.held and job_lock.execution_arn == other, "the other's, kept"
+    assert slot is not None and not slot.held
+
+
+def test_lease_store_close_that_loses_its_race_frees_nothing(store: LeaseStore) -> None:
+    current = with_holds(store)
+    renewed = store.record_renewal(Renewal(current, sent_at=NOW, visibility_timeout_s=300, renew_at=NOW + 200))
+    assert renewed is not None, "another writer moved the lease on"
+
+    assert store.close(current, LeaseStatus.RELEASED, now=NOW + 60) is None
+    assert held(store, current) == {"job#job-1": True, "slot#spark#0": True}, "the winner's holds stay"
+
+
+class AnsweredAfterLanding:
+    """The store's client, whose TransactWriteItems lands and whose answer is lost: botocore sends it again
+    and that second one's answer is what comes back (a cancellation: the first changed the lease). With a
+    ClientRequestToken DynamoDB would answer the retry as the first; moto keeps no tokens, and the code
+    must not need them (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html:
+    a token makes the call idempotent for 10 minutes, and only when the request is the same)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def transact_write_items(self, **request: Any) -> Any:
+        self._client.transact_write_items(**request)
+        return self._client.transact_write_items(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def store_on(client: Any) -> LeaseStore:
+    """The lease store of the `store` fixture, on `client` (a wrapper of moto's)."""
+    return LeaseStore(client, "leases", shards=4, closed_ttl_s=Settings().closed_ttl_s)
+
+
+def test_lease_store_close_whose_answer_was_lost_after_it_landed_is_its_own(harness: Harness) -> None:
+    store = harness.store(Settings(shards=4))
+    current = with_holds(store)
+    retried = store_on(AnsweredAfterLanding(harness.dynamodb))
+
+    closed = retried.close(current, LeaseStatus.RELEASED, now=NOW + 60, visible_until=NOW + 90)
+
+    assert closed is not None and closed == store.get("m-1"), "recognised as landed: the caller goes on"
+    assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}
+    assert retried.close(current, LeaseStatus.RELEASED, now=NOW + 61) is None, "a later close is another's"
+
+
+class InConflict(AnsweredAfterLanding):
+    """The store's client, whose every TransactWriteItems another transaction on the same items cancels
+    (AWS's answer: `TransactionCanceledException` with a `TransactionConflict` reason for the item in
+    conflict and `None` for the others, https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html)."""
+
+    def transact_write_items(self, **request: Any) -> Any:
+        reasons = [{"Code": "TransactionConflict"}, *({"Code": "None"} for _ in request["TransactItems"][1:])]
+        error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"}
+        raise ClientError({"Error": error, "CancellationReasons": reasons}, "TransactWriteItems")  # type: ignore[typeddict-unknown-key]
+
+
+def test_lease_store_close_refused_as_a_transaction_each_time_closes_then_frees_each_hold(harness: Harness) -> None:
+    store = harness.store(Settings(shards=4))
+    current = with_holds(store)
+    conflicted = store_on(InConflict(harness.dynamodb))
+
+    closed = conflicted.close(current, LeaseStatus.SUCCEEDED, now=NOW + 60)
+
+    assert closed is not None and store.get("m-1") == closed
+    assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}

@@ -997,7 +997,9 @@ def test_contract_dynamodb_lease_store_and_locks(aws: Backend) -> None:
     assert renewed is not None
     closed = store.close(renewed, LeaseStatus.SUCCEEDED, now=1500.0, result={"rows": 3})
     assert closed is not None and closed.version == 2
-    assert store.close(renewed, LeaseStatus.SUCCEEDED, now=1500.0) is None
+    assert store.close(renewed, LeaseStatus.SUCCEEDED, now=1501.0) is None, "another writer's close came first"
+    # the same close sent again (a retry of one that landed with its answer lost) is recognised as landed
+    assert store.close(renewed, LeaseStatus.SUCCEEDED, now=1500.0, result={"rows": 3}) == closed
     assert store.get("m-1") == replace(closed, checked_at=None)
     assert sorted(one.message_id for one in store.due()) == ["m-2", "m-3"]
     assert sorted(one.message_id for one in store.reconcile_due(checked_before=1000.0)) == ["m-2", "m-3"]

@@ -370,9 +370,18 @@ def stale_slot_behind_a_parked_message(*, lost_release: bool) -> tuple[Bench, st
     running = b.receiver.store.get(first)
     assert running is not None and running.slot is not None and running.execution_arn
     b.aws.stepfunctions.end(b.aws.stepfunctions.executions[running.execution_arn], "FAILED")
-    assert b.receiver.store.close(running, LeaseStatus.RELEASED, now=b.clock.now()) is not None
-    if not lost_release:
-        assert b.receiver.store.locks.release(running.slot, running.execution_arn, now=b.clock.now())
+    if lost_release:  # closed by the workflow's MarkReleased, whose ReleaseSlot then failed past its retries
+        b.aws.dynamodb.update_item(
+            TableName=TABLE,
+            Key={"pk": {"S": first}},
+            UpdateExpression="SET #status = :released REMOVE #shard, renew_at",
+            ExpressionAttributeNames={"#status": "status", "#shard": "shard"},
+            ExpressionAttributeValues={":released": {"S": LeaseStatus.RELEASED.value}},
+        )
+    else:  # the close frees the slot with it
+        assert b.receiver.store.close(running, LeaseStatus.RELEASED, now=b.clock.now()) is not None
+        slot = b.receiver.store.locks.get(running.slot)
+        assert slot is not None and not slot.held
     b.clock.advance(b.settings.receiver_timeout_s + 10)
     return b, original
 

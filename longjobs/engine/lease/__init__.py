@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from longjobs.engine.lease.lock import Hold, Lock, Locks, is_lock_key, job_lock_key
+from longjobs.engine.lease.lock import Hold, Lock, Locks, hold_keys, is_lock_key, job_lock_key
 from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.lease.store import LeaseStore, Renewal
 from longjobs.engine.lease.types import CLOSED_STATUSES, LastError, Lease, LeaseStatus, successor_version
@@ -17,6 +17,7 @@ __all__ = [
     "Lock",
     "Locks",
     "Renewal",
+    "hold_keys",
     "is_lock_key",
     "job_lock_key",
     "successor_version",

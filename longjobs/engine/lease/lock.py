@@ -29,6 +29,8 @@ from longjobs.engine.lease.schema import PARTITION_KEY, TTL_ATTR
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from longjobs.engine.lease.types import Lease
+
 JOB_LOCK_PREFIX = "job#"
 SLOT_PREFIX = "slot#"
 LOCK_STATE_ATTR = "lock_state"
@@ -45,6 +47,11 @@ FREE = "FREE"
 
 def job_lock_key(job_id: str) -> str:
     return JOB_LOCK_PREFIX + job_id
+
+
+def hold_keys(lease: Lease) -> tuple[str, ...]:
+    """The keys of what a lease's attempt holds with its execution: its job id's lock and its slot."""
+    return tuple(key for key in (job_lock_key(lease.job_id) if lease.job_id else None, lease.slot) if key)
 
 
 def is_lock_key(key: str) -> bool:
@@ -260,26 +267,31 @@ class Locks:
     def release(self, key: str, execution_arn: str, *, now: float) -> bool:
         """Free the lock if it still names `execution_arn`; False when it names another (or none)."""
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key={PARTITION_KEY: {"S": key}},
-                UpdateExpression="SET #state = :free, released_at = :now, #ttl = :ttl",
-                ConditionExpression="#state = :held AND #execution = :arn",
-                ExpressionAttributeNames={
-                    "#state": LOCK_STATE_ATTR,
-                    "#execution": LOCK_EXECUTION_ATTR,
-                    "#ttl": TTL_ATTR,
-                },
-                ExpressionAttributeValues={
-                    ":free": {"S": FREE},
-                    ":held": {"S": HELD},
-                    ":arn": {"S": execution_arn},
-                    ":now": _num(now),
-                    ":ttl": {"N": str(int(now) + self._closed_ttl_s)},
-                },
-            )
+            self._client.update_item(**self.release_request(key, execution_arn, now=now))
         except ClientError as exc:
             if _is_conditional_failure(exc):
                 return False
             raise
         return True
+
+    def release_request(self, key: str, execution_arn: str, *, now: float) -> dict[str, Any]:
+        """The conditional update that frees the lock if it still names `execution_arn` (an `UpdateItem`
+        request, or a transaction's `Update`)."""
+        return {
+            "TableName": self._table,
+            "Key": {PARTITION_KEY: {"S": key}},
+            "UpdateExpression": "SET #state = :free, released_at = :now, #ttl = :ttl",
+            "ConditionExpression": "#state = :held AND #execution = :arn",
+            "ExpressionAttributeNames": {
+                "#state": LOCK_STATE_ATTR,
+                "#execution": LOCK_EXECUTION_ATTR,
+                "#ttl": TTL_ATTR,
+            },
+            "ExpressionAttributeValues": {
+                ":free": {"S": FREE},
+                ":held": {"S": HELD},
+                ":arn": {"S": execution_arn},
+                ":now": _num(now),
+                ":ttl": {"N": str(int(now) + self._closed_ttl_s)},
+            },
+        }

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.attributes import deserialize, serialize
 from longjobs.engine.lease.legacy import LegacyShards
-from longjobs.engine.lease.lock import Hold, Lock, Locks, batch_get, lock_of
+from longjobs.engine.lease.lock import Hold, Lock, Locks, batch_get, hold_keys, lock_of
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
@@ -37,6 +37,7 @@ from longjobs.engine.lease.schema import (
     parked_line,
 )
 from longjobs.engine.lease.types import CLOSED_STATUSES, COPIED_STATUSES, Attempt, LastError, Lease, LeaseStatus
+from longjobs.engine.observability import logger
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor  # a type only: the receiver and watcher never make one
@@ -926,7 +927,73 @@ class LeaseStore:
         never_started: bool = False,
     ) -> Lease | None:
         """Close an ACTIVE lease: leave the due-index, set the TTL, keep the reason. `never_started`: its
-        execution was found not to exist, so this attempt does not count toward `max_attempts`."""
+        execution was found not to exist, so this attempt does not count toward `max_attempts`.
+
+        The holds of its execution (job lock, slot) are freed in the same transaction, each where it
+        still names that execution: no crash between the close and a release can leave a hold on a
+        closed lease, and a close that loses its race frees nothing. Returns None when another writer
+        changed the lease first; a close that landed with its answer lost (its retry finds the lease
+        closed) is recognised as this one by a consistent read."""
+        update = self._close_update(lease, status, now, error, result, visible_until, never_started)
+        closed = replace(
+            lease,
+            status=status,
+            renew_at=None,
+            closed_at=now,
+            version=lease.version + 1,
+            last_error=error if error is not None else lease.last_error,
+            result=result if result is not None else lease.result,
+            visible_until=visible_until if visible_until is not None else lease.visible_until,
+            never_started=never_started or lease.never_started,
+        )
+        execution = lease.execution_arn or ""
+        holds = list(hold_keys(lease)) if execution else []
+        for _ in range(TRANSACT_ATTEMPTS if holds else 0):
+            releases = [{"Update": self.locks.release_request(key, execution, now=now)} for key in holds]
+            try:
+                self._client.transact_write_items(TransactItems=cast(Any, [{"Update": update}, *releases]))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
+                if codes[:1] == ["ConditionalCheckFailed"]:  # another's close, or this one's landed before
+                    return closed if self._closed_by(closed) else None
+                # a hold no longer this execution's is left out; a conflict or throttle: sent again
+                holds = [key for key, code in zip(holds, codes[1:], strict=False) if code != "ConditionalCheckFailed"]
+                continue
+            return closed
+        # no holds, or a transaction refused each time: the close alone, then each hold on its own
+        if not (_conditional(self._client.update_item, **update) or self._closed_by(closed)):
+            return None
+        for key in holds:
+            try:
+                self.locks.release(key, execution, now=now)
+            except ClientError as exc:  # best effort only here, after transactions refused each time
+                logger.warning("could not release a hold", extra={"key": key, "error": str(exc)})
+        return closed
+
+    def _closed_by(self, closed: Lease) -> bool:
+        """Whether the lease as stored is `closed`, the close this writer sent: its retry of a close that
+        landed with its answer lost fails its own condition. Version, status and close time identify it."""
+        current = self.get(closed.message_id)
+        return (
+            current is not None
+            and current.version == closed.version
+            and current.status is closed.status
+            and current.closed_at is not None
+            and _num(current.closed_at) == _num(closed.closed_at or 0.0)
+        )
+
+    def _close_update(
+        self,
+        lease: Lease,
+        status: LeaseStatus,
+        now: float,
+        error: LastError | None,
+        result: dict[str, Any] | None,
+        visible_until: float | None,
+        never_started: bool,
+    ) -> dict[str, Any]:
         if status not in CLOSED_STATUSES:
             raise ValueError(f"close() takes a closed status, not {status}")
         sets = ["#status = :status", "closed_at = :now", f"{TTL_ATTR} = :ttl", "version = version + :one"]
@@ -953,27 +1020,14 @@ class LeaseStore:
         names = {"#status": "status", "#shard": SHARD_ATTR, "#renew_at": RENEW_AT_ATTR}
         if result is not None:
             names["#result"] = RESULT_ATTR
-        if not _conditional(
-            self._client.update_item,
-            TableName=self._table,
-            Key={PARTITION_KEY: {"S": lease.message_id}},
-            UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
-            ConditionExpression="version = :version AND #status = :active",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
-        ):
-            return None
-        return replace(
-            lease,
-            status=status,
-            renew_at=None,
-            closed_at=now,
-            version=lease.version + 1,
-            last_error=error if error is not None else lease.last_error,
-            result=result if result is not None else lease.result,
-            visible_until=visible_until if visible_until is not None else lease.visible_until,
-            never_started=never_started or lease.never_started,
-        )
+        return {
+            "TableName": self._table,
+            "Key": {PARTITION_KEY: {"S": lease.message_id}},
+            "UpdateExpression": "SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
+            "ConditionExpression": "version = :version AND #status = :active",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": _values(**values),
+        }
 
     def note_error(self, lease: Lease, error: LastError) -> bool:
         """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""

@@ -156,15 +156,13 @@ def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         # SQS handed the message out again (or it is gone): a newer receive holds it and adopts the lease.
         # A new attempt's execution was never started: no attempt is spent (a refused start, counted apart).
         if new:
-            closed = receiver.store.close(
+            receiver.store.close(  # its holds with it
                 lease,
                 LeaseStatus.LOST,
                 now=receiver.clock.now(),
                 error=LastError("first visibility change", outcome.error),
                 never_started=True,
             )
-            if closed is not None:
-                release_holds(closed, store=receiver.store, clock=receiver.clock)
         return Outcome.STALE
     hidden = outcome.ok
     if not hidden:
