@@ -25,7 +25,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -103,6 +103,10 @@ SDK_SQS_ERRORS = {  # SQS codes as the AWS SDK integration names them (`Sqs.<Exc
     "QueueDoesNotExist": "Sqs.QueueDoesNotExistException",
     "RequestThrottled": "Sqs.RequestThrottledException",
 }
+
+
+Function = TypeVar("Function")
+"""A function's state in one container (a `Receiver`, an `Extender`, a `Watcher`)."""
 
 
 @dataclass
@@ -228,6 +232,32 @@ class Recorder:
 
     def add_type_metric(self, name: str, unit: str, value: float, job_type: str) -> None:
         self._monitor.reach(f"metric:{name}")
+
+
+class Containers(Generic[Function]):
+    """A Lambda function's execution environments, each with its own state (its cached views, its place in
+    line, its batch's read-ahead and pending copies): an idle one takes the next invocation, and an
+    invocation beside one still going gets a new one. One is used again only after an invocation that
+    ended: Lambda resets the execution environment of one that crashed or timed out
+    (docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html, "Failures during the invoke
+    phase"). An upgrade replaces the pool; a container of the old one is not used again."""
+
+    def __init__(self, build: Callable[[int], Function], *, on_new: Callable[[], None]) -> None:
+        self._build = build
+        self._on_new = on_new
+        self._idle = [build(0)]
+        self._made = 1
+
+    def take(self) -> Function:
+        if self._idle:
+            return self._idle.pop()
+        self._on_new()
+        self._made += 1
+        return self._build(self._made - 1)
+
+    def give_back(self, container: Function) -> None:
+        """After an invocation that ended."""
+        self._idle.append(container)
 
 
 class World:
@@ -393,17 +423,10 @@ class World:
                 metrics=metrics,
             )
 
-        # Lambda's containers of the receiver: each concurrent invocation runs in its own, with its own
-        # state (its batch's read-ahead and pending copies, its place in line, its cached views). A
-        # container is used again only after an invocation that ended: Lambda resets the execution
-        # environment of one that crashed or timed out (docs.aws.amazon.com/lambda/latest/dg/
-        # lambda-runtime-environment.html, "Failures during the invoke phase"); nor after an upgrade.
         def new_receiver(container: int) -> Receiver:
             return receiver("receiver", container)
 
-        self.new_receiver = new_receiver
-        self.idle_receivers = [self.new_receiver(0)]
-        self.receiver_containers = 1
+        self.receivers = Containers(new_receiver, on_new=lambda: self.monitor.reach("receiver:new_container"))
 
         def extender(container: int) -> Extender:
             sqs, dynamodb, stepfunctions = clients("extender")
@@ -427,20 +450,23 @@ class World:
                 admit=extender_pass(receiver("extender"), handle=receive) if self.waiting else None,
             )
 
-        # Lambda's containers of the extender: an idle one takes the next run; without reserved concurrency a
-        # run due while every container is busy gets a new one (each keeps its own state, as in Lambda).
-        self.new_extender = extender
-        self.idle_extenders = [extender(0)]
-        self.extender_containers = 1
-        sqs, dynamodb, _ = clients("watcher")
-        watcher_admitter = receiver("watcher")
-        self.watcher = Watcher(
-            store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
-            visibility=VisibilityClient(sqs, clock=clock),
-            clock=clock,
-            state_machine_arn=STATE_MACHINE_ARN,
-            admit=watcher_pass(watcher_admitter, handle=receive) if self.waiting else None,
-        )
+        # Without reserved concurrency a run due while every container is busy gets a new one.
+        def new_extender() -> None:
+            self.monitor.reach("extender:overlapping_run" if self.extender_runs else "extender:new_container")
+
+        self.extenders = Containers(extender, on_new=new_extender)
+
+        def watcher(container: int) -> Watcher:
+            sqs, dynamodb, _ = clients("watcher")
+            return Watcher(
+                store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
+                visibility=VisibilityClient(sqs, clock=clock),
+                clock=clock,
+                state_machine_arn=STATE_MACHINE_ARN,
+                admit=watcher_pass(receiver("watcher", container), handle=receive) if self.waiting else None,
+            )
+
+        self.watchers = Containers(watcher, on_new=lambda: self.monitor.reach("watcher:new_container"))
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -649,13 +675,8 @@ class World:
         finished = Signal()
         done: list[str] = []
 
-        if self.idle_receivers:
-            receiver = self.idle_receivers.pop()
-        else:  # beside an invocation still going, or after one that died: a new container
-            self.monitor.reach("receiver:new_container")
-            receiver = self.new_receiver(self.receiver_containers)
-            self.receiver_containers += 1
-        built_by = self.new_receiver  # an invocation runs the code it began with (an upgrade meanwhile)
+        containers = self.receivers  # an invocation runs the code it began with (an upgrade meanwhile)
+        receiver = containers.take()
 
         def invocation() -> None:
             try:
@@ -689,8 +710,8 @@ class World:
             finally:
                 if not finished.is_set:
                     scheduler.set(finished, False)
-                elif built_by is self.new_receiver:  # ended, and of the current code: used again
-                    self.idle_receivers.append(receiver)
+                elif containers is self.receivers:
+                    containers.give_back(receiver)
 
         scheduler.spawn(invocation, group=group)
         self._arm_timeout(group, self.settings.receiver_timeout_s, "receiver")
@@ -735,13 +756,8 @@ class World:
             self.monitor.reach("extender:throttled_by_reserved_concurrency")
             self.lost_runs += 1
             return
-        if self.idle_extenders:
-            extender = self.idle_extenders.pop()
-        else:  # a run beside the one still going, in a new container
-            self.monitor.reach("extender:overlapping_run")
-            extender = self.new_extender(self.extender_containers)
-            self.extender_containers += 1
-        built_by = self.new_extender
+        containers = self.extenders
+        extender = containers.take()
         self.extender_runs += 1
         group = Group(f"extender:{index}", protected=protected)
         began = self.scheduler.now()
@@ -768,8 +784,8 @@ class World:
                 ended = True
             finally:
                 self.extender_runs -= 1
-                if ended and built_by is self.new_extender:  # as the receiver's containers
-                    self.idle_extenders.append(extender)
+                if ended and containers is self.extenders:
+                    containers.give_back(extender)
                 self.lost_runs = 0 if clean else self.lost_runs + 1
 
         self.scheduler.spawn(invocation, group=group)
@@ -870,16 +886,21 @@ class World:
         group = self.scheduler.group_of_current()
         if group is not None:
             self._arm_timeout(group, WATCHER_TIMEOUT_S, "watcher")
+        containers = self.watchers
+        watcher = containers.take()
         try:
-            outcome = on_status_change(self.watcher, change)
-        except Exception as exc:
+            outcome = on_status_change(watcher, change)
+        except Exception as exc:  # a function error: Lambda keeps the container
             self.monitor.reach(f"watcher:raised:{type(exc).__name__}")
             self._watcher_failed(change, attempt, type(exc).__name__)
-            return
-        except Crash:  # the invocation died or timed out: a function error too, for Lambda
+            outcome = None
+        except Crash:  # the invocation died or timed out: a function error too, for Lambda, which resets it
             self._watcher_failed(change, attempt, "Crash")
             raise
-        self.monitor.reach(f"watcher:{outcome.value}")
+        if containers is self.watchers:
+            containers.give_back(watcher)
+        if outcome is not None:
+            self.monitor.reach(f"watcher:{outcome.value}")
 
     def _watcher_failed(self, change: ExecutionStatusChange, attempt: int, error_type: str) -> None:
         """Lambda's handling of a failed asynchronous invocation: the same event again after the
