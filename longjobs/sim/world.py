@@ -447,7 +447,7 @@ class World:
                 executor=executor,
                 stepfunctions=stepfunctions,
                 rng=random.Random(f"extender:{self.seed}:backoff" + (f":{container}" if container else "")),
-                admit=extender_pass(receiver("extender"), handle=receive) if self.waiting else None,
+                admit=extender_pass(receiver("extender", container), handle=receive) if self.waiting else None,
             )
 
         # Without reserved concurrency a run due while every container is busy gets a new one.

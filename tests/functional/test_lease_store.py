@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease import Hold, Lease, LeaseStatus, LeaseStore, Renewal, hold_keys
+from longjobs.engine.lease import Hold, LastError, Lease, LeaseStatus, LeaseStore, Renewal, hold_keys
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -257,4 +257,42 @@ def test_lease_store_close_refused_as_a_transaction_each_time_closes_then_frees_
     closed = conflicted.close(current, LeaseStatus.SUCCEEDED, now=NOW + 60)
 
     assert closed is not None and store.get("m-1") == closed
+    assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}
+
+
+def test_lease_store_close_of_the_same_version_by_another_writer_at_the_same_instant_is_not_its_own(
+    store: LeaseStore,
+) -> None:
+    """Two writers that read one version close it within one millisecond (the close time's precision): the
+    second is told of the first only by what it wrote, its reason and when the message shows again."""
+    current = with_holds(store)
+    first = store.close(current, LeaseStatus.RELEASED, now=NOW + 60, error=LastError("execution failed"))
+    assert first is not None
+
+    second = store.close(current, LeaseStatus.RELEASED, now=NOW + 60, error=LastError("execution aborted"))
+
+    assert second is None and store.get("m-1") == first
+
+
+class ReasonsUnsaid(AnsweredAfterLanding):
+    """The store's client, whose first TransactWriteItems is cancelled with no `CancellationReasons` (a
+    throttled transaction's answer names none); the next ones go through."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.refused = False
+
+    def transact_write_items(self, **request: Any) -> Any:
+        if not self.refused:
+            self.refused = True
+            error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"}
+            raise ClientError({"Error": error}, "TransactWriteItems")  # type: ignore[typeddict-item]
+        return self._client.transact_write_items(**request)
+
+
+def test_lease_store_close_cancelled_without_reasons_keeps_every_hold_in_its_next_try(harness: Harness) -> None:
+    store = harness.store(Settings(shards=4))
+    current = with_holds(store)
+
+    assert store_on(ReasonsUnsaid(harness.dynamodb)).close(current, LeaseStatus.SUCCEEDED, now=NOW + 60) is not None
     assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}

@@ -958,8 +958,10 @@ class LeaseStore:
                 codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
                 if codes[:1] == ["ConditionalCheckFailed"]:  # another's close, or this one's landed before
                     return closed if self._closed_by(closed) else None
-                # a hold no longer this execution's is left out; a conflict or throttle: sent again
-                holds = [key for key, code in zip(holds, codes[1:], strict=False) if code != "ConditionalCheckFailed"]
+                # a hold no longer this execution's is left out (one without a reason is kept); a conflict
+                # or throttle: sent again
+                refused = {key for key, code in zip(holds, codes[1:], strict=False) if code == "ConditionalCheckFailed"}
+                holds = [key for key in holds if key not in refused]
                 continue
             return closed
         # no holds, or a transaction refused each time: the close alone, then each hold on its own
@@ -974,7 +976,9 @@ class LeaseStore:
 
     def _closed_by(self, closed: Lease) -> bool:
         """Whether the lease as stored is `closed`, the close this writer sent: its retry of a close that
-        landed with its answer lost fails its own condition. Version, status and close time identify it."""
+        landed with its answer lost fails its own condition. The version, the status, the close time (to
+        the millisecond stored), the reason and the time the message shows again identify it; another
+        writer's close of the same version that matches them all to the millisecond did what this one would."""
         current = self.get(closed.message_id)
         return (
             current is not None
@@ -982,6 +986,8 @@ class LeaseStore:
             and current.status is closed.status
             and current.closed_at is not None
             and _num(current.closed_at) == _num(closed.closed_at or 0.0)
+            and current.last_error == closed.last_error
+            and current.visible_until == closed.visible_until
         )
 
     def _close_update(
