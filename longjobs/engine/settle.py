@@ -70,8 +70,9 @@ def release(
     delay_s: int | None = None,
     never_started: bool = False,
 ) -> Lease | None:
-    """Close the lease RELEASED, then make the message visible after the release delay (`never_started`:
-    its execution does not exist, so the attempt is not counted).
+    """Close the lease RELEASED (its execution's holds freed in the same transaction, `LeaseStore.close`),
+    then make the message visible after the release delay (`never_started`: its execution does not exist,
+    so the attempt is not counted).
 
     Closing first makes the release the last word on the message's visibility: a renewal or an
     adoption that read the lease before the close finds it closed afterwards and re-applies the release
@@ -135,7 +136,7 @@ def complete(
     clock: Clock,
     result: dict[str, Any] | None = None,
 ) -> Lease | None:
-    """Delete the message of a job that succeeded and close the lease SUCCEEDED.
+    """Delete the message of a job that succeeded and close the lease SUCCEEDED, its holds with it.
 
     If SQS no longer accepts the handle the lease still closes SUCCEEDED (the job did succeed), with
     the delete error noted: a redelivery then finds it SUCCEEDED and deletes without re-running.
