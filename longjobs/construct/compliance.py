@@ -11,6 +11,7 @@ suppressed: every resource then uses the customer-managed key.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,14 @@ class ControlTowerChecks:
 
     def validate(self, context: cdk.IPolicyValidationContext) -> cdk.PolicyValidationPluginReport:
         report = self._guard.validate(context)
-        templates = {path: json.loads(Path(path).read_text(encoding="utf-8")) for path in context.template_paths}
+
+        # Each violation names the template it read, and that file is read here: the context's
+        # `template_paths` are relative when the CDK command line passes its default `--output cdk.out`,
+        # so matching violations against them would depend on where the output folder is.
+        @functools.cache
+        def template(path: str) -> Any:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+
         kept: list[cdk.PolicyViolation] = []
         for violation in report.violations:
             resources = [
@@ -163,7 +171,7 @@ class ControlTowerChecks:
                 )
                 for resource in violation.violating_resources
                 if violation.rule_name
-                not in suppressed_rules(templates.get(resource.template_path), resource.resource_logical_id)
+                not in suppressed_rules(template(resource.template_path), resource.resource_logical_id)
             ]
             if resources:
                 kept.append(

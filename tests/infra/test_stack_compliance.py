@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from longjobs.construct.compliance import GUARD_ENCRYPTION_RULES, GUARD_REASONS,
 from longjobs.construct.nag import acknowledge
 from tests import REPO_ROOT
 from tests.infra.conftest import Synth, cdk_json_context
+from tests.infra.test_checkov import CHECKOV
 
 CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 CFN_LINT_ACCEPTED = {
@@ -79,13 +82,13 @@ def test_cfn_lint_finds_no_errors(deployment: str, request: pytest.FixtureReques
     assert problems == []
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
+def cli_env(home: Path) -> dict[str, str]:
     """No credentials, no metadata service, no telemetry: nothing leaves the machine. No jsii switch either:
     the app quiets jsii's Node notices itself."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_", "JSII_"))}
-    missing = str(tmp_path / "missing")
+    missing = str(home / "missing")
     env.update(
-        HOME=str(tmp_path),
+        HOME=str(home),
         AWS_REGION="us-east-1",
         AWS_CONFIG_FILE=missing,
         AWS_SHARED_CREDENTIALS_FILE=missing,
@@ -95,25 +98,98 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def run_cli(tmp_path: Path, *context: str) -> subprocess.CompletedProcess[str]:
+def working_copy(dest: Path) -> Path:
+    """The repository as a fresh clone holds it (the files git tracks, and the new ones it does not
+    ignore), with this checkout's `.venv` and `node_modules` linked in: where a user stands after
+    `make install`. Each test has its own, so parallel runs never share a `cdk.out`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():  # a file deleted in the working tree is still listed until the change is staged
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    for installed in (".venv", "node_modules"):
+        (dest / installed).symlink_to(REPO_ROOT / installed, target_is_directory=True)
+    return dest
+
+
+def npx_cdk_synth(tmp_path: Path, *context: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`npx cdk synth [-c key=value ...]` exactly as the README runs it: from the repository's root, with the
+    CLI that package.json pins and its default output folder, the relative `cdk.out`."""
     assert CDK_CLI.exists(), "the pinned CDK command line is missing: run `npm ci` (make install does)"
-    args = [str(CDK_CLI), "synth", "--quiet", "--no-notices", "--no-version-reporting", "--ci"]
-    args += ["--output", str(tmp_path / "cdk.out")]
+    root = working_copy(tmp_path / "clone")
+    args = ["npx", "cdk", "synth"]
     for item in context:
         args += ["-c", item]
-    return subprocess.run(
-        args, cwd=REPO_ROOT, env=cli_env(tmp_path), capture_output=True, text=True, timeout=240, check=False
+    done = subprocess.run(
+        args, cwd=root, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
     )
+    return root, done
 
 
-def test_cdk_cli_synth_succeeds_without_credentials(tmp_path: Path) -> None:
-    result = run_cli(tmp_path, "stage=ci")
+@pytest.mark.parametrize("context", [(), ("kms_key=create",)], ids=["default", "kms_key=create"])
+def test_cdk_cli_synth_succeeds_as_the_readme_runs_it(context: tuple[str, ...], tmp_path: Path) -> None:
+    """Every policy gate passes on the CLI's own output folder, and `make checkov`'s command passes on it."""
+    root, result = npx_cdk_synth(tmp_path, *context)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "finished with errors" not in result.stdout + result.stderr
     assert "end-of-life" not in result.stderr and "b'!!" not in result.stderr, "jsii's Node notices stay quiet"
-    template = json.loads((tmp_path / "cdk.out" / "LongJobs-ci.template.json").read_text())
-    assert template["Outputs"]["DashboardName"]["Value"] == "LongJobs-ci"
+    outdir = root / "cdk.out"
+    template = json.loads((outdir / "LongJobs-dev.template.json").read_text())
+    assert template["Outputs"]["DashboardName"]["Value"] == "LongJobs-dev"
+    assert nag_violations(outdir) == []
+    if not context:
+        checkov = [str(CHECKOV), "--directory", "cdk.out", "--framework", "cloudformation", "--skip-download"]
+        scanned = subprocess.run(
+            [*checkov, "--compact"], cwd=root, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert scanned.returncode == 0, scanned.stdout[-3000:] + scanned.stderr[-3000:]
+
+
+GUARD_PROBE = """
+import sys
+
+from longjobs.construct import quiet_node_notices
+
+quiet_node_notices()
+
+import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
+
+from longjobs.construct.compliance import ControlTowerChecks, suppress_guard
+
+app = cdk.App()  # its output folder from CDK_OUTDIR, as the CDK command line hands it over
+group = logs.LogGroup(cdk.Stack(app, "GuardProbe"), "Logs", retention=logs.RetentionDays.ONE_YEAR)
+if sys.argv[1:]:
+    suppress_guard(group, *sys.argv[1:])
+cdk.Validations.of(app).add_plugins(ControlTowerChecks())
+app.synth()
+"""
+"""An app whose one resource, a log group kept a year, breaks one Control Tower rule: encryption with a
+customer-managed key."""
+
+
+def test_control_tower_checks_honour_suppressions_with_a_relative_outdir(tmp_path: Path) -> None:
+    """The CDK command line runs the app with a relative output folder (`CDK_OUTDIR=cdk.out`): a suppressed
+    rule stays suppressed there, and one left unsuppressed still fails the synth."""
+    (tmp_path / "probe.py").write_text(GUARD_PROBE)
+    env = {**cli_env(tmp_path), "CDK_OUTDIR": "cdk.out", "PYTHONPATH": str(REPO_ROOT)}
+
+    def synth(*suppressed: str) -> subprocess.CompletedProcess[str]:
+        args = [sys.executable, "probe.py", *suppressed]
+        return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    suppressed = synth("cloudwatch_log_group_encrypted_check")
+    assert suppressed.returncode == 0, suppressed.stderr[-3000:]
     assert nag_violations(tmp_path / "cdk.out") == []
+
+    unsuppressed = synth()
+    assert unsuppressed.returncode != 0 and "CT.CLOUDWATCH.PR.3" in unsuppressed.stderr, unsuppressed.stderr[-3000:]
+    violations = nag_violations(tmp_path / "cdk.out")
+    assert [violation["ruleName"] for violation in violations] == ["cloudwatch_log_group_encrypted_check"]
 
 
 def test_cdk_app_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
