@@ -12,8 +12,10 @@ UV_VERSION := 0.13.9
 CHECKOV_VERSION := 3.3.30
 CHECKOV_VENV := $(VENV)/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# twine checks what `make dist` builds, run by uv from its own cached environment (no pin to share with the project's).
+TWINE_VERSION := 6.2.0
 
-.PHONY: lock install lint typecheck test unit functional bench demo tools clean checkov-env checkov
+.PHONY: lock install lint typecheck test unit functional bench demo tools clean checkov-env checkov dist
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
@@ -47,6 +49,14 @@ checkov-env: $(CHECKOV_STAMP)
 checkov: install checkov-env
 	npx cdk synth --quiet --no-notices --output cdk.out
 	$(CHECKOV_VENV)/bin/checkov --directory cdk.out --framework cloudformation --skip-download --compact
+
+# The distribution: the sdist, and the wheel built from it (so the sdist is known to be whole), in dist/,
+# each checked by twine as PyPI would read it. The version is pyproject.toml's.
+dist: | $(BIN)/uv
+	rm -rf dist
+	$(BIN)/uv build --quiet --out-dir dist
+	$(BIN)/uv tool run --quiet twine@$(TWINE_VERSION) check --strict dist/*
+	@ls dist
 
 # Re-pin requirements-lock.txt to what .venv holds now (after a change of pyproject.toml's ranges).
 lock: $(STAMP)
@@ -101,4 +111,4 @@ demo: tools install
 	$(BIN)/python -m offline demo --out out/demo
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis node_modules cdk.out
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis node_modules cdk.out dist

@@ -8,6 +8,9 @@ folder, and fails there when cdk-nag reports an unacknowledged finding.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,3 +106,37 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 def cmk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     """The stack with the customer-managed key it creates (`kms_key=create`)."""
     yield synthesize(tmp_path_factory.mktemp("cmk"), CMK_CONTEXT)
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """No credentials, no metadata service, no telemetry: nothing leaves the machine. No jsii switch either:
+    the app quiets jsii's Node notices itself."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_", "JSII_"))}
+    missing = str(home / "missing")
+    env.update(
+        HOME=str(home),
+        AWS_REGION="us-east-1",
+        AWS_CONFIG_FILE=missing,
+        AWS_SHARED_CREDENTIALS_FILE=missing,
+        AWS_EC2_METADATA_DISABLED="true",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+    )
+    return env
+
+
+def working_copy(dest: Path) -> Path:
+    """The repository as a fresh clone holds it (the files git tracks, and the new ones it does not
+    ignore), with this checkout's `.venv` and `node_modules` linked in: where a user stands after
+    `make install`. Each test has its own, so parallel runs never share a `cdk.out`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():  # a file deleted in the working tree is still listed until the change is staged
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    for installed in (".venv", "node_modules"):
+        (dest / installed).symlink_to(REPO_ROOT / installed, target_is_directory=True)
+    return dest

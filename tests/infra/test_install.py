@@ -2,17 +2,16 @@
 repository, beside a CDK app that has its own `infra/` and `functions/` packages.
 
 The app must keep its own `infra` (the wheel installs one top-level package, `longjobs`), and it must
-synthesize with the handlers of the installed package in its Lambda asset, not this repository's. The
-environment is made by uv from its cache, with this repository's lock as constraints, so the test
-needs no network once `make install` has run.
+synthesize, through `npx cdk synth` with both policy gates as docs/install.md writes it, with the handlers
+of the installed package in its Lambda asset, not this repository's. The environment is made by uv from
+its cache, with this repository's lock as constraints; only `make dist`'s build tools (setuptools, twine)
+come from the package registry, once, into uv's cache.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,6 +21,8 @@ import pytest
 
 from longjobs.construct import NODE_NOTICES
 from tests import REPO_ROOT
+from tests.infra.conftest import cli_env, working_copy
+from tests.infra.test_stack_compliance import nag_violations
 
 UV = Path(sys.executable).parent / "uv"
 
@@ -56,13 +57,12 @@ def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    # A copy of the sources, so the build leaves nothing (build/, *.egg-info) in the repository.
-    source = out / "source"
-    ignored = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "out", "__pycache__", "*.egg-info")
-    shutil.copytree(REPO_ROOT, source, ignore=ignored)
-    run(UV, "build", "--wheel", "--quiet", "--out-dir", out, source, cwd=out)
-    (built,) = out.glob("*.whl")
+    """The wheel `make dist` builds (from the sdist, each checked by twine), in a working copy of the
+    repository, so the build leaves nothing (dist/, build/, *.egg-info) here."""
+    source = working_copy(tmp_path_factory.mktemp("dist") / "sqs-long-jobs")
+    run("make", "--no-print-directory", "dist", cwd=source)
+    (built,) = (source / "dist").glob("*.whl")
+    assert len(list((source / "dist").glob("*.tar.gz"))) == 1, "make dist builds the sdist too"
     return built
 
 
@@ -77,6 +77,13 @@ def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     assert "longjobs/engine/receiver/handler.py" in names and "longjobs/pipeline/glue_entry.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+    assert "License-Expression: Apache-2.0" in lines and "License-File: LICENSE" in lines
+    licence = next(name for name in names if name.endswith(".dist-info/licenses/LICENSE"))
+    assert zipfile.ZipFile(wheel).read(licence) == (REPO_ROOT / "LICENSE").read_bytes()
+    assert (
+        "Apache License" in (REPO_ROOT / "LICENSE").read_text() and "Version 2.0" in (REPO_ROOT / "LICENSE").read_text()
+    )
+    assert json.loads((REPO_ROOT / "package.json").read_text())["license"] == "Apache-2.0"
     requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
     for_users = [line.split(";")[0] for line in requires if 'extra == "dev"' not in line]
     assert for_users and not any("==" in requirement for requirement in for_users), for_users
@@ -90,30 +97,37 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     scripts, `longjobs` and `longjobs-offline`, run from the same environment: the offline extra brings
     what the offline runtime imports (moto's server, the construct that renders the workflow), and a
     shipped scenario runs in the simulation."""
-    env_dir = tmp_path / "env"
+    app = tmp_path / "my-app"
+    env_dir = app / ".venv"
     run(UV, "venv", "--quiet", "--python", sys.executable, env_dir, cwd=tmp_path)
     python = env_dir / "bin" / "python"
     lock = REPO_ROOT / "requirements-lock.txt"
     run(UV, "pip", "install", "--quiet", "--python", python, "-c", lock, f"{wheel}[infra,offline,cli]", cwd=tmp_path)
 
-    app = tmp_path / "my-app"
     (app / "infra").mkdir(parents=True)
     (app / "functions").mkdir()
     (app / "infra" / "__init__.py").write_text(USER_INFRA)
     (app / "infra" / "stack.py").write_text(page_block("`infra/__init__.py` (empty) and `infra/stack.py`"))
     (app / "functions" / "__init__.py").write_text('"""The user\'s own Lambda code."""\n')
     (app / "app.py").write_text(page_block("`app.py`, with your stack"))
+    (app / "cdk.json").write_text(page_block("`cdk.json`:"))
+    # The page's `npm install --save-dev aws-cdk@VERSION` is the CLI this repository pins, installed here.
+    pinned = json.loads((REPO_ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert f"npm install --save-dev aws-cdk@{pinned} " in USER_PAGE.read_text(encoding="utf-8")
+    (app / "node_modules").symlink_to(REPO_ROOT / "node_modules", target_is_directory=True)
 
     # Not this test run's: the page's own `quiet_node_notices()` must silence jsii's switches.
     environ = {
-        key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", *NODE_NOTICES)
+        key: value
+        for key, value in cli_env(tmp_path).items()
+        if key not in ("PYTHONPATH", "VIRTUAL_ENV", *NODE_NOTICES)
     }
-    environ["CDK_OUTDIR"] = str(app / "cdk.out")
     synth = subprocess.run(
-        [python, "app.py"], cwd=app, env=environ, capture_output=True, text=True, timeout=600, check=False
+        ["npx", "cdk", "synth"], cwd=app, env=environ, capture_output=True, text=True, timeout=600, check=False
     )
-    assert synth.returncode == 0, synth.stderr
-    assert "b'" not in synth.stdout + synth.stderr, "the page's quiet_node_notices() silences jsii's Node notice"
+    assert synth.returncode == 0, synth.stdout[-3000:] + synth.stderr[-3000:]
+    assert "end-of-life" not in synth.stderr and "b'!!" not in synth.stderr, "the page's quiet_node_notices() works"
+    assert nag_violations(app / "cdk.out") == []
     report = json.loads(run(python, "-c", PROBE, cwd=app, env=environ).strip().splitlines()[-1])
 
     assert report["owner"] == "the user's app" and Path(report["infra"]).parent == app / "infra"

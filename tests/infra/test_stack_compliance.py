@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +19,7 @@ import app
 from longjobs.construct.compliance import GUARD_ENCRYPTION_RULES, GUARD_REASONS, suppress_guard
 from longjobs.construct.nag import acknowledge
 from tests import REPO_ROOT
-from tests.infra.conftest import Synth, cdk_json_context
+from tests.infra.conftest import Synth, cdk_json_context, cli_env, working_copy
 from tests.infra.test_checkov import CHECKOV
 
 CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
@@ -80,40 +78,6 @@ def test_cfn_lint_finds_no_errors(deployment: str, request: pytest.FixtureReques
     matches = lint_file(template, config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
     problems = [f"{m.rule.id} {m.message} ({m.path})" for m in matches if m.rule.id not in CFN_LINT_ACCEPTED]
     assert problems == []
-
-
-def cli_env(home: Path) -> dict[str, str]:
-    """No credentials, no metadata service, no telemetry: nothing leaves the machine. No jsii switch either:
-    the app quiets jsii's Node notices itself."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_", "JSII_"))}
-    missing = str(home / "missing")
-    env.update(
-        HOME=str(home),
-        AWS_REGION="us-east-1",
-        AWS_CONFIG_FILE=missing,
-        AWS_SHARED_CREDENTIALS_FILE=missing,
-        AWS_EC2_METADATA_DISABLED="true",
-        CDK_DISABLE_CLI_TELEMETRY="true",
-    )
-    return env
-
-
-def working_copy(dest: Path) -> Path:
-    """The repository as a fresh clone holds it (the files git tracks, and the new ones it does not
-    ignore), with this checkout's `.venv` and `node_modules` linked in: where a user stands after
-    `make install`. Each test has its own, so parallel runs never share a `cdk.out`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT, capture_output=True, check=True,
-    ).stdout.decode()  # fmt: skip
-    for name in filter(None, listed.split("\0")):
-        source = REPO_ROOT / name
-        if source.is_file():  # a file deleted in the working tree is still listed until the change is staged
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-    for installed in (".venv", "node_modules"):
-        (dest / installed).symlink_to(REPO_ROOT / installed, target_is_directory=True)
-    return dest
 
 
 def npx_cdk_synth(tmp_path: Path, *context: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
