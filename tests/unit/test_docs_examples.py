@@ -325,7 +325,9 @@ MAKE_TARGETS = {
     "lock": "re-pins requirements-lock.txt to what .venv holds: by hand, after pyproject.toml's ranges change",
     "checkov-env": "installs checkov in an environment of its own; `make test` runs it",
     "checkov": "synthesizes the default stack (`npx cdk synth`, Node) and runs checkov on it; "
-    "tests/infra/test_checkov.py runs checkov on the templates the infra tests synthesize",
+    "tests/infra/test_checkov.py runs checkov on the templates the infra tests synthesize, and "
+    "tests/infra/test_stack_compliance.py runs its command on `npx cdk synth`'s own output",
+    "dist": "builds the sdist and wheel and checks them with twine; tests/infra/test_install.py runs it",
 }
 """Every `make` target a page names, in a block or inline; an entry no page names fails the test."""
 
