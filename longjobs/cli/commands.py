@@ -221,10 +221,10 @@ def run_dlq_redrive(ctx: Context) -> int:
     return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
 
 
-def _limits(path: str | None) -> dict[str, int]:
-    """Each limited type's max_concurrency, from a job types file (`--jobs-file`); none without one."""
+def _limits(path: str | None) -> dict[str, int] | None:
+    """Each limited type's max_concurrency, from a job types file (`--jobs-file`); None without one."""
     if path is None:
-        return {}
+        return None
     try:
         catalog = load_catalog_file(Path(path))
     except JobTypeError as exc:

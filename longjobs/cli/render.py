@@ -342,7 +342,7 @@ def redrive_view(result: RedriveResult) -> RenderableType:
         )
     lines = [f"moved {result.moved} message(s) to the jobs queue"]
     if result.skipped:
-        lines.append(f"{result.skipped} message(s) not selected (poison unless --include-poison): left in the DLQ")
+        lines.append(f"{result.skipped} message(s) the filter did not select: left in the DLQ")
     if result.failed:
         lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
     if result.came_back:

@@ -114,7 +114,7 @@ def collect_frame(
     now: float | None = None,
 ) -> Frame:
     """One frame: `status`'s readings and the lines above from one Scan (`previous`: the last frame, for
-    the renewal rate between the two)."""
+    the renewal rate between the two; `limits`: each limited type's limit, None when no catalog was given)."""
     now = time.time() if now is None else now
     items = list(scan_items(dynamodb, table_name, list(TOP_ATTRIBUTES)))
     status = collect_status(
@@ -141,7 +141,7 @@ def collect_frame(
         for item in items
         if item.get("status") in (LeaseStatus.ACTIVE.value, LeaseStatus.WAITING.value) and "received_at" in item
     ]
-    if not limits:
+    if limits is None:
         notes.append("limits unknown: pass --jobs-file (the job types) to show each type's limit")
     return Frame(
         status=status,

@@ -230,6 +230,21 @@ def test_top_once_shows_queues_types_against_their_limits_and_parked(
     assert data["renewal_rate_source"] == "last hour's average"
 
 
+def test_top_asks_for_the_job_types_only_when_none_were_given(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    unlimited = tmp_path / "jobs.json"
+    nap = {"name": "nap", "runner": "wait", "params_schema": JOB_TYPES["job_types"][0]["params_schema"]}
+    unlimited.write_text(json.dumps({"job_types": [nap]}), encoding="utf-8")
+    local.put_lease("run-1", job_type="nap")
+
+    given = run(capsys, "--endpoint-url", endpoint, "top", "--jobs-file", str(unlimited), "--json").json()
+    missing = run(capsys, "--endpoint-url", endpoint, "top", "--json").json()
+
+    assert not any("--jobs-file" in note for note in given["notes"]), "a catalog with no limited type was given"
+    assert any("pass --jobs-file" in note for note in missing["notes"])
+
+
 class Operations:
     """Every AWS operation a command calls, recorded from botocore's events on its session."""
 
