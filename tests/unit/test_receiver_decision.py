@@ -35,6 +35,11 @@ def receive(count: int = 2, handle: str = "h2", **fields: object) -> Reading:
     return Reading(receive_count=count, receipt_handle=handle, **fields)  # type: ignore[arg-type]
 
 
+def refused(count: int = 2, handle: str = "h2", **fields: object) -> Reading:
+    """A receive whose body this receiver's checks refuse (`Reading.invalid_body`)."""
+    return receive(count, handle, invalid_body=True, **fields)
+
+
 ACTIVE = lease(LeaseStatus.ACTIVE, execution_arn=ARN, renew_at=0.0)
 RELEASED = lease(LeaseStatus.RELEASED, execution_arn=ARN)
 CAPPED = lease(LeaseStatus.CAPPED, execution_arn=ARN)
@@ -160,6 +165,98 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
     ("slot free", receive(slot=SlotState.FREE, job_lock=LockState.FREE), LIMITS, Action.START),
     ("type unlimited", receive(slot=SlotState.UNLIMITED, job_lock=LockState.FREE), LIMITS, Action.START),
     ("unlimited, lock taken over", receive(slot=SlotState.UNLIMITED, job_lock=LockState.STALE), LIMITS, Action.START),
+    # a body this receiver refuses (its settings or catalog changed since the message's attempts began),
+    # judged once its lease is read: never a new attempt, never the end of a running execution's message
+    ("refused body, no lease: poison", refused(1, "h1"), LIMITS, Action.DEAD_LETTER_INVALID),
+    ("refused body, parked copy, not claimed yet", refused(1, parked_copy=True), LIMITS, Action.CLAIM_COPY),
+    (
+        "refused body, parked copy that runs it",
+        refused(1, parked_copy=True, copy_runs=True),
+        LIMITS,
+        Action.DEAD_LETTER_INVALID,
+    ),
+    (
+        "refused body, requeued copy, a twin runs it",
+        refused(1, requeued_copy=True, copy_runs=False),
+        LIMITS,
+        Action.DUPLICATE,
+    ),
+    ("refused body, in the DLQ", refused(lease=lease(LeaseStatus.REJECTED)), LIMITS, Action.ALREADY_DEAD_LETTERED),
+    ("refused body, succeeded", refused(lease=lease(LeaseStatus.SUCCEEDED)), LIMITS, Action.ALREADY_SUCCEEDED),
+    ("refused body, cancelled", refused(lease=lease(LeaseStatus.CANCELLED)), LIMITS, Action.ALREADY_CANCELLED),
+    ("refused body, requeued, copy sent", refused(lease=REQUEUED_SENT), LIMITS, Action.DUPLICATE),
+    (
+        "refused body, older receive",
+        refused(1, lease=lease(LeaseStatus.ACTIVE, 2, execution_arn=ARN)),
+        LIMITS,
+        Action.STALE,
+    ),
+    ("refused body, newer receive of an active lease", refused(lease=ACTIVE), LIMITS, Action.READ_EXECUTION),
+    ("refused body, active, execution runs", refused(lease=ACTIVE, execution_running=True), LIMITS, Action.ADOPT),
+    (
+        "refused body, active, execution ended: settled by the adoption",
+        refused(lease=ACTIVE, execution_running=False),
+        LIMITS,
+        Action.ADOPT,
+    ),
+    (
+        "refused body, active, execution succeeded",
+        refused(lease=ACTIVE, execution_running=False, execution_succeeded=True),
+        LIMITS,
+        Action.ADOPT,
+    ),
+    (
+        "refused body, active, execution never started",
+        refused(lease=ACTIVE, execution_running=False, execution_missing=True),
+        LIMITS,
+        Action.DEAD_LETTER_INVALID,
+    ),
+    ("refused body, same receive again, active", refused(1, "h1", lease=ACTIVE), LIMITS, Action.READ_EXECUTION),
+    (
+        "refused body, same receive again, execution runs",
+        refused(1, "h1", lease=ACTIVE, execution_running=True),
+        LIMITS,
+        Action.RESUME,
+    ),
+    (
+        "refused body, same receive again, never started",
+        refused(1, "h1", lease=ACTIVE, execution_running=False, execution_missing=True),
+        LIMITS,
+        Action.DEAD_LETTER_INVALID,
+    ),
+    (
+        "refused body, same count, other handle, execution runs",
+        refused(1, "h9", lease=ACTIVE, execution_running=True),
+        LIMITS,
+        Action.ADOPT_SAME_COUNT,
+    ),
+    ("refused body, newer, closed with an execution", refused(lease=RELEASED), LIMITS, Action.READ_EXECUTION),
+    (
+        "refused body, newer, closed, execution runs",
+        refused(lease=RELEASED, execution_running=True),
+        LIMITS,
+        Action.ADOPT_RUNNING,
+    ),
+    (
+        "refused body, newer, closed, execution succeeded",
+        refused(lease=CAPPED, execution_running=False, execution_succeeded=True),
+        LIMITS,
+        Action.ALREADY_SUCCEEDED,
+    ),
+    (
+        "refused body, newer, closed, execution ended: the DLQ with its history",
+        refused(lease=RELEASED, execution_running=False, attempts=1),
+        LIMITS,
+        Action.DEAD_LETTER_INVALID,
+    ),
+    (
+        "refused body, attempts used up: its body is the reason",
+        refused(lease=RELEASED, execution_running=False, attempts=3),
+        LIMITS,
+        Action.DEAD_LETTER_INVALID,
+    ),
+    ("refused body, same receive again, waiting", refused(1, "h1", lease=WAITING), LIMITS, Action.STILL_WAITING),
+    ("refused body, newer receive of a waiting one", refused(lease=WAITING), LIMITS, Action.DEAD_LETTER_INVALID),
 ]
 
 
@@ -170,6 +267,44 @@ def test_receiver_decision_table(reading: Reading, limits: Limits, expected: Act
 
 def test_receiver_decision_table_reaches_every_action() -> None:
     assert {row[3] for row in ROWS} == set(Action)
+
+
+BEGINS_ATTEMPT = frozenset(
+    {
+        Action.READ_JOB_LOCK,
+        Action.FIND_SLOT,
+        Action.START,
+        Action.WAIT_FOR_JOB,
+        Action.HOLD_FOR_JOB,
+        Action.WAIT_FOR_SLOT,
+        Action.DEAD_LETTER,
+        Action.DEAD_LETTER_REFUSED,
+        Action.DEAD_LETTER_BUSY,
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("reading", "limits"),
+    [row[1:3] for row in ROWS if not row[1].invalid_body],
+    ids=[row[0] for row in ROWS if not row[1].invalid_body],
+)
+def test_receiver_decision_of_a_refused_body_is_a_valid_ones_where_no_attempt_begins(
+    reading: Reading, limits: Limits
+) -> None:
+    """Every row again with the body refused (which reads no job lock and no slot): where a valid body
+    begins an attempt (or reads for one), the DLQ; a newer or same receive of an ACTIVE lease first reads
+    its execution; anything else as for a valid body."""
+    unread = replace(reading, job_lock=None, slot=None)
+    valid = decide(unread, limits)
+    action = decide(replace(unread, invalid_body=True), limits)
+    lease = reading.lease
+    if valid in BEGINS_ATTEMPT:
+        assert action is Action.DEAD_LETTER_INVALID
+    elif lease is not None and lease.active and lease.receive_count <= reading.receive_count:
+        assert action is Action.READ_EXECUTION
+    else:
+        assert action is valid
 
 
 def test_receiver_decision_reads_only_what_it_lacks() -> None:

@@ -20,12 +20,21 @@ The order of the rules is the protocol's:
    runs only while its message is held); a closed one whose execution succeeded (its job ran, and the
    lease was closed before the execution could settle it) is acknowledged; otherwise it begins a new
    attempt.
-5. A new attempt: the DLQ once its attempts (or its refused starts) are used up; it waits while its job
+5. A new attempt: the DLQ with its history when its body fails this receiver's checks (see below), or
+   once its attempts (or its refused starts) are used up; it waits while its job
    id's lock is held by a running execution (a copy sent back, or, on FIFO or with no room for the
    copy's attribute, held in place, and sent to the DLQ once its receives or retention are nearly
    spent); it
    waits or is parked while its type is full; else it takes its lease, lock and slot in one
    transaction and starts.
+
+A body that fails this receiver's checks (`Reading.invalid_body`: its settings or catalog changed since
+the message's attempts began) is judged only after its lease is read, by the same rules: what was valid
+when an attempt began stays that attempt's contract. A message without a lease, or whose lease closed, is
+sent to the DLQ with its history where it would begin a new attempt; a redelivery of an ACTIVE lease reads
+its execution first and is adopted like any other while that execution exists (running, or ended and
+settled by the adoption), and never dead-lettered; an attempt whose execution never started ends there,
+its message in the DLQ. Everything else (markers, ended leases, fencing) is as for a valid body.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ class Action(StrEnum):
     ADOPT = "adopt"  # a newer receive of an ACTIVE lease: take its handle, resume the attempt
     ADOPT_RUNNING = "adopt_running"  # a closed lease whose execution still runs: reopen it, start nothing
     DEAD_LETTER = "dead_letter"  # its attempts are used up
+    DEAD_LETTER_INVALID = "dead_letter_invalid"  # its body fails this receiver's checks: the DLQ with its history
     DEAD_LETTER_REFUSED = "dead_letter_refused"  # Step Functions refused its starts too often
     WAIT_FOR_JOB = "wait_for_job"  # its job id runs: a delayed copy goes back to the queue
     HOLD_FOR_JOB = "hold_for_job"  # its job id runs, on FIFO or with no room for a copy: hidden for the wait
@@ -127,6 +137,11 @@ class Reading:
     """`READ_EXECUTION`'s answer: the lease's execution ended SUCCEEDED. Every way the workflow succeeds
     comes after its job succeeded; one whose read of the lease failed for good ends so with the lease
     left ACTIVE, which the extender may then close (capped, lost) before reconciliation completes it."""
+    execution_missing: bool = False
+    """`READ_EXECUTION`'s answer: the lease's execution does not exist (it never started)."""
+    invalid_body: bool = False
+    """The body fails this receiver's checks (`longjobs.engine.receiver.models.BadInput`): its size, its
+    shape, its job type or its params, under the settings and catalog of this receiver."""
     attempts: int = 0
     """Failed attempts before this receive (the lease's history, or a parked copy's)."""
     refused_starts: int = 0
@@ -160,6 +175,13 @@ def decide(reading: Reading, limits: Limits) -> Action:
         return ended
     if lease.receive_count > reading.receive_count:
         return Action.STALE
+    if lease.active and reading.invalid_body and lease.execution_arn:
+        # The attempt began under the checks its body passed then: its execution is adopted (or settled)
+        # as any redelivery's; one that never started has nothing to keep, and ends with the message.
+        if reading.execution_running is None:
+            return Action.READ_EXECUTION
+        if reading.execution_missing:
+            return Action.DEAD_LETTER_INVALID
     if lease.receive_count == reading.receive_count:
         if lease.receipt_handle != reading.receipt_handle:
             return Action.ADOPT_SAME_COUNT if lease.active else Action.STALE
@@ -178,6 +200,8 @@ def decide(reading: Reading, limits: Limits) -> Action:
 
 
 def _new_attempt(reading: Reading, limits: Limits) -> Action:
+    if reading.invalid_body:
+        return Action.DEAD_LETTER_INVALID  # no retry can make it valid: in the DLQ with its history, if any
     if reading.attempts >= limits.max_attempts:
         return Action.DEAD_LETTER
     if reading.refused_starts >= limits.max_refused_starts:
