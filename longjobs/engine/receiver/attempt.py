@@ -110,9 +110,11 @@ def dead_letter(
     replacing: Lease | None,
     error_type: str = EXHAUSTED,
     message: str | None = None,
+    in_place: bool = False,
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
-    deleted. Raises when the send fails: the record is reported failed, nothing is deleted.
+    deleted. Raises when the send fails: the record is reported failed, nothing is deleted. `in_place`:
+    the record replaces a lease of this very receive (its receive count), fenced by its version alone.
 
     The message leaves for good, so what its last attempt may still hold is freed first, conditional on
     that attempt's execution (the decision reads it not running): a lease closed by a writer that crashed
@@ -138,16 +140,20 @@ def dead_letter(
         history=history,
     )
     try:
-        receiver.store.create(record, replacing=replacing)
+        if in_place:
+            receiver.store.replace_in_place(record, replacing=replacing)
+        else:
+            receiver.store.create(record, replacing=replacing)
     except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
         logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
     return Outcome.DEAD_LETTERED
 
 
-def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
+def resume(receiver: Receiver, job: Job | None, lease: Lease, *, new: bool) -> Outcome:
     """Hide the message for the first chunk, then make sure the attempt's execution exists.
 
-    `new`: the lease was just created for a new attempt, so its execution cannot exist yet.
+    `new`: the lease was just created for a new attempt, so its execution cannot exist yet. `job` is None
+    for a body this receiver refuses: its attempt's execution is adopted or settled, never started.
     """
     outcome = receiver.visibility.change(
         VisibilityChange(lease.message_id, lease.queue_url, lease.receipt_handle, receiver.policy.initial_timeout_s())
@@ -195,6 +201,11 @@ def resume(receiver: Receiver, job: Job, lease: Lease, *, new: bool) -> Outcome:
         # receive, which need not outlast the extender runs the settings allow to be lost. The due lease
         # is renewed by the extender, and reconciliation releases the attempt that never started (no
         # attempt counted); its next receive starts it.
+        return Outcome.NOT_STARTED
+    if job is None:
+        # A refused body: the decision read its execution there (running or ended), so none starts here
+        # on it; were it missing now, the lease stays for reconciliation to release unstarted.
+        logger.warning("no execution to adopt for a refused body", extra={"message_id": lease.message_id})
         return Outcome.NOT_STARTED
     if not new and (lease.job_id or lease.slot) and lease.execution_arn:
         # Resuming an attempt that never started: its lock or slot may have been taken over meanwhile.
@@ -290,7 +301,7 @@ def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
     return Outcome.STARTED
 
 
-def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job, lease: Lease) -> Outcome | None:
+def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job | None, lease: Lease) -> Outcome | None:
     """Adopt a receive with the lease's own count but another handle: hide the message with the new
     handle first (SQS refuses a handle that is not the latest), then record it on the lease."""
     proof = receiver.visibility.change(
@@ -414,7 +425,7 @@ def retake_holds(receiver: Receiver, lease: Lease) -> Outcome | str | None:
     return "waiting: its job lock or admission slot was taken over while it had not started"
 
 
-def adopt_running(receiver: Receiver, job: Job, delivery: Delivery, closed: Lease) -> Outcome | None:
+def adopt_running(receiver: Receiver, job: Job | None, delivery: Delivery, closed: Lease) -> Outcome | None:
     """A newer receive of a lease closed while its execution still runs (a stop not yet landed): the lease
     is reopened on this receive, its holds taken again for that execution where free, and nothing new
     starts. None when the lease changed meanwhile (read again)."""
@@ -444,7 +455,7 @@ def adopt_running(receiver: Receiver, job: Job, delivery: Delivery, closed: Leas
     return resume(receiver, job, adopted, new=False)
 
 
-def adopt(receiver: Receiver, job: Job, delivery: Delivery, lease: Lease) -> Outcome | None:
+def adopt(receiver: Receiver, job: Job | None, delivery: Delivery, lease: Lease) -> Outcome | None:
     """A newer receive of an ACTIVE lease: its handle recorded on the lease (fenced by receive count and
     version), then the attempt resumed. None when the lease changed meanwhile (read again)."""
     adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease))

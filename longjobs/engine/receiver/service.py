@@ -33,6 +33,13 @@ starts a second execution while the first runs, and never releases a message who
   type full is not an attempt: it waits hidden (a WAITING lease, its delay estimated from when a slot
   frees) or, when it could not run within the admission horizon, is parked in the type's waiting
   queue. Slots go to the longest-waiting message first.
+- A body this receiver refuses (`BadInput`: too large, not JSON, an unknown job type, params its schema
+  refuses) is judged after its lease is read, never before: its settings or catalog may have changed
+  since the message's attempts began, and what was valid then stays those attempts' contract. Without a
+  lease it is poison, sent to the DLQ at once (as before any attempt); with one, the decision's rows
+  apply as to any body (`Reading.invalid_body`): a running execution's message is adopted and deferred,
+  never dead-lettered, and where a new attempt would begin the message goes to the DLQ with its
+  `Attempts` history and its lease is closed REJECTED.
 - Attempts, not receives, decide the DLQ: the lease carries the message's history of failed attempts
   from lease to lease; after `max_attempts` of them the receiver sends the message to the DLQ itself,
   with that history, and only then lets it be deleted.
@@ -58,8 +65,14 @@ from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import note_dead_lettered
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
-from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_name, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
+from longjobs.engine.execution import (
+    NEVER_STARTED,
+    RUNNING_STATUSES,
+    execution_arn,
+    execution_name,
+    execution_status,
+)
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, Lock, job_lock_key, successor_version
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
@@ -82,8 +95,7 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     try:
         parsed = parse_message(delivery.body, receiver.settings, receiver.catalog)
     except BadInput as bad:
-        reject(receiver, delivery, bad)
-        return Outcome.REJECTED
+        return refuse_body(receiver, delivery, bad)
     if parsed.ignored_objects and receiver.metrics is not None:
         receiver.metrics.add_metric(name=MetricName.S3_OBJECTS_IGNORED, unit="Count", value=parsed.ignored_objects)
     jobs = parsed.jobs
@@ -101,11 +113,8 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
 
 
 def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
-    """DLQ first; the REJECTED lease is only a record, so its failure does not fail the record. A
-    redelivery of a message already rejected (its deletion was lost) sends no second copy."""
-    if _already_rejected(receiver, delivery.message_id):
-        logger.info("poison message already in the DLQ", extra={"message_id": delivery.message_id})
-        return
+    """A poison message with no lease and no history: DLQ first; the REJECTED lease is only a record, so
+    its failure does not fail the record (a redelivery then finds no lease and sends a second copy)."""
     send_to_dlq(receiver.sqs, receiver.settings.dlq_url or "", delivery, bad)
     logger.warning("poison message sent to the DLQ", extra={"message_id": delivery.message_id, "error": str(bad)})
     now = receiver.clock.now()
@@ -122,14 +131,6 @@ def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
         receiver.store.record_rejection(record, now=now, error=str(bad))
     except Exception as exc:
         logger.warning("could not record the rejection", extra={"message_id": delivery.message_id, "error": str(exc)})
-
-
-def _already_rejected(receiver: Receiver, message_id: str) -> bool:
-    try:
-        lease = receiver.store.get(message_id)
-    except Exception:  # unknown: send the copy (one copy too many beats a lost message)
-        return False
-    return lease is not None and lease.status is LeaseStatus.REJECTED
 
 
 def fan_out(receiver: Receiver, jobs: list[Job], delivery: Delivery) -> None:
@@ -168,8 +169,21 @@ RACE_ATTEMPTS = 3
 def start_long_job(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
     """Decide on what is read, then act (`longjobs.engine.receiver.decision`); read again when a
     conditional write lost its race, a few times at most."""
+    return _decided(receiver, delivery, job)
+
+
+def refuse_body(receiver: Receiver, delivery: Delivery, bad: BadInput) -> Outcome:
+    """A body this receiver's checks refuse, judged by the decision once its lease is read (by message id:
+    a body that is not even JSON has one): poison without a lease, else as any receive of a message whose
+    attempt began under the checks it passed then (`Reading.invalid_body`). Costs the one read a valid
+    body's receive makes. Raises when the lease cannot be read: whether an execution runs for the message
+    is not known, and the record comes back rather than take a running job's message to the DLQ."""
+    return _decided(receiver, delivery, bad)
+
+
+def _decided(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome:
     for _ in range(RACE_ATTEMPTS):
-        outcome = _decide_and_act(receiver, delivery, job)
+        outcome = _decide_and_act(receiver, delivery, body)
         if outcome is not None:
             return outcome
     return Outcome.STALE  # other writers kept changing the lease: the record comes back later
@@ -189,16 +203,21 @@ class _Found:
     order: float | None = None
 
 
-def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome | None:
+def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome | None:
     """One pass: read the lease (and the job lock), then what the decision asks for, then carry out its
-    action. None when a conditional write lost its race (read again)."""
-    # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
-    # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
-    lock_key = job_lock_key(job.job_id)
-    lease, job_lock = receiver.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
-        delivery.message_id, lock_key
-    )
-    reading = _first_reading(receiver, delivery, lease)
+    action. None when a conditional write lost its race (read again). `body`: the job, or why this
+    receiver refuses the body."""
+    job = body if isinstance(body, Job) else None
+    if job is not None:
+        # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
+        # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
+        lock_key = job_lock_key(job.job_id)
+        lease, job_lock = receiver.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
+            delivery.message_id, lock_key
+        )
+    else:  # a refused body never begins an attempt: its lease alone (its job id may not be readable)
+        lease, job_lock = receiver.store.get(delivery.message_id), None
+    reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
     limits = Limits(
         receiver.settings.effective_max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo
     )
@@ -221,20 +240,37 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome
             assert lease is not None and lease.execution_arn is not None
             status = execution_status(receiver.stepfunctions, lease.execution_arn)
             reading = replace(
-                reading, execution_running=status in RUNNING_STATUSES, execution_succeeded=status == "SUCCEEDED"
+                reading,
+                execution_running=status in RUNNING_STATUSES,
+                execution_succeeded=status == "SUCCEEDED",
+                execution_missing=status == NEVER_STARTED,
             )
         elif action is Action.READ_JOB_LOCK:
+            assert job is not None  # a refused body never begins an attempt
             state, found.lock = attempt.read_job_lock(receiver, job.job_id, delivery.message_id, arn, read=job_lock)
             found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
             reading = replace(reading, job_lock=state)
         elif action is Action.FIND_SLOT:
+            assert job is not None
             reading = replace(reading, slot=_find_slot(receiver, delivery, job, lease, arn, found))
         else:
             if action is Action.ALREADY_SUCCEEDED and lease is not None:
-                attempt.free_holds_left(receiver, lease, job_lock)
+                attempt.free_holds_left(receiver, lease, job_lock if job is not None else _lock_of(receiver, lease))
                 if reading.execution_succeeded:
                     attempt.note_succeeded(receiver, lease)
-            return _act(receiver, delivery, job, action, lease, found, arn)
+            return _act(receiver, delivery, body, action, lease, found, arn)
+
+
+def _lock_of(receiver: Receiver, lease: Lease) -> Lock | None:
+    """The job lock of a succeeded lease, for a refused body's receive, which read its lease alone (a rare
+    receive: the read is made only then). Unknown (None) when the read fails: the receive is acknowledged."""
+    if not lease.job_id:
+        return None
+    try:
+        return receiver.store.locks.get(job_lock_key(lease.job_id))
+    except Exception as exc:
+        logger.warning("could not read a succeeded job's lock", extra={"job_id": lease.job_id, "error": str(exc)})
+        return None
 
 
 def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) -> Reading:
@@ -280,9 +316,16 @@ def _find_slot(
 
 
 def _act(
-    receiver: Receiver, delivery: Delivery, job: Job, action: Action, lease: Lease | None, found: _Found, arn: str
+    receiver: Receiver,
+    delivery: Delivery,
+    body: Job | BadInput,
+    action: Action,
+    lease: Lease | None,
+    found: _Found,
+    arn: str,
 ) -> Outcome | None:
     """Carry out the decision's action (its AWS effects are in `longjobs.engine.receiver.attempt`)."""
+    job = body if isinstance(body, Job) else None
     history = lease.history_with_this() if lease is not None else delivery.carried.history
     if action is Action.DUPLICATE:
         if lease is not None:
@@ -308,6 +351,9 @@ def _act(
         return attempt.dead_letter(
             receiver, delivery, history, replacing=None, error_type=CLAIM_UNKNOWN, message=message
         )
+    if action is Action.DEAD_LETTER_INVALID:
+        assert isinstance(body, BadInput)
+        return _dead_letter_invalid(receiver, delivery, body, lease, history)
     if action in _ACKNOWLEDGED:
         logger.info("already ended: acknowledged", extra={"message_id": delivery.message_id, "action": action.value})
         return _ACKNOWLEDGED[action]
@@ -328,6 +374,7 @@ def _act(
     if action is Action.ADOPT_RUNNING:
         assert lease is not None
         return attempt.adopt_running(receiver, job, delivery, lease)
+    assert job is not None, f"{action} for a refused body"  # the decision begins no attempt for one
     if action is Action.DEAD_LETTER:
         return attempt.dead_letter(receiver, delivery, history, replacing=lease)
     if action is Action.DEAD_LETTER_REFUSED:
@@ -362,6 +409,45 @@ def _act(
         if not line.hold_fits(receiver, delivery):
             return line.dead_letter_aged(receiver, delivery, history, replacing=lease, job_type=job.type)
     return _start_attempt(receiver, delivery, job, lease, found, arn, history)
+
+
+def _dead_letter_invalid(
+    receiver: Receiver, delivery: Delivery, bad: BadInput, lease: Lease | None, history: tuple[Attempt, ...]
+) -> Outcome | None:
+    """A refused body where a new attempt would begin, or whose ACTIVE lease's execution never started:
+    the DLQ with its history (`Attempts`) and its lease closed REJECTED; with no lease and no history,
+    poison as it always was (`reject`). None when the lease changed meanwhile (read again).
+
+    An ACTIVE lease is closed first, as reconciliation closes an attempt that never started (RELEASED,
+    no attempt counted, its holds freed with it), conditional on the version read: a start that lands
+    later finds its lease no longer names it and runs nothing, and a DLQ send that fails leaves that
+    closed lease for the retry to find. The REJECTED record then replaces it in place (this receive may
+    be the one that wrote it, with its receive count)."""
+    in_place = False
+    if lease is not None and lease.active:
+        closed = receiver.store.close(
+            lease,
+            LeaseStatus.RELEASED,
+            now=receiver.clock.now(),
+            error=LastError(bad.error_type, bad.message),
+            never_started=True,
+        )
+        if closed is None:
+            return None
+        lease, history, in_place = closed, closed.history_with_this(), closed.receive_count >= delivery.receive_count
+    if lease is None and not history:
+        reject(receiver, delivery, bad)
+        return Outcome.REJECTED
+    attempt.dead_letter(
+        receiver,
+        delivery,
+        history,
+        replacing=lease,
+        error_type=bad.error_type,
+        message=bad.message,
+        in_place=in_place,
+    )
+    return Outcome.REJECTED
 
 
 def _wait_or_park(
