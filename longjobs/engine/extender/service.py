@@ -1,7 +1,8 @@
 """One extender pass: renew the leases that fall due, in batches, retrying throttled ones with jitter.
 
 A lease that can no longer be held (past its max renewal or the 12 h limit, or a handle SQS refuses
-for good) has its execution stopped before it is closed (invariant 8). A renewal that SQS accepted but
+for good) has its execution stopped before it is closed (invariant 8); a refused handle whose execution
+has already ended is settled as reconciliation settles it, not stopped. A renewal that SQS accepted but
 the table could not record is counted and left due (the belief stays earlier than the truth); a
 renewal that lost its race to a release re-applies the release. Nothing in one lease's trouble ends
 the pass for the others. The service takes every dependency as an argument (`Extender`) and returns a
@@ -19,12 +20,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from longjobs.engine.clock import Clock
+from longjobs.engine.execution import NEVER_STARTED, RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, Renewal
 from longjobs.engine.lease.legacy import LegacyShards
 from longjobs.engine.observability import logger
 from longjobs.engine.policies import RenewalPolicy, hold_limit
 from longjobs.engine.settings import Settings
-from longjobs.engine.settle import SettleError, reassert_release, stop_and_close
+from longjobs.engine.settle import SettleError, reassert_release, settle_ended, stop_and_close
 from longjobs.engine.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ class PassReport:
     lost: int = 0
     capped: int = 0
     stopped: int = 0  # executions stopped because their lease could no longer be held
+    settled: int = 0  # refused handles of executions already ended: settled as reconciliation does, not stopped
     throttled: int = 0  # throttled answers, each retried while time remained
     given_up: int = 0  # still throttled when time ran out: left due for the next tick
     failed: int = 0
@@ -282,7 +285,11 @@ def _capped(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], re
 
 def _lost(ext: Extender, refused: Sequence[tuple[_Planned, ChangeOutcome]], report: PassReport) -> None:
     """SQS no longer accepts the handle. If the lease is still the one we read (no newer receive adopted
-    a newer handle meanwhile), the message may be in someone else's hands: stop the execution, close LOST."""
+    a newer handle meanwhile), the message may be in someone else's hands: stop the execution, close LOST.
+    Unless the execution has already ended (`_settle_ended_instead`): then the handle was most likely
+    refused because the message was deleted after its job succeeded, by a settlement whose close of the
+    lease has not landed (reconciliation's completion, which deletes before it closes, cut short; a workflow
+    close that failed for good), and the lease is settled by that end, as reconciliation would."""
     for planned, outcome in refused:
         logger.warning(
             "renewal refused: handle lost", extra={"message_id": planned.lease.message_id, "error": outcome.error}
@@ -361,6 +368,10 @@ def _end_unholdable(
             return "failed"
         if lease is None or not lease.active or not still_as_read(lease, read):
             return "conflict"
+        if status is LeaseStatus.LOST:
+            settled = _settle_ended_instead(ext, lease)
+            if settled is not None:
+                return settled
         try:
             closed = stop_and_close(
                 lease, status, stepfunctions=ext.stepfunctions, store=ext.store, clock=ext.clock, reason=reason
@@ -379,11 +390,51 @@ def _end_unholdable(
     report.stopped += sum(1 for r in results if r.startswith("stopped"))
     report.failed += sum(1 for r in results if r.endswith("failed"))
     report.conflicts += sum(1 for r in results if r.endswith("conflict"))
+    report.settled += sum(1 for r in results if r == "settled")
     done = sum(1 for r in results if r.endswith("closed"))
     if status is LeaseStatus.CAPPED:
         report.capped += done
     elif status is LeaseStatus.LOST:
         report.lost += done
+
+
+def _settle_ended_instead(ext: Extender, lease: Lease) -> str | None:
+    """Settle, without a stop, a lease whose handle SQS refused if its execution has already ended; None
+    when it runs (or never started): the caller stops it and closes the lease.
+
+    A refused handle means the message may be in someone else's hands, so a running execution is stopped
+    (invariant 8). An ended one runs nothing more: stopping it changes nothing but the record, and its
+    handle was most likely refused because its own success deleted the message before the lease was
+    closed (reconciliation's completion deletes, then closes). Closing that lease LOST would report a job
+    that succeeded as lost. Its execution's status says how it ended (Step Functions' describe is read
+    after the refusal), and the lease is settled by it, as reconciliation settles an ended execution:
+    SUCCEEDED completes it (the delete, refused, is noted and the lease closes SUCCEEDED), any other end
+    releases it (the release, refused, makes it LOST). A describe or a settlement that fails leaves the
+    lease ACTIVE and due: the next pass tries again."""
+    if not lease.execution_arn or ext.stepfunctions is None:
+        return None
+    try:
+        status = execution_status(ext.stepfunctions, lease.execution_arn)
+    except Exception as exc:
+        logger.warning(
+            "could not describe the execution of a refused handle",
+            extra={"message_id": lease.message_id, "execution": lease.execution_arn, "error": str(exc)},
+        )
+        return "failed"
+    if status in RUNNING_STATUSES or status == NEVER_STARTED:
+        return None
+    logger.warning(
+        "renewal refused after the execution ended: settled by its end, not stopped",
+        extra={"message_id": lease.message_id, "execution": lease.execution_arn, "status": status},
+    )
+    try:
+        closed = settle_ended(lease, status, store=ext.store, visibility=ext.visibility, sqs=ext.sqs, clock=ext.clock)
+    except Exception as exc:
+        logger.error(
+            "could not settle a lease whose execution ended", extra={"message_id": lease.message_id, "error": str(exc)}
+        )
+        return "failed"
+    return "settled" if closed is not None else "conflict"
 
 
 def still_as_read(lease: Lease, read: Lease) -> bool:
