@@ -10,6 +10,11 @@
   `x-amzn-query-error` header the SDKs read; the query protocol: an XML `ErrorResponse`), status 400, never
   moto's HTML 500 page, which the SDKs retry four times and then report as an unknown 500. Any other
   failure inside moto answers `InternalFailure` (500) in the same shape.
+- DynamoDB's requests are answered one at a time. moto's `TransactWriteItems` copies the whole table when
+  it begins and, when it is cancelled (a condition lost its race), restores that copy: a write another
+  client made meanwhile was erased (docs/moto.md). Under load the extender's cancelled renewal transaction
+  erased the workflow's SUCCEEDED close of a job that had just ended, and the demo reported its message
+  lost. One at a time, a transaction is atomic with every other request, as DynamoDB's is.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import io
 import json
 import logging
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -35,6 +41,8 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 StartResponse = Callable[..., Any]
 
 SQS_PREFIX = "AmazonSQS"
+DYNAMODB_PREFIX = "DynamoDB_"
+"""The start of DynamoDB's `X-Amz-Target` (`DynamoDB_20120810.TransactWriteItems`)."""
 JSON_10 = "application/x-amz-json-1.0"
 SQS_QUERY_CODES = {"UnsupportedOperation": "AWS.SimpleQueueService.UnsupportedOperation"}
 """SQS's query-protocol code where it differs from the JSON shape's name."""
@@ -49,6 +57,7 @@ class Gateway:
     def __init__(self, app: WSGIApp, move_tasks: MoveTasks | None = None) -> None:
         self._app = app
         self.move_tasks = move_tasks or MoveTasks()
+        self._dynamodb = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
@@ -63,8 +72,13 @@ class Gateway:
                 return answered
         if not target:
             _body(environ)  # a query-protocol error names the form's `Action`, after moto has read the form
+        response: Iterable[bytes]
         try:
-            response = self._app(environ, start_response)
+            if prefix.startswith(DYNAMODB_PREFIX):
+                with self._dynamodb:  # moto's transactions are atomic only one request at a time
+                    response = list(self._app(environ, start_response))
+            else:
+                response = self._app(environ, start_response)
         except (NotImplementedError, OperationNotFoundError):  # moto lacks it; or no AWS service has it
             return _error(environ, start_response, "UnsupportedOperation", _unsupported(environ), 400)
         except Exception as exc:  # moto's own failure: an AWS-shaped 500, logged with its traceback

@@ -129,3 +129,41 @@ def _ended(sfn: object, execution: str, timeout_s: float = 30) -> dict[str, obje
             return described
         time.sleep(0.1)
     raise AssertionError(f"{execution} still running after {timeout_s} s")
+
+
+def test_gateway_answers_dynamodb_one_request_at_a_time() -> None:
+    """moto's cancelled transaction restores the table copy it took when it began, erasing another client's
+    write made meanwhile (docs/moto.md): the gateway lets no DynamoDB request overlap another, so a
+    transaction is atomic with every other request. Other services still overlap."""
+    import threading
+
+    from longjobs.offline.gateway import Gateway
+
+    inside = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def app(environ: dict[str, object], start_response: object) -> list[bytes]:
+        with lock:
+            inside["now"] += 1
+            inside["most"] = max(inside["most"], inside["now"])
+        time.sleep(0.05)
+        with lock:
+            inside["now"] -= 1
+        return [b"{}"]
+
+    gateway = Gateway(app)
+
+    def call(target: str) -> None:
+        list(gateway({"HTTP_X_AMZ_TARGET": target, "PATH_INFO": "/"}, lambda *_: None))
+
+    def most_at_once(target: str) -> int:
+        inside["most"] = 0
+        threads = [threading.Thread(target=call, args=(target,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return inside["most"]
+
+    assert most_at_once("DynamoDB_20120810.TransactWriteItems") == 1
+    assert most_at_once("AWSStepFunctions.DescribeExecution") > 1
