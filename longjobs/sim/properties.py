@@ -28,6 +28,11 @@ coverage: a campaign reports the ones no seed reached.
   own) is not the one whose handle was refused or whose time ran out: stopping it kills a job that holds
   its message. (A receive landing between that read and the stop is a race no reader can close: the
   property judges the decision on what it read.)
+- `stopped_with_cause`: every stop the extender makes has a cause the trace shows: a cap, or a handle truly
+  lost. An execution whose job succeeded and whose message was then deleted is not stopped: its handle was
+  refused because its work was done (the message deleted by a settlement that had not closed the lease yet,
+  or whose close was lost), not because the message may go to another consumer. Stopping it turns a job that
+  succeeded into an aborted execution and a LOST lease (the offline demo under load, issue 37).
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason, and no message of it both (a job sent as two messages may end one way by each); nothing is
   left on the jobs or waiting queues.
@@ -63,6 +68,7 @@ ALWAYS = (
     "held_while_running",
     "attempts_started",
     "stopped_as_read",
+    "stopped_with_cause",
 )
 EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
 
@@ -121,6 +127,7 @@ class Monitor:
     planned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     reread: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # names of the executions Step Functions started
+    job_succeeded: set[str] = field(default_factory=set)  # ARNs of the executions whose job succeeded
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -159,6 +166,7 @@ class Monitor:
         self.by_job[run.job_key].discard(arn)
         self.by_type[run.job_type].discard(arn)
         if succeeded:
+            self.job_succeeded.add(arn)
             self.job_done(run.job_key, run.message_id)
 
     def copied(self, copy_id: str, original_id: str) -> None:
@@ -267,8 +275,9 @@ class Monitor:
             key = params["Key"][PARTITION_KEY]["S"]
             self.reread[(invocation, key)] = answer.get("Item") or {}
 
-    def extender_stops(self, invocation: str, execution_arn: str) -> None:
-        """The extender is about to stop `execution_arn` (`stopped_as_read`)."""
+    def extender_stops(self, invocation: str, execution_arn: str, *, message_deleted: bool = False) -> None:
+        """The extender is about to stop `execution_arn` (`stopped_as_read`, `stopped_with_cause`);
+        `message_deleted`: the message the execution runs for is gone from its queue."""
         parsed = parse_execution_name(execution_arn.rpartition(":")[2])
         message_id = parsed[0] if parsed else ""
         planned = self.planned.get((invocation, message_id))
@@ -284,6 +293,12 @@ class Monitor:
                 f"{status} naming {named} for the receive {_receive(read)}",
             )
         self.reach("extender:stop_as_read")
+        if execution_arn in self.job_succeeded and message_deleted:
+            raise PropertyViolation(
+                "stopped_with_cause",
+                f"{execution_arn} stopped after its job succeeded and its message was deleted: the handle was "
+                "refused because the work was done, not lost",
+            )
 
     # -- the end --------------------------------------------------------------------------------------------
 

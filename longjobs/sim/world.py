@@ -367,7 +367,8 @@ class World:
             if fault is not None:
                 self.monitor.reach(f"fault:{fault.value}:{service}.{operation}")
             if actor == "extender" and operation == "stop_execution":
-                self.monitor.extender_stops(self._invocation(), params["executionArn"])
+                arn = params["executionArn"]
+                self.monitor.extender_stops(self._invocation(), arn, message_deleted=self._message_deleted(arn))
 
         def answered(operation: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
             self.monitor.extender_answered(self._invocation(), operation, params, answer)
@@ -391,6 +392,14 @@ class World:
             max_attempts=1 if actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
             socket_timeouts=actor != "workflow",
         )
+
+    def _message_deleted(self, execution_arn: str) -> bool:
+        """Whether the message an execution runs for is gone from its queue: deleted (or moved to the DLQ)."""
+        execution = self.aws.stepfunctions.executions.get(execution_arn)
+        if execution is None:
+            return False
+        queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
+        return queue is not None and str(execution.input.get("message_id", "")) in queue.gone
 
     def _invocation(self) -> str:
         """The invocation the current actor belongs to (its group's name)."""
