@@ -12,9 +12,10 @@
   failure inside moto answers `InternalFailure` (500) in the same shape.
 - DynamoDB's requests are answered one at a time. moto's `TransactWriteItems` copies the whole table when
   it begins and, when it is cancelled (a condition lost its race), restores that copy: a write another
-  client made meanwhile was erased (docs/moto.md). Under load the extender's cancelled renewal transaction
-  erased the workflow's SUCCEEDED close of a job that had just ended, and the demo reported its message
-  lost. One at a time, a transaction is atomic with every other request, as DynamoDB's is.
+  client made meanwhile is erased (docs/moto.md). The extender's renewal transaction is cancelled when a
+  job's end raced it, so under load it would erase that job's SUCCEEDED close, and the run would report a
+  job that succeeded as a lost message. One at a time, a transaction is atomic with every other request,
+  as DynamoDB's is.
 """
 
 from __future__ import annotations
