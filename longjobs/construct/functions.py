@@ -221,7 +221,8 @@ class LongJobFunctions(Construct):
                 "QUEUE_URL": res.queue.queue_url,
                 # reconciliation lists the state machine's running executions (and admission starts them)
                 "STATE_MACHINE_ARN": res.state_machine.state_machine_arn,
-                **({"DLQ_URL": res.dlq.queue_url} if limited else {}),
+                # a cancel cut short after its mark is finished by the extender: its DLQ copy is sent here
+                "DLQ_URL": res.dlq.queue_url,
             },
             # With no reservation a late run may overlap the next: they race on the same leases, every write
             # conditional (the simulation runs half its seeds so: `Workload.extender_reserved`).
@@ -243,6 +244,8 @@ class LongJobFunctions(Construct):
                 ),  # UpdateItem: also transactions
                 # StopExecution: a lease that can no longer be held has its execution stopped first (invariant 8).
                 _allow("states:DescribeExecution", "states:StopExecution", on=[execution_arns]),
+                # A cancel the extender finishes (`longjobs.engine.cancel.finish`) sends its message to the DLQ.
+                _allow("sqs:SendMessage", on=[res.dlq.queue_arn]),
                 # Reconciliation: one list of the running executions vouches for their leases (on the
                 # state machine, not its executions: the service authorization reference's resource for it).
                 _allow("states:ListExecutions", on=[res.state_machine.state_machine_arn]),

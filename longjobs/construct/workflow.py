@@ -11,7 +11,8 @@
              SucceededAndFreed[WithSlot]: MarkSucceeded(summary) + ReleaseJobLock [+ ReleaseSlot] in one
              transaction -> Succeeded; refused or failed: the same one by one, MarkSucceeded -> ReleaseJobLock
              -> (holds a slot?) ReleaseSlot -> Succeeded
-             (a MarkSucceeded refused by its condition reads again: already SUCCEEDED by us -> ReleaseJobLock)
+             (a MarkSucceeded refused by its condition reads again: already SUCCEEDED by us -> ReleaseJobLock;
+             CANCELLED meanwhile by an operator -> CancelledMeanwhile: the cancel settles the message)
     failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
              -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
              (already RELEASED by us, a MarkReleased that landed unanswered -> ReleaseJobLockOnFailure);
@@ -77,6 +78,10 @@ from longjobs.engine.lease.schema import (
     STATUS_ATTR,
     VERSION_ATTR,
 )
+
+CANCELLED_ERROR = "Cancelled"
+"""The error an execution ends with when its lease was cancelled while its job ran (as `longjobs cancel`
+stops one: `longjobs.engine.cancel.CANCELLED`)."""
 
 PysparkStep = Callable[[Construct, JobType], sfn.TaskStateBase]
 """Builds the first state of a pyspark type's branch, which runs its entry on `$.job.params`; the
@@ -667,7 +672,7 @@ def build_workflow(
         tasks.DynamoAttributeValue.from_string(
             sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.outcome.summary"))
         ),
-        "#execution = :self AND #handle = :handle AND #status <> :succeeded",
+        "#execution = :self AND #handle = :handle AND #status <> :succeeded AND #status <> :cancelled",
     )
     mark_succeeded = success_close.task(scope, "MarkSucceeded", table, patient=True)
     mark_succeeded.add_catch(read_lease, errors=[CONDITION_FAILED], result_path="$.conflict")
@@ -701,6 +706,15 @@ def build_workflow(
     read_lease.add_catch(release_lock, errors=["States.ALL"], result_path="$.read_error")
     # The job ran, but the lease now belongs to another attempt: settle nothing of it.
     superseded = sfn.Fail(scope, "Superseded", error=NOT_HELD_ERROR, cause="the lease names another execution")
+    # An operator cancelled the message while its job ran (its stop refused, or not reached yet): the success
+    # is not recorded and the message not deleted as succeeded; the cancel (or the extender finishing it)
+    # sends it to the DLQ, frees the holds and deletes it.
+    cancelled = sfn.Fail(
+        scope,
+        "CancelledMeanwhile",
+        error=CANCELLED_ERROR,
+        cause="the message was cancelled while its job ran: the cancel settles it, not this success",
+    )
     read_lease.next(
         sfn.Choice(scope, "LeaseOpen")
         .when(sfn.Condition.is_not_present("$.lease.Item"), sfn.Succeed(scope, "NoLease"))
@@ -712,6 +726,7 @@ def build_workflow(
                 # then a retry whose condition failed): the delete, the lock and the slot are still to do.
                 sfn.Choice(scope, "AlreadySettled")
                 .when(_lease_is(LeaseStatus.SUCCEEDED), delete_message)
+                .when(_lease_is(LeaseStatus.CANCELLED), cancelled)
                 .otherwise(settle),
                 superseded,
             )

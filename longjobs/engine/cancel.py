@@ -7,11 +7,17 @@
    (`LeaseStore.mark_cancelled`). Every other writer of a lease is conditional too, so a cancel racing a
    success, an admission in place (WAITING) or a parked copy's claim (PARKED) settles once: the loser
    reads again. A lease found SUCCEEDED is left alone ("already succeeded"). Once CANCELLED, nothing
-   renews, reconciles, admits or releases the lease, and a parked copy's claim is refused.
+   reconciles, admits or releases the lease, a parked copy's claim is refused, and the workflow's closes
+   refuse it: a job that runs on after the mark (its stop refused, the operator's process gone) never has
+   its success recorded, nor its message deleted as succeeded, nor released for a retry.
+   The mark is safe on its own: until the cancel is finished the lease stays in the `due` index, at
+   its renew-at or `HANDOVER_S` after the mark, whichever is sooner, and the extender keeps its message
+   hidden, and once the hand-over has passed finishes what the cancel left (`finish`): a cancel cut
+   short converges without its operator.
 2. **Stop** the attempt's execution (`StopExecution`, error `Cancelled`, the reason as its cause), then
-   read the lease again: the workflow's success path may have closed it SUCCEEDED between the mark and
-   the stop (its condition is "names this execution and not SUCCEEDED yet"); then the job did succeed, and
-   the cancel reports "already succeeded" and sends nothing.
+   read the lease again. A workflow built before its success close refused CANCELLED may have closed it
+   SUCCEEDED between the mark and the stop; then the job did succeed, and the cancel reports "already
+   succeeded" and sends nothing. StopExecution does not wait for the job run of a `.sync` task.
 3. **Free** the execution's job lock and admission slot, each conditional on that execution still holding
    it (`longjobs.engine.settle.release_holds`).
 4. **Dead-letter** the message: its body goes to the DLQ with `ErrorType` `Cancelled`, the reason as
@@ -19,9 +25,16 @@
    then it is deleted from its queue with the lease's receipt handle. Never a release: it does not come
    back as a retry. A delete SQS refuses for good (the message was received again meanwhile) is noted:
    that redelivery finds the lease CANCELLED and is acknowledged (the receiver's row for CANCELLED).
+   One DLQ copy per message: the send is claimed first on the lease (`CancelRecord.sending_at`, a write
+   conditional on its version), so of two carriers at once (two operators, an operator and the extender)
+   one sends and the other is told another is sending (`CancelRaced`); the copy's id is noted right after
+   the send, so a carrier that died later (before its delete) leaves nothing to send again. A claim whose
+   holder died is taken over after `SEND_CLAIM_S`; only a death between the send and its note (or a send
+   whose answer was lost after it landed) can add a second copy.
 5. **Note** the outcome on the lease (its `result`: the reason, the DLQ copy's id, whether it was
-   deleted), so `longjobs lease ID` tells it, and a cancel cut short (a crash, a throttled call) is
-   finished by cancelling again (`decide` returns RESUME for a CANCELLED lease not yet done).
+   deleted), so `longjobs lease ID` tells it, and the lease leaves the `due` index. A cancel cut short (a
+   crash, a throttled call) is finished by the extender, or at once by cancelling again (`decide` returns
+   RESUME for a CANCELLED lease not yet done).
 
 Where the body comes from, since SQS cannot read a message by its handle:
 
@@ -81,6 +94,16 @@ RECORD_KEY = "cancel"
 RACE_ATTEMPTS = 3
 """How many times a cancel reads the lease again after another writer changed it first."""
 DEFAULT_REASON = "cancelled by an operator"
+HANDOVER_S = 60.0
+"""How long after its mark a cancel is left to the process that marked it. The extender keeps the message
+hidden meanwhile, and finishes a cancel still unfinished after that (its operator's process died, or a step
+failed past its retries)."""
+SEND_CLAIM_S = 300.0
+"""How long a claim to send a message's DLQ copy (`CancelRecord.sending_at`) keeps any other carrier of the
+cancel from sending one: far longer than a send and its note take, even throttled."""
+FINISH_RETRY_S = 60.0
+"""How soon the extender looks again at a cancel it could not finish (its stop refused): its renewal of the
+message's visibility falls due again no later than this."""
 
 
 class Decision(StrEnum):
@@ -131,6 +154,8 @@ class CancelRecord:
     dead_letter_id: str | None = None
     deleted: bool = False
     note: str | None = None
+    sending_at: float | None = None
+    """When a carrier of the cancel claimed the DLQ send (see the module's step 4), None before any."""
 
     def to_result(self) -> dict[str, Any]:
         return {
@@ -142,8 +167,14 @@ class CancelRecord:
                 "dead_letter_id": self.dead_letter_id,
                 "deleted": self.deleted,
                 "note": self.note,
+                "sending_at": self.sending_at,
             }
         }
+
+    def send_claimed(self, now: float) -> bool:
+        """Whether a carrier of the cancel claimed its DLQ send less than `SEND_CLAIM_S` ago, and has not
+        noted the copy yet: any other carrier leaves the send to it."""
+        return self.dead_letter_id is None and self.sending_at is not None and now - self.sending_at < SEND_CLAIM_S
 
     @classmethod
     def of(cls, lease: Lease) -> CancelRecord | None:
@@ -159,6 +190,7 @@ class CancelRecord:
             dead_letter_id=data.get("dead_letter_id"),
             deleted=bool(data.get("deleted")),
             note=data.get("note"),
+            sending_at=float(data["sending_at"]) if data.get("sending_at") is not None else None,
         )
 
 
@@ -209,9 +241,13 @@ def decide(lease: Lease) -> Decision:
 def redelivery_needs_dead_letter(lease: Lease) -> bool:
     """Whether a message received with a CANCELLED lease (a redelivery, or a parked copy refused by its
     cancelled marker) is still to be sent to the DLQ: no DLQ copy was made at the cancel (its body was
-    not at hand there)."""
+    not at hand there), and no carrier of the cancel claimed the send. A claimed send has its body at hand
+    (an execution's input, a marker's message) and is finished by its claimant, or by the extender from
+    the lease (which stays due until the cancel is done): the receive is acknowledged."""
     record = CancelRecord.of(lease)
-    return lease.status is LeaseStatus.CANCELLED and (record is None or record.dead_letter_id is None)
+    return lease.status is LeaseStatus.CANCELLED and (
+        record is None or (record.dead_letter_id is None and record.sending_at is None)
+    )
 
 
 # -- finding what to cancel ----------------------------------------------------------------------
@@ -293,13 +329,82 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
             return _report(lease, Outcome(decision.value), previous=lease.status.value)
         if decision is Decision.RESUME:
             record = CancelRecord.of(lease) or CancelRecord(reason, lease.status.value, canceller.clock.now())
-            return _carry_out(canceller, lease, record, outcome=Outcome.COMPLETED)
+            resumed = _carry_out(canceller, lease, record, outcome=Outcome.COMPLETED)
+            if resumed is not None:
+                return resumed
+            continue
         now = canceller.clock.now()
         record = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
-        marked = canceller.store.mark_cancelled(lease, now=now, error=_error(reason), record=record.to_result())
+        marked = canceller.store.mark_cancelled(
+            lease, now=now, error=_error(reason), record=record.to_result(), due_at=handover_due(lease, now)
+        )
         if marked is not None:
-            return _carry_out(canceller, marked, record, outcome=Outcome.CANCELLED)
+            done = _carry_out(canceller, marked, record, outcome=Outcome.CANCELLED)
+            if done is not None:
+                return done
     raise CancelRaced(f"the lease of {message_id} kept changing while it was being cancelled: try again")
+
+
+def handover_due(lease: Lease, now: float) -> float:
+    """The renew-at a lease gets at its mark: the extender's look at the cancel comes `HANDOVER_S` after
+    the mark, or at the lease's own renew-at if that is sooner (its message must stay hidden)."""
+    handover = now + HANDOVER_S
+    return min(lease.renew_at, handover) if lease.renew_at is not None else handover
+
+
+COPIED_VALUES = frozenset(status.value for status in COPIED_STATUSES)
+"""A marker's earlier statuses: its message was acknowledged when copied, so there is none to keep hidden."""
+
+
+class Finish(StrEnum):
+    """What the extender did with a CANCELLED lease it found due (`finish`)."""
+
+    FINISHED = "finished"  # what the cancel left is done: stopped, freed, in the DLQ, deleted, noted
+    HIDE = "hide"  # not finished (in its hand-over, or a step failed): its message is to stay hidden
+    LEFT = "left"  # another carrier sends its DLQ copy now, or the lease changed: nothing this time
+
+
+def finish(canceller: Canceller, read: Lease) -> tuple[Finish, Lease]:
+    """The extender's part of a cancel: a CANCELLED lease it found due, read again consistently. Within its
+    hand-over (`HANDOVER_S` from the mark) the cancel is its operator's: HIDE. After it, the rest of the
+    cancel is carried out here (the stop first), as cancelling again would; a step that fails (the stop
+    still throttled) leaves it to HIDE, and a try again `FINISH_RETRY_S` later. A send claimed by another
+    carrier is left to it (LEFT, no renewal: its note follows within seconds). Returns the lease to renew
+    with (as read again)."""
+    lease = canceller.store.get(read.message_id)
+    if lease is None or lease.status is not LeaseStatus.CANCELLED:
+        return Finish.LEFT, read
+    record = CancelRecord.of(lease)
+    now = canceller.clock.now()
+    if record is not None and record.done:
+        return Finish.LEFT, lease  # the index lagged its done note
+    if record is not None and record.send_claimed(now):
+        return Finish.LEFT, lease
+    hide = Finish.LEFT if record is not None and record.previous_status in COPIED_VALUES else Finish.HIDE
+    if record is not None and now - record.at < HANDOVER_S:
+        return hide, lease
+    try:
+        report = _carry_out(
+            canceller,
+            lease,
+            record or CancelRecord(DEFAULT_REASON, lease.status.value, now),
+            outcome=Outcome.COMPLETED,
+        )
+    except CancelRaced:
+        return Finish.LEFT, lease
+    except Exception as exc:
+        logger.warning(
+            "could not finish a cancel: its message is kept hidden, tried again later",
+            extra={"message_id": lease.message_id, "error": describe_exception(exc)},
+        )
+        return hide, canceller.store.get(lease.message_id) or lease
+    if report is None:
+        return Finish.LEFT, lease
+    logger.info(
+        "cancel finished by the extender",
+        extra={"message_id": lease.message_id, "dead_letter_id": report.dead_letter_id, "deleted": report.deleted},
+    )
+    return Finish.FINISHED, lease
 
 
 def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelReport | None:
@@ -321,15 +426,19 @@ def _follow_copy(canceller: Canceller, marker: Lease, reason: str) -> CancelRepo
     return replace(report, notes=(note, *report.notes))
 
 
-def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outcome: Outcome) -> CancelReport:
-    """Steps 2 to 5 on a lease marked CANCELLED."""
+def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outcome: Outcome) -> CancelReport | None:
+    """Steps 2 to 5 on a lease marked CANCELLED. None when another writer changed the lease first (the
+    caller reads it again); raises `CancelRaced` when another carrier of the cancel claimed its DLQ send."""
     notes: list[str] = []
     stopped = None
+    if record.send_claimed(canceller.clock.now()):
+        raise _sending_elsewhere(lease)
     if lease.execution_arn:
         if stop(canceller.stepfunctions, lease.execution_arn, record.reason):
             stopped = lease.execution_arn
         current = canceller.store.get(lease.message_id)
         if current is not None and current.status is LeaseStatus.SUCCEEDED:
+            # Only a workflow built before its success close refused CANCELLED closes it so.
             release_holds(current, store=canceller.store, clock=canceller.clock)
             return _report(
                 current,
@@ -337,16 +446,22 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
                 previous=record.previous_status,
                 notes=("the job succeeded before the stop landed: nothing was sent to the DLQ",),
             )
-        if current is not None and current.version != lease.version:
-            notes.append(f"the lease changed meanwhile (now {current.status.value}, version {current.version})")
+        if current is None or current.status is not LeaseStatus.CANCELLED:
+            return None
+        if current.version != lease.version:  # a renewal, a receive's note, another carrier's progress
+            record = CancelRecord.of(current) or record
+            if record.done:
+                return None
+            if record.send_claimed(canceller.clock.now()):
+                raise _sending_elsewhere(current)
+            lease = current
     released = release_holds(lease, store=canceller.store, clock=canceller.clock)
     dead_letter_id, deleted = record.dead_letter_id, record.deleted
+    body: str | None = None
     if record.previous_status == LeaseStatus.PARKED.value and dead_letter_id is None and lease.parked_message:
         # The marker holds the message: it goes to the DLQ now, not when a copy is received (which a
         # backlog longer than the queue's retention might never do); its copies' claims are refused.
-        parked_body, _, _ = message_to_send(lease.parked_message)
-        dead_letter_id = send_cancelled(canceller.sqs, canceller.dlq_url, lease, parked_body, record.reason)
-        deleted = True  # the original was acknowledged when it was parked
+        body, _, _ = message_to_send(lease.parked_message)
         notes.append("parked: sent to the DLQ from its marker; its copy never runs and is acknowledged")
     elif record.previous_status == LeaseStatus.PARKED.value:
         notes.append(
@@ -365,25 +480,26 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
                 "no copy of the body here (its execution never started): the message stays on its queue, "
                 "and the receiver dead-letters it as Cancelled when it is received again"
             )
-        else:
+    if body is not None:
+        claimed = _claim_send(canceller, lease, record)
+        if claimed is None:
+            return None
+        lease, record = claimed
+        try:
             dead_letter_id = send_cancelled(canceller.sqs, canceller.dlq_url, lease, body, record.reason)
+        except Exception:
+            _release_claim(canceller, lease, record)
+            raise
+        if record.previous_status == LeaseStatus.PARKED.value:
+            deleted = True  # the original was acknowledged when it was parked
+        sent = replace(record, dead_letter_id=dead_letter_id, deleted=deleted)
+        lease, record = _note(canceller, lease, record, sent)
     if dead_letter_id is not None and not deleted:
         deleted, note = delete(canceller.sqs, lease)
         if note:
             notes.append(note)
-    done = CancelRecord(
-        reason=record.reason,
-        previous_status=record.previous_status,
-        at=record.at,
-        done=True,
-        dead_letter_id=dead_letter_id,
-        deleted=deleted,
-        note="; ".join(notes) or None,
-    )
-    noted = canceller.store.mark_cancelled(
-        lease, now=canceller.clock.now(), error=_error(record.reason), record=done.to_result()
-    )
-    if noted is None:
+    done = replace(record, done=True, dead_letter_id=dead_letter_id, deleted=deleted, note="; ".join(notes) or None)
+    if _note(canceller, lease, record, done)[1] is not done:
         notes.append("the cancel's outcome could not be noted on the lease: it changed meanwhile")
     return CancelReport(
         message_id=lease.message_id,
@@ -397,6 +513,64 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
         deleted=deleted,
         notes=tuple(notes),
     )
+
+
+def _sending_elsewhere(lease: Lease) -> CancelRaced:
+    return CancelRaced(
+        f"another cancel of {lease.message_id} is sending it to the DLQ now: run the cancel again in a few "
+        "minutes to see its outcome"
+    )
+
+
+def _claim_send(canceller: Canceller, lease: Lease, record: CancelRecord) -> tuple[Lease, CancelRecord] | None:
+    """Claim the DLQ send on the lease (one write conditional on its version): None when another writer
+    changed it first (read again)."""
+    claim = replace(record, sending_at=canceller.clock.now())
+    claimed = canceller.store.mark_cancelled(
+        lease, now=canceller.clock.now(), error=_error(record.reason), record=claim.to_result(), due_at=lease.renew_at
+    )
+    return None if claimed is None else (claimed, claim)
+
+
+def _release_claim(canceller: Canceller, lease: Lease, record: CancelRecord) -> None:
+    """Give up this carrier's claim after its send failed, so cancelling again need not wait out
+    `SEND_CLAIM_S`. Best effort: a claim left is taken over once stale."""
+    try:
+        canceller.store.mark_cancelled(
+            lease,
+            now=canceller.clock.now(),
+            error=_error(record.reason),
+            record=replace(record, sending_at=None).to_result(),
+            due_at=lease.renew_at,
+        )
+    except Exception as exc:
+        logger.warning(
+            "could not give up a DLQ send's claim", extra={"message_id": lease.message_id, "error": str(exc)}
+        )
+
+
+def _note(
+    canceller: Canceller, lease: Lease, record: CancelRecord, progress: CancelRecord
+) -> tuple[Lease, CancelRecord]:
+    """Note the cancel's `progress` on the lease (a done record takes it out of the `due` index). A write
+    that loses to a renewal (the extender keeps the message hidden) is made again on the lease read again,
+    while that one is still this cancel's, unfinished, with no copy noted by another; returns the lease and
+    record as they now are (`progress` when noted)."""
+    for _ in range(RACE_ATTEMPTS):
+        due_at = None if progress.done else lease.renew_at
+        noted = canceller.store.mark_cancelled(
+            lease, now=canceller.clock.now(), error=_error(progress.reason), record=progress.to_result(), due_at=due_at
+        )
+        if noted is not None:
+            return noted, progress
+        current = canceller.store.get(lease.message_id)
+        found = CancelRecord.of(current) if current is not None else None
+        if current is None or found is None or found.done or found.sending_at != record.sending_at:
+            break
+        if found.dead_letter_id not in (None, progress.dead_letter_id):
+            break
+        lease = current
+    return lease, record
 
 
 def stop(stepfunctions: SFNClient, arn: str, reason: str) -> bool:
@@ -486,8 +660,9 @@ def note_dead_lettered(store: LeaseStore, lease: Lease, copy_id: str, *, now: fl
     record = CancelRecord.of(lease) or CancelRecord(DEFAULT_REASON, lease.status.value, now)
     noted = replace(record, dead_letter_id=copy_id, note="sent to the DLQ by the receive that found it cancelled")
     error = lease.last_error or _error(record.reason)
+    due_at = None if record.done else lease.renew_at  # an unfinished cancel stays due: the extender finishes it
     try:
-        if store.mark_cancelled(lease, now=now, error=error, record=noted.to_result()) is None:
+        if store.mark_cancelled(lease, now=now, error=error, record=noted.to_result(), due_at=due_at) is None:
             logger.info("cancelled lease changed meanwhile: DLQ copy not noted", extra={"message_id": lease.message_id})
     except Exception as exc:
         logger.warning("could not note the DLQ copy", extra={"message_id": lease.message_id, "error": str(exc)})

@@ -218,17 +218,24 @@ class StopAfterTheEnd:
         return self._sfn.stop_execution(**kwargs)
 
 
-def test_cancel_whose_stop_lands_after_the_success_sends_nothing_to_the_dlq(flow: Flow) -> None:
+def test_cancel_whose_stop_lands_after_the_job_ended_still_dead_letters_it(flow: Flow) -> None:
+    """The mark came first: the job's success after it is not recorded (the workflow's success close refuses
+    a CANCELLED lease), so the cancel goes on and the message ends in the DLQ, once, never succeeded."""
     message_id = flow.send_job("quick", "wait", seconds=1)
     assert flow.deliver() == {message_id: Outcome.STARTED}
-    flow.wait_for_job(flow.lease(message_id).execution_arn or "")  # past its start check: the job runs
+    arn = flow.lease(message_id).execution_arn or ""
+    flow.wait_for_job(arn)  # past its start check: the job runs
 
-    report = cancel.cancel(canceller(flow, stepfunctions=StopAfterTheEnd(flow.harness.stepfunctions)), message_id)
+    report = cancel.cancel(
+        canceller(flow, stepfunctions=StopAfterTheEnd(flow.harness.stepfunctions)), message_id, REASON
+    )
 
-    assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
-    assert any("before the stop landed" in note for note in report.notes)
-    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED, "the job's own success settled it"
-    assert flow.dlq_messages() == [] and queued(flow) == 0
+    assert report.outcome is cancel.Outcome.CANCELLED and report.deleted
+    described = flow.harness.stepfunctions.describe_execution(executionArn=arn)
+    assert (described["status"], described.get("error")) == ("FAILED", cancel.CANCELLED)
+    assert flow.lease(message_id).status is LeaseStatus.CANCELLED, "its success was never recorded"
+    assert_dead_lettered_as_cancelled(flow, message_id, "quick")
+    assert queued(flow) == 0
 
 
 def test_cancel_unknown_id_raises_naming_it(flow: Flow) -> None:

@@ -86,11 +86,11 @@ def test_extender_pass_that_raises_leaves_the_next_tick_running(
     extender = harness.extender(THRESHOLD, clock)
     real_due, calls = extender.store.due, {"n": 0}
 
-    def due_once_broken(before: float | None = None) -> list[Lease]:
+    def due_once_broken(before: float | None = None, **kwargs: Any) -> list[Lease]:
         calls["n"] += 1
         if calls["n"] == 1:
             raise throttled("Query")
-        return real_due(before)
+        return real_due(before, **kwargs)
 
     monkeypatch.setattr(extender.store, "due", due_once_broken)
     report = run_invocation(extender, remaining_ms=lambda: 60_000)

@@ -104,8 +104,8 @@ def test_overlapping_extender_runs_leave_every_lease_consistent(harness: Harness
     for ext in (first, second):  # make both runs read the same versions before either writes
         due = ext.store.due
 
-        def due_then_wait(before: float | None = None, _due: Any = due) -> Any:
-            result = _due(before)
+        def due_then_wait(before: float | None = None, _due: Any = due, **kwargs: Any) -> Any:
+            result = _due(before, **kwargs)
             both_read.wait(timeout=10)
             return result
 

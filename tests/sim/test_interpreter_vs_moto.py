@@ -157,6 +157,18 @@ def handle_adopted(dynamodb: Any, situation: Situation) -> None:
     )
 
 
+def lease_cancelled(dynamodb: Any, situation: Situation) -> None:
+    """An operator's cancel marked the lease CANCELLED while the job ran, and its stop did not land (refused
+    past its retries, or its process died): the workflow reaches its close with the job done or failed."""
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={PARTITION_KEY: {"S": situation.message_id}},
+        UpdateExpression="SET #status = :cancelled",
+        ExpressionAttributeNames={"#status": STATUS_ATTR},
+        ExpressionAttributeValues={":cancelled": {"S": "CANCELLED"}},
+    )
+
+
 @dataclass(frozen=True)
 class Fault:
     """What the n-th call of `operation` by the workflow (on `target`'s item, for DynamoDB) meets:
@@ -537,6 +549,19 @@ CASES = [
             Fault("get_item", "lease", nth=2, error=READ_REFUSED),
         ),
     ),
+    Case(
+        # issue 38: the success close refuses a CANCELLED lease, and the execution ends Cancelled
+        "cancelled-while-the-job-ran",
+        ("workflow:catch:SucceededAndFreed->MarkSucceeded", "workflow:catch:MarkSucceeded->ReadLease"),
+        faults=(Fault("get_item", "lease", then=lease_cancelled),),
+    ),
+    Case(
+        # the failure path leaves a CANCELLED lease as it is: no RELEASED, no release of the message
+        "cancelled-while-the-job-failed",
+        ("workflow:catch:RunJob->ReadLeaseForRelease",),
+        params=FAILS,
+        faults=(Fault("get_item", "lease", then=lease_cancelled),),
+    ),
     Case("delete-refused", ("workflow:catch:DeleteMessage->FreedAtOnce",), handle=NEVER_ISSUED),
     Case(
         # a close that fails for good after the job succeeded: the message is deleted all the same
@@ -706,3 +731,23 @@ def test_success_outlasts_a_minute_of_dynamodb_errors_on_the_interpreter(definit
         "HoldsSlot",
         "JobSucceeded",
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "last"),
+    [
+        ("cancelled-while-the-job-ran", "Cancelled", "CancelledMeanwhile"),
+        ("cancelled-while-the-job-failed", "WaitJobFailed", "JobFailed"),
+    ],
+)
+def test_a_lease_cancelled_while_its_job_ran_is_left_cancelled_by_the_workflow(
+    definition: dict[str, Any], name: str, error: str, last: str
+) -> None:
+    """Issue 38: a job that ends after its lease was marked CANCELLED neither closes it SUCCEEDED (nor
+    deletes its message as succeeded) nor RELEASED (nor gives the message back): the cancel, or the extender
+    finishing it, settles the message."""
+    [case] = [case for case in CASES if case.name == name]
+    run = run_interpreter(definition, case)
+    assert (run.status, run.error) == ("FAILED", error)
+    assert run.entered[-1] == last
+    assert not {"DeleteMessage", "MarkReleased", "ReleaseMessage"} & set(run.entered)

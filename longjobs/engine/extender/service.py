@@ -19,6 +19,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from longjobs.engine import cancel
 from longjobs.engine.clock import Clock
 from longjobs.engine.execution import NEVER_STARTED, RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, Renewal
@@ -103,6 +104,8 @@ class PassReport:
     record_failures: int = 0  # renewals SQS accepted that the table did not record: due again next pass
     conflicts: int = 0  # another writer changed the lease first
     releases_reasserted: int = 0  # a renewal raced a release: the release was applied again
+    cancels_finished: int = 0  # cancels cut short after their mark, finished here (`longjobs.engine.cancel.finish`)
+    cancels_held: int = 0  # cancelled messages kept hidden until their cancel is finished
     min_time_left_s: float | None = None
 
     def add(self, other: PassReport) -> None:
@@ -129,15 +132,17 @@ def renew_due(ext: Extender, *, deadline: float) -> PassReport:
     """Renew every ACTIVE lease due by `now + horizon`; end those that can no longer be held."""
     report = PassReport()
     now = ext.clock.now()
-    leases = ext.store.due(before=now + ext.policy.horizon_s)
-    report.due = len(leases)
+    found = ext.store.due(before=now + ext.policy.horizon_s, with_cancelled=True)
+    leases = [lease for lease in found if lease.active]
+    report.due = len(found)
     _end_unholdable(
         ext,
         [(lease, LastError("max renewal duration reached")) for lease in leases if now >= lease.renew_until],
         LeaseStatus.CAPPED,
         report,
     )
-    pending = [lease for lease in leases if now < lease.renew_until]
+    held = _finish_cancels(ext, [lease for lease in found if lease.status is LeaseStatus.CANCELLED], report)
+    pending = [lease for lease in leases if now < lease.renew_until] + held
     attempt = 0
     while pending:
         pending = _renew(ext, pending, report)
@@ -151,6 +156,31 @@ def renew_due(ext: Extender, *, deadline: float) -> PassReport:
         ext.clock.sleep(delay)
         attempt += 1
     return report
+
+
+def _finish_cancels(ext: Extender, leases: Sequence[Lease], report: PassReport) -> list[Lease]:
+    """The CANCELLED leases the due index showed: cancels not finished yet (their operator's process died,
+    or a step such as the stop failed past its retries). Each is finished here once its hand-over has
+    passed (`longjobs.engine.cancel.finish`: the stop, the holds, the one DLQ copy, the delete); those not
+    finished are returned, to be renewed with the ACTIVE leases: the message stays hidden while its
+    execution may still run. Without Step Functions or the DLQ at hand the cancel cannot be finished here:
+    its message is only kept hidden."""
+    if not leases:
+        return []
+    if ext.stepfunctions is None or not ext.settings.dlq_url:
+        logger.warning(
+            "cancelled leases due, but no DLQ or Step Functions to finish them", extra={"count": len(leases)}
+        )
+        report.cancels_held += len(leases)
+        return list(leases)
+    canceller = cancel.Canceller(
+        store=ext.store, sqs=ext.sqs, stepfunctions=ext.stepfunctions, dlq_url=ext.settings.dlq_url, clock=ext.clock
+    )
+    results = ext.parallel(lambda lease: cancel.finish(canceller, lease), leases)
+    report.cancels_finished += sum(1 for outcome, _ in results if outcome is cancel.Finish.FINISHED)
+    held = [lease for outcome, lease in results if outcome is cancel.Finish.HIDE]
+    report.cancels_held += len(held)
+    return held
 
 
 def _renew(ext: Extender, leases: Iterable[Lease], report: PassReport) -> list[Lease]:
@@ -331,9 +361,14 @@ def _observe_time_left(renewed: Sequence[tuple[Lease, float]], report: PassRepor
 
 
 def _renewal(ext: Extender, planned: _Planned, outcome: ChangeOutcome) -> Renewal:
+    """The renewal to record. A cancelled message kept hidden falls due again within `FINISH_RETRY_S`,
+    so its cancel is tried again soon whatever chunk the policy gave."""
     lease = planned.lease
     renewed = _Timing(lease.received_at, outcome.sent_at + planned.timeout_s, outcome.sent_at)
-    return Renewal(lease, outcome.sent_at, planned.timeout_s, ext.policy.renew_at(renewed))
+    renew_at = ext.policy.renew_at(renewed)
+    if lease.status is LeaseStatus.CANCELLED:
+        renew_at = min(renew_at, outcome.sent_at + cancel.FINISH_RETRY_S)
+    return Renewal(lease, outcome.sent_at, planned.timeout_s, renew_at)
 
 
 @dataclass(frozen=True)

@@ -316,8 +316,10 @@ class LeaseStore:
         items = batch_get(self._client, self._table, list(dict.fromkeys(message_ids)))
         return {key: item_to_lease(item) for key, item in items.items()}
 
-    def due(self, before: float | None = None) -> list[Lease]:
-        """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first.
+    def due(self, before: float | None = None, *, with_cancelled: bool = False) -> list[Lease]:
+        """ACTIVE leases whose renew-at is at or before `before` (all of them for `None`), soonest first;
+        `with_cancelled`: also the CANCELLED leases whose cancel is not finished yet, which stay in the index
+        until it is (`mark_cancelled`), so the extender keeps their message hidden and finishes the cancel.
 
         Each shard of the sparse index is queried, in parallel when the store has an executor, and so are
         the legacy shards the store watches (`LegacyShards`: shards of a previous, larger count).
@@ -336,7 +338,12 @@ class LeaseStore:
         chunks = list(self._each_shard(query, [*range(self._shards), *legacy]))
         if self._legacy is not None and legacy:
             self._legacy.found(held)
-        leases = [lease for chunk in chunks for lease in chunk if lease.active]
+        leases = [
+            lease
+            for chunk in chunks
+            for lease in chunk
+            if lease.active or (with_cancelled and lease.status is LeaseStatus.CANCELLED)
+        ]
         leases.sort(key=lambda lease: lease.renew_at or 0.0)
         return leases
 
@@ -895,7 +902,9 @@ class LeaseStore:
         return [outcome.get(index) for index in range(len(updates))]
 
     def _renewal_update(self, renewal: Renewal) -> Any:
-        """The conditional update of one renewal: visible-until counted from the send time."""
+        """The conditional update of one renewal: visible-until counted from the send time. Conditional on
+        the version and the status as read: ACTIVE, or CANCELLED while the extender keeps a cancelled
+        message hidden until its cancel is finished."""
         return {
             "TableName": self._table,
             "Key": {PARTITION_KEY: {"S": renewal.lease.message_id}},
@@ -903,7 +912,7 @@ class LeaseStore:
                 "SET visible_until = :visible, renew_at = :renew_at, renewed_at = :sent, "
                 "renewal_count = renewal_count + :one, version = version + :one"
             ),
-            "ConditionExpression": "version = :version AND #status = :active",
+            "ConditionExpression": "version = :version AND #status = :status",
             "ExpressionAttributeNames": {"#status": "status"},
             "ExpressionAttributeValues": _values(
                 visible=_num(renewal.visible_until),
@@ -911,7 +920,10 @@ class LeaseStore:
                 sent=_num(renewal.sent_at),
                 one=1,
                 version=renewal.lease.version,
-                active=LeaseStatus.ACTIVE.value,
+                # a renewal never lands on a closed lease: only a cancelled one's message is kept hidden
+                status=(
+                    LeaseStatus.CANCELLED if renewal.lease.status is LeaseStatus.CANCELLED else LeaseStatus.ACTIVE
+                ).value,
             ),
         }
 
@@ -1097,16 +1109,21 @@ class LeaseStore:
             return None
         return replace(closed, status=status, last_error=error, version=closed.version + 1)
 
-    def mark_cancelled(self, lease: Lease, *, now: float, error: LastError, record: dict[str, Any]) -> Lease | None:
+    def mark_cancelled(
+        self, lease: Lease, *, now: float, error: LastError, record: dict[str, Any], due_at: float | None = None
+    ) -> Lease | None:
         """Close a lease CANCELLED (an operator's `longjobs cancel`, `longjobs.engine.cancel`), or note a
         cancel's progress on a lease already CANCELLED. One write, conditional on the version and status as
         read: a cancel racing a success, an admission in place or a parked copy's claim settles once, and
         None tells the caller another writer got there first (read again).
 
-        It leaves every index (due, reconcile, waiting), so nothing renews, reconciles or admits it; `record`
-        (the cancel's reason and progress) is kept as the lease's result. A PARKED or REQUEUED marker keeps
-        its TTL (it must outlive its copy on its queue, which it now refuses); any other expires as a closed
-        lease does."""
+        It leaves the reconcile and waiting indexes' reach (nothing reconciles or admits a CANCELLED lease).
+        With `due_at` (a cancel not finished yet) it stays in the `due` index with that renew-at, in its
+        shard: the extender then keeps its message hidden and finishes the cancel (`longjobs.engine.cancel.
+        finish`), so a cancel cut short after its mark converges without its operator; without, it leaves
+        the index. `record` (the cancel's reason and progress) is kept as the lease's result. A PARKED or
+        REQUEUED marker keeps its TTL (it must outlive its copy on its queue, which it now refuses); any
+        other expires as a closed lease does."""
         first = lease.status is not LeaseStatus.CANCELLED
         sets = ["#status = :cancelled", "last_error = :error", "#result = :result", "version = version + :one"]
         values: dict[str, Any] = {
@@ -1123,11 +1140,17 @@ class LeaseStore:
         if first and lease.status not in COPIED_STATUSES:
             sets.append(f"{TTL_ATTR} = :ttl")
             values["ttl"] = int(now) + self._closed_ttl_s
+        removed = ["#waiting"]
+        if due_at is None:
+            removed[:0] = ["#shard", "#renew_at"]
+        else:
+            sets += ["#shard = :shard", "#renew_at = :due"]
+            values.update(shard=self.shard_of(lease.message_id), due=_num(due_at))
         if not _conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": lease.message_id}},
-            UpdateExpression="SET " + ", ".join(sets) + " REMOVE #shard, #renew_at, #waiting",
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(removed),
             ConditionExpression="version = :version AND #status = :old",
             ExpressionAttributeNames={
                 "#status": "status",
@@ -1142,7 +1165,7 @@ class LeaseStore:
         return replace(
             lease,
             status=LeaseStatus.CANCELLED,
-            renew_at=None,
+            renew_at=due_at,
             closed_at=now if first else lease.closed_at,
             last_error=error,
             result=record,

@@ -105,7 +105,7 @@ class Lease:
     visible_until: float  # our belief of when SQS shows the message again (never later than the truth)
     renew_until: float  # hard stop of renewal for this receive
     status: LeaseStatus = LeaseStatus.ACTIVE
-    renew_at: float | None = None  # set only while ACTIVE (sparse due-index sort key)
+    renew_at: float | None = None  # set only while ACTIVE, or CANCELLED with its cancel unfinished (due-index key)
     renewed_at: float | None = None  # send time of the last renewal
     version: int = 0  # optimistic concurrency
     renewal_count: int = 0
