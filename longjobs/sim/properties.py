@@ -24,7 +24,8 @@ coverage: a campaign reports the ones no seed reached.
 - `stopped_as_read`: the extender stops an execution (its lease can no longer be held: a handle SQS
   refuses, the 12 h limit, the max renewal) only on what it read: its last consistent read of the lease,
   in that invocation, shows the lease ACTIVE, naming that execution, of the receive the due index showed
-  it when it planned. A newer receive (a redelivery that adopted the running execution, or started its
+  it when it planned; or CANCELLED naming it (a cancel the extender finishes stops its execution). A newer
+  receive (a redelivery that adopted the running execution, or started its
   own) is not the one whose handle was refused or whose time ran out: stopping it kills a job that holds
   its message. (A receive landing between that read and the stop is a race no reader can close: the
   property judges the decision on what it read.)
@@ -33,6 +34,11 @@ coverage: a campaign reports the ones no seed reached.
   refused because its work was done (the message deleted by a settlement that had not closed the lease yet,
   or whose close was lost), not because the message may go to another consumer. Stopping it turns a job that
   succeeded into an aborted execution and a LOST lease (the offline demo under load, issue 37).
+- `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
+  has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
+  a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
+  a redrive of the DLQ copy run it a second time. (No operator acts in the simulation yet: the property
+  holds vacuously until an operator actor cancels; `tests/functional/test_cancel_cut_short.py` drives it.)
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason, and no message of it both (a job sent as two messages may end one way by each); nothing is
   left on the jobs or waiting queues.
@@ -69,6 +75,7 @@ ALWAYS = (
     "attempts_started",
     "stopped_as_read",
     "stopped_with_cause",
+    "cancelled_never_succeeds",
 )
 EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
 
@@ -128,6 +135,7 @@ class Monitor:
     reread: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # names of the executions Step Functions started
     job_succeeded: set[str] = field(default_factory=set)  # ARNs of the executions whose job succeeded
+    cancelled_dead: set[str] = field(default_factory=set)  # producer's message ids in the DLQ as `Cancelled`
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -179,8 +187,14 @@ class Monitor:
         self.succeeded_messages[job_key].add(self.originals.get(message_id, message_id))
         self.finished.add(job_key)
 
-    def job_recorded(self, job_key: str) -> None:
-        """A job is done for good: an execution of it ended SUCCEEDED."""
+    def job_recorded(self, job_key: str, message_id: str | None = None) -> None:
+        """A job is done for good: an execution of it, run for `message_id`, ended SUCCEEDED."""
+        original = self.originals.get(message_id, message_id) if message_id is not None else None
+        if original is not None and original in self.cancelled_dead:
+            raise PropertyViolation(
+                "cancelled_never_succeeds",
+                f"job {job_key} succeeded from message {original}, which is in the DLQ as Cancelled",
+            )
         self.done[job_key] += 1
         if 0 < self.sent[job_key] < self.done[job_key]:  # a job the receiver fanned out is not the producer's
             raise PropertyViolation(
@@ -230,6 +244,8 @@ class Monitor:
         self.dead_lettered[job_key].append(attributes)
         original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
         self.dead_messages[job_key].add(self.originals.get(original, original))
+        if attributes.get("ErrorType", {}).get("StringValue") == "Cancelled":
+            self.cancelled_dead.add(self.originals.get(original, original))
         self.finished.add(job_key)
         self.reach("dead_lettered")
 
@@ -286,6 +302,8 @@ class Monitor:
             detail = f"{execution_arn} stopped with no due item or no read of its lease"
             raise PropertyViolation("stopped_as_read", detail)
         status, named = read.get(STATUS_ATTR, {}).get("S"), read.get(EXECUTION_ATTR, {}).get("S")
+        if status == "CANCELLED" and named == execution_arn:
+            return  # a cancel the extender finishes: the operator's decision stops it, whatever the receive
         if status != "ACTIVE" or named != execution_arn or _receive(read) != _receive(planned):
             raise PropertyViolation(
                 "stopped_as_read",

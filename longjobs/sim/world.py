@@ -865,7 +865,7 @@ class World:
         if execution.arn in self.monitor.running:
             self._job_ended(execution, succeeded=False)
         if execution.status == "SUCCEEDED":
-            self.monitor.job_recorded(str(execution.input["job"]["job_id"]))
+            self.monitor.job_recorded(str(execution.input["job"]["job_id"]), str(execution.input["message_id"]))
         group = self.groups.get(execution.arn)
         if group is not None:
             group.killed = True  # it stops where it waits, at once (StopExecution, the execution's timeout)
