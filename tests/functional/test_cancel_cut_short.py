@@ -212,6 +212,8 @@ def test_extender_keeps_a_cancelled_running_message_hidden_stops_it_and_dead_let
 
     assert status_of(flow, arn) == "ABORTED"
     assert_finished(flow, message_id, "nightly")
+    run_extender(extender(flow, ahead_s=LATER_S + 2 * cancel.FINISH_RETRY_S))  # a late run, after the end
+    assert_finished(flow, message_id, "nightly")
 
 
 def test_extender_leaves_a_fresh_cancel_to_its_operator_but_keeps_its_message_hidden(flow: Flow) -> None:
@@ -381,3 +383,28 @@ def test_redelivery_while_a_cut_short_cancel_runs_is_dead_lettered_once_and_the_
 
     assert_finished(flow, message_id, "nightly")
     assert [e["name"] for e in flow.executions()] == [arn.rpartition(":")[2]], "no second run"
+
+
+def test_mark_answered_with_a_5xx_after_it_landed_is_finished_by_the_extender(flow: Flow) -> None:
+    message_id, arn = start(flow, "nightly", seconds=60)
+
+    class MarkLandsThen5xx:
+        def __init__(self, store: Any) -> None:
+            self._store = store
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._store, name)
+
+        def mark_cancelled(self, lease: Any, **kwargs: Any) -> Any:
+            self._store.mark_cancelled(lease, **kwargs)
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "UpdateItem")
+
+    with pytest.raises(ClientError, match="InternalServerError"):
+        cancel.cancel(canceller(flow, store=MarkLandsThen5xx(flow.receiver.store)), message_id, REASON)
+    assert flow.lease(message_id).status is LeaseStatus.CANCELLED, "the mark landed; nothing else was done"
+    assert flow.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
+
+    run_extender(extender(flow))
+
+    assert status_of(flow, arn) == "ABORTED"
+    assert_finished(flow, message_id, "nightly")
