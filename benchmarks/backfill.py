@@ -445,6 +445,7 @@ class Simulation:
             ":handle": {"S": handle},
             ":active": {"S": "ACTIVE"},
             ":succeeded": {"S": "SUCCEEDED"},
+            ":cancelled": {"S": "CANCELLED"},
             ":released": {"S": "RELEASED"},
         }
         update = "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
@@ -512,12 +513,15 @@ class Simulation:
         delete; refused, the close alone and the releases one by one, reading the lease on a conflict."""
         lease: dict[str, Any] | None = execution.state["lease"]
         summary = json.dumps({"waited_s": execution.input["job"]["params"]["seconds"]})
-        condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded"
+        condition = "#execution = :self AND #handle = :handle AND #status <> :succeeded AND #status <> :cancelled"
         for _ in range(5):
             if lease is None:
                 break
             if lease[EXECUTION_ATTR]["S"] != execution.arn:
                 self.aws.stepfunctions.end(execution, "FAILED", STOP_ERROR, "the lease names another execution")
+                return
+            if lease[STATUS_ATTR]["S"] == "CANCELLED":  # the workflow's CancelledMeanwhile
+                self.aws.stepfunctions.end(execution, "FAILED", "Cancelled", "the message was cancelled while it ran")
                 return
             closed = lease[STATUS_ATTR]["S"] == "SUCCEEDED"
             freed = not closed and self._succeeded_and_freed(execution, lease, summary, condition)
