@@ -519,6 +519,24 @@ class LeaseStore:
             )
         return {"Put": put}
 
+    def create_markers(self, markers: Sequence[Lease]) -> list[bool]:
+        """Write new markers (`create` of each, none of which may exist yet): up to `TRANSACT_LIMIT` in one
+        `TransactWriteItems`, one alone in a `PutItem`. Per marker, True when this writer wrote it, False
+        when it existed already (a retry, or another writer first). Raises on any other error: a 5xx may
+        come after the write landed (a retry then finds the markers)."""
+        puts = [self.create_request(marker)["Put"] for marker in markers]
+        if len(puts) == 1:
+            return [_conditional(self._client.put_item, **puts[0])]
+        created: list[bool] = []
+        for start in range(0, len(puts), TRANSACT_LIMIT):
+            chunk = puts[start : start + TRANSACT_LIMIT]
+            written = self._conditional_updates(chunk, "Put")
+            created += [
+                landed if landed is not None else _conditional(self._client.put_item, **put)
+                for put, landed in zip(chunk, written, strict=True)
+            ]
+        return created
+
     def park_in_place(self, marker: Lease, *, replacing: Lease | None) -> bool:
         """Write the PARKED marker of a message that admission parks without receiving it (a claimed
         parked copy near its retention), replacing its lease as read, whatever its receive count (no
@@ -872,18 +890,19 @@ class LeaseStore:
             for renewal, landed in zip(chunk, written, strict=True)
         ]
 
-    def _conditional_updates(self, updates: Sequence[Any]) -> list[bool | None]:
-        """Send at most `TRANSACT_LIMIT` conditional updates in one `TransactWriteItems`: True for each that
-        landed, False for each whose condition failed (another writer first). A transaction is all or
-        nothing: when one loses its race it is cancelled and the others are sent again, up to
-        `TRANSACT_ATTEMPTS` tries; None for those still not sent (the caller sends each on its own)."""
+    def _conditional_updates(self, updates: Sequence[Any], kind: str = "Update") -> list[bool | None]:
+        """Send at most `TRANSACT_LIMIT` conditional updates (or puts, `kind`) in one `TransactWriteItems`:
+        True for each that landed, False for each whose condition failed (another writer first). A
+        transaction is all or nothing: when one loses its race it is cancelled and the others are sent
+        again, up to `TRANSACT_ATTEMPTS` tries; None for those still not sent (the caller sends each on its
+        own)."""
         outcome: dict[int, bool] = {}
         pending = list(range(len(updates)))
         for _ in range(TRANSACT_ATTEMPTS):
             if not pending:
                 break
             try:
-                self._client.transact_write_items(TransactItems=[{"Update": updates[i]} for i in pending])
+                self._client.transact_write_items(TransactItems=cast(Any, [{kind: updates[i]} for i in pending]))
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise

@@ -81,6 +81,9 @@ class Parsed:
 
     jobs: list[Job] = field(default_factory=list)
     ignored_objects: int = 0
+    events: list[str | None] = field(default_factory=list)
+    """For an S3 event, per job: the identity of the object creation that asked for it (`event_key`),
+    None when the event names no sequencer; empty for a job message."""
 
 
 def _describe(exc: ValidationError) -> str:
@@ -155,6 +158,14 @@ def _is_s3_event(data: dict[str, Any]) -> bool:
 class _Created:
     bucket: str
     key: str
+    sequencer: str | None = None
+
+
+def event_key(bucket: str, key: str, sequencer: str | None) -> str | None:
+    """One object creation, whichever notification carries it: S3 delivers an event at least once, and
+    its `sequencer` orders the events of one key, so bucket, key and sequencer name the event (None
+    without a sequencer)."""
+    return f"{bucket}/{key}@{sequencer}" if sequencer else None
 
 
 def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Parsed:
@@ -162,6 +173,7 @@ def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> P
 
     created = _created_objects(data)
     jobs: list[Job] = []
+    events: list[str | None] = []
     ignored = 0
     for obj in created:
         trigger = catalog.trigger_for(obj.bucket, obj.key)
@@ -180,7 +192,8 @@ def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> P
         except BadInput as bad:
             raise BadInput(bad.error_type, f"{uri}: {bad.message}") from None
         jobs.append(job)
-    return Parsed(jobs, ignored)
+        events.append(event_key(obj.bucket, obj.key, obj.sequencer))
+    return Parsed(jobs, ignored, events)
 
 
 def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
@@ -209,7 +222,8 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
         if "Records" in data:
             notification = S3Model.model_validate(data)
             return [
-                _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key))  # keys arrive URL-encoded
+                # keys arrive URL-encoded
+                _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key), record.s3.object.sequencer)
                 for record in notification.Records
                 if record.eventName.startswith("ObjectCreated:") and record.s3.object is not None
             ]
@@ -225,7 +239,7 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
         raise BadInput(ErrorType.INVALID_SHAPE, "not a valid S3 event: malformed record") from None
     # EventBridge carries the key as it is: unlike S3 notifications, not URL-encoded, so not decoded
     # (a '+' or '%' in a key stays what it is; tests/unit/test_receiver_models.py cites AWS's pages).
-    return [_Created(event.detail.bucket.name, event.detail.object.key)]
+    return [_Created(event.detail.bucket.name, event.detail.object.key, event.detail.object.sequencer)]
 
 
 _BUILTIN: JobCatalog | None = None

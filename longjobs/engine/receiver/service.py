@@ -25,6 +25,9 @@ starts a second execution while the first runs, and never releases a message who
   and SQS refuses a per-message delay, so the message holds its group instead: it is hidden for the
   wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
   whose attributes leave no room for a copy's).
+- An S3 notification of several markers is fanned out into one job message per marker, each written
+  first as a REQUEUED marker keyed by its object creation and claimed by the copy that runs, so a
+  notification handled again runs no job twice (`longjobs.engine.receiver.fan_out`).
 - FIFO queues (`settings.fifo`): every message the receiver sends carries its group id and a
   deduplication id derived from the original message id (S3 fan-out, the DLQ), and a failed attempt's
   release delay is `fifo_release_delay_s` (it holds the group meanwhile).
@@ -58,7 +61,6 @@ Each step may be the last one before a crash; what closes each window:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from longjobs.engine.admission import line, parking
 from longjobs.engine.admission.slots import TypeSlots
@@ -76,14 +78,11 @@ from longjobs.engine.lease import LastError, Lease, LeaseStatus, Lock, job_lock_
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
-from longjobs.engine.receiver import attempt, requeue
+from longjobs.engine.receiver import attempt, fan_out, requeue
 from longjobs.engine.receiver.decision import Action, Limits, Reading, SlotState, decide
 from longjobs.engine.receiver.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.receiver.models import BadInput, Job, parse_message
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
-
-if TYPE_CHECKING:
-    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
 
 class InlineJobFailed(Exception):
@@ -102,8 +101,7 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     if not jobs:
         return Outcome.IGNORED
     if len(jobs) > 1:
-        fan_out(receiver, jobs, delivery)
-        return Outcome.FANNED_OUT
+        return fan_out.fan_out(receiver, jobs, parsed.events, delivery)
     job = jobs[0]
     job_type = receiver.catalog.get(job.type)
     if job_type is not None and job_type.runner == "inline":
@@ -131,25 +129,6 @@ def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
         receiver.store.record_rejection(record, now=now, error=str(bad))
     except Exception as exc:
         logger.warning("could not record the rejection", extra={"message_id": delivery.message_id, "error": str(exc)})
-
-
-def fan_out(receiver: Receiver, jobs: list[Job], delivery: Delivery) -> None:
-    """One job message per object, back on the jobs queue (a notification may hold several records).
-    A failed entry raises, so the notification is retried; re-sent jobs are harmless (a Spark run of
-    a partition is idempotent). On a FIFO queue the jobs join the notification's message group, in
-    order, at its back; their deduplication ids come from the notification's message id, so a retried
-    fan-out within SQS's 5-minute window sends no second copy."""
-    for start in range(0, len(jobs), 10):
-        entries: list[SendMessageBatchRequestEntryTypeDef] = []
-        for i, job in enumerate(jobs[start : start + 10]):
-            entry: SendMessageBatchRequestEntryTypeDef = {"Id": str(i), "MessageBody": job.model_dump_json()}
-            if receiver.settings.fifo:
-                entry["MessageGroupId"] = delivery.group_id or delivery.message_id
-                entry["MessageDeduplicationId"] = f"{delivery.message_id}-{start + i}"
-            entries.append(entry)
-        response = receiver.sqs.send_message_batch(QueueUrl=receiver.queue_url, Entries=entries)
-        if response.get("Failed"):
-            raise RuntimeError(f"fan-out of an S3 notification failed: {response['Failed']}")
 
 
 def run_inline(job: Job) -> None:

@@ -1,0 +1,360 @@
+"""An S3 notification of several markers fanned out into one job message per marker, on moto: however
+often the notification is handled (its delete lost, an invocation that died after its sends, a batch of
+the fan-out that failed, two receivers at once), each marker's job runs once per notification sent."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from longjobs.engine.extender.service import renew_due
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.jobs.triggers import S3Trigger
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.batch import receive_batch
+from longjobs.engine.receiver.fan_out import FanOutFailed
+from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.types import Delivery, Outcome, send_attributes
+from tests.functional.conftest import ACCOUNT, REGION, Flow, running_flow
+
+SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
+CATALOG = JobCatalog(BUILTIN_TYPES, [S3Trigger(job_type="wait", params={"seconds": 0})])
+DATES = ("2026-11-20", "2026-11-21", "2026-11-22")
+
+
+@pytest.fixture(scope="module")
+def flow() -> Iterator[Flow]:
+    # a copy that waits for its job id is sent back with no delay, so a second run shows at once
+    with running_flow(CATALOG, job_wait_base_s=0, job_wait_cap_s=0) as made:
+        yield made
+
+
+def s3_notification(*keys: str, bucket: str = "raw") -> str:
+    """An S3 event notification (as S3 sends it to a queue) of objects created under `keys`."""
+
+    def record(index: int, key: str) -> dict[str, Any]:
+        return {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": REGION,
+            "eventTime": "2026-11-20T00:00:00.000Z",
+            "eventName": "ObjectCreated:Put",
+            "userIdentity": {"principalId": "AWS:EXAMPLE"},
+            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "markers",
+                "bucket": {
+                    "name": bucket,
+                    "ownerIdentity": {"principalId": "EXAMPLE"},
+                    "arn": f"arn:aws:s3:::{bucket}",
+                },
+                "object": {
+                    "key": key,
+                    "size": 0,
+                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
+                    "sequencer": f"0A{index}",
+                },
+            },
+        }
+
+    return json.dumps({"Records": [record(i, key) for i, key in enumerate(keys)]})
+
+
+def markers(*dates: str) -> list[str]:
+    return [f"events/date={date}/_SUCCESS" for date in dates]
+
+
+def receive_all(flow: Flow, *, visibility_s: int | None = None) -> list[Delivery]:
+    """Receive as the event source mapping does, message attributes included (a copy carries its own)."""
+    request: dict[str, Any] = {
+        "QueueUrl": flow.harness.queue_url,
+        "MaxNumberOfMessages": 10,
+        "AttributeNames": ["All"],
+        "MessageAttributeNames": ["All"],
+    }
+    if visibility_s is not None:
+        request["VisibilityTimeout"] = visibility_s
+    messages = flow.sqs.receive_message(**request).get("Messages", [])
+    return [
+        Delivery(
+            message_id=m["MessageId"],
+            receipt_handle=m["ReceiptHandle"],
+            body=m["Body"],
+            receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
+            source_arn=SOURCE_ARN,
+            message_attributes=send_attributes(
+                {
+                    name: {"dataType": value["DataType"], "stringValue": value.get("StringValue")}
+                    for name, value in m.get("MessageAttributes", {}).items()
+                }
+            ),
+        )
+        for m in messages
+    ]
+
+
+def deliver(flow: Flow) -> dict[str, Outcome]:
+    """One mapping poll: each record through the receiver; records not deferred are deleted."""
+    outcomes: dict[str, Outcome] = {}
+    deliveries = receive_all(flow)
+    with receive_batch(flow.receiver, deliveries) as unsent:
+        for delivery in deliveries:
+            outcomes[delivery.message_id] = receive(flow.receiver, delivery)
+    for delivery in deliveries:
+        if not outcomes[delivery.message_id].deferred and delivery.message_id not in unsent:
+            flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
+    return outcomes
+
+
+def queue_empty(flow: Flow) -> bool:
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    got = flow.sqs.get_queue_attributes(QueueUrl=flow.harness.queue_url, AttributeNames=names)["Attributes"]
+    return all(int(got[name]) == 0 for name in names)
+
+
+def run_to_the_end(flow: Flow, bucket: str, timeout_s: float = 60) -> Counter[str]:
+    """Deliver every message until the queue is empty and nothing runs; the successful runs per job id
+    of the partitions of `bucket` (each test has its own)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        deliver(flow)
+        renew_due(flow.extender, deadline=time.time() + 0.2)
+        running = [e for e in flow.executions() if e["status"] == "RUNNING"]
+        if not running and queue_empty(flow):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the queue did not drain")
+    runs: Counter[str] = Counter()
+    for execution in flow.executions():
+        if execution["status"] == "SUCCEEDED":
+            described = flow.harness.stepfunctions.describe_execution(executionArn=execution["executionArn"])
+            job_id = json.loads(described["input"])["job"]["job_id"]
+            if job_id.startswith(f"wait:{bucket}/"):
+                runs[job_id] += 1
+    return runs
+
+
+def job_ids(bucket: str, *dates: str) -> dict[str, int]:
+    return {f"wait:{bucket}/events/date={date}/": 1 for date in dates}
+
+
+class Crash(BaseException):
+    """The Lambda dies here (timeout, out of memory): no code of ours runs after it."""
+
+
+def server_error(operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": "InternalError", "Message": "We encountered an internal error."}}, operation)
+
+
+def notification(flow: Flow, bucket: str, dates: tuple[str, ...] = DATES) -> Delivery:
+    """Send an S3 notification of `dates`' markers in `bucket` and receive it."""
+    sent = flow.harness.send(s3_notification(*markers(*dates), bucket=bucket))
+    [delivery] = [d for d in receive_all(flow) if d.message_id == sent]
+    return delivery
+
+
+def handled_again(flow: Flow, first: Delivery) -> Delivery:
+    """The notification handed out again (its visibility ran out: the first handling did not delete it)."""
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=first.receipt_handle, VisibilityTimeout=0
+    )
+    [again] = [d for d in receive_all(flow) if d.message_id == first.message_id]
+    assert again.receive_count == first.receive_count + 1
+    return again
+
+
+def acknowledged(flow: Flow, delivery: Delivery) -> None:
+    flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
+
+
+def job_messages_sent(calls: list[dict[str, Any]]) -> int:
+    return sum(len(call["Entries"]) for call in calls)
+
+
+def spy_sends(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch, around: Callable[[int, Callable[[], Any]], Any] | None = None
+) -> list[dict[str, Any]]:
+    """Record the receiver's SendMessageBatch calls; `around(n, send)` wraps the n-th (from 0)."""
+    real = flow.sqs.send_message_batch
+    calls: list[dict[str, Any]] = []
+
+    def send(**request: Any) -> Any:
+        calls.append(request)
+        if around is None:
+            return real(**request)
+        return around(len(calls) - 1, lambda: real(**request))
+
+    monkeypatch.setattr(flow.sqs, "send_message_batch", send)
+    return calls
+
+
+def test_a_notification_handled_twice_runs_each_marker_s_job_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first handling's sends land and its acknowledgement is lost: SQS hands the notification out
+    again, and its second handling must not send the jobs again."""
+    calls = spy_sends(flow, monkeypatch)
+    first = notification(flow, "lost-delete")
+    assert receive(flow.receiver, first) is Outcome.FANNED_OUT  # its delete is lost
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+    monkeypatch.undo()
+
+    assert job_messages_sent(calls) == len(DATES), "the second handling finds every copy noted and sends none"
+    assert run_to_the_end(flow, "lost-delete") == job_ids("lost-delete", *DATES)
+
+
+def test_a_fan_out_that_died_half_way_sends_the_rest_and_runs_each_job_once(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve markers are two batches: the invocation dies in the second, after the first landed and
+    before anything was noted. The retry finds no copy noted and sends all twelve: the first ten are
+    twins, of which the claims run one."""
+    dates = tuple(f"2026-12-{day:02d}" for day in range(1, 13))
+
+    def die_at_second(n: int, send: Callable[[], Any]) -> Any:
+        if n == 1:
+            raise Crash
+        return send()
+
+    calls = spy_sends(flow, monkeypatch, die_at_second)
+    first = notification(flow, "half-way", dates)
+    with pytest.raises(Crash):
+        receive(flow.receiver, first)
+    monkeypatch.undo()
+    calls = spy_sends(flow, monkeypatch)
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+    monkeypatch.undo()
+
+    assert job_messages_sent(calls) == 12
+    assert run_to_the_end(flow, "half-way") == job_ids("half-way", *dates)
+
+
+def test_a_failed_batch_is_reported_and_its_retry_sends_only_what_was_not_sent(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch is refused (5xx before it landed): the first batch's copies are noted and the
+    record is reported failed; its retry sends the two job messages not sent."""
+    dates = tuple(f"2027-01-{day:02d}" for day in range(1, 13))
+
+    def refuse_second(n: int, send: Callable[[], Any]) -> Any:
+        if n == 1:
+            raise server_error("SendMessageBatch")
+        return send()
+
+    spy_sends(flow, monkeypatch, refuse_second)
+    first = notification(flow, "failed-batch", dates)
+    with pytest.raises(FanOutFailed):
+        receive(flow.receiver, first)
+    monkeypatch.undo()
+    calls = spy_sends(flow, monkeypatch)
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+    monkeypatch.undo()
+
+    assert job_messages_sent(calls) == 2
+    assert run_to_the_end(flow, "failed-batch") == job_ids("failed-batch", *dates)
+
+
+def test_a_send_answered_5xx_after_it_landed_makes_twins_that_run_once(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def lose_the_answer(n: int, send: Callable[[], Any]) -> Any:
+        send()
+        raise server_error("SendMessageBatch")
+
+    spy_sends(flow, monkeypatch, lose_the_answer)
+    first = notification(flow, "answer-lost")
+    with pytest.raises(FanOutFailed):
+        receive(flow.receiver, first)
+    monkeypatch.undo()
+    calls = spy_sends(flow, monkeypatch)
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+    monkeypatch.undo()
+
+    assert job_messages_sent(calls) == len(DATES), "nothing was noted: each job message is sent again"
+    assert run_to_the_end(flow, "answer-lost") == job_ids("answer-lost", *DATES)
+
+
+def test_two_receivers_handling_one_notification_at_once_run_each_job_once(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A duplicate delivery on a standard queue: the second receiver handles the notification whole
+    between the first one's marker writes and its sends; both send every job message."""
+    first = notification(flow, "side-by-side")
+    twin_outcomes: list[Outcome] = []
+
+    def other_receiver_first(n: int, send: Callable[[], Any]) -> Any:
+        if n == 0:
+            real_send.undo()
+            twin_outcomes.append(receive(flow.receiver, first))
+        return send()
+
+    real_send = pytest.MonkeyPatch()
+    calls = spy_sends(flow, real_send, other_receiver_first)
+    assert receive(flow.receiver, first) is Outcome.FANNED_OUT
+    real_send.undo()
+    acknowledged(flow, first)
+
+    assert twin_outcomes == [Outcome.FANNED_OUT]
+    assert job_messages_sent(calls) == len(DATES)  # the first receiver's (the second's went past the spy)
+    assert run_to_the_end(flow, "side-by-side") == job_ids("side-by-side", *DATES)
+
+
+def test_a_failed_marker_write_sends_nothing_and_the_retry_fans_out(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def throttled(**request: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}},
+            "TransactWriteItems",
+        )
+
+    calls = spy_sends(flow, monkeypatch)
+    monkeypatch.setattr(flow.harness.dynamodb, "transact_write_items", throttled)
+    first = notification(flow, "write-failed")
+    with pytest.raises(ClientError):
+        receive(flow.receiver, first)
+    assert calls == [], "no job message is sent before its marker is written"
+    monkeypatch.undo()
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+
+    assert run_to_the_end(flow, "write-failed") == job_ids("write-failed", *DATES)
+
+
+def test_s3_delivering_one_event_twice_runs_each_job_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 delivers an event at least once: the same object creations (same sequencers) come again as a
+    new message, which finds their markers and sends nothing."""
+    first = notification(flow, "s3-twice")
+    assert receive(flow.receiver, first) is Outcome.FANNED_OUT
+    acknowledged(flow, first)
+    calls = spy_sends(flow, monkeypatch)
+    second = notification(flow, "s3-twice")
+    assert second.message_id != first.message_id
+    assert receive(flow.receiver, second) is Outcome.FANNED_OUT
+    acknowledged(flow, second)
+    monkeypatch.undo()
+
+    assert calls == []
+    markers_found = flow.receiver.store.get_many([f"s3:s3-twice/{key}@0A{i}" for i, key in enumerate(markers(*DATES))])
+    assert {m.status for m in markers_found.values()} == {LeaseStatus.REQUEUED} and len(markers_found) == 3
+    assert run_to_the_end(flow, "s3-twice") == job_ids("s3-twice", *DATES)
