@@ -51,15 +51,15 @@ def _use(workflow: DeployedWorkflow) -> None:
     _WORKFLOW = workflow
 
 
-def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True) -> Any:
-    """One seed, start to end: its `SeedResult`."""
+def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, notifications: bool = True) -> Any:
+    """One seed, start to end: its `SeedResult` (`notifications`: see `longjobs.sim.workload.draw`)."""
     from longjobs.sim.world import START, World
 
     workflow = _WORKFLOW or deployed_workflow()
     plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S)
     world = World(
         seed,
-        draw(seed, profile),
+        draw(seed, profile, notifications=notifications),
         workflow.definition,
         CATALOG_JSON,
         faults=plan,
@@ -69,8 +69,8 @@ def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True) -> A
     return world.run()
 
 
-def replay_command(seed: int, profile: str) -> str:
-    return f"python -m offline sim --seed {seed} --profile {profile}"
+def replay_command(seed: int, profile: str, *, notifications: bool = True) -> str:
+    return f"python -m offline sim --seed {seed} --profile {profile}{'' if notifications else ' --no-s3'}"
 
 
 @dataclass

@@ -20,6 +20,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument("--scenario", type=Path, help="run an offline scenario file in the simulation instead")
     sim.add_argument("--profile", choices=PROFILES, default="mixed", help="the workload (default mixed)")
     sim.add_argument("--trace", type=Path, help="with --seed or --scenario: write its trace here (JSON lines)")
+    sim.add_argument(
+        "--no-s3",
+        action="store_true",
+        help="with --seed: draw the seed without its S3 notifications (as a corpus seed found before them)",
+    )
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     sim.add_argument(
@@ -106,7 +111,7 @@ def _count(number: int, noun: str) -> str:
 def _one(args: argparse.Namespace) -> int:
     from longjobs.sim.campaign import replay_command, run_seed
 
-    result = run_seed(args.seed, args.profile)
+    result = run_seed(args.seed, args.profile, notifications=not args.no_s3)
     if args.trace is not None and result.trace is not None:
         with args.trace.open("w", encoding="utf-8") as out:
             result.trace.write(out)
@@ -122,7 +127,7 @@ def _one(args: argparse.Namespace) -> int:
         "virtual_h": result.virtual_h,
         "steps": result.steps,
         "requests": result.requests,
-        "replay": replay_command(args.seed, args.profile),
+        "replay": replay_command(args.seed, args.profile, notifications=not args.no_s3),
     }
     if args.json:
         print(json.dumps(outcome, indent=1))

@@ -26,6 +26,7 @@ RECEIVER_OUTCOMES = {
         "stale",
         "waiting",
         "dead_lettered",
+        "fanned_out",
     ),
     "admission": ("started", "waiting_for_slot", "parked", "duplicate", "dead_lettered"),
 }

@@ -7,11 +7,12 @@ coverage: a campaign reports the ones no seed reached.
 - `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
 - `once_per_message`: a job id is done at most as many times as its producer sent messages of it (a
-  copy the processor makes of a message, to wait or to park, never runs the job a second time). Done:
-  an execution of it that ended SUCCEEDED (its success recorded and its message deleted). A job whose
-  run succeeded but whose execution failed to record it is retried, as at-least-once allows: that run
-  is not counted; nor are inline runs (an inline job runs again when its deletion is lost), nor jobs
-  the receiver fans out of an S3 notification (re-sending them is allowed).
+  copy the processor makes of a message, to wait or to park, never runs the job a second time); an S3
+  notification counts as one message of each of its markers' partition jobs, so a fan-out runs each
+  marker's job once per notification sent, however often the notification is handled. Done: an
+  execution of it that ended SUCCEEDED (its success recorded and its message deleted). A job whose run
+  succeeded but whose execution failed to record it is retried, as at-least-once allows: that run is
+  not counted; nor are inline runs (an inline job runs again when its deletion is lost).
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
   duplicate delivery or at SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
@@ -196,7 +197,7 @@ class Monitor:
                 f"job {job_key} succeeded from message {original}, which is in the DLQ as Cancelled",
             )
         self.done[job_key] += 1
-        if 0 < self.sent[job_key] < self.done[job_key]:  # a job the receiver fanned out is not the producer's
+        if self.sent[job_key] < self.done[job_key]:
             raise PropertyViolation(
                 "once_per_message",
                 f"job {job_key} done {self.done[job_key]} times from {self.sent[job_key]} message(s) sent",

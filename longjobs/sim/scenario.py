@@ -46,7 +46,15 @@ from longjobs.offline.scenario import (
     WaitJob,
 )
 from longjobs.sim.faults import CRASHING_ACTORS, CallFault, CallRule, FaultPlan, WorldFault
-from longjobs.sim.workload import CATALOG, SPARK_PARAMS, JobPlan, SparkBehaviour, Workload
+from longjobs.sim.workload import (
+    CATALOG,
+    PARTITION_SECONDS,
+    SPARK_PARAMS,
+    JobPlan,
+    SparkBehaviour,
+    Workload,
+    notification_markers,
+)
 
 SPARK_RUN_S = 30.0
 MODES = {
@@ -95,6 +103,10 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
         if isinstance(job, WaitJob):
             params: dict[str, Any] = {"seconds": job.seconds, **({"fail": True} if job.fail else {})}
             plans.append(JobPlan(job.id, "wait", params, at))
+        elif isinstance(job, RawJob) and (markers := notification_markers(job.raw_body)) is not None:
+            folders, sequencers = markers  # a seed's S3 notification, as its shrink writes it
+            params = {"seconds": PARTITION_SECONDS}
+            plans.append(JobPlan(job.id, "s3", params, at, partitions=folders, sequencers=sequencers))
         elif isinstance(job, RawJob):
             plans.append(JobPlan(_job_named(job.raw_body) or job.id, "raw", {}, at, raw_body=job.raw_body))
         elif isinstance(job, SparkJob):
@@ -185,7 +197,9 @@ def run_scenario(
     catalog_json = CATALOG_JSON
     own_types = [declared for declared in scenario.job_types if declared not in CATALOG["job_types"]]
     if own_types:  # the scenario's own types too: the workflow is rendered with a branch for each
-        catalog_json = json.dumps({"job_types": [*CATALOG["job_types"], *own_types]}, sort_keys=True)
+        catalog_json = json.dumps(
+            {"job_types": [*CATALOG["job_types"], *own_types], "s3_triggers": CATALOG["s3_triggers"]}, sort_keys=True
+        )
         definition = definition or json.loads(workflow_definition(SPARK_HEARTBEAT_S, catalog_json))
     settings = {
         key: value

@@ -194,7 +194,7 @@ def _job(plan: JobPlan, nth_message: int, left_out: list[str]) -> dict[str, Any]
     group = {"group": plan.group} if plan.group is not None else {}
     if nth_message > 1:  # another message of one job id: its body as it is, a message of that job
         return {"id": f"{plan.job_id}.{nth_message}", "raw_body": plan.body, "expect": "deleted", **group}
-    if plan.poison:
+    if plan.poison or plan.partitions:  # a notification's body is read back as one (`notification_markers`)
         return {"id": plan.job_id, "raw_body": plan.body, **group}
     if plan.type == "wait":
         fail = {"fail": True} if plan.params.get("fail") else {}

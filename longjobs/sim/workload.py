@@ -1,6 +1,7 @@
 """What a seed sends: about 20 job messages across the job types, drawn from the seed by profile.
 
-Profiles: `standard` (wait and Spark jobs, one echo, one poison message, two messages of one job id),
+Profiles: `standard` (wait and Spark jobs, one echo, one poison message, two messages of one job id, and
+in some seeds S3 notifications of several completion markers, which the receiver fans out),
 `admission` (mostly jobs of a type limited to 2 at once), `mixed` (both, the default). Durations run
 from seconds to, now and then, past SQS's 12 hours (the cap). A Spark job's attempts each succeed, fail
 with an `AnalysisException`, hang (heartbeats, never ends) or vanish (goes silent), by the seed.
@@ -37,7 +38,7 @@ SPARK_PARAMS = {
     "output": "s3://curated-bucket/events/",
     "quarantine": "s3://quarantine-bucket/events/",
 }
-CATALOG = {
+CATALOG: dict[str, list[dict[str, Any]]] = {
     "job_types": [
         {
             "name": LIMITED_TYPE,
@@ -54,8 +55,20 @@ CATALOG = {
                 },
             },
         }
-    ]
+    ],
+    "s3_triggers": [
+        {
+            "bucket": "raw-bucket",
+            "prefix": "parts/",
+            "marker": "_SUCCESS",
+            "job_type": "wait",
+            "params": {"seconds": 120},
+        }
+    ],
 }
+PARTITION_BUCKET = "raw-bucket"
+PARTITION_SECONDS = 120
+"""The wait each partition's job runs (the simulation's trigger: `_SUCCESS` markers under `parts/`)."""
 CATALOG_JSON = json.dumps(CATALOG, sort_keys=True)
 SETTINGS: dict[str, Any] = {"max_attempts": 3}
 MAX_ATTEMPTS = 3
@@ -79,11 +92,28 @@ class JobPlan:
     poison: bool = False  # a message the receiver must refuse: its params break the type's schema
     raw_body: str | None = None  # a body sent as it is (a written scenario's)
     group: str | None = None  # FIFO: its message group
+    partitions: tuple[str, ...] = ()
+    """An S3 notification: the folders (under `parts/`) whose completion markers it names, each of which
+    the receiver fans out into its partition's job (`partition_jobs`)."""
+    sequencers: tuple[str, ...] = ()
+    """Each marker's S3 `sequencer`: the same for a notification S3 delivers a second time."""
+
+    @property
+    def partition_jobs(self) -> tuple[str, ...]:
+        """The job ids a notification's markers start (`<type>:<bucket>/<folder>`)."""
+        return tuple(f"wait:{PARTITION_BUCKET}/parts/{folder}/" for folder in self.partitions)
+
+    @property
+    def job_keys(self) -> tuple[str, ...]:
+        """The job ids this message asks for: its own, or its markers' partition jobs."""
+        return self.partition_jobs if self.partitions else (self.job_id,)
 
     @property
     def body(self) -> str:
         if self.raw_body is not None:
             return self.raw_body
+        if self.partitions:
+            return s3_notification(self.partitions, self.sequencers)
         params = {"seconds": "soon"} if self.poison else self.params
         return json.dumps({"job_id": self.job_id, "type": self.type, "params": params}, sort_keys=True)
 
@@ -100,6 +130,8 @@ class JobPlan:
 
     @property
     def duration_s(self) -> float:
+        if self.partitions:
+            return float(PARTITION_SECONDS)
         if self.type == "spark":
             return max(b.seconds for b in self.spark)
         return float(self.params.get("seconds", 0))
@@ -162,9 +194,11 @@ def _spark(rng: random.Random) -> list[SparkBehaviour]:
     return behaviours
 
 
-def draw(seed: int, profile: str = "mixed") -> Workload:
-    """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream."""
-    workload = _draw(seed, profile)
+def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Workload:
+    """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream. `notifications`
+    False: without the S3 notifications (`_notifications`), the world the seed drew before they joined
+    the workload (a corpus seed found then keeps its world: tests/sim/corpus.json)."""
+    workload = _draw(seed, profile, notifications)
     layout_rng = random.Random(f"workload:{seed}:shards")
     layout = layout_rng.choices(LAYOUTS, weights=LAYOUT_WEIGHTS)[0]
     if layout == "eight":
@@ -176,7 +210,7 @@ def draw(seed: int, profile: str = "mixed") -> Workload:
     return workload
 
 
-def _draw(seed: int, profile: str) -> Workload:
+def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
     rng = random.Random(f"workload:{seed}:{profile}")
@@ -212,8 +246,90 @@ def _draw(seed: int, profile: str) -> Workload:
                 params["fail"] = True
             add(LIMITED_TYPE, params)
         jobs += _bursts_at_ends(seed, jobs)
+    if notifications:
+        jobs += _notifications(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(jobs)
+
+
+NOTIFICATION_SHARE = 0.5
+NOTIFICATION_MARKERS = (2, 4)
+S3_TWICE_SHARE = 0.25
+"""The share of notifications S3 delivers a second time (its delivery is at least once): the same
+records, sequencers and all, as a new message, some minutes later."""
+
+
+def _notifications(seed: int, numbered: int) -> list[JobPlan]:
+    """In some seeds (on a standard queue), one or two S3 notifications of several completion markers,
+    sent like any message; now and then one that S3 delivers twice. Drawn on a stream of its own: the
+    seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:s3")
+    if rng.random() >= NOTIFICATION_SHARE:
+        return []
+    plans: list[JobPlan] = []
+    for index in range(rng.randint(1, 2)):
+        folders = tuple(f"n{index}p{part}" for part in range(rng.randint(*NOTIFICATION_MARKERS)))
+        sequencers = tuple(f"{rng.getrandbits(64):016X}" for _ in folders)
+        at = round(rng.uniform(0, 600), 3)
+        kind = {"seconds": PARTITION_SECONDS}
+        plans.append(
+            JobPlan(f"j{numbered + len(plans):02d}", "s3", kind, at, partitions=folders, sequencers=sequencers)
+        )
+        if rng.random() < S3_TWICE_SHARE:
+            again = round(at + rng.uniform(1, 300), 3)
+            plans.append(
+                JobPlan(f"j{numbered + len(plans):02d}", "s3", kind, again, partitions=folders, sequencers=sequencers)
+            )
+    return plans
+
+
+def notification_markers(body: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The folders and sequencers of a body that `s3_notification` wrote (a seed's notification written
+    into a scenario by its shrink), else None."""
+    try:
+        records = json.loads(body).get("Records")
+        keys = [(r["s3"]["object"]["key"], r["s3"]["object"]["sequencer"]) for r in records]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None
+    folders = [key.removeprefix("parts/").removesuffix("/_SUCCESS") for key, _ in keys]
+    if not keys or any(f"parts/{folder}/_SUCCESS" != key for folder, (key, _) in zip(folders, keys, strict=True)):
+        return None
+    if s3_notification(tuple(folders), tuple(seq for _, seq in keys)) != body:
+        return None
+    return tuple(folders), tuple(seq for _, seq in keys)
+
+
+def s3_notification(folders: tuple[str, ...], sequencers: tuple[str, ...]) -> str:
+    """An S3 event notification (as S3 sends it to a queue) of a completion marker in each folder."""
+
+    def record(folder: str, sequencer: str) -> dict[str, Any]:
+        return {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": "us-east-1",
+            "eventTime": "2026-01-01T00:00:00.000Z",
+            "eventName": "ObjectCreated:Put",
+            "userIdentity": {"principalId": "AWS:EXAMPLE"},
+            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "markers",
+                "bucket": {
+                    "name": PARTITION_BUCKET,
+                    "ownerIdentity": {"principalId": "EXAMPLE"},
+                    "arn": f"arn:aws:s3:::{PARTITION_BUCKET}",
+                },
+                "object": {
+                    "key": f"parts/{folder}/_SUCCESS",
+                    "size": 0,
+                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
+                    "sequencer": sequencer,
+                },
+            },
+        }
+
+    return json.dumps({"Records": [record(f, s) for f, s in zip(folders, sequencers, strict=True)]}, sort_keys=True)
 
 
 BURST_SHARE = 0.3

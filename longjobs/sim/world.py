@@ -33,7 +33,7 @@ from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender, legacy_shards
-from longjobs.engine.jobs import JobCatalog, load_catalog
+from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import LeaseStore, table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.observability import logger
@@ -293,7 +293,7 @@ class World:
         self.clock = VirtualClock(scheduler)
         self.trace = Trace(scheduler.now, START, keep_calls=keep_calls)
         self.rng = random.Random(f"world:{seed}")
-        self.catalog = JobCatalog(list(load_catalog(json.loads(catalog_json))))
+        self.catalog = load_catalog(json.loads(catalog_json))
         self.monitor = Monitor(
             limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
             excuse_lapses=not faults.within_design,
@@ -581,10 +581,11 @@ class World:
         left: Counter[str] = Counter()
         for queue in (self.queue, *self.waiting.values()):
             for message in queue.messages.values():
-                left[self._job_of(message)] += 1
+                for key in self._keys_of(message):
+                    left[key] += 1
         locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
         self.trace.event("world", "end", settled=settled_in_time, left=dict(sorted(left.items())))
-        expected = {job.job_id: job.expected for job in self.workload.jobs}
+        expected = {key: job.expected for job in self.workload.jobs for key in job.job_keys}
         for name, detail in self.monitor.final(
             jobs=expected, left_on_queues=left, locks=locks, settled_in_time=settled_in_time
         ):
@@ -594,10 +595,14 @@ class World:
     # -- the producer and SQS's own faults --------------------------------------------------------------------
 
     def _send(self, job: JobPlan) -> None:
+        """The producer sends a message: a job message, or an S3 notification, which counts as a message
+        sent of each of its markers' partition jobs (the receiver fans it out into their job messages)."""
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         self.job_of_message[message_id] = job.job_id
-        self.monitor.sent[job.job_id] += 1
-        self.trace.event("producer", "sent", message_id=message_id, job_id=job.job_id, type=job.type)
+        for key in job.job_keys:
+            self.monitor.sent[key] += 1
+            kind = "wait" if job.partitions else job.type
+            self.trace.event("producer", "sent", message_id=message_id, job_id=key, type=kind)
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
         now = self.scheduler.now()
@@ -641,12 +646,18 @@ class World:
         if original is not None:
             self.monitor.copied(message.message_id, original)
 
+    def _keys_of(self, message: Message) -> tuple[str, ...]:
+        """The jobs a message (or its DLQ copy) carries: its job (`_job_of`), or, for an S3 notification of
+        the producer's, each of its markers' partition jobs."""
+        job = self._job_of(message)
+        plan = self.workload.by_id.get(job)
+        return plan.job_keys if plan is not None and plan.partitions else (job,)
+
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
-        self.monitor.dead_lettered_copy(self._job_of(message), dict(message.attributes), message.message_id)
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
-        self.trace.event(
-            "sqs", "dead_lettered", message_id=message.message_id, job_id=self._job_of(message), reason=reason
-        )
+        for key in self._keys_of(message):
+            self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id)
+            self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=key, reason=reason)
 
     # -- the event source mapping -----------------------------------------------------------------------------
 

@@ -130,11 +130,18 @@ def test_checker_once_per_message_holds_for_two_messages_of_one_job_id() -> None
     assert check(lines) == []
 
 
-def test_checker_once_per_message_leaves_jobs_the_receiver_fanned_out_alone() -> None:
-    """A job of an S3 notification's fan-out is sent by the receiver, not the producer, and may be sent
-    again (a retried fan-out): its runs are not counted against messages sent."""
-    lines = by_time(*run(11, 50, M1, "fanned"), *run(60, 90, M2, "fanned"))
-    assert check(lines) == []
+def test_checker_once_per_message_counts_a_notification_once_per_marker() -> None:
+    """An S3 notification is one message sent of each of its markers' partition jobs (the trace records a
+    `sent` per marker): a fan-out runs each once, and a second run of one (the notification handled twice,
+    its job messages sent again) breaks the property."""
+    notification = "n0000001-0000-4000-8000-000000000000"
+    sends = [sent(1, notification, "wait:b/p0/"), sent(1, notification, "wait:b/p1/")]
+    once = [*run(11, 50, M1, "wait:b/p0/"), *run(12, 40, M2, "wait:b/p1/")]
+    assert check(by_time(*sends, *once, end(100))) == []
+
+    findings = check(by_time(*sends, *once, *run(60, 90, M3, "wait:b/p0/"), end(100)))
+    assert properties(findings) == ["once_per_message"]
+    assert "job wait:b/p0/: 2 executions SUCCEEDED" in findings[0].detail
 
 
 def test_checker_once_per_message_a_copy_that_runs_the_job_again_breaks() -> None:

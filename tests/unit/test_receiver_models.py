@@ -389,3 +389,18 @@ def test_release_delay_on_fifo_is_fixed_whatever_the_receive_count() -> None:
     assert {release_delay_s(n, settings, random.Random(n)) for n in range(1, 20)} == {45}
     assert release_delay_s(20, settings, random.Random(1)) == 0, "the last attempt's: its next receive dead-letters"
     assert release_delay_s(3, Settings(fifo=True), random.Random(1)) == 0, "by default at once, in order"
+
+
+def test_parse_s3_names_each_marker_s_object_creation_however_it_was_delivered() -> None:
+    """Bucket, key and S3's sequencer name one object creation (the fan-out's marker key: a second
+    delivery of the event by S3 names the same one); a record without a sequencer names none."""
+    marker = "events/date=2026-11-20/_SUCCESS"
+    direct = {"Records": [s3_record(marker), s3_record("events/date=2026-11-20/part-0.json"), s3_record(marker)]}
+    parsed = parse_message(json.dumps(direct), SETTINGS)
+    assert parsed.events == [f"raw-bucket/{marker}@0055AED6DCD90281E5"] * 2 and parsed.ignored_objects == 1
+    assert parse_message(json.dumps(sns_wrapped(direct)), SETTINGS).events == parsed.events
+    assert parse_message(json.dumps(eventbridge_event(marker)), SETTINGS).events == [f"raw-bucket/{marker}@617f08"]
+    record = s3_record(marker)
+    del record["s3"]["object"]["sequencer"]
+    assert parse_message(json.dumps({"Records": [record]}), SETTINGS).events == [None]
+    assert parse_message(json.dumps({"job_id": "a", "type": "wait", "params": {"seconds": 1}}), SETTINGS).events == []
