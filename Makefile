@@ -1,9 +1,27 @@
-# One entry point for developers and CI. `make test` works on a machine with only Python 3.11+,
+# One entry point for developers and CI. `make test` works on a machine with only Python 3.13 (and 3.11),
 # Java 17 and Node: it creates .venv when missing, installs everything, then lints, type-checks and tests.
 
-PYTHON ?= python3
+# The project's Python: the functions' Lambda runtime (python3.13), and what .venv, the checks and the tests
+# run on. The code shipped to Glue 5.x runs on Glue's Python 3.11: the tests compile it with a Python 3.11.
+PYTHON_VERSION := 3.13
+GLUE_PYTHON_VERSION := 3.11
+# $(call find_python,X.Y): the path of a Python X.Y that runs, or nothing. `pythonX.Y` on the PATH first,
+# then the newest X.Y.z in pyenv's versions folder: under pyenv, `python3.13` on the PATH is a shim that
+# fails unless 3.13 is one of pyenv's selected versions, while the interpreter itself is there.
+find_python = $(shell for candidate in python$(1) $$(ls -d "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -r -V); do \
+	"$$candidate" -c 'import sys; print(sys.executable) if "%d.%d" % sys.version_info[:2] == "$(1)" else sys.exit(1)' 2>/dev/null && break; done)
+# `make PYTHON=/path/to/python3.13` names the interpreter; otherwise it is looked for once, when needed.
+ifeq ($(origin PYTHON),undefined)
+PYTHON = $(eval PYTHON := $(call find_python,$(PYTHON_VERSION)))$(PYTHON)
+endif
+IS_PYTHON_VERSION := import sys; sys.exit("%d.%d" % sys.version_info[:2] != "$(PYTHON_VERSION)")
+# Stops, naming what to install, when there is no Python 3.13 (as `tools` does for Java and Node).
+NEED_PYTHON = [ -n "$(PYTHON)" ] && "$(PYTHON)" -c '$(IS_PYTHON_VERSION)' 2>/dev/null || { \
+	echo "make $(MAKECMDGOALS) needs Python $(PYTHON_VERSION), the functions' Lambda runtime: $(if $(PYTHON),$(PYTHON) is not Python $(PYTHON_VERSION),found no python$(PYTHON_VERSION) that runs on the PATH or in pyenv's versions folder). Install it (pyenv install $(PYTHON_VERSION); macOS: brew install python@$(PYTHON_VERSION); or python.org), or name one with make PYTHON=/path/to/python$(PYTHON_VERSION), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 VENV ?= .venv
 BIN := $(VENV)/bin
+# .venv's Python version, as a file: a .venv made on another Python is made anew (see below).
+VENV_PYTHON := $(VENV)/.python-$(PYTHON_VERSION)
 STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 UV_VERSION := 0.13.9
@@ -17,15 +35,24 @@ TWINE_VERSION := 6.2.0
 
 .PHONY: lock install lint typecheck test unit functional bench demo tools clean checkov-env checkov dist
 
-$(BIN)/python:
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
-	$(PYTHON) -m venv $(VENV)
+# .venv on Python 3.13. A .venv on another Python (a checkout's from before the project moved to 3.13), or
+# whose Python no longer runs, is removed and made anew: everything in it is what make installs, and
+# packages built for another Python do not load. What depends on this file is reinstalled after it.
+$(VENV_PYTHON):
+	@$(NEED_PYTHON)
+	@if [ -e $(VENV) ] && ! $(BIN)/python -c '$(IS_PYTHON_VERSION)' 2>/dev/null; then \
+	  echo "$(VENV) runs $$($(BIN)/python --version 2>/dev/null || echo 'a Python that does not start'), not Python $(PYTHON_VERSION): making it anew" >&2; \
+	  rm -rf $(VENV); \
+	fi
+	@[ -x $(BIN)/python ] || { echo "$(PYTHON) -m venv $(VENV)"; "$(PYTHON)" -m venv $(VENV); }
+	@touch $@
 
 # uv installs the same pins as pip, about twice as fast on a fresh machine (94 s against 45 s here).
-$(BIN)/uv: | $(BIN)/python
+$(BIN)/uv: $(VENV_PYTHON)
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	@touch $@
 
-$(STAMP): pyproject.toml requirements-lock.txt | $(BIN)/uv
+$(STAMP): pyproject.toml requirements-lock.txt $(BIN)/uv
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -c requirements-lock.txt -e ".[infra,pipeline,offline,dev,cli]"
 	@touch $(STAMP)
 
@@ -38,7 +65,7 @@ install: $(STAMP) $(NPM_STAMP)
 
 # checkov, pinned, in its own environment; tests/infra/test_checkov.py runs it on the templates the infra
 # tests synthesize.
-$(CHECKOV_STAMP): Makefile | $(BIN)/uv
+$(CHECKOV_STAMP): Makefile $(BIN)/uv
 	$(BIN)/uv venv --quiet --allow-existing --python $(PYTHON) $(CHECKOV_VENV)
 	$(BIN)/uv pip install --quiet --python $(CHECKOV_VENV)/bin/python checkov==$(CHECKOV_VERSION)
 	@touch $(CHECKOV_STAMP)
@@ -67,8 +94,13 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The code shipped to Glue 5.x is type-checked a second time as Python 3.11, Glue's Python: it catches
+# what the compile under 3.11 cannot, such as a standard-library function added later (ruff's per-file
+# target version in pyproject.toml names the same files).
+GLUE_CODE := longjobs/__init__.py longjobs/pipeline jobs
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --python-version $(GLUE_PYTHON_VERSION) $(GLUE_CODE)
 
 # Two workers: most tests wait on real time (the emulator's queues and workflows), so two halve the
 # wait; more than two on two cores made timing-sensitive tests flaky. checkov's environment installs
@@ -93,11 +125,15 @@ bench: install
 	$(BIN)/python -m benchmarks.cold_start
 	$(BIN)/python -m benchmarks.backfill
 
-# Java runs Spark (the pipeline tests, the demo); Node runs the pinned CDK command line that renders
-# the workflow and synthesizes the stack. Both are checked before anything is installed. The CDK supports
-# Node 22 and 24 (https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html); any other version gets a
-# note and goes on, Node 20 included (past its end of life, it still runs this project's CDK).
+# Python 3.13 makes .venv; a Python 3.11 compiles the code shipped to Glue 5.x, as Glue's Python
+# (tests/unit/test_python_versions.py); Java runs Spark (the pipeline tests, the demo); Node runs the pinned
+# CDK command line that renders the workflow and synthesizes the stack. All are checked before anything is
+# installed. The CDK supports Node 22 and 24 (https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html);
+# any other version gets a note and goes on, Node 20 included (past its end of life, it still runs this
+# project's CDK).
 tools:
+	@$(NEED_PYTHON)
+	@[ -n "$(call find_python,$(GLUE_PYTHON_VERSION))" ] || { echo "make $(MAKECMDGOALS) needs Python $(GLUE_PYTHON_VERSION) too, Glue 5.x's Python, to check the code shipped to Glue: found no python$(GLUE_PYTHON_VERSION) that runs on the PATH or in pyenv's versions folder. Install it (pyenv install $(GLUE_PYTHON_VERSION); Debian 12: sudo apt-get install python3; macOS: brew install python@$(GLUE_PYTHON_VERSION)), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@java -version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@node --version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Node.js for the CDK: install Node 22 or 24 (https://nodejs.org), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@major=$$(node --version | sed 's/^v//; s/[.].*//'); case "$$major" in \

@@ -33,7 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from longjobs.offline.scenario import ScenarioError, parse_scenario
 from longjobs.sim.faults import CRASHING_ACTORS, CallFault, FaultPlan, WorldFault
@@ -49,8 +49,6 @@ SCENARIO_MODES = {
 """The call faults an `aws_fault` can write, by its `mode`."""
 SPARK_EVENTS = 100  # a Spark job's partition size in the file (the simulation does not read it)
 PAUSE_AROUND_S = 0.5  # a skipped extender run is written as a pause this long either side of it
-
-Item = TypeVar("Item")
 
 
 class Inexpressible(ValueError):
@@ -256,7 +254,7 @@ def violated_property(scenario: dict[str, Any]) -> str | None:
     return violation.property if violation is not None else None
 
 
-def ddmin(items: Sequence[Item], fails: Callable[[list[Item]], bool]) -> list[Item]:
+def ddmin[Item](items: Sequence[Item], fails: Callable[[list[Item]], bool]) -> list[Item]:
     """Zeller's delta debugging: a 1-minimal sublist of `items` (order kept) on which `fails` holds,
     given that it holds on `items`. It tries halves, then complements, then finer splits."""
     current = list(items)

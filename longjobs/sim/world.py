@@ -25,7 +25,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -103,10 +103,6 @@ SDK_SQS_ERRORS = {  # SQS codes as the AWS SDK integration names them (`Sqs.<Exc
     "QueueDoesNotExist": "Sqs.QueueDoesNotExistException",
     "RequestThrottled": "Sqs.RequestThrottledException",
 }
-
-
-Function = TypeVar("Function")
-"""A function's state in one container (a `Receiver`, an `Extender`, a `Watcher`)."""
 
 
 @dataclass
@@ -234,13 +230,14 @@ class Recorder:
         self._monitor.reach(f"metric:{name}")
 
 
-class Containers(Generic[Function]):
+class Containers[Function]:
     """A Lambda function's execution environments, each with its own state (its cached views, its place in
     line, its batch's read-ahead and pending copies): an idle one takes the next invocation, and an
     invocation beside one still going gets a new one. One is used again only after an invocation that
     ended: Lambda resets the execution environment of one that crashed or timed out
     (docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html, "Failures during the invoke
-    phase"). An upgrade replaces the pool; a container of the old one is not used again."""
+    phase"). An upgrade replaces the pool; a container of the old one is not used again. `Function` is a
+    function's state in one container (a `Receiver`, an `Extender`, a `Watcher`)."""
 
     def __init__(self, build: Callable[[int], Function], *, on_new: Callable[[], None]) -> None:
         self._build = build

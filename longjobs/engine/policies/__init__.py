@@ -6,7 +6,7 @@ and the check that refuses settings under which it would lapse; `POLICIES` names
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, Self
 
 from longjobs.engine.exceptions import SettingsError
 from longjobs.engine.policies.adaptive import AdaptivePolicy
@@ -54,10 +54,7 @@ class NamedTimingSettings(TimingSettings, Protocol):
     def policy(self) -> str: ...
     @property
     def queue_url(self) -> str | None: ...
-    def with_visibility_timeout(self: S, seconds: int) -> S: ...
-
-
-S = TypeVar("S", bound=NamedTimingSettings)
+    def with_visibility_timeout(self, seconds: int) -> Self: ...
 
 
 def build_policy(settings: NamedTimingSettings) -> RenewalPolicy:
@@ -65,7 +62,7 @@ def build_policy(settings: NamedTimingSettings) -> RenewalPolicy:
     return POLICIES[settings.policy].from_settings(settings)
 
 
-def resolve_visibility_timeout(settings: S, sqs: SQSClient) -> S:
+def resolve_visibility_timeout[S: NamedTimingSettings](settings: S, sqs: SQSClient) -> S:
     """Fill in the queue's `VisibilityTimeout` for the remaining policy when no VT is set (seed 000
     renews by the queue's timeout), validated again since the lapse check depends on it."""
     if settings.policy != "remaining" or settings.visibility_timeout_s is not None:
