@@ -75,7 +75,7 @@ RUNTIME_PACKAGES = ("boto3", "botocore", "s3transfer", "dateutil", "urllib3", "s
 LAMBDA_ENV = {
     "AWS_REGION": REGION,
     "AWS_DEFAULT_REGION": REGION,
-    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
+    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
     "LAMBDA_TASK_ROOT": "/var/task",
     "AWS_ACCESS_KEY_ID": "benchmark",  # moto's server takes any credentials
@@ -230,7 +230,13 @@ def synthesized_functions(outdir: Path) -> list[Function]:
     from app import JOBS_FILE
     from infra.stack import LongJobsStack, stack_name
     from longjobs.construct.config import context_keys, load_config
+    from longjobs.construct.constants import LAMBDA_RUNTIME
     from longjobs.engine.jobs import load_catalog_file
+
+    running = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if LAMBDA_RUNTIME.name != running or f"AWS_Lambda_{running}" != LAMBDA_ENV["AWS_EXECUTION_ENV"]:
+        # the construct compiles the asset only on the runtime's Python, and the handlers would run on another
+        raise SystemExit(f"the functions run on {LAMBDA_RUNTIME.name}: run the benchmark on it, not on {running}")
 
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     app = cdk.App(outdir=str(outdir), context=context)

@@ -26,18 +26,28 @@ METRICS_NAMESPACE = "LongJobs"
 SERVICE_NAME = "long-jobs"
 
 # Lambda
-LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_11  # the project's Python; Glue 5.0 runs the same
+LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
+"""The project's Python (pyproject, ruff, mypy, the tests) and Glue 6.0's; Lambda supports it until 2029-06-30
+(https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html). Glue 5.x runs Python 3.11: the code
+shipped to Glue stays valid 3.11 (ruff's per-file target version, tests/unit/test_python_versions.py)."""
 LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 POWERTOOLS_VERSION = "3.37.0"
 """The Powertools layer deployed: the locked version and the range's lower bound in pyproject.toml (a test
 checks both)."""
 OTEL_WRAPPER = "/opt/otel-instrument"
 """The AWS Distro for OpenTelemetry Python layer's wrapper script (AWS_LAMBDA_EXEC_WRAPPER)."""
-POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.11/{POWERTOOLS_VERSION}"
-"""Public SSM parameter that Powertools publishes in every commercial region for each release; its
-value is the ARN of that release's layer (`...:layer:AWSLambdaPowertoolsPythonV3-python311-arm64:N`).
-CloudFormation resolves it at deploy time, so the layer is pinned to the package version without a
-hand-copied layer number. The `powertools_layer_arn` context setting overrides it."""
+POWERTOOLS_LAYER_PARAMETER = (
+    f"/aws/service/powertools/python/{LAMBDA_ARCHITECTURE.name}/{LAMBDA_RUNTIME.name}/{POWERTOOLS_VERSION}"
+)
+"""Public SSM parameter that Powertools publishes in every commercial region for each release, one per
+architecture and Python version (`/aws/service/powertools/python/{arch}/{python_version}/{version}`); its
+value is the ARN of that release's layer built for that Python, here
+`arn:aws:lambda:<region>:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:<N>` (Powertools'
+"Lambda Layer" and "Using SSM Parameter Store",
+https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/). CloudFormation resolves it
+at deploy time, so the layer is pinned to the package version without a hand-copied layer number, and
+follows the runtime: a layer's compiled packages (pydantic-core) load only on the Python they were built
+for. The `powertools_layer_arn` context setting overrides it."""
 HANDLERS = {
     "receiver": "longjobs.engine.receiver.handler.handler",
     "extender": "longjobs.engine.extender.handler.handler",

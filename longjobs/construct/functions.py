@@ -469,8 +469,8 @@ class LongJobFunctions(Construct):
         acknowledge(
             function,
             "AwsSolutions-L1",
-            "Python 3.11 on purpose: the project's Python (pyproject, mypy), the Powertools layer built for it "
-            "and Glue 5.0's Python, so Lambda and Glue run what the tests run.",
+            "Python 3.13 on purpose, not the newest runtime: the project's Python (pyproject, mypy, the tests), "
+            "the Powertools layer built for it and Glue 6.0's Python, so Lambda runs what the tests run.",
         )
         return function
 

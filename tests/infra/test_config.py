@@ -128,7 +128,7 @@ def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> 
     assert ranges == [f"aws-lambda-powertools[tracer,parser,validation]>={POWERTOOLS_VERSION},<4"]
     locked = (REPO_ROOT / "requirements-lock.txt").read_text().splitlines()
     assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in locked
-    assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.11/{POWERTOOLS_VERSION}")
+    assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.13/{POWERTOOLS_VERSION}")
 
 
 @pytest.mark.parametrize(

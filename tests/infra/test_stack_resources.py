@@ -127,7 +127,7 @@ def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
 # Functions
 
 
-def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
+def test_functions_run_arm64_python313_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
     functions = dev.part("Functions")
     for function, handler in (
         (functions.receiver, "longjobs.engine.receiver.handler.handler"),
@@ -136,10 +136,10 @@ def test_functions_run_arm64_python311_traced_with_the_pinned_powertools_layer(d
     ):
         props = dev.resource(function)["Properties"]
         assert props["Handler"] == handler
-        assert props["Runtime"] == "python3.11" and props["Architectures"] == ["arm64"]
+        assert props["Runtime"] == "python3.13" and props["Architectures"] == ["arm64"]
         assert props["TracingConfig"] == {"Mode": "Active"}, "tracing=service: Lambda's own trace"
         assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "true", "no X-Ray SDK import"
-        assert props["Layers"] == ["{{resolve:ssm:/aws/service/powertools/python/arm64/python3.11/3.37.0}}"]
+        assert props["Layers"] == ["{{resolve:ssm:/aws/service/powertools/python/arm64/python3.13/3.37.0}}"]
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "LongJobs"
         assert props["Environment"]["Variables"]["PYDANTIC_DISABLE_PLUGINS"] == "__all__", "a smaller cold start"
         log_group = dev.resources[props["LoggingConfig"]["LogGroup"]["Ref"]]

@@ -9,17 +9,21 @@ import contextlib
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from longjobs.construct.assets import staged_package
+from longjobs.construct.constants import LAMBDA_RUNTIME, POWERTOOLS_LAYER_PARAMETER
 from longjobs.engine.jobs import load_catalog_file
 from tests import REPO_ROOT, find_python
 
+PROJECT_PYTHON = (3, 13)
 GLUE_PYTHON = (3, 11)
 """Glue 5.0's and 5.1's Python (https://docs.aws.amazon.com/glue/latest/dg/release-notes.html)."""
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 RUFF = Path(sys.executable).parent / "ruff"
 PEP_695 = "type Alias = int\n"
 """Python 3.12 syntax: a file of the code shipped to Glue must not have it."""
@@ -67,6 +71,18 @@ def ruff_on(source: str, path: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO_ROOT,
         check=False,
     )
+
+
+def test_the_project_runs_on_the_functions_python() -> None:
+    """The tests run on the functions' runtime, which the asset's bytecode is compiled for
+    (`compile_for_lambda` compiles only on that Python), and the checks and the package name the same."""
+    runtime = "python{}.{}".format(*PROJECT_PYTHON)
+    assert LAMBDA_RUNTIME.name == runtime
+    assert sys.version_info[:2] == PROJECT_PYTHON, f"the tests run on Python {sys.version}, the functions on {runtime}"
+    assert f"/{runtime}/" in POWERTOOLS_LAYER_PARAMETER, "the Powertools layer built for the runtime's Python"
+    assert PYPROJECT["project"]["requires-python"] == ">={}.{}".format(*PROJECT_PYTHON)
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == "py{}{}".format(*PROJECT_PYTHON)
+    assert PYPROJECT["tool"]["mypy"]["python_version"] == "{}.{}".format(*PROJECT_PYTHON)
 
 
 def test_the_code_shipped_to_glue_compiles_on_python_3_11(glue_python: str, shipped_to_glue: dict[str, Path]) -> None:
