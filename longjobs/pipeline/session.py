@@ -7,6 +7,7 @@ settings (`longjobs.pipeline.job.SESSION_CONF`). Glue builds its own session (`l
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -17,6 +18,10 @@ def local_session(app_name: str, *, shuffle_partitions: int, driver_memory: str 
     """A `local[2]` session (the existing one, if this process has one: Spark allows one per JVM)."""
     # Local mode talks to itself only; naming the loopback spares the JVM's warning about the hostname.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers (a Python function applied to rows) run on this interpreter. Spark's default is the
+    # PATH's `python3`, which may be another Python (pyenv's global one), and a worker whose minor version
+    # differs from the driver's fails the job (PYTHON_VERSION_MISMATCH).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
