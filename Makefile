@@ -33,7 +33,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # twine checks what `make dist` builds, run by uv from its own cached environment (no pin to share with the project's).
 TWINE_VERSION := 6.2.0
 
-.PHONY: lock install lint typecheck test unit functional bench demo tools clean checkov-env checkov dist
+.PHONY: lock install lint typecheck test unit functional bench demo tools glue-python clean checkov-env checkov dist
 
 # .venv on Python 3.13. A .venv on another Python (a checkout's from before the project moved to 3.13), or
 # whose Python no longer runs, is removed and made anew: everything in it is what make installs, and
@@ -107,7 +107,7 @@ typecheck: install
 # beside the installs and checks before them (two jobs), so it adds no wall time of its own. Work
 # stealing: a worker left idle takes tests queued for the other, so the few long real-time tests at the
 # end do not run one after another on one worker (tests/e2e and tests/infra: 193 s against 222 s).
-test: tools
+test: tools glue-python
 	@$(MAKE) --no-print-directory -j2 --output-sync=target checkov-env lint typecheck
 	$(BIN)/pytest -n 2 --dist worksteal
 
@@ -125,15 +125,12 @@ bench: install
 	$(BIN)/python -m benchmarks.cold_start
 	$(BIN)/python -m benchmarks.backfill
 
-# Python 3.13 makes .venv; a Python 3.11 compiles the code shipped to Glue 5.x, as Glue's Python
-# (tests/unit/test_python_versions.py); Java runs Spark (the pipeline tests, the demo); Node runs the pinned
-# CDK command line that renders the workflow and synthesizes the stack. All are checked before anything is
-# installed. The CDK supports Node 22 and 24 (https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html);
-# any other version gets a note and goes on, Node 20 included (past its end of life, it still runs this
-# project's CDK).
+# Python 3.13 makes .venv; Java runs Spark (the pipeline tests, the demo); Node runs the pinned CDK command
+# line that renders the workflow and synthesizes the stack. All are checked before anything is installed.
+# The CDK supports Node 22 and 24 (https://docs.aws.amazon.com/cdk/v2/guide/node-versions.html); any other
+# version gets a note and goes on, Node 20 included (past its end of life, it still runs this project's CDK).
 tools:
 	@$(NEED_PYTHON)
-	@[ -n "$(call find_python,$(GLUE_PYTHON_VERSION))" ] || { echo "make $(MAKECMDGOALS) needs Python $(GLUE_PYTHON_VERSION) too, Glue 5.x's Python, to check the code shipped to Glue: found no python$(GLUE_PYTHON_VERSION) that runs on the PATH or in pyenv's versions folder. Install it (pyenv install $(GLUE_PYTHON_VERSION); Debian 12: sudo apt-get install python3; macOS: brew install python@$(GLUE_PYTHON_VERSION)), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@java -version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Java 17 for Spark: install a JDK or JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@node --version >/dev/null 2>&1 || { echo "make $(MAKECMDGOALS) needs Node.js for the CDK: install Node 22 or 24 (https://nodejs.org), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 	@major=$$(node --version | sed 's/^v//; s/[.].*//'); case "$$major" in \
@@ -141,6 +138,11 @@ tools:
 	  20) echo "note: Node 20 works here, but it is past its end of life (2026-04-30) and the CDK's support for it ended on 2026-10-30; the CDK supports Node 22 and 24 (https://nodejs.org)" >&2 ;; \
 	  *) echo "note: Node $$major is not one the CDK supports; it supports Node 22 and 24 (https://nodejs.org)" >&2 ;; \
 	esac
+
+# The tests compile the code shipped to Glue 5.x with a Python 3.11, Glue's Python
+# (tests/unit/test_python_versions.py): `make test` checks there is one before anything is installed.
+glue-python:
+	@[ -n "$(call find_python,$(GLUE_PYTHON_VERSION))" ] || { echo "make $(MAKECMDGOALS) needs Python $(GLUE_PYTHON_VERSION) too, Glue 5.x's Python, to check the code shipped to Glue: found no python$(GLUE_PYTHON_VERSION) that runs on the PATH or in pyenv's versions folder. Install it (pyenv install $(GLUE_PYTHON_VERSION); Debian 12: sudo apt-get install python3; macOS: brew install python@$(GLUE_PYTHON_VERSION)), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 
 # The whole processor offline (moto, local Spark): a mixed scenario, its report and timeline in out/demo.
 demo: tools install

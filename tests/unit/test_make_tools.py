@@ -1,6 +1,7 @@
 """`make tools` states the Node versions the CDK supports: a note on Node 20 (or any other) and no failure;
-silence on 22 and 24; a missing Node, Python 3.13 or Python 3.11 stops it with what to install. Stand-in
-`node`, `java` and Python scripts on PATH stand for each machine (no JVM or Node starts).
+silence on 22 and 24; a missing Node or Python 3.13 stops it with what to install, and `make test` stops so
+without a Python 3.11. Stand-in `node`, `java` and Python scripts on PATH stand for each machine (no JVM or
+Node starts).
 
 `make` finds Python 3.13 where pyenv keeps it when the PATH's `python3.13` is a shim that fails, and makes
 a .venv on another Python anew: real interpreters for the first, whose version check is what is tested;
@@ -53,7 +54,7 @@ def run_make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def make_tools(
-    tmp_path: Path, node_version: str | None, *, pythons: tuple[str, ...] = ("3.13", "3.11")
+    tmp_path: Path, node_version: str | None, *, pythons: tuple[str, ...] = ("3.13",)
 ) -> subprocess.CompletedProcess[str]:
     """`make tools` with only stand-ins for `java`, the `pythons` and (unless None) `node`."""
     scripts = {"java": 'echo "openjdk version \\"17.0.2\\"" >&2'}
@@ -94,19 +95,27 @@ def test_make_tools_stops_without_node_naming_what_to_install(tmp_path: Path) ->
 
 
 def test_make_tools_stops_without_python_3_13_naming_what_to_install(tmp_path: Path) -> None:
-    done = make_tools(tmp_path, "v22.11.0", pythons=("3.11",))
+    done = make_tools(tmp_path, "v22.11.0", pythons=())
 
     assert done.returncode != 0
     assert "make tools needs Python 3.13, the functions' Lambda runtime: found no python3.13" in done.stderr
     assert "pyenv install 3.13" in done.stderr
 
 
-def test_make_tools_stops_without_python_3_11_naming_what_to_install(tmp_path: Path) -> None:
-    done = make_tools(tmp_path, "v22.11.0", pythons=("3.13",))
+def test_make_test_stops_without_python_3_11_naming_what_to_install(tmp_path: Path) -> None:
+    """`make test` checks for Glue's Python (`glue-python`) beside `tools`; the demo does not need it."""
+    stand_ins(tmp_path / "bin", {"python3.13": WORKING_PYTHON})
+
+    done = run_make(tmp_path, "glue-python")
 
     assert done.returncode != 0
-    assert "make tools needs Python 3.11 too, Glue 5.x's Python" in done.stderr
+    assert "make glue-python needs Python 3.11 too, Glue 5.x's Python" in done.stderr
     assert "pyenv install 3.11" in done.stderr
+    assert make_tools(tmp_path, "v22.11.0", pythons=("3.13",)).returncode == 0, "make tools needs no 3.11"
+
+    stand_ins(tmp_path / "bin", {"python3.11": WORKING_PYTHON})
+
+    assert run_make(tmp_path, "glue-python").returncode == 0
 
 
 def test_make_takes_pyenvs_python_3_13_when_the_path_has_a_failing_shim(tmp_path: Path) -> None:
