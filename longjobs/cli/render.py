@@ -108,6 +108,17 @@ def lease_json(lease: Lease) -> dict[str, Any]:
     return data
 
 
+def status_text(lease: Lease) -> str:
+    """A lease's status; a REJECTED one with the reason it went to the DLQ (its last error's name:
+    `AttemptsExhausted`, `NotJson`, ...), since the status alone does not tell poison from a job whose
+    attempts ran out."""
+    if lease.status is LeaseStatus.REJECTED and lease.last_error is not None:
+        reason = lease.last_error.error.partition(":")[0].strip()  # a poison record keeps `<type>: <why>` whole
+        if reason:
+            return f"{lease.status.value} ({reason})"
+    return lease.status.value
+
+
 def status_json(status: Status) -> dict[str, Any]:
     data: dict[str, Any] = jsonable(status)
     data["at"] = iso(status.at)
@@ -260,7 +271,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     fields.add_column("field", style="bold")
     fields.add_column("value", overflow="fold")
     rows: list[tuple[str, str]] = [
-        ("status", lease.status.value),
+        ("status", status_text(lease)),
         ("job type", lease.job_type or "-"),
         ("job id", lease.job_id or "-"),
         ("deliveries (receive count)", str(lease.receive_count)),

@@ -151,6 +151,33 @@ def assert_moved_exactly(
             assert letter["message_id"] == before[name]["message_id"], f"{name} stayed where it was"
 
 
+def test_lease_of_each_dead_lettered_message_tells_its_job_and_why(
+    processor: LocalProcessor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`longjobs lease` on each message the runtime dead-lettered, by the id its producer got: a job whose
+    attempts ran out keeps its job id and reads `AttemptsExhausted`; a poison body has no job (`-`)."""
+    monkeypatch.setenv("COLUMNS", "400")  # each field's value on one line
+    endpoint = processor.endpoint
+    for name, letter in dlq(endpoint).items():
+        original = letter["original_message_id"]
+        shown = command("--endpoint-url", endpoint, "lease", original)
+        stored = command("--endpoint-url", endpoint, "lease", original, "--json")
+        assert shown.code == 0 and stored.code == 0, (shown, stored)
+        lease = stored.json()["lease"]
+        rows = {
+            line.split("│")[1].strip(): line.split("│")[2].strip() for line in shown.out.splitlines() if "│" in line
+        }
+        if name in FAILING:
+            assert (lease["status"], lease["job_id"]) == ("REJECTED", name), lease
+            assert lease["last_error"]["error"] == "AttemptsExhausted", lease
+            assert (rows["job id"], rows["status"]) == (name, "REJECTED (AttemptsExhausted)"), shown.out
+        elif name == CANCELLED:
+            assert rows["job id"] == CANCELLED, shown.out
+        else:  # poison: no job to name
+            assert (lease["status"], lease["job_id"]) == ("REJECTED", None), lease
+            assert rows["job id"] == "-" and rows["status"] == f"REJECTED ({MIX[name]})", shown.out
+
+
 def test_redrive_without_yes_and_without_a_terminal_refuses_and_moves_nothing(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,7 +17,7 @@ from longjobs.cli import dlq, render, resources
 from longjobs.cli.__main__ import describe, main
 from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
 from longjobs.cli.errors import CliError
-from longjobs.cli.leases import Execution
+from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import LastHour, QueueDepth, Status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.receiver.dlq import dlq_attributes, exhausted_attributes
@@ -317,3 +317,56 @@ def test_render_tables_keep_every_id_whole_on_one_line_at_80_columns() -> None:
         assert all(len(line) <= width for line in lines)
         assert any(message_id in line for line in lines) and any(original in line for line in lines), lines
         assert any(line.strip().startswith("│ original message id") for line in lines) is stacked
+
+
+def _closed(status: LeaseStatus, **fields: Any) -> Lease:
+    return Lease(
+        message_id="m",
+        queue_url="q",
+        receipt_handle="h",
+        receive_count=2,
+        received_at=NOW,
+        visible_until=NOW,
+        renew_until=NOW,
+        status=status,
+        closed_at=NOW,
+        **fields,
+    )
+
+
+def _rows(renderable: Any) -> dict[str, str]:
+    """The `field │ value` rows of a view drawn wide enough for each value to stay on one line."""
+    return {
+        cells[1].strip(): cells[2].strip()
+        for line in _text(renderable).splitlines()
+        if len(cells := line.split("│")) == 4
+    }
+
+
+@pytest.mark.parametrize(
+    ("lease", "status", "job_id"),
+    [
+        pytest.param(
+            _closed(
+                LeaseStatus.REJECTED,
+                job_type="wait",
+                job_id="nightly",
+                last_error=LastError("AttemptsExhausted", "WaitJobFailed: the wait job was asked to fail"),
+            ),
+            "REJECTED (AttemptsExhausted)",
+            "nightly",
+            id="attempts-exhausted",
+        ),
+        pytest.param(
+            _closed(LeaseStatus.REJECTED, last_error=LastError("NotJson: body is not JSON: Expecting value")),
+            "REJECTED (NotJson)",
+            "-",
+            id="poison",
+        ),
+        pytest.param(_closed(LeaseStatus.RELEASED, last_error=LastError("WaitJobFailed")), "RELEASED", "-", id="other"),
+    ],
+)
+def test_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, status: str, job_id: str) -> None:
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert (shown["status"], shown["job id"]) == (status, job_id), shown

@@ -116,6 +116,9 @@ def dead_letter(
     deleted. Raises when the send fails: the record is reported failed, nothing is deleted. `in_place`:
     the record replaces a lease of this very receive (its receive count), fenced by its version alone.
 
+    The record keeps the job's type and id (`longjobs lease` and `longjobs cancel JOB_ID` find the job's
+    message there); it names no execution, so nothing releases a hold by it.
+
     The message leaves for good, so what its last attempt may still hold is freed first, conditional on
     that attempt's execution (the decision reads it not running): a lease closed by a writer that crashed
     before its own release leaves its job lock held, and no later message of the job id may come to take
@@ -136,6 +139,7 @@ def dead_letter(
         LeaseStatus.REJECTED,
         version=successor_version(replacing),
         job_type=replacing.job_type if replacing is not None else None,
+        job_id=replacing.job_id if replacing is not None else None,
         last_error=LastError(error_type, last),
         history=history,
     )
