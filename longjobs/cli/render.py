@@ -21,6 +21,7 @@ from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import Status
 from longjobs.cli.submit import Submitted
 from longjobs.cli.top import Frame
+from longjobs.engine.cancel import RECORD_KEY as CANCEL_RECORD_KEY
 from longjobs.engine.cancel import CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
@@ -105,6 +106,19 @@ def lease_json(lease: Lease) -> dict[str, Any]:
     data = {key: jsonable(getattr(lease, key)) for key in asdict(lease)}
     for key in LEASE_TIME_FIELDS:
         data[key] = iso(getattr(lease, key))
+    data["result"] = result_data(lease.result)
+    return data
+
+
+def result_data(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A lease's result as shown: a cancel's record (`longjobs.engine.cancel.RECORD_KEY`) keeps its time
+    as epoch seconds, shown as an ISO 8601 UTC time like every other time the command prints."""
+    if result is None:
+        return None
+    data: dict[str, Any] = jsonable(result)
+    record = data.get(CANCEL_RECORD_KEY)
+    if isinstance(record, dict) and isinstance(record.get("at"), int | float) and not isinstance(record["at"], bool):
+        data[CANCEL_RECORD_KEY] = {**record, "at": iso(record["at"])}
     return data
 
 
@@ -287,7 +301,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("queue", lease.queue_url),
         ("version", str(lease.version)),
         ("last error", str(lease.last_error or "-")),
-        ("result", "-" if lease.result is None else json.dumps(lease.result, sort_keys=True)),
+        ("result", "-" if lease.result is None else json.dumps(result_data(lease.result), sort_keys=True)),
     ]
     if lease.status in COPIED_STATUSES or lease.copy_id or lease.claimed_by:
         # A parked message runs from a copy in its type's waiting queue, a requeued one from a delayed copy

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -151,11 +152,15 @@ def assert_moved_exactly(
             assert letter["message_id"] == before[name]["message_id"], f"{name} stayed where it was"
 
 
+ISO_UTC = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+
+
 def test_lease_of_each_dead_lettered_message_tells_its_job_and_why(
     processor: LocalProcessor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`longjobs lease` on each message the runtime dead-lettered, by the id its producer got: a job whose
-    attempts ran out keeps its job id and reads `AttemptsExhausted`; a poison body has no job (`-`)."""
+    attempts ran out keeps its job id and reads `AttemptsExhausted`; a poison body has no job (`-`); a
+    cancel's time is an ISO 8601 UTC time, as every other time the command shows."""
     monkeypatch.setenv("COLUMNS", "400")  # each field's value on one line
     endpoint = processor.endpoint
     for name, letter in dlq(endpoint).items():
@@ -172,6 +177,9 @@ def test_lease_of_each_dead_lettered_message_tells_its_job_and_why(
             assert lease["last_error"]["error"] == "AttemptsExhausted", lease
             assert (rows["job id"], rows["status"]) == (name, "REJECTED (AttemptsExhausted)"), shown.out
         elif name == CANCELLED:
+            at = lease["result"]["cancel"]["at"]
+            assert isinstance(at, str) and re.fullmatch(ISO_UTC, at), lease["result"]
+            assert rows["result"].startswith(f'{{"cancel": {{"at": "{at}", '), shown.out
             assert rows["job id"] == CANCELLED, shown.out
         else:  # poison: no job to name
             assert (lease["status"], lease["job_id"]) == ("REJECTED", None), lease

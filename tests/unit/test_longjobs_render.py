@@ -343,6 +343,23 @@ def _rows(renderable: Any) -> dict[str, str]:
     }
 
 
+def test_cancel_time_is_shown_as_an_iso_8601_utc_time() -> None:
+    """The cancel's record keeps its time as epoch seconds in the lease's result: `lease ID` and its
+    `--json` show it as every other time, ISO 8601 in UTC."""
+    record = {"reason": "wrong date", "previous_status": "ACTIVE", "at": NOW + 0.25, "done": True}
+    lease = _closed(LeaseStatus.CANCELLED, job_id="nightly", result={"cancel": {**record, "dead_letter_id": "d"}})
+
+    data = render.lease_json(lease)
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert data["result"]["cancel"]["at"] == "2027-01-15T08:00:00.250Z"
+    assert data["result"]["cancel"]["reason"] == "wrong date"
+    assert json.loads(shown["result"])["cancel"]["at"] == "2027-01-15T08:00:00.250Z", shown
+    assert str(NOW) not in shown["result"]
+    assert lease.result is not None and lease.result["cancel"]["at"] == NOW + 0.25, "the lease itself unchanged"
+    assert render.lease_json(_closed(LeaseStatus.SUCCEEDED, result={"at": 5}))["result"] == {"at": 5}, "a job's own"
+
+
 @pytest.mark.parametrize(
     ("lease", "status", "job_id"),
     [
