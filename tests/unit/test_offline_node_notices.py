@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,19 @@ def test_offline_node_notices_are_byte_strings_without_the_switches() -> None:
     done = python("import aws_cdk")
 
     assert "b'!!  Node 20 is end-of-life" in done.stderr
+
+
+def test_installed_console_script_keeps_the_node_notices_out() -> None:
+    """The `longjobs-offline` console script, as a user runs it (no JSII_* variable set), on a command that
+    renders the workflow through the CDK (`sim` builds it with jsii): nothing of jsii's notice on stderr."""
+    script = Path(sys.executable).with_name("longjobs-offline")
+    assert script.exists(), "the package's console scripts are installed beside the interpreter"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("JSII_")}
+
+    done = subprocess.run(
+        [str(script), "sim", "--seed", "1"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "every property held" in done.stdout
+    assert "b'!!" not in done.stderr and "end-of-life" not in done.stderr, done.stderr
