@@ -9,6 +9,7 @@ function deployed with tracing off, the offline runtime and the tests do not pay
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast
@@ -59,7 +60,45 @@ def make_tracer() -> HandlerTracer:
     return cast(HandlerTracer, Tracer(service=SERVICE))
 
 
-logger = Logger(service=SERVICE)
+INVOCATION_KEYS = ("function_name", "function_arn", "function_memory_size", "function_request_id")
+"""The keys of the Lambda context `inject_lambda_context` puts on each line, kept per thread too."""
+
+
+class FunctionLogger(Logger):
+    """Powertools' `Logger`, whose `inject_lambda_context` also keeps the invocation's context keys per thread
+    (Powertools' `thread_safe_append_keys`, a context variable that wins over the logger's shared keys) for
+    the invocation's length.
+
+    In Lambda each function is its own process and this changes no line. The offline runtime runs the three
+    functions in one process on threads of their own, sharing this one logger: the keys Powertools appends
+    are the logger's, so a line took the name of whichever function was invoked last (receiver work tagged
+    `extender`). Kept per thread, each line names the function whose invocation logged it."""
+
+    def inject_lambda_context(  # type: ignore[override]
+        self, lambda_handler: Callable[..., Any] | None = None, **options: Any
+    ) -> Any:
+        if lambda_handler is None:
+            return functools.partial(self.inject_lambda_context, **options)
+        handler = lambda_handler
+
+        @functools.wraps(handler)
+        def tagged(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+            keys = {
+                "function_name": getattr(context, "function_name", None),
+                "function_arn": getattr(context, "invoked_function_arn", None),
+                "function_memory_size": getattr(context, "memory_limit_in_mb", None),
+                "function_request_id": getattr(context, "aws_request_id", None),
+            }
+            self.thread_safe_append_keys(**{key: value for key, value in keys.items() if value is not None})
+            try:
+                return handler(event, context, *args, **kwargs)
+            finally:
+                self.thread_safe_remove_keys(INVOCATION_KEYS)
+
+        return super().inject_lambda_context(tagged, **options)
+
+
+logger = FunctionLogger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = make_tracer()
 
