@@ -17,7 +17,7 @@ workflow's own closes refuse a CANCELLED lease.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,34 +25,25 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
-from longjobs.engine.clock import SystemClock
 from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import job_lock_key
 from longjobs.engine.receiver.types import Outcome
-from tests.functional.conftest import Flow, OffsetClock, running_flow
-from tests.functional.test_admission import CATALOG, LIMITED, SLOT, queued
-from tests.functional.test_cancel import REASON, assert_dead_lettered_as_cancelled, status_of
+from tests.functional import test_cancel
+from tests.functional.conftest import Flow, OffsetClock
+from tests.functional.test_admission import LIMITED, SLOT, queued
+from tests.functional.test_cancel import (
+    REASON,
+    assert_dead_lettered_as_cancelled,
+    canceller,
+    status_of,
+)
+
+flow = test_cancel.flow
+"""The fixture these tests share with the cancel's own: a running flow with the wait and limited types."""
 
 LATER_S = cancel.HANDOVER_S + 5
 """How far ahead the extender's clock runs when it is to finish a cancel: past the cancel's own hand-over."""
-
-
-@pytest.fixture
-def flow() -> Iterator[Flow]:
-    with running_flow(CATALOG, max_attempts=2) as built:
-        yield built
-
-
-def canceller(flow: Flow, **changes: Any) -> cancel.Canceller:
-    made = cancel.Canceller(
-        store=flow.receiver.store,
-        sqs=flow.sqs,
-        stepfunctions=flow.harness.stepfunctions,
-        dlq_url=flow.dlq_url,
-        clock=SystemClock(),
-    )
-    return replace(made, **changes)
 
 
 def throttled(operation: str) -> ClientError:
