@@ -15,10 +15,13 @@ from longjobs.offline.scenario import parse_scenario
 
 pytestmark = pytest.mark.e2e
 
-SEED = 40
-"""Runs 1 and 2 of this seed hold, between them, a fault of every mode on calls that surely happen, a lost
-scheduled run, and a dropped status event (checked by `test_chaos_seed_draws_every_fault_type`); two runs
-rather than three keep this real-time test short (the simulation is where protocol logic is checked)."""
+SEED = 55
+"""Runs 1 and 2 of this seed hold, between them, a fault of every mode on calls that surely happen within
+their windows (the receiver's visibility change, the extender's renewals, any call in the first 5 s, the
+watcher's release of the aborted job), a lost scheduled run, and a dropped status event (checked by
+`test_chaos_seed_draws_every_fault_type`); two runs rather than three keep this real-time test short (the
+simulation is where protocol logic is checked). A fault on a call that only a status event of the first
+seconds makes is not enough: under load no execution ends that early."""
 RUNS = 2
 MODES = {"throttle", "error", "ambiguous", "crash", "lost_run", "dropped_event"}
 
