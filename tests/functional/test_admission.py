@@ -548,8 +548,13 @@ def test_admission_mark_succeeded_answered_500_after_it_landed_still_releases_lo
     original = DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: DynamoDBBackend, items: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-        closes = [item for item in items if item.get("Update", {}).get("ExpressionAttributeValues", {}).get(":status")]
-        if closes and not refused:  # the workflow's close and releases (not the receiver's holds)
+        succeeded = {"S": LeaseStatus.SUCCEEDED.value}
+        closes = [
+            item
+            for item in items
+            if item.get("Update", {}).get("ExpressionAttributeValues", {}).get(":status") == succeeded
+        ]
+        if closes and not refused:  # the workflow's close and releases (not another message's lease write)
             refused.append("transaction")
             raise JsonRESTError("ThrottlingException", "Rate of requests exceeds the allowed throughput")
         return original(self, items, *args, **kwargs)
