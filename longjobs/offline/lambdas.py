@@ -4,6 +4,7 @@ a context object, and real-shaped SQS events."""
 from __future__ import annotations
 
 import importlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,3 +75,41 @@ def sqs_record(message: dict[str, Any], *, source_arn: str, region: str) -> dict
 def sqs_event(messages: Sequence[dict[str, Any]], *, source_arn: str, region: str) -> dict[str, Any]:
     """The event of one batch."""
     return {"Records": [sqs_record(m, source_arn=source_arn, region=region) for m in messages]}
+
+
+def s3_notification(
+    bucket: str,
+    keys: Sequence[str],
+    *,
+    sequencers: Sequence[str] | None = None,
+    region: str = "us-east-1",
+    event_time: str = "2026-01-01T00:00:00.000Z",
+) -> str:
+    """The body S3 sends to a queue when objects are created at `keys` in `bucket`: one record a key, in
+    the shape of https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html.
+    Each record's sequencer is the one given for it, else one made from its position."""
+    sequencers = list(sequencers) if sequencers is not None else [f"0A{index}" for index in range(len(keys))]
+
+    def record(key: str, sequencer: str) -> dict[str, Any]:
+        return {
+            "eventVersion": "2.1",
+            "eventSource": "aws:s3",
+            "awsRegion": region,
+            "eventTime": event_time,
+            "eventName": "ObjectCreated:Put",
+            "userIdentity": {"principalId": "AWS:EXAMPLE"},
+            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
+            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
+            "s3": {
+                "s3SchemaVersion": "1.0",
+                "configurationId": "markers",
+                "bucket": {
+                    "name": bucket,
+                    "ownerIdentity": {"principalId": "EXAMPLE"},
+                    "arn": f"arn:aws:s3:::{bucket}",
+                },
+                "object": {"key": key, "size": 0, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": sequencer},
+            },
+        }
+
+    return json.dumps({"Records": [record(k, s) for k, s in zip(keys, sequencers, strict=True)]}, sort_keys=True)

@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from longjobs.offline import lambdas
 from longjobs.offline.resources import SPARK_TASK_TIMEOUT_S
 
 PROFILES = ("standard", "fifo", "admission", "mixed")
@@ -301,35 +302,8 @@ def notification_markers(body: str) -> tuple[tuple[str, ...], tuple[str, ...]] |
 
 def s3_notification(folders: tuple[str, ...], sequencers: tuple[str, ...]) -> str:
     """An S3 event notification (as S3 sends it to a queue) of a completion marker in each folder."""
-
-    def record(folder: str, sequencer: str) -> dict[str, Any]:
-        return {
-            "eventVersion": "2.1",
-            "eventSource": "aws:s3",
-            "awsRegion": "us-east-1",
-            "eventTime": "2026-01-01T00:00:00.000Z",
-            "eventName": "ObjectCreated:Put",
-            "userIdentity": {"principalId": "AWS:EXAMPLE"},
-            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "markers",
-                "bucket": {
-                    "name": PARTITION_BUCKET,
-                    "ownerIdentity": {"principalId": "EXAMPLE"},
-                    "arn": f"arn:aws:s3:::{PARTITION_BUCKET}",
-                },
-                "object": {
-                    "key": f"parts/{folder}/_SUCCESS",
-                    "size": 0,
-                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                    "sequencer": sequencer,
-                },
-            },
-        }
-
-    return json.dumps({"Records": [record(f, s) for f, s in zip(folders, sequencers, strict=True)]}, sort_keys=True)
+    keys = [f"parts/{folder}/_SUCCESS" for folder in folders]
+    return lambdas.s3_notification(PARTITION_BUCKET, keys, sequencers=sequencers)
 
 
 BURST_SHARE = 0.3

@@ -21,6 +21,7 @@ from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.fan_out import FanOutFailed
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, send_attributes
+from longjobs.offline.lambdas import s3_notification
 from tests.functional.conftest import ACCOUNT, REGION, Flow, running_flow
 
 SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
@@ -33,39 +34,6 @@ def flow() -> Iterator[Flow]:
     # a copy that waits for its job id is sent back with no delay, so a second run shows at once
     with running_flow(CATALOG, job_wait_base_s=0, job_wait_cap_s=0) as made:
         yield made
-
-
-def s3_notification(*keys: str, bucket: str = "raw") -> str:
-    """An S3 event notification (as S3 sends it to a queue) of objects created under `keys`."""
-
-    def record(index: int, key: str) -> dict[str, Any]:
-        return {
-            "eventVersion": "2.1",
-            "eventSource": "aws:s3",
-            "awsRegion": REGION,
-            "eventTime": "2026-11-20T00:00:00.000Z",
-            "eventName": "ObjectCreated:Put",
-            "userIdentity": {"principalId": "AWS:EXAMPLE"},
-            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "markers",
-                "bucket": {
-                    "name": bucket,
-                    "ownerIdentity": {"principalId": "EXAMPLE"},
-                    "arn": f"arn:aws:s3:::{bucket}",
-                },
-                "object": {
-                    "key": key,
-                    "size": 0,
-                    "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                    "sequencer": f"0A{index}",
-                },
-            },
-        }
-
-    return json.dumps({"Records": [record(i, key) for i, key in enumerate(keys)]})
 
 
 def markers(*dates: str) -> list[str]:
@@ -161,7 +129,7 @@ def server_error(operation: str) -> ClientError:
 
 def notification(flow: Flow, bucket: str, dates: tuple[str, ...] = DATES) -> Delivery:
     """Send an S3 notification of `dates`' markers in `bucket` and receive it."""
-    sent = flow.harness.send(s3_notification(*markers(*dates), bucket=bucket))
+    sent = flow.harness.send(s3_notification(bucket, markers(*dates), region=REGION))
     [delivery] = [d for d in receive_all(flow) if d.message_id == sent]
     return delivery
 

@@ -30,7 +30,7 @@ from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_RETENTION_S
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
-from longjobs.offline.lambdas import LambdaContext, sqs_event
+from longjobs.offline.lambdas import LambdaContext, s3_notification, sqs_event
 from tests.functional.conftest import (
     ACCOUNT,
     REGION,
@@ -207,31 +207,11 @@ def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_t
     assert (dead["MessageId"], dead["Attributes"]["MessageGroupId"]) == (a1, "A")
 
 
-def s3_notification(*keys: str) -> str:
-    def record(key: str) -> dict[str, Any]:
-        return {
-            "eventVersion": "2.1",
-            "eventSource": "aws:s3",
-            "awsRegion": REGION,
-            "eventTime": "2026-11-20T00:00:00.000Z",
-            "eventName": "ObjectCreated:Put",
-            "userIdentity": {"principalId": "AWS:EXAMPLE"},
-            "requestParameters": {"sourceIPAddress": "127.0.0.1"},
-            "responseElements": {"x-amz-request-id": "R", "x-amz-id-2": "I"},
-            "s3": {
-                "s3SchemaVersion": "1.0",
-                "configurationId": "markers",
-                "bucket": {"name": "raw", "ownerIdentity": {"principalId": "EXAMPLE"}, "arn": "arn:aws:s3:::raw"},
-                "object": {"key": key, "size": 0, "eTag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": "0A"},
-            },
-        }
-
-    return json.dumps({"Records": [record(key) for key in keys]})
-
-
 def test_fifo_fan_out_keeps_the_group_and_a_retry_sends_no_second_copy(fifo: Flow) -> None:
     notification = send_raw(
-        fifo, "tenant-1", s3_notification("events/date=2026-11-20/_SUCCESS", "events/date=2026-11-21/_SUCCESS")
+        fifo,
+        "tenant-1",
+        s3_notification("raw", ["events/date=2026-11-20/_SUCCESS", "events/date=2026-11-21/_SUCCESS"], region=REGION),
     )
     [delivery] = fifo.receive_batch()
     delivery = replace(delivery, group_id="tenant-1")  # as the event's record carries it
