@@ -16,7 +16,7 @@ import pytest
 from longjobs.offline.runtime import RunResult, run_scenario
 from longjobs.offline.scenario import parse_scenario
 
-SPARK_HEARTBEAT_S = 4
+SPARK_HEARTBEAT_S = 10
 """One heartbeat timeout for every scenario: the workflow is rendered (by the CDK, in seconds) once."""
 
 Runner = Callable[..., RunResult]
