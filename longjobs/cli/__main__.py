@@ -83,7 +83,7 @@ def _connection_options() -> Parser:
         "--endpoint-url",
         metavar="URL",
         default=argparse.SUPPRESS,
-        help="the local service (python -m offline serve), e.g. http://127.0.0.1:4566 (default: $AWS_ENDPOINT_URL)",
+        help="the local service (longjobs-offline serve), e.g. http://127.0.0.1:4566 (default: $AWS_ENDPOINT_URL)",
     )
     group.add_argument("--region", default=argparse.SUPPRESS, help="AWS region (default: as the AWS CLI finds it)")
     group.add_argument("--profile", default=argparse.SUPPRESS, help="AWS CLI profile for credentials and region")

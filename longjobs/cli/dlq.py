@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -201,6 +201,10 @@ class RedriveFilter:
         """Whether it selects every message (then SQS's own move task can do the redrive)."""
         return self == RedriveFilter(include_poison=True)
 
+    def keeps_by_default(self, letter: DeadLetter) -> bool:
+        """Whether the letter stays only because it is poison or cancelled: `--include-poison` would move it."""
+        return not self.selects(letter) and replace(self, include_poison=True).selects(letter)
+
     def selects(self, letter: DeadLetter) -> bool:
         kept = letter.error_type in KEPT_BY_DEFAULT and letter.error_type not in self.error_types
         if kept and not self.include_poison:
@@ -235,7 +239,8 @@ class RedriveResult:
     task_handle: str | None = None
     approximate_messages: int | None = None
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
-    skipped: int = 0  # messages the filter left in the DLQ (poison by default)
+    skipped: int = 0  # messages the filter's criteria left in the DLQ
+    kept: int = 0  # messages it would have selected but for being poison or cancelled (--include-poison)
     errors: list[str] = field(default_factory=list)
     messages: list[DeadLetter] = field(default_factory=list)
 
@@ -279,10 +284,14 @@ def copy_messages(
                 result.came_back += 1
                 held.append(message["ReceiptHandle"])
                 continue
-            if not select.selects(dead_letter(message)):
+            letter = dead_letter(message)
+            if not select.selects(letter):
                 if message["MessageId"] not in skipped_ids:
                     skipped_ids.add(message["MessageId"])
-                    result.skipped += 1
+                    if select.keeps_by_default(letter):
+                        result.kept += 1
+                    else:
+                        result.skipped += 1
                 held.append(message["ReceiptHandle"])
                 continue
             if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
@@ -359,7 +368,8 @@ def redrive(
     if dry_run:
         letters = peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s)
         chosen = [letter for letter in letters if select.selects(letter)]
-        return RedriveResult(method="dry-run", messages=chosen, skipped=len(letters) - len(chosen))
+        kept = sum(1 for letter in letters if select.keeps_by_default(letter))
+        return RedriveResult(method="dry-run", messages=chosen, skipped=len(letters) - len(chosen) - kept, kept=kept)
     source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
     if select.everything:
         # Read before the start: the task moves what is visible then, and a fast one (the offline

@@ -167,10 +167,12 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
     for name, depth in (("jobs", status.queue), ("dead-letter", status.dlq)):
         queues.add_row(name, str(depth.visible), str(depth.in_flight), str(depth.delayed), str(depth.total))
 
-    leases = Table(title="leases by status (table scan)", title_justify="left")
-    for name in status.leases:
-        leases.add_column(name, justify="right")
-    leases.add_row(*(str(count) for count in status.leases.values()))
+    # One row a status: ten statuses side by side do not fit 80 columns, and a cut name reads as none.
+    leases = Table(title="leases (table scan)", title_justify="left")
+    leases.add_column("status")
+    leases.add_column("leases", justify="right")
+    for name, count in status.leases.items():
+        leases.add_row(name, str(count))
 
     hour = Table(title=f"last hour (from the {status.source})", title_justify="left")
     for column in ("oldest message", "renewals", "lapses", "leases lost"):
@@ -357,7 +359,9 @@ def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Rendera
 
 def redrive_view(result: RedriveResult) -> RenderableType:
     if result.method == "dry-run":
-        left = f"; {result.skipped} would stay" if result.skipped else ""
+        stays = [f"{result.skipped} the filter does not select"] if result.skipped else []
+        stays += [f"{result.kept} poison or cancelled (--include-poison moves them)"] if result.kept else []
+        left = f"; would stay: {', '.join(stays)}" if stays else ""
         return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}")
     if result.method == "move-task":
         return Text(
@@ -368,6 +372,8 @@ def redrive_view(result: RedriveResult) -> RenderableType:
     lines = [f"moved {result.moved} message(s) to the jobs queue"]
     if result.skipped:
         lines.append(f"{result.skipped} message(s) the filter did not select: left in the DLQ")
+    if result.kept:
+        lines.append(f"{result.kept} poison or cancelled message(s) left in the DLQ: --include-poison moves them")
     if result.failed:
         lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
     if result.came_back:

@@ -33,7 +33,7 @@ OUTPUT_STATE_MACHINE = "StateMachineArn"
 OUTPUT_CURATED_BUCKET = "CuratedBucketName"
 OUTPUT_QUARANTINE_BUCKET = "QuarantineBucketName"
 
-START_LOCAL_SERVICE = "python -m offline serve"
+START_LOCAL_SERVICE = "longjobs-offline serve"
 
 QUEUE_MISSING_CODES = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
 

@@ -76,7 +76,7 @@ def run(
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (the docs' examples are checked against it)."""
-    parser = argparse.ArgumentParser(prog="python -m offline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="longjobs-offline", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run_cmd = commands.add_parser("run", help="run a scenario file and write its report")
     run_cmd.add_argument("--scenario", type=Path, required=True)

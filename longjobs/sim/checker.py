@@ -45,6 +45,8 @@ SINGLE_EXECUTION = "single_execution"
 ONCE_PER_MESSAGE = "once_per_message"
 NO_LAPSE = "no_lapse"
 NOTHING_LOST = "nothing_lost"
+PROPERTIES = (SINGLE_EXECUTION, ONCE_PER_MESSAGE, NO_LAPSE, NOTHING_LOST)
+"""What the checker re-checks: its `--help` and docs/simulation.md name each."""
 REASON_KEYS = ("ErrorType", "ErrorMessage")
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"  # the attribute a copy carries, `original` naming its message
 
@@ -338,7 +340,7 @@ def check(lines: Iterable[str]) -> list[Finding]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m longjobs.sim.checker",
-        description="Re-check single_execution, no_lapse and nothing_lost from a simulation trace.",
+        description=f"Re-check {', '.join(PROPERTIES[:-1])} and {PROPERTIES[-1]} from a simulation trace.",
     )
     parser.add_argument("trace", help="a trace written by `python -m offline sim --trace FILE` (JSON lines)")
     args = parser.parse_args(argv)

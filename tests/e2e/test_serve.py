@@ -22,6 +22,8 @@ from longjobs.engine.jobs import load_catalog
 from longjobs.offline.serve import ServeError, check_java, serve
 from tests.longjobs_support import succeeded
 from tests.polling import eventually
+from tests.shown_output import shown_outputs, skeleton
+from tests.unit.test_docs_examples import blocks, command_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -179,6 +181,8 @@ def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytes
     assert code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"serve: port {port} on 127.0.0.1 is in use") and "pass --port" in line
+    page = " ".join((ROOT / "docs" / "offline.md").read_text(encoding="utf-8").split())
+    assert f"A port in use or a missing `java` is one line naming the cause and the fix, exit code {code}." in page
 
 
 def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,7 +312,6 @@ DOCUMENTED_AWS_REFUSALS = {
 
 def documented_commands(prefix: str) -> list[str]:
     """The commands of README.md's and docs/'s shell blocks that start with `prefix`, as the pages give them."""
-    from tests.unit.test_docs_examples import blocks, command_lines
 
     return [
         command
@@ -347,12 +350,14 @@ def run_every_documented_aws_command(service: Service, env: dict[str, str]) -> N
             variables["TASK_HANDLE"] = answer["TaskHandle"]
 
 
+STORY_LEASES = ("9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38",)
+"""A message id of the page's story that a command reads: the newest lease of this service stands in for it."""
 DOCUMENTED_REFUSALS = {
     # a documented command that ends with an error here: its exit code, and what its error names
     "submit wait --param seconds=-5": (1, "params.seconds"),  # the page shows the refusal of a bad parameter
-    "lease 9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38": (1, "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38"),  # ids of the
-    "cancel 5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70": (1, "5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70"),  # page's story,
-    "cancel nightly-2026-11-23": (1, "nightly-2026-11-23"),  # unknown to this service
+    # ids of the page's story, unknown to this service
+    "cancel 5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70": (1, "5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70"),
+    "cancel nightly-2026-11-23": (1, "nightly-2026-11-23"),
 }
 LIVE = ("--watch", "--interval")
 """A live view runs until Ctrl-C: `top --once` is its one frame, run from the same page."""
@@ -368,10 +373,21 @@ def answer_every_documented_longjobs_command(
 
     for key, value in CREDENTIALS.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no heading or note wraps
     commands = documented_commands(f"longjobs {DOCUMENTED_ENDPOINT}")
     assert len(commands) >= 10, commands
-    ran = 0
+    shown = {
+        command: output
+        for block in blocks()
+        if block.info == "console"
+        for command, output in shown_outputs(block.body).items()
+    }
+    [newest, *_] = service.longjobs("leases")
+    ran = compared = 0
     for command in commands:
+        page_command = command
+        for story_id in STORY_LEASES:
+            command = command.replace(story_id, newest["message_id"])
         words = shlex.split(command.replace(DOCUMENTED_ENDPOINT, f"--endpoint-url {service.endpoint}"), comments=True)
         if any(flag in words for flag in LIVE):
             continue
@@ -385,7 +401,13 @@ def answer_every_documented_longjobs_command(
         assert ended == code, f"{command!r} ended with {ended}: {err or out}"
         assert named is None or named in err, f"{command!r}: its error does not name {named!r}: {err}"
         ran += 1
+        if shown.get(page_command, "").strip():
+            assert skeleton(out + err) == skeleton(shown[page_command]), (
+                f"{page_command!r} prints what its page does not show"
+            )
+            compared += 1
     assert ran >= len(commands) - 2, "only the live views are left out"
+    assert compared >= 7, "every command whose output a page shows is compared"
 
 
 def _ended(listed: Any) -> list[dict[str, Any]] | None:

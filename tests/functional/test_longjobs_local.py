@@ -194,7 +194,7 @@ def test_status_table_says_what_is_not_available_offline(
     result = run(capsys, "--endpoint-url", endpoint, "status")
 
     assert result.code == 0, result.err
-    assert "leases by status" in result.out
+    assert "leases (table scan)" in result.out
     assert "n/a" in result.out
     assert "not available" in result.out
 
@@ -215,7 +215,7 @@ def test_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
 
     assert result.code == 0, result.err
     assert pauses == [2.0, 2.0]  # first view, one refresh, then Ctrl-C during the next pause
-    assert "leases by status" in result.out
+    assert "leases (table scan)" in result.out
     assert result.err == ""
 
 
@@ -356,7 +356,9 @@ def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     local.dead_letter('{"job_id": "b"}')
 
     skipped = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--yes", "--json")
-    assert (skipped.json()["moved"], skipped.json()["skipped"]) == (1, 1), "poison (InvalidShape) stays by default"
+    assert (skipped.json()["moved"], skipped.json()["skipped"], skipped.json()["kept"]) == (1, 0, 1), (
+        "poison (InvalidShape) stays by default"
+    )
     result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--include-poison", "--yes", "--json")
 
     assert result.code == 0, result.err
@@ -394,7 +396,7 @@ def test_unreachable_endpoint_fails_in_one_line_naming_it(
 
     result = run(capsys, "--endpoint-url", url, "status")
 
-    assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "python -m offline serve")
+    assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "longjobs-offline serve")
 
 
 def test_local_service_without_the_processors_queues_fails_in_one_line(
@@ -404,4 +406,4 @@ def test_local_service_without_the_processors_queues_fails_in_one_line(
 
     result = run(capsys, "--endpoint-url", endpoint, "leases")
 
-    assert_one_line_error(result, 1, "has no queue 'jobs'", "python -m offline serve")
+    assert_one_line_error(result, 1, "has no queue 'jobs'", "longjobs-offline serve")

@@ -204,7 +204,7 @@ def test_dlq_redrive_leaves_cancelled_messages_unless_asked(
     kept = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--yes", "--json")
     moved = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--error-type", "Cancelled", "--yes", "--json")
 
-    assert (kept.json()["moved"], kept.json()["skipped"]) == (0, 1), "an operator's cancel is not undone by default"
+    assert (kept.json()["moved"], kept.json()["kept"]) == (0, 1), "an operator's cancel is not undone by default"
     assert moved.json()["moved"] == 1
 
 

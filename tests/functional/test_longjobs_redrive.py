@@ -189,7 +189,7 @@ class MoveTaskRecorder(RecordingSqs):
 def test_redrive_leaves_poison_in_the_dlq_by_default(processor: Processor) -> None:
     _mixed_dead_letters(processor)
     result = redrive(MoveTaskRecorder(processor.sqs), processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
-    assert (result.method, result.moved, result.skipped) == ("copy", 2, 1)
+    assert (result.method, result.moved, result.skipped, result.kept) == ("copy", 2, 0, 1)
     assert sorted(json.loads(body)["job_id"] for body in processor.bodies(processor.queue_url)) == ["a", "b"]
     assert processor.bodies(processor.dlq_url) == ["{not json"], "poison stays where it is"
 
@@ -209,7 +209,7 @@ def test_redrive_moves_only_what_the_filter_selects(
 ) -> None:
     _mixed_dead_letters(processor)
     result = redrive(MoveTaskRecorder(processor.sqs), processor.dlq_url, processor.queue_url, select=select)  # type: ignore[arg-type]
-    assert result.moved == len(moved) and result.skipped == 3 - len(moved)
+    assert result.moved == len(moved) and result.skipped + result.kept == 3 - len(moved)
     bodies = processor.bodies(processor.queue_url)
     assert sorted(json.loads(b)["job_id"] if b.startswith('{"') else b for b in bodies) == moved
     assert len(processor.bodies(processor.dlq_url)) == 3 - len(moved), "the rest stays in the DLQ, visible"

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from longjobs.sim.checker import Finding, TraceError, check, main
+from longjobs.sim.checker import PROPERTIES, Finding, TraceError, check, main
+from tests import REPO_ROOT
 
 M1 = "m0000001-0000-4000-8000-000000000000"
 M2 = "m0000002-0000-4000-8000-000000000000"
@@ -371,3 +372,15 @@ def test_checker_agrees_with_the_simulator_on_a_real_seed(seed: int) -> None:
     assert result.violation is None
     assert any('"event":"end"' in line for line in lines)  # nothing_lost was checked too
     assert check(lines) == []
+
+
+def test_checker_help_and_the_simulation_page_name_every_property(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each property `check` reports is named by `--help` and by docs/simulation.md's account of the checker."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    page = " ".join((REPO_ROOT / "docs" / "simulation.md").read_text(encoding="utf-8").split())
+    account = page[page.index("re-checks") :].split(" from a trace")[0]
+
+    for name in PROPERTIES:
+        assert name in shown and f"`{name}`" in account, name

@@ -415,7 +415,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
     not_run = next((reason for prefix, reason in COMMANDS_NOT_RUN.items() if command.startswith(prefix)), None)
     if not_run is not None or SHELL_ASSIGNMENT.match(command):
         return "listed"
-    words = shlex.split(command.replace("[", "").replace("]", ""), comments=True)  # optional parts: as given
+    words = offline_as_module(shlex.split(command.replace("[", "").replace("]", ""), comments=True))
     if words[0] == "make":
         return check_make(words[1:], makefile, command)
     if words[0] in ("longjobs", ".venv/bin/longjobs"):
@@ -490,12 +490,23 @@ def test_docs_example_lists_name_only_blocks_that_exist() -> None:
         assert not (REPO_ROOT / name).exists(), f"{name} is in the repository: run it"
 
 
+OFFLINE_SCRIPTS = ("longjobs-offline", ".venv/bin/longjobs-offline")
+"""The offline runtime's console script, as a user's own application has it: `python -m offline` here."""
+
+
+def offline_as_module(words: list[str]) -> list[str]:
+    """Optional parts are taken as given; the console script is checked as the module it runs."""
+    return [".venv/bin/python", "-m", "offline", *words[1:]] if words[0] in OFFLINE_SCRIPTS else words
+
+
 INLINE_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 INLINE_COMMANDS = (
     "longjobs ",
     ".venv/bin/longjobs ",
     "python -m offline ",
     ".venv/bin/python -m offline ",
+    "longjobs-offline ",
+    ".venv/bin/longjobs-offline ",
     "python -m benchmarks.",
     ".venv/bin/python -m benchmarks.",
     "make ",
@@ -529,7 +540,7 @@ def check_inline(span: str, makefile: str) -> str:
     for placeholder in re.findall(r"<[^<>\s]+>", span):
         assert placeholder in PLACEHOLDERS, f"an unknown placeholder {placeholder}: add it to PLACEHOLDERS"
         span = span.replace(placeholder, PLACEHOLDERS[placeholder])
-    words = [word for word in shlex.split(span.replace("[", "").replace("]", "")) if word != "..."]
+    words = offline_as_module([word for word in shlex.split(span.replace("[", "").replace("]", "")) if word != "..."])
     if words[0] == "make":
         return check_make(words[1:], makefile, span)
     if words[0] in ("longjobs", ".venv/bin/longjobs"):

@@ -102,6 +102,19 @@ def test_status_json_and_table_show_the_same_data() -> None:
     assert "n/a" in text  # leases lost: not available
 
 
+def test_status_names_every_lease_status_whole_at_80_columns() -> None:
+    status = replace(_status(), leases={name.value: 0 for name in LeaseStatus})
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+
+    console.print(render.status_view(status, origin="local service at http://127.0.0.1:4566"))
+    lines = console.export_text().splitlines()
+
+    assert all(len(line) <= 80 for line in lines)
+    for name in LeaseStatus:
+        assert any(line.startswith(f"│ {name.value} ") for line in lines), name
+    assert "…" not in "\n".join(lines)
+
+
 def test_status_shows_each_limited_types_backlog_drain_time() -> None:
     status = replace(_status(), drain_s={"spark": 7_200.0, "wordcount": 0.0})
 
@@ -175,7 +188,7 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
             EndpointConnectionError(endpoint_url="http://127.0.0.1:5000/"),
             "http://127.0.0.1:5000",
             "cannot reach the local service at http://127.0.0.1:5000: is it running? "
-            "Start it with `python -m offline serve`",
+            "Start it with `longjobs-offline serve`",
         ),
         (
             EndpointConnectionError(endpoint_url="https://sqs.eu-west-9.amazonaws.com/"),
