@@ -111,9 +111,18 @@ typecheck: install
 # beside the installs and checks before them (two jobs), so it adds no wall time of its own. Work
 # stealing: a worker left idle takes tests queued for the other, so the few long real-time tests at the
 # end do not run one after another on one worker (tests/e2e and tests/infra: 193 s against 222 s).
+#
+# The type check runs beside the tests, at a lower priority: it is one core's work for minutes (mypy reads
+# aws-cdk-lib's types), and the tests spend much of their time waiting on real time (workflows, queues,
+# Spark), time it takes up; the tests' processes come first when both want the cores. Its output is shown
+# once it ends, and either failing fails the target.
 test: tools glue-python
-	@$(MAKE) --no-print-directory -j2 --output-sync=target checkov-env lint typecheck
-	$(BIN)/pytest -n 2 --dist worksteal
+	@$(MAKE) --no-print-directory -j2 --output-sync=target checkov-env lint
+	@nice -n 10 $(MAKE) --no-print-directory typecheck > $(VENV)/typecheck.log 2>&1 & checking=$$!; \
+	  $(BIN)/pytest -n 2 --dist worksteal; tested=$$?; \
+	  wait $$checking; checked=$$?; cat $(VENV)/typecheck.log; \
+	  [ $$checked -eq 0 ] || echo "make test: the type check failed (above)" >&2; \
+	  [ $$tested -eq 0 ] && [ $$checked -eq 0 ]
 
 unit: install
 	$(BIN)/pytest tests/unit
