@@ -22,6 +22,8 @@ branch and (pyspark) a Glue job per job type, the data buckets, and the dashboar
   each a validated object or plain values (the keys are the context keys of the bundled app). They
   are validated together, and with the job types: a bad value or declaration raises `ConfigError` or
   `JobTypeError` naming it.
+- `producers`: principals that send job messages (a role of the app, `iam.AccountPrincipal` for another
+  account): each gets `grant_send_jobs`, the queue's send permission and, with `kms_key`, the key's.
 - `nag`: cdk-nag's AwsSolutions pack checks the construct's own tree at synthesis (a validation of this
   construct, as cdk-nag 3 plugins can only be added to a whole App or Stage); an unacknowledged
   finding fails the synth. Pass False when the app already runs the pack on everything.
@@ -98,6 +100,7 @@ class LongJobProcessor(Construct):
         engine: Settings | Mapping[str, Any] | None = None,
         dashboard_name: str | None = None,
         nag: bool = True,
+        producers: Sequence[iam.IGrantable] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         for flag, value in FEATURE_FLAGS.items():  # on this scope only, before any child reads them
@@ -203,6 +206,14 @@ class LongJobProcessor(Construct):
         self.glue_jobs = workflow.glue_jobs
         self.dashboard = self.monitoring.dashboard
         self.alarm_topic = self.monitoring.topic
+        for producer in producers:
+            self.grant_send_jobs(producer)
+
+    def grant_send_jobs(self, producer: iam.IGrantable) -> iam.Grant:
+        """Let `producer` send job messages: `sqs:SendMessage` and the queue attributes on the jobs queue,
+        and with `kms_key` the key's use for it. CDK's grant writes it where it must be: on the producer's
+        own policy in this account, on the queue's policy (and the key's) for another account's principal."""
+        return self.queue.grant_send_messages(producer)
 
     @property
     def log_group_prefix(self) -> str:

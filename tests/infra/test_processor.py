@@ -13,6 +13,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 
 from app import main as app_main
@@ -40,6 +41,7 @@ ROWS_TYPE = {
     "glue": {"worker_type": "G.2X", "workers": 3, "timeout_minutes": 30},
 }
 BATCH_ARN = "arn:aws:states:us-east-1:111122223333:stateMachine:nightly-batch"
+PRODUCER_ACCOUNT = "444455556666"
 BATCH_TYPE = {"name": "batch", "runner": "state_machine", "state_machine": {"arn": BATCH_ARN, "timeout_minutes": 90}}
 
 
@@ -48,12 +50,14 @@ class UserStack(cdk.Stack):
 
     def __init__(self, scope: cdk.App, construct_id: str) -> None:
         super().__init__(scope, construct_id)
+        self.producer = iam.Role(self, "Producer", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
         self.jobs = LongJobProcessor(
             self,
             "Jobs",
             job_types=[ROWS_TYPE, BATCH_TYPE],
             infra={"receiver_max_concurrency": 4},
             engine={"max_receive_count": 4},
+            producers=[self.producer, iam.AccountPrincipal(PRODUCER_ACCOUNT)],
         )
 
 
@@ -148,6 +152,59 @@ def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserSt
     assert all(not key.startswith("SchedulerRoleForTarget") for key in template["Resources"]), (
         "no stack-wide scheduler role: the extender's schedule has its own, in the construct"
     )
+
+
+def statements(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for resource in template["Resources"].values()
+        if resource["Type"] == resource_type
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_user_app_producers_may_send_jobs_and_nothing_more(user_app: tuple[UserStack, dict[str, Any], Path]) -> None:
+    """A role of the app gets the send on its own policy; another account's principal, on the queue's."""
+    stack, template, _ = user_app
+    queue_arn = {"Fn::GetAtt": [stack.resolve(stack.get_logical_id(stack.jobs.queue.node.default_child)), "Arn"]}
+    producer = stack.resolve(stack.get_logical_id(stack.producer.node.default_child))
+    own = [
+        resource["Properties"]["PolicyDocument"]["Statement"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": producer} in resource["Properties"]["Roles"]
+    ]
+    assert own == [[{"Action": SEND_ACTIONS, "Effect": "Allow", "Resource": queue_arn}]]
+    crossing = [
+        statement
+        for statement in statements(template, "AWS::SQS::QueuePolicy")
+        if "AWS" in statement.get("Principal", {}) and PRODUCER_ACCOUNT in json.dumps(statement["Principal"])
+    ]
+    assert [(s["Action"], s["Resource"]) for s in crossing] == [(SEND_ACTIONS, queue_arn)]
+
+
+SEND_ACTIONS = ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
+"""What CDK's `Queue.grant_send_messages` grants (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_sqs.Queue.html#grantwbrsendwbrmessagesgrantee)."""
+
+
+def test_processor_producer_in_another_account_may_use_the_customer_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `kms_key`, a message is encrypted with it as it is sent: the producer needs the key too, and
+    for another account's principal that permission is on the key's policy."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    stack = cdk.Stack(app, "Keyed")
+    LongJobProcessor(stack, "Jobs", infra={"kms_key": "create"}, producers=[iam.AccountPrincipal(PRODUCER_ACCOUNT)])
+    template = app.synth().get_stack_by_name("Keyed").template
+    granted = [
+        statement
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::KMS::Key"
+        for statement in resource["Properties"]["KeyPolicy"]["Statement"]
+        if PRODUCER_ACCOUNT in json.dumps(statement.get("Principal", {}))
+    ]
+    actions = {action for statement in granted for action in statement["Action"]}
+    assert {"kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"} <= actions, granted
 
 
 def test_processor_checks_itself_with_cdk_nag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,6 +71,8 @@ SHOWN_NOT_RUN = {
     "tests/infra/test_install.py synthesizes it as the page writes it, installed from the wheel",
     ("install.md", "import aws_cdk as cdk"): "the user's stack: tests/infra/test_install.py synthesizes it",
     ("jobs.md", "import aws_cdk as cdk"): "a user's CDK app (the construct's props: tests/infra/test_processor.py)",
+    ("deploy.md", "LongJobProcessor("): "a part of a user's stack: tests/infra/test_processor.py synthesizes "
+    "the same producers and checks their policies",
 }
 """Blocks shown as they look, not run. Python among them is still compiled."""
 
