@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib.util import cache_from_source
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from aws_cdk.assertions import Match
 
 from longjobs.construct.nag import render_cfn
 from longjobs.engine.settings import Settings
+from tests import REPO_ROOT
 from tests.infra.conftest import PROD_CONTEXT, Synth, synthesize
 
 DAY_S = 86_400
@@ -788,3 +790,15 @@ def test_outputs_name_every_resource_an_operator_needs(dev: Synth) -> None:
     } <= set(outputs)
     assert outputs["QueueUrl"]["Value"] == {"Ref": dev.logical_id(dev.part("Queues").queue)}
     assert outputs["DashboardName"]["Value"] == "LongJobs-dev"
+
+
+def test_every_alarm_has_a_runbook_entry(dev: Synth) -> None:
+    """docs/deploy.md has a heading per alarm the stack makes, saying what to do when it fires."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    runbook = page[page.index("## When an alarm fires") :].split("\n## ", 1)[0]
+    entries = set(re.findall(r"^### `(\w+?)(?:<N>)?`$", runbook, re.M))
+    made = {
+        re.sub(r"\d+$", "", logical_id.removeprefix("Monitoring")[: -len("0123ABCD")])  # CDK's hash, an index
+        for logical_id in dev.of_type("AWS::CloudWatch::Alarm")
+    }
+    assert len(made) >= 7 and made <= entries, made - entries
