@@ -206,6 +206,8 @@ def job_entry(
         ],
         "released": track.released,
         "dlq_error": track.dlq_error,
+        "last_error": last_error(track),
+        "attempts": len(track.executions),
         "summary": track.lease.result if succeeded and track.lease is not None else None,
         "max_concurrent_executions": max_concurrent(track.executions),
         "stopped": processor_stopped(track, faults),
@@ -220,6 +222,16 @@ def job_entry(
     if track.duplicate_of is not None:
         entry["duplicate_of"] = track.duplicate_of
     return entry
+
+
+def last_error(track: Track) -> str | None:
+    """The error of the job's last failed attempt, as its lease records it (`Type: message`)."""
+    error = track.lease.last_error if track.lease is not None else None
+    return str(error) if error else None
+
+
+JOB_FAILED = "JOB FAILED"
+"""How a violation begins when the job's own error explains it: the job's owner's to fix, not the processor's."""
 
 
 def group_order_violations(scenario: Scenario, tracks: Mapping[str, Track]) -> list[str]:
@@ -274,6 +286,11 @@ def violations(
             continue  # one message with the job it duplicates: checked there
         if track.final == "lost":
             found.append(f"{job.id}: message lost: not queued, not in the DLQ, and its job did not succeed")
+        elif track.final != job.expected and last_error(track) and job.expected == "deleted":
+            found.append(
+                f"{JOB_FAILED}: {job.id}: {last_error(track)} ({len(track.executions)} attempt(s); "
+                f"its message ended {track.final}, expected {job.expected})"
+            )
         elif track.final != job.expected:
             found.append(f"{job.id}: ended {track.final}, expected {job.expected}")
         lapses, allowed = unexcused_lapses(track, faults)
@@ -374,7 +391,11 @@ def summary_table(report: Mapping[str, Any], expected: Mapping[str, str]) -> str
     rows = [header]
     for job_id, job in report["jobs"].items():
         summary = job["summary"] or {}
-        note = job["dlq_error"] or (f"rows_read={summary['rows_read']}" if "rows_read" in summary else "")
+        note = (
+            job["dlq_error"]
+            or job.get("last_error")
+            or (f"rows_read={summary['rows_read']}" if "rows_read" in summary else "")
+        )
         rows.append(
             (
                 job_id,

@@ -22,6 +22,8 @@ JOB_KEYS = {
     "redeliveries_excused",
     "released",
     "dlq_error",
+    "last_error",
+    "attempts",
     "summary",
     "max_concurrent_executions",
     "stopped",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.offline.faults import Faults, RunSlot
 from longjobs.offline.observe import Delivery, Execution, Track
-from longjobs.offline.report import build_report, max_concurrent, violations
+from longjobs.offline.report import JOB_FAILED, build_report, max_concurrent, summary_table, violations
 from longjobs.offline.scenario import Scenario, parse_scenario
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -217,3 +218,26 @@ def test_fifo_duplicate_dropped_or_kept_against_the_scenario() -> None:
     found = violations(made, tracks, faults_of(made), end=120)
 
     assert "a4: not dropped, expected a duplicate of a3" in found
+
+
+def test_a_jobs_own_failure_is_reported_as_its_error_not_a_broken_invariant() -> None:
+    """A job that fails by its own error (here an import its code lacks) is in front of its owner: the
+    report's entry and the summary's note give the error and the attempts, and the violation says the
+    job failed, naming the error, instead of only that its message ended somewhere unexpected."""
+    made = scenario()
+    faults = faults_of(made)
+    failing = replace(
+        lease(LeaseStatus.RELEASED, attempt=3), last_error=LastError("ModuleNotFoundError", "No module named 'helpers'")
+    )
+    failed = track(*(run(100 + n, 101 + n, f"m-{n}", "FAILED") for n in range(3)), final="queued", lease=failing)
+
+    [found] = violations(made, {"a": failed}, faults, end=120)
+    report = build_report(made, {"a": failed}, {}, 20, faults=faults, end=120)
+
+    assert found == (
+        f"{JOB_FAILED}: a: ModuleNotFoundError: No module named 'helpers' "
+        "(3 attempt(s); its message ended queued, expected deleted)"
+    )
+    entry = report["jobs"]["a"]
+    assert (entry["last_error"], entry["attempts"]) == ("ModuleNotFoundError: No module named 'helpers'", 3)
+    assert "ModuleNotFoundError: No module named 'helpers'" in summary_table(report, {"a": "deleted"})
