@@ -73,7 +73,7 @@ def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     data = {name.split("/", 1)[1] for name in names if name.split("/", 1)[0].endswith(".data")}
     assert all(path.startswith("data/share/sqs-long-jobs/demo/") for path in data), "only the demo's job and input"
     assert "data/share/sqs-long-jobs/demo/jobs/wordcount.py" in data
-    assert "longjobs/offline/scenarios/demo.json" in names
+    assert "longjobs/offline/scenarios/demo.json" in names and "longjobs/pipeline/log4j2.properties" in names
     assert "longjobs/engine/receiver/handler.py" in names and "longjobs/pipeline/glue_entry.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()

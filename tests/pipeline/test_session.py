@@ -3,12 +3,37 @@ whatever `python3` on the PATH is: Spark refuses a worker of another minor versi
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from tests import REPO_ROOT
 
 
 def test_python_workers_run_on_the_drivers_interpreter(spark: SparkSession) -> None:
     workers = spark.sparkContext.parallelize(range(2), 2).map(lambda _: (sys.executable, sys.version)).collect()
 
     assert workers == [(sys.executable, sys.version)] * 2
+
+
+def test_local_session_starts_without_a_log_line(tmp_path: Path) -> None:
+    """Spark prints its default level and a native-library warning on every start unless configured; the
+    local session logs errors only, from the JVM's start (a process of its own: one JVM per process)."""
+    script = (
+        "from longjobs.pipeline.session import local_session\n"
+        "print(local_session('quiet', shuffle_partitions=1).range(3).count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert (done.returncode, done.stdout) == (0, "3\n"), done.stderr
+    assert done.stderr == ""
