@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -110,7 +111,8 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     (app / "infra" / "stack.py").write_text(page_block("`infra/__init__.py` (empty) and `infra/stack.py`"))
     (app / "functions" / "__init__.py").write_text('"""The user\'s own Lambda code."""\n')
     (app / "app.py").write_text(page_block("`app.py`, with your stack"))
-    (app / "cdk.json").write_text(page_block("`cdk.json`:"))
+    assert "cp ../sqs-long-jobs/cdk.json ." in USER_PAGE.read_text(encoding="utf-8")
+    shutil.copy(REPO_ROOT / "cdk.json", app / "cdk.json")  # the page's `cp` from the checkout
     # The page's `npm install --save-dev aws-cdk@VERSION` is the CLI this repository pins, installed here.
     pinned = json.loads((REPO_ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
     assert f"npm install --save-dev aws-cdk@{pinned} " in USER_PAGE.read_text(encoding="utf-8")
@@ -127,6 +129,7 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     )
     assert synth.returncode == 0, synth.stdout[-3000:] + synth.stderr[-3000:]
     assert "end-of-life" not in synth.stderr and "b'!!" not in synth.stderr, "the page's quiet_node_notices() works"
+    assert "feature flags are not configured" not in synth.stderr, "the page's cdk.json sets them"
     assert nag_violations(app / "cdk.out") == []
     report = json.loads(run(python, "-c", PROBE, cwd=app, env=environ).strip().splitlines()[-1])
 

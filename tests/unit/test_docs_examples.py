@@ -94,6 +94,7 @@ COMMANDS_NOT_RUN = {
     "aws": "calls AWS, or a running `serve` (tests/e2e/test_serve.py runs these calls)",
     "npm": "installs the CDK command line from the registry (tests/infra/test_install.py)",
     "mkdir": "a shell step of the install page",
+    "cp ../sqs-long-jobs/cdk.json": "a shell step of the install page (tests/infra/test_install.py copies the file)",
     "python3.13 -m venv": "creates an environment (tests/infra/test_install.py)",
     ".venv/bin/pip install": "installs packages (tests/infra/test_install.py installs the wheel)",
     "out()": "a shell helper of the deploy page",
