@@ -181,6 +181,29 @@ def spy_sends(
     return calls
 
 
+def handled_after_a_failure(
+    flow: Flow,
+    monkeypatch: pytest.MonkeyPatch,
+    bucket: str,
+    around: Callable[[int, Callable[[], Any]], Any],
+    error: type[BaseException],
+    dates: tuple[str, ...] = DATES,
+) -> list[dict[str, Any]]:
+    """The notification's first handling, its sends wrapped by `around`, ends in `error`; SQS hands it out
+    again and the second handling fans out. Returns the second handling's sends."""
+    spy_sends(flow, monkeypatch, around)
+    first = notification(flow, bucket, dates)
+    with pytest.raises(error):
+        receive(flow.receiver, first)
+    monkeypatch.undo()
+    calls = spy_sends(flow, monkeypatch)
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+    monkeypatch.undo()
+    return calls
+
+
 def test_a_notification_handled_twice_runs_each_marker_s_job_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first handling's sends land and its acknowledgement is lost: SQS hands the notification out
     again, and its second handling must not send the jobs again."""
@@ -209,16 +232,7 @@ def test_a_fan_out_that_died_half_way_sends_the_rest_and_runs_each_job_once(
             raise Crash
         return send()
 
-    calls = spy_sends(flow, monkeypatch, die_at_second)
-    first = notification(flow, "half-way", dates)
-    with pytest.raises(Crash):
-        receive(flow.receiver, first)
-    monkeypatch.undo()
-    calls = spy_sends(flow, monkeypatch)
-    again = handled_again(flow, first)
-    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
-    acknowledged(flow, again)
-    monkeypatch.undo()
+    calls = handled_after_a_failure(flow, monkeypatch, "half-way", die_at_second, Crash, dates)
 
     assert job_messages_sent(calls) == 12
     assert run_to_the_end(flow, "half-way") == job_ids("half-way", *dates)
@@ -236,16 +250,7 @@ def test_a_failed_batch_is_reported_and_its_retry_sends_only_what_was_not_sent(
             raise server_error("SendMessageBatch")
         return send()
 
-    spy_sends(flow, monkeypatch, refuse_second)
-    first = notification(flow, "failed-batch", dates)
-    with pytest.raises(FanOutFailed):
-        receive(flow.receiver, first)
-    monkeypatch.undo()
-    calls = spy_sends(flow, monkeypatch)
-    again = handled_again(flow, first)
-    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
-    acknowledged(flow, again)
-    monkeypatch.undo()
+    calls = handled_after_a_failure(flow, monkeypatch, "failed-batch", refuse_second, FanOutFailed, dates)
 
     assert job_messages_sent(calls) == 2
     assert run_to_the_end(flow, "failed-batch") == job_ids("failed-batch", *dates)
@@ -258,16 +263,7 @@ def test_a_send_answered_5xx_after_it_landed_makes_twins_that_run_once(
         send()
         raise server_error("SendMessageBatch")
 
-    spy_sends(flow, monkeypatch, lose_the_answer)
-    first = notification(flow, "answer-lost")
-    with pytest.raises(FanOutFailed):
-        receive(flow.receiver, first)
-    monkeypatch.undo()
-    calls = spy_sends(flow, monkeypatch)
-    again = handled_again(flow, first)
-    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
-    acknowledged(flow, again)
-    monkeypatch.undo()
+    calls = handled_after_a_failure(flow, monkeypatch, "answer-lost", lose_the_answer, FanOutFailed)
 
     assert job_messages_sent(calls) == len(DATES), "nothing was noted: each job message is sent again"
     assert run_to_the_end(flow, "answer-lost") == job_ids("answer-lost", *DATES)
