@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn
-from longjobs.engine.extender.service import renew_due
+from longjobs.engine.extender.service import PassReport, renew_due
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.visibility import VisibilityClient
 from tests.functional.conftest import Harness
@@ -42,13 +42,19 @@ def stored(harness: Harness, lease: Lease) -> Lease:
     return found
 
 
-def test_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a_stop(harness: Harness) -> None:
-    lease = deleted_while_active(harness, "done-1")
-    fake = FakeStepFunctions({lease.execution_arn or "": "SUCCEEDED"})
+def extender_pass_over_a_deleted_message(
+    harness: Harness, message: str, status: str
+) -> tuple[Lease, FakeStepFunctions, PassReport]:
+    """An extender pass over a lease whose message was deleted while it was ACTIVE, its execution `status`."""
+    lease = deleted_while_active(harness, message)
+    fake = FakeStepFunctions({lease.execution_arn or "": status})
     clock = FakeClock(lease.received_at + 2.6)
     extender = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
+    return lease, fake, renew_due(extender, deadline=clock.now() + 30)
 
-    report = renew_due(extender, deadline=clock.now() + 30)
+
+def test_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a_stop(harness: Harness) -> None:
+    lease, fake, report = extender_pass_over_a_deleted_message(harness, "done-1", "SUCCEEDED")
 
     assert fake.stopped == [], "an execution that succeeded is not stopped"
     assert (report.settled, report.stopped, report.lost) == (1, 0, 0)
@@ -61,12 +67,7 @@ def test_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a
 def test_a_refused_handle_of_an_execution_that_ended_otherwise_is_released_without_a_stop(
     harness: Harness, status: str
 ) -> None:
-    lease = deleted_while_active(harness, f"ended-{status.lower()}")
-    fake = FakeStepFunctions({lease.execution_arn or "": status})
-    clock = FakeClock(lease.received_at + 2.6)
-    extender = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
-
-    report = renew_due(extender, deadline=clock.now() + 30)
+    lease, fake, report = extender_pass_over_a_deleted_message(harness, f"ended-{status.lower()}", status)
 
     assert fake.stopped == []
     assert (report.settled, report.stopped) == (1, 0)
@@ -74,12 +75,7 @@ def test_a_refused_handle_of_an_execution_that_ended_otherwise_is_released_witho
 
 
 def test_a_refused_handle_of_a_running_execution_is_still_stopped_and_lost(harness: Harness) -> None:
-    lease = deleted_while_active(harness, "running-1")
-    fake = FakeStepFunctions({lease.execution_arn or "": "RUNNING"})
-    clock = FakeClock(lease.received_at + 2.6)
-    extender = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
-
-    report = renew_due(extender, deadline=clock.now() + 30)
+    lease, fake, report = extender_pass_over_a_deleted_message(harness, "running-1", "RUNNING")
 
     assert fake.stopped == [lease.execution_arn]
     assert (report.settled, report.stopped, report.lost) == (0, 1, 1)
