@@ -315,6 +315,7 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
     """Cancel one message (see the module's steps). Raises `UnknownId` when it has no lease, `CancelRaced`
     when other writers kept changing its lease, and any AWS error of a step (the lease then stays
     CANCELLED and not done: cancelling again finishes it)."""
+    ours: CancelRecord | None = None  # this call's mark, once sent: it may land with its answer lost
     for _ in range(RACE_ATTEMPTS):
         lease = canceller.store.get(message_id)
         if lease is None:
@@ -329,12 +330,19 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
             return _report(lease, Outcome(decision.value), previous=lease.status.value)
         if decision is Decision.RESUME:
             record = CancelRecord.of(lease) or CancelRecord(reason, lease.status.value, canceller.clock.now())
-            resumed = _carry_out(canceller, lease, record, outcome=Outcome.COMPLETED)
+            # Our own mark, found on the lease after its write answered a failure (a timeout, then a retry
+            # whose condition failed): this call cancelled it, it is not an earlier cancel's completion.
+            mine = ours is not None and (record.reason, record.previous_status, record.at) == (
+                ours.reason,
+                ours.previous_status,
+                ours.at,
+            )
+            resumed = _carry_out(canceller, lease, record, outcome=Outcome.CANCELLED if mine else Outcome.COMPLETED)
             if resumed is not None:
                 return resumed
             continue
         now = canceller.clock.now()
-        record = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
+        record = ours = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
         marked = canceller.store.mark_cancelled(
             lease, now=now, error=_error(reason), record=record.to_result(), due_at=handover_due(lease, now)
         )

@@ -117,6 +117,36 @@ def test_cancel_running_job_stops_it_dead_letters_it_and_frees_its_lock_and_slot
     assert flow.receiver.store.due() == [], "nothing left for the extender to renew"
 
 
+def test_cancel_whose_mark_landed_with_its_answer_lost_reports_cancelled(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark lands and its answer is lost (a timeout; botocore's retry then finds its condition false,
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html#Programming.Errors.RetryAndBackoff):
+    the cancel reads its own mark back and reports that it cancelled the message, not that it completed an
+    earlier cancel."""
+    message_id = flow.send_job("nightly", LIMITED, seconds=60)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    flow.wait_for_job(flow.lease(message_id).execution_arn or "")
+    store = flow.receiver.store
+    real_mark = store.mark_cancelled
+    lost: list[str] = []
+
+    def mark_then_lose_the_answer(lease: Lease, **kwargs: Any) -> Lease | None:
+        marked = real_mark(lease, **kwargs)
+        if not lost and marked is not None:
+            lost.append(lease.message_id)
+            return None  # as the retry of a write that landed answers: its condition no longer holds
+        return marked
+
+    monkeypatch.setattr(store, "mark_cancelled", mark_then_lose_the_answer)
+    report = cancel.cancel(canceller(flow), message_id, REASON)
+
+    assert lost == [message_id]
+    assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "ACTIVE")
+    assert report.deleted and report.holds_released
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")
+
+
 def test_cancel_waiting_message_dead_letters_its_job_and_it_is_never_admitted(flow: Flow) -> None:
     running = flow.send_job("first", LIMITED, seconds=1)
     assert flow.deliver() == {running: Outcome.STARTED}
