@@ -230,6 +230,12 @@ def last_error(track: Track) -> str | None:
     return str(error) if error else None
 
 
+def failed_by_its_job(track: Track) -> bool:
+    """The job's own code ended its last attempt: that execution FAILED and the lease names an error. An
+    execution stopped, aborted or timed out (the processor, a fault, a limit) is not the job's failure."""
+    return bool(track.executions) and track.executions[-1].status == "FAILED" and last_error(track) is not None
+
+
 JOB_FAILED = "JOB FAILED"
 """How a violation begins when the job's own error explains it: the job's owner's to fix, not the processor's."""
 
@@ -286,7 +292,7 @@ def violations(
             continue  # one message with the job it duplicates: checked there
         if track.final == "lost":
             found.append(f"{job.id}: message lost: not queued, not in the DLQ, and its job did not succeed")
-        elif track.final != job.expected and last_error(track) and job.expected == "deleted":
+        elif track.final != job.expected and job.expected == "deleted" and failed_by_its_job(track):
             found.append(
                 f"{JOB_FAILED}: {job.id}: {last_error(track)} ({len(track.executions)} attempt(s); "
                 f"its message ended {track.final}, expected {job.expected})"

@@ -241,3 +241,7 @@ def test_a_jobs_own_failure_is_reported_as_its_error_not_a_broken_invariant() ->
     entry = report["jobs"]["a"]
     assert (entry["last_error"], entry["attempts"]) == ("ModuleNotFoundError: No module named 'helpers'", 3)
     assert "ModuleNotFoundError: No module named 'helpers'" in summary_table(report, {"a": "deleted"})
+
+    aborted = track(run(100, 101, "m-1", "ABORTED"), final="queued", lease=failing)
+    [found] = violations(made, {"a": aborted}, faults, end=120)
+    assert found == "a: ended queued, expected deleted", "an execution the processor or a fault ended: not the job's"
