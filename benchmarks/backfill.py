@@ -18,7 +18,7 @@ The event source mapping receives every visible message of the jobs queue at onc
 hands each batch to the receiver (the receiver's answer decides what is deleted). The extender runs
 every minute, each run late by uniform(0, 1) period and lost with probability 1/20 (as in
 `renewal_cost.py`); reserved concurrency 1. Status events of ended executions reach the watcher 0.5
-to 2 s late, and 1 in 100 is lost. The workflow is modelled from its definition (`infra/workflow.py`):
+to 2 s late, and 1 in 100 is lost. The workflow is modelled from its definition (`longjobs/construct/workflow.py`):
 the start check of its lease, the job, then the fenced success path (read the lease, delete the
 message with the lease's handle, mark it SUCCEEDED, free the job lock and the slot) or failure path
 (mark it RELEASED, free them, give the message back after the release delay), each step a request

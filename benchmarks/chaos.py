@@ -3,8 +3,8 @@
 Each run is a scenario drawn by `longjobs.offline.chaos.draw_scenario` from the seed (3 to 6 `wait` jobs of 1 to
 8 s, sometimes a job that always fails and a poison message, short `threshold` or `adaptive` settings, and
 a random mix of every fault type but `kill_worker`), run whole on the offline runtime (moto's server, the
-real handlers, the real workflow) by `longjobs.offline.runtime.run_scenario`. See `offline/chaos.py` for the draw
-and `offline/report.py` for the checks behind each run's `ok`.
+real handlers, the real workflow) by `longjobs.offline.runtime.run_scenario`. See `longjobs/offline/chaos.py`
+for the draw and `longjobs/offline/report.py` for the checks behind each run's `ok`.
 
 Measures, over the campaign: runs with a violation, violations (each a sentence in the run's report),
 double runs (a message with two executions RUNNING at once, invariant 8), lapses no fault explains, lost

@@ -1,7 +1,7 @@
 """Finding the processor's queue, DLQ, lease table and state machine.
 
 With `--stack NAME` they come from the stack's CloudFormation outputs (`infra/stack.py`); with
-`--endpoint-url` they are the local service's fixed names (`offline/emulator.py`). Explicit
+`--endpoint-url` they are the local service's fixed names (`longjobs/offline/emulator.py`). Explicit
 `--queue-url`, `--dlq-url`, `--table` and `--state-machine-arn` win over both.
 """
 

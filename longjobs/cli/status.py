@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 HOUR_S = 3_600
 METRICS_NAMESPACE = "LongJobs"
 SERVICE_DIMENSION = {"Name": "service", "Value": "long-jobs"}
-"""Powertools' `service` dimension, as the stack sets it (infra/constants.py)."""
+"""Powertools' `service` dimension, as the stack sets it (`longjobs/construct/constants.py`)."""
 
 _deserializer = TypeDeserializer()
 STATUS_ATTRIBUTES = ("status", "renewal_count", "renewed_at", "closed_at", "job_type")

@@ -150,11 +150,6 @@ def fault_response(service: str, mode: str, url: str) -> AWSResponse:
     return AWSResponse(url, answer.status, headers, _Body(body))
 
 
-def throttling_response(url: str) -> AWSResponse:
-    """SQS's answer to a throttled call on its JSON protocol."""
-    return fault_response("sqs", "throttle", url)
-
-
 def function_clients(service: object) -> list[BaseClient]:
     """The boto3 clients a function's service object holds: its attributes and one level into them,
     each client once."""
@@ -399,10 +394,6 @@ class Faults:
                 events.register(f"after-call.{service_id}.StopExecution", self._after_stop)
         return len(clients)
 
-    def install_throttle(self, sqs: SQSClient) -> None:
-        """The older entry point: hook the extender's SQS client (every fault applies to it)."""
-        self.install("extender", _Holder(sqs))
-
     def _before_send(
         self, function: str, service: str, request: AWSPreparedRequest, event_name: str = "", **_: Any
     ) -> AWSResponse | None:
@@ -624,11 +615,6 @@ _STOP_ARN = "offline_stop_execution_arn"
 
 def _note_stop_arn(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
     context[_STOP_ARN] = params.get("executionArn")
-
-
-@dataclass
-class _Holder:
-    client: BaseClient
 
 
 def _as_aws_fault(fault: Throttle) -> AwsFault:

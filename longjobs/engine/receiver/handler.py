@@ -32,8 +32,10 @@ def batch_processor(fifo: bool) -> BatchProcessor:
     group: once a record of a group is not done (its long job deferred, failed, or not started), every
     later record of that group in the batch is reported not done without being processed, so jobs of a
     group start in order; other groups go on. A batch of deferred long jobs is all "failures" by
-    design, not an error of the batch. Powertools' batch utility (a fifth of the import) loads here, with
-    the first batch, as the clients do."""
+    design, not an error of the batch. The stack's FIFO mapping sends one record a batch, but its batch
+    size can be changed outside the stack (the console, the API): the FIFO processor keeps group order
+    then too. Powertools' batch utility (a fifth of the import) loads here, with the first batch, as
+    the clients do."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
 
     if not fifo:
