@@ -58,13 +58,12 @@ from botocore.exceptions import ClientError
 from rich.console import Console
 from rich.table import Table
 
-from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
-from longjobs.engine.extender.service import Extender, legacy_shards
+from longjobs.engine.factory import Clients, Factory
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
-from longjobs.engine.lease import LeaseStore, table_definition
+from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import (
     FREE,
     HELD,
@@ -85,13 +84,12 @@ from longjobs.engine.lease.schema import (
     VERSION_ATTR,
 )
 from longjobs.engine.observability import MetricName, logger
-from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Receiver
 from longjobs.engine.settings import Settings
-from longjobs.engine.visibility import FailureClass, VisibilityClient, classify_exception
-from longjobs.engine.watcher.service import Watcher, on_status_change
+from longjobs.engine.visibility import FailureClass, classify_exception
+from longjobs.engine.watcher.service import on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
 from longjobs.sim.world import as_delivery, status_change
 
@@ -200,52 +198,21 @@ class Simulation:
         if self.waiting is not None:
             self.waiting.redrive = (self.dlq, backstop)
         self.catalog = JobCatalog([*BUILTIN_TYPES, job_type(params.slots if admission else None)])
-        policy = build_policy(settings)
-        ddb, sfn = cast(Any, self.aws.dynamodb), cast(Any, self.aws.stepfunctions)
-        fake_sqs = cast(Any, sqs)
-        store = LeaseStore(ddb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s)
-        visibility = VisibilityClient(fake_sqs, clock=self.clock)
+        self.metrics = Recorder()
+        factory = Factory(settings, self.clock, self.catalog, self.metrics)
+        clients = Clients(cast(Any, sqs), cast(Any, self.aws.dynamodb), cast(Any, self.aws.stepfunctions))
 
         def receiver(name: str) -> Receiver:
-            return Receiver(
-                settings=settings,
-                policy=policy,
-                store=store,
-                sqs=fake_sqs,
-                visibility=visibility,
-                stepfunctions=sfn,
-                clock=self.clock,
-                rng=random.Random(f"backfill:{params.seed}:{name}"),
-                catalog=self.catalog,
-                metrics=self.metrics,
-            )
+            return factory.receiver(clients, random.Random(f"backfill:{params.seed}:{name}"))
 
-        self.metrics = Recorder()
         self.receiver = receiver("receiver")
         admitter, watcher_admitter = receiver("extender"), receiver("watcher")
-        self.extender = Extender(
-            settings=settings,
-            policy=policy,
-            store=LeaseStore(  # the extender's container watches the legacy shards (`previous_shards`)
-                ddb,
-                TABLE,
-                shards=settings.shards,
-                closed_ttl_s=settings.closed_ttl_s,
-                legacy=legacy_shards(settings, self.clock),
-            ),
-            visibility=visibility,
-            sqs=fake_sqs,
-            clock=self.clock,
-            stepfunctions=sfn,
-            rng=random.Random(f"backfill:{params.seed}:backoff"),
-            admit=extender_pass(admitter, handle=receive) if admission else None,
+        # the extender's container watches the legacy shards (`previous_shards`), as the handler's does
+        self.extender = factory.extender(
+            clients, random.Random(f"backfill:{params.seed}:backoff"), admitter=admitter if admission else None
         )
-        self.watcher = Watcher(
-            store=store,
-            visibility=visibility,
-            clock=self.clock,
-            state_machine_arn=STATE_MACHINE_ARN,
-            admit=watcher_pass(watcher_admitter, handle=receive) if admission else None,
+        self.watcher = factory.watcher(
+            clients, admit=factory.watcher_admission(watcher_admitter) if admission else None
         )
         # what is observed
         self.durations = durations(params)

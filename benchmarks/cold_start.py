@@ -53,9 +53,9 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = {
-    "receiver": "longjobs.engine.receiver.handler",
-    "extender": "longjobs.engine.extender.handler",
-    "watcher": "longjobs.engine.watcher.handler",
+    "receiver": "longjobs.functions.receiver",
+    "extender": "longjobs.functions.extender",
+    "watcher": "longjobs.functions.watcher",
 }
 REGION = "us-east-1"
 LAYER_PACKAGES = (

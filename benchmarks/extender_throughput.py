@@ -1,6 +1,6 @@
 """Extender throughput: how many due leases one `renew_due` pass renews per second, and at what CPU cost.
 
-What runs is the extender's real code path, built the way `functions/extender/handler.py` builds it:
+What runs is the extender's real code path, built by `longjobs.engine.factory` as the handler builds it:
 `renew_due` on an `Extender` made of a real `LeaseStore`, `VisibilityClient` and
 `build_policy(Settings())`, with one `ThreadPoolExecutor(max_workers=settings.max_workers)` shared by
 the store and the visibility client, and `SystemClock`. The AWS clients are real boto3 clients
@@ -57,14 +57,14 @@ from botocore.compat import HTTPHeaders
 
 from longjobs.engine.aws import CLIENT_CONFIG
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.extender.service import Extender, renew_due
-from longjobs.engine.lease import Lease, LeaseStore
+from longjobs.engine.extender.service import renew_due
+from longjobs.engine.factory import Clients, Factory
+from longjobs.engine.lease import Lease
 from longjobs.engine.lease.schema import PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR
 from longjobs.engine.lease.store import lease_to_item
-from longjobs.engine.policies import RenewalPolicy, build_policy
+from longjobs.engine.policies import RenewalPolicy
 from longjobs.engine.policies.adaptive import lead_s as adaptive_lead_s
 from longjobs.engine.settings import Settings
-from longjobs.engine.visibility import VisibilityClient
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -248,22 +248,9 @@ class Bench:
         dynamodb: DynamoDBClient = session.client("dynamodb", **client_args)
         self.fake.attach(sqs, dynamodb)
         self.executor = ThreadPoolExecutor(max_workers=self.settings.max_workers)
-        self.store = LeaseStore(
-            dynamodb,
-            TABLE,
-            shards=self.settings.shards,
-            closed_ttl_s=self.settings.closed_ttl_s,
-            executor=self.executor,
-        )
-        self.extender = Extender(
-            settings=self.settings,
-            policy=build_policy(self.settings),
-            store=self.store,
-            visibility=VisibilityClient(sqs, clock=self.clock, executor=self.executor),
-            sqs=sqs,
-            clock=self.clock,
-            executor=self.executor,
-        )
+        factory = Factory(self.settings, self.clock)
+        self.extender = factory.extender(Clients(sqs, dynamodb), random.Random(), executor=self.executor)
+        self.store = self.extender.store
 
     def run(self, count: int, seed: int) -> RunResult:
         """One timed `renew_due` pass over `count` fresh due leases."""

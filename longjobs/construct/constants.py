@@ -49,9 +49,9 @@ at deploy time, so the layer is pinned to the package version without a hand-cop
 follows the runtime: a layer's compiled packages (pydantic-core) load only on the Python they were built
 for. The `powertools_layer_arn` context setting overrides it."""
 HANDLERS = {
-    "receiver": "longjobs.engine.receiver.handler.handler",
-    "extender": "longjobs.engine.extender.handler.handler",
-    "watcher": "longjobs.engine.watcher.handler.handler",
+    "receiver": "longjobs.functions.receiver.handler",
+    "extender": "longjobs.functions.extender.handler",
+    "watcher": "longjobs.functions.watcher.handler",
 }
 EXTENDER_PERIOD = cdk.Duration.minutes(1)
 """EventBridge Scheduler's floor; the extender loops inside an invocation for sub-minute policies."""

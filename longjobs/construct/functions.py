@@ -476,13 +476,14 @@ class LongJobFunctions(Construct):
 
 
 def staged_functions(catalog: JobCatalog) -> Path:
-    """The package's `engine/` with the job catalog in it as `engine/job_types.json`, for the asset.
+    """The package's `functions/` and `engine/`, with the job catalog in it as `engine/job_types.json`,
+    for the asset.
 
     The functions read the job types (and the S3 triggers) from that file at their first record, not
     from an environment variable: Lambda caps all of a function's variables at 4 KB together, which a
     few JSON Schemas pass, while a file in the asset has no such limit.
     """
-    stage = staged_package("engine", extra_files={f"engine/{JOB_TYPES_FILE}": catalog.to_json() + "\n"})
+    stage = staged_package("functions", "engine", extra_files={f"engine/{JOB_TYPES_FILE}": catalog.to_json() + "\n"})
     compile_for_lambda(stage)
     return stage
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-HANDLER_CACHES = ("extender", "receiver", "watcher", "admitter")
+HANDLER_CACHES = ("extender", "receiver", "watcher", "admitter", "clients")
 """The cached builders of the handler modules: one per container, cleared when a module is loaded afresh."""
 
 

@@ -107,7 +107,7 @@ class LocalProcessor:
         env = {**function_environment(self.resources, self.emulator), "JOB_TYPES_FILE": str(self.catalog_file)}
         self._exit.enter_context(environment(env))
         for name in FUNCTIONS:
-            self.functions[name] = load_function(f"longjobs.engine.{name}.handler")
+            self.functions[name] = load_function(f"longjobs.functions.{name}")
         # Each container's service, built once: the faults hook the clients it holds. The watcher's
         # admission receiver, which the cloud builds at its first event, is built now too, while the
         # endpoint is in the environment, so its clients reach the emulator and are hooked as well.

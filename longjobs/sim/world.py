@@ -29,20 +29,18 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.engine.admission.admit import extender_pass, watcher_pass
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.extender.invocation import run_invocation
-from longjobs.engine.extender.service import Extender, legacy_shards
+from longjobs.engine.extender.service import Extender
+from longjobs.engine.factory import Clients, Factory
 from longjobs.engine.jobs import load_catalog
-from longjobs.engine.lease import LeaseStore, table_definition
+from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.observability import logger
-from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
-from longjobs.engine.visibility import VisibilityClient
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
@@ -406,28 +404,17 @@ class World:
     def _build_functions(self, settings: Settings) -> None:
         """The receiver, the extender and the watcher of `settings`: built at the start, and again at an
         upgrade (`_upgrade`), when invocations begun before it finish with the functions they began with."""
-        clock = self.clock
-        policy = build_policy(settings)
+        factory = Factory(settings, self.clock, self.catalog, Recorder(self.monitor))
         executor = cast(Any, self.scheduler)  # `map` on actors: the engine's parallel calls, interleaved
-        metrics = Recorder(self.monitor)
 
-        def clients(actor: str) -> tuple[Any, Any, Any]:
-            return self._client("sqs", actor), self._client("dynamodb", actor), self._client("stepfunctions", actor)
+        def clients(actor: str) -> Clients:
+            return Clients(
+                self._client("sqs", actor), self._client("dynamodb", actor), self._client("stepfunctions", actor)
+            )
 
         def receiver(actor: str, container: int = 0) -> Receiver:
-            sqs, dynamodb, stepfunctions = clients(actor)
-            return Receiver(
-                settings=settings,
-                policy=policy,
-                store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
-                sqs=sqs,
-                visibility=VisibilityClient(sqs, clock=clock),
-                stepfunctions=stepfunctions,
-                clock=clock,
-                rng=random.Random(f"{actor}:{self.seed}" + (f":{container}" if container else "")),
-                catalog=self.catalog,
-                metrics=metrics,
-            )
+            rng = random.Random(f"{actor}:{self.seed}" + (f":{container}" if container else ""))
+            return factory.receiver(clients(actor), rng)
 
         def new_receiver(container: int) -> Receiver:
             return receiver("receiver", container)
@@ -435,25 +422,12 @@ class World:
         self.receivers = Containers(new_receiver, on_new=lambda: self.monitor.reach("receiver:new_container"))
 
         def extender(container: int) -> Extender:
-            sqs, dynamodb, stepfunctions = clients("extender")
-            return Extender(
-                settings=settings,
-                policy=policy,
-                store=LeaseStore(
-                    dynamodb,
-                    TABLE,
-                    shards=settings.shards,
-                    closed_ttl_s=settings.closed_ttl_s,
-                    executor=executor,
-                    legacy=legacy_shards(settings, clock),
-                ),
-                visibility=VisibilityClient(sqs, clock=clock, executor=executor),
-                sqs=sqs,
-                clock=clock,
+            own = clients("extender")
+            return factory.extender(
+                own,
+                random.Random(f"extender:{self.seed}:backoff" + (f":{container}" if container else "")),
                 executor=executor,
-                stepfunctions=stepfunctions,
-                rng=random.Random(f"extender:{self.seed}:backoff" + (f":{container}" if container else "")),
-                admit=extender_pass(receiver("extender", container), handle=receive) if self.waiting else None,
+                admitter=receiver("extender", container) if factory.admits else None,
             )
 
         # Without reserved concurrency a run due while every container is busy gets a new one.
@@ -463,14 +437,9 @@ class World:
         self.extenders = Containers(extender, on_new=new_extender)
 
         def watcher(container: int) -> Watcher:
-            sqs, dynamodb, _ = clients("watcher")
-            return Watcher(
-                store=LeaseStore(dynamodb, TABLE, shards=settings.shards, closed_ttl_s=settings.closed_ttl_s),
-                visibility=VisibilityClient(sqs, clock=clock),
-                clock=clock,
-                state_machine_arn=STATE_MACHINE_ARN,
-                admit=watcher_pass(receiver("watcher", container), handle=receive) if self.waiting else None,
-            )
+            own = clients("watcher")
+            admitter = receiver("watcher", container) if factory.admits else None
+            return factory.watcher(own, admit=factory.watcher_admission(admitter) if admitter else None)
 
         self.watchers = Containers(watcher, on_new=lambda: self.monitor.reach("watcher:new_container"))
 

@@ -17,7 +17,7 @@ def test_extender_handler_renews_due_leases_and_publishes_metrics(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     handler = load_handler(
-        monkeypatch, "longjobs.engine.extender.handler", TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, SHARDS="8"
+        monkeypatch, "longjobs.functions.extender", TABLE_NAME=TABLE, QUEUE_URL=harness.queue_url, SHARDS="8"
     )
     machine = harness.stepfunctions.create_state_machine(
         name="jobs",
@@ -51,12 +51,12 @@ def test_extender_handler_renews_due_leases_and_publishes_metrics(
 
 def test_extender_handler_refuses_a_bad_setting_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SettingsError, match="heartbeat_s"):
-        load_handler(monkeypatch, "longjobs.engine.extender.handler", HEARTBEAT_S="-1")
+        load_handler(monkeypatch, "longjobs.functions.extender", HEARTBEAT_S="-1")
 
 
 def test_extender_handler_requires_the_table_name(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TABLE_NAME", raising=False)
-    handler = load_handler(monkeypatch, "longjobs.engine.extender.handler")
+    handler = load_handler(monkeypatch, "longjobs.functions.extender")
     with pytest.raises(SettingsError, match="TABLE_NAME"):
         handler.handler({}, LambdaContext(deadline=time.time() + 55))
 
@@ -66,9 +66,9 @@ def test_extender_handler_reads_vt_from_the_queue_for_the_remaining_policy_only(
 ) -> None:
     harness.sqs.set_queue_attributes(QueueUrl=harness.queue_url, Attributes={"VisibilityTimeout": "45"})
     env = {"TABLE_NAME": TABLE, "QUEUE_URL": harness.queue_url, "EXTENDER_PERIOD_S": "1", "HEARTBEAT_S": "0.5"}
-    remaining = load_handler(monkeypatch, "longjobs.engine.extender.handler", POLICY="remaining", **env)
+    remaining = load_handler(monkeypatch, "longjobs.functions.extender", POLICY="remaining", **env)
     assert remaining.extender().settings.visibility_timeout_s == 45, "seed 000 renews by the queue's VT"
-    threshold = load_handler(monkeypatch, "longjobs.engine.extender.handler", POLICY="threshold", **env)
+    threshold = load_handler(monkeypatch, "longjobs.functions.extender", POLICY="threshold", **env)
     assert threshold.extender().settings.visibility_timeout_s is None
     assert threshold.extender().policy.initial_timeout_s() == 30, "seed 001's own 30 s, not the queue's 45"
 
@@ -76,7 +76,7 @@ def test_extender_handler_reads_vt_from_the_queue_for_the_remaining_policy_only(
 def test_extender_handler_needs_the_queue_url_to_read_its_vt(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QUEUE_URL", raising=False)
     handler = load_handler(
-        monkeypatch, "longjobs.engine.extender.handler", TABLE_NAME=TABLE, POLICY="remaining", EXTENDER_PERIOD_S="1"
+        monkeypatch, "longjobs.functions.extender", TABLE_NAME=TABLE, POLICY="remaining", EXTENDER_PERIOD_S="1"
     )
     with pytest.raises(SettingsError, match=r"queue_url \(QUEUE_URL\) is required"):
         handler.extender()

@@ -75,7 +75,7 @@ def send_raw(flow: Flow, group: str, body: str) -> str:
 def fifo_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
     return load_handler(
         monkeypatch,
-        "longjobs.engine.receiver.handler",
+        "longjobs.functions.receiver",
         TABLE_NAME=TABLE,
         QUEUE_URL=flow.harness.queue_url,
         DLQ_URL=flow.dlq_url,

@@ -64,7 +64,7 @@ def sqs_event(flow: Flow, deliveries: list[Delivery]) -> dict[str, Any]:
 def receiver_handler(monkeypatch: pytest.MonkeyPatch, flow: Flow) -> ModuleType:
     return load_handler(
         monkeypatch,
-        "longjobs.engine.receiver.handler",
+        "longjobs.functions.receiver",
         TABLE_NAME=TABLE,
         QUEUE_URL=flow.harness.queue_url,
         DLQ_URL=flow.dlq_url,

@@ -117,7 +117,7 @@ def test_aborted_execution_released_by_watcher_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     watcher = load_handler(
-        monkeypatch, "longjobs.engine.watcher.handler", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
+        monkeypatch, "longjobs.functions.watcher", TABLE_NAME=TABLE, STATE_MACHINE_ARN=STATE_MACHINE_ARN
     )
     message_id, _, described = aborted_by_operator(flow)
     context = LambdaContext(function_name="watcher")
@@ -154,7 +154,7 @@ def test_aborted_execution_recorded_as_a_job_span_under_opentelemetry(
     monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)  # the ADOT layer's global provider, here
     watcher = load_handler(
         monkeypatch,
-        "longjobs.engine.watcher.handler",
+        "longjobs.functions.watcher",
         TABLE_NAME=TABLE,
         STATE_MACHINE_ARN=STATE_MACHINE_ARN,
         TRACING="opentelemetry",

@@ -75,7 +75,7 @@ def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     assert all(path.startswith("data/share/sqs-long-jobs/demo/") for path in data), "only the demo's job and input"
     assert "data/share/sqs-long-jobs/demo/jobs/wordcount.py" in data
     assert "longjobs/offline/scenarios/demo.json" in names and "longjobs/pipeline/log4j2.properties" in names
-    assert "longjobs/engine/receiver/handler.py" in names and "longjobs/pipeline/glue_entry.py" in names
+    assert "longjobs/functions/receiver.py" in names and "longjobs/pipeline/glue_entry.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
     assert "License-Expression: Apache-2.0" in lines and "License-File: LICENSE" in lines
@@ -147,11 +147,11 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
         and "Handler" in resource["Properties"]
         and resource["Properties"]["Handler"].startswith("longjobs.")
     }
-    assert handlers == {f"longjobs.engine.{name}.handler.handler" for name in ("receiver", "extender", "watcher")}
-    shipped = [path for path in (app / "cdk.out").glob("asset.*/longjobs/engine/receiver/handler.py")]
-    assert shipped, "the receiver's asset holds the installed engine"
-    assert shipped[0].read_bytes() == (installed.parent / "engine" / "receiver" / "handler.py").read_bytes()
-    catalog = json.loads((shipped[0].parents[1] / "job_types.json").read_text())
+    assert handlers == {f"longjobs.functions.{name}.handler" for name in ("receiver", "extender", "watcher")}
+    shipped = [path for path in (app / "cdk.out").glob("asset.*/longjobs/functions/receiver.py")]
+    assert shipped, "the receiver's asset holds the installed functions"
+    assert shipped[0].read_bytes() == (installed.parent / "functions" / "receiver.py").read_bytes()
+    catalog = json.loads((shipped[0].parents[1] / "engine" / "job_types.json").read_text())
     assert "nap" in {job_type["name"] for job_type in catalog["job_types"]}
 
     bin_dir = env_dir / "bin"

@@ -132,9 +132,9 @@ def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
 def test_functions_run_arm64_python313_traced_with_the_pinned_powertools_layer(dev: Synth) -> None:
     functions = dev.part("Functions")
     for function, handler in (
-        (functions.receiver, "longjobs.engine.receiver.handler.handler"),
-        (functions.extender, "longjobs.engine.extender.handler.handler"),
-        (functions.watcher, "longjobs.engine.watcher.handler.handler"),
+        (functions.receiver, "longjobs.functions.receiver.handler"),
+        (functions.extender, "longjobs.functions.extender.handler"),
+        (functions.watcher, "longjobs.functions.watcher.handler"),
     ):
         props = dev.resource(function)["Properties"]
         assert props["Handler"] == handler
@@ -211,16 +211,18 @@ def test_functions_layer_and_log_retention_follow_context(prod: Synth) -> None:
         assert log_group["Properties"]["RetentionInDays"] == 90
 
 
-def test_functions_asset_holds_the_engine_package_only(dev: Synth) -> None:
+def test_functions_asset_holds_the_functions_and_the_engine_only(dev: Synth) -> None:
     code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
     asset_hash = code["S3Key"].removesuffix(".zip")
     staged = dev.outdir / f"asset.{asset_hash}"
     files = {path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file()}
-    assert "longjobs/engine/receiver/handler.py" in files and "longjobs/engine/settings.py" in files
+    assert "longjobs/functions/receiver.py" in files and "longjobs/engine/settings.py" in files
     sources = {name for name in files if name.endswith(".py")}
     compiled = {name for name in files if name.endswith(".pyc")}
     assert files - sources - compiled == {"longjobs/engine/job_types.json"}, sorted(files)
-    assert all(name == "longjobs/__init__.py" or name.startswith("longjobs/engine/") for name in sources)
+    assert all(
+        name == "longjobs/__init__.py" or name.startswith(("longjobs/functions/", "longjobs/engine/")) for name in sources
+    )
     assert compiled == {cache_from_source(name) for name in sources}  # each module compiled (compile_for_lambda)
 
 

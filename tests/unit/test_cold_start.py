@@ -58,7 +58,7 @@ def test_handler_imports_nothing_heavy_it_does_not_use_at_once(module: str) -> N
 
 def test_handler_that_traces_gets_powertools_tracer() -> None:
     modules = imported_after(
-        "longjobs.engine.receiver.handler", AWS_LAMBDA_FUNCTION_NAME="f", POWERTOOLS_TRACE_DISABLED="false"
+        "longjobs.functions.receiver", AWS_LAMBDA_FUNCTION_NAME="f", POWERTOOLS_TRACE_DISABLED="false"
     )
     assert "aws_xray_sdk.core" in modules
 
@@ -96,7 +96,7 @@ def test_default_tracing_imports_no_xray_sdk() -> None:
     from longjobs.construct.functions import tracing_environment
 
     environment = tracing_environment(InfraSettings().tracing)
-    modules = imported_after("longjobs.engine.watcher.handler", AWS_LAMBDA_FUNCTION_NAME="f", **environment)
+    modules = imported_after("longjobs.functions.watcher", AWS_LAMBDA_FUNCTION_NAME="f", **environment)
     assert [m for m in modules if m.startswith("aws_xray_sdk")] == []
 
 
@@ -105,14 +105,14 @@ import time:       100 |        100 | json
 import time:       500 |        500 |     botocore.exceptions
 import time:      2000 |       2500 |   longjobs.engine.execution
 import time:      3000 |       3000 |   pydantic
-import time:      1000 |       6500 | longjobs.engine.watcher.handler
+import time:      1000 |       6500 | longjobs.functions.watcher
 import time:       200 |        200 |   fastjsonschema
 import time:       700 |        900 | longjobs.engine.jobs
 """
 
 
 def test_cold_start_benchmark_reads_the_import_and_what_the_first_call_imports() -> None:
-    total, under, in_call = importtime_tree(IMPORTTIME, "longjobs.engine.watcher.handler")
+    total, under, in_call = importtime_tree(IMPORTTIME, "longjobs.functions.watcher")
     assert total == 6.5
     # another package: its cumulative time; our own module: its own time; json came before the handler
     assert under == [("pydantic", 3.0), ("longjobs.engine.execution", 2.0), ("botocore.exceptions", 0.5)]

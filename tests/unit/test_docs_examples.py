@@ -73,6 +73,8 @@ SHOWN_NOT_RUN = {
     ("jobs.md", "import aws_cdk as cdk"): "a user's CDK app (the construct's props: tests/infra/test_processor.py)",
     ("deploy.md", "LongJobProcessor("): "a part of a user's stack: tests/infra/test_processor.py synthesizes "
     "the same producers and checks their policies",
+    ("design.md", "longjobs/"): "the package's layout (test_docs_layout_names_what_exists checks each path)",
+    ("README.md", "app.py"): "the repository's layout (test_docs_layout_names_what_exists checks each path)",
 }
 """Blocks shown as they look, not run. Python among them is still compiled."""
 
@@ -491,6 +493,37 @@ def test_docs_example_lists_name_only_blocks_that_exist() -> None:
     for name in SCENARIO_FILES_NOT_RUN:
         assert any(f"--scenario {name}" in command for command in commands), name
         assert not (REPO_ROOT / name).exists(), f"{name} is in the repository: run it"
+
+
+LAYOUT_NAME = re.compile(r"(?<![\w./-])([\w-]+(?:/|\.py|\.json))(?=[\s,:]|$)")
+"""A folder (`name/`) or a file (`name.py`, `name.json`) named in a layout tree."""
+LAYOUT_LINE = re.compile(r"[\w-]+(?:/|\.py|\.json)(?:\s{2,}|$)")
+"""A layout tree's first line: a folder or a file, alone or before its description."""
+
+
+def layout_paths(block: Block) -> list[Path]:
+    """The paths a layout tree names. A tree whose first line is a folder is that folder's; each line
+    starts with a folder or a file, and the names after it on the line are inside that folder."""
+    first, *rest = block.body.strip().splitlines()
+    nested = first.strip().endswith("/")
+    base = REPO_ROOT / first.strip() if nested else REPO_ROOT
+    paths = [base] if nested else []
+    for line in rest if nested else [first, *rest]:
+        names = LAYOUT_NAME.findall(line)
+        if names:
+            head, *inside = names
+            paths.append(base / head)
+            paths.extend((base / head if head.endswith("/") else base) / name for name in inside)
+    return paths
+
+
+def test_docs_layout_names_what_exists() -> None:
+    """Every folder and file a layout tree of the docs names is where the tree puts it."""
+    trees = [block for block in blocks() if not block.info and LAYOUT_LINE.match(block.first_line)]
+    assert {block.page for block in trees} == {"README.md", "design.md"}, trees
+    for block in trees:
+        missing = [str(path.relative_to(REPO_ROOT)) for path in layout_paths(block) if not path.exists()]
+        assert not missing, f"{block}: the layout names what is not there: {missing}"
 
 
 OFFLINE_SCRIPTS = ("longjobs-offline", ".venv/bin/longjobs-offline")

@@ -1,5 +1,6 @@
-"""The engine's import graph has no cycle: every import counted, at module level, inside a function, or
-only for type checking, since each is a dependency a reader follows and a change must respect."""
+"""The import graph of the engine and the functions has no cycle: every import counted, at module level,
+inside a function, or only for type checking, since each is a dependency a reader follows and a change
+must respect."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import ast
 from pathlib import Path
 
 import longjobs.engine
+import longjobs.functions
 
 ENGINE = Path(longjobs.engine.__file__).parent
+FUNCTIONS = Path(longjobs.functions.__file__).parent
 PACKAGE = "longjobs.engine"
 
 
@@ -21,7 +24,9 @@ def module_name(path: Path) -> str:
 
 
 def engine_modules() -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(ENGINE.rglob("*.py"))}
+    """The modules of the engine and of the functions above it."""
+    paths = sorted([*ENGINE.rglob("*.py"), *FUNCTIONS.rglob("*.py")])
+    return {module_name(path): path for path in paths}
 
 
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -84,8 +89,10 @@ def engine_graph() -> dict[str, set[str]]:
 def test_import_graph_reads_every_kind_of_import() -> None:
     graph = engine_graph()
     # a module-level import, and one inside a function (the handler builds its catalog on first use)
-    assert "longjobs.engine.settings" in graph["longjobs.engine.receiver.handler"]
-    assert "longjobs.engine.jobs" in graph["longjobs.engine.receiver.handler"]
+    assert "longjobs.engine.settings" in graph["longjobs.functions.receiver"]
+    assert "longjobs.engine.jobs" in graph["longjobs.functions.receiver"]
+    # the factory imports each core inside the builder that makes it
+    assert "longjobs.engine.watcher.service" in graph["longjobs.engine.factory"]
 
 
 def test_import_graph_of_the_engine_has_no_cycle() -> None:

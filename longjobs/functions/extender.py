@@ -1,23 +1,20 @@
-"""Extender Lambda: invoked every minute by EventBridge Scheduler; renews due leases, reconciles."""
+"""The extender Lambda: EventBridge Scheduler invokes it every minute; it renews the leases due, settles
+those whose executions ended, and runs admission's pass."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.extender.invocation import InvocationReport, run_invocation
-from longjobs.engine.extender.service import Extender, legacy_shards, report_dict
-from longjobs.engine.lease import LeaseStore
+from longjobs.engine.extender.service import Extender, report_dict
+from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.observability import MetricName, MetricsSink, logger, metrics, tracer
-from longjobs.engine.policies import build_policy, resolve_visibility_timeout
-from longjobs.engine.settings import Settings, SettingsError
-from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.policies import resolve_visibility_timeout
+from longjobs.engine.settings import Settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
@@ -27,59 +24,17 @@ SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the
 
 @cache
 def extender() -> Extender:
-    """The extender of this container: clients, store and policy built once."""
-    if not SETTINGS.table_name:
-        raise SettingsError("table_name (TABLE_NAME) is required by the extender")
-    sqs = aws.sqs()
-    settings = resolve_visibility_timeout(SETTINGS, sqs)
-    clock = SystemClock()
-    executor = ThreadPoolExecutor(max_workers=settings.max_workers)
-    ext = Extender(
-        settings=settings,
-        policy=build_policy(settings),
-        store=LeaseStore(
-            aws.dynamodb(),
-            settings.table_name or "",
-            shards=settings.shards,
-            closed_ttl_s=settings.closed_ttl_s,
-            executor=executor,
-            legacy=legacy_shards(settings, clock),
-        ),
-        visibility=VisibilityClient(sqs, clock=clock, executor=executor),
-        sqs=sqs,
-        clock=clock,
-        executor=executor,
-        stepfunctions=aws.stepfunctions(),
-    )
-    return replace(ext, admit=admission(ext))
-
-
-def admission(ext: Extender) -> Callable[[float], Sequence[Any]] | None:
-    """Admission's pass over the limited job types, with a receiver's view of the same clients; None when
-    no type has a concurrency limit (or the extender lacks what starting an attempt needs)."""
+    """This container's extender: its clients, store and policy built once, and admission's pass when a
+    job type has a concurrency limit."""
     from longjobs.engine.jobs import catalog_from_env
 
-    catalog = catalog_from_env()
-    settings = ext.settings
-    if not catalog.limited() or ext.stepfunctions is None or not settings.state_machine_arn:
-        return None
-    from longjobs.engine.admission.admit import extender_pass
-    from longjobs.engine.receiver.service import receive
-    from longjobs.engine.receiver.types import Receiver
-
-    admitter = Receiver(
-        settings=settings,
-        policy=ext.policy,
-        store=ext.store,
-        sqs=ext.sqs,
-        visibility=VisibilityClient(ext.sqs, clock=ext.clock),
-        stepfunctions=ext.stepfunctions,
-        clock=ext.clock,
-        rng=random.Random(),
-        catalog=catalog,
-        metrics=metrics,
-    )
-    return extender_pass(admitter, handle=receive)
+    require(SETTINGS, "extender", ("table_name",))
+    clients = Clients.from_sdk()
+    settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
+    factory = Factory(settings, SystemClock(), catalog_from_env(), metrics)
+    admitter = factory.receiver(clients, random.Random()) if factory.admits else None
+    executor = ThreadPoolExecutor(max_workers=settings.max_workers)
+    return factory.extender(clients, random.Random(), executor=executor, admitter=admitter)
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:

@@ -1,4 +1,5 @@
-"""Receiver Lambda: the jobs queue's event source mapping calls it with partial batch responses."""
+"""The receiver Lambda: the jobs queue's event source mapping calls it with batches of records, and it
+answers with the records not done (a partial batch response)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,14 @@ import random
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine import aws
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.lease import LeaseStore
+from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.observability import MetricName, logger, metrics, tracer
-from longjobs.engine.policies import build_policy, resolve_visibility_timeout
+from longjobs.engine.policies import resolve_visibility_timeout
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
-from longjobs.engine.settings import Settings, SettingsError
-from longjobs.engine.visibility import VisibilityClient
+from longjobs.engine.settings import Settings
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch import BatchProcessor
@@ -77,28 +76,14 @@ class JobDeferred(Exception):
 
 @cache
 def receiver() -> Receiver:
-    from longjobs.engine.jobs import catalog_from_env  # with the clients, on the first record
+    """This container's receiver, built at its first record with its clients and job catalog."""
+    from longjobs.engine.jobs import catalog_from_env
 
-    missing = [name.upper() for name in REQUIRED if not getattr(SETTINGS, name)]
-    if missing:
-        raise SettingsError(f"the receiver needs {', '.join(missing)}")
-    sqs = aws.sqs()
-    settings = resolve_visibility_timeout(SETTINGS, sqs)
-    clock = SystemClock()
-    return Receiver(
-        settings=settings,
-        policy=build_policy(settings),
-        store=LeaseStore(
-            aws.dynamodb(), settings.table_name or "", shards=settings.shards, closed_ttl_s=settings.closed_ttl_s
-        ),
-        sqs=sqs,
-        visibility=VisibilityClient(sqs, clock=clock),
-        stepfunctions=aws.stepfunctions(),
-        clock=clock,
-        rng=random.Random(),
-        catalog=catalog_from_env(),
-        metrics=metrics,
-    )
+    require(SETTINGS, "receiver", REQUIRED)
+    clients = Clients.from_sdk()
+    settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
+    factory = Factory(settings, SystemClock(), catalog_from_env(), metrics)
+    return factory.receiver(clients, random.Random())
 
 
 def _deliveries(event: dict[str, Any]) -> list[Delivery]:
