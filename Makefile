@@ -137,6 +137,7 @@ bench: install
 	$(BIN)/python -m benchmarks.chaos
 	$(BIN)/python -m benchmarks.cold_start
 	$(BIN)/python -m benchmarks.backfill
+	$(BIN)/python -m benchmarks.delivery_walk
 
 # Python 3.13 makes .venv; Java runs Spark (the pipeline tests, the demo); Node runs the pinned CDK command
 # line that renders the workflow and synthesizes the stack. All are checked before anything is installed.
