@@ -59,6 +59,7 @@ from rich.console import Console
 from rich.table import Table
 
 from longjobs.engine.clock import FakeClock
+from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.execution import STOP_ERROR
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.factory import Clients, Factory
@@ -86,7 +87,6 @@ from longjobs.engine.lease.schema import (
 from longjobs.engine.observability import MetricName, logger
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Receiver
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, classify_exception
 from longjobs.engine.watcher.service import on_status_change

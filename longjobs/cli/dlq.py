@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import UsageError
 from longjobs.engine.cancel import CANCELLED
-from longjobs.engine.receiver.models import ErrorType
+from longjobs.engine.delivery.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ MAX_MOVE_RATE = 500
 RECEIVER_ATTRIBUTES = frozenset(
     {"ErrorType", "ErrorMessage", "SourceQueue", "OriginalMessageId", "ReceiveCount", "Attempts"}
 )
-"""The attributes `functions/receiver/dlq.py` puts on its DLQ copies."""
+"""The attributes `longjobs/engine/delivery/dlq.py` puts on its DLQ copies."""
 
 UNSUPPORTED_CODES = frozenset(
     {

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from longjobs.cli.errors import CliError, UsageError
+from longjobs.engine.delivery.models import BadInput, parse_body
 from longjobs.engine.jobs import JobCatalog, JobTypeError, catalog_from_env, load_catalog_file
-from longjobs.engine.receiver.models import BadInput, parse_body
 from longjobs.engine.settings import Settings, is_fifo_url
 
 if TYPE_CHECKING:

@@ -69,7 +69,7 @@ class JobQueues(Construct):
             enforce_ssl=True,
             visibility_timeout=visibility_timeout,
             retention_period=retention,
-            # Explicit: the receiver fits its copies (DLQ, waiting) to it (`longjobs.engine.receiver.types`).
+            # Explicit: the receiver fits its copies (DLQ, waiting) to it (`longjobs.engine.delivery.types`).
             max_message_size_bytes=MESSAGE_MAX_BYTES,
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             **fifo_props,

@@ -21,7 +21,7 @@
 3. **Free** the execution's job lock and admission slot, each conditional on that execution still holding
    it (`longjobs.engine.settle.release_holds`).
 4. **Dead-letter** the message: its body goes to the DLQ with `ErrorType` `Cancelled`, the reason as
-   `ErrorMessage` and the attempts' history (the receiver's DLQ format, `longjobs.engine.receiver.dlq`),
+   `ErrorMessage` and the attempts' history (the receiver's DLQ format, `longjobs.engine.delivery.dlq`),
    then it is deleted from its queue with the lease's receipt handle. Never a release: it does not come
    back as a retry. A delete SQS refuses for good (the message was received again meanwhile) is noted:
    that redelivery finds the lease CANCELLED and is acknowledged (the receiver's row for CANCELLED).
@@ -69,15 +69,15 @@ from botocore.exceptions import ClientError
 
 from longjobs.engine.admission.parking import message_to_send
 from longjobs.engine.clock import Clock
+from longjobs.engine.delivery.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
+from longjobs.engine.delivery.requeue import CLAIM_STALE_S
+from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
-from longjobs.engine.receiver.requeue import CLAIM_STALE_S
-from longjobs.engine.receiver.types import Delivery
 from longjobs.engine.settle import release_holds
 from longjobs.engine.visibility import FailureClass
 from longjobs.engine.visibility.errors import classify_exception, describe_exception

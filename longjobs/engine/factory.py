@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
 
+    from longjobs.engine.delivery.types import Receiver
     from longjobs.engine.extender.service import Extender
     from longjobs.engine.jobs import JobCatalog
     from longjobs.engine.lease import LeaseStore
     from longjobs.engine.lease.lock import Hold
     from longjobs.engine.observability import MetricsSink
     from longjobs.engine.policies import RenewalPolicy
-    from longjobs.engine.receiver.types import Receiver
     from longjobs.engine.watcher.service import Watcher
 
 __all__ = ["Clients", "Factory", "require"]
@@ -112,7 +112,7 @@ class Factory:
 
     def receiver(self, clients: Clients, rng: random.Random) -> Receiver:
         """A receiver: the jobs queue's, or the one admission runs as in the extender and the watcher."""
-        from longjobs.engine.receiver.types import Receiver
+        from longjobs.engine.delivery.types import Receiver
         from longjobs.engine.visibility import VisibilityClient
 
         if clients.stepfunctions is None:

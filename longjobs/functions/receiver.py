@@ -8,12 +8,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import SystemClock
+from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.observability import MetricName, logger, metrics, tracer
 from longjobs.engine.policies import resolve_visibility_timeout
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings
 
 if TYPE_CHECKING:

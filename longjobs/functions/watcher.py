@@ -21,7 +21,7 @@ from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_cha
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
-    from longjobs.engine.receiver.types import Receiver
+    from longjobs.engine.delivery.types import Receiver
 
 SETTINGS = Settings.from_env()
 JOB_SPANS = job_spans_enabled()

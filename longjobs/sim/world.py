@@ -30,6 +30,7 @@ from typing import Any, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from longjobs.engine.aws import RETRY_ATTEMPTS
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
@@ -39,7 +40,6 @@ from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, on_status_change

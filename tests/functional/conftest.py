@@ -18,13 +18,13 @@ from moto import mock_aws
 
 from longjobs.engine import aws
 from longjobs.engine.clock import Clock, SystemClock
+from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease import Lease, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.lambdas import load_function

@@ -21,6 +21,8 @@ from moto.dynamodb.models import DynamoDBBackend
 from longjobs.engine.admission import slot_key
 from longjobs.engine.admission.admit import AdmitReport, admit_all, admit_in_place, watcher_pass
 from longjobs.engine.admission.readings import slots_of
+from longjobs.engine.delivery.dlq import EXHAUSTED
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
@@ -29,9 +31,7 @@ from longjobs.engine.lease.lock import Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.receiver.batch import receive_batch
-from longjobs.engine.receiver.dlq import EXHAUSTED
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, running_flow

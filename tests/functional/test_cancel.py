@@ -17,10 +17,10 @@ import pytest
 
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.lease.lock import job_lock_key
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Outcome
 from tests.functional.conftest import Flow, running_flow
 from tests.functional.test_admission import (
     CATALOG,

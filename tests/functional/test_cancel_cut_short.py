@@ -25,10 +25,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import job_lock_key
-from longjobs.engine.receiver.types import Outcome
 from tests.functional import test_cancel
 from tests.functional.conftest import Flow, OffsetClock
 from tests.functional.test_admission import LIMITED, SLOT, queued

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.types import Delivery, Outcome, send_attributes
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.jobs.triggers import S3Trigger
@@ -20,7 +21,6 @@ from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.fan_out import FanOutFailed
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, send_attributes
 from longjobs.offline.lambdas import s3_notification
 from tests.functional.conftest import ACCOUNT, REGION, Flow, running_flow
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.execution import STOP_ERROR, execution_arn, execution_name
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, successor_version
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.settle import release
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow

@@ -24,10 +24,10 @@ from botocore.stub import Stubber
 from longjobs.cli import dlq, submit
 from longjobs.cli.errors import CliError
 from longjobs.engine.clock import SystemClock
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_RETENTION_S
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient
 from longjobs.offline.lambdas import LambdaContext, s3_notification, sqs_event

@@ -12,11 +12,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
 from tests.unit.test_receiver_models import s3_record
 

@@ -13,9 +13,9 @@ import aws_cdk as cdk
 import pytest
 
 from longjobs.construct.workflow import render_definition, token_queue_pyspark_step
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.receiver.types import Outcome
 from tests.functional.conftest import ACCOUNT, REGION, TABLE, TOKEN_QUEUE, Flow
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/workflow"

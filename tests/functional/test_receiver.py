@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (

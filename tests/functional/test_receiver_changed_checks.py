@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome
 from tests.functional.conftest import Flow, running_flow
 from tests.polling import eventually
 

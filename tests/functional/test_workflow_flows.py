@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Outcome
 from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
     ACCOUNT,

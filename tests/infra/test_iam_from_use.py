@@ -152,7 +152,7 @@ COLD_START_VT = (
 )
 UNPARK_WAIT_FOR_JOB = (
     "an admission pass handles an unparked message as the receiver does: when its job id is held it is "
-    "sent back to the jobs queue to wait (`receiver.attempt.wait_for_job`; issue 22 defect 5). The "
+    "sent back to the jobs queue to wait (`delivery.attempt.wait_for_job`; issue 22 defect 5). The "
     "simulation's admission workload has no two messages of one job id, so no seed reaches it"
 )
 UNPARK_PARK_AGAIN = (

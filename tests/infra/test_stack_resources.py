@@ -221,7 +221,8 @@ def test_functions_asset_holds_the_functions_and_the_engine_only(dev: Synth) -> 
     compiled = {name for name in files if name.endswith(".pyc")}
     assert files - sources - compiled == {"longjobs/engine/job_types.json"}, sorted(files)
     assert all(
-        name == "longjobs/__init__.py" or name.startswith(("longjobs/functions/", "longjobs/engine/")) for name in sources
+        name == "longjobs/__init__.py" or name.startswith(("longjobs/functions/", "longjobs/engine/"))
+        for name in sources
     )
     assert compiled == {cache_from_source(name) for name in sources}  # each module compiled (compile_for_lambda)
 

@@ -16,10 +16,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine.admission.parking import REFRESH_PAGE, refresh_parked, waiting_delivery
+from longjobs.engine.delivery.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, exhausted_attributes, send_exhausted_to_dlq
+from longjobs.engine.delivery.types import Delivery, Outcome, copy_fits, message_bytes
 from longjobs.engine.lease.types import Attempt, LastError, LeaseStatus
-from longjobs.engine.receiver.dlq import ATTEMPTS_MAX_BYTES, EXHAUSTED, exhausted_attributes, send_exhausted_to_dlq
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, copy_fits, message_bytes
 from longjobs.engine.settings import MESSAGE_MAX_BYTES
 from longjobs.engine.settle import release
 from tests.sim.test_requeue import JOB

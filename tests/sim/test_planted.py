@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from longjobs.engine.delivery import attempt
+from longjobs.engine.delivery import types as receiver_types
+from longjobs.engine.delivery.decision import LockState
 from longjobs.engine.lease.lock import Locks
-from longjobs.engine.receiver import attempt
-from longjobs.engine.receiver import types as receiver_types
-from longjobs.engine.receiver.decision import LockState
 from longjobs.sim.campaign import campaign
 
 

@@ -17,14 +17,14 @@ from longjobs.engine.admission.admit import AdmitReport, extender_pass, publish,
 from longjobs.engine.admission.parking import unpark, unparked_visibility_s
 from longjobs.engine.admission.readings import VIEW_TTL_S, read_slots
 from longjobs.engine.admission.slots import slot_key
+from longjobs.engine.delivery.read_ahead import read_ahead
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Outcome
 from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName
 from longjobs.engine.receiver.batch import receive_batch
-from longjobs.engine.receiver.read_ahead import read_ahead
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Outcome
 from longjobs.engine.settings import Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from longjobs.engine.cancel import Canceller, cancel
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LeaseStatus, job_lock_key
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from tests.sim.test_retention import STATE_MACHINE_ARN, Bench, bench
 
 JOB = "J"

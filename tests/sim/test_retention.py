@@ -16,12 +16,12 @@ import pytest
 
 from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
 from longjobs.engine.clock import FakeClock
+from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.settings import Settings, SettingsError
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.scenario import parse_scenario

@@ -19,9 +19,9 @@ import pytest
 
 from longjobs.engine.admission.admit import admit_type
 from longjobs.engine.admission.parking import refresh_parked
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.settle import release, release_holds, stop_and_close
 from longjobs.sim.aws import client_error
 from longjobs.sim.campaign import deployed_workflow

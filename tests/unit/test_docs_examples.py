@@ -40,9 +40,9 @@ from longjobs.cli.__main__ import build_parser as longjobs_parser
 from longjobs.cli.__main__ import main as longjobs_main
 from longjobs.cli.errors import UsageError
 from longjobs.construct import quiet_node_notices
+from longjobs.engine.delivery.models import parse_message
 from longjobs.engine.jobs import load_catalog, load_catalog_file
 from longjobs.engine.jobs.types import JobType
-from longjobs.engine.receiver.models import parse_message
 from longjobs.engine.settings import Settings
 from longjobs.offline.__main__ import build_parser as offline_parser
 from longjobs.offline.__main__ import main as offline_main

@@ -95,8 +95,38 @@ def test_import_graph_reads_every_kind_of_import() -> None:
     assert "longjobs.engine.watcher.service" in graph["longjobs.engine.factory"]
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to: `longjobs.engine.receiver` for its `service`; a module directly
+    in `longjobs.engine` (`settle`, `cancel`) or in `longjobs.functions` is a unit of its own."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) > 3 else module
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph with each package's modules merged into one node."""
+    merged: dict[str, set[str]] = {package_of(name): set() for name in graph}
+    for name, imported in graph.items():
+        merged[package_of(name)].update(package_of(other) for other in imported)
+        merged[package_of(name)].discard(package_of(name))
+    return merged
+
+
 def test_import_graph_of_the_engine_has_no_cycle() -> None:
     assert cycles(engine_graph()) == []
+
+
+def test_import_graph_of_the_engine_packages_has_no_cycle() -> None:
+    """The receiver, admission and cancel stand on the delivery floor; none imports another's caller."""
+    packages = package_graph(engine_graph())
+    assert cycles(packages) == []
+    assert "longjobs.engine.delivery" in packages["longjobs.engine.admission"]
+    for below in ("longjobs.engine.receiver", "longjobs.engine.admission", "longjobs.engine.cancel"):
+        assert below not in packages["longjobs.engine.delivery"], below
+
+
+def test_import_graph_package_merge_finds_a_cycle_between_packages() -> None:
+    graph = {"p.q.a.x": {"p.q.b.y"}, "p.q.b.y": set(), "p.q.b.z": {"p.q.a.w"}, "p.q.a.w": set()}
+    assert cycles(package_graph(graph)) == [["p.q.a", "p.q.b"]]
 
 
 def test_import_graph_cycle_finder_finds_a_cycle() -> None:

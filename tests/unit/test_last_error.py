@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from longjobs.engine.delivery.dlq import ERROR_MESSAGE_MAX, exhausted_attributes
+from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.lease.store import item_to_lease, lease_to_item
 from longjobs.engine.lease.types import Attempt
-from longjobs.engine.receiver.dlq import ERROR_MESSAGE_MAX, exhausted_attributes
-from longjobs.engine.receiver.types import Delivery
 
 CAUSE = "[PATH_NOT_FOUND] Path does not exist: file:/data/raw/date=2026-11-20"
 

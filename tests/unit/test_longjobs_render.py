@@ -19,8 +19,8 @@ from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_ses
 from longjobs.cli.errors import CliError
 from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import LastHour, QueueDepth, Status
+from longjobs.engine.delivery.dlq import dlq_attributes, exhausted_attributes
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
-from longjobs.engine.receiver.dlq import dlq_attributes, exhausted_attributes
 
 NOW = 1_800_000_000.0
 

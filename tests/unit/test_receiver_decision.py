@@ -1,5 +1,5 @@
 """The receiver's decision, row by row: every reading the receiver can make and the one action it leads
-to, written out (`longjobs.engine.receiver.decision`)."""
+to, written out (`longjobs.engine.delivery.decision`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from longjobs.engine.delivery.decision import Action, Limits, LockState, Reading, SlotState, decide, lock_state
 from longjobs.engine.lease.lock import Lock
 from longjobs.engine.lease.types import Lease, LeaseStatus
-from longjobs.engine.receiver.decision import Action, Limits, LockState, Reading, SlotState, decide, lock_state
 
 LIMITS = Limits(max_attempts=3, max_refused_starts=5)
 FIFO = Limits(max_attempts=3, max_refused_starts=5, fifo=True)

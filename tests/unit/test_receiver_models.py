@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from longjobs.engine.delivery.attempt import release_delay_s, wait_delay_s
+from longjobs.engine.delivery.models import BadInput, ErrorType, parse_body, parse_message
+from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.jobs import load_catalog
-from longjobs.engine.receiver.attempt import release_delay_s, wait_delay_s
-from longjobs.engine.receiver.models import BadInput, ErrorType, parse_body, parse_message
-from longjobs.engine.receiver.types import Outcome
 from longjobs.engine.settings import Settings
 
 # The receiver imports Powertools' S3 models on its first S3 event; imported here, so that a second

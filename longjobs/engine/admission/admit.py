@@ -12,6 +12,10 @@ from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
 from longjobs.engine.admission.parking import Handle, refresh_parked, unpark
 from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, read_slots
 from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots, slot_keys
+from longjobs.engine.delivery.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
+from longjobs.engine.delivery.decision import LockState
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.types import Receiver
 from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
@@ -25,10 +29,6 @@ from longjobs.engine.lease.lock import Hold, Lock
 from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.policies import hold_limit
-from longjobs.engine.receiver.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
-from longjobs.engine.receiver.decision import LockState
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.types import Receiver
 
 
 @dataclass

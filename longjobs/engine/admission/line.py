@@ -11,14 +11,14 @@ from longjobs.engine.admission.estimate import expected_start_s, in_flight_targe
 from longjobs.engine.admission.parking import Handle, has_room, park, unpark
 from longjobs.engine.admission.readings import longest_wait_s, read_slots, slots_for_claim, view_of
 from longjobs.engine.admission.slots import TypeSlots
+from longjobs.engine.delivery.attempt import dead_letter
+from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.attempt import dead_letter
-from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
 from longjobs.engine.visibility import FailureClass, VisibilityChange
 
 ORDER_STEP_S = 0.001

@@ -12,18 +12,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.admission.readings import longest_wait_s
-from longjobs.engine.execution import RUNNING_STATUSES, execution_status
-from longjobs.engine.lease import Lease, LeaseStatus, successor_version
-from longjobs.engine.lease.store import CopyNote, in_parked_line
-from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
-from longjobs.engine.observability import logger
-from longjobs.engine.policies.base import SQS_MAX_VISIBILITY_S
-from longjobs.engine.receiver.attempt import closed_record, same_write
-from longjobs.engine.receiver.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.read_ahead import forget_read_ahead, read_ahead
-from longjobs.engine.receiver.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
-from longjobs.engine.receiver.types import (
+from longjobs.engine.delivery.attempt import closed_record, same_write
+from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.read_ahead import forget_read_ahead, read_ahead
+from longjobs.engine.delivery.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
+from longjobs.engine.delivery.types import (
     ADMISSION_ATTRIBUTE,
     MAX_MESSAGE_ATTRIBUTES,
     Carried,
@@ -35,6 +29,12 @@ from longjobs.engine.receiver.types import (
     message_bytes,
     sent_at,
 )
+from longjobs.engine.execution import RUNNING_STATUSES, execution_status
+from longjobs.engine.lease import Lease, LeaseStatus, successor_version
+from longjobs.engine.lease.store import CopyNote, in_parked_line
+from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
+from longjobs.engine.observability import logger
+from longjobs.engine.policies.base import SQS_MAX_VISIBILITY_S
 from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S, MESSAGE_MAX_BYTES, Settings
 from longjobs.engine.settle import release_holds
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from longjobs.engine.admission.slots import Slots, TypeSlots
-from longjobs.engine.receiver.types import Receiver
+from longjobs.engine.delivery.types import Receiver
 from longjobs.engine.settings import Settings
 
 if TYPE_CHECKING:

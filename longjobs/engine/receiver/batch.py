@@ -1,6 +1,6 @@
 """A batch of receives: the records one invocation of the receiver handles together (the event source
 mapping's, up to 10). What they read first, they read ahead in one request
-(`longjobs.engine.receiver.read_ahead`); the copies their parkings send, they send together at the
+(`longjobs.engine.delivery.read_ahead`); the copies their parkings send, they send together at the
 batch's end, ten to a request, and note on their markers in one transaction
 (`longjobs.engine.admission.parking.send_pending_copies`).
 
@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from longjobs.engine.admission.parking import send_pending_copies
+from longjobs.engine.delivery.read_ahead import read_ahead
+from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.lease import Lease
-from longjobs.engine.receiver.read_ahead import read_ahead
-from longjobs.engine.receiver.types import Delivery, Receiver
 
 
 @contextmanager

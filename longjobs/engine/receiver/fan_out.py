@@ -7,7 +7,7 @@ fail (the record is then reported failed and comes back); and S3 itself delivers
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventNotifications.html, "designed to be
 delivered at least once"), as a new message. SendMessage is not idempotent, so each of these would send
 every job again. The fan-out therefore makes its job messages the way the receiver makes a requeued copy
-(`longjobs.engine.receiver.requeue`):
+(`longjobs.engine.delivery.requeue`):
 
 1. a REQUEUED marker per marker object is written first, all in conditional writes that create it only
    where none exists (`LeaseStore.create_markers`). Its key is derived from the object creation
@@ -35,12 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.delivery.attempt import closed_record
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.store import CopyNote
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.attempt import closed_record
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver
 from longjobs.engine.settings import MAX_DELAY_S
 
 if TYPE_CHECKING:

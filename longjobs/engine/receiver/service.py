@@ -1,6 +1,6 @@
 """The receiver's entry point: one SQS record in, one `Outcome` out. A job message's receive is decided
-by one pure function (`longjobs.engine.receiver.decision`) on what was read, and carried out by
-`longjobs.engine.receiver.attempt`; this module parses, reads, decides and dispatches.
+by one pure function (`longjobs.engine.delivery.decision`) on what was read, and carried out by
+`longjobs.engine.delivery.attempt`; this module parses, reads, decides and dispatches.
 
 A long job goes lease -> ChangeMessageVisibility (first chunk) -> StartExecution, and its record is
 reported *deferred* so the event source mapping leaves the message alone. The rule that keeps one
@@ -21,7 +21,7 @@ starts a second execution while the first runs, and never releases a message who
   it is sent back to the queue with a delay (doubling with each wait, counted in its `LongJobsAdmission`
   attribute) and this receive is acknowledged, so waiting uses none of the message's receives before
   the queue's redrive; the marker names the one copy that runs, however often the copy was sent
-  (`longjobs.engine.receiver.requeue`). On a FIFO queue a copy would go to the back of its message group
+  (`longjobs.engine.delivery.requeue`). On a FIFO queue a copy would go to the back of its message group
   and SQS refuses a per-message delay, so the message holds its group instead: it is hidden for the
   wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
   whose attributes leave no room for a copy's).
@@ -67,6 +67,11 @@ from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import note_dead_lettered
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
+from longjobs.engine.delivery import attempt, requeue
+from longjobs.engine.delivery.decision import Action, Limits, Reading, SlotState, decide
+from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
+from longjobs.engine.delivery.models import BadInput, Job, parse_message
+from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
@@ -78,11 +83,7 @@ from longjobs.engine.lease import LastError, Lease, LeaseStatus, Lock, job_lock_
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
-from longjobs.engine.receiver import attempt, fan_out, requeue
-from longjobs.engine.receiver.decision import Action, Limits, Reading, SlotState, decide
-from longjobs.engine.receiver.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
-from longjobs.engine.receiver.models import BadInput, Job, parse_message
-from longjobs.engine.receiver.types import Delivery, Outcome, Receiver
+from longjobs.engine.receiver import fan_out
 
 
 class InlineJobFailed(Exception):
@@ -146,7 +147,7 @@ RACE_ATTEMPTS = 3
 
 
 def start_long_job(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
-    """Decide on what is read, then act (`longjobs.engine.receiver.decision`); read again when a
+    """Decide on what is read, then act (`longjobs.engine.delivery.decision`); read again when a
     conditional write lost its race, a few times at most."""
     return _decided(receiver, delivery, job)
 
@@ -303,7 +304,7 @@ def _act(
     found: _Found,
     arn: str,
 ) -> Outcome | None:
-    """Carry out the decision's action (its AWS effects are in `longjobs.engine.receiver.attempt`)."""
+    """Carry out the decision's action (its AWS effects are in `longjobs.engine.delivery.attempt`)."""
     job = body if isinstance(body, Job) else None
     history = lease.history_with_this() if lease is not None else delivery.carried.history
     if action is Action.DUPLICATE:

@@ -176,7 +176,7 @@ class Carried:
     that runs (a repeated park makes twins)."""
     requeued_from: str | None = None
     """The message id of the message this copy was sent back from to wait for its job id: its REQUEUED
-    marker names the one copy that runs (`longjobs.engine.receiver.requeue`)."""
+    marker names the one copy that runs (`longjobs.engine.delivery.requeue`)."""
     job_waits: int = 0
     """How many times the message waited for its job id."""
     refused_starts: int = 0
@@ -283,7 +283,7 @@ def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def builtin_catalog() -> JobCatalog:
     """The built-in job types alone (the job catalog is imported on first use: see
-    `longjobs.engine.receiver.models`)."""
+    `longjobs.engine.delivery.models`)."""
     from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 
     return JobCatalog(BUILTIN_TYPES)
@@ -314,7 +314,7 @@ class Receiver:
     (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
     read_ahead: dict[str, tuple[str, Lock | None]] = field(default_factory=dict)
     """Message id -> its job lock's key and that lock (absent or free), for the messages this batch read
-    ahead and found nothing held for: no lease (`longjobs.engine.receiver.read_ahead`); each is taken by the
+    ahead and found nothing held for: no lease (`longjobs.engine.delivery.read_ahead`); each is taken by the
     message's first read, `begin_batch` forgets the rest."""
 
     pending_copies: dict[str, list[tuple[str, Lease]]] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The AWS effects of the receiver's actions on one attempt (`longjobs.engine.receiver.decision` decides
+"""The AWS effects of the receiver's actions on one attempt (`longjobs.engine.delivery.decision` decides
 which): take the lease with its holds, hide the message, start or resume the execution, hold it in place
 for its job id, or send the message to the DLQ (a copy sent back to wait for its job id is `requeue`'s).
 Admission's in-place start (`longjobs.engine.admission.admit`) uses the same steps.
@@ -15,6 +15,14 @@ import random
 from dataclasses import replace
 from typing import Any
 
+from longjobs.engine.delivery.decision import LockState, lock_state
+from longjobs.engine.delivery.dlq import EXHAUSTED, send_exhausted_to_dlq
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.types import (
+    Delivery,
+    Outcome,
+    Receiver,
+)
 from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
@@ -28,14 +36,6 @@ from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.store import LEASE_KEY, HoldsTaken
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.decision import LockState, lock_state
-from longjobs.engine.receiver.dlq import EXHAUSTED, send_exhausted_to_dlq
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.types import (
-    Delivery,
-    Outcome,
-    Receiver,
-)
 from longjobs.engine.settings import SQS_MAX_VISIBILITY_S, Settings
 from longjobs.engine.settle import reassert_release, release, release_holds, settle_ended
 from longjobs.engine.visibility import FailureClass, VisibilityChange

@@ -6,15 +6,15 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from longjobs.engine.receiver.types import message_bytes
+from longjobs.engine.delivery.types import message_bytes
 from longjobs.engine.settings import MESSAGE_MAX_BYTES, is_fifo_url
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from longjobs.engine.delivery.models import BadInput
+    from longjobs.engine.delivery.types import Delivery
     from longjobs.engine.lease.types import Attempt
-    from longjobs.engine.receiver.models import BadInput
-    from longjobs.engine.receiver.types import Delivery
 
 ERROR_MESSAGE_MAX = 1_024
 LEFT_OUT_LAST_FIRST = ("Attempts", "ReceiveCount", "OriginalMessageId", "SourceQueue")
@@ -28,7 +28,7 @@ STARTS_REFUSED = "StartsRefused"
 """DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
 CLAIM_UNKNOWN = "ClaimUnknown"
 """DLQ reason of a parked or requeued copy whose run another copy claimed so long ago that whether it ran
-can no longer be told (`longjobs.engine.receiver.requeue.claim_answer`): kept for an operator, never run
+can no longer be told (`longjobs.engine.delivery.requeue.claim_answer`): kept for an operator, never run
 twice."""
 JOB_ID_BUSY = "JobIdBusy"
 """DLQ reason of a message that waited in place for its job id (FIFO, or no room for a copy's attribute)

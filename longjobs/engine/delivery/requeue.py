@@ -30,12 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from longjobs.engine.lease import Lease, LeaseStatus, Lock, successor_version
-from longjobs.engine.lease.types import Attempt
-from longjobs.engine.observability import logger
-from longjobs.engine.receiver.attempt import closed_record, wait_delay_s
-from longjobs.engine.receiver.models import Job
-from longjobs.engine.receiver.types import (
+from longjobs.engine.delivery.attempt import closed_record, wait_delay_s
+from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.types import (
     ADMISSION_ATTRIBUTE,
     MAX_MESSAGE_ATTRIBUTES,
     WAITS_ATTRIBUTE,
@@ -45,6 +42,9 @@ from longjobs.engine.receiver.types import (
     copy_attributes,
     copy_fits,
 )
+from longjobs.engine.lease import Lease, LeaseStatus, Lock, successor_version
+from longjobs.engine.lease.types import Attempt
+from longjobs.engine.observability import logger
 from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S, MAX_DELAY_S
 
 

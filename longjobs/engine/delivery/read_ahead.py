@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from longjobs.engine.delivery.models import BadInput, parse_message
+from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.lease import job_lock_key
 from longjobs.engine.observability import logger
-from longjobs.engine.receiver.models import BadInput, parse_message
-from longjobs.engine.receiver.types import Delivery, Receiver
 
 
 def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:

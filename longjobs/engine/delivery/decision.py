@@ -140,7 +140,7 @@ class Reading:
     execution_missing: bool = False
     """`READ_EXECUTION`'s answer: the lease's execution does not exist (it never started)."""
     invalid_body: bool = False
-    """The body fails this receiver's checks (`longjobs.engine.receiver.models.BadInput`): its size, its
+    """The body fails this receiver's checks (`longjobs.engine.delivery.models.BadInput`): its size, its
     shape, its job type or its params, under the settings and catalog of this receiver."""
     attempts: int = 0
     """Failed attempts before this receive (the lease's history, or a parked copy's)."""
