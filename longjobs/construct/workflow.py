@@ -7,12 +7,13 @@
                  | wait -> Wait N s (-> fail on request)
                  | state_machine -> the user's state machine, a nested `.sync` execution
                  (timeouts of a step -> JobTimedOut)
-    success: ReadLease -> (ours?) DeleteMessage(lease's handle) -> (holds a slot?)
-             SucceededAndFreed[WithSlot]: MarkSucceeded(summary) + ReleaseJobLock [+ ReleaseSlot] in one
-             transaction -> Succeeded; refused or failed: the same one by one, MarkSucceeded -> ReleaseJobLock
-             -> (holds a slot?) ReleaseSlot -> Succeeded
-             (a MarkSucceeded refused by its condition reads again: already SUCCEEDED by us -> ReleaseJobLock;
-             CANCELLED meanwhile by an operator -> CancelledMeanwhile: the cancel settles the message)
+    success: HoldsSlotAtSuccess -> SucceededAndFreed[WithSlot]: MarkSucceeded(summary) + ReleaseJobLock
+             [+ ReleaseSlot] in one transaction, on condition of the handle the start read -> DeleteMessage
+             -> FreedAtOnce -> JobSucceeded; the transaction refused or failed: the same one by one,
+             MarkSucceeded -> DeleteMessage -> ReleaseJobLock -> (holds a slot?) ReleaseSlot -> JobSucceeded
+             (a MarkSucceeded refused by its condition reads the lease: ReadLease -> LeaseOpen -> OwnsLease
+             -> AlreadySettled: SUCCEEDED by us -> DeleteMessage; CANCELLED meanwhile by an operator ->
+             CancelledMeanwhile, the cancel settles the message; another execution's -> Superseded)
     failure: ReadLeaseForRelease -> (ours and ACTIVE?) MarkReleased(error) -> ReleaseJobLockOnFailure
              -> (holds a slot?) ReleaseSlotOnFailure -> ReleaseMessage(release delay) -> JobFailed;
              (already RELEASED by us, a MarkReleased that landed unanswered -> ReleaseJobLockOnFailure);
@@ -30,9 +31,10 @@ an older attempt that outlived its lease (capped, lost, released) settles nothin
 An execution whose lease does not name it at the start (it was started after its lease had been
 released, by a StartExecution whose answer got lost) ends at once without running its job.
 
-Completion and release always use the receipt handle read from the lease at that moment, never one
-captured at start. Each lease update is conditional on the execution and that handle; when a
-redelivery has swapped the handle in between, the update fails and the state reads the lease again.
+Completion and release use the lease's current receipt handle. Each lease update is conditional on the
+execution and the handle it will use: the success's close on the handle the start read, the release on
+the one it reads. When a redelivery has swapped the handle in between, the update fails and the path
+reads the lease again.
 The release closes the lease before it changes the message's visibility, so a renewal that read the
 lease earlier finds it closed and re-applies the release (see `longjobs.engine.settle.release`). (Task
 results land in throwaway paths rather than `ResultPath: null`, which moto's engine turns into an
@@ -628,8 +630,35 @@ def build_workflow(
     pyspark_step: PysparkStep,
     job_types: Sequence[JobType] = BUILTIN_TYPES,
 ) -> sfn.IChainable:
-    """The workflow's first state. `queue_arns` are the queues whose messages it settles (IAM only);
-    `job_types` get one Choice branch each, in their order (inline types run in the receiver)."""
+    """The workflow's first state, in the order it runs: the start's check of the lease, the job, then
+    the success path or the failure path. `queue_arns` are the queues whose messages it settles (IAM
+    only); `job_types` get one Choice branch each, in their order (inline types run in the receiver)."""
+    run_job = _run_job(scope, pyspark_step, job_types)
+    run_job.next(_success_path(scope, table, queue_arns))
+    run_job.add_catch(_failure_path(scope, table, queue_arns), errors=["States.ALL"], result_path="$.error")
+    return _start(scope, table, run_job)
+
+
+def _start(scope: Construct, table: dynamodb.ITable, run_job: sfn.IChainable) -> sfn.IChainable:
+    """The start: the execution's own ARN, then the lease must be ACTIVE and name it, or nothing runs."""
+    not_held = sfn.Fail(scope, "NotHeld", error=NOT_HELD_ERROR, cause="its lease is closed or names another execution")
+    held_at_start = (
+        sfn.Choice(scope, "HeldAtStart")
+        .when(_lease_is(LeaseStatus.ACTIVE), _owned(scope, "OwnsLeaseAtStart", run_job, not_held))
+        .otherwise(not_held)
+    )
+    return (
+        sfn.Pass(
+            scope, "Self", parameters={"execution": sfn.JsonPath.string_at("$$.Execution.Id")}, result_path="$.self"
+        )
+        .next(_read_lease(scope, "ReadLeaseAtStart", table))
+        .next(held_at_start)
+    )
+
+
+def _run_job(scope: Construct, pyspark_step: PysparkStep, job_types: Sequence[JobType]) -> sfn.Parallel:
+    """The job: a Parallel of one branch, so every failure inside is caught in one place, holding a Choice
+    with one branch per job type that runs in the workflow."""
     # A silent Spark worker (no heartbeat) or an overrun ends a step with a timeout, named one way
     # or the other by different engines. It becomes the branch's own error: moto's Parallel cannot
     # pass a `States.*` error on to its Catch, while AWS's can; this shape works on both.
@@ -657,10 +686,14 @@ def build_workflow(
     job_choice = choice.otherwise(
         sfn.Fail(scope, "UnknownJobType", error="UnknownJobType", cause="no branch runs this job type")
     )
-    run_job = sfn.Parallel(
+    return sfn.Parallel(
         scope, "RunJob", result_selector={"summary": sfn.JsonPath.object_at("$[0]")}, result_path="$.outcome"
     ).branch(job_choice)
 
+
+def _success_path(scope: Construct, table: dynamodb.ITable, queue_arns: list[str]) -> sfn.IChainable:
+    """The success path's first state: close the lease SUCCEEDED and free the holds, then delete the
+    message."""
     # Success: close the lease with the job's summary and free the holds in one transaction, on condition
     # of the handle the start read (the success path reads nothing in the common case), then delete the
     # message with that handle. Any refusal (a newer handle adopted by a redelivery, a hold not this
@@ -732,7 +765,12 @@ def build_workflow(
             )
         )
     )
+    return settle
 
+
+def _failure_path(scope: Construct, table: dynamodb.ITable, queue_arns: list[str]) -> sfn.IChainable:
+    """The failure path's first state: read the lease, close it RELEASED and free the holds, then give
+    the message back after its release delay."""
     # Failure: close the lease RELEASED (so no renewal can outlive the release), then give the message
     # back after the release delay; a handle SQS refuses for good makes the lease LOST instead.
     job_failed = sfn.Fail(
@@ -819,23 +857,7 @@ def build_workflow(
         .otherwise(job_failed)
     )
     read_for_release.add_catch(release_lock_on_failure, errors=["States.ALL"], result_path="$.read_error")
-    run_job.add_catch(read_for_release, errors=["States.ALL"], result_path="$.error")
-    run_job.next(settle)
-
-    # The start: the execution's own ARN, then the lease must be ACTIVE and name it, or nothing runs.
-    not_held = sfn.Fail(scope, "NotHeld", error=NOT_HELD_ERROR, cause="its lease is closed or names another execution")
-    held_at_start = (
-        sfn.Choice(scope, "HeldAtStart")
-        .when(_lease_is(LeaseStatus.ACTIVE), _owned(scope, "OwnsLeaseAtStart", run_job, not_held))
-        .otherwise(not_held)
-    )
-    return (
-        sfn.Pass(
-            scope, "Self", parameters={"execution": sfn.JsonPath.string_at("$$.Execution.Id")}, result_path="$.self"
-        )
-        .next(_read_lease(scope, "ReadLeaseAtStart", table))
-        .next(held_at_start)
-    )
+    return read_for_release
 
 
 def render_definition(
