@@ -345,3 +345,13 @@ LOCK_ROWS: list[tuple[str, Lock, str | None, float, LockState]] = [
 )
 def test_receiver_decision_lock_state_table(lock: Lock, status: str | None, now: float, expected: LockState) -> None:
     assert lock_state(lock, status, message_id="m", now=now, grace_s=60.0) is expected
+
+
+def test_receiver_decision_every_action_is_a_read_or_an_end_with_one_effect() -> None:
+    """The receiver carries out each action from one table: a read answers the decision's question and it
+    decides again; an end is what the receive becomes. No action is both, none is neither."""
+    from longjobs.engine.receiver.service import _ENDS, _READS
+
+    assert not set(_READS) & set(_ENDS)
+    assert set(_READS) | set(_ENDS) == set(Action)
+    assert set(_READS) == {Action.CLAIM_COPY, Action.READ_EXECUTION, Action.READ_JOB_LOCK, Action.FIND_SLOT}

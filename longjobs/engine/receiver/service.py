@@ -60,7 +60,8 @@ Each step may be the last one before a crash; what closes each window:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from longjobs.engine.admission import line, parking
 from longjobs.engine.admission.slots import TypeSlots
@@ -201,44 +202,96 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     limits = Limits(
         receiver.settings.effective_max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo
     )
-    found = _Found()
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
+    step = _Pass(receiver, delivery, body, lease, job_lock, arn, reading)
     while True:
-        action = decide(reading, limits)
-        if action is Action.CLAIM_COPY:
-            claim = (requeue.claim_copy if reading.requeued_copy else parking.claim_copy)(receiver, delivery)
-            found.cancelled_marker = claim.cancelled
-            undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
-            reading = replace(
-                reading,
-                copy_runs=claim.runs,
-                claimant_busy=claim.busy,
-                claim_unknown=claim.unknown,
-                cancel_undelivered=undelivered,
-            )
-        elif action is Action.READ_EXECUTION:
-            assert lease is not None and lease.execution_arn is not None
-            status = execution_status(receiver.stepfunctions, lease.execution_arn)
-            reading = replace(
-                reading,
-                execution_running=status in RUNNING_STATUSES,
-                execution_succeeded=status == "SUCCEEDED",
-                execution_missing=status == NEVER_STARTED,
-            )
-        elif action is Action.READ_JOB_LOCK:
-            assert job is not None  # a refused body never begins an attempt
-            state, found.lock = attempt.read_job_lock(receiver, job.job_id, delivery.message_id, arn, read=job_lock)
-            found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
-            reading = replace(reading, job_lock=state)
-        elif action is Action.FIND_SLOT:
-            assert job is not None
-            reading = replace(reading, slot=_find_slot(receiver, delivery, job, lease, arn, found))
-        else:
-            if action is Action.ALREADY_SUCCEEDED and lease is not None:
-                attempt.free_holds_left(receiver, lease, job_lock if job is not None else _lock_of(receiver, lease))
-                if reading.execution_succeeded:
-                    attempt.note_succeeded(receiver, lease)
-            return _act(receiver, delivery, body, action, lease, found, arn)
+        action = decide(step.reading, limits)
+        read = _READS.get(action)
+        if read is None:
+            return _ENDS[action](step)
+        step.reading = read(step)
+
+
+@dataclass
+class _Pass:
+    """One pass of a receive: what it read, what the reads found, and the execution it would start."""
+
+    receiver: Receiver
+    delivery: Delivery
+    body: Job | BadInput
+    lease: Lease | None
+    job_lock: Lock | None
+    arn: str
+    reading: Reading
+    found: _Found = field(default_factory=lambda: _Found())
+
+    @property
+    def job(self) -> Job:
+        """The job; only an end that begins an attempt asks, and the decision begins none for a refused body."""
+        assert isinstance(self.body, Job), f"a refused body begins no attempt: {self.body}"
+        return self.body
+
+    @property
+    def held(self) -> Lease:
+        """The lease; only an end of an existing lease asks."""
+        assert self.lease is not None
+        return self.lease
+
+    @property
+    def history(self) -> tuple[Attempt, ...]:
+        return self.lease.history_with_this() if self.lease is not None else self.delivery.carried.history
+
+
+# -- the reads: each answers the decision's question and it decides again ---------------------------------
+
+
+def _claim_copy(step: _Pass) -> Reading:
+    receiver, delivery, reading = step.receiver, step.delivery, step.reading
+    claim = (requeue.claim_copy if reading.requeued_copy else parking.claim_copy)(receiver, delivery)
+    step.found.cancelled_marker = claim.cancelled
+    undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
+    return replace(
+        reading,
+        copy_runs=claim.runs,
+        claimant_busy=claim.busy,
+        claim_unknown=claim.unknown,
+        cancel_undelivered=undelivered,
+    )
+
+
+def _read_execution(step: _Pass) -> Reading:
+    arn = step.held.execution_arn
+    assert arn is not None
+    status = execution_status(step.receiver.stepfunctions, arn)
+    return replace(
+        step.reading,
+        execution_running=status in RUNNING_STATUSES,
+        execution_succeeded=status == "SUCCEEDED",
+        execution_missing=status == NEVER_STARTED,
+    )
+
+
+def _read_job_lock(step: _Pass) -> Reading:
+    job, found = step.job, step.found
+    state, found.lock = attempt.read_job_lock(
+        step.receiver, job.job_id, step.delivery.message_id, step.arn, read=step.job_lock
+    )
+    found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
+    return replace(step.reading, job_lock=state)
+
+
+def _find_slot_read(step: _Pass) -> Reading:
+    return replace(
+        step.reading, slot=_find_slot(step.receiver, step.delivery, step.job, step.lease, step.arn, step.found)
+    )
+
+
+_READS: dict[Action, Callable[[_Pass], Reading]] = {
+    Action.CLAIM_COPY: _claim_copy,
+    Action.READ_EXECUTION: _read_execution,
+    Action.READ_JOB_LOCK: _read_job_lock,
+    Action.FIND_SLOT: _find_slot_read,
+}
 
 
 def _lock_of(receiver: Receiver, lease: Lease) -> Lock | None:
@@ -295,100 +348,180 @@ def _find_slot(
     return SlotState.FULL if found.slot is None else SlotState.FREE
 
 
-def _act(
-    receiver: Receiver,
-    delivery: Delivery,
-    body: Job | BadInput,
-    action: Action,
-    lease: Lease | None,
-    found: _Found,
-    arn: str,
-) -> Outcome | None:
-    """Carry out the decision's action (its AWS effects are in `longjobs.engine.delivery.attempt`)."""
-    job = body if isinstance(body, Job) else None
-    history = lease.history_with_this() if lease is not None else delivery.carried.history
-    if action is Action.DUPLICATE:
-        if lease is not None:
-            logger.info("copied message received again: acknowledged", extra={"message_id": delivery.message_id})
-        return Outcome.DUPLICATE
-    if action is Action.SEND_COPY:
-        assert lease is not None
-        if lease.status is LeaseStatus.REQUEUED:
-            return requeue.send_requeued_copy(receiver, delivery, lease)
-        return parking.send_parked_copy(receiver, delivery, lease)
-    if action is Action.DEAD_LETTER_CANCELLED:
-        cancelled = found.cancelled_marker or lease
-        assert cancelled is not None
-        copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
-        note_dead_lettered(receiver.store, cancelled, copy_id, now=receiver.clock.now())
-        logger.warning("cancelled message sent to the DLQ", extra={"message_id": delivery.message_id, "copy": copy_id})
-        return Outcome.CANCELLED
-    if action is Action.DEAD_LETTER_UNKNOWN:
-        message = (
-            "a copy of a message whose run another copy claimed long ago; that copy left no lease the table still "
-            "keeps, so whether the job ran cannot be told: check before a redrive"
+# -- the ends: each carries out what the receive becomes (None: a write lost its race, read again) --------
+
+
+def _duplicate(step: _Pass) -> Outcome:
+    if step.lease is not None:
+        logger.info("copied message received again: acknowledged", extra={"message_id": step.delivery.message_id})
+    return Outcome.DUPLICATE
+
+
+def _send_copy(step: _Pass) -> Outcome | None:
+    lease = step.held
+    if lease.status is LeaseStatus.REQUEUED:
+        return requeue.send_requeued_copy(step.receiver, step.delivery, lease)
+    return parking.send_parked_copy(step.receiver, step.delivery, lease)
+
+
+def _acknowledged(action: Action, outcome: Outcome) -> Callable[[_Pass], Outcome]:
+    """An end that acknowledges the message: it ended already."""
+
+    def acknowledge(step: _Pass) -> Outcome:
+        logger.info(
+            "already ended: acknowledged", extra={"message_id": step.delivery.message_id, "action": action.value}
         )
-        return attempt.dead_letter(
-            receiver, delivery, history, replacing=None, error_type=CLAIM_UNKNOWN, message=message
+        return outcome
+
+    return acknowledge
+
+
+def _already_succeeded(step: _Pass) -> Outcome:
+    """The job ran: the holds it left are freed and, when its execution is seen SUCCEEDED, its lease noted so."""
+    receiver, lease = step.receiver, step.lease
+    if lease is not None:
+        attempt.free_holds_left(
+            receiver, lease, step.job_lock if isinstance(step.body, Job) else _lock_of(receiver, lease)
         )
-    if action is Action.DEAD_LETTER_INVALID:
-        assert isinstance(body, BadInput)
-        return _dead_letter_invalid(receiver, delivery, body, lease, history)
-    if action in _ACKNOWLEDGED:
-        logger.info("already ended: acknowledged", extra={"message_id": delivery.message_id, "action": action.value})
-        return _ACKNOWLEDGED[action]
-    if action is Action.STALE:
-        return Outcome.STALE
-    if action is Action.STILL_WAITING:
-        return Outcome.WAITING_FOR_SLOT  # it waits already (or is being admitted)
-    assert lease is not None or action in _NEW_ATTEMPT_ACTIONS
-    if action is Action.RESUME:
-        assert lease is not None
-        return attempt.resume(receiver, job, lease, new=False)
-    if action is Action.ADOPT_SAME_COUNT:
-        assert lease is not None
-        return attempt.adopt_same_count(receiver, delivery, job, lease)
-    if action is Action.ADOPT:
-        assert lease is not None
-        return attempt.adopt(receiver, job, delivery, lease)
-    if action is Action.ADOPT_RUNNING:
-        assert lease is not None
-        return attempt.adopt_running(receiver, job, delivery, lease)
-    assert job is not None, f"{action} for a refused body"  # the decision begins no attempt for one
-    if action is Action.DEAD_LETTER:
-        return attempt.dead_letter(receiver, delivery, history, replacing=lease)
-    if action is Action.DEAD_LETTER_REFUSED:
-        refused = delivery.refused_starts(lease)
-        message = f"{refused} starts refused by Step Functions; the last: {lease.last_error if lease else None}"
-        return attempt.dead_letter(
-            receiver, delivery, history, replacing=lease, error_type=STARTS_REFUSED, message=message
-        )
-    if action in (Action.WAIT_FOR_JOB, Action.HOLD_FOR_JOB, Action.DEAD_LETTER_BUSY):
-        assert found.lock is not None
-        if action is Action.DEAD_LETTER_BUSY:
-            holder = found.lock.execution_arn.rpartition(":")[2]
-            message = (
-                f"waited in place for its job id {job.job_id!r} (held by {holder}) {delivery.receive_count} times, "
-                "until its receives or its retention were nearly spent"
-            )
-            return attempt.dead_letter(
-                receiver, delivery, history, replacing=lease, error_type=JOB_ID_BUSY, message=message
-            )
-        if action is Action.HOLD_FOR_JOB:
-            attempt.hold_for_job(receiver, delivery, job, found.lock)
-            return Outcome.HELD
-        return requeue.wait_for_job(receiver, delivery, job, found.lock, replacing=lease, history=history)
-    if action is Action.WAIT_FOR_SLOT:
-        return _wait_or_park(receiver, delivery, job, lease, found, history)
-    assert action is Action.START
+        if step.reading.execution_succeeded:
+            attempt.note_succeeded(receiver, lease)
+    # the mapping deletes this copy with its handle
+    return _acknowledged(Action.ALREADY_SUCCEEDED, Outcome.ALREADY_SUCCEEDED)(step)
+
+
+def _dead_letter_cancelled(step: _Pass) -> Outcome:
+    receiver, delivery = step.receiver, step.delivery
+    cancelled = step.found.cancelled_marker or step.held
+    copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
+    note_dead_lettered(receiver.store, cancelled, copy_id, now=receiver.clock.now())
+    logger.warning("cancelled message sent to the DLQ", extra={"message_id": delivery.message_id, "copy": copy_id})
+    return Outcome.CANCELLED
+
+
+def _dead_letter_unknown(step: _Pass) -> Outcome | None:
+    message = (
+        "a copy of a message whose run another copy claimed long ago; that copy left no lease the table still "
+        "keeps, so whether the job ran cannot be told: check before a redrive"
+    )
+    return attempt.dead_letter(
+        step.receiver, step.delivery, step.history, replacing=None, error_type=CLAIM_UNKNOWN, message=message
+    )
+
+
+def _dead_letter_invalid_end(step: _Pass) -> Outcome | None:
+    assert isinstance(step.body, BadInput)
+    return _dead_letter_invalid(step.receiver, step.delivery, step.body, step.lease, step.history)
+
+
+def _job_or_none(step: _Pass) -> Job | None:
+    """The job, or None for a refused body: an attempt under way goes on whatever this receiver thinks of
+    its body now (what was valid when the attempt began stays its contract)."""
+    return step.body if isinstance(step.body, Job) else None
+
+
+def _resume(step: _Pass) -> Outcome | None:
+    return attempt.resume(step.receiver, _job_or_none(step), step.held, new=False)
+
+
+def _adopt_same_count(step: _Pass) -> Outcome | None:
+    return attempt.adopt_same_count(step.receiver, step.delivery, _job_or_none(step), step.held)
+
+
+def _adopt(step: _Pass) -> Outcome | None:
+    return attempt.adopt(step.receiver, _job_or_none(step), step.delivery, step.held)
+
+
+def _adopt_running(step: _Pass) -> Outcome | None:
+    return attempt.adopt_running(step.receiver, _job_or_none(step), step.delivery, step.held)
+
+
+def _dead_letter(step: _Pass) -> Outcome | None:
+    assert isinstance(step.body, Job), "the decision ends no attempt of a refused body this way"
+    return attempt.dead_letter(step.receiver, step.delivery, step.history, replacing=step.lease)
+
+
+def _dead_letter_refused(step: _Pass) -> Outcome | None:
+    assert isinstance(step.body, Job), "the decision ends no attempt of a refused body this way"
+    lease, delivery = step.lease, step.delivery
+    last = lease.last_error if lease else None
+    message = f"{delivery.refused_starts(lease)} starts refused by Step Functions; the last: {last}"
+    return attempt.dead_letter(
+        step.receiver, delivery, step.history, replacing=lease, error_type=STARTS_REFUSED, message=message
+    )
+
+
+def _lock(step: _Pass) -> Lock:
+    assert step.found.lock is not None
+    return step.found.lock
+
+
+def _wait_for_job(step: _Pass) -> Outcome | None:
+    return requeue.wait_for_job(
+        step.receiver, step.delivery, step.job, _lock(step), replacing=step.lease, history=step.history
+    )
+
+
+def _hold_for_job(step: _Pass) -> Outcome:
+    attempt.hold_for_job(step.receiver, step.delivery, step.job, _lock(step))
+    return Outcome.HELD
+
+
+def _dead_letter_busy(step: _Pass) -> Outcome | None:
+    job, delivery = step.job, step.delivery
+    holder = _lock(step).execution_arn.rpartition(":")[2]
+    message = (
+        f"waited in place for its job id {job.job_id!r} (held by {holder}) {delivery.receive_count} times, "
+        "until its receives or its retention were nearly spent"
+    )
+    return attempt.dead_letter(
+        step.receiver, delivery, step.history, replacing=step.lease, error_type=JOB_ID_BUSY, message=message
+    )
+
+
+def _wait_for_slot(step: _Pass) -> Outcome | None:
+    return _wait_or_park(step.receiver, step.delivery, step.job, step.lease, step.found, step.history)
+
+
+def _start(step: _Pass) -> Outcome | None:
+    receiver, delivery, job, found, history = step.receiver, step.delivery, step.job, step.found, step.history
     if line.aged(receiver, delivery):
         # Its retention is running out: sent afresh (parked) where its type can park it; started only if a
         # whole hold still fits before SQS deletes it; else in the DLQ with the reason, never lost.
         if found.slots is not None and line.can_park(receiver, delivery, job, history):
-            return _wait_or_park(receiver, delivery, job, lease, found, history)
+            return _wait_for_slot(step)
         if not line.hold_fits(receiver, delivery):
-            return line.dead_letter_aged(receiver, delivery, history, replacing=lease, job_type=job.type)
-    return _start_attempt(receiver, delivery, job, lease, found, arn, history)
+            return line.dead_letter_aged(receiver, delivery, history, replacing=step.lease, job_type=job.type)
+    return _start_attempt(receiver, delivery, job, step.lease, found, step.arn, history)
+
+
+_ENDS: dict[Action, Callable[[_Pass], Outcome | None]] = {
+    Action.DUPLICATE: _duplicate,
+    Action.SEND_COPY: _send_copy,
+    Action.ALREADY_SUCCEEDED: _already_succeeded,
+    Action.ALREADY_DEAD_LETTERED: _acknowledged(
+        Action.ALREADY_DEAD_LETTERED, Outcome.REJECTED
+    ),  # in the DLQ before (its deletion was lost)
+    Action.ALREADY_CANCELLED: _acknowledged(
+        Action.ALREADY_CANCELLED, Outcome.CANCELLED
+    ),  # cancelled: in the DLQ, never run again
+    Action.DEAD_LETTER_CANCELLED: _dead_letter_cancelled,
+    Action.DEAD_LETTER_UNKNOWN: _dead_letter_unknown,
+    Action.STALE: lambda step: Outcome.STALE,
+    Action.STILL_WAITING: lambda step: Outcome.WAITING_FOR_SLOT,  # it waits already (or is being admitted)
+    Action.RESUME: _resume,
+    Action.ADOPT_SAME_COUNT: _adopt_same_count,
+    Action.ADOPT: _adopt,
+    Action.ADOPT_RUNNING: _adopt_running,
+    Action.DEAD_LETTER: _dead_letter,
+    Action.DEAD_LETTER_INVALID: _dead_letter_invalid_end,
+    Action.DEAD_LETTER_REFUSED: _dead_letter_refused,
+    Action.WAIT_FOR_JOB: _wait_for_job,
+    Action.HOLD_FOR_JOB: _hold_for_job,
+    Action.DEAD_LETTER_BUSY: _dead_letter_busy,
+    Action.WAIT_FOR_SLOT: _wait_for_slot,
+    Action.START: _start,
+}
+"""What each end of the decision does: one entry an end (the reads are in `_READS`)."""
 
 
 def _dead_letter_invalid(
@@ -446,24 +579,6 @@ def _wait_or_park(
         order=found.order,
         slots=found.slots,
     )
-
-
-_ACKNOWLEDGED = {
-    Action.ALREADY_SUCCEEDED: Outcome.ALREADY_SUCCEEDED,  # the mapping deletes this copy with its handle
-    Action.ALREADY_DEAD_LETTERED: Outcome.REJECTED,  # sent to the DLQ before (its deletion was lost)
-    Action.ALREADY_CANCELLED: Outcome.CANCELLED,  # an operator cancelled it: in the DLQ, never run again
-}
-_NEW_ATTEMPT_ACTIONS = frozenset(
-    {
-        Action.DEAD_LETTER,
-        Action.DEAD_LETTER_REFUSED,
-        Action.WAIT_FOR_JOB,
-        Action.HOLD_FOR_JOB,
-        Action.DEAD_LETTER_BUSY,
-        Action.WAIT_FOR_SLOT,
-        Action.START,
-    }
-)
 
 
 def _start_attempt(
