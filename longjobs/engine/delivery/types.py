@@ -9,6 +9,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
@@ -146,9 +147,10 @@ class Delivery:
         value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
         return max(self.carried.job_waits, int(value) if str(value).isdigit() else 0)
 
-    @property
+    @cached_property
     def carried(self) -> Carried:
-        """What a parked copy carries (nothing for a message as its producer sent it)."""
+        """What a parked copy carries (nothing for a message as its producer sent it); decoded at its first
+        read, as the delivery's attributes never change."""
         raw = self.message_attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
         return Carried.decode(raw) if raw else Carried()
 
