@@ -28,7 +28,7 @@ def processor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess
         yield made
 
 
-def test_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(
+def test_cli_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")

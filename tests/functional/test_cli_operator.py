@@ -11,7 +11,7 @@ import pytest
 
 from longjobs.cli import clients, confirm
 from longjobs.engine.lease import LeaseStatus
-from tests.functional import test_longjobs_local as served
+from tests.functional import test_cli_local as served
 from tests.longjobs_support import Processor, assert_one_line_error, run
 
 endpoint, local, wide_terminal = served.endpoint, served.local, served._wide_terminal  # their fixtures
@@ -84,7 +84,7 @@ def lease_status(local: Processor, message_id: str) -> str:
     return str(item["status"]["S"])
 
 
-def test_cancel_waiting_message_dead_letters_it_and_reports_it(
+def test_cli_cancel_waiting_message_dead_letters_it_and_reports_it(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     message_id = waiting_message(local, "nightly")
@@ -101,7 +101,7 @@ def test_cancel_waiting_message_dead_letters_it_and_reports_it(
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0", "deleted from the jobs queue, not released"
 
 
-def test_cancel_by_job_id_cancels_every_open_message_and_reports_the_finished(
+def test_cli_cancel_by_job_id_cancels_every_open_message_and_reports_the_finished(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A job id with several messages: every one still to run is cancelled (one confirmation for all), the
@@ -117,7 +117,7 @@ def test_cancel_by_job_id_cancels_every_open_message_and_reports_the_finished(
     assert [error for error, _ in dlq_errors(local)] == ["Cancelled", "Cancelled"]
 
 
-def test_cancel_of_a_job_that_already_succeeded_does_nothing_and_exits_1(
+def test_cli_cancel_of_a_job_that_already_succeeded_does_nothing_and_exits_1(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.put_lease("done-1", status=LeaseStatus.SUCCEEDED, job_id="quick")
@@ -128,7 +128,7 @@ def test_cancel_of_a_job_that_already_succeeded_does_nothing_and_exits_1(
     assert dlq_errors(local) == [] and lease_status(local, "done-1") == "SUCCEEDED"
 
 
-def test_cancel_unknown_id_fails_in_one_line_naming_it(
+def test_cli_cancel_unknown_id_fails_in_one_line_naming_it(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "cancel", "no-such-id", "--yes")
@@ -136,7 +136,7 @@ def test_cancel_unknown_id_fails_in_one_line_naming_it(
     assert_one_line_error(result, 1, "no lease for message or job id 'no-such-id'")
 
 
-def test_cancel_without_a_terminal_or_yes_refuses_and_changes_nothing(
+def test_cli_cancel_without_a_terminal_or_yes_refuses_and_changes_nothing(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
 ) -> None:
     message_id = waiting_message(local, "nightly")
@@ -147,7 +147,7 @@ def test_cancel_without_a_terminal_or_yes_refuses_and_changes_nothing(
     assert lease_status(local, message_id) == "WAITING" and dlq_errors(local) == []
 
 
-def test_cancel_on_a_terminal_asks_and_goes_ahead_only_on_yes(
+def test_cli_cancel_on_a_terminal_asks_and_goes_ahead_only_on_yes(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     message_id = waiting_message(local, "nightly")
@@ -164,7 +164,7 @@ def test_cancel_on_a_terminal_asks_and_goes_ahead_only_on_yes(
     assert done.code == 0 and lease_status(local, message_id) == "CANCELLED"
 
 
-def test_dlq_redrive_without_a_terminal_or_yes_refuses_and_moves_nothing(
+def test_cli_dlq_redrive_without_a_terminal_or_yes_refuses_and_moves_nothing(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
 ) -> None:
     local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
@@ -175,7 +175,7 @@ def test_dlq_redrive_without_a_terminal_or_yes_refuses_and_moves_nothing(
     assert len(local.bodies(local.dlq_url)) == 1 and local.bodies(local.queue_url) == []
 
 
-def test_dlq_redrive_dry_run_needs_no_confirmation(
+def test_cli_dlq_redrive_dry_run_needs_no_confirmation(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], no_terminal: None
 ) -> None:
     local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
@@ -185,7 +185,7 @@ def test_dlq_redrive_dry_run_needs_no_confirmation(
     assert result.code == 0 and len(result.json()["messages"]) == 1
 
 
-def test_dlq_redrive_on_a_terminal_asks_then_moves(
+def test_cli_dlq_redrive_on_a_terminal_asks_then_moves(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="AttemptsExhausted")
@@ -196,7 +196,7 @@ def test_dlq_redrive_on_a_terminal_asks_then_moves(
     assert result.code == 0 and result.json()["moved"] == 1 and len(asked) == 1
 
 
-def test_dlq_redrive_leaves_cancelled_messages_unless_asked(
+def test_cli_dlq_redrive_leaves_cancelled_messages_unless_asked(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.dead_letter('{"job_id": "a", "type": "wait", "params": {}}', ErrorType="Cancelled")
@@ -208,7 +208,7 @@ def test_dlq_redrive_leaves_cancelled_messages_unless_asked(
     assert moved.json()["moved"] == 1
 
 
-def test_top_once_shows_queues_types_against_their_limits_and_parked(
+def test_cli_top_once_shows_queues_types_against_their_limits_and_parked(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
     jobs_file = tmp_path / "jobs.json"
@@ -230,7 +230,7 @@ def test_top_once_shows_queues_types_against_their_limits_and_parked(
     assert data["renewal_rate_source"] == "last hour's average"
 
 
-def test_top_asks_for_the_job_types_only_when_none_were_given(
+def test_cli_top_asks_for_the_job_types_only_when_none_were_given(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
     unlimited = tmp_path / "jobs.json"
@@ -274,7 +274,7 @@ def operations(monkeypatch: pytest.MonkeyPatch) -> Operations:
 
 
 @pytest.mark.parametrize("argv", [("top", "--once"), ("top", "--json"), ("status",), ("status", "--json")])
-def test_top_and_status_never_receive_a_message(
+def test_cli_top_and_status_never_receive_a_message(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], operations: Operations, argv: tuple[str, ...]
 ) -> None:
     local.dead_letter()
@@ -287,7 +287,7 @@ def test_top_and_status_never_receive_a_message(
     assert "ReceiveMessage" not in operations.names
 
 
-def test_dlq_list_receives_and_shows_every_message_again_at_once(
+def test_cli_dlq_list_receives_and_shows_every_message_again_at_once(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], operations: Operations
 ) -> None:
     """`dlq list` may receive (SQS has no other way to look); every message it hid is visible again

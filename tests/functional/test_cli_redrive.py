@@ -68,7 +68,7 @@ def _dead_letters(processor: Processor, count: int) -> list[str]:
     return bodies
 
 
-def test_redrive_never_deletes_a_message_whose_send_failed(processor: Processor) -> None:
+def test_cli_redrive_never_deletes_a_message_whose_send_failed(processor: Processor) -> None:
     bodies = _dead_letters(processor, 12)
     failing = bodies[4]
     sqs = RecordingSqs(processor.sqs, fail_bodies=frozenset({failing}))
@@ -85,7 +85,7 @@ def test_redrive_never_deletes_a_message_whose_send_failed(processor: Processor)
     assert sorted(processor.bodies(processor.queue_url)) == sorted(set(bodies) - {failing})
 
 
-def test_redrive_deletes_nothing_when_every_send_fails(processor: Processor) -> None:
+def test_cli_redrive_deletes_nothing_when_every_send_fails(processor: Processor) -> None:
     bodies = _dead_letters(processor, 3)
     sqs = RecordingSqs(processor.sqs, fail_all=True)
 
@@ -96,7 +96,7 @@ def test_redrive_deletes_nothing_when_every_send_fails(processor: Processor) -> 
     assert sorted(processor.bodies(processor.dlq_url)) == sorted(bodies)
 
 
-def test_redrive_keeps_to_the_rate(processor: Processor) -> None:
+def test_cli_redrive_keeps_to_the_rate(processor: Processor) -> None:
     _dead_letters(processor, 5)
     now = [0.0]
     pauses: list[float] = []
@@ -114,7 +114,7 @@ def test_redrive_keeps_to_the_rate(processor: Processor) -> None:
     assert pauses == [0.5, 0.5, 0.5, 0.5]
 
 
-def test_redrive_does_not_send_again_a_copy_that_came_back(processor: Processor) -> None:
+def test_cli_redrive_does_not_send_again_a_copy_that_came_back(processor: Processor) -> None:
     """Poison goes straight back to the DLQ (a new message naming the one it came from): left there."""
     sqs = processor.sqs
     processor.dead_letter("{not json", ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
@@ -136,7 +136,7 @@ def test_redrive_does_not_send_again_a_copy_that_came_back(processor: Processor)
     assert processor.bodies(processor.dlq_url) == ["{not json"]  # the copy that came back, visible again
 
 
-def test_redrive_starts_the_message_move_task_where_the_endpoint_has_it(processor: Processor) -> None:
+def test_cli_redrive_starts_the_message_move_task_where_the_endpoint_has_it(processor: Processor) -> None:
     _dead_letters(processor, 2)
     started: list[dict[str, Any]] = []
 
@@ -161,7 +161,7 @@ def test_redrive_starts_the_message_move_task_where_the_endpoint_has_it(processo
     assert sqs.calls == []  # nothing copied by hand
 
 
-def test_redrive_reports_an_error_of_the_move_task_that_is_not_a_missing_operation(processor: Processor) -> None:
+def test_cli_redrive_reports_an_error_of_the_move_task_that_is_not_a_missing_operation(processor: Processor) -> None:
     class Refusing(RecordingSqs):
         def start_message_move_task(self, **kwargs: Any) -> Any:
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "StartMessageMoveTask")
@@ -186,7 +186,7 @@ class MoveTaskRecorder(RecordingSqs):
         raise AssertionError("a filtered redrive started a move task")
 
 
-def test_redrive_leaves_poison_in_the_dlq_by_default(processor: Processor) -> None:
+def test_cli_redrive_leaves_poison_in_the_dlq_by_default(processor: Processor) -> None:
     _mixed_dead_letters(processor)
     result = redrive(MoveTaskRecorder(processor.sqs), processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
     assert (result.method, result.moved, result.skipped, result.kept) == ("copy", 2, 0, 1)
@@ -204,7 +204,7 @@ def test_redrive_leaves_poison_in_the_dlq_by_default(processor: Processor) -> No
         (RedriveFilter(since=time.time() + 3_600), []),
     ],
 )
-def test_redrive_moves_only_what_the_filter_selects(
+def test_cli_redrive_moves_only_what_the_filter_selects(
     processor: Processor, select: RedriveFilter, moved: list[str]
 ) -> None:
     _mixed_dead_letters(processor)

@@ -43,17 +43,17 @@ def _text(renderable: Any) -> str:
         (None, "-"),
     ],
 )
-def test_relative_times_read_like_a_person_says_them(moment: float | None, text: str) -> None:
+def test_cli_relative_times_read_like_a_person_says_them(moment: float | None, text: str) -> None:
     assert render.relative(moment, NOW) == text
 
 
-def test_shorten_flattens_and_cuts_long_errors() -> None:
+def test_cli_shorten_flattens_and_cuts_long_errors() -> None:
     assert render.shorten("a\n  b", 10) == "a b"
     assert render.shorten("x" * 100, 10) == "x" * 9 + "…"
     assert render.shorten(None) == "-"
 
 
-def test_lease_json_gives_times_in_iso_8601_utc() -> None:
+def test_cli_lease_json_gives_times_in_iso_8601_utc() -> None:
     lease = Lease(
         message_id="m",
         queue_url="q",
@@ -88,7 +88,7 @@ def _status(**last_hour: int | None) -> Status:
     )
 
 
-def test_status_json_and_table_show_the_same_data() -> None:
+def test_cli_status_json_and_table_show_the_same_data() -> None:
     status = _status()
 
     data = render.status_json(status)
@@ -102,7 +102,7 @@ def test_status_json_and_table_show_the_same_data() -> None:
     assert "n/a" in text  # leases lost: not available
 
 
-def test_status_names_every_lease_status_whole_at_80_columns() -> None:
+def test_cli_status_names_every_lease_status_whole_at_80_columns() -> None:
     status = replace(_status(), leases={name.value: 0 for name in LeaseStatus})
     console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
 
@@ -115,7 +115,7 @@ def test_status_names_every_lease_status_whole_at_80_columns() -> None:
     assert "…" not in "\n".join(lines)
 
 
-def test_status_shows_each_limited_types_backlog_drain_time() -> None:
+def test_cli_status_shows_each_limited_types_backlog_drain_time() -> None:
     status = replace(_status(), drain_s={"spark": 7_200.0, "wordcount": 0.0})
 
     text = _text(render.status_view(status, origin="stack LongJobs-dev"))
@@ -124,7 +124,7 @@ def test_status_shows_each_limited_types_backlog_drain_time() -> None:
     assert render.status_json(status)["drain_s"] == {"spark": 7_200.0, "wordcount": 0.0}
 
 
-def test_redrive_view_says_how_many_moved_and_what_failed() -> None:
+def test_cli_redrive_view_says_how_many_moved_and_what_failed() -> None:
     result = dlq.RedriveResult(method="copy", moved=3, failed=1, errors=["m9: not sent: InternalError: x"])
 
     text = _text(render.redrive_view(result))
@@ -163,7 +163,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
         ),
     ],
 )
-def test_usage_errors_are_one_line_with_exit_code_2(
+def test_cli_usage_errors_are_one_line_with_exit_code_2(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], fragment: str
 ) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -175,7 +175,7 @@ def test_usage_errors_are_one_line_with_exit_code_2(
     assert fragment in lines[0]
 
 
-def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--help"]) == 0
     assert "scan" in capsys.readouterr().out.lower()
 
@@ -203,14 +203,14 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
         (CliError("no lease for message m"), None, "no lease for message m"),
     ],
 )
-def test_describe_names_the_cause_in_one_line(error: Exception, endpoint: str | None, text: str) -> None:
+def test_cli_describe_names_the_cause_in_one_line(error: Exception, endpoint: str | None, text: str) -> None:
     line = describe(error, endpoint)
 
     assert line.startswith(text)
     assert "\n" not in line
 
 
-def test_local_names_are_the_offline_runtimes() -> None:
+def test_cli_local_names_are_the_offline_runtimes() -> None:
     from longjobs.offline import emulator
 
     assert (resources.LOCAL_QUEUE, resources.LOCAL_DLQ, resources.LOCAL_TABLE, resources.LOCAL_STATE_MACHINE) == (
@@ -222,7 +222,7 @@ def test_local_names_are_the_offline_runtimes() -> None:
     assert LOCAL_REGION == emulator.REGION
 
 
-def test_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> None:
+def test_cli_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> None:
     delivery = SimpleNamespace(source_arn="arn", message_id="m", original_id="m", receive_count=1, body="{}")
     bad = SimpleNamespace(error_type="NotJson", message="x")
 
@@ -231,7 +231,7 @@ def test_receiver_attributes_are_the_ones_the_receiver_puts_on_dlq_copies() -> N
     assert poison | exhausted == dlq.RECEIVER_ATTRIBUTES
 
 
-def test_local_connection_uses_fake_credentials_when_none_are_configured(
+def test_cli_local_connection_uses_fake_credentials_when_none_are_configured(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
@@ -247,7 +247,7 @@ def test_local_connection_uses_fake_credentials_when_none_are_configured(
     assert session.region_name == "us-east-1"
 
 
-def test_local_connection_keeps_configured_credentials_and_an_explicit_region() -> None:
+def test_cli_local_connection_keeps_configured_credentials_and_an_explicit_region() -> None:
     session = make_session(Connection(endpoint_url="http://127.0.0.1:5000", region="eu-west-1"))
 
     credentials = session.get_credentials()
@@ -256,14 +256,14 @@ def test_local_connection_keeps_configured_credentials_and_an_explicit_region() 
     assert session.region_name == "eu-west-1"
 
 
-def test_account_of_reads_aws_and_local_queue_urls() -> None:
+def test_cli_account_of_reads_aws_and_local_queue_urls() -> None:
     assert resources.account_of("https://sqs.us-east-1.amazonaws.com/123456789012/jobs") == "123456789012"
     assert resources.account_of("http://127.0.0.1:5000/000000000000/jobs") == "000000000000"
     with pytest.raises(CliError):
         resources.account_of("http://127.0.0.1:5000/jobs")
 
 
-def test_executions_table_shows_how_long_each_took_or_has_run() -> None:
+def test_cli_executions_table_shows_how_long_each_took_or_has_run() -> None:
     started = datetime.fromtimestamp(NOW - 300, UTC)
     executions = [
         Execution("m-1", 1, "arn-1", "FAILED", started, datetime.fromtimestamp(NOW - 240, UTC), "Err", "why"),
@@ -277,7 +277,7 @@ def test_executions_table_shows_how_long_each_took_or_has_run() -> None:
     assert "Err: why" in text
 
 
-def test_ids_stay_whole_at_80_columns() -> None:
+def test_cli_ids_stay_whole_at_80_columns() -> None:
     """A message id is copied from `leases` or `dlq list` into `longjobs lease`: at 80 columns the other
     columns give way, the id is never cut."""
     message_id = "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38"
@@ -308,7 +308,7 @@ def test_ids_stay_whole_at_80_columns() -> None:
         assert message_id in console.export_text()
 
 
-def test_render_tables_keep_every_id_whole_on_one_line_at_80_columns() -> None:
+def test_cli_render_tables_keep_every_id_whole_on_one_line_at_80_columns() -> None:
     """At 80 columns a table whose ids do not fit is drawn as a block per row: each id (the message's and
     the original's) whole on one line, so it can be copied into `longjobs lease`."""
     message_id, original = "9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -356,7 +356,7 @@ def _rows(renderable: Any) -> dict[str, str]:
     }
 
 
-def test_cancel_time_is_shown_as_an_iso_8601_utc_time() -> None:
+def test_cli_cancel_time_is_shown_as_an_iso_8601_utc_time() -> None:
     """The cancel's record keeps its time as epoch seconds in the lease's result: `lease ID` and its
     `--json` show it as every other time, ISO 8601 in UTC."""
     record = {"reason": "wrong date", "previous_status": "ACTIVE", "at": NOW + 0.25, "done": True}
@@ -396,7 +396,7 @@ def test_cancel_time_is_shown_as_an_iso_8601_utc_time() -> None:
         pytest.param(_closed(LeaseStatus.RELEASED, last_error=LastError("WaitJobFailed")), "RELEASED", "-", id="other"),
     ],
 )
-def test_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, status: str, job_id: str) -> None:
+def test_cli_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, status: str, job_id: str) -> None:
     shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
 
     assert (shown["status"], shown["job id"]) == (status, job_id), shown

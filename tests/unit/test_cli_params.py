@@ -26,11 +26,11 @@ from longjobs.cli.submit import job_body, new_job_id, parse_params, parse_value,
         ("a=b", "a=b"),
     ],
 )
-def test_parse_value_is_json_when_it_parses_else_the_text(text: str, value: object) -> None:
+def test_cli_parse_value_is_json_when_it_parses_else_the_text(text: str, value: object) -> None:
     assert parse_value(text) == value
 
 
-def test_parse_params_splits_on_the_first_equals_sign() -> None:
+def test_cli_parse_params_splits_on_the_first_equals_sign() -> None:
     assert parse_params(["seconds=30", "fail=false", "text=a=b"]) == {"seconds": 30, "fail": False, "text": "a=b"}
 
 
@@ -42,33 +42,33 @@ def test_parse_params_splits_on_the_first_equals_sign() -> None:
         (["a=1", "a=2"], "--param a is given twice"),
     ],
 )
-def test_parse_params_bad_syntax_is_a_usage_error(pairs: list[str], message: str) -> None:
+def test_cli_parse_params_bad_syntax_is_a_usage_error(pairs: list[str], message: str) -> None:
     with pytest.raises(UsageError) as raised:
         parse_params(pairs)
     assert raised.value.message == message
     assert raised.value.code == 2
 
 
-def test_job_body_is_the_projects_job_message() -> None:
+def test_cli_job_body_is_the_projects_job_message() -> None:
     body = job_body("wait", {"seconds": 3}, "j-1")
 
     assert json.loads(body) == {"job_id": "j-1", "type": "wait", "params": {"seconds": 3}}
 
 
-def test_new_job_id_names_the_type_and_the_time() -> None:
+def test_cli_new_job_id_names_the_type_and_the_time() -> None:
     job_id = new_job_id("wait", now=1_795_000_000)
 
     assert job_id.startswith("wait-20261118T")
     assert job_id != new_job_id("wait", now=1_795_000_000)
 
 
-def test_validate_returns_the_receivers_jobs() -> None:
+def test_cli_validate_returns_the_receivers_jobs() -> None:
     [job] = validate(job_body("wait", {"seconds": 3}, "j-1"), validation_settings())
 
     assert (job.type, job.params) == ("wait", {"seconds": 3, "fail": False})
 
 
-def test_validate_refuses_a_spark_job_without_outputs_where_no_default_is_configured() -> None:
+def test_cli_validate_refuses_a_spark_job_without_outputs_where_no_default_is_configured() -> None:
     body = job_body("spark", {"input": "s3://raw-bucket/x/", "date": "2026-11-20"}, "j-1")
 
     with pytest.raises(CliError, match=r"InvalidParameters: params\.output: is required"):
@@ -77,12 +77,12 @@ def test_validate_refuses_a_spark_job_without_outputs_where_no_default_is_config
     assert job.params["output"] == "s3://curated-bucket/events/", "the stack's receiver fills it from its bucket"
 
 
-def test_validate_knows_the_project_job_types_of_jobs_json(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_validate_knows_the_project_job_types_of_jobs_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(Path(__file__).parents[2])  # the project's folder, where longjobs reads jobs.json
     [job] = validate(job_body("wordcount", {"input": "s3://raw-bucket/texts/"}, "wc-1"), validation_settings())
     assert job.type == "wordcount"
 
 
-def test_validate_refuses_a_body_the_receiver_would_drop() -> None:
+def test_cli_validate_refuses_a_body_the_receiver_would_drop() -> None:
     with pytest.raises(CliError, match="asks for no job"):
         validate('{"Event": "s3:TestEvent"}', validation_settings())

@@ -51,7 +51,7 @@ def local(endpoint: str) -> Processor:
     return create_processor(sqs, dynamodb, sfn)
 
 
-def test_submit_sends_the_validated_job_message(
+def test_cli_submit_sends_the_validated_job_message(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(
@@ -72,7 +72,7 @@ def test_submit_sends_the_validated_job_message(
     }
 
 
-def test_submit_prints_the_message_id_and_generates_a_job_id(
+def test_cli_submit_prints_the_message_id_and_generates_a_job_id(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "submit", "echo", "--param", "text=hello", "--endpoint-url", endpoint)
@@ -85,7 +85,7 @@ def test_submit_prints_the_message_id_and_generates_a_job_id(
     assert len(result.out.strip().splitlines()) == 1
 
 
-def test_submit_sends_a_whole_body_from_a_file(
+def test_cli_submit_sends_a_whole_body_from_a_file(
     local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = '{"job_id": "from-file", "type": "wait", "params": {"seconds": 5}}'
@@ -99,7 +99,7 @@ def test_submit_sends_a_whole_body_from_a_file(
     assert local.bodies(local.queue_url) == [body]
 
 
-def test_submit_invalid_job_fails_with_the_receivers_error_and_sends_nothing(
+def test_cli_submit_invalid_job_fails_with_the_receivers_error_and_sends_nothing(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=-1")
@@ -108,7 +108,7 @@ def test_submit_invalid_job_fails_with_the_receivers_error_and_sends_nothing(
     assert local.bodies(local.queue_url) == []
 
 
-def test_submit_unknown_type_fails_with_the_receivers_error(
+def test_cli_submit_unknown_type_fails_with_the_receivers_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1")
@@ -116,7 +116,7 @@ def test_submit_unknown_type_fails_with_the_receivers_error(
     assert_one_line_error(result, 1, "UnknownJobType:", "known types: echo, spark, wait")
 
 
-def test_submit_bad_param_syntax_is_a_usage_error(
+def test_cli_submit_bad_param_syntax_is_a_usage_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds")
@@ -124,7 +124,7 @@ def test_submit_bad_param_syntax_is_a_usage_error(
     assert_one_line_error(result, 2, "--param 'seconds': expected key=value")
 
 
-def test_submit_unreadable_body_file_fails_in_one_line(
+def test_cli_submit_unreadable_body_file_fails_in_one_line(
     local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(tmp_path / "missing.json"))
@@ -132,7 +132,7 @@ def test_submit_unreadable_body_file_fails_in_one_line(
     assert_one_line_error(result, 1, "cannot read --body", "missing.json")
 
 
-def test_status_finds_the_local_service_through_aws_endpoint_url(
+def test_cli_status_finds_the_local_service_through_aws_endpoint_url(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`AWS_ENDPOINT_URL`, the AWS SDKs' and CLI's own variable, is where the local service is when neither
@@ -147,7 +147,7 @@ def test_status_finds_the_local_service_through_aws_endpoint_url(
     assert result.json()["source"] == "lease table", "the local service's mode"
 
 
-def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
+def test_cli_status_counts_queues_leases_and_the_last_hour_from_the_table(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     now = time.time()
@@ -188,7 +188,7 @@ def test_status_counts_queues_leases_and_the_last_hour_from_the_table(
     assert any("not available" in note for note in data["notes"])
 
 
-def test_status_table_says_what_is_not_available_offline(
+def test_cli_status_table_says_what_is_not_available_offline(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "status")
@@ -199,7 +199,7 @@ def test_status_table_says_what_is_not_available_offline(
     assert "not available" in result.out
 
 
-def test_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
+def test_cli_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pauses: list[float] = []
@@ -219,7 +219,7 @@ def test_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
     assert result.err == ""
 
 
-def test_status_watch_with_json_is_a_usage_error(
+def test_cli_status_watch_with_json_is_a_usage_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "status", "--watch", "--json")
@@ -227,7 +227,7 @@ def test_status_watch_with_json_is_a_usage_error(
     assert_one_line_error(result, 2, "--watch")
 
 
-def test_leases_lists_newest_first_filtered_and_limited(
+def test_cli_leases_lists_newest_first_filtered_and_limited(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.put_lease("old", now=1_800_000_000.0)
@@ -245,7 +245,7 @@ def test_leases_lists_newest_first_filtered_and_limited(
     assert newest["received_at"] == "2027-01-15T08:01:40.000Z"
 
 
-def test_leases_table_shows_relative_visible_until(
+def test_cli_leases_table_shows_relative_visible_until(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     now = time.time()
@@ -258,7 +258,7 @@ def test_leases_table_shows_relative_visible_until(
     assert "in 4m" in result.out
 
 
-def test_lease_tells_its_whole_story_with_each_attempts_execution(
+def test_cli_lease_tells_its_whole_story_with_each_attempts_execution(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-1-1")
@@ -289,7 +289,7 @@ def test_lease_tells_its_whole_story_with_each_attempts_execution(
     assert data["executions"][1]["arn"] == third["executionArn"]
 
 
-def test_lease_view_shows_fields_and_executions(
+def test_cli_lease_view_shows_fields_and_executions(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-2-1")
@@ -303,7 +303,7 @@ def test_lease_view_shows_fields_and_executions(
     assert "RUNNING" in result.out
 
 
-def test_lease_unknown_id_fails_in_one_line(
+def test_cli_lease_unknown_id_fails_in_one_line(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "lease", "nope")
@@ -311,7 +311,7 @@ def test_lease_unknown_id_fails_in_one_line(
     assert_one_line_error(result, 1, "no lease for message nope")
 
 
-def test_dlq_list_shows_every_message_with_its_error_and_leaves_them_visible(
+def test_cli_dlq_list_shows_every_message_with_its_error_and_leaves_them_visible(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ids = [
@@ -337,7 +337,7 @@ def test_dlq_list_shows_every_message_with_its_error_and_leaves_them_visible(
     assert depth["Attributes"]["ApproximateNumberOfMessages"] == "13"  # all visible again
 
 
-def test_dlq_list_table_shows_error_type_and_message(
+def test_cli_dlq_list_table_shows_error_type_and_message(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.dead_letter(ErrorType="InvalidShape", ErrorMessage="job_id: Field required", ReceiveCount="1")
@@ -349,7 +349,7 @@ def test_dlq_list_table_shows_error_type_and_message(
     assert "job_id: Field required" in result.out
 
 
-def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
+def test_cli_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local.dead_letter('{"job_id": "a"}', ErrorType="InvalidShape", ErrorMessage="x", ReceiveCount="1", Team="data")
@@ -373,7 +373,7 @@ def test_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     assert set(by_body['{"job_id": "a"}']) == {"Team"}  # the receiver's error attributes stay behind
 
 
-def test_dlq_redrive_dry_run_lists_and_moves_nothing(
+def test_cli_dlq_redrive_dry_run_lists_and_moves_nothing(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     message_id = local.dead_letter(ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
@@ -388,7 +388,7 @@ def test_dlq_redrive_dry_run_lists_and_moves_nothing(
     assert len(local.bodies(local.dlq_url)) == 1
 
 
-def test_unreachable_endpoint_fails_in_one_line_naming_it(
+def test_cli_unreachable_endpoint_fails_in_one_line_naming_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(clients, "MAX_ATTEMPTS", 1)  # no retry backoff in the test
@@ -399,7 +399,7 @@ def test_unreachable_endpoint_fails_in_one_line_naming_it(
     assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "longjobs-offline serve")
 
 
-def test_local_service_without_the_processors_queues_fails_in_one_line(
+def test_cli_local_service_without_the_processors_queues_fails_in_one_line(
     endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _reset(endpoint)

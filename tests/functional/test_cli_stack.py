@@ -70,7 +70,7 @@ def _put_metric(
     )
 
 
-def test_stack_status_reads_the_stacks_outputs_and_cloudwatch(
+def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     deployed: Processor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     deployed.sqs.send_message(QueueUrl=deployed.queue_url, MessageBody="{}")
@@ -104,7 +104,7 @@ def test_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     assert data["notes"] == []
 
 
-def test_stack_submit_validates_spark_jobs_with_the_stacks_output_defaults(
+def test_cli_stack_submit_validates_spark_jobs_with_the_stacks_output_defaults(
     deployed: Processor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     result = run(
@@ -117,7 +117,7 @@ def test_stack_submit_validates_spark_jobs_with_the_stacks_output_defaults(
     assert json.loads(body)["params"] == {"input": "s3://raw-bucket/events/date=2026-11-20/", "date": "2026-11-20"}
 
 
-def test_stack_leases_and_lease_read_the_stacks_table_and_state_machine(
+def test_cli_stack_leases_and_lease_read_the_stacks_table_and_state_machine(
     deployed: Processor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     execution = deployed.stepfunctions.start_execution(stateMachineArn=deployed.state_machine_arn, name="m1-1")
@@ -130,7 +130,7 @@ def test_stack_leases_and_lease_read_the_stacks_table_and_state_machine(
     assert [e["arn"] for e in story.json()["executions"]] == [execution["executionArn"]]
 
 
-def test_stack_dlq_list_and_redrive(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_stack_dlq_list_and_redrive(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
     message_id = deployed.dead_letter('{"job_id": "a"}', ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
 
     listed = run(capsys, "--stack", STACK, "dlq", "list", "--json")
@@ -144,7 +144,9 @@ def test_stack_dlq_list_and_redrive(deployed: Processor, capsys: pytest.CaptureF
     assert deployed.bodies(deployed.queue_url) == ['{"job_id": "a"}']
 
 
-def test_stack_overrides_win_over_the_stacks_outputs(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_stack_overrides_win_over_the_stacks_outputs(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
     other = deployed.sqs.create_queue(QueueName="other")["QueueUrl"]
 
     result = run(capsys, "--stack", STACK, "--queue-url", other, "submit", "echo", "--json")
@@ -154,13 +156,15 @@ def test_stack_overrides_win_over_the_stacks_outputs(deployed: Processor, capsys
     assert deployed.bodies(deployed.queue_url) == []
 
 
-def test_stack_that_does_not_exist_fails_in_one_line(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_stack_that_does_not_exist_fails_in_one_line(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = run(capsys, "--stack", "LongJobs-nope", "status")
 
     assert_one_line_error(result, 1, "no stack 'LongJobs-nope' in us-east-1")
 
 
-def test_stack_without_the_outputs_fails_in_one_line_naming_them(
+def test_cli_stack_without_the_outputs_fails_in_one_line_naming_them(
     deployed: Processor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     template = {"Resources": {}, "Outputs": {"QueueUrl": {"Value": deployed.queue_url}}}
@@ -175,7 +179,7 @@ def test_stack_without_the_outputs_fails_in_one_line_naming_them(
     )
 
 
-def test_stack_without_credentials_fails_in_one_line(
+def test_cli_stack_without_credentials_fails_in_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
@@ -189,7 +193,7 @@ def test_stack_without_credentials_fails_in_one_line(
     assert_one_line_error(result, 1, "no AWS credentials found")
 
 
-def test_stack_without_a_region_fails_in_one_line(
+def test_cli_stack_without_a_region_fails_in_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
@@ -201,7 +205,7 @@ def test_stack_without_a_region_fails_in_one_line(
     assert_one_line_error(result, 1, "no AWS region")
 
 
-def test_stack_with_an_unknown_profile_fails_in_one_line(
+def test_cli_stack_with_an_unknown_profile_fails_in_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
@@ -211,7 +215,9 @@ def test_stack_with_an_unknown_profile_fails_in_one_line(
     assert_one_line_error(result, 1, "no AWS profile 'ops'")
 
 
-def test_lease_of_a_closed_stack_lease_shows_its_error(deployed: Processor, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lease_of_a_closed_stack_lease_shows_its_error(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
     deployed.put_lease(
         "m9", status=LeaseStatus.RELEASED, last_error=LastError("States.Timeout", "heartbeat"), closed_at=time.time()
     )

@@ -155,7 +155,7 @@ def assert_moved_exactly(
 ISO_UTC = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
 
-def test_lease_of_each_dead_lettered_message_tells_its_job_and_why(
+def test_cli_lease_of_each_dead_lettered_message_tells_its_job_and_why(
     processor: LocalProcessor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`longjobs lease` on each message the runtime dead-lettered, by the id its producer got: a job whose
@@ -186,7 +186,7 @@ def test_lease_of_each_dead_lettered_message_tells_its_job_and_why(
             assert rows["job id"] == "-" and rows["status"] == f"REJECTED ({MIX[name]})", shown.out
 
 
-def test_redrive_without_yes_and_without_a_terminal_refuses_and_moves_nothing(
+def test_cli_redrive_without_yes_and_without_a_terminal_refuses_and_moves_nothing(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     endpoint = processor.endpoint
@@ -228,7 +228,7 @@ def resolve(flags: list[str], listed: dict[str, dict[str, Any]]) -> list[str]:
         ),
     ],
 )
-def test_redrive_moves_exactly_what_the_filters_select(
+def test_cli_redrive_moves_exactly_what_the_filters_select(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str], flags: list[str], moved: set[str]
 ) -> None:
     assert_moved_exactly(capsys, processor, resolve(flags, dlq(processor.endpoint)), moved)
@@ -262,7 +262,7 @@ def test_redrive_moves_exactly_what_the_filters_select(
         pytest.param(["--since", "30m", "--include-poison"], set(MIX), id="since-30m-include-poison"),
     ],
 )
-def test_redrive_dry_run_lists_what_the_filters_select(
+def test_cli_redrive_dry_run_lists_what_the_filters_select(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str], flags: list[str], selected: set[str]
 ) -> None:
     """More combinations, by `--dry-run` (the same selection, nothing moved: cheap on a busy machine)."""
@@ -274,7 +274,7 @@ def test_redrive_dry_run_lists_what_the_filters_select(
     assert result.json()["skipped"] + result.json()["kept"] == len(MIX) - len(selected)
 
 
-def test_redrive_since_names_a_value_it_cannot_read(
+def test_cli_redrive_since_names_a_value_it_cannot_read(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A usage error: refused before the command connects, so nothing moves."""
@@ -283,7 +283,7 @@ def test_redrive_since_names_a_value_it_cannot_read(
         assert_one_line_error(result, 2, "--since", "30m, 2h, 1d", repr(bad))
 
 
-def test_redrive_since_a_relative_age_moves_only_what_was_dead_lettered_since(
+def test_cli_redrive_since_a_relative_age_moves_only_what_was_dead_lettered_since(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     endpoint = processor.endpoint
@@ -303,7 +303,7 @@ def test_redrive_since_a_relative_age_moves_only_what_was_dead_lettered_since(
         assert {label(letter) for letter in dry.json()["messages"]} == selected, age
 
 
-def test_redrive_include_poison_alone_moves_everything_with_the_move_task(
+def test_cli_redrive_include_poison_alone_moves_everything_with_the_move_task(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No filter and `--include-poison`: SQS's message move task (the offline runtime has one) moves all,
