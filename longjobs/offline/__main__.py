@@ -1,7 +1,8 @@
 """Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
 `python -m offline demo [--out DIR]`, `python -m offline chaos --runs N --seed S --report FILE` and
 `python -m offline serve [--port 4566] [--jobs-file jobs.json]` and
-`python -m offline sim --seeds N [--first K] [--profile P] [--json] | --seed S [--trace FILE] [--shrink [--out FILE]]`.
+`python -m offline sim --seeds N [--first K] [--profile P] [--json] | --seed S [--trace FILE] [--shrink [--out FILE]]`
+(each with `[--plant NAME]`, a planted bug to watch it be found).
 Exits 1 when an invariant broke (the report's `ok` is false; for chaos, any violation in any run), 2
 when the scenario file is invalid."""
 

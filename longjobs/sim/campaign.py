@@ -9,6 +9,7 @@ the one-line command that replays each.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -21,6 +22,7 @@ from typing import Any
 
 from longjobs.sim.coverage import never_reached
 from longjobs.sim.faults import FaultPlan
+from longjobs.sim.planted import planted
 from longjobs.sim.workload import CATALOG_JSON, SPARK_HEARTBEAT_S, draw
 
 FAULT_WINDOW_S = 2 * 3_600  # faults stop this long after the start: the rest is the quiet period
@@ -44,11 +46,15 @@ def deployed_workflow() -> DeployedWorkflow:
 
 
 _WORKFLOW: DeployedWorkflow | None = None
+_PLANTED = contextlib.ExitStack()
+"""A worker's planted bug, kept applied until the worker ends with its campaign."""
 
 
-def _use(workflow: DeployedWorkflow) -> None:
+def _use(workflow: DeployedWorkflow, plant: str | None = None) -> None:
+    """A worker's set-up: the deployed workflow, and the planted bug for the rest of its life."""
     global _WORKFLOW
     _WORKFLOW = workflow
+    _PLANTED.enter_context(planted(plant))
 
 
 def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, notifications: bool = True) -> Any:
@@ -69,8 +75,12 @@ def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, noti
     return world.run()
 
 
-def replay_command(seed: int, profile: str, *, notifications: bool = True) -> str:
-    return f"python -m offline sim --seed {seed} --profile {profile}{'' if notifications else ' --no-s3'}"
+def replay_command(seed: int, profile: str, *, notifications: bool = True, plant: str | None = None) -> str:
+    return (
+        f"python -m offline sim --seed {seed} --profile {profile}"
+        + ("" if notifications else " --no-s3")
+        + (f" --plant {plant}" if plant else "")
+    )
 
 
 @dataclass
@@ -123,11 +133,17 @@ class CampaignReport:
 
 
 def campaign(
-    seeds: int, *, first: int = 0, profile: str = "mixed", workers: int | None = None, stop_on_failure: bool = False
+    seeds: int,
+    *,
+    first: int = 0,
+    profile: str = "mixed",
+    workers: int | None = None,
+    stop_on_failure: bool = False,
+    plant: str | None = None,
 ) -> CampaignReport:
     """Run `seeds` seeds from `first`, on `workers` processes (every core by default). With one worker
     the seeds run in this process (what a test's patches apply to); `stop_on_failure` then ends the
-    campaign at its first failed seed."""
+    campaign at its first failed seed. `plant`: a planted bug of `longjobs.sim.planted`, in every worker."""
     began = time.monotonic()
     workflow = deployed_workflow()
     report = CampaignReport(seeds=seeds, first=first, profile=profile)
@@ -135,13 +151,15 @@ def campaign(
     workers = workers or min(os.cpu_count() or 1, seeds)
     if workers <= 1:
         summaries = []
-        for seed in numbers:
-            summaries.append(_summary(seed, profile))
-            if stop_on_failure and summaries[-1].property is not None:
-                break
+        with planted(plant):
+            for seed in numbers:
+                summaries.append(_summary(seed, profile))
+                if stop_on_failure and summaries[-1].property is not None:
+                    break
     else:
         context = multiprocessing.get_context("spawn")  # no fork of a process that ran the CDK's node
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_use, initargs=(workflow,)) as pool:
+        setup = (workflow, plant)
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_use, initargs=setup) as pool:
             summaries = list(pool.map(_summary, numbers, [profile] * seeds, chunksize=max(1, seeds // (workers * 8))))
     for summary in summaries:
         report.coverage.update(summary.coverage)
@@ -154,7 +172,7 @@ def campaign(
                     "detail": summary.detail,
                     "t": summary.t,
                     "step": summary.step,
-                    "replay": replay_command(summary.seed, profile),
+                    "replay": replay_command(summary.seed, profile, plant=plant),
                 }
             )
     report.never_reached = never_reached(report.coverage, workflow.definition, profile)

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from longjobs.sim.planted import PLANTS, planted
 from longjobs.sim.workload import PROFILES
 
 
@@ -31,24 +32,26 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--shrink", action="store_true", help="with --seed: shrink its failure to the fewest jobs and faults"
     )
     sim.add_argument("--out", type=Path, help="with --shrink: the scenario file to write (default seed-S-P.json)")
+    sim.add_argument(
+        "--plant",
+        choices=sorted(PLANTS),
+        help="run with this planted bug, to watch the simulation find, replay and shrink it (longjobs.sim.planted)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.scenario is not None:
-        return _scenario(args)
-    if args.shrink:
-        if args.seed is None:
-            print("--shrink needs --seed", file=sys.stderr)
-            return 2
-        return _shrink(args)
-    if args.seed is not None:
-        return _one(args)
+    if args.shrink and args.seed is None:
+        print("--shrink needs --seed", file=sys.stderr)
+        return 2
+    if args.scenario is not None or args.seed is not None:
+        with planted(args.plant):  # one run, in this process
+            return _scenario(args) if args.scenario is not None else _shrink(args) if args.shrink else _one(args)
     if args.seeds < 1:
         print("--seeds must be at least 1", file=sys.stderr)
         return 2
     from longjobs.sim.campaign import campaign
 
-    report = campaign(args.seeds, first=args.first, profile=args.profile, workers=args.workers)
+    report = campaign(args.seeds, first=args.first, profile=args.profile, workers=args.workers, plant=args.plant)
     if args.json:
         print(json.dumps(report.as_json(), indent=1))
     else:
@@ -100,7 +103,8 @@ def _shrink(args: argparse.Namespace) -> int:
         f"and {_count(shrunk.faults_before, 'fault')} to {_count(shrunk.jobs_after, 'job')} and "
         f"{_count(shrunk.faults_after, 'fault')} ({shrunk.runs} scenario runs, {shrunk.wall_s} s)"
     )
-    print(f"  wrote {out}; replay: python -m offline sim --scenario {out}")
+    plant = f" --plant {args.plant}" if args.plant else ""
+    print(f"  wrote {out}; replay: python -m offline sim --scenario {out}{plant}")
     return 1
 
 
@@ -127,7 +131,7 @@ def _one(args: argparse.Namespace) -> int:
         "virtual_h": result.virtual_h,
         "steps": result.steps,
         "requests": result.requests,
-        "replay": replay_command(args.seed, args.profile, notifications=not args.no_s3),
+        "replay": replay_command(args.seed, args.profile, notifications=not args.no_s3, plant=args.plant),
     }
     if args.json:
         print(json.dumps(outcome, indent=1))

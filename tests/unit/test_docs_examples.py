@@ -354,9 +354,10 @@ CHECKOUT_READS = ("jobs", "jobs.json", "docs")
 """What the pages' commands read from the checkout they are run in (a scenario's job entries, its input)."""
 
 
-def run_command(main: Any, args: list[str], workdir: Path, command: str) -> None:
+def run_command(main: Any, args: list[str], workdir: Path, command: str, *, failing: bool = False) -> None:
     """Run a command's `main` in `workdir`, a stand-in for the checkout (what the commands read is linked
-    there; what they write stays there, with the files the page's earlier commands left); it must end with 0."""
+    there; what they write stays there, with the files the page's earlier commands left); it must end with 0,
+    or with 1 when it is `failing` (a simulation with a planted bug reports the property it broke)."""
     for name in CHECKOUT_READS:
         if not (workdir / name).exists():
             (workdir / name).symlink_to(REPO_ROOT / name)
@@ -368,7 +369,7 @@ def run_command(main: Any, args: list[str], workdir: Path, command: str) -> None
         code = exit_.code
     finally:
         os.chdir(previous)
-    assert code in (0, None), f"{command!r} ended with {code}"
+    assert code in ((0, None, 1) if failing else (0, None)), f"{command!r} ended with {code}"
 
 
 def check_make(targets: list[str], makefile: str, command: str) -> str:
@@ -434,7 +435,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
     if words[:2] == [".venv/bin/python", "-m"]:
         module, args = words[2], words[3:]
         if module == "offline" and args[0] == "sim":
-            run_command(offline_main, args, workdir, command)
+            run_command(offline_main, args, workdir, command, failing="--plant" in args)
             return "run"
         if module == "offline":
             assert args[0] in REAL_TIME, f"{command!r}: an offline command of no known kind"

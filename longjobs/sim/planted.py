@@ -1,0 +1,129 @@
+"""Planted bugs: each disables one protection of the engine, in this process, so a reader can watch the
+simulation find a broken promise, replay it and shrink it (`python -m offline sim --plant NAME`), and a
+test can prove the harness has teeth (tests/sim/test_planted.py). A plant patches the engine's own code
+(or the simulated DynamoDB's conditions), never the simulation's checks.
+
+The lease's version condition is planted with the conditions it shares each write with (`lease_fence`),
+and the handle check on renewal with the version check beside it (`handle_check`): alone, each is masked
+by the other conditions (docs/simulation.md says why)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from longjobs.engine.delivery import attempt
+from longjobs.engine.delivery import types as receiver_types
+from longjobs.engine.delivery.decision import LockState
+from longjobs.engine.lease.lock import Locks
+
+Patch = Callable[[Any, str, Any], None]
+"""Sets an attribute for the plant's duration: `setattr` undone at the end, or pytest's `monkeypatch.setattr`."""
+
+__all__ = ["PLANTS", "Plant", "planted"]
+
+
+def _no_job_lock(patch: Patch) -> None:
+    """The job lock is ignored: read as free, and taken whoever holds it. Two messages of one job id run."""
+    take_request = Locks.take_request
+
+    def unconditional(self: Locks, key: str, **kwargs: Any) -> dict[str, Any]:
+        request = take_request(self, key, **kwargs)
+        return {"TableName": request["TableName"], "Item": request["Item"]}
+
+    patch(Locks, "take_request", unconditional)
+    patch(attempt, "read_job_lock", lambda *args, **kwargs: (LockState.FREE, None))
+
+
+def _no_stop_at_cap(patch: Patch) -> None:
+    """A lease that can no longer be held (the 12 h limit, the max renewal, a handle refused) is closed
+    without stopping its execution."""
+    from longjobs.engine import settle
+
+    patch(settle, "stop_execution", lambda *args, **kwargs: None)
+
+
+def _delete_before_success(patch: Patch) -> None:
+    """A started long job counts as done: the event source mapping deletes its message at once."""
+    patch(receiver_types, "_DONE", receiver_types._DONE | {receiver_types.Outcome.STARTED})
+
+
+def _no_handle_check(patch: Patch) -> None:
+    """The extender ends a lease it cannot hold (a handle SQS refused, the 12 h limit, the max renewal)
+    whatever its consistent re-read shows: a newer receive's lease (a redelivery that adopted the running
+    execution, or started one) is ended too, and its execution stopped. The receive and the version are
+    checked together (`still_as_read`); versions only grow, so either alone would catch it."""
+    from longjobs.engine.extender import service
+
+    patch(service, "still_as_read", lambda lease, read: True)
+
+
+def _no_lease_fence(patch: Patch) -> None:
+    """Every conditional write of a lease passes once the lease exists (version, status and receive count
+    ignored, by the functions and the workflow alike; a marker's claim too): a stale writer is never fenced
+    off. The version condition alone is not planted: the status and receive-count conditions on the same
+    writes mask it."""
+    from longjobs.engine.lease.lock import is_lock_key
+    from longjobs.engine.lease.schema import PARTITION_KEY
+    from longjobs.sim.aws.dynamodb import FakeDynamoDb
+
+    def unfenced(request: dict[str, Any]) -> dict[str, Any]:
+        key = (request.get("Key") or request.get("Item") or {}).get(PARTITION_KEY, {}).get("S", "")
+        condition = request.get("ConditionExpression")
+        if condition is None or is_lock_key(key):
+            return request
+        names = {**request.get("ExpressionAttributeNames", {}), "#planted_pk": PARTITION_KEY}
+        condition = f"({condition}) OR attribute_exists(#planted_pk)"
+        return {**request, "ConditionExpression": condition, "ExpressionAttributeNames": names}
+
+    put, update, transact = FakeDynamoDb.put_item, FakeDynamoDb.update_item, FakeDynamoDb.transact_write_items
+
+    def transact_unfenced(self: FakeDynamoDb, **request: Any) -> dict[str, Any]:
+        items = [{kind: unfenced(body) for kind, body in item.items()} for item in request["TransactItems"]]
+        return transact(self, **{**request, "TransactItems": items})
+
+    patch(FakeDynamoDb, "put_item", lambda self, **request: put(self, **unfenced(request)))
+    patch(FakeDynamoDb, "update_item", lambda self, **request: update(self, **unfenced(request)))
+    patch(FakeDynamoDb, "transact_write_items", transact_unfenced)
+
+
+@dataclass(frozen=True)
+class Plant:
+    """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
+
+    apply: Callable[[Patch], None]
+    reported_as: str
+
+    @property
+    def what(self) -> str:
+        """The first line of what it disables."""
+        return (self.apply.__doc__ or "").strip().splitlines()[0]
+
+
+PLANTS: dict[str, Plant] = {
+    "lease_fence": Plant(_no_lease_fence, "once_per_message"),
+    "job_lock": Plant(_no_job_lock, "single_execution_per_job"),
+    "cap_handling": Plant(_no_stop_at_cap, "held_while_running"),
+    "handle_check": Plant(_no_handle_check, "stopped_as_read"),
+    "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
+}
+
+
+@contextmanager
+def planted(name: str | None) -> Iterator[None]:
+    """The plant `name` applied in this process until the block ends (nothing for None)."""
+    undo: list[tuple[Any, str, Any]] = []
+
+    def patch(target: Any, attribute: str, value: Any) -> None:
+        undo.append((target, attribute, getattr(target, attribute)))
+        setattr(target, attribute, value)
+
+    if name is not None:
+        PLANTS[name].apply(patch)
+    try:
+        yield
+    finally:
+        for target, attribute, value in reversed(undo):
+            setattr(target, attribute, value)
