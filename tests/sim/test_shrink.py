@@ -2,9 +2,9 @@
 faults that `offline run`'s loader accepts and that breaks the same property under `sim --scenario`; a
 passing seed has nothing to shrink; a failure that needs what a scenario cannot say is refused, named.
 
-The failing seeds come from the planted bugs of `test_planted.py` (its seams, applied in this process, so
-the command runs in-process too): the first seed of the profile that fails with the bug, as a campaign
-finds it."""
+The failing seeds come from the planted bugs of `longjobs/sim/planted.py` (its seams, applied in this
+process, so the command runs in-process too): the first seed of the profile that fails with the bug, as a
+campaign finds it."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from longjobs.offline.__main__ import main
 from longjobs.offline.scenario import load_scenario
 from longjobs.sim.campaign import campaign
 from longjobs.sim.faults import CallFault, WorldFault
+from longjobs.sim.planted import PLANTS
 from longjobs.sim.properties import Monitor, PropertyViolation
 from longjobs.sim.shrink import Fired, Inexpressible, ddmin, shrink_seed, translate
 from longjobs.sim.workload import JobPlan, Workload
-from tests.sim.test_planted import PLANTED
 
 SEEDS_TO_SEARCH = 10
 
@@ -36,7 +36,7 @@ def first_failing_seed(profile: str) -> tuple[int, str]:
 def test_shrink_planted_bug_writes_smaller_scenario_that_breaks_same_property(
     bug: str, profile: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    PLANTED[bug](monkeypatch)
+    PLANTS[bug].apply(monkeypatch.setattr)
     seed, broken = first_failing_seed(profile)
     out = tmp_path / "shrunk.json"
 
@@ -55,7 +55,7 @@ def test_shrink_planted_bug_writes_smaller_scenario_that_breaks_same_property(
 
 
 def test_shrink_job_lock_keeps_two_messages_of_one_job_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    PLANTED["job_lock"](monkeypatch)
+    PLANTS["job_lock"].apply(monkeypatch.setattr)
     seed, _ = first_failing_seed("standard")
 
     shrunk = shrink_seed(seed, "standard")
