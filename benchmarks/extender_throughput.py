@@ -60,8 +60,8 @@ from longjobs.engine.clock import SystemClock
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.factory import Clients, Factory
 from longjobs.engine.lease import Lease
+from longjobs.engine.lease.codec import lease_to_item
 from longjobs.engine.lease.schema import PARTITION_KEY, RENEW_AT_ATTR, SHARD_ATTR
-from longjobs.engine.lease.store import lease_to_item
 from longjobs.engine.policies import RenewalPolicy
 from longjobs.engine.policies.adaptive import lead_s as adaptive_lead_s
 from longjobs.engine.settings import Settings

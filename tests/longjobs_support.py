@@ -10,8 +10,8 @@ import pytest
 
 from longjobs.cli.__main__ import main
 from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease.codec import lease_to_item
 from longjobs.engine.lease.schema import table_definition
-from longjobs.engine.lease.store import lease_to_item
 
 PASS_DEFINITION = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
 ROLE_ARN = "arn:aws:iam::123456789012:role/long-jobs"

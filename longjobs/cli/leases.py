@@ -11,8 +11,8 @@ from botocore.exceptions import ClientError
 from longjobs.cli.errors import CliError, UsageError
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.lease.store import item_to_lease
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

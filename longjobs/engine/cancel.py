@@ -74,8 +74,8 @@ from longjobs.engine.delivery.requeue import CLAIM_STALE_S
 from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
+from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.observability import logger
 from longjobs.engine.settle import release_holds

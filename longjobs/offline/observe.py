@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.execution import execution_arn, execution_name, parse_execution_name
 from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.lease.store import item_to_lease
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
 

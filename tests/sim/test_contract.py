@@ -943,23 +943,23 @@ def test_contract_dynamodb_lease_store_parked_line(aws: Backend) -> None:
         parked_message=None,
     )
     assert store.create(marker) and store.create(waiting)
-    assert [one.message_id for one in store.parked_due("etl", sent_before=1000.0, limit=10)] == ["p-1"]
-    assert store.parked_due("etl", sent_before=999.0, limit=10) == []
+    assert [one.message_id for one in store.markers.parked_due("etl", sent_before=1000.0, limit=10)] == ["p-1"]
+    assert store.markers.parked_due("etl", sent_before=999.0, limit=10) == []
     assert [one.message_id for one in store.waiting("etl", 10, hidden_after=0.0)] == ["w-1"], "its own line"
 
-    assert store.note_copy(marker, "c-1", sent_at=1100.0, kept_until=1100.0 + 14 * 86_400) is True
-    [noted] = store.parked_due("etl", sent_before=None, limit=10)
+    assert store.markers.note_copy(marker, "c-1", sent_at=1100.0, kept_until=1100.0 + 14 * 86_400) is True
+    [noted] = store.markers.parked_due("etl", sent_before=None, limit=10)
     assert (noted.copy_id, noted.copy_sent_at, noted.waiting_order) == ("c-1", 1100.0, None)
-    assert store.claim_parked("p-1", "c-1", sent_at=1100.5, now=1200.0) is True
-    assert store.claim_parked("p-1", "c-2", sent_at=1300.0, now=1300.0) is False
+    assert store.markers.claim_parked("p-1", "c-1", sent_at=1100.5, now=1200.0) is True
+    assert store.markers.claim_parked("p-1", "c-2", sent_at=1300.0, now=1300.0) is False
     claimed = store.get("p-1")
     assert claimed is not None
     assert (claimed.claimed_by, claimed.claimed_at, claimed.copy_sent_at) == ("c-1", 1200.0, 1100.5)
-    assert [one.message_id for one in store.parked_due("etl", sent_before=1100.5, limit=10)] == ["p-1"]
+    assert [one.message_id for one in store.markers.parked_due("etl", sent_before=1100.5, limit=10)] == ["p-1"]
 
-    assert store.move_in_parked_line(marker, sent_at=None) is False, "an older version: it changed meanwhile"
-    assert store.move_in_parked_line(claimed, sent_at=None) is True
-    assert store.parked_due("etl", sent_before=None, limit=10) == []
+    assert store.markers.move_in_parked_line(marker, sent_at=None) is False, "an older version: it changed meanwhile"
+    assert store.markers.move_in_parked_line(claimed, sent_at=None) is True
+    assert store.markers.parked_due("etl", sent_before=None, limit=10) == []
     assert store.get("p-1") is not None
 
 

@@ -41,9 +41,9 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 
 from longjobs.engine.execution import ExecutionInput, execution_arn, execution_name
 from longjobs.engine.lease import Lease, table_definition
+from longjobs.engine.lease.codec import lease_to_item
 from longjobs.engine.lease.lock import HELD, HOLDER_ATTR, LOCK_EXECUTION_ATTR, LOCK_STATE_ATTR, job_lock_key
 from longjobs.engine.lease.schema import EXECUTION_ATTR, HANDLE_ATTR, PARTITION_KEY, STATUS_ATTR
-from longjobs.engine.lease.store import lease_to_item
 from longjobs.sim.aws import ACCOUNT, REGION, FakeAws, client_error
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.coverage import catch_targets

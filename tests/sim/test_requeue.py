@@ -109,9 +109,9 @@ def test_requeue_a_lost_note_and_a_redelivery_after_the_job_id_is_free_still_run
     copies the first to claim the marker runs."""
     b = bench(limit=9, job_wait_base_s=400, job_wait_cap_s=800)  # a copy shows 200 to 400 s after its send
     first, second = running_and_waiting(b)
-    b.receiver.store.note_copy = lambda *args, **kwargs: False  # type: ignore[method-assign]
+    b.receiver.store.markers.note_copy = lambda *args, **kwargs: False  # type: ignore[method-assign]
     assert b.deliver_jobs_queue(delete=False) == {second: Outcome.WAITING}
-    del b.receiver.store.note_copy
+    del b.receiver.store.markers.note_copy
     b.finish(first)  # the job id is free now
 
     b.clock.advance(185)  # the original shows again, before its copy
@@ -256,7 +256,7 @@ def test_requeue_a_twin_of_a_claimant_without_a_lease_yet_comes_back_then_is_ack
     first, second = waiting_with_twin_copies(b)
     b.finish(first)
     twin_a, twin_b = b.jobs_ids()
-    assert b.receiver.store.claim_requeued(second, twin_a, now=b.clock.now()), "twin a claims; its receive dies"
+    assert b.receiver.store.markers.claim_requeued(second, twin_a, now=b.clock.now()), "twin a claims; its receive dies"
 
     b.clock.advance(30)
     outcomes = b.deliver_jobs_queue()

@@ -275,7 +275,7 @@ def test_claimant_whose_receive_died_before_its_lease_is_parked_afresh_and_runs_
     b, first, _filler, original = parked_behind_a_full_type()
     [copy] = b.waiting_ids()
     b.aws.sqs.receive_message(QueueUrl=b.waiting_url)  # the pass that received it died after its claim
-    assert b.receiver.store.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
+    assert b.receiver.store.markers.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
 
     b.clock.advance(60)
     assert refresh_parked(b.receiver, "wait") == 0, "its receive may still be under way: looked at later"
@@ -301,7 +301,7 @@ def _dead_claimant(b: Bench, original: str) -> str:
     falls due with the claim 901 s old. The copy's id (the first, when the copy has a twin)."""
     copy = b.waiting_ids()[0]
     b.aws.sqs.receive_message(QueueUrl=b.waiting_url, MaxNumberOfMessages=10)
-    assert b.receiver.store.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
+    assert b.receiver.store.markers.claim_parked(original, copy, sent_at=START + 2, now=b.clock.now())
     b.advance_to(START + 2 + KEEP_S + 1)
     return copy
 
@@ -376,7 +376,7 @@ def test_claimant_of_a_marker_claimed_before_claims_recorded_their_lease_window_
     del b.aws.dynamodb.items[original]["claim_kept_until"]  # a claim written by the code before
     assert refresh_parked(b.receiver, "wait") == 0
     assert b.receiver.store.get(copy) is None, "not parked in place"
-    assert b.receiver.store.parked_due("wait", sent_before=None, limit=10) == [], "out of the line"
+    assert b.receiver.store.markers.parked_due("wait", sent_before=None, limit=10) == [], "out of the line"
 
 
 # -- what starts near `resend_at` is not sent again ---------------------------------------------------------

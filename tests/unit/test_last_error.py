@@ -12,7 +12,7 @@ import pytest
 from longjobs.engine.delivery.dlq import ERROR_MESSAGE_MAX, exhausted_attributes
 from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
-from longjobs.engine.lease.store import item_to_lease, lease_to_item
+from longjobs.engine.lease.codec import item_to_lease, lease_to_item
 from longjobs.engine.lease.types import Attempt
 
 CAUSE = "[PATH_NOT_FOUND] Path does not exist: file:/data/raw/date=2026-11-20"

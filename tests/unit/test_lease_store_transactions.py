@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
-from longjobs.engine.lease.store import CopyNote
+from longjobs.engine.lease.markers import CopyNote
 
 NOW = 1_800_000_000.0
 
@@ -106,7 +106,7 @@ def test_copy_notes_go_in_one_transaction_and_a_marker_changed_meanwhile_is_not_
     )
     stubber.add_response("transact_write_items", {}, transact_items(1))
 
-    noted = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).note_copies([copy_note(0), copy_note(1)])
+    noted = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).markers.note_copies([copy_note(0), copy_note(1)])
 
     assert noted == [False, True]
 
@@ -114,4 +114,4 @@ def test_copy_notes_go_in_one_transaction_and_a_marker_changed_meanwhile_is_not_
 def test_one_copy_note_is_one_update(dynamodb: tuple[Any, Stubber]) -> None:
     client, stubber = dynamodb
     stubber.add_response("update_item", {})
-    assert LeaseStore(client, "leases", shards=1, closed_ttl_s=60).note_copies([copy_note(0)]) == [True]
+    assert LeaseStore(client, "leases", shards=1, closed_ttl_s=60).markers.note_copies([copy_note(0)]) == [True]

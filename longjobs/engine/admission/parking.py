@@ -31,7 +31,8 @@ from longjobs.engine.delivery.types import (
 )
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
-from longjobs.engine.lease.store import CopyNote, in_parked_line
+from longjobs.engine.lease.codec import in_parked_line
+from longjobs.engine.lease.markers import CopyNote
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.policies.base import SQS_MAX_VISIBILITY_S
@@ -140,7 +141,7 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
         if clock.now() >= deadline:
             break  # the rest next pass: `next_refresh` is not moved
         limit = REFRESH_PAGE + failures  # past the markers that failed, still listed first
-        due = receiver.store.parked_due(job_type, sent_before=clock.now() - keep_s, limit=limit)
+        due = receiver.store.markers.parked_due(job_type, sent_before=clock.now() - keep_s, limit=limit)
         fresh = [listed for listed in due if listed.message_id not in tried]
         for listed in fresh:
             tried.add(listed.message_id)
@@ -157,7 +158,7 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
         raise failed  # `next_refresh` is not moved: the marker is tried again next pass
     if clock.now() >= deadline:
         return sent
-    oldest = receiver.store.parked_due(job_type, sent_before=None, limit=1)
+    oldest = receiver.store.markers.parked_due(job_type, sent_before=None, limit=1)
     oldest_sent = (oldest[0].copy_sent_at or 0.0) if oldest else clock.now()  # a later copy is due later
     receiver.next_refresh[job_type] = oldest_sent + keep_s
     return sent
@@ -196,13 +197,13 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     state = claimant_state(receiver, marker) if claimant is None else None
     if state == "taking":  # looked at again once its receive is surely over
         keep_s = settings.queue_retention_s - settings.retention_margin_s
-        store.move_in_parked_line(marker, sent_at=(marker.claimed_at or now) + CLAIM_STALE_S - keep_s)
+        store.markers.move_in_parked_line(marker, sent_at=(marker.claimed_at or now) + CLAIM_STALE_S - keep_s)
         return False
     if state == "unknown" or (claimant is not None and claimant.status in (*COPIED_STATUSES, *DONE_STATUSES)):
-        store.move_in_parked_line(marker, sent_at=None)
+        store.markers.move_in_parked_line(marker, sent_at=None)
         return False
     if claimant is not None and (claimant.active or _may_run(receiver, claimant)):
-        store.move_in_parked_line(marker, sent_at=recheck_at)
+        store.markers.move_in_parked_line(marker, sent_at=recheck_at)
         return False
     parked = Lease(
         message_id=claimant_id,
@@ -224,7 +225,7 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
         copy_sent_at=now,
         parked_message=marker.parked_message,
     )
-    if claimant is None and not store.take_over_claim(marker, claimant_id, now=now):
+    if claimant is None and not store.markers.take_over_claim(marker, claimant_id, now=now):
         return False  # a fence: the marker changed meanwhile (a twin took the run over, a cancel): look again
     if claimant is not None and not _copy_would_fit(marker, parked.history):
         _dead_letter_claimant(receiver, queue_url, marker, claimant, parked.history)
@@ -274,18 +275,18 @@ def _dead_letter_claimant(
         last_error=LastError(RETENTION_RUNNING_OUT, reason),
         history=tuple(history),
     )
-    if not receiver.store.replace_in_place(record, replacing=claimant):  # received meanwhile: a record only
+    if not receiver.store.markers.replace_in_place(record, replacing=claimant):  # received meanwhile: a record only
         logger.warning("could not record the DLQ send", extra={"message_id": claimant.message_id})
-    receiver.store.move_in_parked_line(marker, sent_at=None)
+    receiver.store.markers.move_in_parked_line(marker, sent_at=None)
 
 
 def _parked_in_place(receiver: Receiver, marker: Lease, *, replacing: Lease | None) -> bool:
-    """Write the marker (`LeaseStore.park_in_place`); when the write fails or loses its condition, read
+    """Write the marker (`Markers.park_in_place`); when the write fails or loses its condition, read
     it back: a write that landed but whose answer was lost (a 5xx, a timeout, then a retry refused by
     the condition it had just met) is ours, and its copy must be sent now, or no copy of the message
     would exist until the marker fell due again."""
     try:
-        if receiver.store.park_in_place(marker, replacing=replacing):
+        if receiver.store.markers.park_in_place(marker, replacing=replacing):
             return True
     except Exception as exc:
         logger.warning("parking in place failed; reading whether it landed", extra={"error": str(exc)})
@@ -334,13 +335,15 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     settings = receiver.settings
     keep_s = settings.queue_retention_s - settings.retention_margin_s
     order = min(sent_at, now + settings.closed_ttl_s / 2 - keep_s)
-    claimed = receiver.store.claim_parked(parked_id, delivery.message_id, sent_at=order, now=now)
+    claimed = receiver.store.markers.claim_parked(parked_id, delivery.message_id, sent_at=order, now=now)
     return claim_answer(
         receiver,
         delivery,
         parked_id,
         claimed,
-        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now, order=order),
+        take_over=lambda marker: receiver.store.markers.take_over_claim(
+            marker, delivery.message_id, now=now, order=order
+        ),
     )
 
 
@@ -407,14 +410,14 @@ def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
     sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
     sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageAttributes=attributes)
     kept_until = sent_at + receiver.settings.queue_retention_s
-    if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
+    if not receiver.store.markers.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
         logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
 
 
 def send_pending_copies(receiver: Receiver, pending: Sequence[tuple[str, Lease]]) -> set[str]:
     """Send the copies a batch's parkings left to its end (`pending`, see `park`): up to ten a
     `SendMessageBatch`, and `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on
-    their markers together (`LeaseStore.note_copies`; best effort, as `_send_copy`'s note). Returns the
+    their markers together (`Markers.note_copies`; best effort, as `_send_copy`'s note). Returns the
     ids of the messages whose copy was not sent (refused, or its request failed): their records are
     reported failed, and each one's redelivery finds its marker without a copy and sends it then
     (`send_parked_copy`). A request that failed after it landed leaves twin copies, and the first
@@ -452,7 +455,7 @@ def send_pending_copies(receiver: Receiver, pending: Sequence[tuple[str, Lease]]
             ]
     if notes:
         try:
-            noted = receiver.store.note_copies(notes)
+            noted = receiver.store.markers.note_copies(notes)
         except Exception as exc:  # sent all the same: a redelivery would send a twin, and one runs
             logger.warning("parked copies not noted", extra={"error": str(exc)})
         else:

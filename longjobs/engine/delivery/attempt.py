@@ -145,7 +145,7 @@ def dead_letter(
     )
     try:
         if in_place:
-            receiver.store.replace_in_place(record, replacing=replacing)
+            receiver.store.markers.replace_in_place(record, replacing=replacing)
         else:
             receiver.store.create(record, replacing=replacing)
     except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost

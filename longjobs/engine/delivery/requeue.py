@@ -13,7 +13,7 @@ parking makes one (`longjobs.engine.admission.parking`):
 
 A redelivery of the message finds its marker: acknowledged when a copy is known (noted or claimed),
 else the copy is sent again. A copy received with no lease of its own first claims the run on its
-marker (`LeaseStore.claim_requeued`): the first copy to claim runs, any other is acknowledged once the
+marker (`Markers.claim_requeued`): the first copy to claim runs, any other is acknowledged once the
 claimant has a lease (`claim_answer`: until then it comes back, and a claimant that never gets one has
 its run taken over); a copy whose marker was cancelled goes to the DLQ. A copy that has to wait again
 becomes the marker of the next copy, so each link of the chain runs at most one successor.
@@ -116,7 +116,7 @@ def is_requeued_copy(receiver: Receiver, delivery: Delivery) -> bool:
 
 CLAIM_STALE_S = LAMBDA_MAX_TIMEOUT_S
 """Lambda's longest timeout: a claim this old, whose claimant has no lease, was made by a receive that is
-over (each receive of the claimant claims again, `LeaseStore.claim_requeued`)."""
+over (each receive of the claimant claims again, `Markers.claim_requeued`)."""
 
 
 def claimant_state(receiver: Receiver, marker: Lease) -> str:
@@ -150,13 +150,13 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     claims the run), or when no marker names any (expired): it then runs as it is."""
     marker_id = delivery.carried.requeued_from or ""
     now = receiver.clock.now()
-    claimed = receiver.store.claim_requeued(marker_id, delivery.message_id, now=now)
+    claimed = receiver.store.markers.claim_requeued(marker_id, delivery.message_id, now=now)
     return claim_answer(
         receiver,
         delivery,
         marker_id,
         claimed,
-        take_over=lambda marker: receiver.store.take_over_claim(marker, delivery.message_id, now=now),
+        take_over=lambda marker: receiver.store.markers.take_over_claim(marker, delivery.message_id, now=now),
     )
 
 
@@ -168,7 +168,7 @@ def claim_answer(
     *,
     take_over: Callable[[Lease], bool],
 ) -> Claim:
-    """A copy's claim on its marker (`LeaseStore.claim_parked`, `claim_requeued`) as the decision takes it.
+    """A copy's claim on its marker (`Markers.claim_parked`, `claim_requeued`) as the decision takes it.
 
     Refused, the copy is a twin to acknowledge only when the claimant carries the run: it has a lease (it
     runs, waits, was requeued, parked or dead-lettered). A claimant with no lease (`claimant_state`) may
@@ -230,6 +230,6 @@ def _send_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> int:
         QueueUrl=receiver.queue_url, MessageBody=delivery.body, DelaySeconds=delay, MessageAttributes=attributes
     )
     kept_until = sent_at + _kept_s(receiver)
-    if not receiver.store.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
+    if not receiver.store.markers.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
         logger.info("requeued marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
     return delay

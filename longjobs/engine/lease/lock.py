@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.schema import PARTITION_KEY, TTL_ATTR
+from longjobs.engine.lease.writes import is_conditional_failure
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -85,10 +86,6 @@ class Hold:
     key: str
     over: Lock | None = None
     last_duration_s: float | None = None
-
-
-def _is_conditional_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 def _num(seconds: float) -> dict[str, str]:
@@ -191,7 +188,7 @@ class Locks:
         try:
             self._client.put_item(**request)
         except ClientError as exc:
-            if not _is_conditional_failure(exc):
+            if not is_conditional_failure(exc):
                 raise
             return False
         return True
@@ -259,7 +256,7 @@ class Locks:
                 },
             )
         except ClientError as exc:
-            if _is_conditional_failure(exc):
+            if is_conditional_failure(exc):
                 return False
             raise
         return True
@@ -269,7 +266,7 @@ class Locks:
         try:
             self._client.update_item(**self.release_request(key, execution_arn, now=now))
         except ClientError as exc:
-            if _is_conditional_failure(exc):
+            if is_conditional_failure(exc):
                 return False
             raise
         return True

@@ -12,19 +12,17 @@ import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease.attributes import deserialize, serialize
+from longjobs.engine.lease.codec import item_to_lease, lease_to_item, num
 from longjobs.engine.lease.legacy import LegacyShards
 from longjobs.engine.lease.lock import Hold, Lock, Locks, batch_get, hold_keys, lock_of
+from longjobs.engine.lease.markers import Markers
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     DUE_INDEX,
-    ERROR_ATTR,
-    HISTORY_ATTR,
     PARTITION_KEY,
     RECONCILE_INDEX,
     RENEW_AT_ATTR,
@@ -34,9 +32,16 @@ from longjobs.engine.lease.schema import (
     WAITING_INDEX,
     WAITING_ORDER_ATTR,
     WAITING_TYPE_ATTR,
-    parked_line,
 )
-from longjobs.engine.lease.types import CLOSED_STATUSES, COPIED_STATUSES, Attempt, LastError, Lease, LeaseStatus
+from longjobs.engine.lease.types import CLOSED_STATUSES, COPIED_STATUSES, LastError, Lease, LeaseStatus
+from longjobs.engine.lease.writes import (
+    TRANSACT_ATTEMPTS,
+    TRANSACT_LIMIT,
+    conditional,
+    conditional_updates,
+    up_to,
+    values_of,
+)
 from longjobs.engine.observability import logger
 
 if TYPE_CHECKING:
@@ -45,169 +50,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-_FLOAT_FIELDS = (
-    "received_at",
-    "visible_until",
-    "renew_until",
-    "renew_at",
-    "renewed_at",
-    "closed_at",
-    "checked_at",
-    "waiting_since",
-    "waiting_order",
-    "claimed_at",
-    "claim_kept_until",
-)
-_INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits", "refused_starts")
-_STR_FIELDS = (
-    "queue_url",
-    "receipt_handle",
-    "execution_arn",
-    "job_type",
-    "job_id",
-    "slot",
-    "job",
-    "copy_id",
-    "claimed_by",
-    "parked_message",
-)
-
-
-def _num(seconds: float) -> Decimal:
-    return Decimal(f"{seconds:.3f}")
-
-
-def _is_conditional_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-
-
-def _conditional(write: Callable[..., object], **request: Any) -> bool:
-    """Send one conditional write; False when its condition failed (another writer got there first, a
-    normal event), any other error raised."""
-    try:
-        write(**request)
-    except ClientError as exc:
-        if _is_conditional_failure(exc):
-            return False
-        raise
-    return True
-
-
-def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
-    """The DynamoDB item (typed attribute values) of a lease."""
-    plain: dict[str, Any] = {PARTITION_KEY: lease.message_id, "status": lease.status.value}
-    for name in _FLOAT_FIELDS:
-        value = getattr(lease, name)
-        if value is not None:
-            plain[name] = _num(value)
-    for name in _INT_FIELDS:
-        plain[name] = getattr(lease, name)
-    for name in _STR_FIELDS:
-        value = getattr(lease, name)
-        if value is not None:
-            plain[name] = value
-    if lease.last_error is not None:
-        plain[ERROR_ATTR] = lease.last_error.to_data()
-    if lease.never_started:
-        plain["never_started"] = True
-    if lease.result is not None:
-        plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
-    if lease.history:
-        plain[HISTORY_ATTR] = json.dumps([a.to_data() for a in lease.history], separators=(",", ":"))
-    if lease.waiting:
-        if lease.job_type is None or lease.waiting_order is None:
-            raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_order (the index)")
-        plain[WAITING_TYPE_ATTR] = lease.job_type
-    elif in_parked_line(lease):
-        plain[WAITING_TYPE_ATTR] = parked_line(lease.job_type or "")
-        plain[WAITING_ORDER_ATTR] = _num(lease.copy_sent_at or 0.0)
-    if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
-        plain[CHECKED_AT_ATTR] = _num(lease.received_at)
-    if lease.active:
-        if lease.renew_at is None:
-            raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
-        plain[SHARD_ATTR] = shard
-    else:
-        plain.pop(RENEW_AT_ATTR, None)
-    return {key: serialize(value) for key, value in plain.items()}
-
-
-def item_to_lease(item: dict[str, Any]) -> Lease:
-    """The lease of a DynamoDB item (typed attribute values)."""
-    plain = {key: deserialize(value) for key, value in item.items()}
-    fields: dict[str, Any] = {"message_id": plain[PARTITION_KEY], "status": LeaseStatus(plain["status"])}
-    for name in _FLOAT_FIELDS:
-        if name in plain:
-            fields[name] = float(plain[name])
-    for name in _INT_FIELDS:
-        if name in plain:
-            fields[name] = int(plain[name])
-    for name in _STR_FIELDS:
-        if name in plain:
-            fields[name] = plain[name]
-    if ERROR_ATTR in plain:
-        fields["last_error"] = LastError.from_data(plain[ERROR_ATTR])
-    if plain.get("never_started"):
-        fields["never_started"] = True
-    if RESULT_ATTR in plain:
-        fields["result"] = json.loads(plain[RESULT_ATTR])
-    if HISTORY_ATTR in plain:
-        fields["history"] = tuple(Attempt.from_data(a) for a in json.loads(plain[HISTORY_ATTR]))
-    if fields["status"] is LeaseStatus.PARKED and "waiting_order" in fields:
-        fields["copy_sent_at"] = fields.pop("waiting_order")  # a marker's key in its type's parked line
-    if fields.get("checked_at") == fields.get("received_at"):
-        fields["checked_at"] = None  # written at the receive, not by a reconciliation look
-    return Lease(**fields)
-
-
-def in_parked_line(lease: Lease) -> bool:
-    """Whether a lease is a PARKED marker in its type's parked line (`parked_line`): with its message
-    stored and the send time of the copy that may run it (its newest copy's while unclaimed, its
-    claimant's once claimed), so admission sends a fresh copy, or parks the claimant again, before the
-    waiting queue's retention runs out (`longjobs.engine.admission.parking.refresh_parked`)."""
-    return (
-        lease.status is LeaseStatus.PARKED
-        and lease.parked_message is not None
-        and lease.job_type is not None
-        and lease.copy_sent_at is not None
-    )
-
-
-def _up_to(
-    partition: str, value: dict[str, str], sort: str, before: float | None
-) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """An index query's key condition, names and values: the partition `value`, with the sort key at or
-    before `before` (any for None)."""
-    names = {"#part": partition}
-    values: dict[str, Any] = {":part": value}
-    condition = "#part = :part"
-    if before is not None:
-        names["#sort"] = sort
-        values[":before"] = {"N": str(_num(before))}
-        condition += " AND #sort <= :before"
-    return condition, names, values
-
-
-def _values(**values: Any) -> dict[str, Any]:
-    return {f":{key}": serialize(value) for key, value in values.items()}
-
-
-TRANSACT_LIMIT = 100
-
-
-@dataclass(frozen=True)
-class CopyNote:
-    """A copy sent of a PARKED or REQUEUED marker, to note on it (`LeaseStore.note_copy`)."""
-
-    marker: Lease
-    copy_id: str
-    sent_at: float
-    kept_until: float
-
-
 WAITING_PAGE = 25
 """WAITING leases a page of the `waiting` index reads at least (some may be filtered out as shown again)."""
-TRANSACT_ATTEMPTS = 3
 
 
 LEASE_KEY = "lease"
@@ -266,6 +110,21 @@ class LeaseStore:
         self._closed_ttl_s = closed_ttl_s
         self._executor = executor
         self._legacy = legacy
+        self.markers = Markers(self)
+        """The PARKED and REQUEUED markers kept in the same table."""
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self._client
+
+    @property
+    def table_name(self) -> str:
+        return self._table
+
+    @property
+    def closed_ttl_s(self) -> int:
+        """How long a closed lease (and a marker past its copy) is kept before its TTL deletes it."""
+        return self._closed_ttl_s
 
     @property
     def shards(self) -> int:
@@ -377,7 +236,7 @@ class LeaseStore:
             "KeyConditionExpression": "#type = :type",
             "FilterExpression": "#visible > :after",
             "ExpressionAttributeNames": {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"},
-            "ExpressionAttributeValues": {":type": {"S": job_type}, ":after": {"N": str(_num(hidden_after))}},
+            "ExpressionAttributeValues": {":type": {"S": job_type}, ":after": {"N": str(num(hidden_after))}},
             "Limit": max(limit, WAITING_PAGE),
         }
         found: list[Lease] = []
@@ -395,13 +254,13 @@ class LeaseStore:
         (waiting order, message id): the index's order): a COUNT query of the `waiting` index. A WAITING
         lease whose delay has run out is not counted: its message shows again, to be received afresh."""
         names = {"#type": WAITING_TYPE_ATTR, "#visible": "visible_until"}
-        values: dict[str, Any] = {":type": {"S": job_type}, ":now": {"N": str(_num(now))}}
+        values: dict[str, Any] = {":type": {"S": job_type}, ":now": {"N": str(num(now))}}
         condition = "#type = :type"
         kept = "#visible > :now"
         if ahead_of is not None:
             names["#since"] = WAITING_ORDER_ATTR
             names["#pk"] = PARTITION_KEY
-            values[":since"] = {"N": str(_num(ahead_of[0]))}
+            values[":since"] = {"N": str(num(ahead_of[0]))}
             values[":pk"] = {"S": ahead_of[1]}
             condition += " AND #since <= :since"
             kept += " AND (#since < :since OR #pk < :pk)"
@@ -463,7 +322,7 @@ class LeaseStore:
 
     def _index_up_to(self, index: str, shard: int, sort_attr: str, bound: float | None) -> Iterator[Lease]:
         """The leases of one shard of a sparse index whose sort key is at or below `bound`, page by page."""
-        condition, names, values = _up_to(SHARD_ATTR, {"N": str(shard)}, sort_attr, bound)
+        condition, names, values = up_to(SHARD_ATTR, {"N": str(shard)}, sort_attr, bound)
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": index,
@@ -492,7 +351,7 @@ class LeaseStore:
         newer receive adopts it: an execution runs only while its message is held).
         While ACTIVE the TTL stays past renew-until, so an abandoned lease still expires one day.
         """
-        return _conditional(self._client.put_item, **self.create_request(lease, replacing=replacing)["Put"])
+        return conditional(self._client.put_item, **self.create_request(lease, replacing=replacing)["Put"])
 
     def create_request(self, lease: Lease, *, replacing: Lease | None = None) -> dict[str, Any]:
         """`create`'s conditional write as a transaction action (`take_holds`)."""
@@ -514,51 +373,15 @@ class LeaseStore:
                 )
             put["ConditionExpression"] = "version = :version AND #status = :status AND receive_count < :rc"
             put["ExpressionAttributeNames"] = {"#status": "status"}
-            put["ExpressionAttributeValues"] = _values(
+            put["ExpressionAttributeValues"] = values_of(
                 version=replacing.version, status=replacing.status.value, rc=lease.receive_count
             )
         return {"Put": put}
 
-    def create_markers(self, markers: Sequence[Lease]) -> list[bool]:
-        """Write new markers (`create` of each, none of which may exist yet): up to `TRANSACT_LIMIT` in one
-        `TransactWriteItems`, one alone in a `PutItem`. Per marker, True when this writer wrote it, False
-        when it existed already (a retry, or another writer first). Raises on any other error: a 5xx may
-        come after the write landed (a retry then finds the markers)."""
-        puts = [self.create_request(marker)["Put"] for marker in markers]
-        if len(puts) == 1:
-            return [_conditional(self._client.put_item, **puts[0])]
-        created: list[bool] = []
-        for start in range(0, len(puts), TRANSACT_LIMIT):
-            chunk = puts[start : start + TRANSACT_LIMIT]
-            written = self._conditional_updates(chunk, "Put")
-            created += [
-                landed if landed is not None else _conditional(self._client.put_item, **put)
-                for put, landed in zip(chunk, written, strict=True)
-            ]
-        return created
-
-    def park_in_place(self, marker: Lease, *, replacing: Lease | None) -> bool:
-        """Write the PARKED marker of a message that admission parks without receiving it (a claimed
-        parked copy near its retention), replacing its lease as read, whatever its receive count (no
-        receive is made: the version condition alone fences it). False when the lease changed meanwhile
-        (or, with `replacing` None, one was written)."""
-        return self.replace_in_place(marker, replacing=replacing)
-
-    def replace_in_place(self, record: Lease, *, replacing: Lease | None) -> bool:
-        """Write `record` over a message's lease as read without a receive of it (its receive count may be
-        the same): `park_in_place`, or a claimant sent to the DLQ from its marker. Fenced by the version
-        and status read; False when the lease changed meanwhile."""
-        put = self.create_request(record)["Put"]
-        if replacing is not None:
-            put["ConditionExpression"] = "version = :version AND #status = :status"
-            put["ExpressionAttributeNames"] = {"#status": "status"}
-            put["ExpressionAttributeValues"] = _values(version=replacing.version, status=replacing.status.value)
-        return _conditional(self._client.put_item, **put)
-
     def admit(self, waiting: Lease, active: Lease) -> bool:
         """Turn a WAITING lease into the ACTIVE lease of an attempt, on the same receive (the message is
         still hidden under that receive's handle): conditional on the WAITING lease being unchanged."""
-        return _conditional(self._client.put_item, **self.admit_request(waiting, active)["Put"])
+        return conditional(self._client.put_item, **self.admit_request(waiting, active)["Put"])
 
     def admit_request(self, waiting: Lease, active: Lease) -> dict[str, Any]:
         """`admit`'s conditional write as a transaction action (`take_holds`)."""
@@ -572,7 +395,7 @@ class LeaseStore:
                 "Item": item,
                 "ConditionExpression": "version = :version AND #status = :waiting AND receive_count = :rc",
                 "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": _values(
+                "ExpressionAttributeValues": values_of(
                     version=waiting.version, waiting=LeaseStatus.WAITING.value, rc=waiting.receive_count
                 ),
             }
@@ -587,7 +410,7 @@ class LeaseStore:
                 "Key": {PARTITION_KEY: {"S": lease.message_id}},
                 "ConditionExpression": "version = :version AND #status = :active",
                 "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": _values(version=lease.version, active=LeaseStatus.ACTIVE.value),
+                "ExpressionAttributeValues": values_of(version=lease.version, active=LeaseStatus.ACTIVE.value),
             }
         }
 
@@ -599,7 +422,7 @@ class LeaseStore:
         if not holds:
             if "ConditionCheck" in action:
                 return HoldsTaken(written=True)
-            written = _conditional(self._client.put_item, **action["Put"])
+            written = conditional(self._client.put_item, **action["Put"])
             return HoldsTaken(written=written, lost=frozenset() if written else frozenset({LEASE_KEY}))
         takes = [
             {
@@ -630,171 +453,6 @@ class LeaseStore:
             return HoldsTaken(written=False, lost=frozenset(lost))
         return HoldsTaken(written=True)
 
-    def note_copy(self, marker: Lease, copy_id: str, *, sent_at: float, kept_until: float) -> bool:
-        """Record on a PARKED or REQUEUED marker the copy that was sent: its id (a redelivery of the
-        original is then acknowledged without sending another) and, for a PARKED one, when it was sent at
-        the latest (`sent_at`: its place in its type's parked line, so it is sent again before its
-        retention runs out); the marker is kept until `kept_until` (the copy's retention) and its TTL
-        past that. False when the marker changed meanwhile (claimed by a copy, cancelled, or noted by
-        another sender)."""
-        return _conditional(
-            self._client.update_item, **self._note_update(CopyNote(marker, copy_id, sent_at, kept_until))
-        )
-
-    def note_copies(self, notes: Sequence[CopyNote]) -> list[bool]:
-        """`note_copy` for many markers (a batch's parked copies, sent together): up to `TRANSACT_LIMIT` in
-        one `TransactWriteItems`, each conditional on its marker's version; one alone in an `UpdateItem`."""
-        updates = [self._note_update(note) for note in notes]
-        if len(updates) == 1:
-            return [_conditional(self._client.update_item, **updates[0])]
-        noted: list[bool] = []
-        for start in range(0, len(updates), TRANSACT_LIMIT):
-            chunk = updates[start : start + TRANSACT_LIMIT]
-            written = self._conditional_updates(chunk)
-            noted += [
-                landed if landed is not None else _conditional(self._client.update_item, **update)
-                for update, landed in zip(chunk, written, strict=True)
-            ]
-        return noted
-
-    def _note_update(self, note: CopyNote) -> dict[str, Any]:
-        marker = note.marker
-        names = {"#status": "status", "#ttl": TTL_ATTR}
-        update = "SET copy_id = :copy, renew_until = :until, #ttl = :ttl, version = version + :one"
-        values: dict[str, Any] = {
-            "copy": note.copy_id,
-            "until": _num(note.kept_until),
-            "ttl": int(note.kept_until) + self._closed_ttl_s,
-            "one": 1,
-            "version": marker.version,
-            "marker": marker.status.value,
-        }
-        if marker.status is LeaseStatus.PARKED:
-            update += ", #order = :sent"
-            names["#order"] = WAITING_ORDER_ATTR
-            values["sent"] = _num(note.sent_at)
-        return {
-            "TableName": self._table,
-            "Key": {PARTITION_KEY: {"S": marker.message_id}},
-            "UpdateExpression": update,
-            "ConditionExpression": "version = :version AND #status = :marker",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": _values(**values),
-        }
-
-    def move_in_parked_line(self, marker: Lease, *, sent_at: float | None) -> bool:
-        """Give a PARKED marker another place in its parked line (its claimant runs: look again later), or
-        take it out of the line (`sent_at` None: its claimant is done, or parked in turn with a marker of
-        its own). False when the marker changed meanwhile."""
-        names = {"#status": "status"}
-        values: dict[str, Any] = {"one": 1, "version": marker.version, "parked": LeaseStatus.PARKED.value}
-        if sent_at is None:
-            update = "SET version = version + :one REMOVE #line"
-            names["#line"] = WAITING_TYPE_ATTR
-        else:
-            update = "SET #order = :sent, version = version + :one"
-            names["#order"] = WAITING_ORDER_ATTR
-            values["sent"] = _num(sent_at)
-        return _conditional(
-            self._client.update_item,
-            TableName=self._table,
-            Key={PARTITION_KEY: {"S": marker.message_id}},
-            UpdateExpression=update,
-            ConditionExpression="version = :version AND #status = :parked",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
-        )
-
-    def parked_due(self, job_type: str, *, sent_before: float | None, limit: int) -> list[Lease]:
-        """Up to `limit` PARKED markers of `job_type` in its parked line whose copy was sent at or before
-        `sent_before` (all for None), oldest copy first (the `waiting` index, eventually consistent:
-        read a marker again before acting on it)."""
-        condition, names, values = _up_to(
-            WAITING_TYPE_ATTR, {"S": parked_line(job_type)}, WAITING_ORDER_ATTR, sent_before
-        )
-        page = self._client.query(
-            TableName=self._table,
-            IndexName=WAITING_INDEX,
-            KeyConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            Limit=limit,
-        )
-        return [lease for lease in map(item_to_lease, page.get("Items", [])) if lease.status is LeaseStatus.PARKED]
-
-    def claim_parked(self, original_id: str, copy_id: str, *, sent_at: float, now: float) -> bool | None:
-        """Claim the run of a parked message for one of its copies: True when this copy may run it (it
-        claimed it now or before), False when another copy has, None when the original has no PARKED
-        marker (parked before markers existed, or expired): the copy then runs as it is. A marker an
-        operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs. The marker's
-        place in its parked line becomes the claimant's send time (`sent_at`): the claimant may wait in
-        its waiting queue in turn, and its retention runs from then."""
-        return self._claim(original_id, copy_id, LeaseStatus.PARKED, now=now, order=sent_at)
-
-    def claim_requeued(self, original_id: str, copy_id: str, *, now: float) -> bool | None:
-        """Claim the run of a message sent back to wait for its job id for one of its copies, as
-        `claim_parked` does for a parked one (a REQUEUED marker has no place in a line)."""
-        return self._claim(original_id, copy_id, LeaseStatus.REQUEUED, now=now)
-
-    def _claim(
-        self, original_id: str, copy_id: str, status: LeaseStatus, *, now: float, order: float | None = None
-    ) -> bool | None:
-        if self._claim_write(original_id, copy_id, status, now=now, order=order):
-            return True
-        marker = self.get(original_id)
-        if marker is not None and marker.status is LeaseStatus.CANCELLED:
-            return False
-        if marker is None or marker.status is not status:
-            return None
-        return marker.claimed_by == copy_id
-
-    def take_over_claim(self, marker: Lease, copy_id: str, *, now: float, order: float | None = None) -> bool:
-        """Give the run of a PARKED or REQUEUED marker to `copy_id`, away from a claimant that lost it
-        (`longjobs.engine.delivery.requeue.claim_answer` judges that), or claim it again for its claimant
-        (a fence before parking it in place), conditional on the marker as read: False when it changed
-        meanwhile (its claimant came back, another copy took it over, a cancel)."""
-        return self._claim_write(marker.message_id, copy_id, marker.status, now=now, order=order, over=marker)
-
-    def _claim_write(
-        self,
-        marker_id: str,
-        copy_id: str,
-        status: LeaseStatus,
-        *,
-        now: float,
-        order: float | None,
-        over: Lease | None = None,
-    ) -> bool:
-        """The claim's conditional write: on a marker of `status` unclaimed or claimed by `copy_id`, or, with
-        `over`, on that marker's version as read. It records until when a lease the claimant writes is
-        surely kept (`claim_kept_until`) and, for a PARKED marker, its place in its parked line (`order`)."""
-        update = "SET claimed_by = :copy, claimed_at = :now, claim_kept_until = :kept, version = version + :one"
-        names = {"#status": "status"}
-        values: dict[str, Any] = {
-            "copy": copy_id,
-            "now": _num(now),
-            "kept": _num(now + self._closed_ttl_s),
-            "one": 1,
-            "marker": status.value,
-        }
-        if order is not None:
-            update += ", #order = :sent"
-            names["#order"] = WAITING_ORDER_ATTR
-            values["sent"] = _num(order)
-        condition = "#status = :marker AND (attribute_not_exists(claimed_by) OR claimed_by = :copy)"
-        if over is not None:
-            condition = "#status = :marker AND version = :version"
-            values["version"] = over.version
-        return _conditional(
-            self._client.update_item,
-            TableName=self._table,
-            Key={PARTITION_KEY: {"S": marker_id}},
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
-        )
-
     def record_rejection(self, lease: Lease, *, now: float, error: str) -> bool:
         """Keep a REJECTED lease for a poison message sent to the DLQ (so the table answers "where did it
         go?"), `error` (what was wrong with the body) as its last error. False when a lease of this message
@@ -804,7 +462,7 @@ class LeaseStore:
         )
         item = lease_to_item(rejected, self.shard_of(lease.message_id))
         item[TTL_ATTR] = {"N": str(int(now) + self._closed_ttl_s)}
-        return _conditional(
+        return conditional(
             self._client.put_item,
             TableName=self._table,
             Item=item,
@@ -819,7 +477,7 @@ class LeaseStore:
         count and another handle (SQS's count is approximate), which the receiver adopts only once SQS
         has accepted that handle.
         """
-        if not _conditional(
+        if not conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": current.message_id}},
@@ -834,13 +492,13 @@ class LeaseStore:
                 " AND (receive_count < :rc OR (receive_count = :rc AND receipt_handle <> :handle))"
             ),
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(
+            ExpressionAttributeValues=values_of(
                 handle=newer.receipt_handle,
                 rc=newer.receive_count,
-                received=_num(newer.received_at),
-                visible=_num(newer.visible_until),
-                renew_at=_num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
-                renew_until=_num(newer.renew_until),
+                received=num(newer.received_at),
+                visible=num(newer.visible_until),
+                renew_at=num(newer.renew_at if newer.renew_at is not None else newer.visible_until),
+                renew_until=num(newer.renew_until),
                 ttl=int(newer.renew_until) + self._closed_ttl_s,
                 one=1,
                 active=LeaseStatus.ACTIVE.value,
@@ -862,7 +520,7 @@ class LeaseStore:
 
     def record_renewal(self, renewal: Renewal) -> Lease | None:
         """Record one successful renewal (one conditional `UpdateItem`)."""
-        if not _conditional(self._client.update_item, **self._renewal_update(renewal)):
+        if not conditional(self._client.update_item, **self._renewal_update(renewal)):
             return None
         return renewal.renewed()
 
@@ -884,41 +542,11 @@ class LeaseStore:
         ]
 
     def _record_chunk(self, chunk: Sequence[Renewal]) -> list[Lease | None]:
-        written = self._conditional_updates([self._renewal_update(renewal) for renewal in chunk])
+        written = conditional_updates(self._client, [self._renewal_update(renewal) for renewal in chunk])
         return [
             renewal.renewed() if landed else None if landed is False else self.record_renewal(renewal)
             for renewal, landed in zip(chunk, written, strict=True)
         ]
-
-    def _conditional_updates(self, updates: Sequence[Any], kind: str = "Update") -> list[bool | None]:
-        """Send at most `TRANSACT_LIMIT` conditional updates (or puts, `kind`) in one `TransactWriteItems`:
-        True for each that landed, False for each whose condition failed (another writer first). A
-        transaction is all or nothing: when one loses its race it is cancelled and the others are sent
-        again, up to `TRANSACT_ATTEMPTS` tries; None for those still not sent (the caller sends each on its
-        own)."""
-        outcome: dict[int, bool] = {}
-        pending = list(range(len(updates)))
-        for _ in range(TRANSACT_ATTEMPTS):
-            if not pending:
-                break
-            try:
-                self._client.transact_write_items(TransactItems=cast(Any, [{kind: updates[i]} for i in pending]))
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                    raise
-                reasons = exc.response.get("CancellationReasons", [])
-                retry = []
-                for index, reason in zip(pending, reasons, strict=False):
-                    if reason.get("Code") == "ConditionalCheckFailed":
-                        outcome[index] = False  # lost the race: another writer changed this item
-                    else:
-                        retry.append(index)  # cancelled for another item, or a conflict/throttle: again
-                pending = retry
-                continue
-            for index in pending:
-                outcome[index] = True
-            pending = []
-        return [outcome.get(index) for index in range(len(updates))]
 
     def _renewal_update(self, renewal: Renewal) -> Any:
         """The conditional update of one renewal: visible-until counted from the send time. Conditional on
@@ -933,10 +561,10 @@ class LeaseStore:
             ),
             "ConditionExpression": "version = :version AND #status = :status",
             "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": _values(
-                visible=_num(renewal.visible_until),
-                renew_at=_num(renewal.renew_at),
-                sent=_num(renewal.sent_at),
+            "ExpressionAttributeValues": values_of(
+                visible=num(renewal.visible_until),
+                renew_at=num(renewal.renew_at),
+                sent=num(renewal.sent_at),
                 one=1,
                 version=renewal.lease.version,
                 # a renewal never lands on a closed lease: only a cancelled one's message is kept hidden
@@ -996,7 +624,7 @@ class LeaseStore:
                 continue
             return closed
         # no holds, or a transaction refused each time: the close alone, then each hold on its own
-        if not (_conditional(self._client.update_item, **update) or self._closed_by(closed)):
+        if not (conditional(self._client.update_item, **update) or self._closed_by(closed)):
             return None
         for key in holds:
             try:
@@ -1016,7 +644,7 @@ class LeaseStore:
             and current.version == closed.version
             and current.status is closed.status
             and current.closed_at is not None
-            and _num(current.closed_at) == _num(closed.closed_at or 0.0)
+            and num(current.closed_at) == num(closed.closed_at or 0.0)
             and current.last_error == closed.last_error
             and current.visible_until == closed.visible_until
         )
@@ -1036,7 +664,7 @@ class LeaseStore:
         sets = ["#status = :status", "closed_at = :now", f"{TTL_ATTR} = :ttl", "version = version + :one"]
         values: dict[str, Any] = {
             "status": status.value,
-            "now": _num(now),
+            "now": num(now),
             "ttl": int(now) + self._closed_ttl_s,
             "one": 1,
             "version": lease.version,
@@ -1050,7 +678,7 @@ class LeaseStore:
             values["result"] = json.dumps(result, separators=(",", ":"))
         if visible_until is not None:
             sets.append("visible_until = :visible")
-            values["visible"] = _num(visible_until)
+            values["visible"] = num(visible_until)
         if never_started:
             sets.append("never_started = :never_started")
             values["never_started"] = True
@@ -1063,19 +691,19 @@ class LeaseStore:
             "UpdateExpression": "SET " + ", ".join(sets) + " REMOVE #shard, #renew_at",
             "ConditionExpression": "version = :version AND #status = :active",
             "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": _values(**values),
+            "ExpressionAttributeValues": values_of(**values),
         }
 
     def note_error(self, lease: Lease, error: LastError) -> bool:
         """Keep the last renewal error on an ACTIVE lease (a note: it does not bump the version)."""
-        return _conditional(
+        return conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": lease.message_id}},
             UpdateExpression="SET last_error = :error",
             ConditionExpression="version = :version AND #status = :active",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(
+            ExpressionAttributeValues=values_of(
                 error=error.to_data(), version=lease.version, active=LeaseStatus.ACTIVE.value
             ),
         )
@@ -1083,28 +711,28 @@ class LeaseStore:
     def mark_checked(self, lease: Lease, now: float) -> bool:
         """Move an ACTIVE lease to the back of the reconcile index (a note: the version is not bumped,
         so it never makes a renewal or a settlement lose its race)."""
-        return _conditional(
+        return conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": lease.message_id}},
             UpdateExpression=f"SET {CHECKED_AT_ATTR} = :now",
             ConditionExpression="#status = :active AND attribute_exists(#shard)",
             ExpressionAttributeNames={"#status": "status", "#shard": SHARD_ATTR},
-            ExpressionAttributeValues=_values(now=_num(now), active=LeaseStatus.ACTIVE.value),
+            ExpressionAttributeValues=values_of(now=num(now), active=LeaseStatus.ACTIVE.value),
         )
 
     def mark_due_now(self, lease: Lease, now: float) -> Lease | None:
         """Believe the message may show again at `now` (a visibility change whose outcome is unknown):
         the belief must never be later than the truth, so the next extender pass renews it."""
-        if not _conditional(
+        if not conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": lease.message_id}},
             UpdateExpression="SET visible_until = :now, renew_at = :now, version = version + :one",
             ConditionExpression="version = :version AND #status = :active",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(
-                now=_num(now), one=1, version=lease.version, active=LeaseStatus.ACTIVE.value
+            ExpressionAttributeValues=values_of(
+                now=num(now), one=1, version=lease.version, active=LeaseStatus.ACTIVE.value
             ),
         ):
             return None
@@ -1114,14 +742,14 @@ class LeaseStore:
         """Correct a closed lease's status and reason (a release whose handle SQS refused is LOST)."""
         if closed.active or status not in CLOSED_STATUSES:
             raise ValueError("amend() changes a closed lease into a closed status")
-        if not _conditional(
+        if not conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": closed.message_id}},
             UpdateExpression="SET #status = :new, last_error = :error, version = version + :one",
             ConditionExpression="version = :version AND #status = :old",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(
+            ExpressionAttributeValues=values_of(
                 new=status.value, error=error.to_data(), one=1, version=closed.version, old=closed.status.value
             ),
         ):
@@ -1155,7 +783,7 @@ class LeaseStore:
         }
         if first:
             sets.append("closed_at = :now")
-            values["now"] = _num(now)
+            values["now"] = num(now)
         if first and lease.status not in COPIED_STATUSES:
             sets.append(f"{TTL_ATTR} = :ttl")
             values["ttl"] = int(now) + self._closed_ttl_s
@@ -1164,8 +792,8 @@ class LeaseStore:
             removed[:0] = ["#shard", "#renew_at"]
         else:
             sets += ["#shard = :shard", "#renew_at = :due"]
-            values.update(shard=self.shard_of(lease.message_id), due=_num(due_at))
-        if not _conditional(
+            values.update(shard=self.shard_of(lease.message_id), due=num(due_at))
+        if not conditional(
             self._client.update_item,
             TableName=self._table,
             Key={PARTITION_KEY: {"S": lease.message_id}},
@@ -1178,7 +806,7 @@ class LeaseStore:
                 "#renew_at": RENEW_AT_ATTR,
                 "#waiting": WAITING_TYPE_ATTR,
             },
-            ExpressionAttributeValues=_values(**values),
+            ExpressionAttributeValues=values_of(**values),
         ):
             return None
         return replace(

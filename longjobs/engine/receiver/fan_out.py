@@ -10,7 +10,7 @@ every job again. The fan-out therefore makes its job messages the way the receiv
 (`longjobs.engine.delivery.requeue`):
 
 1. a REQUEUED marker per marker object is written first, all in conditional writes that create it only
-   where none exists (`LeaseStore.create_markers`). Its key is derived from the object creation
+   where none exists (`Markers.create`). Its key is derived from the object creation
    (`s3:<bucket>/<key>@<sequencer>`: the `sequencer` orders the events of one key, so with the bucket
    and key it names one event, https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html),
    so S3's own second delivery of the event finds the same marker; an event without a sequencer falls
@@ -39,7 +39,7 @@ from longjobs.engine.delivery.attempt import closed_record
 from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver
 from longjobs.engine.lease import Lease, LeaseStatus
-from longjobs.engine.lease.store import CopyNote
+from longjobs.engine.lease.markers import CopyNote
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import MAX_DELAY_S
 
@@ -83,7 +83,7 @@ def fan_out(receiver: Receiver, jobs: list[Job], events: list[str | None], deliv
         key = marker_id(delivery, index, events[index] if index < len(events) else None)
         if key not in planned:  # one object named twice in a notification is one job
             planned[key] = _Planned(index, job, _marker(receiver, delivery, key, job))
-    created = receiver.store.create_markers([plan.marker for plan in planned.values()])
+    created = receiver.store.markers.create([plan.marker for plan in planned.values()])
     existing = [key for key, made in zip(planned, created, strict=True) if not made]
     found = receiver.store.get_many(existing) if existing else {}
     to_send: list[_Planned] = []
@@ -138,7 +138,7 @@ def _send(receiver: Receiver, delivery: Delivery, plans: list[_Planned]) -> None
             break
     if notes:
         try:
-            receiver.store.note_copies(notes)
+            receiver.store.markers.note_copies(notes)
         except Exception as exc:  # without the notes a retry sends twins, of which the claims run one
             logger.warning(
                 "could not note a fan-out's copies", extra={"message_id": delivery.message_id, "error": str(exc)}
