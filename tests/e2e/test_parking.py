@@ -1,8 +1,9 @@
 """Parking on the offline runtime: a type limited to 1 with a 60 s admission horizon, four 1 s jobs sent
-at once. The first runs, the second waits in flight, the third and fourth are parked (copied to the
-type's waiting queue, a new message id each, the original acknowledged), then unparked and run from
-their copies. The report follows each copy to its job. The scenario is the shipped
-`longjobs/offline/scenarios/parking.json` (`python -m offline run --scenario ...`)."""
+at once. The first runs, the second waits in flight, and those beyond the horizon (the third and the
+fourth when the four arrive in one batch) are parked: copied to the type's waiting queue, a new message
+id each, the original acknowledged. They are then unparked and run from their copies. The report
+follows each copy to its job. The scenario is the shipped `longjobs/offline/scenarios/parking.json`
+(`python -m offline run --scenario ...`)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def test_offline_runtime_parks_a_full_types_backlog_and_runs_every_job_once(tmp_
     assert report["totals"]["max_concurrent_by_type"] == {limited: 1}, "one at a time (the jobs' spans)"
     assert report["totals"]["double_runs"] == report["totals"]["lapses"] == 0
 
+    # Which jobs park depends on how the mapping's receives split the four messages (real time): all in
+    # one batch parks the third and the fourth; a batch that takes fewer leaves a later one waiting in
+    # flight instead. The simulation checks admission's choice on virtual time; here, that some park.
     parked = {job_id for job_id, job in jobs.items() if job["parked"]}
-    assert parked >= {"third", "fourth"}, "beyond what the horizon can start: parked"
+    assert parked, "beyond what the horizon can start: parked"
     assert "first" not in parked, "it found its slot free"
     assert report["totals"]["parked"] == len(parked)
     for job_id in parked:
