@@ -8,22 +8,13 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov, suppress_guard
-from longjobs.engine.lease.schema import (
-    CHECKED_AT_ATTR,
-    DUE_INDEX,
-    PARTITION_KEY,
-    RECONCILE_INDEX,
-    RENEW_AT_ATTR,
-    SHARD_ATTR,
-    TTL_ATTR,
-)
+from longjobs.engine.lease.schema import INDEXES, KEY_TYPES, PARTITION_KEY, TTL_ATTR
 
 
 class LeaseTable(Construct):
-    """On demand, with point-in-time recovery, TTL on closed leases and two sparse indexes of ACTIVE leases:
-    `due` (by renew-at, for renewal) and `reconcile` (by checked-at, least recently reconciled first).
-
-    Keys and index come from `longjobs.engine.lease.schema`, the names the store queries by. With deletion
+    """On demand, with point-in-time recovery, TTL on closed leases and the sparse indexes the store queries:
+    `due`, `reconcile` and `waiting` (`longjobs.engine.lease.schema.INDEXES`, which the offline runtime's
+    table is created from too). With deletion
     protection on, the table is also retained when the stack is deleted: the protection exists to keep
     the data. Encrypted with DynamoDB's AWS-owned key, or with `key` (the `kms_key` setting) when given.
     """
@@ -35,7 +26,7 @@ class LeaseTable(Construct):
         self.table = dynamodb.Table(
             self,
             "Table",
-            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            partition_key=key_attribute(PARTITION_KEY),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -49,16 +40,17 @@ class LeaseTable(Construct):
         if key is None:
             suppress_guard(self.table, "dynamodb_table_encrypted_kms_check")
             suppress_checkov(self.table, "CKV_AWS_119")
-        # Sparse: only ACTIVE leases carry `shard` and `renew_at`, so the extender's queries see only them.
-        self.table.add_global_secondary_index(
-            index_name=DUE_INDEX,
-            partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
-            sort_key=dynamodb.Attribute(name=RENEW_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
-        self.table.add_global_secondary_index(
-            index_name=RECONCILE_INDEX,
-            partition_key=dynamodb.Attribute(name=SHARD_ATTR, type=dynamodb.AttributeType.NUMBER),
-            sort_key=dynamodb.Attribute(name=CHECKED_AT_ATTR, type=dynamodb.AttributeType.NUMBER),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
+        # Sparse: an item carries an index's keys only while it belongs there (see `INDEXES`).
+        for index in INDEXES:
+            self.table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=key_attribute(index.partition),
+                sort_key=key_attribute(index.sort),
+                projection_type=dynamodb.ProjectionType.ALL,
+            )
+
+
+def key_attribute(name: str) -> dynamodb.Attribute:
+    """A key attribute of the lease table, with its type from `KEY_TYPES`."""
+    kind = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}[KEY_TYPES[name]]
+    return dynamodb.Attribute(name=name, type=kind)

@@ -12,6 +12,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from longjobs.construct.nag import render_cfn
+from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.settings import Settings
 from tests import REPO_ROOT
 from tests.infra.conftest import PROD_CONTEXT, Synth, synthesize
@@ -92,31 +93,20 @@ def test_queue_visibility_timeout_covers_the_receiver_timeout(dev: Synth) -> Non
 # Lease table
 
 
-def test_lease_table_has_pitr_ttl_and_the_sparse_due_index(dev: Synth) -> None:
+def test_lease_table_has_pitr_ttl_and_the_indexes_the_store_queries(dev: Synth) -> None:
+    """The deployed table has the keys and every index of the table the offline runtime and the tests
+    create (`table_definition`): the store queries `waiting` for admission, and DynamoDB refuses a query
+    on an index the table lacks ("The table does not have the specified index")."""
     table = dev.resource(dev.part("Leases").table)
     props = table["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
-    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    assert props["GlobalSecondaryIndexes"] == [
-        {
-            "IndexName": "due",
-            "KeySchema": [
-                {"AttributeName": "shard", "KeyType": "HASH"},
-                {"AttributeName": "renew_at", "KeyType": "RANGE"},
-            ],
-            "Projection": {"ProjectionType": "ALL"},
-        },
-        {
-            "IndexName": "reconcile",
-            "KeySchema": [
-                {"AttributeName": "shard", "KeyType": "HASH"},
-                {"AttributeName": "checked_at", "KeyType": "RANGE"},
-            ],
-            "Projection": {"ProjectionType": "ALL"},
-        },
-    ]
+    created = table_definition("leases")
+    assert props["KeySchema"] == created["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=str) == sorted(created["AttributeDefinitions"], key=str)
+    assert props["GlobalSecondaryIndexes"] == created["GlobalSecondaryIndexes"]
+    assert [index["IndexName"] for index in props["GlobalSecondaryIndexes"]] == ["due", "reconcile", "waiting"]
     assert props["DeletionProtectionEnabled"] is False and table["DeletionPolicy"] == "Delete"
 
 

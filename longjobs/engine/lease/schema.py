@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 PARTITION_KEY = "pk"
@@ -30,49 +31,55 @@ def parked_line(job_type: str) -> str:
     return PARKED_LINE_PREFIX + job_type
 
 
+@dataclass(frozen=True)
+class Index:
+    """A global secondary index of the lease table: its name and its key attributes (all projected)."""
+
+    name: str
+    partition: str
+    sort: str
+
+
+INDEXES = (
+    Index(DUE_INDEX, SHARD_ATTR, RENEW_AT_ATTR),
+    Index(RECONCILE_INDEX, SHARD_ATTR, CHECKED_AT_ATTR),
+    Index(WAITING_INDEX, WAITING_TYPE_ATTR, WAITING_ORDER_ATTR),
+)
+"""The table's indexes, each sparse: `due` holds the ACTIVE leases by renew-at (what the extender renews),
+`reconcile` the same by checked-at (least recently reconciled first); closing a lease removes its shard,
+which takes it out of both. `waiting` holds the WAITING leases by job type, longest waiting first
+(admission), and in a partition of each type (`parked_line`) the unclaimed PARKED markers by when their
+copy was sent, oldest first: the copies to send again before the waiting queue's retention runs out.
+The stack builds these (`longjobs.construct.lease_table`) and the offline runtime creates them
+(`table_definition`) from this one list."""
+
+KEY_TYPES = {
+    PARTITION_KEY: "S",
+    SHARD_ATTR: "N",
+    RENEW_AT_ATTR: "N",
+    CHECKED_AT_ATTR: "N",
+    WAITING_TYPE_ATTR: "S",
+    WAITING_ORDER_ATTR: "N",
+}
+"""Each key attribute's DynamoDB type (`S` string, `N` number)."""
+
+
 def table_definition(table_name: str) -> dict[str, Any]:
-    """`CreateTable` arguments for the lease table: on-demand, with two sparse sharded indexes of the ACTIVE
-    leases: `due` by renew-at (what the extender renews) and `reconcile` by checked-at (least recently
-    reconciled first). Closing a lease removes its shard, which takes it out of both. A third sparse
-    index, `waiting`, holds the WAITING leases by job type, longest waiting first (admission), and in a
-    partition of each type (`parked_line`) the unclaimed PARKED markers by when their copy was sent, oldest
-    first: the copies to send again before the waiting queue's retention runs out."""
+    """`CreateTable` arguments for the lease table: on demand, keyed by `PARTITION_KEY`, with `INDEXES`."""
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
-        "AttributeDefinitions": [
-            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
-            {"AttributeName": SHARD_ATTR, "AttributeType": "N"},
-            {"AttributeName": RENEW_AT_ATTR, "AttributeType": "N"},
-            {"AttributeName": CHECKED_AT_ATTR, "AttributeType": "N"},
-            {"AttributeName": WAITING_TYPE_ATTR, "AttributeType": "S"},
-            {"AttributeName": WAITING_ORDER_ATTR, "AttributeType": "N"},
-        ],
+        "AttributeDefinitions": [{"AttributeName": name, "AttributeType": kind} for name, kind in KEY_TYPES.items()],
         "KeySchema": [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
             {
-                "IndexName": DUE_INDEX,
+                "IndexName": index.name,
                 "KeySchema": [
-                    {"AttributeName": SHARD_ATTR, "KeyType": "HASH"},
-                    {"AttributeName": RENEW_AT_ATTR, "KeyType": "RANGE"},
+                    {"AttributeName": index.partition, "KeyType": "HASH"},
+                    {"AttributeName": index.sort, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            },
-            {
-                "IndexName": RECONCILE_INDEX,
-                "KeySchema": [
-                    {"AttributeName": SHARD_ATTR, "KeyType": "HASH"},
-                    {"AttributeName": CHECKED_AT_ATTR, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            },
-            {
-                "IndexName": WAITING_INDEX,
-                "KeySchema": [
-                    {"AttributeName": WAITING_TYPE_ATTR, "KeyType": "HASH"},
-                    {"AttributeName": WAITING_ORDER_ATTR, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            },
+            }
+            for index in INDEXES
         ],
     }
