@@ -11,22 +11,17 @@
     )
     processor.queue            # send job messages here
 
+or `LongJobProcessor(self, "Jobs", LongJobProcessorProps(job_types=[...], existing_table=table))`.
+
 It builds the jobs queue and its DLQ, the lease table, the three functions, the workflow with a Choice
 branch and (pyspark) a Glue job per job type, the data buckets, and the dashboard and alarms.
 
-- `job_types`: declarations (dicts, as in `jobs.json`, or `longjobs.engine.jobs.JobType`), added to the
-  built-in `spark`, `wait` and `echo` (a declaration of a built-in's name replaces it); with
-  `include_builtin_job_types=False`, only these. Relative entries are read from the current directory.
-- `s3_triggers`: which completion markers start which type (default: `_SUCCESS` starts `spark`).
-- `infra`, `engine`: the settings of `longjobs.construct.config.InfraSettings` and `longjobs.engine.settings.Settings`,
-  each a validated object or plain values (the keys are the context keys of the bundled app). They
-  are validated together, and with the job types: a bad value or declaration raises `ConfigError` or
-  `JobTypeError` naming it.
-- `producers`: principals that send job messages (a role of the app, `iam.AccountPrincipal` for another
-  account): each gets `grant_send_jobs`, the queue's send permission and, with `kms_key`, the key's.
-- `nag`: cdk-nag's AwsSolutions pack checks the construct's own tree at synthesis (a validation of this
-  construct, as cdk-nag 3 plugins can only be added to a whole App or Stage); an unacknowledged
-  finding fails the synth. Pass False when the app already runs the pack on everything.
+The props are `longjobs.construct.props.LongJobProcessorProps`, each with its default documented there:
+pass a props object, keywords of the same names, or both (keywords win). The settings (`infra`,
+`engine`) are validated together and with the job types: a bad value or declaration raises `ConfigError`
+or `JobTypeError` naming it. `existing_queue`, `existing_dead_letter_queue` and `existing_table` bring
+resources the application has; what a synth can see of them is checked, and the processor's roles get
+the use of their customer-managed keys.
 
 FIFO (`engine={"fifo": True}`, the bundled app's `-c fifo=true`): the jobs queue and its DLQ are FIFO,
 jobs run in order per message group, and the event source mapping takes at most
@@ -40,8 +35,7 @@ whose two cdk-nag findings are acknowledged on that function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -58,17 +52,17 @@ from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov, suppress_guard
-from longjobs.construct.config import InfraSettings, StackConfig, check_admission, make_config
+from longjobs.construct.config import StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION
 from longjobs.construct.functions import LongJobFunctions, Resources
 from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
-from longjobs.construct.keys import allow_log_groups, log_group_arn, processor_key
+from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, processor_key
 from longjobs.construct.lease_table import LeaseTable
 from longjobs.construct.monitoring import Monitoring, Watched
 from longjobs.construct.nag import NagValidation, acknowledge, rendered
+from longjobs.construct.props import LongJobProcessorProps, check_existing, data_keys
 from longjobs.construct.queues import JobQueues
-from longjobs.engine.jobs import JobCatalog, JobType, S3Trigger, load_catalog
-from longjobs.engine.settings import Settings
+from longjobs.engine.jobs import JobCatalog, load_catalog
 
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 """The id CDK gives the singleton function that configures bucket notifications."""
@@ -77,9 +71,10 @@ NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a
 class LongJobProcessor(Construct):
     """The processor (see the module's docstring); its parts are attributes."""
 
-    queue: sqs.Queue
-    dead_letter_queue: sqs.Queue
-    table: dynamodb.Table
+    props: LongJobProcessorProps
+    queue: sqs.IQueue
+    dead_letter_queue: sqs.IQueue
+    table: dynamodb.ITable
     state_machine: sfn.StateMachine
     dashboard: cw.Dashboard
     functions: LongJobFunctions
@@ -89,26 +84,20 @@ class LongJobProcessor(Construct):
     config: StackConfig
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        job_types: Sequence[JobType | Mapping[str, Any]] = (),
-        s3_triggers: Sequence[S3Trigger | Mapping[str, Any]] | None = None,
-        include_builtin_job_types: bool = True,
-        infra: InfraSettings | Mapping[str, Any] | None = None,
-        engine: Settings | Mapping[str, Any] | None = None,
-        dashboard_name: str | None = None,
-        nag: bool = True,
-        producers: Sequence[iam.IGrantable] = (),
+        self, scope: Construct, construct_id: str, props: LongJobProcessorProps | None = None, /, **fields: Any
     ) -> None:
         super().__init__(scope, construct_id)
+        self.props = props = (props or LongJobProcessorProps()).with_fields(**fields)
         for flag, value in FEATURE_FLAGS.items():  # on this scope only, before any child reads them
             self.node.set_context(flag, value)
         self.catalog = load_catalog(
-            job_types=job_types, s3_triggers=s3_triggers, include_builtins=include_builtin_job_types, strict=True
+            job_types=props.job_types,
+            s3_triggers=props.s3_triggers,
+            include_builtins=props.include_builtin_job_types,
+            strict=True,
         )
-        self.config = config = make_config(infra=infra, engine=engine, catalog=self.catalog)
+        self.config = config = make_config(infra=props.infra, engine=props.engine, catalog=self.catalog)
+        check_existing(props, config)
         settings = config.infra
         # A pyspark type runs at most its Glue job's max concurrent runs at once (Glue refuses more):
         # that is its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue.
@@ -130,14 +119,21 @@ class LongJobProcessor(Construct):
             limited_types=[t.name for t in self.catalog.limited()],
             fifo=config.engine.fifo,
             key=key,
+            existing_queue=props.existing_queue,
+            existing_dlq=props.existing_dead_letter_queue,
         )
-        leases = LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection, key=key)
+        leases = (
+            LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection, key=key)
+            if props.existing_table is None
+            else None
+        )
+        table = props.existing_table or cast(LeaseTable, leases).table
         workflow = JobWorkflow(
             self,
             "Workflow",
             settings=settings,
             catalog=self.catalog,
-            table=leases.table,
+            table=table,
             queue=queues.queue,
             log_retention=retention,
             waiting_queues=list(queues.waiting.values()),
@@ -153,7 +149,7 @@ class LongJobProcessor(Construct):
             resources=Resources(
                 queue=queues.queue,
                 dlq=queues.dlq,
-                table=leases.table,
+                table=table,
                 state_machine=workflow.state_machine,
                 waiting=queues.waiting,
                 curated_uri=buckets.curated.s3_url_for_object(""),
@@ -180,7 +176,7 @@ class LongJobProcessor(Construct):
         self.monitoring = Monitoring(
             self,
             "Monitoring",
-            dashboard_name=dashboard_name,
+            dashboard_name=props.dashboard_name,
             watched=Watched(
                 queue=queues.queue,
                 dlq=queues.dlq,
@@ -195,18 +191,22 @@ class LongJobProcessor(Construct):
             alarm_email=settings.alarm_email,
             key=key,
         )
-        if nag:
+        if props.nag:
             self.node.add_validation(NagValidation(self))
+        for data_key in data_keys(props):  # the existing resources' own keys
+            functions = (self.functions.receiver, self.functions.extender, self.functions.watcher)
+            for grantee in (*functions, workflow.state_machine):
+                grantee.add_to_role_policy(key_user_statement(data_key))
 
         self.queues, self.leases, self.workflow = queues, leases, workflow
         self.queue, self.dead_letter_queue = queues.queue, queues.dlq
-        self.table = leases.table
+        self.table = table
         self.state_machine = workflow.state_machine
         self.buckets = buckets
         self.glue_jobs = workflow.glue_jobs
         self.dashboard = self.monitoring.dashboard
         self.alarm_topic = self.monitoring.topic
-        for producer in producers:
+        for producer in props.producers:
             self.grant_send_jobs(producer)
 
     def grant_send_jobs(self, producer: iam.IGrantable) -> iam.Grant:

@@ -30,6 +30,9 @@ class JobQueues(Construct):
     admission parks the work that cannot run within its horizon; the same encryption, retention and
     redrive. Only the functions receive from it, never an event source mapping.
 
+    `existing_queue`, `existing_dlq`: queues the application already has, used instead of new ones (the
+    waiting queues redrive to the DLQ either way).
+
     `fifo`: the jobs queue and its DLQ are FIFO (a FIFO queue's DLQ must be), with content-based
     deduplication and high-throughput mode (deduplication and throughput per message group);
     CloudFormation names them with the `.fifo` suffix. A FIFO processor has no admission, so no
@@ -47,11 +50,13 @@ class JobQueues(Construct):
         limited_types: Sequence[str] = (),
         fifo: bool = False,
         key: kms.IKey | None = None,
+        existing_queue: sqs.IQueue | None = None,
+        existing_dlq: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         fifo_props = fifo_queue_props() if fifo else {}
         encryption = queue_encryption(key)
-        self.dlq = sqs.Queue(
+        self.dlq: sqs.IQueue = existing_dlq or sqs.Queue(
             self,
             "DeadLetterQueue",
             **encryption,
@@ -62,7 +67,7 @@ class JobQueues(Construct):
             redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.ALLOW_ALL),
             **fifo_props,
         )
-        self.queue = sqs.Queue(
+        self.queue: sqs.IQueue = existing_queue or sqs.Queue(
             self,
             "JobsQueue",
             **encryption,
@@ -89,7 +94,8 @@ class JobQueues(Construct):
         }
         if key is None:
             for queue in (self.dlq, self.queue, *self.waiting.values()):
-                suppress_checkov(queue, "CKV_AWS_27")
+                if queue not in (existing_queue, existing_dlq):
+                    suppress_checkov(queue, "CKV_AWS_27")
 
 
 def queue_encryption(key: kms.IKey | None) -> dict[str, Any]:

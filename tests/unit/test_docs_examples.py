@@ -73,6 +73,8 @@ SHOWN_NOT_RUN = {
     ("jobs.md", "import aws_cdk as cdk"): "a user's CDK app (the construct's props: tests/infra/test_processor.py)",
     ("deploy.md", "LongJobProcessor("): "a part of a user's stack: tests/infra/test_processor.py synthesizes "
     "the same producers and checks their policies",
+    ("deploy.md", "processor = LongJobProcessor("): "a part of a user's stack: "
+    "tests/infra/test_processor_existing.py synthesizes the same existing resources",
     ("design.md", "longjobs/"): "the package's layout (test_docs_layout_names_what_exists checks each path)",
     ("README.md", "app.py"): "the repository's layout (test_docs_layout_names_what_exists checks each path)",
 }

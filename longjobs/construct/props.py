@@ -1,0 +1,193 @@
+"""`LongJobProcessorProps`: everything a `LongJobProcessor` is built from, each field with its default.
+
+`LongJobProcessorProps()` is the bundled app's default stack: the built-in job types, a new jobs queue, DLQ
+and lease table, and the default settings. The `existing_*` fields bring resources the application
+already has; `check_existing` holds them to what the processor needs, as far as a synth can see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+
+from longjobs.construct.config import ConfigError, InfraSettings, StackConfig
+from longjobs.engine.jobs import JobType, S3Trigger
+from longjobs.engine.lease.schema import INDEXES, KEY_TYPES, PARTITION_KEY, TTL_ATTR
+from longjobs.engine.settings import Settings
+
+SQS_DEFAULT_VISIBILITY_S = 30
+SQS_DEFAULT_RETENTION_S = 345_600  # 4 days
+"""What SQS gives a queue that does not set them (CreateQueue's `VisibilityTimeout` and
+`MessageRetentionPeriod`): https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongJobProcessorProps:
+    """What a `LongJobProcessor` is built from. Every field is optional."""
+
+    job_types: Sequence[JobType | Mapping[str, Any]] = ()
+    """Job type declarations (dicts as in `jobs.json`, or `JobType`), added to the built-in `spark`, `wait`
+    and `echo`; a declaration of a built-in's name replaces it. Relative entries are read from the current
+    directory. Default: none, so the built-ins only."""
+
+    s3_triggers: Sequence[S3Trigger | Mapping[str, Any]] | None = None
+    """Which completion markers start which job type. Default: a `_SUCCESS` object starts `spark`."""
+
+    include_builtin_job_types: bool = True
+    """False keeps only `job_types`. Default: the built-ins are included."""
+
+    infra: InfraSettings | Mapping[str, Any] | None = None
+    """`longjobs.construct.config.InfraSettings`, or its values as a mapping (the bundled app's context
+    keys). Default: every setting's own default (docs/deploy.md lists them)."""
+
+    engine: Settings | Mapping[str, Any] | None = None
+    """`longjobs.engine.settings.Settings`, or its values as a mapping. Default: every setting's default."""
+
+    dashboard_name: str | None = None
+    """The CloudWatch dashboard's name. Default: a name CloudFormation makes unique."""
+
+    nag: bool = True
+    """cdk-nag's AwsSolutions pack checks the construct's own tree at synth, and an unacknowledged finding
+    fails it. Default: on; pass False when the application runs the pack on everything already."""
+
+    producers: Sequence[iam.IGrantable] = ()
+    """Principals that send job messages (a role of the app, `iam.AccountPrincipal` for another account):
+    each gets `grant_send_jobs`. Default: none."""
+
+    existing_queue: sqs.IQueue | None = None
+    """A jobs queue the application already has, instead of a new one. Its visibility timeout must be
+    `queue_visibility_timeout_s`, its retention `queue_retention_s`, and it must redrive to the processor's
+    DLQ after at least `Settings.redrive_max_receives` receives. Default: a new queue."""
+
+    existing_dead_letter_queue: sqs.IQueue | None = None
+    """The DLQ of `existing_queue` (or the one a new jobs queue redrives to). It must keep a message at
+    least as long as the jobs queue does. Default: a new DLQ that keeps messages 14 days, SQS's maximum."""
+
+    existing_table: dynamodb.ITable | None = None
+    """A lease table the application already has: partition key `pk` (string), TTL on `expires_at`, and
+    the indexes of `longjobs.engine.lease.schema.INDEXES`, each projecting all attributes. Default: a new
+    table (on demand, point-in-time recovery)."""
+
+    def with_fields(self, **values: Any) -> LongJobProcessorProps:
+        """A copy with `values` set; an unknown name is refused with the names there are."""
+        known = {field.name for field in fields(self)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            names = ", ".join(sorted(known))
+            raise TypeError(f"LongJobProcessor has no prop {', '.join(unknown)}; its props are {names}")
+        return replace(self, **values)
+
+
+def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
+    """Refuse, with what to change, existing resources that do not fit the processor. A value a synth cannot
+    see (an imported resource, or a token) is not checked: docs/deploy.md lists what each must have."""
+    queue, dlq, table = props.existing_queue, props.existing_dead_letter_queue, props.existing_table
+    if queue is not None:
+        _check_queue(queue, dlq, config)
+    if dlq is not None:
+        _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)
+        retention = _seconds(dlq, "message_retention_period", SQS_DEFAULT_RETENTION_S)
+        if retention is not None and retention < config.engine.queue_retention_s:
+            raise ConfigError(
+                f"existing_dead_letter_queue keeps a message {retention} s, less than the jobs queue's "
+                f"queue_retention_s={config.engine.queue_retention_s}: a dead-lettered message would be lost "
+                "before its owner saw it; raise its retention period"
+            )
+    if table is not None:
+        _check_table(table)
+
+
+def data_keys(props: LongJobProcessorProps) -> list[kms.IKey]:
+    """The customer-managed keys of the existing resources: the processor's roles need each one's use."""
+    keys = [
+        props.existing_queue.encryption_master_key if props.existing_queue else None,
+        props.existing_dead_letter_queue.encryption_master_key if props.existing_dead_letter_queue else None,
+        props.existing_table.encryption_key if props.existing_table else None,
+    ]
+    return [key for index, key in enumerate(keys) if key is not None and key not in keys[:index]]
+
+
+def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig) -> None:
+    _check_fifo("existing_queue", queue, fifo=config.engine.fifo)
+    vt = _seconds(queue, "visibility_timeout", SQS_DEFAULT_VISIBILITY_S)
+    wanted_vt = config.infra.queue_visibility_timeout_s
+    if vt is not None and vt != wanted_vt:
+        raise ConfigError(
+            f"existing_queue has a visibility timeout of {vt} s, but queue_visibility_timeout_s={wanted_vt}: "
+            "the receiver and the extender rely on the setting; make them equal"
+        )
+    retention = _seconds(queue, "message_retention_period", SQS_DEFAULT_RETENTION_S)
+    wanted_retention = config.engine.queue_retention_s
+    if retention is not None and retention != wanted_retention:
+        raise ConfigError(
+            f"existing_queue keeps a message {retention} s, but queue_retention_s={wanted_retention}: admission "
+            "sends a waiting message again before the queue would drop it; make them equal"
+        )
+    if not isinstance(queue, sqs.Queue):
+        return  # an imported queue: its redrive policy cannot be read at synth
+    own_dlq = queue.dead_letter_queue
+    if own_dlq is None:
+        raise ConfigError(
+            "existing_queue has no dead-letter queue: give it a redrive policy to existing_dead_letter_queue"
+        )
+    if dlq is None:
+        raise ConfigError("existing_queue is given without existing_dead_letter_queue: pass its DLQ as well")
+    if own_dlq.queue is not dlq:
+        raise ConfigError("existing_queue redrives to another queue than existing_dead_letter_queue")
+    wanted = config.engine.redrive_max_receives(config.engine.queue_retention_s)
+    if own_dlq.max_receive_count < wanted:
+        raise ConfigError(
+            f"existing_queue redrives after {own_dlq.max_receive_count} receives; the processor needs at least "
+            f"{wanted} (Settings.redrive_max_receives), or SQS would dead-letter messages the processor still "
+            "counts as alive"
+        )
+
+
+def _check_fifo(name: str, queue: sqs.IQueue, *, fifo: bool) -> None:
+    if queue.fifo != fifo:
+        kind = "a FIFO queue" if queue.fifo else "a standard queue"
+        raise ConfigError(f"{name} is {kind}, but the engine's fifo setting is {fifo}")
+
+
+def _seconds(queue: sqs.IQueue, prop: str, default: int) -> int | None:
+    """A queue's property in seconds as the template sets it, SQS's default when unset, None when unknown."""
+    if not isinstance(queue, sqs.Queue):
+        return None
+    value = getattr(queue.node.default_child, prop)
+    if value is None:
+        return default
+    return None if cdk.Token.is_unresolved(value) else int(value)
+
+
+def _check_table(table: dynamodb.ITable) -> None:
+    if not isinstance(table, dynamodb.Table):
+        return  # imported, or a TableV2: its schema cannot be read at synth
+    want = [(None, PARTITION_KEY, None), *((index.name, index.partition, index.sort) for index in INDEXES)]
+    for index_name, partition, sort in want:
+        where = f"index {index_name!r}" if index_name else "the table"
+        try:
+            schema = table.schema_v2(index_name)
+        except Exception:  # jsii raises its own error type when the index is missing
+            raise ConfigError(
+                f"existing_table has no {where}: add it with partition key {partition!r} and sort key {sort!r} "
+                "(longjobs.engine.lease.schema.INDEXES)"
+            ) from None
+        have = [(key.name, key.type.value) for key in (*schema.partition_keys, *schema.sort_keys)]
+        expected = [(name, _TYPE_NAMES[KEY_TYPES[name]]) for name in (partition, sort) if name]
+        if have != expected:
+            raise ConfigError(f"existing_table: {where} is keyed by {have}, the processor needs {expected}")
+    ttl = table.node.default_child.time_to_live_specification  # type: ignore[union-attr]
+    if cdk.Token.is_unresolved(ttl):
+        return
+    if ttl is None or ttl.attribute_name != TTL_ATTR or not ttl.enabled:
+        raise ConfigError(f"existing_table needs time to live on {TTL_ATTR!r}: closed leases expire by it")
+
+
+_TYPE_NAMES = {"S": "STRING", "N": "NUMBER"}

@@ -1,0 +1,193 @@
+"""`LongJobProcessor` with the application's own queue, DLQ and table (`existing_*` props).
+
+The defaults SQS gives a queue that sets nothing are CreateQueue's: a 30 s visibility timeout and 4 days
+of retention (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+
+from longjobs.construct import LongJobProcessor
+from longjobs.construct.config import ConfigError
+from longjobs.construct.lease_table import key_attribute
+from longjobs.construct.props import LongJobProcessorProps
+from longjobs.engine.lease.schema import INDEXES, PARTITION_KEY, TTL_ATTR
+from longjobs.engine.settings import Settings
+
+SETTINGS = Settings()
+RETENTION = cdk.Duration.seconds(SETTINGS.queue_retention_s)
+RECEIVES = SETTINGS.redrive_max_receives(SETTINGS.queue_retention_s)
+VT = cdk.Duration.seconds(180)  # InfraSettings' default queue_visibility_timeout_s
+
+
+def fitting_dlq(scope: cdk.Stack, **props: Any) -> sqs.Queue:
+    return sqs.Queue(scope, "TheirDlq", retention_period=RETENTION, **props)
+
+
+def fitting_queue(scope: cdk.Stack, dlq: sqs.IQueue, **props: Any) -> sqs.Queue:
+    fields: dict[str, Any] = {
+        "visibility_timeout": VT,
+        "retention_period": RETENTION,
+        "dead_letter_queue": sqs.DeadLetterQueue(queue=dlq, max_receive_count=RECEIVES),
+        **props,
+    }
+    return sqs.Queue(scope, "TheirQueue", **fields)
+
+
+def fitting_table(scope: cdk.Stack, *, skip: str = "", ttl: str | None = TTL_ATTR) -> dynamodb.Table:
+    table = dynamodb.Table(
+        scope,
+        "TheirTable",
+        partition_key=key_attribute(PARTITION_KEY),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        time_to_live_attribute=ttl,
+    )
+    for index in INDEXES:
+        if index.name != skip:
+            table.add_global_secondary_index(
+                index_name=index.name, partition_key=key_attribute(index.partition), sort_key=key_attribute(index.sort)
+            )
+    return table
+
+
+def test_processor_uses_the_existing_queue_dlq_and_table_and_their_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    stack = cdk.Stack(app, "Theirs")
+    key = kms.Key(stack, "TheirKey", enable_key_rotation=True)
+    dlq = fitting_dlq(stack, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    queue = fitting_queue(stack, dlq, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    table = fitting_table(stack)
+    props = LongJobProcessorProps(existing_queue=queue, existing_dead_letter_queue=dlq)
+    processor = LongJobProcessor(stack, "Jobs", props, existing_table=table)
+    assert (processor.queue, processor.dead_letter_queue, processor.table) == (queue, dlq, table)
+    assert processor.props.existing_table is table and processor.props.existing_queue is queue
+
+    template = app.synth().get_stack_by_name("Theirs").template
+    resources = template["Resources"]
+
+    def logical_id(construct: Any) -> str:
+        return str(stack.resolve(stack.get_logical_id(construct.node.default_child)))
+
+    tables = [name for name, resource in resources.items() if resource["Type"] == "AWS::DynamoDB::Table"]
+    assert tables == [logical_id(table)], "no lease table of the processor's own"
+    mappings = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert [m["EventSourceArn"] for m in mappings] == [{"Fn::GetAtt": [logical_id(queue), "Arn"]}]
+    receiver = resources[logical_id(processor.functions.receiver)]["Properties"]["Environment"]["Variables"]
+    assert receiver["TABLE_NAME"] == {"Ref": logical_id(table)}
+    assert receiver["DLQ_URL"] == {"Ref": logical_id(dlq)}
+    waiting = [r for r in resources.values() if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]]
+    targets = {str(r["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]) for r in waiting}
+    assert targets == {str({"Fn::GetAtt": [logical_id(dlq), "Arn"]})}, "every queue redrives to their DLQ"
+
+    key_arn = {"Fn::GetAtt": [logical_id(key), "Arn"]}
+    roles = [processor.functions.receiver.role, processor.functions.extender.role, processor.functions.watcher.role]
+    roles.append(processor.state_machine.role)
+    for role in roles:
+        assert role is not None
+        policies = [
+            r["Properties"]
+            for r in resources.values()
+            if r["Type"] == "AWS::IAM::Policy" and {"Ref": logical_id(role)} in r["Properties"]["Roles"]
+        ]
+        statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+        assert any(s["Resource"] == key_arn and "kms:Decrypt" in s["Action"] for s in statements), role
+
+
+Refusal = Callable[[cdk.Stack], dict[str, Any]]
+REFUSALS: dict[str, tuple[Refusal, str]] = {
+    "sqs's default visibility timeout": (
+        lambda s: {"existing_queue": fitting_queue(s, fitting_dlq(s), visibility_timeout=None)},
+        r"existing_queue has a visibility timeout of 30 s, but queue_visibility_timeout_s=180",
+    ),
+    "sqs's default retention": (
+        lambda s: {"existing_queue": fitting_queue(s, fitting_dlq(s), retention_period=None)},
+        r"existing_queue keeps a message 345600 s, but queue_retention_s=1209600",
+    ),
+    "no dead-letter queue": (
+        lambda s: {"existing_queue": fitting_queue(s, fitting_dlq(s), dead_letter_queue=None)},
+        r"existing_queue has no dead-letter queue",
+    ),
+    "its dlq not given": (
+        lambda s: {"existing_queue": fitting_queue(s, fitting_dlq(s))},
+        r"existing_queue is given without existing_dead_letter_queue",
+    ),
+    "a redrive the processor would meet": (
+        lambda s: {
+            "existing_queue": fitting_queue(
+                s, dlq := fitting_dlq(s), dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5)
+            ),
+            "existing_dead_letter_queue": dlq,
+        },
+        rf"existing_queue redrives after 5 receives; the processor needs at least {RECEIVES}",
+    ),
+    "a fifo queue for a standard processor": (
+        lambda s: {"existing_queue": sqs.Queue(s, "Fifo", fifo=True)},
+        r"existing_queue is a FIFO queue, but the engine's fifo setting is False",
+    ),
+    "a dlq that drops messages before the queue would": (
+        lambda s: {"existing_dead_letter_queue": sqs.Queue(s, "ShortDlq")},
+        r"existing_dead_letter_queue keeps a message 345600 s, less than the jobs queue's queue_retention_s",
+    ),
+    "a table without the waiting index": (
+        lambda s: {"existing_table": fitting_table(s, skip="waiting")},
+        r"existing_table has no index 'waiting': add it with partition key 'waiting_type'",
+    ),
+    "a table without ttl": (
+        lambda s: {"existing_table": fitting_table(s, ttl=None)},
+        r"existing_table needs time to live on 'expires_at'",
+    ),
+    "a table keyed by a number": (
+        lambda s: {
+            "existing_table": dynamodb.Table(
+                s, "Numbered", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.NUMBER)
+            )
+        },
+        r"existing_table: the table is keyed by \[\('pk', 'NUMBER'\)\], the processor needs \[\('pk', 'STRING'\)\]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_processor_refuses_an_existing_resource_saying_what_to_change(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    build, message = REFUSALS[case]
+    with pytest.raises(ConfigError, match=message):
+        LongJobProcessor(stack, "Jobs", **build(stack))
+
+
+def test_processor_imported_resources_are_taken_as_they_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An imported queue or table shows a synth nothing of its settings: only FIFO (its name) is checked."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    fifo = sqs.Queue.from_queue_arn(stack, "Fifo", "arn:aws:sqs:us-east-1:111122223333:jobs.fifo")
+    with pytest.raises(ConfigError, match="existing_queue is a FIFO queue"):
+        LongJobProcessor(stack, "Refused", existing_queue=fifo, nag=False)
+    queue = sqs.Queue.from_queue_arn(stack, "Queue", "arn:aws:sqs:us-east-1:111122223333:jobs")
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:us-east-1:111122223333:jobs-dlq")
+    table = dynamodb.Table.from_table_name(stack, "Table", "leases")
+    processor = LongJobProcessor(
+        stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, existing_table=table, nag=False
+    )
+    assert (processor.queue, processor.dead_letter_queue, processor.table) == (queue, dlq, table)
+
+
+def test_processor_refuses_an_unknown_prop_naming_the_props(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    with pytest.raises(TypeError, match=r"no prop existing_topic; its props are dashboard_name, engine"):
+        LongJobProcessor(stack, "Jobs", existing_topic=None)
