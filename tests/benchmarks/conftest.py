@@ -1,4 +1,4 @@
-"""The benchmarks' tests are pure, as unit tests are: no network."""
+"""The benchmarks' tests touch no network, as unit tests do not; some start Python (the cold-start imports)."""
 
 from tests.unit.conftest import _no_network
 

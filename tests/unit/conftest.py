@@ -34,6 +34,10 @@ def _no_process(original: Callable[..., Any]) -> Callable[..., Any]:
 
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(subprocess.Popen, "__init__", _no_process(subprocess.Popen.__init__))
     monkeypatch.setattr(socket.socket, "connect", _local_only(socket.socket.connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _local_only(socket.socket.connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def _no_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subprocess.Popen, "__init__", _no_process(subprocess.Popen.__init__))
