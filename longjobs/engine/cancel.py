@@ -4,7 +4,7 @@
 (`decide`), then the effects (`cancel`), in an order that never loses the message and never retries it:
 
 1. **Mark** the lease CANCELLED: one write conditional on its version and status as read
-   (`LeaseStore.mark_cancelled`). Every other writer of a lease is conditional too, so a cancel racing a
+   (`mark_cancelled`). Every other writer of a lease is conditional too, so a cancel racing a
    success, an admission in place (WAITING) or a parked copy's claim (PARKED) settles once: the loser
    reads again. A lease found SUCCEEDED is left alone ("already succeeded"). Once CANCELLED, nothing
    reconciles, admits or releases the lease, a parked copy's claim is refused, and the workflow's closes
@@ -74,9 +74,17 @@ from longjobs.engine.delivery.requeue import CLAIM_STALE_S
 from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
-from longjobs.engine.lease.codec import item_to_lease
-from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.lease.codec import item_to_lease, num
+from longjobs.engine.lease.schema import (
+    PARTITION_KEY,
+    RENEW_AT_ATTR,
+    RESULT_ATTR,
+    SHARD_ATTR,
+    TTL_ATTR,
+    WAITING_TYPE_ATTR,
+)
 from longjobs.engine.lease.types import COPIED_STATUSES
+from longjobs.engine.lease.writes import conditional, values_of
 from longjobs.engine.observability import logger
 from longjobs.engine.settle import release_holds
 from longjobs.engine.visibility import FailureClass
@@ -343,8 +351,13 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
             continue
         now = canceller.clock.now()
         record = ours = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
-        marked = canceller.store.mark_cancelled(
-            lease, now=now, error=_error(reason), record=record.to_result(), due_at=handover_due(lease, now)
+        marked = mark_cancelled(
+            canceller.store,
+            lease,
+            now=now,
+            error=_error(reason),
+            record=record.to_result(),
+            due_at=handover_due(lease, now),
         )
         if marked is not None:
             done = _carry_out(canceller, marked, record, outcome=Outcome.CANCELLED)
@@ -534,8 +547,13 @@ def _claim_send(canceller: Canceller, lease: Lease, record: CancelRecord) -> tup
     """Claim the DLQ send on the lease (one write conditional on its version): None when another writer
     changed it first (read again)."""
     claim = replace(record, sending_at=canceller.clock.now())
-    claimed = canceller.store.mark_cancelled(
-        lease, now=canceller.clock.now(), error=_error(record.reason), record=claim.to_result(), due_at=lease.renew_at
+    claimed = mark_cancelled(
+        canceller.store,
+        lease,
+        now=canceller.clock.now(),
+        error=_error(record.reason),
+        record=claim.to_result(),
+        due_at=lease.renew_at,
     )
     return None if claimed is None else (claimed, claim)
 
@@ -544,7 +562,8 @@ def _release_claim(canceller: Canceller, lease: Lease, record: CancelRecord) -> 
     """Give up this carrier's claim after its send failed, so cancelling again need not wait out
     `SEND_CLAIM_S`. Best effort: a claim left is taken over once stale."""
     try:
-        canceller.store.mark_cancelled(
+        mark_cancelled(
+            canceller.store,
             lease,
             now=canceller.clock.now(),
             error=_error(record.reason),
@@ -566,8 +585,13 @@ def _note(
     record as they now are (`progress` when noted)."""
     for _ in range(RACE_ATTEMPTS):
         due_at = None if progress.done else lease.renew_at
-        noted = canceller.store.mark_cancelled(
-            lease, now=canceller.clock.now(), error=_error(progress.reason), record=progress.to_result(), due_at=due_at
+        noted = mark_cancelled(
+            canceller.store,
+            lease,
+            now=canceller.clock.now(),
+            error=_error(progress.reason),
+            record=progress.to_result(),
+            due_at=due_at,
         )
         if noted is not None:
             return noted, progress
@@ -670,7 +694,7 @@ def note_dead_lettered(store: LeaseStore, lease: Lease, copy_id: str, *, now: fl
     error = lease.last_error or _error(record.reason)
     due_at = None if record.done else lease.renew_at  # an unfinished cancel stays due: the extender finishes it
     try:
-        if store.mark_cancelled(lease, now=now, error=error, record=noted.to_result(), due_at=due_at) is None:
+        if mark_cancelled(store, lease, now=now, error=error, record=noted.to_result(), due_at=due_at) is None:
             logger.info("cancelled lease changed meanwhile: DLQ copy not noted", extra={"message_id": lease.message_id})
     except Exception as exc:
         logger.warning("could not note the DLQ copy", extra={"message_id": lease.message_id, "error": str(exc)})
@@ -714,4 +738,74 @@ def _report(lease: Lease, outcome: Outcome, *, previous: str, notes: tuple[str, 
         dead_letter_id=record.dead_letter_id if record is not None else None,
         deleted=record.deleted if record is not None else False,
         notes=notes,
+    )
+
+
+def mark_cancelled(
+    store: LeaseStore,
+    lease: Lease,
+    *,
+    now: float,
+    error: LastError,
+    record: dict[str, Any],
+    due_at: float | None = None,
+) -> Lease | None:
+    """Close a lease CANCELLED (the cancel's mark, step 1 above), or note a
+    cancel's progress on a lease already CANCELLED. One write, conditional on the version and status as
+    read: a cancel racing a success, an admission in place or a parked copy's claim settles once, and
+    None tells the caller another writer got there first (read again).
+
+    It leaves the reconcile and waiting indexes' reach (nothing reconciles or admits a CANCELLED lease).
+    With `due_at` (a cancel not finished yet) it stays in the `due` index with that renew-at, in its
+    shard: the extender then keeps its message hidden and finishes the cancel (`longjobs.engine.cancel.
+    finish`), so a cancel cut short after its mark converges without its operator; without, it leaves
+    the index. `record` (the cancel's reason and progress) is kept as the lease's result. A PARKED or
+    REQUEUED marker keeps its TTL (it must outlive its copy on its queue, which it now refuses); any
+    other expires as a closed lease does."""
+    first = lease.status is not LeaseStatus.CANCELLED
+    sets = ["#status = :cancelled", "last_error = :error", "#result = :result", "version = version + :one"]
+    values: dict[str, Any] = {
+        "cancelled": LeaseStatus.CANCELLED.value,
+        "error": error.to_data(),
+        "result": json.dumps(record, separators=(",", ":")),
+        "one": 1,
+        "version": lease.version,
+        "old": lease.status.value,
+    }
+    if first:
+        sets.append("closed_at = :now")
+        values["now"] = num(now)
+    if first and lease.status not in COPIED_STATUSES:
+        sets.append(f"{TTL_ATTR} = :ttl")
+        values["ttl"] = int(now) + store.closed_ttl_s
+    removed = ["#waiting"]
+    if due_at is None:
+        removed[:0] = ["#shard", "#renew_at"]
+    else:
+        sets += ["#shard = :shard", "#renew_at = :due"]
+        values.update(shard=store.shard_of(lease.message_id), due=num(due_at))
+    if not conditional(
+        store.client.update_item,
+        TableName=store.table_name,
+        Key={PARTITION_KEY: {"S": lease.message_id}},
+        UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(removed),
+        ConditionExpression="version = :version AND #status = :old",
+        ExpressionAttributeNames={
+            "#status": "status",
+            "#result": RESULT_ATTR,
+            "#shard": SHARD_ATTR,
+            "#renew_at": RENEW_AT_ATTR,
+            "#waiting": WAITING_TYPE_ATTR,
+        },
+        ExpressionAttributeValues=values_of(**values),
+    ):
+        return None
+    return replace(
+        lease,
+        status=LeaseStatus.CANCELLED,
+        renew_at=due_at,
+        closed_at=now if first else lease.closed_at,
+        last_error=error,
+        result=record,
+        version=lease.version + 1,
     )

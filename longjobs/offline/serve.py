@@ -164,12 +164,12 @@ def drain(processor: LocalProcessor, drain_s: float) -> Drained:
     clock = SystemClock()
     visibility = VisibilityClient(processor.emulator.sqs(), clock=clock)
     outcome = Drained(finished=len(started - running))
-    for lease in store.due(None):  # every lease still ACTIVE
+    for lease in store.index.due(None):  # every lease still ACTIVE
         if release(
             lease, store=store, visibility=visibility, clock=clock, reason=LastError("service stopped"), delay_s=0
         ):
             outcome.released.append(lease.message_id)
-    outcome.active_left = len(store.due(None))
+    outcome.active_left = len(store.index.due(None))
     return outcome
 
 

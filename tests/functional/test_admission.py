@@ -27,9 +27,8 @@ from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus, successor_version
-from longjobs.engine.lease.lock import Hold, Lock, job_lock_key
+from longjobs.engine.lease.lock import LEASE_KEY, Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.lease.store import LEASE_KEY
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.watcher.models import ExecutionStatusChange
@@ -256,7 +255,7 @@ def test_admission_holds_write_answered_500_after_it_landed_starts_the_attempt(f
     after a write took effect). The receiver reads the lease back, finds its own write, and starts: no
     ghost slot, no second attempt."""
     store = flow.receiver.store
-    flaky = FailingAfterTransaction(store._client)
+    flaky = FailingAfterTransaction(store.client)
     admitting = replace(flow.receiver, store=replace_client(store, flaky))
     message_id = flow.send_job("only", LIMITED, seconds=1)
     (delivery,) = flow.receive_batch()
@@ -273,7 +272,7 @@ def test_admission_holds_write_answered_500_after_it_landed_starts_the_attempt(f
 def replace_client(store: Any, client: Any) -> Any:
     from longjobs.engine.lease import LeaseStore
 
-    return LeaseStore(client, store._table, shards=store._shards, closed_ttl_s=store._closed_ttl_s)
+    return LeaseStore(client, store.table_name, shards=store.shards, closed_ttl_s=store.closed_ttl_s)
 
 
 def test_admission_slot_take_repeated_by_one_execution_holds_one_slot(flow: Flow) -> None:

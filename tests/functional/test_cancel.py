@@ -114,7 +114,7 @@ def test_cancel_running_job_stops_it_dead_letters_it_and_frees_its_lock_and_slot
     lock = flow.receiver.store.locks.get(job_lock_key("nightly"))
     slot = flow.receiver.store.locks.get(SLOT)
     assert lock is not None and not lock.held and slot is not None and not slot.held
-    assert flow.receiver.store.due() == [], "nothing left for the extender to renew"
+    assert flow.receiver.store.index.due() == [], "nothing left for the extender to renew"
 
 
 def test_cancel_whose_mark_landed_with_its_answer_lost_reports_cancelled(
@@ -127,18 +127,17 @@ def test_cancel_whose_mark_landed_with_its_answer_lost_reports_cancelled(
     message_id = flow.send_job("nightly", LIMITED, seconds=60)
     assert flow.deliver() == {message_id: Outcome.STARTED}
     flow.wait_for_job(flow.lease(message_id).execution_arn or "")
-    store = flow.receiver.store
-    real_mark = store.mark_cancelled
+    real_mark = cancel.mark_cancelled
     lost: list[str] = []
 
-    def mark_then_lose_the_answer(lease: Lease, **kwargs: Any) -> Lease | None:
-        marked = real_mark(lease, **kwargs)
+    def mark_then_lose_the_answer(store: LeaseStore, lease: Lease, **kwargs: Any) -> Lease | None:
+        marked = real_mark(store, lease, **kwargs)
         if not lost and marked is not None:
             lost.append(lease.message_id)
             return None  # as the retry of a write that landed answers: its condition no longer holds
         return marked
 
-    monkeypatch.setattr(store, "mark_cancelled", mark_then_lose_the_answer)
+    monkeypatch.setattr(cancel, "mark_cancelled", mark_then_lose_the_answer)
     report = cancel.cancel(canceller(flow), message_id, REASON)
 
     assert lost == [message_id]

@@ -84,7 +84,7 @@ def test_extender_pass_that_raises_leaves_the_next_tick_running(
     [lease] = harness.receive_and_lease(THRESHOLD)
     clock = FakeClock(lease.received_at + 2.6)
     extender = harness.extender(THRESHOLD, clock)
-    real_due, calls = extender.store.due, {"n": 0}
+    real_due, calls = extender.store.index.due, {"n": 0}
 
     def due_once_broken(before: float | None = None, **kwargs: Any) -> list[Lease]:
         calls["n"] += 1
@@ -92,7 +92,7 @@ def test_extender_pass_that_raises_leaves_the_next_tick_running(
             raise throttled("Query")
         return real_due(before, **kwargs)
 
-    monkeypatch.setattr(extender.store, "due", due_once_broken)
+    monkeypatch.setattr(extender.store.index, "due", due_once_broken)
     report = run_invocation(extender, remaining_ms=lambda: 60_000)
 
     assert (report.ticks, report.failed_passes, report.renewal.renewed) == (2, 1, 1)
@@ -171,7 +171,7 @@ def test_reconciliation_acts_only_on_a_freshly_read_lease(harness: Harness, monk
     )
     clock = FakeClock(lease.received_at + 300)
     extender = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
-    monkeypatch.setattr(extender.store, "reconcile_due", lambda checked_before: [stale])
+    monkeypatch.setattr(extender.store.index, "reconcile_due", lambda checked_before: [stale])
 
     report = reconcile(extender, deadline=clock.now() + 30)
 

@@ -143,10 +143,10 @@ def test_two_extender_runs_that_meet_the_same_refusal_settle_it_once(harness: Ha
     clock = FakeClock(lease.received_at + 2.6)
     first_run = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
     second_run = with_stepfunctions(harness.extender(THRESHOLD, clock), fake)
-    stale = second_run.store.due(before=clock.now() + second_run.policy.horizon_s)
+    stale = second_run.store.index.due(before=clock.now() + second_run.policy.horizon_s)
     assert [d.message_id for d in stale] == [lease.message_id]
     # The index as read before the first run's close.
-    object.__setattr__(second_run.store, "due", lambda before, **_: stale)
+    object.__setattr__(second_run.store.index, "due", lambda before, **_: stale)
 
     first = renew_due(first_run, deadline=clock.now() + 30)
     second = renew_due(second_run, deadline=clock.now() + 30)

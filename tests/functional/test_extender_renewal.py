@@ -42,7 +42,7 @@ def test_extender_marks_deleted_message_lost(harness: Harness) -> None:
     assert lost is not None and lost.status is LeaseStatus.LOST and lost.renew_at is None
     assert lost.last_error is not None and "ReceiptHandleIsInvalid" in str(lost.last_error)
     assert renewed is not None and renewed.status is LeaseStatus.ACTIVE and renewed.renewal_count == 1
-    assert store.due(None) == [renewed]
+    assert store.index.due(None) == [renewed]
 
 
 def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harness) -> None:
@@ -102,14 +102,14 @@ def test_overlapping_extender_runs_leave_every_lease_consistent(harness: Harness
     first, second = harness.extender(settings, clock), harness.extender(settings, clock)
     both_read = threading.Barrier(2)
     for ext in (first, second):  # make both runs read the same versions before either writes
-        due = ext.store.due
+        due = ext.store.index.due
 
         def due_then_wait(before: float | None = None, _due: Any = due, **kwargs: Any) -> Any:
             result = _due(before, **kwargs)
             both_read.wait(timeout=10)
             return result
 
-        object.__setattr__(ext.store, "due", due_then_wait)
+        object.__setattr__(ext.store.index, "due", due_then_wait)
     reports: list[Any] = []
     threads = [
         threading.Thread(target=lambda e=ext: reports.append(renew_due(e, deadline=clock.now() + 30)))
@@ -165,7 +165,7 @@ def test_throttling_past_the_deadline_leaves_leases_due_for_the_next_tick(harnes
     settings = SHORT["threshold"]
     harness.send()
     harness.receive_and_lease(settings)
-    [lease] = harness.store(settings).due(None)
+    [lease] = harness.store(settings).index.due(None)
     clock = FakeClock(time.time() + 1.5)
     throttling = ThrottlingSqs(harness.sqs, failures=1000)
 

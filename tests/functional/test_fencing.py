@@ -276,7 +276,7 @@ def test_extender_stops_nothing_on_a_stale_index_read_of_an_adopted_lease(
     message_id, first = started(flow, "adopted-stale-index", seconds=4)
     adopted_after(flow, message_id, first)
     stale = replace(first, renew_until=time.time() - 1, renew_at=time.time() - 1)
-    monkeypatch.setattr(flow.extender.store, "due", lambda before=None, **_: [stale])
+    monkeypatch.setattr(flow.extender.store.index, "due", lambda before=None, **_: [stale])
 
     report = renew_due(flow.extender, deadline=time.time() + 5)
 
@@ -294,7 +294,7 @@ def test_extender_stops_nothing_when_the_12_hour_refusal_names_a_handle_adopted_
     message_id, first = started(flow, "adopted-capped", seconds=4)
     due_now = replace(first, renew_at=time.time() - 1, visible_until=time.time())
     adopted_after(flow, message_id, first)
-    monkeypatch.setattr(flow.extender.store, "due", lambda before=None, **_: [due_now])
+    monkeypatch.setattr(flow.extender.store.index, "due", lambda before=None, **_: [due_now])
 
     def refused(change: Any) -> ChangeOutcome:
         return ChangeOutcome(change.key, time.time(), FailureClass.CAPPED, "InvalidParameterValue: beyond the limit")
@@ -339,7 +339,7 @@ def test_renewal_racing_a_release_applies_the_release_again(flow: Flow, monkeypa
     message_id = flow.harness.send(json.dumps({"job_id": "raced", "type": "wait", "params": {"seconds": 0}}))
     [lease] = flow.harness.receive_and_lease(flow.settings, release_delay_s=0)
     extender = flow.later(3)  # the lease is due for renewal
-    stale = extender.store.due(before=extender.clock.now() + 1)
+    stale = extender.store.index.due(before=extender.clock.now() + 1)
     assert [s.message_id for s in stale] == [message_id]
     released = release(
         lease,
@@ -350,7 +350,7 @@ def test_renewal_racing_a_release_applies_the_release_again(flow: Flow, monkeypa
     )
     assert released is not None and flow.harness.visible_messages() == [message_id]
 
-    monkeypatch.setattr(extender.store, "due", lambda before=None, **_: stale)
+    monkeypatch.setattr(extender.store.index, "due", lambda before=None, **_: stale)
     report = renew_due(extender, deadline=time.time() + 5)
 
     assert (report.renewed, report.conflicts, report.releases_reasserted) == (0, 1, 1)

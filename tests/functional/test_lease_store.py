@@ -78,10 +78,10 @@ def test_lease_store_refresh_is_fenced_by_receive_count(store: LeaseStore) -> No
 def test_lease_store_renewal_is_fenced_by_version(store: LeaseStore) -> None:
     current = lease()
     store.create(current)
-    first = store.record_renewal(Renewal(current, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5))
+    first = store.renewals.record(Renewal(current, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5))
     assert first is not None and (first.version, first.renewal_count) == (1, 1)
     assert first.visible_until == NOW + 422
-    assert store.record_renewal(Renewal(current, sent_at=NOW + 122, visibility_timeout_s=301, renew_at=NOW)) is None
+    assert store.renewals.record(Renewal(current, sent_at=NOW + 122, visibility_timeout_s=301, renew_at=NOW)) is None
     assert store.get("m-1") == first
 
 
@@ -91,9 +91,9 @@ def test_lease_store_records_renewals_in_transactions_fenced_by_version(store: L
         store.create(item)
     stale = {5, 99, 129}
     for i in stale:  # another writer renewed these first
-        assert store.record_renewal(Renewal(leases[i], sent_at=NOW + 100, visibility_timeout_s=300, renew_at=NOW))
+        assert store.renewals.record(Renewal(leases[i], sent_at=NOW + 100, visibility_timeout_s=300, renew_at=NOW))
 
-    results = store.record_renewals(
+    results = store.renewals.record_many(
         [Renewal(item, sent_at=NOW + 121, visibility_timeout_s=301, renew_at=NOW + 241.5) for item in leases]
     )
 
@@ -112,9 +112,9 @@ def test_lease_store_due_queries_every_shard_soonest_first(store: LeaseStore) ->
     for i, message_id in enumerate(ids):
         store.create(lease(message_id, renew_at=NOW + i))
     assert {store.shard_of(m) for m in ids} == {0, 1, 2, 3}
-    due = store.due(before=NOW + 9.5)
+    due = store.index.due(before=NOW + 9.5)
     assert [d.message_id for d in due] == ids[:10]
-    assert len(store.due(None)) == 40
+    assert len(store.index.due(None)) == 40
 
 
 def test_lease_store_close_leaves_the_index_and_sets_ttl(store: LeaseStore, harness: Harness) -> None:
@@ -122,14 +122,14 @@ def test_lease_store_close_leaves_the_index_and_sets_ttl(store: LeaseStore, harn
     store.create(current)
     closed = store.close(current, LeaseStatus.SUCCEEDED, now=NOW + 600, result={"rows_out": 10, "ratio": 0.5})
     assert closed is not None and closed.status is LeaseStatus.SUCCEEDED and closed.renew_at is None
-    assert store.due(None) == []
+    assert store.index.due(None) == []
     assert store.get("m-1") == closed
     item = harness.dynamodb.get_item(TableName="leases", Key={"pk": {"S": "m-1"}})["Item"]
     assert "shard" not in item and "renew_at" not in item
     assert int(item["expires_at"]["N"]) == int(NOW + 600) + Settings().closed_ttl_s
     # a closed lease is closed for good: neither renewed nor closed again
-    assert store.record_renewal(Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)) is None
-    assert store.record_renewals([Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)]) == [None]
+    assert store.renewals.record(Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)) is None
+    assert store.renewals.record_many([Renewal(closed, sent_at=NOW, visibility_timeout_s=30, renew_at=NOW)]) == [None]
     assert store.close(closed, LeaseStatus.RELEASED, now=NOW) is None
 
 
@@ -196,7 +196,7 @@ def test_lease_store_close_leaves_a_hold_another_execution_took_and_still_closes
 
 def test_lease_store_close_that_loses_its_race_frees_nothing(store: LeaseStore) -> None:
     current = with_holds(store)
-    renewed = store.record_renewal(Renewal(current, sent_at=NOW, visibility_timeout_s=300, renew_at=NOW + 200))
+    renewed = store.renewals.record(Renewal(current, sent_at=NOW, visibility_timeout_s=300, renew_at=NOW + 200))
     assert renewed is not None, "another writer moved the lease on"
 
     assert store.close(current, LeaseStatus.RELEASED, now=NOW + 60) is None

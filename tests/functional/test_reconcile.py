@@ -172,15 +172,15 @@ def test_reconcile_due_reads_every_lease_due_least_recently_checked_first_howeve
     leases = [leased(harness, f"spread-{i}") for i in range(8)]
     store = harness.store(SETTINGS.model_copy(update={"shards": 8}))  # 8 leases almost never fall one per shard
     now = time.time() + 60
-    assert {lease.message_id for lease in store.reconcile_due(checked_before=now)} == {
+    assert {lease.message_id for lease in store.index.reconcile_due(checked_before=now)} == {
         lease.message_id for lease in leases
     }
 
     oldest = min(leases, key=lambda lease: lease.checked_at or lease.received_at)
     store.mark_checked(oldest, now)
-    due = store.reconcile_due(checked_before=now - 1)
+    due = store.index.reconcile_due(checked_before=now - 1)
     assert len(due) == 7 and oldest.message_id not in {lease.message_id for lease in due}
-    assert [lease.message_id for lease in store.reconcile_due(checked_before=now)][-1] == oldest.message_id
+    assert [lease.message_id for lease in store.index.reconcile_due(checked_before=now)][-1] == oldest.message_id
 
 
 def test_reconcile_describes_only_the_leases_the_list_of_running_executions_does_not_show(harness: Harness) -> None:

@@ -32,7 +32,7 @@ from moto import mock_aws
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
-from longjobs.engine.lease.store import Renewal
+from longjobs.engine.lease.renewals import Renewal
 from longjobs.engine.visibility.errors import FailureClass, classify
 from longjobs.sim.aws import SQS_MAX_VISIBILITY_S, FakeAws
 
@@ -674,7 +674,7 @@ def test_contract_dynamodb_update_refused_requests(aws: Backend) -> None:
 
 
 def _renewal(key: str, version: int) -> dict[str, Any]:
-    """LeaseStore._renewal_update's shape."""
+    """Renewals._renewal_update's shape."""
     return {
         "Update": {
             "TableName": TABLE,
@@ -782,7 +782,7 @@ def _keys(page: dict[str, Any]) -> list[str]:
 
 
 def test_contract_dynamodb_query_due_index(aws: Backend) -> None:
-    """LeaseStore._query_shard: a shard's leases due by a time, soonest first (ties by key)."""
+    """LeaseIndex._query_shard: a shard's leases due by a time, soonest first (ties by key)."""
     _leases(aws)
 
     def due(shard: int, before: str | None) -> dict[str, Any]:
@@ -820,7 +820,7 @@ def test_contract_dynamodb_query_due_index(aws: Backend) -> None:
 
 
 def test_contract_dynamodb_query_reconcile_index_pages(aws: Backend) -> None:
-    """LeaseStore.reconcile_due: a shard's least recently checked, a page at a time (`Limit` here, 1 MB in
+    """LeaseIndex.reconcile_due: a shard's least recently checked, a page at a time (`Limit` here, 1 MB in
     AWS), up to a checked-at."""
     _leases(aws)
     request = {
@@ -849,7 +849,7 @@ def test_contract_dynamodb_query_reconcile_index_pages(aws: Backend) -> None:
 
 
 def test_contract_dynamodb_query_waiting_index_filter_and_limit(aws: Backend) -> None:
-    """LeaseStore.waiting: a type's WAITING leases still hidden, in line order; `Limit` counts the items
+    """LeaseIndex.waiting: a type's WAITING leases still hidden, in line order; `Limit` counts the items
     read before the filter, so a page may hold fewer, and `ScannedCount` counts them all."""
     _leases(aws)
     request: dict[str, Any] = {
@@ -874,7 +874,7 @@ def test_contract_dynamodb_query_waiting_index_filter_and_limit(aws: Backend) ->
 
 
 def test_contract_dynamodb_query_waiting_index_count(aws: Backend) -> None:
-    """LeaseStore.count_waiting: `Select=COUNT`, with and without a place in line."""
+    """LeaseIndex.count_waiting: `Select=COUNT`, with and without a place in line."""
     _leases(aws)
     names = {"#type": "waiting_type", "#visible": "visible_until"}
     values: dict[str, Any] = {":type": s("etl"), ":now": n(100)}
@@ -945,7 +945,7 @@ def test_contract_dynamodb_lease_store_parked_line(aws: Backend) -> None:
     assert store.create(marker) and store.create(waiting)
     assert [one.message_id for one in store.markers.parked_due("etl", sent_before=1000.0, limit=10)] == ["p-1"]
     assert store.markers.parked_due("etl", sent_before=999.0, limit=10) == []
-    assert [one.message_id for one in store.waiting("etl", 10, hidden_after=0.0)] == ["w-1"], "its own line"
+    assert [one.message_id for one in store.index.waiting("etl", 10, hidden_after=0.0)] == ["w-1"], "its own line"
 
     assert store.markers.note_copy(marker, "c-1", sent_at=1100.0, kept_until=1100.0 + 14 * 86_400) is True
     [noted] = store.markers.parked_due("etl", sent_before=None, limit=10)
@@ -988,10 +988,10 @@ def test_contract_dynamodb_lease_store_and_locks(aws: Backend) -> None:
     renewals = [
         Renewal(one, sent_at=1140.0, visibility_timeout_s=300, renew_at=1400.0) for one in (lease, stale, others[1])
     ]
-    recorded = store.record_renewals(renewals)
+    recorded = store.renewals.record_many(renewals)
     assert [None if one is None else one.version for one in recorded] == [1, None, 1]
-    assert [one.message_id for one in store.due(before=1200.0)] == ["m-2"]
-    assert sorted(one.message_id for one in store.due()) == ["m-1", "m-2", "m-3"]
+    assert [one.message_id for one in store.index.due(before=1200.0)] == ["m-2"]
+    assert sorted(one.message_id for one in store.index.due()) == ["m-1", "m-2", "m-3"]
 
     renewed = recorded[0]
     assert renewed is not None
@@ -1001,9 +1001,9 @@ def test_contract_dynamodb_lease_store_and_locks(aws: Backend) -> None:
     # the same close sent again (a retry of one that landed with its answer lost) is recognised as landed
     assert store.close(renewed, LeaseStatus.SUCCEEDED, now=1500.0, result={"rows": 3}) == closed
     assert store.get("m-1") == replace(closed, checked_at=None)
-    assert sorted(one.message_id for one in store.due()) == ["m-2", "m-3"]
-    assert sorted(one.message_id for one in store.reconcile_due(checked_before=1000.0)) == ["m-2", "m-3"]
-    assert store.reconcile_due(checked_before=999.0) == []  # checked-at is the receive until a look
+    assert sorted(one.message_id for one in store.index.due()) == ["m-2", "m-3"]
+    assert sorted(one.message_id for one in store.index.reconcile_due(checked_before=1000.0)) == ["m-2", "m-3"]
+    assert store.index.reconcile_due(checked_before=999.0) == []  # checked-at is the receive until a look
     assert sorted(store.get_many(["m-1", "m-3", "m-9"])) == ["m-1", "m-3"]
 
     locks = Locks(aws.dynamodb, TABLE, closed_ttl_s=86_400)

@@ -210,5 +210,5 @@ def test_legacy_shards_watched_every_run_are_reconciled_too() -> None:
     leases = u.receive_old(16)
     on_legacy = {lease.message_id for lease in leases if u.old.shard_of(lease.message_id) != 0}
     store = u.extender.store
-    candidates = {lease.message_id for lease in store.reconcile_due(checked_before=u.clock.now() + 1)}
+    candidates = {lease.message_id for lease in store.index.reconcile_due(checked_before=u.clock.now() + 1)}
     assert on_legacy and on_legacy <= candidates

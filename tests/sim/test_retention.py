@@ -526,8 +526,8 @@ def test_park_claimant_whose_marker_write_landed_unanswered_sends_its_copy() -> 
     assert b.unpark_all() == {copy: Outcome.WAITING_FOR_SLOT}, "the claimant waits in flight in its waiting queue"
     claimant_sent = START + 2
 
-    lost = AnswerLost(b.receiver.store._client, copy)
-    b.receiver.store._client = lost
+    lost = AnswerLost(b.receiver.store.client, copy)
+    b.receiver.store.client = lost
     b.advance_to(claimant_sent + KEEP_S + 1)
     refresh_parked(b.receiver, "wait")
     assert lost.hit == 1, "the claimant was parked in place, its answer lost"

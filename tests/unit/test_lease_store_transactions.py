@@ -65,7 +65,8 @@ def test_cancelled_transaction_retries_the_items_that_did_not_lose(dynamodb: tup
     )
     stubber.add_response("transact_write_items", {}, transact_items(2))
 
-    results = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).record_renewals([renewal(i) for i in range(3)])
+    store = LeaseStore(client, "leases", shards=1, closed_ttl_s=60)
+    results = store.renewals.record_many([renewal(i) for i in range(3)])
 
     assert [r is None for r in results] == [False, True, False]
     assert results[0] is not None and results[0].visible_until == NOW + 303 and results[0].version == 1
@@ -78,7 +79,7 @@ def test_transaction_conflicts_are_retried_then_written_one_by_one(dynamodb: tup
     stubber.add_response("update_item", {})
     stubber.add_client_error("update_item", service_error_code="ConditionalCheckFailedException")
 
-    results = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).record_renewals([renewal(0), renewal(1)])
+    results = LeaseStore(client, "leases", shards=1, closed_ttl_s=60).renewals.record_many([renewal(0), renewal(1)])
 
     assert results[0] is not None and results[1] is None
 
@@ -87,7 +88,7 @@ def test_other_transaction_errors_are_raised_not_swallowed(dynamodb: tuple[Any, 
     client, stubber = dynamodb
     stubber.add_client_error("transact_write_items", service_error_code="ValidationException", service_message="bad")
     with pytest.raises(Exception, match="ValidationException"):
-        LeaseStore(client, "leases", shards=1, closed_ttl_s=60).record_renewals([renewal(0)])
+        LeaseStore(client, "leases", shards=1, closed_ttl_s=60).renewals.record_many([renewal(0)])
 
 
 def copy_note(i: int) -> CopyNote:

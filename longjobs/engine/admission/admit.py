@@ -25,8 +25,7 @@ from longjobs.engine.execution import (
     parse_execution_name,
 )
 from longjobs.engine.lease import Lease, job_lock_key
-from longjobs.engine.lease.lock import Hold, Lock
-from longjobs.engine.lease.store import LEASE_KEY
+from longjobs.engine.lease.lock import LEASE_KEY, Hold, Lock
 from longjobs.engine.observability import MetricName, logger, type_metric
 from longjobs.engine.policies import hold_limit
 
@@ -129,7 +128,7 @@ def admit_line(
     now = receiver.clock.now()
     shown_since = now - receiver.settings.receiver_timeout_s  # the event source mapping redelivers it by then
     admitted = 0
-    for waiting in receiver.store.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=shown_since):
+    for waiting in receiver.store.index.waiting(job_type, len(state.free_keys) + LOOKAHEAD, hidden_after=shown_since):
         if not state.free_keys or receiver.clock.now() >= deadline:
             break
         if behind is not None and (waiting.message_id == behind[1] or (waiting.waiting_order or 0.0) >= behind[0]):
@@ -191,14 +190,14 @@ def admit_type(
         report.waiting = report.parked = None
         report.slots_in_use, report.free_slots = state.used, len(state.free_keys)  # before unparking
         return report
-    in_flight = receiver.store.count_waiting(job_type, now=now)
+    in_flight = receiver.store.index.count_waiting(job_type, now=now)
     if queue is not None:
         report.parked = parked_count(receiver.sqs, queue)
         want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
         if report.parked and want > 0 and receiver.clock.now() < deadline:
             report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
             receiver.views.pop(job_type, None)
-            in_flight = receiver.store.count_waiting(job_type, now=receiver.clock.now())
+            in_flight = receiver.store.index.count_waiting(job_type, now=receiver.clock.now())
             state = read_slots(receiver, job_type, limit)
         report.resent = refresh_parked(receiver, job_type, deadline=deadline)
     report.waiting = in_flight

@@ -139,7 +139,7 @@ def wait_or_park(
     # One that joins the line joins at its back: every message in flight is ahead of it (the view counts
     # them); one that returns to its place counts those ahead of it.
     position = (
-        receiver.store.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
+        receiver.store.index.count_waiting(job.type, now=now, ahead_of=(order, delivery.message_id))
         if returning
         else view.in_flight
     )

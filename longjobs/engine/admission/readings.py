@@ -88,8 +88,7 @@ def view_of(receiver: Receiver, job_type: str, queue: str | None) -> View:
     now = receiver.clock.now()
     view = receiver.views.get(job_type)
     if not isinstance(view, View) or now - view.read_at > VIEW_TTL_S:
-        view = View(
-            now, receiver.store.count_waiting(job_type, now=now), parked_count(receiver.sqs, queue) if queue else 0
-        )
+        waiting = receiver.store.index.count_waiting(job_type, now=now)
+        view = View(now, waiting, parked_count(receiver.sqs, queue) if queue else 0)
         receiver.views[job_type] = view
     return view

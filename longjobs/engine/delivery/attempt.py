@@ -32,8 +32,7 @@ from longjobs.engine.execution import (
     start_execution,
 )
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
-from longjobs.engine.lease.lock import Hold
-from longjobs.engine.lease.store import LEASE_KEY, HoldsTaken
+from longjobs.engine.lease.lock import LEASE_KEY, Hold, HoldsTaken
 from longjobs.engine.lease.types import Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import SQS_MAX_VISIBILITY_S, Settings

@@ -92,7 +92,7 @@ def reconcile(ext: Extender, *, deadline: float) -> ReconcileReport:
         return report
     due = [
         lease
-        for lease in ext.store.reconcile_due(checked_before=start - grace)
+        for lease in ext.store.index.reconcile_due(checked_before=start - grace)
         if start - lease.received_at >= grace
         and (lease.checked_at is None or start - lease.checked_at >= settings.reconcile_interval_s)
     ]

@@ -132,7 +132,7 @@ def renew_due(ext: Extender, *, deadline: float) -> PassReport:
     """Renew every ACTIVE lease due by `now + horizon`; end those that can no longer be held."""
     report = PassReport()
     now = ext.clock.now()
-    found = ext.store.due(before=now + ext.policy.horizon_s, with_cancelled=True)
+    found = ext.store.index.due(before=now + ext.policy.horizon_s, with_cancelled=True)
     leases = [lease for lease in found if lease.active]
     report.due = len(found)
     _end_unholdable(
@@ -232,7 +232,7 @@ def _record(ext: Extender, accepted: Sequence[tuple[_Planned, ChangeOutcome]], r
     renewals = [_renewal(ext, planned, outcome) for planned, outcome in accepted]
     results: list[Lease | BaseException | None]
     try:
-        results = list(ext.store.record_renewals(renewals))
+        results = list(ext.store.renewals.record_many(renewals))
     except Exception as exc:
         logger.warning("recording renewals failed; recording one by one", extra={"error": str(exc)})
         results = [_record_one(ext, renewal) for renewal in renewals]
@@ -250,7 +250,7 @@ def _record(ext: Extender, accepted: Sequence[tuple[_Planned, ChangeOutcome]], r
 
 def _record_one(ext: Extender, renewal: Renewal) -> Lease | BaseException | None:
     try:
-        return ext.store.record_renewal(renewal)
+        return ext.store.renewals.record(renewal)
     except Exception as exc:
         logger.error(
             "renewal accepted by SQS but not recorded; the lease is due again",

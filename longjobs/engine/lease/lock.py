@@ -18,14 +18,15 @@ admission slots (`slot#<type>#<i>`, `longjobs.engine.admission.slots`): a job lo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
 from longjobs.engine.lease.schema import PARTITION_KEY, TTL_ATTR
-from longjobs.engine.lease.writes import is_conditional_failure
+from longjobs.engine.lease.writes import conditional, is_conditional_failure
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -143,6 +144,19 @@ def batch_get(client: DynamoDBClient, table: str, keys: list[str]) -> dict[str, 
     return found
 
 
+LEASE_KEY = "lease"
+"""`HoldsTaken.lost`'s name for the lease's own condition."""
+
+
+@dataclass(frozen=True)
+class HoldsTaken:
+    """What `take_holds` did: `written` (the lease and every hold), else the conditions that failed (a
+    hold's key, or `LEASE_KEY`; none for a transaction cancelled by a conflict or a throttle)."""
+
+    written: bool
+    lost: frozenset[str] = frozenset()
+
+
 class Locks:
     """Conditional reads and writes of lock items in the lease table."""
 
@@ -231,6 +245,45 @@ class Locks:
             "ExpressionAttributeNames": {k: v for k, v in names.items() if k in condition},
             "ExpressionAttributeValues": values,
         }
+
+    def take_with_lease(self, lease: Lease, action: dict[str, Any], holds: Sequence[Hold], *, now: float) -> HoldsTaken:
+        """Write `lease` (`action`: the store's `create_request`, `admit_request` or `unchanged_request`) and take the
+        holds of its execution (job lock, slot) in one transaction: all or nothing, so the loser of a race
+        holds nothing and has nothing to release. Raises on any error but a cancelled transaction: a 5xx
+        may come after it took effect (the caller reads the lease to know)."""
+        if not holds:
+            if "ConditionCheck" in action:
+                return HoldsTaken(written=True)
+            written = conditional(self._client.put_item, **action["Put"])
+            return HoldsTaken(written=written, lost=frozenset() if written else frozenset({LEASE_KEY}))
+        takes = [
+            {
+                "Put": self.take_request(
+                    hold.key,
+                    holder=lease.message_id,
+                    execution_arn=lease.execution_arn or "",
+                    now=now,
+                    hold_until=lease.renew_until,
+                    over=hold.over,
+                    last_duration_s=hold.last_duration_s,
+                )
+            }
+            for hold in holds
+        ]
+        try:
+            self._client.transact_write_items(TransactItems=cast(Any, [action, *takes]))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            names = [LEASE_KEY, *(hold.key for hold in holds)]
+            lost = {
+                name
+                for name, reason in zip(names, reasons, strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            }
+            return HoldsTaken(written=False, lost=frozenset(lost))
+        return HoldsTaken(written=True)
 
     def free(self, lock: Lock, *, now: float) -> bool:
         """Free a holding found stale (its execution is not running), if it is still that very holding."""
