@@ -91,7 +91,8 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import FailureClass, classify_exception
 from longjobs.engine.watcher.service import on_status_change
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws, FakeQueue, Message
-from longjobs.sim.world import as_delivery, status_change
+from longjobs.sim.executions import status_change
+from longjobs.sim.lambdas import as_delivery
 
 TABLE = "leases"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"

@@ -47,12 +47,13 @@ from unittest.mock import patch
 from rich.console import Console
 from rich.table import Table
 
-import longjobs.sim.world as world_module
+import longjobs.sim.lambdas as lambdas_module
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.sim.aws.base import REGION
 from longjobs.sim.aws.stepfunctions import Quota, start_execution_quota
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.faults import FaultPlan
+from longjobs.sim.lambdas import ESM_BATCH, LambdaService
 from longjobs.sim.scheduler import Signal
 from longjobs.sim.workflow import ExecutionContext, Interpreter, Outcome
 from longjobs.sim.workload import CATALOG_JSON, burst
@@ -224,6 +225,9 @@ class BurstWorld(World):
     def __init__(self, params: Params, quota: Quota) -> None:
         workflow = deployed_workflow()
         faults = FaultPlan(rate=0.0, kinds=(), world={}, quiet_at=START, rng=random.Random(f"burst:{params.seed}"))
+        self.params = params  # before the world builds its Lambda service (`_lambda_service`)
+        self.invocations: Counter[str] = Counter()
+        self.lambda_s: dict[str, float] = {}  # function -> virtual seconds its invocations took
         super().__init__(
             params.seed,
             burst(params.messages, params.seed, min_s=params.min_s, max_s=params.max_s),
@@ -233,62 +237,74 @@ class BurstWorld(World):
             execution_timeout_s=workflow.timeout_s,
             keep_calls=False,
         )
-        self.params = params
         self.aws.stepfunctions.start_quota = quota
-        self.queue_changed = [Signal() for _ in range(params.concurrency)]
-        self.counting = CountingInterpreter(self.interpreter)
-        self.interpreter = self.counting  # type: ignore[assignment]
+        self.counting = CountingInterpreter(self.executions.interpreter)
+        self.executions.interpreter = self.counting  # type: ignore[assignment]
         self.meter = DynamoDbMeter(self.aws.dynamodb)
-        self.invocations: Counter[str] = Counter()
-        self.lambda_s: dict[str, float] = {}  # function -> virtual seconds its invocations took
+
+    def _lambda_service(self) -> LambdaService:
+        return BurstLambda(self)
 
     def _start(self) -> None:
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
-        for index in range(self.params.concurrency):
-            at = START + max(0, math.ceil((index + 1 - ESM_FIRST_BATCHES) / ESM_SCALE_PER_S))
-            self.scheduler.spawn(lambda index=index: self._poller(index), at=at)  # type: ignore[misc]
-        self._schedule_extender(0)
+        self.functions.start()
 
-    def _queue_changed(self) -> None:
-        """A long poll answers when messages arrive: wake as many idle pollers as the visible messages
-        fill batches (at least one, which looks again when the next message shows), not all of them
-        (a thousand pollers woken by every change would cost the simulation, not SQS)."""
-        idle = [signal for signal in self.queue_changed if signal.waiters]
-        wanted = max(1, math.ceil(self.queue.visible_count / world_module.ESM_BATCH))
-        for signal in idle[:wanted]:
-            self.scheduler.set(signal)
-
-    def _invoke_receiver(self, poller: int, messages: list[dict[str, Any]]) -> list[str]:
-        began = self.scheduler.now()
-        try:
-            return super()._invoke_receiver(poller, messages)
-        finally:
-            self._invoked("receiver", began)
-
-    def _watch(self, change: Any, attempt: int = 1) -> None:
-        began = self.scheduler.now()
-        try:
-            super()._watch(change, attempt)
-        finally:
-            self._invoked("watcher", began)
-
-    def _invoked(self, function: str, began: float) -> None:
+    def invoked(self, function: str, began: float) -> None:
         self.invocations[function] += 1
         self.lambda_s[function] = self.lambda_s.get(function, 0.0) + self.scheduler.now() - began
 
     def run_metered(self) -> Any:
-        """Run the world, timing each extender invocation too (its runs are spawned by the world)."""
+        """Run the world, timing each extender invocation too (its runs are spawned by the Lambda service)."""
 
         def timed(extender: Any, **kwargs: Any) -> Any:
             began = self.scheduler.now()
             try:
                 return run_invocation(extender, **kwargs)
             finally:
-                self._invoked("extender", began)
+                self.invoked("extender", began)
 
-        with patch.object(world_module, "run_invocation", timed):
+        with patch.object(lambdas_module, "run_invocation", timed):
             return self.run()
+
+
+class BurstLambda(LambdaService):
+    """Lambda as a burst meets it: the mapping's pollers scale up as Lambda's do, and each invocation's
+    virtual duration is counted (`BurstWorld.invoked`)."""
+
+    def __init__(self, world: BurstWorld) -> None:
+        super().__init__(world)
+        self.world = world
+        self.queue_changed = [Signal() for _ in range(world.params.concurrency)]
+
+    def start(self) -> None:
+        for index in range(self.world.params.concurrency):
+            at = START + max(0, math.ceil((index + 1 - ESM_FIRST_BATCHES) / ESM_SCALE_PER_S))
+            self.scheduler.spawn(lambda index=index: self._poller(index), at=at)  # type: ignore[misc]
+        self.schedule_extender(0)
+
+    def on_queue_changed(self) -> None:
+        """A long poll answers when messages arrive: wake as many idle pollers as the visible messages
+        fill batches (at least one, which looks again when the next message shows), not all of them
+        (a thousand pollers woken by every change would cost the simulation, not SQS)."""
+        idle = [signal for signal in self.queue_changed if signal.waiters]
+        wanted = max(1, math.ceil(self.queue.visible_count / ESM_BATCH))
+        for signal in idle[:wanted]:
+            self.scheduler.set(signal)
+
+    def invoke_receiver(self, poller: int, messages: list[dict[str, Any]]) -> list[str]:
+        began = self.scheduler.now()
+        try:
+            return super().invoke_receiver(poller, messages)
+        finally:
+            self.world.invoked("receiver", began)
+
+    def watch(self, change: Any, attempt: int = 1) -> None:
+        began = self.scheduler.now()
+        try:
+            super().watch(change, attempt)
+        finally:
+            self.world.invoked("watcher", began)
 
 
 def simulate(params: Params, quota: Quota | None = None) -> Result:

@@ -47,10 +47,11 @@ from longjobs.engine.lease.schema import EXECUTION_ATTR, HANDLE_ATTR, PARTITION_
 from longjobs.sim.aws import ACCOUNT, REGION, FakeAws, client_error
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.coverage import catch_targets
+from longjobs.sim.executions import Integrations
 from longjobs.sim.scheduler import Scheduler, VirtualClock
 from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError, read_path
 from longjobs.sim.workload import LIMITED_TYPE, SPARK_HEARTBEAT_S, SPARK_PARAMS
-from longjobs.sim.world import TABLE, TOKEN_QUEUE, Integrations
+from longjobs.sim.world import TABLE, TOKEN_QUEUE
 
 START = 1_700_000_000.0
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
@@ -325,7 +326,7 @@ class _WorkflowClient:
 
 @dataclass
 class _SimWorld:
-    """What `longjobs.sim.world.Integrations` reads of its world: the workflow's clients, the simulated
+    """What `longjobs.sim.executions.Integrations` reads of its world: the workflow's clients, the simulated
     AWS (task tokens) and the scheduler. Nobody serves the Spark token queue."""
 
     workflow_clients: dict[str, _WorkflowClient]

@@ -29,7 +29,7 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.sim.aws import client_error
-from longjobs.sim.world import status_change
+from longjobs.sim.executions import status_change
 from tests.sim.test_retention import TABLE, Bench, bench, full_with_one_waiting_in_flight, parked_behind_a_full_type
 
 

@@ -27,8 +27,8 @@ from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.aws import FakeAws
+from longjobs.sim.lambdas import WATCHER_RETRY_DELAYS_S
 from longjobs.sim.scenario import ScenarioRun, run_scenario
-from longjobs.sim.world import WATCHER_RETRY_DELAYS_S
 from tests.short_settings import SHORT_THRESHOLD
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"

@@ -1,0 +1,339 @@
+"""The Step Functions service of one seed's world: executions of the rendered workflow and the jobs they run.
+
+- **Executions** (`longjobs.sim.workflow`), started by StartExecution, killed by StopExecution and at the
+  state machine's timeout; each end reaches the watcher through the status-event rule, late, lost,
+  duplicated or out of order, by the seed.
+- The workflow's **Task resources** (`Integrations`), called through the workflow's own clients.
+- **Spark runs** behind the task-token step: they heartbeat, then succeed, fail, hang or vanish.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
+from longjobs.sim.clients import SimClient
+from longjobs.sim.faults import WorldFault
+from longjobs.sim.properties import Running
+from longjobs.sim.scheduler import Group, Scheduler, Signal
+from longjobs.sim.stage import Stage
+from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
+from longjobs.sim.workload import SparkBehaviour
+
+__all__ = ["JOB_STATE", "STATE_MACHINE_ARN", "Executions", "Integrations", "TaskHost", "status_change"]
+
+STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
+JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
+SPARK_PICKUP_S = (0.5, 5.0)
+SPARK_ERROR = "AnalysisException"
+EVENT_DELAY_S = (0.2, 3.0)
+EVENT_LATE_S = (30.0, 600.0)
+RESOURCES = {
+    "arn:aws:states:::dynamodb:getItem": ("dynamodb", "get_item"),
+    "arn:aws:states:::dynamodb:updateItem": ("dynamodb", "update_item"),
+    "arn:aws:states:::aws-sdk:dynamodb:transactWriteItems": ("dynamodb", "transact_write_items"),
+    "arn:aws:states:::aws-sdk:sqs:deleteMessage": ("sqs", "delete_message"),
+    "arn:aws:states:::aws-sdk:sqs:changeMessageVisibility": ("sqs", "change_message_visibility"),
+    "arn:aws:states:::sqs:sendMessage.waitForTaskToken": ("sqs", "send_message"),
+}
+SDK_SQS_ERRORS = {  # SQS codes as the AWS SDK integration names them (`Sqs.<Exception>`)
+    "ReceiptHandleIsInvalid": "Sqs.ReceiptHandleIsInvalidException",
+    "MessageNotInflight": "Sqs.MessageNotInflightException",
+    "NonExistentQueue": "Sqs.QueueDoesNotExistException",
+    "QueueDoesNotExist": "Sqs.QueueDoesNotExistException",
+    "RequestThrottled": "Sqs.RequestThrottledException",
+}
+
+
+class TaskHost(Protocol):
+    """What `Integrations` uses of its host: the workflow's clients, the simulated AWS (for task tokens),
+    the scheduler, and where a Spark task's message goes."""
+
+    workflow_clients: dict[str, SimClient]
+    aws: FakeAws
+    scheduler: Scheduler
+
+    def spark_task_sent(self, token: str, body: dict[str, Any]) -> None: ...
+
+
+class Integrations:
+    """The workflow's Task resources, through the workflow's own clients (Step Functions' calls)."""
+
+    def __init__(self, world: TaskHost) -> None:
+        self._world = world
+
+    def resources(self) -> set[str]:
+        return set(RESOURCES)
+
+    def invoke(self, resource: str, parameters: Any, context: ExecutionContext) -> Any:
+        service, operation = RESOURCES[resource]
+        client = self._world.workflow_clients[service]
+        if resource.endswith(".waitForTaskToken"):
+            return self._task_token(client, parameters, context)
+        try:
+            return client.call(operation, dict(parameters))
+        except ClientError as exc:
+            raise _states_error(service, exc, sdk=":aws-sdk:" in resource) from None
+        except BotoCoreError as exc:
+            raise StatesError("States.TaskFailed", str(exc)) from None
+
+    def _task_token(self, client: SimClient, parameters: Any, context: ExecutionContext) -> Any:
+        world = self._world
+        token = context.task_token or ""
+        task = TokenTask(world.scheduler)
+        world.aws.stepfunctions.tasks[token] = task
+        try:
+            try:
+                client.call(
+                    "send_message",
+                    {"QueueUrl": parameters["QueueUrl"], "MessageBody": json.dumps(parameters["MessageBody"])},
+                )
+            except ClientError as exc:
+                raise _states_error("sqs", exc, sdk=False) from None
+            except BotoCoreError as exc:
+                raise StatesError("States.TaskFailed", str(exc)) from None
+            world.spark_task_sent(token, parameters["MessageBody"])
+            return task.wait(timeout_s=context.timeout_s, heartbeat_s=context.heartbeat_s)
+        finally:
+            task.closed = True
+
+
+class TokenTask:
+    """A task-token task waiting for SendTaskSuccess/Failure, under its timeout and heartbeat timeout."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+        self.closed = False
+        self._done = Signal()
+        self._last_beat = scheduler.now()
+
+    def succeed(self, output: str) -> None:
+        self._scheduler.set(self._done, ("ok", json.loads(output)))
+
+    def fail(self, error: str, cause: str) -> None:
+        self._scheduler.set(self._done, ("error", StatesError(error, cause)))
+
+    def heartbeat(self) -> None:
+        self._last_beat = self._scheduler.now()
+
+    def wait(self, *, timeout_s: float | None, heartbeat_s: float | None) -> Any:
+        scheduler = self._scheduler
+        deadline = scheduler.now() + (timeout_s if timeout_s is not None else 99_999_999)
+        while True:
+            beat_deadline = self._last_beat + heartbeat_s if heartbeat_s is not None else deadline
+            try:
+                kind, value = scheduler.wait_for(self._done, max(0.0, min(deadline, beat_deadline) - scheduler.now()))
+            except TimeoutError:
+                now = scheduler.now()
+                if now >= deadline:
+                    raise StatesError("States.Timeout", "the task ran past its TimeoutSeconds") from None
+                if heartbeat_s is not None and now >= self._last_beat + heartbeat_s:
+                    raise StatesError("States.HeartbeatTimeout", "no heartbeat within HeartbeatSeconds") from None
+                continue
+            if kind == "error":
+                raise value
+            return value
+
+
+def _states_error(service: str, exc: ClientError, *, sdk: bool) -> StatesError:
+    """A service error as the Task state reports it: `DynamoDB.<Code>` for the optimized DynamoDB
+    integration and `DynamoDb.<Exception>` for the AWS SDK one (the SDK's exception name, as
+    `InternalServerError` -> `InternalServerErrorException`), `Sqs.<Exception>` for SQS's AWS SDK one
+    (generic `Sqs.SqsException` for the rest)."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", "")).removeprefix("AWS.SimpleQueueService.")
+    cause = str(error.get("Message", ""))
+    if service == "dynamodb":
+        if not sdk:
+            return StatesError(f"DynamoDB.{code}", cause)
+        return StatesError(f"DynamoDb.{code if code.endswith('Exception') else code + 'Exception'}", cause)
+    if sdk:
+        return StatesError(SDK_SQS_ERRORS.get(code, "Sqs.SqsException"), cause)
+    return StatesError(f"SQS.{code}", cause)
+
+
+class Executions:
+    """The executions of one seed's world and their Spark runs (see the module). `watch(change, at)` hands
+    an execution's status-change event to the watcher at `at`."""
+
+    def __init__(
+        self,
+        stage: Stage,
+        definition: dict[str, Any],
+        *,
+        execution_timeout_s: float,
+        watch: Callable[[ExecutionStatusChange, float], None],
+    ) -> None:
+        self.seed, self.workload = stage.seed, stage.workload
+        self.scheduler, self.trace, self.rng = stage.scheduler, stage.trace, stage.rng
+        self.monitor, self.faults, self.aws, self.client = stage.monitor, stage.faults, stage.aws, stage.client
+        self.execution_timeout_s = execution_timeout_s
+        self._watch = watch
+        self.aws.stepfunctions.on_start = self.on_start
+        self.aws.stepfunctions.on_stop = self.on_stop
+        self.workflow_clients = {name: self.client(name, "workflow") for name in ("sqs", "dynamodb")}
+        self.interpreter = Interpreter(definition, Integrations(self), self.scheduler)
+        job_step = definition["States"][JOB_STATE]
+        self.after_success = str(job_step["Next"])  # the states after the job's end, as the definition says
+        self.after_job = {self.after_success, *(str(catch["Next"]) for catch in job_step.get("Catch", []))}
+        self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
+        self.running = 0  # executions running now
+
+    # -- executions -------------------------------------------------------------
+
+    def on_start(self, execution: Execution) -> None:
+        self.running += 1
+        group = Group(f"execution:{execution.name}")
+        self.groups[execution.arn] = group
+        job_id = str(execution.input.get("job", {}).get("job_id", ""))
+        self.trace.event("stepfunctions", "execution_started", execution=execution.name, job_id=job_id)
+        self.monitor.execution_started(execution.name)
+        self.monitor.reach("execution_started")
+        self.scheduler.spawn(lambda: self._execute(execution), group=group)
+        self.scheduler.call_at(self.scheduler.now() + self.execution_timeout_s, lambda: self._time_out(execution))
+
+    def _execute(self, execution: Execution) -> None:
+        context = ExecutionContext(
+            execution.arn, execution.started, on_enter=lambda name: self._entered(execution, name)
+        )
+        outcome = self.interpreter.run(execution.input, context, random.Random(f"{execution.arn}:{self.seed}"))
+        self.groups.pop(execution.arn, None)  # it ends by itself: nothing to kill
+        for visit in context.visits:
+            if visit.startswith(("catch:", "retry:")):
+                self.monitor.reach(f"workflow:{visit}")
+        self.monitor.reach(f"workflow:end:{outcome.status}:{outcome.error}")
+        if execution.status == "RUNNING":
+            self.aws.stepfunctions.end(execution, outcome.status, outcome.error, outcome.cause)
+
+    def _entered(self, execution: Execution, state: str) -> None:
+        if state == JOB_STATE:
+            job = execution.input["job"]
+            run = Running(execution.arn, execution.input["message_id"], str(job["job_id"]), str(job["type"]))
+            self.trace.event(
+                "workflow", "job_started", execution=execution.name, message_id=run.message_id, job_id=run.job_key
+            )
+            self.monitor.job_started(run, self.aws.dynamodb.items.get(run.message_id))
+        elif state in self.after_job and execution.arn in self.monitor.running:
+            self._job_ended(execution, succeeded=state == self.after_success)
+
+    def _job_ended(self, execution: Execution, *, succeeded: bool) -> None:
+        job_id = str(execution.input["job"]["job_id"])
+        self.trace.event("workflow", "job_ended", execution=execution.name, job_id=job_id, succeeded=succeeded)
+        self.monitor.job_ended(execution.arn, succeeded=succeeded)
+        now = self.scheduler.now()
+        if succeeded:
+            self.faults.job_succeeded(now)
+        if not succeeded and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
+            # SQS's at-least-once delivery may hand a message out again at any time while it is in flight;
+            # at a failed job's end it meets the failure path's release (a handle superseded meanwhile)
+            queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
+            message = queue.messages.get(str(execution.input["message_id"])) if queue is not None else None
+            if queue is not None and message is not None and not message.deleted:
+                self.monitor.duplicates.add(message.message_id)
+                self.monitor.reach("duplicate_delivery_injected_at_failure")
+                queue.hide(message, now + self.rng.uniform(0.0, 1.0))
+
+    def _time_out(self, execution: Execution) -> None:
+        if execution.status == "RUNNING":
+            self.monitor.reach("execution_timed_out")
+            self.aws.stepfunctions.end(execution, "TIMED_OUT", "States.Timeout", "the execution ran past its timeout")
+
+    def on_stop(self, execution: Execution) -> None:
+        self.running -= 1
+        self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
+        if execution.arn in self.monitor.running:
+            self._job_ended(execution, succeeded=False)
+        if execution.status == "SUCCEEDED":
+            self.monitor.job_recorded(str(execution.input["job"]["job_id"]), str(execution.input["message_id"]))
+        group = self.groups.get(execution.arn)
+        if group is not None:
+            group.killed = True  # it stops where it waits, at once (StopExecution, the execution's timeout)
+            self.scheduler.call_at(self.scheduler.now(), lambda: self.scheduler.kill(group))
+        self._status_events(execution)
+
+    def _status_events(self, execution: Execution) -> None:
+        now = self.scheduler.now()
+        if self.faults.happens(now, WorldFault.EVENT_LOST):
+            self.monitor.reach("status_event:lost")
+            return
+        copies = 2 if self.faults.happens(now, WorldFault.EVENT_DUPLICATED) else 1
+        for _ in range(copies):
+            late = self.faults.happens(now, WorldFault.EVENT_LATE)
+            delay = self.rng.uniform(*(EVENT_LATE_S if late else EVENT_DELAY_S))
+            if late:
+                self.monitor.reach("status_event:late")
+            self._watch(status_change(execution, STATE_MACHINE_ARN), now + delay)
+        if copies > 1:
+            self.monitor.reach("status_event:duplicated")
+
+    # -- Spark runs -----------------------------------------------------------------------------------------
+
+    def spark_task_sent(self, token: str, body: dict[str, Any]) -> None:
+        job = self.workload.by_id[str(body["job"]["job_id"])]
+        behaviour = job.spark_behaviour(int(body["attempt"]))
+        if self.faults.active(self.scheduler.now()):
+            if self.faults.happens(self.scheduler.now(), WorldFault.JOB_HANGS):
+                behaviour = SparkBehaviour("hang", behaviour.seconds)
+            elif self.faults.happens(self.scheduler.now(), WorldFault.JOB_VANISHES):
+                behaviour = SparkBehaviour("vanish", behaviour.seconds)
+        self.monitor.reach(f"spark:{behaviour.kind}")
+        at = self.scheduler.now() + self.rng.uniform(*SPARK_PICKUP_S)
+        self.scheduler.spawn(lambda: self._spark_run(token, behaviour), at=at, group=Group(f"spark:{token}"))
+
+    def _spark_run(self, token: str, behaviour: SparkBehaviour) -> None:
+        client = self.client("stepfunctions", "spark")
+        every = self.workload.spark_heartbeat_s / 3  # the offline worker's: a third of the step's timeout
+        left = behaviour.seconds
+        while left > 0 or behaviour.kind == "hang":
+            step = min(every, left) if behaviour.kind != "hang" else every
+            self.scheduler.sleep(step)
+            left -= step
+            if behaviour.kind == "vanish" and left <= behaviour.seconds / 2:
+                self.trace.event("spark", "vanished", token=token)
+                return
+            try:
+                client.call("send_task_heartbeat", {"taskToken": token})
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
+                    self.trace.event("spark", "run_stopped", token=token)
+                    self.monitor.reach("spark:stopped_by_closed_task")
+                    return
+            except BotoCoreError:
+                pass
+        for _ in range(5):
+            try:
+                if behaviour.kind == "fail":
+                    client.call(
+                        "send_task_failure",
+                        {"taskToken": token, "error": SPARK_ERROR, "cause": "[TABLE_OR_VIEW_NOT_FOUND] events"},
+                    )
+                else:
+                    client.call("send_task_success", {"taskToken": token, "output": json.dumps({"rows": 10})})
+                return
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
+                    return
+                self.scheduler.sleep(1.0)
+            except BotoCoreError:
+                self.scheduler.sleep(1.0)
+
+
+def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStatusChange:
+    """The status-change event of an execution as EventBridge delivers it to the watcher."""
+    return ExecutionStatusChange(
+        executionArn=execution.arn,
+        stateMachineArn=state_machine_arn,
+        name=execution.name,
+        status=execution.status,
+        error=execution.error,
+        cause=execution.cause,
+        input=execution.raw_input,
+        startDate=int(execution.started * 1000),
+        stopDate=int(execution.stopped * 1000) if execution.stopped is not None else None,
+    )
