@@ -586,7 +586,7 @@ def test_admission_new_arrival_takes_no_freed_slot_ahead_of_parked_messages() ->
         assert flow.lease(second).status is LeaseStatus.ACTIVE
         assert flow.wait_for_execution(flow.lease(second).execution_arn or "")["status"] == "SUCCEEDED"
 
-        flow.receiver.views.clear()  # a later invocation: it reads the waiting queue's depth afresh
+        flow.receiver.state.views.clear()  # a later invocation: it reads the waiting queue's depth afresh
         fifth = flow.send_job("fifth", LIMITED, seconds=1)
         assert flow.deliver() == {fifth: Outcome.PARKED}, "behind the parked ones, not ahead"
         holder = slot(flow)

@@ -18,7 +18,7 @@ from longjobs.engine.admission.parking import unpark, unparked_visibility_s
 from longjobs.engine.admission.readings import VIEW_TTL_S, read_slots
 from longjobs.engine.admission.slots import slot_key
 from longjobs.engine.delivery.read_ahead import read_ahead
-from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Outcome
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Outcome, ReceiverState
 from longjobs.engine.execution import execution_name
 from longjobs.engine.lease import LeaseStatus, job_lock_key
 from longjobs.engine.lease.lock import Hold
@@ -104,7 +104,7 @@ def test_requests_a_job_lock_read_ahead_held_is_read_again_before_the_message_wa
     first, second = b.send("z"), b.send("a")
     deliveries = {d.message_id: d for d in map(b._delivery, b._received(b.jobs_url))}
     assert set(deliveries) == {first, second}
-    b.receiver.begin_batch()
+    b.receiver.state.begin_batch()
     read_ahead(b.receiver, [deliveries[first], deliveries[second]])
     assert receive(b.receiver, deliveries[first]) is Outcome.STARTED
     assert b.receiver.store.locks.release(job_lock_key("a"), holder, now=b.clock.now())  # its execution runs on
@@ -131,7 +131,7 @@ def test_requests_an_unparking_forgets_what_it_read_ahead_for_a_copy_whose_recei
         return receive(receiver, delivery)
 
     assert unpark(b.receiver, b.waiting_url, 3, handle=failing_first) == 3
-    assert len(handled) == 3 and b.receiver.read_ahead == {}
+    assert len(handled) == 3 and b.receiver.state.read_ahead == {}
 
 
 def test_requests_a_read_ahead_that_fails_leaves_each_receive_to_read() -> None:
@@ -412,7 +412,7 @@ def test_requests_a_later_batch_reads_the_slots_again() -> None:
     afresh and starts (found by review: it waited on the last batch's kept reading with a slot free,
     until the extender's pass)."""
     b = bench(limit=2)
-    watcher = replace(b.receiver, views={}, next_refresh={}, full_slots={})  # the watcher's own Lambda
+    watcher = replace(b.receiver, state=ReceiverState())  # the watcher's own Lambda
     first, second = b.send("a"), b.send("b")
     assert set(b.deliver_jobs_queue().values()) == {Outcome.STARTED}
     b.clock.advance(1)
@@ -674,7 +674,7 @@ def test_requests_two_batches_at_once_on_one_receiver_each_send_their_own_parked
         assert copies() == {second}, "the second batch sent its own copy, not the first's"
     assert copies() == {first, second}
     assert unsent_first == unsent_second == set()
-    assert b.receiver.pending_copies == {}, "nothing left for a later receive of either"
+    assert b.receiver.state.pending_copies == {}, "nothing left for a later receive of either"
 
 
 @pytest.mark.parametrize(

@@ -168,13 +168,13 @@ def admit_type(
     now = receiver.clock.now()
     if freed is not None and freed.key in slot_keys(job_type, limit):
         state = TypeSlots.freed(job_type, limit, freed, now)
-        receiver.full_slots.pop(job_type, None)  # a slot is free now: a copy unparked into it must not wait
+        receiver.state.full_slots.pop(job_type, None)  # a slot is free now: a copy unparked into it must not wait
     else:
         state = read_slots(receiver, job_type, limit)
     if sweep:
         state, report.freed = sweep_stale(receiver, state)
         if report.freed:
-            receiver.full_slots.pop(job_type, None)  # a slot is free now: an unparked message claims it
+            receiver.state.full_slots.pop(job_type, None)  # a slot is free now: an unparked message claims it
     if state.free_keys:
         state, report.admitted = admit_line(receiver, job_type, state, deadline=deadline)
     queue = settings.waiting_queue_urls.get(job_type)
@@ -185,7 +185,7 @@ def admit_type(
         if queue is not None:
             if state.free_keys and receiver.clock.now() < deadline:
                 report.unparked = unpark(receiver, queue, len(state.free_keys), handle=handle, deadline=deadline)
-                receiver.views.pop(job_type, None)
+                receiver.state.views.pop(job_type, None)
             report.resent = refresh_parked(receiver, job_type, deadline=deadline)
         report.waiting = report.parked = None
         report.slots_in_use, report.free_slots = state.used, len(state.free_keys)  # before unparking
@@ -196,7 +196,7 @@ def admit_type(
         want = in_flight_target(state, receiver.clock.now(), settings.admission_horizon_s) - in_flight
         if report.parked and want > 0 and receiver.clock.now() < deadline:
             report.unparked = unpark(receiver, queue, want, handle=handle, deadline=deadline)
-            receiver.views.pop(job_type, None)
+            receiver.state.views.pop(job_type, None)
             in_flight = receiver.store.index.count_waiting(job_type, now=receiver.clock.now())
             state = read_slots(receiver, job_type, limit)
         report.resent = refresh_parked(receiver, job_type, deadline=deadline)

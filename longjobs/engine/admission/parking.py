@@ -96,7 +96,7 @@ def park(
     )
     if not receiver.store.create(marker, replacing=replacing):
         return False
-    batch = receiver.pending_copies.get(delivery.message_id)
+    batch = receiver.state.pending_copies.get(delivery.message_id)
     if batch is not None:
         batch.append((queue_url, marker))  # a record of a batch: sent with the batch's others at its end
     else:
@@ -130,7 +130,7 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
     no request."""
     settings, clock = receiver.settings, receiver.clock
     queue_url = settings.waiting_queue_urls.get(job_type)
-    if queue_url is None or clock.now() < receiver.next_refresh.get(job_type, -math.inf):
+    if queue_url is None or clock.now() < receiver.state.next_refresh.get(job_type, -math.inf):
         return 0
     keep_s = settings.queue_retention_s - settings.retention_margin_s
     sent = 0
@@ -160,7 +160,7 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
         return sent
     oldest = receiver.store.markers.parked_due(job_type, sent_before=None, limit=1)
     oldest_sent = (oldest[0].copy_sent_at or 0.0) if oldest else clock.now()  # a later copy is due later
-    receiver.next_refresh[job_type] = oldest_sent + keep_s
+    receiver.state.next_refresh[job_type] = oldest_sent + keep_s
     return sent
 
 

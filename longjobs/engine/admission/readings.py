@@ -56,19 +56,19 @@ def read_slots(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
     `slots_for_claim`."""
     state = slots_of(receiver).read(job_type, limit, now=receiver.clock.now())
     if state.free_keys:
-        receiver.full_slots.pop(job_type, None)
+        receiver.state.full_slots.pop(job_type, None)
     else:
-        receiver.full_slots[job_type] = state
+        receiver.state.full_slots[job_type] = state
     return state
 
 
 def slots_for_claim(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
-    """The type's slots for a claim: read, unless this batch (`Receiver.begin_batch`) read them all held
+    """The type's slots for a claim: read, unless this batch (`ReceiverState.begin_batch`) read them all held
     less than `VIEW_TTL_S` ago, then that reading: a batch of arrivals for a full type reads its slots
     once, not once a message. Safe both ways: a slot is only ever taken by a conditional write, and a
     message that waits because a slot freed meanwhile is admitted in place, in its place in line, by the
     next admission pass (the one after that end, or the extender's within a period)."""
-    full = receiver.full_slots.get(job_type)
+    full = receiver.state.full_slots.get(job_type)
     if isinstance(full, TypeSlots) and full.limit == limit and 0 <= receiver.clock.now() - full.read_at <= VIEW_TTL_S:
         return full
     return read_slots(receiver, job_type, limit)
@@ -86,9 +86,9 @@ def parked_count(sqs: SQSClient, queue_url: str) -> int:
 
 def view_of(receiver: Receiver, job_type: str, queue: str | None) -> View:
     now = receiver.clock.now()
-    view = receiver.views.get(job_type)
+    view = receiver.state.views.get(job_type)
     if not isinstance(view, View) or now - view.read_at > VIEW_TTL_S:
         waiting = receiver.store.index.count_waiting(job_type, now=now)
         view = View(now, waiting, parked_count(receiver.sqs, queue) if queue else 0)
-        receiver.views[job_type] = view
+        receiver.state.views[job_type] = view
     return view

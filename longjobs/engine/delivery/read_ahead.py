@@ -51,14 +51,14 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
         return
     for message_id, (lease, lock) in found.items():
         if lease is None and (lock is None or not lock.held):  # else read again by the receive (see above)
-            receiver.read_ahead[message_id] = (locks[message_id], lock)
+            receiver.state.read_ahead[message_id] = (locks[message_id], lock)
 
 
 def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
     """Drop what was read ahead for `deliveries` and not taken (a receive that failed before its read): a
     later receive of the same message must not take a read that old."""
     for delivery in deliveries:
-        receiver.read_ahead.pop(delivery.message_id, None)
+        receiver.state.read_ahead.pop(delivery.message_id, None)
 
 
 def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:

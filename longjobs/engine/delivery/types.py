@@ -292,19 +292,11 @@ def builtin_catalog() -> JobCatalog:
 
 
 @dataclass
-class Receiver:
-    """Everything the receiver needs, passed in (the handler builds it once per container)."""
+class ReceiverState:
+    """What one container of the receiver remembers between records and batches: admission's readings and
+    its place in line, the leases a batch read ahead, and the copies its parkings leave to the batch's end.
+    Only the receiver's own code writes it; a new container starts with none."""
 
-    settings: Settings
-    policy: RenewalPolicy
-    store: LeaseStore
-    sqs: SQSClient
-    visibility: VisibilityClient
-    stepfunctions: SFNClient
-    clock: Clock
-    rng: random.Random
-    catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
-    metrics: MetricsSink | None = None
     views: dict[str, Any] = field(default_factory=dict)
     """Admission's short-lived readings of each limited type (`longjobs.engine.admission.readings`)."""
     last_order: float = 0.0
@@ -337,6 +329,25 @@ class Receiver:
         if found is None or found[0] != lock_key:
             return None
         return None, found[1]
+
+
+@dataclass
+class Receiver:
+    """Everything the receiver needs, passed in (the handler builds it once per container): its settings,
+    clients, clock and catalog, and its container's `state`."""
+
+    settings: Settings
+    policy: RenewalPolicy
+    store: LeaseStore
+    sqs: SQSClient
+    visibility: VisibilityClient
+    stepfunctions: SFNClient
+    clock: Clock
+    rng: random.Random
+    catalog: JobCatalog = field(default_factory=lambda: builtin_catalog())
+    metrics: MetricsSink | None = None
+    state: ReceiverState = field(default_factory=lambda: ReceiverState())
+    """What this container remembers between records and batches (`ReceiverState`)."""
 
     @property
     def queue_url(self) -> str:

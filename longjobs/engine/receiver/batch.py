@@ -27,17 +27,17 @@ def receive_batch(receiver: Receiver, deliveries: Sequence[Delivery]) -> Iterato
     leaving it the batch's parked copies are sent; the set it yields is then filled with the ids of the
     messages whose copy was not sent, whose records must be reported failed (not deleted). Nothing is
     sent when the block raises."""
-    receiver.begin_batch()
+    receiver.state.begin_batch()
     read_ahead(receiver, deliveries)
     pending: list[tuple[str, Lease]] = []
     # A message already in another batch going on (a duplicate delivery) stays that batch's: its copy goes
     # with that batch's, whose death leaves its own record to come back and send it.
-    records = [d.message_id for d in deliveries if d.message_id not in receiver.pending_copies]
-    receiver.pending_copies.update(dict.fromkeys(records, pending))
+    records = [d.message_id for d in deliveries if d.message_id not in receiver.state.pending_copies]
+    receiver.state.pending_copies.update(dict.fromkeys(records, pending))
     unsent: set[str] = set()
     try:
         yield unsent
     finally:
         for message_id in records:
-            receiver.pending_copies.pop(message_id, None)
+            receiver.state.pending_copies.pop(message_id, None)
     unsent.update(send_pending_copies(receiver, pending))

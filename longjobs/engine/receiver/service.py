@@ -193,7 +193,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
         # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
         # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
         lock_key = job_lock_key(job.job_id)
-        lease, job_lock = receiver.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
+        lease, job_lock = receiver.state.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
             delivery.message_id, lock_key
         )
     else:  # a refused body never begins an attempt: its lease alone (its job id may not be readable)
