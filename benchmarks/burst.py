@@ -48,7 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 import longjobs.sim.lambdas as lambdas_module
-from longjobs.engine.extender.invocation import run_invocation
+from longjobs.functions.extender import extend
 from longjobs.sim.aws.base import REGION
 from longjobs.sim.aws.stepfunctions import Quota, start_execution_quota
 from longjobs.sim.campaign import deployed_workflow
@@ -257,14 +257,14 @@ class BurstWorld(World):
     def run_metered(self) -> Any:
         """Run the world, timing each extender invocation too (its runs are spawned by the Lambda service)."""
 
-        def timed(extender: Any, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
             began = self.scheduler.now()
             try:
-                return run_invocation(extender, **kwargs)
+                return extend(*args, **kwargs)
             finally:
                 self.invoked("extender", began)
 
-        with patch.object(lambdas_module, "run_invocation", timed):
+        with patch.object(lambdas_module, "extend", timed):
             return self.run()
 
 

@@ -4,6 +4,7 @@ those whose executions ended, and runs admission's pass."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -62,17 +63,25 @@ def publish(sink: MetricsSink, report: InvocationReport) -> None:
         sink.add_metric(name=MetricName.TIME_LEFT_AT_RENEWAL, unit="Seconds", value=renewal.min_time_left_s)
 
 
+def extend(extender: Extender, remaining_ms: Callable[[], int], sink: MetricsSink | None) -> InvocationReport:
+    """The extender's Lambda-free core: one invocation's passes within the time it has left
+    (`remaining_ms`), every counter published to `sink`, admission's too."""
+    report = run_invocation(extender, remaining_ms=remaining_ms)
+    if sink is not None:
+        publish(sink, report)
+        if report.admission:
+            from longjobs.engine.admission.admit import publish as publish_admission
+
+            publish_admission(sink, report.admission)
+    logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})
+    return report
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = run_invocation(extender(), remaining_ms=context.get_remaining_time_in_millis)
-    publish(metrics, report)
-    if report.admission:
-        from longjobs.engine.admission.admit import publish as publish_admission
-
-        publish_admission(metrics, report.admission)
-    logger.info("extender run", extra={"ticks": report.ticks, **report_dict(report.renewal)})
+    report = extend(extender(), context.get_remaining_time_in_millis, metrics)
     return {
         "ticks": report.ticks,
         "failed_passes": report.failed_passes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
@@ -70,6 +70,14 @@ OUTCOME_METRIC = {
 }
 
 
+class Observer(Protocol):
+    """Who watches each record's handling besides the metrics (the simulation's trace and coverage)."""
+
+    def handled(self, delivery: Delivery, outcome: Outcome) -> None: ...
+
+    def raised(self, delivery: Delivery, error: Exception) -> None: ...
+
+
 class JobDeferred(Exception):
     """Reported in batchItemFailures so the mapping leaves the message to its lease (not an error)."""
 
@@ -101,36 +109,68 @@ def _deliveries(event: dict[str, Any]) -> list[Delivery]:
 
 
 def record_handler(record: SQSRecord) -> str:
+    """This container's handling of one record (`handle_record` with its receiver)."""
+    return handle_record(receiver(), record)
+
+
+def handle_record(receiver: Receiver, record: SQSRecord, observer: Observer | None = None) -> str:
+    """One record received: its outcome counted in the receiver's metrics (and told to `observer`); a
+    deferred long job, or an error, reported as the record's failure, so the mapping leaves it."""
+    delivery = Delivery.from_record(record)
+    sink = receiver.metrics
     try:
-        outcome = receive(receiver(), Delivery.from_record(record))
-    except Exception:
-        metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
+        outcome = receive(receiver, delivery)
+    except Exception as exc:
+        if observer is not None:
+            observer.raised(delivery, exc)
+        if sink is not None:
+            sink.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
         logger.exception("record failed; SQS will redeliver it", extra={"message_id": record.message_id})
         raise
-    metrics.add_metric(name=OUTCOME_METRIC[outcome], unit="Count", value=1)
+    if sink is not None:
+        sink.add_metric(name=OUTCOME_METRIC[outcome], unit="Count", value=1)
+    if observer is not None:
+        observer.handled(delivery, outcome)
     if outcome.deferred:
         raise JobDeferred(f"{record.message_id}: {outcome}")
     return outcome.value
+
+
+def receive_records(
+    receiver: Receiver,
+    event: dict[str, Any],
+    processor: BatchProcessor,
+    observer: Observer | None = None,
+) -> PartialItemFailureResponse:
+    """The receiver's Lambda-free core: a batch's records read ahead together, each handled on its own
+    by Powertools' partial batch processing, and the response the mapping reads (the records not done,
+    with those whose parked copy was not sent)."""
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+
+    with receive_batch(receiver, _deliveries(event)) as unsent:
+        response = process_partial_response(
+            event=event,
+            record_handler=lambda record: handle_record(receiver, record, observer),
+            processor=processor,
+        )
+    return with_unsent(receiver, response, unsent)
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    from aws_lambda_powertools.utilities.batch import process_partial_response
-
-    with receive_batch(receiver(), _deliveries(event)) as unsent:
-        response = process_partial_response(
-            event=event, record_handler=record_handler, processor=processor(), context=context
-        )
-    return with_unsent(response, unsent)
+    return receive_records(receiver(), event, processor())
 
 
-def with_unsent(response: PartialItemFailureResponse, unsent: set[str]) -> PartialItemFailureResponse:
+def with_unsent(
+    receiver: Receiver, response: PartialItemFailureResponse, unsent: set[str]
+) -> PartialItemFailureResponse:
     """The batch's response with the records whose parked copy was not sent reported failed too (their
     redelivery sends it): the mapping deletes every record not listed."""
     listed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
     for message_id in sorted(unsent - listed):
-        metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
+        if receiver.metrics is not None:
+            receiver.metrics.add_metric(name=MetricName.RECORDS_FAILED, unit="Count", value=1)
         response["batchItemFailures"].append({"itemIdentifier": message_id})
     return response

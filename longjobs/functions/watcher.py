@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.lease.lock import Hold
-from longjobs.engine.observability import MetricName, job_spans_enabled, logger, metrics, tracer
+from longjobs.engine.observability import MetricName, MetricsSink, job_spans_enabled, logger, metrics, tracer
 from longjobs.engine.settings import Settings
 from longjobs.engine.watcher.job_span import record_job_span
 from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
@@ -64,18 +64,27 @@ def admitter() -> Receiver | None:
     return factory.receiver(own, random.Random()) if factory.admits else None
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    event = ExecutionStatusChangeEvent.model_validate(raw_event)  # a bad event raises: EventBridge retries it
-    outcome = on_status_change(watcher(), event.detail)
-    if JOB_SPANS:
+def watch(
+    watcher: Watcher, raw_event: dict[str, Any], sink: MetricsSink | None, *, job_spans: bool = False
+) -> WatchOutcome:
+    """The watcher's Lambda-free core: an EventBridge event of an execution's end, validated (a bad event
+    raises, and EventBridge's delivery retries it), handed to the watcher, and its end counted in `sink`
+    unless the watcher changed nothing (duplicates, other machines' and superseded attempts' events)."""
+    event = ExecutionStatusChangeEvent.model_validate(raw_event)
+    outcome = on_status_change(watcher, event.detail)
+    if job_spans:
         record_job_span(event.detail)
-    if outcome is not WatchOutcome.UNCHANGED:  # duplicates, other machines' and superseded attempts' events
-        metrics.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
+    if outcome is not WatchOutcome.UNCHANGED and sink is not None:
+        sink.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
     logger.info(
         "execution status change",
         extra={"execution": event.detail.executionArn, "status": event.detail.status, "outcome": outcome.value},
     )
-    return {"outcome": outcome.value}
+    return outcome
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return {"outcome": watch(watcher(), raw_event, metrics, job_spans=JOB_SPANS).value}

@@ -3,6 +3,7 @@ a context object, and real-shaped SQS events."""
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import time
@@ -49,7 +50,8 @@ class LambdaContext:
 
 
 def sqs_record(message: dict[str, Any], *, source_arn: str, region: str) -> dict[str, Any]:
-    """One record of the event an SQS event source mapping sends, from a `ReceiveMessage` message."""
+    """One record of the event an SQS event source mapping sends, from a `ReceiveMessage` message (binary
+    attribute values in base64, as Lambda's event carries them)."""
     return {
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],
@@ -58,7 +60,7 @@ def sqs_record(message: dict[str, Any], *, source_arn: str, region: str) -> dict
         "messageAttributes": {
             name: {
                 "stringValue": value.get("StringValue"),
-                "binaryValue": value.get("BinaryValue"),
+                "binaryValue": base64.b64encode(value["BinaryValue"]).decode() if "BinaryValue" in value else None,
                 "stringListValues": [],
                 "binaryListValues": [],
                 "dataType": value["DataType"],

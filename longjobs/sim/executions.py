@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.models import DETAIL_TYPE, ExecutionStatusChange
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
 from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import WorldFault
@@ -26,7 +27,7 @@ from longjobs.sim.stage import Stage
 from longjobs.sim.workflow import ExecutionContext, Interpreter, StatesError
 from longjobs.sim.workload import SparkBehaviour
 
-__all__ = ["JOB_STATE", "STATE_MACHINE_ARN", "Executions", "Integrations", "TaskHost", "status_change"]
+__all__ = ["JOB_STATE", "STATE_MACHINE_ARN", "Executions", "Integrations", "TaskHost", "status_change", "status_event"]
 
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
 JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
@@ -337,3 +338,20 @@ def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStat
         startDate=int(execution.started * 1000),
         stopDate=int(execution.stopped * 1000) if execution.stopped is not None else None,
     )
+
+
+def status_event(change: ExecutionStatusChange) -> dict[str, Any]:
+    """The EventBridge event that carries `change` to the watcher, with the fields EventBridge always sends
+    (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html)."""
+    at = change.stopDate if change.stopDate is not None else change.startDate or 0
+    return {
+        "version": "0",
+        "id": f"{change.name}:{change.status}",
+        "detail-type": DETAIL_TYPE,
+        "source": "aws.states",
+        "account": ACCOUNT,
+        "time": datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [change.executionArn],
+        "detail": change.model_dump(mode="json"),
+    }

@@ -20,14 +20,17 @@ from dataclasses import fields
 from typing import Any, cast
 
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
-from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
-from longjobs.engine.receiver.batch import receive_batch
-from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
-from longjobs.engine.watcher.service import Watcher, on_status_change
+from longjobs.engine.watcher.service import Watcher
+from longjobs.functions.extender import extend
+from longjobs.functions.receiver import batch_processor, receive_records
+from longjobs.functions.watcher import watch
+from longjobs.offline.lambdas import sqs_event
+from longjobs.sim.aws import REGION
+from longjobs.sim.executions import status_event
 from longjobs.sim.faults import WorldFault
 from longjobs.sim.properties import Monitor
 from longjobs.sim.scheduler import Crash, Group, Signal
@@ -97,6 +100,8 @@ class LambdaService:
         self.scheduler, self.clock, self.trace, self.rng = stage.scheduler, stage.clock, stage.trace, stage.rng
         self.monitor, self.faults, self.aws, self.queue = stage.monitor, stage.faults, stage.aws, stage.queue
         self.catalog, self.client = stage.catalog, stage.client
+        self.recorder = Recorder(self.monitor)
+        """The functions' metrics: each metric name counts as coverage."""
         self.extender_runs = 0  # scheduled extender runs going on (reserved concurrency 1 allows one)
         self.lost_runs = 0  # scheduled extender runs lost in a row (see _extender_due)
         self.queue_changed = [Signal() for _ in range(ESM_POLLERS)]  # what each idle poller waits on
@@ -106,7 +111,7 @@ class LambdaService:
         """The receiver, the extender and the watcher of `settings`: built at the start, and again at an
         upgrade (the world's `_upgrade`), when invocations begun before it finish with the functions they
         began with."""
-        factory = Factory(settings, self.clock, self.catalog, Recorder(self.monitor))
+        factory = Factory(settings, self.clock, self.catalog, self.recorder)
         executor = cast(Any, self.scheduler)  # `map` on actors: the engine's parallel calls, interleaved
 
         def clients(actor: str) -> Clients:
@@ -190,34 +195,20 @@ class LambdaService:
         containers = self.receivers  # an invocation runs the code it began with (an upgrade meanwhile)
         receiver = containers.take()
 
+        seen = RecordsSeen(self)
+
         def invocation() -> None:
             try:
-                deliveries = [as_delivery(message, self.queue.arn) for message in messages]
-                handled: list[Delivery] = []
-                with receive_batch(receiver, deliveries) as unsent:
-                    for delivery in deliveries:
-                        try:
-                            outcome = receive(receiver, delivery)
-                        except Exception as exc:
-                            self.monitor.reach(f"receiver:raised:{type(exc).__name__}")
-                            continue
-                        self.monitor.reach(f"receiver:{outcome.value}")
-                        if outcome is Outcome.INLINE_DONE:
-                            self.monitor.job_done(_job_key(delivery.body), delivery.message_id)
-                        self.trace.event(
-                            "receiver",
-                            "outcome",
-                            message_id=delivery.message_id,
-                            job_id=self.stage.job_of_message.get(delivery.message_id) or _job_key(delivery.body),
-                            outcome=outcome.value,
-                        )
-                        if not outcome.deferred:
-                            handled.append(delivery)
-                for delivery in handled:
-                    if delivery.message_id in unsent:
+                # Lambda's event and the handler's own core, with Powertools' partial batch processing
+                event = sqs_event(messages, source_arn=self.queue.arn, region=REGION)
+                processor = batch_processor(self.settings.fifo)
+                response = receive_records(receiver, event, processor, seen)
+                failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+                for message in messages:
+                    if message["MessageId"] not in failed:
+                        done.append(message["ReceiptHandle"])
+                    elif message["MessageId"] in seen.not_deferred:
                         self.monitor.reach("receiver:parked_copy_unsent")  # reported failed: redelivered
-                    else:
-                        done.append(delivery.receipt_handle)
                 scheduler.set(finished, True)
             finally:
                 if not finished.is_set:
@@ -277,9 +268,10 @@ class LambdaService:
         def invocation() -> None:
             clean = ended = False
             try:
-                report = run_invocation(
+                report = extend(  # the handler's own core
                     extender,
-                    remaining_ms=lambda: int((began + EXTENDER_TIMEOUT_S - self.scheduler.now()) * 1000),
+                    lambda: int((began + EXTENDER_TIMEOUT_S - self.scheduler.now()) * 1000),
+                    self.recorder,
                 )
                 for part in (report.renewal, report.reconcile):
                     for item in fields(part):
@@ -316,7 +308,7 @@ class LambdaService:
         containers = self.watchers
         watcher = containers.take()
         try:
-            outcome = on_status_change(watcher, change)
+            outcome = watch(watcher, status_event(change), self.recorder)  # the handler's own core
         except Exception as exc:  # a function error: Lambda keeps the container
             self.monitor.reach(f"watcher:raised:{type(exc).__name__}")
             self._watcher_failed(change, attempt, type(exc).__name__)
@@ -350,6 +342,33 @@ class LambdaService:
             attempts=attempt,
             error=error_type,  # its type only: a message may hold an address, and the trace is byte-stable
         )
+
+
+class RecordsSeen:
+    """What the simulation sees of one receiver invocation's records (`longjobs.functions.receiver.Observer`):
+    each outcome traced and counted as coverage, and which records were handled rather than deferred."""
+
+    def __init__(self, service: LambdaService) -> None:
+        self._service = service
+        self.not_deferred: set[str] = set()
+
+    def handled(self, delivery: Delivery, outcome: Outcome) -> None:
+        service = self._service
+        service.monitor.reach(f"receiver:{outcome.value}")
+        if outcome is Outcome.INLINE_DONE:
+            service.monitor.job_done(_job_key(delivery.body), delivery.message_id)
+        service.trace.event(
+            "receiver",
+            "outcome",
+            message_id=delivery.message_id,
+            job_id=service.stage.job_of_message.get(delivery.message_id) or _job_key(delivery.body),
+            outcome=outcome.value,
+        )
+        if not outcome.deferred:
+            self.not_deferred.add(delivery.message_id)
+
+    def raised(self, delivery: Delivery, error: Exception) -> None:
+        self._service.monitor.reach(f"receiver:raised:{type(error).__name__}")
 
 
 def as_delivery(message: dict[str, Any], source_arn: str) -> Delivery:

@@ -355,7 +355,7 @@ def test_receiver_handler_reports_the_records_whose_parked_copy_was_not_sent_fai
     handler = receiver_handler(monkeypatch, flow)
     response = {"batchItemFailures": [{"itemIdentifier": "deferred"}]}
 
-    reported = handler.with_unsent(response, {"parked-b", "deferred", "parked-a"})
+    reported = handler.with_unsent(handler.receiver(), response, {"parked-b", "deferred", "parked-a"})
 
     assert reported == {
         "batchItemFailures": [

@@ -152,3 +152,26 @@ def test_mapping_runs_an_action_right_before_its_next_receive() -> None:
     assert sqs.calls == ["visible", "receive", "visible", "receive"]
     assert seen == ["m1"]
     assert again.is_set(), "set after an empty receive too"
+
+
+def test_mapping_event_carries_binary_attributes_in_base64_as_lambda_does() -> None:
+    """Lambda's SQS event carries a binary message attribute's value base64-encoded
+    (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html, "Example standard queue message event"):
+    the receiver decodes it back to the bytes the producer sent."""
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from longjobs.engine.delivery.types import Delivery
+    from longjobs.offline.lambdas import sqs_event
+
+    sent = {
+        **message(1),
+        "MessageAttributes": {
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xffraw"},
+            "kind": {"DataType": "String", "StringValue": "nightly"},
+        },
+    }
+    [record] = sqs_event([sent], source_arn=ARN, region="us-east-1")["Records"]
+    assert record["messageAttributes"]["blob"]["binaryValue"] == "AP9yYXc="
+
+    delivery = Delivery.from_record(SQSRecord(record))
+    assert delivery.message_attributes == sent["MessageAttributes"]
