@@ -72,6 +72,8 @@ PRICES: dict[str, tuple[float, str]] = {
     "dynamodb_rru": (0.125 / 1_000_000, "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
     "lambda_request": (0.20 / 1_000_000, "https://aws.amazon.com/lambda/pricing/"),
     "lambda_gb_s": (0.0000133334, "https://aws.amazon.com/lambda/pricing/ (arm64)"),
+    "lambda_snapstart_cache_gb_s": (0.0000015046, "https://aws.amazon.com/lambda/pricing/ (SnapStart cache)"),
+    "lambda_snapstart_restore_gb": (0.0001397998, "https://aws.amazon.com/lambda/pricing/ (SnapStart restore)"),
 }
 
 

@@ -79,6 +79,13 @@ class InfraSettings(BaseModel):
         default=10, ge=2, le=1_000, description="Event source mapping's maximum concurrency (2..1000)."
     )
     lambda_memory_mb: int = Field(default=256, ge=128, le=10_240, description="Memory of each function.")
+    snapstart: bool = Field(
+        default=False,
+        description="Lambda SnapStart for the three functions: each is published as a version, with an alias `live` "
+        "that the event source mapping, the schedule and the status-change rule invoke; a new container resumes "
+        "from the version's snapshot. It needs Python 3.12 or later and is not offered in every region; it adds "
+        "snapshot caching and restore charges (docs/deploy.md).",
+    )
     reserve_concurrency: bool = Field(
         default=False,
         description="Reserve Lambda concurrency for the extender (1) and the watcher (5). Lambda refuses a "

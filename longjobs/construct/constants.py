@@ -128,3 +128,7 @@ LOG_RETENTION = {
     1827: logs.RetentionDays.FIVE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
+
+SNAPSTART_UNAVAILABLE_REGIONS = frozenset({"ap-southeast-6", "ap-east-2"})
+"""Commercial regions without Lambda SnapStart: Asia Pacific (New Zealand) and (Taipei)
+(https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html, "Supported Regions")."""

@@ -88,6 +88,10 @@ class Resources:
     """With `key`: the functions' log groups are named `<prefix>/<function>`, which the key policy names."""
 
 
+LIVE_ALIAS = "live"
+"""The alias that what invokes a function invokes with `snapstart` (its current published version)."""
+
+
 class LongJobFunctions(Construct):
     """Receiver (event source mapping on the jobs queue), extender (every minute, one at a time) and
     watcher (this state machine's failed, timed-out and aborted executions).
@@ -113,6 +117,7 @@ class LongJobFunctions(Construct):
         self._retention = LOG_RETENTION[infra.log_retention_days]
         self._retention_days = infra.log_retention_days
         self._tracing = infra.tracing
+        self._snapstart = infra.snapstart
         self._key = res.key
         self._log_group_prefix = res.log_group_prefix
         self._code = lambda_.Code.from_asset(str(staged_functions(catalog)))
@@ -201,7 +206,9 @@ class LongJobFunctions(Construct):
                 ),
             ],
         )
-        self.receiver.add_event_source(
+        self.targets: dict[str, lambda_.IFunction] = {}
+        """What invokes each function invokes this: the function, or with `snapstart` its alias `live`."""
+        self.target(self.receiver).add_event_source(
             event_sources.SqsEventSource(
                 res.queue,
                 batch_size=config.mapping_batch_size,  # no batching window: a batch never waits to fill
@@ -254,7 +261,7 @@ class LongJobFunctions(Construct):
         )
         # A run that could not start within two periods (throttled behind a long sub-minute run) is
         # dropped rather than run late: the next scheduled one is already on its way.
-        self.extender.configure_async_invoke(
+        self.target(self.extender).configure_async_invoke(
             max_event_age=cdk.Duration.seconds(2 * EXTENDER_PERIOD.to_seconds()), retry_attempts=0
         )
         # The schedule's own role, in this scope (CDK's default is one shared by the whole stack).
@@ -269,7 +276,7 @@ class LongJobFunctions(Construct):
             "ExtenderSchedule",
             schedule=scheduler.ScheduleExpression.rate(EXTENDER_PERIOD),
             target=scheduler_targets.LambdaInvoke(
-                self.extender,
+                self.target(self.extender),
                 role=schedule_role,
                 retry_attempts=0,  # a missed run is covered by the next one a minute later
                 max_event_age=EXTENDER_PERIOD,
@@ -321,7 +328,7 @@ class LongJobFunctions(Construct):
                 "kms:GenerateDataKey*/ReEncrypt* on that key only.",
                 findings=("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"),
             )
-        self.watcher.configure_async_invoke(
+        self.target(self.watcher).configure_async_invoke(
             on_failure=lambda_destinations.SqsDestination(self.watcher_failures), retry_attempts=2
         )
         watches_successes = limited or self._tracing == "opentelemetry"
@@ -338,7 +345,9 @@ class LongJobFunctions(Construct):
                 },
             ),
             targets=[
-                events_targets.LambdaFunction(self.watcher, retry_attempts=8, max_event_age=cdk.Duration.hours(2))
+                events_targets.LambdaFunction(
+                    self.target(self.watcher), retry_attempts=8, max_event_age=cdk.Duration.hours(2)
+                )
             ],
         )
 
@@ -394,6 +403,19 @@ class LongJobFunctions(Construct):
             _allow("states:DescribeExecution", on=[execution_arns]),
         ]
 
+    def target(self, function: lambda_.Function) -> lambda_.IFunction:
+        """What invokes `function`: itself, or with `snapstart` its alias `live` on its current version (a
+        snapshot is taken of a published version only; `$LATEST` would start every container afresh)."""
+        name = function.node.id
+        if name not in self.targets:
+            self.targets[name] = function.add_alias(LIVE_ALIAS) if self._snapstart else function
+            if self._snapstart:
+                cdk.Annotations.of(function).acknowledge_warning(
+                    "@aws-cdk/aws-lambda:snapStartRequirePublish",
+                    "Published: its alias `live` on its current version is what invokes it.",
+                )
+        return self.targets[name]
+
     def _function(
         self,
         name: str,
@@ -439,6 +461,7 @@ class LongJobFunctions(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.DISABLED if self._tracing == "off" else lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if self._snapstart else None,
             environment_encryption=self._key,
             environment={
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,

@@ -52,8 +52,8 @@ from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
 from longjobs.construct.compliance import suppress_checkov, suppress_guard
-from longjobs.construct.config import StackConfig, check_admission, make_config
-from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION
+from longjobs.construct.config import ConfigError, StackConfig, check_admission, make_config
+from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, SNAPSTART_UNAVAILABLE_REGIONS
 from longjobs.construct.functions import LongJobFunctions, Resources
 from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, processor_key
@@ -98,6 +98,9 @@ class LongJobProcessor(Construct):
         )
         self.config = config = make_config(infra=props.infra, engine=props.engine, catalog=self.catalog)
         check_existing(props, config)
+        region = cdk.Stack.of(self).region
+        if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
+            raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
         settings = config.infra
         # A pyspark type runs at most its Glue job's max concurrent runs at once (Glue refuses more):
         # that is its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue.

@@ -16,6 +16,7 @@ from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.observability import MetricName, MetricsSink, logger, metrics, tracer
 from longjobs.engine.policies import resolve_visibility_timeout
 from longjobs.engine.settings import Settings
+from longjobs.functions.restore import on_restore
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
@@ -36,6 +37,9 @@ def extender() -> Extender:
     admitter = factory.receiver(clients, random.Random()) if factory.admits else None
     executor = ThreadPoolExecutor(max_workers=settings.max_workers)
     return factory.extender(clients, random.Random(), executor=executor, admitter=admitter)
+
+
+on_restore(extender)  # SnapStart: a restored container builds its own
 
 
 def publish(sink: MetricsSink, report: InvocationReport) -> None:

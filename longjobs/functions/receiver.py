@@ -15,6 +15,7 @@ from longjobs.engine.policies import resolve_visibility_timeout
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import Settings
+from longjobs.functions.restore import on_restore
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch import BatchProcessor
@@ -92,6 +93,9 @@ def receiver() -> Receiver:
     settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
     factory = Factory(settings, SystemClock(), catalog_from_env(), metrics)
     return factory.receiver(clients, random.Random())
+
+
+on_restore(receiver, processor)  # SnapStart: a restored container builds its own
 
 
 def _deliveries(event: dict[str, Any]) -> list[Delivery]:

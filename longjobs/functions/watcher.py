@@ -17,6 +17,7 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.watcher.job_span import record_job_span
 from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
+from longjobs.functions.restore import on_restore
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
@@ -62,6 +63,9 @@ def admitter() -> Receiver | None:
     own = replace(clients(), stepfunctions=aws.stepfunctions())
     factory = Factory(resolve_visibility_timeout(SETTINGS, own.sqs), watcher().clock, catalog, metrics)
     return factory.receiver(own, random.Random()) if factory.admits else None
+
+
+on_restore(watcher, clients, admitter)  # SnapStart: a restored container builds its own
 
 
 def watch(

@@ -41,9 +41,9 @@ PROD_CONTEXT = {
 }
 """A second deployment: everything the default leaves off turned on, as `-c key=value` strings (its
 customer-managed key imported by ARN)."""
-CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true", "reserve_concurrency": "true"}
+CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true", "reserve_concurrency": "true", "snapstart": "true"}
 """A third: the customer-managed key the processor creates, with the S3 notifications that its policy admits
-(and the reserved concurrency of an account that has it to spare)."""
+(and the reserved concurrency of an account that has it to spare), and the functions on SnapStart."""
 
 
 @dataclass

@@ -795,3 +795,57 @@ def test_every_alarm_has_a_runbook_entry(dev: Synth) -> None:
         for logical_id in dev.of_type("AWS::CloudWatch::Alarm")
     }
     assert len(made) >= 7 and made <= entries, made - entries
+
+
+# SnapStart
+
+
+def test_snapstart_functions_are_invoked_through_their_published_alias(cmk: Synth, dev: Synth) -> None:
+    """SnapStart applies to published versions only, never to `$LATEST`
+    (https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html): with `snapstart`, each function is
+    published, and the event source mapping, the schedule, the status-change rule and the asynchronous
+    invocation settings all name its alias `live`."""
+    functions = cmk.part("Functions")
+    resources = cmk.template["Resources"]
+    aliases = {
+        name: resource["Properties"] for name, resource in resources.items() if resource["Type"] == "AWS::Lambda::Alias"
+    }
+    alias_of = {}
+    for fn in (functions.receiver, functions.extender, functions.watcher):
+        props = cmk.resource(fn)["Properties"]
+        assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+        logical_id = cmk.stack.resolve(cmk.stack.get_logical_id(fn.node.default_child))
+        [alias] = [name for name, a in aliases.items() if a["FunctionName"] == {"Ref": logical_id}]
+        assert aliases[alias]["Name"] == "live"
+        alias_of[fn.node.id] = alias
+    def names_alias(value: Any, function: str) -> bool:
+        return {"Ref": alias_of[function]} == value or (
+            json.dumps({"Ref": alias_of[function]}) in json.dumps(value) and ":live" in json.dumps(value)
+        )
+
+    [mapping] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert names_alias(mapping["FunctionName"], "Receiver"), mapping["FunctionName"]
+    [schedule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Scheduler::Schedule"]
+    assert names_alias(schedule["Target"]["Arn"], "Extender"), schedule["Target"]
+    [rule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    [target] = rule["Targets"]
+    assert names_alias(target["Arn"], "Watcher"), target
+    invoke_configs = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"]
+    qualifiers = [json.dumps(config["Qualifier"]) for config in invoke_configs]
+    assert len(qualifiers) == 2 and all("live" in qualifier for qualifier in qualifiers), qualifiers
+
+    assert not any(r["Type"] == "AWS::Lambda::Alias" for r in dev.template["Resources"].values())
+    assert "SnapStart" not in dev.resource(dev.part("Functions").receiver)["Properties"]
+
+
+def test_snapstart_is_refused_where_lambda_does_not_offer_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aws_cdk as cdk
+
+    from longjobs.construct import LongJobProcessor
+    from longjobs.construct.config import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Taipei", env=cdk.Environment(account="123456789012", region="ap-east-2"))
+    with pytest.raises(ConfigError, match="snapstart: Lambda SnapStart is not offered in ap-east-2"):
+        LongJobProcessor(stack, "Jobs", infra={"snapstart": True})
