@@ -818,6 +818,7 @@ def test_snapstart_functions_are_invoked_through_their_published_alias(cmk: Synt
         [alias] = [name for name, a in aliases.items() if a["FunctionName"] == {"Ref": logical_id}]
         assert aliases[alias]["Name"] == "live"
         alias_of[fn.node.id] = alias
+
     def names_alias(value: Any, function: str) -> bool:
         return {"Ref": alias_of[function]} == value or (
             json.dumps({"Ref": alias_of[function]}) in json.dumps(value) and ":live" in json.dumps(value)
