@@ -112,11 +112,6 @@ def _deliveries(event: dict[str, Any]) -> list[Delivery]:
     return deliveries
 
 
-def record_handler(record: SQSRecord) -> str:
-    """This container's handling of one record (`handle_record` with its receiver)."""
-    return handle_record(receiver(), record)
-
-
 def handle_record(receiver: Receiver, record: SQSRecord, observer: Observer | None = None) -> str:
     """One record received: its outcome counted in the receiver's metrics (and told to `observer`); a
     deferred long job, or an error, reported as the record's failure, so the mapping leaves it."""
