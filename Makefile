@@ -154,7 +154,7 @@ tools:
 	esac
 
 # The tests compile the code shipped to Glue 5.x with a Python 3.11, Glue's Python
-# (tests/build/test_python_versions.py): `make test` checks there is one before anything is installed.
+# (tests/processes/test_python_versions.py): `make test` checks there is one before anything is installed.
 glue-python:
 	@[ -n "$(call find_python,$(GLUE_PYTHON_VERSION))" ] || { echo "make $(MAKECMDGOALS) needs Python $(GLUE_PYTHON_VERSION) too, Glue 5.x's Python, to check the code shipped to Glue: found no python$(GLUE_PYTHON_VERSION) that runs on the PATH or in pyenv's versions folder. Install it (pyenv install $(GLUE_PYTHON_VERSION); Debian 12: sudo apt-get install python3; macOS: brew install python@$(GLUE_PYTHON_VERSION)), then run make $(MAKECMDGOALS) again" >&2; exit 1; }
 

@@ -29,7 +29,7 @@ SERVICE_NAME = "long-jobs"
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
 """The project's Python (pyproject, ruff, mypy, the tests) and Glue 6.0's; Lambda supports it until 2029-06-30
 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html). Glue 5.x runs Python 3.11: the code
-shipped to Glue stays valid 3.11 (ruff's per-file target version, tests/build/test_python_versions.py)."""
+shipped to Glue stays valid 3.11 (ruff's per-file target version, tests/processes/test_python_versions.py)."""
 LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 POWERTOOLS_VERSION = "3.37.0"
 """The Powertools layer deployed: the locked version and the range's lower bound in pyproject.toml (a test

@@ -1,5 +1,5 @@
 """Unit tests are pure: any attempt to open a network connection or to start a program fails the test
-(tests that start processes live in tests/build, tests/e2e and tests/infra). A Unix socket is not the
+(tests that start processes live in tests/processes, tests/e2e and tests/infra). A Unix socket is not the
 network: multiprocessing's forkserver talks to its server over one (compileall's workers use it)."""
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import fnmatch
 import importlib
 import importlib.util
 import io
@@ -649,3 +650,19 @@ def test_docs_example_not_run_lists_are_not_stale() -> None:
             assert (REPO_ROOT / path).exists(), f"a reason names {path}, which is not in the repository: {reason!r}"
     for name, reason in REAL_TIME.items():
         assert re.search(r"tests/[\w/]+\.py", reason), f"REAL_TIME[{name!r}] names no test that runs it"
+
+
+PYTEST_DEFAULT_NORECURSEDIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")
+"""Folders pytest does not enter unless `norecursedirs` says otherwise
+(https://docs.pytest.org/en/stable/reference/reference.html#confval-norecursedirs)."""
+
+
+def test_docs_layout_every_test_folder_is_collected() -> None:
+    """A folder of tests named as pytest skips by default (`build`, `dist`, ...) would pass CI unrun."""
+    folders = [path for path in (REPO_ROOT / "tests").iterdir() if path.is_dir() and any(path.glob("test_*.py"))]
+    skipped = [
+        path.name
+        for path in folders
+        if any(fnmatch.fnmatch(path.name, pattern) for pattern in PYTEST_DEFAULT_NORECURSEDIRS)
+    ]
+    assert folders and skipped == []

@@ -122,7 +122,7 @@ def test_make_takes_pyenvs_python_3_13_when_the_path_has_a_failing_shim(tmp_path
     """The PATH's `python3.13` is pyenv's shim, which fails; pyenv's versions folder has a 3.13.9 that is
     really another Python (the check runs it) and a 3.13.0 that is 3.13: make creates .venv with the latter."""
     other = find_python((3, 11))
-    assert other is not None, "tests/build/test_python_versions.py needs a Python 3.11 too"
+    assert other is not None, "tests/processes/test_python_versions.py needs a Python 3.11 too"
     versions = tmp_path / ".pyenv" / "versions"
     for version, target in (("3.13.0", os.path.realpath(sys.executable)), ("3.13.9", other)):
         (versions / version / "bin").mkdir(parents=True)
