@@ -65,7 +65,7 @@ ESM_SCALE_PER_S = 5  # ... then up to 300 more a minute
 STACK_DEFAULT_CONCURRENCY = 10  # longjobs.construct.config: receiver_max_concurrency
 
 PRICES: dict[str, tuple[float, str]] = {
-    # us-east-1 list prices (no free tier), and where they are published
+    # us-east-1 list prices (no free tier), and where they are published; `benchmarks.stack_cost` uses them too
     "stepfunctions_transition": (0.025 / 1_000, "https://aws.amazon.com/step-functions/pricing/"),
     "sqs_request": (0.40 / 1_000_000, "https://aws.amazon.com/sqs/pricing/ (standard queue)"),
     "dynamodb_wru": (0.625 / 1_000_000, "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
@@ -74,6 +74,11 @@ PRICES: dict[str, tuple[float, str]] = {
     "lambda_gb_s": (0.0000133334, "https://aws.amazon.com/lambda/pricing/ (arm64)"),
     "lambda_snapstart_cache_gb_s": (0.0000015046, "https://aws.amazon.com/lambda/pricing/ (SnapStart cache)"),
     "lambda_snapstart_restore_gb": (0.0001397998, "https://aws.amazon.com/lambda/pricing/ (SnapStart restore)"),
+    "scheduler_invocation": (1.00 / 1_000_000, "https://aws.amazon.com/eventbridge/pricing/ (Scheduler)"),
+    "glue_dpu_hour": (0.44, "https://aws.amazon.com/glue/pricing/ (Spark jobs)"),
+    "kms_key_month": (1.00, "https://aws.amazon.com/kms/pricing/ (customer managed key)"),
+    "cloudwatch_alarm_month": (0.10, "https://aws.amazon.com/cloudwatch/pricing/ (standard resolution)"),
+    "cloudwatch_dashboard_month": (3.00, "https://aws.amazon.com/cloudwatch/pricing/"),
 }
 
 
