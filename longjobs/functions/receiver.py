@@ -112,10 +112,13 @@ def _deliveries(event: dict[str, Any]) -> list[Delivery]:
     return deliveries
 
 
-def handle_record(receiver: Receiver, record: SQSRecord, observer: Observer | None = None) -> str:
+def handle_record(
+    receiver: Receiver, record: SQSRecord, observer: Observer | None = None, delivery: Delivery | None = None
+) -> str:
     """One record received: its outcome counted in the receiver's metrics (and told to `observer`); a
-    deferred long job, or an error, reported as the record's failure, so the mapping leaves it."""
-    delivery = Delivery.from_record(record)
+    deferred long job, or an error, reported as the record's failure, so the mapping leaves it.
+    `delivery`: the record's delivery as the batch's read-ahead made it, whose body is parsed already."""
+    delivery = delivery or Delivery.from_record(record)
     sink = receiver.metrics
     try:
         outcome = receive(receiver, delivery)
@@ -143,13 +146,18 @@ def receive_records(
 ) -> PartialItemFailureResponse:
     """The receiver's Lambda-free core: a batch's records read ahead together, each handled on its own
     by Powertools' partial batch processing, and the response the mapping reads (the records not done,
-    with those whose parked copy was not sent)."""
+    with those whose parked copy was not sent). Each record's delivery is made once, so its body is
+    parsed and validated once, for the read-ahead and its handling alike."""
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    with receive_batch(receiver, _deliveries(event)) as unsent:
+    deliveries = _deliveries(event)
+    made = {(delivery.message_id, delivery.receipt_handle): delivery for delivery in deliveries}
+    with receive_batch(receiver, deliveries) as unsent:
         response = process_partial_response(
             event=event,
-            record_handler=lambda record: handle_record(receiver, record, observer),
+            record_handler=lambda record: handle_record(
+                receiver, record, observer, made.get((record.message_id, record.receipt_handle))
+            ),
             processor=processor,
         )
     return with_unsent(receiver, response, unsent)

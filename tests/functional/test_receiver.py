@@ -346,6 +346,30 @@ def test_receiver_handler_reads_a_batch_ahead_and_a_malformed_record_fails_alone
     assert all(flow.lease(job).status is LeaseStatus.ACTIVE for job in jobs)
 
 
+def test_receiver_handler_parses_each_body_once_per_receive(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch's read-ahead and each record's handling share the record's delivery, so each body is
+    parsed and validated once per receive, a refused one too."""
+    from longjobs.engine.delivery import models
+
+    handler = receiver_handler(monkeypatch, flow)
+    for name in ("one", "two", "three"):
+        flow.send_job(name, seconds=30)
+    flow.harness.send(json.dumps({"job_id": "bad", "type": "wait", "params": {"seconds": "soon"}}))
+    batch = flow.receive_batch()
+    assert len(batch) == 4
+    parsed: list[str] = []
+    real = models.parse_message
+
+    def counted(body: str, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(body)
+        return real(body, *args, **kwargs)
+
+    monkeypatch.setattr(models, "parse_message", counted)
+    handler.handler(sqs_event(flow, batch), LambdaContext(function_name="receiver"))
+
+    assert sorted(parsed) == sorted(delivery.body for delivery in batch)
+
+
 def test_receiver_handler_reports_the_records_whose_parked_copy_was_not_sent_failed(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ from urllib.parse import unquote_plus
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 if TYPE_CHECKING:
+    from longjobs.engine.delivery.types import Delivery
     from longjobs.engine.jobs.catalog import JobCatalog
     from longjobs.engine.settings import Settings
 
@@ -111,6 +112,22 @@ def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = No
     if _is_s3_event(data):
         return _s3_jobs(data, settings, catalog)
     return Parsed([parse_job(data, settings, catalog)])
+
+
+def parse_delivery(delivery: Delivery, settings: Settings, catalog: JobCatalog) -> Parsed:
+    """`parse_message` of a delivery's body, made once per receive: a batch's read-ahead and each record's
+    handling share the record's delivery, so they share its parse, a `BadInput` as much as the jobs."""
+    cache = delivery.parse_cache
+    if not cache or cache[0] != delivery.body or cache[1] is not settings or cache[2] is not catalog:
+        try:
+            parsed: Parsed | BadInput = parse_message(delivery.body, settings, catalog)
+        except BadInput as bad:
+            parsed = bad
+        cache[:] = [delivery.body, settings, catalog, parsed]
+    if isinstance(cache[3], BadInput):
+        raise cache[3]
+    result: Parsed = cache[3]
+    return result
 
 
 def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Job:

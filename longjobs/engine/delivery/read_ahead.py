@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from longjobs.engine.delivery.models import BadInput, parse_message
+from longjobs.engine.delivery.models import BadInput, parse_delivery
 from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.lease import job_lock_key
 from longjobs.engine.observability import logger
@@ -64,7 +64,7 @@ def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> Non
 def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:
     """The job id of a delivery that asks for one long job (not a notification, an inline job or bad input)."""
     try:
-        jobs = parse_message(delivery.body, receiver.settings, receiver.catalog).jobs
+        jobs = parse_delivery(delivery, receiver.settings, receiver.catalog).jobs
     except BadInput:
         return None
     if len(jobs) != 1:

@@ -127,6 +127,8 @@ class Delivery:
     hidden_until: float | None = None
     """Until when its receive hid it at least (the time before the receive plus the `VisibilityTimeout`
     it asked for: never later than SQS's), when the receive asked for one (an unparking's)."""
+    parse_cache: list[Any] = field(default_factory=list, compare=False, repr=False)
+    """Its body's parse, made once per receive (`longjobs.engine.delivery.models.parse_delivery`)."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:

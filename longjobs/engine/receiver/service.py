@@ -71,7 +71,7 @@ from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_le
 from longjobs.engine.delivery import attempt, requeue
 from longjobs.engine.delivery.decision import Action, Limits, Reading, SlotState, decide
 from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
-from longjobs.engine.delivery.models import BadInput, Job, parse_message
+from longjobs.engine.delivery.models import BadInput, Job, parse_delivery
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.execution import (
     NEVER_STARTED,
@@ -94,7 +94,7 @@ class InlineJobFailed(Exception):
 def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     """Handle one record. Raises only when the record must be retried (reported failed)."""
     try:
-        parsed = parse_message(delivery.body, receiver.settings, receiver.catalog)
+        parsed = parse_delivery(delivery, receiver.settings, receiver.catalog)
     except BadInput as bad:
         return refuse_body(receiver, delivery, bad)
     if parsed.ignored_objects and receiver.metrics is not None:
