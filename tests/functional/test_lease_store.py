@@ -238,6 +238,21 @@ def test_lease_store_close_whose_answer_was_lost_after_it_landed_is_its_own(harn
     assert retried.close(current, LeaseStatus.RELEASED, now=NOW + 61) is None, "a later close is another's"
 
 
+def test_lease_store_close_at_a_time_finer_than_the_table_keeps_is_still_its_own(harness: Harness) -> None:
+    """The table keeps times to the millisecond (`num`); a close made at a finer time, with a release's
+    visible-until after it, is still recognised as landed when its answer was lost. Seed 9 of the
+    simulation's mixed profile found it: the release then skipped its visibility change, and the message
+    whose start was refused came back 430 s late."""
+    store = harness.store(Settings(shards=4))
+    current = with_holds(store)
+    retried = store_on(AnsweredAfterLanding(harness.dynamodb))
+    at = NOW + 60.0004567
+
+    closed = retried.close(current, LeaseStatus.RELEASED, now=at, visible_until=at + 3)
+
+    assert closed is not None and closed.status is LeaseStatus.RELEASED, "recognised as landed"
+
+
 class InConflict(AnsweredAfterLanding):
     """The store's client, whose every TransactWriteItems another transaction on the same items cancels
     (AWS's answer: `TransactionCanceledException` with a `TransactionConflict` reason for the item in

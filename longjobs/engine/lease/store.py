@@ -317,9 +317,9 @@ class LeaseStore:
 
     def _closed_by(self, closed: Lease) -> bool:
         """Whether the lease as stored is `closed`, the close this writer sent: its retry of a close that
-        landed with its answer lost fails its own condition. The version, the status, the close time (to
-        the millisecond stored), the reason and the time the message shows again identify it; another
-        writer's close of the same version that matches them all to the millisecond did what this one would."""
+        landed with its answer lost fails its own condition. The version, the status, the close time and
+        the time the message shows again (both to the millisecond the table keeps) and the reason identify
+        it; another writer's close of the same version that matches them all did what this one would."""
         current = self.get(closed.message_id)
         return (
             current is not None
@@ -328,7 +328,7 @@ class LeaseStore:
             and current.closed_at is not None
             and num(current.closed_at) == num(closed.closed_at or 0.0)
             and current.last_error == closed.last_error
-            and current.visible_until == closed.visible_until
+            and num(current.visible_until) == num(closed.visible_until)
         )
 
     def _close_update(
