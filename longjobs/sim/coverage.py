@@ -2,7 +2,7 @@
 
 Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
-writer refused by its condition (fencing), and every fault kind on every operation the code was seen to
+writer refused by its condition (fencing), a refused start given back and received again, and every fault kind on every operation the code was seen to
 call (crashes only on the functions' calls).
 """
 
@@ -51,6 +51,8 @@ OTHER = (
     "job_started",
     "sim:shards_upgraded",
     "extender:overlapping_run",
+    "refused_start:released",
+    "refused_start:received_again",
 )
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 

@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, cast
 
+from longjobs.engine.delivery.attempt import START_REFUSED
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
+from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher
@@ -32,7 +34,7 @@ from longjobs.offline.lambdas import sqs_event
 from longjobs.sim.aws import REGION
 from longjobs.sim.executions import status_event
 from longjobs.sim.faults import WorldFault
-from longjobs.sim.properties import Monitor
+from longjobs.sim.properties import REFUSED_START_REACH_S, Monitor
 from longjobs.sim.scheduler import Crash, Group, Signal
 from longjobs.sim.stage import START, Stage
 
@@ -366,6 +368,23 @@ class RecordsSeen:
         )
         if not outcome.deferred:
             self.not_deferred.add(delivery.message_id)
+        if outcome is Outcome.NOT_STARTED:
+            self._given_back(delivery.message_id)
+
+    def _given_back(self, message_id: str) -> None:
+        """A start refused and given back: the lease closed RELEASED for it, on the jobs queue."""
+        service = self._service
+        lease = service.aws.dynamodb.items.get(message_id, {})
+        released = lease.get("status", {}).get("S") == LeaseStatus.RELEASED.value
+        if not (released and START_REFUSED in json.dumps(lease.get("last_error", {}))):
+            service.monitor.reach("refused_start:left_to_reconciliation")
+            return
+        if lease.get("queue_url", {}).get("S", service.queue.url) != service.queue.url:
+            return  # a waiting queue's message: admission, not the mapping, receives it
+        shows = float(lease["visible_until"]["N"]) - START
+        service.monitor.start_refused(
+            message_id, due=shows + service.settings.receiver_timeout_s + REFUSED_START_REACH_S
+        )
 
     def raised(self, delivery: Delivery, error: Exception) -> None:
         self._service.monitor.reach(f"receiver:raised:{type(error).__name__}")

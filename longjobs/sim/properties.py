@@ -40,6 +40,10 @@ coverage: a campaign reports the ones no seed reached.
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
   a redrive of the DLQ copy run it a second time. (No operator acts in the simulation yet: the property
   holds vacuously until an operator actor cancels; `tests/functional/test_cancel_cut_short.py` drives it.)
+- `refused_start_returns`: a message whose start Step Functions refused, and that the receiver gave back
+  (its lease closed RELEASED, "start refused"), is received again by the time it shows plus the mapping's
+  reach (`REFUSED_START_REACH_S` past the receiver's timeout), unless the release's own visibility change
+  failed (the message then shows when its chunk ends).
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason, and no message of it both (a job sent as two messages may end one way by each); nothing is
   left on the jobs or waiting queues.
@@ -65,6 +69,13 @@ from longjobs.engine.lease.schema import (
     STATUS_ATTR,
 )
 
+REFUSED_START_REACH_S = 30.0
+"""How long past the receiver's timeout a message shown again may wait for the mapping's receive: a poller
+busy with a batch ends it within the receiver's timeout, an idle one answers its long poll at once, and
+the world's pollers receive up to 10 of the visible messages at a time."""
+RELEASE_FAILED = "release visibility change failed"
+"""What `longjobs.engine.settle.release` notes on a lease whose release SQS did not apply."""
+
 ALWAYS = (
     "fifo_order",
     "single_execution_per_message",
@@ -77,6 +88,7 @@ ALWAYS = (
     "stopped_as_read",
     "stopped_with_cause",
     "cancelled_never_succeeds",
+    "refused_start_returns",
 )
 EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
 
@@ -137,6 +149,7 @@ class Monitor:
     started: set[str] = field(default_factory=set)  # names of the executions Step Functions started
     job_succeeded: set[str] = field(default_factory=set)  # ARNs of the executions whose job succeeded
     cancelled_dead: set[str] = field(default_factory=set)  # producer's message ids in the DLQ as `Cancelled`
+    returns_due: dict[str, float] = field(default_factory=dict)  # message id -> when a refused start is back
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -219,6 +232,15 @@ class Monitor:
     def received(self, message_id: str, *, now: float, hold_ends: float | None) -> None:
         """A receive of `message_id` at `now`; `hold_ends`: the renew-until of its lease (the 12 h limit
         less the margin, or the max renewal), when it has one (both in seconds since the seed's start)."""
+        due = self.returns_due.pop(message_id, None)
+        if due is not None:
+            if now > due:
+                raise PropertyViolation(
+                    "refused_start_returns",
+                    f"message {message_id}, whose start was refused, was received again at {now:.1f} s, "
+                    f"after {due:.1f} s",
+                )
+            self.reach("refused_start:received_again")
         if message_id in self.duplicates:
             self.duplicates.discard(message_id)
             self.reach("duplicate_delivery_received")
@@ -234,6 +256,11 @@ class Monitor:
         raise PropertyViolation(
             "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
         )
+
+    def start_refused(self, message_id: str, *, due: float) -> None:
+        """The receiver gave back a message whose start was refused: it must be received again by `due`."""
+        self.returns_due[message_id] = due
+        self.reach("refused_start:released")
 
     def execution_started(self, name: str) -> None:
         self.started.add(name)
@@ -256,6 +283,9 @@ class Monitor:
         if is_lock_key(key):
             return
         self._check_attempts((item or {}).get(HISTORY_ATTR, {}).get("S"), f"the lease of {key}")
+        if key in self.returns_due and RELEASE_FAILED in json.dumps((item or {}).get("last_error", {})):
+            del self.returns_due[key]  # its release's visibility change failed: it shows when its chunk ends
+            self.reach("refused_start:release_failed")
         if not self.by_message.get(key):
             return
         for arn in self.by_message[key]:

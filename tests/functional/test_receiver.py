@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from longjobs.engine.delivery.attempt import START_REFUSED
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, LeaseStatus, job_lock_key
@@ -256,20 +257,22 @@ def test_receiver_crash_after_start_is_completed_by_the_workflow(flow: Flow, mon
     assert flow.harness.visible_messages() == []
 
 
-def test_receiver_start_refused_leaves_the_lease_for_reconciliation(flow: Flow) -> None:
+def test_receiver_start_refused_gives_the_message_back_at_once(flow: Flow) -> None:
+    """A start Step Functions refuses, whose execution DescribeExecution then finds missing, gives its
+    message back after a short backoff (none for the first refusal), not at the next reconciliation. The
+    lease closes RELEASED as never started, so no attempt is spent; a start that still landed later would
+    meet its lease closed and end before its job."""
     message_id = flow.send_job("refused", seconds=1)
     flow.receiver.settings = flow.receiver.settings.model_copy(
         update={"state_machine_arn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:missing"}
     )
     assert flow.deliver() == {message_id: Outcome.NOT_STARTED}
-    # No release on a guess: the message stays hidden by its lease until reconciliation has looked.
-    assert flow.lease(message_id).active
-    assert flow.harness.visible_messages() == []
 
-    assert reconcile(flow.later(), deadline=time.time() + 65).released == 1
     released = flow.lease(message_id)
-    assert released.status is LeaseStatus.RELEASED and released.last_error == LastError("execution never started")
-    assert flow.harness.visible_messages() == [message_id]
+    assert released.status is LeaseStatus.RELEASED and released.never_started
+    assert released.last_error is not None and released.last_error.error == START_REFUSED
+    assert "StateMachineDoesNotExist" in (released.last_error.cause or "")
+    assert flow.harness.visible_messages() == [message_id], "back at once: the first refusal waits no backoff"
 
 
 def test_receiver_first_visibility_change_refused_starts_nothing_and_leaves_the_lease_due(

@@ -1,10 +1,12 @@
 """StartExecution refused past the client's retries (a throttled burst: `ThrottlingException` on every
 attempt botocore makes), in the simulation on virtual time.
 
-A refused start is not an attempt: the receiver leaves the lease ACTIVE and never started,
-reconciliation finds no execution and releases it, and the next receive takes a new lease that carries
-the count of refused starts, not a failed attempt (protocol review, defect 7). Refused starts have their
-own cap, `max_refused_starts`, past which the message goes to the DLQ as `StartsRefused`.
+A refused start is not an attempt: the receiver asks Step Functions, finds no execution, closes the
+lease RELEASED as never started and gives the message back after a short backoff; the next receive takes
+a new lease that carries the count of refused starts, not a failed attempt (protocol review, defect 7).
+When even the question fails, the lease stays ACTIVE and reconciliation releases it the same way.
+Refused starts have their own cap, `max_refused_starts`, past which the message goes to the DLQ as
+`StartsRefused`.
 
 These once ran on moto with a patched client and real time (tests/functional/test_fencing.py), and one
 aborted under load; here the refusals are call faults of the receiver's Step Functions client, retried
@@ -22,7 +24,7 @@ from longjobs.engine.admission.parking import refresh_parked
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.settle import release, release_holds, stop_and_close
+from longjobs.engine.settle import stop_and_close
 from longjobs.sim.aws import client_error
 from longjobs.sim.campaign import deployed_workflow
 from longjobs.sim.faults import CallFault, CallRule, FaultPlan
@@ -86,7 +88,8 @@ def test_start_refused_past_the_retries_spends_no_attempt() -> None:
 
     assert result.violation is None
     assert outcomes(result) == ["not_started"] * 3 + ["started"]
-    assert result.coverage["extender:released"] == 3, "reconciliation released each never-started lease"
+    assert result.coverage["refused_start:released"] == 3, "the receiver gave each refused start back"
+    assert result.coverage["extender:released"] == 0, "reconciliation had nothing left to release"
     assert world.aws.stepfunctions.throttled.get("StartExecution", 0) == 0, "refused by the rule, not the quota"
     assert [e.status for e in world.aws.stepfunctions.executions.values()] == ["SUCCEEDED"]
     lease = the_lease(world)
@@ -106,7 +109,9 @@ def test_start_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refuse
     [dead] = world.dlq.messages.values()
     reason = {name: value["StringValue"] for name, value in dead.attributes.items()}
     assert reason["ErrorType"] == "StartsRefused"
-    assert reason["ErrorMessage"].startswith("2 starts refused by Step Functions; the last: execution never")
+    assert reason["ErrorMessage"].startswith(
+        "2 starts refused by Step Functions; the last: start refused: An error occurred (ThrottlingException)"
+    )
     assert the_lease(world).status is LeaseStatus.REJECTED
     assert world.aws.stepfunctions.executions == {}, "never executed"
 
@@ -132,8 +137,8 @@ def test_start_refused_count_survives_waiting_for_a_slot() -> None:
     limited type whose starts kept being refused waited, was refused, waited again and did not reach
     `max_refused_starts` while its type stayed busy. A long job holds one of the limited type's two
     slots; every start after it is refused, and three more messages take turns at the other slot, which a
-    refused start holds until reconciliation frees it: each of them waits (in flight, or parked: the horizon
-    is a minute) between its refusals. Before, 9 starts were refused instead of 6."""
+    refused start holds until its release frees it: each of them waits for the slot between its refusals.
+    Before, 9 starts were refused instead of 6."""
     from longjobs.sim.workload import LIMITED_TYPE
 
     refused_later = CallRule(
@@ -146,7 +151,7 @@ def test_start_refused_count_survives_waiting_for_a_slot() -> None:
     world, result = run(jobs, refused_later, settings)
 
     assert result.violation is None
-    assert {"waiting_for_slot", "parked"} <= set(outcomes(result)), "they waited in flight and parked between refusals"
+    assert "waiting_for_slot" in outcomes(result), "they waited for the slot between refusals"
     dead = {m.attributes["OriginalMessageId"]["StringValue"]: m for m in world.dlq.messages.values()}
     late = sorted(message for message, job in world.job_of_message.items() if job.startswith("late-"))
     assert sorted(dead) == late, "each late message in the DLQ"
@@ -228,25 +233,15 @@ def test_start_refused_count_carried_by_a_parked_marker_its_copy_and_its_claiman
 
 
 def test_start_refused_count_carried_by_a_requeued_marker_and_its_copy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Here the count comes from the message's own lease (its start refused, then released as
-    reconciliation releases a start that never happened), not from an attribute it carries."""
+    """Here the count comes from the message's own lease (its start refused, and the lease released by the
+    receiver as never started), not from an attribute it carries."""
     b = bench(limit=5, max_refused_starts=3)
     message = b.send("X")
     with monkeypatch.context() as refusing:
         refusing.setattr(b.aws.stepfunctions, "start_execution", throttled_start)
         assert b.deliver_jobs_queue() == {message: Outcome.NOT_STARTED}
-    unstarted = stored(b, message)
-    closed = release(
-        unstarted,
-        store=b.receiver.store,
-        visibility=b.receiver.visibility,
-        clock=b.clock,
-        reason=LastError("NeverStarted", "refused"),
-        delay_s=0,
-        never_started=True,
-    )
-    assert closed is not None and closed.refused_starts_with_this() == 1
-    release_holds(closed, store=b.receiver.store, clock=b.clock)
+    closed = stored(b, message)
+    assert closed.status is LeaseStatus.RELEASED and closed.refused_starts_with_this() == 1
     b.hold_job_lock("X")
     b.clock.advance(1)
 
@@ -260,6 +255,10 @@ def throttled_start(**params: Any) -> Any:
     raise client_error("StartExecution", "ThrottlingException", "Rate exceeded", status=400)
 
 
+def throttled_describe(**params: Any) -> Any:
+    raise client_error("DescribeExecution", "ThrottlingException", "Rate exceeded", status=400)
+
+
 def test_start_refused_lease_ended_unholdable_before_its_start_spends_no_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -270,10 +269,12 @@ def test_start_refused_lease_ended_unholdable_before_its_start_spends_no_attempt
     the lease never started, counted as a refused start (as reconciliation counts it)."""
     b = bench(limit=5)
     message = b.send("X")
-    with monkeypatch.context() as refusing:
+    with monkeypatch.context() as refusing:  # the start refused, and the question after it too
         refusing.setattr(b.aws.stepfunctions, "start_execution", throttled_start)
+        refusing.setattr(b.aws.stepfunctions, "describe_execution", throttled_describe)
         assert b.deliver_jobs_queue() == {message: Outcome.NOT_STARTED}
     unstarted = stored(b, message)
+    assert unstarted.active, "left ACTIVE: the receiver could not tell whether it started"
     assert unstarted.execution_arn and unstarted.execution_arn not in b.aws.stepfunctions.executions
 
     closed = stop_and_close(

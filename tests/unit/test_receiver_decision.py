@@ -3,13 +3,16 @@ to, written out (`longjobs.engine.delivery.decision`)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
 
+from longjobs.engine.delivery.attempt import refused_start_delay_s
 from longjobs.engine.delivery.decision import Action, Limits, LockState, Reading, SlotState, decide, lock_state
 from longjobs.engine.lease.lock import Lock
 from longjobs.engine.lease.types import Lease, LeaseStatus
+from longjobs.engine.settings import Settings
 
 LIMITS = Limits(max_attempts=3, max_refused_starts=5)
 FIFO = Limits(max_attempts=3, max_refused_starts=5, fifo=True)
@@ -355,3 +358,15 @@ def test_receiver_decision_every_action_is_a_read_or_an_end_with_one_effect() ->
     assert not set(_READS) & set(_ENDS)
     assert set(_READS) | set(_ENDS) == set(Action)
     assert set(_READS) == {Action.CLAIM_COPY, Action.READ_EXECUTION, Action.READ_JOB_LOCK, Action.FIND_SLOT}
+
+
+@pytest.mark.parametrize(
+    ("refused", "ceiling"), [(0, 0.5), (1, 1.0), (2, 2.0), (5, 16.0), (6, 32.0), (7, 60.0), (30, 60.0)]
+)
+def test_receiver_refused_start_backoff_doubles_up_to_an_extender_period(refused: int, ceiling: float) -> None:
+    """Full jitter over 2^(n-1) s for the n-th start refused in a row, at most one extender period."""
+    settings = Settings(extender_period_s=60)
+    rng = random.Random(refused)
+    delays = [refused_start_delay_s(refused, settings, rng) for _ in range(200)]
+    assert all(0 <= delay < max(ceiling, 1) for delay in delays)
+    assert max(delays) >= int(ceiling) - 1, "full jitter reaches up to the ceiling"

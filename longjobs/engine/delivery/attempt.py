@@ -59,6 +59,20 @@ def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
     return round(rng.uniform(ceiling / 2, ceiling))
 
 
+START_REFUSED = "start refused"
+"""The last error of a lease whose execution Step Functions refused to start (and does not have)."""
+
+
+def refused_start_delay_s(refused: int, settings: Settings, rng: random.Random) -> int:
+    """How long a message whose start was refused stays hidden before its next receive, in whole seconds:
+    full jitter over 2^(`refused` - 1) seconds, `refused` being the starts refused before this one, and at
+    most one extender period. So the first two refusals give the message back at once. AWS's advice for
+    throttled calls is exponential backoff with jitter, and a quota's refusal passes within seconds
+    (StartExecution's token bucket refills every second)."""
+    ceiling = min(float(settings.extender_period_s), 2.0 ** (min(refused, 16) - 1))
+    return int(rng.uniform(0, ceiling))
+
+
 def timing(receiver: Receiver, delivery: Delivery, base: Lease) -> Lease:
     """A lease for this receive: the policy's first chunk from now, renewal due when the policy says."""
     now = receiver.clock.now()
@@ -296,6 +310,25 @@ def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
         if status is not None and status != NEVER_STARTED:
             logger.warning("start answered with an error but the execution exists", extra={"error": str(exc)})
             return Outcome.STARTED
+        if status == NEVER_STARTED:
+            # Refused, and the execution does not exist: the message goes back now, after a short backoff,
+            # not at the next reconciliation. A start that still lands later meets its lease closed, and
+            # the workflow's start check ends it before its job runs.
+            delay = refused_start_delay_s(lease.refused_starts, receiver.settings, receiver.rng)
+            release(
+                lease,
+                store=receiver.store,
+                visibility=receiver.visibility,
+                clock=receiver.clock,
+                reason=LastError(START_REFUSED, str(exc)),
+                delay_s=delay,
+                never_started=True,
+            )
+            logger.warning(
+                "execution not started: its message returns after a backoff",
+                extra={"message_id": lease.message_id, "delay_s": delay, "error": str(exc)},
+            )
+            return Outcome.NOT_STARTED
         logger.error(
             "execution not started; reconciliation releases the message if no redelivery starts it",
             extra={"message_id": lease.message_id, "error": str(exc)},
