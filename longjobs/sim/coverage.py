@@ -2,8 +2,8 @@
 
 Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
-writer refused by its condition (fencing), a refused start given back and received again, and every fault kind on every operation the code was seen to
-call (crashes only on the functions' calls).
+writer refused by its condition (fencing), a refused start given back and received again, and every
+fault kind on every operation the code was seen to call (crashes only on the functions' calls).
 """
 
 from __future__ import annotations

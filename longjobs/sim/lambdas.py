@@ -381,9 +381,13 @@ class RecordsSeen:
             return
         if lease.get("queue_url", {}).get("S", service.queue.url) != service.queue.url:
             return  # a waiting queue's message: admission, not the mapping, receives it
-        shows = float(lease["visible_until"]["N"]) - START
+        # The documented bound (docs/engine.md), from the settings, not from the engine's own choice of delay.
+        before = int(lease.get("refused_starts", {}).get("N", "0"))
+        settings = service.settings
+        backoff = min(float(settings.extender_period_s), 2.0 ** (min(before, 16) - 1))
+        now = service.scheduler.now() - START
         service.monitor.start_refused(
-            message_id, due=shows + service.settings.receiver_timeout_s + REFUSED_START_REACH_S
+            message_id, due=now + backoff + settings.receiver_timeout_s + REFUSED_START_REACH_S
         )
 
     def raised(self, delivery: Delivery, error: Exception) -> None:

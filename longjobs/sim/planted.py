@@ -89,6 +89,11 @@ def _no_lease_fence(patch: Patch) -> None:
     patch(FakeDynamoDb, "transact_write_items", transact_unfenced)
 
 
+def _slow_refused_starts(patch: Patch) -> None:
+    """A refused start's message comes back ten extender periods later: the backoff has no cap."""
+    patch(attempt, "refused_start_delay_s", lambda refused, settings, rng: int(10 * settings.extender_period_s))
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -108,6 +113,7 @@ PLANTS: dict[str, Plant] = {
     "cap_handling": Plant(_no_stop_at_cap, "held_while_running"),
     "handle_check": Plant(_no_handle_check, "stopped_as_read"),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
+    "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
 }
 
 
