@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.watcher.models import status_change_envelope
 from longjobs.offline.emulator import ACCOUNT, REGION
 from longjobs.offline.lambdas import InvocationCrashed
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DETAIL_TYPE = "Step Functions Execution Status Change"
 ASYNC_RETRIES = 2
 """Lambda retries a failed asynchronous invocation twice."""
 
@@ -57,28 +57,19 @@ def status_change_event(
     """The event EventBridge delivers for an ended execution, from its `DescribeExecution`."""
     stopped = execution.get("stopDate")
     when = stopped if isinstance(stopped, datetime) else datetime.now(UTC)
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": DETAIL_TYPE,
-        "source": "aws.states",
-        "account": account,
-        "time": when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [execution["executionArn"]],
-        "detail": {
-            "executionArn": execution["executionArn"],
-            "stateMachineArn": execution["stateMachineArn"],
-            "name": execution["name"],
-            "status": execution["status"],
-            "startDate": _millis(execution.get("startDate")),
-            "stopDate": _millis(stopped),
-            "input": execution.get("input"),
-            "output": execution.get("output"),
-            "error": execution.get("error"),
-            "cause": execution.get("cause"),
-        },
+    detail = {
+        "executionArn": execution["executionArn"],
+        "stateMachineArn": execution["stateMachineArn"],
+        "name": execution["name"],
+        "status": execution["status"],
+        "startDate": _millis(execution.get("startDate")),
+        "stopDate": _millis(stopped),
+        "input": execution.get("input"),
+        "output": execution.get("output"),
+        "error": execution.get("error"),
+        "cause": execution.get("cause"),
     }
+    return status_change_envelope(detail, event_id=str(uuid.uuid4()), at=when, account=account, region=region)
 
 
 @dataclass(order=True)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.engine.watcher.models import DETAIL_TYPE, ExecutionStatusChange
+from longjobs.engine.watcher.models import ExecutionStatusChange, status_change_envelope
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
 from longjobs.sim.clients import SimClient
 from longjobs.sim.faults import WorldFault
@@ -341,17 +341,13 @@ def status_change(execution: Execution, state_machine_arn: str) -> ExecutionStat
 
 
 def status_event(change: ExecutionStatusChange) -> dict[str, Any]:
-    """The EventBridge event that carries `change` to the watcher, with the fields EventBridge always sends
-    (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html)."""
+    """The EventBridge event that carries `change` to the watcher: its detail as the model holds it (times
+    in milliseconds, kept exact), and an id made from the change, so that a seed stays deterministic."""
     at = change.stopDate if change.stopDate is not None else change.startDate or 0
-    return {
-        "version": "0",
-        "id": f"{change.name}:{change.status}",
-        "detail-type": DETAIL_TYPE,
-        "source": "aws.states",
-        "account": ACCOUNT,
-        "time": datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [change.executionArn],
-        "detail": change.model_dump(mode="json"),
-    }
+    return status_change_envelope(
+        change.model_dump(mode="json"),
+        event_id=f"{change.name}:{change.status}",
+        at=datetime.fromtimestamp(at / 1000, UTC),
+        account=ACCOUNT,
+        region=REGION,
+    )

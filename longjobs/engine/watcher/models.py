@@ -7,8 +7,8 @@ importing the Powertools parser imports every event model it has (about 100 ms o
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,25 @@ class ExecutionStatusChange(BaseModel):
             return None
         job_type = job.get("type") if isinstance(job, dict) else None
         return job_type if isinstance(job_type, str) and job_type else None
+
+
+def status_change_envelope(
+    detail: dict[str, Any], *, event_id: str, at: datetime, account: str, region: str
+) -> dict[str, Any]:
+    """The EventBridge event around an execution's `detail`, with the fields EventBridge always sends
+    (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html): what the offline
+    runtime and the simulation deliver to the watcher."""
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": DETAIL_TYPE,
+        "source": "aws.states",
+        "account": account,
+        "time": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [detail["executionArn"]],
+        "detail": detail,
+    }
 
 
 class ExecutionStatusChangeEvent(BaseModel):
