@@ -19,7 +19,10 @@ from typing import Any
 import aws_cdk as cdk
 import jsii
 from aws_cdk import CfnResource
+from aws_cdk import aws_iam as iam
 from constructs import IConstruct
+
+from longjobs.construct.nag import acknowledge, rendered
 
 GUARD_REASONS: dict[str, str] = {
     "lambda_inside_vpc_check": "The functions call AWS APIs only (SQS, DynamoDB, Step Functions, CloudWatch); "
@@ -65,10 +68,11 @@ CHECKOV_REASONS: dict[str, str] = {
     "CKV_AWS_116": "No asynchronous failure goes unrecorded: the receiver runs from its SQS event source mapping "
     "(a dead-letter queue applies to asynchronous invocations only; the jobs queue redrives to the DLQ), the "
     "extender from a one-minute schedule (a missed run is replaced by the next), the watcher has an on-failure "
-    "destination (WatcherFailures, which this check does not read), and CDK's bucket-notifications function "
-    "answers CloudFormation, which fails the deployment when it does not.",
+    "destination (WatcherFailures, which this check does not read), and CDK's own custom-resource functions (bucket "
+    "notifications, the copy of a job type's wheels) answer CloudFormation, which fails the deployment when they do "
+    "not.",
     "CKV_AWS_115": "Bounded otherwise, or not reservable by default: the receiver by its event source mapping's "
-    "maximum concurrency (receiver_max_concurrency), CDK's bucket-notifications function by running only during "
+    "maximum concurrency (receiver_max_concurrency), CDK's own custom-resource functions by running only during "
     "deployments; the extender and the watcher reserve 1 and 5 with reserve_concurrency, off by default because "
     "Lambda refuses a reservation that leaves an account under 100 unreserved, which a new account's quota does. "
     "Unreserved, overlapping extender runs race only on conditional writes, and a throttled status event is "
@@ -191,3 +195,17 @@ def suppressed_rules(template: Any, logical_id: str) -> list[str]:
     """The rules a resource's template entry suppresses (`Metadata.guard.SuppressedRules`)."""
     entry = (template or {}).get("Resources", {}).get(logical_id) or {}
     return list(entry.get("Metadata", {}).get("guard", {}).get("SuppressedRules", []))
+
+
+def cdk_handler(handler: IConstruct, what: str) -> None:
+    """Exempt one of CDK's own custom-resource functions (`what` it does) from the rules that concern the
+    processor's functions: it runs during deployments only, outside a VPC, with CDK's basic execution role."""
+    suppress_guard(handler, "lambda_inside_vpc_check")
+    suppress_checkov(handler, "CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
+    basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
+    acknowledge(
+        handler,
+        "AwsSolutions-IAM4",
+        f"CDK's own custom resource that {what}: its role uses the Lambda basic execution policy.",
+        findings=("Policy::" + rendered(handler, basic.managed_policy_arn),),
+    )

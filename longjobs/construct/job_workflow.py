@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,10 +16,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
-from longjobs.construct.compliance import log_group_rules, suppress_checkov, suppress_guard
+from longjobs.construct.compliance import cdk_handler, log_group_rules, suppress_checkov, suppress_guard
 from longjobs.construct.config import InfraSettings
 from longjobs.construct.constants import (
     ABORT_UPLOADS_AFTER,
@@ -36,10 +34,12 @@ from longjobs.construct.constants import (
     SUMMARY_PREFIX,
     TEMP_EXPIRATION,
 )
+from longjobs.construct.glue_runtime import GLUE_RUNTIMES
+from longjobs.construct.job_code import StagedWheels, check_imports, stage_code, stage_wheels
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, service_key
 from longjobs.construct.nag import acknowledge, rendered
 from longjobs.construct.workflow import build_workflow, glue_pyspark_step, state_prefix, summary_objects_arn
-from longjobs.engine.jobs import JobCatalog, JobType
+from longjobs.engine.jobs import JobCatalog, JobType, JobTypeError
 
 
 class DataBuckets(Construct):
@@ -165,6 +165,9 @@ class JobWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._key = key
+        self._settings = settings
+        self._log_retention = log_retention
+        self._log_group_prefix = log_group_prefix
         self.buckets = DataBuckets(
             self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days), key=key
         )
@@ -369,17 +372,34 @@ class JobWorkflow(Construct):
 
     def _glue_job(self, job_type: JobType, settings: InfraSettings, shared: _GlueShared) -> glue.PySparkEtlJob:
         sizing = settings.glue_of(job_type)
+        runtime = GLUE_RUNTIMES[settings.glue_version]
         # The built-in spark type keeps the id its job had before job types were declared (stable logical ids).
         construct_id = "Job" if job_type.name == "spark" else f"{state_prefix(job_type)}Job"
-        entry = s3_assets.Asset(self, f"{construct_id}Entry", path=str(staged_entry(job_type)))
-        return glue.PySparkEtlJob(
+        code = s3_assets.Asset(self, f"{construct_id}Entry", path=str(stage_code(job_type)))
+        arguments = {
+            "--TempDir": self.buckets.glue.s3_url_for_object(GLUE_TEMP_PREFIX),
+            "--job-module": job_type.entry_module,
+            "--job-function": job_type.entry_function,
+        }
+        wheels = stage_wheels(job_type, runtime)
+        copier = None
+        if wheels is not None:
+            url, copier = self._staged_wheels(construct_id, job_type, wheels, shared)
+            arguments["--additional-python-modules"] = url
+            arguments["--python-modules-installer-option"] = "--no-index"  # the zip is the only index
+        checked = check_imports(job_type, runtime, wheels.modules if wheels is not None else frozenset())
+        if checked.problems:
+            raise JobTypeError(f"job type {job_type.name!r}: " + "; ".join(checked.problems))
+        for warning in checked.warnings:
+            cdk.Annotations.of(self).add_warning_v2(f"longjobs:job-code:{job_type.name}", warning)
+        job = glue.PySparkEtlJob(
             self,
             construct_id,
             role=shared.role,
             script=glue.Code.from_asset(str(GLUE_SCRIPT)),
             extra_python_files=[
                 glue.Code.from_bucket(shared.pipeline_zip.bucket, shared.pipeline_zip.s3_object_key),
-                glue.Code.from_bucket(entry.bucket, entry.s3_object_key),
+                glue.Code.from_bucket(code.bucket, code.s3_object_key),
             ],
             glue_version=getattr(glue.GlueVersion, GLUE_VERSIONS[settings.glue_version]),
             worker_configuration=glue.WorkerConfiguration(
@@ -392,26 +412,91 @@ class JobWorkflow(Construct):
             job_run_queuing_enabled=True,  # runs past the limit wait in Glue's queue instead of failing
             security_configuration=shared.security,
             enable_metrics=True,
-            default_arguments={
-                "--TempDir": self.buckets.glue.s3_url_for_object(GLUE_TEMP_PREFIX),
-                "--job-module": job_type.entry_module,
-                "--job-function": job_type.entry_function,
-            },
+            default_arguments=arguments,
             description=(job_type.description or f"The {job_type.name} job type")[:2048],
         )
+        if copier is not None:
+            job.node.add_dependency(copier)  # the job names the zip only once it is in the Glue bucket
+        return job
+
+    def _staged_wheels(
+        self, construct_id: str, job_type: JobType, wheels: StagedWheels, shared: _GlueShared
+    ) -> tuple[str, cr.AwsCustomResource]:
+        """Upload the type's zip of wheels and copy it into the Glue bucket under a name Glue recognises.
+
+        Glue installs a zip of wheels only when its name ends in `.gluewheels.zip`, and a CDK asset's key is
+        its content hash with `.zip`: no CloudFormation resource creates an S3 object under a chosen key, so
+        an `AwsCustomResource` copies it (CopyObject) on create and on each change of its content.
+        """
+        asset = s3_assets.Asset(self, f"{construct_id}Wheels", path=str(wheels.folder))
+        key = f"{JOB_CODE_PREFIX}{job_type.name}/{asset.asset_hash}.gluewheels.zip"
+        bucket = self.buckets.glue
+        copy = cr.AwsSdkCall(
+            service="S3",
+            action="copyObject",
+            parameters={
+                "Bucket": bucket.bucket_name,
+                "Key": key,
+                "CopySource": f"{asset.s3_bucket_name}/{asset.s3_object_key}",
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(key),
+        )
+        copier = cr.AwsCustomResource(
+            self,
+            f"{construct_id}WheelsCopy",
+            on_create=copy,
+            on_update=copy,
+            install_latest_aws_sdk=False,
+            log_group=self._copy_logs(),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
+                    ),
+                    iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(key)]),
+                ]
+            ),
+        )
+        if self._key is not None:
+            # S3 asks the key for a data key (Bucket Keys: and to decrypt it) to write the copy.
+            self._key.grant(copier.grant_principal, "kms:GenerateDataKey", "kms:Decrypt")
+        handler = cdk.Stack.of(self).node.try_find_child(COPY_HANDLER_ID)
+        if handler is None:
+            raise RuntimeError(f"CDK's AwsCustomResource function is no longer {COPY_HANDLER_ID!r}")
+        cdk_handler(handler, "copies a job type's zip of wheels into the Glue bucket")
+        shared.role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(key)])
+        )
+        return bucket.s3_url_for_object(key), copier
+
+    def _copy_logs(self) -> logs.ILogGroup:
+        """The log group of CDK's copy function, one for every type (the function is a singleton)."""
+        existing = self.node.try_find_child("WheelsCopyLogs")
+        if isinstance(existing, logs.LogGroup):
+            return existing
+        prefix = self._log_group_prefix
+        group = logs.LogGroup(
+            self,
+            "WheelsCopyLogs",
+            retention=self._log_retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            encryption_key=self._key,
+            log_group_name=f"{prefix}/wheels-copy" if prefix else None,
+        )
+        days = self._settings.log_retention_days
+        suppress_guard(group, *log_group_rules(days, customer_key=self._key is not None))
+        if self._key is None:
+            suppress_checkov(group, "CKV_AWS_158")
+        return group
 
 
 GLUE_LOG_GROUPS = "/aws-glue/*"
 """Glue names the jobs' log groups itself, all under /aws-glue/."""
 
-
-def staged_entry(job_type: JobType) -> Path:
-    """A folder holding only the type's entry file, under its own name: zipped as an asset and put on
-    the job's `--extra-py-files`, it is importable as `--job-module` (a single-file asset would be
-    uploaded under its content hash, and imported under that)."""
-    folder = Path(tempfile.mkdtemp(prefix="longjobs-entry-"))
-    shutil.copyfile(job_type.entry_file, folder / job_type.entry_file.name)
-    return folder
+COPY_HANDLER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
+"""The stack-wide function of CDK's `AwsCustomResource` (a singleton named after this UUID)."""
+JOB_CODE_PREFIX = "job-code/"
+"""Where the Glue bucket keeps each type's zip of wheels (`job-code/<type>/<hash>.gluewheels.zip`)."""
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
-from longjobs.construct.compliance import suppress_checkov, suppress_guard
+from longjobs.construct.compliance import cdk_handler
 from longjobs.construct.config import ConfigError, StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, SNAPSTART_UNAVAILABLE_REGIONS
 from longjobs.construct.functions import LongJobFunctions, Resources
@@ -59,7 +59,7 @@ from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWor
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, processor_key
 from longjobs.construct.lease_table import LeaseTable
 from longjobs.construct.monitoring import Monitoring, Watched
-from longjobs.construct.nag import NagValidation, acknowledge, rendered
+from longjobs.construct.nag import NagValidation, acknowledge
 from longjobs.construct.props import LongJobProcessorProps, check_existing, data_keys
 from longjobs.construct.queues import JobQueues
 from longjobs.engine.jobs import JobCatalog, load_catalog
@@ -242,15 +242,7 @@ class LongJobProcessor(Construct):
         handler = cdk.Stack.of(self).node.try_find_child(NOTIFICATIONS_HANDLER_ID)
         if handler is None:
             raise RuntimeError(f"CDK's bucket-notifications handler is no longer {NOTIFICATIONS_HANDLER_ID!r}")
-        suppress_guard(handler, "lambda_inside_vpc_check")
-        suppress_checkov(handler, "CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
-        basic = iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
-        acknowledge(
-            handler,
-            "AwsSolutions-IAM4",
-            "CDK's own bucket-notifications custom resource: its role uses the Lambda basic execution policy.",
-            findings=("Policy::" + rendered(handler, basic.managed_policy_arn),),
-        )
+        cdk_handler(handler, "configures the raw bucket's notifications")
         acknowledge(
             handler,
             "AwsSolutions-IAM5",

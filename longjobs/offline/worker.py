@@ -35,14 +35,20 @@ CAUSE_MAX = 32_768
 
 def run_entry(job: Mapping[str, Any], catalog: JobCatalog) -> dict[str, Any]:
     """The job's type's entry on the process's local SparkSession (Spark loads only when needed)."""
+    from longjobs.offline.job_code import prepare
     from longjobs.offline.spark import local_session
     from longjobs.pipeline.glue_entry import load_entry, run_entry
 
     job_type = catalog.get(str(job.get("type")))
     if job_type is None or job_type.runner != "pyspark":
         raise ValueError(f"job type {job.get('type')!r} is not a pyspark type of this run")
-    entry = load_entry(job_type.entry_function, file=job_type.entry_file)
-    return run_entry(entry, local_session(), job["params"])
+    spark = local_session()
+    prepare(job_type, spark)
+    if job_type.code_root is not None:
+        entry = load_entry(job_type.entry_function, module=job_type.entry_module)
+    else:
+        entry = load_entry(job_type.entry_function, file=job_type.entry_file)
+    return run_entry(entry, spark, job["params"])
 
 
 @dataclass

@@ -237,3 +237,44 @@ def test_bundled_app_synth_fails_naming_a_bad_declaration(tmp_path: Path) -> Non
         app_main(cdk.App(context={"jobs_file": str(jobs_file)}, outdir=str(tmp_path / "out")))
     message = str(caught.value.code)
     assert "jobs.json: invalid job types: job_types[0] 'Bad Name': name: String should match pattern" in message
+
+
+def test_user_app_job_importing_a_module_that_would_not_ship_fails_synth_naming_it(tmp_path: Path) -> None:
+    """The entry file ships alone: its `import helpers` would fail on Glue, at run time, with the
+    processor retrying a job that can never succeed. Synth refuses it instead, naming the file, the
+    line, the module and the fix."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text("import helpers\n" + SCRIPT)
+    (tmp_path / "jobs" / "helpers.py").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack")
+        with pytest.raises(JobTypeError) as refused:
+            LongJobProcessor(stack, "Jobs", job_types=[ROWS_TYPE])
+        assert str(refused.value) == (
+            f"job type 'rows': {tmp_path / 'jobs' / 'rows.py'}:1 imports 'helpers', which Glue 5.0 does not "
+            "provide and the job does not ship: add its package to `requirements`, or set `code`"
+        )
+        fixed = {**ROWS_TYPE, "code": "jobs"}
+        jobs = LongJobProcessor(cdk.Stack(cdk.App(outdir=str(tmp_path / "out2")), "Fixed"), "Jobs", job_types=[fixed])
+        assert sorted(jobs.glue_jobs) == ["rows", "spark"], "with `code`, helpers.py ships beside the entry"
+
+
+def test_user_app_requirement_pip_cannot_download_fails_synth_and_caches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned version that does not exist (or no package index) stops synth with pip's reason and the
+    command it ran; the wheel cache keeps no half-download that a later synth would trust."""
+    monkeypatch.setenv("LONGJOBS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text(SCRIPT)
+    pinned = {**ROWS_TYPE, "requirements": ["Unidecode==9.9.9"]}
+    with pytest.raises(JobTypeError) as refused:
+        LongJobProcessor(cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack"), "Jobs", job_types=[pinned])
+    message = str(refused.value)
+    assert message.startswith(
+        "job type 'rows': cannot download its requirements as wheels for Glue 5.0 (Python 3.11, manylinux2014_x86_64): "
+    )
+    assert "Unidecode==9.9.9" in message and "(ran: pip download " in message
+    assert list((tmp_path / "cache" / "glue-wheels").iterdir()) == []

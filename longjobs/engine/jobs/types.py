@@ -8,7 +8,9 @@ Runners:
 - `pyspark`: `entry` names a Python file (absolute, or relative to the directory the declaration was
   loaded from: the current directory for a user's file, the project's root for the built-ins) and a
   function `run(spark, params) -> dict`; the dict is the job's summary. A Glue job in the cloud
-  (`glue` sizes it), the local Spark worker offline.
+  (`glue` sizes it), the local Spark worker offline. `code` names the folder the entry's imports are
+  rooted in, shipped whole (without it the entry file ships alone); `requirements` lists third-party
+  packages, each pinned (`name==version`) or a wheel file (see `longjobs.engine.jobs.code`).
 - `wait`: a Wait state of `params.seconds` (failing afterwards when `params.fail`), for canaries, load
   tests and scenarios.
 - `inline`: runs inside the receiver; only the built-in `echo` has code for it.
@@ -40,6 +42,8 @@ LOCATIONS = ("curated", "quarantine", "raw")
 """Placeholders a default may use: the deployment's bucket URIs (settings `curated_uri`, ...)."""
 
 _ENTRY = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
+_PINNED = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.!+_-]+$")
+"""A requirement pinned to one version (PEP 508 name, optional extras, `==` and a version)."""
 _STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")
 _TOKEN = re.compile(r"^\$\{Token\[[^\]]+\]\}$")
 """A CDK token standing for an ARN not known before deployment (a state machine of the user's own app)."""
@@ -85,6 +89,14 @@ class JobType(_Strict):
     name: str = Field(pattern=NAME_PATTERN, description="What a job message's `type` names.")
     runner: Runner
     entry: str | None = Field(default=None, description="pyspark: `path/to/file.py:function`.")
+    code: str | None = Field(
+        default=None,
+        description="pyspark: the folder the entry's imports are rooted in, shipped whole (default: the entry "
+        "file alone).",
+    )
+    requirements: tuple[str, ...] = Field(
+        default=(), description="pyspark: third-party packages, each `name==version` or a wheel file's path."
+    )
     params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     defaults: dict[str, Any] = Field(default_factory=dict)
     glue: GlueSettings | None = None
@@ -128,6 +140,14 @@ class JobType(_Strict):
                 raise ValueError(f"entry: {self.entry!r} is not `path/to/file.py:function`")
         elif self.entry is not None:
             raise ValueError(f"entry: only pyspark types have one, this one's runner is {self.runner!r}")
+        if (self.code is not None or self.requirements) and self.runner != "pyspark":
+            raise ValueError(f"code, requirements: only pyspark types ship code, this one's runner is {self.runner!r}")
+        for index, requirement in enumerate(self.requirements):
+            if not (_PINNED.match(requirement) or requirement.endswith(".whl")):
+                raise ValueError(
+                    f"requirements[{index}]: {requirement!r} is not pinned: "
+                    "write `name==version` or a wheel file's path"
+                )
         if self.glue is not None and self.runner != "pyspark":
             raise ValueError(f"glue: only pyspark types run on Glue, this one's runner is {self.runner!r}")
         if (self.state_machine is None) != (self.runner != "state_machine"):
@@ -174,9 +194,29 @@ class JobType(_Strict):
         return self._resolve(match.group("file"))
 
     @property
+    def code_root(self) -> Path | None:
+        """The `code` folder, resolved like the entry; None when the entry file ships alone."""
+        return None if self.code is None else self._resolve(self.code)
+
+    @property
     def entry_module(self) -> str:
-        """The module name the entry's file is imported under (its file name): what Glue imports."""
-        return self.entry_file.stem
+        """The module name the entry's file is imported under, what Glue imports: its dotted path under
+        `code`, else its file name."""
+        root = self.code_root
+        if root is None:
+            return self.entry_file.stem
+        parts = list(self.entry_file.relative_to(root).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    @property
+    def wheel_files(self) -> list[Path]:
+        """The requirements that are wheel files, resolved like the entry."""
+        return [self._resolve(requirement) for requirement in self.requirements if requirement.endswith(".whl")]
+
+    @property
+    def pinned(self) -> list[str]:
+        """The requirements that name a package and its version."""
+        return [requirement for requirement in self.requirements if not requirement.endswith(".whl")]
 
     def _resolve(self, name: str) -> Path:
         path = Path(name)
@@ -200,6 +240,17 @@ class JobType(_Strict):
             functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
             if self.entry_function not in functions:
                 raise ValueError(f"entry: {path} defines no top-level function {self.entry_function!r}")
+            root = self.code_root
+            if root is not None:
+                if not root.is_dir():
+                    raise ValueError(f"code: {root} is not a folder")
+                if not path.resolve().is_relative_to(root.resolve()):
+                    raise ValueError(f"entry: {path} is not inside the code folder {root}")
+                if not all(part.isidentifier() for part in self.entry_module.split(".")):
+                    raise ValueError(f"entry: {path} is not importable from {root} (module {self.entry_module!r})")
+            for wheel in self.wheel_files:
+                if not wheel.is_file():
+                    raise ValueError(f"requirements: no wheel file {wheel}")
 
     def declaration(self) -> dict[str, Any]:
         """The declaration as JSON-ready data (what the construct ships to the functions)."""
