@@ -113,7 +113,7 @@ def test_cli_submit_unknown_type_fails_with_the_receivers_error(
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1")
 
-    assert_one_line_error(result, 1, "UnknownJobType:", "known types: echo, spark, wait")
+    assert_one_line_error(result, 1, "UnknownJobType:", "known types: echo, spark, textstats, wait, wordcount")
 
 
 def test_cli_submit_bad_param_syntax_is_a_usage_error(

@@ -27,9 +27,17 @@ CHECKOV = REPO_ROOT / ".venv" / "checkov" / "bin" / "checkov"
 """Where `make checkov-env` installs checkov (the version the Makefile pins)."""
 
 FUNCTIONS = ("Functions/Receiver", "Functions/Extender", "Functions/Watcher")
-LOG_GROUPS = ("Functions/ReceiverLogs", "Functions/ExtenderLogs", "Functions/WatcherLogs", "Workflow/StateMachineLogs")
-QUEUES = ("Queues/DeadLetterQueue", "Queues/JobsQueue", "Queues/WaitingQueue0", "Queues/WaitingQueue1")
+LOG_GROUPS = (
+    "Functions/ReceiverLogs",
+    "Functions/ExtenderLogs",
+    "Functions/WatcherLogs",
+    "Workflow/StateMachineLogs",
+    "Workflow/WheelsCopyLogs",
+)
+QUEUES = ("Queues/DeadLetterQueue", "Queues/JobsQueue", *(f"Queues/WaitingQueue{n}" for n in range(3)))
 NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
+COPY_HANDLER = "AWS679f53fac002430cb0da5b7982bd2287"
+"""CDK's AwsCustomResource function: it copies textstats' zip of wheels into the Glue bucket."""
 
 CUSTOMER_KEY_SKIPS = {
     *(("CKV_AWS_116", name) for name in FUNCTIONS),
@@ -37,6 +45,7 @@ CUSTOMER_KEY_SKIPS = {
     ("CKV_AWS_115", "Functions/Receiver"),  # with reserve_concurrency, the extender and the watcher have some
     ("CKV_AWS_18", "Workflow/Buckets/AccessLogs"),
     ("CKV_AWS_108", "Workflow/StateMachine/Role/DefaultPolicy"),
+    *((check, COPY_HANDLER) for check in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")),
 }
 """checkov's checks suppressed with the customer-managed key (`kms_key`) and `reserve_concurrency`: no
 encryption check."""

@@ -88,7 +88,7 @@ def test_offline_waiting_queues_are_the_stacks(clients: tuple[Any, Any, Any], de
         queue_visibility_timeout_s=processor.config.infra.queue_visibility_timeout_s,
     )
     stack_waiting = dev.part("Queues").waiting
-    assert sorted(stack_waiting) == sorted(resources.waiting_queue_urls) == ["spark", "wordcount"]
+    assert sorted(stack_waiting) == sorted(resources.waiting_queue_urls) == ["spark", "textstats", "wordcount"]
     assert resources.settings.waiting_queue_urls == resources.waiting_queue_urls
     assert resources.settings.waiting_queues == json.dumps(dict(sorted(resources.waiting_queue_urls.items())))
     stack_queue = dev.resource(dev.part("Queues").queue)["Properties"]

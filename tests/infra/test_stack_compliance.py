@@ -20,7 +20,8 @@ from longjobs.construct.compliance import GUARD_ENCRYPTION_RULES, GUARD_REASONS,
 from longjobs.construct.nag import acknowledge
 from tests import REPO_ROOT
 from tests.infra.conftest import Synth, cdk_json_context, cli_env, working_copy
-from tests.infra.test_checkov import CHECKOV
+from tests.infra.test_checkov import CHECKOV, FUNCTIONS, LOG_GROUPS
+from tests.infra.test_checkov import COPY_HANDLER as COPY_FUNCTION
 
 CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 CFN_LINT_ACCEPTED = {
@@ -166,10 +167,11 @@ def test_cdk_app_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
 
 
 BUCKETS = ("AccessLogs", "Raw", "Curated", "Quarantine", "Glue")
-LOG_GROUPS = ("Functions/ReceiverLogs", "Functions/ExtenderLogs", "Functions/WatcherLogs", "Workflow/StateMachineLogs")
-FUNCTIONS = ("Functions/Receiver", "Functions/Extender", "Functions/Watcher")
+COPY_HANDLER = f"{COPY_FUNCTION}/Resource"
+"""CDK's AwsCustomResource function, at the stack's root: it copies textstats' zip of wheels."""
 CUSTOMER_KEY_SUPPRESSIONS = {
     *(("lambda_inside_vpc_check", f"Default/{name}/Resource") for name in FUNCTIONS),
+    ("lambda_inside_vpc_check", COPY_HANDLER),
     *(
         (rule, f"Default/Workflow/Buckets/{name}/Resource")
         for rule in ("s3_bucket_object_lock_enabled_check", "s3_event_notifications_enabled_check")

@@ -222,7 +222,7 @@ def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> Non
     shipped = dev.outdir / f"asset.{code['S3Key'].removesuffix('.zip')}" / "longjobs" / "engine" / "job_types.json"
     catalog = json.loads(shipped.read_text())
     types = {t["name"]: t for t in catalog["job_types"]}
-    assert list(types) == ["spark", "wait", "echo", "wordcount"]
+    assert list(types) == ["spark", "wait", "echo", "wordcount", "textstats"]
     assert types["wordcount"]["params_schema"]["required"] == ["input"]
     assert catalog["s3_triggers"] == [
         {
@@ -340,9 +340,9 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
 
 
 def waiting_queues(dev: Synth) -> set[str]:
-    """The waiting queues' ARNs: one per limited type, here spark and wordcount (their Glue jobs' limit)."""
+    """The waiting queues' ARNs: one per limited type, here the pyspark ones (their Glue jobs' limit)."""
     waiting = dev.part("Queues").waiting
-    assert sorted(waiting) == ["spark", "wordcount"]
+    assert sorted(waiting) == ["spark", "textstats", "wordcount"]
     return {f"<{dev.logical_id(queue)}.Arn>" for queue in waiting.values()}
 
 
@@ -416,7 +416,7 @@ def test_state_machine_role_settles_the_jobs_queue_and_runs_the_glue_jobs_only(d
         f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:job/<{dev.logical_id(job)}>"
         for job in workflow.glue_jobs.values()
     }
-    assert len(jobs) == 2, "spark and wordcount"
+    assert len(jobs) == 3, "spark, wordcount and textstats"
     assert {(a, r) for a, r in grants if a.startswith("glue:")} == {
         (f"glue:{a}", job) for a in ("StartJobRun", "GetJobRun", "GetJobRuns", "BatchStopJobRun") for job in jobs
     }
@@ -443,11 +443,13 @@ def test_glue_role_reads_raw_and_writes_its_outputs_only(dev: Synth) -> None:
         f"{work}/summaries/*",
     }
     assert ("s3:DeleteObject", f"{work}/summaries/*") not in grants
+    wheels = f"{work}/job-code/textstats/{wheels_key(dev).rsplit('/', 1)[1]}"  # its zip of wheels, nothing else
     assert {r for a, r in grants if a == "s3:GetObject"} == {
         f"{raw}/*",
         f"{curated}/*",
         f"{quarantine}/*",
         f"{work}/temp/*",
+        wheels,
     }
     assert not any(raw in r and a != "s3:ListBucket" and a != "s3:GetObject" for a, r in grants)
     assert {a for a, r in grants if r == "*"} == {"cloudwatch:PutMetricData"}
@@ -474,6 +476,7 @@ def test_state_machine_runs_the_glue_step_and_settles_with_the_lease(dev: Synth)
         "WaitThenFail",
         "Wait",
         "RunWordcountJob",
+        "RunTextstatsJob",
     ]
     spark = branch["RunSparkJob"]
     assert spark["Resource"] == "arn:<AWS::Partition>:states:::glue:startJobRun.sync"
@@ -550,7 +553,7 @@ def test_glue_job_pipeline_zip_holds_the_pipeline_package_only(dev: Synth) -> No
 def test_glue_job_per_pyspark_type_runs_the_entry_script_with_the_types_module(dev: Synth, prod: Synth) -> None:
     for synth, spark_workers in ((dev, 2), (prod, 5)):
         jobs = synth.part("Workflow").glue_jobs
-        assert sorted(jobs) == ["spark", "wordcount"]
+        assert sorted(jobs) == ["spark", "textstats", "wordcount"]
         for name, module, workers in (("spark", "events", spark_workers), ("wordcount", "wordcount", 2)):
             props = synth.resource(jobs[name])["Properties"]
             assert render_cfn(props["Command"]["ScriptLocation"]).endswith(".py")
@@ -560,6 +563,46 @@ def test_glue_job_per_pyspark_type_runs_the_entry_script_with_the_types_module(d
         assert synth.resource(jobs["wordcount"])["Properties"]["Timeout"] == 60
         _, entry = extra_py_files(synth, jobs["wordcount"])
         assert entry == {"wordcount.py"}
+
+
+def wheels_key(synth: Synth) -> str:
+    """The Glue bucket's key of textstats' zip of wheels, as its job names it."""
+    props = synth.resource(synth.part("Workflow").glue_jobs["textstats"])["Properties"]
+    return render_cfn(props["DefaultArguments"]["--additional-python-modules"]).split("/", 3)[3]
+
+
+def test_glue_job_of_a_package_type_ships_its_folder_and_installs_its_wheels_offline(dev: Synth) -> None:
+    """textstats (jobs.json) has `code` and `requirements`: its folder ships whole, its entry imports as a
+    module of it, and its pinned package reaches Glue as a zip of wheels installed with `--no-index`, the
+    form AWS documents for Glue 5.0 and later ("Using Python libraries with AWS Glue", zip of wheels:
+    https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-python-libraries.html). Glue installs
+    it only under a name ending in `.gluewheels.zip`, so a custom resource copies the asset to that key,
+    and the job depends on the copy."""
+    workflow = dev.part("Workflow")
+    job = workflow.glue_jobs["textstats"]
+    args = dev.resource(job)["Properties"]["DefaultArguments"]
+    assert (args["--job-module"], args["--job-function"]) == ("textstats.job", "run")
+    _, code = extra_py_files(dev, job)
+    assert {"textstats/__init__.py", "textstats/job.py", "textstats/words.py", "wordcount.py"} <= code
+    assert not any("__pycache__" in name for name in code)
+    key = wheels_key(dev)
+    assert key.startswith("job-code/textstats/") and key.endswith(".gluewheels.zip")
+    assert args["--python-modules-installer-option"] == "--no-index"
+    [(copy_id, copy)] = dev.of_type("Custom::AWS").items()
+    assert copy_id in dev.resource(job).get("DependsOn", [])
+    call = json.loads(render_cfn(copy["Properties"]["Create"]))
+    assert (call["service"], call["action"]) == ("S3", "copyObject")
+    assert (
+        call["parameters"]["Key"] == key
+        and call["parameters"]["Bucket"] == f"<{dev.logical_id(workflow.buckets.glue)}>"
+    )
+    asset = dev.outdir / f"asset.{call['parameters']['CopySource'].rsplit('/', 1)[1].removesuffix('.zip')}"
+    assert sorted(path.name for path in (asset / "wheels").iterdir()) == [
+        "Unidecode-1.4.0-py3-none-any.whl",
+        "requirements.txt",
+    ]
+    assert (asset / "wheels" / "requirements.txt").read_text() == "Unidecode==1.4.0\n"
+    assert call == json.loads(render_cfn(copy["Properties"]["Update"])), "a new zip is copied on update too"
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(dev: Synth) -> None:

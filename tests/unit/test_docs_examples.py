@@ -71,6 +71,12 @@ SHOWN_NOT_RUN = {
     ("install.md", "from longjobs.construct import quiet_node_notices"): "a user's CDK app: "
     "tests/infra/test_install.py synthesizes it as the page writes it, installed from the wheel",
     ("install.md", "import aws_cdk as cdk"): "the user's stack: tests/infra/test_install.py synthesizes it",
+    (
+        "jobs.md",
+        "job type 'rows': /project/jobs/rows.py:1 imports 'helpers', which Glue 5.0 does not provide and "
+        "the job does not ship: add its package to `requirements`, or set `code`",
+    ): "an error message, produced by tests/infra/test_processor.py",
+    ("jobs.md", "jobs/"): "a job's layout (test_docs_layout_names_what_exists checks each path)",
     ("jobs.md", "import aws_cdk as cdk"): "a user's CDK app (the construct's props: tests/infra/test_processor.py)",
     ("deploy.md", "LongJobProcessor("): "a part of a user's stack: tests/infra/test_processor.py synthesizes "
     "the same producers and checks their policies",
@@ -524,7 +530,7 @@ def layout_paths(block: Block) -> list[Path]:
 def test_docs_layout_names_what_exists() -> None:
     """Every folder and file a layout tree of the docs names is where the tree puts it."""
     trees = [block for block in blocks() if not block.info and LAYOUT_LINE.match(block.first_line)]
-    assert {block.page for block in trees} == {"README.md", "design.md"}, trees
+    assert {block.page for block in trees} == {"README.md", "design.md", "jobs.md"}, trees
     for block in trees:
         missing = [str(path.relative_to(REPO_ROOT)) for path in layout_paths(block) if not path.exists()]
         assert not missing, f"{block}: the layout names what is not there: {missing}"
