@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import CliError, UsageError
 from longjobs.engine.execution import execution_arn, execution_name
-from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
 
@@ -38,7 +38,7 @@ def list_leases(
         item_to_lease(item)
         for page in dynamodb.get_paginator("scan").paginate(**kwargs)
         for item in page.get("Items", [])
-        if not is_lock_key(item[PARTITION_KEY]["S"])  # job locks live in the same table
+        if is_lease_key(item[PARTITION_KEY]["S"])  # job locks and the published catalog live there too
     ]
     leases.sort(key=lambda lease: (lease.received_at, lease.message_id), reverse=True)
     return leases if limit is None else leases[:limit]

@@ -20,7 +20,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from longjobs.construct.assets import staged_package
-from longjobs.construct.compliance import cdk_handler, log_group_rules, suppress_checkov, suppress_guard
+from longjobs.construct.compliance import log_group_rules, suppress_checkov, suppress_guard
 from longjobs.construct.config import InfraSettings
 from longjobs.construct.constants import (
     ABORT_UPLOADS_AFTER,
@@ -34,6 +34,7 @@ from longjobs.construct.constants import (
     SUMMARY_PREFIX,
     TEMP_EXPIRATION,
 )
+from longjobs.construct.deploy_calls import DeployCalls
 from longjobs.construct.glue_runtime import GLUE_RUNTIMES
 from longjobs.construct.job_code import StagedWheels, check_imports, stage_code, stage_wheels
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, service_key
@@ -162,12 +163,11 @@ class JobWorkflow(Construct):
         waiting_queues: Sequence[sqs.IQueue] = (),
         key: kms.IKey | None = None,
         log_group_prefix: str | None = None,
+        deploy_calls: DeployCalls,
     ) -> None:
         super().__init__(scope, construct_id)
         self._key = key
-        self._settings = settings
-        self._log_retention = log_retention
-        self._log_group_prefix = log_group_prefix
+        self._deploy_calls = deploy_calls
         self.buckets = DataBuckets(
             self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days), key=key
         )
@@ -441,60 +441,27 @@ class JobWorkflow(Construct):
             },
             physical_resource_id=cr.PhysicalResourceId.of(key),
         )
-        copier = cr.AwsCustomResource(
+        copier = self._deploy_calls.call(
             self,
             f"{construct_id}WheelsCopy",
-            on_create=copy,
-            on_update=copy,
-            install_latest_aws_sdk=False,
-            log_group=self._copy_logs(),
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(
-                        actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
-                    ),
-                    iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(key)]),
-                ]
-            ),
+            copy,
+            [
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]
+                ),
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(key)]),
+            ],
+            key_actions=("kms:GenerateDataKey", "kms:Decrypt"),  # S3 writes the copy with a data key of the key
         )
-        if self._key is not None:
-            # S3 asks the key for a data key (Bucket Keys: and to decrypt it) to write the copy.
-            self._key.grant(copier.grant_principal, "kms:GenerateDataKey", "kms:Decrypt")
-        handler = cdk.Stack.of(self).node.try_find_child(COPY_HANDLER_ID)
-        if handler is None:
-            raise RuntimeError(f"CDK's AwsCustomResource function is no longer {COPY_HANDLER_ID!r}")
-        cdk_handler(handler, "copies a job type's zip of wheels into the Glue bucket")
         shared.role.add_to_policy(
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(key)])
         )
         return bucket.s3_url_for_object(key), copier
 
-    def _copy_logs(self) -> logs.ILogGroup:
-        """The log group of CDK's copy function, one for every type (the function is a singleton)."""
-        existing = self.node.try_find_child("WheelsCopyLogs")
-        if isinstance(existing, logs.LogGroup):
-            return existing
-        prefix = self._log_group_prefix
-        group = logs.LogGroup(
-            self,
-            "WheelsCopyLogs",
-            retention=self._log_retention,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-            encryption_key=self._key,
-            log_group_name=f"{prefix}/wheels-copy" if prefix else None,
-        )
-        days = self._settings.log_retention_days
-        suppress_guard(group, *log_group_rules(days, customer_key=self._key is not None))
-        if self._key is None:
-            suppress_checkov(group, "CKV_AWS_158")
-        return group
-
 
 GLUE_LOG_GROUPS = "/aws-glue/*"
 """Glue names the jobs' log groups itself, all under /aws-glue/."""
 
-COPY_HANDLER_ID = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
-"""The stack-wide function of CDK's `AwsCustomResource` (a singleton named after this UUID)."""
 JOB_CODE_PREFIX = "job-code/"
 """Where the Glue bucket keeps each type's zip of wheels (`job-code/<type>/<hash>.gluewheels.zip`)."""
 

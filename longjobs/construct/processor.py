@@ -35,6 +35,7 @@ whose two cdk-nag findings are acknowledged on that function.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -48,21 +49,30 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
 from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
 from longjobs.construct.compliance import cdk_handler
 from longjobs.construct.config import ConfigError, StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, SNAPSTART_UNAVAILABLE_REGIONS
+from longjobs.construct.deploy_calls import DeployCalls
 from longjobs.construct.functions import LongJobFunctions, Resources
 from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
-from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, processor_key
+from longjobs.construct.keys import (
+    KEY_USER_ACTIONS,
+    allow_log_groups,
+    key_user_statement,
+    log_group_arn,
+    processor_key,
+)
 from longjobs.construct.lease_table import LeaseTable
 from longjobs.construct.monitoring import Monitoring, Watched
 from longjobs.construct.nag import NagValidation, acknowledge
 from longjobs.construct.props import LongJobProcessorProps, check_existing, data_keys
 from longjobs.construct.queues import JobQueues
-from longjobs.engine.jobs import JobCatalog, load_catalog
+from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
+from longjobs.engine.jobs.published import CATALOG_KEY, catalog_item
 
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 """The id CDK gives the singleton function that configures bucket notifications."""
@@ -131,6 +141,14 @@ class LongJobProcessor(Construct):
             else None
         )
         table = props.existing_table or cast(LeaseTable, leases).table
+        self.deploy_calls = DeployCalls(
+            self,
+            "DeployCalls",
+            log_retention=retention,
+            log_retention_days=settings.log_retention_days,
+            key=key,
+            log_group_prefix=log_group_prefix,
+        )
         workflow = JobWorkflow(
             self,
             "Workflow",
@@ -142,6 +160,7 @@ class LongJobProcessor(Construct):
             waiting_queues=list(queues.waiting.values()),
             key=key,
             log_group_prefix=log_group_prefix,
+            deploy_calls=self.deploy_calls,
         )
         buckets = workflow.buckets
         self.functions = LongJobFunctions(
@@ -201,6 +220,8 @@ class LongJobProcessor(Construct):
             for grantee in (*functions, workflow.state_machine):
                 grantee.add_to_role_policy(key_user_statement(data_key))
 
+        self.catalog_item = self._publish_catalog(table, data_keys(props))
+
         self.queues, self.leases, self.workflow = queues, leases, workflow
         self.queue, self.dead_letter_queue = queues.queue, queues.dlq
         self.table = table
@@ -211,6 +232,30 @@ class LongJobProcessor(Construct):
         self.alarm_topic = self.monitoring.topic
         for producer in props.producers:
             self.grant_send_jobs(producer)
+
+    def _publish_catalog(self, table: dynamodb.ITable, data_keys: Sequence[kms.IKey]) -> cr.AwsCustomResource:
+        """Write the functions' job catalog into the lease table on every deploy that changes it, for the
+        operator's command (`longjobs.engine.jobs.published`)."""
+        try:
+            item = catalog_item(self.catalog, source=f"stack {cdk.Stack.of(self).stack_name}")
+        except ValueError as exc:
+            raise JobTypeError(str(exc)) from None
+        put = cr.AwsSdkCall(
+            service="DynamoDB",
+            action="putItem",
+            parameters={"TableName": table.table_name, "Item": item},
+            physical_resource_id=cr.PhysicalResourceId.of(CATALOG_KEY),
+        )
+        published = self.deploy_calls.call(
+            self,
+            "PublishedCatalog",
+            put,
+            [iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn])],
+            key_actions=KEY_USER_ACTIONS,  # DynamoDB encrypts the item with the table's key
+        )
+        for data_key in data_keys:  # an existing table's own key
+            published.grant_principal.add_to_principal_policy(key_user_statement(data_key))
+        return published
 
     def grant_send_jobs(self, producer: iam.IGrantable) -> iam.Grant:
         """Let `producer` send job messages: `sqs:SendMessage` and the queue attributes on the jobs queue,

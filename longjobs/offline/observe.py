@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.execution import execution_arn, execution_name, parse_execution_name
-from longjobs.engine.lease import Lease, LeaseStatus, is_lock_key
+from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.types import COPIED_STATUSES
@@ -250,7 +250,7 @@ class Observer:
         self._locate()
 
     def _on_lease_change(self, change: dict[str, Any]) -> None:
-        if "NewImage" not in change or is_lock_key(change["Keys"][PARTITION_KEY]["S"]):
+        if "NewImage" not in change or not is_lease_key(change["Keys"][PARTITION_KEY]["S"]):
             return  # job locks live in the lease table too
         new = item_to_lease(change["NewImage"])
         old = item_to_lease(change["OldImage"]) if "OldImage" in change else None

@@ -24,6 +24,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
 from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.jobs.published import publish
 from longjobs.engine.observability import metrics
 from longjobs.engine.settings import FIFO_BATCH_SIZE
 from longjobs.offline.emulator import REGION, Emulator, environment, function_environment
@@ -48,6 +49,10 @@ class Stoppable(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def join(self, timeout: float | None = None) -> None: ...
+
+
+PUBLISHED_BY = "the local service"
+"""Who published the catalog the offline runtime writes into its lease table (named in the CLI's errors)."""
 
 
 class LocalProcessor:
@@ -104,6 +109,8 @@ class LocalProcessor:
         return self.resources.settings
 
     def __enter__(self) -> LocalProcessor:
+        # what `longjobs submit` and `top` validate with, as a deployed stack publishes its own
+        publish(self.emulator.dynamodb(), self.resources.table_name, self.catalog, PUBLISHED_BY)
         env = {**function_environment(self.resources, self.emulator), "JOB_TYPES_FILE": str(self.catalog_file)}
         self._exit.enter_context(environment(env))
         for name in FUNCTIONS:

@@ -32,12 +32,12 @@ LOG_GROUPS = (
     "Functions/ExtenderLogs",
     "Functions/WatcherLogs",
     "Workflow/StateMachineLogs",
-    "Workflow/WheelsCopyLogs",
+    "DeployCalls/Logs",
 )
 QUEUES = ("Queues/DeadLetterQueue", "Queues/JobsQueue", *(f"Queues/WaitingQueue{n}" for n in range(3)))
 NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 COPY_HANDLER = "AWS679f53fac002430cb0da5b7982bd2287"
-"""CDK's AwsCustomResource function: it copies textstats' zip of wheels into the Glue bucket."""
+"""CDK's AwsCustomResource function: it publishes the job catalog and copies textstats' zip of wheels."""
 
 CUSTOMER_KEY_SKIPS = {
     *(("CKV_AWS_116", name) for name in FUNCTIONS),

@@ -65,7 +65,7 @@ def test_customer_managed_key_encrypts_every_store(deployment: str, request: pyt
     [table] = synth.of_type("AWS::DynamoDB::Table").values()
     assert table["Properties"]["SSESpecification"] == {"KMSMasterKeyId": key, "SSEEnabled": True, "SSEType": "KMS"}
     log_groups = synth.of_type("AWS::Logs::LogGroup")
-    assert len(log_groups) == 5, "the three functions', the state machine's and the wheels copy's"
+    assert len(log_groups) == 5, "the three functions', the state machine's and the deploy calls'"
     for log_group in log_groups.values():
         assert log_group["Properties"]["KmsKeyId"] == key
     buckets = synth.of_type("AWS::S3::Bucket")
@@ -155,7 +155,7 @@ def test_created_key_policy_lets_each_service_do_only_what_it_needs(cmk: Synth) 
 def test_created_key_lets_cloudwatch_logs_encrypt_the_processors_log_groups_only(cmk: Synth) -> None:
     names = sorted(group["Properties"]["LogGroupName"] for group in cmk.of_type("AWS::Logs::LogGroup").values())
     assert names == [
-        f"{LOG_PREFIX}/{name}" for name in ("extender", "receiver", "state-machine", "watcher", "wheels-copy")
+        f"{LOG_PREFIX}/{name}" for name in ("deploy-calls", "extender", "receiver", "state-machine", "watcher")
     ]
     [key] = cmk.of_type("AWS::KMS::Key").values()
     [logs] = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if _principal(s) == "logs.<region>"]

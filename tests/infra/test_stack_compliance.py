@@ -168,7 +168,7 @@ def test_cdk_app_fails_naming_a_bad_context_value(tmp_path: Path) -> None:
 
 BUCKETS = ("AccessLogs", "Raw", "Curated", "Quarantine", "Glue")
 COPY_HANDLER = f"{COPY_FUNCTION}/Resource"
-"""CDK's AwsCustomResource function, at the stack's root: it copies textstats' zip of wheels."""
+"""CDK's AwsCustomResource function, at the stack's root: the deploy's calls (`DeployCalls`)."""
 CUSTOMER_KEY_SUPPRESSIONS = {
     *(("lambda_inside_vpc_check", f"Default/{name}/Resource") for name in FUNCTIONS),
     ("lambda_inside_vpc_check", COPY_HANDLER),

@@ -12,6 +12,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from longjobs.construct.nag import render_cfn
+from longjobs.engine.jobs.published import CATALOG_KEY
 from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.settings import Settings
 from tests import REPO_ROOT
@@ -217,10 +218,15 @@ def test_functions_asset_holds_the_functions_and_the_engine_only(dev: Synth) -> 
     assert compiled == {cache_from_source(name) for name in sources}  # each module compiled (compile_for_lambda)
 
 
-def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> None:
+def shipped_catalog(dev: Synth) -> dict[str, Any]:
+    """The job catalog in the functions' asset (`longjobs/engine/job_types.json`)."""
     code = dev.resource(dev.part("Functions").receiver)["Properties"]["Code"]
     shipped = dev.outdir / f"asset.{code['S3Key'].removesuffix('.zip')}" / "longjobs" / "engine" / "job_types.json"
-    catalog = json.loads(shipped.read_text())
+    return dict(json.loads(shipped.read_text()))
+
+
+def test_functions_asset_carries_the_job_catalog_of_jobs_json(dev: Synth) -> None:
+    catalog = shipped_catalog(dev)
     types = {t["name"]: t for t in catalog["job_types"]}
     assert list(types) == ["spark", "wait", "echo", "wordcount", "textstats"]
     assert types["wordcount"]["params_schema"]["required"] == ["input"]
@@ -588,7 +594,7 @@ def test_glue_job_of_a_package_type_ships_its_folder_and_installs_its_wheels_off
     key = wheels_key(dev)
     assert key.startswith("job-code/textstats/") and key.endswith(".gluewheels.zip")
     assert args["--python-modules-installer-option"] == "--no-index"
-    [(copy_id, copy)] = dev.of_type("Custom::AWS").items()
+    [(copy_id, copy)] = [(k, r) for k, r in dev.of_type("Custom::AWS").items() if "WheelsCopy" in k]
     assert copy_id in dev.resource(job).get("DependsOn", [])
     call = json.loads(render_cfn(copy["Properties"]["Create"]))
     assert (call["service"], call["action"]) == ("S3", "copyObject")
@@ -603,6 +609,24 @@ def test_glue_job_of_a_package_type_ships_its_folder_and_installs_its_wheels_off
     ]
     assert (asset / "wheels" / "requirements.txt").read_text() == "Unidecode==1.4.0\n"
     assert call == json.loads(render_cfn(copy["Properties"]["Update"])), "a new zip is copied on update too"
+
+
+def test_stack_publishes_the_functions_job_catalog_in_the_lease_table_on_each_deploy(dev: Synth) -> None:
+    """`longjobs submit` and `top` validate with the catalog the stack publishes: the one the functions
+    run, written by a custom resource's PutItem (the only call its policy allows) into the lease table."""
+    [published] = [r for k, r in dev.of_type("Custom::AWS").items() if k.startswith("PublishedCatalog")]
+    call = json.loads(render_cfn(published["Properties"]["Create"]))
+    assert (call["service"], call["action"]) == ("DynamoDB", "putItem")
+    assert call == json.loads(render_cfn(published["Properties"]["Update"])), "a changed catalog is written again"
+    table = dev.logical_id(dev.part("Leases").table)
+    item = call["parameters"]["Item"]
+    assert call["parameters"]["TableName"] == f"<{table}>"
+    assert (item["pk"], item["published_by"]) == ({"S": CATALOG_KEY}, {"S": f"stack {dev.stack.stack_name}"})
+    assert json.loads(item["job_types"]["S"]) == shipped_catalog(dev), "exactly what the functions run"
+    [policy] = [r for k, r in dev.of_type("AWS::IAM::Policy").items() if k.startswith("PublishedCatalogCustomResource")]
+    assert [(s["Action"], render_cfn(s["Resource"])) for s in policy["Properties"]["PolicyDocument"]["Statement"]] == [
+        ("dynamodb:PutItem", f"<{table}.Arn>")
+    ]
 
 
 def test_glue_security_configuration_encrypts_logs_and_bookmarks(dev: Synth) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from longjobs.engine.lease.lock import Hold, Lock, Locks, hold_keys, is_lock_key, job_lock_key
+from longjobs.engine.lease.lock import Hold, Lock, Locks, hold_keys, is_lease_key, is_lock_key, job_lock_key
 from longjobs.engine.lease.renewals import Renewal
 from longjobs.engine.lease.schema import table_definition
 from longjobs.engine.lease.store import LeaseStore
@@ -19,6 +19,7 @@ __all__ = [
     "Locks",
     "Renewal",
     "hold_keys",
+    "is_lease_key",
     "is_lock_key",
     "job_lock_key",
     "successor_version",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease.schema import PARTITION_KEY, TTL_ATTR
+from longjobs.engine.lease.schema import META_PREFIX, PARTITION_KEY, TTL_ATTR
 from longjobs.engine.lease.writes import conditional, is_conditional_failure
 
 if TYPE_CHECKING:
@@ -59,6 +59,11 @@ def hold_keys(lease: Lease) -> tuple[str, ...]:
 def is_lock_key(key: str) -> bool:
     """Whether a table item's key is a lock's or a slot's (not a lease's)."""
     return key.startswith((JOB_LOCK_PREFIX, SLOT_PREFIX))
+
+
+def is_lease_key(key: str) -> bool:
+    """Whether a table item's key is a lease's: not a lock's, a slot's or the deployment's own (`META_PREFIX`)."""
+    return not key.startswith((JOB_LOCK_PREFIX, SLOT_PREFIX, META_PREFIX))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ RECONCILE_INDEX = "reconcile"
 WAITING_INDEX = "waiting"
 WAITING_TYPE_ATTR = "waiting_type"  # set only on WAITING leases: the waiting index's partition key
 WAITING_ORDER_ATTR = "waiting_order"  # a WAITING lease's place in its type's line (the index's sort key)
+META_PREFIX = "meta#"  # items about the deployment, not about a message: the published job catalog
 PARKED_LINE_PREFIX = "parked#"  # a PARKED marker's partition of the waiting index, by when its copy was sent
 HISTORY_ATTR = "attempts"  # the message's ended attempts, as a JSON string
 SHARD_ATTR = "shard"

@@ -1,0 +1,58 @@
+"""The job catalog a deployment publishes, so the operator's command validates against what runs.
+
+The stack writes its catalog into the lease table when it deploys (a CDK custom resource's PutItem),
+and the offline runtime (`serve`, a scenario's run) writes its own when it starts: one item, key
+`meta#job-types`, the catalog's JSON in `job_types`. `longjobs submit` and `top` read it with one
+GetItem, the access they already need to the table, and name where it came from in their errors.
+Nothing in the processor reads it back: the functions run the catalog shipped in their own asset,
+which the same deploy wrote.
+
+Why the lease table: the catalog is a few kilobytes (this repository's, 4.4 KB) and an item holds
+400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has none of the
+indexes' keys and no `status`, so no query of the processor and no count of leases meets it; what
+reads every item skips it by its key (`longjobs.engine.lease.is_lease_key`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from longjobs.engine.jobs.catalog import JobCatalog, load_catalog
+from longjobs.engine.lease.schema import META_PREFIX, PARTITION_KEY
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+CATALOG_KEY = META_PREFIX + "job-types"
+CATALOG_ATTR = "job_types"
+SOURCE_ATTR = "published_by"
+ITEM_MAX_BYTES = 400 * 1024
+"""DynamoDB's item size limit (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html)."""
+
+
+def catalog_item(catalog: JobCatalog, source: str) -> dict[str, dict[str, str]]:
+    """The table item that publishes `catalog`, in DynamoDB's typed form. `ValueError` past the item limit."""
+    text = json.dumps(catalog.to_data(), separators=(",", ":"), sort_keys=True)
+    if len(text.encode()) > ITEM_MAX_BYTES - 1024:
+        raise ValueError(
+            f"the job catalog is {len(text.encode())} bytes as JSON: more than a DynamoDB item holds "
+            f"({ITEM_MAX_BYTES} bytes with its key); shorten the schemas or descriptions"
+        )
+    return {PARTITION_KEY: {"S": CATALOG_KEY}, CATALOG_ATTR: {"S": text}, SOURCE_ATTR: {"S": source}}
+
+
+def publish(dynamodb: DynamoDBClient, table_name: str, catalog: JobCatalog, source: str) -> None:
+    dynamodb.put_item(TableName=table_name, Item=catalog_item(catalog, source))
+
+
+def read_published(dynamodb: DynamoDBClient, table_name: str) -> tuple[JobCatalog, str] | None:
+    """The published catalog and who published it; None when the table has none."""
+    item: dict[str, Any] = dynamodb.get_item(
+        TableName=table_name, Key={PARTITION_KEY: {"S": CATALOG_KEY}}, ConsistentRead=True
+    ).get("Item", {})
+    if CATALOG_ATTR not in item:
+        return None
+    data = json.loads(item[CATALOG_ATTR]["S"])
+    catalog = load_catalog(data, include_builtins=False, source=f"{table_name} item {CATALOG_KEY}")
+    return catalog, item.get(SOURCE_ATTR, {}).get("S", "")

@@ -1,0 +1,38 @@
+"""The job catalog a deployment publishes in its lease table (`longjobs.engine.jobs.published`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
+from longjobs.engine.jobs.published import CATALOG_KEY, ITEM_MAX_BYTES, catalog_item
+from longjobs.engine.lease import is_lease_key, job_lock_key
+
+
+def test_published_catalog_item_is_the_catalogs_json_under_its_own_key() -> None:
+    catalog = JobCatalog(BUILTIN_TYPES)
+    item = catalog_item(catalog, source="stack LongJobs-dev")
+    assert item["pk"] == {"S": CATALOG_KEY} and item["published_by"] == {"S": "stack LongJobs-dev"}
+    assert json.loads(item["job_types"]["S"]) == catalog.to_data()
+    assert set(item) == {"pk", "job_types", "published_by"}, "no status, no index key: no lease query meets it"
+
+
+def test_published_catalog_past_a_dynamodb_item_is_refused_naming_the_limit() -> None:
+    huge = JobType.model_validate(
+        {"name": "huge", "runner": "pyspark", "entry": "a.py:run", "description": "x" * 1_000,
+         "params_schema": {"type": "object", "properties": {f"p{n}": {"type": "string", "description": "y" * 500}
+                                                            for n in range(900)}}}
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=f"more than a DynamoDB item holds \\({ITEM_MAX_BYTES} bytes"):
+        catalog_item(JobCatalog([*BUILTIN_TYPES, huge]), source="stack X")
+
+
+@pytest.mark.parametrize(
+    ("key", "lease"),
+    [("0f9c7e1c-6d53-4d0c-9b2d-1d2f3a4b5c6d", True), (job_lock_key("j-1"), False), ("slot#spark#0", False),
+     (CATALOG_KEY, False)],
+)  # fmt: skip
+def test_published_catalog_key_is_not_a_lease_key(key: str, lease: bool) -> None:
+    assert is_lease_key(key) is lease
