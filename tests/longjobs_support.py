@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from longjobs.cli.__main__ import main
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.jobs.published import publish
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.codec import lease_to_item
 from longjobs.engine.lease.schema import table_definition
@@ -116,7 +118,10 @@ def create_processor(
     dlq: str = "jobs-dlq",
     table: str = "leases",
     state_machine: str = "long-jobs",
+    published_by: str | None = None,
 ) -> Processor:
+    """The processor's resources; `published_by`: the built-in job types published in the lease table as that
+    deployment (the stack's custom resource, or the offline runtime at start) writes them."""
     dlq_url = sqs.create_queue(QueueName=dlq)["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue_url = sqs.create_queue(
@@ -127,6 +132,8 @@ def create_processor(
         },
     )["QueueUrl"]
     dynamodb.create_table(**table_definition(table))
+    if published_by is not None:
+        publish(dynamodb, table, JobCatalog(BUILTIN_TYPES), published_by)
     state_machine_arn = stepfunctions.create_state_machine(
         name=state_machine, definition=PASS_DEFINITION, roleArn=ROLE_ARN
     )["stateMachineArn"]

@@ -33,6 +33,7 @@ from longjobs.engine.cancel import DEFAULT_REASON
 
 PROG = "longjobs"
 DEFAULT_LEASES_LIMIT = 50
+JOBS_FILE_HELP = "the job types to use instead of those the stack or service publishes"
 
 
 class Parser(argparse.ArgumentParser):
@@ -135,9 +136,10 @@ def build_parser() -> Parser:
         parents=common,
         help="validate a job as the receiver would, then send it; prints the message id",
         description="Send a job message: TYPE with --param k=v (values parsed as JSON when they parse), "
-        "or a whole body with --body FILE ('-' for stdin). Nothing is sent when the receiver would reject it.",
+        "or a whole body with --body FILE ('-' for stdin). Nothing is sent when the receiver would reject it: "
+        "it is checked against the job types the stack or the local service publishes.",
     )
-    submit.add_argument("type", nargs="?", metavar="TYPE", help="job type: spark, wait or echo")
+    submit.add_argument("type", nargs="?", metavar="TYPE", help="job type, one the stack or service knows")
     submit.add_argument("--param", action="append", metavar="K=V", help="a job parameter (repeatable)")
     submit.add_argument("--body", metavar="FILE", help="send this JSON body as it is ('-': stdin)")
     submit.add_argument("--job-id", metavar="ID", help="the job id (default: <type>-<UTC time>-<hex>)")
@@ -147,6 +149,7 @@ def build_parser() -> Parser:
     submit.add_argument(
         "--message-deduplication-id", metavar="ID", help="FIFO queues: the deduplication id (default: the body's)"
     )
+    submit.add_argument("--jobs-file", metavar="FILE", help=JOBS_FILE_HELP)
     submit.set_defaults(run=commands.run_submit)
 
     status = commands_.add_parser(
@@ -236,7 +239,7 @@ def build_parser() -> Parser:
     )
     top.add_argument("--once", action="store_true", help="draw one frame and exit")
     top.add_argument("--interval", type=_interval, default=commands.WATCH_INTERVAL_S, metavar="S", help="seconds")
-    top.add_argument("--jobs-file", metavar="FILE", help="the job types (as `serve --jobs-file`): each type's limit")
+    top.add_argument("--jobs-file", metavar="FILE", help=JOBS_FILE_HELP)
     top.set_defaults(run=commands.run_top)
     return parser
 

@@ -13,12 +13,11 @@ from pathlib import Path
 from rich.console import RenderableType
 from rich.live import Live
 
-from longjobs.cli import confirm, dlq, leases, render, resources, status, submit, top
+from longjobs.cli import catalog, confirm, dlq, leases, render, resources, status, submit, top
 from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.jobs import JobTypeError, load_catalog_file
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.settings import Settings
 
@@ -62,6 +61,15 @@ class Context:
     def local(self) -> bool:
         return self.connection.local
 
+    def job_catalog(self) -> catalog.Catalog | None:
+        """The job types to validate with: `--jobs-file`, else what the stack or the local service
+        publishes (None when it publishes none)."""
+        path = getattr(self.args, "jobs_file", None)
+        if path:
+            return catalog.from_file(path)
+        found = self.resources
+        return catalog.published(self.clients.dynamodb, found.table_name, found.origin)
+
     @cached_property
     def resources(self) -> resources.Resources:
         if self.stack is not None:
@@ -95,11 +103,15 @@ def run_submit(ctx: Context) -> int:
         body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
     found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
     settings = submit.validation_settings(found.curated_uri, found.quarantine_uri)
+    job_types = ctx.job_catalog()
+    if job_types is None:
+        raise CliError(catalog.not_published(found.origin, found.table_name))
     result = submit.submit(
         ctx.clients.sqs,
         found.queue_url,
         body,
         settings,
+        job_types,
         group_id=args.message_group_id,
         deduplication_id=args.message_deduplication_id,
     )
@@ -221,21 +233,19 @@ def run_dlq_redrive(ctx: Context) -> int:
     return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
 
 
-def _limits(path: str | None) -> dict[str, int] | None:
-    """Each limited type's max_concurrency, from a job types file (`--jobs-file`); None without one."""
-    if path is None:
+def _limits(ctx: Context) -> dict[str, int] | None:
+    """Each limited type's max_concurrency, from the job types (`Context.job_catalog`); None when unknown."""
+    job_types = ctx.job_catalog()
+    if job_types is None:
         return None
-    try:
-        catalog = load_catalog_file(Path(path))
-    except JobTypeError as exc:
-        raise CliError(f"--jobs-file: {exc}") from None
-    return {job_type.name: job_type.concurrency_limit for job_type in catalog.limited() if job_type.concurrency_limit}
+    limited = job_types.types.limited()
+    return {job_type.name: job_type.concurrency_limit for job_type in limited if job_type.concurrency_limit}
 
 
 def run_top(ctx: Context) -> int:
     """`top`: one frame (`--once`, `--json`) or a live view until Ctrl-C. Read-only: it never receives."""
     args = ctx.args
-    limits = _limits(args.jobs_file)
+    limits = _limits(ctx)
     found = ctx.resources
     last: list[top.Frame] = []
 

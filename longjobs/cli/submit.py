@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError, UsageError
 from longjobs.engine.delivery.models import BadInput, parse_body
-from longjobs.engine.jobs import JobCatalog, JobTypeError, catalog_from_env, load_catalog_file
 from longjobs.engine.settings import Settings, is_fifo_url
 
 if TYPE_CHECKING:
@@ -65,26 +63,13 @@ def validation_settings(curated_uri: str | None = None, quarantine_uri: str | No
     return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri)
 
 
-PROJECT_JOBS_FILE = Path("jobs.json")
-"""The job types of the project in the current directory, as the bundled app reads them."""
-
-
-def job_catalog() -> JobCatalog:
-    """The job types to validate with: `JOB_TYPES_FILE`, else `./jobs.json`, else the built-ins."""
+def validate(body: str, settings: Settings, catalog: Catalog) -> list[Any]:
+    """The jobs the receiver would make of `body` with `catalog`; `CliError` with the DLQ's `ErrorType:
+    message`, and the catalog it used, if none."""
     try:
-        if PROJECT_JOBS_FILE.is_file() and not os.environ.get("JOB_TYPES_FILE"):
-            return load_catalog_file(PROJECT_JOBS_FILE)
-        return catalog_from_env()
-    except JobTypeError as exc:
-        raise CliError(str(exc)) from None
-
-
-def validate(body: str, settings: Settings) -> list[Any]:
-    """The jobs the receiver would make of `body`; `CliError` with the DLQ's `ErrorType: message` if none."""
-    try:
-        jobs = parse_body(body, settings, job_catalog())
+        jobs = parse_body(body, settings, catalog.types)
     except BadInput as bad:
-        raise CliError(f"{bad.error_type}: {bad.message}") from None
+        raise CliError(f"{bad.error_type}: {bad.message} (job types of {catalog.origin})") from None
     if not jobs:
         raise CliError("the body asks for no job: the receiver would acknowledge it and drop it")
     return jobs
@@ -95,6 +80,7 @@ def submit(
     queue_url: str,
     body: str,
     settings: Settings,
+    catalog: Catalog,
     *,
     group_id: str | None = None,
     deduplication_id: str | None = None,
@@ -107,7 +93,7 @@ def submit(
         )
     if deduplication_id is not None and group_id is None:
         raise CliError("--message-deduplication-id: not a FIFO queue")
-    jobs = validate(body, settings)
+    jobs = validate(body, settings, catalog)
     if group_id is None:
         message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
     elif deduplication_id is None:

@@ -4,7 +4,7 @@ One frame is `status`'s readings (queue and DLQ depth, leases by status, the old
 last hour, each limited type's `BacklogDrainTime`) and, from the same one Scan of the lease table:
 
 - per job type: executions running (ACTIVE leases), the admission slots held against the type's limit
-  (the limit comes from `--jobs-file`, the job types file `serve` and the construct take; without it, the
+  (the limit comes from the job types the stack or service publishes, or `--jobs-file`; without them, the
   slots the table has seen are shown), messages waiting for a slot in flight (WAITING leases) and parked
   in the type's waiting queue (PARKED markers no copy has claimed yet);
 - the renewal rate: renewals a minute between this frame and the previous one (the sum of every lease's
@@ -44,7 +44,7 @@ class TypeLine:
     running: int  # ACTIVE leases of the type
     slots_held: int  # its admission slots held now
     slots_seen: int  # its admission slot items in the table (a lower bound of the limit)
-    limit: int | None  # its max_concurrency, when the job types are known (`--jobs-file`)
+    limit: int | None  # its max_concurrency, when the job types are known
     waiting: int  # WAITING leases: waiting in flight for a slot
     parked: int  # PARKED markers not yet claimed by a copy: waiting in the type's waiting queue
     drain_s: float | None  # its latest BacklogDrainTime (CloudWatch), None where not available
@@ -142,7 +142,7 @@ def collect_frame(
         if item.get("status") in (LeaseStatus.ACTIVE.value, LeaseStatus.WAITING.value) and "received_at" in item
     ]
     if limits is None:
-        notes.append("limits unknown: pass --jobs-file (the job types) to show each type's limit")
+        notes.append("limits unknown: the deployment publishes no job types (pass --jobs-file FILE)")
     return Frame(
         status=status,
         types=type_lines(items, limits or {}, status.drain_s),

@@ -14,7 +14,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from longjobs.cli import clients, commands
+from longjobs.engine.jobs.published import CATALOG_KEY
 from longjobs.engine.lease import LastError, LeaseStatus
+from longjobs.offline.processor import PUBLISHED_BY
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 
@@ -48,7 +50,7 @@ def local(endpoint: str) -> Processor:
     _reset(endpoint)
     session = boto3.session.Session(region_name="us-east-1")
     sqs, dynamodb, sfn = (session.client(name, endpoint_url=endpoint) for name in ("sqs", "dynamodb", "stepfunctions"))
-    return create_processor(sqs, dynamodb, sfn)
+    return create_processor(sqs, dynamodb, sfn, published_by=PUBLISHED_BY)
 
 
 def test_cli_submit_sends_the_validated_job_message(
@@ -113,7 +115,30 @@ def test_cli_submit_unknown_type_fails_with_the_receivers_error(
 ) -> None:
     result = run(capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1")
 
-    assert_one_line_error(result, 1, "UnknownJobType:", "known types: echo, spark, textstats, wait, wordcount")
+    assert_one_line_error(
+        result, 1, "UnknownJobType:", "(known types: echo, spark, wait) (job types of the local service)"
+    )
+
+
+def test_cli_submit_validates_with_the_services_published_types_never_a_jobs_json_here(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A jobs.json in the current folder may describe another deployment: submit never reads it. It
+    validates with what the service publishes, or with a file it is told to use."""
+    (tmp_path / "jobs.json").write_text(json.dumps({"job_types": [{"name": "sleep", "runner": "wait",
+        "params_schema": {"type": "object", "required": ["seconds"], "properties": {"seconds": {}}}}]}))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    refused = run(capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1")
+    assert_one_line_error(refused, 1, "'sleep' is not a job type", "(job types of the local service)")
+
+    sent = run(
+        capsys, "--endpoint-url", endpoint, "submit", "sleep", "--param", "seconds=1", "--jobs-file", "jobs.json"
+    )
+    assert sent.code == 0, sent.err
+
+    local.dynamodb.delete_item(TableName=local.table_name, Key={"pk": {"S": CATALOG_KEY}})
+    unpublished = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1")
+    assert_one_line_error(unpublished, 1, "publishes no job types", "pass --jobs-file FILE")
 
 
 def test_cli_submit_bad_param_syntax_is_a_usage_error(

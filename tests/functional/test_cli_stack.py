@@ -40,6 +40,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Processor]:
             dlq="LongJobs-test-DeadLetterQueue9F481546-def",
             table="LongJobs-test-LeasesTable-123",
             state_machine="Workflow-StateMachine-xyz",
+            published_by=f"stack {STACK}",  # the stack's custom resource writes it (tests/infra checks that)
         )
         outputs = {
             "QueueUrl": processor.queue_url,

@@ -22,10 +22,12 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from longjobs.cli import dlq, submit
+from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.extender.service import renew_due
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_RETENTION_S
@@ -293,13 +295,18 @@ def test_fifo_expired_handle_is_lost_and_the_extender_stops_the_execution_before
     assert fifo.harness.stepfunctions.describe_execution(executionArn=lease.execution_arn)["status"] == "ABORTED"
 
 
+BUILTINS = Catalog(JobCatalog(BUILTIN_TYPES), origin="the test")
+
+
 def test_fifo_longjobs_submit_sends_into_a_group_and_needs_one(fifo: Flow) -> None:
     body = json.dumps({"job_id": "cli", "type": "wait", "params": {"seconds": 1}})
     settings = submit.validation_settings()
     with pytest.raises(CliError, match="a FIFO queue needs --message-group-id"):
-        submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings)
+        submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings, BUILTINS)
 
-    sent = submit.submit(fifo.sqs, fifo.harness.queue_url, body, settings, group_id="ops", deduplication_id="cli-1")
+    sent = submit.submit(
+        fifo.sqs, fifo.harness.queue_url, body, settings, BUILTINS, group_id="ops", deduplication_id="cli-1"
+    )
 
     got = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Messages"]
     assert [(m["MessageId"], m["Attributes"]["MessageGroupId"]) for m in got] == [(sent.message_id, "ops")]

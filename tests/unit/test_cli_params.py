@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError, UsageError
 from longjobs.cli.submit import job_body, new_job_id, parse_params, parse_value, validate, validation_settings
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, load_catalog_file
 
 
 @pytest.mark.parametrize(
@@ -62,8 +64,11 @@ def test_cli_new_job_id_names_the_type_and_the_time() -> None:
     assert job_id != new_job_id("wait", now=1_795_000_000)
 
 
+BUILTINS = Catalog(JobCatalog(BUILTIN_TYPES), origin="stack LongJobs-test")
+
+
 def test_cli_validate_returns_the_receivers_jobs() -> None:
-    [job] = validate(job_body("wait", {"seconds": 3}, "j-1"), validation_settings())
+    [job] = validate(job_body("wait", {"seconds": 3}, "j-1"), validation_settings(), BUILTINS)
 
     assert (job.type, job.params) == ("wait", {"seconds": 3, "fail": False})
 
@@ -72,17 +77,23 @@ def test_cli_validate_refuses_a_spark_job_without_outputs_where_no_default_is_co
     body = job_body("spark", {"input": "s3://raw-bucket/x/", "date": "2026-11-20"}, "j-1")
 
     with pytest.raises(CliError, match=r"InvalidParameters: params\.output: is required"):
-        validate(body, validation_settings())
-    [job] = validate(body, validation_settings("s3://curated-bucket/", "s3://quarantine-bucket/"))
+        validate(body, validation_settings(), BUILTINS)
+    [job] = validate(body, validation_settings("s3://curated-bucket/", "s3://quarantine-bucket/"), BUILTINS)
     assert job.params["output"] == "s3://curated-bucket/events/", "the stack's receiver fills it from its bucket"
 
 
-def test_cli_validate_knows_the_project_job_types_of_jobs_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(Path(__file__).parents[2])  # the project's folder, where longjobs reads jobs.json
-    [job] = validate(job_body("wordcount", {"input": "s3://raw-bucket/texts/"}, "wc-1"), validation_settings())
+def test_cli_validate_uses_the_catalog_it_is_given_and_names_it_in_its_errors() -> None:
+    mine = Catalog(load_catalog_file(Path(__file__).parents[2] / "jobs.json"), origin="--jobs-file jobs.json")
+    [job] = validate(job_body("wordcount", {"input": "s3://raw-bucket/texts/"}, "wc-1"), validation_settings(), mine)
     assert job.type == "wordcount"
+    with pytest.raises(CliError) as refused:
+        validate(job_body("wordcount", {"input": "s3://raw-bucket/texts/"}, "wc-1"), validation_settings(), BUILTINS)
+    assert str(refused.value) == (
+        "UnknownJobType: type: 'wordcount' is not a job type (known types: echo, spark, wait) "
+        "(job types of stack LongJobs-test)"
+    )
 
 
 def test_cli_validate_refuses_a_body_the_receiver_would_drop() -> None:
     with pytest.raises(CliError, match="asks for no job"):
-        validate('{"Event": "s3:TestEvent"}', validation_settings())
+        validate('{"Event": "s3:TestEvent"}', validation_settings(), BUILTINS)

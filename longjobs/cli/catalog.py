@@ -1,0 +1,54 @@
+"""The job types a command validates with: the ones the stack or local service it talks to publishes.
+
+A deployed stack writes its catalog into its lease table on every deploy, and `longjobs-offline serve`
+writes its own at start (`longjobs.engine.jobs.published`). `--jobs-file FILE` names a file instead, for
+a stack deployed before it published one. A `jobs.json` that happens to be in the current folder is
+never read: it may describe another deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from longjobs.cli.errors import CliError
+from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog_file
+from longjobs.engine.jobs.published import CATALOG_KEY, read_published
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Job types, and where they came from (named in every error that used them)."""
+
+    types: JobCatalog
+    origin: str
+
+
+def from_file(path: str) -> Catalog:
+    try:
+        return Catalog(load_catalog_file(Path(path)), origin=f"--jobs-file {path}")
+    except JobTypeError as exc:
+        raise CliError(f"--jobs-file: {exc}") from None
+
+
+def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog | None:
+    """What `origin` (its lease table `table_name`) publishes; None when it publishes nothing."""
+    try:
+        found = read_published(dynamodb, table_name)
+    except (JobTypeError, ValueError) as exc:
+        raise CliError(f"{origin}'s published job types cannot be read: {exc}") from None
+    if found is None:
+        return None
+    types, published_by = found
+    return Catalog(types, origin=published_by or origin)
+
+
+def not_published(origin: str, table_name: str) -> str:
+    return (
+        f"{origin} publishes no job types (its lease table {table_name} has no item {CATALOG_KEY}: a stack "
+        "deployed before it published them); deploy it again, or pass --jobs-file FILE"
+    )
