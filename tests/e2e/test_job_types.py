@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
 from tests.e2e.conftest import Runner
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -47,3 +49,26 @@ def test_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Run
     assert count["summary"] == {"lines": 3, "longest": 9}, "the entry's own summary, stored on the lease"
     assert (typo["final"], typo["executions"]) == ("dlq", 0)
     assert typo["dlq_error"] == "InvalidParameters: params.input: is required"
+
+
+def test_a_package_type_with_a_requirement_runs_offline_as_jobs_json_declares_it(run: Runner, tmp_path: Path) -> None:
+    """The jobs page's `textstats`, declared as in jobs.json: its helper module and its Unidecode UDF run
+    on the local Spark worker of the offline runtime, which installs the requirement before the first job."""
+    declared = next(
+        t for t in json.loads((REPO_ROOT / "jobs.json").read_text())["job_types"] if t["name"] == "textstats"
+    )
+    textstats = {**declared, "entry": str(REPO_ROOT / declared["entry"]), "code": str(REPO_ROOT / declared["code"])}
+    data = tmp_path / "input"
+    data.mkdir()
+    (data / "part-0.txt").write_text("Café au lait\ncafe CAFÉ crème\nCrème brûlée\n")
+
+    result = run(
+        settings=SHORT_THRESHOLD,
+        job_types=[textstats],
+        jobs=[{"id": "stats", "type": "textstats", "params": {"input": str(data), "min_length": 3}}],
+    )
+
+    assert result.report["ok"] is True, result.violations
+    stats = result.report["jobs"]["stats"]
+    assert (stats["final"], stats["executions"]) == ("deleted", 1)
+    assert stats["summary"]["top"] == [["cafe", 3], ["creme", 2], ["brulee", 1], ["lait", 1]]
