@@ -98,7 +98,11 @@ class InfraSettings(BaseModel):
         le=SQS_MAX_VISIBILITY_S,
         description="Jobs queue VT: how soon a record the receiver never leased comes back.",
     )
-    glue_version: Literal["5.0", "5.1"] = "5.0"
+    glue_version: Literal["5.0", "5.1", "6.0"] = Field(
+        default="6.0",
+        description="Glue version of every pyspark type that does not pin its own: 6.0 runs Spark 4.1.1 on "
+        "Python 3.13; 5.0 and 5.1 run Spark 3.5 on Python 3.11.",
+    )
     glue_worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = Field(
         default="G.1X", description="Glue settings of every pyspark job type that does not set its own."
     )
@@ -194,6 +198,7 @@ class InfraSettings(BaseModel):
         """A pyspark type's Glue settings, each one it leaves out taken from these settings."""
         own = job_type.glue or GlueSettings()
         return GlueSettings(
+            version=own.version or self.glue_version,
             worker_type=own.worker_type or self.glue_worker_type,
             workers=own.workers or self.glue_workers,
             timeout_minutes=own.timeout_minutes or self.glue_timeout_minutes,

@@ -69,8 +69,9 @@ JOB_TYPES_FILE = "job_types.json"
 """The job catalog the construct writes into the functions' asset (`longjobs/engine/job_types.json`)."""
 
 # Glue
-GLUE_VERSIONS = {"5.0": "V5_0", "5.1": "V5_1"}
-"""Glue versions with Python 3.11 and Spark 3.5, which the pipeline is written and tested for."""
+GLUE_VERSIONS = {"5.0": "V5_0", "5.1": "V5_1", "6.0": "V6_0"}
+"""The Glue versions a pyspark type may run on: 6.0 (Spark 4.1.1, Python 3.13), the default, whose Spark the
+offline runtime runs, and 5.0 and 5.1 (Spark 3.5, Python 3.11), for which the shipped code stays valid 3.11."""
 GLUE_TEMP_PREFIX = "temp/"
 SUMMARY_PREFIX = "summaries/"
 """Where each Glue run writes its summary JSON (`<execution name>.json`) for the workflow to read."""

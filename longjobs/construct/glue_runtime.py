@@ -43,6 +43,14 @@ GLUE_5_1_PROVIDED = GLUE_5_0_PROVIDED | frozenset(
         *("typing_extensions", "uv"),
     }
 )
+GLUE_6_0_PROVIDED = GLUE_5_1_PROVIDED | frozenset(
+    {
+        # googleapis-common-protos and protobuf (google), grpcio (grpc), grpcio-status, PyYAML (yaml), zstandard
+        *("google", "grpc", "grpc_status", "yaml", "zstandard"),
+    }
+)
+"""Glue 6.0's list is its `base-requirements.txt` (awslabs/aws-glue-libs, the branch for 6.0), which AWS's
+page on Python virtual environments links for 6.0."""
 SPARK_AND_GLUE = frozenset({"pyspark", "py4j", "awsglue"})
 
 REMOVED_AFTER_3_11 = frozenset(
@@ -81,4 +89,5 @@ class GlueRuntime:
 GLUE_RUNTIMES = {
     "5.0": GlueRuntime("5.0", "3.11", GLUE_5_0_PROVIDED),
     "5.1": GlueRuntime("5.1", "3.11", GLUE_5_1_PROVIDED),
+    "6.0": GlueRuntime("6.0", "3.13", GLUE_6_0_PROVIDED),
 }

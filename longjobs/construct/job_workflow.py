@@ -372,7 +372,8 @@ class JobWorkflow(Construct):
 
     def _glue_job(self, job_type: JobType, settings: InfraSettings, shared: _GlueShared) -> glue.PySparkEtlJob:
         sizing = settings.glue_of(job_type)
-        runtime = GLUE_RUNTIMES[settings.glue_version]
+        version = str(sizing.version)
+        runtime = GLUE_RUNTIMES[version]
         # The built-in spark type keeps the id its job had before job types were declared (stable logical ids).
         construct_id = "Job" if job_type.name == "spark" else f"{state_prefix(job_type)}Job"
         code = s3_assets.Asset(self, f"{construct_id}Entry", path=str(stage_code(job_type)))
@@ -401,7 +402,7 @@ class JobWorkflow(Construct):
                 glue.Code.from_bucket(shared.pipeline_zip.bucket, shared.pipeline_zip.s3_object_key),
                 glue.Code.from_bucket(code.bucket, code.s3_object_key),
             ],
-            glue_version=getattr(glue.GlueVersion, GLUE_VERSIONS[settings.glue_version]),
+            glue_version=getattr(glue.GlueVersion, GLUE_VERSIONS[version]),
             worker_configuration=glue.WorkerConfiguration(
                 worker_type=getattr(glue.WorkerType, str(sizing.worker_type).replace(".", "_")),
                 number_of_workers=sizing.workers or settings.glue_workers,

@@ -15,6 +15,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Template
 
 from app import main as app_main
 from longjobs.construct import LongJobProcessor
@@ -252,7 +253,7 @@ def test_user_app_job_importing_a_module_that_would_not_ship_fails_synth_naming_
         with pytest.raises(JobTypeError) as refused:
             LongJobProcessor(stack, "Jobs", job_types=[ROWS_TYPE])
         assert str(refused.value) == (
-            f"job type 'rows': {tmp_path / 'jobs' / 'rows.py'}:1 imports 'helpers', which Glue 5.0 does not "
+            f"job type 'rows': {tmp_path / 'jobs' / 'rows.py'}:1 imports 'helpers', which Glue 6.0 does not "
             "provide and the job does not ship: add its package to `requirements`, or set `code`"
         )
         fixed = {**ROWS_TYPE, "code": "jobs"}
@@ -274,7 +275,30 @@ def test_user_app_requirement_pip_cannot_download_fails_synth_and_caches_nothing
         LongJobProcessor(cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack"), "Jobs", job_types=[pinned])
     message = str(refused.value)
     assert message.startswith(
-        "job type 'rows': cannot download its requirements as wheels for Glue 5.0 (Python 3.11, manylinux2014_x86_64): "
+        "job type 'rows': cannot download its requirements as wheels for Glue 6.0 (Python 3.13, manylinux2014_x86_64): "
     )
     assert "Unidecode==9.9.9" in message and "(ran: pip download " in message
     assert list((tmp_path / "cache" / "glue-wheels").iterdir()) == []
+
+
+def test_user_app_type_may_pin_its_glue_version_and_its_imports_are_checked_for_it(tmp_path: Path) -> None:
+    """The stack's Glue jobs run Glue 6.0 (Spark 4.1.1, Python 3.13) unless a type pins 5.0 or 5.1; each
+    type's imports are checked against its own version's provided modules (orjson: 5.1 and later)."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text("import orjson\n" + SCRIPT)
+    pinned = {**ROWS_TYPE, "glue": {**ROWS_TYPE["glue"], "version": "5.1"}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack")
+        jobs = LongJobProcessor(stack, "Jobs", job_types=[pinned])
+        template = Template.from_stack(stack).to_json()
+        with pytest.raises(JobTypeError, match=r"imports 'orjson', which Glue 5\.0 does not provide"):
+            LongJobProcessor(
+                cdk.Stack(cdk.App(outdir=str(tmp_path / "o2")), "Old"),
+                "Jobs",
+                job_types=[{**ROWS_TYPE, "glue": {**ROWS_TYPE["glue"], "version": "5.0"}}],
+            )
+    versions = {
+        name: resource(stack, template, job)["Properties"]["GlueVersion"] for name, job in jobs.glue_jobs.items()
+    }
+    assert versions == {"rows": "5.1", "spark": "6.0"}

@@ -525,10 +525,10 @@ def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None
 # Glue job and buckets
 
 
-def test_glue_job_is_glue5_with_workers_and_the_pipeline_zip(dev: Synth, prod: Synth) -> None:
+def test_glue_job_is_glue6_with_workers_and_the_pipeline_zip(dev: Synth, prod: Synth) -> None:
     for synth, workers, worker_type in ((dev, 2, "G.1X"), (prod, 5, "G.2X")):
         job = synth.resource(synth.part("Workflow").glue_job)["Properties"]
-        assert job["GlueVersion"] == "5.0" and job["Command"]["Name"] == "glueetl"
+        assert job["GlueVersion"] == "6.0" and job["Command"]["Name"] == "glueetl"
         assert (job["NumberOfWorkers"], job["WorkerType"]) == (workers, worker_type)
         assert job["Timeout"] == 360 and job["MaxRetries"] == 0 and job["JobRunQueuingEnabled"] is True
         assert job["SecurityConfiguration"] == {

@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
@@ -90,7 +91,23 @@ def test_run_outputs_match_generated_truth(spark: SparkSession, generated_run: R
     assert reasons == {k: v for k, v in generated_run.summary["quarantined"].items() if v}
 
 
-def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path: Path) -> None:
+ANSI = "spark.sql.ansi.enabled"
+"""Spark 4 (Glue 6.0, offline) runs SQL in ANSI mode by default: an invalid cast or an overflow raises instead
+of giving null. Spark 3.5 (Glue 5.x) does not. The pipeline must quarantine the same rows under both."""
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path: Path, ansi: str) -> None:
+    default = spark.conf.get(ANSI)
+    spark.conf.set(ANSI, ansi)
+    try:
+        _quarantines_each_rule(spark, tmp_path)
+    finally:
+        spark.conf.set(ANSI, default)
+    assert default == "true", "the local session runs as Glue 6.0 does: ANSI mode on"
+
+
+def _quarantines_each_rule(spark: SparkSession, tmp_path: Path) -> None:
     write_lines(
         tmp_path / "raw",
         [
@@ -98,6 +115,7 @@ def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path
             '{"event_id": "cut", "user_id": "u-1", "ts": "2024-05-01T1',
             "<html>503</html>",
             event("bad-amount", "2024-05-01T10:00:00Z", amount="n/a"),
+            event("huge-amount", "2024-05-01T10:00:00Z", amount=1e40),  # past the decimal type: an overflow
             event("bad-ts", "yesterday"),
             event(None, "2024-05-01T10:00:00Z"),
             event("  ", "2024-05-01T10:00:00Z"),
@@ -120,6 +138,7 @@ def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path
             ("<html>503</html>", MALFORMED),
             ('{"event_id": "cut", "user_id": "u-1", "ts": "2024-05-01T1', MALFORMED),
             ("bad-amount", MALFORMED),
+            ("huge-amount", MALFORMED),
             ("bad-ts", MALFORMED),
             ("", MISSING_ID),
             ("", MISSING_ID),  # a missing id is checked before the amount
@@ -133,7 +152,7 @@ def test_run_quarantines_each_rule_with_its_reason(spark: SparkSession, tmp_path
     )
     assert all(row["source_file"].endswith("part-00000.jsonl") and str(row["date"]) == DATE for row in rows)
     assert summary["quarantined"] == {
-        MALFORMED: 4,
+        MALFORMED: 5,
         MISSING_ID: 3,
         MISSING_FIELD: 2,
         NEGATIVE_AMOUNT: 1,

@@ -73,7 +73,7 @@ SHOWN_NOT_RUN = {
     ("install.md", "import aws_cdk as cdk"): "the user's stack: tests/infra/test_install.py synthesizes it",
     (
         "jobs.md",
-        "job type 'rows': /project/jobs/rows.py:1 imports 'helpers', which Glue 5.0 does not provide and "
+        "job type 'rows': /project/jobs/rows.py:1 imports 'helpers', which Glue 6.0 does not provide and "
         "the job does not ship: add its package to `requirements`, or set `code`",
     ): "an error message, produced by tests/infra/test_processor.py",
     ("jobs.md", "jobs/"): "a job's layout (test_docs_layout_names_what_exists checks each path)",

@@ -61,6 +61,9 @@ class GlueSettings(_Strict):
     """The Glue job of a `pyspark` type. A value left out takes the stack's context setting of the same
     meaning (`glue_worker_type`, `glue_workers`, `glue_timeout_minutes`, `glue_max_concurrent_runs`)."""
 
+    version: Literal["5.0", "5.1", "6.0"] | None = Field(
+        default=None, description="The Glue version this type runs on (its code's Python and Spark)."
+    )
     worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] | None = None
     workers: int | None = Field(default=None, ge=2, le=1_000)
     timeout_minutes: int | None = Field(default=None, ge=1, le=2_880)
