@@ -52,9 +52,10 @@ class DataBuckets(Construct):
     producer writing a partition again, a job overwriting its output) can be recovered until its old
     version expires after `NONCURRENT_EXPIRATION`; the temporary data's old versions go with the data.
     The quarantine's objects expire (they are for inspection, not for keeping). The Glue bucket holds
-    the jobs' temporary files and the run summaries the workflow reads back, both short-lived. (The
-    jobs' scripts and the `pipeline` zip are CDK assets, uploaded by `cdk deploy` to the bootstrap
-    bucket and versioned by content hash.) Data buckets are retained when the stack is deleted.
+    the jobs' temporary files and the run summaries the workflow reads back, both short-lived, and each
+    type's zip of wheels (`job-code/`, copied there on deploy). (The jobs' scripts, code and the
+    `pipeline` zip are CDK assets, uploaded by `cdk deploy` to the bootstrap bucket and versioned by
+    content hash.) Data buckets are retained when the stack is deleted.
     """
 
     def __init__(
