@@ -10,7 +10,7 @@ import pytest
 
 from longjobs.construct.glue_runtime import GLUE_RUNTIMES
 from longjobs.construct.job_code import check_imports, wheel_modules
-from longjobs.engine.jobs import JobType
+from longjobs.engine.jobs import JobType, JobTypeError
 from longjobs.engine.jobs.code import imports_of, shipped_files, top_level_names
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -184,3 +184,13 @@ def test_job_code_repository_example_imports_only_what_it_ships_or_requires() ->
     checked = check_imports(textstats, GLUE_5_0)
     assert [problem.split(" imports ")[1][:11] for problem in checked.problems] == ["'unidecode'"]
     assert check_imports(textstats, GLUE_5_0, frozenset({"unidecode"})).problems == ()
+
+
+def test_job_code_module_the_entry_imports_that_is_not_python_is_refused_naming_it(tmp_path: Path) -> None:
+    write(tmp_path, {"jobs/pkg/__init__.py": "", "jobs/pkg/job.py": "from pkg import helpers\n\ndef run(s, p):\n"
+                     "    return {}\n", "jobs/pkg/helpers.py": "def broken(:\n"})  # fmt: skip
+    with pytest.raises(JobTypeError) as refused:
+        imports_of(pyspark(tmp_path, "jobs/pkg/job.py", code="jobs"))
+    assert str(refused.value) == (
+        f"job type 'mine': {tmp_path / 'jobs/pkg/helpers.py'} is not valid Python: invalid syntax (line 1)"
+    )

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from longjobs.engine.jobs.types import JobType
+from longjobs.engine.jobs.types import JobType, JobTypeError
 
 SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Folders of a code root that never ship (caches and tools' state)."""
@@ -128,7 +128,12 @@ def imports_of(job_type: JobType) -> CodeImports:
             continue
         seen.add(path.resolve())
         files.append(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except SyntaxError as exc:  # a module the entry imports, which `check_files` does not read
+            raise JobTypeError(
+                f"job type {job_type.name!r}: {path} is not valid Python: {exc.msg} (line {exc.lineno})"
+            ) from None
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for found in _imports(tree, path, package):
             if found.module == "":
