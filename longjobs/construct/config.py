@@ -205,6 +205,17 @@ class InfraSettings(BaseModel):
             max_concurrent_runs=own.max_concurrent_runs or self.glue_max_concurrent_runs,
         )
 
+    def run_timeout_minutes(self, job_type: JobType) -> int | None:
+        """How long one run of the type may last: its Glue or EMR Serverless run's limit, a state machine
+        type's step timeout; None for the types that run no job of their own (wait, inline)."""
+        if job_type.runner == "pyspark":
+            if job_type.platform == "emr_serverless":
+                return job_type.emr.timeout_minutes
+            return self.glue_of(job_type).timeout_minutes
+        if job_type.runner == "state_machine" and job_type.state_machine is not None:
+            return job_type.state_machine.timeout_minutes
+        return None
+
 
 @dataclass(frozen=True)
 class StackConfig:
@@ -289,23 +300,24 @@ def make_config(
 
 
 def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
-    """Every pyspark type's Glue run must end before renewal stops (see `_check_together`)."""
+    """Every type's run (Glue, EMR Serverless, a nested state machine) must end before renewal stops (see
+    `_check_together`)."""
     renewal_s = config.engine.renew_until(0.0)
-    for job_type in catalog.of_runner("pyspark"):
-        minutes = config.infra.glue_of(job_type).timeout_minutes or 0
+    for job_type in catalog:
+        minutes = config.infra.run_timeout_minutes(job_type) or 0
         if minutes * 60 > renewal_s:
             raise ConfigError(
-                f"invalid job type {job_type.name!r}: glue.timeout_minutes={minutes} ({minutes * 60} s) is longer than "
-                f"renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
-            )
-    for job_type in catalog.of_runner("state_machine"):
-        minutes = job_type.state_machine.timeout_minutes if job_type.state_machine else 0
-        if minutes * 60 > renewal_s:
-            raise ConfigError(
-                f"invalid job type {job_type.name!r}: state_machine.timeout_minutes={minutes} is longer than "
-                f"renewal lasts ({renewal_s:g} s)"
+                f"invalid job type {job_type.name!r}: {_timeout_field(job_type)}={minutes} ({minutes * 60} s) is "
+                f"longer than renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
             )
     check_admission(config, catalog)
+
+
+def _timeout_field(job_type: JobType) -> str:
+    """The declaration's field that sets the type's run timeout."""
+    if job_type.runner == "state_machine":
+        return "state_machine.timeout_minutes"
+    return "emr_serverless.timeout_minutes" if job_type.platform == "emr_serverless" else "glue.timeout_minutes"
 
 
 def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
@@ -317,12 +329,7 @@ def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
     engine = config.engine
     left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)
     for job_type in catalog.limited():
-        if job_type.runner == "pyspark":
-            minutes = config.infra.glue_of(job_type).timeout_minutes or 0
-        elif job_type.runner == "state_machine" and job_type.state_machine is not None:
-            minutes = job_type.state_machine.timeout_minutes
-        else:
-            continue
+        minutes = config.infra.run_timeout_minutes(job_type) or 0
         if minutes * 60 > left_s:
             raise ConfigError(
                 f"invalid CDK context: admission_horizon_s={engine.admission_horizon_s}: a {job_type.name!r} message "

@@ -114,6 +114,26 @@ def test_config_refuses_a_glue_run_longer_than_renewal_lasts() -> None:
     assert load_config({"glue_timeout_minutes": "719"}).infra.glue_timeout_minutes == 719
 
 
+def test_config_refuses_an_emr_serverless_run_longer_than_renewal_lasts() -> None:
+    """An emr_serverless type's `timeout_minutes` is its run's limit: checked as a Glue run's is."""
+    from longjobs.construct.config import check_job_types
+    from longjobs.engine.jobs import load_catalog
+
+    def emr(minutes: int) -> dict[str, object]:
+        return {
+            "name": "rows",
+            "runner": "pyspark",
+            "platform": "emr_serverless",
+            "entry": "jobs/wordcount.py:run",
+            "emr_serverless": {"timeout_minutes": minutes},
+        }
+
+    config = load_config({"max_renewal_s": "7200", "glue_timeout_minutes": "60"})
+    with pytest.raises(ConfigError, match=r"'rows': emr_serverless.timeout_minutes=180 \(10800 s\) is longer than"):
+        check_job_types(config, load_catalog(job_types=[emr(180)]))
+    check_job_types(config, load_catalog(job_types=[emr(100)]))
+
+
 def test_config_bad_context_stops_the_app_with_the_message() -> None:
     with pytest.raises(SystemExit) as caught:
         app.main(cdk.App(context={"glue_workers": "1"}))

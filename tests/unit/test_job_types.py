@@ -27,6 +27,13 @@ WORDCOUNT: dict[str, Any] = {
 }
 
 
+EMR_WORDCOUNT: dict[str, Any] = {
+    **{key: value for key, value in WORDCOUNT.items() if key != "glue"},
+    "platform": "emr_serverless",
+}
+WAIT_SCHEMA = {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}}
+
+
 def refused(**kwargs: Any) -> str:
     with pytest.raises(JobTypeError) as caught:
         load_catalog(**kwargs)
@@ -82,10 +89,45 @@ def test_jobs_json_lists_the_builtins_unchanged_and_the_example() -> None:
         ({**WORDCOUNT, "defaults": {"output": "{bucket}/x"}}, "defaults: output: unknown placeholder(s) bucket"),
         ({**WORDCOUNT, "glue": {"workers": 1}}, "glue.workers: Input should be greater than or equal to 2"),
         ({**WORDCOUNT, "colour": "red"}, "job_types[0] 'wordcount': colour: Extra inputs are not permitted"),
+        ({**WORDCOUNT, "platform": "dataproc"}, "platform: Input should be 'glue' or 'emr_serverless'"),
+        (
+            {"name": "x", "runner": "wait", "platform": "emr_serverless", "params_schema": WAIT_SCHEMA},
+            "platform: only pyspark types choose one, this one's runner is 'wait'",
+        ),
+        ({**WORDCOUNT, "platform": "emr_serverless"}, "glue: only pyspark types on platform glue run on Glue"),
+        (
+            {**WORDCOUNT, "glue": None, "emr_serverless": {}},
+            "emr_serverless: only pyspark types on platform emr_serverless run there, this one is platform 'glue'",
+        ),
+        (
+            {**EMR_WORDCOUNT, "requirements": ["unidecode==1.4.0"]},
+            "requirements: an emr_serverless type cannot install packages yet",
+        ),
+        (
+            {**EMR_WORDCOUNT, "emr_serverless": {"timeout_minutes": 721}},
+            "emr_serverless.timeout_minutes: Input should be less than or equal to 720",
+        ),
+        (
+            {**EMR_WORDCOUNT, "emr_serverless": {"executor_cores": 4, "executor_memory_gb": 30}},
+            "executor_memory_gb: 30 GB for 4 vCPU: give 2 to 6 GB per vCPU",
+        ),
+        (
+            {**EMR_WORDCOUNT, "emr_serverless": {"application_arn": "arn:aws:glue:us-east-1:1:job/x"}},
+            "is not an EMR Serverless application ARN",
+        ),
     ],
 )
 def test_catalog_refuses_a_bad_declaration_naming_it_and_its_field(declaration: dict[str, Any], message: str) -> None:
     assert message in refused(job_types=[declaration])
+
+
+def test_catalog_emr_serverless_type_takes_documented_defaults_and_no_glue_limit() -> None:
+    catalog = load_catalog(job_types=[EMR_WORDCOUNT], base=REPO_ROOT, strict=True)
+    emr = catalog.get("wordcount")
+    assert emr is not None and emr.platform == "emr_serverless" and emr.glue is None
+    assert (emr.emr.release_label, emr.emr.timeout_minutes, emr.emr.application_arn) == ("emr-spark-8.0.0", 360, None)
+    assert emr.concurrency_limit is None  # an application queues runs past its capacity: no limit unless declared
+    assert load_catalog(job_types=[{**EMR_WORDCOUNT, "max_concurrency": 3}]).get("wordcount").concurrency_limit == 3  # type: ignore[union-attr]
 
 
 def test_catalog_reports_every_problem_at_once_and_refuses_duplicates() -> None:

@@ -4,13 +4,23 @@ them (`catalog`), and the S3 triggers that turn completion markers into jobs (`t
 from longjobs.engine.jobs.builtin import BUILTIN_NAMES, BUILTIN_TYPES, INLINE_TYPES
 from longjobs.engine.jobs.catalog import JobCatalog, ParamsError, catalog_from_env, load_catalog, load_catalog_file
 from longjobs.engine.jobs.triggers import PartitionJob, S3Trigger, TriggerError
-from longjobs.engine.jobs.types import RUNNERS, GlueSettings, JobType, JobTypeError, StateMachineSettings
+from longjobs.engine.jobs.types import (
+    PLATFORMS,
+    RUNNERS,
+    EmrServerlessSettings,
+    GlueSettings,
+    JobType,
+    JobTypeError,
+    StateMachineSettings,
+)
 
 __all__ = [
     "BUILTIN_NAMES",
     "BUILTIN_TYPES",
     "INLINE_TYPES",
+    "PLATFORMS",
     "RUNNERS",
+    "EmrServerlessSettings",
     "GlueSettings",
     "JobCatalog",
     "JobType",

@@ -7,10 +7,12 @@
 Runners:
 - `pyspark`: `entry` names a Python file (absolute, or relative to the directory the declaration was
   loaded from: the current directory for a user's file, the project's root for the built-ins) and a
-  function `run(spark, params) -> dict`; the dict is the job's summary. A Glue job in the cloud
-  (`glue` sizes it), the local Spark worker offline. `code` names the folder the entry's imports are
-  rooted in, shipped whole (without it the entry file ships alone); `requirements` lists third-party
-  packages, each pinned (`name==version`) or a wheel file (see `longjobs.engine.jobs.code`).
+  function `run(spark, params) -> dict`; the dict is the job's summary. In the cloud it runs on the
+  type's `platform`: a Glue job (`glue` sizes it, the default) or an EMR Serverless application
+  (`emr_serverless` sizes it); offline, on the local Spark worker either way. `code` names the folder
+  the entry's imports are rooted in, shipped whole (without it the entry file ships alone);
+  `requirements` lists third-party packages, each pinned (`name==version`) or a wheel file (see
+  `longjobs.engine.jobs.code`).
 - `wait`: a Wait state of `params.seconds` (failing afterwards when `params.fail`), for canaries, load
   tests and scenarios.
 - `inline`: runs inside the receiver; only the built-in `echo` has code for it.
@@ -36,6 +38,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 Runner = Literal["pyspark", "wait", "inline", "state_machine"]
+Platform = Literal["glue", "emr_serverless"]
+PLATFORMS: tuple[str, ...] = ("glue", "emr_serverless")
 RUNNERS: tuple[str, ...] = ("pyspark", "wait", "inline", "state_machine")
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 LOCATIONS = ("curated", "quarantine", "raw")
@@ -45,6 +49,7 @@ _ENTRY = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
 _PINNED = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.!+_-]+$")
 """A requirement pinned to one version (PEP 508 name, optional extras, `==` and a version)."""
 _STATE_MACHINE_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")
+_EMR_APPLICATION_ARN = re.compile(r"^arn:aws[a-z-]*:emr-serverless:[a-z0-9-]+:\d{12}:/applications/[0-9a-z]{1,64}$")
 _TOKEN = re.compile(r"^\$\{Token\[[^\]]+\]\}$")
 """A CDK token standing for an ARN not known before deployment (a state machine of the user's own app)."""
 
@@ -68,6 +73,61 @@ class GlueSettings(_Strict):
     workers: int | None = Field(default=None, ge=2, le=1_000)
     timeout_minutes: int | None = Field(default=None, ge=1, le=2_880)
     max_concurrent_runs: int | None = Field(default=None, ge=1, le=1_000)
+
+
+class EmrServerlessSettings(_Strict):
+    """The EMR Serverless run of a pyspark type whose `platform` is `emr_serverless`. Each field's
+    default is documented beside it; none reads a context setting."""
+
+    application_arn: str | None = Field(
+        default=None,
+        description="An existing Spark application to run on, by ARN (default: the construct creates one for "
+        "the type, with `release_label`).",
+    )
+    release_label: Literal["emr-spark-8.0.0"] = Field(
+        default="emr-spark-8.0.0",
+        description="The created application's release: `emr-spark-8.0.0` (Spark 4.0, the major version of "
+        "Glue 6.0; Python 3.11 and later, as the project's shipped code is written).",
+    )
+    timeout_minutes: int = Field(
+        default=360,
+        ge=1,
+        le=720,
+        description="One run's limit (`executionTimeoutMinutes`): EMR Serverless cancels a run past it.",
+    )
+    executor_cores: Literal[1, 2, 4, 8, 16] = Field(default=4, description="vCPUs of each executor (and the driver).")
+    executor_memory_gb: int = Field(
+        default=16, ge=2, le=96, description="Spark memory of each executor (and the driver), in GB."
+    )
+    max_vcpu: int = Field(
+        default=64,
+        ge=1,
+        le=4_000,
+        description="The created application's maximum capacity in vCPUs: all its runs together (memory "
+        "scales with it, at `executor_memory_gb` per `executor_cores`).",
+    )
+
+    @field_validator("application_arn")
+    @classmethod
+    def _application_arn(cls, value: str | None) -> str | None:
+        if value is not None and not (_EMR_APPLICATION_ARN.match(value) or _TOKEN.match(value)):
+            raise ValueError(
+                f"{value!r} is not an EMR Serverless application ARN "
+                "(arn:aws:emr-serverless:<region>:<account>:/applications/<id>)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _memory_per_core(self) -> EmrServerlessSettings:
+        # A worker holds the memory and Spark's overhead (10 %): EMR Serverless's worker sizes allow 2 to
+        # 7.5 GB per vCPU from 4 vCPU up, so 2 to 6 GB of Spark memory per vCPU fits every size.
+        per_core = self.executor_memory_gb / self.executor_cores
+        if not 2 <= per_core <= 6:
+            raise ValueError(
+                f"executor_memory_gb: {self.executor_memory_gb} GB for {self.executor_cores} vCPU: give 2 to 6 GB "
+                "per vCPU (with Spark's overhead, what EMR Serverless's worker sizes hold)"
+            )
+        return self
 
 
 class StateMachineSettings(_Strict):
@@ -102,7 +162,11 @@ class JobType(_Strict):
     )
     params_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     defaults: dict[str, Any] = Field(default_factory=dict)
+    platform: Platform = Field(
+        default="glue", description="pyspark: where its cloud runs go, `glue` or `emr_serverless`."
+    )
     glue: GlueSettings | None = None
+    emr_serverless: EmrServerlessSettings | None = None
     state_machine: StateMachineSettings | None = None
     max_concurrency: int | None = Field(
         default=None,
@@ -151,8 +215,19 @@ class JobType(_Strict):
                     f"requirements[{index}]: {requirement!r} is not pinned: "
                     "write `name==version` or a wheel file's path"
                 )
-        if self.glue is not None and self.runner != "pyspark":
-            raise ValueError(f"glue: only pyspark types run on Glue, this one's runner is {self.runner!r}")
+        if self.platform != "glue" and self.runner != "pyspark":
+            raise ValueError(f"platform: only pyspark types choose one, this one's runner is {self.runner!r}")
+        if self.glue is not None and (self.runner != "pyspark" or self.platform != "glue"):
+            raise ValueError(f"glue: only pyspark types on platform glue run on Glue, this one is {self._runs_on}")
+        if self.emr_serverless is not None and self.platform != "emr_serverless":
+            raise ValueError(
+                f"emr_serverless: only pyspark types on platform emr_serverless run there, this one is {self._runs_on}"
+            )
+        if self.platform == "emr_serverless" and self.requirements:
+            raise ValueError(
+                "requirements: an emr_serverless type cannot install packages yet (EMR Serverless takes them as "
+                "a virtual environment built for its own image); ship pure-Python code in `code`, or run on glue"
+            )
         if (self.state_machine is None) != (self.runner != "state_machine"):
             raise ValueError("state_machine: a state_machine type needs one, and only it may have one")
         if self.max_concurrency is not None and self.runner == "inline":
@@ -164,12 +239,21 @@ class JobType(_Strict):
         return self
 
     @property
+    def _runs_on(self) -> str:
+        return f"runner {self.runner!r}" if self.runner != "pyspark" else f"platform {self.platform!r}"
+
+    @property
+    def emr(self) -> EmrServerlessSettings:
+        """An emr_serverless type's settings, its defaults filled in."""
+        return self.emr_serverless or EmrServerlessSettings()
+
+    @property
     def concurrency_limit(self) -> int | None:
         """The most executions of this type that may run at once: `max_concurrency`, else a pyspark
         type's Glue `max_concurrent_runs` when its declaration gives one; None: no limit."""
         if self.max_concurrency is not None:
             return self.max_concurrency
-        if self.runner == "pyspark" and self.glue is not None:
+        if self.runner == "pyspark" and self.platform == "glue" and self.glue is not None:
             return self.glue.max_concurrent_runs
         return None
 
