@@ -1,4 +1,5 @@
-"""What each Glue version runs a job with: its Python, and the modules a job may import without shipping them.
+"""What each Glue version (and EMR Serverless release) runs a job with: its Python, and the modules a job
+may import without shipping them.
 
 `cdk synth` refuses a job whose code imports a module that is neither shipped with it (its `code` folder,
 its `requirements`) nor here (`longjobs.construct.job_code`). The lists are AWS's "Python modules already
@@ -6,7 +7,8 @@ provided in AWS Glue" for each version
 (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-python-libraries.html#glue-modules-provided),
 as import names: a distribution such as `python-dateutil` is imported as `dateutil`. Beside them: the
 standard library of the version's Python, Spark's own Python (`pyspark`, `py4j`), Glue's `awsglue`, and
-this project's `longjobs.pipeline`, which every job ships.
+this project's `longjobs.pipeline`, which every job ships. An EMR Serverless release provides the standard
+library and Spark only: its image's other packages are not a documented list, so a job ships what it uses.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ GLUE_6_0_PROVIDED = GLUE_5_1_PROVIDED | frozenset(
 )
 """Glue 6.0's list is its `base-requirements.txt` (awslabs/aws-glue-libs, the branch for 6.0), which AWS's
 page on Python virtual environments links for 6.0."""
-SPARK_AND_GLUE = frozenset({"pyspark", "py4j", "awsglue"})
+SPARK = frozenset({"pyspark", "py4j"})
+SPARK_AND_GLUE = SPARK | {"awsglue"}
 
 REMOVED_AFTER_3_11 = frozenset(
     {
@@ -66,11 +69,19 @@ REMOVED_AFTER_3_11 = frozenset(
 
 @dataclass(frozen=True)
 class GlueRuntime:
-    """One Glue version's Python and the top-level modules its jobs may import unshipped."""
+    """One Glue version's (or EMR Serverless release's) Python and the top-level modules its jobs may import
+    unshipped."""
 
     version: str
     python: str
     provided: frozenset[str]
+    platform: str = "Glue"
+    spark: frozenset[str] = SPARK_AND_GLUE
+
+    @property
+    def name(self) -> str:
+        """How messages name it: `Glue 6.0`, `EMR Serverless emr-spark-8.0.0`."""
+        return f"{self.platform} {self.version}"
 
     @property
     def python_tag(self) -> str:
@@ -83,7 +94,7 @@ class GlueRuntime:
         if top == "longjobs":
             return module in ("longjobs", "longjobs.pipeline") or module.startswith("longjobs.pipeline.")
         stdlib = set(sys.stdlib_module_names) | (REMOVED_AFTER_3_11 if self.python == "3.11" else set())
-        return top in stdlib or top in SPARK_AND_GLUE or top in self.provided
+        return top in stdlib or top in self.spark or top in self.provided
 
 
 GLUE_RUNTIMES = {
@@ -91,3 +102,11 @@ GLUE_RUNTIMES = {
     "5.1": GlueRuntime("5.1", "3.11", GLUE_5_1_PROVIDED),
     "6.0": GlueRuntime("6.0", "3.13", GLUE_6_0_PROVIDED),
 }
+
+EMR_RUNTIMES = {
+    # AWS runtime for Apache Spark 8.0.0: Spark 4.0.2, Python 3.11 and later
+    # (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/release-version-emr-spark-8.0.0.html)
+    "emr-spark-8.0.0": GlueRuntime("emr-spark-8.0.0", "3.11", frozenset(), "EMR Serverless", SPARK),
+}
+"""The EMR Serverless releases a type may run on. Their Python is checked as 3.11, the oldest the release
+documents, as Glue 5.x code is."""

@@ -132,7 +132,7 @@ def check_imports(job_type: JobType, runtime: GlueRuntime, wheel_modules: frozen
         if item.top in own or item.top in wheel_modules or runtime.importable(item.module):
             continue
         message = (
-            f"{item.where()} imports {item.named!r}, which Glue {runtime.version} does not provide and the job "
+            f"{item.where()} imports {item.named!r}, which {runtime.name} does not provide and the job "
             "does not ship: add its package to `requirements`"
             + (" or the module to the `code` folder" if job_type.code is not None else ", or set `code`")
         )

@@ -35,11 +35,18 @@ from longjobs.construct.constants import (
     TEMP_EXPIRATION,
 )
 from longjobs.construct.deploy_calls import DeployCalls
-from longjobs.construct.glue_runtime import GLUE_RUNTIMES
+from longjobs.construct.emr_serverless import EMR_LOG_PREFIX, EmrRun, EmrServerlessRunner, emr_serverless_step
+from longjobs.construct.glue_runtime import EMR_RUNTIMES, GLUE_RUNTIMES
 from longjobs.construct.job_code import StagedWheels, check_imports, stage_code, stage_wheels
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, service_key
 from longjobs.construct.nag import acknowledge, rendered
-from longjobs.construct.workflow import build_workflow, glue_pyspark_step, state_prefix, summary_objects_arn
+from longjobs.construct.workflow import (
+    build_workflow,
+    by_platform,
+    glue_pyspark_step,
+    state_prefix,
+    summary_objects_arn,
+)
 from longjobs.engine.jobs import JobCatalog, JobType, JobTypeError
 
 
@@ -173,18 +180,30 @@ class JobWorkflow(Construct):
             self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days), key=key
         )
         pyspark = catalog.of_runner("pyspark")
+        on_glue = [t for t in pyspark if t.platform == "glue"]
+        on_emr = [t for t in pyspark if t.platform == "emr_serverless"]
         self.glue_jobs: dict[str, glue.PySparkEtlJob] = {}
-        if pyspark:
-            shared = self._glue_shared()
-            for job_type in pyspark:
+        self.emr_serverless: EmrServerlessRunner | None = None
+        pipeline_zip = (
+            s3_assets.Asset(self, "PipelinePackage", path=str(staged_package("pipeline"))) if pyspark else None
+        )
+        emr_runs: dict[str, EmrRun] = {}
+        if on_glue and pipeline_zip is not None:
+            shared = self._glue_shared(pipeline_zip)
+            for job_type in on_glue:
                 self.glue_jobs[job_type.name] = self._glue_job(job_type, settings, shared)
-        pyspark_step = glue_pyspark_step(
-            {name: job.job_name for name, job in self.glue_jobs.items()},
-            timeouts={
-                t.name: cdk.Duration.minutes(settings.glue_of(t).timeout_minutes or settings.glue_timeout_minutes)
-                for t in pyspark
-            },
-            summary_bucket=self.buckets.glue.bucket_name,
+        if on_emr and pipeline_zip is not None:
+            self.emr_serverless = EmrServerlessRunner(self, "EmrServerless", job_types=on_emr)
+            emr_runs = self._emr_runs(self.emr_serverless, on_emr, pipeline_zip)
+        pyspark_step = by_platform(
+            {
+                "glue": glue_pyspark_step(
+                    {name: job.job_name for name, job in self.glue_jobs.items()},
+                    timeouts={t.name: cdk.Duration.minutes(settings.run_timeout_minutes(t) or 0) for t in on_glue},
+                    summary_bucket=self.buckets.glue.bucket_name,
+                ),
+                "emr_serverless": emr_serverless_step(emr_runs, summary_bucket=self.buckets.glue.bucket_name),
+            }
         )
         start = build_workflow(
             self,
@@ -222,6 +241,8 @@ class JobWorkflow(Construct):
         if key is not None:
             # Its lease reads and writes (DynamoDB) and the run summaries it reads (S3) use the key too.
             self.state_machine.add_to_role_policy(key_user_statement(key))
+        if self.emr_serverless is not None:
+            self.emr_serverless.grant_start(self.state_machine.role)
         acknowledge(
             self.state_machine,
             "AwsSolutions-IAM5",
@@ -279,10 +300,104 @@ class JobWorkflow(Construct):
             findings=(f"Resource::{finding}",) if finding else (),
         )
 
-    def _glue_shared(self) -> _GlueShared:
-        """What every Glue job shares: its role, key and security configuration, and the `pipeline` zip."""
+    def _grant_data(self, role: iam.Role) -> None:
+        """What a run of any platform reads and writes: raw input, curated and quarantine output (a partition
+        overwrite deletes the files it replaces), the Glue bucket's temporary files and the run summaries."""
         buckets = self.buckets
-        stack = cdk.Stack.of(self)
+        data = (buckets.raw, buckets.curated, buckets.quarantine)
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in data]))
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[buckets.raw.arn_for_objects("*")]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=self._writable(),
+            )
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[self._summaries()]))
+
+    def _writable(self) -> list[str]:
+        buckets = self.buckets
+        return [
+            buckets.curated.arn_for_objects("*"),
+            buckets.quarantine.arn_for_objects("*"),
+            buckets.glue.arn_for_objects(GLUE_TEMP_PREFIX + "*"),
+        ]
+
+    def _summaries(self) -> str:
+        return self.buckets.glue.arn_for_objects(SUMMARY_PREFIX + "*")
+
+    def _acknowledge_data(self, role: iam.Role) -> None:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "The jobs read and replace partitions whose keys depend on the data (date=/hour=), so they need "
+            "every object of their data buckets, and only their own prefixes of the Glue bucket.",
+            findings=tuple(
+                "Resource::" + rendered(self, arn)
+                for arn in (self.buckets.raw.arn_for_objects("*"), *self._writable(), self._summaries())
+            ),
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "CDK's read grant on the jobs' scripts, entries and pipeline zip, which are assets in the bootstrap "
+            "bucket.",
+            findings=(
+                "Action::s3:GetBucket*",
+                "Action::s3:GetObject*",
+                "Action::s3:List*",
+                "Resource::" + rendered(self, _asset_objects(cdk.Stack.of(self))),
+            ),
+        )
+
+    def _emr_runs(
+        self, runner: EmrServerlessRunner, job_types: Sequence[JobType], pipeline_zip: s3_assets.Asset
+    ) -> dict[str, EmrRun]:
+        """Each emr_serverless type's run: the shared entry script, the `pipeline` zip and the type's code,
+        its imports checked against its release, logs in the Glue bucket."""
+        role = runner.role
+        self._grant_data(role)
+        logs_prefix = self.buckets.glue.arn_for_objects(EMR_LOG_PREFIX + "*")
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[logs_prefix]))
+        if self._key is not None:
+            self._key.grant_encrypt_decrypt(role)
+        script = s3_assets.Asset(self, "EmrEntry", path=str(GLUE_SCRIPT))
+        for asset in (script, pipeline_zip):
+            asset.grant_read(role)
+        self._acknowledge_data(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5",
+            "The runs write their driver and executor logs under their own prefix of the Glue bucket, named per "
+            "run by EMR Serverless"
+            + ("; kms:GenerateDataKey*/ReEncrypt* are CDK's encrypt/decrypt grant on the key." if self._key else "."),
+            findings=(
+                "Resource::" + rendered(self, logs_prefix),
+                *(("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*") if self._key else ()),
+            ),
+        )
+        runs: dict[str, EmrRun] = {}
+        for job_type in job_types:
+            runtime = EMR_RUNTIMES[job_type.emr.release_label]
+            checked = check_imports(job_type, runtime)
+            if checked.problems:
+                raise JobTypeError(f"job type {job_type.name!r}: " + "; ".join(checked.problems))
+            for warning in checked.warnings:
+                cdk.Annotations.of(self).add_warning_v2(f"longjobs:job-code:{job_type.name}", warning)
+            code = s3_assets.Asset(self, f"{state_prefix(job_type)}EmrEntry", path=str(stage_code(job_type)))
+            code.grant_read(role)
+            runs[job_type.name] = EmrRun(
+                application_id=runner.application_ids[job_type.name],
+                execution_role_arn=role.role_arn,
+                entry_point=script.s3_object_url,
+                py_files=(pipeline_zip.s3_object_url, code.s3_object_url),
+                log_uri=self.buckets.glue.s3_url_for_object(EMR_LOG_PREFIX),
+                log_key_arn=self._key.key_arn if self._key is not None else None,
+            )
+        return runs
+
+    def _glue_shared(self, pipeline_zip: s3_assets.Asset) -> _GlueShared:
+        """What every Glue job shares: its role, key and security configuration, and the `pipeline` zip."""
         glue_logs = log_group_arn(self, GLUE_LOG_GROUPS)
         key = self._key
         if key is None:
@@ -303,23 +418,7 @@ class JobWorkflow(Construct):
             assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
             description="The job types' Glue jobs: their data buckets, their logs, nothing else",
         )
-        data = (buckets.raw, buckets.curated, buckets.quarantine)
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in data]))
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[buckets.raw.arn_for_objects("*")]))
-        writable = [
-            buckets.curated.arn_for_objects("*"),
-            buckets.quarantine.arn_for_objects("*"),
-            buckets.glue.arn_for_objects(GLUE_TEMP_PREFIX + "*"),
-        ]
-        role.add_to_policy(
-            iam.PolicyStatement(
-                # a partition overwrite deletes the files it replaces
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                resources=writable,
-            )
-        )
-        summaries = buckets.glue.arn_for_objects(SUMMARY_PREFIX + "*")
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[summaries]))
+        self._grant_data(role)
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
@@ -334,28 +433,7 @@ class JobWorkflow(Construct):
             )
         )
         key.grant_encrypt_decrypt(role)
-        pipeline_zip = s3_assets.Asset(self, "PipelinePackage", path=str(staged_package("pipeline")))
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "The jobs read and replace partitions whose keys depend on the data (date=/hour=), so they need "
-            "every object of their data buckets, and only their own prefixes of the Glue bucket.",
-            findings=tuple(
-                "Resource::" + rendered(self, arn) for arn in (buckets.raw.arn_for_objects("*"), *writable, summaries)
-            ),
-        )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "CDK's read grant on the jobs' scripts, entries and pipeline zip, which are assets in the bootstrap "
-            "bucket.",
-            findings=(
-                "Action::s3:GetBucket*",
-                "Action::s3:GetObject*",
-                "Action::s3:List*",
-                "Resource::" + rendered(self, _asset_objects(stack)),
-            ),
-        )
+        self._acknowledge_data(role)
         acknowledge(
             role,
             "AwsSolutions-IAM5",

@@ -112,10 +112,15 @@ class LongJobProcessor(Construct):
         if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
             raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
         settings = config.infra
-        # A pyspark type runs at most its Glue job's max concurrent runs at once (Glue refuses more):
-        # that is its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue.
+        # A Glue type runs at most its Glue job's max concurrent runs at once (Glue refuses more): that is
+        # its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue. (An EMR
+        # Serverless application queues runs past its capacity instead: no limit unless declared.)
         self.catalog = self.catalog.with_limits(
-            {t.name: settings.glue_of(t).max_concurrent_runs or 1 for t in self.catalog.of_runner("pyspark")}
+            {
+                t.name: settings.glue_of(t).max_concurrent_runs or 1
+                for t in self.catalog.of_runner("pyspark")
+                if t.platform == "glue"
+            }
         )
         check_admission(config, self.catalog)
         retention = LOG_RETENTION[settings.log_retention_days]
@@ -191,8 +196,7 @@ class LongJobProcessor(Construct):
         if settings.s3_notifications:
             self._notify_jobs_queue(buckets.raw, queues.queue)
         longest_run = max(
-            [settings.glue_of(t).timeout_minutes or 0 for t in self.catalog.of_runner("pyspark")]
-            + [t.state_machine.timeout_minutes for t in self.catalog.of_runner("state_machine") if t.state_machine]
+            [settings.run_timeout_minutes(t) or 0 for t in self.catalog]
             + [settings.glue_timeout_minutes if not self.catalog.of_runner("pyspark") else 0]
         )
         self.monitoring = Monitoring(

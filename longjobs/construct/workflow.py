@@ -85,9 +85,21 @@ CANCELLED_ERROR = "Cancelled"
 """The error an execution ends with when its lease was cancelled while its job ran (as `longjobs cancel`
 stops one: `longjobs.engine.cancel.CANCELLED`)."""
 
-PysparkStep = Callable[[Construct, JobType], sfn.TaskStateBase]
+PysparkStep = Callable[[Construct, JobType], sfn.TaskStateBase | sfn.CustomState]
 """Builds the first state of a pyspark type's branch, which runs its entry on `$.job.params`; the
 branch's result is the job's summary."""
+
+
+def by_platform(steps: dict[str, PysparkStep]) -> PysparkStep:
+    """One pyspark step for every type: the step of the type's `platform` (`glue`, `emr_serverless`)."""
+
+    def build(scope: Construct, job_type: JobType) -> sfn.TaskStateBase | sfn.CustomState:
+        if job_type.platform not in steps:
+            raise ValueError(f"job type {job_type.name!r}: no step runs platform {job_type.platform!r} here")
+        return steps[job_type.platform](scope, job_type)
+
+    return build
+
 
 SQS_TRANSIENT_ERRORS = [
     "Sqs.RequestThrottledException",
@@ -190,7 +202,12 @@ def glue_pyspark_step(
             jitter_strategy=sfn.JitterType.FULL,
         )
         if summary_bucket is not None:
-            run.next(_read_glue_summary(scope, summary_bucket, prefix))
+            outcome = {
+                "glue_job_run_id": sfn.JsonPath.string_at("$.glue.glue_job_run_id"),
+                "state": sfn.JsonPath.string_at("$.glue.state"),
+                "execution_time_s": sfn.JsonPath.number_at("$.glue.execution_time_s"),
+            }
+            run.next(read_run_summary(scope, summary_bucket, prefix, outcome))
         return run
 
     return build
@@ -216,13 +233,8 @@ def summary_objects_arn(scope: Construct, bucket: str) -> str:
     )
 
 
-def _read_glue_summary(scope: Construct, bucket: str, prefix: str) -> sfn.IChainable:
-    """GetObject of the run's summary, parsed, next to the run's outcome; the outcome alone on failure."""
-    outcome = {
-        "glue_job_run_id": sfn.JsonPath.string_at("$.glue.glue_job_run_id"),
-        "state": sfn.JsonPath.string_at("$.glue.state"),
-        "execution_time_s": sfn.JsonPath.number_at("$.glue.execution_time_s"),
-    }
+def read_run_summary(scope: Construct, bucket: str, prefix: str, outcome: dict[str, Any]) -> sfn.IChainable:
+    """GetObject of the run's summary, parsed, next to the run's `outcome`; the outcome alone on failure."""
     read = tasks.CallAwsService(
         scope,
         f"Read{prefix}Summary",

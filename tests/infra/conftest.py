@@ -40,7 +40,18 @@ PROD_CONTEXT = {
     "reserve_concurrency": "true",
 }
 """A second deployment: everything the default leaves off turned on, as `-c key=value` strings (its
-customer-managed key imported by ARN)."""
+customer-managed key imported by ARN), its Glue jobs on Glue 5.1 and one job type on EMR Serverless
+(`with_emr_type`)."""
+EMR_TYPE = {
+    "name": "wordcount-emr",
+    "runner": "pyspark",
+    "platform": "emr_serverless",
+    "entry": "jobs/wordcount.py:run",
+    "params_schema": {"type": "object", "required": ["input"], "properties": {"input": {"type": "string"}}},
+    "emr_serverless": {"timeout_minutes": 120, "max_vcpu": 32},
+    "description": "The word count on EMR Serverless",
+}
+"""The job type the prod variant runs on EMR Serverless: the jobs page's word count."""
 CMK_CONTEXT = {"kms_key": "create", "s3_notifications": "true", "reserve_concurrency": "true", "snapstart": "true"}
 """A third: the customer-managed key the processor creates, with the S3 notifications that its policy admits
 (and the reserved concurrency of an account that has it to spare), and the functions on SnapStart."""
@@ -97,9 +108,24 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     yield synthesize(tmp_path_factory.mktemp("dev"), {})
 
 
+def with_emr_type(folder: Path) -> Path:
+    """A jobs file in `folder`: the repository's `jobs.json` and `EMR_TYPE`, their paths made absolute."""
+    catalog = json.loads((REPO_ROOT / "jobs.json").read_text())
+    catalog["job_types"].append(dict(EMR_TYPE))
+    for declared in catalog["job_types"]:
+        for field in ("entry", "code"):
+            if field in declared and not Path(declared[field]).is_absolute():
+                declared[field] = str(REPO_ROOT / declared[field])
+    path = folder / "jobs.json"
+    path.write_text(json.dumps(catalog))
+    return path
+
+
 @pytest.fixture(scope="session")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    yield synthesize(tmp_path_factory.mktemp("prod"), PROD_CONTEXT)
+    """`PROD_CONTEXT`, with Glue 5.1 and the EMR Serverless type."""
+    jobs = with_emr_type(tmp_path_factory.mktemp("prod-jobs"))
+    yield synthesize(tmp_path_factory.mktemp("prod"), {**PROD_CONTEXT, "glue_version": "5.1", "jobs_file": str(jobs)})
 
 
 @pytest.fixture(scope="session")

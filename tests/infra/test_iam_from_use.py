@@ -124,6 +124,7 @@ TASK_ACTIONS: dict[str, str] = {
     "arn:aws:states:::aws-sdk:sqs:changeMessageVisibility": "sqs:ChangeMessageVisibility",
     "arn:aws:states:::aws-sdk:s3:getObject": "s3:GetObject",
     "arn:aws:states:::glue:startJobRun.sync": "glue:StartJobRun",
+    "arn:aws:states:::emr-serverless:startJobRun.sync": "emr-serverless:StartJobRun",
 }
 """A Task's `Resource` in the deployed definition to the action the state machine's role calls; what
 Step Functions itself calls for a `.sync` integration (polling the run, stopping it) is in
@@ -303,6 +304,8 @@ class Template:
             if function == "Fn::Join":
                 separator, parts = argument
                 return str(separator).join(self.resolve(part) for part in parts)
+            if function == "Fn::Sub" and isinstance(argument, str):  # CDK's asset URLs name pseudo parameters
+                return re.sub(r"\$\{([^}]+)\}", lambda match: self._ref(match.group(1)), argument)
         raise ValueError(f"cannot resolve {value!r}")
 
     def _name(self, logical_id: str) -> str:
@@ -340,9 +343,14 @@ class Template:
             "AWS::S3::Bucket": f"arn:{PARTITION}:s3:::{name}",
             "AWS::KMS::Key": f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/{logical_id}",
             "AWS::Lambda::Function": f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT}:function:{name}",
+            "AWS::IAM::Role": f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}",
+            "AWS::EMRServerless::Application": f"arn:{PARTITION}:emr-serverless:{REGION}:{ACCOUNT}:/applications/"
+            + logical_id.lower(),
         }
         if attribute == "Arn" and kind in arns:
             return arns[kind]
+        if attribute == "ApplicationId" and kind == "AWS::EMRServerless::Application":
+            return logical_id.lower()
         if attribute in ("Name", "QueueName"):
             return name
         raise ValueError(f"attribute {attribute} of a {kind} ({logical_id}) is not modelled")
@@ -636,6 +644,9 @@ def definition_calls(synth: Synth, names: StackNames) -> list[Call]:
             resource = f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{parameters['TableName']}"
         elif action == "glue:StartJobRun":
             resource = f"arn:{PARTITION}:glue:{REGION}:{ACCOUNT}:job/{parameters['JobName']}"
+        elif action == "emr-serverless:StartJobRun":
+            calls += emr_sync_calls(parameters, name)
+            resource = f"arn:{PARTITION}:emr-serverless:{REGION}:{ACCOUNT}:/applications/{parameters['ApplicationId']}"
         elif action == "s3:GetObject":
             key = parameters.get("Key") or _format_example(parameters["Key.$"])
             resource = f"arn:{PARTITION}:s3:::{parameters['Bucket']}/{key}"
@@ -643,6 +654,21 @@ def definition_calls(synth: Synth, names: StackNames) -> list[Call]:
             resource = _queue_arns(parameters["QueueUrl"], names)[0]
         calls.append(Call(action, resource, f"definition {name}"))
     return calls
+
+
+def emr_sync_calls(parameters: Mapping[str, Any], state: str) -> list[Call]:
+    """What Step Functions calls with the role for an `emr-serverless:startJobRun.sync` task besides the start
+    (https://docs.aws.amazon.com/step-functions/latest/dg/connect-emr-serverless.html, its IAM policies): it
+    polls and cancels the run, passes the job role, and manages its EventBridge rule."""
+    application = f"arn:{PARTITION}:emr-serverless:{REGION}:{ACCOUNT}:/applications/{parameters['ApplicationId']}"
+    rule = f"arn:{PARTITION}:events:{REGION}:{ACCOUNT}:rule/StepFunctionsGetEventsForEMRServerlessJobRule"
+    source = f"definition {state} (.sync)"
+    return [
+        Call("emr-serverless:GetJobRun", f"{application}/jobruns/00example", source),
+        Call("emr-serverless:CancelJobRun", f"{application}/jobruns/00example", source),
+        Call("iam:PassRole", parameters["ExecutionRoleArn"], source),
+        *(Call(f"events:{action}", rule, source) for action in ("PutTargets", "PutRule", "DescribeRule")),
+    ]
 
 
 # -- the tests ----------------------------------------------------------------------------------------------------
@@ -689,6 +715,44 @@ def test_iam_simulation_reaches_every_function_and_the_workflow(calls_by_role: d
     assert {"dynamodb:Query", "states:StopExecution", "sqs:DeleteMessage"} <= actions["extender"]
     assert {"sqs:ReceiveMessage", "states:StartExecution"} <= actions["watcher"]
     assert {"glue:StartJobRun", "s3:GetObject", "sqs:DeleteMessage"} <= actions["state_machine"]
+
+
+def test_iam_emr_serverless_runs_are_granted_what_the_integration_calls_and_no_more(prod: Synth) -> None:
+    """The prod variant runs a type on EMR Serverless: its task and what `.sync` calls are granted, on that
+    application, role and rule only; the job role is passed to EMR Serverless alone."""
+    template = Template(prod.template)
+    [machine] = prod.of_type("AWS::StepFunctions::StateMachine").values()
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    calls = [
+        call
+        for call in definition_calls(prod, stack_names(prod))
+        if call.action.split(":")[0] in ("emr-serverless", "iam", "events")
+    ]
+    assert {call.action for call in calls} == {
+        "emr-serverless:StartJobRun",
+        "emr-serverless:GetJobRun",
+        "emr-serverless:CancelJobRun",
+        "iam:PassRole",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+    }
+    grants = {
+        grant
+        for grant in role_grants(template, role_id)
+        if grant.action.split(":")[0] in ("emr-serverless", "iam", "events")
+    }
+    result = compare(calls, grants, [], {})
+    assert not result.ungranted, [f"{c.action} on {c.resource}" for c in result.ungranted]
+    assert not result.unexplained, [f"{g.action} on {g.resource}" for g in result.unexplained]
+    [pass_role] = [
+        statement
+        for policy in prod.of_type("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "iam:PassRole"
+    ]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}}
 
 
 def test_iam_each_explained_grant_has_a_reason_and_a_known_resource(names: StackNames) -> None:

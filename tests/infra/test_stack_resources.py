@@ -526,9 +526,9 @@ def test_state_machine_is_standard_traced_logged_and_bounded(dev: Synth) -> None
 
 
 def test_glue_job_is_glue6_with_workers_and_the_pipeline_zip(dev: Synth, prod: Synth) -> None:
-    for synth, workers, worker_type in ((dev, 2, "G.1X"), (prod, 5, "G.2X")):
+    for synth, workers, worker_type, version in ((dev, 2, "G.1X", "6.0"), (prod, 5, "G.2X", "5.1")):
         job = synth.resource(synth.part("Workflow").glue_job)["Properties"]
-        assert job["GlueVersion"] == "6.0" and job["Command"]["Name"] == "glueetl"
+        assert job["GlueVersion"] == version and job["Command"]["Name"] == "glueetl"
         assert (job["NumberOfWorkers"], job["WorkerType"]) == (workers, worker_type)
         assert job["Timeout"] == 360 and job["MaxRetries"] == 0 and job["JobRunQueuingEnabled"] is True
         assert job["SecurityConfiguration"] == {
@@ -575,6 +575,62 @@ def wheels_key(synth: Synth) -> str:
     """The Glue bucket's key of textstats' zip of wheels, as its job names it."""
     props = synth.resource(synth.part("Workflow").glue_jobs["textstats"])["Properties"]
     return render_cfn(props["DefaultArguments"]["--additional-python-modules"]).split("/", 3)[3]
+
+
+def test_emr_serverless_type_runs_on_its_application_with_the_service_retries_off(prod: Synth) -> None:
+    """The prod variant's `wordcount-emr` runs on an application of its own: the step is the optimized
+    integration's `.sync` (https://docs.aws.amazon.com/step-functions/latest/dg/connect-emr-serverless.html),
+    one attempt per run (RetryPolicy; batch runs' default,
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/jobs-resiliency.html), its limit the
+    type's and under the 12 h a message may stay hidden, idempotent by the execution's name."""
+    [(application_id, application)] = prod.of_type("AWS::EMRServerless::Application").items()
+    props = application["Properties"]
+    assert (props["Type"], props["ReleaseLabel"], props["Architecture"]) == ("SPARK", "emr-spark-8.0.0", "X86_64")
+    assert props["MaximumCapacity"] == {"Cpu": "32 vCPU", "Memory": "256 GB"}
+    assert props["AutoStopConfiguration"] == {"Enabled": True, "IdleTimeoutMinutes": 15}
+    state = definition(prod)["States"]["RunJob"]["Branches"][0]["States"]["RunWordcountEmrJob"]
+    assert state["Resource"] == "arn:<AWS::Partition>:states:::emr-serverless:startJobRun.sync"
+    parameters = state["Parameters"]
+    assert parameters["ApplicationId"] == f"<{application_id}.ApplicationId>"
+    assert parameters["RetryPolicy"] == {"MaxAttempts": 1}
+    assert parameters["ExecutionTimeoutMinutes"] == 120 and state["TimeoutSeconds"] == 120 * 60 + 15 * 60
+    assert parameters["ClientToken.$"] == parameters["Name.$"] == "$$.Execution.Name"
+    submit = parameters["JobDriver"]["SparkSubmit"]
+    assert submit["EntryPoint"].endswith(".py") and submit["SparkSubmitParameters"].startswith("--py-files s3://")
+    assert submit["EntryPointArguments.$"].startswith(
+        "States.Array('--job-module', 'wordcount', '--job-function', 'run', '--params', "
+        "States.JsonToString($.job.params), '--summary-path', "
+    )
+    assert {"ErrorEquals": ["States.HeartbeatTimeout", "States.Timeout"], "Next": "JobTimedOut"} in state["Catch"]
+    logs = parameters["ConfigurationOverrides"]["MonitoringConfiguration"]["S3MonitoringConfiguration"]
+    assert logs["LogUri"].endswith("/emr-logs/") and logs["EncryptionKeyArn"] == PROD_CONTEXT["kms_key"]
+    role = prod.resource(prod.part("Workflow").emr_serverless.role)["Properties"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "emr-serverless.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    assert "wordcount-emr" not in prod.part("Workflow").glue_jobs
+
+
+def test_emr_serverless_type_may_name_an_existing_application(tmp_path: Path) -> None:
+    """`application_arn`: no application is created, and the runs go to that one's id."""
+    from tests.infra.conftest import EMR_TYPE
+
+    arn = "arn:aws:emr-serverless:us-east-1:111122223333:/applications/00fabc123def"
+    declared = {**EMR_TYPE, "entry": str(REPO_ROOT / "jobs/wordcount.py") + ":run"}
+    declared["emr_serverless"] = {"application_arn": arn}
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"job_types": [declared]}))
+    synth = synthesize(tmp_path / "out", {"jobs_file": str(jobs)})
+    assert synth.of_type("AWS::EMRServerless::Application") == {}
+    state = definition(synth)["States"]["RunJob"]["Branches"][0]["States"]["RunWordcountEmrJob"]
+    assert state["Parameters"]["ApplicationId"] == "00fabc123def"
+    [start] = [
+        statement
+        for policy in synth.of_type("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "emr-serverless:StartJobRun"
+    ]
+    assert start["Resource"] == arn
 
 
 def test_glue_job_of_a_package_type_ships_its_folder_and_installs_its_wheels_offline(dev: Synth) -> None:
