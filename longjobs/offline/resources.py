@@ -156,25 +156,47 @@ def create_resources(
 
 
 @cache
-def workflow_definition(spark_heartbeat_s: int, catalog_json: str | None = None) -> str:
+def workflow_definition(
+    spark_heartbeat_s: int, catalog_json: str | None = None, *, emr_serverless: bool = False
+) -> str:
     """The stack's workflow, rendered with the pyspark steps on the token queue and a branch per job type
-    of the catalog (the built-ins when None; the CDK loads in seconds, so each rendering is kept)."""
+    of the catalog (the built-ins when None; the CDK loads in seconds, so each rendering is kept).
+    `emr_serverless`: an emr_serverless type's step is the cloud's `.sync` run instead (the simulation
+    answers it; moto's engine cannot), on `EMR_APPLICATION_ID` with `EMR_JOB_ROLE_ARN`."""
     import aws_cdk as cdk
 
-    from longjobs.construct.workflow import render_definition, token_queue_pyspark_step
+    from longjobs.construct.emr_serverless import EmrRun, emr_serverless_step
+    from longjobs.construct.workflow import by_platform, render_definition, token_queue_pyspark_step
     from longjobs.engine.jobs import BUILTIN_TYPES, load_catalog
 
     job_types = list(load_catalog(json.loads(catalog_json))) if catalog_json else list(BUILTIN_TYPES)
+    token_step = token_queue_pyspark_step(
+        queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
+        queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
+        heartbeat=cdk.Duration.seconds(spark_heartbeat_s),
+        timeout=cdk.Duration.seconds(SPARK_TASK_TIMEOUT_S),
+    )
+    runs = {
+        job_type.name: EmrRun(
+            application_id=EMR_APPLICATION_ID,
+            execution_role_arn=EMR_JOB_ROLE_ARN,
+            entry_point="s3://assets/glue_entry.py",
+            py_files=("s3://assets/pipeline.zip", f"s3://assets/{job_type.name}.zip"),
+        )
+        for job_type in job_types
+        if job_type.runner == "pyspark" and job_type.platform == "emr_serverless"
+    }
+    steps = {"glue": token_step, "emr_serverless": emr_serverless_step(runs) if emr_serverless else token_step}
     return render_definition(
         table_name=TABLE,
         queue_arns=[QUEUE_ARN],
         job_types=job_types,
-        pyspark_step=token_queue_pyspark_step(
-            queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{TOKEN_QUEUE}",
-            queue_url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{TOKEN_QUEUE}",
-            heartbeat=cdk.Duration.seconds(spark_heartbeat_s),
-            timeout=cdk.Duration.seconds(SPARK_TASK_TIMEOUT_S),
-        ),
+        pyspark_step=by_platform(steps),
         region=REGION,
         account=ACCOUNT,
     )
+
+
+EMR_APPLICATION_ID = "00simulated"
+EMR_JOB_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/emr-serverless-job"
+"""What the simulation's rendering names for EMR Serverless (the application and role are the stack's)."""

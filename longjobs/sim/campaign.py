@@ -41,7 +41,7 @@ def deployed_workflow() -> DeployedWorkflow:
     from longjobs.construct.constants import STATE_MACHINE_TIMEOUT
     from longjobs.offline.resources import workflow_definition
 
-    definition = json.loads(workflow_definition(SPARK_HEARTBEAT_S, CATALOG_JSON))
+    definition = json.loads(workflow_definition(SPARK_HEARTBEAT_S, CATALOG_JSON, emr_serverless=True))
     return DeployedWorkflow(definition, float(STATE_MACHINE_TIMEOUT.to_seconds()))
 
 

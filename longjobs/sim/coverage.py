@@ -2,7 +2,8 @@
 
 Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
-writer refused by its condition (fencing), a refused start given back and received again, and every
+writer refused by its condition (fencing), a refused start given back and received again, each path of an
+EMR Serverless run, and every
 fault kind on every operation the code was seen to call (crashes only on the functions' calls).
 """
 
@@ -54,6 +55,21 @@ OTHER = (
     "refused_start:released",
     "refused_start:received_again",
 )
+EMR_SERVERLESS = (
+    "emr:run:SUCCESS",
+    "emr:run:FAILED",
+    "emr:run:CANCELLED",
+    "emr:run_past_its_limit",
+    "emr:cancelled_by_step_functions",
+    "emr:cancel_lost",
+    "emr:run_outlived_its_execution",
+    "emr:start_answer_lost",
+    "emr:start_found_its_run",
+    "emr:stuck_queued",
+    "emr:step_timed_out",
+)
+"""The EMR Serverless runs' paths (`longjobs.sim.emr`), on the profiles whose seeds run them."""
+EMR_PROFILES = ("standard", "mixed")
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 
 
@@ -72,6 +88,8 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
             names += [f"receiver:{outcome}" for outcome in outcomes]
     names += [f"extender:{path}" for path in EXTENDER_PATHS]
     names += list(OTHER)
+    if profile in EMR_PROFILES:
+        names += list(EMR_SERVERLESS)
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

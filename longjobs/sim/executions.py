@@ -5,6 +5,8 @@
   duplicated or out of order, by the seed.
 - The workflow's **Task resources** (`Integrations`), called through the workflow's own clients.
 - **Spark runs** behind the task-token step: they heartbeat, then succeed, fail, hang or vanish.
+- **EMR Serverless runs** behind an emr_serverless type's `.sync` step (`longjobs.sim.emr`), cancelled
+  (best effort) when their execution ends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from longjobs.engine.watcher.models import ExecutionStatusChange, status_change_envelope
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
 from longjobs.sim.clients import SimClient
+from longjobs.sim.emr import EMR_RESOURCE, EmrServerless
 from longjobs.sim.faults import WorldFault
 from longjobs.sim.properties import Running
 from longjobs.sim.scheduler import Group, Scheduler, Signal
@@ -62,6 +65,8 @@ class TaskHost(Protocol):
 
     def spark_task_sent(self, token: str, body: dict[str, Any]) -> None: ...
 
+    def emr_task(self, parameters: Any, context: ExecutionContext) -> Any: ...
+
 
 class Integrations:
     """The workflow's Task resources, through the workflow's own clients (Step Functions' calls)."""
@@ -70,9 +75,11 @@ class Integrations:
         self._world = world
 
     def resources(self) -> set[str]:
-        return set(RESOURCES)
+        return {*RESOURCES, EMR_RESOURCE}
 
     def invoke(self, resource: str, parameters: Any, context: ExecutionContext) -> Any:
+        if resource == EMR_RESOURCE:
+            return self._world.emr_task(parameters, context)
         service, operation = RESOURCES[resource]
         client = self._world.workflow_clients[service]
         if resource.endswith(".waitForTaskToken"):
@@ -170,7 +177,9 @@ class Executions:
         *,
         execution_timeout_s: float,
         watch: Callable[[ExecutionStatusChange, float], None],
+        emr_limits_s: dict[str, float] | None = None,
     ) -> None:
+        """`emr_limits_s`: each emr_serverless type's declared run limit, which its runs must keep."""
         self.seed, self.workload = stage.seed, stage.workload
         self.scheduler, self.trace, self.rng = stage.scheduler, stage.trace, stage.rng
         self.monitor, self.faults, self.aws, self.client = stage.monitor, stage.faults, stage.aws, stage.client
@@ -180,6 +189,10 @@ class Executions:
         self.aws.stepfunctions.on_stop = self.on_stop
         self.workflow_clients = {name: self.client(name, "workflow") for name in ("sqs", "dynamodb")}
         self.interpreter = Interpreter(definition, Integrations(self), self.scheduler)
+        self.emr_limits_s = dict(emr_limits_s or {})
+        self.emr = EmrServerless(
+            self.scheduler, self.trace, self.seed, faults_active=self.faults.active, reach=self.monitor.reach
+        )
         job_step = definition["States"][JOB_STATE]
         self.after_success = str(job_step["Next"])  # the states after the job's end, as the definition says
         self.after_job = {self.after_success, *(str(catch["Next"]) for catch in job_step.get("Catch", []))}
@@ -247,6 +260,7 @@ class Executions:
 
     def on_stop(self, execution: Execution) -> None:
         self.running -= 1
+        self.emr.execution_ended(execution.arn)
         self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
         if execution.arn in self.monitor.running:
             self._job_ended(execution, succeeded=False)
@@ -275,15 +289,26 @@ class Executions:
 
     # -- Spark runs -----------------------------------------------------------------------------------------
 
-    def spark_task_sent(self, token: str, body: dict[str, Any]) -> None:
-        job = self.workload.by_id[str(body["job"]["job_id"])]
-        behaviour = job.spark_behaviour(int(body["attempt"]))
+    def _behaviour(self, job_input: dict[str, Any], attempt: int) -> SparkBehaviour:
+        """What the job's Spark run does on this attempt: the workload's draw, or a hang or a vanishing."""
+        behaviour = self.workload.by_id[str(job_input["job_id"])].spark_behaviour(attempt)
         if self.faults.active(self.scheduler.now()):
             if self.faults.happens(self.scheduler.now(), WorldFault.JOB_HANGS):
                 behaviour = SparkBehaviour("hang", behaviour.seconds)
             elif self.faults.happens(self.scheduler.now(), WorldFault.JOB_VANISHES):
                 behaviour = SparkBehaviour("vanish", behaviour.seconds)
         self.monitor.reach(f"spark:{behaviour.kind}")
+        return behaviour
+
+    def emr_task(self, parameters: Any, context: ExecutionContext) -> Any:
+        """An emr_serverless type's `.sync` step: a run on the simulated EMR Serverless (`longjobs.sim.emr`)."""
+        execution = self.aws.stepfunctions.executions[context.execution_arn]
+        behaviour = self._behaviour(execution.input["job"], int(execution.input["attempt"]))
+        declared = self.emr_limits_s[str(execution.input["job"]["type"])]
+        return self.emr.run_job(dict(parameters), context.execution_arn, behaviour, context.timeout_s, declared)
+
+    def spark_task_sent(self, token: str, body: dict[str, Any]) -> None:
+        behaviour = self._behaviour(body["job"], int(body["attempt"]))
         at = self.scheduler.now() + self.rng.uniform(*SPARK_PICKUP_S)
         self.scheduler.spawn(lambda: self._spark_run(token, behaviour), at=at, group=Group(f"spark:{token}"))
 

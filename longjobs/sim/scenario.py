@@ -8,6 +8,7 @@ jobs, settings and faults mapped onto the world:
 | --- | --- |
 | `wait`, generic jobs (of any declared type), `raw_body` | job messages sent in file order |
 | `spark` jobs, jobs of a pyspark type | a Spark run of 30 s that succeeds (`kill_worker`: silent after `after_s`) |
+| jobs of an emr_serverless type | the same run, on EMR Serverless (`longjobs.sim.emr`) |
 | `pause_extender`, `lose_scheduled_runs` | scheduled extender runs lost (beyond the design's bound, as written) |
 | `throttle`, `aws_fault` | call rules: throttle, 5xx, answer lost after the call took effect, crash before it |
 | `abort_execution`, `duplicate_delivery` | the world stops the execution, or shows the message again, at `at_s` |
@@ -94,6 +95,11 @@ def _snake(operation: str) -> str:
 def _plan(scenario: Scenario) -> list[JobPlan]:
     names = {str(declared["name"]) for declared in [*CATALOG["job_types"], *scenario.job_types]}
     names |= {"wait", "spark", "echo"}
+    pyspark = {
+        str(declared["name"])
+        for declared in [*CATALOG["job_types"], *scenario.job_types]
+        if declared.get("runner") == "pyspark"
+    }
     kills = {fault.job: fault.after_s for fault in scenario.faults if isinstance(fault, KillWorker)}
     plans = []
     for index, job in enumerate(scenario.jobs):
@@ -121,7 +127,8 @@ def _plan(scenario: Scenario) -> list[JobPlan]:
                 raise NotModelled(
                     f"jobs[{index}].type: {job.type!r} is not in the simulation's catalog ({sorted(names)})"
                 )
-            plans.append(JobPlan(job.id, job.type, dict(job.params), at))
+            spark = [SparkBehaviour("ok", SPARK_RUN_S)] * 2 if job.type in pyspark else []
+            plans.append(JobPlan(job.id, job.type, dict(job.params), at, spark=spark))
         plans[-1].group = job.group
     return plans
 
@@ -200,7 +207,7 @@ def run_scenario(
         catalog_json = json.dumps(
             {"job_types": [*CATALOG["job_types"], *own_types], "s3_triggers": CATALOG["s3_triggers"]}, sort_keys=True
         )
-        definition = definition or json.loads(workflow_definition(SPARK_HEARTBEAT_S, catalog_json))
+        definition = definition or json.loads(workflow_definition(SPARK_HEARTBEAT_S, catalog_json, emr_serverless=True))
     settings = {
         key: value
         for key, value in scenario.settings.model_dump(exclude_unset=True).items()

@@ -57,7 +57,7 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "IsString": lambda a, b: isinstance(a, str) == b,
 }
 PATH_COMPARISONS = {"StringEqualsPath": "StringEquals"}
-INTRINSICS = {"States.JsonToString", "States.Format"}
+INTRINSICS = {"States.JsonToString", "States.Format", "States.Array"}
 TASK_FAILED_EXCLUDES = {"States.Timeout", "States.HeartbeatTimeout"}
 
 
@@ -96,14 +96,19 @@ class ExecutionContext:
     entered: float = 0.0
     task_token: str | None = None
     timeout_s: float | None = None
+    retry_count: int = 0  # the current state's retries so far (`$$.State.RetryCount`)
     heartbeat_s: float | None = None
     visits: list[str] = field(default_factory=list)  # the states entered, catches and retries, in order
     on_enter: Callable[[str], None] | None = None  # told of each state entered (the world's observer)
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "Execution": {"Id": self.execution_arn, "StartTime": _iso(self.started)},
-            "State": {"Name": self.state_name, "EnteredTime": _iso(self.entered)},
+            "Execution": {
+                "Id": self.execution_arn,
+                "Name": self.execution_arn.rsplit(":", 1)[-1],
+                "StartTime": _iso(self.started),
+            },
+            "State": {"Name": self.state_name, "EnteredTime": _iso(self.entered), "RetryCount": self.retry_count},
             "Task": {"Token": self.task_token} if self.task_token else {},
         }
 
@@ -152,11 +157,14 @@ def _required(path: str, data: Any, context: Mapping[str, Any]) -> Any:
 
 
 def _split_arguments(text: str) -> list[str]:
-    arguments, current, quoted = [], "", False
+    """An intrinsic's arguments: split at the commas outside quotes and outside a nested intrinsic."""
+    arguments, current, quoted, depth = [], "", False, 0
     for char in text:
         if char == "'" and not current.endswith("\\"):
             quoted = not quoted
-        if char == "," and not quoted:
+        if not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        if char == "," and not quoted and depth == 0:
             arguments.append(current.strip())
             current = ""
         else:
@@ -169,9 +177,15 @@ def _split_arguments(text: str) -> list[str]:
 def _intrinsic(text: str, data: Any, context: Mapping[str, Any]) -> Any:
     name, _, rest = text.partition("(")
     arguments = [
-        argument[1:-1].replace("\\'", "'") if argument.startswith("'") else _required(argument, data, context)
+        argument[1:-1].replace("\\'", "'")
+        if argument.startswith("'")
+        else _intrinsic(argument, data, context)
+        if argument.startswith("States.")
+        else _required(argument, data, context)
         for argument in _split_arguments(rest.removesuffix(")"))
     ]
+    if name == "States.Array":
+        return arguments
     if name == "States.JsonToString":
         return json.dumps(arguments[0], separators=(",", ":"))
     if name == "States.Format":
@@ -234,9 +248,9 @@ def _check_template(template: Any, where: str) -> None:
     if isinstance(template, dict):
         for key, value in template.items():
             if key.endswith(".$") and str(value).startswith("States."):
-                name = str(value).partition("(")[0]
-                if name not in INTRINSICS:
-                    raise DefinitionError(f"{where}: intrinsic {name} is not modelled")
+                for name in re.findall(r"(States\.[A-Za-z]+)\(", str(value)):  # nested ones too
+                    if name not in INTRINSICS:
+                        raise DefinitionError(f"{where}: intrinsic {name} is not modelled")
             else:
                 _check_template(value, where)
     elif isinstance(template, list):
@@ -307,7 +321,7 @@ class Interpreter:
         name = machine["StartAt"]
         while True:
             state = machine["States"][name]
-            context.state_name, context.entered = name, self._scheduler.now()
+            context.state_name, context.entered, context.retry_count = name, self._scheduler.now(), 0
             context.visits.append(name)
             if context.on_enter is not None:
                 context.on_enter(name)
@@ -379,6 +393,7 @@ class Interpreter:
                     return [self._run_states(state["Branches"][0], branch_input, branch_context, rng)]
                 if state["Resource"].endswith(".waitForTaskToken"):
                     context.task_token = f"{context.execution_arn}#{len(context.visits)}"
+                context.retry_count = sum(attempts.values())
                 parameters = resolve(state.get("Parameters", {}), data, context.as_json())
                 context.timeout_s = state.get("TimeoutSeconds")
                 context.heartbeat_s = state.get("HeartbeatSeconds")

@@ -39,8 +39,19 @@ SPARK_PARAMS = {
     "output": "s3://curated-bucket/events/",
     "quarantine": "s3://quarantine-bucket/events/",
 }
+EMR_TYPE = "spark-emr"
+EMR_LIMIT_MINUTES = 60
+"""The simulation's emr_serverless type and its runs' `executionTimeoutMinutes`."""
 CATALOG: dict[str, list[dict[str, Any]]] = {
     "job_types": [
+        {
+            "name": EMR_TYPE,
+            "runner": "pyspark",
+            "platform": "emr_serverless",
+            "entry": "longjobs/pipeline/events.py:run",
+            "emr_serverless": {"timeout_minutes": EMR_LIMIT_MINUTES},
+            "description": "A Spark job on EMR Serverless (the simulation's `.sync` runs: longjobs.sim.emr).",
+        },
         {
             "name": LIMITED_TYPE,
             "runner": "wait",
@@ -55,7 +66,7 @@ CATALOG: dict[str, list[dict[str, Any]]] = {
                     "fail": {"type": "boolean"},
                 },
             },
-        }
+        },
     ],
     "s3_triggers": [
         {
@@ -125,6 +136,9 @@ class JobPlan:
             return "dlq"
         if self.type == "spark":
             return "succeed" if any(b.kind == "ok" for b in self.spark[:MAX_ATTEMPTS]) else "dlq"
+        if self.type == EMR_TYPE:  # a run past its limit is cancelled (its start takes up to a minute)
+            in_time = [b.kind == "ok" and b.seconds < EMR_LIMIT_MINUTES * 60 - 60 for b in self.spark[:MAX_ATTEMPTS]]
+            return "succeed" if any(in_time) else "dlq"
         if float(self.params.get("seconds", 0)) >= TWELVE_HOURS_S - 3_600:
             return "dlq"  # held at most 12 h less a margin: capped on every attempt
         return "succeed"
@@ -133,7 +147,7 @@ class JobPlan:
     def duration_s(self) -> float:
         if self.partitions:
             return float(PARTITION_SECONDS)
-        if self.type == "spark":
+        if self.type in ("spark", EMR_TYPE):
             return max(b.seconds for b in self.spark)
         return float(self.params.get("seconds", 0))
 
@@ -249,8 +263,32 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
         jobs += _bursts_at_ends(seed, jobs)
     if notifications:
         jobs += _notifications(seed, len(jobs))
+    if standard:
+        jobs += _emr_jobs(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(jobs)
+
+
+EMR_SHARE = 0.5
+
+
+def _emr_jobs(seed: int, numbered: int) -> list[JobPlan]:
+    """In some seeds, one to three jobs of the EMR Serverless type, their runs drawn like Spark's but
+    within an hour, now and then past their limit. Drawn on a stream of its own: the seeds without one
+    keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:emr")
+    if rng.random() >= EMR_SHARE:
+        return []
+    plans = []
+    for index in range(rng.randint(1, 3)):
+        behaviours = []
+        for _ in range(MAX_ATTEMPTS):
+            kind = rng.choices(("ok", "fail", "hang", "vanish"), weights=(75, 15, 3, 7))[0]
+            seconds = 2 * 3_600 if rng.random() < 0.05 else int(math.exp(rng.uniform(math.log(5), math.log(2_400))))
+            behaviours.append(SparkBehaviour(kind, float(seconds)))
+        at = round(rng.uniform(0, 600), 3)
+        plans.append(JobPlan(f"j{numbered + index:02d}", EMR_TYPE, dict(SPARK_PARAMS), at, spark=behaviours))
+    return plans
 
 
 NOTIFICATION_SHARE = 0.5

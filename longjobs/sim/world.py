@@ -157,6 +157,11 @@ class World:
             definition,
             execution_timeout_s=execution_timeout_s,
             watch=lambda change, at: self.functions.invoke_watcher(change, at=at),
+            emr_limits_s={
+                t.name: t.emr.timeout_minutes * 60.0
+                for t in self.catalog
+                if t.runner == "pyspark" and t.platform == "emr_serverless"
+            },
         )
         self.job_queues = (self.queue, *self.waiting.values())
         self.holds_wait_until: float | None = None  # see `_settled`
@@ -331,6 +336,9 @@ class World:
             jobs=expected, left_on_queues=left, locks=locks, settled_in_time=settled_in_time
         ):
             self._violate(name, detail)
+            return
+        for detail in self.executions.emr.problems(self.scheduler.now()):
+            self._violate("emr_runs_end", detail)
             return
 
     # -- the producer and SQS's own faults --------------------------------------------------------------------

@@ -668,8 +668,30 @@ NOT_DRIVABLE_ROUTES = [
 # -- the tests ---------------------------------------------------------------------------------------------
 
 
+NOT_ON_MOTO = {
+    "workflow:catch:RunSparkEmrJob->JobTimedOut": (
+        "the EMR Serverless `.sync` step: moto has no EMR Serverless and its engine runs no `.sync` integration, "
+        "so the offline runtime runs the type on the token queue; the simulation's own model answers it "
+        "(`longjobs.sim.emr`, its coverage targets `emr:*`, tests/sim/test_emr_serverless.py)"
+    ),
+}
+"""The Catches of states moto cannot run at all, with the reason: they are compared with no engine."""
+
+
+def _emr_catches(states: dict[str, Any]) -> set[str]:
+    found = set()
+    for name, state in states.items():
+        if "emr-serverless" in str(state.get("Resource", "")):
+            found |= {f"workflow:catch:{name}->{catch['Next']}" for catch in state.get("Catch", [])}
+        for branch in state.get("Branches", []):
+            found |= _emr_catches(branch["States"])
+    return found
+
+
 def test_every_catch_of_the_definition_is_compared_or_listed(definition: dict[str, Any]) -> None:
-    targets = list(catch_targets(deployed_workflow().definition["States"]))
+    states = deployed_workflow().definition["States"]
+    assert _emr_catches(states) == set(NOT_ON_MOTO), "NOT_ON_MOTO lists exactly the Catches of the EMR step"
+    targets = [target for target in catch_targets(states) if target not in NOT_ON_MOTO]
     assert len(targets) == len(set(targets)), "two Catches of one state lead to one state: name them apart"
     compared = {target for case in CASES for target in case.catches}
     assert not compared & set(NOT_DRIVABLE), "a Catch compared on both engines is listed as not drivable"
@@ -678,7 +700,7 @@ def test_every_catch_of_the_definition_is_compared_or_listed(definition: dict[st
     assert all(set(route.probe.catches) <= compared for route in NOT_DRIVABLE_ROUTES)
     assert compared <= set(targets), f"compared but not in the definition: {compared - set(targets)}"
     assert sorted(compared | set(NOT_DRIVABLE)) == sorted(targets), "a Catch neither compared nor listed"
-    assert set(catch_targets(definition["States"])) == set(targets)
+    assert set(catch_targets(definition["States"])) - set(NOT_ON_MOTO) == set(targets)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
