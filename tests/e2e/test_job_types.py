@@ -72,3 +72,38 @@ def test_a_package_type_with_a_requirement_runs_offline_as_jobs_json_declares_it
     stats = result.report["jobs"]["stats"]
     assert (stats["final"], stats["executions"]) == ("deleted", 1)
     assert stats["summary"]["top"] == [["cafe", 3], ["creme", 2], ["brulee", 1], ["lait", 1]]
+
+
+SLOW_ENTRY = """
+import time
+
+
+def run(spark, params):
+    time.sleep(params.get("sleep", 0))
+    return {"rows": spark.range(params["rows"]).count()}
+"""
+
+
+def test_an_emr_serverless_type_runs_on_local_spark_and_a_stop_runs_it_again(run: Runner, tmp_path: Path) -> None:
+    """A type whose platform is emr_serverless runs offline as a Glue type does, on the local Spark worker
+    (moto runs no EMR Serverless). Its first execution is stopped while the job runs; the message comes
+    back and the second execution runs the job to its end."""
+    (tmp_path / "slow_rows.py").write_text(SLOW_ENTRY)
+    emr_type = {
+        "name": "rows-emr",
+        "runner": "pyspark",
+        "platform": "emr_serverless",
+        "entry": f"{tmp_path / 'slow_rows.py'}:run",
+        "emr_serverless": {"timeout_minutes": 30},
+    }
+
+    result = run(
+        settings=SHORT_THRESHOLD,
+        job_types=[emr_type],
+        jobs=[{"id": "rows", "type": "rows-emr", "params": {"rows": 7, "sleep": 8}}],
+        faults=[{"type": "abort_execution", "job": "rows", "at_s": 1}],
+    )
+
+    assert result.report["ok"] is True, result.violations
+    rows = result.report["jobs"]["rows"]
+    assert (rows["final"], rows["executions"], rows["summary"]) == ("deleted", 2, {"rows": 7})
