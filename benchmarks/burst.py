@@ -48,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 import longjobs.sim.lambdas as lambdas_module
+from longjobs.engine.cost import PRICES  # the one price table: the watcher's cost metric uses it too
 from longjobs.functions.extender import extend
 from longjobs.sim.aws.base import REGION
 from longjobs.sim.aws.stepfunctions import Quota, start_execution_quota
@@ -63,23 +64,6 @@ LAMBDA_MEMORY_GB = 256 / 1024  # the stack's default `lambda_memory_mb`, arm64 (
 ESM_FIRST_BATCHES = 5  # Lambda's SQS mapping: five concurrent batches at first ...
 ESM_SCALE_PER_S = 5  # ... then up to 300 more a minute
 STACK_DEFAULT_CONCURRENCY = 10  # longjobs.construct.config: receiver_max_concurrency
-
-PRICES: dict[str, tuple[float, str]] = {
-    # us-east-1 list prices (no free tier), and where they are published; `benchmarks.stack_cost` uses them too
-    "stepfunctions_transition": (0.025 / 1_000, "https://aws.amazon.com/step-functions/pricing/"),
-    "sqs_request": (0.40 / 1_000_000, "https://aws.amazon.com/sqs/pricing/ (standard queue)"),
-    "dynamodb_wru": (0.625 / 1_000_000, "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
-    "dynamodb_rru": (0.125 / 1_000_000, "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
-    "lambda_request": (0.20 / 1_000_000, "https://aws.amazon.com/lambda/pricing/"),
-    "lambda_gb_s": (0.0000133334, "https://aws.amazon.com/lambda/pricing/ (arm64)"),
-    "lambda_snapstart_cache_gb_s": (0.0000015046, "https://aws.amazon.com/lambda/pricing/ (SnapStart cache)"),
-    "lambda_snapstart_restore_gb": (0.0001397998, "https://aws.amazon.com/lambda/pricing/ (SnapStart restore)"),
-    "scheduler_invocation": (1.00 / 1_000_000, "https://aws.amazon.com/eventbridge/pricing/ (Scheduler)"),
-    "glue_dpu_hour": (0.44, "https://aws.amazon.com/glue/pricing/ (Spark jobs)"),
-    "kms_key_month": (1.00, "https://aws.amazon.com/kms/pricing/ (customer managed key)"),
-    "cloudwatch_alarm_month": (0.10, "https://aws.amazon.com/cloudwatch/pricing/ (standard resolution)"),
-    "cloudwatch_dashboard_month": (3.00, "https://aws.amazon.com/cloudwatch/pricing/"),
-}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ default): each customer-managed KMS key, CloudWatch alarm and dashboard, and the
 invocation a minute). Free tiers are left out. A job adds its Glue run (DPU-hours, Glue's one-minute
 minimum) and the processor's own requests per job, which `benchmarks.burst` measures.
 
-Prices live with the burst benchmark's (`PRICES`), each with the page that publishes it.
+Prices are `longjobs.engine.cost.PRICES`, each with the page that publishes it.
 
 Run from the repository root: `python -m benchmarks.stack_cost [--minutes M] [--workers W] [--json]`.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.burst import PRICES
+from longjobs.engine.cost import PRICES
 
 __all__ = ["build_parser", "glue_run_usd", "idle_month", "main", "report"]
 

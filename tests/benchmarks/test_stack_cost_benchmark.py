@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.burst import PRICES
 from benchmarks.stack_cost import MONTHLY, glue_run_usd, idle_month, report
+from longjobs.engine.cost import PRICES
 
 
 def test_stack_cost_counts_each_resource_billed_by_the_month() -> None:
