@@ -50,11 +50,10 @@ from longjobs.construct.queues import queue_encryption
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
 
-WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED"]
-"""Execution ends the workflow's own failure path may not have settled (DESIGN section 2, watcher)."""
-ADMISSION_STATUSES = ["SUCCEEDED"]
-"""Watched too when a job type has a concurrency limit (every end frees a slot to admit a waiting message
-into), or under tracing=opentelemetry (every end is a job's span)."""
+WATCHED_STATUSES = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
+"""Every end of an execution: the watcher settles those the workflow's own failure path may not have
+(DESIGN section 2, watcher), admits a waiting message into the slot an end freed, and prices each
+attempt (`longjobs.engine.cost`)."""
 
 
 def tracing_environment(tracing: Tracing) -> dict[str, str]:
@@ -331,16 +330,15 @@ class LongJobFunctions(Construct):
         self.target(self.watcher).configure_async_invoke(
             on_failure=lambda_destinations.SqsDestination(self.watcher_failures), retry_attempts=2
         )
-        watches_successes = limited or self._tracing == "opentelemetry"
         self.watcher_rule = events.Rule(
             self,
             "ExecutionEnded",
-            description="Ends of this state machine's executions (successes too for admission or job spans)",
+            description="Every end of this state machine's executions",
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],
                 detail={
-                    "status": WATCHED_STATUSES + (ADMISSION_STATUSES if watches_successes else []),
+                    "status": WATCHED_STATUSES,
                     "stateMachineArn": [res.state_machine.state_machine_arn],
                 },
             ),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aws_cdk as cdk
@@ -36,6 +36,7 @@ class Watched:
     state_machine: sfn.IStateMachine
     glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
     waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)  # each limited type's waiting queue
+    job_types: tuple[str, ...] = ()  # the types whose attempts run in the workflow (each one's cost)
 
 
 def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
@@ -50,15 +51,28 @@ def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None
     )
 
 
-def type_metric(name: str, job_type: str, *, statistic: str = cw.Stats.MAXIMUM) -> cw.Metric:
-    """An admission metric of one job type (`longjobs.engine.observability.type_metric`: the `job_type` dimension)."""
+def type_metric(name: str, job_type: str, *, statistic: str = cw.Stats.MAXIMUM, label: str | None = None) -> cw.Metric:
+    """A metric of one job type (`longjobs.engine.observability.type_metric`: the `job_type` dimension)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
         dimensions_map={"service": SERVICE_NAME, TYPE_DIMENSION: job_type},
         statistic=statistic,
         period=PERIOD,
-        label=f"{name} ({statistic.lower()})",
+        label=label or f"{name} ({statistic.lower()})",
+    )
+
+
+def cost_graph(job_types: Sequence[str]) -> cw.GraphWidget:
+    """What the ended attempts of each type cost (dollars at list price, `longjobs.engine.cost`), and on the
+    right how long their runs took."""
+    return _graph(
+        "Cost of ended attempts (USD, list price)",
+        [type_metric(MetricName.ATTEMPT_COST, name, statistic=cw.Stats.SUM, label=name) for name in job_types],
+        right=[
+            type_metric(MetricName.ATTEMPT_RUNNER_SECONDS, name, statistic="p90", label=f"{name} run time p90")
+            for name in job_types
+        ],
     )
 
 
@@ -285,6 +299,7 @@ class Monitoring(Construct):
                     )
                 ],
             ),
+            *([cost_graph(w.job_types)] if w.job_types else []),
             *[admission_graph(name, queue) for name, queue in sorted(w.waiting.items())],
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24, height=4),
         )

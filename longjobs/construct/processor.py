@@ -122,6 +122,7 @@ class LongJobProcessor(Construct):
                 if t.platform == "glue"
             }
         )
+        self.catalog = self.catalog.with_glue(settings.glue_of)
         check_admission(config, self.catalog)
         retention = LOG_RETENTION[settings.log_retention_days]
         # The `kms_key` setting: one customer-managed key for everything that stores data (none by default).
@@ -212,6 +213,7 @@ class LongJobProcessor(Construct):
                 state_machine=workflow.state_machine,
                 glue_jobs=workflow.glue_jobs,
                 waiting=queues.waiting,
+                job_types=tuple(t.name for t in self.catalog if t.runner != "inline"),
             ),
             oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_s or longest_run * 60 + 3_600),
             alarm_email=settings.alarm_email,

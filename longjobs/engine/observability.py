@@ -148,6 +148,8 @@ class MetricName:
     RECORDS_FAILED = "RecordsFailed"
     # watcher
     EXECUTIONS_ENDED = "ExecutionsEnded"
+    ATTEMPT_COST = "AttemptCost"  # dollars at list price, per ended attempt, with a `job_type` dimension
+    ATTEMPT_RUNNER_SECONDS = "AttemptRunnerSeconds"  # the run time priced, with a `job_type` dimension
     # admission, with a `job_type` dimension (extender, each run; AdmissionDelay at each admission)
     SLOTS_IN_USE = "SlotsInUse"
     WAITING_MESSAGES = "WaitingMessages"  # waiting in flight (WAITING leases)
@@ -174,6 +176,10 @@ def type_metric(sink: MetricsSink | None, name: str, unit: str, value: float, jo
         return
     if isinstance(sink, Metrics):
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+        if is_metrics_disabled():  # `Metrics` honours POWERTOOLS_METRICS_DISABLED when it flushes; this
+            return  # `single_metric` prints its record regardless (Powertools 3), so the switch is read here
 
         with single_metric(
             name=name,

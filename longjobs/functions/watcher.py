@@ -14,6 +14,7 @@ from longjobs.engine.factory import Clients, Factory, require
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.observability import MetricName, MetricsSink, job_spans_enabled, logger, metrics, tracer
 from longjobs.engine.settings import Settings
+from longjobs.engine.watcher.attempt_cost import record_attempt_cost
 from longjobs.engine.watcher.job_span import record_job_span
 from longjobs.engine.watcher.models import ExecutionStatusChangeEvent
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext  # the type only: its import costs ~25 ms
 
     from longjobs.engine.delivery.types import Receiver
+    from longjobs.engine.jobs import JobCatalog
 
 SETTINGS = Settings.from_env()
 JOB_SPANS = job_spans_enabled()
@@ -68,16 +70,32 @@ def admitter() -> Receiver | None:
 on_restore(watcher, clients, admitter)  # SnapStart: a restored container builds its own
 
 
+@cache
+def catalog() -> JobCatalog:
+    """The functions' job catalog, which prices each attempt (read on the first event, not at import)."""
+    from longjobs.engine.jobs import catalog_from_env
+
+    return catalog_from_env()
+
+
 def watch(
-    watcher: Watcher, raw_event: dict[str, Any], sink: MetricsSink | None, *, job_spans: bool = False
+    watcher: Watcher,
+    raw_event: dict[str, Any],
+    sink: MetricsSink | None,
+    *,
+    job_spans: bool = False,
+    job_catalog: JobCatalog | None = None,
 ) -> WatchOutcome:
     """The watcher's Lambda-free core: an EventBridge event of an execution's end, validated (a bad event
     raises, and EventBridge's delivery retries it), handed to the watcher, and its end counted in `sink`
-    unless the watcher changed nothing (duplicates, other machines' and superseded attempts' events)."""
+    unless the watcher changed nothing (duplicates, other machines' and superseded attempts' events).
+    Every end's attempt is priced with `job_catalog`'s types (`longjobs.engine.watcher.attempt_cost`)."""
     event = ExecutionStatusChangeEvent.model_validate(raw_event)
     outcome = on_status_change(watcher, event.detail)
     if job_spans:
         record_job_span(event.detail)
+    if job_catalog is not None:
+        record_attempt_cost(event.detail, job_catalog, sink)
     if outcome is not WatchOutcome.UNCHANGED and sink is not None:
         sink.add_metric(name=MetricName.EXECUTIONS_ENDED, unit="Count", value=1)
     logger.info(
@@ -91,4 +109,4 @@ def watch(
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return {"outcome": watch(watcher(), raw_event, metrics, job_spans=JOB_SPANS).value}
+    return {"outcome": watch(watcher(), raw_event, metrics, job_spans=JOB_SPANS, job_catalog=catalog()).value}

@@ -39,12 +39,12 @@ ASYNC_RETRIES = 2
 """Lambda retries a failed asynchronous invocation twice."""
 
 
-def watched_statuses(*, admission: bool = False) -> frozenset[str]:
-    """The statuses the stack's EventBridge rule sends to the watcher, SUCCEEDED too when a job type has a
-    concurrency limit (`admission`; imported late: the CDK loads slowly)."""
-    from longjobs.construct.functions import ADMISSION_STATUSES, WATCHED_STATUSES
+def watched_statuses() -> frozenset[str]:
+    """The statuses the stack's EventBridge rule sends to the watcher: every end (imported late: the CDK
+    loads slowly)."""
+    from longjobs.construct.functions import WATCHED_STATUSES
 
-    return frozenset(WATCHED_STATUSES + (ADMISSION_STATUSES if admission else []))
+    return frozenset(WATCHED_STATUSES)
 
 
 def _millis(value: Any) -> int | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-HANDLER_CACHES = ("extender", "receiver", "watcher", "admitter", "clients")
+HANDLER_CACHES = ("extender", "receiver", "watcher", "admitter", "clients", "catalog")
 """The cached builders of the handler modules: one per container, cleared when a module is loaded afresh."""
 
 

@@ -207,7 +207,7 @@ class LocalProcessor:
             resources.state_machine_arn,
             self.invoke_watcher,
             self.faults,
-            statuses=watched_statuses(admission=bool(self.catalog.limited())),
+            statuses=watched_statuses(),
         )
         self.threads = [self.mapping, schedule, *workers, events, *extra]
         for thread in self.threads:

@@ -310,7 +310,8 @@ class LambdaService:
         containers = self.watchers
         watcher = containers.take()
         try:
-            outcome = watch(watcher, status_event(change), self.recorder)  # the handler's own core
+            # the handler's own core, pricing each attempt as the handler does
+            outcome = watch(watcher, status_event(change), self.recorder, job_catalog=self.catalog)
         except Exception as exc:  # a function error: Lambda keeps the container
             self.monitor.reach(f"watcher:raised:{type(exc).__name__}")
             self._watcher_failed(change, attempt, type(exc).__name__)

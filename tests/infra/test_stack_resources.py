@@ -162,7 +162,7 @@ def test_functions_traced_by_opentelemetry_run_under_the_adot_layer(tmp_path: Pa
     assert machine["Properties"]["TracingConfiguration"]["Enabled"] is True, "the execution's own trace"
 
 
-def test_watcher_hears_successes_under_opentelemetry_without_a_limited_type() -> None:
+def test_watcher_hears_every_end_to_price_each_attempt_without_a_limited_type() -> None:
     import aws_cdk as cdk
 
     from longjobs.construct import LongJobProcessor
@@ -179,13 +179,9 @@ def test_watcher_hears_successes_under_opentelemetry_without_a_limited_type() ->
         return sorted(rule["Properties"]["EventPattern"]["detail"]["status"])
 
     layer = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-python-arm64-ver-1-32-0:1"
-    assert watched({}) == ["ABORTED", "FAILED", "TIMED_OUT"], "no slot to free: successes settle themselves"
-    assert watched({"tracing": "opentelemetry", "otel_layer_arn": layer}) == [
-        "ABORTED",
-        "FAILED",
-        "SUCCEEDED",
-        "TIMED_OUT",
-    ], "every end is a job's span"
+    every_end = ["ABORTED", "FAILED", "SUCCEEDED", "TIMED_OUT"]
+    assert watched({}) == every_end, "no slot to free, but every attempt is priced"
+    assert watched({"tracing": "opentelemetry", "otel_layer_arn": layer}) == every_end, "every end is a job's span"
 
 
 def test_functions_without_tracing_skip_xray_entirely(prod: Synth) -> None:
@@ -887,6 +883,18 @@ def test_dashboard_is_named_for_the_stage_and_shows_the_path(dev: Synth, prod: S
         assert f'"title":"{title}"' in body
     for metric in ("Renewals", "Lapses", "LeasesCapped", "LeasesLost", "JobsStarted", "ExecutionsSucceeded"):
         assert f'"{metric}"' in body
+
+
+def test_dashboard_shows_what_each_types_ended_attempts_cost(prod: Synth) -> None:
+    """The watcher's AttemptCost, summed per job type, for every type that runs in the workflow (the
+    EMR Serverless one too); inline types never reach it."""
+    [dashboard] = prod.of_type("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(render_cfn(dashboard["Properties"]["DashboardBody"]))["widgets"]
+    [cost] = [w for w in widgets if w["properties"].get("title") == "Cost of ended attempts (USD, list price)"]
+    left = [m for m in cost["properties"]["metrics"] if "AttemptCost" in m]
+    types = {m[m.index("job_type") + 1] for m in left}
+    assert {"spark", "wait", "wordcount", "textstats", "wordcount-emr"} <= types and "echo" not in types
+    assert all(m[-1]["stat"] == "Sum" for m in left)
 
 
 def test_outputs_name_every_resource_an_operator_needs(dev: Synth) -> None:

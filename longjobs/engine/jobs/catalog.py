@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from longjobs.engine.jobs.builtin import BUILTIN_TYPES, INLINE_TYPES
 from longjobs.engine.jobs.triggers import DEFAULT_TRIGGERS, S3Trigger
-from longjobs.engine.jobs.types import LOCATIONS, JobType, JobTypeError
+from longjobs.engine.jobs.types import LOCATIONS, GlueSettings, JobType, JobTypeError
 
 CATALOG_ENV = "JOB_TYPES_FILE"
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "job_types.json"
@@ -93,6 +93,15 @@ class JobCatalog:
             t.model_copy(update={"max_concurrency": limits[t.name]})
             if t.max_concurrency is None and t.name in limits
             else t
+            for t in self.types.values()
+        ]
+        return JobCatalog(types, self.s3_triggers)
+
+    def with_glue(self, resolve: Callable[[JobType], GlueSettings]) -> JobCatalog:
+        """This catalog with each Glue type's settings as `resolve` completes them (what the construct
+        ships: the functions price an attempt by its workers, which a declaration may leave to the stack)."""
+        types = [
+            t.model_copy(update={"glue": resolve(t)}) if t.runner == "pyspark" and t.platform == "glue" else t
             for t in self.types.values()
         ]
         return JobCatalog(types, self.s3_triggers)

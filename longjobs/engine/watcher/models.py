@@ -29,6 +29,8 @@ class ExecutionStatusChange(BaseModel):
     cause: str | None = None
     input: str | None = None
     """The execution's input as JSON text (EventBridge leaves it null when it is too large to include)."""
+    output: str | None = None
+    """A success's output as JSON text: the workflow's `$.outcome`, `{"summary": <the job's run>}`."""
     startDate: int | None = None
     """When the execution started, in milliseconds since the epoch."""
     stopDate: int | None = None
@@ -45,6 +47,14 @@ class ExecutionStatusChange(BaseModel):
             return None
         ran = (self.stopDate - self.startDate) / 1000 if self.startDate and self.stopDate else None
         return Hold(slot, last_duration_s=max(0.0, ran) if ran is not None else None)
+
+    def run_outcome(self) -> dict[str, Any] | None:
+        """What the job's run reported on success (the output's `summary`), if the event carries it."""
+        try:
+            summary = json.loads(self.output or "").get("summary")
+        except (ValueError, AttributeError):
+            return None
+        return summary if isinstance(summary, dict) else None
 
     def job_type(self) -> str | None:
         """The job type named by the execution's input (`job.type`, as the receiver starts it), if the
