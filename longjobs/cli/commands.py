@@ -178,8 +178,14 @@ def run_leases(ctx: Context) -> int:
 
 def run_lease(ctx: Context) -> int:
     found = ctx.resources
+    job_types = ctx.job_catalog()
     story = leases.lease_story(
-        ctx.clients.dynamodb, ctx.clients.stepfunctions, found.table_name, found.state_machine_arn, ctx.args.message_id
+        ctx.clients.dynamodb,
+        ctx.clients.stepfunctions,
+        found.table_name,
+        found.state_machine_arn,
+        ctx.args.message_id,
+        job_types=job_types.types if job_types is not None else None,
     )
     if ctx.args.json:
         render.print_json(render.jsonable(story))
@@ -233,9 +239,8 @@ def run_dlq_redrive(ctx: Context) -> int:
     return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
 
 
-def _limits(ctx: Context) -> dict[str, int] | None:
+def _limits(job_types: catalog.Catalog | None) -> dict[str, int] | None:
     """Each limited type's max_concurrency, from the job types (`Context.job_catalog`); None when unknown."""
-    job_types = ctx.job_catalog()
     if job_types is None:
         return None
     limited = job_types.types.limited()
@@ -245,7 +250,8 @@ def _limits(ctx: Context) -> dict[str, int] | None:
 def run_top(ctx: Context) -> int:
     """`top`: one frame (`--once`, `--json`) or a live view until Ctrl-C. Read-only: it never receives."""
     args = ctx.args
-    limits = _limits(ctx)
+    job_types = ctx.job_catalog()
+    limits = _limits(job_types)
     found = ctx.resources
     last: list[top.Frame] = []
 
@@ -258,6 +264,7 @@ def run_top(ctx: Context) -> int:
             dlq_url=found.dlq_url,
             table_name=found.table_name,
             limits=limits,
+            job_types=job_types.types if job_types is not None else None,
             previous=last[-1] if last else None,
         )
         last[:] = [made]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -9,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import CliError, UsageError
+from longjobs.engine.cost import AttemptUsage, attempt_usage
 from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.jobs import JobCatalog, JobType
 from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
+from longjobs.engine.watcher.models import ExecutionStatusChange
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -56,6 +60,8 @@ class Execution:
     stopped_at: datetime | None
     error: str | None
     cause: str | None
+    output: str | None = None
+    usage: AttemptUsage | None = None  # what the attempt cost, or so far while it runs (job types known)
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,17 @@ def get_lease(dynamodb: DynamoDBClient, table_name: str, message_id: str) -> Lea
     return item_to_lease(item)
 
 
-def attempts(stepfunctions: SFNClient, state_machine_arn: str, lease: Lease) -> list[Execution]:
+def attempts(
+    stepfunctions: SFNClient,
+    state_machine_arn: str,
+    lease: Lease,
+    job_type: JobType | None = None,
+    now: float | None = None,
+) -> list[Execution]:
     """The executions named `<message id>-<n>` for n in 1..receive count (an attempt is named after the
-    receive that started it); attempts that never started an execution are left out."""
+    receive that started it); attempts that never started an execution are left out. With the lease's
+    `job_type`, each is priced (`longjobs.engine.cost`): from its start to its stop, or to `now`."""
+    now = time.time() if now is None else now
     found = []
     for attempt in range(1, lease.receive_count + 1):
         name = execution_name(lease.message_id, attempt)
@@ -86,24 +100,43 @@ def attempts(stepfunctions: SFNClient, state_machine_arn: str, lease: Lease) -> 
             if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
                 continue
             raise
+        started, stopped = described.get("startDate"), described.get("stopDate")
+        usage = None
+        if job_type is not None and started is not None:
+            end = stopped.timestamp() if stopped is not None else now
+            change = ExecutionStatusChange(
+                executionArn=arn, stateMachineArn=state_machine_arn, name=name, status=described["status"],
+                output=described.get("output"),
+            )  # fmt: skip
+            outcome = change.run_outcome() if described["status"] == "SUCCEEDED" else None
+            usage = attempt_usage(job_type, end - started.timestamp(), outcome)
         found.append(
             Execution(
                 name=name,
                 attempt=attempt,
                 arn=arn,
                 status=described["status"],
-                started_at=described.get("startDate"),
-                stopped_at=described.get("stopDate"),
+                started_at=started,
+                stopped_at=stopped,
                 error=described.get("error"),
                 cause=described.get("cause"),
+                output=described.get("output"),
+                usage=usage,
             )
         )
     return found
 
 
 def lease_story(
-    dynamodb: DynamoDBClient, stepfunctions: SFNClient, table_name: str, state_machine_arn: str, message_id: str
+    dynamodb: DynamoDBClient,
+    stepfunctions: SFNClient,
+    table_name: str,
+    state_machine_arn: str,
+    message_id: str,
+    job_types: JobCatalog | None = None,
 ) -> LeaseStory:
-    """The lease and its executions. `CliError` when the table has no lease for the message."""
+    """The lease and its executions, each priced when `job_types` are known. `CliError` when the table has
+    no lease for the message."""
     lease = get_lease(dynamodb, table_name, message_id)
-    return LeaseStory(lease=lease, executions=attempts(stepfunctions, state_machine_arn, lease))
+    job_type = job_types.get(lease.job_type) if job_types is not None and lease.job_type else None
+    return LeaseStory(lease=lease, executions=attempts(stepfunctions, state_machine_arn, lease, job_type))

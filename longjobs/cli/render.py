@@ -324,7 +324,7 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
     now = time.time() if now is None else now
     table = Table(title=f"executions ({len(executions)} of {receives} receive(s) started one)", title_justify="left")
     table.add_column("name", no_wrap=True, min_width=_widest(execution.name for execution in executions))
-    for column in ("status", "started", "took"):
+    for column in ("status", "started", "took", "cost"):
         table.add_column(column, no_wrap=True)
     table.add_column("error", ratio=1)
     for execution in executions:
@@ -334,7 +334,10 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
             end = execution.stopped_at.timestamp() if execution.stopped_at is not None else now
             took = duration(end - execution.started_at.timestamp())
             took = took if execution.stopped_at is not None else f"{took} so far"
-        table.add_row(execution.name, execution.status, iso(execution.started_at) or "-", took, shorten(error))
+        cost = NOT_AVAILABLE if execution.usage is None else usd(execution.usage.total_usd)
+        if execution.usage is not None and not execution.usage.reported:
+            cost = f"~{cost}"  # estimated from its time and capacity
+        table.add_row(execution.name, execution.status, iso(execution.started_at) or "-", took, cost, shorten(error))
     return Fitted(table)
 
 
@@ -385,6 +388,14 @@ def redrive_view(result: RedriveResult) -> RenderableType:
 # -- top ---------------------------------------------------------------------------------------
 
 
+def usd(value: float | None) -> str:
+    """Dollars as the views show them: four decimals under a dollar (a job's orchestration is a fraction
+    of a cent), two above."""
+    if value is None:
+        return NOT_AVAILABLE
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
 def top_view(frame: Frame, *, origin: str) -> RenderableType:
     """One frame of `top`: the queues, the rates and ages, and a line per job type."""
     status = frame.status
@@ -407,13 +418,14 @@ def top_view(frame: Frame, *, origin: str) -> RenderableType:
     )
     types = Table(title="job types", title_justify="left")
     types.add_column("type", no_wrap=True)
-    for column in ("running", "slots held / limit", "waiting", "parked", "drain time"):
+    for column in ("running", "cost so far", "slots held / limit", "waiting", "parked", "drain time"):
         types.add_column(column, justify="right", no_wrap=True)
     for line in frame.types:
         limit = str(line.limit) if line.limit is not None else (f"≥{line.slots_seen}?" if line.slots_seen else "-")
         types.add_row(
             line.job_type,
             str(line.running),
+            usd(line.running_usd),
             f"{line.slots_held} / {limit}",
             str(line.waiting),
             str(line.parked),

@@ -3,10 +3,12 @@
 One frame is `status`'s readings (queue and DLQ depth, leases by status, the oldest message's age, the
 last hour, each limited type's `BacklogDrainTime`) and, from the same one Scan of the lease table:
 
-- per job type: executions running (ACTIVE leases), the admission slots held against the type's limit
-  (the limit comes from the job types the stack or service publishes, or `--jobs-file`; without them, the
-  slots the table has seen are shown), messages waiting for a slot in flight (WAITING leases) and parked
-  in the type's waiting queue (PARKED markers no copy has claimed yet);
+- per job type: executions running (ACTIVE leases) and what their attempts have cost so far (each from
+  its receive to now, priced by `longjobs.engine.cost` when the job types are known), the admission
+  slots held against the type's limit (the limit comes from the job types the stack or service
+  publishes, or `--jobs-file`; without them, the slots the table has seen are shown), messages waiting
+  for a slot in flight (WAITING leases) and parked in the type's waiting queue (PARKED markers no copy
+  has claimed yet);
 - the renewal rate: renewals a minute between this frame and the previous one (the sum of every lease's
   renewal count, which only grows while a lease lives); on the first frame, the last hour's renewals
   over 60 (CloudWatch on a stack; the table's upper bound offline).
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.cli.status import STATUS_ATTRIBUTES, Status, collect_status, scan_items
 from longjobs.engine.admission.slots import slot_type
+from longjobs.engine.cost import attempt_usage
+from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import HELD, LOCK_STATE_ATTR
 from longjobs.engine.lease.schema import PARTITION_KEY
@@ -48,6 +52,7 @@ class TypeLine:
     waiting: int  # WAITING leases: waiting in flight for a slot
     parked: int  # PARKED markers not yet claimed by a copy: waiting in the type's waiting queue
     drain_s: float | None  # its latest BacklogDrainTime (CloudWatch), None where not available
+    running_usd: float | None = None  # what its running attempts cost so far; None without the job types
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,18 @@ class Frame:
     notes: list[str] = field(default_factory=list)
 
 
-def type_lines(items: list[dict[str, Any]], limits: Mapping[str, int], drain_s: Mapping[str, float]) -> list[TypeLine]:
-    """Each job type's line, from the table's items (leases and the slot items of the lock table part)."""
+def type_lines(
+    items: list[dict[str, Any]],
+    limits: Mapping[str, int],
+    drain_s: Mapping[str, float],
+    job_types: JobCatalog | None = None,
+    now: float | None = None,
+) -> list[TypeLine]:
+    """Each job type's line, from the table's items (leases and the slot items of the lock table part);
+    with `job_types`, what each type's running attempts have cost by `now`."""
+    now = time.time() if now is None else now
     running: Counter[str] = Counter()
+    spent: dict[str, float] = {}
     waiting: Counter[str] = Counter()
     parked: Counter[str] = Counter()
     held: Counter[str] = Counter()
@@ -81,6 +95,9 @@ def type_lines(items: list[dict[str, Any]], limits: Mapping[str, int], drain_s: 
         status = item.get("status")
         if status == LeaseStatus.ACTIVE.value:
             running[job_type] += 1
+            if job_types is not None and "received_at" in item:
+                usage = attempt_usage(job_types.get(job_type), now - float(item["received_at"]))
+                spent[job_type] = spent.get(job_type, 0.0) + usage.total_usd
         elif status == LeaseStatus.WAITING.value:
             waiting[job_type] += 1
         elif status == LeaseStatus.PARKED.value and not item.get("claimed_by"):
@@ -96,6 +113,7 @@ def type_lines(items: list[dict[str, Any]], limits: Mapping[str, int], drain_s: 
             waiting=waiting[name],
             parked=parked[name],
             drain_s=drain_s.get(name),
+            running_usd=(spent.get(name, 0.0) if job_types is not None else None),
         )
         for name in names
     ]
@@ -110,6 +128,7 @@ def collect_frame(
     dlq_url: str,
     table_name: str,
     limits: Mapping[str, int] | None = None,
+    job_types: JobCatalog | None = None,
     previous: Frame | None = None,
     now: float | None = None,
 ) -> Frame:
@@ -145,7 +164,7 @@ def collect_frame(
         notes.append("limits unknown: the deployment publishes no job types (pass --jobs-file FILE)")
     return Frame(
         status=status,
-        types=type_lines(items, limits or {}, status.drain_s),
+        types=type_lines(items, limits or {}, status.drain_s, job_types, now),
         renewals_total=total,
         renewals_per_min=rate,
         renewal_rate_source=source,

@@ -227,6 +227,8 @@ def test_cli_top_once_shows_queues_types_against_their_limits_and_parked(
     assert "job types" in framed.out and "backfill" in framed.out and "0 / 2" in framed.out
     [line] = [line for line in data["types"] if line["job_type"] == "backfill"]
     assert (line["running"], line["limit"], line["waiting"], line["parked"]) == (1, 2, 1, 1), "a claimed marker ran"
+    # a wait type runs nothing billable of its own: its running attempt costs the processor's share
+    assert 0.0003 < line["running_usd"] < 0.001 and "cost so far" in framed.out
     assert data["status"]["dlq"]["total"] == 1
     assert data["renewal_rate_source"] == "last hour's average"
 

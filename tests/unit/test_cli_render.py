@@ -277,6 +277,38 @@ def test_cli_executions_table_shows_how_long_each_took_or_has_run() -> None:
     assert "Err: why" in text
 
 
+def test_cli_executions_table_prices_each_attempt_and_marks_estimates() -> None:
+    """A stopped Glue attempt is priced from its time (an estimate, `~`); a success from what its run
+    reported."""
+    from longjobs.engine.cost import attempt_usage
+    from longjobs.engine.jobs import JobType
+
+    rows = JobType(name="rows", runner="pyspark", entry="jobs/x.py:run", glue={"workers": 10, "worker_type": "G.1X"})
+    started = datetime.fromtimestamp(NOW - 1_200, UTC)
+    stopped = datetime.fromtimestamp(NOW - 600, UTC)
+    executions = [
+        Execution("m-1", 1, "arn-1", "ABORTED", started, stopped, None, None, usage=attempt_usage(rows, 600)),
+        Execution(
+            "m-2",
+            2,
+            "arn-2",
+            "SUCCEEDED",
+            stopped,
+            datetime.fromtimestamp(NOW, UTC),
+            None,
+            None,
+            usage=attempt_usage(rows, 600, {"execution_time_s": 540}),
+        ),
+        Execution("m-3", 3, "arn-3", "RUNNING", stopped, None, None, None),
+    ]
+
+    text = _text(render.executions_table(executions, receives=3, now=NOW))
+
+    assert "~$0.7337" in text, "10 DPU for 10 minutes at $0.44, and the processor's share"
+    assert "$0.6603" in text and "~$0.6603" not in text
+    assert "n/a" in text, "without the job types, no price"
+
+
 def test_cli_ids_stay_whole_at_80_columns() -> None:
     """A message id is copied from `leases` or `dlq list` into `longjobs lease`: at 80 columns the other
     columns give way, the id is never cut."""
