@@ -50,7 +50,7 @@ from longjobs.construct.queues import queue_encryption
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
 
-WATCHED_STATUSES = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
+WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"]
 """Every end of an execution: the watcher settles those the workflow's own failure path may not have
 (DESIGN section 2, watcher), admits a waiting message into the slot an end freed, and prices each
 attempt (`longjobs.engine.cost`)."""
