@@ -135,6 +135,7 @@ class MetricName:
     JOBS_FANNED_OUT = "JobsFannedOut"
     JOBS_IGNORED = "JobsIgnored"
     JOBS_ALREADY_SUCCEEDED = "JobsAlreadySucceeded"
+    JOBS_ALREADY_CANCELLED = "JobsAlreadyCancelled"  # a redelivery of a message an operator cancelled
     REDELIVERED_WHILE_RUNNING = "RedeliveredWhileRunning"  # a lapse seen from the receiving end
     JOBS_SETTLED_ON_REDELIVERY = "JobsSettledOnRedelivery"
     JOBS_NOT_STARTED = "JobsNotStarted"

@@ -318,6 +318,51 @@ def test_cancel_cut_short_is_finished_by_cancelling_again(flow: Flow) -> None:
     assert cancel.cancel(canceller(flow), message_id).outcome is cancel.Outcome.ALREADY_CANCELLED
 
 
+class DeleteLost:
+    """SQS whose DeleteMessage answers and does nothing (the cancel's delete lost)."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+    def delete_message(self, **kwargs: Any) -> Any:
+        return {}  # answered, never done
+
+
+def test_receiver_handler_acknowledges_and_counts_a_redelivery_of_a_cancelled_message(flow: Flow) -> None:
+    """The same redelivery through the handler's core, its outcome counted: it is acknowledged (not
+    reported failed). Found by the simulation's operator: the handler had no metric for the outcome,
+    raised on it and reported the record failed on every receive, until SQS's redrive put the message in
+    the DLQ a second time, with no reason."""
+    from dataclasses import replace as changed
+
+    from longjobs.functions.receiver import batch_processor, receive_records
+    from tests.functional.test_receiver import sqs_event
+
+    message_id = flow.send_job("nightly", "wait", seconds=60)
+    [delivery] = flow.receive_batch()
+    assert receive(flow.receiver, delivery) is Outcome.STARTED
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+    cancel.cancel(canceller(flow, sqs=DeleteLost(flow.sqs)), message_id, REASON)
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0
+    )
+    counted: list[str] = []
+
+    class Sink:
+        def add_metric(self, name: str, unit: str, value: float) -> None:
+            counted.append(name)
+
+    receiver = changed(flow.receiver, metrics=Sink())
+    response = receive_records(receiver, sqs_event(flow, flow.receive_batch()), batch_processor(False))
+
+    assert response == {"batchItemFailures": []}, "acknowledged: the mapping deletes it"
+    assert counted == ["JobsAlreadyCancelled"]
+
+
 def test_receiver_acknowledges_a_redelivery_of_a_cancelled_message(flow: Flow) -> None:
     """The lead's row in the receiver: a message received again after its cancel (its delete lost, or
     its handle refused) is acknowledged, never run. Fails until the receiver has that row."""
@@ -326,17 +371,6 @@ def test_receiver_acknowledges_a_redelivery_of_a_cancelled_message(flow: Flow) -
     assert receive(flow.receiver, delivery) is Outcome.STARTED
     running = flow.lease(message_id)
     flow.wait_for_job(running.execution_arn or "")
-
-    class DeleteLost:
-        def __init__(self, sqs: Any) -> None:
-            self._sqs = sqs
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._sqs, name)
-
-        def delete_message(self, **kwargs: Any) -> Any:
-            return {}  # answered, never done
-
     cancel.cancel(canceller(flow, sqs=DeleteLost(flow.sqs)), message_id, REASON)
     flow.sqs.change_message_visibility(
         QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0

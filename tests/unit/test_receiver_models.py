@@ -404,3 +404,11 @@ def test_parse_s3_names_each_marker_s_object_creation_however_it_was_delivered()
     del record["s3"]["object"]["sequencer"]
     assert parse_message(json.dumps({"Records": [record]}), SETTINGS).events == [None]
     assert parse_message(json.dumps({"job_id": "a", "type": "wait", "params": {"seconds": 1}}), SETTINGS).events == []
+
+
+def test_receiver_handler_counts_every_outcome() -> None:
+    """Each outcome has its metric: a missing one raised in the handler and failed its record on every
+    receive (a redelivery of a cancelled message, found by the simulation's operator)."""
+    from longjobs.functions.receiver import OUTCOME_METRIC
+
+    assert set(OUTCOME_METRIC) == set(Outcome)
