@@ -9,11 +9,12 @@ the answer's way back. The code under test gets botocore's own exceptions, shape
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from longjobs.sim.aws import client_error
+from longjobs.sim.aws import REGION, client_error
 from longjobs.sim.faults import CallFault, FaultPlan
 from longjobs.sim.scheduler import Crash, Scheduler
 from longjobs.sim.trace import Trace
@@ -66,6 +67,7 @@ class SimClient:
         self._answered = answered
         self._max_attempts = max_attempts
         self._socket_timeouts = socket_timeouts
+        self.meta = SimpleNamespace(region_name=REGION)  # boto3's `client.meta.region_name` (a cancel's queue ARN)
 
     def __getattr__(self, operation: str) -> Callable[..., dict[str, Any]]:
         if operation.startswith("_") or not callable(getattr(self._backend, operation, None)):

@@ -70,6 +70,17 @@ EMR_SERVERLESS = (
 )
 """The EMR Serverless runs' paths (`longjobs.sim.emr`), on the profiles whose seeds run them."""
 EMR_PROFILES = ("standard", "mixed")
+OPERATOR = (
+    "operator:cancel:cancelled",
+    "operator:cancel:completed",
+    "operator:cancel:already_succeeded",
+    "operator:cut_after:update_item",
+    "operator:cut_after:stop_execution",
+    "operator:cut_after:send_message",
+    "operator:cut_after:delete_message",
+)
+"""The operator's cancels (`longjobs.sim.operator`): each step it is cut short after, a cancel run again to
+its end, and one that finds the job done; on the profiles whose seeds cancel."""
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 
 
@@ -89,7 +100,7 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
     names += [f"extender:{path}" for path in EXTENDER_PATHS]
     names += list(OTHER)
     if profile in EMR_PROFILES:
-        names += list(EMR_SERVERLESS)
+        names += list(EMR_SERVERLESS) + list(OPERATOR)
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

@@ -89,6 +89,27 @@ def _no_lease_fence(patch: Patch) -> None:
     patch(FakeDynamoDb, "transact_write_items", transact_unfenced)
 
 
+def _success_over_cancel(patch: Patch) -> None:
+    """The workflow's success close accepts a CANCELLED lease: a job that runs on after an operator's cancel
+    marked it (its stop lost, the operator gone) records its success over the cancel."""
+    from longjobs.sim.aws.dynamodb import FakeDynamoDb
+
+    def lenient(request: dict[str, Any]) -> dict[str, Any]:
+        condition = request.get("ConditionExpression")
+        if condition is None or " AND #status <> :cancelled" not in condition:
+            return request
+        return {**request, "ConditionExpression": condition.replace(" AND #status <> :cancelled", "")}
+
+    update, transact = FakeDynamoDb.update_item, FakeDynamoDb.transact_write_items
+
+    def transact_lenient(self: FakeDynamoDb, **request: Any) -> dict[str, Any]:
+        items = [{kind: lenient(body) for kind, body in item.items()} for item in request["TransactItems"]]
+        return transact(self, **{**request, "TransactItems": items})
+
+    patch(FakeDynamoDb, "update_item", lambda self, **request: update(self, **lenient(request)))
+    patch(FakeDynamoDb, "transact_write_items", transact_lenient)
+
+
 def _slow_refused_starts(patch: Patch) -> None:
     """A refused start's message comes back ten extender periods later: the backoff has no cap."""
     patch(attempt, "refused_start_delay_s", lambda refused, settings, rng: int(10 * settings.extender_period_s))
@@ -114,6 +135,7 @@ PLANTS: dict[str, Plant] = {
     "handle_check": Plant(_no_handle_check, "stopped_as_read"),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
     "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
+    "success_over_cancel": Plant(_success_over_cancel, "nothing_lost"),
 }
 
 

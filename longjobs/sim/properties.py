@@ -18,7 +18,8 @@ coverage: a campaign reports the ones no seed reached.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
   succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
-  it, at the job's start and after every write to that lease.
+  it, at the job's start and after every write to that lease; or CANCELLED and names it (a cancel marks
+  the lease before it stops the execution, and keeps the message hidden until it is finished).
 - `attempts_started`: every attempt a message's history counts (in its lease, and in its DLQ copy's
   `Attempts`) names an execution that was started: a start refused, or a receive that died before its
   start, is no attempt (`max_attempts` counts runs, `max_refused_starts` the rest).
@@ -38,15 +39,17 @@ coverage: a campaign reports the ones no seed reached.
 - `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
   has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
-  a redrive of the DLQ copy run it a second time. (No operator acts in the simulation yet: the property
-  holds vacuously until an operator actor cancels; `tests/functional/test_cancel_cut_short.py` drives it.)
+  a redrive of the DLQ copy run it a second time. The simulation's operator (`longjobs.sim.operator`) cancels
+  running jobs, some cancels cut short at one of their steps; `tests/functional/test_cancel_cut_short.py`
+  drives it on moto.
 - `refused_start_returns`: a message whose start Step Functions refused, and that the receiver gave back
   (its lease closed RELEASED, "start refused"), is received again by the time it shows plus the mapping's
   reach (`REFUSED_START_REACH_S` past the receiver's timeout), unless the release's own visibility change
   failed (the message then shows when its chunk ends).
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
-  reason, and no message of it both (a job sent as two messages may end one way by each); nothing is
-  left on the jobs or waiting queues.
+  reason, and no message of it both (a job sent as two messages may end one way by each; a run that ended
+  after a cancel's mark, its success refused, ends in the DLQ as Cancelled alone); nothing is left on the
+  jobs or waiting queues.
 - `settled_in_time` (eventually): every job is settled by the bound derived from the settings.
 - `holds_freed` (eventually): every job lock and slot is free once no execution runs.
 """
@@ -149,6 +152,8 @@ class Monitor:
     started: set[str] = field(default_factory=set)  # names of the executions Step Functions started
     job_succeeded: set[str] = field(default_factory=set)  # ARNs of the executions whose job succeeded
     cancelled_dead: set[str] = field(default_factory=set)  # producer's message ids in the DLQ as `Cancelled`
+    # job key -> the producer's messages of it whose success an execution recorded (it ended SUCCEEDED)
+    recorded_messages: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     returns_due: dict[str, float] = field(default_factory=dict)  # message id -> when a refused start is back
 
     def reach(self, name: str, count: int = 1) -> None:
@@ -210,6 +215,8 @@ class Monitor:
                 f"job {job_key} succeeded from message {original}, which is in the DLQ as Cancelled",
             )
         self.done[job_key] += 1
+        if original is not None:
+            self.recorded_messages[job_key].add(original)
         if self.sent[job_key] < self.done[job_key]:
             raise PropertyViolation(
                 "once_per_message",
@@ -304,7 +311,9 @@ class Monitor:
     def _check_held(self, run: Running, lease: dict[str, Any] | None, when: str) -> None:
         status = lease.get(STATUS_ATTR, {}).get("S") if lease else None
         named = lease.get(EXECUTION_ATTR, {}).get("S") if lease else None
-        if status != "ACTIVE" or named != run.arn:
+        # A cancel marks the lease CANCELLED before it stops the execution, and the CANCELLED lease keeps the
+        # message hidden until the cancel is finished (`longjobs.engine.cancel`): the job may run on till then.
+        if status not in ("ACTIVE", "CANCELLED") or named != run.arn:
             raise PropertyViolation(
                 "held_while_running",
                 f"{run.arn} runs its job {when} while its lease is {status or 'absent'} naming {named}",
@@ -351,6 +360,13 @@ class Monitor:
 
     # -- the end --------------------------------------------------------------------------------------------
 
+    def _ended_both_ways(self, key: str) -> set[str]:
+        """The job's messages that both succeeded and went to the DLQ. A run that ended after an operator's
+        cancel marked its lease is not a success: the workflow refuses to record it, and the message
+        ends in the DLQ as Cancelled (`longjobs.engine.cancel`), one way."""
+        cancelled_unrecorded = self.cancelled_dead - self.recorded_messages[key]
+        return (self.succeeded_messages[key] & self.dead_messages[key]) - cancelled_unrecorded
+
     def final(
         self,
         *,
@@ -370,7 +386,7 @@ class Monitor:
                 continue  # not settled: reported below
             if not done and not dead:
                 failures.append(("nothing_lost", f"job {key}: no message left, never succeeded, not in the DLQ"))
-            elif done and dead and (both := self.succeeded_messages[key] & self.dead_messages[key]):
+            elif done and dead and (both := self._ended_both_ways(key)):
                 # Each message ends one way: a job sent twice may succeed by one message and be dead-lettered
                 # by the other (seed 816: that one's attempts all met an outage).
                 failures.append(("nothing_lost", f"job {key}: {sorted(both)} succeeded and also sent to the DLQ"))

@@ -155,6 +155,23 @@ class JobPlan:
         return self.spark[min(attempt, len(self.spark)) - 1] if self.spark else SparkBehaviour("ok", 1.0)
 
 
+CANCEL_CUTS = (None, "update_item", "stop_execution", "send_message", "delete_message")
+"""Where an operator's cancel dies (crashes right after that call of its; None: it runs to its end): the
+mark, the stop, the DLQ copy's send, the message's delete (`longjobs.engine.cancel`'s steps)."""
+
+
+@dataclass(frozen=True)
+class CancelPlan:
+    """An operator's `longjobs cancel` of a job's message, at `at_s`: cut short after its first
+    `cut_after` call (None: whole), then run again `again_after_s` later (None: never; the extender
+    finishes it)."""
+
+    job_id: str
+    at_s: float
+    cut_after: str | None = None
+    again_after_s: float | None = None
+
+
 @dataclass
 class Workload:
     jobs: list[JobPlan]
@@ -163,6 +180,8 @@ class Workload:
     spark_heartbeat_s: int = SPARK_HEARTBEAT_S
     upgrade_at_s: float | None = None
     """When the functions are updated from `OLD_SHARDS` shards to `settings`' (None: no upgrade)."""
+    cancels: list[CancelPlan] = field(default_factory=list)
+    """The operator's cancels (`longjobs.sim.operator`)."""
     extender_reserved: bool = True
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""
@@ -266,7 +285,30 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
     if standard:
         jobs += _emr_jobs(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
-    return Workload(jobs)
+    return Workload(jobs, cancels=_cancels(seed, jobs) if standard else [])
+
+
+CANCEL_SHARE = 0.4
+
+
+def _cancels(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
+    """In some seeds, an operator cancels one or two jobs while they may run: at a time drawn within the
+    job's run, now and then cut short at one of the cancel's steps and run again later, or never. Drawn on
+    a stream of its own: the seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:operator")
+    if rng.random() >= CANCEL_SHARE:
+        return []
+    candidates = [
+        job for job in jobs if not job.poison and job.raw_body is None and not job.partitions and job.type != "echo"
+    ]
+    plans = []
+    for job in rng.sample(candidates, min(len(candidates), rng.randint(1, 2))):
+        at = round(job.send_at_s + rng.uniform(5, max(10.0, min(job.duration_s, 1_800.0))), 3)
+        cut = rng.choice(CANCEL_CUTS) if rng.random() < 0.6 else None
+        # run again before the extender's hand-over (60 s) as often as after it: either may finish it
+        again = round(rng.uniform(5, 120), 3) if cut is not None and rng.random() < 0.5 else None
+        plans.append(CancelPlan(job.job_id, at, cut, again))
+    return plans
 
 
 EMR_SHARE = 0.5

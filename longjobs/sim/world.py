@@ -28,6 +28,7 @@ from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import Settings
+from longjobs.sim import operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
 from longjobs.sim.aws.dynamodb import IndexLag
 from longjobs.sim.aws.stepfunctions import ListLag
@@ -269,6 +270,7 @@ class World:
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
         self.functions.start()
+        operator.schedule(self)
         for at_s, action in self.actions:
             self.scheduler.call_at(START + at_s, lambda action=action: action(self))  # type: ignore[misc]
 

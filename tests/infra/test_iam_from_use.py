@@ -66,6 +66,7 @@ ACTOR_ROLES = {"receiver": "receiver", "extender": "extender", "watcher": "watch
 """Which role each actor of the simulation runs as."""
 ACTORS_WITHOUT_A_ROLE = {
     "spark": "the offline Spark worker behind the token queue: in the stack a Glue run, with the Glue role",
+    "operator": "`longjobs cancel`, run by a person with the operator's own IAM (docs/operate.md's IAM table)",
 }
 """Actors of the simulation whose calls no role of the processor makes, with the reason."""
 
