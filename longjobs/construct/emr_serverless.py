@@ -35,6 +35,7 @@ from constructs import Construct
 
 from longjobs.construct.constants import SUMMARY_PREFIX
 from longjobs.construct.nag import acknowledge, rendered
+from longjobs.construct.workflow import read_run_summary, state_prefix
 from longjobs.engine.jobs import JobType
 
 EMR_SYNC_RESOURCE = "emr-serverless:startJobRun.sync"
@@ -69,7 +70,6 @@ def emr_serverless_step(runs: Mapping[str, EmrRun], *, summary_bucket: str | Non
     argparse off Glue). With `summary_bucket`, the entry writes the summary that `run` returned where the
     step reads it back, as on Glue; the branch's result then holds the run (`emr_job_run`) and the
     summary."""
-    from longjobs.construct.workflow import read_run_summary, state_prefix
 
     def build(scope: Construct, job_type: JobType) -> sfn.CustomState:
         run = runs[job_type.name]
@@ -175,8 +175,6 @@ class EmrServerlessRunner(Construct):
                 arn = settings.application_arn
                 self.application_ids[job_type.name] = _application_id(arn)
             else:
-                from longjobs.construct.workflow import state_prefix
-
                 application = emrserverless.CfnApplication(
                     self,
                     f"{state_prefix(job_type)}Application",
