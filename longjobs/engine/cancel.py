@@ -6,7 +6,9 @@
 1. **Mark** the lease CANCELLED: one write conditional on its version and status as read
    (`mark_cancelled`). Every other writer of a lease is conditional too, so a cancel racing a
    success, an admission in place (WAITING) or a parked copy's claim (PARKED) settles once: the loser
-   reads again. A lease found SUCCEEDED is left alone ("already succeeded"). Once CANCELLED, nothing
+   reads again. A lease found SUCCEEDED is left alone ("already succeeded"); so is an ACTIVE one whose
+   execution SUCCEEDED (the workflow's close failed for good), completed first as reconciliation
+   would: a DLQ copy of a job that ran would be run again by a redrive. Once CANCELLED, nothing
    reconciles, admits or releases the lease, a parked copy's claim is refused, and the workflow's closes
    refuse it: a job that runs on after the mark (its stop refused, the operator's process gone) never has
    its success recorded, nor its message deleted as succeeded, nor released for a retry.
@@ -86,7 +88,7 @@ from longjobs.engine.lease.schema import (
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.lease.writes import conditional, values_of
 from longjobs.engine.observability import logger
-from longjobs.engine.settle import release_holds
+from longjobs.engine.settle import complete, release_holds
 from longjobs.engine.visibility import FailureClass
 from longjobs.engine.visibility.errors import classify_exception, describe_exception
 
@@ -349,6 +351,19 @@ def cancel(canceller: Canceller, message_id: str, reason: str = DEFAULT_REASON) 
             if resumed is not None:
                 return resumed
             continue
+        if lease.active and execution_status(canceller.stepfunctions, lease.execution_arn) == "SUCCEEDED":
+            # The job succeeded, but the workflow's close never landed (reconciliation completes such a
+            # lease on its next look): complete it now. A DLQ copy of a job that ran would be run again
+            # by a redrive.
+            completed = complete(lease, store=canceller.store, sqs=canceller.sqs, clock=canceller.clock)
+            if completed is not None:
+                return _report(
+                    completed,
+                    Outcome.ALREADY_SUCCEEDED,
+                    previous=lease.status.value,
+                    notes=("its execution had succeeded: completed, as reconciliation would",),
+                )
+            continue  # the lease changed meanwhile: read it again
         now = canceller.clock.now()
         record = ours = CancelRecord(reason=reason, previous_status=lease.status.value, at=now)
         marked = mark_cancelled(

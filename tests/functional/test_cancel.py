@@ -382,3 +382,41 @@ def test_receiver_acknowledges_a_redelivery_of_a_cancelled_message(flow: Flow) -
     assert not outcomes[message_id].deferred, "acknowledged: deleted from the queue"
     assert [e["name"] for e in flow.executions()] == [(running.execution_arn or "").rpartition(":")[2]], "no second run"
     assert flow.lease(message_id).status is LeaseStatus.CANCELLED
+
+
+class SucceededAlready:
+    """Step Functions whose DescribeExecution says SUCCEEDED: the workflow's success close never landed
+    (its DynamoDB writes failed for good), so the lease is still ACTIVE while its execution succeeded."""
+
+    def __init__(self, stepfunctions: Any) -> None:
+        self._sfn = stepfunctions
+        self.stops = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sfn, name)
+
+    def describe_execution(self, **kwargs: Any) -> Any:
+        return {**self._sfn.describe_execution(**kwargs), "status": "SUCCEEDED"}
+
+    def stop_execution(self, **kwargs: Any) -> Any:
+        self.stops += 1
+        return self._sfn.stop_execution(**kwargs)
+
+
+def test_cancel_of_a_job_whose_execution_succeeded_completes_it_and_sends_nothing(flow: Flow) -> None:
+    """The job succeeded but its lease was never closed (reconciliation has not completed it yet): a cancel
+    then completes it as reconciliation would (the message deleted, the lease SUCCEEDED) and reports
+    "already succeeded". Dead-lettering it as Cancelled would put a job that ran in the DLQ, where a
+    redrive runs it again. Found by the simulation's operator (seed 681)."""
+    message_id = flow.send_job("nightly", "wait", seconds=60)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+    succeeded = SucceededAlready(flow.harness.stepfunctions)
+
+    report = cancel.cancel(canceller(flow, stepfunctions=succeeded), message_id, REASON)
+
+    assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
+    assert succeeded.stops == 0 and flow.dlq_messages() == []
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
+    assert queued(flow) == 0, "completed: deleted from the jobs queue"
