@@ -34,7 +34,7 @@ from longjobs.offline.lambdas import sqs_event
 from longjobs.sim.aws import REGION
 from longjobs.sim.executions import status_event
 from longjobs.sim.faults import WorldFault
-from longjobs.sim.properties import REFUSED_START_REACH_S, Monitor
+from longjobs.sim.properties import REFUSED_START_REACH_S, RELEASE_FAILED, Monitor
 from longjobs.sim.scheduler import Crash, Group, Signal
 from longjobs.sim.stage import START, Stage
 
@@ -382,6 +382,11 @@ class RecordsSeen:
             return
         if lease.get("queue_url", {}).get("S", service.queue.url) != service.queue.url:
             return  # a waiting queue's message: admission, not the mapping, receives it
+        if RELEASE_FAILED in json.dumps(lease.get("last_error", {})):
+            # its release's visibility change failed, noted before the receiver returned: it shows when its
+            # chunk ends, which the property exempts (a note written later is caught by `lease_written`)
+            service.monitor.reach("refused_start:release_failed")
+            return
         # The documented bound (docs/engine.md), from the settings, not from the engine's own choice of delay.
         before = int(lease.get("refused_starts", {}).get("N", "0"))
         settings = service.settings
