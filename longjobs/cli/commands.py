@@ -314,7 +314,7 @@ def run_cancel(ctx: Context) -> int:
         for lease in acting:
             try:
                 reports.append(cancel.cancel(canceller, lease.message_id, args.reason))
-            except (cancel.UnknownId, cancel.CancelRaced) as exc:
+            except (cancel.UnknownId, cancel.CancelRaced, cancel.HoldsNotFreed) as exc:
                 raise CliError(str(exc)) from None
     if args.json:
         render.print_json(render.jsonable(reports))

@@ -21,7 +21,8 @@
    SUCCEEDED between the mark and the stop; then the job did succeed, and the cancel reports "already
    succeeded" and sends nothing. StopExecution does not wait for the job run of a `.sync` task.
 3. **Free** the execution's job lock and admission slot, each conditional on that execution still holding
-   it (`longjobs.engine.settle.release_holds`).
+   it (`longjobs.engine.settle.release_holds`), and read them back: one still held by the execution (its
+   write failed) leaves the cancel unfinished (`HoldsNotFreed`), so the extender or a second cancel frees it.
 4. **Dead-letter** the message: its body goes to the DLQ with `ErrorType` `Cancelled`, the reason as
    `ErrorMessage` and the attempts' history (the receiver's DLQ format, `longjobs.engine.delivery.dlq`),
    then it is deleted from its queue with the lease's receipt handle. Never a release: it does not come
@@ -77,6 +78,7 @@ from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
 from longjobs.engine.lease.codec import item_to_lease, num
+from longjobs.engine.lease.lock import hold_keys
 from longjobs.engine.lease.schema import (
     PARTITION_KEY,
     RENEW_AT_ATTR,
@@ -492,6 +494,7 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
                 raise _sending_elsewhere(current)
             lease = current
     released = release_holds(lease, store=canceller.store, clock=canceller.clock)
+    _check_holds_freed(canceller, lease)
     dead_letter_id, deleted = record.dead_letter_id, record.deleted
     body: str | None = None
     if record.previous_status == LeaseStatus.PARKED.value and dead_letter_id is None and lease.parked_message:
@@ -549,6 +552,24 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
         deleted=deleted,
         notes=tuple(notes),
     )
+
+
+class HoldsNotFreed(RuntimeError):
+    """A cancel could not free its attempt's job lock or slot (its writes failed): it stays unfinished."""
+
+
+def _check_holds_freed(canceller: Canceller, lease: Lease) -> None:
+    """Raise `HoldsNotFreed` when the attempt's job lock or slot is still held by its execution. Freeing
+    them is best effort elsewhere, where the execution's end or a later look frees them; a cancel that
+    finished would leave its lease out of the extender's view, and a lock no later message of the job
+    id takes would stay held. So the cancel stays unfinished, and the extender (or cancelling again)
+    frees them."""
+    if not lease.execution_arn:
+        return
+    for key in hold_keys(lease):
+        lock = canceller.store.locks.get(key)
+        if lock is not None and lock.held and lock.execution_arn == lease.execution_arn:
+            raise HoldsNotFreed(f"{key} is still held by {lease.execution_arn}: cancel again to finish")
 
 
 def _sending_elsewhere(lease: Lease) -> CancelRaced:

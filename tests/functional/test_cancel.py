@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
@@ -420,3 +421,35 @@ def test_cancel_of_a_job_whose_execution_succeeded_completes_it_and_sends_nothin
     assert succeeded.stops == 0 and flow.dlq_messages() == []
     assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
     assert queued(flow) == 0, "completed: deleted from the jobs queue"
+
+
+def test_cancel_whose_lock_release_failed_stays_unfinished_until_cancelled_again(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Freeing the attempt's job lock failed (its writes throttled): the cancel does not finish, since a
+    finished cancel leaves the lease out of the extender's view and the lock would stay held. Cancelling
+    again frees it and finishes. Found by the simulation's operator (seed 76)."""
+    message_id = flow.send_job("nightly", "wait", seconds=60)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    running = flow.lease(message_id)
+    flow.wait_for_job(running.execution_arn or "")
+    from longjobs.engine.lease.lock import Locks
+
+    release = Locks.release
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+    monkeypatch.setattr(Locks, "release", throttled)
+    with pytest.raises(cancel.HoldsNotFreed, match="job#nightly is still held"):
+        cancel.cancel(canceller(flow), message_id, REASON)
+    record = cancel.CancelRecord.of(flow.lease(message_id))
+    assert record is not None and not record.done and flow.dlq_messages() == []
+
+    monkeypatch.setattr(Locks, "release", release)
+    report = cancel.cancel(canceller(flow), message_id, REASON)
+
+    assert report.outcome is cancel.Outcome.COMPLETED and report.holds_released
+    lock = flow.receiver.store.locks.get(job_lock_key("nightly"))
+    assert lock is not None and not lock.held
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")
