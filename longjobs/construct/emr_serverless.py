@@ -149,9 +149,9 @@ class EmrServerlessRunner(Construct):
 
     Each type without `application_arn` gets its own Spark application of its `release_label`
     (x86_64, started on the first run, stopped after 15 idle minutes, capped at `max_vcpu`). The job role
-    reads what `grant_reader` grants it and writes what `grant_writer` does: the caller gives it the same
-    data as the Glue jobs' role. `runs` is what the workflow's states name; `applications` the created
-    ones, by type; `role` the job role.
+    starts with no grant: the workflow gives it the Glue jobs' data access, its logs prefix and its
+    assets. `applications`: the created ones, by type; `application_arns` and `application_ids`: every
+    type's; `role`: the job role; `grant_start`: what the state machine's role needs.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, job_types: Sequence[JobType]) -> None:
