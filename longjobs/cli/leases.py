@@ -16,7 +16,7 @@ from longjobs.engine.jobs import JobCatalog, JobType
 from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
-from longjobs.engine.watcher.models import ExecutionStatusChange
+from longjobs.engine.watcher.models import run_outcome
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -104,11 +104,7 @@ def attempts(
         usage = None
         if job_type is not None and started is not None:
             end = stopped.timestamp() if stopped is not None else now
-            change = ExecutionStatusChange(
-                executionArn=arn, stateMachineArn=state_machine_arn, name=name, status=described["status"],
-                output=described.get("output"),
-            )  # fmt: skip
-            outcome = change.run_outcome() if described["status"] == "SUCCEEDED" else None
+            outcome = run_outcome(described.get("output")) if described["status"] == "SUCCEEDED" else None
             usage = attempt_usage(job_type, end - started.timestamp(), outcome)
         found.append(
             Execution(

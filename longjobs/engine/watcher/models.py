@@ -50,11 +50,7 @@ class ExecutionStatusChange(BaseModel):
 
     def run_outcome(self) -> dict[str, Any] | None:
         """What the job's run reported on success (the output's `summary`), if the event carries it."""
-        try:
-            summary = json.loads(self.output or "").get("summary")
-        except (ValueError, AttributeError):
-            return None
-        return summary if isinstance(summary, dict) else None
+        return run_outcome(self.output)
 
     def job_type(self) -> str | None:
         """The job type named by the execution's input (`job.type`, as the receiver starts it), if the
@@ -65,6 +61,16 @@ class ExecutionStatusChange(BaseModel):
             return None
         job_type = job.get("type") if isinstance(job, dict) else None
         return job_type if isinstance(job_type, str) and job_type else None
+
+
+def run_outcome(output: str | None) -> dict[str, Any] | None:
+    """What a job's run reported, from its execution's output (the workflow's `$.outcome`:
+    `{"summary": ...}`); None when there is no such object."""
+    try:
+        summary = json.loads(output or "").get("summary")
+    except (ValueError, AttributeError):
+        return None
+    return summary if isinstance(summary, dict) else None
 
 
 def status_change_envelope(
