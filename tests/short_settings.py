@@ -16,3 +16,8 @@ SHORT_THRESHOLD: dict[str, Any] = {
     "receiver_timeout_s": 1,
     "reconcile_grace_s": 2,
 }
+
+SPARK_THRESHOLD: dict[str, Any] = {**SHORT_THRESHOLD, "visibility_timeout_s": 12, "threshold_s": 8}
+"""For jobs on the local Spark worker, whose JVM shares two cores with the extender: renewals start 8 s
+before a 12 s visibility runs out (rather than 2.5 s before 5 s), so a late extender run on a loaded
+machine still renews in time."""

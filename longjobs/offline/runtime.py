@@ -23,7 +23,7 @@ from longjobs.offline.observe import Observer, Track
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.progress import Progress, RedeliveryNotes, live_counts
 from longjobs.offline.report import build_report, violations
-from longjobs.offline.scenario import GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
+from longjobs.offline.scenario import AbortExecution, GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
 
 POLL_S = 0.5
 SETTLE_S = 15.0
@@ -49,9 +49,13 @@ class RunResult:
 
 
 def spark_workers(scenario: Scenario) -> int:
-    """One worker thread per Spark job, up to `MAX_SPARK_WORKERS`, all on the one local session: a task
-    waiting in the token queue gets no heartbeats, so it must not wait long for a free worker."""
-    return min(MAX_SPARK_WORKERS, max(1, sum(1 for job in scenario.jobs if scenario.runs_spark(job))))
+    """One worker thread per Spark job, and one more per `abort_execution` of a Spark job, up to
+    `MAX_SPARK_WORKERS`, all on the one local session. A task waiting in the token queue gets no
+    heartbeats, so it must not wait long for a free worker; and a stopped execution's job runs on in
+    its worker (a local job cannot be interrupted), so the job's next execution needs another."""
+    spark = {job.id for job in scenario.jobs if scenario.runs_spark(job)}
+    stops = sum(1 for fault in scenario.faults if isinstance(fault, AbortExecution) and fault.job in spark)
+    return min(MAX_SPARK_WORKERS, max(1, len(spark) + stops))
 
 
 def prepare_spark(scenario: Scenario, work_dir: Path) -> None:

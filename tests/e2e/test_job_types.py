@@ -9,7 +9,7 @@ import pytest
 
 from tests import REPO_ROOT
 from tests.e2e.conftest import Runner
-from tests.short_settings import SHORT_THRESHOLD
+from tests.short_settings import SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ def test_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Run
     }
 
     result = run(
-        settings=SHORT_THRESHOLD,
+        settings=SPARK_THRESHOLD,
         job_types=[lines_type],
         jobs=[
             {"id": "count", "type": "lines", "params": {"input": str(data)}},
@@ -63,7 +63,7 @@ def test_a_package_type_with_a_requirement_runs_offline_as_jobs_json_declares_it
     (data / "part-0.txt").write_text("Café au lait\ncafe CAFÉ crème\nCrème brûlée\n")
 
     result = run(
-        settings=SHORT_THRESHOLD,
+        settings=SPARK_THRESHOLD,
         job_types=[textstats],
         jobs=[{"id": "stats", "type": "textstats", "params": {"input": str(data), "min_length": 3}}],
     )
@@ -98,7 +98,7 @@ def test_an_emr_serverless_type_runs_on_local_spark_and_a_stop_runs_it_again(run
     }
 
     result = run(
-        settings=SHORT_THRESHOLD,
+        settings=SPARK_THRESHOLD,
         job_types=[emr_type],
         jobs=[{"id": "rows", "type": "rows-emr", "params": {"rows": 7, "sleep": 8}}],
         faults=[{"type": "abort_execution", "job": "rows", "at_s": 1}],

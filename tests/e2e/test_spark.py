@@ -10,17 +10,12 @@ from longjobs.offline.runtime import partition_dir
 from longjobs.offline.scenario import SparkJob
 from longjobs.pipeline.generate import read_manifest
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
-from tests.short_settings import SHORT_THRESHOLD
+from tests.short_settings import SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
-SPARK_SETTINGS = {**SHORT_THRESHOLD, "visibility_timeout_s": 12, "threshold_s": 8}
-"""Spark's JVM shares two cores with the extender: renewals start 8 s before a 12 s visibility runs out
-(rather than 2.5 s before 5 s), so a loaded machine's late extender run still renews in time."""
-
-
 def test_spark_job_runs_end_to_end_on_tiny_partition(run: Runner, tmp_path: Path) -> None:
-    result = run(settings=SPARK_SETTINGS, jobs=[{"id": "events", "type": "spark", "events": 400}])
+    result = run(settings=SPARK_THRESHOLD, jobs=[{"id": "events", "type": "spark", "events": 400}])
 
     job = result.report["jobs"]["events"]
     assert result.report["ok"] is True, result.violations
@@ -37,7 +32,7 @@ def test_spark_job_runs_end_to_end_on_tiny_partition(run: Runner, tmp_path: Path
 
 def test_spark_worker_killed_mid_job_released_after_heartbeat_timeout(run: Runner) -> None:
     result = run(
-        settings=SPARK_SETTINGS,
+        settings=SPARK_THRESHOLD,
         jobs=[{"id": "orphan", "type": "spark", "events": 200}],
         faults=[{"type": "kill_worker", "job": "orphan", "after_s": 1}],
     )
@@ -72,7 +67,7 @@ def test_spark_job_failure_reaches_the_dlq_naming_the_spark_error(run: Runner, t
     }
 
     result = run(
-        settings={**SPARK_SETTINGS, "max_attempts": 1},
+        settings={**SPARK_THRESHOLD, "max_attempts": 1},
         job_types=[read_type],
         jobs=[{"id": "missing", "type": "read_text", "params": {"input": str(missing)}, "expect": "dlq"}],
     )

@@ -387,3 +387,16 @@ def test_scenario_refuses_fifo_keys_that_do_not_fit(data: dict[str, Any], messag
     with pytest.raises(ScenarioError) as raised:
         parse_scenario(data)
     assert message in str(raised.value)
+
+
+def test_spark_workers_add_one_for_each_stopped_spark_run() -> None:
+    """A stopped execution's job runs on in its worker offline (the local worker cannot be interrupted),
+    so the job's next execution needs a worker of its own: its task waits unheartbeated otherwise."""
+    from longjobs.offline.runtime import spark_workers
+
+    jobs = [{"id": "a", "type": "spark", "events": 10}, {"id": "w", "type": "wait", "seconds": 1}]
+    assert spark_workers(parse_scenario({"jobs": jobs})) == 1
+    stops = [{"type": "abort_execution", "job": "a", "at_s": 1}, {"type": "abort_execution", "job": "w", "at_s": 1}]
+    assert spark_workers(parse_scenario({"jobs": jobs, "faults": stops})) == 2
+    many = [{"id": f"s{n}", "type": "spark", "events": 10} for n in range(6)]
+    assert spark_workers(parse_scenario({"jobs": many})) == 4, "capped at MAX_SPARK_WORKERS"
