@@ -14,6 +14,7 @@ from tests.short_settings import SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
+
 def test_spark_job_runs_end_to_end_on_tiny_partition(run: Runner, tmp_path: Path) -> None:
     result = run(settings=SPARK_THRESHOLD, jobs=[{"id": "events", "type": "spark", "events": 400}])
 
