@@ -166,7 +166,24 @@ def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_p
     except ClientError as exc:
         if _unsupported(exc):
             return None
-        raise
+        running = _running_task(sqs, source_arn, destination_arn)
+        if running is None:
+            raise
+        return running
+
+
+def _running_task(sqs: SQSClient, source_arn: str, destination_arn: str) -> str | None:
+    """The handle of the source's newest task when it runs to `destination_arn`: a start that failed may
+    have taken effect (its answer lost), and SQS runs one task per queue. None when none runs, or when it
+    cannot be read."""
+    try:
+        tasks = sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=1).get("Results", [])
+    except (ClientError, NotImplementedError):
+        return None
+    newest = tasks[0] if tasks else {}
+    if newest.get("Status") == "RUNNING" and newest.get("DestinationArn") == destination_arn:
+        return newest.get("TaskHandle")
+    return None
 
 
 POISON = frozenset(
@@ -267,6 +284,7 @@ def copy_messages(
     page_size = 10 if max_per_second is None else max(1, min(10, int(max_per_second)))
     sent_ids: set[str] = set()
     skipped_ids: set[str] = set()
+    sent_from: set[str] = set()  # DLQ message ids sent this run
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -282,6 +300,9 @@ def copy_messages(
         for message in messages:
             if message["MessageId"] in sent_ids or _attribute(message, "OriginalMessageId") in sent_ids:
                 result.came_back += 1
+                held.append(message["ReceiptHandle"])
+                continue
+            if message["MessageId"] in sent_from:  # sent, its delete failed (reported): not sent twice
                 held.append(message["ReceiptHandle"])
                 continue
             letter = dead_letter(message)
@@ -325,24 +346,34 @@ def copy_messages(
                 continue
             sent_ids.add(sent["MessageId"])
             deletions.append((message["MessageId"], message["ReceiptHandle"]))
-        result.moved = (result.moved or 0) + _delete(sqs, dlq_url, deletions, result)
+        kept = _delete(sqs, dlq_url, deletions, result)
+        result.moved = (result.moved or 0) + len(deletions) - len(kept)
+        sent_from.update(message_id for message_id, _ in deletions)
+        held.extend(kept)
     show_again(sqs, dlq_url, held)
     return result
 
 
-def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: RedriveResult) -> int:
-    """Delete sent messages from the DLQ; the count deleted. A failed delete leaves a message in both
-    queues (it will be redriven again): reported, not hidden."""
+def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: RedriveResult) -> list[str]:
+    """Delete sent messages from the DLQ; the handles of those not deleted. A failed delete (an entry's, or
+    the whole request's) leaves a message in both queues, to be redriven again: reported, not hidden."""
     if not sent:
-        return 0
+        return []
     entries = [{"Id": str(i), "ReceiptHandle": handle} for i, (_, handle) in enumerate(sent)]
-    response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)  # type: ignore[arg-type]
-    for failure in response.get("Failed", []):
-        message_id = sent[int(failure["Id"])][0]
-        result.errors.append(
-            f"{message_id}: sent, but not deleted from the DLQ: {failure.get('Code')}: {failure.get('Message', '')}"
-        )
-    return len(response.get("Successful", []))
+    failures: list[tuple[str, str, str]] = []  # (entry id, code, message)
+    try:
+        response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)  # type: ignore[arg-type]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        failures = [(entry["Id"], str(error.get("Code")), str(error.get("Message", ""))) for entry in entries]
+    else:
+        failures = [(f["Id"], f.get("Code", ""), f.get("Message", "")) for f in response.get("Failed", [])]
+    kept = []
+    for entry_id, code, message in failures:
+        message_id, handle = sent[int(entry_id)]
+        kept.append(handle)
+        result.errors.append(f"{message_id}: sent, but not deleted from the DLQ: {code}: {message}")
+    return kept
 
 
 def redrive(

@@ -27,10 +27,14 @@ def processor() -> Iterator[Processor]:
 class RecordingSqs:
     """The moto client, recording sends and deletes in order, failing the sends of chosen bodies."""
 
-    def __init__(self, sqs: Any, *, fail_bodies: frozenset[str] = frozenset(), fail_all: bool = False) -> None:
+    def __init__(
+        self, sqs: Any, *, fail_bodies: frozenset[str] = frozenset(), fail_all: bool = False, failed_deletes: int = 0
+    ) -> None:
         self._sqs = sqs
         self.fail_bodies = fail_bodies
         self.fail_all = fail_all
+        self.failed_deletes = failed_deletes
+        """How many `DeleteMessageBatch` requests fail as a whole (a 5xx past the SDK's retries: none deleted)."""
         self.calls: list[tuple[str, str]] = []  # (operation, message body or DLQ message id)
         self._bodies: dict[str, str] = {}  # DLQ receipt handle -> body
 
@@ -54,6 +58,9 @@ class RecordingSqs:
     def delete_message_batch(self, **kwargs: Any) -> Any:
         for entry in kwargs["Entries"]:
             self.calls.append(("delete", self._bodies[entry["ReceiptHandle"]]))
+        if self.failed_deletes:
+            self.failed_deletes -= 1
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "DeleteMessageBatch")
         return self._sqs.delete_message_batch(**kwargs)
 
     def delete_message(self, **kwargs: Any) -> Any:
@@ -94,6 +101,21 @@ def test_cli_redrive_deletes_nothing_when_every_send_fails(processor: Processor)
     assert (result.moved, result.failed) == (0, 3)
     assert not [call for call in sqs.calls if call[0] == "delete"]
     assert sorted(processor.bodies(processor.dlq_url)) == sorted(bodies)
+
+
+def test_cli_redrive_reports_a_failed_delete_and_goes_on(processor: Processor) -> None:
+    """A `DeleteMessageBatch` that fails as a whole (a 5xx past the SDK's retries) leaves its page in both
+    queues: each message is reported as sent but not deleted, and the other pages are moved. The
+    simulation's operator found the command dying there."""
+    bodies = _dead_letters(processor, 12)
+    sqs = RecordingSqs(processor.sqs, failed_deletes=1)
+
+    result = copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    assert (result.moved, result.failed) == (2, 0)
+    assert sum("sent, but not deleted from the DLQ: InternalError" in error for error in result.errors) == 10
+    assert sorted(processor.bodies(processor.queue_url)) == sorted(bodies), "each sent once"
+    assert len(processor.bodies(processor.dlq_url)) == 10, "the page not deleted stays, visible again"
 
 
 def test_cli_redrive_keeps_to_the_rate(processor: Processor) -> None:
@@ -170,6 +192,40 @@ def test_cli_redrive_reports_an_error_of_the_move_task_that_is_not_a_missing_ope
         redrive(
             Refusing(processor.sqs), processor.dlq_url, processor.queue_url, select=RedriveFilter(include_poison=True)
         )  # type: ignore[arg-type]
+
+
+def test_cli_redrive_finds_the_move_task_its_failed_start_started(processor: Processor) -> None:
+    """A start whose answer was lost (a 5xx or a timeout after SQS took it) may have started the task, and
+    a retry then meets "already a task running" (API_StartMessageMoveTask: one active task per queue).
+    The command reads the DLQ's newest task and reports that one running, rather than an error while
+    SQS moves the messages; with no task running, the start's error stands."""
+    _dead_letters(processor, 2)
+    running = [
+        {
+            "Status": "RUNNING",
+            "TaskHandle": "task-7",
+            "SourceArn": "arn:aws:sqs:us-east-1:123456789012:jobs-dlq",
+            "DestinationArn": "arn:aws:sqs:us-east-1:123456789012:jobs",
+        }
+    ]
+
+    class AnswerLost(RecordingSqs):
+        tasks: list[dict[str, Any]] = running
+
+        def start_message_move_task(self, **kwargs: Any) -> Any:
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "StartMessageMoveTask")
+
+        def list_message_move_tasks(self, **kwargs: Any) -> Any:
+            assert kwargs["SourceArn"] == running[0]["SourceArn"]
+            return {"Results": self.tasks}
+
+    everything = RedriveFilter(include_poison=True)
+    result = redrive(AnswerLost(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
+    assert (result.method, result.task_handle) == ("move-task", "task-7")
+
+    AnswerLost.tasks = [{**running[0], "Status": "COMPLETED"}]
+    with pytest.raises(ClientError, match="InternalError"):
+        redrive(AnswerLost(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
 
 
 def _mixed_dead_letters(processor: Processor) -> None:
