@@ -3,8 +3,8 @@
 Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
 writer refused by its condition (fencing), a refused start given back and received again, each path of an
-EMR Serverless run, and every
-fault kind on every operation the code was seen to call (crashes only on the functions' calls).
+EMR Serverless run, the operator's cancels and redrives, and every fault kind on every operation the code
+was seen to call (crashes only on the functions' calls).
 """
 
 from __future__ import annotations
@@ -81,6 +81,18 @@ OPERATOR = (
 )
 """The operator's cancels (`longjobs.sim.operator`): each step it is cut short after, a cancel run again to
 its end, and one that finds the job done; on the profiles whose seeds cancel."""
+REDRIVES = (
+    "operator:redrive:cli:copy",
+    "operator:redrive:cli_all:move-task",
+    "operator:redrive:cli_filtered:copy",
+    "operator:redrive:console:move-task",
+    "sqs:move_task:completed:moved",
+    "sqs:move_task:failed:CouldNotDetermineMessageSource",
+    "redriven:succeeded",
+    "redriven:dead_lettered_again",
+)
+"""The operator's redrives of the DLQ: each way, a move task that ends each way, and redriven messages
+that end each way; on the profiles whose seeds redrive."""
 CALL_ONLY_FAULTS = tuple(kind for kind in CallFault if kind not in (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER))
 
 
@@ -100,7 +112,7 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
     names += [f"extender:{path}" for path in EXTENDER_PATHS]
     names += list(OTHER)
     if profile in EMR_PROFILES:
-        names += list(EMR_SERVERLESS) + list(OPERATOR)
+        names += list(EMR_SERVERLESS) + list(OPERATOR) + list(REDRIVES)
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

@@ -1,11 +1,20 @@
-"""The operator inside the simulation: `longjobs cancel` of a job's message while it runs, the engine's
-own cancel (`longjobs.engine.cancel.cancel`) on the operator's clients, cut short at one of its steps
-now and then and run again later, or never (the extender then finishes it after its hand-over).
+"""The operator inside the simulation: `longjobs cancel` of a job's message while it runs, and a redrive
+of the DLQ.
+
+A cancel is the engine's own (`longjobs.engine.cancel.cancel`) on the operator's clients, cut short at
+one of its steps now and then and run again later, or never (the extender then finishes it after its
+hand-over).
 
 A cut is a crash right after the cancel's first call of that operation (`CANCEL_CUTS`): the mark, the
 stop, the DLQ copy's send, or the message's delete. The operator's calls see the seed's faults as the
 functions' do; an error it cannot get past ends its run as it ends the command's. What the cancel did is
 coverage (`operator:*`), and the property `cancelled_never_succeeds` holds each seed to the promise.
+
+A redrive is the command's own (`longjobs.cli.dlq.redrive`: everything by SQS's move task, or a selection
+by its copy loop) or the console's move task to the messages' source queues, which fails at the first
+message the receiver sent to the DLQ itself (SQS cannot tell its source). Every message moved is a new
+message of its job; the property `redriven_settles` holds each to an end: its job succeeds, or it is
+back in the DLQ with a reason.
 """
 
 from __future__ import annotations
@@ -14,16 +23,22 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from longjobs.cli.dlq import RedriveFilter, redrive
 from longjobs.engine.cancel import Canceller, CancelRaced, UnknownId, cancel
+from longjobs.engine.delivery.dlq import EXHAUSTED
 from longjobs.engine.factory import Clients, Factory
 from longjobs.sim.faults import CallFault, CallRule
 from longjobs.sim.scheduler import Crash, Group
 
 if TYPE_CHECKING:
-    from longjobs.sim.workload import CancelPlan
+    from longjobs.sim.workload import CancelPlan, RedrivePlan
     from longjobs.sim.world import World
 
 REASON = "cancelled by the simulation's operator"
+CONSOLE_LOOK_S = 60.0
+"""How long after starting a move task the operator looks at it."""
+REDRIVE_GROUP = "operator:redrive"
+"""The scheduler group of the operator's redrive: what it sends to a jobs queue is a redriven message."""
 
 
 def schedule(world: World) -> None:
@@ -31,6 +46,55 @@ def schedule(world: World) -> None:
     start = world.scheduler.now()
     for plan in world.workload.cancels:
         world.scheduler.call_at(start + plan.at_s, _later(world, plan, plan.cut_after))
+    for redrive_plan in world.workload.redrives:
+        world.busy.add(f"redrive@{redrive_plan.at_s}")  # the seed does not end before it
+        world.scheduler.call_at(start + redrive_plan.at_s, _redrive_later(world, redrive_plan))
+
+
+SELECT = {
+    "cli": RedriveFilter(),
+    "cli_all": RedriveFilter(include_poison=True),
+    "cli_filtered": RedriveFilter(error_types=frozenset({EXHAUSTED})),
+}
+"""What each of the command's redrives selects (`longjobs dlq redrive`, `--include-poison`, `--error-type`)."""
+
+
+def _look(world: World, sqs: Any) -> str | None:
+    """The newest move task of the DLQ, a minute on: its failure reason, if it failed."""
+    world.scheduler.sleep(CONSOLE_LOOK_S)
+    results = sqs.list_message_move_tasks(SourceArn=world.dlq.arn)["Results"]
+    return results[0].get("FailureReason") if results else None
+
+
+def _redrive_later(world: World, plan: RedrivePlan) -> Callable[[], None]:
+    return lambda: world.scheduler.spawn(lambda: _redrive(world, plan), group=Group(REDRIVE_GROUP))
+
+
+def _redrive(world: World, plan: RedrivePlan) -> None:
+    """The DLQ redriven by `plan.method`. A minute after a move task starts the operator looks at it
+    (`ListMessageMoveTasks`), and redrives with the command (`--include-poison`) when the console's
+    failed because SQS could not tell a message's source."""
+    sqs = world.client("sqs", "operator")
+    world.trace.event("operator", "redrive", method=plan.method)
+    try:
+        if plan.method == "console":
+            sqs.start_message_move_task(SourceArn=world.dlq.arn)
+            world.monitor.reach("operator:redrive:console:move-task")
+            if _look(world, sqs) != "CouldNotDetermineMessageSource":
+                return
+            world.trace.event("operator", "redrive", method="cli_all", after="console")
+        method = "cli_all" if plan.method == "console" else plan.method
+        clock, sleep = world.clock.now, world.scheduler.sleep
+        result = redrive(sqs, world.dlq.url, world.queue.url, clock=clock, sleep=sleep, select=SELECT[method])
+        world.monitor.reach(f"operator:redrive:{method}:{result.method}")
+        world.trace.event("operator", "redrove", method=result.method, moved=result.moved, failed=result.failed)
+        if result.method == "move-task":
+            _look(world, sqs)
+    except Exception as exc:  # an AWS error the command would print
+        world.monitor.reach("operator:redrive_failed")
+        world.trace.event("operator", "redrive_failed", error=type(exc).__name__)
+    finally:
+        world.busy.discard(f"redrive@{plan.at_s}")  # a move task it started is busy on its own
 
 
 def _later(world: World, plan: CancelPlan, cut_after: str | None) -> Callable[[], None]:

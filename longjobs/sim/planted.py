@@ -1,7 +1,7 @@
 """Planted bugs: each disables one protection of the engine, in this process, so a reader can watch the
 simulation find a broken promise, replay it and shrink it (`python -m offline sim --plant NAME`), and a
-test can prove the harness has teeth (tests/sim/test_planted.py). A plant patches the engine's own code
-(or the simulated DynamoDB's conditions), never the simulation's checks.
+test can prove the harness has teeth (tests/sim/test_planted.py). A plant patches the processor's own code
+(the engine's, the command's, or the simulated DynamoDB's conditions), never the simulation's checks.
 
 The lease's version condition is planted with the conditions it shares each write with (`lease_fence`),
 and the handle check on renewal with the version check beside it (`handle_check`): alone, each is masked
@@ -115,6 +115,18 @@ def _slow_refused_starts(patch: Patch) -> None:
     patch(attempt, "refused_start_delay_s", lambda refused, settings, rng: int(10 * settings.extender_period_s))
 
 
+def _redrive_drops_held(patch: Patch) -> None:
+    """`longjobs dlq redrive`'s copy loop deletes the DLQ messages it held back (not selected, or whose send
+    failed) instead of showing them again: a filtered redrive loses what it left."""
+    from longjobs.cli import dlq
+
+    def drop(sqs: Any, dlq_url: str, handles: list[str]) -> None:
+        for handle in handles:
+            sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=handle)
+
+    patch(dlq, "show_again", drop)
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -136,6 +148,7 @@ PLANTS: dict[str, Plant] = {
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
     "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
     "success_over_cancel": Plant(_success_over_cancel, "nothing_lost"),
+    "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
 }
 
 

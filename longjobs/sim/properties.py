@@ -46,10 +46,14 @@ coverage: a campaign reports the ones no seed reached.
   (its lease closed RELEASED, "start refused"), is received again by the time it shows plus the mapping's
   reach (`REFUSED_START_REACH_S` past the receiver's timeout), unless the release's own visibility change
   failed (the message then shows when its chunk ends).
+- `redriven_settles` (eventually): every message the operator's redrive put back on the jobs queue (a
+  new message of its job) comes to an end: its job succeeds, or a message of it reaches the DLQ again
+  (with a reason, as `nothing_lost` checks). A redriven message acknowledged unrun is lost.
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
-  reason, and no message of it both (a job sent as two messages may end one way by each; a run that ended
-  after a cancel's mark, its success refused, ends in the DLQ as Cancelled alone); nothing is left on the
-  jobs or waiting queues.
+  reason (a message of it there at the end: one that left the DLQ other than by a redrive is lost), and
+  no message of it both (a job sent as two messages may end one way by each; a run that ended after a
+  cancel's mark, its success refused, ends in the DLQ as Cancelled alone); nothing is left on the jobs
+  or waiting queues.
 - `settled_in_time` (eventually): every job is settled by the bound derived from the settings.
 - `holds_freed` (eventually): every job lock and slot is free once no execution runs.
 """
@@ -93,7 +97,7 @@ ALWAYS = (
     "cancelled_never_succeeds",
     "refused_start_returns",
 )
-EVENTUALLY = ("nothing_lost", "settled_in_time", "holds_freed")
+EVENTUALLY = ("nothing_lost", "redriven_settles", "settled_in_time", "holds_freed")
 
 
 class PropertyViolation(BaseException):
@@ -155,6 +159,7 @@ class Monitor:
     # job key -> the producer's messages of it whose success an execution recorded (it ended SUCCEEDED)
     recorded_messages: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     returns_due: dict[str, float] = field(default_factory=dict)  # message id -> when a refused start is back
+    redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -200,8 +205,19 @@ class Monitor:
         """The processor sent a copy of the producer's message `original_id` (to wait, or parked)."""
         self.originals[copy_id] = original_id
 
+    def redriven(self, job_key: str, message_id: str) -> None:
+        """The operator's redrive put a message of `job_key` back on the jobs queue: a message of its own."""
+        self.sent[job_key] += 1
+        self.redriven_open.setdefault(job_key, set()).add(message_id)
+        self.reach("redriven")
+
+    def _redriven_ended(self, job_key: str, how: str) -> None:
+        if self.redriven_open.pop(job_key, None):
+            self.reach(f"redriven:{how}")
+
     def job_done(self, job_key: str, message_id: str) -> None:
         """A job succeeded (in its execution, or inline in the receiver), run by `message_id` (or a copy)."""
+        self._redriven_ended(job_key, "succeeded")
         self.succeeded[job_key] += 1
         self.succeeded_messages[job_key].add(self.originals.get(message_id, message_id))
         self.finished.add(job_key)
@@ -276,6 +292,7 @@ class Monitor:
         """A message of `job_key` reached the DLQ: the receiver's copy (naming the producer's message), or the
         message itself, moved by the queue's redrive."""
         self._check_attempts(attributes.get("Attempts", {}).get("StringValue"), f"the DLQ copy of job {job_key}")
+        self._redriven_ended(job_key, "dead_lettered_again")
         self.dead_lettered[job_key].append(attributes)
         original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
         self.dead_messages[job_key].add(self.originals.get(original, original))
@@ -372,20 +389,23 @@ class Monitor:
         *,
         jobs: dict[str, str],
         left_on_queues: Counter[str],
+        in_dlq: Counter[str],
         locks: dict[str, dict[str, Any]],
         settled_in_time: bool,
     ) -> list[tuple[str, str]]:
         """The eventual properties at the end: (property, detail) for each that failed.
 
         `jobs`: job key -> its expected end (`succeed` or `dlq`); `left_on_queues`: job key -> messages of
-        it still on the jobs or waiting queues; `locks`: the job locks and slots (key -> item)."""
+        it still on the jobs or waiting queues; `in_dlq`: job key -> messages of it in the DLQ now (one
+        that reached it and left, unless redriven, is lost); `locks`: the job locks and slots."""
         failures: list[tuple[str, str]] = []
         for key, expected in sorted(jobs.items()):
             done, dead = self.succeeded[key] > 0, bool(self.dead_lettered.get(key))
             if left_on_queues[key]:
                 continue  # not settled: reported below
-            if not done and not dead:
-                failures.append(("nothing_lost", f"job {key}: no message left, never succeeded, not in the DLQ"))
+            if not done and not in_dlq[key]:
+                where = "left the DLQ" if dead else "not in the DLQ"
+                failures.append(("nothing_lost", f"job {key}: no message left, never succeeded, {where}"))
             elif done and dead and (both := self._ended_both_ways(key)):
                 # Each message ends one way: a job sent twice may succeed by one message and be dead-lettered
                 # by the other (seed 816: that one's attempts all met an outage).
@@ -397,6 +417,14 @@ class Monitor:
                             ("nothing_lost", f"job {key}: in the DLQ without a reason ({sorted(attributes)})")
                         )
             self.reach(f"ended_{'succeeded' if done else 'dlq'}_expected_{expected}")
+        for key, redriven in sorted(self.redriven_open.items()):
+            if not left_on_queues[key]:
+                failures.append(
+                    (
+                        "redriven_settles",
+                        f"job {key}: redriven as {sorted(redriven)}, then neither run nor dead-lettered",
+                    )
+                )
         unsettled = sorted(key for key, count in left_on_queues.items() if count)
         if unsettled or not settled_in_time:
             failures.append(("settled_in_time", f"not settled by the bound: {unsettled or 'executions still run'}"))

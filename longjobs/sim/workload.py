@@ -172,6 +172,21 @@ class CancelPlan:
     again_after_s: float | None = None
 
 
+REDRIVE_METHODS = ("cli", "cli_all", "cli_filtered", "console")
+"""How the operator redrives the DLQ: `longjobs dlq redrive` (its copy loop, poison and cancelled messages
+left), with `--include-poison` (everything: SQS's move task to the jobs queue), with `--error-type
+AttemptsExhausted` (the copy loop, one reason), or the console's "redrive to source" (a move task
+without a destination)."""
+
+
+@dataclass(frozen=True)
+class RedrivePlan:
+    """An operator's redrive of the DLQ at `at_s`, by `method` (`REDRIVE_METHODS`)."""
+
+    at_s: float
+    method: str
+
+
 @dataclass
 class Workload:
     jobs: list[JobPlan]
@@ -182,6 +197,8 @@ class Workload:
     """When the functions are updated from `OLD_SHARDS` shards to `settings`' (None: no upgrade)."""
     cancels: list[CancelPlan] = field(default_factory=list)
     """The operator's cancels (`longjobs.sim.operator`)."""
+    redrives: list[RedrivePlan] = field(default_factory=list)
+    """The operator's redrives of the DLQ (`longjobs.sim.operator`)."""
     extender_reserved: bool = True
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""
@@ -201,7 +218,9 @@ class Workload:
         if any(job.type == "spark" for job in self.jobs):  # a run that hangs ends at the step's timeout
             longest = max(longest, SPARK_TASK_TIMEOUT_S)
         limited = sum(_attempt_s(job.duration_s) for job in self.jobs if job.type == LIMITED_TYPE)
-        return MAX_ATTEMPTS * (_attempt_s(longest) + limited / LIMIT) + 3_600
+        bound = MAX_ATTEMPTS * (_attempt_s(longest) + limited / LIMIT) + 3_600
+        last_redrive = max((plan.at_s for plan in self.redrives), default=None)
+        return bound if last_redrive is None else last_redrive + 2 * bound  # a redriven job runs its attempts anew
 
 
 def _attempt_s(duration_s: float) -> float:
@@ -285,7 +304,9 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
     if standard:
         jobs += _emr_jobs(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
-    return Workload(jobs, cancels=_cancels(seed, jobs) if standard else [])
+    return Workload(
+        jobs, cancels=_cancels(seed, jobs) if standard else [], redrives=_redrives(seed) if standard else []
+    )
 
 
 CANCEL_SHARE = 0.4
@@ -309,6 +330,19 @@ def _cancels(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
         again = round(rng.uniform(5, 120), 3) if cut is not None and rng.random() < 0.5 else None
         plans.append(CancelPlan(job.job_id, at, cut, again))
     return plans
+
+
+REDRIVE_SHARE = 0.5
+
+
+def _redrives(seed: int) -> list[RedrivePlan]:
+    """In some seeds, an operator redrives the DLQ once: a quarter of an hour to four hours in, while jobs
+    may still run (some of them the DLQ's jobs' twins, or a cancelled job's run not yet stopped) or after
+    all have settled. Drawn on a stream of its own: the seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:redrive")
+    if rng.random() >= REDRIVE_SHARE:
+        return []
+    return [RedrivePlan(round(rng.uniform(900, 4 * 3_600), 3), rng.choice(REDRIVE_METHODS))]
 
 
 EMR_SHARE = 0.5

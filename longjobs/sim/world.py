@@ -31,6 +31,7 @@ from longjobs.engine.settings import Settings
 from longjobs.sim import operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
 from longjobs.sim.aws.dynamodb import IndexLag
+from longjobs.sim.aws.sqs import MoveTask
 from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
 from longjobs.sim.executions import STATE_MACHINE_ARN, Executions
@@ -38,7 +39,7 @@ from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.lambdas import LambdaService
 from longjobs.sim.properties import Monitor, PropertyViolation, Violation
 from longjobs.sim.realclock import virtual_time
-from longjobs.sim.scheduler import Scheduler, VirtualClock
+from longjobs.sim.scheduler import Group, Scheduler, VirtualClock
 from longjobs.sim.stage import START
 from longjobs.sim.trace import Trace
 from longjobs.sim.workload import OLD_SHARDS, JobPlan, Workload
@@ -150,6 +151,10 @@ class World:
         aws.sqs.on_receive = self._on_receive
         aws.sqs.on_dead_letter = self._on_dead_letter
         aws.sqs.on_sent = self._on_sent
+        aws.sqs.on_move_task = self._run_move_task
+        aws.sqs.on_moved = self._on_moved
+        self.busy: set[str] = set()
+        """What must end before the seed may (an operator's redrive to come, a move task running)."""
         aws.dynamodb.on_store = self.monitor.lease_written
         self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
         self.functions = self._lambda_service()
@@ -297,7 +302,7 @@ class World:
         past the rest: what frees a hold after its execution ended may be the extender's next look at
         its lease (a renewal that finds the message gone, reconciliation), not yet made when the last
         message went (seed 78: reconciliation's completion died after its delete)."""
-        if len(self.job_of_message) < len(self.workload.jobs) or self.executions.running:
+        if len(self.job_of_message) < len(self.workload.jobs) or self.executions.running or self.busy:
             self.holds_wait_until = None
             return False
         now = self.scheduler.now()
@@ -331,11 +336,12 @@ class World:
             for message in queue.messages.values():
                 for key in self._keys_of(message):
                     left[key] += 1
+        in_dlq = Counter(key for message in self.dlq.messages.values() for key in self._keys_of(message))
         locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
         self.trace.event("world", "end", settled=settled_in_time, left=dict(sorted(left.items())))
         expected = {key: job.expected for job in self.workload.jobs for key in job.job_keys}
         for name, detail in self.monitor.final(
-            jobs=expected, left_on_queues=left, locks=locks, settled_in_time=settled_in_time
+            jobs=expected, left_on_queues=left, in_dlq=in_dlq, locks=locks, settled_in_time=settled_in_time
         ):
             self._violate(name, detail)
             return
@@ -391,11 +397,40 @@ class World:
         return self.job_of_message.get(original, original)
 
     def _on_sent(self, queue: FakeQueue, message: Message) -> None:
-        """A copy the processor sent (to wait for its job id, or parked) names the producer's message."""
+        """A copy the processor sent (to wait for its job id, or parked) names the producer's message; one
+        the operator's redrive sent is a message of its own."""
+        if queue in self.job_queues and self._invocation() == operator.REDRIVE_GROUP:
+            self._redriven(message)
+            return
         raw = message.attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
         original = Carried.decode(raw).original_id if raw else None
         if original is not None:
             self.monitor.copied(message.message_id, original)
+
+    def _run_move_task(self, task: MoveTask) -> None:
+        """SQS runs a message move task: one message at a time, at the task's rate."""
+        self.busy.add(task.handle)
+
+        def run() -> None:
+            while self.aws.sqs.move_one(task):
+                self.scheduler.sleep(1 / task.rate)
+            self.monitor.reach(f"sqs:move_task:{task.status.lower()}:{task.failure or 'moved'}")
+            self.trace.event("sqs", "move_task_ended", status=task.status, moved=task.moved, failure=task.failure)
+            self.busy.discard(task.handle)
+
+        self.scheduler.spawn(run, group=Group(f"sqs:{task.handle}"))
+
+    def _on_moved(self, queue: FakeQueue, message: Message, moved_from: Message) -> None:
+        if queue in self.job_queues:
+            self._redriven(message, moved_from.message_id)
+
+    def _redriven(self, message: Message, moved_from: str | None = None) -> None:
+        """A message of the DLQ is back on a jobs queue as a new message (the operator's redrive)."""
+        keys = self._keys_of(message)
+        self.job_of_message[message.message_id] = keys[0]
+        for key in keys:
+            self.monitor.redriven(key, message.message_id)
+            self.trace.event("operator", "redriven", message_id=message.message_id, job_id=key, moved_from=moved_from)
 
     def _keys_of(self, message: Message) -> tuple[str, ...]:
         """The jobs a message (or its DLQ copy) carries: its job (`_job_of`), or, for an S3 notification of
