@@ -3,8 +3,8 @@
 Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
 writer refused by its condition (fencing), a refused start given back and received again, each path of an
-EMR Serverless run, the operator's cancels and redrives, and every fault kind on every operation the code
-was seen to call (crashes only on the functions' calls).
+EMR Serverless run, the operator's cancels and redrives, each change a deploy makes, and every fault kind on
+every operation the code was seen to call (crashes only on the functions' calls).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from longjobs.sim.faults import CRASHING_ACTORS, CallFault
+from longjobs.sim.workload import DEPLOY_CHANGES
 
 RECEIVER_OUTCOMES = {
     "standard": (
@@ -113,6 +114,8 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
     names += list(OTHER)
     if profile in EMR_PROFILES:
         names += list(EMR_SERVERLESS) + list(OPERATOR) + list(REDRIVES)
+    if profile == "mixed":  # every change meets the jobs it acts on
+        names += [f"sim:deployed:{change}" for change in DEPLOY_CHANGES]
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

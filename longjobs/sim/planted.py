@@ -115,6 +115,19 @@ def _slow_refused_starts(patch: Patch) -> None:
     patch(attempt, "refused_start_delay_s", lambda refused, settings, rng: int(10 * settings.extender_period_s))
 
 
+def _invalid_body_as_poison(patch: Patch) -> None:
+    """A body this receiver refuses (a deploy made its schema stricter, its body limit lower, its type gone)
+    goes to the DLQ as poison, without the history of the attempts it had before the deploy."""
+    from longjobs.engine.receiver import service
+
+    judged = service._dead_letter_invalid
+
+    def as_poison(receiver: Any, delivery: Any, bad: Any, lease: Any, history: Any) -> Any:
+        return judged(receiver, delivery, bad, None, ())
+
+    patch(service, "_dead_letter_invalid", as_poison)
+
+
 def _redrive_drops_held(patch: Patch) -> None:
     """`longjobs dlq redrive`'s copy loop deletes the DLQ messages it held back (not selected, or whose send
     failed) instead of showing them again: a filtered redrive loses what it left."""
@@ -149,6 +162,7 @@ PLANTS: dict[str, Plant] = {
     "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
     "success_over_cancel": Plant(_success_over_cancel, "nothing_lost"),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
+    "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history"),
 }
 
 

@@ -49,6 +49,9 @@ coverage: a campaign reports the ones no seed reached.
 - `redriven_settles` (eventually): every message the operator's redrive put back on the jobs queue (a
   new message of its job) comes to an end: its job succeeds, or a message of it reaches the DLQ again
   (with a reason, as `nothing_lost` checks). A redriven message acknowledged unrun is lost.
+- `dlq_keeps_history`: a DLQ copy the receiver sends (with a reason) carries in `Attempts` at least the
+  failed attempts the lease of its message records then: a body refused after a deploy, a cancel, a
+  job id held too long, all keep the history their owner needs.
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason (a message of it there at the end: one that left the DLQ other than by a redrive is lost), and
   no message of it both (a job sent as two messages may end one way by each; a run that ended after a
@@ -96,6 +99,7 @@ ALWAYS = (
     "stopped_with_cause",
     "cancelled_never_succeeds",
     "refused_start_returns",
+    "dlq_keeps_history",
 )
 EVENTUALLY = ("nothing_lost", "redriven_settles", "settled_in_time", "holds_freed")
 
@@ -288,10 +292,20 @@ class Monitor:
     def execution_started(self, name: str) -> None:
         self.started.add(name)
 
-    def dead_lettered_copy(self, job_key: str, attributes: dict[str, Any], message_id: str) -> None:
+    def dead_lettered_copy(
+        self, job_key: str, attributes: dict[str, Any], message_id: str, lease_history: str | None = None
+    ) -> None:
         """A message of `job_key` reached the DLQ: the receiver's copy (naming the producer's message), or the
-        message itself, moved by the queue's redrive."""
-        self._check_attempts(attributes.get("Attempts", {}).get("StringValue"), f"the DLQ copy of job {job_key}")
+        message itself, moved by the queue's redrive. `lease_history`: the failed attempts (JSON) the lease
+        of the message the copy names records now."""
+        copied = attributes.get("Attempts", {}).get("StringValue")
+        self._check_attempts(copied, f"the DLQ copy of job {job_key}")
+        if "ErrorType" in attributes and _attempts(copied) < _attempts(lease_history):
+            raise PropertyViolation(
+                "dlq_keeps_history",
+                f"the DLQ copy of job {job_key} ({attributes['ErrorType'].get('StringValue')}) carries "
+                f"{_attempts(copied)} attempt(s); its lease records {_attempts(lease_history)}",
+            )
         self._redriven_ended(job_key, "dead_lettered_again")
         self.dead_lettered[job_key].append(attributes)
         original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
@@ -432,6 +446,12 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+def _attempts(history: str | None) -> int:
+    """How many attempts a history (JSON) counts, those left out of a DLQ copy's (`{"omitted": n}`) too."""
+    entries = json.loads(history) if history else []
+    return sum(int(entry.get("omitted", 0)) or 1 for entry in entries if isinstance(entry, dict))
 
 
 def _receive(item: dict[str, Any]) -> tuple[str | None, str | None]:

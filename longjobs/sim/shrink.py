@@ -184,6 +184,10 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
         left_out.append(f"the upgrade from 8 shards at {workload.upgrade_at_s:g} s (the scenario runs 1 shard)")
     if not workload.extender_reserved:
         left_out.append("extender runs side by side (the scenario reserves the extender's concurrency)")
+    left_out += [f"the operator's cancel of {plan.job_id} at {plan.at_s:g} s" for plan in workload.cancels]
+    left_out += [f"the operator's redrive ({plan.method}) at {plan.at_s:g} s" for plan in workload.redrives]
+    if workload.deploy is not None:
+        left_out.append(f"the deploy ({workload.deploy.change}) at {workload.deploy.at_s:g} s")
     return Translation(settings, seed, entries, left_out)
 
 

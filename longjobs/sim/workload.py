@@ -179,6 +179,24 @@ AttemptsExhausted` (the copy loop, one reason), or the console's "redrive to sou
 without a destination)."""
 
 
+DEPLOY_CHANGES = ("stricter_schema", "type_removed", "smaller_bodies", "fewer_attempts")
+"""What a deploy during the seed changes for the functions (`World._deploy`): the limited type's
+`params_schema` made stricter (`seconds` at most `STRICTER_MAX_SECONDS`), the EMR Serverless type
+removed from the catalog, `max_body_bytes` lowered to `SMALLER_BODY_BYTES` (a Spark job's body is
+longer), or `max_attempts` lowered to 1."""
+STRICTER_MAX_SECONDS = 600
+SMALLER_BODY_BYTES = 200
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    """A deploy of the stack at `at_s` that changes `change` (`DEPLOY_CHANGES`): invocations begun before
+    it finish with the functions they began with; executions keep their definition."""
+
+    at_s: float
+    change: str
+
+
 @dataclass(frozen=True)
 class RedrivePlan:
     """An operator's redrive of the DLQ at `at_s`, by `method` (`REDRIVE_METHODS`)."""
@@ -199,6 +217,8 @@ class Workload:
     """The operator's cancels (`longjobs.sim.operator`)."""
     redrives: list[RedrivePlan] = field(default_factory=list)
     """The operator's redrives of the DLQ (`longjobs.sim.operator`)."""
+    deploy: DeployPlan | None = None
+    """A deploy during the seed that changes a setting or the catalog (`World._deploy`)."""
     extender_reserved: bool = True
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""
@@ -252,6 +272,7 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Wo
     False: without the S3 notifications (`_notifications`), the world the seed drew before they joined
     the workload (a corpus seed found then keeps its world: tests/sim/corpus.json)."""
     workload = _draw(seed, profile, notifications)
+    workload.deploy = _deploy(seed, workload.jobs)
     layout_rng = random.Random(f"workload:{seed}:shards")
     layout = layout_rng.choices(LAYOUTS, weights=LAYOUT_WEIGHTS)[0]
     if layout == "eight":
@@ -343,6 +364,22 @@ def _redrives(seed: int) -> list[RedrivePlan]:
     if rng.random() >= REDRIVE_SHARE:
         return []
     return [RedrivePlan(round(rng.uniform(900, 4 * 3_600), 3), rng.choice(REDRIVE_METHODS))]
+
+
+DEPLOY_SHARE = 0.3
+
+
+def _deploy(seed: int, jobs: list[JobPlan]) -> DeployPlan | None:
+    """In some seeds, a deploy a minute to an hour in changes what the receiver accepts or how many
+    attempts a job has, while jobs run, wait and retry: one of the changes the seed's jobs can meet. Drawn
+    on a stream of its own: the seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:deploy")
+    if rng.random() >= DEPLOY_SHARE:
+        return None
+    types = {job.type for job in jobs}
+    needs = (LIMITED_TYPE, EMR_TYPE, "spark", None)
+    changes = [change for change, need in zip(DEPLOY_CHANGES, needs, strict=True) if need is None or need in types]
+    return DeployPlan(round(rng.uniform(60, 3_600), 3), rng.choice(changes))
 
 
 EMR_SHARE = 0.5

@@ -23,9 +23,10 @@ from typing import Any
 
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
-from longjobs.engine.jobs import load_catalog
+from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
+from longjobs.engine.lease.schema import HISTORY_ATTR
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import Settings
 from longjobs.sim import operator
@@ -42,7 +43,16 @@ from longjobs.sim.realclock import virtual_time
 from longjobs.sim.scheduler import Group, Scheduler, VirtualClock
 from longjobs.sim.stage import START
 from longjobs.sim.trace import Trace
-from longjobs.sim.workload import OLD_SHARDS, JobPlan, Workload
+from longjobs.sim.workload import (
+    EMR_TYPE,
+    LIMITED_TYPE,
+    OLD_SHARDS,
+    SMALLER_BODY_BYTES,
+    STRICTER_MAX_SECONDS,
+    DeployPlan,
+    JobPlan,
+    Workload,
+)
 
 CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
@@ -143,9 +153,7 @@ class World:
         if self.waiting:
             values["waiting_queues"] = json.dumps({name: queue.url for name, queue in self.waiting.items()})
         self.settings = settings = Settings.load(values)
-        backstop = settings.redrive_max_receives(settings.queue_retention_s)
         for queue in (self.queue, *self.waiting.values()):
-            queue.redrive = (self.dlq, backstop)
             queue.retention_s = settings.queue_retention_s  # as the stack creates them (`queue_retention_s`)
             queue.on_expired = self._on_expired
         aws.sqs.on_receive = self._on_receive
@@ -172,10 +180,10 @@ class World:
         self.job_queues = (self.queue, *self.waiting.values())
         self.holds_wait_until: float | None = None  # see `_settled`
         self.violation: Violation | None = None
-        if workload.upgrade_at_s is None:
-            self.functions.build(settings)
-        else:  # the functions of the old shard count, replaced at the upgrade (`_upgrade`)
-            self.functions.build(Settings.load({**values, "shards": OLD_SHARDS, "previous_shards": OLD_SHARDS}))
+        self.values = values
+        self.deployed: dict[str, Any] = {}  # what a deploy changed in the functions' settings (`_deploy`)
+        self.old_shards = workload.upgrade_at_s is not None  # the functions of the old shard count until then
+        self._build()
 
     def _lambda_service(self) -> LambdaService:
         """The world's Lambda service (a benchmark's world may run its own)."""
@@ -262,16 +270,51 @@ class World:
         self.violation = Violation(name, detail, round(self.scheduler.now() - START, 6), self.scheduler.steps)
         self.trace.event("checker", "violation", property=name, detail=detail)
 
+    def _build(self) -> None:
+        """The functions of the settings deployed now: new invocations (and a new extender container) run
+        them; those begun before finish with the ones they began with. The queues' redrive count follows
+        the settings, as the stack derives it."""
+        shards = {"shards": OLD_SHARDS, "previous_shards": OLD_SHARDS} if self.old_shards else {}
+        settings = Settings.load({**self.values, **shards, **self.deployed})
+        backstop = settings.redrive_max_receives(settings.queue_retention_s)
+        for queue in (self.queue, *self.waiting.values()):
+            queue.redrive = (self.dlq, backstop)
+        self.functions.build(settings)
+
     def _upgrade(self) -> None:
-        """The stack updated to the seed's shard count: new invocations (and a new extender container) run
-        the new functions; those begun before finish with the old ones."""
+        """The stack updated to the seed's shard count."""
         self.monitor.reach("sim:shards_upgraded")
         self.trace.event("world", "upgraded", shards=self.settings.shards)
-        self.functions.build(self.settings)
+        self.old_shards = False
+        self._build()
+
+    def _deploy(self, plan: DeployPlan) -> None:
+        """A deploy that changes what the receiver accepts, or a job's attempts (`DEPLOY_CHANGES`). The
+        workflow's definition stays: a removed type's executions never start again (the receiver refuses
+        its messages), and those that run keep the definition they started with, as Step Functions runs
+        them."""
+        self.busy.discard("deploy")
+        self.monitor.reach(f"sim:deployed:{plan.change}")
+        self.trace.event("world", "deployed", change=plan.change)
+        if plan.change == "stricter_schema":
+            self.functions.catalog = _catalog_with(self.functions.catalog, LIMITED_TYPE, STRICTER_MAX_SECONDS)
+        elif plan.change == "type_removed":
+            catalog = self.functions.catalog
+            kept = [job_type for job_type in catalog if job_type.name != EMR_TYPE]
+            self.functions.catalog = JobCatalog(kept, catalog.s3_triggers)
+        elif plan.change == "smaller_bodies":
+            self.deployed["max_body_bytes"] = SMALLER_BODY_BYTES
+        else:
+            self.deployed["max_attempts"] = 1
+        self._build()
 
     def _start(self) -> None:
         if self.workload.upgrade_at_s is not None:
             self.scheduler.call_at(START + self.workload.upgrade_at_s, self._upgrade)
+        deploy = self.workload.deploy
+        if deploy is not None:
+            self.busy.add("deploy")  # the seed does not end before it
+            self.scheduler.call_at(START + deploy.at_s, lambda: self._deploy(deploy))
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
         self.functions.start()
@@ -400,7 +443,9 @@ class World:
         """A copy the processor sent (to wait for its job id, or parked) names the producer's message; one
         the operator's redrive sent is a message of its own."""
         if queue in self.job_queues and self._invocation() == operator.REDRIVE_GROUP:
-            self._redriven(message)
+            # the command's copy of a DLQ message it holds: the DLQ message with its body
+            source = next((m for m in self.dlq.messages.values() if m.body == message.body), message)
+            self._redriven(message, source)
             return
         raw = message.attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
         original = Carried.decode(raw).original_id if raw else None
@@ -422,15 +467,17 @@ class World:
 
     def _on_moved(self, queue: FakeQueue, message: Message, moved_from: Message) -> None:
         if queue in self.job_queues:
-            self._redriven(message, moved_from.message_id)
+            self._redriven(message, moved_from)
 
-    def _redriven(self, message: Message, moved_from: str | None = None) -> None:
-        """A message of the DLQ is back on a jobs queue as a new message (the operator's redrive)."""
-        keys = self._keys_of(message)
-        self.job_of_message[message.message_id] = keys[0]
-        for key in keys:
+    def _redriven(self, message: Message, source: Message) -> None:
+        """A message of the DLQ (`source`) is back on a jobs queue as a new message (the operator's
+        redrive): a message of the producer's job that `source` carries."""
+        self.job_of_message[message.message_id] = self._job_of(source)
+        for key in self._keys_of(source):
             self.monitor.redriven(key, message.message_id)
-            self.trace.event("operator", "redriven", message_id=message.message_id, job_id=key, moved_from=moved_from)
+            self.trace.event(
+                "operator", "redriven", message_id=message.message_id, job_id=key, moved_from=source.message_id
+            )
 
     def _keys_of(self, message: Message) -> tuple[str, ...]:
         """The jobs a message (or its DLQ copy) carries: its job (`_job_of`), or, for an S3 notification of
@@ -441,9 +488,23 @@ class World:
 
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
+        original = str(message.attributes.get("OriginalMessageId", {}).get("StringValue", message.message_id))
+        history = self.aws.dynamodb.items.get(original, {}).get(HISTORY_ATTR, {}).get("S")
         for key in self._keys_of(message):
-            self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id)
+            self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id, history)
             self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=key, reason=reason)
+
+
+def _catalog_with(catalog: JobCatalog, name: str, max_seconds: int) -> JobCatalog:
+    """`catalog` with type `name`'s `seconds` parameter at most `max_seconds` (a stricter schema)."""
+    stricter = []
+    for job_type in catalog:
+        if job_type.name == name:
+            schema = json.loads(json.dumps(job_type.params_schema))
+            schema["properties"]["seconds"]["maximum"] = max_seconds
+            job_type = job_type.model_copy(update={"params_schema": schema})
+        stricter.append(job_type)
+    return JobCatalog(stricter, catalog.s3_triggers)
 
 
 def _groups(workload: Workload) -> dict[str, list[str]]:
