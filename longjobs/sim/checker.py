@@ -7,19 +7,21 @@ history alone.
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
   `execution_ended`, whichever comes first: an ended execution runs nothing).
-- `once_per_message`: a job id that was `sent` has at most as many executions that ended `SUCCEEDED`
-  (an `execution_ended`, its job id from its `execution_started`) as it was `sent`. A job run whose
+- `once_per_message`: a job id that was `sent` (by the producer, or `redriven` from the DLQ by an
+  operator) has at most as many executions that ended `SUCCEEDED` (an `execution_ended`, its job id from
+  its `execution_started`) as it was sent. A job run whose
   execution failed to record its success is retried, as at-least-once allows, and is not counted.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
   at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
   carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
-  both (a job sent as two messages may end one way by each). A copy the processor sent of a message (an
-  `sqs.send_message` call, or entry of a `sqs.send_message_batch`, whose `LongJobsAdmission` attribute
-  names its `original`) counts as that
-  message, as a DLQ copy's `OriginalMessageId` does. A trace with no `end` line (the seed stopped early) is
-  not checked for it.
+  both (a job sent as two messages may end one way by each; a run that succeeded after an operator's
+  cancel, its execution not ended SUCCEEDED, and whose message is in the DLQ as `Cancelled`, ended one
+  way). A copy the processor sent of a message (an `sqs.send_message` call, or entry of a
+  `sqs.send_message_batch`, whose `LongJobsAdmission` attribute names its `original`) counts as that
+  message, as a DLQ copy's `OriginalMessageId` does. A trace with no `end` line (the seed stopped early)
+  is not checked for it.
 
 Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
 (`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
@@ -96,6 +98,8 @@ class _Checker:
     originals: dict[str, str] = field(default_factory=dict)  # a copy's message id -> its original's
     succeeded_messages: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # by job id
     end: tuple[float, dict[str, Any]] | None = None  # (t, the `end` record)
+    message_of_execution: dict[str, str] = field(default_factory=dict)  # execution -> the message it ran for
+    recorded: set[str] = field(default_factory=set)  # messages (originals) whose execution ended SUCCEEDED
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -131,12 +135,15 @@ class _Checker:
     # -- the events -----------------------------------------------------------------------------------------
 
     def _sent(self, t: float, record: dict[str, Any]) -> None:
+        """The producer's message, or one an operator's redrive put back on the jobs queue (`redriven`): each
+        is a message of its job."""
         self.sent.setdefault(_text(record, "job_id"), []).append(_text(record, "message_id"))
 
     def _job_started(self, t: float, record: dict[str, Any]) -> None:
         execution, message_id, job_id = (_text(record, key) for key in ("execution", "message_id", "job_id"))
         self._stop(execution)  # a second start of one execution replaces its run instead of overlapping it
         self.running[execution] = _Run(execution, message_id, job_id, t)
+        self.message_of_execution[execution] = message_id
         self.by_message[message_id].add(execution)
         self.by_job[job_id].add(execution)
         for kind, key, runs in (("message", message_id, self.by_message), ("job", job_id, self.by_job)):
@@ -193,6 +200,8 @@ class _Checker:
         job_id = self.job_of_execution.get(execution)
         if record.get("status") != "SUCCEEDED" or job_id is None:
             return
+        if execution in self.message_of_execution:
+            self.recorded.add(self._original(self.message_of_execution[execution]))
         done = self.done[job_id]
         done.append(f"{execution} at t={t}")
         sent = self.sent.get(job_id, [])
@@ -241,9 +250,16 @@ class _Checker:
         )
 
     def _both(self, job_id: str, dead: list[tuple[str, dict[str, Any]]]) -> bool:
-        """Whether a message of the job (a copy counting as its original) succeeded and was dead-lettered."""
+        """Whether a message of the job (a copy counting as its original) succeeded and was dead-lettered. A
+        run that succeeded after an operator's cancel, its success not recorded (its execution did not end
+        SUCCEEDED), and whose message is in the DLQ as `Cancelled`, ended one way: cancelled."""
         dead_messages = {self._original(str(reason.get("OriginalMessageId") or copy)) for copy, reason in dead}
-        return bool(self.succeeded_messages[job_id] & dead_messages)
+        cancelled = {
+            self._original(str(reason.get("OriginalMessageId") or copy))
+            for copy, reason in dead
+            if reason.get("ErrorType") == "Cancelled"
+        }
+        return bool(self.succeeded_messages[job_id] & (dead_messages - (cancelled - self.recorded)))
 
     def _end(self, t: float, record: dict[str, Any]) -> None:
         self.end = (t, record)
@@ -287,6 +303,7 @@ class _Checker:
 
 _HANDLERS = {
     "sent": _Checker._sent,
+    "redriven": _Checker._sent,
     "delivered": _Checker._delivered,
     "outcome": _Checker._outcome,
     "execution_started": _Checker._execution_started,

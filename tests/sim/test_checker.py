@@ -293,6 +293,27 @@ def test_checker_nothing_lost_two_messages_of_one_job_id_end_one_way_each() -> N
     assert "also dead-lettered (copies m-copy)" in findings[0].detail
 
 
+def test_checker_nothing_lost_a_run_after_a_cancel_whose_success_was_refused_ends_one_way() -> None:
+    """The job ran to its end after an operator's cancel marked its lease: the workflow refused to record
+    the success (its execution FAILED), and the message is in the DLQ as Cancelled: one end. Recorded (the
+    execution SUCCEEDED), the same two ends break."""
+    cancelled = {"ErrorType": "Cancelled", "ErrorMessage": "cancelled by an operator", "OriginalMessageId": M1}
+    refused = [sent(1, M1, "j1"), *run(11, 50, M1, "j1")]
+    refused[-1] = refused[-1].replace('"SUCCEEDED"', '"FAILED"')
+    assert check(by_time(*refused, dead_lettered(60, "m-dead", "j1", cancelled), end(100))) == []
+    recorded = [sent(1, M1, "j1"), *run(11, 50, M1, "j1"), dead_lettered(60, "m-dead", "j1", cancelled)]
+    assert properties(check(by_time(*recorded, end(100)))) == ["nothing_lost"]
+
+
+def test_checker_once_per_message_counts_a_redriven_message_as_one_of_its_job() -> None:
+    """An operator's redrive puts a DLQ message back as a new message (`redriven`): a message of its job,
+    which may run it once more."""
+    redriven = event(70, "redriven", "operator", message_id=M2, job_id="j1", moved_from="m-dead")
+    lines = [sent(1, M1, "j1"), *run(11, 50, M1, "j1"), *run(80, 90, M2, "j1")]
+    assert properties(check(by_time(*lines, end(100)))) == ["once_per_message"]
+    assert check(by_time(*lines, redriven, end(100))) == []
+
+
 def test_checker_nothing_lost_a_copy_counts_as_its_original() -> None:
     """A copy sent to wait ran the job; the original's DLQ copy names the original: one message, two ends."""
     lines = [sent(1, M1, "j1"), copy_sent(5, "m-waited", M1), *run(11, 50, "m-waited", "j1")]
@@ -363,7 +384,9 @@ def test_checker_main_reports_findings_and_exit_status(tmp_path: Path, capsys: p
 # -- a real seed ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [3, 816])  # 816: a job of two messages, one dead-lettered by a copy of it
+# 816: a job of two messages, one dead-lettered by a copy of it; 9: a redrive's send retried after its answer was
+# lost (the job runs again); 79: a job that succeeded after its cancel's mark, its success refused
+@pytest.mark.parametrize("seed", [3, 816, 9, 79])
 def test_checker_agrees_with_the_simulator_on_a_real_seed(seed: int) -> None:
     from longjobs.sim.campaign import run_seed
 
