@@ -1,4 +1,4 @@
-"""An independent re-check of a simulation trace: four of the promise's properties, from the recorded
+"""An independent re-check of a simulation trace: six of the promise's properties, from the recorded
 history alone.
 
 `python -m offline sim --seed S --trace FILE` writes one seed's trace as JSON lines (see
@@ -7,6 +7,10 @@ history alone.
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
   `execution_ended`, whichever comes first: an ended execution runs nothing).
+- `type_concurrency`: no more executions run jobs of a type at once than its limit (given to the checker:
+  `--limit TYPE=N`; the type of a job is the one its `sent` event names).
+- `fifo_order`: a job of a message group (its `sent` event's `group`) starts its job only once every job
+  sent before it in that group succeeded or has a `dead_lettered` copy.
 - `once_per_message`: a job id that was `sent` (by the producer, or `redriven` from the DLQ by an
   operator) has at most as many executions that ended `SUCCEEDED` (an `execution_ended`, its job id from
   its `execution_started`) as it was sent. A job run whose
@@ -29,8 +33,9 @@ Why it is independent: the simulator checks the same promise as the world change
 lines), so a bug in the monitor, in its hooks or in what the trace records shows up as a disagreement
 between the two verdicts instead of being shared by both.
 
-`python -m longjobs.sim.checker TRACE.jsonl` prints each finding and exits 1 if there is any, else prints
-`ok: <records> records, <jobs> jobs` and exits 0 (2 when the trace cannot be read).
+`python -m longjobs.sim.checker [--limit TYPE=N ...] TRACE.jsonl` prints each finding and exits 1 if
+there is any, else prints `ok: <records> records, <jobs> jobs` and exits 0 (2 when the trace cannot be
+read).
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ SINGLE_EXECUTION = "single_execution"
 ONCE_PER_MESSAGE = "once_per_message"
 NO_LAPSE = "no_lapse"
 NOTHING_LOST = "nothing_lost"
-PROPERTIES = (SINGLE_EXECUTION, ONCE_PER_MESSAGE, NO_LAPSE, NOTHING_LOST)
+TYPE_CONCURRENCY = "type_concurrency"
+FIFO_ORDER = "fifo_order"
+PROPERTIES = (SINGLE_EXECUTION, TYPE_CONCURRENCY, FIFO_ORDER, ONCE_PER_MESSAGE, NO_LAPSE, NOTHING_LOST)
 """What the checker re-checks: its `--help` and docs/simulation.md name each."""
 REASON_KEYS = ("ErrorType", "ErrorMessage")
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"  # the attribute a copy carries, `original` naming its message
@@ -99,6 +106,12 @@ class _Checker:
     succeeded_messages: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # by job id
     end: tuple[float, dict[str, Any]] | None = None  # (t, the `end` record)
     message_of_execution: dict[str, str] = field(default_factory=dict)  # execution -> the message it ran for
+    limits: dict[str, int] = field(default_factory=dict)  # job type -> the most of its jobs that may run at once
+    type_of: dict[str, str] = field(default_factory=dict)  # job id -> its type, as `sent` names it
+    by_type: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # type -> executions
+    groups: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # group -> job ids
+    group_of: dict[str, str] = field(default_factory=dict)  # job id -> its message group
+    finished: set[str] = field(default_factory=set)  # job ids that succeeded or have a DLQ copy
     recorded: set[str] = field(default_factory=set)  # messages (originals) whose execution ended SUCCEEDED
 
     # -- reading --------------------------------------------------------------------------------------------
@@ -137,7 +150,14 @@ class _Checker:
     def _sent(self, t: float, record: dict[str, Any]) -> None:
         """The producer's message, or one an operator's redrive put back on the jobs queue (`redriven`): each
         is a message of its job."""
-        self.sent.setdefault(_text(record, "job_id"), []).append(_text(record, "message_id"))
+        job_id = _text(record, "job_id")
+        self.sent.setdefault(job_id, []).append(_text(record, "message_id"))
+        if isinstance(record.get("type"), str):
+            self.type_of.setdefault(job_id, record["type"])
+        group = record.get("group")
+        if isinstance(group, str) and job_id not in self.group_of:
+            self.group_of[job_id] = group
+            self.groups[group].append(job_id)
 
     def _job_started(self, t: float, record: dict[str, Any]) -> None:
         execution, message_id, job_id = (_text(record, key) for key in ("execution", "message_id", "job_id"))
@@ -152,6 +172,19 @@ class _Checker:
                     f"{other} (since t={self.running[other].since})" for other in sorted(runs[key] - {execution})
                 )
                 self._find(SINGLE_EXECUTION, t, f"{kind} {key}: {execution} starts its job while {others} runs")
+        job_type = self.type_of.get(job_id)
+        if job_type is not None:
+            self.by_type[job_type].add(execution)
+            limit = self.limits.get(job_type)
+            if limit is not None and len(self.by_type[job_type]) > limit:
+                together = ", ".join(sorted(self.by_type[job_type]))
+                self._find(TYPE_CONCURRENCY, t, f"type {job_type}: {together} run at once, above its limit {limit}")
+        group = self.group_of.get(job_id)
+        if group is not None:
+            earlier = self.groups[group][: self.groups[group].index(job_id)]
+            waiting = [job for job in earlier if job not in self.finished]
+            if waiting:
+                self._find(FIFO_ORDER, t, f"job {job_id} of group {group} starts before {', '.join(waiting)} ended")
 
     def _call(self, record: dict[str, Any]) -> None:
         """An AWS call: a copy sent (its answer recorded, alone or in a batch) names the message it copies."""
@@ -187,6 +220,7 @@ class _Checker:
         self._stop(execution)
         if _flag(record, "succeeded"):
             job_id = _text(record, "job_id")
+            self.finished.add(job_id)
             self.succeeded[job_id].append(f"execution {execution} at t={t}")
             if run is not None:
                 self.succeeded_messages[job_id].add(self._original(run.message_id))
@@ -217,6 +251,7 @@ class _Checker:
         if run is not None:
             self.by_message[run.message_id].discard(execution)
             self.by_job[run.job_id].discard(execution)
+            self.by_type[self.type_of.get(run.job_id, "")].discard(execution)
 
     def _delivered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")
@@ -238,6 +273,7 @@ class _Checker:
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
         if record["outcome"] == "inline_done":
             job_id, message_id = _text(record, "job_id"), _text(record, "message_id")
+            self.finished.add(job_id)
             self.succeeded[job_id].append(f"inline in the receiver ({message_id}) at t={t}")
             self.succeeded_messages[job_id].add(self._original(message_id))
 
@@ -245,6 +281,7 @@ class _Checker:
         message_id = _text(record, "message_id")
         job_id = record.get("job_id")
         reason = record.get("reason")
+        self.finished.add(job_id if isinstance(job_id, str) else message_id)
         self.dead[job_id if isinstance(job_id, str) else message_id].append(
             (message_id, reason if isinstance(reason, dict) else {})
         )
@@ -339,19 +376,27 @@ def _as_number(value: object, key: str) -> float:
     return float(value)
 
 
-def _run(lines: Iterable[str]) -> _Checker:
-    checker = _Checker()
+def _run(lines: Iterable[str], limits: dict[str, int] | None = None) -> _Checker:
+    checker = _Checker(limits=dict(limits or {}))
     for number, line in enumerate(lines, start=1):
         checker.feed(line, number)
     checker.finish()
     return checker
 
 
-def check(lines: Iterable[str]) -> list[Finding]:
-    """The findings of a trace (its JSON lines, in order): empty when the three properties hold.
+def check(lines: Iterable[str], limits: dict[str, int] | None = None) -> list[Finding]:
+    """The findings of a trace (its JSON lines, in order): empty when the properties hold. `limits`: each
+    limited job type's `max_concurrency` (the catalog the seed ran with).
 
     Raises `TraceError` (a `ValueError`) on a line that is not a JSON object or an event missing a field."""
-    return _run(lines).findings
+    return _run(lines, limits).findings
+
+
+def _limit(text: str) -> tuple[str, int]:
+    name, _, value = text.partition("=")
+    if not name or not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TYPE=N, N a positive whole number")
+    return name, int(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,10 +405,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=f"Re-check {', '.join(PROPERTIES[:-1])} and {PROPERTIES[-1]} from a simulation trace.",
     )
     parser.add_argument("trace", help="a trace written by `python -m offline sim --trace FILE` (JSON lines)")
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        action="append",
+        default=[],
+        metavar="TYPE=N",
+        help="a job type's max_concurrency, for type_concurrency (the simulation's catalog: limited=2)",
+    )
     args = parser.parse_args(argv)
     try:
         with open(args.trace, encoding="utf-8") as lines:
-            checker = _run(lines)
+            checker = _run(lines, dict(args.limit))
     except (OSError, TraceError) as exc:
         print(f"error: {args.trace}: {exc}", file=sys.stderr)
         return 2

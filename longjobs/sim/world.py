@@ -402,7 +402,8 @@ class World:
         for key in job.job_keys:
             self.monitor.sent[key] += 1
             kind = "wait" if job.partitions else job.type
-            self.trace.event("producer", "sent", message_id=message_id, job_id=key, type=kind)
+            group = {"group": job.group} if job.group is not None else {}  # FIFO: its message group
+            self.trace.event("producer", "sent", message_id=message_id, job_id=key, type=kind, **group)
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
         now = self.scheduler.now()

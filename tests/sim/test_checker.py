@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from longjobs.sim.checker import PROPERTIES, Finding, TraceError, check, main
+from longjobs.sim.workload import LIMIT, LIMITED_TYPE
 from tests import REPO_ROOT
 
 M1 = "m0000001-0000-4000-8000-000000000000"
@@ -26,8 +27,9 @@ def call(t: float, operation: str, **params: Any) -> str:
     return json.dumps({"t": t, "actor": "receiver", "call": operation, "params": params, "answer": {}}, sort_keys=True)
 
 
-def sent(t: float, message_id: str, job_id: str) -> str:
-    return event(t, "sent", "producer", message_id=message_id, job_id=job_id, type="wait")
+def sent(t: float, message_id: str, job_id: str, *, job_type: str = "wait", group: str | None = None) -> str:
+    fifo = {"group": group} if group is not None else {}
+    return event(t, "sent", "producer", message_id=message_id, job_id=job_id, type=job_type, **fifo)
 
 
 def delivered(
@@ -381,6 +383,36 @@ def test_checker_main_reports_findings_and_exit_status(tmp_path: Path, capsys: p
     assert main([str(tmp_path / "missing.jsonl")]) == 2
 
 
+# -- type_concurrency and fifo_order --------------------------------------------------------------------------
+
+
+def test_checker_type_concurrency_counts_a_limited_types_runs_at_once() -> None:
+    lines = by_time(
+        *(sent(n, f"m{n}", f"j{n}", job_type="limited") for n in (1, 2, 3)),
+        *run(10, 50, "m1", "j1"),
+        *run(20, 60, "m2", "j2"),
+        *run(30, 70, "m3", "j3"),
+        end(100),
+    )
+    findings = check(lines, {"limited": 2})
+    assert properties(findings) == ["type_concurrency"]
+    assert findings[0].detail == "type limited: m1-1, m2-1, m3-1 run at once, above its limit 2"
+    assert check(lines, {"limited": 3}) == [] and check(lines) == []
+    sends = (sent(n, f"m{n}", f"j{n}", job_type="limited") for n in (1, 2))
+    one_after_the_other = by_time(*sends, *run(10, 20, "m1", "j1"), *run(30, 40, "m2", "j2"))
+    assert check(one_after_the_other, {"limited": 1}) == []
+
+
+def test_checker_fifo_order_a_job_starts_after_the_jobs_before_it_in_its_group() -> None:
+    first, second = sent(1, M1, "j1", group="g"), sent(2, M2, "j2", group="g")
+    other = sent(3, M3, "j3", group="h")
+    early = by_time(first, second, other, *run(10, 50, M1, "j1"), *run(20, 60, M2, "j2"), *run(20, 60, M3, "j3"))
+    found = [(f.property, f.detail) for f in check(early)]
+    assert found == [("fifo_order", "job j2 of group g starts before j1 ended")]
+    after_dead_letter = by_time(first, second, dead_lettered(15, "m-dead", "j1", REASON), *run(20, 60, M2, "j2"))
+    assert check(after_dead_letter) == []
+
+
 # -- a real seed ----------------------------------------------------------------------------------------------
 
 
@@ -394,7 +426,20 @@ def test_checker_agrees_with_the_simulator_on_a_real_seed(seed: int) -> None:
     lines: list[str] = result.trace.records
     assert result.violation is None
     assert any('"event":"end"' in line for line in lines)  # nothing_lost was checked too
-    assert check(lines) == []
+    assert check(lines, {LIMITED_TYPE: LIMIT}) == []
+
+
+@pytest.mark.parametrize(("seed", "profile"), [(1, "fifo"), (2, "admission")])
+def test_checker_agrees_with_the_simulator_on_fifo_and_admission_seeds(seed: int, profile: str) -> None:
+    """A FIFO seed's groups keep their order, and an admission seed's limited type its limit, by both."""
+    from longjobs.sim.campaign import run_seed
+
+    result = run_seed(seed, profile)
+    assert result.violation is None
+    lines: list[str] = result.trace.records
+    assert any('"group":' in line for line in lines) or profile != "fifo"
+    assert check(lines, {LIMITED_TYPE: LIMIT}) == []
+    assert check(lines, {LIMITED_TYPE: 1}) != [] or profile != "admission", "two of the type did run at once"
 
 
 def test_checker_help_and_the_simulation_page_name_every_property(capsys: pytest.CaptureFixture[str]) -> None:
