@@ -49,6 +49,8 @@ coverage: a campaign reports the ones no seed reached.
 - `redriven_settles` (eventually): every message the operator's redrive put back on the jobs queue (a
   new message of its job) comes to an end: its job succeeds, or a message of it reaches the DLQ again
   (with a reason, as `nothing_lost` checks). A redriven message acknowledged unrun is lost.
+- `newest_receive`: a lease never goes back to an older receive of its message than one it named: a
+  stale receive (an older handle, a redelivery handled late) is fenced off every write.
 - `dlq_keeps_history`: a DLQ copy the receiver sends (with a reason) carries in `Attempts` at least the
   failed attempts the lease of its message records then: a body refused after a deploy, a cancel, a
   job id held too long, all keep the history their owner needs.
@@ -100,6 +102,7 @@ ALWAYS = (
     "cancelled_never_succeeds",
     "refused_start_returns",
     "dlq_keeps_history",
+    "newest_receive",
 )
 EVENTUALLY = ("nothing_lost", "redriven_settles", "settled_in_time", "holds_freed")
 
@@ -164,6 +167,7 @@ class Monitor:
     recorded_messages: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     returns_due: dict[str, float] = field(default_factory=dict)  # message id -> when a refused start is back
     redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
+    receive_high: dict[str, int] = field(default_factory=dict)  # lease key -> the newest receive it named
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -321,6 +325,7 @@ class Monitor:
         if is_lock_key(key):
             return
         self._check_attempts((item or {}).get(HISTORY_ATTR, {}).get("S"), f"the lease of {key}")
+        self._check_newest_receive(key, item)
         if key in self.returns_due and RELEASE_FAILED in json.dumps((item or {}).get("last_error", {})):
             del self.returns_due[key]  # its release's visibility change failed: it shows when its chunk ends
             self.reach("refused_start:release_failed")
@@ -328,6 +333,19 @@ class Monitor:
             return
         for arn in self.by_message[key]:
             self._check_held(self.running[arn], item, "after a write to its lease")
+
+    def _check_newest_receive(self, key: str, item: dict[str, Any] | None) -> None:
+        """`newest_receive`: a lease never goes back to an older receive of its message than one it named."""
+        count = (item or {}).get("receive_count", {}).get("N")
+        if item is None:
+            self.receive_high.pop(key, None)  # deleted: a lease written later starts afresh
+            return
+        if count is None:
+            return
+        newest = self.receive_high.get(key, 0)
+        if int(count) < newest:
+            raise PropertyViolation("newest_receive", f"the lease of {key} went back from receive {newest} to {count}")
+        self.receive_high[key] = int(count)
 
     def _check_attempts(self, history: str | None, where: str) -> None:
         """`attempts_started`: each attempt of a history (JSON) names an execution that was started."""
