@@ -61,6 +61,25 @@ def test_extender_caps_lease_past_max_renewal_without_calling_sqs(harness: Harne
     assert stored.last_error == LastError("max renewal duration reached")
 
 
+def test_extender_renewal_falls_due_again_by_the_leases_hard_stop(harness: Harness) -> None:
+    """A renewal whose chunk outlasts the lease's `renew_until` (`max_renewal_s`) makes the lease due again
+    at that hard stop, not a chunk later: the pass then caps it and stops its execution within a period,
+    so a job runs no more than a period past its `max_renewal_s`."""
+    settings = Settings(
+        policy="threshold", visibility_timeout_s=30, threshold_s=10, max_renewal_s=40, extender_period_s=1
+    )
+    harness.send()
+    [lease] = harness.receive_and_lease(settings)
+    clock = FakeClock(lease.received_at + 25)  # due (5 s left of the first 30 s chunk), 15 s before the cap
+
+    report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
+
+    renewed = harness.store(settings).get(lease.message_id)
+    assert report.renewed == 1 and renewed is not None and renewed.renew_at is not None
+    assert renewed.visible_until == pytest.approx(clock.now() + 30, abs=1), "hidden for the whole chunk"
+    assert renewed.renew_at <= renewed.renew_until, "due again at its hard stop, not at the chunk's end"
+
+
 def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) -> None:
     settings = SHORT["threshold"]
     harness.send()

@@ -267,6 +267,30 @@ def adopted_after(flow: Flow, message_id: str, first: Lease) -> Lease:
     return adopted
 
 
+@pytest.mark.parametrize("closed", [None, LeaseStatus.LOST])
+def test_redelivery_adopting_a_running_attempt_keeps_its_hard_stop(flow: Flow, closed: LeaseStatus | None) -> None:
+    """A redelivery (a duplicate, a lapse) that adopts a running attempt takes its handle, not a new hold:
+    the attempt still ends at its first receive's `renew_until` (`max_renewal_s`, SQS's 12 h), so a job
+    redelivered now and then cannot run on past its cap. Closed (LOST) with its execution running, the
+    same."""
+    message_id, first = started(flow, "kept-cap", seconds=60)
+    cap = round(time.time() + 30, 3)
+    flow.harness.dynamodb.update_item(
+        TableName="leases",
+        Key={"pk": {"S": message_id}},
+        UpdateExpression="SET renew_until = :cap",
+        ExpressionAttributeValues={":cap": {"N": str(cap)}},
+    )
+    first = flow.lease(message_id)
+    if closed is not None:
+        assert flow.receiver.store.close(first, closed, now=time.time(), error=LastError("handle refused"))
+
+    adopted = adopted_after(flow, message_id, first)
+
+    assert adopted.active and adopted.receive_count == 2
+    assert adopted.renew_until == cap, "the attempt's hard stop, not a new receive's"
+
+
 def test_extender_stops_nothing_on_a_stale_index_read_of_an_adopted_lease(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,16 +73,20 @@ def refused_start_delay_s(refused: int, settings: Settings, rng: random.Random) 
     return int(rng.uniform(0, ceiling))
 
 
-def timing(receiver: Receiver, delivery: Delivery, base: Lease) -> Lease:
-    """A lease for this receive: the policy's first chunk from now, renewal due when the policy says."""
+def timing(receiver: Receiver, delivery: Delivery, base: Lease, *, adopted: bool = False) -> Lease:
+    """A lease for this receive: the policy's first chunk from now, renewal due when the policy says.
+    `adopted`: the receive takes over an attempt under way (a duplicate, a lapse, a closed lease whose
+    execution runs), which keeps its hard stop: a redelivery now and then never lets a job run past the
+    `renew_until` of the receive that began its attempt."""
     now = receiver.clock.now()
+    renew_until = receiver.settings.renew_until(now)
     timing = replace(
         base,
         receipt_handle=delivery.receipt_handle,
         receive_count=delivery.receive_count,
         received_at=now,
         visible_until=now + receiver.policy.initial_timeout_s(),
-        renew_until=receiver.settings.renew_until(now),
+        renew_until=min(renew_until, base.renew_until) if adopted else renew_until,
         renewed_at=None,
     )
     return replace(timing, renew_at=receiver.policy.renew_at(timing))
@@ -347,7 +351,7 @@ def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job | None, le
     )
     if not proof.ok:
         return Outcome.STALE  # not the latest receive (or not provable now): the lease stays as it is
-    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease))
+    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease, adopted=True))
     return None if adopted is None else resume(receiver, job, adopted, new=False)
 
 
@@ -473,7 +477,7 @@ def adopt_running(receiver: Receiver, job: Job | None, delivery: Delivery, close
         closed_at=None,
         checked_at=None,
     )
-    adopted = timing(receiver, delivery, reopened)
+    adopted = timing(receiver, delivery, reopened, adopted=True)
     if not receiver.store.create(adopted, replacing=closed):
         return None
     holds = [Hold(key) for key in (job_lock_key(adopted.job_id) if adopted.job_id else None, adopted.slot) if key]
@@ -494,5 +498,5 @@ def adopt_running(receiver: Receiver, job: Job | None, delivery: Delivery, close
 def adopt(receiver: Receiver, job: Job | None, delivery: Delivery, lease: Lease) -> Outcome | None:
     """A newer receive of an ACTIVE lease: its handle recorded on the lease (fenced by receive count and
     version), then the attempt resumed. None when the lease changed meanwhile (read again)."""
-    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease))
+    adopted = receiver.store.refresh_handle(lease, timing(receiver, delivery, lease, adopted=True))
     return None if adopted is None else resume(receiver, job, adopted, new=False)

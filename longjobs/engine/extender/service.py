@@ -361,11 +361,13 @@ def _observe_time_left(renewed: Sequence[tuple[Lease, float]], report: PassRepor
 
 
 def _renewal(ext: Extender, planned: _Planned, outcome: ChangeOutcome) -> Renewal:
-    """The renewal to record. A cancelled message kept hidden falls due again within `FINISH_RETRY_S`,
-    so its cancel is tried again soon whatever chunk the policy gave."""
+    """The renewal to record. The lease falls due again by its hard stop (`renew_until`) at the latest, so
+    a chunk that outlasts it does not let the job run a chunk past `max_renewal_s`: the pass that finds
+    it due caps it. A cancelled message kept hidden falls due again within `FINISH_RETRY_S`, so its
+    cancel is tried again soon whatever chunk the policy gave."""
     lease = planned.lease
     renewed = _Timing(lease.received_at, outcome.sent_at + planned.timeout_s, outcome.sent_at)
-    renew_at = ext.policy.renew_at(renewed)
+    renew_at = min(ext.policy.renew_at(renewed), lease.renew_until)
     if lease.status is LeaseStatus.CANCELLED:
         renew_at = min(renew_at, outcome.sent_at + cancel.FINISH_RETRY_S)
     return Renewal(lease, outcome.sent_at, planned.timeout_s, renew_at)
