@@ -54,6 +54,7 @@ OTHER = (
     "sim:shards_upgraded",
     "extender:overlapping_run",
     "refused_start:released",
+    "duplicate_delivery_late",
     "refused_start:received_again",
 )
 EMR_SERVERLESS = (

@@ -228,19 +228,21 @@ class Executions:
     def _entered(self, execution: Execution, state: str) -> None:
         if state == JOB_STATE:
             job = execution.input["job"]
-            run = Running(execution.arn, execution.input["message_id"], str(job["job_id"]), str(job["type"]))
+            lease = self.aws.dynamodb.items.get(str(execution.input["message_id"]))
+            cap = float(lease["renew_until"]["N"]) if lease and "renew_until" in lease else None
+            run = Running(execution.arn, execution.input["message_id"], str(job["job_id"]), str(job["type"]), cap)
             self.trace.event(
                 "workflow", "job_started", execution=execution.name, message_id=run.message_id, job_id=run.job_key
             )
-            self.monitor.job_started(run, self.aws.dynamodb.items.get(run.message_id))
+            self.monitor.job_started(run, lease)
         elif state in self.after_job and execution.arn in self.monitor.running:
             self._job_ended(execution, succeeded=state == self.after_success)
 
     def _job_ended(self, execution: Execution, *, succeeded: bool) -> None:
         job_id = str(execution.input["job"]["job_id"])
         self.trace.event("workflow", "job_ended", execution=execution.name, job_id=job_id, succeeded=succeeded)
-        self.monitor.job_ended(execution.arn, succeeded=succeeded)
         now = self.scheduler.now()
+        self.monitor.job_ended(execution.arn, succeeded=succeeded, now=now)
         if succeeded:
             self.faults.job_succeeded(now)
         if not succeeded and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):

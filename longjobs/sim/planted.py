@@ -128,6 +128,17 @@ def _invalid_body_as_poison(patch: Patch) -> None:
     patch(service, "_dead_letter_invalid", as_poison)
 
 
+def _adoption_renews_the_cap(patch: Patch) -> None:
+    """A redelivery that adopts a running attempt gives it a new hard stop from its own receive: a job
+    redelivered now and then (a duplicate, a lapse) runs on past `max_renewal_s`."""
+    timing = attempt.timing
+
+    def renewing(receiver: Any, delivery: Any, base: Any, *, adopted: bool = False) -> Any:
+        return timing(receiver, delivery, base)
+
+    patch(attempt, "timing", renewing)
+
+
 def _redrive_drops_held(patch: Patch) -> None:
     """`longjobs dlq redrive`'s copy loop deletes the DLQ messages it held back (not selected, or whose send
     failed) instead of showing them again: a filtered redrive loses what it left."""
@@ -163,6 +174,7 @@ PLANTS: dict[str, Plant] = {
     "success_over_cancel": Plant(_success_over_cancel, "nothing_lost"),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history"),
+    "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap"),
 }
 
 

@@ -51,6 +51,9 @@ coverage: a campaign reports the ones no seed reached.
   (with a reason, as `nothing_lost` checks). A redriven message acknowledged unrun is lost.
 - `newest_receive`: a lease never goes back to an older receive of its message than one it named: a
   stale receive (an older handle, a redelivery handled late) is fenced off every write.
+- `attempt_within_cap`: a job's run ends by its attempt's hard stop (the `renew_until` of its lease when
+  it started: `max_renewal_s`, SQS's 12 h) plus the extender's reach to stop it (`CAP_SLACK_RUNS`
+  periods): a redelivery that adopts the running attempt does not extend it.
 - `dlq_keeps_history`: a DLQ copy the receiver sends (with a reason) carries in `Attempts` at least the
   failed attempts the lease of its message records then: a body refused after a deploy, a cancel, a
   job id held too long, all keep the history their owner needs.
@@ -103,6 +106,7 @@ ALWAYS = (
     "refused_start_returns",
     "dlq_keeps_history",
     "newest_receive",
+    "attempt_within_cap",
 )
 EVENTUALLY = ("nothing_lost", "redriven_settles", "settled_in_time", "holds_freed")
 
@@ -133,6 +137,8 @@ class Running:
     message_id: str
     job_key: str
     job_type: str
+    cap: float | None = None
+    """The `renew_until` of the lease when the job started: the attempt's hard stop (epoch seconds)."""
 
 
 @dataclass
@@ -168,6 +174,7 @@ class Monitor:
     returns_due: dict[str, float] = field(default_factory=dict)  # message id -> when a refused start is back
     redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
     receive_high: dict[str, int] = field(default_factory=dict)  # lease key -> the newest receive it named
+    cap_slack_s: float = float("inf")  # how long past its hard stop a job may run: the extender's reach to stop it
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -198,10 +205,16 @@ class Monitor:
                 f"type {run.job_type} runs {len(self.by_type[run.job_type])} jobs, above its limit {limit}",
             )
 
-    def job_ended(self, arn: str, *, succeeded: bool) -> None:
+    def job_ended(self, arn: str, *, succeeded: bool, now: float | None = None) -> None:
         run = self.running.pop(arn, None)
         if run is None:
             return
+        if run.cap is not None and now is not None and now > run.cap + self.cap_slack_s and not self.excuse_lapses:
+            raise PropertyViolation(
+                "attempt_within_cap",
+                f"{arn} ran its job {now - run.cap:.0f} s past its attempt's hard stop "
+                f"(slack {self.cap_slack_s:.0f} s)",
+            )
         self.by_message[run.message_id].discard(arn)
         self.by_job[run.job_key].discard(arn)
         self.by_type[run.job_type].discard(arn)

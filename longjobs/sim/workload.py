@@ -273,6 +273,9 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Wo
     the workload (a corpus seed found then keeps its world: tests/sim/corpus.json)."""
     workload = _draw(seed, profile, notifications)
     workload.deploy = _deploy(seed, workload.jobs)
+    renewal_rng = random.Random(f"workload:{seed}:max_renewal")
+    if renewal_rng.random() < SHORT_CAP_SHARE:  # a hard stop below SQS's 12 h: long jobs meet it
+        workload.settings["max_renewal_s"] = renewal_rng.randint(1_800, 6 * 3_600)
     layout_rng = random.Random(f"workload:{seed}:shards")
     layout = layout_rng.choices(LAYOUTS, weights=LAYOUT_WEIGHTS)[0]
     if layout == "eight":
@@ -367,6 +370,8 @@ def _redrives(seed: int) -> list[RedrivePlan]:
 
 
 DEPLOY_SHARE = 0.3
+SHORT_CAP_SHARE = 0.2
+"""Seeds whose `max_renewal_s` is drawn between half an hour and six hours (else the policy's 12 h)."""
 
 
 def _deploy(seed: int, jobs: list[JobPlan]) -> DeployPlan | None:

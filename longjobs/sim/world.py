@@ -58,6 +58,11 @@ CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): boto
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
 TOKEN_QUEUE = "spark-tokens"
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
+LATE_DUPLICATE_SHARE = 0.1
+"""First receives whose message SQS hands out again hours later, while it is in flight (at-least-once)."""
+CAP_SLACK_RUNS = 3
+"""Extender periods past an attempt's hard stop by which its job has stopped, beyond the runs a fault plan
+may lose (`attempt_within_cap`): the run that sees it, a stop retried once, and the stop's landing."""
 INDEX_LAG_S = 1.0
 """The most a write takes to reach the lease table's indexes ("within a fraction of a second" normally)."""
 LIST_LAG_S = 2.0
@@ -120,6 +125,7 @@ class World:
         self.clock = VirtualClock(scheduler)
         self.trace = Trace(scheduler.now, START, keep_calls=keep_calls)
         self.rng = random.Random(f"world:{seed}")
+        self.late_duplicates = random.Random(f"late-duplicates:{seed}")  # its own stream: the others keep theirs
         self.catalog = load_catalog(json.loads(catalog_json))
         self.monitor = Monitor(
             limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
@@ -153,6 +159,9 @@ class World:
         if self.waiting:
             values["waiting_queues"] = json.dumps({name: queue.url for name, queue in self.waiting.items()})
         self.settings = settings = Settings.load(values)
+        # the extender sees a lease past its hard stop at its next run, and stops its execution; runs a fault
+        # plan within the design may lose in a row, and a stop retried, come on top
+        self.monitor.cap_slack_s = (settings.adaptive_lost_runs_survived + CAP_SLACK_RUNS) * settings.extender_period_s
         for queue in (self.queue, *self.waiting.values()):
             queue.retention_s = settings.queue_retention_s  # as the stack creates them (`queue_retention_s`)
             queue.on_expired = self._on_expired
@@ -425,6 +434,20 @@ class World:
             self.monitor.duplicates.add(message.message_id)
             self.monitor.reach("duplicate_delivery_injected")
             queue.hide(message, now + self.rng.uniform(0.5, 10.0))
+        if queue is self.queue and message.receive_count == 1 and self.late_duplicates.random() < LATE_DUPLICATE_SHARE:
+            # the same, hours into the job's run: a redelivery that adopts the running attempt late
+            at = now + self.late_duplicates.uniform(600, 12 * 3_600)
+            self.scheduler.call_at(at, lambda: self._deliver_again(queue, message.message_id))
+
+    def _deliver_again(self, queue: FakeQueue, message_id: str) -> None:
+        """SQS hands a message in flight out again (at-least-once), if it is still on its queue."""
+        message = queue.messages.get(message_id)
+        if message is None or message.visible_at <= self.scheduler.now():
+            return
+        self.monitor.duplicates.add(message_id)
+        self.monitor.reach("duplicate_delivery_late")
+        self.trace.event("sqs", "late_duplicate", message_id=message_id)
+        queue.hide(message, self.scheduler.now())
 
     def _on_expired(self, queue: FakeQueue, message: Message) -> None:
         """SQS deleted a message at the end of its retention: lost, unless another copy of its job lives."""
