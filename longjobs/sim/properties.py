@@ -14,7 +14,9 @@ coverage: a campaign reports the ones no seed reached.
   succeeded but whose execution failed to record it is retried, as at-least-once allows: that run is
   not counted; nor are inline runs (an inline job runs again when its deletion is lost).
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
-  duplicate delivery or at SQS's 12 h limit.
+  duplicate delivery (and, within the queue's visibility timeout of it, the receive that follows when
+  the duplicate's own handling died before its lease named it: only that handling knew its handle; so on
+  while each such receive's handling dies) or at SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
   succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
@@ -175,6 +177,9 @@ class Monitor:
     redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
     receive_high: dict[str, int] = field(default_factory=dict)  # lease key -> the newest receive it named
     cap_slack_s: float = float("inf")  # how long past its hard stop a job may run: the extender's reach to stop it
+    queue_vt_s: float = 0.0  # the jobs queue's visibility timeout: a receive hides its message that long
+    # message id -> until when a receive is the echo of an excused one, and that receive's count
+    duplicate_echoes: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -273,9 +278,9 @@ class Monitor:
 
     # -- SQS ------------------------------------------------------------------------------------------------
 
-    def received(self, message_id: str, *, now: float, hold_ends: float | None) -> None:
-        """A receive of `message_id` at `now`; `hold_ends`: the renew-until of its lease (the 12 h limit
-        less the margin, or the max renewal), when it has one (both in seconds since the seed's start)."""
+    def received(self, message_id: str, *, now: float, hold_ends: float | None, count: int = 0) -> None:
+        """A receive of `message_id` at `now`, its `count`-th; `hold_ends`: the renew-until of its lease (the
+        12 h limit less the margin, or the max renewal), when it has one (in seconds since the seed's start)."""
         due = self.returns_due.pop(message_id, None)
         if due is not None:
             if now > due:
@@ -288,11 +293,19 @@ class Monitor:
         if message_id in self.duplicates:
             self.duplicates.discard(message_id)
             self.reach("duplicate_delivery_received")
+            # its receive hides the message for the queue's visibility timeout under a handle only its own
+            # handling knows: if that handling dies, the message shows again then (the duplicate's echo)
+            self.duplicate_echoes[message_id] = (now + self.queue_vt_s + 1, count)
             return
+        until, excused = self.duplicate_echoes.pop(message_id, (float("-inf"), 0))
         if not self.by_message.get(message_id):
             return
         if hold_ends is not None and now >= hold_ends - 1:
             self.reach("received_at_cap_while_running")
+            return
+        if now <= until and self.receive_high.get(message_id, 0) < excused:  # that receive never held the lease
+            self.reach("duplicate_delivery_echo")
+            self.duplicate_echoes[message_id] = (now + self.queue_vt_s + 1, count)  # its handling may die too
             return
         if self.excuse_lapses:
             self.reach("lapse_excused")
