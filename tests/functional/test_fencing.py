@@ -274,7 +274,7 @@ def test_redelivery_adopting_a_running_attempt_keeps_its_hard_stop(flow: Flow, c
     redelivered now and then cannot run on past its cap. Closed (LOST) with its execution running, the
     same."""
     message_id, first = started(flow, "kept-cap", seconds=60)
-    cap = round(time.time() + 30, 3)
+    cap = round(time.time() + 1, 3)  # nearer than the first chunk's renewal
     flow.harness.dynamodb.update_item(
         TableName="leases",
         Key={"pk": {"S": message_id}},
@@ -289,6 +289,7 @@ def test_redelivery_adopting_a_running_attempt_keeps_its_hard_stop(flow: Flow, c
 
     assert adopted.active and adopted.receive_count == 2
     assert adopted.renew_until == cap, "the attempt's hard stop, not a new receive's"
+    assert adopted.renew_at is not None and adopted.renew_at <= cap, "due by its hard stop, not a chunk later"
 
 
 def test_extender_stops_nothing_on_a_stale_index_read_of_an_adopted_lease(

@@ -76,8 +76,8 @@ def refused_start_delay_s(refused: int, settings: Settings, rng: random.Random) 
 def timing(receiver: Receiver, delivery: Delivery, base: Lease, *, adopted: bool = False) -> Lease:
     """A lease for this receive: the policy's first chunk from now, renewal due when the policy says.
     `adopted`: the receive takes over an attempt under way (a duplicate, a lapse, a closed lease whose
-    execution runs), which keeps its hard stop: a redelivery now and then never lets a job run past the
-    `renew_until` of the receive that began its attempt."""
+    execution runs), which keeps its hard stop, and falls due by it: a redelivery now and then never lets
+    a job run past the `renew_until` of the receive that began its attempt."""
     now = receiver.clock.now()
     renew_until = receiver.settings.renew_until(now)
     timing = replace(
@@ -89,7 +89,8 @@ def timing(receiver: Receiver, delivery: Delivery, base: Lease, *, adopted: bool
         renew_until=min(renew_until, base.renew_until) if adopted else renew_until,
         renewed_at=None,
     )
-    return replace(timing, renew_at=receiver.policy.renew_at(timing))
+    renew_at = receiver.policy.renew_at(timing)
+    return replace(timing, renew_at=min(renew_at, timing.renew_until) if adopted else renew_at)
 
 
 def attempt_of(lease: Lease) -> int:
