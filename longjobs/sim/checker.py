@@ -16,7 +16,9 @@ history alone.
   its `execution_started`) as it was sent. A job run whose
   execution failed to record its success is retried, as at-least-once allows, and is not counted.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
-  at-least-once duplicate (`duplicate` true) or a delivery at or after `hold_ends - 1` (SQS's 12 h cap).
+  at-least-once duplicate (`duplicate` true), a delivery that follows such an excused one before the
+  receiver gave any `outcome` for the message (its handling died), or a delivery at or after
+  `hold_ends - 1` (SQS's 12 h cap).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
   carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
@@ -113,6 +115,7 @@ class _Checker:
     group_of: dict[str, str] = field(default_factory=dict)  # job id -> its message group
     finished: set[str] = field(default_factory=set)  # job ids that succeeded or have a DLQ copy
     recorded: set[str] = field(default_factory=set)  # messages (originals) whose execution ended SUCCEEDED
+    echo_pending: set[str] = field(default_factory=set)  # messages whose excused delivery has no outcome yet
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -256,7 +259,13 @@ class _Checker:
     def _delivered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")
         runs = self.by_message.get(message_id)
-        if not runs or _flag(record, "duplicate"):
+        if not runs:
+            self.echo_pending.discard(message_id)
+            return
+        if _flag(record, "duplicate") or message_id in self.echo_pending:
+            # an injected duplicate hides the message under a handle only its own handling knows: until a
+            # receive of it has an `outcome`, the next delivery is that handling's echo, not a lapse
+            self.echo_pending.add(message_id)
             return
         hold_ends = record.get("hold_ends")
         if hold_ends is not None and t >= _as_number(hold_ends, "hold_ends") - 1:
@@ -271,6 +280,7 @@ class _Checker:
         )
 
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
+        self.echo_pending.discard(_text(record, "message_id"))
         if record["outcome"] == "inline_done":
             job_id, message_id = _text(record, "job_id"), _text(record, "message_id")
             self.finished.add(job_id)

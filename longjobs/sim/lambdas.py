@@ -358,6 +358,7 @@ class RecordsSeen:
     def handled(self, delivery: Delivery, outcome: Outcome) -> None:
         service = self._service
         service.monitor.reach(f"receiver:{outcome.value}")
+        service.monitor.handled(delivery.message_id)
         if outcome is Outcome.INLINE_DONE:
             service.monitor.job_done(_job_key(delivery.body), delivery.message_id)
         service.trace.event(

@@ -14,9 +14,9 @@ coverage: a campaign reports the ones no seed reached.
   succeeded but whose execution failed to record it is retried, as at-least-once allows: that run is
   not counted; nor are inline runs (an inline job runs again when its deletion is lost).
 - `no_lapse`: a message whose execution runs its job is not received again, except by an injected
-  duplicate delivery (and, within the queue's visibility timeout of it, the receive that follows when
-  the duplicate's own handling died before its lease named it: only that handling knew its handle; so on
-  while each such receive's handling dies) or at SQS's 12 h limit.
+  duplicate delivery (and the receive that follows when the duplicate's own handling died, leaving no
+  outcome: only that handling knew its handle; so on while each such receive's handling dies) or at
+  SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
   succeeded or is in the DLQ.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
@@ -177,9 +177,7 @@ class Monitor:
     redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
     receive_high: dict[str, int] = field(default_factory=dict)  # lease key -> the newest receive it named
     cap_slack_s: float = float("inf")  # how long past its hard stop a job may run: the extender's reach to stop it
-    queue_vt_s: float = 0.0  # the jobs queue's visibility timeout: a receive hides its message that long
-    # message id -> until when a receive is the echo of an excused one, and that receive's count
-    duplicate_echoes: dict[str, tuple[float, int]] = field(default_factory=dict)
+    echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -278,9 +276,9 @@ class Monitor:
 
     # -- SQS ------------------------------------------------------------------------------------------------
 
-    def received(self, message_id: str, *, now: float, hold_ends: float | None, count: int = 0) -> None:
-        """A receive of `message_id` at `now`, its `count`-th; `hold_ends`: the renew-until of its lease (the
-        12 h limit less the margin, or the max renewal), when it has one (in seconds since the seed's start)."""
+    def received(self, message_id: str, *, now: float, hold_ends: float | None) -> None:
+        """A receive of `message_id` at `now`; `hold_ends`: the renew-until of its lease (the 12 h limit
+        less the margin, or the max renewal), when it has one (both in seconds since the seed's start)."""
         due = self.returns_due.pop(message_id, None)
         if due is not None:
             if now > due:
@@ -294,25 +292,28 @@ class Monitor:
             self.duplicates.discard(message_id)
             self.reach("duplicate_delivery_received")
             # its receive hides the message for the queue's visibility timeout under a handle only its own
-            # handling knows: if that handling dies, the message shows again then (the duplicate's echo)
-            self.duplicate_echoes[message_id] = (now + self.queue_vt_s + 1, count)
+            # handling knows: if that handling dies (no outcome), the message shows again then, its echo
+            self.echo_pending.add(message_id)
             return
-        until, excused = self.duplicate_echoes.pop(message_id, (float("-inf"), 0))
         if not self.by_message.get(message_id):
+            self.echo_pending.discard(message_id)
             return
         if hold_ends is not None and now >= hold_ends - 1:
             self.reach("received_at_cap_while_running")
             return
-        if now <= until and self.receive_high.get(message_id, 0) < excused:  # that receive never held the lease
+        if message_id in self.echo_pending:  # the excused receive's handling died: this is its echo
             self.reach("duplicate_delivery_echo")
-            self.duplicate_echoes[message_id] = (now + self.queue_vt_s + 1, count)  # its handling may die too
-            return
+            return  # still pending: this echo's own handling may die too
         if self.excuse_lapses:
             self.reach("lapse_excused")
             return
         raise PropertyViolation(
             "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
         )
+
+    def handled(self, message_id: str) -> None:
+        """The receiver decided a receive of `message_id` (its outcome): an excused receive's echo is over."""
+        self.echo_pending.discard(message_id)
 
     def start_refused(self, message_id: str, *, due: float) -> None:
         """The receiver gave back a message whose start was refused: it must be received again by `due`."""

@@ -162,7 +162,6 @@ class World:
         # the extender sees a lease past its hard stop at its next run, and stops its execution; runs a fault
         # plan within the design may lose in a row, and a stop retried, come on top
         self.monitor.cap_slack_s = (settings.adaptive_lost_runs_survived + CAP_SLACK_RUNS) * settings.extender_period_s
-        self.monitor.queue_vt_s = QUEUE_VT_S
         for queue in (self.queue, *self.waiting.values()):
             queue.retention_s = settings.queue_retention_s  # as the stack creates them (`queue_retention_s`)
             queue.on_expired = self._on_expired
@@ -429,7 +428,7 @@ class World:
             duplicate=message.message_id in self.monitor.duplicates,
             hold_ends=hold_ends,
         )
-        self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends, count=message.receive_count)
+        self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends)
         if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
             # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
             self.monitor.duplicates.add(message.message_id)
