@@ -31,6 +31,8 @@ from longjobs.sim.faults import CallFault, CallRule
 from longjobs.sim.scheduler import Crash, Group
 
 if TYPE_CHECKING:
+    from longjobs.sim.aws import FakeQueue, Message
+    from longjobs.sim.aws.move_tasks import MoveTask
     from longjobs.sim.workload import CancelPlan, RedrivePlan
     from longjobs.sim.world import World
 
@@ -143,3 +145,34 @@ def _cancel(world: World, plan: CancelPlan, cut_after: str | None) -> None:
         return
     world.monitor.reach(f"operator:cancel:{report.outcome}")
     world.trace.event("operator", "cancelled", job_id=plan.job_id, outcome=str(report.outcome))
+
+
+def run_move_task(world: World, task: MoveTask) -> None:
+    """SQS runs a message move task: one message at a time, at the task's rate; the seed waits for it."""
+    world.busy.add(task.handle)
+
+    def run() -> None:
+        while world.aws.sqs.move_one(task):
+            world.scheduler.sleep(1 / task.rate)
+        world.monitor.reach(f"sqs:move_task:{task.status.lower()}:{task.failure or 'moved'}")
+        world.trace.event("sqs", "move_task_ended", status=task.status, moved=task.moved, failure=task.failure)
+        world.busy.discard(task.handle)
+
+    world.scheduler.spawn(run, group=Group(f"sqs:{task.handle}"))
+
+
+def moved(world: World, queue: FakeQueue, message: Message, source: Message) -> None:
+    """A move task put `source`, a DLQ message, on `queue` as `message`."""
+    if queue in world.job_queues:
+        redriven(world, message, source)
+
+
+def redriven(world: World, message: Message, source: Message) -> None:
+    """A message of the DLQ (`source`) is back on a jobs queue as a new message (the operator's redrive): a
+    message of the producer's job that `source` carries."""
+    world.job_of_message[message.message_id] = world.job_of(source)
+    for key in world.keys_of(source):
+        world.monitor.redriven(key, message.message_id)
+        world.trace.event(
+            "operator", "redriven", message_id=message.message_id, job_id=key, moved_from=source.message_id
+        )

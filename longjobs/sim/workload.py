@@ -180,7 +180,7 @@ without a destination)."""
 
 
 DEPLOY_CHANGES = ("stricter_schema", "type_removed", "smaller_bodies", "fewer_attempts")
-"""What a deploy during the seed changes for the functions (`World._deploy`): the limited type's
+"""What a deploy during the seed changes for the functions (`longjobs.sim.deployer`): the limited type's
 `params_schema` made stricter (`seconds` at most `STRICTER_MAX_SECONDS`), the EMR Serverless type
 removed from the catalog, `max_body_bytes` lowered to `SMALLER_BODY_BYTES` (a Spark job's body is
 longer), or `max_attempts` lowered to 1."""
@@ -218,7 +218,7 @@ class Workload:
     redrives: list[RedrivePlan] = field(default_factory=list)
     """The operator's redrives of the DLQ (`longjobs.sim.operator`)."""
     deploy: DeployPlan | None = None
-    """A deploy during the seed that changes a setting or the catalog (`World._deploy`)."""
+    """A deploy during the seed that changes a setting or the catalog (`longjobs.sim.deployer`)."""
     extender_reserved: bool = True
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""

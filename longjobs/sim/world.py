@@ -23,16 +23,15 @@ from typing import Any
 
 from longjobs.engine.aws import RETRY_ATTEMPTS
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
-from longjobs.engine.jobs import JobCatalog, load_catalog
+from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.lease.schema import HISTORY_ATTR
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import Settings
-from longjobs.sim import operator
+from longjobs.sim import deployer, operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
 from longjobs.sim.aws.dynamodb import IndexLag
-from longjobs.sim.aws.sqs import MoveTask
 from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
 from longjobs.sim.executions import STATE_MACHINE_ARN, Executions
@@ -40,19 +39,10 @@ from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.lambdas import LambdaService
 from longjobs.sim.properties import Monitor, PropertyViolation, Violation
 from longjobs.sim.realclock import virtual_time
-from longjobs.sim.scheduler import Group, Scheduler, VirtualClock
+from longjobs.sim.scheduler import Scheduler, VirtualClock
 from longjobs.sim.stage import START
 from longjobs.sim.trace import Trace
-from longjobs.sim.workload import (
-    EMR_TYPE,
-    LIMITED_TYPE,
-    OLD_SHARDS,
-    SMALLER_BODY_BYTES,
-    STRICTER_MAX_SECONDS,
-    DeployPlan,
-    JobPlan,
-    Workload,
-)
+from longjobs.sim.workload import OLD_SHARDS, JobPlan, Workload
 
 CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
@@ -168,8 +158,8 @@ class World:
         aws.sqs.on_receive = self._on_receive
         aws.sqs.on_dead_letter = self._on_dead_letter
         aws.sqs.on_sent = self._on_sent
-        aws.sqs.on_move_task = self._run_move_task
-        aws.sqs.on_moved = self._on_moved
+        aws.sqs.on_move_task = lambda task: operator.run_move_task(self, task)
+        aws.sqs.on_moved = lambda queue, message, source: operator.moved(self, queue, message, source)
         self.busy: set[str] = set()
         """What must end before the seed may (an operator's redrive to come, a move task running)."""
         aws.dynamodb.on_store = self.monitor.lease_written
@@ -190,9 +180,9 @@ class World:
         self.holds_wait_until: float | None = None  # see `_settled`
         self.violation: Violation | None = None
         self.values = values
-        self.deployed: dict[str, Any] = {}  # what a deploy changed in the functions' settings (`_deploy`)
+        self.deployed: dict[str, Any] = {}  # what a deploy changed in the functions' settings (`longjobs.sim.deployer`)
         self.old_shards = workload.upgrade_at_s is not None  # the functions of the old shard count until then
-        self._build()
+        self.rebuild()
 
     def _lambda_service(self) -> LambdaService:
         """The world's Lambda service (a benchmark's world may run its own)."""
@@ -279,7 +269,7 @@ class World:
         self.violation = Violation(name, detail, round(self.scheduler.now() - START, 6), self.scheduler.steps)
         self.trace.event("checker", "violation", property=name, detail=detail)
 
-    def _build(self) -> None:
+    def rebuild(self) -> None:
         """The functions of the settings deployed now: new invocations (and a new extender container) run
         them; those begun before finish with the ones they began with. The queues' redrive count follows
         the settings, as the stack derives it."""
@@ -295,27 +285,7 @@ class World:
         self.monitor.reach("sim:shards_upgraded")
         self.trace.event("world", "upgraded", shards=self.settings.shards)
         self.old_shards = False
-        self._build()
-
-    def _deploy(self, plan: DeployPlan) -> None:
-        """A deploy that changes what the receiver accepts, or a job's attempts (`DEPLOY_CHANGES`). The
-        workflow's definition stays: a removed type's executions never start again (the receiver refuses
-        its messages), and those that run keep the definition they started with, as Step Functions runs
-        them."""
-        self.busy.discard("deploy")
-        self.monitor.reach(f"sim:deployed:{plan.change}")
-        self.trace.event("world", "deployed", change=plan.change)
-        if plan.change == "stricter_schema":
-            self.functions.catalog = _catalog_with(self.functions.catalog, LIMITED_TYPE, STRICTER_MAX_SECONDS)
-        elif plan.change == "type_removed":
-            catalog = self.functions.catalog
-            kept = [job_type for job_type in catalog if job_type.name != EMR_TYPE]
-            self.functions.catalog = JobCatalog(kept, catalog.s3_triggers)
-        elif plan.change == "smaller_bodies":
-            self.deployed["max_body_bytes"] = SMALLER_BODY_BYTES
-        else:
-            self.deployed["max_attempts"] = 1
-        self._build()
+        self.rebuild()
 
     def _start(self) -> None:
         if self.workload.upgrade_at_s is not None:
@@ -323,7 +293,7 @@ class World:
         deploy = self.workload.deploy
         if deploy is not None:
             self.busy.add("deploy")  # the seed does not end before it
-            self.scheduler.call_at(START + deploy.at_s, lambda: self._deploy(deploy))
+            self.scheduler.call_at(START + deploy.at_s, lambda: deployer.deploy(self, deploy))
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
         self.functions.start()
@@ -386,9 +356,9 @@ class World:
         left: Counter[str] = Counter()
         for queue in (self.queue, *self.waiting.values()):
             for message in queue.messages.values():
-                for key in self._keys_of(message):
+                for key in self.keys_of(message):
                     left[key] += 1
-        in_dlq = Counter(key for message in self.dlq.messages.values() for key in self._keys_of(message))
+        in_dlq = Counter(key for message in self.dlq.messages.values() for key in self.keys_of(message))
         locks = {key: item for key, item in self.aws.dynamodb.items.items() if is_lock_key(key)}
         self.trace.event("world", "end", settled=settled_in_time, left=dict(sorted(left.items())))
         expected = {key: job.expected for job in self.workload.jobs for key in job.job_keys}
@@ -423,7 +393,7 @@ class World:
             "delivered",
             queue=queue.name,
             message_id=message.message_id,
-            job_id=self._job_of(message),
+            job_id=self.job_of(message),
             receive_count=message.receive_count,
             duplicate=message.message_id in self.monitor.duplicates,
             hold_ends=hold_ends,
@@ -452,11 +422,9 @@ class World:
     def _on_expired(self, queue: FakeQueue, message: Message) -> None:
         """SQS deleted a message at the end of its retention: lost, unless another copy of its job lives."""
         self.monitor.reach("sqs:expired")
-        self.trace.event(
-            "sqs", "expired", queue=queue.name, message_id=message.message_id, job_id=self._job_of(message)
-        )
+        self.trace.event("sqs", "expired", queue=queue.name, message_id=message.message_id, job_id=self.job_of(message))
 
-    def _job_of(self, message: Message) -> str:
+    def job_of(self, message: Message) -> str:
         """The job a message (or its DLQ copy) carries: its body's job id, else the producer's job."""
         if message.job_key:
             return message.job_key
@@ -469,44 +437,17 @@ class World:
         if queue in self.job_queues and self._invocation() == operator.REDRIVE_GROUP:
             # the command's copy of a DLQ message it holds: the DLQ message with its body
             source = next((m for m in self.dlq.messages.values() if m.body == message.body), message)
-            self._redriven(message, source)
+            operator.redriven(self, message, source)
             return
         raw = message.attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
         original = Carried.decode(raw).original_id if raw else None
         if original is not None:
             self.monitor.copied(message.message_id, original)
 
-    def _run_move_task(self, task: MoveTask) -> None:
-        """SQS runs a message move task: one message at a time, at the task's rate."""
-        self.busy.add(task.handle)
-
-        def run() -> None:
-            while self.aws.sqs.move_one(task):
-                self.scheduler.sleep(1 / task.rate)
-            self.monitor.reach(f"sqs:move_task:{task.status.lower()}:{task.failure or 'moved'}")
-            self.trace.event("sqs", "move_task_ended", status=task.status, moved=task.moved, failure=task.failure)
-            self.busy.discard(task.handle)
-
-        self.scheduler.spawn(run, group=Group(f"sqs:{task.handle}"))
-
-    def _on_moved(self, queue: FakeQueue, message: Message, moved_from: Message) -> None:
-        if queue in self.job_queues:
-            self._redriven(message, moved_from)
-
-    def _redriven(self, message: Message, source: Message) -> None:
-        """A message of the DLQ (`source`) is back on a jobs queue as a new message (the operator's
-        redrive): a message of the producer's job that `source` carries."""
-        self.job_of_message[message.message_id] = self._job_of(source)
-        for key in self._keys_of(source):
-            self.monitor.redriven(key, message.message_id)
-            self.trace.event(
-                "operator", "redriven", message_id=message.message_id, job_id=key, moved_from=source.message_id
-            )
-
-    def _keys_of(self, message: Message) -> tuple[str, ...]:
-        """The jobs a message (or its DLQ copy) carries: its job (`_job_of`), or, for an S3 notification of
+    def keys_of(self, message: Message) -> tuple[str, ...]:
+        """The jobs a message (or its DLQ copy) carries: its job (`job_of`), or, for an S3 notification of
         the producer's, each of its markers' partition jobs."""
-        job = self._job_of(message)
+        job = self.job_of(message)
         plan = self.workload.by_id.get(job)
         return plan.job_keys if plan is not None and plan.partitions else (job,)
 
@@ -514,21 +455,9 @@ class World:
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
         original = str(message.attributes.get("OriginalMessageId", {}).get("StringValue", message.message_id))
         history = self.aws.dynamodb.items.get(original, {}).get(HISTORY_ATTR, {}).get("S")
-        for key in self._keys_of(message):
+        for key in self.keys_of(message):
             self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id, history)
             self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=key, reason=reason)
-
-
-def _catalog_with(catalog: JobCatalog, name: str, max_seconds: int) -> JobCatalog:
-    """`catalog` with type `name`'s `seconds` parameter at most `max_seconds` (a stricter schema)."""
-    stricter = []
-    for job_type in catalog:
-        if job_type.name == name:
-            schema = json.loads(json.dumps(job_type.params_schema))
-            schema["properties"]["seconds"]["maximum"] = max_seconds
-            job_type = job_type.model_copy(update={"params_schema": schema})
-        stricter.append(job_type)
-    return JobCatalog(stricter, catalog.s3_triggers)
 
 
 def _groups(workload: Workload) -> dict[str, list[str]]:

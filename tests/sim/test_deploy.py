@@ -1,4 +1,4 @@
-"""Deploys inside the simulation (`World._deploy`): a change of what the receiver accepts, or of a job's
+"""Deploys inside the simulation (`longjobs.sim.deployer`): a change of what the receiver accepts, or of a job's
 attempts, while jobs run, wait and retry; and the property that a DLQ copy keeps its attempts."""
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from longjobs.engine.clock import Clock
 from longjobs.engine.settings import SQS_MAX_RETENTION_S
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
+from longjobs.sim.aws.move_tasks import MoveTask, MoveTaskOperations
 
 FIFO_DEDUPLICATION_S = 300  # SQS drops a FIFO message whose deduplication id it saw in the last 5 minutes
 
@@ -41,27 +42,6 @@ class Message:
     group_id: str | None = None  # FIFO: its message group
     sequence: int = 0  # FIFO: its place in the queue (a group is handed out in this order)
     origin: str | None = None  # in a DLQ: the ARN of the queue whose redrive policy moved it there
-
-
-@dataclass
-class MoveTask:
-    """A message move task (`StartMessageMoveTask`): the source's visible messages when it started, moved
-    oldest first at `rate` a second, each as a new message; RUNNING, then COMPLETED or FAILED."""
-
-    handle: str
-    source: FakeQueue
-    destination: FakeQueue | None
-    rate: float
-    to_move: int
-    moved: int = 0
-    status: str = "RUNNING"
-    failure: str | None = None
-
-
-MOVE_RATE_DEFAULT = 100.0
-"""Messages a second of a move task started without `MaxNumberOfMessagesPerSecond` ("system optimized":
-AWS names no figure; at most 500 when given)."""
-MOVE_RATE_MAX = 500
 
 
 MAXIMUM_MESSAGE_SIZE = 262_144
@@ -246,7 +226,7 @@ class FakeQueue:
         return visible, len(self.messages) - visible - delayed, delayed
 
 
-class FakeSqs:
+class FakeSqs(MoveTaskOperations):
     """SQS's operations the processor calls, on `FakeQueue`s by URL."""
 
     def __init__(self, aws: FakeAws) -> None:
@@ -539,109 +519,6 @@ class FakeSqs:
             else:
                 successful.append({"Id": entry["Id"]})
         return {"Successful": successful, "Failed": failed}
-
-    def _by_arn(self, arn: str) -> FakeQueue | None:
-        return next((queue for queue in self.queues.values() if queue.arn == arn), None)
-
-    def _existing(self, operation: str, arn: Any, parameter: str) -> FakeQueue:
-        """The queue of a move task's ARN parameter, or SQS's error naming the parameter."""
-        queue = self._by_arn(str(arn or ""))
-        if queue is None:
-            raise client_error(
-                operation,
-                "ResourceNotFoundException",
-                f"The resource that you specified for the {parameter} parameter doesn't exist.",
-            )
-        return queue
-
-    def start_message_move_task(self, **request: Any) -> dict[str, Any]:
-        """A DLQ redrive, as AWS documents it (API_StartMessageMoveTask, and the SQS developer guide's
-        "Configure a dead-letter queue redrive"): the source must be some queue's dead-letter queue; one
-        active task per source; without `DestinationArn` each message goes back to the queue whose redrive
-        policy moved it, and a message sent to the DLQ by `SendMessage` fails the task
-        (`CouldNotDetermineMessageSource`, "Troubleshooting DLQ redrive"). A moved message is a new
-        message (new id, receive count 0, its retention anew) with its body and attributes."""
-        self._count("StartMessageMoveTask")
-        source = self._existing("StartMessageMoveTask", request.get("SourceArn"), "SourceArn")
-        if not any(queue.redrive is not None and queue.redrive[0] is source for queue in self.queues.values()):
-            raise client_error(
-                "StartMessageMoveTask",
-                "InvalidParameterValue",
-                "Source queue must be configured as a Dead Letter Queue.",
-            )
-        destination = None
-        if request.get("DestinationArn") is not None:
-            destination = self._existing("StartMessageMoveTask", request["DestinationArn"], "DestinationArn")
-        rate = request.get("MaxNumberOfMessagesPerSecond")
-        if rate is not None and not 1 <= int(rate) <= MOVE_RATE_MAX:
-            raise client_error(
-                "StartMessageMoveTask",
-                "InvalidParameterValue",
-                f"Value {rate} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: must be between 1 "
-                f"and {MOVE_RATE_MAX}.",
-            )
-        if any(task.source is source and task.status == "RUNNING" for task in self.move_tasks):
-            raise client_error(
-                "StartMessageMoveTask",
-                "InvalidParameterValue",
-                "There is already a task running. Only one active task is allowed for a source queue arn at a "
-                "given time.",
-            )
-        visible, _, _ = source.counts()
-        task = MoveTask(
-            f"task-{len(self.move_tasks) + 1}", source, destination, float(rate or MOVE_RATE_DEFAULT), visible
-        )
-        self.move_tasks.append(task)
-        if self.on_move_task is not None:
-            self.on_move_task(task)
-        return {"TaskHandle": task.handle}
-
-    def list_message_move_tasks(self, **request: Any) -> dict[str, Any]:
-        """The source's most recent tasks, newest first (`MaxResults`: 1 by default, at most 10)."""
-        self._count("ListMessageMoveTasks")
-        source = self._existing("ListMessageMoveTasks", request.get("SourceArn"), "SourceArn")
-        tasks = [task for task in reversed(self.move_tasks) if task.source is source]
-        results = []
-        for task in tasks[: int(request.get("MaxResults", 1))]:
-            result: dict[str, Any] = {
-                "Status": task.status,
-                "SourceArn": source.arn,
-                "ApproximateNumberOfMessagesMoved": task.moved,
-                "ApproximateNumberOfMessagesToMove": task.to_move,
-            }
-            if task.status == "RUNNING":
-                result["TaskHandle"] = task.handle
-            if task.failure is not None:
-                result["FailureReason"] = task.failure
-            if task.destination is not None:
-                result["DestinationArn"] = task.destination.arn
-            results.append(result)
-        return {"Results": results}
-
-    def move_one(self, task: MoveTask) -> bool:
-        """Move the task's next message (not a request of anyone's): whether the task runs on."""
-        if task.status != "RUNNING":
-            return False
-        message = task.source.oldest_visible() if task.moved < task.to_move else None
-        if message is None:
-            task.status = "COMPLETED"
-            return False
-        destination = task.destination or (self._by_arn(message.origin) if message.origin else None)
-        if destination is None:
-            task.status, task.failure = "FAILED", "CouldNotDetermineMessageSource"
-            return False
-        task.source.remove(message)
-        new_id = self.put(
-            destination,
-            message.body,
-            message.attributes,
-            group_id=message.group_id,
-            dedup_id=message.message_id if destination.fifo else None,
-        )
-        task.moved += 1
-        if self.on_moved is not None and new_id in destination.messages:
-            self.on_moved(destination, destination.messages[new_id], message)
-        return True
 
     def get_queue_attributes(self, **request: Any) -> dict[str, Any]:
         self._count("GetQueueAttributes")
