@@ -56,6 +56,9 @@ OTHER = (
     "refused_start:released",
     "duplicate_delivery_late",
     "refused_start:received_again",
+    "extender:stop_at_cap",
+    "needless_redelivery:delete_tried",
+    "needless_redelivery:handling_died",
 )
 EMR_SERVERLESS = (
     "emr:run:SUCCESS",

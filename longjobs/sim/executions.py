@@ -34,6 +34,7 @@ __all__ = ["JOB_STATE", "STATE_MACHINE_ARN", "Executions", "Integrations", "Task
 
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:long-jobs"
 JOB_STATE = "RunJob"  # the workflow's job step (longjobs.construct.workflow)
+CLOSE_READ = "ReadLease"  # the success close's read of its lease, when its mark was refused
 SPARK_PICKUP_S = (0.5, 5.0)
 SPARK_ERROR = "AnalysisException"
 EVENT_DELAY_S = (0.2, 3.0)
@@ -221,6 +222,9 @@ class Executions:
         for visit in context.visits:
             if visit.startswith(("catch:", "retry:")):
                 self.monitor.reach(f"workflow:{visit}")
+            if visit.startswith(f"catch:{CLOSE_READ}->"):
+                # the success's close could not read its lease: it leaves the message to a redelivery
+                self.monitor.may_show_again(str(execution.input["message_id"]))
         self.monitor.reach(f"workflow:end:{outcome.status}:{outcome.error}")
         if execution.status == "RUNNING":
             self.aws.stepfunctions.end(execution, outcome.status, outcome.error, outcome.cause)

@@ -151,6 +151,25 @@ def _redrive_drops_held(patch: Patch) -> None:
     patch(dlq, "show_again", drop)
 
 
+def _lost_on_any_error(patch: Patch) -> None:
+    """A visibility change's throttle or 5xx is taken for a refused handle: the extender stops a healthy job
+    and closes its lease LOST, though SQS still hides its message under that handle."""
+    from longjobs.engine.visibility import client
+    from longjobs.engine.visibility.errors import FailureClass, classify, classify_exception
+
+    def as_lost(failure: FailureClass) -> FailureClass:
+        return FailureClass.LOST if failure in (FailureClass.THROTTLED, FailureClass.OTHER) else failure
+
+    patch(client, "classify", lambda *args, **kwargs: as_lost(classify(*args, **kwargs)))
+    patch(client, "classify_exception", lambda exc: as_lost(classify_exception(exc)))
+
+
+def _receiver_keeps_done_message(patch: Patch) -> None:
+    """The receiver gives back a redelivered message whose job already succeeded instead of acknowledging
+    it: the message comes back again and again until its queue's redrive moves it to the DLQ."""
+    patch(receiver_types, "_DONE", receiver_types._DONE - {receiver_types.Outcome.ALREADY_SUCCEEDED})
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -175,6 +194,8 @@ PLANTS: dict[str, Plant] = {
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history"),
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap"),
+    "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause"),
+    "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
 }
 
 

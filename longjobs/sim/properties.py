@@ -35,9 +35,12 @@ coverage: a campaign reports the ones no seed reached.
   property judges the decision on what it read.)
 - `stopped_with_cause`: every stop the extender makes has a cause the trace shows: a cap, or a handle truly
   lost. An execution whose job succeeded and whose message was then deleted is not stopped: its handle was
-  refused because its work was done (the message deleted by a settlement that had not closed the lease yet,
-  or whose close was lost), not because the message may go to another consumer. Stopping it turns a job that
-  succeeded into an aborted execution and a LOST lease (the offline demo under load, issue 37).
+  refused because its work was done (the message deleted by a settlement that had not closed the lease
+  yet, or whose close was lost), not because the message may go to another consumer. Stopping it turns a
+  job that succeeded into an aborted execution and a LOST lease (the offline demo under load, issue 37).
+  Nor is a job stopped while SQS still hides its message under the handle its lease names, more than a
+  chunk and the safety margin before the attempt's hard stop (`renew_until`, SQS's 12 h): that job is
+  healthy and its lease holdable (a renewal's throttle taken for a lost handle stops it).
 - `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
   has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
@@ -59,6 +62,14 @@ coverage: a campaign reports the ones no seed reached.
 - `dlq_keeps_history`: a DLQ copy the receiver sends (with a reason) carries in `Attempts` at least the
   failed attempts the lease of its message records then: a body refused after a deploy, a cancel, a
   job id held too long, all keep the history their owner needs.
+- `needless_redeliveries`: a message whose job succeeded (its lease SUCCEEDED) is handed out again only
+  with a cause the trace shows, so their number is bounded by the faults. The causes: a delete of it
+  tried (one receive per try: a delete that failed, or named an old handle), a success close that could
+  not read its lease and so left the message to the receiver, its close still under way (the execution
+  that marked it runs on to its delete), an injected duplicate delivery, or an earlier such receive
+  whose handling reached no outcome (a read failed) or whose invocation died before the event source
+  mapping deleted it. A success that leaves its message, or a receiver that gives a done job's message
+  back, breaks it.
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
   reason (a message of it there at the end: one that left the DLQ other than by a redrive is lost), and
   no message of it both (a job sent as two messages may end one way by each; a run that ended after a
@@ -109,6 +120,7 @@ ALWAYS = (
     "dlq_keeps_history",
     "newest_receive",
     "attempt_within_cap",
+    "needless_redeliveries",
 )
 EVENTUALLY = ("nothing_lost", "redriven_settles", "settled_in_time", "holds_freed")
 
@@ -177,7 +189,12 @@ class Monitor:
     redriven_open: dict[str, set[str]] = field(default_factory=dict)  # job key -> its redriven messages, no end yet
     receive_high: dict[str, int] = field(default_factory=dict)  # lease key -> the newest receive it named
     cap_slack_s: float = float("inf")  # how long past its hard stop a job may run: the extender's reach to stop it
+    cap_early_s: float = float("inf")  # how long before its hard stop an attempt may be capped (a chunk refused)
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
+    # message id -> needless receives the trace explains and not yet spent (`needless_redeliveries`)
+    needless_excused: Counter[str] = field(default_factory=Counter)
+    needless_last: set[str] = field(default_factory=set)  # messages whose newest receive was needless
+    needless_unhandled: set[str] = field(default_factory=set)  # ... and its handling reached no outcome yet
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -311,9 +328,54 @@ class Monitor:
             "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
         )
 
+    def redelivered_after_success(self, message_id: str, *, close_under_way: bool, duplicate: bool) -> None:
+        """`needless_redeliveries`: a receive of `message_id` whose lease is SUCCEEDED (its job is done) has
+        a cause the trace shows. `close_under_way`: the execution that marked it still runs (its delete
+        comes next); `duplicate`: SQS's injected second delivery of it."""
+        unhandled = message_id in self.needless_unhandled  # the last such receive's handling reached no outcome
+        self.needless_last.add(message_id)
+        self.needless_unhandled.add(message_id)
+        self.reach("needless_redelivery")
+        causes = {
+            "close_under_way": close_under_way,
+            "duplicate": duplicate,
+            "unhandled": unhandled,
+            "excused_lapse": self.excuse_lapses,
+        }
+        for cause, holds in causes.items():
+            if holds:
+                self.reach(f"needless_redelivery:{cause}")
+                return
+        if self.needless_excused[message_id] <= 0:
+            raise PropertyViolation(
+                "needless_redeliveries",
+                f"message {message_id} was received again after its job succeeded, with no delete of it tried, "
+                "no close that left it, no duplicate delivery and no failed handling of an earlier such receive",
+            )
+        self.reach("needless_redelivery:delete_tried")
+        self.needless_excused[message_id] -= 1
+
+    def received_needed(self, message_id: str) -> None:
+        """A receive of `message_id` whose lease is not SUCCEEDED."""
+        self.needless_last.discard(message_id)
+        self.needless_unhandled.discard(message_id)
+
+    def may_show_again(self, message_id: str) -> None:
+        """The processor tried to delete `message_id` (whatever came of it), or a success close that could not
+        read its lease left it to a redelivery: it may be received once more after its job succeeded."""
+        self.needless_excused[message_id] += 1
+
+    def handling_died(self, message_ids: list[str]) -> None:
+        """A receiver invocation died or timed out on these records: the event source mapping deleted none."""
+        for message_id in message_ids:
+            if message_id in self.needless_last:
+                self.needless_excused[message_id] += 1
+                self.reach("needless_redelivery:handling_died")
+
     def handled(self, message_id: str) -> None:
         """The receiver decided a receive of `message_id` (its outcome): an excused receive's echo is over."""
         self.echo_pending.discard(message_id)
+        self.needless_unhandled.discard(message_id)
 
     def start_refused(self, message_id: str, *, due: float) -> None:
         """The receiver gave back a message whose start was refused: it must be received again by `due`."""
@@ -407,9 +469,17 @@ class Monitor:
             key = params["Key"][PARTITION_KEY]["S"]
             self.reread[(invocation, key)] = answer.get("Item") or {}
 
-    def extender_stops(self, invocation: str, execution_arn: str, *, message_deleted: bool = False) -> None:
+    def extender_stops(
+        self,
+        invocation: str,
+        execution_arn: str,
+        *,
+        message_deleted: bool = False,
+        held: tuple[str, float, float] | None = None,
+    ) -> None:
         """The extender is about to stop `execution_arn` (`stopped_as_read`, `stopped_with_cause`);
-        `message_deleted`: the message the execution runs for is gone from its queue."""
+        `message_deleted`: the message the execution runs for is gone from its queue; `held`: the receive
+        that hides it now (its handle, the end of its 12 h, now), None when it is not in flight."""
         parsed = parse_execution_name(execution_arn.rpartition(":")[2])
         message_id = parsed[0] if parsed else ""
         planned = self.planned.get((invocation, message_id))
@@ -433,6 +503,16 @@ class Monitor:
                 f"{execution_arn} stopped after its job succeeded and its message was deleted: the handle was "
                 "refused because the work was done, not lost",
             )
+        if held is not None and held[0] == read.get(HANDLE_ATTR, {}).get("S") and not self.excuse_lapses:
+            handle, sqs_limit, now = held
+            cap = min(float(read.get("renew_until", {}).get("N", sqs_limit)), sqs_limit)
+            if now < cap - self.cap_early_s:
+                raise PropertyViolation(
+                    "stopped_with_cause",
+                    f"{execution_arn} stopped {cap - now:.0f} s before its hard stop while SQS still hides its "
+                    f"message under the handle its lease names ({handle}): a healthy job, its lease holdable",
+                )
+            self.reach("extender:stop_at_cap")
 
     # -- the end --------------------------------------------------------------------------------------------
 

@@ -26,11 +26,12 @@ from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
-from longjobs.engine.lease.schema import HISTORY_ATTR
+from longjobs.engine.lease.schema import EXECUTION_ATTR, HISTORY_ATTR, STATUS_ATTR
 from longjobs.engine.observability import logger
 from longjobs.engine.settings import Settings
 from longjobs.sim import deployer, operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
+from longjobs.sim.aws.base import SQS_MAX_VISIBILITY_S
 from longjobs.sim.aws.dynamodb import IndexLag
 from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
@@ -152,6 +153,8 @@ class World:
         # the extender sees a lease past its hard stop at its next run, and stops its execution; runs a fault
         # plan within the design may lose in a row, and a stop retried, come on top
         self.monitor.cap_slack_s = (settings.adaptive_lost_runs_survived + CAP_SLACK_RUNS) * settings.extender_period_s
+        # a renewal is refused at the 12 h limit up to its chunk early; the lease's own limit keeps the safety
+        self.monitor.cap_early_s = settings.adaptive_ceiling_s + settings.cap_safety_s
         for queue in (self.queue, *self.waiting.values()):
             queue.retention_s = settings.queue_retention_s  # as the stack creates them (`queue_retention_s`)
             queue.on_expired = self._on_expired
@@ -198,9 +201,14 @@ class World:
             self.monitor.reach(f"call:{actor}:{service}.{operation}")
             if fault is not None:
                 self.monitor.reach(f"fault:{fault.value}:{service}.{operation}")
+            if service == "sqs" and operation in ("delete_message", "delete_message_batch"):
+                for entry in params.get("Entries") or [params]:
+                    self.monitor.may_show_again(str(entry["ReceiptHandle"]).partition("#")[0])
             if actor == "extender" and operation == "stop_execution":
                 arn = params["executionArn"]
-                self.monitor.extender_stops(self._invocation(), arn, message_deleted=self._message_deleted(arn))
+                self.monitor.extender_stops(
+                    self._invocation(), arn, message_deleted=self._message_deleted(arn), held=self._held(arn)
+                )
 
         def answered(operation: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
             self.monitor.extender_answered(self._invocation(), operation, params, answer)
@@ -232,6 +240,17 @@ class World:
             return False
         queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
         return queue is not None and str(execution.input.get("message_id", "")) in queue.gone
+
+    def _held(self, execution_arn: str) -> tuple[str, float, float] | None:
+        """The receive that hides the message an execution runs for: its handle, when SQS's 12 h limit ends
+        it, and now; None when the message is not in flight."""
+        execution = self.aws.stepfunctions.executions.get(execution_arn)
+        queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", ""))) if execution else None
+        message = queue.messages.get(str(execution.input.get("message_id", ""))) if queue and execution else None
+        now = self.scheduler.now()
+        if message is None or message.deleted or message.handle is None or message.visible_at <= now:
+            return None
+        return message.handle, message.received_at + SQS_MAX_VISIBILITY_S, now
 
     def _invocation(self) -> str:
         """The invocation the current actor belongs to (its group's name)."""
@@ -398,6 +417,8 @@ class World:
             duplicate=message.message_id in self.monitor.duplicates,
             hold_ends=hold_ends,
         )
+        if queue is self.queue:
+            self._judge_needless(message, lease)
         self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends)
         if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
             # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
@@ -408,6 +429,18 @@ class World:
             # the same, hours into the job's run: a redelivery that adopts the running attempt late
             at = now + self.late_duplicates.uniform(600, 12 * 3_600)
             self.scheduler.call_at(at, lambda: self._deliver_again(queue, message.message_id))
+
+    def _judge_needless(self, message: Message, lease: dict[str, Any]) -> None:
+        """`needless_redeliveries`: a receive of a message whose job is done, with its cause."""
+        if lease.get(STATUS_ATTR, {}).get("S") != "SUCCEEDED":
+            self.monitor.received_needed(message.message_id)
+            return
+        execution = self.aws.stepfunctions.executions.get(lease.get(EXECUTION_ATTR, {}).get("S", ""))
+        self.monitor.redelivered_after_success(
+            message.message_id,
+            close_under_way=execution is not None and execution.status == "RUNNING",
+            duplicate=message.message_id in self.monitor.duplicates,
+        )
 
     def _deliver_again(self, queue: FakeQueue, message_id: str) -> None:
         """SQS hands a message in flight out again (at-least-once), if it is still on its queue."""
