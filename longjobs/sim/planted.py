@@ -164,6 +164,35 @@ def _lost_on_any_error(patch: Patch) -> None:
     patch(client, "classify_exception", lambda exc: as_lost(classify_exception(exc)))
 
 
+def _stale_receive_adopted(patch: Patch) -> None:
+    """An older receive of a message than its lease names is adopted, not fenced off: the decision's
+    staleness row and the adoption write's receive condition are both gone (the version condition alone
+    passes, the lease being read afresh)."""
+    from longjobs.engine.delivery.decision import Action
+    from longjobs.engine.receiver import service
+    from longjobs.sim.aws.dynamodb import FakeDynamoDb
+
+    decide = service.decide
+
+    def adopting(reading: Any, limits: Any) -> Action:
+        lease = reading.lease
+        if lease is not None and lease.active and lease.receive_count > reading.receive_count:
+            return Action.ADOPT
+        return decide(reading, limits)
+
+    update = FakeDynamoDb.update_item
+    clause = " AND (receive_count < :rc OR (receive_count = :rc AND receipt_handle <> :handle))"
+
+    def unordered(self: FakeDynamoDb, **request: Any) -> dict[str, Any]:
+        condition = request.get("ConditionExpression")
+        if condition is not None and clause in condition:
+            request = {**request, "ConditionExpression": condition.replace(clause, "")}
+        return update(self, **request)
+
+    patch(service, "decide", adopting)
+    patch(FakeDynamoDb, "update_item", unordered)
+
+
 def _receiver_keeps_done_message(patch: Patch) -> None:
     """The receiver gives back a redelivered message whose job already succeeded instead of acknowledging
     it: the message comes back again and again until its queue's redrive moves it to the DLQ."""
@@ -196,6 +225,7 @@ PLANTS: dict[str, Plant] = {
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap"),
     "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause"),
     "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
+    "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
 }
 
 
