@@ -168,11 +168,9 @@ def _stale_receive_adopted(patch: Patch) -> None:
     """An older receive of a message than its lease names is adopted, not fenced off: the decision's
     staleness row and the adoption write's receive condition are both gone (the version condition alone
     passes, the lease being read afresh)."""
-    from longjobs.engine.delivery.decision import Action
+    from longjobs.engine.delivery.decision import Action, decide
     from longjobs.engine.receiver import service
     from longjobs.sim.aws.dynamodb import FakeDynamoDb
-
-    decide = service.decide
 
     def adopting(reading: Any, limits: Any) -> Action:
         lease = reading.lease
