@@ -70,10 +70,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from longjobs.engine.admission.parking import message_to_send
 from longjobs.engine.clock import Clock
+from longjobs.engine.delivery.copies import CLAIM_STALE_S, message_to_send
 from longjobs.engine.delivery.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
-from longjobs.engine.delivery.requeue import CLAIM_STALE_S
 from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key

@@ -392,7 +392,7 @@ def test_contract_sqs_send_message_batch_longer_than_a_message_refused_on_aws(fa
     payload size (the sum of the individual lengths of all of the batched messages)" is the message size
     limit (SendMessageBatch; `BatchRequestTooLong`, "The length of all the messages put together is more
     than the limit"). moto takes it (moto 5.2.5): the simulation follows AWS, and the receiver sends its
-    copies in batches within the limit (`longjobs.engine.admission.parking._send_batches`)."""
+    copies in batches within the limit (`longjobs.engine.delivery.copies._send_batches`)."""
     url = fake.new_queue("waiting", 180)
     half = "x" * 150_000
     entries = [{"Id": "0", "MessageBody": half}, {"Id": "1", "MessageBody": half}]

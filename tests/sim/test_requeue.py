@@ -1,5 +1,5 @@
-"""A message waiting for its job id runs once however often its copy is sent (`longjobs.engine.receiver.
-requeue`), on the simulated AWS and a fake clock: a send that lands twice (botocore retries a send whose
+"""A message waiting for its job id runs once however often its copy is sent (`longjobs.engine.delivery.
+copies`), on the simulated AWS and a fake clock: a send that lands twice (botocore retries a send whose
 answer was lost), a receiver that dies between the send and the delete, a note of the copy that fails, a
 redelivery after the job id is free, a cancel while the copy waits, and a message with no room for the
 copy's attributes. Corpus seeds 24486, 22282 and 24337 are the same defect found by whole-world seeds."""

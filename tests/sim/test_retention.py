@@ -224,7 +224,7 @@ def full_with_one_waiting_in_flight(b: Bench) -> tuple[str, str]:
 def test_claimant_sent_back_to_wait_for_its_job_id_is_not_parked_again_and_run_twice() -> None:
     """Found by the review (now a REQUEUED claimant leaves the parked line): a parked copy that claims its
     marker and then finds its job id running (another message of the job holds the job lock) is sent back
-    to the jobs queue as a delayed copy (`requeue.wait_for_job`) and acknowledged (it then wrote no lease;
+    to the jobs queue as a delayed copy (`copies.wait_for_job`) and acknowledged (it then wrote no lease;
     now its REQUEUED marker). That copy later runs the job. Once the claimant's send is `resend_at` old,
     `refresh_parked` found the marker claimed by a copy with no lease, took it for a receive that crashed
     before its lease (`_park_claimant`: `claimant is None` past the grace) and parked it in place: a fresh
@@ -324,11 +324,12 @@ def test_claimant_parked_in_place_races_a_twin_that_takes_the_run_over(monkeypat
     marker, a twin copy took the run over; both the twin and the claimant's fresh copy ran. The claimant
     is now claimed again first, conditional on the marker as read (a fence)."""
     from longjobs.engine.admission import parking
+    from longjobs.engine.delivery import copies
 
     b, first, _filler, original = parked_behind_a_full_type()
     marker = b.receiver.store.get(original)
     assert marker is not None
-    parking._send_copy(b.receiver, b.waiting_url, marker)  # a twin: a send retried after it landed
+    copies.send_parked(b.receiver, b.waiting_url, marker)  # a twin: a send retried after it landed
     copy = _dead_claimant(b, original)
     [twin] = [m for m in b.waiting_ids() if m != copy]
     judged = parking.claimant_state

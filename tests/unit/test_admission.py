@@ -21,8 +21,8 @@ from longjobs.engine.admission import (
 )
 from longjobs.engine.admission.admit import AdmitReport, publish
 from longjobs.engine.admission.estimate import DELAY_STRETCH
-from longjobs.engine.admission.parking import PARKED_MESSAGE_MAX_BYTES, has_room, message_to_send, stored_message
 from longjobs.engine.clock import FakeClock
+from longjobs.engine.delivery.copies import PARKED_MESSAGE_MAX_BYTES, has_room, message_to_send, stored_message
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery
 from longjobs.engine.lease.lock import Hold, Lock
 
@@ -303,4 +303,4 @@ def test_parked_message_needs_room_for_its_attribute_and_its_marker(
         source_arn="arn",
         message_attributes={f"A{i}": {"DataType": "String", "StringValue": "v"} for i in range(attributes)},
     )
-    assert has_room(delivery, ()) is parkable
+    assert has_room(delivery, (), parked=True) is parkable

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 from longjobs.engine.admission.admit import admit_line
 from longjobs.engine.admission.estimate import expected_start_s, in_flight_target, waiting_delay_s
-from longjobs.engine.admission.parking import Handle, has_room, park, unpark
+from longjobs.engine.admission.parking import Handle, unpark
 from longjobs.engine.admission.readings import longest_wait_s, read_slots, slots_for_claim, view_of
 from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.delivery.attempt import dead_letter
+from longjobs.engine.delivery.copies import has_room, park
 from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT
 from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
@@ -89,7 +90,7 @@ def aged(receiver: Receiver, delivery: Delivery) -> bool:
 
 def can_park(receiver: Receiver, delivery: Delivery, job: Job, history: Sequence[Attempt]) -> bool:
     """Whether the message can be parked: its type has a waiting queue, and the copy and its marker room."""
-    return job.type in receiver.settings.waiting_queue_urls and has_room(delivery, history)
+    return job.type in receiver.settings.waiting_queue_urls and has_room(delivery, history, parked=True)
 
 
 def hold_fits(receiver: Receiver, delivery: Delivery) -> bool:
@@ -148,7 +149,7 @@ def wait_or_park(
     # as a fresh copy (parked), and until then never hidden past it.
     resend_at = settings.resend_at(delivery.sent_at) if delivery.sent_at is not None else math.inf
     aged = now >= resend_at
-    if queue is not None and has_room(delivery, history):
+    if queue is not None and has_room(delivery, history, parked=True):
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)
         if aged or (not parked_here and not returning and (view.parked > 0 or beyond)):
             if not park(receiver, delivery, job, queue, replacing=replacing, history=history, since=since, waits=waits):

@@ -1,38 +1,22 @@
-"""Parking: a message whose type is full beyond the horizon is copied to the type's waiting queue and
-acknowledged, a PARKED marker on its lease written first, so a redelivery of it sends no second copy and
-twin copies run once; unparking receives the copies back when the horizon can take them."""
+"""The waiting queues' upkeep: the parked copies of a full type (made by `longjobs.engine.delivery.copies.park`)
+kept inside their queue's retention (`refresh_parked`), and received back when the type's horizon can take
+them (`unpark`)."""
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.admission.readings import longest_wait_s
 from longjobs.engine.delivery.attempt import closed_record, same_write
+from longjobs.engine.delivery.copies import CLAIM_STALE_S, claimant_state, message_to_send, send_parked
 from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
-from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.read_ahead import forget_read_ahead, read_ahead
-from longjobs.engine.delivery.requeue import CLAIM_STALE_S, Claim, claim_answer, claimant_state
-from longjobs.engine.delivery.types import (
-    ADMISSION_ATTRIBUTE,
-    MAX_MESSAGE_ATTRIBUTES,
-    Carried,
-    Delivery,
-    Outcome,
-    Receiver,
-    copy_attributes,
-    copy_fits,
-    message_bytes,
-    sent_at,
-)
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, copy_fits, sent_at
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
 from longjobs.engine.lease import Lease, LeaseStatus, successor_version
 from longjobs.engine.lease.codec import in_parked_line
-from longjobs.engine.lease.markers import CopyNote
 from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES, Attempt, LastError
 from longjobs.engine.observability import logger
 from longjobs.engine.policies.base import SQS_MAX_VISIBILITY_S
@@ -42,8 +26,6 @@ from longjobs.engine.settle import release_holds
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-_Pending = tuple[Lease, tuple[str, dict[str, Any]]]
-"""A copy to send: its marker, and its body and attributes."""
 Handle = Callable[[Receiver, Delivery], Outcome]
 """How a message received from a waiting queue is handled: the receiver's `receive`, given by the caller
 (admission sits below the receiver's entry point and never imports it)."""
@@ -54,67 +36,6 @@ UNPARK_CALLS = 10
 markers whose copy is sent again."""
 REFRESH_PAGE = 10
 """Markers read per query of a type's parked line."""
-PARKED_MESSAGE_MAX_BYTES = 300_000
-"""The largest message a PARKED marker keeps (its JSON): DynamoDB's items hold 400 KB, and the marker
-keeps the message's attempts besides. A larger message waits in flight instead."""
-
-
-def park(
-    receiver: Receiver,
-    delivery: Delivery,
-    job: Job,
-    queue_url: str,
-    *,
-    replacing: Lease | None,
-    history: tuple[Attempt, ...],
-    since: float,
-    waits: int,
-) -> bool:
-    """Copy the message to its type's waiting queue, with what it carries. First a PARKED marker is
-    written on its lease, holding the message itself, so a redelivery of this message (its deletion
-    lost, a send retried after it landed) sends no second copy, twin copies run once
-    (`runs_this_copy`), and a fresh copy can be sent before this one's retention runs out
-    (`refresh_parked`). False when the marker write lost its race (read again). Raises when SQS refuses:
-    the record is reported failed and comes back to a marker without a copy, which sends it then
-    (`send_parked_copy`). A record of a batch of the jobs queue leaves its copy to the batch's end, when
-    the batch's copies are sent together (`send_pending_copies`), as if it had died after the marker."""
-    now = receiver.clock.now()
-    marker = closed_record(
-        receiver,
-        delivery,
-        LeaseStatus.PARKED,
-        version=successor_version(replacing),
-        kept_s=receiver.settings.queue_retention_s,  # as long as a copy may be in the waiting queue
-        job_type=job.type,
-        job_id=job.job_id,
-        history=history,
-        waiting_since=since,
-        waits=waits,
-        refused_starts=delivery.refused_starts(replacing),
-        copy_sent_at=now,  # before the send: never later than the copy's own send time
-        parked_message=stored_message(delivery),
-    )
-    if not receiver.store.create(marker, replacing=replacing):
-        return False
-    batch = receiver.state.pending_copies.get(delivery.message_id)
-    if batch is not None:
-        batch.append((queue_url, marker))  # a record of a batch: sent with the batch's others at its end
-    else:
-        _send_copy(receiver, queue_url, marker)
-    logger.info("type full beyond the horizon: parked", extra={"message_id": delivery.message_id})
-    return True
-
-
-def send_parked_copy(receiver: Receiver, delivery: Delivery, marker: Lease) -> Outcome:
-    """A parked message received again whose copy is not known to be sent (the earlier send failed, or
-    landed unanswered: then two copies exist and one of them runs): the copy is sent now. Its type must
-    still have a waiting queue (`is_live_marker`)."""
-    queue_url = receiver.settings.waiting_queue_urls[marker.job_type or ""]
-    if marker.parked_message is None:  # a marker written before markers held their message
-        marker = replace(marker, parked_message=stored_message(delivery))
-    _send_copy(receiver, queue_url, marker)
-    logger.info("parked message received again: its copy is sent now", extra={"message_id": delivery.message_id})
-    return Outcome.PARKED
 
 
 def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.inf) -> int:
@@ -171,7 +92,7 @@ def _refresh(receiver: Receiver, queue_url: str, message_id: str, keep_s: float)
     if marker is None or not in_parked_line(marker) or _sent_since(marker, receiver.clock.now() - keep_s):
         return 0
     if marker.claimed_by is None:
-        _send_copy(receiver, queue_url, marker)
+        send_parked(receiver, queue_url, marker)
         logger.info("parked copy near its retention: sent again", extra={"message_id": marker.message_id})
         return 1
     return 1 if _park_claimant(receiver, queue_url, marker) else 0
@@ -232,7 +153,7 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
         return False
     if not _parked_in_place(receiver, parked, replacing=claimant):
         return False  # the claimant was received, admitted or closed meanwhile: the next pass looks again
-    _send_copy(receiver, queue_url, parked)
+    send_parked(receiver, queue_url, parked)
     logger.info("claimed parked copy near its retention: parked again", extra={"message_id": claimant_id})
     return True
 
@@ -308,177 +229,6 @@ def _may_run(receiver: Receiver, claimant: Lease) -> bool:
     except Exception as exc:  # unknown: counted as running, looked at again later
         logger.warning("claimant's execution status unknown", extra={"error": str(exc)})
         return True
-
-
-def is_live_marker(receiver: Receiver, lease: Lease) -> bool:
-    """Whether a lease is the PARKED marker of a type that still has a waiting queue (else the message
-    is handled as any closed one: a new attempt)."""
-    return lease.status is LeaseStatus.PARKED and lease.job_type in receiver.settings.waiting_queue_urls
-
-
-def is_parked_copy(receiver: Receiver, delivery: Delivery) -> bool:
-    """Whether a delivery is a parked copy received from a waiting queue that names its original (on the
-    jobs queue, a copy requeued before requeued copies cleared the attribute may still name one)."""
-    return delivery.carried.parked_id is not None and receiver.queue_of(delivery) != receiver.queue_url
-
-
-def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
-    """Whether a parked copy may run its original: when its marker names it (the first copy received
-    claims the run), or when no marker names any (parked before markers existed, or expired). When it may
-    not, the marker if an operator cancelled it (`longjobs.engine.cancel`: the copy goes to the DLQ).
-    The marker's place in its parked line becomes the claimant's send time, or earlier (see below)."""
-    parked_id = delivery.carried.parked_id or ""
-    now = receiver.clock.now()
-    sent_at = delivery.sent_at if delivery.sent_at is not None else now
-    # The marker falls due by the claimant's retention, and by half the time a closed lease is kept:
-    # `_park_claimant` then still tells a claimant that never got a lease from one whose lease expired.
-    settings = receiver.settings
-    keep_s = settings.queue_retention_s - settings.retention_margin_s
-    order = min(sent_at, now + settings.closed_ttl_s / 2 - keep_s)
-    claimed = receiver.store.markers.claim_parked(parked_id, delivery.message_id, sent_at=order, now=now)
-    return claim_answer(
-        receiver,
-        delivery,
-        parked_id,
-        claimed,
-        take_over=lambda marker: receiver.store.markers.take_over_claim(
-            marker, delivery.message_id, now=now, order=order
-        ),
-    )
-
-
-def has_room(delivery: Delivery, history: Sequence[Attempt]) -> bool:
-    """Whether the message can be parked: its copy has room for the admission attribute with `history`
-    (SQS's attribute count and message size), and its marker for the message itself (else it waits in
-    flight)."""
-    attributes = {name: value for name, value in delivery.message_attributes.items() if name != ADMISSION_ATTRIBUTE}
-    return (
-        len(attributes) < MAX_MESSAGE_ATTRIBUTES
-        and copy_fits(delivery.body, attributes, history)
-        and len(stored_message(delivery)) <= PARKED_MESSAGE_MAX_BYTES
-    )
-
-
-def stored_message(delivery: Delivery) -> str:
-    """The message as a PARKED marker keeps it (JSON of its body, its attributes with binary values in
-    base64, and its producer's message id), to send its copy from."""
-    attributes = {}
-    for name, value in delivery.message_attributes.items():
-        if name == ADMISSION_ATTRIBUTE:
-            continue
-        if "BinaryValue" in value:
-            encoded = base64.b64encode(value["BinaryValue"]).decode()
-            attributes[name] = {"DataType": value["DataType"], "Base64": encoded}
-        else:
-            attributes[name] = {"DataType": value["DataType"], "StringValue": value["StringValue"]}
-    stored = {"body": delivery.body, "attributes": attributes, "original": delivery.original_id}
-    return json.dumps(stored, separators=(",", ":"))
-
-
-def message_to_send(stored: str) -> tuple[str, dict[str, Any], str]:
-    """A stored message's body, its attributes as `SendMessage` takes them, and its original's id."""
-    data = json.loads(stored)
-    attributes: dict[str, Any] = {}
-    for name, value in data["attributes"].items():
-        if "Base64" in value:
-            attributes[name] = {"DataType": value["DataType"], "BinaryValue": base64.b64decode(value["Base64"])}
-        else:
-            attributes[name] = value
-    return str(data["body"]), attributes, str(data["original"])
-
-
-def _copy_of(marker: Lease) -> tuple[str, dict[str, Any]]:
-    """The body and attributes of the copy a PARKED marker describes: its stored message, carrying the
-    marker's place and history."""
-    body, attributes, original_id = message_to_send(marker.parked_message or "")
-    carried = Carried(
-        waiting_since=marker.waiting_since,
-        original_id=original_id,
-        waits=marker.waits,
-        history=marker.history,
-        parked_id=marker.message_id,
-        refused_starts=marker.refused_starts,
-    )
-    return body, copy_attributes(body, attributes, carried)
-
-
-def _send_copy(receiver: Receiver, queue_url: str, marker: Lease) -> None:
-    """Send the copy a PARKED marker describes, then note its id and send time on the marker (best
-    effort: without it a redelivery sends another copy, or the copy is sent again early, and the twins'
-    claim runs one)."""
-    body, attributes = _copy_of(marker)
-    sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
-    sent = receiver.sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageAttributes=attributes)
-    kept_until = sent_at + receiver.settings.queue_retention_s
-    if not receiver.store.markers.note_copy(marker, sent["MessageId"], sent_at=sent_at, kept_until=kept_until):
-        logger.info("parked marker changed meanwhile: copy not noted", extra={"message_id": marker.message_id})
-
-
-def send_pending_copies(receiver: Receiver, pending: Sequence[tuple[str, Lease]]) -> set[str]:
-    """Send the copies a batch's parkings left to its end (`pending`, see `park`): up to ten a
-    `SendMessageBatch`, and `MESSAGE_MAX_BYTES` in all (SQS's limit on a batch's sum), then note them on
-    their markers together (`Markers.note_copies`; best effort, as `_send_copy`'s note). Returns the
-    ids of the messages whose copy was not sent (refused, or its request failed): their records are
-    reported failed, and each one's redelivery finds its marker without a copy and sends it then
-    (`send_parked_copy`). A request that failed after it landed leaves twin copies, and the first
-    received claims the run."""
-    unsent: set[str] = set()
-    notes: list[CopyNote] = []
-    by_queue: dict[str, list[_Pending]] = {}
-    for queue_url, marker in pending:
-        try:
-            by_queue.setdefault(queue_url, []).append((marker, _copy_of(marker)))
-        except Exception as exc:  # a copy SQS would refuse (`has_room` said it fits): its record fails
-            logger.warning("parked copy not built", extra={"message_id": marker.message_id, "error": str(exc)})
-            unsent.add(marker.message_id)
-    for queue_url, copies in by_queue.items():
-        for chunk in _send_batches(copies):
-            sent_at = receiver.clock.now()  # before the send: never later than SQS's own send time
-            entries: list[Any] = [
-                {"Id": str(index), "MessageBody": body, "MessageAttributes": attributes}
-                for index, (_, (body, attributes)) in enumerate(chunk)
-            ]
-            try:
-                response = receiver.sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-            except Exception as exc:
-                logger.warning("parked copies not sent; their records fail", extra={"error": str(exc)})
-                unsent.update(marker.message_id for marker, _ in chunk)
-                continue
-            for failed in response.get("Failed", []):
-                marker = chunk[int(failed["Id"])][0]
-                logger.warning("parked copy refused", extra={"message_id": marker.message_id, "error": failed})
-                unsent.add(marker.message_id)
-            kept_until = sent_at + receiver.settings.queue_retention_s
-            notes += [
-                CopyNote(chunk[int(sent["Id"])][0], sent["MessageId"], sent_at, kept_until)
-                for sent in response.get("Successful", [])
-            ]
-    if notes:
-        try:
-            noted = receiver.store.markers.note_copies(notes)
-        except Exception as exc:  # sent all the same: a redelivery would send a twin, and one runs
-            logger.warning("parked copies not noted", extra={"error": str(exc)})
-        else:
-            for note, landed in zip(notes, noted, strict=True):
-                if not landed:
-                    extra = {"message_id": note.marker.message_id}
-                    logger.info("parked marker changed meanwhile: copy not noted", extra=extra)
-    return unsent
-
-
-def _send_batches(copies: Sequence[_Pending]) -> list[list[_Pending]]:
-    """`copies` in batches SQS takes: at most ten messages, and `MESSAGE_MAX_BYTES` in all."""
-    batches: list[list[_Pending]] = []
-    size = 0
-    for copy in copies:
-        body, attributes = copy[1]
-        length = message_bytes(body, attributes)
-        if not batches or len(batches[-1]) == 10 or size + length > MESSAGE_MAX_BYTES:
-            batches.append([])
-            size = 0
-        batches[-1].append(copy)
-        size += length
-    return batches
 
 
 def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, deadline: float = math.inf) -> int:

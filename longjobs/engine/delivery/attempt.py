@@ -1,6 +1,6 @@
 """The AWS effects of the receiver's actions on one attempt (`longjobs.engine.delivery.decision` decides
 which): take the lease with its holds, hide the message, start or resume the execution, hold it in place
-for its job id, or send the message to the DLQ (a copy sent back to wait for its job id is `requeue`'s).
+for its job id, or send the message to the DLQ (a copy sent back to wait for its job id is `copies`'s).
 Admission's in-place start (`longjobs.engine.admission.admit`) uses the same steps.
 
 Holds that are taken together are taken in one DynamoDB transaction with the lease's write

@@ -115,7 +115,7 @@ class Reading:
     parked_copy: bool = False
     """A copy received from a waiting queue that names the message it was parked from."""
     requeued_copy: bool = False
-    """A copy received from the jobs queue that names the message it was sent back from (`requeue`)."""
+    """A copy received from the jobs queue that names the message it was sent back from (`copies`)."""
     room_for_copy: bool = True
     """The message's attributes leave room for a requeued copy's (else it waits for its job id in place)."""
     hold_spent: bool = False

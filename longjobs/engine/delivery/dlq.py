@@ -28,7 +28,7 @@ STARTS_REFUSED = "StartsRefused"
 """DLQ reason of a message whose executions Step Functions kept refusing to start (`max_refused_starts`)."""
 CLAIM_UNKNOWN = "ClaimUnknown"
 """DLQ reason of a parked or requeued copy whose run another copy claimed so long ago that whether it ran
-can no longer be told (`longjobs.engine.delivery.requeue.claim_answer`): kept for an operator, never run
+can no longer be told (`longjobs.engine.delivery.copies.claim_answer`): kept for an operator, never run
 twice."""
 JOB_ID_BUSY = "JobIdBusy"
 """DLQ reason of a message that waited in place for its job id (FIFO, or no room for a copy's attribute)

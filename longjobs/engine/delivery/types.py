@@ -180,7 +180,7 @@ class Carried:
     that runs (a repeated park makes twins)."""
     requeued_from: str | None = None
     """The message id of the message this copy was sent back from to wait for its job id: its REQUEUED
-    marker names the one copy that runs (`longjobs.engine.delivery.requeue`)."""
+    marker names the one copy that runs (`longjobs.engine.delivery.copies`)."""
     job_waits: int = 0
     """How many times the message waited for its job id."""
     refused_starts: int = 0

@@ -220,7 +220,7 @@ class Markers:
 
     def take_over_claim(self, marker: Lease, copy_id: str, *, now: float, order: float | None = None) -> bool:
         """Give the run of a PARKED or REQUEUED marker to `copy_id`, away from a claimant that lost it
-        (`longjobs.engine.delivery.requeue.claim_answer` judges that), or claim it again for its claimant
+        (`longjobs.engine.delivery.copies.claim_answer` judges that), or claim it again for its claimant
         (a fence before parking it in place), conditional on the marker as read: False when it changed
         meanwhile (its claimant came back, another copy took it over, a cancel)."""
         return self._claim_write(marker.message_id, copy_id, marker.status, now=now, order=order, over=marker)

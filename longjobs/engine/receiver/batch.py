@@ -2,7 +2,7 @@
 mapping's, up to 10). What they read first, they read ahead in one request
 (`longjobs.engine.delivery.read_ahead`); the copies their parkings send, they send together at the
 batch's end, ten to a request, and note on their markers in one transaction
-(`longjobs.engine.admission.parking.send_pending_copies`).
+(`longjobs.engine.delivery.copies.send_pending_copies`).
 
 A parked record's copy is sent after the batch's other records were handled, and its record is
 acknowledged only when it was sent: until then the record is as one whose receive died after its marker
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from longjobs.engine.admission.parking import send_pending_copies
+from longjobs.engine.delivery.copies import send_pending_copies
 from longjobs.engine.delivery.read_ahead import read_ahead
 from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.lease import Lease

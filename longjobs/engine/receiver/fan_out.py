@@ -7,7 +7,7 @@ fail (the record is then reported failed and comes back); and S3 itself delivers
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventNotifications.html, "designed to be
 delivered at least once"), as a new message. SendMessage is not idempotent, so each of these would send
 every job again. The fan-out therefore makes its job messages the way the receiver makes a requeued copy
-(`longjobs.engine.delivery.requeue`):
+(`longjobs.engine.delivery.copies`):
 
 1. a REQUEUED marker per marker object is written first, all in conditional writes that create it only
    where none exists (`Markers.create`). Its key is derived from the object creation
@@ -22,7 +22,7 @@ every job again. The fan-out therefore makes its job messages the way the receiv
 A notification handled again sends only the job messages of markers that have no copy noted or claimed;
 a cancelled marker sends none. A copy sent twice (a send answered 5xx after it landed, a death before the
 notes, two receivers handling the notification at once) is a twin: the first copy received claims the
-marker and runs, any other is acknowledged (`requeue.claim_copy`, the same claim a requeued copy makes).
+marker and runs, any other is acknowledged (`copies.claim_copy`, the same claim a requeued copy makes).
 
 Cost per notification of N markers, handled once: one `TransactWriteItems` per 100 markers (or one
 `PutItem` for a single marker), one `SendMessageBatch` per 10, one `TransactWriteItems` per 100 notes;

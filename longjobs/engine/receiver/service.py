@@ -21,7 +21,7 @@ starts a second execution while the first runs, and never releases a message who
   it is sent back to the queue with a delay (doubling with each wait, counted in its `LongJobsAdmission`
   attribute) and this receive is acknowledged, so waiting uses none of the message's receives before
   the queue's redrive; the marker names the one copy that runs, however often the copy was sent
-  (`longjobs.engine.delivery.requeue`). On a FIFO queue a copy would go to the back of its message group
+  (`longjobs.engine.delivery.copies`). On a FIFO queue a copy would go to the back of its message group
   and SQS refuses a per-message delay, so the message holds its group instead: it is hidden for the
   wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
   whose attributes leave no room for a copy's).
@@ -63,12 +63,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from longjobs.engine.admission import line, parking
+from longjobs.engine.admission import line
 from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import note_dead_lettered
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
-from longjobs.engine.delivery import attempt, requeue
+from longjobs.engine.delivery import attempt, copies
 from longjobs.engine.delivery.decision import Action, Limits, Reading, SlotState, decide
 from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.delivery.models import BadInput, Job, parse_delivery
@@ -247,7 +247,7 @@ class _Pass:
 
 def _claim_copy(step: _Pass) -> Reading:
     receiver, delivery, reading = step.receiver, step.delivery, step.reading
-    claim = (requeue.claim_copy if reading.requeued_copy else parking.claim_copy)(receiver, delivery)
+    claim = copies.claim_copy(receiver, delivery)
     step.found.cancelled_marker = claim.cancelled
     undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
     return replace(
@@ -312,11 +312,11 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         receive_count=delivery.receive_count,
         receipt_handle=delivery.receipt_handle,
         lease=lease,
-        parked_copy=parking.is_parked_copy(receiver, delivery),
-        requeued_copy=requeue.is_requeued_copy(receiver, delivery),
-        room_for_copy=requeue.has_room(delivery, history),
+        parked_copy=copies.is_parked_copy(receiver, delivery),
+        requeued_copy=copies.is_requeued_copy(receiver, delivery),
+        room_for_copy=copies.has_room(delivery, history),
         hold_spent=attempt.hold_spent(receiver, delivery),
-        marker_live=lease is not None and parking.is_live_marker(receiver, lease),
+        marker_live=lease is not None and copies.is_live_marker(receiver, lease),
         attempts=len(history),
         refused_starts=delivery.refused_starts(lease),
         cancel_undelivered=lease is not None and needs_dead_letter(lease),
@@ -358,10 +358,7 @@ def _duplicate(step: _Pass) -> Outcome:
 
 
 def _send_copy(step: _Pass) -> Outcome | None:
-    lease = step.held
-    if lease.status is LeaseStatus.REQUEUED:
-        return requeue.send_requeued_copy(step.receiver, step.delivery, lease)
-    return parking.send_parked_copy(step.receiver, step.delivery, lease)
+    return copies.send_copy_again(step.receiver, step.delivery, step.held)
 
 
 def _acknowledged(action: Action, outcome: Outcome) -> Callable[[_Pass], Outcome]:
@@ -456,7 +453,7 @@ def _lock(step: _Pass) -> Lock:
 
 
 def _wait_for_job(step: _Pass) -> Outcome | None:
-    return requeue.wait_for_job(
+    return copies.wait_for_job(
         step.receiver, step.delivery, step.job, _lock(step), replacing=step.lease, history=step.history
     )
 
