@@ -10,7 +10,6 @@ the one-line command that replays each.
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing
 import os
 import time
@@ -21,9 +20,10 @@ from functools import cache
 from typing import Any
 
 from longjobs.sim.coverage import never_reached
+from longjobs.sim.deployer import rendered_definition
 from longjobs.sim.faults import FaultPlan
 from longjobs.sim.planted import planted
-from longjobs.sim.workload import CATALOG_JSON, SPARK_HEARTBEAT_S, draw
+from longjobs.sim.workload import CATALOG_JSON, draw
 
 FAULT_WINDOW_S = 2 * 3_600  # faults stop this long after the start: the rest is the quiet period
 
@@ -39,10 +39,8 @@ def deployed_workflow() -> DeployedWorkflow:
     """The workflow as the stack deploys it: rendered by the construct's code (seconds: it loads the CDK),
     with the sim's catalog, and the state machine's timeout."""
     from longjobs.construct.constants import STATE_MACHINE_TIMEOUT
-    from longjobs.offline.resources import workflow_definition
 
-    definition = json.loads(workflow_definition(SPARK_HEARTBEAT_S, CATALOG_JSON, emr_serverless=True))
-    return DeployedWorkflow(definition, float(STATE_MACHINE_TIMEOUT.to_seconds()))
+    return DeployedWorkflow(rendered_definition(CATALOG_JSON), float(STATE_MACHINE_TIMEOUT.to_seconds()))
 
 
 _WORKFLOW: DeployedWorkflow | None = None

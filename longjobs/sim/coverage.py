@@ -120,6 +120,7 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
         names += list(EMR_SERVERLESS) + list(OPERATOR) + list(REDRIVES)
     if profile == "mixed":  # every change meets the jobs it acts on
         names += [f"sim:deployed:{change}" for change in DEPLOY_CHANGES]
+        names += ["sim:deployed:type_added", "sim:definition:older_execution_ended"]
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

@@ -198,6 +198,7 @@ class Executions:
         self.after_success = str(job_step["Next"])  # the states after the job's end, as the definition says
         self.after_job = {self.after_success, *(str(catch["Next"]) for catch in job_step.get("Catch", []))}
         self.groups: dict[str, Group] = {}  # execution ARN -> its actor's group
+        self.definition_since: float | None = None  # when a deploy gave new starts a new definition
         self.running = 0  # executions running now
 
     # -- executions -------------------------------------------------------------
@@ -210,14 +211,20 @@ class Executions:
         self.trace.event("stepfunctions", "execution_started", execution=execution.name, job_id=job_id)
         self.monitor.execution_started(execution.name)
         self.monitor.reach("execution_started")
-        self.scheduler.spawn(lambda: self._execute(execution), group=group)
+        interpreter = self.interpreter  # Step Functions runs an execution on the definition it started with
+        self.scheduler.spawn(lambda: self._execute(execution, interpreter), group=group)
         self.scheduler.call_at(self.scheduler.now() + self.execution_timeout_s, lambda: self._time_out(execution))
 
-    def _execute(self, execution: Execution) -> None:
+    def deploy_definition(self, definition: dict[str, Any]) -> None:
+        """A deploy updated the state machine: executions started from now on run `definition`."""
+        self.interpreter = Interpreter(definition, Integrations(self), self.scheduler)
+        self.definition_since = self.scheduler.now()
+
+    def _execute(self, execution: Execution, interpreter: Interpreter) -> None:
         context = ExecutionContext(
             execution.arn, execution.started, on_enter=lambda name: self._entered(execution, name)
         )
-        outcome = self.interpreter.run(execution.input, context, random.Random(f"{execution.arn}:{self.seed}"))
+        outcome = interpreter.run(execution.input, context, random.Random(f"{execution.arn}:{self.seed}"))
         self.groups.pop(execution.arn, None)  # it ends by itself: nothing to kill
         for visit in context.visits:
             if visit.startswith(("catch:", "retry:")):
@@ -268,6 +275,8 @@ class Executions:
         self.running -= 1
         self.emr.execution_ended(execution.arn)
         self.trace.event("stepfunctions", "execution_ended", execution=execution.name, status=execution.status)
+        if self.definition_since is not None and execution.started < self.definition_since:
+            self.monitor.reach("sim:definition:older_execution_ended")  # it ran on its own definition
         if execution.arn in self.monitor.running:
             self._job_ended(execution, succeeded=False)
         if execution.status == "SUCCEEDED":

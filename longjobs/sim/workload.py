@@ -82,6 +82,27 @@ PARTITION_BUCKET = "raw-bucket"
 PARTITION_SECONDS = 120
 """The wait each partition's job runs (the simulation's trigger: `_SUCCESS` markers under `parts/`)."""
 CATALOG_JSON = json.dumps(CATALOG, sort_keys=True)
+ADDED_TYPE = "wait-added"
+"""The job type a deploy adds during some seeds (`DEFINITION_DEPLOY_SHARE`), with the workflow it renders."""
+CATALOG_ADDED_JSON = json.dumps(
+    {
+        **CATALOG,
+        "job_types": [
+            *CATALOG["job_types"],
+            {
+                "name": ADDED_TYPE,
+                "runner": "wait",
+                "description": "A wait job of a type a deploy adds while others run (longjobs.sim.deployer).",
+                "params_schema": {
+                    "type": "object",
+                    "required": ["seconds"],
+                    "properties": {"seconds": {"type": "integer", "minimum": 0, "maximum": 43_200}},
+                },
+            },
+        ],
+    },
+    sort_keys=True,
+)
 SETTINGS: dict[str, Any] = {"max_attempts": 3}
 MAX_ATTEMPTS = 3
 SPARK_HEARTBEAT_S = 60  # the rendered definition's HeartbeatSeconds
@@ -219,6 +240,8 @@ class Workload:
     """The operator's redrives of the DLQ (`longjobs.sim.operator`)."""
     deploy: DeployPlan | None = None
     """A deploy during the seed that changes a setting or the catalog (`longjobs.sim.deployer`)."""
+    definition_deploy: DeployPlan | None = None
+    """A deploy that adds a job type, and so a new workflow definition for new starts (`type_added`)."""
     extender_reserved: bool = True
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""
@@ -273,6 +296,9 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Wo
     the workload (a corpus seed found then keeps its world: tests/sim/corpus.json)."""
     workload = _draw(seed, profile, notifications)
     workload.deploy = _deploy(seed, workload.jobs)
+    if not workload.fifo:
+        workload.definition_deploy, added = _definition_deploy(seed, len(workload.jobs))
+        workload.jobs += added
     renewal_rng = random.Random(f"workload:{seed}:max_renewal")
     if renewal_rng.random() < SHORT_CAP_SHARE:  # a hard stop below SQS's 12 h: long jobs meet it
         workload.settings["max_renewal_s"] = renewal_rng.randint(1_800, 6 * 3_600)
@@ -385,6 +411,30 @@ def _deploy(seed: int, jobs: list[JobPlan]) -> DeployPlan | None:
     needs = (LIMITED_TYPE, EMR_TYPE, "spark", None)
     changes = [change for change, need in zip(DEPLOY_CHANGES, needs, strict=True) if need is None or need in types]
     return DeployPlan(round(rng.uniform(60, 3_600), 3), rng.choice(changes))
+
+
+DEFINITION_DEPLOY_SHARE = 0.2
+
+
+def _definition_deploy(seed: int, numbered: int) -> tuple[DeployPlan | None, list[JobPlan]]:
+    """In some seeds (on a standard queue), a deploy a minute to an hour in adds a job type: the workflow's
+    definition gains its branch, new executions start on it while those begun before run on theirs. Its
+    producer sends one or two jobs of the type once it is deployed. Drawn on a stream of its own: the
+    seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:definition")
+    if rng.random() >= DEFINITION_DEPLOY_SHARE:
+        return None, []
+    at = round(rng.uniform(60, 3_600), 3)
+    jobs = [
+        JobPlan(
+            f"j{numbered + index:02d}",
+            ADDED_TYPE,
+            {"seconds": int(math.exp(rng.uniform(math.log(5), math.log(1_800))))},
+            round(at + rng.uniform(1, 600), 3),
+        )
+        for index in range(rng.randint(1, 2))
+    ]
+    return DeployPlan(at, "type_added"), jobs
 
 
 EMR_SHARE = 0.5

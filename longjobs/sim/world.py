@@ -167,6 +167,7 @@ class World:
         """What must end before the seed may (an operator's redrive to come, a move task running)."""
         aws.dynamodb.on_store = self.monitor.lease_written
         self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
+        self.unsent = len(workload.jobs)  # the producer's messages still to send (a redrive's are not its)
         self.functions = self._lambda_service()
         self.executions = Executions(
             self,
@@ -309,10 +310,10 @@ class World:
     def _start(self) -> None:
         if self.workload.upgrade_at_s is not None:
             self.scheduler.call_at(START + self.workload.upgrade_at_s, self._upgrade)
-        deploy = self.workload.deploy
-        if deploy is not None:
-            self.busy.add("deploy")  # the seed does not end before it
-            self.scheduler.call_at(START + deploy.at_s, lambda: deployer.deploy(self, deploy))
+        for deploy in (self.workload.deploy, self.workload.definition_deploy):
+            if deploy is not None:
+                self.busy.add(f"deploy:{deploy.change}")  # the seed does not end before it
+                self.scheduler.call_at(START + deploy.at_s, lambda plan=deploy: deployer.deploy(self, plan))  # type: ignore[misc]
         for job in self.workload.jobs:
             self.scheduler.call_at(START + job.send_at_s, lambda job=job: self._send(job))  # type: ignore[misc]
         self.functions.start()
@@ -343,7 +344,7 @@ class World:
         past the rest: what frees a hold after its execution ended may be the extender's next look at
         its lease (a renewal that finds the message gone, reconciliation), not yet made when the last
         message went (seed 78: reconciliation's completion died after its delete)."""
-        if len(self.job_of_message) < len(self.workload.jobs) or self.executions.running or self.busy:
+        if self.unsent or self.executions.running or self.busy:
             self.holds_wait_until = None
             return False
         now = self.scheduler.now()
@@ -397,6 +398,7 @@ class World:
         sent of each of its markers' partition jobs (the receiver fans it out into their job messages)."""
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         self.job_of_message[message_id] = job.job_id
+        self.unsent -= 1
         for key in job.job_keys:
             self.monitor.sent[key] += 1
             kind = "wait" if job.partitions else job.type

@@ -1,5 +1,10 @@
 """Deploys inside the simulation (`longjobs.sim.deployer`): a change of what the receiver accepts, or of a job's
-attempts, while jobs run, wait and retry; and the property that a DLQ copy keeps its attempts."""
+attempts, while jobs run, wait and retry; a job type added, with a new workflow definition for new starts while
+old executions run on theirs; and the property that a DLQ copy keeps its attempts.
+
+Step Functions runs an execution on the definition it started with: "executions that are already running
+continue to use the previous version" of an updated state machine (UpdateStateMachine, Step Functions API
+reference: https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateStateMachine.html)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ import json
 import pytest
 
 from longjobs.sim.campaign import run_seed
+from longjobs.sim.executions import Executions
 from longjobs.sim.properties import Monitor, PropertyViolation
-from longjobs.sim.workload import DEPLOY_CHANGES, draw
+from longjobs.sim.workflow import Interpreter
+from longjobs.sim.workload import ADDED_TYPE, DEPLOY_CHANGES, draw
 
 REFUSED_AS = {"stricter_schema": "InvalidParameters", "type_removed": "UnknownJobType", "smaller_bodies": "TooLarge"}
 """The DLQ reason of a body the deploy makes this receiver refuse."""
@@ -65,3 +72,66 @@ def test_dlq_keeps_history_counts_the_attempts_a_copy_left_out() -> None:
     with pytest.raises(PropertyViolation, match=r"dlq_keeps_history: .* carries 0 attempt\(s\); its lease records 3"):
         monitor.dead_lettered_copy("j", reason, "d2", lease)
     monitor.dead_lettered_copy("j", {}, "m1", lease)  # SQS's redrive moved the message itself: no reason, no copy
+
+
+def _events(result: object) -> list[dict[str, object]]:
+    out = io.StringIO()
+    result.trace.write(out)  # type: ignore[attr-defined]
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _added_jobs(seed: int) -> set[str]:
+    return {job.job_id for job in draw(seed).jobs if job.type == ADDED_TYPE}
+
+
+def test_deploy_of_a_type_runs_old_executions_on_their_definition_and_new_ones_on_the_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed 0 adds a type 2,500 s in: the executions started before run on the definition they started with,
+    those started after on the new one, and the new type's jobs succeed."""
+    ran_on: dict[str, tuple[float, Interpreter]] = {}
+    deployed: dict[str, object] = {}
+    execute, deploy_definition = Executions._execute, Executions.deploy_definition
+
+    def recording(self: Executions, execution: object, interpreter: Interpreter) -> None:
+        ran_on[execution.name] = (execution.started, interpreter)  # type: ignore[attr-defined]
+        execute(self, execution, interpreter)  # type: ignore[arg-type]
+
+    def noting(self: Executions, definition: dict[str, object]) -> None:
+        deployed["before"] = self.interpreter
+        deploy_definition(self, definition)
+        deployed["after"], deployed["at"] = self.interpreter, self.scheduler.now()
+
+    monkeypatch.setattr(Executions, "_execute", recording)
+    monkeypatch.setattr(Executions, "deploy_definition", noting)
+    result = run_seed(0)
+    assert result.violation is None
+    assert result.coverage["sim:deployed:type_added"] == 1
+    at = float(deployed["at"])  # type: ignore[arg-type]
+    before = [interpreter for started, interpreter in ran_on.values() if started < at]
+    after = [interpreter for started, interpreter in ran_on.values() if started >= at]
+    assert before and all(interpreter is deployed["before"] for interpreter in before)
+    assert after and all(interpreter is deployed["after"] for interpreter in after)
+    succeeded = {e["job_id"] for e in _events(result) if e.get("event") == "job_ended" and e.get("succeeded")}
+    assert _added_jobs(0) <= succeeded
+
+
+def test_deploy_of_a_type_without_its_definition_fails_its_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same seed with the catalog deployed but not the definition: the new type's executions find no
+    branch for it (`UnknownJobType`), so the definition's deploy is what runs them."""
+    monkeypatch.setattr(Executions, "deploy_definition", lambda self, definition: None)
+    result = run_seed(0)
+    assert result.coverage["workflow:end:FAILED:UnknownJobType"] > 0
+    succeeded = {e["job_id"] for e in _events(result) if e.get("event") == "job_ended" and e.get("succeeded")}
+    assert not _added_jobs(0) & succeeded
+
+
+def test_deploy_of_a_type_is_drawn_on_its_own_stream_with_its_jobs_sent_after_it() -> None:
+    for seed in range(200):
+        workload = draw(seed)
+        plan, added = workload.definition_deploy, [job for job in workload.jobs if job.type == ADDED_TYPE]
+        if plan is None:
+            assert not added
+            continue
+        assert plan.change == "type_added" and not workload.fifo
+        assert added and all(job.send_at_s > plan.at_s for job in added)
