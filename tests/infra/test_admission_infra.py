@@ -161,3 +161,25 @@ def test_admission_horizon_that_leaves_a_limited_run_too_little_of_12_h_is_refus
     stack = cdk.Stack(cdk.App(), "TooLong")
     with pytest.raises(ConfigError, match=r"admission_horizon_s=21600.*lower admission_horizon_s"):
         LongJobProcessor(stack, "Jobs", engine={"admission_horizon_s": 6 * 3_600}, nag=False)
+
+
+def _waiting_queue_ids(tmp_path_factory: pytest.TempPathFactory, job_types: list[dict[str, Any]]) -> dict[str, str]:
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = cdk.Stack(app, "Admission")
+    processor = LongJobProcessor(stack, "Jobs", job_types=job_types)
+    return {
+        name: str(stack.resolve(stack.get_logical_id(queue.node.default_child)))
+        for name, queue in processor.queues.waiting.items()
+    }
+
+
+def test_admission_limited_type_added_after_the_others_keeps_their_waiting_queues(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """docs/deploy.md's safe way to add a limit: a type appended to the catalog leaves every waiting queue
+    its logical id, so CloudFormation replaces none (a replaced queue is deleted with its parked copies)."""
+    later = {**LIMITED, "name": "a-later", "max_concurrency": 3}
+    before = _waiting_queue_ids(tmp_path_factory, [LIMITED])
+    after = _waiting_queue_ids(tmp_path_factory, [LIMITED, later])
+    assert {name: after[name] for name in before} == before
+    assert after["a-later"] not in before.values()
