@@ -38,7 +38,7 @@ from typing import Any
 from longjobs.offline.scenario import ScenarioError, parse_scenario
 from longjobs.sim.faults import CRASHING_ACTORS, CallFault, FaultPlan, WorldFault
 from longjobs.sim.trace import Trace
-from longjobs.sim.workload import CATALOG, JobPlan, Workload
+from longjobs.sim.workload import ADDED_TYPE, CATALOG, JobPlan, Workload
 
 SCENARIO_MODES = {
     CallFault.THROTTLED: "throttle",
@@ -173,6 +173,9 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
     sent: dict[str, int] = {}
     by_id = workload.by_id
     for plan in workload.jobs:
+        if plan.type == ADDED_TYPE:  # a scenario's catalog has no such type: its deploy is left out too
+            left_out.append(f"{plan.job_id}: a job of the type the deploy adds ({ADDED_TYPE})")
+            continue
         sent[plan.job_id] = sent.get(plan.job_id, 0) + 1
         entries.append(Entry("job", _job(plan, sent[plan.job_id], left_out)))
     for fault in fired:
@@ -186,8 +189,9 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
         left_out.append("extender runs side by side (the scenario reserves the extender's concurrency)")
     left_out += [f"the operator's cancel of {plan.job_id} at {plan.at_s:g} s" for plan in workload.cancels]
     left_out += [f"the operator's redrive ({plan.method}) at {plan.at_s:g} s" for plan in workload.redrives]
-    if workload.deploy is not None:
-        left_out.append(f"the deploy ({workload.deploy.change}) at {workload.deploy.at_s:g} s")
+    for deploy in (workload.deploy, workload.definition_deploy):
+        if deploy is not None:
+            left_out.append(f"the deploy ({deploy.change}) at {deploy.at_s:g} s")
     return Translation(settings, seed, entries, left_out)
 
 

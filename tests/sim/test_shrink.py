@@ -20,7 +20,7 @@ from longjobs.sim.faults import CallFault, WorldFault
 from longjobs.sim.planted import PLANTS
 from longjobs.sim.properties import Monitor, PropertyViolation
 from longjobs.sim.shrink import Fired, Inexpressible, ddmin, shrink_seed, translate
-from longjobs.sim.workload import JobPlan, Workload
+from longjobs.sim.workload import ADDED_TYPE, DeployPlan, JobPlan, Workload
 
 SEEDS_TO_SEARCH = 10
 
@@ -138,3 +138,17 @@ def test_ddmin_finds_one_minimal_subset() -> None:
     needed = {3, 11, 12}
 
     assert ddmin(list(range(20)), lambda items: needed <= set(items)) == [3, 11, 12]
+
+
+def test_translate_leaves_out_a_deploy_that_adds_a_type_and_its_jobs() -> None:
+    """A scenario's catalog has no type a deploy adds, so its jobs are named left out with the deploy."""
+    workload = Workload(
+        [JobPlan("a", "wait", {"seconds": 30}, 0.0), JobPlan("b", ADDED_TYPE, {"seconds": 30}, 900.0)],
+        definition_deploy=DeployPlan(600.0, "type_added"),
+    )
+    translation = translate(7, workload, [])
+    assert [entry.value for entry in translation.entries] == [{"id": "a", "type": "wait", "seconds": 30}]
+    assert translation.left_out == [
+        f"b: a job of the type the deploy adds ({ADDED_TYPE})",
+        "the deploy (type_added) at 600 s",
+    ]
