@@ -98,7 +98,11 @@ def _success_over_cancel(patch: Patch) -> None:
         condition = request.get("ConditionExpression")
         if condition is None or " AND #status <> :cancelled" not in condition:
             return request
-        return {**request, "ConditionExpression": condition.replace(" AND #status <> :cancelled", "")}
+        # the value goes with its clause: DynamoDB refuses a request with an unused value, and that error,
+        # not the weakened condition, would then be what the campaign sees
+        values = {name: value for name, value in request["ExpressionAttributeValues"].items() if name != ":cancelled"}
+        condition = condition.replace(" AND #status <> :cancelled", "")
+        return {**request, "ConditionExpression": condition, "ExpressionAttributeValues": values}
 
     update, transact = FakeDynamoDb.update_item, FakeDynamoDb.transact_write_items
 
@@ -211,13 +215,13 @@ class Plant:
 
 
 PLANTS: dict[str, Plant] = {
-    "lease_fence": Plant(_no_lease_fence, "once_per_message"),
+    "lease_fence": Plant(_no_lease_fence, "cancelled_never_succeeds"),
     "job_lock": Plant(_no_job_lock, "single_execution_per_job"),
     "cap_handling": Plant(_no_stop_at_cap, "held_while_running"),
     "handle_check": Plant(_no_handle_check, "stopped_as_read"),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
     "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
-    "success_over_cancel": Plant(_success_over_cancel, "nothing_lost"),
+    "success_over_cancel": Plant(_success_over_cancel, "cancelled_never_succeeds"),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history"),
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap"),

@@ -44,7 +44,8 @@ coverage: a campaign reports the ones no seed reached.
 - `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
   has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
-  a redrive of the DLQ copy run it a second time. The simulation's operator (`longjobs.sim.operator`) cancels
+  a redrive of the DLQ copy run it a second time. Nor does a lease the cancel marked become SUCCEEDED: the
+  mark is final, whoever writes next. The simulation's operator (`longjobs.sim.operator`) cancels
   running jobs, some cancels cut short at one of their steps; `tests/functional/test_cancel_cut_short.py`
   drives it on moto.
 - `refused_start_returns`: a message whose start Step Functions refused, and that the receiver gave back
@@ -191,6 +192,7 @@ class Monitor:
     cap_slack_s: float = float("inf")  # how long past its hard stop a job may run: the extender's reach to stop it
     cap_early_s: float = float("inf")  # how long before its hard stop an attempt may be capped (a chunk refused)
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
+    cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
     # message id -> needless receives the trace explains and not yet spent (`needless_redeliveries`)
     needless_excused: Counter[str] = field(default_factory=Counter)
     needless_last: set[str] = field(default_factory=set)  # messages whose newest receive was needless
@@ -413,6 +415,7 @@ class Monitor:
     def lease_written(self, key: str, item: dict[str, Any] | None) -> None:
         if is_lock_key(key):
             return
+        self._check_cancel_final(key, item)
         self._check_attempts((item or {}).get(HISTORY_ATTR, {}).get("S"), f"the lease of {key}")
         self._check_newest_receive(key, item)
         if key in self.returns_due and RELEASE_FAILED in json.dumps((item or {}).get("last_error", {})):
@@ -422,6 +425,17 @@ class Monitor:
             return
         for arn in self.by_message[key]:
             self._check_held(self.running[arn], item, "after a write to its lease")
+
+    def _check_cancel_final(self, key: str, item: dict[str, Any] | None) -> None:
+        """`cancelled_never_succeeds`: a lease an operator's cancel marked CANCELLED never becomes SUCCEEDED (the
+        success close refuses the mark, and the cancel's finish sends the message to the DLQ as Cancelled)."""
+        status = (item or {}).get(STATUS_ATTR, {}).get("S")
+        if status == "CANCELLED":
+            self.cancel_marked.add(key)
+        elif status == "SUCCEEDED" and key in self.cancel_marked:
+            raise PropertyViolation("cancelled_never_succeeds", f"the lease of {key} went from CANCELLED to SUCCEEDED")
+        elif item is None or status == "ACTIVE":
+            self.cancel_marked.discard(key)  # a new lease of the message (after a redrive, say) starts afresh
 
     def _check_newest_receive(self, key: str, item: dict[str, Any] | None) -> None:
         """`newest_receive`: a lease never goes back to an older receive of its message than one it named."""

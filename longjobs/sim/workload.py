@@ -355,7 +355,9 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
         jobs += _emr_jobs(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
     return Workload(
-        jobs, cancels=_cancels(seed, jobs) if standard else [], redrives=_redrives(seed) if standard else []
+        jobs,
+        cancels=_cancels(seed, jobs) + _late_cancel(seed, jobs) if standard else [],
+        redrives=_redrives(seed) if standard else [],
     )
 
 
@@ -380,6 +382,24 @@ def _cancels(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
         again = round(rng.uniform(5, 120), 3) if cut is not None and rng.random() < 0.5 else None
         plans.append(CancelPlan(job.job_id, at, cut, again))
     return plans
+
+
+LATE_CANCEL_SHARE = 0.15
+
+
+def _late_cancel(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
+    """In some seeds, an operator cancels a wait job in about its last half minute, and the cancel is cut
+    short after its mark: the job may succeed while its lease is CANCELLED, before the extender finishes
+    the cancel, so the workflow's success close meets the mark (and must refuse it). Drawn on a stream of
+    its own: the seeds without one keep the jobs they had."""
+    rng = random.Random(f"workload:{seed}:late-cancel")
+    if rng.random() >= LATE_CANCEL_SHARE:
+        return []
+    candidates = [job for job in jobs if job.type == "wait" and not job.poison and job.duration_s >= 60]
+    if not candidates:
+        return []
+    job = rng.choice(candidates)
+    return [CancelPlan(job.job_id, round(job.send_at_s + job.duration_s - rng.uniform(0, 30), 3), "update_item")]
 
 
 REDRIVE_SHARE = 0.5
