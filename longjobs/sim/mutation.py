@@ -223,8 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = parser.parse_args(argv)
+    if args.seeds < 1 or args.discover < 1 or args.workers < 1:
+        parser.error("--seeds, --discover and --workers take a number of at least 1")
     began = time.monotonic()
     sites = [site for site in discover(args.discover) if args.only is None or args.only in site]
+    if not sites:
+        parser.error(f"no condition the first {args.discover} seeds evaluate contains {args.only!r}")
     verdicts = []
     for mutant in mutants(sites):
         verdicts.append(judge(mutant, args.seeds, args.workers))

@@ -64,3 +64,19 @@ def test_mutation_of_the_lease_creation_is_killed_by_the_campaign() -> None:
     with applied(Mutant("attribute_not_exists(#pk)", 0)):
         result = run_seed(8, keep_calls=False)
     assert result.violation is not None and result.violation.property == "once_per_message"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [(["--seeds", "0"], "at least 1"), (["--discover", "1", "--only", "no such clause"], "'no such clause'")],
+    ids=["no-seeds", "no-site"],
+)
+def test_mutation_command_refuses_what_it_cannot_run(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from longjobs.sim.mutation import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
