@@ -231,7 +231,7 @@ class Executions:
                 self.monitor.reach(f"workflow:{visit}")
             if visit.startswith(f"catch:{CLOSE_READ}->"):
                 # the success's close could not read its lease: it leaves the message to a redelivery
-                self.monitor.may_show_again(str(execution.input["message_id"]))
+                self.monitor.needless.may_show_again(str(execution.input["message_id"]))
         self.monitor.reach(f"workflow:end:{outcome.status}:{outcome.error}")
         if execution.status == "RUNNING":
             self.aws.stepfunctions.end(execution, outcome.status, outcome.error, outcome.cause)

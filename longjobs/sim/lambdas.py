@@ -222,7 +222,7 @@ class LambdaService:
         self._arm_timeout(group, self.settings.receiver_timeout_s, "receiver")
         completed = scheduler.wait_for(finished)
         if not completed:
-            self.monitor.handling_died([message["MessageId"] for message in messages])
+            self.monitor.needless.handling_died([message["MessageId"] for message in messages])
         return done if completed else []
 
     def _arm_timeout(self, group: Group, timeout_s: float, actor: str) -> None:

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,10 +194,10 @@ class Monitor:
     cap_early_s: float = float("inf")  # how long before its hard stop an attempt may be capped (a chunk refused)
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
     cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
-    # message id -> needless receives the trace explains and not yet spent (`needless_redeliveries`)
-    needless_excused: Counter[str] = field(default_factory=Counter)
-    needless_last: set[str] = field(default_factory=set)  # messages whose newest receive was needless
-    needless_unhandled: set[str] = field(default_factory=set)  # ... and its handling reached no outcome yet
+    needless: NeedlessRedeliveries = field(init=False)  # `needless_redeliveries`' own evidence
+
+    def __post_init__(self) -> None:
+        self.needless = NeedlessRedeliveries(self.coverage, lambda: self.excuse_lapses)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -330,54 +331,10 @@ class Monitor:
             "no_lapse", f"message {message_id} was received again while {sorted(self.by_message[message_id])} runs"
         )
 
-    def redelivered_after_success(self, message_id: str, *, close_under_way: bool, duplicate: bool) -> None:
-        """`needless_redeliveries`: a receive of `message_id` whose lease is SUCCEEDED (its job is done) has
-        a cause the trace shows. `close_under_way`: the execution that marked it still runs (its delete
-        comes next); `duplicate`: SQS's injected second delivery of it."""
-        unhandled = message_id in self.needless_unhandled  # the last such receive's handling reached no outcome
-        self.needless_last.add(message_id)
-        self.needless_unhandled.add(message_id)
-        self.reach("needless_redelivery")
-        causes = {
-            "close_under_way": close_under_way,
-            "duplicate": duplicate,
-            "unhandled": unhandled,
-            "excused_lapse": self.excuse_lapses,
-        }
-        for cause, holds in causes.items():
-            if holds:
-                self.reach(f"needless_redelivery:{cause}")
-                return
-        if self.needless_excused[message_id] <= 0:
-            raise PropertyViolation(
-                "needless_redeliveries",
-                f"message {message_id} was received again after its job succeeded, with no delete of it tried, "
-                "no close that left it, no duplicate delivery and no failed handling of an earlier such receive",
-            )
-        self.reach("needless_redelivery:delete_tried")
-        self.needless_excused[message_id] -= 1
-
-    def received_needed(self, message_id: str) -> None:
-        """A receive of `message_id` whose lease is not SUCCEEDED."""
-        self.needless_last.discard(message_id)
-        self.needless_unhandled.discard(message_id)
-
-    def may_show_again(self, message_id: str) -> None:
-        """The processor tried to delete `message_id` (whatever came of it), or a success close that could not
-        read its lease left it to a redelivery: it may be received once more after its job succeeded."""
-        self.needless_excused[message_id] += 1
-
-    def handling_died(self, message_ids: list[str]) -> None:
-        """A receiver invocation died or timed out on these records: the event source mapping deleted none."""
-        for message_id in message_ids:
-            if message_id in self.needless_last:
-                self.needless_excused[message_id] += 1
-                self.reach("needless_redelivery:handling_died")
-
     def handled(self, message_id: str) -> None:
         """The receiver decided a receive of `message_id` (its outcome): an excused receive's echo is over."""
         self.echo_pending.discard(message_id)
-        self.needless_unhandled.discard(message_id)
+        self.needless.handled(message_id)
 
     def start_refused(self, message_id: str, *, due: float) -> None:
         """The receiver gave back a message whose start was refused: it must be received again by `due`."""
@@ -585,6 +542,65 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+@dataclass
+class NeedlessRedeliveries:
+    """`needless_redeliveries`' evidence: the receives of a message after its job succeeded that the trace
+    explains, not yet spent, and whether the newest such receive was handled."""
+
+    coverage: Counter[str]
+    lapses_excused: Callable[[], bool]
+    excused: Counter[str] = field(default_factory=Counter)  # message id -> needless receives explained, unspent
+    last: set[str] = field(default_factory=set)  # messages whose newest receive was needless
+    unhandled: set[str] = field(default_factory=set)  # ... and its handling reached no outcome yet
+
+    def redelivered_after_success(self, message_id: str, *, close_under_way: bool, duplicate: bool) -> None:
+        """`needless_redeliveries`: a receive of `message_id` whose lease is SUCCEEDED (its job is done) has
+        a cause the trace shows. `close_under_way`: the execution that marked it still runs (its delete
+        comes next); `duplicate`: SQS's injected second delivery of it."""
+        unhandled = message_id in self.unhandled  # the last such receive's handling reached no outcome
+        self.last.add(message_id)
+        self.unhandled.add(message_id)
+        self.coverage["needless_redelivery"] += 1
+        causes = {
+            "close_under_way": close_under_way,
+            "duplicate": duplicate,
+            "unhandled": unhandled,
+            "excused_lapse": self.lapses_excused(),
+        }
+        for cause, holds in causes.items():
+            if holds:
+                self.coverage[f"needless_redelivery:{cause}"] += 1
+                return
+        if self.excused[message_id] <= 0:
+            raise PropertyViolation(
+                "needless_redeliveries",
+                f"message {message_id} was received again after its job succeeded, with no delete of it tried, "
+                "no close that left it, no duplicate delivery and no failed handling of an earlier such receive",
+            )
+        self.coverage["needless_redelivery:delete_tried"] += 1
+        self.excused[message_id] -= 1
+
+    def received_needed(self, message_id: str) -> None:
+        """A receive of `message_id` whose lease is not SUCCEEDED."""
+        self.last.discard(message_id)
+        self.unhandled.discard(message_id)
+
+    def may_show_again(self, message_id: str) -> None:
+        """The processor tried to delete `message_id` (whatever came of it), or a success close that could not
+        read its lease left it to a redelivery: it may be received once more after its job succeeded."""
+        self.excused[message_id] += 1
+
+    def handling_died(self, message_ids: list[str]) -> None:
+        """A receiver invocation died or timed out on these records: the event source mapping deleted none."""
+        for message_id in message_ids:
+            if message_id in self.last:
+                self.excused[message_id] += 1
+                self.coverage["needless_redelivery:handling_died"] += 1
+
+    def handled(self, message_id: str) -> None:
+        self.unhandled.discard(message_id)
 
 
 def _attempts(history: str | None) -> int:

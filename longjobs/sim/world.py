@@ -204,11 +204,14 @@ class World:
                 self.monitor.reach(f"fault:{fault.value}:{service}.{operation}")
             if service == "sqs" and operation in ("delete_message", "delete_message_batch"):
                 for entry in params.get("Entries") or [params]:
-                    self.monitor.may_show_again(str(entry["ReceiptHandle"]).partition("#")[0])
+                    self.monitor.needless.may_show_again(str(entry["ReceiptHandle"]).partition("#")[0])
             if actor == "extender" and operation == "stop_execution":
                 arn = params["executionArn"]
                 self.monitor.extender_stops(
-                    self._invocation(), arn, message_deleted=self._message_deleted(arn), held=self._held(arn)
+                    self._invocation(),
+                    arn,
+                    message_deleted=_message_deleted(self.aws, arn),
+                    held=_held(self.aws, self.scheduler.now(), arn),
                 )
 
         def answered(operation: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
@@ -233,25 +236,6 @@ class World:
             max_attempts=1 if actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
             socket_timeouts=actor != "workflow",
         )
-
-    def _message_deleted(self, execution_arn: str) -> bool:
-        """Whether the message an execution runs for is gone from its queue: deleted (or moved to the DLQ)."""
-        execution = self.aws.stepfunctions.executions.get(execution_arn)
-        if execution is None:
-            return False
-        queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
-        return queue is not None and str(execution.input.get("message_id", "")) in queue.gone
-
-    def _held(self, execution_arn: str) -> tuple[str, float, float] | None:
-        """The receive that hides the message an execution runs for: its handle, when SQS's 12 h limit ends
-        it, and now; None when the message is not in flight."""
-        execution = self.aws.stepfunctions.executions.get(execution_arn)
-        queue = self.aws.sqs.queues.get(str(execution.input.get("queue_url", ""))) if execution else None
-        message = queue.messages.get(str(execution.input.get("message_id", ""))) if queue and execution else None
-        now = self.scheduler.now()
-        if message is None or message.deleted or message.handle is None or message.visible_at <= now:
-            return None
-        return message.handle, message.received_at + SQS_MAX_VISIBILITY_S, now
 
     def _invocation(self) -> str:
         """The invocation the current actor belongs to (its group's name)."""
@@ -420,7 +404,7 @@ class World:
             hold_ends=hold_ends,
         )
         if queue is self.queue:
-            self._judge_needless(message, lease)
+            _judge_needless(self.aws, self.monitor, message, lease)
         self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends)
         if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
             # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
@@ -431,18 +415,6 @@ class World:
             # the same, hours into the job's run: a redelivery that adopts the running attempt late
             at = now + self.late_duplicates.uniform(600, 12 * 3_600)
             self.scheduler.call_at(at, lambda: self._deliver_again(queue, message.message_id))
-
-    def _judge_needless(self, message: Message, lease: dict[str, Any]) -> None:
-        """`needless_redeliveries`: a receive of a message whose job is done, with its cause."""
-        if lease.get(STATUS_ATTR, {}).get("S") != "SUCCEEDED":
-            self.monitor.received_needed(message.message_id)
-            return
-        execution = self.aws.stepfunctions.executions.get(lease.get(EXECUTION_ATTR, {}).get("S", ""))
-        self.monitor.redelivered_after_success(
-            message.message_id,
-            close_under_way=execution is not None and execution.status == "RUNNING",
-            duplicate=message.message_id in self.monitor.duplicates,
-        )
 
     def _deliver_again(self, queue: FakeQueue, message_id: str) -> None:
         """SQS hands a message in flight out again (at-least-once), if it is still on its queue."""
@@ -493,6 +465,39 @@ class World:
         for key in self.keys_of(message):
             self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id, history)
             self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=key, reason=reason)
+
+
+def _message_deleted(aws: FakeAws, execution_arn: str) -> bool:
+    """Whether the message an execution runs for is gone from its queue: deleted (or moved to the DLQ)."""
+    execution = aws.stepfunctions.executions.get(execution_arn)
+    if execution is None:
+        return False
+    queue = aws.sqs.queues.get(str(execution.input.get("queue_url", "")))
+    return queue is not None and str(execution.input.get("message_id", "")) in queue.gone
+
+
+def _held(aws: FakeAws, now: float, execution_arn: str) -> tuple[str, float, float] | None:
+    """The receive that hides the message an execution runs for: its handle, when SQS's 12 h limit ends
+    it, and now; None when the message is not in flight."""
+    execution = aws.stepfunctions.executions.get(execution_arn)
+    queue = aws.sqs.queues.get(str(execution.input.get("queue_url", ""))) if execution else None
+    message = queue.messages.get(str(execution.input.get("message_id", ""))) if queue and execution else None
+    if message is None or message.deleted or message.handle is None or message.visible_at <= now:
+        return None
+    return message.handle, message.received_at + SQS_MAX_VISIBILITY_S, now
+
+
+def _judge_needless(aws: FakeAws, monitor: Monitor, message: Message, lease: dict[str, Any]) -> None:
+    """`needless_redeliveries`: a receive of a message whose job is done, with its cause."""
+    if lease.get(STATUS_ATTR, {}).get("S") != "SUCCEEDED":
+        monitor.needless.received_needed(message.message_id)
+        return
+    execution = aws.stepfunctions.executions.get(lease.get(EXECUTION_ATTR, {}).get("S", ""))
+    monitor.needless.redelivered_after_success(
+        message.message_id,
+        close_under_way=execution is not None and execution.status == "RUNNING",
+        duplicate=message.message_id in monitor.duplicates,
+    )
 
 
 def _groups(workload: Workload) -> dict[str, list[str]]:

@@ -18,17 +18,17 @@ MESSAGE = "m-1"
 def test_needless_redeliveries_refuses_a_receive_after_success_with_no_cause() -> None:
     watched = Monitor(limits={})
     with pytest.raises(PropertyViolation, match="needless_redeliveries") as raised:
-        watched.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+        watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
     assert "no delete of it tried" in raised.value.detail
 
 
 def test_needless_redeliveries_allows_one_receive_per_delete_tried() -> None:
     watched = Monitor(limits={})
-    watched.may_show_again(MESSAGE)
-    watched.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+    watched.needless.may_show_again(MESSAGE)
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
     watched.handled(MESSAGE)  # its handling decided: acknowledged, the mapping deletes it
     with pytest.raises(PropertyViolation, match="needless_redeliveries"):
-        watched.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+        watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
 
 
 @pytest.mark.parametrize("how", ["died", "no-outcome"])
@@ -36,19 +36,19 @@ def test_needless_redeliveries_allows_the_receive_after_a_failed_handling(how: s
     """A needless receive whose invocation died (the mapping deleted nothing), or whose handling raised
     before an outcome (a read failed), leaves the message to show again."""
     watched = Monitor(limits={})
-    watched.may_show_again(MESSAGE)
-    watched.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+    watched.needless.may_show_again(MESSAGE)
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
     if how == "died":
         watched.handled(MESSAGE)
-        watched.handling_died([MESSAGE])
-    watched.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+        watched.needless.handling_died([MESSAGE])
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
     assert watched.coverage[f"needless_redelivery:{'handling_died' if how == 'died' else 'unhandled'}"] == 1
 
 
 @pytest.mark.parametrize("cause", ["close_under_way", "duplicate"])
 def test_needless_redeliveries_allows_a_close_under_way_and_a_duplicate(cause: str) -> None:
     watched = Monitor(limits={})
-    watched.redelivered_after_success(
+    watched.needless.redelivered_after_success(
         MESSAGE, close_under_way=cause == "close_under_way", duplicate=cause == "duplicate"
     )
     assert watched.coverage[f"needless_redelivery:{cause}"] == 1
