@@ -103,23 +103,34 @@ class Verdict:
 
 
 @contextmanager
+def _checking(rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[None]:
+    """Every condition the simulated DynamoDB evaluates passes through `rewrite` first, until the block ends."""
+    check = FakeDynamoDb._check
+
+    def rewritten(self: FakeDynamoDb, operation: str, item: Any, request: Any) -> bool:
+        return check(self, operation, item, rewrite(request))
+
+    FakeDynamoDb._check = rewritten  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FakeDynamoDb._check = check  # type: ignore[method-assign]
+
+
+@contextmanager
 def applied(mutant: Mutant | None) -> Iterator[None]:
     """The mutant's condition in place of its site's, in this process, until the block ends."""
     if mutant is None:
         yield
         return
-    check = FakeDynamoDb._check
 
-    def mutated(self: FakeDynamoDb, operation: str, item: Any, request: Any) -> bool:
-        if request.get("ConditionExpression") == mutant.site:
-            request = {**request, "ConditionExpression": mutant.condition}
-        return check(self, operation, item, request)
+    def weakened(request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("ConditionExpression") != mutant.site:
+            return request
+        return {**request, "ConditionExpression": mutant.condition}
 
-    FakeDynamoDb._check = mutated  # type: ignore[method-assign]
-    try:
+    with _checking(weakened):
         yield
-    finally:
-        FakeDynamoDb._check = check  # type: ignore[method-assign]
 
 
 def discover(seeds: int) -> list[str]:
@@ -127,20 +138,16 @@ def discover(seeds: int) -> list[str]:
     from longjobs.sim.campaign import run_seed
 
     seen: dict[str, int] = {}
-    check = FakeDynamoDb._check
 
-    def recording(self: FakeDynamoDb, operation: str, item: Any, request: Any) -> bool:
+    def noted(request: dict[str, Any]) -> dict[str, Any]:
         condition = request.get("ConditionExpression")
         if condition:
             seen[condition] = seen.get(condition, 0) + 1
-        return check(self, operation, item, request)
+        return request
 
-    FakeDynamoDb._check = recording  # type: ignore[method-assign]
-    try:
+    with _checking(noted):
         for seed in range(seeds):
             run_seed(seed, keep_calls=False)
-    finally:
-        FakeDynamoDb._check = check  # type: ignore[method-assign]
     return sorted(seen, key=lambda condition: (-seen[condition], condition))
 
 
