@@ -164,15 +164,12 @@ def decide(reading: Reading, limits: Limits) -> Action:
         return _new_attempt(reading, limits)
     if lease.status is LeaseStatus.REQUEUED or (reading.marker_live and lease.status is LeaseStatus.PARKED):
         return Action.DUPLICATE if lease.copy_id or lease.claimed_by else Action.SEND_COPY
-    ended = {
-        LeaseStatus.SUCCEEDED: Action.ALREADY_SUCCEEDED,
-        LeaseStatus.REJECTED: Action.ALREADY_DEAD_LETTERED,
-        LeaseStatus.CANCELLED: Action.ALREADY_CANCELLED,
-    }.get(lease.status)
-    if ended is Action.ALREADY_CANCELLED and reading.cancel_undelivered:
-        return Action.DEAD_LETTER_CANCELLED
-    if ended is not None:
-        return ended
+    if lease.status is LeaseStatus.SUCCEEDED:
+        return Action.ALREADY_SUCCEEDED
+    if lease.status is LeaseStatus.REJECTED:
+        return Action.ALREADY_DEAD_LETTERED
+    if lease.status is LeaseStatus.CANCELLED:
+        return Action.DEAD_LETTER_CANCELLED if reading.cancel_undelivered else Action.ALREADY_CANCELLED
     if lease.receive_count > reading.receive_count:
         return Action.STALE
     if lease.active and reading.invalid_body and lease.execution_arn:
