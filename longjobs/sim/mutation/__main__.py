@@ -1,0 +1,118 @@
+"""`python -m longjobs.sim.mutation`: every mutant of the protocol, judged by the default campaign."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from typing import Any
+
+from longjobs.sim.mutation import clauses, guards, rows
+from longjobs.sim.mutation.equivalent import argument, key
+from longjobs.sim.mutation.probes import PROBES
+from longjobs.sim.mutation.run import Mutant, Verdict, judge, reach
+
+KINDS = ("clauses", "rows", "guards")
+
+
+def probed(mutant: Mutant, verdict: Verdict) -> Verdict:
+    """The verdict with the mutant's probe run under it, if it has one: killed when the probe fails."""
+    probe = PROBES.get(key(mutant))
+    if probe is None:
+        return verdict
+    with mutant.active():
+        try:
+            probe()
+        except AssertionError:
+            return replace(verdict, killed=True, property=f"probe {probe.__name__}")
+    return verdict
+
+
+def _outcome(verdict: Verdict, argued: str | None) -> str:
+    if verdict.killed and verdict.seed is None:
+        return f"killed: {verdict.property}"
+    if verdict.killed:
+        return f"killed: {verdict.property} (seed {verdict.seed})"
+    if argued is not None:
+        return f"equivalent: {argued}"
+    return "survived" if verdict.reached else "unreached: no seed takes the change"
+
+
+def _table(judged: list[tuple[Verdict, str | None]], print_: Callable[[Any], None]) -> None:
+    from rich.table import Table
+
+    table = Table(title="Mutants of the protocol")
+    for column in ("mutant", "change", "seeds reached", "verdict", "seeds run", "wall s"):
+        table.add_column(column)
+    for verdict, argued in judged:
+        table.add_row(
+            verdict.mutant,
+            verdict.change,
+            str(verdict.reached),
+            _outcome(verdict, argued),
+            str(verdict.seeds_run),
+            f"{verdict.wall_s:g}",
+        )
+    print_(table)
+
+
+def _score(judged: list[tuple[Verdict, str | None]]) -> str:
+    killed = sum(1 for verdict, _ in judged if verdict.killed)
+    argued = sum(1 for verdict, reason in judged if not verdict.killed and reason is not None)
+    standing = len(judged) - killed - argued
+    return f"{len(judged)} mutants: {killed} killed, {argued} argued equivalent, {standing} standing"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m longjobs.sim.mutation", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=1000, help="the campaign's seeds (default 1000)")
+    parser.add_argument("--discover", type=int, default=40, help="seeds read for the conditions (default 40)")
+    parser.add_argument(
+        "--kind", action="append", choices=KINDS, help="clauses, rows or guards; repeat for several (default all)"
+    )
+    parser.add_argument("--only", help="only the mutants whose change or condition contains this")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.discover < 1 or args.workers < 1:
+        parser.error("--seeds, --discover and --workers take a number of at least 1")
+    began = time.monotonic()
+    kinds = args.kind or list(KINDS)
+    chosen: list[Mutant] = []
+    if "clauses" in kinds:
+        chosen += clauses.mutants(clauses.discover(args.discover))
+    if "rows" in kinds:
+        chosen += rows.mutants()
+    if "guards" in kinds:
+        chosen += guards.mutants()
+    if args.only is not None:
+        chosen = [m for m in chosen if args.only in m.change or args.only in getattr(m, "site", "")]
+    if not chosen:
+        parser.error(f"no mutant's change or condition contains {args.only!r}")
+    reached = reach([m for m in chosen if isinstance(m, clauses.ClauseMutant)], args.seeds, args.workers)
+    judged = []
+    for mutant in chosen:
+        verdict = judge(mutant, reached[mutant], args.workers)
+        if not verdict.killed:
+            verdict = probed(mutant, verdict)
+        judged.append((verdict, None if verdict.killed else argument(mutant)))
+        print(f"{verdict.mutant} ({verdict.change}): {_outcome(*judged[-1])}", file=sys.stderr)  # minutes each
+    wall_s = round(time.monotonic() - began, 1)
+    if args.json:
+        verdicts = [{**asdict(verdict), "argued": argued} for verdict, argued in judged]
+        print(json.dumps({"score": _score(judged), "verdicts": verdicts, "wall_s": wall_s}, indent=1))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        _table(judged, console.print)
+        console.print(f"{_score(judged)}; {args.seeds} seeds, {wall_s:g} s")
+    return 0 if all(verdict.killed or argued is not None for verdict, argued in judged) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

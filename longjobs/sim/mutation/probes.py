@@ -1,0 +1,94 @@
+"""Probes: small races on the simulated AWS, each one named for the mutant it reports.
+
+Some weakenings change only what a later race would meet, and the campaign's workload makes that race
+rarely or never. A probe makes it directly, with the engine's own store on the simulated table and a fake
+clock, and fails (`AssertionError`) when the protocol is weakened. Each passes on the real protocol; the
+mutation command runs a mutant's probe when the campaign did not report it, and the tests hold every probe
+to both halves (tests/sim/test_mutation.py).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
+from longjobs.engine.lease.lock import Locks
+from longjobs.engine.lease.renewals import Renewal
+from longjobs.sim.aws import FakeAws
+
+__all__ = ["PROBES"]
+
+START = 1_700_000_000.0
+TABLE = "leases"
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:m-1"
+
+
+def _store() -> tuple[FakeClock, LeaseStore]:
+    clock = FakeClock(START)
+    aws = FakeAws(clock, random.Random(0), table=table_definition(TABLE), state_machine_arn="arn:sm")
+    return clock, LeaseStore(aws.dynamodb, TABLE, shards=1, closed_ttl_s=86_400)  # type: ignore[arg-type]
+
+
+def lock_released_once() -> None:
+    """A lock freed twice by its execution (a retried release, the workflow's and the receiver's) keeps the
+    first release's time: admission estimates a slot's next wait from how long its holder held it."""
+    clock, store = _store()
+    locks: Locks = store.locks
+    assert locks.take("job#j", holder="m-1", execution_arn=EXECUTION, now=clock.now(), hold_until=START + 3600)
+    clock.advance(600)
+    assert locks.release("job#j", EXECUTION, now=clock.now())
+    clock.advance(900)
+    assert not locks.release("job#j", EXECUTION, now=clock.now()), "a free lock was released again"
+    freed = locks.get("job#j")
+    assert freed is not None and freed.held_for_s == 600, f"the holding's duration became {freed}"
+
+
+def stale_holding_freed_once() -> None:
+    """A stale holding freed by two sweeps keeps the first one's time (as `lock_released_once`)."""
+    clock, store = _store()
+    locks: Locks = store.locks
+    assert locks.take("slot#t#0", holder="m-1", execution_arn=EXECUTION, now=clock.now(), hold_until=START + 60)
+    held = locks.get("slot#t#0")
+    assert held is not None
+    clock.advance(300)
+    assert locks.free(held, now=clock.now())
+    clock.advance(300)
+    assert not locks.free(held, now=clock.now()), "a free holding was freed again"
+    freed = locks.get("slot#t#0")
+    assert freed is not None and freed.held_for_s == 300, f"the holding's duration became {freed}"
+
+
+def renewal_recorded_once() -> None:
+    """A renewal whose write landed with its answer lost is not recorded again by its retry: the lease counts
+    one renewal, at the version the extender believes."""
+    _, store = _store()
+    lease = Lease(
+        message_id="m-1",
+        queue_url="q",
+        receipt_handle="h1",
+        receive_count=1,
+        received_at=START,
+        visible_until=START + 300,
+        renew_until=START + 43_000,
+        renew_at=START + 240,
+        execution_arn=EXECUTION,
+    )
+    assert store.create(lease)
+    renewal = Renewal(lease, sent_at=START + 240, visibility_timeout_s=600, renew_at=START + 780)
+    assert store.renewals.record(renewal) is not None
+    assert store.renewals.record(renewal) is None, "the same renewal was recorded twice"
+    stored = store.get("m-1")
+    assert stored is not None and stored.renewal_count == 1 and stored.version == lease.version + 1, stored
+    assert stored.status is LeaseStatus.ACTIVE
+
+
+PROBES: dict[str, Callable[[], None]] = {
+    "#state = :held AND #execution = :arn | without #state = :held": lock_released_once,
+    "#state = :held AND #execution = :arn AND #acquired = :acquired | without #state = :held": (
+        stale_holding_freed_once
+    ),
+    "version = :version AND #status = :status | without version = :version": renewal_recorded_once,
+}
+"""The probe of each mutant it reports, by `longjobs.sim.mutation.equivalent.key`."""
