@@ -72,10 +72,11 @@ coverage: a campaign reports the ones no seed reached.
   mapping deleted it. A success that leaves its message, or a receiver that gives a done job's message
   back, breaks it.
 - `nothing_lost` (eventually): every job either succeeded (no message of it left) or is in the DLQ with a
-  reason (a message of it there at the end: one that left the DLQ other than by a redrive is lost), and
-  no message of it both (a job sent as two messages may end one way by each; a run that ended after a
-  cancel's mark, its success refused, ends in the DLQ as Cancelled alone); nothing is left on the jobs
-  or waiting queues.
+  reason (a message of it there at the end: one that left the DLQ other than by a redrive is lost); every
+  job message the producer sent ran to success or reached the DLQ, one of a job that succeeded by
+  another message too; and no message of it both (a job sent as two messages may end one way by each; a
+  run that ended after a cancel's mark, its success refused, ends in the DLQ as Cancelled alone); nothing
+  is left on the jobs or waiting queues.
 - `settled_in_time` (eventually): every job is settled by the bound derived from the settings.
 - `holds_freed` (eventually): every job lock and slot is free once no execution runs.
 """
@@ -168,6 +169,7 @@ class Monitor:
     by_job: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     sent: Counter[str] = field(default_factory=Counter)  # job key -> messages of it the producer sent
+    sent_messages: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # job key -> their ids
     succeeded: Counter[str] = field(default_factory=Counter)  # job key -> job runs that succeeded
     done: Counter[str] = field(default_factory=Counter)  # job key -> executions of it that ended SUCCEEDED
     dead_lettered: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
@@ -513,9 +515,16 @@ class Monitor:
             done, dead = self.succeeded[key] > 0, bool(self.dead_lettered.get(key))
             if left_on_queues[key]:
                 continue  # not settled: reported below
+            unended = self.sent_messages[key] - self.succeeded_messages[key] - self.dead_messages[key]
             if not done and not in_dlq[key]:
                 where = "left the DLQ" if dead else "not in the DLQ"
                 failures.append(("nothing_lost", f"job {key}: no message left, never succeeded, {where}"))
+            elif unended:
+                # each message is a run of its own (a job sent twice runs twice): one may not vanish because
+                # the other succeeded
+                failures.append(
+                    ("nothing_lost", f"job {key}: message(s) {sorted(unended)} neither ran nor reached the DLQ")
+                )
             elif done and dead and (both := self._ended_both_ways(key)):
                 # Each message ends one way: a job sent twice may succeed by one message and be dead-lettered
                 # by the other (seed 816: that one's attempts all met an outage).

@@ -385,6 +385,8 @@ class World:
         self.unsent -= 1
         for key in job.job_keys:
             self.monitor.sent[key] += 1
+            if not job.partitions:  # a notification's jobs are the receiver's messages, not this one
+                self.monitor.sent_messages[key].add(message_id)
             kind = "wait" if job.partitions else job.type
             group = {"group": job.group} if job.group is not None else {}  # FIFO: its message group
             self.trace.event("producer", "sent", message_id=message_id, job_id=key, type=kind, **group)

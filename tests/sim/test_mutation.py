@@ -111,6 +111,22 @@ def test_mutation_row_mutant_changes_its_row_only_and_is_undone() -> None:
     )
 
 
+def test_mutation_cancelled_copy_acknowledged_without_its_dlq_copy_is_killed() -> None:
+    """A copy whose cancelled marker has no DLQ copy yet, acknowledged instead of sent to the DLQ: seed 11's job
+    j15 succeeds by its other message, so only the account of each message (`nothing_lost`) sees the
+    cancelled one vanish."""
+    mutant = next(
+        m
+        for m in rows.mutants()
+        if m.row.returns == "Action.DEAD_LETTER_CANCELLED" and m.row.index == 1 and "ALREADY_CANCELLED" in m.replacement
+    )
+    assert run_seed(11, keep_calls=False).violation is None
+    with mutant.active():
+        result = run_seed(11, keep_calls=False)
+    assert result.violation is not None and result.violation.property == "nothing_lost"
+    assert "m0000022" in result.violation.detail
+
+
 def test_mutation_rows_recorded_are_the_rows_a_seed_takes() -> None:
     """Recording notes each row returned and changes nothing: seed 0 runs as without it, and a new message's
     first receive takes the rows of a new attempt."""
