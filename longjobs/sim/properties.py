@@ -44,8 +44,9 @@ coverage: a campaign reports the ones no seed reached.
 - `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
   has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
-  a redrive of the DLQ copy run it a second time. Nor does a lease the cancel marked become SUCCEEDED: the
-  mark is final, whoever writes next. The simulation's operator (`longjobs.sim.operator`) cancels
+  a redrive of the DLQ copy run it a second time. Nor does a lease the cancel marked become SUCCEEDED, or
+  any other close of its attempt (RELEASED would give the job back to run): the mark is final, whoever
+  writes next. The simulation's operator (`longjobs.sim.operator`) cancels
   running jobs, some cancels cut short at one of their steps; `tests/functional/test_cancel_cut_short.py`
   drives it on moto.
 - `refused_start_returns`: a message whose start Step Functions refused, and that the receiver gave back
@@ -104,6 +105,8 @@ REFUSED_START_REACH_S = 30.0
 """How long past the receiver's timeout a message shown again may wait for the mapping's receive: a poller
 busy with a batch ends it within the receiver's timeout, an idle one answers its long poll at once, and
 the world's pollers receive up to 10 of the visible messages at a time."""
+ATTEMPT_CLOSES = ("SUCCEEDED", "RELEASED", "LOST", "CAPPED")
+"""The statuses an attempt's close writes over its ACTIVE lease (the workflow's, the extender's)."""
 RELEASE_FAILED = "release visibility change failed"
 """What `longjobs.engine.settle.release` notes on a lease whose release SQS did not apply."""
 
@@ -386,13 +389,14 @@ class Monitor:
             self._check_held(self.running[arn], item, "after a write to its lease")
 
     def _check_cancel_final(self, key: str, item: dict[str, Any] | None) -> None:
-        """`cancelled_never_succeeds`: a lease an operator's cancel marked CANCELLED never becomes SUCCEEDED (the
-        success close refuses the mark, and the cancel's finish sends the message to the DLQ as Cancelled)."""
+        """`cancelled_never_succeeds`: a lease an operator's cancel marked CANCELLED is never closed again by its
+        attempt, SUCCEEDED or otherwise (the closes refuse the mark, and the cancel's finish sends the message
+        to the DLQ as Cancelled): a release would give the cancelled job back to run."""
         status = (item or {}).get(STATUS_ATTR, {}).get("S")
         if status == "CANCELLED":
             self.cancel_marked.add(key)
-        elif status == "SUCCEEDED" and key in self.cancel_marked:
-            raise PropertyViolation("cancelled_never_succeeds", f"the lease of {key} went from CANCELLED to SUCCEEDED")
+        elif status in ATTEMPT_CLOSES and key in self.cancel_marked:
+            raise PropertyViolation("cancelled_never_succeeds", f"the lease of {key} went from CANCELLED to {status}")
         elif item is None or status == "ACTIVE":
             self.cancel_marked.discard(key)  # a new lease of the message (after a redrive, say) starts afresh
 
