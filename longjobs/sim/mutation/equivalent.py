@@ -55,6 +55,13 @@ ARGUED: dict[str, str] = {
     "#execution = :self AND #handle = :handle AND #status <> :succeeded AND #status <> :cancelled | without "
     "#execution = :self": _HANDLED,
     "#execution = :self AND #handle = :handle AND #status = :active | without #execution = :self": _HANDLED,
+    "#execution = :self AND #handle = :handle AND #status <> :succeeded AND #status <> :cancelled | without "
+    "#status <> :succeeded": (
+        "SUCCEEDED is final (`create_request` refuses to replace it, and every other write is conditional on "
+        "another status), and only closes of this execution write it (reconciliation's, once the execution "
+        "ended): the clause refuses only this close's own retry (its first write landed, its answer lost), "
+        "which would write the same status and result again, and a version no writer of a SUCCEEDED lease holds"
+    ),
     # reconciliation's note of a lease looked at
     "#status = :active AND attribute_exists(#shard) | without #status = :active": (
         "`checked_at` only orders reconciliation's index; a lease that is not ACTIVE yet has a shard is a "
