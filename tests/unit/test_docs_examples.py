@@ -50,6 +50,7 @@ from longjobs.offline.__main__ import main as offline_main
 from longjobs.offline.scenario import Scenario, load_scenario, parse_scenario
 from longjobs.pipeline import generate, glue_job
 from longjobs.sim.checker import main as checker_main
+from longjobs.sim.mutation.__main__ import command_parser as mutation_parser
 from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
 from tests import REPO_ROOT
 
@@ -462,6 +463,8 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
         elif module == "longjobs.sim.checker":
             run_command(checker_main, args, workdir, command)  # the trace a `sim --trace` above wrote
             return "run"
+        elif module == "longjobs.sim.mutation":
+            mutation_parser().parse_args(args)  # a run takes an hour: tests/sim/test_mutation.py holds its parts
         else:
             assert module.startswith("benchmarks."), f"{command!r}: a module of no known kind"
             return check_benchmark(module, args, command)

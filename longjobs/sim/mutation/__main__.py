@@ -67,7 +67,8 @@ def _score(judged: list[tuple[Verdict, str | None]]) -> str:
     return f"{len(judged)} mutants: {killed} killed, {argued} argued equivalent, {standing} standing"
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_parser() -> argparse.ArgumentParser:
+    """The command's arguments (the docs' examples are parsed by it)."""
     parser = argparse.ArgumentParser(prog="python -m longjobs.sim.mutation", description=__doc__)
     parser.add_argument("--seeds", type=int, default=1000, help="the campaign's seeds (default 1000)")
     parser.add_argument("--discover", type=int, default=40, help="seeds read for the conditions (default 40)")
@@ -77,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="only the mutants whose change or condition contains this")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_parser()
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.discover < 1 or args.workers < 1:
         parser.error("--seeds, --discover and --workers take a number of at least 1")
