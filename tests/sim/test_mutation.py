@@ -194,9 +194,11 @@ def test_mutation_guards_recorded_with_each_value_a_seed_gives_them() -> None:
     assert seen[("release", "outcome.ok")] is True
 
 
-def _mutant_of(argued: str) -> ClauseMutant:
-    site, removed = argued.split(" | without ")
-    return ClauseMutant(site, clauses.clauses(site).index(removed))
+def _mutant_of(argued: str) -> ClauseMutant | RowMutant | GuardMutant:
+    if " | without " in argued:
+        site, removed = argued.split(" | without ")
+        return ClauseMutant(site, clauses.clauses(site).index(removed))
+    return next(m for m in [*rows.mutants(), *guards.mutants()] if key(m) == argued)
 
 
 @pytest.mark.parametrize("argued", sorted(PROBES), ids=[probe.__name__ for _, probe in sorted(PROBES.items())])

@@ -16,6 +16,8 @@ from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
+from longjobs.engine.settle import settle_ended
+from longjobs.engine.visibility import VisibilityClient
 from longjobs.sim.aws import FakeAws
 
 __all__ = ["PROBES"]
@@ -26,9 +28,29 @@ EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:long-jobs:m-1"
 
 
 def _store() -> tuple[FakeClock, LeaseStore]:
+    clock, _, store = _world()
+    return clock, store
+
+
+def _world() -> tuple[FakeClock, FakeAws, LeaseStore]:
     clock = FakeClock(START)
     aws = FakeAws(clock, random.Random(0), table=table_definition(TABLE), state_machine_arn="arn:sm")
-    return clock, LeaseStore(aws.dynamodb, TABLE, shards=1, closed_ttl_s=86_400)  # type: ignore[arg-type]
+    return clock, aws, LeaseStore(aws.dynamodb, TABLE, shards=1, closed_ttl_s=86_400)  # type: ignore[arg-type]
+
+
+def _active(message_id: str, queue_url: str, handle: str) -> Lease:
+    """The ACTIVE lease of a first receive at `START`, its execution running, due for renewal in 240 s."""
+    return Lease(
+        message_id=message_id,
+        queue_url=queue_url,
+        receipt_handle=handle,
+        receive_count=1,
+        received_at=START,
+        visible_until=START + 300,
+        renew_until=START + 43_000,
+        renew_at=START + 240,
+        execution_arn=EXECUTION,
+    )
 
 
 def lock_released_once() -> None:
@@ -64,17 +86,7 @@ def renewal_recorded_once() -> None:
     """A renewal whose write landed with its answer lost is not recorded again by its retry: the lease counts
     one renewal, at the version the extender believes."""
     _, store = _store()
-    lease = Lease(
-        message_id="m-1",
-        queue_url="q",
-        receipt_handle="h1",
-        receive_count=1,
-        received_at=START,
-        visible_until=START + 300,
-        renew_until=START + 43_000,
-        renew_at=START + 240,
-        execution_arn=EXECUTION,
-    )
+    lease = _active("m-1", "q", "h1")
     assert store.create(lease)
     renewal = Renewal(lease, sent_at=START + 240, visibility_timeout_s=600, renew_at=START + 780)
     assert store.renewals.record(renewal) is not None
@@ -84,11 +96,34 @@ def renewal_recorded_once() -> None:
     assert stored.status is LeaseStatus.ACTIVE
 
 
+def succeeded_execution_completed() -> None:
+    """An ACTIVE lease whose execution ended SUCCEEDED (the workflow's own close was lost) is completed by
+    reconciliation: its message deleted and its lease SUCCEEDED. Released instead, the message would show
+    again and be received once more for a job that is done."""
+    clock, aws, store = _world()
+    queue = aws.sqs.create_queue("jobs", visibility_timeout_s=300)
+    aws.sqs.put(queue, "{}")
+    received = aws.sqs.receive_message(QueueUrl=queue.url, AttributeNames=["All"])["Messages"][0]
+    lease = _active(received["MessageId"], queue.url, received["ReceiptHandle"])
+    assert store.create(lease)
+    settled = settle_ended(
+        lease,
+        "SUCCEEDED",
+        store=store,
+        visibility=VisibilityClient(aws.sqs, clock=clock),  # type: ignore[arg-type]
+        sqs=aws.sqs,  # type: ignore[arg-type]
+        clock=clock,
+    )
+    assert settled is not None and settled.status is LeaseStatus.SUCCEEDED, f"a succeeded job settled as {settled}"
+    assert not queue.messages, "the message of a job that succeeded was left on the queue"
+
+
 PROBES: dict[str, Callable[[], None]] = {
     "#state = :held AND #execution = :arn | without #state = :held": lock_released_once,
     "#state = :held AND #execution = :arn AND #acquired = :acquired | without #state = :held": (
         stale_holding_freed_once
     ),
     "version = :version AND #status = :status | without version = :version": renewal_recorded_once,
+    "longjobs.engine.settle:settle_ended #1: (status == 'SUCCEEDED') -> False": succeeded_execution_completed,
 }
 """The probe of each mutant it reports, by `longjobs.sim.mutation.equivalent.key`."""
