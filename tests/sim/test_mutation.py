@@ -149,12 +149,16 @@ def test_mutation_seeds_the_reach_pass_leaves_out_run_as_without_the_mutant() ->
         assert run_seed(1).trace.records == plain
 
 
-def test_mutation_every_argument_names_a_mutant() -> None:
-    """An argument whose mutant is gone (its condition or row changed) is stale: it must be argued again."""
-    names = {key(m) for m in rows.mutants()}
-    for argued in ARGUED:
-        if " | without " not in argued:
-            assert argued in names, argued
+def test_mutation_every_argument_and_probe_names_a_mutant() -> None:
+    """An argument or a probe whose mutant is gone (its row or guard changed, its clause no longer in its
+    condition) is stale: it must be argued or probed again."""
+    made = {key(m): m for m in [*rows.mutants(), *guards.mutants()]}
+    for named in [*ARGUED, *PROBES]:
+        if " | without " in named:
+            site, removed = named.split(" | without ")
+            assert removed in clauses.clauses(site), named
+        else:
+            assert named in made, named
 
 
 def test_mutation_guards_are_the_tests_of_the_guarded_functions() -> None:
