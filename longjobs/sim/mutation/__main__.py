@@ -8,15 +8,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
-from longjobs.sim.mutation import clauses, guards, rows
+from longjobs.sim.mutation import clauses, guards, named, rows
 from longjobs.sim.mutation.equivalent import argument, key
 from longjobs.sim.mutation.probes import PROBES
 from longjobs.sim.mutation.run import Mutant, Verdict, judge, reach
 
 KINDS = ("clauses", "rows", "guards")
+JUDGES = ("campaign", "tests")
 
 
 def probed(mutant: Mutant, verdict: Verdict) -> Verdict:
@@ -39,20 +42,23 @@ def _outcome(verdict: Verdict, argued: str | None) -> str:
         return f"killed: {verdict.property} (seed {verdict.seed})"
     if argued is not None:
         return f"equivalent: {argued}"
-    return "survived" if verdict.reached else "unreached: no seed takes the change"
+    if verdict.reached or verdict.tests_reached:
+        return "survived"
+    return "unreached: no seed or test takes the change"
 
 
 def _table(judged: list[tuple[Verdict, str | None]], print_: Callable[[Any], None]) -> None:
     from rich.table import Table
 
     table = Table(title="Mutants of the protocol")
-    for column in ("mutant", "change", "seeds reached", "verdict", "seeds run", "wall s"):
+    for column in ("mutant", "change", "seeds reached", "tests reached", "verdict", "seeds run", "wall s"):
         table.add_column(column)
     for verdict, argued in judged:
         table.add_row(
             verdict.mutant,
             verdict.change,
             str(verdict.reached),
+            str(verdict.tests_reached),
             _outcome(verdict, argued),
             str(verdict.seeds_run),
             f"{verdict.wall_s:g}",
@@ -75,10 +81,59 @@ def command_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--kind", action="append", choices=KINDS, help="clauses, rows or guards; repeat for several (default all)"
     )
+    parser.add_argument(
+        "--judge",
+        action="append",
+        choices=JUDGES,
+        help="the campaign (and its probes), or the project's tests (rows and guards only); default both",
+    )
     parser.add_argument("--only", help="only the mutants whose change or condition contains this")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     return parser
+
+
+def _campaign(chosen: list[Mutant], seeds: int, workers: int) -> dict[Mutant, Verdict]:
+    """Each mutant judged by the campaign's seeds that reach it, then by its probe if it has one."""
+    reached = reach([m for m in chosen if isinstance(m, clauses.ClauseMutant)], seeds, workers)
+    verdicts = {}
+    for mutant in chosen:
+        verdict = judge(mutant, reached[mutant], workers)
+        verdicts[mutant] = verdict if verdict.killed else probed(mutant, verdict)
+        _progress(verdicts[mutant], None)  # minutes each
+    return verdicts
+
+
+def _unjudged(chosen: list[Mutant]) -> dict[Mutant, Verdict]:
+    return {mutant: Verdict(mutant.name, mutant.change, 0, False, None, None, 0, 0.0) for mutant in chosen}
+
+
+def _tested(
+    chosen: list[Mutant], judged: list[tuple[Verdict, str | None]], workers: int
+) -> list[tuple[Verdict, str | None]]:
+    """The verdicts with each row and guard mutant the campaign let through judged by the tests that reach it."""
+    root = Path.cwd()
+    reached = named.reach(root)
+
+    def tested(mutant: Mutant, verdict: Verdict, argued: str | None) -> tuple[Verdict, str | None]:
+        if verdict.killed or argued is not None or isinstance(mutant, clauses.ClauseMutant):
+            return verdict, argued
+        tests = reached.get(mutant.name, [])
+        began = time.monotonic()
+        failed = named.judge(mutant, tests, root)
+        wall_s = round(verdict.wall_s + time.monotonic() - began, 1)
+        verdict = replace(verdict, tests_reached=len(tests), wall_s=wall_s)
+        if failed is not None:
+            verdict = replace(verdict, killed=True, property=f"test {failed}")
+        _progress(verdict, argued)
+        return verdict, argued
+
+    with ThreadPoolExecutor(workers) as pool:  # each judge is a pytest process of its own
+        return list(pool.map(lambda pair: tested(pair[0], *pair[1]), zip(chosen, judged, strict=True)))
+
+
+def _progress(verdict: Verdict, argued: str | None) -> None:
+    print(f"{verdict.mutant} ({verdict.change}): {_outcome(verdict, argued)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,18 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [m for m in chosen if args.only in m.change or args.only in getattr(m, "site", "")]
     if not chosen:
         parser.error(f"no mutant's change or condition contains {args.only!r}")
-    reached = reach([m for m in chosen if isinstance(m, clauses.ClauseMutant)], args.seeds, args.workers)
-    judged = []
-    for mutant in chosen:
-        verdict = judge(mutant, reached[mutant], args.workers)
-        if not verdict.killed:
-            verdict = probed(mutant, verdict)
-        judged.append((verdict, None if verdict.killed else argument(mutant)))
-        print(f"{verdict.mutant} ({verdict.change}): {_outcome(*judged[-1])}", file=sys.stderr)  # minutes each
+    judges = args.judge or list(JUDGES)
+    if "tests" in judges and not Path("tests/unit").is_dir():
+        parser.error("--judge tests runs the project's tests: run the command from the repository's root")
+    verdicts = _campaign(chosen, args.seeds, args.workers) if "campaign" in judges else _unjudged(chosen)
+    judged = [(verdict, None if verdict.killed else argument(mutant)) for mutant, verdict in verdicts.items()]
+    if "tests" in judges:
+        judged = _tested(chosen, judged, args.workers)
     wall_s = round(time.monotonic() - began, 1)
     if args.json:
-        verdicts = [{**asdict(verdict), "argued": argued} for verdict, argued in judged]
-        print(json.dumps({"score": _score(judged), "verdicts": verdicts, "wall_s": wall_s}, indent=1))
+        listed = [{**asdict(verdict), "argued": argued} for verdict, argued in judged]
+        print(json.dumps({"score": _score(judged), "verdicts": listed, "wall_s": wall_s}, indent=1))
     else:
         from rich.console import Console
 

@@ -39,6 +39,8 @@ class Verdict:
     property: str | None
     seeds_run: int
     wall_s: float
+    tests_reached: int = 0
+    """The project's tests that take the change (`named.reach`): 0 when they were not asked."""
 
 
 def _pool(workers: int, mutant: Mutant | None) -> ProcessPoolExecutor:
