@@ -85,7 +85,7 @@ def command_parser() -> argparse.ArgumentParser:
         "--judge",
         action="append",
         choices=JUDGES,
-        help="the campaign (and its probes), or the project's tests (rows and guards only); default both",
+        help="the campaign (and its probes), or the project's unit and moto tests; default both",
     )
     parser.add_argument("--only", help="only the mutants whose change or condition contains this")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -93,46 +93,47 @@ def command_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _campaign(chosen: list[Mutant], seeds: int, workers: int) -> dict[Mutant, Verdict]:
-    """Each mutant judged by the campaign's seeds that reach it, then by its probe if it has one."""
-    reached = reach([m for m in chosen if isinstance(m, clauses.ClauseMutant)], seeds, workers)
-    verdicts = {}
-    for mutant in chosen:
-        verdict = judge(mutant, reached[mutant], workers)
-        verdicts[mutant] = verdict if verdict.killed else probed(mutant, verdict)
-        _progress(verdicts[mutant], None)  # minutes each
-    return verdicts
-
-
 def _unjudged(chosen: list[Mutant]) -> dict[Mutant, Verdict]:
     return {mutant: Verdict(mutant.name, mutant.change, 0, False, None, None, 0, 0.0) for mutant in chosen}
 
 
-def _tested(
-    chosen: list[Mutant], judged: list[tuple[Verdict, str | None]], workers: int
-) -> list[tuple[Verdict, str | None]]:
-    """The verdicts with each row and guard mutant the campaign let through judged by the tests that reach it."""
+def _tested(verdicts: dict[Mutant, Verdict], workers: int) -> dict[Mutant, Verdict]:
+    """Each mutant judged by the project's tests that reach it (`named`): quick, so they go first."""
     root = Path.cwd()
-    reached = named.reach(root)
+    sites = sorted({mutant.site for mutant in verdicts if isinstance(mutant, clauses.ClauseMutant)})
+    reached = named.reach(root, sites=sites)
 
-    def tested(mutant: Mutant, verdict: Verdict, argued: str | None) -> tuple[Verdict, str | None]:
-        if verdict.killed or argued is not None or isinstance(mutant, clauses.ClauseMutant):
-            return verdict, argued
+    def tested(mutant: Mutant, verdict: Verdict) -> Verdict:
         tests = reached.get(mutant.name, [])
         began = time.monotonic()
         failed = named.judge(mutant, tests, root)
-        wall_s = round(verdict.wall_s + time.monotonic() - began, 1)
-        verdict = replace(verdict, tests_reached=len(tests), wall_s=wall_s)
+        verdict = replace(verdict, tests_reached=len(tests), wall_s=round(time.monotonic() - began, 1))
         if failed is not None:
             verdict = replace(verdict, killed=True, property=f"test {failed}")
-        _progress(verdict, argued)
-        return verdict, argued
+        _progress(mutant, verdict)
+        return verdict
 
     with ThreadPoolExecutor(workers) as pool:  # each judge is a pytest process of its own
-        return list(pool.map(lambda pair: tested(pair[0], *pair[1]), zip(chosen, judged, strict=True)))
+        return dict(zip(verdicts, pool.map(tested, verdicts, verdicts.values()), strict=True))
 
 
-def _progress(verdict: Verdict, argued: str | None) -> None:
+def _campaign(verdicts: dict[Mutant, Verdict], seeds: int, workers: int) -> dict[Mutant, Verdict]:
+    """Each mutant not yet killed judged by the campaign's seeds that reach it, then by its probe."""
+    left = [mutant for mutant, verdict in verdicts.items() if not verdict.killed]
+    if not left:
+        return verdicts
+    reached = reach([m for m in left if isinstance(m, clauses.ClauseMutant)], seeds, workers)
+    for mutant in left:
+        before = verdicts[mutant]
+        verdict = judge(mutant, reached[mutant], workers)
+        verdict = replace(verdict, tests_reached=before.tests_reached, wall_s=round(before.wall_s + verdict.wall_s, 1))
+        verdicts[mutant] = verdict if verdict.killed else probed(mutant, verdict)
+        _progress(mutant, verdicts[mutant])  # minutes each
+    return verdicts
+
+
+def _progress(mutant: Mutant, verdict: Verdict) -> None:
+    argued = None if verdict.killed else argument(mutant)
     print(f"{verdict.mutant} ({verdict.change}): {_outcome(verdict, argued)}", file=sys.stderr)
 
 
@@ -157,10 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     judges = args.judge or list(JUDGES)
     if "tests" in judges and not Path("tests/unit").is_dir():
         parser.error("--judge tests runs the project's tests: run the command from the repository's root")
-    verdicts = _campaign(chosen, args.seeds, args.workers) if "campaign" in judges else _unjudged(chosen)
-    judged = [(verdict, None if verdict.killed else argument(mutant)) for mutant, verdict in verdicts.items()]
+    verdicts = _unjudged(chosen)
     if "tests" in judges:
-        judged = _tested(chosen, judged, args.workers)
+        verdicts = _tested(verdicts, args.workers)
+    if "campaign" in judges:
+        verdicts = _campaign(verdicts, args.seeds, args.workers)
+    judged = [(verdict, None if verdict.killed else argument(mutant)) for mutant, verdict in verdicts.items()]
     wall_s = round(time.monotonic() - began, 1)
     if args.json:
         listed = [{**asdict(verdict), "argued": argued} for verdict, argued in judged]
