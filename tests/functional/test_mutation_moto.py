@@ -35,9 +35,9 @@ def test_mutation_moto_clause_removed_lets_the_refused_write_land(harness: Harne
     _freed_lock(harness.dynamodb)
     with pytest.raises(ClientError, match="ConditionalCheckFailed"):
         _release(harness.dynamodb)
-    with named._clause_removed(ClauseMutant(SITE, 1)):  # the execution's clause: the state's still refuses
-        with pytest.raises(ClientError, match="ConditionalCheckFailed"):
-            _release(harness.dynamodb)
+    # the execution's clause removed: the state's still refuses
+    with named._clause_removed(ClauseMutant(SITE, 1)), pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        _release(harness.dynamodb)
     with named._clause_removed(ClauseMutant(SITE, 0)):
         _release(harness.dynamodb)
 
