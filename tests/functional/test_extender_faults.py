@@ -267,3 +267,43 @@ def test_extender_stops_before_closing_a_lease_whose_handle_is_lost(harness: Har
     assert order == ["stop", "close"]
     stored = harness.store(settings).get(lease.message_id)
     assert stored is not None and stored.status is LeaseStatus.LOST
+
+
+@pytest.mark.parametrize(
+    ("execution", "close", "expected"),
+    [
+        (True, "lands", (1, 0, 0, 1)),
+        (True, "raises", (1, 1, 0, 0)),
+        (True, "conflicts", (1, 0, 1, 0)),
+        (False, "lands", (0, 0, 0, 1)),
+        (False, "raises", (0, 1, 0, 0)),
+        (False, "conflicts", (0, 0, 1, 0)),
+    ],
+    ids=["stopped-closed", "stopped-close-failed", "stopped-close-lost-race", "closed", "failed", "lost-race"],
+)
+def test_extender_reports_how_each_lost_lease_ended(
+    harness: Harness, execution: bool, close: str, expected: tuple[int, int, int, int]
+) -> None:
+    """The pass's report, (stopped, failed, conflicts, lost), counts a stop only where an execution was
+    stopped (a lease whose start has not landed has none), and each close by what became of it: closed,
+    failed and left due, or changed first by another writer."""
+    settings = THRESHOLD
+    harness.send()
+    arn = execution_arn(STATE_MACHINE, "lost-1") if execution else None
+    [lease] = harness.receive_and_lease(settings, execution_arn=arn)
+    harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=lease.receipt_handle)
+    clock = FakeClock(lease.received_at + 2.6)
+    fake = FakeStepFunctions({arn: "RUNNING"} if arn else {})
+    extender = with_stepfunctions(harness.extender(settings, clock), fake)
+    real_close = extender.store.close
+
+    def closing(*args: Any, **kwargs: Any) -> Lease | None:
+        if close == "raises":
+            raise RuntimeError("the table is unavailable")
+        return None if close == "conflicts" else real_close(*args, **kwargs)
+
+    extender.store.close = closing  # type: ignore[method-assign]
+    report = renew_due(extender, deadline=clock.now() + 30)
+
+    assert (report.stopped, report.failed, report.conflicts, report.lost) == expected
+    assert fake.stopped == ([arn] if arn else [])
