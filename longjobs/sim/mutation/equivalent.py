@@ -72,6 +72,15 @@ ARGUED: dict[str, str] = {
         "every ACTIVE lease has a shard (the codec writes one; only a close removes it), so the clause is "
         "implied by the status"
     ),
+    # the extender's end of the leases it can no longer hold
+    "longjobs.engine.extender.service:_end_unholdable #0: (not leases) -> False": (
+        "with no leases, the pass maps its end over nothing and adds zero to each count: the early return "
+        "only saves the calls"
+    ),
+    "longjobs.engine.extender.service:_end_unholdable #9: (status is LeaseStatus.LOST) -> True": (
+        "every caller ends leases CAPPED or LOST (`renew_due`, `_renew`, `_capped`, `_lost`), and the test "
+        "is reached only when the status is not CAPPED"
+    ),
 }
 """The argument of each equivalent mutant, by `key`."""
 
