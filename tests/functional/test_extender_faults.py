@@ -238,6 +238,45 @@ def test_extender_asks_shorter_past_the_12_hour_limit_then_stops_the_execution(h
     assert capped.visible_until == pytest.approx(clock.now() + chunk // 4, abs=1), "hidden as long as SQS allowed"
 
 
+@pytest.mark.parametrize(
+    ("left_s", "asked"),
+    [(1.5, [("ChangeMessageVisibilityBatch", None)]), (0.5, [])],
+    ids=["a-second-left-refused", "less-than-a-second-left"],
+)
+def test_extender_past_the_12_hour_limit_never_asks_for_no_time_at_all(
+    harness: Harness, left_s: float, asked: list[tuple[str, Any]]
+) -> None:
+    """A lease a second from its hold limit asks SQS for that second; refused as past the limit, half of
+    it is no time at all. With less than a second left, there is nothing to ask for. A visibility timeout
+    of 0 would hand the message out at once while its execution still runs (the new timeout counts from the
+    call, and 0 is its minimum: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html),
+    so the extender asks nothing more: it stops the execution and closes the lease CAPPED."""
+    settings = Settings(extender_period_s=60)  # adaptive
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "old-1"))
+    clock = FakeClock(lease.received_at + 43_200 - settings.cap_safety_s - left_s)
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    calls: list[tuple[str, Any]] = []
+    sqs.meta.events.register(
+        "provide-client-params.sqs.*",  # before the stubber's own check of the call
+        lambda params, model, **_: calls.append((model.name, params.get("VisibilityTimeout"))),
+    )
+    stubber = Stubber(sqs)
+    refused = {"Id": "0", "SenderFault": True, "Code": "InvalidParameterValue", "Message": BEYOND.format(1)}
+    stubber.add_response("change_message_visibility_batch", {"Successful": [], "Failed": [refused]})
+    fake = FakeStepFunctions({lease.execution_arn or "": "RUNNING"})
+    extender = replace(
+        with_stepfunctions(harness.extender(settings, clock), fake), visibility=VisibilityClient(sqs, clock=clock)
+    )
+
+    with stubber:
+        report = renew_due(extender, deadline=clock.now() + 30)
+
+    assert calls == asked
+    assert (report.capped, report.stopped) == (1, 1)
+    assert fake.stopped == [lease.execution_arn]
+
+
 def test_extender_stops_before_closing_a_lease_whose_handle_is_lost(harness: Harness) -> None:
     settings = THRESHOLD
     harness.send()
