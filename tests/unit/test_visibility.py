@@ -63,6 +63,9 @@ BEYOND = (
             FailureClass.OTHER,
         ),
         ("AccessDenied", "not authorized to perform sqs:ChangeMessageVisibility", None, 403, FailureClass.OTHER),
+        # the function's credentials expired, not the handle: the text is read only under the generic codes,
+        # or the extender would stop every healthy execution it renews as lost
+        ("ExpiredToken", "The security token included in the request is expired", None, 400, FailureClass.OTHER),
     ],
 )
 def test_classify_reads_code_query_code_message_and_status(
