@@ -25,6 +25,8 @@ _HANDLED = (
     "attempt's, or the one its receive adopted"
 )
 
+_LOGGED = "the test chooses only what is logged: what the function writes, asks and returns is the same"
+
 ARGUED: dict[str, str] = {
     # the renewal, and a marker or DLQ record written over a lease as read
     "version = :version AND #status = :status | without #status = :status": _FENCED,
@@ -80,6 +82,25 @@ ARGUED: dict[str, str] = {
     "longjobs.engine.extender.service:_end_unholdable #9: (status is LeaseStatus.LOST) -> True": (
         "every caller ends leases CAPPED or LOST (`renew_due`, `_renew`, `_capped`, `_lost`), and the test "
         "is reached only when the status is not CAPPED"
+    ),
+    "longjobs.engine.extender.service:_settle_ended_instead #0: (not lease.execution_arn or ext.stepfunctions "
+    "is None) -> False": (
+        "a lease without an execution is described as never started (`execution_status`), which returns None "
+        "as the test does; with no client, the describe raises and the lease is left due, as the stop that "
+        "the caller would try instead raises `SettleError` for want of a client and leaves it due"
+    ),
+    # the settlement's tests that choose only a log line
+    "longjobs.engine.settle:reassert_release #2: (not outcome.ok) -> True": _LOGGED,
+    "longjobs.engine.settle:reassert_release #2: (not outcome.ok) -> False": _LOGGED,
+    "longjobs.engine.settle:stop_and_close #2: (existed) -> True": _LOGGED,
+    "longjobs.engine.settle:stop_and_close #2: (existed) -> False": _LOGGED,
+    "longjobs.engine.settle:stop_and_close #1: (stepfunctions is None) -> False": (
+        "with no client the stop's call raises, and the lines after it turn any exception of the stop into the "
+        "same `SettleError`"
+    ),
+    "longjobs.engine.settle:stop_and_close #3: (closed is None and lease.execution_arn) -> True": (
+        "after a close that landed, its transaction has freed the lock and slot; freeing them again is "
+        "conditional on the execution still holding them, so it is refused and changes nothing"
     ),
 }
 """The argument of each equivalent mutant, by `key`."""
