@@ -12,7 +12,8 @@ from botocore.exceptions import ClientError
 from longjobs.sim.mutation import ClauseMutant, named
 from tests.functional.conftest import TABLE, Harness
 
-SITE = "#state = :held AND #execution = :self"
+SITE = "#state = :held AND #holder = :self"
+"""A condition the processor never sends, so no mutant of its own conditions is judged by these tests."""
 
 
 def _release(dynamodb: Any) -> None:
@@ -21,13 +22,13 @@ def _release(dynamodb: Any) -> None:
         Key={"pk": {"S": "lock-1"}},
         UpdateExpression="SET #state = :free",
         ConditionExpression=SITE,
-        ExpressionAttributeNames={"#state": "state", "#execution": "execution"},
+        ExpressionAttributeNames={"#state": "state", "#holder": "holder"},
         ExpressionAttributeValues={":held": {"S": "held"}, ":self": {"S": "e-1"}, ":free": {"S": "free"}},
     )
 
 
 def _freed_lock(dynamodb: Any) -> None:
-    item = {"pk": {"S": "lock-1"}, "state": {"S": "free"}, "execution": {"S": "e-1"}}
+    item = {"pk": {"S": "lock-1"}, "state": {"S": "free"}, "holder": {"S": "e-1"}}
     dynamodb.put_item(TableName=TABLE, Item=item)
 
 
@@ -35,7 +36,7 @@ def test_mutation_moto_clause_removed_lets_the_refused_write_land(harness: Harne
     _freed_lock(harness.dynamodb)
     with pytest.raises(ClientError, match="ConditionalCheckFailed"):
         _release(harness.dynamodb)
-    # the execution's clause removed: the state's still refuses
+    # the holder's clause removed: the state's still refuses
     with named._clause_removed(ClauseMutant(SITE, 1)), pytest.raises(ClientError, match="ConditionalCheckFailed"):
         _release(harness.dynamodb)
     with named._clause_removed(ClauseMutant(SITE, 0)):
