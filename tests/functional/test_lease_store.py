@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease import Hold, LastError, Lease, LeaseStatus, LeaseStore, Renewal, hold_keys
+from longjobs.engine.lease import Hold, LastError, Lease, LeaseStatus, LeaseStore, Renewal, hold_keys, successor_version
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -311,3 +311,45 @@ def test_lease_store_close_cancelled_without_reasons_keeps_every_hold_in_its_nex
 
     assert store_on(ReasonsUnsaid(harness.dynamodb)).close(current, LeaseStatus.SUCCEEDED, now=NOW + 60) is not None
     assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}
+
+
+def test_lease_store_amend_from_a_stale_read_is_refused_though_the_status_is_the_same(store: LeaseStore) -> None:
+    """The version fences a closed lease too: a release noted again (RELEASED, SQS refused its change for a
+    passing reason) moves it on, and an amend from the read before that note finds a version it does not
+    know, though the status it read is still there."""
+    current = lease()
+    store.create(current)
+    closed = store.close(current, LeaseStatus.RELEASED, now=NOW + 60)
+    assert closed is not None
+    noted = store.amend(closed, status=LeaseStatus.RELEASED, error=LastError("execution failed", "release throttled"))
+    assert noted is not None
+
+    assert store.amend(closed, status=LeaseStatus.LOST, error=LastError("receipt handle no longer accepted")) is None
+    assert store.get("m-1") == noted
+
+
+def test_lease_store_new_attempt_over_a_stale_read_is_refused_though_the_status_is_the_same(store: LeaseStore) -> None:
+    """A new attempt replaces the closed lease it read, at that version: a note written since (same status,
+    same receive) refuses it, and the next receive decides again on the lease as it is."""
+    current = lease()
+    store.create(current)
+    closed = store.close(current, LeaseStatus.RELEASED, now=NOW + 60)
+    assert closed is not None
+    noted = store.amend(closed, status=LeaseStatus.RELEASED, error=LastError("execution failed", "release throttled"))
+    assert noted is not None
+    retry = lease(receipt_handle="handle-2", receive_count=2, version=successor_version(closed), attempt=1)
+
+    assert store.create(retry, replacing=closed) is False
+    assert store.get("m-1") == noted
+
+
+def test_lease_store_copy_noted_on_a_stale_marker_is_refused(store: LeaseStore) -> None:
+    """Two senders of a parked marker's copy: the first note moves the marker on, and the second, from the
+    read before it, is refused, so the marker names the one copy that a redelivery then finds."""
+    marker = lease(status=LeaseStatus.PARKED, renew_at=None, execution_arn=None)
+    assert store.create(marker)
+    assert store.markers.note_copy(marker, "copy-1", sent_at=NOW + 10, kept_until=NOW + 86_400)
+
+    assert not store.markers.note_copy(marker, "copy-2", sent_at=NOW + 11, kept_until=NOW + 86_400)
+    stored = store.get("m-1")
+    assert stored is not None and stored.copy_id == "copy-1"
