@@ -38,6 +38,12 @@ ARGUED: dict[str, str] = {
     # a WAITING lease admitted on its own receive (`admit_request` checks the count is the WAITING one's)
     "version = :version AND #status = :waiting AND receive_count = :rc | without #status = :waiting": _FENCED,
     "version = :version AND #status = :waiting AND receive_count = :rc | without receive_count = :rc": _FENCED,
+    "version = :version AND #status = :waiting AND receive_count = :rc | without version = :version": (
+        "a WAITING lease is written once for its receive: every later write of the message's lease changes its "
+        "status (admitted ACTIVE, a cancel's mark) or its receive count (a newer receive's lease), and no write "
+        "keeps a lease WAITING (the extender renews ACTIVE and CANCELLED leases), so the status and the count "
+        "pin the version"
+    ),
     # a closed lease's status amended, and a cancel's mark
     "version = :version AND #status = :old | without #status = :old": _FENCED,
     # a new attempt over a closed lease: the status is the one read, and the decision begins an attempt over
