@@ -87,7 +87,11 @@ def command_parser() -> argparse.ArgumentParser:
         choices=JUDGES,
         help="the campaign (and its probes), or the project's unit and moto tests; default both",
     )
-    parser.add_argument("--only", help="only the mutants whose change or condition contains this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        help="only the mutants whose name, change or condition contains this; repeat for several",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     return parser
@@ -152,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if "guards" in kinds:
         chosen += guards.mutants()
     if args.only is not None:
-        chosen = [m for m in chosen if args.only in m.change or args.only in getattr(m, "site", "")]
+        chosen = [
+            m for m in chosen if any(text in f"{m.name} {m.change} {getattr(m, 'site', '')}" for text in args.only)
+        ]
     if not chosen:
-        parser.error(f"no mutant's change or condition contains {args.only!r}")
+        parser.error(f"no mutant's name, change or condition contains any of {args.only!r}")
     judges = args.judge or list(JUDGES)
     if "tests" in judges and not Path("tests/unit").is_dir():
         parser.error("--judge tests runs the project's tests: run the command from the repository's root")
