@@ -198,6 +198,20 @@ def test_mutation_guards_recorded_with_each_value_a_seed_gives_them() -> None:
     assert seen[("release", "outcome.ok")] is True
 
 
+def test_mutation_guard_reached_where_its_constant_changes_what_it_gives() -> None:
+    """A test that was true reaches only its `False` mutant: forced true, it decides the same. A returned `or`
+    that gave an operand (`store.amend(...) or closed` gives a lease) reaches both: either constant is
+    returned in its place."""
+    tested = guards.Guard("longjobs.engine.settle:release", 0, 85, "delay_s is None")
+    returned = guards.Guard("longjobs.engine.settle:release", 4, 97, "store.amend(...) or closed")
+    found = guards.reached({(tested, True), (returned, None)})
+    assert sorted(found, key=lambda m: (m.guard.index, m.forced)) == [
+        GuardMutant(tested, False),
+        GuardMutant(returned, False),
+        GuardMutant(returned, True),
+    ]
+
+
 def _mutant_of(argued: str) -> ClauseMutant | RowMutant | GuardMutant:
     if " | without " in argued:
         site, removed = argued.split(" | without ")

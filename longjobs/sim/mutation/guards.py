@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from longjobs.sim.mutation.code import NOTE, noting, swapped, tree
 
-__all__ = ["GUARDED", "Guard", "GuardMutant", "guards", "mutants", "recording"]
+__all__ = ["GUARDED", "Guard", "GuardMutant", "guards", "mutants", "reached", "recording"]
 
 GUARDED = (
     "longjobs.engine.extender.service:_renew",
@@ -122,25 +122,42 @@ def mutants() -> list[GuardMutant]:
     return [GuardMutant(guard, forced) for guard in guards() for forced in (True, False)]
 
 
-@contextmanager
-def recording() -> Iterator[set[tuple[Guard, bool]]]:
-    """Each guard's values while the block runs, (guard, value) (the set fills as tests are evaluated; the
-    caller may empty it between seeds)."""
-    hit: set[tuple[Guard, bool]] = set()
+def reached(values: set[tuple[Guard, bool | None]]) -> list[GuardMutant]:
+    """The mutants whose change a run took, from the values its guards had (`recording`).
 
-    def noted(guard: tuple[str, int, int, str], value: object) -> object:
-        hit.add((Guard(*guard), bool(value)))
+    A guard forced to a value changes a run only where it had the other value. A returned `or` or `and`
+    is the exception: its value is an operand (`store.amend(...) or closed` gives a lease), which either
+    constant replaces, so both of its mutants are reached (`None`)."""
+    return [
+        GuardMutant(guard, forced)
+        for guard, value in values
+        for forced in (True, False)
+        if value is None or forced is not value
+    ]
+
+
+@contextmanager
+def recording() -> Iterator[set[tuple[Guard, bool | None]]]:
+    """Each guard's values while the block runs: (guard, value), the value None where a returned operation
+    gave something other than a bool (the set fills as tests are evaluated; the caller may empty it between
+    seeds)."""
+    hit: set[tuple[Guard, bool | None]] = set()
+
+    def noted(guard: tuple[str, int, int, str], value: object, returned: bool = False) -> object:
+        hit.add((Guard(*guard), None if returned and not isinstance(value, bool) else bool(value)))
         return value
 
     def rewrite_of(target: str) -> Callable[[ast.FunctionDef], ast.FunctionDef]:
         def rewrite(function: ast.FunctionDef) -> ast.FunctionDef:
+            returned = {id(node.value) for node in ast.walk(function) if isinstance(node, ast.Return)}
             by_id: dict[int, ast.expr] = {}
             for index, test in enumerate(_tests(function)):
                 key = ast.Tuple(
                     elts=[ast.Constant(value=part) for part in (target, index, test.lineno, ast.unparse(test))],
                     ctx=ast.Load(),
                 )
-                by_id[id(test)] = ast.Call(func=ast.Name(id=NOTE, ctx=ast.Load()), args=[key, test], keywords=[])
+                flag = ast.Constant(value=id(test) in returned)
+                by_id[id(test)] = ast.Call(func=ast.Name(id=NOTE, ctx=ast.Load()), args=[key, test, flag], keywords=[])
             return _Replace(by_id).function(function)
 
         return rewrite

@@ -214,8 +214,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     outcome = yield
     if _SEEN:
         hit: list[Mutant] = [mutant for row in _SEEN["rows"] for mutant in _of_row()[row]]
-        # a guard forced to a value changes a test only where it had the other value
-        hit += [guards.GuardMutant(guard, not value) for guard, value in _SEEN["guards"]]
+        hit += guards.reached(_SEEN["guards"])
         hit += _SEEN["clauses"]
         for mutant in hit:
             _REACHED.setdefault(mutant.name, []).append(item.nodeid)

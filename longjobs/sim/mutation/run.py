@@ -91,8 +91,7 @@ def _reached(job: tuple[list[clauses.ClauseMutant], range]) -> dict[Mutant, list
             hit: list[Mutant] = [
                 *refused,
                 *(mutant for row in taken for mutant in of_row[row]),
-                # a guard forced to a value changes a run only where it was the other value
-                *(guards.GuardMutant(guard, not value) for guard, value in tested),
+                *guards.reached(tested),
             ]
             for mutant in hit:
                 found.setdefault(mutant, []).append(seed)
