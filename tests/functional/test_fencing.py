@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import moto.sqs.models as sqs_models
 import pytest
 from botocore.exceptions import ClientError
 
@@ -413,3 +414,33 @@ def test_redelivery_whose_receive_count_did_not_grow_is_adopted_by_its_handle(fl
     assert receive(flow.receiver, same_count) is Outcome.RUNNING, "the same receive again: resumed, not adopted"
     assert lease.execution_arn is not None
     assert flow.wait_for_execution(lease.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_workflow_success_after_an_adoption_deletes_the_message_by_its_newest_handle(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redelivery adopted the running attempt after its execution read the lease: the lease names a newer
+    handle than the execution's. The success close, conditional on the execution's handle, is refused; the
+    workflow reads the lease and closes and deletes by the handle it names. A delete by the older handle is
+    accepted and may leave the message on the queue: "you must provide the most recently received receipt
+    handle ... otherwise, the request succeeds, but the message might not be deleted"
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html). moto
+    deletes by any handle the message had, so the handle each delete names is recorded."""
+    deleted_by: list[str] = []
+    delete = sqs_models.Queue.delete_message
+
+    def recorded(queue: Any, receipt_handle: str) -> None:
+        deleted_by.append(receipt_handle)
+        delete(queue, receipt_handle)
+
+    monkeypatch.setattr(sqs_models.Queue, "delete_message", recorded)
+    message_id, first = started(flow, "adopted-then-done", seconds=3)
+    assert first.execution_arn is not None
+    flow.wait_for_job(first.execution_arn)  # the execution has read its lease, and the first handle with it
+    adopted = adopted_after(flow, message_id, first)
+    assert adopted.receipt_handle != first.receipt_handle
+
+    assert flow.wait_for_execution(first.execution_arn)["status"] == "SUCCEEDED"
+    done = flow.lease(message_id)
+    assert done.status is LeaseStatus.SUCCEEDED and done.receipt_handle == adopted.receipt_handle
+    assert deleted_by == [adopted.receipt_handle]
