@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine import cancel
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LastError, LeaseStatus
@@ -80,20 +81,27 @@ def test_extender_renewal_falls_due_again_by_the_leases_hard_stop(harness: Harne
     assert renewed.renew_at <= renewed.renew_until, "due again at its hard stop, not at the chunk's end"
 
 
-def test_extender_renewal_falls_due_again_when_its_policy_says(harness: Harness) -> None:
-    """A running job's lease falls due again a threshold before its new chunk ends, not sooner: only a
-    cancelled message kept hidden is looked at again within `cancel.FINISH_RETRY_S`. Each renewal is a
-    request and a write, so a lease due too soon costs both on every pass."""
+@pytest.mark.parametrize("cancelled", [False, True], ids=["running", "cancelled-kept-hidden"])
+def test_extender_renewal_falls_due_again_when_its_policy_says(harness: Harness, cancelled: bool) -> None:
+    """A running job's lease falls due again a threshold before its new chunk ends, not sooner: each renewal
+    is a request and a write. A cancelled message kept hidden (its cancel cut short, and no DLQ here to
+    finish it) is looked at again within `cancel.FINISH_RETRY_S` whatever chunk it got, so the cancel is
+    tried again soon."""
     settings = Settings(policy="threshold", visibility_timeout_s=300, threshold_s=100, extender_period_s=1)
     harness.send()
     [lease] = harness.receive_and_lease(settings)
     clock = FakeClock(lease.received_at + 250)  # due: 50 s left of the first chunk
+    if cancelled:
+        store = harness.store(settings)
+        mark = LastError("cancelled", "by an operator")
+        assert cancel.mark_cancelled(store, lease, now=clock.now(), error=mark, record={}, due_at=clock.now())
 
     report = renew_due(harness.extender(settings, clock), deadline=clock.now() + 30)
 
     renewed = harness.store(settings).get(lease.message_id)
     assert report.renewed == 1 and renewed is not None and renewed.renew_at is not None
-    assert renewed.renew_at == pytest.approx(clock.now() + 300 - 100, abs=1)
+    expected = clock.now() + (cancel.FINISH_RETRY_S if cancelled else 300 - 100)
+    assert renewed.renew_at == pytest.approx(expected, abs=1)
 
 
 def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) -> None:
