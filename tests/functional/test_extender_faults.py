@@ -17,7 +17,7 @@ from longjobs.engine.execution import execution_arn
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.extender.service import Extender, renew_due
-from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease import Lease, LeaseStatus, Renewal
 from longjobs.engine.policies import build_policy
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
@@ -275,6 +275,60 @@ def test_extender_past_the_12_hour_limit_never_asks_for_no_time_at_all(
     assert calls == asked
     assert (report.capped, report.stopped) == (1, 1)
     assert fake.stopped == [lease.execution_arn]
+
+
+@pytest.mark.parametrize("then", ["handle-lost", "record-failed"])
+def test_extender_past_the_12_hour_limit_ends_the_lease_whatever_its_shorter_ask_meets(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """Refused as past the limit, the extender asks for half as long. If SQS refuses that for another
+    reason (the handle is no longer valid), halving again cannot help: it asks nothing more. If SQS accepts
+    it and the table fails to record it, the lease as read is ended all the same. Either way the execution
+    is stopped and the lease closed CAPPED in the same pass."""
+    settings = Settings(extender_period_s=60)  # adaptive
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "old-1"))
+    clock = FakeClock(lease.received_at + 41_400)
+    due = replace(lease, visible_until=clock.now() + 200, renewed_at=clock.now() - 700, renew_at=clock.now() - 100)
+    harness.dynamodb.delete_item(TableName="leases", Key={"pk": {"S": lease.message_id}})
+    store = harness.store(settings)
+    assert store.create(due)
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    calls: list[str] = []
+    sqs.meta.events.register("provide-client-params.sqs.*", lambda model, **_: calls.append(model.name))
+    stubber = Stubber(sqs)
+    chunk = settings.adaptive_ceiling_s
+    refused = {"Id": "0", "SenderFault": True, "Code": "InvalidParameterValue", "Message": BEYOND.format(chunk)}
+    stubber.add_response("change_message_visibility_batch", {"Successful": [], "Failed": [refused]})
+    if then == "handle-lost":
+        stubber.add_client_error(
+            "change_message_visibility", "ReceiptHandleIsInvalid", "The input receipt handle is invalid."
+        )
+    else:
+        stubber.add_response("change_message_visibility", {})
+
+        def unavailable(renewal: Renewal) -> Lease:
+            raise RuntimeError("the table is unavailable")
+
+        monkeypatch.setattr(store.renewals, "record", unavailable)
+    fake = FakeStepFunctions({due.execution_arn or "": "RUNNING"})
+    extender = Extender(
+        settings=settings,
+        policy=build_policy(settings),
+        store=store,
+        visibility=VisibilityClient(sqs, clock=clock),
+        sqs=sqs,
+        clock=clock,
+        stepfunctions=fake,  # type: ignore[arg-type]
+    )
+
+    with stubber:
+        report = renew_due(extender, deadline=clock.now() + 30)
+
+    assert calls == ["ChangeMessageVisibilityBatch", "ChangeMessageVisibility"]
+    assert (report.capped, report.stopped) == (1, 1)
+    capped = store.get(lease.message_id)
+    assert capped is not None and capped.status is LeaseStatus.CAPPED
 
 
 def test_extender_stops_before_closing_a_lease_whose_handle_is_lost(harness: Harness) -> None:
