@@ -14,9 +14,11 @@ from botocore.stub import Stubber
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.settings import Settings
-from longjobs.engine.settle import SettleError, complete, reassert_release, release, settle_ended
+from longjobs.engine.settle import SettleError, complete, reassert_release, release, settle_ended, stop_and_close
 from longjobs.engine.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
 from tests.functional.conftest import Harness
+from tests.functional.test_extender_faults import FakeStepFunctions
+from tests.functional.test_lease_store import held, with_holds
 
 SETTINGS = Settings(policy="threshold", visibility_timeout_s=300, threshold_s=100, extender_period_s=1)
 ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:m-1"
@@ -168,3 +170,33 @@ def test_settle_ended_refuses_an_execution_that_still_runs(harness: Harness) -> 
             )
     stored = store.get(lease.message_id)
     assert stored is not None and stored.status is LeaseStatus.ACTIVE
+
+
+def test_settle_stop_and_close_lost_to_the_executions_own_close_frees_its_holds(harness: Harness) -> None:
+    """The execution closed its own lease (its job succeeded) while the stop was on its way, and the stop cut
+    it off before it freed its job lock and slot: the close of the unholdable lease loses its race, and frees
+    them (each conditional on that execution still holding it). Nothing else would until the sweep."""
+    store = harness.store(Settings(shards=4))
+    current = with_holds(store)
+    assert current.execution_arn is not None
+    harness.dynamodb.update_item(  # the workflow's close, step by step: SUCCEEDED, its holds not yet freed
+        TableName="leases",
+        Key={"pk": {"S": current.message_id}},
+        UpdateExpression="SET #status = :done, version = version + :one",
+        ExpressionAttributeNames={"#status": "status"},
+        ExpressionAttributeValues={":done": {"S": LeaseStatus.SUCCEEDED.value}, ":one": {"N": "1"}},
+    )
+    assert all(held(store, current).values())
+    stepfunctions = FakeStepFunctions({current.execution_arn: "RUNNING"})
+
+    closed = stop_and_close(
+        current,
+        LeaseStatus.CAPPED,
+        stepfunctions=stepfunctions,  # type: ignore[arg-type]
+        store=store,
+        clock=FakeClock(time.time()),
+        reason=LastError("max renewal duration reached"),
+    )
+
+    assert closed is None and stepfunctions.stopped == [current.execution_arn]
+    assert not any(held(store, current).values())
