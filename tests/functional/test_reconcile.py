@@ -88,6 +88,24 @@ def test_reconcile_release_uses_the_lease_release_delay(harness: Harness) -> Non
     assert harness.visible_messages() == []  # hidden for the release delay
 
 
+def test_reconcile_settlement_that_loses_its_race_counts_nothing(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer closes the lease between reconciliation's fresh read and its settlement (the
+    workflow's own close, landing late): the settlement's close is refused, and the run counts it neither
+    settled nor failed."""
+    state_machine(harness)
+    lease = leased(harness, "gone")
+    clock = FakeClock(time.time() + 200)
+    extender = harness.extender(SETTINGS, clock)
+    monkeypatch.setattr(extender.store, "close", lambda *args, **kwargs: None)
+
+    report = reconcile(extender, deadline=clock.now() + 30)
+
+    assert (report.checked, report.released, report.completed, report.failed) == (1, 0, 0, 0)
+    assert status_of(harness, lease) is LeaseStatus.ACTIVE
+
+
 def test_reconcile_is_rate_limited_and_capped_per_run(harness: Harness) -> None:
     state_machine(harness)
     leases = [leased(harness, f"gone-{i}") for i in range(6)]
