@@ -331,6 +331,26 @@ def test_extender_past_the_12_hour_limit_ends_the_lease_whatever_its_shorter_ask
     assert capped is not None and capped.status is LeaseStatus.CAPPED
 
 
+def test_extender_settles_a_capped_lease_whose_execution_already_succeeded(harness: Harness) -> None:
+    """The workflow's success close failed past its retries, so it deleted the message and ended SUCCEEDED
+    with the lease left ACTIVE. The extender meets the lease at its hard stop before reconciliation does:
+    the job succeeded, so the lease is settled by that end (SUCCEEDED), not stopped and closed CAPPED, which
+    would report a done job as cut off at its cap."""
+    settings = Settings(policy="threshold", visibility_timeout_s=30, max_renewal_s=60, extender_period_s=1)
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "done-1"))
+    harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=lease.receipt_handle)
+    clock = FakeClock(lease.received_at + 61)
+    fake = FakeStepFunctions({lease.execution_arn or "": "SUCCEEDED"})
+
+    report = renew_due(with_stepfunctions(harness.extender(settings, clock), fake), deadline=clock.now() + 30)
+
+    settled = harness.store(settings).get(lease.message_id)
+    assert settled is not None and settled.status is LeaseStatus.SUCCEEDED
+    assert (report.settled, report.capped, report.stopped) == (1, 0, 0)
+    assert fake.stopped == []
+
+
 def test_extender_stops_before_closing_a_lease_whose_handle_is_lost(harness: Harness) -> None:
     settings = THRESHOLD
     harness.send()
@@ -365,28 +385,42 @@ def test_extender_stops_before_closing_a_lease_whose_handle_is_lost(harness: Har
 @pytest.mark.parametrize(
     ("execution", "close", "expected"),
     [
-        (True, "lands", (1, 0, 0, 1)),
-        (True, "raises", (1, 1, 0, 0)),
-        (True, "conflicts", (1, 0, 1, 0)),
-        (False, "lands", (0, 0, 0, 1)),
-        (False, "raises", (0, 1, 0, 0)),
-        (False, "conflicts", (0, 0, 1, 0)),
+        ("RUNNING", "lands", (1, 0, 0, 1, 0)),
+        ("RUNNING", "raises", (1, 1, 0, 0, 0)),
+        ("RUNNING", "conflicts", (1, 0, 1, 0, 0)),
+        (None, "lands", (0, 0, 0, 1, 0)),
+        (None, "raises", (0, 1, 0, 0, 0)),
+        (None, "conflicts", (0, 0, 1, 0, 0)),
+        ("SUCCEEDED", "lands", (0, 0, 0, 0, 1)),
+        ("SUCCEEDED", "raises", (0, 1, 0, 0, 0)),
+        ("SUCCEEDED", "conflicts", (0, 0, 1, 0, 0)),
     ],
-    ids=["stopped-closed", "stopped-close-failed", "stopped-close-lost-race", "closed", "failed", "lost-race"],
+    ids=[
+        "stopped-closed",
+        "stopped-close-failed",
+        "stopped-close-lost-race",
+        "closed",
+        "failed",
+        "lost-race",
+        "ended-settled",
+        "ended-settle-failed",
+        "ended-settle-lost-race",
+    ],
 )
 def test_extender_reports_how_each_lost_lease_ended(
-    harness: Harness, execution: bool, close: str, expected: tuple[int, int, int, int]
+    harness: Harness, execution: str | None, close: str, expected: tuple[int, int, int, int, int]
 ) -> None:
-    """The pass's report, (stopped, failed, conflicts, lost), counts a stop only where an execution was
-    stopped (a lease whose start has not landed has none), and each close by what became of it: closed,
-    failed and left due, or changed first by another writer."""
+    """The pass's report, (stopped, failed, conflicts, lost, settled), counts a stop only where an execution
+    was stopped (a lease whose start has not landed has none; one whose execution ended is settled by that
+    end), and each close by what became of it: closed, failed and left due, or changed first by another
+    writer."""
     settings = THRESHOLD
     harness.send()
     arn = execution_arn(STATE_MACHINE, "lost-1") if execution else None
     [lease] = harness.receive_and_lease(settings, execution_arn=arn)
     harness.sqs.delete_message(QueueUrl=harness.queue_url, ReceiptHandle=lease.receipt_handle)
     clock = FakeClock(lease.received_at + 2.6)
-    fake = FakeStepFunctions({arn: "RUNNING"} if arn else {})
+    fake = FakeStepFunctions({arn: execution} if arn and execution else {})
     extender = with_stepfunctions(harness.extender(settings, clock), fake)
     real_close = extender.store.close
 
@@ -398,5 +432,5 @@ def test_extender_reports_how_each_lost_lease_ended(
     extender.store.close = closing  # type: ignore[method-assign]
     report = renew_due(extender, deadline=clock.now() + 30)
 
-    assert (report.stopped, report.failed, report.conflicts, report.lost) == expected
-    assert fake.stopped == ([arn] if arn else [])
+    assert (report.stopped, report.failed, report.conflicts, report.lost, report.settled) == expected
+    assert fake.stopped == ([arn] if execution == "RUNNING" else [])

@@ -383,7 +383,8 @@ class _Timing:
 def _end_unholdable(
     ext: Extender, leases: Sequence[tuple[Lease, LastError]], status: LeaseStatus, report: PassReport
 ) -> None:
-    """Stop each lease's execution, then close the lease with its reason. A stop or a write that fails
+    """Stop each lease's execution, then close the lease with its reason; a lease whose execution has
+    already ended is settled by that end instead (`_settle_ended_instead`). A stop or a write that fails
     leaves the lease ACTIVE and due: the next pass tries again.
 
     Each lease is read again, consistently, before anything is stopped: the due index lags the table,
@@ -405,10 +406,9 @@ def _end_unholdable(
             return "failed"
         if lease is None or not lease.active or not still_as_read(lease, read):
             return "conflict"
-        if status is LeaseStatus.LOST:
-            settled = _settle_ended_instead(ext, lease)
-            if settled is not None:
-                return settled
+        settled = _settle_ended_instead(ext, lease)
+        if settled is not None:
+            return settled
         try:
             closed = stop_and_close(
                 lease, status, stepfunctions=ext.stepfunctions, store=ext.store, clock=ext.clock, reason=reason
@@ -436,15 +436,18 @@ def _end_unholdable(
 
 
 def _settle_ended_instead(ext: Extender, lease: Lease) -> str | None:
-    """Settle, without a stop, a lease whose handle SQS refused if its execution has already ended; None
-    when it runs (or never started): the caller stops it and closes the lease.
+    """Settle, without a stop, a lease that can no longer be held (its handle refused, its hard stop
+    reached) if its execution has already ended; None when it runs (or never started): the caller stops
+    it and closes the lease.
 
-    A refused handle means the message may be in someone else's hands, so a running execution is stopped
-    (invariant 8). An ended one runs nothing more: stopping it changes nothing but the record, and its
-    handle was most likely refused because its own success deleted the message before the lease was
-    closed (reconciliation's completion deletes, then closes). Closing that lease LOST would report a job
-    that succeeded as lost. Its execution's status says how it ended (Step Functions' describe is read
-    after the refusal), and the lease is settled by it, as reconciliation settles an ended execution:
+    A refused handle means the message may be in someone else's hands, and a lease at its cap may be
+    held no longer, so a running execution is stopped (invariant 8). An ended one runs nothing more:
+    stopping it changes nothing but the record. A handle was most likely refused because the job's own
+    success deleted the message before the lease was closed (reconciliation's completion deletes, then
+    closes; a workflow's close that failed for good deletes all the same). Closing that lease LOST or
+    CAPPED would report a job that succeeded as lost or cut off. Its execution's status says how it ended
+    (Step Functions' describe is read after the lease is found unholdable), and the lease is settled by
+    it, as reconciliation settles an ended execution:
     SUCCEEDED completes it (the delete, refused, is noted and the lease closes SUCCEEDED), any other end
     releases it (the release, refused, makes it LOST). A describe or a settlement that fails leaves the
     lease ACTIVE and due: the next pass tries again."""

@@ -85,7 +85,7 @@ ARGUED: dict[str, str] = {
         "with no leases, the pass maps its end over nothing and adds zero to each count: the early return "
         "only saves the calls"
     ),
-    "longjobs.engine.extender.service:_end_unholdable #9: (status is LeaseStatus.LOST) -> True": (
+    "longjobs.engine.extender.service:_end_unholdable #8: (status is LeaseStatus.LOST) -> True": (
         "every caller ends leases CAPPED or LOST (`renew_due`, `_renew`, `_capped`, `_lost`), and the test "
         "is reached only when the status is not CAPPED"
     ),
