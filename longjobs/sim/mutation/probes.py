@@ -10,15 +10,21 @@ to both halves (tests/sim/test_mutation.py).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
 
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
+from longjobs.engine.lease.writes import is_conditional_failure
 from longjobs.engine.settle import settle_ended
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.sim.aws import FakeAws
+from longjobs.sim.campaign import deployed_workflow
+from longjobs.sim.workflow import ExecutionContext, resolve
 
 __all__ = ["PROBES"]
 
@@ -82,6 +88,50 @@ def stale_holding_freed_once() -> None:
     assert freed is not None and freed.held_for_s == 300, f"the holding's duration became {freed}"
 
 
+def workflow_slot_released_once() -> None:
+    """The workflow frees its slot once: a second release (its step-by-step path after a transaction that
+    freed the slot landed unanswered) is refused and keeps the first release's time, as
+    `lock_released_once`. The request is the deployed workflow's own, filled as its state would fill it."""
+    clock, aws, store = _world()
+    slot = "slot#t#0"
+    assert store.locks.take(slot, holder="m-1", execution_arn=EXECUTION, now=clock.now(), hold_until=START + 3600)
+    template = _slot_release(deployed_workflow().definition)
+
+    def release(at: float) -> bool:
+        context = ExecutionContext(EXECUTION, START, entered=at).as_json()
+        request = {**resolve(template, {"self": {"execution": EXECUTION}, "slot": slot}, context), "TableName": TABLE}
+        try:
+            aws.dynamodb.update_item(**request)
+        except ClientError as exc:
+            assert is_conditional_failure(exc), exc
+            return False
+        return True
+
+    assert release(START + 600)
+    assert not release(START + 1500), "a free slot was released again"
+    freed = store.locks.get(slot)
+    assert freed is not None and freed.held_for_s == 600, f"the holding's duration became {freed}"
+
+
+def _slot_release(definition: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The parameters of the workflow's slot release (the update that notes when the slot was freed)."""
+    found: list[Mapping[str, Any]] = []
+
+    def walk(states: Mapping[str, Any]) -> None:
+        for state in states.values():
+            parameters = state.get("Parameters", {})
+            if parameters.get("ConditionExpression") == "#state = :held AND #execution = :self" and (
+                "#released" in parameters.get("UpdateExpression", "")
+            ):
+                found.append(parameters)
+            for branch in state.get("Branches", []):
+                walk(branch["States"])
+
+    walk(definition["States"])
+    assert found, "the workflow frees no slot"
+    return found[0]
+
+
 def renewal_recorded_once() -> None:
     """A renewal whose write landed with its answer lost is not recorded again by its retry: the lease counts
     one renewal, at the version the extender believes."""
@@ -124,6 +174,7 @@ PROBES: dict[str, Callable[[], None]] = {
         stale_holding_freed_once
     ),
     "version = :version AND #status = :status | without version = :version": renewal_recorded_once,
+    "#state = :held AND #execution = :self | without #state = :held": workflow_slot_released_once,
     "longjobs.engine.settle:settle_ended #1: (status == 'SUCCEEDED') -> False": succeeded_execution_completed,
 }
 """The probe of each mutant it reports, by `longjobs.sim.mutation.equivalent.key`."""
