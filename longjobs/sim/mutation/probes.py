@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from longjobs.engine import cancel
 from longjobs.engine.clock import FakeClock
-from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
 from longjobs.engine.lease.writes import is_conditional_failure
@@ -115,21 +117,85 @@ def workflow_slot_released_once() -> None:
 
 def _slot_release(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     """The parameters of the workflow's slot release (the update that notes when the slot was freed)."""
+    return _parameters(
+        definition,
+        lambda parameters: (
+            parameters.get("ConditionExpression") == "#state = :held AND #execution = :self"
+            and "#released" in parameters.get("UpdateExpression", "")
+        ),
+    )
+
+
+def _parameters(definition: Mapping[str, Any], chosen: Callable[[Mapping[str, Any]], bool]) -> Mapping[str, Any]:
+    """The parameters of the workflow's first Task whose parameters `chosen` picks, its branches searched."""
     found: list[Mapping[str, Any]] = []
 
     def walk(states: Mapping[str, Any]) -> None:
         for state in states.values():
-            parameters = state.get("Parameters", {})
-            if parameters.get("ConditionExpression") == "#state = :held AND #execution = :self" and (
-                "#released" in parameters.get("UpdateExpression", "")
-            ):
-                found.append(parameters)
+            if chosen(state.get("Parameters", {})):
+                found.append(state["Parameters"])
             for branch in state.get("Branches", []):
                 walk(branch["States"])
 
     walk(definition["States"])
-    assert found, "the workflow frees no slot"
+    assert found, "the workflow sends no such request"
     return found[0]
+
+
+def workflow_marks_only_its_own_release_lost() -> None:
+    """The workflow marks its lease LOST (the release's visibility change refused for good) only over its own
+    release: a lease an operator cancelled since, or one a newer attempt released, keeps its status. A cancel's
+    mark over the release is final (`cancelled_never_succeeds` refuses LOST over it)."""
+    clock, aws, store = _world()
+    template = _parameters(
+        deployed_workflow().definition,
+        lambda parameters: parameters.get("ConditionExpression") == "#execution = :self AND #status = :released",
+    )
+    first = _active("m-1", "q", "h1")
+    assert store.create(first)
+    cancelled = store.close(first, LeaseStatus.RELEASED, now=clock.now())
+    assert cancelled is not None
+    reason = LastError("cancelled", "by an operator")
+    assert cancel.mark_cancelled(store, cancelled, now=clock.now(), error=reason, record={}) is not None
+    newer = replace(_active("m-2", "q", "h2"), execution_arn=EXECUTION + "-2")
+    assert store.create(newer) and store.close(newer, LeaseStatus.RELEASED, now=clock.now()) is not None
+    context = ExecutionContext(EXECUTION, START, entered=clock.now()).as_json()
+    error = {"Error": {"S": "receipt handle no longer accepted"}}  # as the workflow writes `$.last_error`
+    for message_id, status in (("m-1", LeaseStatus.CANCELLED), ("m-2", LeaseStatus.RELEASED)):
+        data = {"self": {"execution": EXECUTION}, "message_id": message_id, "last_error": error}
+        try:
+            aws.dynamodb.update_item(**{**resolve(template, data, context), "TableName": TABLE})
+        except ClientError as exc:
+            assert is_conditional_failure(exc), exc
+        stored = store.get(message_id)
+        assert stored is not None and stored.status is status, f"{message_id} became {stored}"
+
+
+def workflow_releases_only_the_receive_it_read() -> None:
+    """The failure path closes its lease RELEASED only while it names the handle the path read: a redelivery
+    that adopted the execution since wrote a newer one, and releasing that lease would end the adopting
+    receive's hold by a handle no longer the message's."""
+    clock, aws, store = _world()
+    template = _parameters(
+        deployed_workflow().definition,
+        lambda parameters: (
+            parameters.get("ConditionExpression") == "#execution = :self AND #handle = :handle AND #status = :active"
+        ),
+    )
+    assert store.create(replace(_active("m-1", "q", "h2"), receive_count=2))  # adopted: a newer handle
+    context = ExecutionContext(EXECUTION, START, entered=clock.now()).as_json()
+    data = {
+        "self": {"execution": EXECUTION},
+        "message_id": "m-1",
+        "lease": {"Item": {"receipt_handle": {"S": "h1"}}},  # as the path read it, before the adoption
+        "last_error": {"Error": {"S": "WaitJobFailed"}},
+    }
+    try:
+        aws.dynamodb.update_item(**{**resolve(template, data, context), "TableName": TABLE})
+    except ClientError as exc:
+        assert is_conditional_failure(exc), exc
+    stored = store.get("m-1")
+    assert stored is not None and stored.status is LeaseStatus.ACTIVE, f"the adopted lease became {stored}"
 
 
 def renewal_recorded_once() -> None:
@@ -175,6 +241,15 @@ PROBES: dict[str, Callable[[], None]] = {
     ),
     "version = :version AND #status = :status | without version = :version": renewal_recorded_once,
     "#state = :held AND #execution = :self | without #state = :held": workflow_slot_released_once,
+    "#execution = :self AND #handle = :handle AND #status = :active | without #handle = :handle": (
+        workflow_releases_only_the_receive_it_read
+    ),
+    "#execution = :self AND #status = :released | without #execution = :self": (
+        workflow_marks_only_its_own_release_lost
+    ),
+    "#execution = :self AND #status = :released | without #status = :released": (
+        workflow_marks_only_its_own_release_lost
+    ),
     "longjobs.engine.settle:settle_ended #1: (status == 'SUCCEEDED') -> False": succeeded_execution_completed,
 }
 """The probe of each mutant it reports, by `longjobs.sim.mutation.equivalent.key`."""
