@@ -1,4 +1,4 @@
-"""`python -m longjobs.sim.mutation`: every mutant of the protocol, judged by the default campaign."""
+"""`python -m longjobs.sim.mutation`: each mutant of the protocol, judged by the tests and the campaign."""
 
 from __future__ import annotations
 
