@@ -95,6 +95,12 @@ ARGUED: dict[str, str] = {
         "as the test does; with no client, the describe raises and the lease is left due, as the stop that "
         "the caller would try instead raises `SettleError` for want of a client and leaves it due"
     ),
+    "longjobs.engine.settle:release_holds #0: (not lease.execution_arn) -> False": (
+        "a lease's holds are taken in its execution's name (`take_holds`), and a lease without one has no "
+        "execution to name: each release, conditional on its `:arn` being the holder, asks for a holder that "
+        "is no string (`{'S': None}`), which boto3 refuses before sending and any holder fails; the release "
+        "returns False, as the test does, having logged the refusal"
+    ),
     # the settlement's tests that choose only a log line
     "longjobs.engine.settle:reassert_release #2: (not outcome.ok) -> True": _LOGGED,
     "longjobs.engine.settle:reassert_release #2: (not outcome.ok) -> False": _LOGGED,
