@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -102,6 +103,33 @@ def test_extender_renewal_falls_due_again_when_its_policy_says(harness: Harness,
     assert report.renewed == 1 and renewed is not None and renewed.renew_at is not None
     expected = clock.now() + (cancel.FINISH_RETRY_S if cancelled else 300 - 100)
     assert renewed.renew_at == pytest.approx(expected, abs=1)
+
+
+@pytest.mark.parametrize("same_handle", [True, False], ids=["its-own-receive", "a-newer-receive"])
+def test_extender_renewal_conflict_reapplies_only_a_release_it_may_have_undone(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, same_handle: bool
+) -> None:
+    """A renewal SQS accepted loses its write to another writer. If that writer released the receive the
+    renewal changed, the renewal may have hidden the message again, so the release is applied once more. A
+    release of a newer receive is that receive's own: the renewal's older handle changed nothing of it, and
+    applying it again would only ask SQS once more and give the message back later than it said."""
+    settings = Settings(policy="threshold", visibility_timeout_s=300, threshold_s=100, extender_period_s=1)
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, release_delay_s=30)
+    clock = FakeClock(lease.received_at + 250)
+    extender = harness.extender(settings, clock)
+    handle = lease.receipt_handle if same_handle else "a-newer-receive's-handle"
+    released = replace(lease, status=LeaseStatus.RELEASED, receipt_handle=handle, version=lease.version + 1)
+    monkeypatch.setattr(extender.store.renewals, "record_many", lambda renewals: [None for _ in renewals])
+    monkeypatch.setattr(extender.store, "get", lambda message_id: released)
+    calls: list[str] = []
+    harness.sqs.meta.events.register("provide-client-params.sqs.*", lambda model, **_: calls.append(model.name))
+
+    report = renew_due(extender, deadline=clock.now() + 30)
+
+    assert report.conflicts == 1
+    assert calls == ["ChangeMessageVisibilityBatch", *(["ChangeMessageVisibility"] if same_handle else [])]
+    assert report.releases_reasserted == (1 if same_handle else 0)
 
 
 def test_extender_caps_lease_when_sqs_refuses_beyond_12_hours(harness: Harness) -> None:
