@@ -410,13 +410,11 @@ def _deliveries(result: ScenarioRun, job: str) -> list[float]:
 def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_not_run_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A review's repro: the success path's close fails for good (the workflow's writes and deletes out
-    from 20 s to 420 s), so the execution frees its holds and ends SUCCEEDED with the lease still ACTIVE.
-    The extender renews it until its max renewal and closes it CAPPED before reconciliation looked; the
-    message comes back. Before, that redelivery found a closed lease whose execution no longer runs and
-    ran the job a second time (`once_per_message`); now the execution's success is read and the message
-    is acknowledged. The outage is a rule on the workflow's calls, which a scenario file (run on the
-    offline runtime too) cannot name."""
+    """The success path's close fails for good (the workflow's writes and deletes out from 20 s to 420 s),
+    so the execution frees its holds and ends SUCCEEDED with the lease still ACTIVE. The extender renews it
+    until its max renewal, before reconciliation looks: the execution has ended, so the lease is settled
+    by its success (the message deleted), not closed CAPPED, and the job runs once. The outage is a rule on
+    the workflow's calls, which a scenario file (run on the offline runtime too) cannot name."""
     import longjobs.sim.scenario as scenario_module
     from longjobs.sim.faults import CallFault, CallRule
     from longjobs.sim.world import START
@@ -441,13 +439,9 @@ def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_n
     [job] = result.jobs.values()
     assert (job.final, job.executions) == ("deleted", ["SUCCEEDED"])
     records = [json.loads(line) for line in result.result.trace.records]
-    noted = [
+    settled = [
         record
         for record in records
-        if record.get("actor") == "receiver"
-        and record.get("call") == "dynamodb.update_item"
-        and record["params"]["ExpressionAttributeValues"].get(":new") == {"S": "SUCCEEDED"}
-        and "answer" in record
+        if record.get("actor") == "extender" and record.get("call") == "sqs.delete_message" and "answer" in record
     ]
-    assert len(noted) == 1, "the capped lease noted SUCCEEDED, as the workflow would have closed it"
-    assert noted[0]["params"]["ExpressionAttributeValues"][":old"] == {"S": "CAPPED"}
+    assert len(settled) == 1, "the extender settled the lease at its cap by its execution's success"
