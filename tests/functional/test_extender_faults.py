@@ -17,7 +17,7 @@ from longjobs.engine.execution import execution_arn
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.extender.service import Extender, renew_due
-from longjobs.engine.lease import Lease, LeaseStatus, Renewal
+from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from longjobs.engine.policies import build_policy
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
@@ -186,21 +186,43 @@ BEYOND = (
 )
 
 
+def due_after_eleven_and_a_half_hours(
+    harness: Harness, settings: Settings
+) -> tuple[Lease, Lease, LeaseStore, FakeClock]:
+    """A job received eleven and a half hours ago whose chunk is due now: its lease as received, the lease
+    as stored (due), the store and the clock."""
+    harness.send()
+    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "old-1"))
+    clock = FakeClock(lease.received_at + 41_400)
+    due = replace(lease, visible_until=clock.now() + 200, renewed_at=clock.now() - 700, renew_at=clock.now() - 100)
+    harness.dynamodb.delete_item(TableName="leases", Key={"pk": {"S": lease.message_id}})
+    store = harness.store(settings)
+    assert store.create(due)
+    return lease, due, store, clock
+
+
+def on_stubbed_sqs(
+    settings: Settings, store: LeaseStore, sqs: Any, clock: FakeClock, stepfunctions: FakeStepFunctions
+) -> Extender:
+    """An extender on `sqs` (a client the caller stubs, for AWS-shaped refusals moto does not give)."""
+    return Extender(
+        settings=settings,
+        policy=build_policy(settings),
+        store=store,
+        visibility=VisibilityClient(sqs, clock=clock),
+        sqs=sqs,
+        clock=clock,
+        stepfunctions=stepfunctions,  # type: ignore[arg-type]
+    )
+
+
 def test_extender_asks_shorter_past_the_12_hour_limit_then_stops_the_execution(harness: Harness) -> None:
     """The receiver saw the record a while after SQS handed it out, so SQS's 12 h limit comes before the
     lease's. SQS (AWS-shaped answers, stubbed: moto counts the limit from the send) refuses the renewal;
     the extender asks for half, then half again, keeps the message hidden as long as SQS allows, stops
     the execution, and only then closes the lease CAPPED."""
     settings = Settings(extender_period_s=60)  # adaptive
-    harness.send()
-    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "old-1"))
-    received = lease.received_at
-    # Eleven and a half hours on: the job has run long, and its chunk is due.
-    clock = FakeClock(received + 41_400)
-    due = replace(lease, visible_until=clock.now() + 200, renewed_at=clock.now() - 700, renew_at=clock.now() - 100)
-    harness.dynamodb.delete_item(TableName="leases", Key={"pk": {"S": lease.message_id}})
-    store = harness.store(settings)
-    assert store.create(due)
+    lease, due, store, clock = due_after_eleven_and_a_half_hours(harness, settings)
     chunk = settings.adaptive_ceiling_s  # the job is old: a full chunk is asked
     sqs = boto3.client("sqs", region_name="us-east-1")
     stubber = Stubber(sqs)
@@ -216,15 +238,7 @@ def test_extender_asks_shorter_past_the_12_hour_limit_then_stops_the_execution(h
     stubber.add_client_error("change_message_visibility", "InvalidParameterValue", BEYOND.format(chunk // 2))
     stubber.add_response("change_message_visibility", {})  # a quarter of the chunk fits under the limit
     fake = FakeStepFunctions({due.execution_arn or "": "RUNNING"})
-    extender = Extender(
-        settings=settings,
-        policy=build_policy(settings),
-        store=store,
-        visibility=VisibilityClient(sqs, clock=clock),
-        sqs=sqs,
-        clock=clock,
-        stepfunctions=fake,  # type: ignore[arg-type]
-    )
+    extender = on_stubbed_sqs(settings, store, sqs, clock, fake)
 
     with stubber:
         report = renew_due(extender, deadline=clock.now() + 30)
@@ -286,13 +300,7 @@ def test_extender_past_the_12_hour_limit_ends_the_lease_whatever_its_shorter_ask
     it and the table fails to record it, the lease as read is ended all the same. Either way the execution
     is stopped and the lease closed CAPPED in the same pass."""
     settings = Settings(extender_period_s=60)  # adaptive
-    harness.send()
-    [lease] = harness.receive_and_lease(settings, execution_arn=execution_arn(STATE_MACHINE, "old-1"))
-    clock = FakeClock(lease.received_at + 41_400)
-    due = replace(lease, visible_until=clock.now() + 200, renewed_at=clock.now() - 700, renew_at=clock.now() - 100)
-    harness.dynamodb.delete_item(TableName="leases", Key={"pk": {"S": lease.message_id}})
-    store = harness.store(settings)
-    assert store.create(due)
+    lease, due, store, clock = due_after_eleven_and_a_half_hours(harness, settings)
     sqs = boto3.client("sqs", region_name="us-east-1")
     calls: list[str] = []
     sqs.meta.events.register("provide-client-params.sqs.*", lambda model, **_: calls.append(model.name))
@@ -312,15 +320,7 @@ def test_extender_past_the_12_hour_limit_ends_the_lease_whatever_its_shorter_ask
 
         monkeypatch.setattr(store.renewals, "record", unavailable)
     fake = FakeStepFunctions({due.execution_arn or "": "RUNNING"})
-    extender = Extender(
-        settings=settings,
-        policy=build_policy(settings),
-        store=store,
-        visibility=VisibilityClient(sqs, clock=clock),
-        sqs=sqs,
-        clock=clock,
-        stepfunctions=fake,  # type: ignore[arg-type]
-    )
+    extender = on_stubbed_sqs(settings, store, sqs, clock, fake)
 
     with stubber:
         report = renew_due(extender, deadline=clock.now() + 30)

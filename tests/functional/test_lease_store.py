@@ -313,16 +313,23 @@ def test_lease_store_close_cancelled_without_reasons_keeps_every_hold_in_its_nex
     assert held(store, current) == {"job#job-1": False, "slot#spark#0": False}
 
 
-def test_lease_store_amend_from_a_stale_read_is_refused_though_the_status_is_the_same(store: LeaseStore) -> None:
-    """The version fences a closed lease too: a release noted again (RELEASED, SQS refused its change for a
-    passing reason) moves it on, and an amend from the read before that note finds a version it does not
-    know, though the status it read is still there."""
+def released_then_noted(store: LeaseStore) -> tuple[Lease, Lease]:
+    """A lease closed RELEASED, then noted again with the status kept (SQS refused the release's change for a
+    passing reason): the closed lease as first read, and as it is now."""
     current = lease()
     store.create(current)
     closed = store.close(current, LeaseStatus.RELEASED, now=NOW + 60)
     assert closed is not None
     noted = store.amend(closed, status=LeaseStatus.RELEASED, error=LastError("execution failed", "release throttled"))
     assert noted is not None
+    return closed, noted
+
+
+def test_lease_store_amend_from_a_stale_read_is_refused_though_the_status_is_the_same(store: LeaseStore) -> None:
+    """The version fences a closed lease too: a release noted again (RELEASED, SQS refused its change for a
+    passing reason) moves it on, and an amend from the read before that note finds a version it does not
+    know, though the status it read is still there."""
+    closed, noted = released_then_noted(store)
 
     assert store.amend(closed, status=LeaseStatus.LOST, error=LastError("receipt handle no longer accepted")) is None
     assert store.get("m-1") == noted
@@ -331,12 +338,7 @@ def test_lease_store_amend_from_a_stale_read_is_refused_though_the_status_is_the
 def test_lease_store_new_attempt_over_a_stale_read_is_refused_though_the_status_is_the_same(store: LeaseStore) -> None:
     """A new attempt replaces the closed lease it read, at that version: a note written since (same status,
     same receive) refuses it, and the next receive decides again on the lease as it is."""
-    current = lease()
-    store.create(current)
-    closed = store.close(current, LeaseStatus.RELEASED, now=NOW + 60)
-    assert closed is not None
-    noted = store.amend(closed, status=LeaseStatus.RELEASED, error=LastError("execution failed", "release throttled"))
-    assert noted is not None
+    closed, noted = released_then_noted(store)
     retry = lease(receipt_handle="handle-2", receive_count=2, version=successor_version(closed), attempt=1)
 
     assert store.create(retry, replacing=closed) is False
