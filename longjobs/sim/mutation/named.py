@@ -1,4 +1,4 @@
-"""The project's own tests as a judge of rows and guards: the tests that reach a mutant, run under it.
+"""The project's own tests as a judge of the mutants: the tests that take a mutant's change, run under it.
 
 Some mutants change what the processor costs or reports, not what it promises: a renewal sent before it is
 due, a pass's report that counts a lease under another heading. The campaign judges promises, so it lets
@@ -35,7 +35,7 @@ import pytest
 
 from longjobs.sim.mutation import clauses, guards, rows
 
-__all__ = ["TESTS", "judge", "reach"]
+__all__ = ["TESTS", "judge", "mutants", "reach"]
 
 TESTS = ("tests/unit", "tests/functional")
 """The tests that may judge a mutant: the pure ones and the moto ones (each runs the engine in its process).
