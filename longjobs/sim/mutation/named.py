@@ -27,7 +27,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -213,20 +212,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         seen.clear()
     outcome = yield
     if _SEEN:
-        hit: list[Mutant] = [mutant for row in _SEEN["rows"] for mutant in _of_row()[row]]
+        hit: list[Mutant] = [*rows.reached(_SEEN["rows"])]
         hit += guards.reached(_SEEN["guards"])
         hit += _SEEN["clauses"]
         for mutant in hit:
             _REACHED.setdefault(mutant.name, []).append(item.nodeid)
     return outcome
-
-
-@cache
-def _of_row() -> dict[rows.Row, list[rows.RowMutant]]:
-    found: dict[rows.Row, list[rows.RowMutant]] = {}
-    for mutant in rows.mutants():
-        found.setdefault(mutant.row, []).append(mutant)
-    return found
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

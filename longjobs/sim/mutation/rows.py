@@ -16,11 +16,12 @@ import ast
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 
 from longjobs.engine.delivery import decision
 from longjobs.sim.mutation.code import NOTE, noting, swapped, tree
 
-__all__ = ["PLAUSIBLE", "RowMutant", "mutants", "recording", "rows"]
+__all__ = ["PLAUSIBLE", "RowMutant", "mutants", "reached", "recording", "rows"]
 
 FUNCTIONS = ("decide", "_new_attempt", "lock_state")
 """The decision's functions whose returns are its rows."""
@@ -136,6 +137,19 @@ def rows() -> list[Row]:
 
 def mutants() -> list[RowMutant]:
     return [RowMutant(row, replacement) for row in rows() for replacement in PLAUSIBLE[row.returns]]
+
+
+def reached(taken: set[Row]) -> list[RowMutant]:
+    """The mutants whose change a run took: each replacement of each row it returned (`recording`)."""
+    return [mutant for row in taken for mutant in _of_row()[row]]
+
+
+@cache
+def _of_row() -> dict[Row, list[RowMutant]]:
+    found: dict[Row, list[RowMutant]] = {}
+    for mutant in mutants():
+        found.setdefault(mutant.row, []).append(mutant)
+    return found
 
 
 def _rewrite(name: str, swap: Callable[[ast.expr, Row], ast.expr]) -> Callable[[ast.FunctionDef], ast.FunctionDef]:

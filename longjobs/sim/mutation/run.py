@@ -78,9 +78,6 @@ def _reached(job: tuple[list[clauses.ClauseMutant], range]) -> dict[Mutant, list
     from longjobs.sim.campaign import run_seed
 
     conditions, seeds = job
-    of_row: dict[rows.Row, list[rows.RowMutant]] = {}
-    for row_mutant in rows.mutants():
-        of_row.setdefault(row_mutant.row, []).append(row_mutant)
     found: dict[Mutant, list[int]] = {}
     with ExitStack() as stack:
         refused = stack.enter_context(clauses.recording(conditions))
@@ -90,7 +87,7 @@ def _reached(job: tuple[list[clauses.ClauseMutant], range]) -> dict[Mutant, list
             run_seed(seed, keep_calls=False)
             hit: list[Mutant] = [
                 *refused,
-                *(mutant for row in taken for mutant in of_row[row]),
+                *rows.reached(taken),
                 *guards.reached(tested),
             ]
             for mutant in hit:
