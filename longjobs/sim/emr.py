@@ -17,6 +17,12 @@ What AWS documents, and this model follows:
   best-effort attempt to cancel the job (https://docs.aws.amazon.com/step-functions/latest/dg/connect-to-resource.html,
   "Run a Job"). Here: CancelJobRun 0.5 to 5 s later, lost now and then (`CANCEL_LOST`), when the run
   ends at its own limit.
+- An application with a scheduler configuration runs at most `maxConcurrentRuns` jobs at once; the
+  others wait QUEUED, in the order they came, and a run queued past `queueTimeoutMinutes` times out
+  (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/applications-concurrency-queuing.html;
+  the queued run's end state is not documented: here FAILED). A run leaves the queue as PENDING and
+  holds its place until its end; its `executionTimeoutMinutes` counts from then, since the queue has a
+  timeout of its own (AWS does not say). Without a configuration (the campaign's), no run queues.
 - The `.sync` task ends when the run does: with its output on SUCCESS, an error otherwise. The error's
   name is not documented; here `States.TaskFailed` with the run as its cause (the workflow catches every
   error of the job's step).
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +56,14 @@ CANCEL_LOST = 0.1
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
 
 
+@dataclass(frozen=True)
+class SchedulerConfiguration:
+    """An application's job concurrency and queuing (the API's `SchedulerConfiguration`)."""
+
+    max_concurrent_runs: int
+    queue_timeout_s: float
+
+
 @dataclass
 class JobRun:
     """One EMR Serverless job run."""
@@ -59,12 +74,14 @@ class JobRun:
     behaviour: SparkBehaviour
     limit_s: float  # executionTimeoutMinutes
     submitted: float
+    limit_from: float = 0.0  # when its limit began to count: its submission, or its leaving the queue
     state: str = "SUBMITTED"
     ended: float | None = None
     cancel_asked: float | None = None
     execution_ended: float | None = None
     declared_limit_s: float = 0.0  # the type's own limit
-    ran: bool = False  # it reached RUNNING
+    running_since: float | None = None  # when it reached RUNNING
+    placed: bool = False  # it holds one of the application's concurrent runs (`SchedulerConfiguration`)
     step_timeout_s: float | None = None  # its task's TimeoutSeconds
     changed: Signal = field(default_factory=Signal)  # set (and replaced) at each state change
 
@@ -83,18 +100,23 @@ class EmrServerless:
         *,
         faults_active: Callable[[float], bool],
         reach: Callable[[str], None],
+        configuration: SchedulerConfiguration | None = None,
     ) -> None:
+        self.configuration = configuration
+        self._placed = 0
+        self._queued: deque[JobRun] = deque()
         self._scheduler = scheduler
         self._trace = trace
         self._rng = random.Random(f"emr:{seed}")
-        self._faults_active = faults_active
+        self.faults_active = faults_active
+        """Whether the service's own faults (a lost start answer, a run stuck queued, a lost cancel) may strike now."""
         self._reach = reach
         self.runs: dict[str, JobRun] = {}
         self._by_token: dict[str, str] = {}
         self._by_execution: dict[str, list[str]] = {}
 
     def _fault(self, chance: float) -> bool:
-        return self._faults_active(self._scheduler.now()) and self._rng.random() < chance
+        return self.faults_active(self._scheduler.now()) and self._rng.random() < chance
 
     # -- the `.sync` task ---------------------------------------------------------------------------------------
 
@@ -130,6 +152,7 @@ class EmrServerless:
             behaviour=behaviour,
             limit_s=float(parameters.get("ExecutionTimeoutMinutes", 720)) * 60,  # the service's default: 12 h
             submitted=now,
+            limit_from=now,
         )
         if parameters.get("RetryPolicy", {}).get("MaxAttempts") != 1:
             raise StatesError("States.Runtime", "the simulation models one attempt per run: RetryPolicy.MaxAttempts 1")
@@ -161,6 +184,8 @@ class EmrServerless:
         self._trace.event("emr", "job_run_state", run=run.run_id, state=state)
         if state in TERMINAL:
             run.ended = self._scheduler.now()
+            if run.placed:
+                self._place_next()
             self._reach(f"emr:run:{state}")
             if run.execution_ended is not None and run.ended > run.execution_ended:
                 self._reach("emr:run_outlived_its_execution")
@@ -171,12 +196,14 @@ class EmrServerless:
         stuck = self._fault(STUCK_QUEUED)
         if stuck:
             self._reach("emr:stuck_queued")
+        if not self._admitted(run):
+            return
         if not self._phase(run, 99_999_999 if stuck else self._rng.uniform(*SCHEDULING_S)):
             return
-        run.ran = True
+        run.running_since = self._scheduler.now()
         self._set(run, "RUNNING")
         behaviour = run.behaviour
-        limit_left = run.limit_s - (scheduler.now() - run.submitted)
+        limit_left = run.limit_s - (scheduler.now() - run.limit_from)
         runs_for = behaviour.seconds / 2 if behaviour.kind == "vanish" else behaviour.seconds
         if behaviour.kind == "hang" or runs_for >= limit_left:
             if not self._phase(run, max(0.0, limit_left)):
@@ -187,6 +214,37 @@ class EmrServerless:
         if not self._phase(run, runs_for):
             return
         self._set(run, "SUCCESS" if behaviour.kind == "ok" else "FAILED")
+
+    def _admitted(self, run: JobRun) -> bool:
+        """Whether the run may go on to be scheduled: at once without a configuration or with a run free,
+        else once a run ends and frees its place (False when it timed out or was cancelled in the queue)."""
+        config = self.configuration
+        if config is None:
+            return True
+        if self._placed < config.max_concurrent_runs and not self._queued:
+            self._placed += 1
+            run.placed = True
+            return True
+        self._queued.append(run)
+        self._set(run, "QUEUED")
+        if not self._phase(run, config.queue_timeout_s):
+            return run.state == "PENDING"  # placed by an ending run (`_place_next`); else cancelled
+        self._reach("emr:queue_timed_out")
+        self._queued.remove(run)
+        self._set(run, "FAILED")
+        return False
+
+    def _place_next(self) -> None:
+        """A placed run ended: the first run still queued takes its place."""
+        self._placed -= 1
+        while self._queued:
+            run = self._queued.popleft()
+            if run.state == "QUEUED":  # not cancelled meanwhile
+                self._placed += 1
+                run.placed = True
+                run.limit_from = self._scheduler.now()
+                self._set(run, "PENDING")
+                return
 
     def _phase(self, run: JobRun, seconds: float) -> bool:
         """Wait `seconds` in the current state; False when a cancel came meanwhile (it ends the run)."""
@@ -244,9 +302,14 @@ class EmrServerless:
         ]
         for run in self.runs.values():
             # a run that never left the application's queue is cancelled when its step times out
-            limit_s = run.declared_limit_s if run.ran or run.step_timeout_s is None else run.step_timeout_s
-            bound = run.submitted + limit_s + CANCELLING_S[1] + CANCEL_CALL_S[1]
-            lost = not run.ran and run.cancel_asked is None and run.execution_ended is not None
+            limit_s = (
+                run.declared_limit_s
+                if run.running_since is not None or run.step_timeout_s is None
+                else run.step_timeout_s
+            )
+            start = run.limit_from if run.running_since is not None else run.submitted
+            bound = start + limit_s + CANCELLING_S[1] + CANCEL_CALL_S[1]
+            lost = run.running_since is None and run.cancel_asked is None and run.execution_ended is not None
             end = run.ended if run.ended is not None else now
             if not lost and end > bound:
                 ran = end - run.submitted

@@ -13,6 +13,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from longjobs.offline import lambdas
@@ -246,8 +247,9 @@ class Workload:
     """The extender has reserved concurrency 1 (the stack's `reserve_concurrency`): a run due while one is
     still going is throttled; without it, the two run side by side, each in its own container."""
 
-    @property
+    @cached_property
     def by_id(self) -> dict[str, JobPlan]:
+        """Each job by its id, kept from the first read: the world reads it once the jobs are all drawn."""
         return {job.job_id: job for job in self.jobs}
 
     @property

@@ -11,8 +11,12 @@ import pytest
 
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.campaign import deployed_workflow, run_seed
+from longjobs.sim.emr import EmrServerless, JobRun, SchedulerConfiguration
 from longjobs.sim.scenario import ScenarioRun, run_scenario
-from longjobs.sim.workload import CATALOG, EMR_TYPE
+from longjobs.sim.scheduler import Scheduler
+from longjobs.sim.trace import Trace
+from longjobs.sim.workflow import StatesError
+from longjobs.sim.workload import CATALOG, EMR_TYPE, SparkBehaviour
 
 EMR_STEP = "RunSparkEmrJob"
 
@@ -95,3 +99,99 @@ def test_emr_serverless_weakened_step_is_caught(change: dict[str, Any], property
     finally:
         campaign._WORKFLOW = previous
     assert caught and caught[0][1] == property_name, caught
+
+
+class Application:
+    """One EMR Serverless application on its own scheduler, with job concurrency and queuing, and the
+    outcome of each run's `.sync` task."""
+
+    def __init__(self, max_concurrent_runs: int, queue_timeout_s: float) -> None:
+        self.scheduler = Scheduler(0.0)
+        trace = Trace(self.scheduler.now, 0.0)
+        configuration = SchedulerConfiguration(max_concurrent_runs, queue_timeout_s)
+        self.emr = EmrServerless(
+            self.scheduler, trace, 1, faults_active=lambda _: False, reach=lambda _: None, configuration=configuration
+        )
+        self.outcomes: dict[str, str] = {}
+
+    def submit(self, name: str, seconds: float, *, at: float = 0.0, limit_minutes: int = 720) -> None:
+        parameters = {"ClientToken": name, "ExecutionTimeoutMinutes": limit_minutes, "RetryPolicy": {"MaxAttempts": 1}}
+
+        def task() -> None:
+            try:
+                self.emr.run_job(parameters, f"arn:{name}", SparkBehaviour("ok", seconds), None, limit_minutes * 60)
+                self.outcomes[name] = "SUCCESS"
+            except StatesError as error:
+                self.outcomes[name] = error.error
+
+        self.scheduler.spawn(task, at=at)
+
+    def run(self, until: float = 100_000.0) -> dict[str, JobRun]:
+        self.scheduler.run(until=until)
+        return {run.token: run for run in self.emr.runs.values()}
+
+
+def running_at_once(runs: dict[str, JobRun]) -> int:
+    edges = sorted(
+        edge
+        for run in runs.values()
+        if run.running_since is not None and run.ended is not None
+        for edge in ((run.running_since, 1), (run.ended, -1))
+    )
+    most = running = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_emr_serverless_application_runs_at_most_its_concurrency_and_queues_in_order() -> None:
+    """An application with `maxConcurrentRuns` 2 runs two at once; the others wait QUEUED and start in
+    the order they came as runs end ("Job concurrency and queuing for an EMR Serverless application",
+    https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/applications-concurrency-queuing.html)."""
+    app = Application(2, 3_600.0)
+    for index, seconds in enumerate((100, 300, 100, 100)):
+        app.submit(f"r{index}", seconds, at=float(index))
+    runs = app.run()
+
+    assert app.outcomes == {"r0": "SUCCESS", "r1": "SUCCESS", "r2": "SUCCESS", "r3": "SUCCESS"}
+    assert running_at_once(runs) == 2
+    placed = [runs[name].limit_from for name in ("r2", "r3")]
+    assert placed == [runs["r0"].ended, runs["r2"].ended], "r2 takes r0's place, r3 then takes r2's"
+
+
+def test_emr_serverless_run_queued_past_its_timeout_fails() -> None:
+    """A run still QUEUED at `queueTimeoutMinutes` times out: its task fails, and it never ran."""
+    app = Application(1, 900.0)
+    app.submit("long", 2_000)
+    app.submit("queued", 100, at=1.0)
+    runs = app.run()
+
+    assert app.outcomes == {"long": "SUCCESS", "queued": "States.TaskFailed"}
+    assert runs["queued"].running_since is None and runs["queued"].ended == pytest.approx(901.0)
+
+
+def test_emr_serverless_cancelled_queued_run_takes_no_place() -> None:
+    """A run cancelled while it waits (its execution stopped) leaves the queue: the next takes the place."""
+    app = Application(1, 3_600.0)
+    app.submit("first", 500)
+    app.submit("stopped", 100, at=1.0)
+    app.submit("next", 100, at=2.0)
+    app.scheduler.call_at(100.0, lambda: app.emr.execution_ended("arn:stopped"))
+    runs = app.run()
+
+    assert runs["stopped"].state == "CANCELLED" and runs["stopped"].running_since is None
+    assert runs["next"].limit_from == runs["first"].ended and app.outcomes["next"] == "SUCCESS"
+
+
+def test_emr_serverless_queued_run_limit_counts_from_leaving_the_queue() -> None:
+    """A run's `executionTimeoutMinutes` counts from its leaving the queue: the queue has its own timeout.
+    Counted from its submission, the second run below would be cancelled after 100 s of its 500."""
+    app = Application(1, 3_600.0)
+    app.submit("first", 500, limit_minutes=10)
+    app.submit("second", 500, limit_minutes=10)
+    runs = app.run()
+
+    assert app.outcomes == {"first": "SUCCESS", "second": "SUCCESS"}
+    assert runs["second"].ended - runs["second"].submitted > 600
+    assert not app.emr.problems(app.scheduler.now())
