@@ -1,4 +1,4 @@
-"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG]`,
+"""Command line: `python -m offline run --scenario FILE --report FILE [--timeline PNG] [--trace FILE]`,
 `python -m offline demo [--out DIR]`, `python -m offline chaos --runs N --seed S --report FILE` and
 `python -m offline serve [--port 4566] [--jobs-file jobs.json]` and
 `python -m offline sim --seeds N [--first K] [--profile P] [--json] | --seed S [--trace FILE] [--shrink [--out FILE]]`
@@ -40,9 +40,11 @@ def run(
     *,
     quiet: bool,
     figures_path: Path | None = None,
+    trace_path: Path | None = None,
 ) -> int:
-    """Run the scenario file; write its report, and its timeline and figures table where asked (the demo
-    writes `figures.md`: the table README.md shows, from this run)."""
+    """Run the scenario file; write its report, and its timeline, figures table and history where asked
+    (the demo writes `figures.md`: the table README.md shows, from this run; and `trace.jsonl`, the history
+    the independent checker judged, in the simulation's trace format)."""
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
@@ -69,6 +71,9 @@ def run(
     if figures_path is not None:
         figures_path.write_text(figures_table(result.report["jobs"]) + "\n", encoding="utf-8")
         print(f"figures (README.md's demo table, from this run): {figures_path}")
+    if trace_path is not None:
+        trace_path.write_text("".join(line + "\n" for line in result.history), encoding="utf-8")
+        print(f"history (python -m longjobs.sim.checker {trace_path}): {trace_path}")
     print(f"report: {report_path}")
     for violation in result.violations:  # a job's own failure says so; anything else is the processor's
         print(violation if violation.startswith(JOB_FAILED) else f"INVARIANT BROKEN: {violation}", file=sys.stderr)
@@ -83,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--scenario", type=Path, required=True)
     run_cmd.add_argument("--report", type=Path, required=True)
     run_cmd.add_argument("--timeline", type=Path, help="also draw the timeline (PNG)")
+    run_cmd.add_argument("--trace", type=Path, help="also write the run's history in the simulation's trace format")
     run_cmd.add_argument("--quiet", action="store_true", help="no live progress line")
     demo = commands.add_parser(
         "demo", help="the shipped demo: report.json, timeline.png and figures.md (README's table) under --out"
@@ -137,7 +143,12 @@ def demo(out: Path, *, quiet: bool) -> int:
     os.chdir(workspace)  # the scenario names its job and input relative to where it runs
     try:
         return run(
-            DEMO_SCENARIO, out / "report.json", out / "timeline.png", quiet=quiet, figures_path=out / "figures.md"
+            DEMO_SCENARIO,
+            out / "report.json",
+            out / "timeline.png",
+            quiet=quiet,
+            figures_path=out / "figures.md",
+            trace_path=out / "trace.jsonl",
         )
     finally:
         os.chdir(previous)
@@ -163,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args)
     if args.command == "run":
-        return run(args.scenario, args.report, args.timeline, quiet=args.quiet)
+        return run(args.scenario, args.report, args.timeline, quiet=args.quiet, trace_path=args.trace)
     if args.command == "chaos":
         if args.runs < 1:
             parser.error("--runs must be at least 1")

@@ -44,6 +44,7 @@ JOB_ENDED_EVENTS = frozenset(
     {"ParallelStateSucceeded", "ParallelStateFailed", "ParallelStateAborted", "ParallelStateExited"}
 )
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
+JOB_SUCCEEDED_EVENT = "ParallelStateSucceeded"
 REREAD = 100
 """Stream records read again on each poll (see `Observer.poll`)."""
 ORPHANS_KEPT = 1_000
@@ -55,6 +56,8 @@ class Delivery:
     at: float
     receive_count: int
     while_running: bool
+    message_id: str = ""
+    """The message delivered: the job's own, or a parked copy of it."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class Execution:
     job_ended: float | None = None
     """When it left its job (the end of the workflow's job step), if it got there: the workflow's last
     steps (mark the lease, free the job lock) run after the message is deleted."""
+    job_entered: float | None = None
+    """When it entered its job step, if it got there (kept whether or not `job` was asked for)."""
+    job_succeeded: bool = False
+    """Whether its job step succeeded (the workflow went on to its success path)."""
 
     @property
     def job_span(self) -> tuple[float, float | None]:
@@ -104,6 +111,8 @@ class Track:
     executions: list[Execution] = field(default_factory=list)
     final: str = "queued"
     dlq_error: str | None = None
+    dlq_attributes: dict[str, str] = field(default_factory=dict)
+    """The message attributes of its copy in the DLQ (`ErrorType`, `ErrorMessage`, `OriginalMessageId`...)."""
     running_at_end: frozenset[str] = frozenset()
     """Names of its executions still RUNNING when the run ended (before the runtime stopped them)."""
     group: str | None = None
@@ -208,7 +217,7 @@ class Observer:
             delivered = message["MessageId"]
             running = any(self.job_running(delivered, attempt) for attempt in range(1, count))
             with self._lock:
-                track.deliveries.append(Delivery(now, count, running))
+                track.deliveries.append(Delivery(now, count, running, delivered))
             if running:
                 log.warning("job %s delivered again while its job runs (receive %d)", track.job_id, count)
 
@@ -324,11 +333,13 @@ class Observer:
             if track.duplicate_of is not None:
                 original = self.tracks[track.duplicate_of]
                 track.final, track.dlq_error = original.final, original.dlq_error  # one message
+                track.dlq_attributes = original.dlq_attributes
                 continue
             copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
             if copy is not None:
                 track.final = "dlq"
                 track.dlq_error = self._dead_reason(copy, track)
+                track.dlq_attributes = dict(copy.attributes)
             elif any(message_id in queued for message_id in track.message_ids):
                 track.final = "queued"
             elif track.lease is not None and track.lease.status is LeaseStatus.PARKED:
@@ -423,16 +434,9 @@ class Observer:
                     running.add(track.job_id)
         return running
 
-    def _job_ended(self, arn: str) -> float | None:
-        """When the execution left its job step (the workflow's one Parallel), or None."""
-        for page in self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=arn):
-            for event in page["events"]:
-                if event["type"] in JOB_ENDED_EVENTS:
-                    return event["timestamp"].timestamp()
-        return None
-
-    def job_span(self, execution_arn: str, stopped: float | None) -> tuple[float, float | None] | None:
-        """When the execution's job ran (see `Execution.job`), from its history."""
+    def job_steps(self, execution_arn: str) -> tuple[float | None, float | None, bool]:
+        """When the execution entered its job step and left it, and whether the step succeeded, from its
+        history (None where it never got there)."""
         entered: float | None = None
         pages = self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
         for page in pages:
@@ -440,9 +444,9 @@ class Observer:
                 name = event.get("stateEnteredEventDetails", {}).get("name")
                 if name == JOB_STATE and entered is None:
                     entered = event["timestamp"].timestamp()
-                elif event["type"] in JOB_ENDED_EVENTS and entered is not None:
-                    return entered, event["timestamp"].timestamp()
-        return (entered, stopped) if entered is not None else None
+                elif event["type"] in JOB_ENDED_EVENTS:
+                    return entered, event["timestamp"].timestamp(), event["type"] == JOB_SUCCEEDED_EVENT
+        return entered, None, False
 
     def collect_executions(self, *, job_spans: bool = False) -> None:
         """Every execution of each message, for the report and the timeline; with `job_spans`, when each
@@ -457,7 +461,8 @@ class Observer:
                     continue
                 stop = execution.get("stopDate")
                 stopped = stop.timestamp() if stop else None
-                job = self.job_span(execution["executionArn"], stopped) if job_spans else None
+                entered, left, succeeded = self.job_steps(execution["executionArn"])
+                job = (entered, left if left is not None else stopped) if job_spans and entered is not None else None
                 track.executions.append(
                     Execution(
                         execution["name"],
@@ -465,7 +470,9 @@ class Observer:
                         execution["startDate"].timestamp(),
                         stopped,
                         job,
-                        self._job_ended(execution["executionArn"]),
+                        left,
+                        entered,
+                        succeeded,
                     )
                 )
         for track in self.tracks.values():

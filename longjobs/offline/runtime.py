@@ -12,13 +12,14 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import logger as function_logger
 from longjobs.offline.faults import Faults, TimedActions
+from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer, Track
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.progress import Progress, RedeliveryNotes, live_counts
@@ -26,6 +27,8 @@ from longjobs.offline.report import build_report, violations
 from longjobs.offline.scenario import AbortExecution, GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
 
 POLL_S = 0.5
+CHECKER_FINDING = "the independent checker, on the run's history: "
+"""How a finding of `longjobs.sim.checker` on the run's history starts among the run's violations."""
 SETTLE_S = 15.0
 """After every message is settled, how long to wait for the executions to end (they close leases)."""
 MAX_SPARK_WORKERS = 4
@@ -46,6 +49,8 @@ class RunResult:
     start: float
     end: float
     faults: Faults
+    history: list[str] = field(default_factory=list)
+    """The run's history in the simulation's trace format (`longjobs.offline.history`)."""
 
 
 def spark_workers(scenario: Scenario) -> int:
@@ -208,8 +213,12 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
     report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
     found = violations(scenario, observer.tracks, faults, end=end)
+    lines = history(scenario, observer.tracks, faults, start=start)
+    findings = [str(finding) for finding in judge(scenario, lines)]
+    report["checker"] = {"records": len(lines), "findings": findings}
+    found += [f"{CHECKER_FINDING}{finding}" for finding in findings]
     report["ok"] = not found
-    return RunResult(report, found, observer.tracks, start, end, faults)
+    return RunResult(report, found, observer.tracks, start, end, faults, lines)
 
 
 def _wait_until_settled(

@@ -2,7 +2,9 @@
 history alone.
 
 `python -m offline sim --seed S --trace FILE` writes one seed's trace as JSON lines (see
-`longjobs.sim.trace`). This module reads such a trace and re-derives, from its events only:
+`longjobs.sim.trace`); `python -m offline run --trace FILE` writes the real offline runtime's history in
+the same format (`longjobs.offline.history`). This module reads such a trace and re-derives, from its
+events only:
 
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
@@ -18,7 +20,8 @@ history alone.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
   at-least-once duplicate (`duplicate` true), a delivery that follows such an excused one before the
   receiver gave any `outcome` for the message (its handling died), or a delivery at or after
-  `hold_ends - 1` (SQS's 12 h cap).
+  `hold_ends - 1` (SQS's 12 h cap), or one whose `excused` names the injected fault that explains it
+  (an offline run's history: a paused extender, more lost runs than the settings survive).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
   carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
@@ -26,8 +29,9 @@ history alone.
   cancel, its execution not ended SUCCEEDED, and whose message is in the DLQ as `Cancelled`, ended one
   way). A copy the processor sent of a message (an `sqs.send_message` call, or entry of a
   `sqs.send_message_batch`, whose `LongJobsAdmission` attribute names its `original`) counts as that
-  message, as a DLQ copy's `OriginalMessageId` does. A trace with no `end` line (the seed stopped early)
-  is not checked for it.
+  message, as a DLQ copy's `OriginalMessageId` does, and so does a `copied` event's `message_id` (an
+  offline run's history notes each copy the observer attributed to its `original`). A trace with no
+  `end` line (the seed stopped early) is not checked for it.
 
 Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
 (`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
@@ -214,6 +218,10 @@ class _Checker:
         if isinstance(original, str) and isinstance(copy_id, str):
             self.originals[copy_id] = original
 
+    def _copied_event(self, t: float, record: dict[str, Any]) -> None:
+        """An observer's note that a message is a copy of another (an offline run's history)."""
+        self.originals[_text(record, "message_id")] = _text(record, "original")
+
     def _original(self, message_id: str) -> str:
         return self.originals.get(message_id, message_id)
 
@@ -262,6 +270,8 @@ class _Checker:
         if not runs:
             self.echo_pending.discard(message_id)
             return
+        if isinstance(record.get("excused"), str):
+            return  # an offline run's injected fault that explains it (`longjobs.offline.history`)
         if _flag(record, "duplicate") or message_id in self.echo_pending:
             # an injected duplicate hides the message under a handle only its own handling knows: until a
             # receive of it has an `outcome`, the next delivery is that handling's echo, not a lapse
@@ -358,6 +368,7 @@ _HANDLERS = {
     "job_started": _Checker._job_started,
     "job_ended": _Checker._job_ended,
     "dead_lettered": _Checker._dead_lettered,
+    "copied": _Checker._copied_event,
     "end": _Checker._end,
 }
 
@@ -414,7 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m longjobs.sim.checker",
         description=f"Re-check {', '.join(PROPERTIES[:-1])} and {PROPERTIES[-1]} from a simulation trace.",
     )
-    parser.add_argument("trace", help="a trace written by `python -m offline sim --trace FILE` (JSON lines)")
+    parser.add_argument(
+        "trace", help="a trace written by `python -m offline sim --trace FILE` or `run --trace FILE` (JSON lines)"
+    )
     parser.add_argument(
         "--limit",
         type=_limit,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from longjobs.offline.__main__ import main
+from longjobs.sim.checker import main as checker_main
 from tests.e2e.conftest import SPARK_HEARTBEAT_S
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -50,12 +51,16 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
     )
     report_path = tmp_path / "out" / "report.json"
     timeline = tmp_path / "out" / "timeline.png"
+    trace = tmp_path / "out" / "trace.jsonl"
 
-    code = main(["run", "--scenario", str(scenario), "--report", str(report_path), "--timeline", str(timeline)])
+    arguments = ["--scenario", str(scenario), "--report", str(report_path), "--timeline", str(timeline)]
+    code = main(["run", *arguments, "--trace", str(trace)])
 
     assert code == 0
     report = json.loads(report_path.read_text(encoding="utf-8"))
-    assert set(report) == {"ok", "jobs", "totals", "api_calls", "wall_s"}
+    assert set(report) == {"ok", "jobs", "totals", "api_calls", "checker", "wall_s"}
+    assert report["checker"] == {"records": len(trace.read_text(encoding="utf-8").splitlines()), "findings": []}
+    assert checker_main([str(trace)]) == 0, "the history it wrote is what the independent checker judged"
     assert report["ok"] is True
     assert set(report["jobs"]) == {"poison", "short"}
     assert all(set(job) == JOB_KEYS for job in report["jobs"].values())

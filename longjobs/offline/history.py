@@ -1,0 +1,125 @@
+"""An offline run's history in the simulation's trace format, and the independent checker's verdict on it.
+
+The observer (`longjobs.offline.observe`) watches a run from outside the processor: the sends, each
+delivery the event source mapping hands out, every execution's history, where each message ends. This
+module writes what it saw as trace records (`longjobs.sim.trace`: `t` in seconds since the run's start,
+an `actor`, an `event`), and `longjobs.sim.checker` judges them as it judges a seed's trace. So one
+checker, which imports nothing from the processor, judges the simulation and the real offline runtime.
+
+The records, from the observer's tracks:
+
+| record | from |
+| --- | --- |
+| `sent` | each job's message as the scenario sent it (a FIFO send SQS dropped as a duplicate is none) |
+| `copied` | each parked copy the observer attributed to its job's message |
+| `delivered` | each delivery of the message or a copy (`duplicate`, `excused`: below) |
+| `execution_started`, `execution_ended` | each execution of the message or a copy, with its status |
+| `job_started`, `job_ended` | the execution's job step, from its history (`succeeded` when the step did) |
+| `outcome` `inline_done` | a message deleted with no execution and no lease: a job the receiver ran inline |
+| `dead_lettered` | the message's copy in the DLQ, with its attributes as the reason |
+| `end` | the messages still on the jobs or waiting queues, by job id |
+
+A delivery while the job ran is `duplicate` when a `duplicate_delivery` fault took effect on it, and
+`excused` (the fault's name) when another injected fault explains it, as the run's report judges
+(`longjobs.offline.report.redelivery_verdicts`). Times are the observer's: a delivery is noted as the
+mapping hands its batch to the receiver, an execution's times are Step Functions'.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from longjobs.engine.execution import parse_execution_name
+from longjobs.offline.faults import Faults
+from longjobs.offline.observe import Execution, Track
+from longjobs.offline.report import DUPLICATE_DELIVERY_EXCUSE, redelivery_verdicts
+from longjobs.offline.scenario import Scenario
+from longjobs.sim.checker import Finding, check
+
+__all__ = ["history", "judge"]
+
+
+def history(scenario: Scenario, tracks: Mapping[str, Track], faults: Faults | None, *, start: float) -> list[str]:
+    """The run's records as trace lines, in time order (see the module)."""
+    types = {job.id: getattr(job, "type", None) for job in scenario.jobs}
+    records: list[dict[str, Any]] = []
+    for job_id, track in tracks.items():
+        if track.duplicate_of is None:  # else SQS dropped the send: no message of its own
+            records += _track_records(_Records(job_id, start), track, types.get(job_id), faults)
+    end = max((record["t"] for record in records), default=0.0)
+    left = {job_id: 1 for job_id, track in tracks.items() if track.final == "queued" and track.duplicate_of is None}
+    records.append({"t": end, "actor": "offline", "event": "end", "left": left})
+    records.sort(key=lambda record: record["t"])  # stable: a track's records keep their order at one time
+    return [json.dumps(record, sort_keys=True, separators=(",", ":")) for record in records]
+
+
+@dataclass(frozen=True)
+class _Records:
+    """Makes one job's records: its id in each, times in seconds since the run's start."""
+
+    job_id: str
+    start: float
+
+    def __call__(self, epoch: float, actor: str, event: str, **fields: Any) -> dict[str, Any]:
+        return {"t": round(epoch - self.start, 6), "actor": actor, "event": event, "job_id": self.job_id, **fields}
+
+
+def _track_records(record: _Records, track: Track, job_type: str | None, faults: Faults | None) -> list[dict[str, Any]]:
+    sent = {"type": job_type} if job_type is not None else {}
+    sent |= {"group": track.group} if track.group is not None else {}
+    records = [record(track.sent_at, "producer", "sent", message_id=track.message_id, **sent)]
+    records += [
+        record(track.sent_at, "observer", "copied", message_id=copy, original=track.message_id) for copy in track.copies
+    ]
+    excuses = {verdict.at: verdict.excuse for verdict in redelivery_verdicts(track, faults)}
+    for delivery in track.deliveries:
+        excuse = excuses.get(delivery.at) if delivery.while_running else None
+        duplicate = excuse == DUPLICATE_DELIVERY_EXCUSE
+        records.append(
+            record(
+                delivery.at,
+                "sqs",
+                "delivered",
+                message_id=delivery.message_id or track.message_id,
+                receive_count=delivery.receive_count,
+                duplicate=duplicate,
+                **({"excused": excuse} if excuse is not None and not duplicate else {}),
+            )
+        )
+    for execution in track.executions:
+        records += _execution_records(record, track, execution)
+    if track.final == "deleted" and track.lease is None and not track.executions:
+        at = track.deliveries[-1].at if track.deliveries else track.sent_at
+        records.append(record(at, "receiver", "outcome", outcome="inline_done", message_id=track.message_id))
+    if track.final == "dlq":
+        last = max([track.sent_at, *(d.at for d in track.deliveries), *(e.stopped or 0.0 for e in track.executions)])
+        dead = track.dlq_attributes.get("OriginalMessageId", track.message_id)
+        records.append(record(last, "sqs", "dead_lettered", message_id=dead, reason=dict(track.dlq_attributes)))
+    return records
+
+
+def _execution_records(record: _Records, track: Track, execution: Execution) -> list[dict[str, Any]]:
+    parsed = parse_execution_name(execution.name)
+    message_id = parsed[0] if parsed is not None else track.message_id
+    name = execution.name
+    records = [record(execution.started, "stepfunctions", "execution_started", execution=name)]
+    if execution.job_entered is not None:
+        records.append(record(execution.job_entered, "workflow", "job_started", execution=name, message_id=message_id))
+        if execution.job_ended is not None:
+            succeeded = execution.job_succeeded
+            records.append(record(execution.job_ended, "workflow", "job_ended", execution=name, succeeded=succeeded))
+    if execution.stopped is not None:
+        status = execution.status
+        records.append(record(execution.stopped, "stepfunctions", "execution_ended", execution=name, status=status))
+    return records
+
+
+def judge(scenario: Scenario, lines: Iterable[str]) -> list[Finding]:
+    """The independent checker's findings on an offline run's history, with the catalog's limits."""
+    limits = {
+        job_type.name: job_type.max_concurrency for job_type in scenario.job_catalog() if job_type.max_concurrency
+    }
+    return check(lines, limits)

@@ -1,0 +1,87 @@
+"""An offline run's history in the simulation's trace format (`longjobs.offline.history`), judged by the
+independent checker (`longjobs.sim.checker`): the real runtime's run holds the promise, and what it wrote
+is enough for the checker to see a run that breaks it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from longjobs.offline.history import judge
+from longjobs.offline.runtime import RunResult
+from longjobs.offline.scenario import parse_scenario
+from tests.e2e.conftest import SPARK_HEARTBEAT_S
+from tests.short_settings import SHORT_THRESHOLD
+
+pytestmark = pytest.mark.e2e
+
+JOBS: list[dict[str, Any]] = [
+    {"id": "short", "type": "wait", "seconds": 3},
+    {"id": "failing", "type": "wait", "seconds": 1, "fail": True},
+    {"id": "poison", "raw_body": "{not json"},
+]
+SETTINGS = {**SHORT_THRESHOLD, "max_attempts": 2}
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    from longjobs.offline.runtime import run_scenario
+
+    scenario = {"settings": SETTINGS, "jobs": JOBS, "spark_heartbeat_s": SPARK_HEARTBEAT_S, "timeout_s": 90}
+    return run_scenario(parse_scenario(scenario), work_dir=tmp_path_factory.mktemp("history"))
+
+
+def records(result: RunResult) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in result.history]
+
+
+def scenario() -> Any:
+    return parse_scenario({"settings": SETTINGS, "jobs": JOBS, "spark_heartbeat_s": SPARK_HEARTBEAT_S})
+
+
+def test_history_offline_run_is_judged_by_the_checker(result: RunResult) -> None:
+    assert result.report["ok"] is True, result.violations
+    assert result.report["checker"] == {"records": len(result.history), "findings": []}
+    events = [record["event"] for record in records(result)]
+    assert events.count("sent") == 3 and events[-1] == "end"
+    assert events.count("job_started") == 3, "short once, failing on each of its two attempts"
+    assert events.count("execution_ended") == 3
+    dead = {record["job_id"]: record["reason"] for record in records(result) if record["event"] == "dead_lettered"}
+    assert set(dead) == {"failing", "poison"}
+    assert all(reason.get("ErrorType") and reason.get("ErrorMessage") for reason in dead.values())
+    ended = [record for record in records(result) if record["event"] == "job_ended"]
+    assert [record["succeeded"] for record in ended if record["job_id"] == "short"] == [True]
+    assert [record["t"] for record in records(result)] == sorted(record["t"] for record in records(result))
+
+
+def test_history_overlapping_run_is_found(result: RunResult) -> None:
+    """A second execution running the job while the first does, written into the run's history: the
+    checker finds it, so the history carries what `single_execution` needs."""
+    lines = [json.loads(line) for line in result.history]
+    started = next(r for r in lines if r["event"] == "job_started" and r["job_id"] == "short")
+    twin = {**started, "execution": started["execution"] + "-twin", "t": started["t"] + 0.5}
+    lines.insert(lines.index(started) + 1, twin)
+    found = judge(scenario(), (json.dumps(record) for record in lines))
+    assert {finding.property for finding in found} == {"single_execution"}, "by its message and by its job id"
+
+
+def test_history_lost_message_is_found(result: RunResult) -> None:
+    """The failing job's DLQ copy taken out of the history: the checker finds the job lost."""
+    lines = [r for r in records(result) if not (r["event"] == "dead_lettered" and r["job_id"] == "failing")]
+    found = judge(scenario(), (json.dumps(record) for record in lines))
+    assert [(finding.property, "failing" in finding.detail) for finding in found] == [("nothing_lost", True)]
+
+
+def test_history_lapse_is_found_unless_a_fault_excuses_it(result: RunResult) -> None:
+    """A delivery of the running job's message: a lapse, unless the history names the fault behind it."""
+    lines = records(result)
+    started = next(r for r in lines if r["event"] == "job_started" and r["job_id"] == "short")
+    delivery = {"t": started["t"] + 0.5, "actor": "sqs", "event": "delivered", "message_id": started["message_id"]}
+    delivery |= {"job_id": "short", "receive_count": 2, "duplicate": False}
+    for excuse, properties in ((None, ["no_lapse"]), ("pause_extender", [])):
+        with_delivery = [*lines]
+        with_delivery.insert(lines.index(started) + 1, delivery | ({"excused": excuse} if excuse else {}))
+        found = judge(scenario(), (json.dumps(record) for record in with_delivery))
+        assert [finding.property for finding in found] == properties
