@@ -97,7 +97,8 @@ visibility change and start, where its crash windows are, twice as often."""
 FUNCTIONS = ("receiver", "extender", "watcher", "any")
 FUNCTION_WEIGHTS = (4, 3, 2, 2)
 """The receiver's calls decide whether an execution starts: they get the most faults."""
-MODES = ("throttle", "error", "ambiguous", "crash")
+MODES = ("throttled", "server_error", "answer_lost", "crash_before")
+"""The call faults the campaign draws (`longjobs.sim.faults.CallFault`'s names)."""
 RECEIVER_BUDGET = 3
 """Receives the faults that reach the receiver may cost a message in one run (see the module's docstring)."""
 BOTOCORE_ATTEMPTS = 4
@@ -177,7 +178,7 @@ def _draw_standard(campaign_seed: int, index: int) -> dict[str, Any]:
 def wasted_receives(mode: str, count: int) -> int:
     """Receives a receiver fault can cost each message at most: a crash fails a whole batch, and any
     other mode fails a record only once all of botocore's 4 attempts of one call were answered by it."""
-    return count if mode == "crash" else -(-count // BOTOCORE_ATTEMPTS)
+    return count if mode == "crash_before" else -(-count // BOTOCORE_ATTEMPTS)
 
 
 def draw_faults(rng: random.Random, jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -187,7 +188,7 @@ def draw_faults(rng: random.Random, jobs: Sequence[dict[str, Any]]) -> list[dict
         function = rng.choices(FUNCTIONS, weights=FUNCTION_WEIGHTS)[0]
         mode = rng.choice(MODES)
         # Most faults outlast botocore's retries (4 attempts), so the functions see them.
-        count = rng.choice((1, 2, 3)) if mode == "crash" else rng.choice((2, 4, 4, 8, 12))
+        count = rng.choice((1, 2, 3)) if mode == "crash_before" else rng.choice((2, 4, 4, 8, 12))
         if function in ("receiver", "any"):
             while count > 1 and wasted_receives(mode, count) > budget:
                 count //= 2

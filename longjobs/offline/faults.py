@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.client import BaseClient
 from botocore.compat import HTTPHeaders
+from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
 from longjobs.engine.lease import Lease, LeaseStore
@@ -62,6 +63,7 @@ from longjobs.offline.scenario import (
     PauseExtender,
     Throttle,
 )
+from longjobs.sim.faults import CallFault, WorldFault
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -83,6 +85,11 @@ RENEWAL_OPERATIONS = frozenset(
 )
 """The extender's calls on its renewal path: one that fails for good leaves the run's renewals undone."""
 VISIBILITY_OPERATIONS = frozenset({"ChangeMessageVisibility", "ChangeMessageVisibilityBatch"})
+CRASHES = (CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER)
+"""The call faults that end the invocation."""
+RUN_FAULTS = {"lost": WorldFault.EXTENDER_SKIPPED, "paused": "extender_paused"}
+"""What a scheduled extender run that never ran counts as, by why: the simulation's name for a lost run;
+a paused extender's skipped runs apart (the simulation pauses no extender outside a written scenario)."""
 LOST_OUTCOMES = frozenset({"paused", "lost", "crashed", "impaired"})
 """Scheduled extender runs that renewed nothing, or not all they should have, because of a fault."""
 
@@ -101,28 +108,30 @@ class ErrorAnswer:
 
 
 ANSWERS: dict[tuple[str, str], ErrorAnswer] = {
-    ("sqs", "throttle"): ErrorAnswer(
+    ("sqs", "throttled"): ErrorAnswer(
         400, "com.amazonaws.sqs#ThrottlingException", "Rate exceeded", "RequestThrottled;Sender"
     ),
-    ("sqs", "error"): ErrorAnswer(
+    ("sqs", "server_error"): ErrorAnswer(
         500,
         "com.amazonaws.sqs#InternalError",
         "We encountered an internal error. Please try again.",
         "InternalError;Receiver",
     ),
-    ("dynamodb", "throttle"): ErrorAnswer(
+    ("dynamodb", "throttled"): ErrorAnswer(
         400,
         "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
         "The level of configured provisioned throughput for the table was exceeded. "
         "Consider increasing your provisioning level with the UpdateTable API.",
     ),
-    ("dynamodb", "error"): ErrorAnswer(
+    ("dynamodb", "server_error"): ErrorAnswer(
         500, "com.amazonaws.dynamodb.v20120810#InternalServerError", "Internal server error"
     ),
-    ("stepfunctions", "throttle"): ErrorAnswer(
+    ("stepfunctions", "throttled"): ErrorAnswer(
         400, "com.amazon.coral.availability#ThrottlingException", "Rate exceeded"
     ),
-    ("stepfunctions", "error"): ErrorAnswer(500, "com.amazon.coral.service#InternalFailure", "Internal failure."),
+    ("stepfunctions", "server_error"): ErrorAnswer(
+        500, "com.amazon.coral.service#InternalFailure", "Internal failure."
+    ),
 }
 """What each service answers when it throttles a call, or fails inside (HTTP 500)."""
 
@@ -138,8 +147,8 @@ class _Body:
 
 
 def fault_response(service: str, mode: str, url: str) -> AWSResponse:
-    """The service's answer for `throttle` or `error` (also what `ambiguous` returns)."""
-    answer = ANSWERS[(service, "error" if mode == "ambiguous" else mode)]
+    """The service's answer for `throttled` or `server_error` (also what `answer_lost` returns)."""
+    answer = ANSWERS[(service, "server_error" if mode == "answer_lost" else mode)]
     body = json.dumps({"__type": answer.type, "message": answer.message}).encode()
     headers = HTTPHeaders()
     headers["Content-Type"] = "application/x-amz-json-1.0"
@@ -313,7 +322,7 @@ class Faults:
     @property
     def throttled(self) -> int:
         """Calls answered with a throttling response."""
-        return self.injected["throttle"]
+        return self.injected[CallFault.THROTTLED]
 
     # -- the schedule -----------------------------------------------------------------------------
 
@@ -338,7 +347,7 @@ class Faults:
             reason = "lost"
         with self._lock:
             self.runs.append(RunSlot(at, reason))
-            self.injected[f"{reason}_run"] += 1
+            self.injected[RUN_FAULTS[reason]] += 1
         return reason
 
     # -- invocations ------------------------------------------------------------------------------
@@ -405,8 +414,9 @@ class Faults:
             handles = invocation.handles if invocation is not None else {}
             messages = tuple(handles[h] for h in _receipt_handles(request) if h in handles)
             if invocation is not None and invocation.deadline is not None and self.clock() > invocation.deadline:
-                self.injections.append(Injection(self.clock(), -1, function, operation, "timeout", True, messages))
-                self.injected["timeout"] += 1
+                timed_out = WorldFault.FUNCTION_TIMEOUT
+                self.injections.append(Injection(self.clock(), -1, function, operation, timed_out, True, messages))
+                self.injected[timed_out] += 1
                 self._crashed.add(function)
                 log.info("%s invocation timed out before %s", function, operation)
                 raise InvocationCrashed(f"the {function} invocation timed out before {operation}")
@@ -423,14 +433,19 @@ class Faults:
                 invocation.injected += 1
                 if injection.surfaced and operation in RENEWAL_OPERATIONS:
                     invocation.surfaced_renewal = True
-            if chosen.spec.mode == "crash":
+            if chosen.spec.mode in CRASHES:
                 self._crashed.add(function)
-        log.info("fault %s: %s %s (%s)", chosen.spec.mode, function, operation, event_name)
-        if chosen.spec.mode == "crash":
+        mode = CallFault(chosen.spec.mode)
+        log.info("fault %s: %s %s (%s)", mode, function, operation, event_name)
+        if mode == CallFault.CRASH_BEFORE:
             raise InvocationCrashed(f"the {function} invocation died at {operation}")
-        if chosen.spec.mode == "ambiguous":
+        if mode == CallFault.TIMEOUT:
+            raise ReadTimeoutError(endpoint_url=request.url)  # botocore retries it, as a read timeout
+        if mode in (CallFault.ANSWER_LOST, CallFault.CRASH_AFTER):
             self._send(request, operation)
-        return fault_response(service, chosen.spec.mode, request.url)
+        if mode == CallFault.CRASH_AFTER:
+            raise InvocationCrashed(f"the {function} invocation died after {operation} took effect")
+        return fault_response(service, mode, request.url)
 
     def _draw(self, function: str, operation: str) -> _CallFault | None:
         """Every matching open fault draws; the first that hits applies. Called with the lock held."""
@@ -478,7 +493,7 @@ class Faults:
                 if isinstance(f, DropStatusEvents)
             ]
             if any(hits):
-                self.injected["dropped_event"] += 1
+                self.injected[WorldFault.EVENT_LOST] += 1
                 return True
         return False
 
@@ -544,7 +559,7 @@ class Faults:
             i.at
             for i in self.injections
             if i.function == "receiver"
-            and i.mode in ("crash", "timeout")
+            and i.mode in (*CRASHES, WorldFault.FUNCTION_TIMEOUT)
             and i.operation in VISIBILITY_OPERATIONS
             and message_id in i.message_ids
         ]
@@ -580,7 +595,7 @@ class Faults:
     def faults_missed(self) -> list[str]:
         """Every fault that did not take effect, with the reason."""
         missed = list(self.missed)
-        lost_runs = self.injected["lost_run"]
+        lost_runs = self.injected[RUN_FAULTS["lost"]]
         scheduled = len(self.runs)  # every slot: skipped, crashed or run
         for index, fault in enumerate(self.scenario.faults):
             place = f"faults[{index}] {fault.type}"
@@ -599,7 +614,7 @@ class Faults:
                 missed.append(f"{place} at {fault.at_s:g} s: no scheduled run fell in its window")
             elif isinstance(fault, LoseScheduledRuns) and not lost_runs:
                 missed.append(f"{place}: none of {scheduled} scheduled run(s) drawn")
-            elif isinstance(fault, DropStatusEvents) and not self.injected["dropped_event"]:
+            elif isinstance(fault, DropStatusEvents) and not self.injected[WorldFault.EVENT_LOST]:
                 missed.append(
                     f"{place}: none of {self.events_seen} status event(s) drawn"
                     if self.events_seen
@@ -619,7 +634,11 @@ def _note_stop_arn(params: dict[str, Any], context: dict[str, Any], **_: Any) ->
 
 def _as_aws_fault(fault: Throttle) -> AwsFault:
     return AwsFault(
-        type="aws_fault", function="extender", operation=fault.operation, mode="throttle", probability=fault.probability
+        type="aws_fault",
+        function="extender",
+        operation=fault.operation,
+        mode="throttled",
+        probability=fault.probability,
     )
 
 

@@ -10,7 +10,7 @@
      "totals": {"jobs": 4, "deleted": 2, "dlq": 2, "parked": 0, "renewals": 9, "redelivered_while_running": 1,
                 "redeliveries_excused": 1, "double_runs": 0, "lapses": 0, "lost_messages": 0, "stuck_leases": 0,
                 "max_concurrent_by_type": {"wait": 1},
-                "faults_injected": {"throttle": 3, "crash": 1, ...}, "faults_missed": [...]},
+                "faults_injected": {"throttled": 3, "crash_before": 1, ...}, "faults_missed": [...]},
      "api_calls": {"ChangeMessageVisibility": 3, ...},
      "wall_s": 31.2}
 

@@ -167,7 +167,10 @@ class DuplicateDelivery(_Strict):
 
 
 FaultFunction = Literal["receiver", "extender", "watcher", "any"]
-FaultMode = Literal["throttle", "error", "ambiguous", "crash"]
+FaultMode = Literal["throttled", "server_error", "timeout", "answer_lost", "crash_before", "crash_after"]
+"""An AWS call's fault: the simulation's names (`longjobs.sim.faults.CallFault`), one vocabulary for both."""
+RENAMED_MODES = {"throttle": "throttled", "error": "server_error", "ambiguous": "answer_lost", "crash": "crash_before"}
+"""The modes' earlier names, each refused with the name it has now."""
 FAULT_SERVICES = ("sqs", "dynamodb", "stepfunctions")
 """The services the functions call; an `aws_fault` operation must be one of theirs."""
 
@@ -185,10 +188,12 @@ class AwsFault(_Strict):
     """A function's own AWS calls answered with a fault, per call with this probability (seeded).
 
     `operation` is botocore's operation name (`StartExecution`, `ChangeMessageVisibilityBatch`,
-    `PutItem`, ...) or `*`. `throttle`: the service's throttling answer; `error`: an HTTP 500 as the
-    service sends it; `ambiguous`: the request takes effect and the caller gets that 500 instead of
-    the answer; `crash`: the invocation dies at that call, before sending it. `count` caps the
-    injections; `at_s`/`until_s` bound the window (seconds since the jobs were sent)."""
+    `PutItem`, ...) or `*`. `mode`, as the simulation names a call's faults: `throttled`, the service's
+    throttling answer; `server_error`, an HTTP 500 as the service sends it; `timeout`, no answer and no
+    effect (the client's read times out); `answer_lost`, the request takes effect and the caller gets
+    that 500 instead of the answer; `crash_before`, the invocation dies at that call, before sending
+    it; `crash_after`, it dies once the request took effect. `count` caps the injections;
+    `at_s`/`until_s` bound the window (seconds since the jobs were sent)."""
 
     type: Literal["aws_fault"]
     function: FaultFunction = "any"
@@ -198,6 +203,13 @@ class AwsFault(_Strict):
     count: int | None = Field(default=None, ge=1)
     at_s: float = Field(default=0.0, ge=0)
     until_s: float | None = Field(default=None, gt=0)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _current_mode(cls, value: object) -> object:
+        if isinstance(value, str) and value in RENAMED_MODES:
+            raise ValueError(f"mode {value!r} is named {RENAMED_MODES[value]!r} now (the simulation's name)")
+        return value
 
     @field_validator("operation")
     @classmethod

@@ -33,13 +33,24 @@ if TYPE_CHECKING:
 
 EXECUTION_COLOURS = {"SUCCEEDED": "tab:green", "FAILED": "tab:red", "ABORTED": "tab:orange", "TIMED_OUT": "tab:red"}
 FINAL_COLOURS = {"deleted": "tab:green", "dlq": "tab:red", "queued": "tab:gray", "lost": "black"}
-FAULT_MARKERS = {"throttle": "x", "error": "X", "ambiguous": "d", "crash": "s", "timeout": "s", "run": "|"}
+FAULT_MARKERS = {
+    "throttled": "x",
+    "server_error": "X",
+    "timeout": "x",
+    "answer_lost": "d",
+    "crash_before": "s",
+    "crash_after": "s",
+    "function_timeout": "s",
+    "run": "|",
+}
 FAULT_COLOURS = {
-    "throttle": "tab:gray",
-    "error": "tab:red",
-    "ambiguous": "tab:olive",
-    "crash": "black",
-    "timeout": "black",
+    "throttled": "tab:gray",
+    "server_error": "tab:red",
+    "timeout": "tab:red",
+    "answer_lost": "tab:olive",
+    "crash_before": "black",
+    "crash_after": "black",
+    "function_timeout": "black",
     "run": "tab:brown",
 }
 PARKED_COLOUR = "tab:gray"
@@ -162,7 +173,9 @@ def draw_timeline(result: RunResult, scenario: Scenario, path: Path) -> None:
             Patch(color="tab:orange", label="execution aborted"),
             Line2D([], [], marker="o", linestyle="", color="tab:purple", markersize=4, label="renewal"),
             Patch(color="tab:purple", alpha=0.25, label="hidden until (lease's visible-until)"),
-            Line2D([], [], marker="x", linestyle="", color=FAULT_COLOURS["throttle"], label="call answered by a fault"),
+            Line2D(
+                [], [], marker="x", linestyle="", color=FAULT_COLOURS["throttled"], label="call answered by a fault"
+            ),
             Line2D([], [], marker="|", linestyle="", color=FAULT_COLOURS["run"], label="extender run lost to a fault"),
             Line2D([], [], marker="*", linestyle="", color="black", label="fault on the job"),
             Line2D([], [], marker=">", linestyle="", color=PARKED_COLOUR, label="parked (to its waiting queue)"),

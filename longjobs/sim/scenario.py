@@ -58,12 +58,6 @@ from longjobs.sim.workload import (
 )
 
 SPARK_RUN_S = 30.0
-MODES = {
-    "throttle": CallFault.THROTTLED,
-    "error": CallFault.SERVER_ERROR,
-    "ambiguous": CallFault.ANSWER_LOST,
-    "crash": CallFault.CRASH_BEFORE,
-}
 
 
 class NotModelled(ValueError):
@@ -169,7 +163,7 @@ def _faults(scenario: Scenario) -> tuple[FaultPlan, list[tuple[float, float]], l
             actors = CRASHING_ACTORS if fault.function == "any" else frozenset({fault.function})
             rules.append(
                 CallRule(
-                    MODES[fault.mode],
+                    CallFault(fault.mode),
                     frozenset(actors),
                     None if fault.operation == "*" else _snake(fault.operation),
                     fault.probability,

@@ -12,10 +12,10 @@ file `python -m offline sim --scenario FILE` runs) holding only what the failure
    its operation by its function from the moment it fired (`count` 1), a duplicate delivery a
    `duplicate_delivery`, a skipped extender run a `pause_extender` around it, a Spark run that vanished
    a `kill_worker` (a scenario's pause is beyond the design: it excuses lapses). What has no item in
-   the format (a socket timeout, a function dying after its call, the workflow's or a Spark run's own
-   calls failing, a status event lost, duplicated or late, an extender run late, a function timing out
-   half-way, a Spark run that fails or hangs) is left out and named. A scenario sends its jobs at once
-   in file order, not at the seed's times, and runs its Spark jobs 30 s each.
+   the format (the workflow's or a Spark run's own calls failing, a status event lost, duplicated or
+   late, an extender run late, a function timing out half-way, a Spark run that fails or hangs) is left
+   out and named. A scenario sends its jobs at once in file order, not at the seed's times, and runs
+   its Spark jobs 30 s each.
 3. **Check.** The written scenario must break the same property. If it does not, the failure needs
    what the format cannot say: `Inexpressible` names it rather than writing a file that passes.
 4. **Minimize.** Delta debugging (Zeller's ddmin) over the jobs and faults together, each candidate
@@ -40,13 +40,6 @@ from longjobs.sim.faults import CRASHING_ACTORS, CallFault, FaultPlan, WorldFaul
 from longjobs.sim.trace import Trace
 from longjobs.sim.workload import ADDED_TYPE, CATALOG, JobPlan, Workload
 
-SCENARIO_MODES = {
-    CallFault.THROTTLED: "throttle",
-    CallFault.SERVER_ERROR: "error",
-    CallFault.ANSWER_LOST: "ambiguous",
-    CallFault.CRASH_BEFORE: "crash",
-}
-"""The call faults an `aws_fault` can write, by its `mode`."""
 SPARK_EVENTS = 100  # a Spark job's partition size in the file (the simulation does not read it)
 PAUSE_AROUND_S = 0.5  # a skipped extender run is written as a pause this long either side of it
 
@@ -217,15 +210,11 @@ def _fault(fired: Fired, jobs: dict[str, JobPlan], left_out: list[str]) -> Entry
     at_s = math.floor(fired.t * 1000) / 1000
     if isinstance(fired.fault, CallFault):
         what = f"{fired.fault.value} on {fired.actor}'s {fired.operation} at t={at_s:g}s"
-        mode = SCENARIO_MODES.get(fired.fault)
         if fired.actor not in CRASHING_ACTORS:
             left_out.append(f"{what}: an aws_fault names a function (receiver, extender, watcher)")
             return None
-        if mode is None:
-            left_out.append(f"{what}: an aws_fault has no mode for it (throttle, error, ambiguous, crash)")
-            return None
         operation = "".join(part.title() for part in str(fired.operation).split("_"))
-        value = {"type": "aws_fault", "function": fired.actor, "operation": operation, "mode": mode}
+        value = {"type": "aws_fault", "function": fired.actor, "operation": operation, "mode": fired.fault.value}
         return Entry("fault", {**value, "count": 1, "at_s": at_s})
     record = json.loads(fired.context) if fired.context else {}
     if fired.fault is WorldFault.DUPLICATE_DELIVERY:

@@ -22,7 +22,7 @@ short jobs. One run keeps this real-time test short: the simulation checks the p
 of `Faults` check that each mode is injected when its call comes."""
 RUNS = 1
 TIMED = {"abort_execution", "duplicate_delivery"}
-INJECTED_AS = {"lose_scheduled_runs": "lost_run", "drop_status_events": "dropped_event", "throttle": "throttle"}
+INJECTED_AS = {"lose_scheduled_runs": "extender_skipped", "drop_status_events": "event_lost", "throttle": "throttled"}
 
 
 def test_chaos_seed_draws_every_fault_type() -> None:

@@ -1,5 +1,6 @@
-"""The offline faults against moto's server: an `ambiguous` call takes effect though its caller gets a 500,
-and a `crash` sends nothing."""
+"""The offline faults against moto's server, named as the simulation names a call's faults: an
+`answer_lost` call takes effect though its caller gets a 500, a `crash_before` sends nothing, a
+`crash_after` takes effect and then the invocation dies, a `timeout` takes no effect and is retried."""
 
 from __future__ import annotations
 
@@ -63,16 +64,23 @@ def queue_depth(emulator: Emulator, url: str) -> int:
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
-def test_ambiguous_call_takes_effect_and_botocore_retries_it(emulator: Emulator) -> None:
-    url = emulator.sqs().create_queue(QueueName="ambiguous")["QueueUrl"]
+@pytest.mark.parametrize(
+    ("mode", "count", "depth"),
+    [("answer_lost", 1, 2), ("timeout", 2, 1)],
+    ids=["answer lost: took effect, sent again", "timeout: no effect twice, then sent"],
+)
+def test_call_fault_is_retried_by_botocore(emulator: Emulator, mode: str, count: int, depth: int) -> None:
+    """botocore retries a 500 and a read timeout: an `answer_lost` send reached SQS before its caller saw
+    the 500 and sent again; a `timeout` send never left, so only the attempt after it lands."""
+    url = emulator.sqs().create_queue(QueueName=f"retried-{mode.replace('_', '-')}")["QueueUrl"]
     service = function_service(emulator)
-    made = faults({"function": "receiver", "operation": "SendMessage", "mode": "ambiguous", "count": 1})
+    made = faults({"function": "receiver", "operation": "SendMessage", "mode": mode, "count": count})
     made.install("receiver", service)
 
     service.sqs.send_message(QueueUrl=url, MessageBody="once")
 
-    assert queue_depth(emulator, url) == 2, "the first send reached SQS; the caller saw a 500 and sent again"
-    assert made.injected_by_mode() == {"ambiguous": 1}
+    assert queue_depth(emulator, url) == depth
+    assert made.injected_by_mode() == {mode: count}
 
 
 def test_ambiguous_start_fails_for_the_caller_yet_the_execution_runs(emulator: Emulator) -> None:
@@ -80,7 +88,7 @@ def test_ambiguous_start_fails_for_the_caller_yet_the_execution_runs(emulator: E
         name="ambiguous", definition=WAIT_MACHINE, roleArn="arn:aws:iam::123456789012:role/x"
     )["stateMachineArn"]
     service = function_service(emulator)
-    made = faults({"function": "receiver", "operation": "StartExecution", "mode": "ambiguous"})
+    made = faults({"function": "receiver", "operation": "StartExecution", "mode": "answer_lost"})
     made.install("receiver", service)
     try:
         with pytest.raises(ClientError) as caught:
@@ -90,7 +98,7 @@ def test_ambiguous_start_fails_for_the_caller_yet_the_execution_runs(emulator: E
         assert (response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]) == ("InternalFailure", 500)
         runs = emulator.stepfunctions().list_executions(stateMachineArn=machine)["executions"]
         assert [(run["name"], run["status"]) for run in runs] == [("m-1", "RUNNING")]
-        assert made.injected_by_mode() == {"ambiguous": 4}, "each retry reached it too: the same name is idempotent"
+        assert made.injected_by_mode() == {"answer_lost": 4}, "each retry reached it too: the same name is idempotent"
     finally:
         emulator.stop_executions(machine)
 
@@ -101,7 +109,7 @@ def test_ambiguous_stop_counts_as_the_processors_stop(emulator: Emulator) -> Non
     )["stateMachineArn"]
     arn = emulator.stepfunctions().start_execution(stateMachineArn=machine, name="m-1", input="{}")["executionArn"]
     service = function_service(emulator)
-    made = faults({"function": "extender", "operation": "StopExecution", "mode": "ambiguous", "count": 4})
+    made = faults({"function": "extender", "operation": "StopExecution", "mode": "answer_lost", "count": 4})
     made.install("extender", service)
     try:
         with pytest.raises(ClientError):
@@ -112,15 +120,20 @@ def test_ambiguous_stop_counts_as_the_processors_stop(emulator: Emulator) -> Non
         emulator.stop_executions(machine)
 
 
-def test_crash_sends_nothing(emulator: Emulator) -> None:
-    url = emulator.sqs().create_queue(QueueName="crash")["QueueUrl"]
+@pytest.mark.parametrize(("mode", "sent"), [("crash_before", 0), ("crash_after", 1)])
+def test_crash_before_sends_nothing_and_crash_after_takes_effect(emulator: Emulator, mode: str, sent: int) -> None:
+    """The invocation dies at the call: before it leaves, or once it took effect. Either way the dead
+    invocation does nothing more."""
+    url = emulator.sqs().create_queue(QueueName=mode.replace("_", "-"))["QueueUrl"]
     service = function_service(emulator)
-    made = faults({"function": "watcher", "operation": "*", "mode": "crash", "count": 1})
+    made = faults({"function": "watcher", "operation": "SendMessage", "mode": mode, "count": 1})
     made.install("watcher", service)
     made.begin_invocation("watcher")
 
     with pytest.raises(InvocationCrashed):
+        service.sqs.send_message(QueueUrl=url, MessageBody="first")
+    with pytest.raises(InvocationCrashed):
         service.sqs.send_message(QueueUrl=url, MessageBody="never")
 
-    assert queue_depth(emulator, url) == 0
-    assert made.injected_by_mode() == {"crash": 1}
+    assert queue_depth(emulator, url) == sent
+    assert made.injected_by_mode() == {mode: 1}

@@ -120,7 +120,7 @@ def test_scenario_extender_throttled_and_paused_without_lapse() -> None:
                 "type": "aws_fault",
                 "function": "extender",
                 "operation": "ChangeMessageVisibilityBatch",
-                "mode": "throttle",
+                "mode": "throttled",
                 "count": 2,
             },
             {"type": "pause_extender", "at_s": 4, "for_s": 2},
@@ -156,7 +156,7 @@ def test_scenario_throttled_batch_renewals_are_retried_without_lapse() -> None:
         "type": "aws_fault",
         "function": "extender",
         "operation": "ChangeMessageVisibilityBatch",
-        "mode": "throttle",
+        "mode": "throttled",
         "count": 3,
     }
     result = run(settings, jobs, [throttled])
@@ -189,7 +189,13 @@ def test_scenario_duplicate_delivery_starts_no_second_execution() -> None:
 
 
 def test_scenario_receiver_crash_at_start_execution_fails_its_batch() -> None:
-    crash = {"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "crash", "count": 1}
+    crash = {
+        "type": "aws_fault",
+        "function": "receiver",
+        "operation": "StartExecution",
+        "mode": "crash_before",
+        "count": 1,
+    }
     result = run(SHORT_THRESHOLD, [{"id": "crashed", "type": "wait", "seconds": 2}], [crash])
 
     job = result.jobs["crashed"]
@@ -204,7 +210,7 @@ def test_scenario_ambiguous_start_execution_runs_the_job_once() -> None:
         "type": "aws_fault",
         "function": "receiver",
         "operation": "StartExecution",
-        "mode": "ambiguous",
+        "mode": "answer_lost",
         "count": 1,
     }
     result = run(SHORT_THRESHOLD, [{"id": "ambiguous", "type": "wait", "seconds": 2}], [ambiguous])

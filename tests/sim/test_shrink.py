@@ -116,20 +116,20 @@ def test_translate_fired_faults_as_items_or_named_left_out() -> None:
     assert [entry.value for entry in translation.entries] == [
         {"id": "a", "type": "wait", "seconds": 30},
         {"id": "a.2", "raw_body": '{"job_id": "a", "params": {"seconds": 30}, "type": "wait"}', "expect": "deleted"},
-        {"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "error", "count": 1}
+        {"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "server_error", "count": 1}
         | {"at_s": 12.345},
+        {"type": "aws_fault", "function": "extender", "operation": "ChangeMessageVisibilityBatch", "mode": "timeout"}
+        | {"count": 1, "at_s": 13.0},
         {"type": "duplicate_delivery", "job": "a", "at_s": 15.0},
         {"type": "pause_extender", "at_s": 119.5, "for_s": 1.0},
     ]
     assert translation.left_out == [
-        "timeout on extender's change_message_visibility_batch at t=13s: an aws_fault has no mode for it (throttle, "
-        "error, ambiguous, crash)",
         "throttled on workflow's update_item at t=14s: an aws_fault names a function (receiver, extender, watcher)",
         "event_late at t=130s: no scenario item for it",
     ]
-    load_scenario_data = translation.scenario([translation.entries[0], translation.entries[3]])
+    load_scenario_data = translation.scenario([translation.entries[0], translation.entries[4]])
     assert load_scenario_data["faults"] == [{"type": "duplicate_delivery", "job": "a", "at_s": 15.0}]
-    assert translation.scenario([translation.entries[1], translation.entries[3]])["faults"] == [], (
+    assert translation.scenario([translation.entries[1], translation.entries[4]])["faults"] == [], (
         "a fault naming a job taken out goes with it"
     )
 

@@ -66,9 +66,9 @@ def watcher_calls(run: ScenarioRun, operation: str) -> list[dict[str, Any]]:
     ("fault", "error"),
     [
         # the three attempts of the client's GetItem answer 500: the handler raises
-        ({"mode": "error", "count": 3}, "ClientError"),
+        ({"mode": "server_error", "count": 3}, "ClientError"),
         # the invocation dies at its GetItem: the runtime's error, not the code's
-        ({"mode": "crash", "count": 1}, "Crash"),
+        ({"mode": "crash_before", "count": 1}, "Crash"),
     ],
     ids=["raised", "crashed"],
 )
@@ -99,7 +99,7 @@ def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_re
     # Every GetItem of the watcher fails; reconciliation waits 4 minutes, past the three attempts.
     run = aborted_job_run(
         {**RARE_RENEWALS, "reconcile_grace_s": 240},
-        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", "mode": "error"}],
+        [{"type": "aws_fault", "function": "watcher", "operation": "GetItem", "mode": "server_error"}],
     )
 
     assert run.result.violation is None

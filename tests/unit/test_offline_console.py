@@ -125,7 +125,7 @@ def test_live_counts_agree_with_the_report_on_redeliveries_excuses_and_lapses() 
         totals["redeliveries_excused"],
         totals["lapses"],
     )
-    assert counts.faults == sum(totals["faults_injected"].values()) == faults.injected["paused_run"] > 0
+    assert counts.faults == sum(totals["faults_injected"].values()) == faults.injected["extender_paused"] > 0
     assert (counts.running, counts.done) == (1, 2)
 
 

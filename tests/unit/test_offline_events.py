@@ -120,7 +120,7 @@ def test_status_events_dropped_by_the_fault() -> None:
     clock.now = 5
     watcher.deliver_due()
 
-    assert (delivered, watcher.dropped, made.injected_by_mode()) == ([], 2, {"dropped_event": 2})
+    assert (delivered, watcher.dropped, made.injected_by_mode()) == ([], 2, {"event_lost": 2})
     assert made.faults_missed() == []
 
 

@@ -134,7 +134,7 @@ def test_function_clients_finds_each_client_once_one_level_deep() -> None:
     ],
 )
 def test_fault_hook_throttles_as_each_service_does(service: str, code: str, query_code: str | None) -> None:
-    faults = Faults(scenario(fault(function="receiver", operation="*", mode="throttle")))
+    faults = Faults(scenario(fault(function="receiver", operation="*", mode="throttled")))
     made = client(service)
     faults.install("receiver", Service(sqs=made, store=None))
 
@@ -144,7 +144,7 @@ def test_fault_hook_throttles_as_each_service_does(service: str, code: str, quer
     error = caught.value.response
     assert (error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"]) == (code, 400)
     assert error["Error"].get("QueryErrorCode") == query_code
-    assert faults.injected_by_mode() == {"throttle": 4}, "botocore retried it three times, each call drawn again"
+    assert faults.injected_by_mode() == {"throttled": 4}, "botocore retried it three times, each call drawn again"
     assert [i.surfaced for i in faults.injections] == [False, False, False, True]
 
 
@@ -153,16 +153,16 @@ def test_fault_hook_throttles_as_each_service_does(service: str, code: str, quer
     [("sqs", "InternalError"), ("dynamodb", "InternalServerError"), ("stepfunctions", "InternalFailure")],
 )
 def test_fault_hook_fails_with_each_services_internal_error(service: str, code: str) -> None:
-    faults = Faults(scenario(fault(function="extender", operation="*", mode="error", count=2)))
+    faults = Faults(scenario(fault(function="extender", operation="*", mode="server_error", count=2)))
     sent = Sent([])
     made = client(service, sent)
     faults.install("extender", Service(sqs=made, store=None))
 
     call(made, service)  # two 500s, then the third attempt goes through
 
-    assert faults.injected_by_mode() == {"error": 2}
+    assert faults.injected_by_mode() == {"server_error": 2}
     assert len(sent.operations) == 1
-    faults2 = Faults(scenario(fault(function="extender", operation="*", mode="error")))
+    faults2 = Faults(scenario(fault(function="extender", operation="*", mode="server_error")))
     made2 = client(service)
     faults2.install("extender", Service(sqs=made2, store=None))
     with pytest.raises(ClientError) as caught:
@@ -176,8 +176,8 @@ def test_fault_hook_fails_with_each_services_internal_error(service: str, code: 
 def test_fault_hook_crash_ends_the_invocation_before_sending() -> None:
     faults = Faults(
         scenario(
-            fault(function="receiver", operation="StartExecution", mode="crash", count=1),
-            fault(function="receiver", operation="GetItem", mode="throttle"),
+            fault(function="receiver", operation="StartExecution", mode="crash_before", count=1),
+            fault(function="receiver", operation="GetItem", mode="throttled"),
         )
     )
     sent = Sent([])
@@ -198,12 +198,12 @@ def test_fault_hook_crash_ends_the_invocation_before_sending() -> None:
         call(dynamodb, "dynamodb")  # a new invocation: drawn again, throttled
 
     assert sent.operations == []
-    assert faults.injected_by_mode() == {"crash": 1, "throttle": 4}
+    assert faults.injected_by_mode() == {"crash_before": 1, "throttled": 4}
     assert faults.injections[0].operation == "StartExecution"
 
 
 def test_fault_hook_crash_names_the_receivers_message_at_its_visibility_change() -> None:
-    faults = Faults(scenario(fault(function="receiver", operation="ChangeMessageVisibility", mode="crash")))
+    faults = Faults(scenario(fault(function="receiver", operation="ChangeMessageVisibility", mode="crash_before")))
     sqs = client("sqs")
     faults.install("receiver", Service(sqs=sqs, store=None))
     faults.begin_invocation("receiver", {"h1": "m1", "h2": "m2"})
@@ -219,7 +219,7 @@ def test_fault_hook_crash_names_the_receivers_message_at_its_visibility_change()
 def test_fault_hook_matches_function_operation_window_and_count() -> None:
     clock = FakeClock()
     faults = Faults(
-        scenario(fault(function="extender", operation="GetItem", mode="throttle", count=5, at_s=10, until_s=20)),
+        scenario(fault(function="extender", operation="GetItem", mode="throttled", count=5, at_s=10, until_s=20)),
         clock=clock,
     )
     sent = Sent([])
@@ -241,7 +241,7 @@ def test_fault_hook_matches_function_operation_window_and_count() -> None:
     call(extender, "dynamodb")  # after the window
 
     assert sent.operations == ["GetItem", "GetItem", "PutItem", "GetItem", "GetItem", "GetItem"]
-    assert faults.injected_by_mode() == {"throttle": 5}
+    assert faults.injected_by_mode() == {"throttled": 5}
     assert faults.faults_missed() == []
 
 
@@ -252,16 +252,16 @@ def test_fault_draws_are_seeded_per_fault() -> None:
         made.install("extender", Service(sqs=sqs, store=None))
         hits = []
         for _ in range(30):
-            before = made.injected["throttle"]
+            before = made.injected["throttled"]
             with contextlib.suppress(ClientError):
                 sqs.delete_message(QueueUrl="http://q/1/jobs", ReceiptHandle="h")
-            hits.append(made.injected["throttle"] > before)
+            hits.append(made.injected["throttled"] > before)
             with contextlib.suppress(ClientError):
                 sqs.send_message(QueueUrl="http://q/1/jobs", MessageBody="x")
         return hits
 
-    half = fault(function="extender", operation="DeleteMessage", mode="throttle", probability=0.5)
-    other = fault(function="extender", operation="SendMessage", mode="error", probability=0.5)
+    half = fault(function="extender", operation="DeleteMessage", mode="throttled", probability=0.5)
+    other = fault(function="extender", operation="SendMessage", mode="server_error", probability=0.5)
 
     alone = pattern(half)
     assert alone == pattern(half), "the same seed draws the same"
@@ -272,8 +272,8 @@ def test_fault_draws_are_seeded_per_fault() -> None:
 def test_fault_first_matching_hit_applies() -> None:
     faults = Faults(
         scenario(
-            fault(function="any", operation="DeleteMessage", mode="error", count=1),
-            fault(function="extender", operation="*", mode="throttle", count=1),
+            fault(function="any", operation="DeleteMessage", mode="server_error", count=1),
+            fault(function="extender", operation="*", mode="throttled", count=1),
         )
     )
     sent = Sent([])
@@ -282,15 +282,15 @@ def test_fault_first_matching_hit_applies() -> None:
 
     sqs.delete_message(QueueUrl="http://q/1/jobs", ReceiptHandle="h")
 
-    assert [i.mode for i in faults.injections] == ["error", "throttle"]
+    assert [i.mode for i in faults.injections] == ["server_error", "throttled"]
     assert sent.operations == ["DeleteMessage"]
 
 
 def test_fault_report_names_faults_that_never_applied() -> None:
     faults = Faults(
         scenario(
-            fault(function="watcher", operation="StopExecution", mode="crash"),
-            fault(function="extender", operation="DeleteMessage", mode="error", probability=0.001),
+            fault(function="watcher", operation="StopExecution", mode="crash_before"),
+            fault(function="extender", operation="DeleteMessage", mode="server_error", probability=0.001),
             {"type": "lose_scheduled_runs", "probability": 0.001},
             {"type": "drop_status_events", "probability": 1.0},
         )
@@ -301,8 +301,8 @@ def test_fault_report_names_faults_that_never_applied() -> None:
     sqs.delete_message(QueueUrl="http://q/1/jobs", ReceiptHandle="h")
 
     assert faults.faults_missed() == [
-        "faults[0] aws_fault (watcher StopExecution crash): no matching call in its window",
-        "faults[1] aws_fault (extender DeleteMessage error): 1 matching call(s) in its window, none drawn",
+        "faults[0] aws_fault (watcher StopExecution crash_before): no matching call in its window",
+        "faults[1] aws_fault (extender DeleteMessage server_error): 1 matching call(s) in its window, none drawn",
         "faults[2] lose_scheduled_runs: none of 0 scheduled run(s) drawn",
         "faults[3] drop_status_events: no status event to drop",
     ]
@@ -344,7 +344,7 @@ def test_lose_scheduled_runs_skips_seeded_runs_on_a_fake_clock() -> None:
     lost = scheduler.skipped["lost"]
     assert scheduler.runs + lost == 100
     assert 10 < lost < 40
-    assert faults.injected_by_mode() == {"lost_run": lost}
+    assert faults.injected_by_mode() == {"extender_skipped": lost}
     assert [slot.at for slot in faults.runs] == [float(k) for k in range(100)], "every slot, on the fake clock"
     assert sum(slot.outcome == "lost" for slot in faults.runs) == lost
     again, _ = schedule(seed=11)
@@ -369,9 +369,9 @@ def test_extender_run_outcomes_recorded_with_overrun_slots() -> None:
     clock = FakeClock(0.0)
     faults = Faults(
         scenario(
-            fault(function="extender", operation="Query", mode="crash", count=1),
-            fault(function="extender", operation="GetItem", mode="throttle", count=1),
-            fault(function="extender", operation="UpdateItem", mode="error", count=4),
+            fault(function="extender", operation="Query", mode="crash_before", count=1),
+            fault(function="extender", operation="GetItem", mode="throttled", count=1),
+            fault(function="extender", operation="UpdateItem", mode="server_error", count=4),
         ),
         clock=clock,
     )
@@ -439,8 +439,8 @@ def test_lapses_excused_only_after_more_lost_runs_than_survived(policy: str, sur
 def test_lapse_after_receiver_crash_at_visibility_change_excused_until_renewed() -> None:
     faults = Faults(scenario(), clock=FakeClock(0.0))
     faults.injections = [
-        Injection(10.0, 0, "receiver", "ChangeMessageVisibility", "crash", True, ("m1",)),
-        Injection(20.0, 0, "receiver", "PutItem", "crash", True, ("m1",)),
+        Injection(10.0, 0, "receiver", "ChangeMessageVisibility", "crash_before", True, ("m1",)),
+        Injection(20.0, 0, "receiver", "PutItem", "crash_before", True, ("m1",)),
         Injection(30.0, 0, "receiver", "ChangeMessageVisibility", "error", True, ("m1",)),
     ]
 
@@ -465,7 +465,7 @@ def test_status_event_drops_and_delays_are_seeded() -> None:
 
 
 def test_processor_stops_recorded_from_successful_stop_execution() -> None:
-    faults = Faults(scenario(fault(function="watcher", operation="StopExecution", mode="error", count=4)))
+    faults = Faults(scenario(fault(function="watcher", operation="StopExecution", mode="server_error", count=4)))
     sent = Sent([])
     sfn = client("stepfunctions", sent)
     faults.install("watcher", Service(sqs=sfn, store=None))
@@ -480,7 +480,7 @@ def test_processor_stops_recorded_from_successful_stop_execution() -> None:
 
 
 def test_crash_on_a_worker_thread_ends_the_invocation_in_its_caller() -> None:
-    faults = Faults(scenario(fault(function="extender", operation="Query", mode="crash", count=1)))
+    faults = Faults(scenario(fault(function="extender", operation="Query", mode="crash_before", count=1)))
     sent = Sent([])
     dynamodb = client("dynamodb", sent)
     faults.install("extender", Service(sqs=dynamodb, store=None))
@@ -512,7 +512,7 @@ def test_invocation_past_its_timeout_dies_at_its_next_call() -> None:
         call(sqs, "sqs")
 
     assert sent.operations == ["ChangeMessageVisibility"]
-    assert faults.injected_by_mode() == {"timeout": 1}
+    assert faults.injected_by_mode() == {"function_timeout": 1}
     assert faults.receiver_visibility_crashes("m1") == [104.5]
     faults.begin_invocation("receiver", deadline=110.0)
     call(sqs, "sqs")

@@ -125,7 +125,7 @@ def test_lapse_counted_unless_a_fault_explains_it() -> None:
 def test_lost_message_and_faults_reported_in_totals() -> None:
     made = scenario({"type": "lose_scheduled_runs", "probability": 0.5})
     faults = faults_of(made)
-    faults.injected.update({"lost_run": 3, "crash": 1})
+    faults.injected.update({"extender_skipped": 3, "crash_before": 1})
     lost = track(run(101, 103, status="FAILED"), final="lost", lease=lease(LeaseStatus.RELEASED))
 
     found = violations(made, {"a": lost}, faults, end=120)
@@ -133,7 +133,7 @@ def test_lost_message_and_faults_reported_in_totals() -> None:
 
     assert "a: message lost: not queued, not in the DLQ, and its job did not succeed" in found
     assert totals["lost_messages"] == 1
-    assert totals["faults_injected"] == {"crash": 1, "lost_run": 3}
+    assert totals["faults_injected"] == {"crash_before": 1, "extender_skipped": 3}
     assert totals["faults_missed"] == []
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from longjobs.engine.settings import Settings
 from longjobs.offline.scenario import (
+    RENAMED_MODES,
     AbortExecution,
     AwsFault,
     DropStatusEvents,
+    FaultMode,
     GenericJob,
     LoseScheduledRuns,
     RawJob,
@@ -23,6 +25,7 @@ from longjobs.offline.scenario import (
     load_scenario,
     parse_scenario,
 )
+from longjobs.sim.faults import CallFault
 
 DEMO = Path(__file__).parents[2] / "longjobs" / "offline" / "scenarios" / "demo.json"
 
@@ -158,13 +161,13 @@ def test_scenario_parser_reads_the_chaos_fault_types() -> None:
                     "type": "aws_fault",
                     "function": "receiver",
                     "operation": "StartExecution",
-                    "mode": "crash",
+                    "mode": "crash_before",
                     "probability": 0.5,
                     "count": 3,
                     "at_s": 0,
                     "until_s": 60,
                 },
-                {"type": "aws_fault", "operation": "*", "mode": "ambiguous"},
+                {"type": "aws_fault", "operation": "*", "mode": "answer_lost"},
                 {"type": "lose_scheduled_runs", "probability": 0.2},
                 {"type": "drop_status_events"},
             ],
@@ -176,7 +179,7 @@ def test_scenario_parser_reads_the_chaos_fault_types() -> None:
         type="aws_fault",
         function="receiver",
         operation="StartExecution",
-        mode="crash",
+        mode="crash_before",
         probability=0.5,
         count=3,
         at_s=0,
@@ -205,7 +208,7 @@ def test_scenario_parser_names_each_bad_key_of_an_aws_fault() -> None:
                     "until_s": 2,
                     "every_s": 1,
                 },
-                {"type": "aws_fault", "mode": "error"},
+                {"type": "aws_fault", "mode": "server_error"},
             ],
         }
     )
@@ -214,7 +217,10 @@ def test_scenario_parser_names_each_bad_key_of_an_aws_fault() -> None:
     assert (
         "faults[0].operation: 'StartExecutoin' is not an operation of SQS, DynamoDB or Step Functions (or '*')" in text
     )
-    assert "faults[0].mode: Input should be 'throttle', 'error', 'ambiguous' or 'crash'" in text
+    assert (
+        "faults[0].mode: Input should be 'throttled', 'server_error', 'timeout', 'answer_lost', 'crash_before' or "
+        "'crash_after'" in text
+    )
     assert "faults[0].probability: Input should be greater than 0" in text
     assert "faults[0].count: Input should be greater than or equal to 1" in text
     assert "faults[0].until_s: must be later than at_s (5), got 2" in text
@@ -400,3 +406,16 @@ def test_spark_workers_add_one_for_each_stopped_spark_run() -> None:
     assert spark_workers(parse_scenario({"jobs": jobs, "faults": stops})) == 2
     many = [{"id": f"s{n}", "type": "spark", "events": 10} for n in range(6)]
     assert spark_workers(parse_scenario({"jobs": many})) == 4, "capped at MAX_SPARK_WORKERS"
+
+
+def test_scenario_fault_modes_are_the_simulations_call_faults() -> None:
+    """One vocabulary: a scenario's `aws_fault` modes are the simulation's `CallFault` names."""
+    assert set(get_args(FaultMode)) == {fault.value for fault in CallFault}
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(RENAMED_MODES.items()))
+def test_scenario_earlier_mode_name_is_refused_with_its_name_now(old: str, new: str) -> None:
+    data = {"jobs": [{"id": "a", "type": "wait", "seconds": 1}]}
+    data["faults"] = [{"type": "aws_fault", "operation": "StartExecution", "mode": old}]  # type: ignore[list-item]
+    with pytest.raises(ScenarioError, match=f"mode {old!r} is named {new!r} now"):
+        parse_scenario(data)

@@ -40,7 +40,7 @@ def faults_of(made: Scenario) -> tuple[Faults, FakeTime]:
     faults = Faults(made, clock=fake.clock)
     faults.begin()
     Scheduler(lambda: None, 1.0, skip=faults.skip_run, clock=fake.clock, wait=fake.wait).run()
-    faults.injections.append(Injection(START + 4.0, 0, "extender", "ChangeMessageVisibilityBatch", "throttle", False))
+    faults.injections.append(Injection(START + 4.0, 0, "extender", "ChangeMessageVisibilityBatch", "throttled", False))
     fake.now = START + 10.0
     assert faults.kill_after("spark") == 3
     return faults, fake
@@ -57,7 +57,7 @@ def test_fault_marks_draw_answered_calls_lost_runs_and_job_faults() -> None:
     marks = fault_marks(faults, START)
 
     assert marks == [
-        Mark(None, 4.0, "throttle", "extender ChangeMessageVisibilityBatch"),
+        Mark(None, 4.0, "throttled", "extender ChangeMessageVisibilityBatch"),
         Mark("spark", 13.0, "action", "kill_worker"),
         Mark(None, 15.0, "run", "extender run paused"),
         Mark(None, 16.0, "run", "extender run paused"),
