@@ -17,7 +17,7 @@ The records, from the observer's tracks:
 | `job_started`, `job_ended` | the execution's job step, from its history (`succeeded` when the step did) |
 | `outcome` `inline_done` | a message deleted with no execution and no lease: a job the receiver ran inline |
 | `dead_lettered` | the message's copy in the DLQ, with its attributes as the reason |
-| `end` | the messages still on the jobs or waiting queues, by job id |
+| `end` | the messages still on the jobs or waiting queues, by job id; `stopped` when a service stopped with them |
 
 A delivery while the job ran is `duplicate` when a `duplicate_delivery` fault took effect on it, and
 `excused` (the fault's name) when another injected fault explains it, as the run's report judges
@@ -28,30 +28,44 @@ mapping hands its batch to the receiver, an execution's times are Step Functions
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from longjobs.engine.execution import parse_execution_name
+from longjobs.engine.jobs import JobCatalog
 from longjobs.offline.faults import Faults
 from longjobs.offline.observe import Execution, Track
 from longjobs.offline.report import DUPLICATE_DELIVERY_EXCUSE, redelivery_verdicts
 from longjobs.offline.scenario import Scenario
 from longjobs.sim.checker import Finding, check
 
-__all__ = ["history", "judge"]
+__all__ = ["history", "judge", "scenario_types"]
 
 
-def history(scenario: Scenario, tracks: Mapping[str, Track], faults: Faults | None, *, start: float) -> list[str]:
-    """The run's records as trace lines, in time order (see the module)."""
-    types = {job.id: getattr(job, "type", None) for job in scenario.jobs}
+def history(
+    tracks: Mapping[str, Track],
+    faults: Faults | None,
+    *,
+    start: float,
+    types: Mapping[str, str] | None = None,
+    stopped: bool = False,
+) -> list[str]:
+    """The run's records as trace lines, in time order (see the module). `types`: each job's type by its
+    id, where known (a scenario's). `stopped`: the run was stopped, not settled (a local service), so the
+    messages it left on the queues wait for the next one (the `end` record says so)."""
     records: list[dict[str, Any]] = []
-    for job_id, track in tracks.items():
-        if track.duplicate_of is None:  # else SQS dropped the send: no message of its own
-            records += _track_records(_Records(job_id, start), track, types.get(job_id), faults)
+    left: Counter[str] = Counter()
+    for track in tracks.values():
+        if track.duplicate_of is not None:
+            continue  # SQS dropped the send: no message of its own
+        job_type = (types or {}).get(track.job_id)
+        records += _track_records(_Records(track.job_id, start), track, job_type, faults)
+        left[track.job_id] += track.final == "queued"
     end = max((record["t"] for record in records), default=0.0)
-    left = {job_id: 1 for job_id, track in tracks.items() if track.final == "queued" and track.duplicate_of is None}
-    records.append({"t": end, "actor": "offline", "event": "end", "left": left})
+    left_on_queues = {job_id: count for job_id, count in left.items() if count}
+    records.append({"t": end, "actor": "offline", "event": "end", "left": left_on_queues, "stopped": stopped})
     records.sort(key=lambda record: record["t"])  # stable: a track's records keep their order at one time
     return [json.dumps(record, sort_keys=True, separators=(",", ":")) for record in records]
 
@@ -117,9 +131,13 @@ def _execution_records(record: _Records, track: Track, execution: Execution) -> 
     return records
 
 
-def judge(scenario: Scenario, lines: Iterable[str]) -> list[Finding]:
+def scenario_types(scenario: Scenario) -> dict[str, str]:
+    """Each scenario job's type by its id (a raw body has none)."""
+    types = {job.id: getattr(job, "type", None) for job in scenario.jobs}
+    return {job_id: job_type for job_id, job_type in types.items() if isinstance(job_type, str)}
+
+
+def judge(catalog: JobCatalog, lines: Iterable[str]) -> list[Finding]:
     """The independent checker's findings on an offline run's history, with the catalog's limits."""
-    limits = {
-        job_type.name: job_type.max_concurrency for job_type in scenario.job_catalog() if job_type.max_concurrency
-    }
+    limits = {job_type.name: job_type.max_concurrency for job_type in catalog if job_type.max_concurrency}
     return check(lines, limits)

@@ -18,6 +18,7 @@ executions, leases and final state are then those of its message and all its cop
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -45,6 +46,8 @@ JOB_ENDED_EVENTS = frozenset(
 )
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
 JOB_SUCCEEDED_EVENT = "ParallelStateSucceeded"
+DLQ_ORIGINAL_ATTRIBUTE = "OriginalMessageId"
+"""The attribute of the processor's DLQ copy that names the message it copies."""
 REREAD = 100
 """Stream records read again on each poll (see `Observer.poll`)."""
 ORPHANS_KEPT = 1_000
@@ -146,7 +149,12 @@ class Track:
 class Observer:
     """Keeps one `Track` per sent job, fed by the mapping (`on_batch`) and the lease stream (`poll`)."""
 
-    def __init__(self, emulator: Emulator, resources: Resources) -> None:
+    def __init__(self, emulator: Emulator, resources: Resources, *, follow_every_message: bool = False) -> None:
+        """`follow_every_message`: also track each message the mapping delivers that `send` did not send
+        (the local service's, sent by the user's own tools), keyed by its message id."""
+        self.follow_every_message = follow_every_message
+        self.types: dict[str, str] = {}
+        """Each followed job's type, as its body names it."""
         self.sqs = emulator.sqs()
         self.stepfunctions = emulator.stepfunctions()
         self.streams = emulator.client("dynamodbstreams")
@@ -210,7 +218,7 @@ class Observer:
         """The mapping received these: note each delivery, and whether its job was still running."""
         now = time.time()
         for message in messages:
-            track = self.track_of(message)
+            track = self.track_of(message) or self._follow(message)
             if track is None:
                 continue  # a message the scenario did not send (an S3 fan-out, say)
             count = int(message["Attributes"]["ApproximateReceiveCount"])
@@ -220,6 +228,35 @@ class Observer:
                 track.deliveries.append(Delivery(now, count, running, delivered))
             if running:
                 log.warning("job %s delivered again while its job runs (receive %d)", track.job_id, count)
+
+    def _follow(self, message: dict[str, Any]) -> Track | None:
+        """A message `send` did not send, when every message is followed: a copy the processor sent is its
+        original's (the message it names); any other is a job of its own, its id the body's `job_id`."""
+        if not self.follow_every_message:
+            return None
+        message_id = message["MessageId"]
+        attributes = message.get("MessageAttributes", {})
+        raw = attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
+        carried = Carried.decode(raw) if raw else None
+        named = [carried.parked_id, carried.original_id] if carried is not None else []
+        named.append(attributes.get(DLQ_ORIGINAL_ATTRIBUTE, {}).get("StringValue"))  # a DLQ copy redriven
+        original = next((self._by_message[name] for name in named if name and name in self._by_message), None)
+        if original is not None:
+            self._adopt(original, message_id)
+            return original
+        try:
+            body = json.loads(message.get("Body", ""))
+        except json.JSONDecodeError:
+            body = None
+        job_id = body.get("job_id") if isinstance(body, dict) else None
+        sent_ms = message.get("Attributes", {}).get("SentTimestamp")
+        sent_at = int(sent_ms) / 1000 if sent_ms else time.time()
+        track = Track(job_id=job_id if isinstance(job_id, str) else message_id, message_id=message_id, sent_at=sent_at)
+        if isinstance(body, dict) and isinstance(body.get("type"), str):
+            self.types[track.job_id] = body["type"]
+        with self._lock:
+            self.tracks[message_id] = self._by_message[message_id] = track
+        return track
 
     def job_running(self, message_id: str, attempt: int) -> bool:
         """Whether the attempt's execution is running and has not yet left its job."""
@@ -353,7 +390,7 @@ class Observer:
         """The DLQ holds the message itself or a copy (redrive), or the receiver's copy of it (a poison
         one, attempts used up), which names the original."""
         ids = track.message_ids
-        return message.message_id in ids or message.attributes.get("OriginalMessageId") in ids
+        return message.message_id in ids or message.attributes.get(DLQ_ORIGINAL_ATTRIBUTE) in ids
 
     @staticmethod
     def _dead_reason(message: QueuedMessage, track: Track) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 from longjobs.engine.lease import LeaseStore
 from longjobs.engine.observability import logger as function_logger
 from longjobs.offline.faults import Faults, TimedActions
-from longjobs.offline.history import history, judge
+from longjobs.offline.history import history, judge, scenario_types
 from longjobs.offline.observe import Observer, Track
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.progress import Progress, RedeliveryNotes, live_counts
@@ -213,8 +213,8 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
     report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
     found = violations(scenario, observer.tracks, faults, end=end)
-    lines = history(scenario, observer.tracks, faults, start=start)
-    findings = [str(finding) for finding in judge(scenario, lines)]
+    lines = history(observer.tracks, faults, start=start, types=scenario_types(scenario))
+    findings = [str(finding) for finding in judge(scenario.job_catalog(), lines)]
     report["checker"] = {"records": len(lines), "findings": findings}
     found += [f"{CHECKER_FINDING}{finding}" for finding in findings]
     report["ok"] = not found

@@ -9,6 +9,10 @@ Stopping drains: the event source mapping stops first, so nothing new starts; th
 `--drain-s` seconds to finish (the extender keeps renewing them); what still runs then is stopped
 and its message released (its lease RELEASED, the message visible again), so no lease is left
 ACTIVE. The service prints what it did. Its state lives in memory: it is gone when the process ends.
+
+What it saw is written down at the stop, as every offline run's is: every message the mapping
+delivered, in the simulation's trace format (`trace.jsonl` under the work directory), judged by the
+independent checker (`longjobs.offline.history`). A finding makes the exit code 1.
 """
 
 from __future__ import annotations
@@ -34,9 +38,13 @@ from longjobs.engine.settle import release
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.emulator import REGION, PortInUseError
 from longjobs.offline.faults import Faults
+from longjobs.offline.history import history, judge
+from longjobs.offline.observe import Observer
 from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.runtime import captured_logs
 
+HISTORY_FILE = "trace.jsonl"
+"""Where, under the work directory, a stopped service writes its history."""
 SERVE_SETTINGS: dict[str, Any] = {
     "policy": "adaptive",
     "extender_period_s": 1,
@@ -208,13 +216,17 @@ def serve(
             ) as processor,
         ):
             warnings.filterwarnings("ignore", message="No application metrics to publish")
-            processor.faults.begin()
+            observer = Observer(processor.emulator, processor.resources, follow_every_message=True)
+            assert processor.mapping is not None
+            processor.mapping.on_batch = observer.on_batch
+            start = processor.faults.begin()
             processor.start()
             print(banner(processor, catalog, drain_s), file=out, flush=True)
             print(f"logs: {log_file}", file=out, flush=True)
             stop.wait()
             print(f"stopping: no new receives; running jobs get {drain_s:g} s ...", file=out, flush=True)
             outcome = drain(processor, drain_s)
+            findings = judge_history(observer, catalog, start=start, path=work_dir / HISTORY_FILE, out=out)
     except PortInUseError as exc:
         print(f"serve: {exc}: stop what listens there, or pass --port with a free port", file=sys.stderr)
         return 2
@@ -224,7 +236,20 @@ def serve(
         file=out,
         flush=True,
     )
-    return 0
+    return 1 if findings else 0
+
+
+def judge_history(observer: Observer, catalog: JobCatalog, *, start: float, path: Path, out: TextIO) -> list[str]:
+    """Write the service's history (every message the mapping delivered) in the simulation's trace format,
+    have the independent checker judge it, and print the verdict; returns the findings."""
+    observer.poll()
+    observer.collect_executions()
+    lines = history(observer.tracks, None, start=start, types=observer.types, stopped=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    findings = [str(finding) for finding in judge(catalog, lines)]
+    verdict = "; ".join(findings) if findings else "the independent checker found nothing"
+    print(f"history: {path} ({len(observer.tracks)} message(s)): {verdict}", file=out, flush=True)
+    return findings
 
 
 def _on_signals() -> threading.Event:

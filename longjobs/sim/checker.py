@@ -31,7 +31,9 @@ events only:
   `sqs.send_message_batch`, whose `LongJobsAdmission` attribute names its `original`) counts as that
   message, as a DLQ copy's `OriginalMessageId` does, and so does a `copied` event's `message_id` (an
   offline run's history notes each copy the observer attributed to its `original`). A trace with no
-  `end` line (the seed stopped early) is not checked for it.
+  `end` line (the seed stopped early) is not checked for it; an `end` with `stopped` true (a local
+  service stopped by its user) leaves out the jobs whose messages it lists as `left`: still queued,
+  not lost.
 
 Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
 (`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
@@ -327,10 +329,12 @@ class _Checker:
         left = record.get("left") or {}
         if not isinstance(left, dict):
             raise TraceError(f"the end record's `left` is not an object: {left!r}")
+        stopped = _flag(record, "stopped")
         for job_id in sorted(self.sent):
             count = left.get(job_id, 0)
             if count:
-                self._find(NOTHING_LOST, t, f"job {job_id}: {count} message(s) still on the jobs or waiting queues")
+                if not stopped:
+                    self._find(NOTHING_LOST, t, f"job {job_id}: {count} message(s) still on the jobs or waiting queues")
                 continue
             done, dead = self.succeeded.get(job_id), self.dead.get(job_id)
             if not done and not dead:

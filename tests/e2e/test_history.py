@@ -63,14 +63,14 @@ def test_history_overlapping_run_is_found(result: RunResult) -> None:
     started = next(r for r in lines if r["event"] == "job_started" and r["job_id"] == "short")
     twin = {**started, "execution": started["execution"] + "-twin", "t": started["t"] + 0.5}
     lines.insert(lines.index(started) + 1, twin)
-    found = judge(scenario(), (json.dumps(record) for record in lines))
+    found = judge(scenario().job_catalog(), (json.dumps(record) for record in lines))
     assert {finding.property for finding in found} == {"single_execution"}, "by its message and by its job id"
 
 
 def test_history_lost_message_is_found(result: RunResult) -> None:
     """The failing job's DLQ copy taken out of the history: the checker finds the job lost."""
     lines = [r for r in records(result) if not (r["event"] == "dead_lettered" and r["job_id"] == "failing")]
-    found = judge(scenario(), (json.dumps(record) for record in lines))
+    found = judge(scenario().job_catalog(), (json.dumps(record) for record in lines))
     assert [(finding.property, "failing" in finding.detail) for finding in found] == [("nothing_lost", True)]
 
 
@@ -83,5 +83,5 @@ def test_history_lapse_is_found_unless_a_fault_excuses_it(result: RunResult) -> 
     for excuse, properties in ((None, ["no_lapse"]), ("pause_extender", [])):
         with_delivery = [*lines]
         with_delivery.insert(lines.index(started) + 1, delivery | ({"excused": excuse} if excuse else {}))
-        found = judge(scenario(), (json.dumps(record) for record in with_delivery))
+        found = judge(scenario().job_catalog(), (json.dumps(record) for record in with_delivery))
         assert [finding.property for finding in found] == properties

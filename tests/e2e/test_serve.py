@@ -20,6 +20,7 @@ import pytest
 
 from longjobs.engine.jobs import load_catalog
 from longjobs.offline.serve import ServeError, check_java, serve
+from longjobs.sim.checker import main as checker_main
 from tests.longjobs_support import succeeded
 from tests.polling import eventually
 from tests.shown_output import shown_outputs, skeleton
@@ -166,10 +167,19 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     service.wait_for("the long job running", lambda: service.longjobs("lease", running)["lease"]["status"] == "ACTIVE")
     service.process.send_signal(signal.SIGTERM)
     out, _ = service.process.communicate(timeout=180)  # generous: a loaded machine stops Spark and moto slowly
-    assert service.process.returncode == 0
-    last = out.strip().splitlines()[-1]
+    assert service.process.returncode == 0, out
+    *_, judged, last = out.strip().splitlines()
     assert last.startswith("stopped:") and f"1 stopped and released ({running})" in last, last
     assert last.endswith("0 lease(s) left ACTIVE"), last
+    # What the service saw, in the simulation's trace format, judged by the independent checker: the jobs
+    # ran once each, the poison and its redriven copy are one message in the DLQ, the stopped job is left.
+    trace = tmp_path / "trace.jsonl"
+    assert judged == f"history: {trace} (5 message(s)): the independent checker found nothing", judged
+    records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    sent = {record["job_id"] for record in records if record["event"] == "sent"}
+    assert {"from-cli", "from-boto3", "still-running", poison} <= sent
+    assert records[-1]["event"] == "end" and records[-1]["left"] == {"still-running": 1} and records[-1]["stopped"]
+    assert checker_main([str(trace), "--limit", "wait=1000"]) == 0
 
 
 def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

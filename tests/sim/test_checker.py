@@ -463,3 +463,34 @@ def test_checker_help_and_the_simulation_page_name_every_property(capsys: pytest
 
     for name in PROPERTIES:
         assert name in shown and f"`{name}`" in account, name
+
+
+# -- an offline run's history (`longjobs.offline.history`) ----------------------------------------------------
+
+
+def test_checker_no_lapse_delivery_excused_by_a_named_fault_is_exempt() -> None:
+    """An offline run names the injected fault that explains a delivery while the job ran (a paused
+    extender): not a lapse; the same delivery without it is one."""
+    lapse = json.loads(delivered(30, M1, "j1", count=2))
+    base = [sent(1, M1, "j1"), *run(11, 50, M1, "j1")]
+    assert properties(check(by_time(*base, json.dumps(lapse)))) == ["no_lapse"]
+    assert check(by_time(*base, json.dumps(lapse | {"excused": "extender paused"}))) == []
+
+
+def test_checker_nothing_lost_a_copy_named_by_a_copied_event_counts_as_its_original() -> None:
+    """The offline observer sees no calls: it names each copy with a `copied` event. A copy that ran the
+    job and an original dead-lettered end the message both ways."""
+    copied = event(5, "copied", "observer", message_id="m-copy", original=M1, job_id="j1")
+    dead = dead_lettered(60, M1, "j1", {**REASON, "OriginalMessageId": M1})
+    both = by_time(sent(1, M1, "j1"), copied, *run(11, 50, "m-copy", "j1"), dead, end(100))
+    assert properties(check(both)) == ["nothing_lost"]
+    assert properties(check([line for line in both if line != copied])) == [], "without it, two messages"
+
+
+def test_checker_nothing_lost_a_stopped_service_leaves_its_queued_messages_alone() -> None:
+    """A local service stopped by its user leaves messages queued: not lost. The rest is still checked."""
+    queued = [sent(1, M1, "j1"), sent(2, M2, "j2"), *run(11, 50, M2, "j2", ok=False)]
+    stopped_end = event(100, "end", "offline", left={"j1": 1}, stopped=True)
+    findings = check(by_time(*queued, stopped_end))
+    assert [(f.property, f.detail.split(" (")[0]) for f in findings] == [("nothing_lost", "job j2")]
+    assert properties(check(by_time(*queued, end(100, {"j1": 1})))) == ["nothing_lost", "nothing_lost"]
