@@ -12,7 +12,7 @@ SHORT_THRESHOLD: dict[str, Any] = {
     "heartbeat_s": 0.5,
     "extender_period_s": 1,
     "release_delay_base_s": 0,
-    "max_receive_count": 3,
+    "max_attempts": 3,
     "receiver_timeout_s": 1,
     "reconcile_grace_s": 2,
 }

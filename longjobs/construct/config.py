@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
-from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings, SettingsError
+from longjobs.engine.settings import FIFO_BATCH_SIZE, MERGED_SETTINGS, SQS_MAX_VISIBILITY_S, Settings, SettingsError
 
 RESOURCE_FIELDS = frozenset(
     {
@@ -255,7 +255,7 @@ def load_config(context: Mapping[str, Any]) -> StackConfig:
     except ValidationError as exc:
         problems += [f"{'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}" for e in exc.errors()]
     try:
-        engine_values = {key: given[key] for key in ENGINE_KEYS if key in given}
+        engine_values = {key: given[key] for key in (*ENGINE_KEYS, *MERGED_SETTINGS) if key in given}
         receiver_timeout = infra.receiver_timeout_s if infra is not None else InfraSettings().receiver_timeout_s
         engine = Settings.load(
             {**engine_values, "extender_period_s": EXTENDER_PERIOD.to_seconds(), "receiver_timeout_s": receiver_timeout}

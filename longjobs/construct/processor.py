@@ -7,7 +7,7 @@
         job_types=[{"name": "wordcount", "runner": "pyspark", "entry": "jobs/wordcount.py:run",
                     "params_schema": {"type": "object", "required": ["input"], ...}}],
         infra={"receiver_max_concurrency": 20},
-        engine={"max_receive_count": 7},
+        engine={"max_attempts": 7},
     )
     processor.queue            # send job messages here
 

@@ -41,6 +41,8 @@ MESSAGE_MAX_BYTES = 262_144
 offline runtime: SQS's long-standing default, whatever a new queue's default becomes): the body and each
 attribute's name, type and value count
 (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
+MERGED_SETTINGS = {"max_receive_count": "max_attempts"}
+"""Settings that meant one thing under two names, each with the one it was merged into."""
 SQS_MAX_RETENTION_S = 14 * 86_400
 """The longest SQS keeps a message (14 days), and how long the stack's queues keep them by default."""
 SQS_MIN_RETENTION_S = 60
@@ -163,18 +165,12 @@ class Settings(BaseModel):
         description="How long the jobs queue and the waiting queues keep a message (SQS counts it from the send, "
         "received or not): a message waiting for a slot is sent again before it runs out.",
     )
-    max_receive_count: int = Field(
+    max_attempts: int = Field(
         default=5,
         ge=1,
-        le=1_000,
-        description="The default of max_attempts (it named the queue's redrive count before attempts were counted).",
-    )
-    max_attempts: int | None = Field(
-        default=None,
-        ge=1,
         le=100,
-        description="Failed execution attempts after which the processor sends the message to the DLQ; "
-        "None: max_receive_count. Waiting for a slot is no attempt.",
+        description="Failed execution attempts after which the processor sends the message to the DLQ. "
+        "Waiting for a slot is no attempt.",
     )
     max_refused_starts: int = Field(
         default=20,
@@ -279,10 +275,6 @@ class Settings(BaseModel):
         return max(period, min(ADMISSION_PASS_RUNS * period, ADMISSION_PASS_MAX_S))
 
     @property
-    def effective_max_attempts(self) -> int:
-        return self.max_attempts if self.max_attempts is not None else self.max_receive_count
-
-    @property
     def locations(self) -> dict[str, str | None]:
         """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
         return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
@@ -328,12 +320,22 @@ class Settings(BaseModel):
         horizon = self.admission_horizon_s
         doublings = math.ceil(math.log2(horizon / self.admission_wait_base_s))
         waits = doublings + math.ceil(retention_s / horizon)
-        attempts = self.effective_max_attempts * (1 + FAULT_RECEIVES) + self.max_refused_starts + 1
+        attempts = self.max_attempts * (1 + FAULT_RECEIVES) + self.max_refused_starts + 1
         return min(MAX_REDRIVE_RECEIVES, attempts + waits)
 
     def with_visibility_timeout(self, seconds: int) -> Settings:
         """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
         return self.load({**self.model_dump(exclude_unset=True), "visibility_timeout_s": seconds})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_merged_names(cls, values: Any) -> Any:
+        """A setting merged into another is refused with the name to set instead."""
+        if isinstance(values, Mapping):
+            for old, new in MERGED_SETTINGS.items():
+                if old in values:
+                    raise ValueError(f"{old} is merged into {new}: set {new}")
+        return values
 
     @model_validator(mode="after")
     def _refuse_lapse_by_construction(self) -> Settings:

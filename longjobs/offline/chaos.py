@@ -156,7 +156,7 @@ def _draw_standard(campaign_seed: int, index: int) -> dict[str, Any]:
     settings = {
         **POLICIES[policy],
         "release_delay_base_s": 0,
-        "max_receive_count": MAX_RECEIVES,
+        "max_attempts": MAX_RECEIVES,
         **timing_settings(rng.choice((2, 3))),
     }
     jobs: list[dict[str, Any]] = [

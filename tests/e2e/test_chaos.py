@@ -91,7 +91,7 @@ def test_chaos_fifo_variant_puts_the_same_jobs_in_groups() -> None:
         groups: dict[str, list[dict[str, object]]] = {}
         for job in fifo["jobs"]:
             groups.setdefault(str(job["group"]), []).append(job)
-        assert settings["max_receive_count"] == standard["settings"]["max_receive_count"], "one record a receive"
+        assert settings["max_attempts"] == standard["settings"]["max_attempts"], "one record a receive"
         assert all(job.get("fail") for job in groups.get("alone", [])), "the failing job holds nobody else"
         poison = next((job for job in fifo["jobs"] if "raw_body" in job), None)
         if poison is not None:

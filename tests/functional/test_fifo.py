@@ -55,7 +55,7 @@ EXPIRED = "Value {} for parameter ReceiptHandle is invalid. Reason: The receipt 
 
 @pytest.fixture
 def fifo() -> Iterator[Flow]:
-    with running_flow(fifo=True, max_receive_count=5) as made:
+    with running_flow(fifo=True, max_attempts=5) as made:
         yield made
 
 
@@ -176,7 +176,7 @@ def test_fifo_failing_job_in_a_batch_of_its_group_takes_none_of_the_jobs_behind_
     receives, and the queue's redrive is a backstop far above them, so a1 alone goes to the DLQ after its
     attempts, and a2 and a3 run. The records skipped come back after the queue's short VT; the bound on
     the whole run is generous (it only ends a run that would never settle)."""
-    with running_flow(fifo=True, queue_vt_s=SKIPPED_BACK_S, max_receive_count=3) as flow:
+    with running_flow(fifo=True, queue_vt_s=SKIPPED_BACK_S, max_attempts=3) as flow:
         handler = fifo_handler(monkeypatch, flow)
         a1 = send(flow, "A", "a1", seconds=0, fail=True)
         followers = [send(flow, "A", f"a{i}", seconds=0) for i in (2, 3)]

@@ -32,7 +32,7 @@ PROD_CONTEXT = {
     "receiver_max_concurrency": "25",
     "glue_workers": "5",
     "glue_worker_type": "G.2X",
-    "max_receive_count": "7",
+    "max_attempts": "7",
     "log_retention_days": "90",
     "quarantine_expiration_days": "10",
     "tracing": "false",

@@ -19,7 +19,7 @@ def test_config_defaults_without_context() -> None:
     assert config.infra.table_deletion_protection is False
     assert config.infra.queue_visibility_timeout_s >= config.infra.receiver_timeout_s
     assert config.engine.policy == "adaptive"
-    assert config.engine.max_receive_count == 5
+    assert config.engine.max_attempts == 5
     assert config.infra.oldest_message_alarm_threshold_s == 360 * 60 + 3600, "a Glue run plus an hour"
 
 
@@ -30,8 +30,8 @@ def test_config_deletion_protection_defaults_on_for_prod_only() -> None:
 
 
 def test_config_reads_command_line_strings_as_typed_values() -> None:
-    config = load_config({"max_receive_count": "7", "s3_notifications": "true", "heartbeat_s": "0.5", "stage": None})
-    assert config.engine.max_receive_count == 7
+    config = load_config({"max_attempts": "7", "s3_notifications": "true", "heartbeat_s": "0.5", "stage": None})
+    assert config.engine.max_attempts == 7
     assert config.infra.s3_notifications is True
     assert config.engine.heartbeat_s == 0.5
     assert config.infra.stage == "dev", "a None value (absent context key) takes the default"
@@ -62,7 +62,7 @@ def test_config_resource_settings_are_not_context_keys() -> None:
     keys = set(context_keys())
     assert {"table_name", "queue_url", "dlq_url", "state_machine_arn", "extender_period_s"}.isdisjoint(keys)
     assert context_keys().count("receiver_timeout_s") == 1, "the infrastructure's key, passed to the engine"
-    assert {"policy", "max_receive_count", "stage", "glue_workers", "alarm_email"} <= keys
+    assert {"policy", "max_attempts", "stage", "glue_workers", "alarm_email"} <= keys
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,8 @@ def test_config_resource_settings_are_not_context_keys() -> None:
         ({"powertools_layer_arn": "layer:3"}, "powertools_layer_arn='layer:3'"),
         ({"s3_notifications": "maybe"}, "s3_notifications='maybe'"),
         ({"policy": "fastest"}, "policy:"),
-        ({"max_receive_count": "0"}, "max_receive_count:"),
+        ({"max_attempts": "0"}, "max_attempts:"),
+        ({"max_receive_count": "7"}, "max_receive_count is merged into max_attempts: set max_attempts"),
         ({"adaptive_ceiling_s": "100"}, "adaptive_ceiling_s=100"),
         ({"release_delay_base_s": "60", "release_delay_cap_s": "30"}, "release_delay_cap_s=30"),
     ],
@@ -90,8 +91,8 @@ def test_config_refuses_bad_value_naming_it(context: dict[str, str], named: str)
 
 def test_config_reports_every_bad_key_at_once() -> None:
     with pytest.raises(ConfigError) as caught:
-        load_config({"glue_workers": "1", "max_receive_count": "0"})
-    assert "glue_workers" in str(caught.value) and "max_receive_count" in str(caught.value)
+        load_config({"glue_workers": "1", "max_attempts": "0"})
+    assert "glue_workers" in str(caught.value) and "max_attempts" in str(caught.value)
 
 
 def test_config_refuses_queue_vt_shorter_than_receiver_timeout() -> None:

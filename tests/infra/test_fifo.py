@@ -21,7 +21,7 @@ FIFO_PROPERTIES = {
 
 @pytest.fixture(scope="module")
 def fifo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    yield synthesize(tmp_path_factory.mktemp("fifo"), {"fifo": "true", "max_receive_count": "8"})
+    yield synthesize(tmp_path_factory.mktemp("fifo"), {"fifo": "true", "max_attempts": "8"})
 
 
 def test_fifo_stack_makes_the_queue_and_its_dlq_fifo_in_high_throughput_mode(fifo: Synth, dev: Synth) -> None:
@@ -33,9 +33,9 @@ def test_fifo_stack_makes_the_queue_and_its_dlq_fifo_in_high_throughput_mode(fif
         assert "QueueName" not in properties, "CloudFormation names a FIFO queue with the .fifo suffix"
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [fifo.logical_id(queues.dlq), "Arn"]},
-        "maxReceiveCount": (
-            engine := load_config({"fifo": "true", "max_receive_count": "8"}).engine
-        ).redrive_max_receives(engine.queue_retention_s),
+        "maxReceiveCount": (engine := load_config({"fifo": "true", "max_attempts": "8"}).engine).redrive_max_receives(
+            engine.queue_retention_s
+        ),
     }, "the redrive from the queue's policy (the backstop above max_attempts), to the FIFO DLQ"
     standard = dev.resource(dev.part("Queues").queue)["Properties"]
     assert not set(FIFO_PROPERTIES) & set(standard), "the default stack stays standard"
@@ -58,7 +58,7 @@ def test_fifo_stack_tells_the_functions(fifo: Synth) -> None:
 
 def test_fifo_config_batch_size_is_one_and_larger_explicit_sizes_are_refused() -> None:
     assert load_config({"fifo": "true"}).mapping_batch_size == 1
-    assert load_config({"fifo": "true", "max_receive_count": "30"}).mapping_batch_size == 1
+    assert load_config({"fifo": "true", "max_attempts": "30"}).mapping_batch_size == 1
     assert load_config({"fifo": "true", "receiver_batch_size": "1"}).mapping_batch_size == 1
     assert load_config({}).mapping_batch_size == 10, "a standard queue keeps receiver_batch_size"
     with pytest.raises(ConfigError, match=r"receiver_batch_size=2 with fifo=true: .*DLQ unrun"):

@@ -57,7 +57,7 @@ class UserStack(cdk.Stack):
             "Jobs",
             job_types=[ROWS_TYPE, BATCH_TYPE],
             infra={"receiver_max_concurrency": 4},
-            engine={"max_receive_count": 4},
+            engine={"max_attempts": 4},
             producers=[self.producer, iam.AccountPrincipal(PRODUCER_ACCOUNT)],
         )
 
@@ -144,8 +144,8 @@ def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserSt
     stack, template, _ = user_app
     jobs = stack.jobs
     queue = resource(stack, template, jobs.queue)["Properties"]
-    # max_attempts defaults to max_receive_count; the redrive is the backstop derived from it
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings(max_receive_count=4).redrive_max_receives(14 * 86_400)
+    # the redrive is the backstop derived from max_attempts
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == Settings(max_attempts=4).redrive_max_receives(14 * 86_400)
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 376
     assert jobs.dead_letter_queue is not jobs.queue and jobs.table is not None and jobs.dashboard is not None
     mapping = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")

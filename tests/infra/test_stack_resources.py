@@ -80,7 +80,7 @@ def test_queue_is_encrypted_tls_only_and_redrives_to_the_dlq(dev: Synth, prod: S
             },
         )
     prod_queue = prod.resource(prod.part("Queues").queue)["Properties"]
-    prod_attempts = Settings(max_receive_count=int(PROD_CONTEXT["max_receive_count"]))
+    prod_attempts = Settings(max_attempts=int(PROD_CONTEXT["max_attempts"]))
     assert prod_queue["RedrivePolicy"]["maxReceiveCount"] == prod_attempts.redrive_max_receives(14 * DAY_S)
 
 

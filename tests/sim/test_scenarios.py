@@ -28,7 +28,7 @@ POLICIES = {
         "adaptive_lost_runs_survived": 1,
         "adaptive_ceiling_s": 6,
         "release_delay_base_s": 0,
-        "max_receive_count": 3,
+        "max_attempts": 3,
     },
 }
 

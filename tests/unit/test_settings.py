@@ -205,3 +205,10 @@ def test_settings_admission_pass_interval_defaults_to_every_fourth_extender_run(
     assert Settings(extender_period_s=120).effective_admission_pass_interval_s == 240, "at least every 4 minutes"
     slow = Settings(extender_period_s=300, adaptive_ceiling_s=3_600)
     assert slow.effective_admission_pass_interval_s == 300, "at most every run"
+
+
+def test_settings_merged_name_is_refused_with_the_one_to_set() -> None:
+    """`max_receive_count` only gave `max_attempts` its default: merged into it, the old name says so."""
+    with pytest.raises(SettingsError, match="max_receive_count is merged into max_attempts: set max_attempts"):
+        Settings.load({"max_receive_count": 7})
+    assert Settings().max_attempts == 5

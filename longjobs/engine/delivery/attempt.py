@@ -45,7 +45,7 @@ def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int
     jitter" (half fixed, half random) so it still grows with the count while spreading retries out. The
     last attempt's message returns at once: its next receive sends it to the DLQ. On a FIFO queue the
     delay holds the message's whole group, so it is fixed (`fifo_release_delay_s`)."""
-    if attempt >= settings.effective_max_attempts:
+    if attempt >= settings.max_attempts:
         return 0
     if settings.fifo:
         return settings.fifo_release_delay_s

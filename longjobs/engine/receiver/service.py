@@ -199,9 +199,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     else:  # a refused body never begins an attempt: its lease alone (its job id may not be readable)
         lease, job_lock = receiver.store.get(delivery.message_id), None
     reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
-    limits = Limits(
-        receiver.settings.effective_max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo
-    )
+    limits = Limits(receiver.settings.max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo)
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
     step = _Pass(receiver, delivery, body, lease, job_lock, arn, reading)
     while True:
