@@ -88,7 +88,7 @@ class Settings(BaseModel):
         default=None,
         ge=0,
         le=SQS_MAX_VISIBILITY_S,
-        description="VT a renewal asks for: remaining reads the queue's when None, threshold takes seed 001's 30 s.",
+        description="VT a renewal asks for: remaining reads the queue's when None, threshold takes 30 s.",
     )
     max_renewal_s: int | None = Field(
         default=None,

@@ -277,8 +277,8 @@ def unpark(receiver: Receiver, queue_url: str, want: int, *, handle: Handle, dea
 def unparked_visibility_s(settings: Settings) -> int:
     """How long an unparking's receive hides its copies: the longest a message waits hidden on one receive
     (`longest_wait_s`; within SQS's 12 h), and at least Lambda's longest timeout, so no copy is handed out
-    again while the invocation that received it may still handle it (a review: a short horizon made it
-    shorter than the receiver's timeout, which the queue's own timeout used to cover). A copy that then
+    again while the invocation that received it may still handle it (a short horizon alone would make it
+    shorter than the receiver's timeout). A copy that then
     waits for a slot is already hidden at least as long as its estimate (`line.wait_or_park`), so its wait
     needs no visibility change of its own (one request a copy less); an admission in place sets its first
     chunk anyway. A copy whose receive fails comes back after that long rather than the queue's timeout:

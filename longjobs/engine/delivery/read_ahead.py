@@ -12,11 +12,11 @@ does on that is a conditional write (the holds' transaction, a WAITING lease, a 
 claim), which fails when it meets a newer lease, and the receive reads again from DynamoDB; or it rests
 on the delivery alone (its carried history). The WAITING lease and the marker are conditional on the
 lease, not the lock: a message whose job id another receive took meanwhile joins its type's line rather
-than wait for its job id, and admission in place, finding the lock held, leaves it waiting (a review's
-nit; nothing is taken or run twice). A lease or a held lock read ahead is read again: what they lead to
-may send before it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has
-since freed it, a DLQ copy), and a stale one would send what a fresh one would not (a review's repro: a
-lock freed after the read ahead sent a needless copy to wait).
+than wait for its job id, and admission in place, finding the lock held, leaves it waiting (nothing is
+taken or run twice). A lease or a held lock read ahead is read again: what they lead to may send before
+it writes (a copy of a marker not known to be sent, a wait for a job id whose holder has since freed it,
+a DLQ copy), and a stale one would send what a fresh one would not (a lock freed after the read ahead
+would send a needless copy to wait).
 """
 
 from __future__ import annotations

@@ -63,8 +63,8 @@ def build_policy(settings: NamedTimingSettings) -> RenewalPolicy:
 
 
 def resolve_visibility_timeout[S: NamedTimingSettings](settings: S, sqs: SQSClient) -> S:
-    """Fill in the queue's `VisibilityTimeout` for the remaining policy when no VT is set (seed 000
-    renews by the queue's timeout), validated again since the lapse check depends on it."""
+    """Fill in the queue's `VisibilityTimeout` for the remaining policy when no VT is set (it renews by
+    the queue's timeout), validated again since the lapse check depends on it."""
     if settings.policy != "remaining" or settings.visibility_timeout_s is not None:
         return settings
     if not settings.queue_url:

@@ -40,7 +40,7 @@ def extension(remaining_s: float, visibility_timeout_s: int) -> int:
 
 @dataclass(frozen=True)
 class RemainingTimePolicy:
-    """Renews a fixed VT ahead, compensating for late renewals (seed 000)."""
+    """Renews a fixed VT ahead, compensating for late renewals."""
 
     visibility_timeout_s: int
     name: str = "remaining"

@@ -1,7 +1,7 @@
-"""Seed 001's policy: every heartbeat, renew the leases within the threshold of visible, VT from now.
+"""The threshold policy: every heartbeat, renew the leases within the threshold of visible, VT from now.
 
-Without a configured `visibility_timeout_s` it asks for seed 001's 30 s (not the queue's timeout,
-which is sized for the receiver, not for renewal).
+Without a configured `visibility_timeout_s` it asks for 30 s (not the queue's timeout, which is sized
+for the receiver, not for renewal).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DEFAULT_VISIBILITY_TIMEOUT_S = 30
 
 @dataclass(frozen=True)
 class ThresholdPolicy:
-    """Checked every heartbeat; renews leases about to become visible (seed 001)."""
+    """Checked every heartbeat; renews leases about to become visible."""
 
     visibility_timeout_s: int
     threshold_s: float
