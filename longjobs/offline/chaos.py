@@ -8,7 +8,7 @@ Each run is a scenario drawn from the campaign's seed (run `i` of seed `S` is al
   schedule, a reconcile grace of 2 or 3 s (past the receiver's timeout where the engine has that
   setting), and a queue that moves a message to the DLQ after 10 receives;
 - a random mix of every fault type but `kill_worker` (it needs Spark): 1 to 3 `aws_fault`s on the
-  operations each function calls (any mode, probability and window; counts of 2 to 12, so that most
+  operations each function calls (`MODES`, any probability and window; counts of 2 to 12, so that most
   outlast botocore's 4 attempts and the function sees the failure; 1 to 3 crashes), and sometimes
   `lose_scheduled_runs`, `drop_status_events`, `pause_extender`, `throttle`, `abort_execution` and
   `duplicate_delivery`.

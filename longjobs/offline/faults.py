@@ -8,20 +8,23 @@ botocore hooks on each; the functions keep no offline-only code path.
   fewer than `count` injections so far) is answered with the fault with its `probability`. Each fault
   draws from its own `random.Random`, seeded by the scenario's seed and the fault's index, so adding a
   fault does not change another's draws; every matching fault draws, and the first that hits applies.
-  - `throttle`: the service's throttling answer: SQS HTTP 400 `ThrottlingException` with the query
+  The modes are the simulation's names for a call's faults (`longjobs.sim.faults.CallFault`):
+  - `throttled`: the service's throttling answer: SQS HTTP 400 `ThrottlingException` with the query
     code `RequestThrottled`; DynamoDB HTTP 400 `ProvisionedThroughputExceededException`; Step
     Functions HTTP 400 `ThrottlingException`.
-  - `error`: HTTP 500 with the service's internal error: SQS `InternalError`, DynamoDB
+  - `server_error`: HTTP 500 with the service's internal error: SQS `InternalError`, DynamoDB
     `InternalServerError`, Step Functions `InternalFailure`.
-  - `ambiguous`: the hook sends the request to the emulator itself (it takes effect), drops the
-    answer and returns the `error` answer instead.
-  - `crash`: `InvocationCrashed` (a `BaseException`) is raised before the request is sent. Every later
-    call of that function's clients raises it too, until its next invocation begins: a dead invocation
-    does nothing more, not even on the extender's worker threads.
-  An invocation past its Lambda timeout dies the same way at its next call (mode `timeout`): offline,
-  nothing else would stop a handler that botocore's backoff kept waiting past its deadline.
+  - `timeout`: botocore's `ReadTimeoutError` before the request is sent: no answer and no effect.
+  - `answer_lost`: the hook sends the request to the emulator itself (it takes effect), drops the
+    answer and returns the `server_error` answer instead.
+  - `crash_before`: `InvocationCrashed` (a `BaseException`) is raised before the request is sent. Every
+    later call of that function's clients raises it too, until its next invocation begins: a dead
+    invocation does nothing more, not even on the extender's worker threads.
+  - `crash_after`: the hook sends the request (it takes effect), then the invocation dies as above.
+  An invocation past its Lambda timeout dies the same way at its next call (`function_timeout`):
+  offline, nothing else would stop a handler that botocore's backoff kept waiting past its deadline.
   botocore parses and retries these answers as it would AWS's; each retry is a new call, drawn again.
-- `throttle` (the older form): an `aws_fault` of the extender, mode `throttle`.
+- `throttle` (the older form): an `aws_fault` of the extender, mode `throttled`.
 - `after-call` of `StopExecution`: which executions the functions stopped (the report's `stopped`).
 
 The schedule asks `skip_run()` before each extender run: `pause_extender` skips the runs inside its
@@ -358,7 +361,7 @@ class Faults:
         """A new invocation of `function` starts (`handles`: receipt handle -> message id of its batch).
 
         At `deadline` (epoch s: its Lambda timeout) the invocation dies, as Lambda ends it: its next call
-        raises `InvocationCrashed`, recorded as an injection of mode `timeout` (faults' retries and
+        raises `InvocationCrashed`, recorded as an injection of mode `function_timeout` (faults' retries and
         backoff are what make an offline invocation outlive its timeout)."""
         with self._lock:
             self._crashed.discard(function)
@@ -553,13 +556,13 @@ class Faults:
         return windows
 
     def receiver_visibility_crashes(self, message_id: str) -> list[float]:
-        """When a receiver invocation died (crashed or timed out) at this message's visibility change, after
-        its lease write."""
+        """When a receiver invocation died (crashed or timed out) at this message's visibility change before
+        the change left, after its lease write (a `crash_after` there died once the change took effect)."""
         return [
             i.at
             for i in self.injections
             if i.function == "receiver"
-            and i.mode in (*CRASHES, WorldFault.FUNCTION_TIMEOUT)
+            and i.mode in (CallFault.CRASH_BEFORE, WorldFault.FUNCTION_TIMEOUT)
             and i.operation in VISIBILITY_OPERATIONS
             and message_id in i.message_ids
         ]

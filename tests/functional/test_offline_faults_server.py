@@ -69,7 +69,9 @@ def queue_depth(emulator: Emulator, url: str) -> int:
     [("answer_lost", 1, 2), ("timeout", 2, 1)],
     ids=["answer lost: took effect, sent again", "timeout: no effect twice, then sent"],
 )
-def test_call_fault_is_retried_by_botocore(emulator: Emulator, mode: str, count: int, depth: int) -> None:
+def test_offline_faults_call_fault_is_retried_by_botocore(
+    emulator: Emulator, mode: str, count: int, depth: int
+) -> None:
     """botocore retries a 500 and a read timeout: an `answer_lost` send reached SQS before its caller saw
     the 500 and sent again; a `timeout` send never left, so only the attempt after it lands."""
     url = emulator.sqs().create_queue(QueueName=f"retried-{mode.replace('_', '-')}")["QueueUrl"]
@@ -83,9 +85,9 @@ def test_call_fault_is_retried_by_botocore(emulator: Emulator, mode: str, count:
     assert made.injected_by_mode() == {mode: count}
 
 
-def test_ambiguous_start_fails_for_the_caller_yet_the_execution_runs(emulator: Emulator) -> None:
+def test_offline_faults_answer_lost_start_fails_for_the_caller_yet_the_execution_runs(emulator: Emulator) -> None:
     machine = emulator.stepfunctions().create_state_machine(
-        name="ambiguous", definition=WAIT_MACHINE, roleArn="arn:aws:iam::123456789012:role/x"
+        name="answer-lost", definition=WAIT_MACHINE, roleArn="arn:aws:iam::123456789012:role/x"
     )["stateMachineArn"]
     service = function_service(emulator)
     made = faults({"function": "receiver", "operation": "StartExecution", "mode": "answer_lost"})
@@ -103,7 +105,7 @@ def test_ambiguous_start_fails_for_the_caller_yet_the_execution_runs(emulator: E
         emulator.stop_executions(machine)
 
 
-def test_ambiguous_stop_counts_as_the_processors_stop(emulator: Emulator) -> None:
+def test_offline_faults_answer_lost_stop_counts_as_the_processors_stop(emulator: Emulator) -> None:
     machine = emulator.stepfunctions().create_state_machine(
         name="stopped", definition=WAIT_MACHINE, roleArn="arn:aws:iam::123456789012:role/x"
     )["stateMachineArn"]
@@ -121,7 +123,9 @@ def test_ambiguous_stop_counts_as_the_processors_stop(emulator: Emulator) -> Non
 
 
 @pytest.mark.parametrize(("mode", "sent"), [("crash_before", 0), ("crash_after", 1)])
-def test_crash_before_sends_nothing_and_crash_after_takes_effect(emulator: Emulator, mode: str, sent: int) -> None:
+def test_offline_faults_crash_before_sends_nothing_and_crash_after_takes_effect(
+    emulator: Emulator, mode: str, sent: int
+) -> None:
     """The invocation dies at the call: before it leaves, or once it took effect. Either way the dead
     invocation does nothing more."""
     url = emulator.sqs().create_queue(QueueName=mode.replace("_", "-"))["QueueUrl"]

@@ -441,7 +441,8 @@ def test_lapse_after_receiver_crash_at_visibility_change_excused_until_renewed()
     faults.injections = [
         Injection(10.0, 0, "receiver", "ChangeMessageVisibility", "crash_before", True, ("m1",)),
         Injection(20.0, 0, "receiver", "PutItem", "crash_before", True, ("m1",)),
-        Injection(30.0, 0, "receiver", "ChangeMessageVisibility", "error", True, ("m1",)),
+        Injection(30.0, 0, "receiver", "ChangeMessageVisibility", "server_error", True, ("m1",)),
+        Injection(40.0, 0, "receiver", "ChangeMessageVisibility", "crash_after", True, ("m2",)),
     ]
 
     assert faults.lapse_excuse(12.0, message_id="m1", renewals=[5.0, 14.0]) is not None
@@ -449,6 +450,7 @@ def test_lapse_after_receiver_crash_at_visibility_change_excused_until_renewed()
     assert faults.lapse_excuse(12.0, message_id="m2", renewals=[]) is None, "another message"
     assert faults.lapse_excuse(25.0, message_id="m1", renewals=[]) is not None, "no renewal since the crash"
     assert faults.lapse_excuse(9.0, message_id="m1", renewals=[]) is None, "before the crash"
+    assert faults.lapse_excuse(42.0, message_id="m2", renewals=[]) is None, "the change took effect before it died"
 
 
 def test_status_event_drops_and_delays_are_seeded() -> None:

@@ -352,7 +352,7 @@ def test_release_delay_grows_with_attempt_up_to_the_cap() -> None:
 def test_release_delay_of_the_last_attempt_is_zero_its_next_receive_sends_it_to_the_dlq() -> None:
     rng = random.Random(3)
     assert release_delay_s(3, Settings(release_delay_base_s=10, max_attempts=3), rng) == 0
-    assert release_delay_s(2, Settings(release_delay_base_s=10, max_attempts=2), rng) == 0, "the default"
+    assert release_delay_s(1, Settings(release_delay_base_s=10, max_attempts=1), rng) == 0, "a single attempt"
     assert release_delay_s(2, Settings(release_delay_base_s=10, max_attempts=3), rng) > 0
 
 
