@@ -12,17 +12,21 @@ The records, from the observer's tracks:
 | --- | --- |
 | `sent` | each job's message as the scenario sent it (a FIFO send SQS dropped as a duplicate is none) |
 | `copied` | each parked copy the observer attributed to its job's message |
-| `delivered` | each delivery of the message or a copy (`duplicate`, `excused`: below) |
+| `delivered` | each delivery of the message or a copy (`excused`: below) |
 | `execution_started`, `execution_ended` | each execution of the message or a copy, with its status |
 | `job_started`, `job_ended` | the execution's job step, from its history (`succeeded` when the step did) |
 | `outcome` `inline_done` | a message deleted with no execution and no lease: a job the receiver ran inline |
 | `dead_lettered` | the message's copy in the DLQ, with its attributes as the reason |
-| `end` | the messages still on the jobs or waiting queues, by job id; `stopped` when a service stopped with them |
+| `end` | the messages on the jobs or waiting queues at the last look, by job id; `stopped` (below) |
 
-A delivery while the job ran is `duplicate` when a `duplicate_delivery` fault took effect on it, and
-`excused` (the fault's name) when another injected fault explains it, as the run's report judges
-(`longjobs.offline.report.redelivery_verdicts`). Times are the observer's: a delivery is noted as the
-mapping hands its batch to the receiver, an execution's times are Step Functions'.
+A delivery while the job ran is `excused` (the fault's description) when an injected fault explains
+it, a `duplicate_delivery` among them, as the run's report judges
+(`longjobs.offline.report.redelivery_verdicts`). None is marked `duplicate`: that opens the checker's
+window for a duplicate's echo, which the report's own verdict on each delivery makes needless. A
+service stopped by its user (`stopped`) leaves messages on the queues on purpose.
+
+Times are the observer's: a delivery is noted as the mapping hands its batch to the receiver, an
+execution's times are Step Functions'.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.jobs import JobCatalog
 from longjobs.offline.faults import Faults
 from longjobs.offline.observe import Execution, Track
-from longjobs.offline.report import DUPLICATE_DELIVERY_EXCUSE, redelivery_verdicts
+from longjobs.offline.report import redelivery_verdicts
 from longjobs.offline.scenario import Scenario
 from longjobs.sim.checker import Finding, check
 
@@ -62,7 +66,7 @@ def history(
             continue  # SQS dropped the send: no message of its own
         job_type = (types or {}).get(track.job_id)
         records += _track_records(_Records(track.job_id, start), track, job_type, faults)
-        left[track.job_id] += track.final == "queued"
+        left[track.job_id] += track.final == "queued" and track.on_queue
     end = max((record["t"] for record in records), default=0.0)
     left_on_queues = {job_id: count for job_id, count in left.items() if count}
     records.append({"t": end, "actor": "offline", "event": "end", "left": left_on_queues, "stopped": stopped})
@@ -91,7 +95,6 @@ def _track_records(record: _Records, track: Track, job_type: str | None, faults:
     excuses = {verdict.at: verdict.excuse for verdict in redelivery_verdicts(track, faults)}
     for delivery in track.deliveries:
         excuse = excuses.get(delivery.at) if delivery.while_running else None
-        duplicate = excuse == DUPLICATE_DELIVERY_EXCUSE
         records.append(
             record(
                 delivery.at,
@@ -99,8 +102,8 @@ def _track_records(record: _Records, track: Track, job_type: str | None, faults:
                 "delivered",
                 message_id=delivery.message_id or track.message_id,
                 receive_count=delivery.receive_count,
-                duplicate=duplicate,
-                **({"excused": excuse} if excuse is not None and not duplicate else {}),
+                duplicate=False,  # each excused delivery names its fault: no echo window is opened
+                **({"excused": excuse} if excuse is not None else {}),
             )
         )
     for execution in track.executions:

@@ -113,6 +113,9 @@ class Track:
     lease: Lease | None = None
     executions: list[Execution] = field(default_factory=list)
     final: str = "queued"
+    on_queue: bool = False
+    """Whether its message or a copy was on the jobs queue or a waiting queue at the last look (`final`
+    keeps its last decided value while the observer cannot decide yet)."""
     dlq_error: str | None = None
     dlq_attributes: dict[str, str] = field(default_factory=dict)
     """The message attributes of its copy in the DLQ (`ErrorType`, `ErrorMessage`, `OriginalMessageId`...)."""
@@ -211,8 +214,11 @@ class Observer:
         return track
 
     def track_of(self, message: dict[str, Any]) -> Track | None:
+        """The track of a delivered message: by the scenario's job id attribute, else by its message id (a
+        followed message is keyed by its id, whatever attributes it carries)."""
         job_id = message.get("MessageAttributes", {}).get(JOB_ID_ATTRIBUTE, {}).get("StringValue")
-        return self.tracks.get(job_id) if job_id else self._by_message.get(message["MessageId"])
+        track = self.tracks.get(job_id) if job_id else None
+        return track or self._by_message.get(message["MessageId"])
 
     def on_batch(self, messages: Sequence[dict[str, Any]]) -> None:
         """The mapping received these: note each delivery, and whether its job was still running."""
@@ -372,12 +378,13 @@ class Observer:
                 track.final, track.dlq_error = original.final, original.dlq_error  # one message
                 track.dlq_attributes = original.dlq_attributes
                 continue
+            track.on_queue = any(message_id in queued for message_id in track.message_ids)
             copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
             if copy is not None:
                 track.final = "dlq"
                 track.dlq_error = self._dead_reason(copy, track)
                 track.dlq_attributes = dict(copy.attributes)
-            elif any(message_id in queued for message_id in track.message_ids):
+            elif track.on_queue:
                 track.final = "queued"
             elif track.lease is not None and track.lease.status is LeaseStatus.PARKED:
                 pass  # its copy was taken from its waiting queue, its lease not read yet: the next poll

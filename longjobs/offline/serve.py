@@ -242,7 +242,8 @@ def serve(
 def judge_history(observer: Observer, catalog: JobCatalog, *, start: float, path: Path, out: TextIO) -> list[str]:
     """Write the service's history (every message the mapping delivered) in the simulation's trace format,
     have the independent checker judge it, and print the verdict; returns the findings."""
-    observer.poll()
+    for _ in range(2):  # the second look decides what the first saw half-done (a copy taken, its lease unread)
+        observer.poll()
     observer.collect_executions()
     lines = history(observer.tracks, None, start=start, types=observer.types, stopped=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
