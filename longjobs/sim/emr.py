@@ -196,7 +196,7 @@ class EmrServerless:
         stuck = self._fault(STUCK_QUEUED)
         if stuck:
             self._reach("emr:stuck_queued")
-        if not self._admitted(run):
+        if not stuck and not self._admitted(run):  # a run stuck in the application's queue holds no place
             return
         if not self._phase(run, 99_999_999 if stuck else self._rng.uniform(*SCHEDULING_S)):
             return
