@@ -24,7 +24,8 @@ Measures: `makespan_ratio` (the last run's end over the ideal: total work / slot
 DynamoDB and Step Functions request of the functions, the workflow and the producer; the mapping's
 empty polls are not counted: a fixed cost of any mapping), `dlq` (jobs in the DLQ), `violation` (the
 first property the monitor found broken: a lapse, a second run of a message, the type's limit
-exceeded), `max_concurrent` (the most runs RUNNING at once), `queue_timeouts` (runs that timed out in
+exceeded), `max_concurrent` (the most executions in their job step at once, from the trace: what
+admission bounds; the application bounds its RUNNING runs itself), `queue_timeouts` (runs that timed out in
 the application's queue).
 
 Run from the repository root: `python -m benchmarks.backfill [--jobs N] [--slots K] [--seed S]
@@ -164,12 +165,26 @@ def max_concurrent(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
+def job_steps(records: list[str]) -> list[tuple[float, float]]:
+    """Each execution's job step, from its trace: from `job_started` to its `job_ended` (or its execution's
+    end, whichever comes first)."""
+    began: dict[str, float] = {}
+    spans: list[tuple[float, float]] = []
+    for line in records:
+        record = json.loads(line)
+        event, execution = record.get("event"), record.get("execution")
+        if event == "job_started":
+            began[execution] = record["t"]
+        elif event in ("job_ended", "execution_ended") and execution in began:
+            spans.append((began.pop(execution), record["t"]))
+    return spans
+
+
 def simulate(params: Params, *, admission: bool) -> Result:
     wall = time.monotonic()
     world = BackfillWorld(params, admission=admission)
     seed_result = world.run()
     runs = world.executions.emr.runs.values()
-    ran = [(run.running_since, run.ended) for run in runs if run.running_since is not None and run.ended is not None]
     done = [run.ended for run in runs if run.state == "SUCCESS" and run.ended is not None]
     work = durations(params)
     ideal_s = sum(work) / params.slots + max(work)
@@ -186,7 +201,7 @@ def simulate(params: Params, *, admission: bool) -> Result:
         receives_per_job=round(world.receives / params.jobs, 3),
         requests_per_job=round(sum(requests.values()) / params.jobs, 2),
         violation=seed_result.violation.property if seed_result.violation else None,
-        max_concurrent=max_concurrent(ran),
+        max_concurrent=max_concurrent(job_steps(world.trace.records)),
         executions=len(world.aws.stepfunctions.executions),
         queue_timeouts=seed_result.coverage.get("emr:queue_timed_out", 0),
         parked=world.parked,
