@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from longjobs.engine.delivery.dlq import ORIGINAL_MESSAGE_ID
 from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.jobs import JobCatalog
 from longjobs.offline.faults import Faults
@@ -113,7 +114,7 @@ def _track_records(record: _Records, track: Track, job_type: str | None, faults:
         records.append(record(at, "receiver", "outcome", outcome="inline_done", message_id=track.message_id))
     if track.final == "dlq":
         last = max([track.sent_at, *(d.at for d in track.deliveries), *(e.stopped or 0.0 for e in track.executions)])
-        dead = track.dlq_attributes.get("OriginalMessageId", track.message_id)
+        dead = track.dlq_attributes.get(ORIGINAL_MESSAGE_ID, track.message_id)
         records.append(record(last, "sqs", "dead_lettered", message_id=dead, reason=dict(track.dlq_attributes)))
     return records
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from longjobs.engine.delivery.dlq import ORIGINAL_MESSAGE_ID
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.execution import execution_arn, execution_name, parse_execution_name
 from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
@@ -46,8 +47,6 @@ JOB_ENDED_EVENTS = frozenset(
 )
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
 JOB_SUCCEEDED_EVENT = "ParallelStateSucceeded"
-DLQ_ORIGINAL_ATTRIBUTE = "OriginalMessageId"
-"""The attribute of the processor's DLQ copy that names the message it copies."""
 REREAD = 100
 """Stream records read again on each poll (see `Observer.poll`)."""
 ORPHANS_KEPT = 1_000
@@ -245,7 +244,7 @@ class Observer:
         raw = attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
         carried = Carried.decode(raw) if raw else None
         named = [carried.parked_id, carried.original_id] if carried is not None else []
-        named.append(attributes.get(DLQ_ORIGINAL_ATTRIBUTE, {}).get("StringValue"))  # a DLQ copy redriven
+        named.append(attributes.get(ORIGINAL_MESSAGE_ID, {}).get("StringValue"))  # a DLQ copy redriven
         original = next((self._by_message[name] for name in named if name and name in self._by_message), None)
         if original is not None:
             self._adopt(original, message_id)
@@ -397,7 +396,7 @@ class Observer:
         """The DLQ holds the message itself or a copy (redrive), or the receiver's copy of it (a poison
         one, attempts used up), which names the original."""
         ids = track.message_ids
-        return message.message_id in ids or message.attributes.get(DLQ_ORIGINAL_ATTRIBUTE) in ids
+        return message.message_id in ids or message.attributes.get(ORIGINAL_MESSAGE_ID) in ids
 
     @staticmethod
     def _dead_reason(message: QueuedMessage, track: Track) -> str | None:

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from longjobs.engine.lease.types import Attempt
 
 ERROR_MESSAGE_MAX = 1_024
-LEFT_OUT_LAST_FIRST = ("Attempts", "ReceiveCount", "OriginalMessageId", "SourceQueue")
+ORIGINAL_MESSAGE_ID = "OriginalMessageId"
+"""The DLQ copy's attribute that names the message it copies."""
+LEFT_OUT_LAST_FIRST = ("Attempts", "ReceiveCount", ORIGINAL_MESSAGE_ID, "SourceQueue")
 """The DLQ copy's attributes left out, in this order, when even a cut reason leaves the copy too large
 (`fitted`): `ErrorType` and `ErrorMessage` are kept."""
 ATTEMPTS_MAX_BYTES = 32_768
@@ -74,7 +76,7 @@ def exhausted_attributes(
         "ErrorType": _text(error_type),
         "ErrorMessage": _text(last[:ERROR_MESSAGE_MAX]),
         "SourceQueue": _text(delivery.source_arn),
-        "OriginalMessageId": _text(delivery.original_id),
+        ORIGINAL_MESSAGE_ID: _text(delivery.original_id),
         "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
     }
     return fitted(delivery.body, attributes, history)
@@ -132,7 +134,7 @@ def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:
         "ErrorType": text(bad.error_type),
         "ErrorMessage": text(bad.message[:ERROR_MESSAGE_MAX]),
         "SourceQueue": text(delivery.source_arn),
-        "OriginalMessageId": text(delivery.message_id),
+        ORIGINAL_MESSAGE_ID: text(delivery.message_id),
         "ReceiveCount": {"DataType": "Number", "StringValue": str(delivery.receive_count)},
     }
     return fitted(delivery.body, attributes)
