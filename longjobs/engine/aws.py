@@ -64,3 +64,9 @@ def dynamodb(session: Any = None) -> DynamoDBClient:
 
 def stepfunctions(session: Any = None) -> SFNClient:
     return cast("SFNClient", _client("stepfunctions", session))
+
+
+def runner(service: str) -> Any:
+    """A client of a job runner's service (`emr-serverless`, `glue`): made only for a deployment whose
+    types run there, when the receiver first asks about a run (`longjobs.engine.runs`)."""
+    return _client(service)

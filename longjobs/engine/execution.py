@@ -68,14 +68,22 @@ class ExecutionInput(BaseModel):
 
 def execution_status(stepfunctions: SFNClient, arn: str | None) -> str:
     """The execution's status, or NEVER_STARTED when it does not exist."""
+    return execution_end(stepfunctions, arn)[0]
+
+
+def execution_end(stepfunctions: SFNClient, arn: str | None) -> tuple[str, float | None]:
+    """The execution's status (NEVER_STARTED when it does not exist) and when it ended (epoch seconds;
+    None while it runs)."""
     if not arn:
-        return NEVER_STARTED
+        return NEVER_STARTED, None
     try:
-        return stepfunctions.describe_execution(executionArn=arn)["status"]
+        described = stepfunctions.describe_execution(executionArn=arn)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-            return NEVER_STARTED
+            return NEVER_STARTED, None
         raise
+    stopped = described.get("stopDate")
+    return described["status"], stopped.timestamp() if stopped is not None else None
 
 
 def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: ExecutionInput) -> str:

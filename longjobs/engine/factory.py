@@ -49,13 +49,15 @@ class Clients:
     sqs: SQSClient
     dynamodb: DynamoDBClient
     stepfunctions: SFNClient | None = None
+    runner: Callable[[str], Any] | None = None
+    """Makes a client of a job runner's service (`emr-serverless`, `glue`), when one is first needed."""
 
     @classmethod
     def from_sdk(cls, *, stepfunctions: bool = True) -> Clients:
         """The clients of a Lambda container or a local process, from the SDK's configuration."""
         from longjobs.engine import aws
 
-        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions() if stepfunctions else None)
+        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions() if stepfunctions else None, aws.runner)
 
 
 def require(settings: Settings, function: str, names: tuple[str, ...]) -> None:
@@ -113,6 +115,7 @@ class Factory:
     def receiver(self, clients: Clients, rng: random.Random) -> Receiver:
         """A receiver: the jobs queue's, or the one admission runs as in the extender and the watcher."""
         from longjobs.engine.delivery.types import Receiver
+        from longjobs.engine.runs import JobRuns, parse_places
         from longjobs.engine.visibility import VisibilityClient
 
         if clients.stepfunctions is None:
@@ -128,6 +131,7 @@ class Factory:
             clock=self.clock,
             rng=rng,
             metrics=self.metrics,
+            runs=JobRuns(parse_places(self.settings.job_runs), clients.runner),
             **extra,
         )
 

@@ -158,6 +158,12 @@ class Settings(BaseModel):
         description='Admission: each limited job type\'s waiting queue, as JSON {"<type>": "<queue url>"} '
         "(set by the stack and the offline runtime); a type without one waits in flight only.",
     )
+    job_runs: str | None = Field(
+        default=None,
+        description="Where each pyspark type's runs can be asked whether they ended, as JSON "
+        '{"<type>": {"emr_application": "<id>"} | {"glue_job": "<name>"} | {"worker_heartbeat_s": <s>}} '
+        "(set by the stack and the offline runtime): a new attempt waits for its job's previous run to end.",
+    )
     queue_retention_s: int = Field(
         default=SQS_MAX_RETENTION_S,
         ge=SQS_MIN_RETENTION_S,
@@ -355,6 +361,10 @@ class Settings(BaseModel):
                 decoded = None
             if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
                 raise ValueError('waiting_queues must be a JSON object {"<job type>": "<queue url>", ...}')
+        if self.job_runs:
+            from longjobs.engine.runs import parse_places  # with the logger it needs: only when set
+
+            parse_places(self.job_runs)
         if self.admission_horizon_s < self.admission_wait_base_s:
             raise ValueError(
                 f"admission_horizon_s={self.admission_horizon_s} must be >= admission_wait_base_s="

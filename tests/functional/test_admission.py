@@ -31,6 +31,7 @@ from longjobs.engine.lease.lock import LEASE_KEY, Hold, Lock, job_lock_key
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
+from longjobs.engine.runs import JobRuns, RunPlace
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow, OffsetClock, running_flow
@@ -165,6 +166,27 @@ def test_admission_slot_returned_when_reconciliation_finds_the_execution_dead(fl
     assert report.released == 1
     freed = slot(flow)
     assert freed is not None and not freed.held
+    assert_admitted_in_place(flow, admit(flow), waiting)
+
+
+def test_admission_in_place_waits_for_the_previous_run_of_its_job(flow: Flow) -> None:
+    """A type whose runs outlive their execution (`longjobs.engine.runs`): a WAITING message whose job id's
+    lock another execution freed a moment ago is not admitted while that run may go on; once it cannot,
+    it is. A job id never run before is taken as absent, at no read (the backfill's case)."""
+    running, waiting = start_one_and_queue_one(flow, {"seconds": 1})
+    assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
+    locks, key, now = flow.receiver.store.locks, job_lock_key("second"), time.time()
+    gone = execution_arn(STATE_MACHINE_ARN, "m-gone-1")
+    assert locks.take(key, holder="m-gone", execution_arn=gone, now=now - 60, hold_until=now + 600)
+    assert locks.release(key, gone, now=now - 5)
+    flow.receiver.runs = JobRuns({LIMITED: RunPlace("worker", heartbeat_s=600)}, None)
+
+    assert admit(flow).admitted == 0, "its job's previous run may still be going on"
+    assert flow.lease(waiting).status is LeaseStatus.WAITING
+    lock = locks.get(key)
+    assert lock is not None and not lock.held and lock.execution_arn == gone
+
+    flow.receiver.runs = JobRuns({LIMITED: RunPlace("worker", heartbeat_s=1)}, None)  # that run has ended
     assert_admitted_in_place(flow, admit(flow), waiting)
 
 

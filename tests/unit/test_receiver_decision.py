@@ -162,6 +162,21 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
         LIMITS,
         Action.WAIT_FOR_JOB,
     ),
+    # the lock's last holder ended, its job run has not (`longjobs.engine.runs`): a short wait in place
+    ("previous run ending", receive(job_lock=LockState.RUN_ENDING), LIMITS, Action.HOLD_FOR_JOB),
+    ("previous run ending, FIFO", receive(job_lock=LockState.RUN_ENDING), FIFO, Action.HOLD_FOR_JOB),
+    (
+        "previous run ending, receives nearly spent",
+        receive(job_lock=LockState.RUN_ENDING, hold_spent=True),
+        LIMITS,
+        Action.DEAD_LETTER_BUSY,
+    ),
+    (
+        "previous run ending, attempts used up",
+        receive(attempts=3, job_lock=LockState.RUN_ENDING),
+        LIMITS,
+        Action.DEAD_LETTER,
+    ),
     ("lock free", receive(job_lock=LockState.FREE), LIMITS, Action.FIND_SLOT),
     ("lock stale", receive(job_lock=LockState.STALE), LIMITS, Action.FIND_SLOT),
     ("type full", receive(slot=SlotState.FULL, job_lock=LockState.FREE), LIMITS, Action.WAIT_FOR_SLOT),

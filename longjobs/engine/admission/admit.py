@@ -58,10 +58,13 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
     job = Job.model_validate_json(waiting.job)
     arn = execution_arn(receiver.state_machine_arn, execution_name(waiting.message_id, waiting.receive_count))
     # The job lock is taken as free without reading it first (it nearly always is); only a take that
-    # finds it held reads it, to take over a holding whose execution is not running.
+    # finds it held reads it, to take over a holding whose execution is not running. A type whose runs
+    # can outlive their execution takes it only where it does not exist yet (a new job id): a free lock
+    # is read first, since its last execution's run may still go on (`longjobs.engine.runs`).
     job_lock: LockState = LockState.FREE
     lock: Lock | None = None
     lock_key = job_lock_key(job.job_id)
+    fresh = job.type in receiver.runs.places
     active = Lease(
         message_id=waiting.message_id,
         queue_url=waiting.queue_url,
@@ -88,7 +91,8 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         active = replace(active, slot=slot.key)
         # One transaction: the WAITING lease turned ACTIVE (if unchanged), the job lock and the slot. A
         # losing admitter (another admitter, or a redelivery) takes nothing and frees nothing.
-        holds = [lock_hold(job.job_id, job_lock, lock), slot]
+        job_hold = lock_hold(job.job_id, job_lock, lock)
+        holds = [replace(job_hold, fresh=True) if fresh and lock is None else job_hold, slot]
         taken = write_attempt(receiver, active, receiver.store.admit_request(waiting, active), holds)
         if taken.written:
             break
@@ -97,9 +101,9 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         if lock_key in taken.lost:
             if lock is not None:
                 return None  # the holding read and taken over was taken by another meanwhile
-            job_lock, lock = read_job_lock(receiver, job.job_id, waiting.message_id, arn)
-            if job_lock is not LockState.STALE:
-                return None  # another message of the job runs (or may): it waits on
+            job_lock, lock = read_job_lock(receiver, job.job_id, job.type, waiting.message_id, arn)
+            if job_lock is not LockState.STALE and not (fresh and job_lock is LockState.FREE):
+                return None  # another message of the job runs (or may), or its last run is ending: it waits on
         if slot.key in taken.lost:
             state = state.without(slot.key, Lock(slot.key, "", "", now, held=True))  # another took it meanwhile
     else:

@@ -27,6 +27,7 @@ from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
     ExecutionInput,
+    execution_end,
     execution_status,
     parse_execution_name,
     start_execution,
@@ -386,22 +387,39 @@ def note_succeeded(receiver: Receiver, lease: Lease) -> None:
 
 
 def read_job_lock(
-    receiver: Receiver, job_id: str, message_id: str, arn: str, *, read: Lock | _Unread | None = UNREAD
+    receiver: Receiver,
+    job_id: str,
+    job_type: str,
+    message_id: str,
+    arn: str,
+    *,
+    read: Lock | _Unread | None = UNREAD,
 ) -> tuple[LockState, Lock | None]:
     """The job id's lock as the attempt `arn` of `message_id` finds it (`read`: as already read with the
     lease, else read now), and the lock as read. The holder's execution is asked about only when another
-    execution holds the lock; an unknown answer counts as running (waiting is safe, running twice is not)."""
+    execution holds the lock; an unknown answer counts as running (waiting is safe, running twice is not).
+    A lock another execution held, free now or stale, is held still while that execution's job run has
+    not ended (`longjobs.engine.runs`): a run outlives its stopped execution."""
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
-    if lock is None or not lock.held or lock.execution_arn == arn:
+    if lock is None or lock.execution_arn == arn or not lock.execution_arn:
         return LockState.FREE, lock
-    try:
-        status: str | None = execution_status(receiver.stepfunctions, lock.execution_arn)
-    except Exception as exc:
-        logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
-        status = None
-    state = lock_state(
-        lock, status, message_id=message_id, now=receiver.clock.now(), grace_s=receiver.settings.reconcile_grace_s
-    )
+    ended_at = lock.released_at
+    state = LockState.FREE
+    if lock.held:
+        try:
+            status, ended_at = execution_end(receiver.stepfunctions, lock.execution_arn)
+        except Exception as exc:
+            logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
+            status = None
+        state = lock_state(
+            lock, status, message_id=message_id, now=receiver.clock.now(), grace_s=receiver.settings.reconcile_grace_s
+        )
+        if state is not LockState.STALE or status == NEVER_STARTED:
+            return state, lock
+    if receiver.runs.running(
+        job_type, lock.execution_arn, since=lock.acquired_at, ended_at=ended_at, now=receiver.clock.now()
+    ):
+        return LockState.RUN_ENDING, lock
     return state, lock
 
 
@@ -445,8 +463,8 @@ def retake_holds(receiver: Receiver, lease: Lease) -> Outcome | str | None:
     assert lease.execution_arn is not None
     holds: list[Hold] = []
     if lease.job_id:
-        state, lock = read_job_lock(receiver, lease.job_id, lease.message_id, lease.execution_arn)
-        if state in (LockState.HELD, LockState.HELD_BY_THIS_MESSAGE):
+        state, lock = read_job_lock(receiver, lease.job_id, lease.job_type or "", lease.message_id, lease.execution_arn)
+        if state in (LockState.HELD, LockState.HELD_BY_THIS_MESSAGE, LockState.RUN_ENDING):
             assert lock is not None
             return _waiting(lock)
         holds.append(lock_hold(lease.job_id, state, lock))

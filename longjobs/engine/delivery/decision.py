@@ -24,7 +24,7 @@ The order of the rules is the protocol's:
    once its attempts (or its refused starts) are used up; it waits while its job
    id's lock is held by a running execution (a copy sent back, or, on FIFO or with no room for the
    copy's attribute, held in place, and sent to the DLQ once its receives or retention are nearly
-   spent); it
+   spent), and in place while the job run of the lock's last execution is still ending; it
    waits or is parked while its type is full; else it takes its lease, lock and slot in one
    transaction and starts.
 
@@ -86,6 +86,7 @@ class LockState(StrEnum):
     STALE = "stale"  # held for an execution that no longer runs (or never will): taken over
     HELD_BY_THIS_MESSAGE = "held_by_this_message"  # another receive of this message holds it, may run
     HELD = "held"  # another message's execution holds it and may be running
+    RUN_ENDING = "run_ending"  # its last holder's execution ended, its job run may not have (`longjobs.engine.runs`)
 
 
 class SlotState(StrEnum):
@@ -210,6 +211,9 @@ def _new_attempt(reading: Reading, limits: Limits) -> Action:
         # job id for its own attempt: that receive decides. A copy sent to wait here would be a second
         # message of the job, run again after this one.
         return Action.STALE
+    if reading.job_lock is LockState.RUN_ENDING:
+        # The previous run of the job id was asked to stop and is ending: a short wait, in place, no copy.
+        return Action.DEAD_LETTER_BUSY if reading.hold_spent else Action.HOLD_FOR_JOB
     if reading.job_lock is LockState.HELD:
         if limits.fifo or not reading.room_for_copy:
             return Action.DEAD_LETTER_BUSY if reading.hold_spent else Action.HOLD_FOR_JOB

@@ -18,6 +18,7 @@ from longjobs.engine.lease.lock import Lock
 from longjobs.engine.lease.types import Attempt, Lease
 from longjobs.engine.observability import MetricsSink, logger
 from longjobs.engine.policies import RenewalPolicy
+from longjobs.engine.runs import JobRuns
 from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
 from longjobs.engine.visibility import VisibilityClient
 
@@ -350,6 +351,8 @@ class Receiver:
     metrics: MetricsSink | None = None
     state: ReceiverState = field(default_factory=lambda: ReceiverState())
     """What this container remembers between records and batches (`ReceiverState`)."""
+    runs: JobRuns = field(default_factory=lambda: JobRuns({}, None))
+    """Whether a job's previous run has ended (`longjobs.engine.runs`); by default no type has runs."""
 
     @property
     def queue_url(self) -> str:

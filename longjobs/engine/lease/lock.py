@@ -87,11 +87,13 @@ class Lock:
 @dataclass(frozen=True)
 class Hold:
     """A lock or slot an attempt takes with its lease (`LeaseStore.take_holds`): free, absent or already
-    its execution's, or, with `over`, that very holding of an execution found not running (taken over)."""
+    its execution's, or, with `over`, that very holding of an execution found not running (taken over),
+    or, `fresh`, only absent or its execution's (a lock that exists is read first: its last run may go on)."""
 
     key: str
     over: Lock | None = None
     last_duration_s: float | None = None
+    fresh: bool = False
 
 
 def _num(seconds: float) -> dict[str, str]:
@@ -222,9 +224,11 @@ class Locks:
         hold_until: float,
         over: Lock | None = None,
         last_duration_s: float | None = None,
+        fresh: bool = False,
     ) -> dict[str, Any]:
         """The conditional `PutItem` of a take (`take`), as a request: alone, or one action of a
-        transaction that takes a lease's holds together (`LeaseStore.take_holds`)."""
+        transaction that takes a lease's holds together (`LeaseStore.take_holds`); `fresh`: only a lock
+        that does not exist yet (or is its own)."""
         item = {
             PARTITION_KEY: {"S": key},
             LOCK_STATE_ATTR: {"S": HELD},
@@ -236,9 +240,12 @@ class Locks:
         if last_duration_s is not None:
             item[LAST_DURATION_ATTR] = _num(last_duration_s)
         names = {"#pk": PARTITION_KEY, "#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR}
-        if over is None:
+        if fresh:
+            condition = "attribute_not_exists(#pk) OR #execution = :mine"
+            values: dict[str, Any] = {":mine": {"S": execution_arn}}
+        elif over is None:
             condition = "attribute_not_exists(#pk) OR #state = :free OR #execution = :mine"
-            values: dict[str, Any] = {":free": {"S": FREE}, ":mine": {"S": execution_arn}}
+            values = {":free": {"S": FREE}, ":mine": {"S": execution_arn}}
         else:
             condition = "#execution = :theirs AND #acquired = :acquired"
             values = {":theirs": {"S": over.execution_arn}, ":acquired": _num(over.acquired_at)}
@@ -271,6 +278,7 @@ class Locks:
                     hold_until=lease.renew_until,
                     over=hold.over,
                     last_duration_s=hold.last_duration_s,
+                    fresh=hold.fresh,
                 )
             }
             for hold in holds

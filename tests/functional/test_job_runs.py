@@ -1,0 +1,207 @@
+"""A job run outlives its execution: the receiver asks the runner before a job's next attempt
+(`longjobs.engine.runs`), with botocore's Stubber for EMR Serverless and Glue (it holds each request and
+answer to the service's model; moto's runs end at once, and it has no BatchStopJobRun), and the receiver
+on moto with the rendered workflow.
+
+AWS's word: on a `.sync` task, when the execution is stopped, Step Functions makes a best-effort attempt
+to stop the job and does not wait for it (https://docs.aws.amazon.com/step-functions/latest/dg/
+connect-to-resource.html, "Run a Job"); ListJobRuns filters by states and creation time
+(https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html); GetJobRuns returns
+the runs newest first (https://docs.aws.amazon.com/glue/latest/webapi/API_GetJobRuns.html)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from longjobs.engine.delivery.types import Outcome
+from longjobs.engine.execution import execution_arn
+from longjobs.engine.lease import job_lock_key
+from longjobs.engine.runs import EXECUTION_ARGUMENT, JobRuns, RunPlace, parse_places, place_setting
+from longjobs.engine.settings import Settings
+from tests.functional.conftest import STATE_MACHINE_ARN, Flow
+
+REGION = "us-east-1"
+ROLE = "arn:aws:iam::123456789012:role/emr-job"
+GONE = execution_arn(STATE_MACHINE_ARN, "m-gone-1")
+
+
+def emr_summary(run_id: str, name: str, state: str) -> dict[str, Any]:
+    at = datetime.now(UTC)
+    return {
+        "applicationId": "00app",
+        "id": run_id,
+        "name": name,
+        "arn": f"arn:aws:emr-serverless:{REGION}:123456789012:/applications/00app/jobruns/{run_id}",
+        "createdBy": ROLE,
+        "createdAt": at,
+        "updatedAt": at,
+        "executionRole": ROLE,
+        "state": state,
+        "stateDetails": state.lower(),
+        "releaseLabel": "emr-7.5.0",
+    }
+
+
+def test_job_runs_emr_run_of_an_ended_execution_is_asked_to_stop_and_waited_for(moto_aws: None) -> None:
+    """Stubber, not moto: moto's EMR Serverless runs end at once and keep only the day they began."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
+    since = time.time() - 30
+    live = ["SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUEUED", "CANCELLING"]
+    with Stubber(emr) as stub:
+        stub.add_response(
+            "list_job_runs",
+            {"jobRuns": [emr_summary("00r2", "m-other-1", "RUNNING")], "nextToken": "next"},
+            {"applicationId": "00app", "states": live, "createdAtAfter": datetime.fromtimestamp(since - 60, UTC)},
+        )
+        stub.add_response(
+            "list_job_runs",
+            {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]},
+            {
+                "applicationId": "00app",
+                "states": live,
+                "createdAtAfter": datetime.fromtimestamp(since - 60, UTC),
+                "nextToken": "next",
+            },
+        )
+        stub.add_response(
+            "cancel_job_run",
+            {"applicationId": "00app", "jobRunId": "00r1"},
+            {"applicationId": "00app", "jobRunId": "00r1"},
+        )
+        assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "its run is still running"
+        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "CANCELLING")]})
+        assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "cancelling: not asked again"
+        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r2", "m-other-1", "RUNNING")]})
+        assert not runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "once it ended, no wait"
+        stub.assert_no_pending_responses()
+
+
+def glue_page(*runs: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    return {"JobRuns": list(runs), **({"NextToken": token} if token else {})}
+
+
+def glue_run(run_id: str, execution: str, state: str, started: float) -> dict[str, Any]:
+    return {
+        "Id": run_id,
+        "JobName": "spark-job",
+        "JobRunState": state,
+        "StartedOn": datetime.fromtimestamp(started, UTC),
+        "Arguments": {EXECUTION_ARGUMENT: execution, "--params": "{}"},
+    }
+
+
+def test_job_runs_glue_run_found_by_its_argument_is_stopped(moto_aws: None) -> None:
+    glue = boto3.client("glue", region_name=REGION)
+    now = time.time()
+    runs = JobRuns({"spark": RunPlace("glue", name="spark-job")}, lambda service: glue)
+    with Stubber(glue) as stub:
+        stub.add_response(
+            "get_job_runs",
+            glue_page(glue_run("jr_2", "m-other-1", "RUNNING", now - 10), token="next"),
+            {"JobName": "spark-job", "MaxResults": 200},
+        )
+        stub.add_response(
+            "get_job_runs",
+            glue_page(glue_run("jr_1", "m-gone-1", "RUNNING", now - 100)),
+            {"JobName": "spark-job", "MaxResults": 200, "NextToken": "next"},
+        )
+        stub.add_response(
+            "batch_stop_job_run",
+            {"SuccessfulSubmissions": [{"JobName": "spark-job", "JobRunId": "jr_1"}], "Errors": []},
+            {"JobName": "spark-job", "JobRunIds": ["jr_1"]},
+        )
+        assert runs.running("spark", GONE, since=now - 120, ended_at=None, now=now)
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("state", "started_ago_s", "running"),
+    [
+        ("STOPPING", 100, True),  # asked already: waited for, not asked again
+        ("SUCCEEDED", 100, False),
+        ("STOPPED", 100, False),
+        ("RUNNING", 400, False),  # begun before the lock was taken: another attempt's, not this one's
+    ],
+)
+def test_job_runs_glue_states(moto_aws: None, state: str, started_ago_s: float, running: bool) -> None:
+    glue = boto3.client("glue", region_name=REGION)
+    now = time.time()
+    runs = JobRuns({"spark": RunPlace("glue", name="spark-job")}, lambda service: glue)
+    with Stubber(glue) as stub:
+        stub.add_response(
+            "get_job_runs", glue_page(glue_run("jr_1", "m-gone-1", state, now - started_ago_s), token="more")
+        )
+        assert runs.running("spark", GONE, since=now - 200, ended_at=None, now=now) is running
+        stub.assert_no_pending_responses()  # no page past a run older than the lock, no stop of a STOPPING run
+
+
+def test_job_runs_unknown_answer_counts_as_running(moto_aws: None) -> None:
+    emr = boto3.client("emr-serverless", region_name=REGION)  # moto: the application does not exist
+    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00nosuchapp")}, lambda service: emr)
+    assert runs.running("spark", GONE, since=time.time(), ended_at=None, now=time.time()), (
+        "an application that cannot be read: waiting is safe, running twice is not"
+    )
+
+
+@pytest.mark.parametrize(("ended_ago_s", "running"), [(None, False), (10.0, True), (59.0, True), (61.0, False)])
+def test_job_runs_worker_run_ends_within_its_heartbeat_timeout(ended_ago_s: float | None, running: bool) -> None:
+    runs = JobRuns({"spark": RunPlace("worker", heartbeat_s=60)}, None)
+    ended = None if ended_ago_s is None else 1000.0 - ended_ago_s
+    assert runs.running("spark", GONE, since=0.0, ended_at=ended, now=1000.0) is running
+    assert not runs.running("wait", GONE, since=0.0, ended_at=999.0, now=1000.0), "a type with no runs"
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ("[1]", "must be a JSON object"),
+        ('{"spark": {"emr_application": ""}}', "spark"),
+        ('{"spark": {"glue_job": "a", "emr_application": "b"}}', "one of"),
+        ('{"spark": {"worker_heartbeat_s": 0}}', "worker_heartbeat_s=0"),
+        ("{", "not JSON"),
+    ],
+)
+def test_job_runs_setting_refused_names_what_is_wrong(raw: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        Settings.load({"job_runs": raw})
+
+
+def test_job_runs_setting_round_trip() -> None:
+    places = {
+        "a": RunPlace("emr_serverless", name="00app"),
+        "b": RunPlace("glue", name="job-b"),
+        "c": RunPlace("worker", heartbeat_s=60.0),
+    }
+    assert parse_places(place_setting(places)) == places
+
+
+def test_job_runs_retry_waits_in_place_while_the_previous_run_ends(flow: Flow) -> None:
+    """The receiver's side: a job id whose lock another execution freed a moment ago, its run ending
+    (the offline worker's reach: its step's heartbeat timeout), waits in place; once that reach has
+    passed, the same message starts. The lock, untaken meanwhile, still names the previous execution."""
+    flow.receiver.runs = JobRuns({"wait": RunPlace("worker", heartbeat_s=600)}, None)
+    flow.receiver.settings = flow.receiver.settings.model_copy(update={"job_wait_base_s": 1, "job_wait_cap_s": 1})
+    locks = flow.receiver.store.locks
+    now = time.time()
+    key = job_lock_key("ending")
+    assert locks.take(key, holder="m-gone", execution_arn=GONE, now=now - 60, hold_until=now + 600)
+    assert locks.release(key, GONE, now=now - 5)
+    message_id = flow.send_job("ending", seconds=1)
+    assert flow.deliver() == {message_id: Outcome.HELD}, "its job's previous run may still be running"
+    lock = locks.get(key)
+    assert lock is not None and not lock.held and lock.execution_arn == GONE
+    assert flow.harness.visible_messages() == [], "hidden for the wait, not sent back as a copy"
+
+    flow.receiver.runs = JobRuns({"wait": RunPlace("worker", heartbeat_s=1)}, None)  # its reach has passed
+    outcomes: dict[str, Outcome] = {}
+    deadline = time.monotonic() + 40
+    while not outcomes and time.monotonic() < deadline:
+        outcomes = flow.deliver(wait_s=1)
+    assert outcomes == {message_id: Outcome.STARTED}
