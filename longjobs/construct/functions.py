@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from longjobs.construct.nag import acknowledge, rendered
 from longjobs.construct.queues import queue_encryption
 from longjobs.engine.jobs import JobCatalog
 from longjobs.engine.lease.schema import DUE_INDEX, RECONCILE_INDEX, WAITING_INDEX
+from longjobs.engine.runs import RunPlace, encode_places
 
 WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"]
 """Every end of an execution: the watcher settles those the workflow's own failure path may not have
@@ -85,6 +86,12 @@ class Resources:
     watcher's failure queue use it, and each role may use it for the encrypted queues, table and executions."""
     log_group_prefix: str | None = None
     """With `key`: the functions' log groups are named `<prefix>/<function>`, which the key policy names."""
+    job_runs: Mapping[str, RunPlace] = field(default_factory=dict)
+    """Where each pyspark type's runs are (`longjobs.engine.runs`): a job's next attempt waits for its
+    previous run to end, and asks one still running to stop."""
+    job_run_arns: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """The IAM resources of those runs by action: `emr-serverless:ListJobRuns`, `emr-serverless:CancelJobRun`,
+    `glue:GetJobRuns`, `glue:BatchStopJobRun`."""
 
 
 LIVE_ALIAS = "live"
@@ -136,6 +143,11 @@ class LongJobFunctions(Construct):
             engine_env["WAITING_QUEUES"] = cdk.Stack.of(self).to_json_string(
                 {name: queue.queue_url for name, queue in sorted(res.waiting.items())}
             )
+        if res.job_runs:
+            engine_env["JOB_RUNS"] = cdk.Stack.of(self).to_json_string(encode_places(res.job_runs))
+        # A job's next attempt asks its runner whether the previous run ended, and stops one still running:
+        # the receiver, and the extender and the watcher when admission runs a receiver in them.
+        job_run_statements = [_allow(action, on=list(arns)) for action, arns in sorted(res.job_run_arns.items())]
         # Executions of this state machine: `...:execution:<state machine name>:<execution name>`.
         execution_arns = cdk.Stack.of(self).format_arn(
             service="states",
@@ -143,6 +155,8 @@ class LongJobFunctions(Construct):
             resource_name=f"{res.state_machine.state_machine_name}:*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
+        # What an admission pass calls, in the extender and the watcher (a receiver of their own).
+        admitting = self._admission_statements(res, execution_arns, waiting_arns) + job_run_statements
 
         self.receiver = self._function(
             "Receiver",
@@ -183,6 +197,7 @@ class LongJobFunctions(Construct):
                 ),
                 _allow("states:StartExecution", on=[res.state_machine.state_machine_arn]),
                 _allow("states:DescribeExecution", on=[execution_arns]),
+                *job_run_statements,
                 # Admission: parks in the waiting queues, counts what waits, reads a type's slots at once.
                 *(
                     [
@@ -255,7 +270,7 @@ class LongJobFunctions(Construct):
                 # Reconciliation: one list of the running executions vouches for their leases (on the
                 # state machine, not its executions: the service authorization reference's resource for it).
                 _allow("states:ListExecutions", on=[res.state_machine.state_machine_arn]),
-                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
+                *(admitting if limited else []),
             ],
         )
         # A run that could not start within two periods (throttled behind a long sub-minute run) is
@@ -297,7 +312,7 @@ class LongJobFunctions(Construct):
             statements=[
                 _allow("sqs:ChangeMessageVisibility", on=[res.queue.queue_arn]),
                 _allow("dynamodb:GetItem", "dynamodb:UpdateItem", on=[res.table.table_arn]),
-                *(self._admission_statements(res, execution_arns, waiting_arns) if limited else []),
+                *(admitting if limited else []),
             ],
             reserved_concurrency=WATCHER_RESERVED_CONCURRENCY if infra.reserve_concurrency else None,
         )
@@ -356,6 +371,15 @@ class LongJobFunctions(Construct):
             "this state machine's executions only.",
             findings=("Resource::" + rendered(self, execution_arns),),
         )
+        cancellable = res.job_run_arns.get("emr-serverless:CancelJobRun", ())
+        if cancellable:
+            acknowledge(
+                self,
+                "AwsSolutions-IAM5",
+                "CancelJobRun names a run by its id, which its StartJobRun chose: the pattern covers the runs of "
+                "this stack's EMR Serverless applications only.",
+                findings=tuple("Resource::" + rendered(self, arn) for arn in cancellable),
+            )
         acknowledge(
             schedule_role,
             "AwsSolutions-IAM5",

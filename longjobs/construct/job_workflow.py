@@ -48,6 +48,7 @@ from longjobs.construct.workflow import (
     summary_objects_arn,
 )
 from longjobs.engine.jobs import JobCatalog, JobType, JobTypeError
+from longjobs.engine.runs import RunPlace
 
 
 class DataBuckets(Construct):
@@ -268,6 +269,31 @@ class JobWorkflow(Construct):
             suppress_checkov(self.state_machine.role.node.find_child("DefaultPolicy"), "CKV_AWS_108")
         for job_type in catalog.of_runner("state_machine"):
             self._acknowledge_nested(job_type)
+
+    @property
+    def job_runs(self) -> dict[str, RunPlace]:
+        """Where each pyspark type's runs are: its Glue job, or its EMR Serverless application."""
+        places = {name: RunPlace("glue", name=job.job_name) for name, job in self.glue_jobs.items()}
+        if self.emr_serverless is not None:
+            places |= {
+                name: RunPlace("emr_serverless", name=app) for name, app in self.emr_serverless.application_ids.items()
+            }
+        return places
+
+    @property
+    def job_run_arns(self) -> dict[str, list[str]]:
+        """The IAM resources of the calls that ask about those runs and stop them, by action."""
+        arns: dict[str, list[str]] = {}
+        if self.glue_jobs:
+            jobs = [job.job_arn for _, job in sorted(self.glue_jobs.items())]
+            arns |= {"glue:GetJobRuns": jobs, "glue:BatchStopJobRun": jobs}
+        if self.emr_serverless is not None:
+            applications = [arn for _, arn in sorted(self.emr_serverless.application_arns.items())]
+            arns |= {
+                "emr-serverless:ListJobRuns": applications,
+                "emr-serverless:CancelJobRun": [f"{arn}/jobruns/*" for arn in applications],
+            }
+        return arns
 
     @property
     def glue_job(self) -> glue.PySparkEtlJob | None:

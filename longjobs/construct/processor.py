@@ -185,6 +185,8 @@ class LongJobProcessor(Construct):
                 raw_uri=buckets.raw.s3_url_for_object(""),
                 key=key,
                 log_group_prefix=log_group_prefix,
+                job_runs=workflow.job_runs,
+                job_run_arns=workflow.job_run_arns,
             ),
         )
         if key is not None and log_group_prefix is not None:

@@ -80,6 +80,7 @@ from longjobs.engine.lease.schema import (
     STATUS_ATTR,
     VERSION_ATTR,
 )
+from longjobs.engine.runs import EXECUTION_ARGUMENT
 
 CANCELLED_ERROR = "Cancelled"
 """The error an execution ends with when its lease was cancelled while its job ran (as `longjobs cancel`
@@ -175,6 +176,8 @@ def glue_pyspark_step(
         prefix = state_prefix(job_type)
         arguments: dict[str, Any] = {
             "--params": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.job.params")),
+            # Glue runs have no name: the processor finds an execution's run by this (`longjobs.engine.runs`)
+            EXECUTION_ARGUMENT: sfn.JsonPath.string_at("$$.Execution.Name"),
         }
         if summary_bucket is not None:
             arguments["--summary-path"] = sfn.JsonPath.format(
@@ -542,19 +545,21 @@ _JOB_LOCK_RELEASE = _Update(
     key=tasks.DynamoAttributeValue.from_string(
         sfn.JsonPath.format(JOB_LOCK_PREFIX + "{}", sfn.JsonPath.string_at("$.job.job_id"))
     ),
-    update="SET #state = :free",
+    update="SET #state = :free, #released = :now",
     condition="#state = :held AND #execution = :self",
-    names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR},
+    names={"#state": LOCK_STATE_ATTR, "#execution": LOCK_EXECUTION_ATTR, "#released": RELEASED_AT_ATTR},
     values={
         ":free": tasks.DynamoAttributeValue.from_string(FREE),
         ":held": tasks.DynamoAttributeValue.from_string(HELD),
         ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
+        ":now": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
     },
     result_path="$.lock_release",
 )
-"""Free the job's lock if it names this execution (`longjobs.engine.lease.lock`). Best effort: a lock it
-does not name, or one that stays held after the retries, is left (a later message of the job id takes it
-over once it sees this execution ended)."""
+"""Free the job's lock if it names this execution (`longjobs.engine.lease.lock`), noting when: the job's
+next attempt waits that long for the offline worker's run to end (`longjobs.engine.runs`). Best effort: a
+lock it does not name, or one that stays held after the retries, is left (a later message of the job id
+takes it over once it sees this execution ended)."""
 _SLOT_RELEASE = _Update(
     key=tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.slot")),
     update="SET #state = :free, #released = :now",

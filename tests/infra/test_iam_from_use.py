@@ -113,6 +113,10 @@ OPERATION_ACTIONS: dict[str, str] = {
     "stepfunctions.list_executions": "states:ListExecutions",
     "stepfunctions.describe_execution": "states:DescribeExecution",
     "stepfunctions.stop_execution": "states:StopExecution",
+    # EMR Serverless: ListJobRuns on the application, CancelJobRun on the run
+    # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonemrserverless.html)
+    "emr-serverless.list_job_runs": "emr-serverless:ListJobRuns",
+    "emr-serverless.cancel_job_run": "emr-serverless:CancelJobRun",
 }
 """A boto3 operation (`service.operation`) to the IAM action it needs; transactions are split per action
 (`DYNAMODB_TRANSACTION_ACTIONS`)."""
@@ -193,6 +197,11 @@ CDK_CONSUME = (
     "CDK's SqsEventSource grants grantConsumeMessages, which adds sqs:GetQueueUrl to what the mapping uses; "
     "a read of the queue's own URL"
 )
+GLUE_JOB_RUNS = (
+    "a job's next attempt asks the type's Glue job whether the previous attempt's run ended, and stops one "
+    "still running (`longjobs.engine.runs`); the simulation runs no Glue (its token step stands in), and "
+    "tests/functional/test_job_runs.py holds these calls to the service's model"
+)
 GLUE_SYNC = (
     "the `.sync` Glue integration: Step Functions polls the run and stops it when the state is stopped "
     "(glue:GetJobRun, glue:GetJobRuns, glue:BatchStopJobRun; "
@@ -254,6 +263,11 @@ EXPLAINED_GRANTS: tuple[ExplainedGrant, ...] = (
             *_explain(function, f"{function} log group", LOGS, "logs:CreateLogStream", "logs:PutLogEvents"),
             *_explain(function, "*", XRAY, "xray:PutTraceSegments", "xray:PutTelemetryRecords"),
         )
+    ),
+    *(
+        explained
+        for function in ("receiver", "extender", "watcher")
+        for explained in _explain(function, "glue jobs", GLUE_JOB_RUNS, "glue:GetJobRuns", "glue:BatchStopJobRun")
     ),
     *_explain("state_machine", "glue jobs", GLUE_SYNC, "glue:GetJobRun", "glue:GetJobRuns", "glue:BatchStopJobRun"),
     *_explain(
@@ -455,6 +469,8 @@ class StackNames:
     """role name -> logical id"""
     resources: dict[str, set[str]]
     """explanation resource name -> ARNs"""
+    emr_applications: tuple[str, ...] = ()
+    """The EMR Serverless applications' ARNs (the simulation's one application stands for each)."""
 
 
 def stack_names(synth: Synth) -> StackNames:
@@ -500,6 +516,11 @@ def stack_names(synth: Synth) -> StackNames:
             },
             **log_groups,
         },
+        emr_applications=tuple(
+            sorted(
+                arn(a) for a in (workflow.emr_serverless.application_arns.values() if workflow.emr_serverless else ())
+            )
+        ),
     )
 
 
@@ -550,6 +571,12 @@ def trace_calls(operation: str, params: Mapping[str, Any], names: StackNames, so
             f"arn:{PARTITION}:states:{REGION}:{ACCOUNT}:execution:{names.state_machine_name}:{execution}",
             source,
         )
+    elif service == "emr-serverless":
+        # A stack with no EMR Serverless type names no application in `job_runs`: its functions never ask
+        # (`test_iam_job_runs_of_emr_serverless_types_are_granted` checks a stack that has one).
+        for application in names.emr_applications:
+            run = f"/jobruns/{params['jobRunId']}" if "jobRunId" in params else ""
+            yield Call(action, application + run, source)
     else:
         raise AssertionError(f"{source}: no resource mapping for {operation}")
 
@@ -754,6 +781,24 @@ def test_iam_emr_serverless_runs_are_granted_what_the_integration_calls_and_no_m
         if statement["Action"] == "iam:PassRole"
     ]
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}}
+
+
+def test_iam_job_runs_of_emr_serverless_types_are_granted(prod: Synth) -> None:
+    """The prod variant runs a type on EMR Serverless: the calls a job's next attempt makes about the previous
+    run (ListJobRuns on the application, CancelJobRun on a run; `longjobs.engine.runs`) are granted to the
+    receiver, and to the extender and the watcher, which run admission's receiver, on that application only."""
+    template, names = Template(prod.template), stack_names(prod)
+    assert names.emr_applications
+    examples = {"emr-serverless.list_job_runs": {"applicationId": "sim"}}
+    examples["emr-serverless.cancel_job_run"] = {"applicationId": "sim", "jobRunId": "00r0001"}
+    calls = [call for operation, params in examples.items() for call in trace_calls(operation, params, names, "sim")]
+    for role in ("receiver", "extender", "watcher"):
+        grants = {
+            grant for grant in role_grants(template, names.roles[role]) if grant.action.startswith("emr-serverless:")
+        }
+        result = compare(calls, grants, [], {})
+        assert not result.ungranted, (role, [f"{c.action} on {c.resource}" for c in result.ungranted])
+        assert not result.unexplained, (role, [f"{g.action} on {g.resource}" for g in result.unexplained])
 
 
 def test_iam_each_explained_grant_has_a_reason_and_a_known_resource(names: StackNames) -> None:

@@ -339,7 +339,20 @@ def test_receiver_role_allows_only_its_calls(dev: Synth, names: dict[str, str]) 
         for w in waiting_queues(dev)
     }
     expected |= {("dynamodb:BatchGetItem", names["table"]), ("dynamodb:Query", names["table"] + "/index/waiting")}
+    expected |= job_run_grants(dev)
     assert policy_grants(dev, function_role(dev, receiver)) == expected | own_logs(dev, receiver) | XRAY
+
+
+def job_run_grants(dev: Synth) -> set[tuple[str, str]]:
+    """A job's next attempt asks its type's Glue job about the previous run, and stops one still running
+    (`longjobs.engine.runs`): on those jobs only."""
+    jobs = dev.part("Workflow").glue_jobs.values()
+    assert jobs
+    return {
+        (action, f"arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:job/<{dev.logical_id(job)}>")
+        for action in ("glue:GetJobRuns", "glue:BatchStopJobRun")
+        for job in jobs
+    }
 
 
 def waiting_queues(dev: Synth) -> set[str]:
@@ -364,6 +377,7 @@ def admission_grants(dev: Synth, names: dict[str, str]) -> set[tuple[str, str]]:
     grants |= {
         (f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "BatchGetItem", "ConditionCheckItem")
     }
+    grants |= job_run_grants(dev)  # an admitted attempt waits for its job's previous run as the receiver's does
     return grants | {("states:StartExecution", names["machine"]), ("states:DescribeExecution", names["executions"])}
 
 
