@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import table_definition
+from longjobs.engine.runs import RunPlace, place_setting
 from longjobs.engine.settings import FIFO_SUFFIX, MESSAGE_MAX_BYTES, SQS_MAX_RETENTION_S, Settings
 from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
 
@@ -130,6 +131,13 @@ def create_resources(
         definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/{STATE_MACHINE}",
     )["stateMachineArn"]
+    # Every pyspark type runs on the local Spark workers: a run ends within the step's heartbeat timeout
+    # of its task's end (`longjobs.offline.worker`), which a job's next attempt waits out.
+    workers = {
+        t.name: RunPlace("worker", heartbeat_s=spark_heartbeat_s)
+        for t in (catalog or JobCatalog(BUILTIN_TYPES))
+        if t.runner == "pyspark"
+    }
     completed = Settings.load(
         {
             **settings.model_dump(exclude_unset=True),
@@ -138,6 +146,7 @@ def create_resources(
             "dlq_url": dlq_url,
             "state_machine_arn": state_machine_arn,
             **({"waiting_queues": json.dumps(dict(sorted(waiting.items())))} if waiting else {}),
+            **({"job_runs": place_setting(workers)} if workers and not settings.job_runs else {}),
         }
     )
     return Resources(

@@ -5,11 +5,17 @@ worker deletes it at once (the step's heartbeat timeout, not the queue, notices 
 the job's type's entry (`run(spark, params)`, as the Glue entry does in the cloud) while a second
 thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with the summary `run` returned or
 `SendTaskFailure` with the error. One job at a time, like one Glue worker.
+
+A run does not outlive its task by more than the step's heartbeat timeout: the job's next attempt counts
+on it (`longjobs.engine.runs`). The worker stops the run (its Spark jobs, cancelled by their job group) at
+its first refused heartbeat (the task timed out or its execution was stopped), and by itself once no
+heartbeat was accepted for that timeout less one interval (Step Functions may then have timed it out).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -17,6 +23,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 
@@ -26,15 +34,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RunJob = Callable[[Mapping[str, Any]], dict[str, Any]]
-"""Runs one job (`{"job_id", "type", "params"}`) and returns its summary."""
+RunJob = Callable[[Mapping[str, Any], str], dict[str, Any]]
+"""Runs one job (`{"job_id", "type", "params"}`) under a Spark job group, and returns its summary."""
+StopRun = Callable[[str], None]
+"""Stops the run of a Spark job group."""
+REFUSED = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
+"""SendTaskHeartbeat's answers for a task that is over."""
 
 ERROR_MAX = 256
 CAUSE_MAX = 32_768
 
 
-def run_entry(job: Mapping[str, Any], catalog: JobCatalog) -> dict[str, Any]:
-    """The job's type's entry on the process's local SparkSession (Spark loads only when needed)."""
+def job_group(token: str) -> str:
+    """The Spark job group of a task's run (a task token is too long to be one)."""
+    return "longjobs-" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def cancel_group(group: str) -> None:
+    """Cancel the Spark jobs of `group` on the local session: the entry's running action fails."""
+    from longjobs.offline.spark import local_session
+
+    local_session().sparkContext.cancelJobGroup(group)
+
+
+def run_entry(job: Mapping[str, Any], group: str, catalog: JobCatalog) -> dict[str, Any]:
+    """The job's type's entry on the process's local SparkSession (Spark loads only when needed), its
+    Spark jobs in `group` (cancelled when its task is over)."""
     from longjobs.offline.job_code import prepare
     from longjobs.offline.spark import local_session
     from longjobs.pipeline.glue_entry import load_entry, run_entry
@@ -43,6 +68,7 @@ def run_entry(job: Mapping[str, Any], catalog: JobCatalog) -> dict[str, Any]:
     if job_type is None or job_type.runner != "pyspark":
         raise ValueError(f"job type {job.get('type')!r} is not a pyspark type of this run")
     spark = local_session()
+    spark.sparkContext.setJobGroup(group, f"longjobs {job.get('job_id')}", interruptOnCancel=True)
     prepare(job_type, spark)
     if job_type.code_root is not None:
         entry = load_entry(job_type.entry_function, module=job_type.entry_module)
@@ -58,6 +84,7 @@ class WorkerStats:
     failed: int = 0
     killed: int = 0
     heartbeats: int = 0
+    stopped: int = 0  # runs stopped because their task was over
     running: set[str] = field(default_factory=set)
 
 
@@ -75,13 +102,17 @@ class SparkWorker(threading.Thread):
         catalog: JobCatalog | None = None,
         run_job: RunJob | None = None,
         kill_after: Callable[[str], float | None] = lambda job_id: None,
+        stop_run: StopRun = cancel_group,
     ) -> None:
         super().__init__(name="spark-worker", daemon=True)
         self.sqs = sqs
         self.stepfunctions = stepfunctions
         self.token_queue_url = token_queue_url
         self.heartbeat_every_s = heartbeat_timeout_s / 3
+        self.unheard_s = heartbeat_timeout_s - self.heartbeat_every_s
+        """No heartbeat accepted for this long: the run stops (Step Functions may time its task out next)."""
         self.run_job = run_job or functools.partial(run_entry, catalog=catalog or JobCatalog(BUILTIN_TYPES))
+        self.stop_run = stop_run
         self.kill_after = kill_after
         self.stats = WorkerStats()
         self.stopped = threading.Event()
@@ -114,10 +145,13 @@ class SparkWorker(threading.Thread):
                 self._die(token, kill_after)
                 return
             beating = threading.Event()
-            heart = threading.Thread(target=self._heartbeat, args=(token, beating), name="spark-heartbeat", daemon=True)
+            group = job_group(token)
+            heart = threading.Thread(
+                target=self._heartbeat, args=(token, group, beating), name="spark-heartbeat", daemon=True
+            )
             heart.start()
             try:
-                summary = self.run_job(job)
+                summary = self.run_job(job, group)
             except Exception as exc:
                 log.warning("spark job %s failed: %s", job_id, exc)
                 self.stats.failed += 1
@@ -134,14 +168,33 @@ class SparkWorker(threading.Thread):
         finally:
             self.stats.running.discard(job_id)
 
-    def _heartbeat(self, token: str, done: threading.Event) -> None:
+    def _heartbeat(self, token: str, group: str, done: threading.Event) -> None:
+        """Heartbeat every third of the step's timeout until `done`; stop the run once its task is over."""
+        heard = time.monotonic()  # the task began before the worker received it
         while not done.wait(self.heartbeat_every_s):
+            sent = time.monotonic()
             try:
                 self.stepfunctions.send_task_heartbeat(taskToken=token)
                 self.stats.heartbeats += 1
-            except Exception as exc:  # the task timed out or was stopped: nothing more to tell it
-                log.warning("heartbeat refused: %s", exc)
+                heard = sent
+            except Exception as exc:
+                code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
+                if code in REFUSED:
+                    log.warning("heartbeat refused (%s): the run stops", code)
+                    self._stop(group)
+                    return
+                log.warning("heartbeat failed: %s", exc)
+            if time.monotonic() >= heard + self.unheard_s:
+                log.warning("no heartbeat accepted for %.0f s: the run stops", time.monotonic() - heard)
+                self._stop(group)
                 return
+
+    def _stop(self, group: str) -> None:
+        self.stats.stopped += 1
+        try:
+            self.stop_run(group)
+        except Exception:
+            log.exception("could not stop the run of %s", group)
 
     def _die(self, token: str, after_s: float) -> None:
         """The worker process is killed `after_s` into the job: it heartbeats until then, then nothing."""
