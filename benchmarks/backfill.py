@@ -145,6 +145,7 @@ class BackfillWorld(World):
         emr = self.executions.emr
         emr.configuration = SchedulerConfiguration(params.slots, QUEUE_TIMEOUT_S)
         emr.faults_active = lambda _: False  # its runs start, end and cancel as asked (`FAULTS` only)
+        emr.cancels_lost = False
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
         self.receives += 1

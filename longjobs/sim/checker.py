@@ -1,4 +1,4 @@
-"""An independent re-check of a simulation trace: six of the promise's properties, from the recorded
+"""An independent re-check of a simulation trace: seven of the promise's properties, from the recorded
 history alone.
 
 `python -m offline sim --seed S --trace FILE` writes one seed's trace as JSON lines (see
@@ -9,6 +9,8 @@ events only:
 - `single_execution`: at most one execution runs its job per message id at any time, and at most one per
   job id. An execution runs its job from its `job_started` event until its `job_ended` event (or its
   `execution_ended`, whichever comes first: an ended execution runs nothing).
+- `single_run`: at most one job run per job id at any time. A run (a `run_started` event naming its
+  `run` and `job_id`) lasts until its `run_ended` event: it may outlive its execution.
 - `type_concurrency`: no more executions run jobs of a type at once than its limit (given to the checker:
   `--limit TYPE=N`; the type of a job is the one its `sent` event names).
 - `fifo_order`: a job of a message group (its `sent` event's `group`) starts its job only once every job
@@ -57,12 +59,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SINGLE_EXECUTION = "single_execution"
+SINGLE_RUN = "single_run"
 ONCE_PER_MESSAGE = "once_per_message"
 NO_LAPSE = "no_lapse"
 NOTHING_LOST = "nothing_lost"
 TYPE_CONCURRENCY = "type_concurrency"
 FIFO_ORDER = "fifo_order"
-PROPERTIES = (SINGLE_EXECUTION, TYPE_CONCURRENCY, FIFO_ORDER, ONCE_PER_MESSAGE, NO_LAPSE, NOTHING_LOST)
+PROPERTIES = (SINGLE_EXECUTION, SINGLE_RUN, TYPE_CONCURRENCY, FIFO_ORDER, ONCE_PER_MESSAGE, NO_LAPSE, NOTHING_LOST)
 """What the checker re-checks: its `--help` and docs/simulation.md name each."""
 REASON_KEYS = ("ErrorType", "ErrorMessage")
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"  # the attribute a copy carries, `original` naming its message
@@ -122,6 +125,7 @@ class _Checker:
     finished: set[str] = field(default_factory=set)  # job ids that succeeded or have a DLQ copy
     recorded: set[str] = field(default_factory=set)  # messages (originals) whose execution ended SUCCEEDED
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused delivery has no outcome yet
+    runs: dict[str, tuple[str, float]] = field(default_factory=dict)  # a job run going on -> (job id, since)
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -194,6 +198,16 @@ class _Checker:
             waiting = [job for job in earlier if job not in self.finished]
             if waiting:
                 self._find(FIFO_ORDER, t, f"job {job_id} of group {group} starts before {', '.join(waiting)} ended")
+
+    def _run_started(self, t: float, record: dict[str, Any]) -> None:
+        run, job_id = _text(record, "run"), _text(record, "job_id")
+        others = sorted(f"{other} (since t={since})" for other, (job, since) in self.runs.items() if job == job_id)
+        if others:
+            self._find(SINGLE_RUN, t, f"job {job_id}: run {run} starts while {', '.join(others)} runs")
+        self.runs[run] = (job_id, t)
+
+    def _run_ended(self, t: float, record: dict[str, Any]) -> None:
+        self.runs.pop(_text(record, "run"), None)
 
     def _call(self, record: dict[str, Any]) -> None:
         """An AWS call: a copy sent (its answer recorded, alone or in a batch) names the message it copies."""
@@ -371,6 +385,8 @@ _HANDLERS = {
     "execution_ended": _Checker._execution_ended,
     "job_started": _Checker._job_started,
     "job_ended": _Checker._job_ended,
+    "run_started": _Checker._run_started,
+    "run_ended": _Checker._run_ended,
     "dead_lettered": _Checker._dead_lettered,
     "copied": _Checker._copied_event,
     "end": _Checker._end,

@@ -24,11 +24,13 @@ THROTTLING = {
     "sqs": ("RequestThrottled", 403),
     "dynamodb": ("ThrottlingException", 400),
     "stepfunctions": ("ThrottlingException", 400),
+    "emr-serverless": ("ThrottlingException", 400),
 }
 SERVER_ERROR = {
     "sqs": ("InternalError", 500),
     "dynamodb": ("InternalServerError", 500),
     "stepfunctions": ("ServiceUnavailable", 503),
+    "emr-serverless": ("InternalServerException", 500),
 }
 LATENCY_S = (0.005, 0.060)  # a request's way to the service; the answer comes back at once (a step saved)
 RETRY_CAP_S = 20.0  # botocore's standard mode: backoff of random() * 2^(attempt-1), at most 20 s

@@ -72,6 +72,7 @@ EMR_SERVERLESS = (
     "emr:start_found_its_run",
     "emr:stuck_queued",
     "emr:step_timed_out",
+    "emr:cancelled_by_the_processor",
 )
 """The EMR Serverless runs' paths (`longjobs.sim.emr`), on the profiles whose seeds run them."""
 EMR_PROFILES = ("standard", "mixed")

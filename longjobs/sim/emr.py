@@ -29,12 +29,14 @@ What AWS documents, and this model follows:
 
 Faults are drawn on a stream of the seed's own (`emr:<seed>`), inside the fault window only: a start whose
 answer is lost after it succeeded (`START_ANSWER_LOST`), a run stuck in the application's queue past its
-step's timeout (`STUCK_QUEUED`), a cancel that does not happen (`CANCEL_LOST`).
+step's timeout (`STUCK_QUEUED`), a cancel that does not happen (`CANCEL_LOST`, and every cancel in a
+share of seeds, `CANCELS_LOST_SHARE`, outside the fault window too).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import deque
 from collections.abc import Callable
@@ -53,7 +55,12 @@ CANCEL_CALL_S = (0.5, 5.0)
 START_ANSWER_LOST = 0.05
 STUCK_QUEUED = 0.02
 CANCEL_LOST = 0.1
+CANCELS_LOST_SHARE = 0.25
+"""The share of seeds whose every best-effort cancel by Step Functions is lost (a state machine role without
+`emr-serverless:CancelJobRun` does this): each stopped execution leaves its run to the processor."""
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
+LIST_PAGE = 50  # ListJobRuns' largest page
+EMR_APPLICATION = "sim"  # the application's id
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class JobRun:
 
     run_id: str
     token: str
+    name: str  # StartJobRun's `Name`
     execution_arn: str
     behaviour: SparkBehaviour
     limit_s: float  # executionTimeoutMinutes
@@ -78,6 +86,7 @@ class JobRun:
     state: str = "SUBMITTED"
     ended: float | None = None
     cancel_asked: float | None = None
+    cancel_lost: bool = False  # Step Functions' cancel of it was lost
     execution_ended: float | None = None
     declared_limit_s: float = 0.0  # the type's own limit
     running_since: float | None = None  # when it reached RUNNING
@@ -101,13 +110,18 @@ class EmrServerless:
         faults_active: Callable[[float], bool],
         reach: Callable[[str], None],
         configuration: SchedulerConfiguration | None = None,
+        on_run: Callable[[JobRun], None] | None = None,
     ) -> None:
+        """`on_run(run)` is told when a run is submitted and when it reaches its end state."""
         self.configuration = configuration
+        self._on_run = on_run
         self._placed = 0
         self._queued: deque[JobRun] = deque()
         self._scheduler = scheduler
         self._trace = trace
         self._rng = random.Random(f"emr:{seed}")
+        self.cancels_lost = random.Random(f"emr:{seed}:cancels").random() < CANCELS_LOST_SHARE
+        """Every cancel Step Functions makes is lost in this seed (`CANCELS_LOST_SHARE`)."""
         self.faults_active = faults_active
         """Whether the service's own faults (a lost start answer, a run stuck queued, a lost cancel) may strike now."""
         self._reach = reach
@@ -148,6 +162,7 @@ class EmrServerless:
         run = JobRun(
             run_id=f"00r{len(self.runs):04d}",
             token=token,
+            name=str(parameters.get("Name", "")),
             execution_arn=execution_arn,
             behaviour=behaviour,
             limit_s=float(parameters.get("ExecutionTimeoutMinutes", 720)) * 60,  # the service's default: 12 h
@@ -160,6 +175,8 @@ class EmrServerless:
         self._by_token[token] = run.run_id
         self._by_execution.setdefault(execution_arn, []).append(run.run_id)
         self._trace.event("emr", "job_run_started", run=run.run_id, execution=execution_arn.rsplit(":", 1)[-1])
+        if self._on_run is not None:
+            self._on_run(run)
         self._scheduler.spawn(lambda: self._lifecycle(run), group=Group(f"emr:{run.run_id}"))
         return run
 
@@ -173,7 +190,7 @@ class EmrServerless:
                 self._cancel_soon(run, "the step timed out")
                 raise StatesError("States.Timeout", "the task ran past its TimeoutSeconds") from None
         if run.state == "SUCCESS":
-            return {"ApplicationId": "sim", "JobRunId": run.run_id, "JobRun": run.describe()}
+            return {"ApplicationId": EMR_APPLICATION, "JobRunId": run.run_id, "JobRun": run.describe()}
         raise StatesError("States.TaskFailed", json.dumps(run.describe(), sort_keys=True))
 
     # -- the run ----------------------------------------------------------------------------------------------
@@ -189,6 +206,8 @@ class EmrServerless:
             self._reach(f"emr:run:{state}")
             if run.execution_ended is not None and run.ended > run.execution_ended:
                 self._reach("emr:run_outlived_its_execution")
+            if self._on_run is not None:
+                self._on_run(run)
         self._scheduler.set(changed, state)
 
     def _lifecycle(self, run: JobRun) -> None:
@@ -270,8 +289,9 @@ class EmrServerless:
         """Step Functions' best-effort cancel of a task it abandons."""
         if run.state in TERMINAL:
             return
-        if self._fault(CANCEL_LOST):
+        if self._fault(CANCEL_LOST) or self.cancels_lost:
             self._reach("emr:cancel_lost")
+            run.cancel_lost = True
             self._trace.event("emr", "cancel_lost", run=run.run_id, why=why)
             return
         self._reach("emr:cancelled_by_step_functions")
@@ -288,13 +308,50 @@ class EmrServerless:
             if run.state not in TERMINAL:
                 self._cancel_soon(run, "its execution ended")
 
+    # -- the API the processor calls ---------------------------------------------------------------------------
+
+    def list_job_runs(
+        self,
+        *,
+        applicationId: str,
+        states: list[str] | None = None,
+        createdAtAfter: Any = None,
+        nextToken: str | None = None,
+        maxResults: int = LIST_PAGE,
+    ) -> dict[str, Any]:
+        """ListJobRuns: the application's runs, newest first, in `states`, created after `createdAtAfter`
+        (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html)."""
+        after = createdAtAfter.timestamp() if createdAtAfter is not None else -math.inf
+        found = [
+            run
+            for run in sorted(self.runs.values(), key=lambda run: run.submitted, reverse=True)
+            if (not states or run.state in states) and run.submitted > after
+        ]
+        start = int(nextToken or 0)
+        page = found[start : start + min(maxResults, LIST_PAGE)]
+        answer: dict[str, Any] = {
+            "jobRuns": [
+                {"applicationId": applicationId, "id": run.run_id, "name": run.name, "state": run.state} for run in page
+            ]
+        }
+        if start + len(page) < len(found):
+            answer["nextToken"] = str(start + len(page))
+        return answer
+
+    def cancel_job_run(self, *, applicationId: str, jobRunId: str) -> dict[str, Any]:
+        """CancelJobRun: the run goes CANCELLING, then CANCELLED (one ended stays as it is)."""
+        self._reach("emr:cancelled_by_the_processor")
+        self._cancel(self.runs[jobRunId])
+        return {"applicationId": applicationId, "jobRunId": jobRunId}
+
     # -- the checks ---------------------------------------------------------------------------------------------
 
     def problems(self, now: float) -> list[str]:
         """Each run that broke what the design relies on: one run per execution (the client token), and
         every run ended by its limit plus a cancel (`executionTimeoutMinutes` is its backstop when a
-        cancel is lost). A run stuck in the application's queue whose cancel was lost is left out: the
-        model never starts it (whether its limit counts while it waits is not documented)."""
+        cancel is lost). A run stuck in the application's queue whose cancel by Step Functions was lost is
+        left out: the model never starts it (whether its limit counts while it waits is not documented),
+        and the processor cancels it only when the job's next attempt comes."""
         found = [
             f"execution {arn.rsplit(':', 1)[-1]} started {len(runs)} runs"
             for arn, runs in sorted(self._by_execution.items())
@@ -309,7 +366,7 @@ class EmrServerless:
             )
             start = run.limit_from if run.running_since is not None else run.submitted
             bound = start + limit_s + CANCELLING_S[1] + CANCEL_CALL_S[1]
-            lost = run.running_since is None and run.cancel_asked is None and run.execution_ended is not None
+            lost = run.running_since is None and run.cancel_lost
             end = run.ended if run.ended is not None else now
             if not lost and end > bound:
                 ran = end - run.submitted

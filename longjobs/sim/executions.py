@@ -22,7 +22,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from longjobs.engine.watcher.models import ExecutionStatusChange, status_change_envelope
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
 from longjobs.sim.clients import SimClient
-from longjobs.sim.emr import EMR_RESOURCE, EmrServerless
+from longjobs.sim.emr import EMR_RESOURCE, EmrServerless, JobRun
+from longjobs.sim.emr import TERMINAL as EMR_TERMINAL
 from longjobs.sim.faults import WorldFault
 from longjobs.sim.properties import Running
 from longjobs.sim.scheduler import Group, Scheduler, Signal
@@ -192,7 +193,12 @@ class Executions:
         self.interpreter = Interpreter(definition, Integrations(self), self.scheduler)
         self.emr_limits_s = dict(emr_limits_s or {})
         self.emr = EmrServerless(
-            self.scheduler, self.trace, self.seed, faults_active=self.faults.active, reach=self.monitor.reach
+            self.scheduler,
+            self.trace,
+            self.seed,
+            faults_active=self.faults.active,
+            reach=self.monitor.reach,
+            on_run=self._emr_run,
         )
         job_step = definition["States"][JOB_STATE]
         self.after_success = str(job_step["Next"])  # the states after the job's end, as the definition says
@@ -322,14 +328,46 @@ class Executions:
         declared = self.emr_limits_s[str(execution.input["job"]["type"])]
         return self.emr.run_job(dict(parameters), context.execution_arn, behaviour, context.timeout_s, declared)
 
+    def _emr_run(self, run: JobRun) -> None:
+        """An EMR Serverless run submitted, or at its end state: a job run of its execution's job."""
+        if run.state in EMR_TERMINAL:
+            self._run_ended(run.run_id)
+            return
+        job_id = str(self.aws.stepfunctions.executions[run.execution_arn].input["job"]["job_id"])
+        self._run_started(run.run_id, job_id)
+
     def spark_task_sent(self, token: str, body: dict[str, Any]) -> None:
         behaviour = self._behaviour(body["job"], int(body["attempt"]))
         at = self.scheduler.now() + self.rng.uniform(*SPARK_PICKUP_S)
-        self.scheduler.spawn(lambda: self._spark_run(token, behaviour), at=at, group=Group(f"spark:{token}"))
+        job_id = str(body["job"]["job_id"])
+        self.scheduler.spawn(lambda: self._spark_job(token, job_id, behaviour), at=at, group=Group(f"spark:{token}"))
+
+    def _spark_job(self, token: str, job_id: str, behaviour: SparkBehaviour) -> None:
+        """A Spark worker's run, from its pickup of the task to its exit: a job run of `job_id`."""
+        run_id = f"spark:{token}"
+        self._run_started(run_id, job_id)
+        try:
+            self._spark_run(token, behaviour)
+        finally:
+            self._run_ended(run_id)
+
+    def _run_started(self, run_id: str, job_id: str) -> None:
+        self.trace.event("runner", "run_started", run=run_id, job_id=job_id)
+        self.monitor.runs.started(run_id, job_id, now=self.scheduler.now())
+
+    def _run_ended(self, run_id: str) -> None:
+        self.trace.event("runner", "run_ended", run=run_id)
+        self.monitor.runs.ended(run_id)
 
     def _spark_run(self, token: str, behaviour: SparkBehaviour) -> None:
+        """The offline worker's run (`longjobs.offline.worker`): it heartbeats every third of the step's
+        heartbeat timeout, stops at a refused heartbeat, and stops by itself once no heartbeat was accepted
+        for the timeout less one interval, so its run ends before Step Functions could time its task out
+        (`longjobs.engine.runs` counts on it)."""
         client = self.client("stepfunctions", "spark")
-        every = self.workload.spark_heartbeat_s / 3  # the offline worker's: a third of the step's timeout
+        every = self.workload.spark_heartbeat_s / 3
+        unheard_s = self.workload.spark_heartbeat_s - every
+        heard = self.scheduler.now()  # the task began before its pickup
         left = behaviour.seconds
         while left > 0 or behaviour.kind == "hang":
             step = min(every, left) if behaviour.kind != "hang" else every
@@ -338,8 +376,10 @@ class Executions:
             if behaviour.kind == "vanish" and left <= behaviour.seconds / 2:
                 self.trace.event("spark", "vanished", token=token)
                 return
+            sent = self.scheduler.now()
             try:
                 client.call("send_task_heartbeat", {"taskToken": token})
+                heard = sent
             except ClientError as exc:
                 if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
                     self.trace.event("spark", "run_stopped", token=token)
@@ -347,6 +387,10 @@ class Executions:
                     return
             except BotoCoreError:
                 pass
+            if self.scheduler.now() >= heard + unheard_s:
+                self.trace.event("spark", "run_unheard", token=token)
+                self.monitor.reach("spark:stopped_unheard")
+                return
         for _ in range(5):
             try:
                 if behaviour.kind == "fail":

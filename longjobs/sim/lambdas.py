@@ -118,7 +118,10 @@ class LambdaService:
 
         def clients(actor: str) -> Clients:
             return Clients(
-                self.client("sqs", actor), self.client("dynamodb", actor), self.client("stepfunctions", actor)
+                self.client("sqs", actor),
+                self.client("dynamodb", actor),
+                self.client("stepfunctions", actor),
+                lambda service: self.client(service, actor),
             )
 
         def receiver(actor: str, container: int = 0) -> Receiver:

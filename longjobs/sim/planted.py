@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from longjobs.engine import runs
 from longjobs.engine.delivery import attempt
 from longjobs.engine.delivery import types as receiver_types
 from longjobs.engine.delivery.decision import LockState
@@ -201,6 +202,12 @@ def _receiver_keeps_done_message(patch: Patch) -> None:
     patch(receiver_types, "_DONE", receiver_types._DONE - {receiver_types.Outcome.ALREADY_SUCCEEDED})
 
 
+def _previous_run_ignored(patch: Patch) -> None:
+    """A job's next attempt does not wait for the previous attempt's run, which outlives its stopped
+    execution: two runs of the job go on at once."""
+    patch(runs.JobRuns, "running", lambda self, *args, **kwargs: False)
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -228,6 +235,7 @@ PLANTS: dict[str, Plant] = {
     "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause"),
     "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
     "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
+    "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job"),
 }
 
 

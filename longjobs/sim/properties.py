@@ -6,6 +6,10 @@ coverage: a campaign reports the ones no seed reached.
 
 - `single_execution_per_message`, `single_execution_per_job`, `type_concurrency`: at most one execution
   runs its job per message and per job id, and no more than a limited type's `max_concurrency` per type.
+- `single_run_per_job`: at most one job run (what writes output and costs money: an EMR Serverless run
+  from its submission to its end state, a Spark worker's run from its pickup to its exit) per job id at
+  a time. An execution stopped or timed out leaves its run to end later (Step Functions' cancel is best
+  effort, a worker stops at its next refused heartbeat): a new attempt's run waits for it.
 - `once_per_message`: a job id is done at most as many times as its producer sent messages of it (a
   copy the processor makes of a message, to wait or to park, never runs the job a second time); an S3
   notification counts as one message of each of its markers' partition jobs, so a fan-out runs each
@@ -114,6 +118,7 @@ ALWAYS = (
     "fifo_order",
     "single_execution_per_message",
     "single_execution_per_job",
+    "single_run_per_job",
     "once_per_message",
     "type_concurrency",
     "no_lapse",
@@ -200,9 +205,11 @@ class Monitor:
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
     cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
     needless: NeedlessRedeliveries = field(init=False)  # `needless_redeliveries`' own evidence
+    runs: RunsPerJob = field(init=False)  # `single_run_per_job`'s own evidence
 
     def __post_init__(self) -> None:
         self.needless = NeedlessRedeliveries(self.coverage, lambda: self.excuse_lapses)
+        self.runs = RunsPerJob(self.coverage)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -555,6 +562,30 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+@dataclass
+class RunsPerJob:
+    """`single_run_per_job`: the job runs going on, by job key."""
+
+    coverage: Counter[str]
+    job_of: dict[str, str] = field(default_factory=dict)  # a run going on -> its job key
+    of_job: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))  # job key -> run -> start
+
+    def started(self, run_id: str, job_key: str, *, now: float) -> None:
+        """A job run began: an EMR run submitted, a Spark worker's run picked up."""
+        self.coverage["job_run_started"] += 1
+        others = self.of_job[job_key]
+        if others:
+            since = ", ".join(f"{other} (since {at:.0f})" for other, at in sorted(others.items()))
+            raise PropertyViolation("single_run_per_job", f"job {job_key}: run {run_id} starts while {since} runs")
+        self.job_of[run_id] = job_key
+        others[run_id] = now
+
+    def ended(self, run_id: str) -> None:
+        job_key = self.job_of.pop(run_id, None)
+        if job_key is not None:
+            self.of_job[job_key].pop(run_id, None)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.lease.schema import EXECUTION_ATTR, HISTORY_ATTR, STATUS_ATTR
 from longjobs.engine.observability import logger
+from longjobs.engine.runs import RunPlace, place_setting
 from longjobs.engine.settings import Settings
 from longjobs.sim import deployer, operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
@@ -35,6 +36,7 @@ from longjobs.sim.aws.base import SQS_MAX_VISIBILITY_S
 from longjobs.sim.aws.dynamodb import IndexLag
 from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
+from longjobs.sim.emr import EMR_APPLICATION
 from longjobs.sim.executions import STATE_MACHINE_ARN, Executions
 from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
 from longjobs.sim.lambdas import LambdaService
@@ -149,6 +151,15 @@ class World:
         }
         if self.waiting:
             values["waiting_queues"] = json.dumps({name: queue.url for name, queue in self.waiting.items()})
+        values["job_runs"] = place_setting(
+            {
+                t.name: RunPlace("emr_serverless", name=EMR_APPLICATION)
+                if t.platform == "emr_serverless"
+                else RunPlace("worker", heartbeat_s=workload.spark_heartbeat_s)
+                for t in self.catalog
+                if t.runner == "pyspark"
+            }
+        )
         self.settings = settings = Settings.load(values)
         # the extender sees a lease past its hard stop at its next run, and stops its execution; runs a fault
         # plan within the design may lose in a row, and a stop retried, come on top
@@ -196,7 +207,11 @@ class World:
 
     def client(self, service: str, actor: str) -> Any:
         """A client of the simulated AWS for `actor`, observed by the monitor and the trace."""
-        backend = {"sqs": self.aws.sqs, "dynamodb": self.aws.dynamodb, "stepfunctions": self.aws.stepfunctions}[service]
+        backend = (
+            self.executions.emr
+            if service == "emr-serverless"
+            else {"sqs": self.aws.sqs, "dynamodb": self.aws.dynamodb, "stepfunctions": self.aws.stepfunctions}[service]
+        )
 
         def observe(service: str, operation: str, params: dict[str, Any], fault: CallFault | None) -> None:
             self.monitor.reach(f"call:{actor}:{service}.{operation}")

@@ -125,6 +125,34 @@ def test_checker_single_execution_an_ended_execution_runs_nothing() -> None:
     assert check(lines) == []
 
 
+# -- single_run -----------------------------------------------------------------------------------------------
+
+
+def job_run(start: float, end: float, run_id: str, job_id: str) -> list[str]:
+    return [
+        event(start, "run_started", "runner", run=run_id, job_id=job_id),
+        event(end, "run_ended", "runner", run=run_id),
+    ]
+
+
+def test_checker_single_run_a_run_that_outlives_its_execution_overlaps_the_next() -> None:
+    """The previous attempt's execution stopped at 50; its run went on to 80 (a lost cancel), and the next
+    attempt's run began at 60: two runs of one job, though its executions never overlapped."""
+    lines = by_time(
+        sent(1, M1, "j1"),
+        *run(11, 50, M1, "j1", 1, ok=False),
+        *job_run(12, 80, "00r1", "j1"),
+        *run(55, 90, M1, "j1", 2),
+        *job_run(60, 85, "00r2", "j1"),
+    )
+    assert check(lines) == [Finding("single_run", 60, "job j1: run 00r2 starts while 00r1 (since t=12.0) runs")]
+
+
+def test_checker_single_run_holds_for_runs_one_after_the_other_and_other_jobs() -> None:
+    lines = by_time(*job_run(12, 80, "00r1", "j1"), *job_run(81, 90, "00r2", "j1"), *job_run(20, 85, "00r3", "j2"))
+    assert check(lines) == []
+
+
 # -- once_per_message -----------------------------------------------------------------------------------------
 
 

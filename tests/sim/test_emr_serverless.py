@@ -73,7 +73,8 @@ def test_emr_serverless_start_whose_answer_was_lost_finds_its_run() -> None:
 @pytest.mark.parametrize(
     ("change", "property_name"),
     [
-        ({"ClientToken.$": "States.Format('{}-{}', $$.Execution.Name, $$.State.RetryCount)"}, "emr_runs_end"),
+        # a retried start makes a second run of the execution, beside the first: two runs of one job
+        ({"ClientToken.$": "States.Format('{}-{}', $$.Execution.Name, $$.State.RetryCount)"}, "single_run_per_job"),
         ({"ExecutionTimeoutMinutes": 720}, "emr_runs_end"),
     ],
     ids=["no idempotent token", "no run limit of the type's"],

@@ -10,6 +10,7 @@ from dataclasses import replace
 from longjobs.construct.workflow import PATIENT_ATTEMPTS, PATIENT_MAX_DELAY
 from longjobs.sim.aws.sqs import FakeSqs
 from longjobs.sim.aws.stepfunctions import FakeStepFunctions
+from longjobs.sim.emr import EmrServerless
 from longjobs.sim.faults import (
     FOCUS_MAX_STREAK,
     OUTAGE_S,
@@ -39,7 +40,8 @@ def _calm_seed() -> int:
 def test_rare_operations_are_operations_of_the_simulated_services() -> None:
     """A renamed operation would leave its name here focusing on nothing."""
     for operation in RARE_OPERATIONS | RARE_FUNCTION_OPERATIONS:
-        assert any(callable(getattr(service, operation, None)) for service in (FakeSqs, FakeStepFunctions))
+        services = (FakeSqs, FakeStepFunctions, EmrServerless)
+        assert any(callable(getattr(service, operation, None)) for service in services)
 
 
 def test_a_rare_operation_is_focused_in_a_seed_without_a_focus_share() -> None:

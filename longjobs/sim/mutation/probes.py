@@ -9,6 +9,7 @@ to both halves (tests/sim/test_mutation.py).
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -122,6 +123,7 @@ def _slot_release(definition: Mapping[str, Any]) -> Mapping[str, Any]:
         lambda parameters: (
             parameters.get("ConditionExpression") == "#state = :held AND #execution = :self"
             and "#released" in parameters.get("UpdateExpression", "")
+            and "$.slot" in json.dumps(parameters.get("Key"))  # not the job lock's release, which notes it too
         ),
     )
 
