@@ -8,6 +8,7 @@ idempotent, and the watcher can find the lease of any execution from its name al
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -68,22 +69,35 @@ class ExecutionInput(BaseModel):
 
 def execution_status(stepfunctions: SFNClient, arn: str | None) -> str:
     """The execution's status, or NEVER_STARTED when it does not exist."""
-    return execution_end(stepfunctions, arn)[0]
+    return execution_times(stepfunctions, arn).status
 
 
-def execution_end(stepfunctions: SFNClient, arn: str | None) -> tuple[str, float | None]:
-    """The execution's status (NEVER_STARTED when it does not exist) and when it ended (epoch seconds;
-    None while it runs)."""
+@dataclass(frozen=True)
+class ExecutionTimes:
+    """An execution as DescribeExecution tells it: its status (NEVER_STARTED when it does not exist), and
+    when it started and ended (epoch seconds; None when it never started, or runs still)."""
+
+    status: str
+    started_at: float | None = None
+    stopped_at: float | None = None
+
+
+def execution_times(stepfunctions: SFNClient, arn: str | None) -> ExecutionTimes:
+    """The execution's status and times (`ExecutionTimes`)."""
     if not arn:
-        return NEVER_STARTED, None
+        return ExecutionTimes(NEVER_STARTED)
     try:
         described = stepfunctions.describe_execution(executionArn=arn)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-            return NEVER_STARTED, None
+            return ExecutionTimes(NEVER_STARTED)
         raise
-    stopped = described.get("stopDate")
-    return described["status"], stopped.timestamp() if stopped is not None else None
+    started, stopped = described.get("startDate"), described.get("stopDate")
+    return ExecutionTimes(
+        described["status"],
+        started.timestamp() if started is not None else None,
+        stopped.timestamp() if stopped is not None else None,
+    )
 
 
 def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: ExecutionInput) -> str:

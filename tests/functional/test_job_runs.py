@@ -19,9 +19,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from longjobs.engine.delivery.attempt import lock_hold
+from longjobs.engine.delivery.decision import LockState
 from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.execution import execution_arn
-from longjobs.engine.lease import job_lock_key
+from longjobs.engine.lease import Lock, job_lock_key
 from longjobs.engine.runs import EXECUTION_ARGUMENT, JobRuns, RunPlace, parse_places, place_setting
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import STATE_MACHINE_ARN, Flow
@@ -205,3 +207,67 @@ def test_job_runs_retry_waits_in_place_while_the_previous_run_ends(flow: Flow) -
     while not outcomes and time.monotonic() < deadline:
         outcomes = flow.deliver(wait_s=1)
     assert outcomes == {message_id: Outcome.STARTED}
+
+
+def test_job_runs_asked_about_since_the_execution_began_not_the_lock_taken_again(flow: Flow) -> None:
+    """A redelivery that adopts a running execution takes its lock again, which rewrites the lock's time of
+    taking. The run is looked for from its execution's start (DescribeExecution), so an adoption late in
+    a long run cannot hide it: here the lock was taken again an hour after the run began."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    asked: list[dict[str, Any]] = []
+    emr.meta.events.register(
+        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: asked.append(params)
+    )
+    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
+    first = flow.send_job("adopted", seconds=30)
+    assert flow.deliver() == {first: Outcome.STARTED}
+    arn = flow.lease(first).execution_arn or ""
+    flow.abort(arn)  # its stop landed; its run goes on (the cancel was lost)
+    started = flow.harness.stepfunctions.describe_execution(executionArn=arn)["startDate"].timestamp()
+    locks, key = flow.receiver.store.locks, job_lock_key("adopted")
+    assert locks.take(key, holder=first, execution_arn=arn, now=started + 3600, hold_until=started + 7200)
+
+    second = flow.send_job("adopted", seconds=1)
+    with Stubber(emr) as stub:
+        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", arn.rpartition(":")[2], "RUNNING")]})
+        stub.add_response("cancel_job_run", {"applicationId": "00app", "jobRunId": "00r1"})
+        assert flow.deliver() == {second: Outcome.HELD}, "the aborted execution's run still goes on"
+    assert asked[0]["createdAtAfter"].timestamp() == pytest.approx(started - 60, abs=0.01)
+
+
+def test_job_runs_lock_taken_as_it_was_read(flow: Flow) -> None:
+    """The run check judged the lock as read: a take made on that reading fails when another message of the
+    job took the lock, ran and freed it meanwhile (its run was never asked about), absent or free."""
+    locks, dynamodb = flow.receiver.store.locks, flow.receiver.store.locks._client
+    now = time.time()
+    mine = execution_arn(STATE_MACHINE_ARN, "m-mine-1")
+
+    def take(key: str, state: LockState, read: Lock | None) -> bool:
+        hold = lock_hold(key.removeprefix("job#"), state, read)
+        request = locks.take_request(
+            hold.key,
+            holder="m-mine",
+            execution_arn=mine,
+            now=now,
+            hold_until=now + 60,
+            over=hold.over,
+            fresh=hold.fresh,
+        )
+        try:
+            dynamodb.put_item(**request)
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    for job_id, read_free in (("was-absent", False), ("was-free", True)):
+        key = job_lock_key(job_id)
+        if read_free:
+            assert locks.take(key, holder="m-gone", execution_arn=GONE, now=now - 600, hold_until=now)
+            assert locks.release(key, GONE, now=now - 500)
+        read = locks.get(key)
+        other = execution_arn(STATE_MACHINE_ARN, f"m-other-{job_id}")
+        assert locks.take(key, holder="m-other", execution_arn=other, now=now - 30, hold_until=now)
+        assert locks.release(key, other, now=now - 1)  # ran and freed the lock since the reading
+        state = LockState.FREE
+        assert not take(key, state, read), f"{job_id}: taken over a run never asked about"
+        assert take(key, state, locks.get(key)), f"{job_id}: read again, it is taken"

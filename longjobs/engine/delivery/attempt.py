@@ -27,8 +27,9 @@ from longjobs.engine.execution import (
     NEVER_STARTED,
     RUNNING_STATUSES,
     ExecutionInput,
-    execution_end,
+    ExecutionTimes,
     execution_status,
+    execution_times,
     parse_execution_name,
     start_execution,
 )
@@ -403,29 +404,44 @@ def read_job_lock(
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
     if lock is None or lock.execution_arn == arn or not lock.execution_arn:
         return LockState.FREE, lock
-    ended_at = lock.released_at
+    place = receiver.runs.places.get(job_type)
     state = LockState.FREE
-    if lock.held:
+    times: ExecutionTimes | None = None
+    if lock.held or (place is not None and place.runner != "worker"):
+        # The holder's status; and, for a runner asked by name, when its execution started: the lock's own
+        # `acquired_at` is rewritten when the holder takes it again (a redelivery that adopts it).
         try:
-            status, ended_at = execution_end(receiver.stepfunctions, lock.execution_arn)
+            times = execution_times(receiver.stepfunctions, lock.execution_arn)
         except Exception as exc:
             logger.warning("job lock holder's status unknown", extra={"job_id": job_id, "error": str(exc)})
-            status = None
-        state = lock_state(
-            lock, status, message_id=message_id, now=receiver.clock.now(), grace_s=receiver.settings.reconcile_grace_s
-        )
-        if state is not LockState.STALE or status == NEVER_STARTED:
-            return state, lock
-    if receiver.runs.running(
-        job_type, lock.execution_arn, since=lock.acquired_at, ended_at=ended_at, now=receiver.clock.now()
-    ):
+        if lock.held:
+            state = lock_state(
+                lock,
+                times.status if times is not None else None,
+                message_id=message_id,
+                now=receiver.clock.now(),
+                grace_s=receiver.settings.reconcile_grace_s,
+            )
+            if state is not LockState.STALE:
+                return state, lock
+    if place is None or (times is not None and times.status == NEVER_STARTED):
+        return state, lock  # no run to wait for
+    if place.runner != "worker" and times is None:
+        return LockState.RUN_ENDING, lock  # its execution cannot be asked about: waiting is safe
+    since = times.started_at if times is not None and times.started_at is not None else lock.acquired_at
+    ended_at = lock.released_at if not lock.held else times.stopped_at if times is not None else None
+    if receiver.runs.running(job_type, lock.execution_arn, since=since, ended_at=ended_at, now=receiver.clock.now()):
         return LockState.RUN_ENDING, lock
     return state, lock
 
 
 def lock_hold(job_id: str, state: LockState, lock: Lock | None) -> Hold:
-    """The job lock's part of an attempt's holds: taken free, or over the stale holding as read."""
-    return Hold(job_lock_key(job_id), over=lock if state is LockState.STALE else None)
+    """The job lock's part of an attempt's holds, taken as it was read: absent (`fresh`), or that very lock,
+    free or a stale holding (taken over). A lock that changed since (another message of the job took it,
+    ran and freed it) fails the take, and is read again: its run is asked about then."""
+    if lock is None:
+        return Hold(job_lock_key(job_id), fresh=True)
+    return Hold(job_lock_key(job_id), over=lock if state in (LockState.STALE, LockState.FREE) else None)
 
 
 def write_attempt(receiver: Receiver, lease: Lease, action: dict[str, Any], holds: list[Hold]) -> HoldsTaken:
