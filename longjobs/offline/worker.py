@@ -7,9 +7,11 @@ thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with the summar
 `SendTaskFailure` with the error. One job at a time, like one Glue worker.
 
 A run does not outlive its task by more than the step's heartbeat timeout: the job's next attempt counts
-on it (`longjobs.engine.runs`). The worker stops the run (its Spark jobs, cancelled by their job group) at
+on it (`longjobs.engine.runs`). The worker sends a heartbeat before it runs a task, and does not run one
+already over. It stops a run (its Spark jobs, cancelled by their job group until the entry returns) at
 its first refused heartbeat (the task timed out or its execution was stopped), and by itself once no
-heartbeat was accepted for that timeout less one interval (Step Functions may then have timed it out).
+heartbeat was accepted for that timeout less one interval (Step Functions may then have timed it out),
+counted from the token's send.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,8 @@ StopRun = Callable[[str], None]
 """Stops the run of a Spark job group."""
 REFUSED = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 """SendTaskHeartbeat's answers for a task that is over."""
+STOP_AGAIN_S = 0.5
+"""How often a stopped run's Spark jobs are cancelled again, until the run returns."""
 
 ERROR_MAX = 256
 CAUSE_MAX = 32_768
@@ -85,6 +90,7 @@ class WorkerStats:
     killed: int = 0
     heartbeats: int = 0
     stopped: int = 0  # runs stopped because their task was over
+    skipped: int = 0  # tasks over before their run began: not run
     running: set[str] = field(default_factory=set)
 
 
@@ -125,16 +131,22 @@ class SparkWorker(threading.Thread):
         while not self.stopped.is_set():
             try:
                 messages = self.sqs.receive_message(
-                    QueueUrl=self.token_queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1
+                    QueueUrl=self.token_queue_url,
+                    MaxNumberOfMessages=1,
+                    WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["SentTimestamp"],
                 ).get("Messages", [])
                 for message in messages:
                     self.sqs.delete_message(QueueUrl=self.token_queue_url, ReceiptHandle=message["ReceiptHandle"])
-                    self.serve(json.loads(message["Body"]))
+                    sent_ms = message.get("Attributes", {}).get("SentTimestamp")
+                    self.serve(json.loads(message["Body"]), sent_at=int(sent_ms) / 1000 if sent_ms else None)
             except Exception:
                 log.exception("spark worker poll failed")
                 self.stopped.wait(1)
 
-    def serve(self, task: Mapping[str, Any]) -> None:
+    def serve(self, task: Mapping[str, Any], *, sent_at: float | None = None) -> None:
+        """Run one task (`sent_at`: when the workflow sent it, epoch seconds: its heartbeat timeout runs
+        from about then). A task already over (its first heartbeat refused) is not run."""
         token, job = task["task_token"], task["job"]
         job_id = str(job.get("job_id", ""))
         self.stats.started += 1
@@ -144,10 +156,19 @@ class SparkWorker(threading.Thread):
             if kill_after is not None:
                 self._die(token, kill_after)
                 return
+            heard = time.monotonic() - (max(0.0, time.time() - sent_at) if sent_at is not None else 0.0)
+            sent = time.monotonic()
+            first = self._beat(token)
+            if first == "refused":
+                log.warning("spark job %s: its task is over before it ran; not run", job_id)
+                self.stats.skipped += 1
+                return
+            if first == "accepted":
+                heard = sent
             beating = threading.Event()
             group = job_group(token)
             heart = threading.Thread(
-                target=self._heartbeat, args=(token, group, beating), name="spark-heartbeat", daemon=True
+                target=self._heartbeat, args=(token, group, beating, heard), name="spark-heartbeat", daemon=True
             )
             heart.start()
             try:
@@ -168,33 +189,54 @@ class SparkWorker(threading.Thread):
         finally:
             self.stats.running.discard(job_id)
 
-    def _heartbeat(self, token: str, group: str, done: threading.Event) -> None:
-        """Heartbeat every third of the step's timeout until `done`; stop the run once its task is over."""
-        heard = time.monotonic()  # the task began before the worker received it
-        while not done.wait(self.heartbeat_every_s):
-            sent = time.monotonic()
-            try:
-                self.stepfunctions.send_task_heartbeat(taskToken=token)
-                self.stats.heartbeats += 1
-                heard = sent
-            except Exception as exc:
-                code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
-                if code in REFUSED:
-                    log.warning("heartbeat refused (%s): the run stops", code)
-                    self._stop(group)
-                    return
-                log.warning("heartbeat failed: %s", exc)
-            if time.monotonic() >= heard + self.unheard_s:
-                log.warning("no heartbeat accepted for %.0f s: the run stops", time.monotonic() - heard)
-                self._stop(group)
-                return
-
-    def _stop(self, group: str) -> None:
-        self.stats.stopped += 1
+    def _beat(self, token: str) -> str:
+        """One heartbeat: `accepted`, `refused` (the task is over: timed out, or its execution stopped), or
+        `failed` (no answer that says)."""
         try:
-            self.stop_run(group)
-        except Exception:
-            log.exception("could not stop the run of %s", group)
+            self.stepfunctions.send_task_heartbeat(taskToken=token)
+        except Exception as exc:
+            code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
+            if code in REFUSED:
+                log.warning("heartbeat refused (%s)", code)
+                return "refused"
+            log.warning("heartbeat failed: %s", exc)
+            return "failed"
+        self.stats.heartbeats += 1
+        return "accepted"
+
+    def _heartbeat(self, token: str, group: str, done: threading.Event, heard: float) -> None:
+        """Heartbeat every third of the step's timeout until `done`; stop the run once its task is over, or
+        once no heartbeat was accepted since `heard` for the timeout less one interval. A heartbeat call
+        is waited for only until then: a call held up by its retries does not keep the run going."""
+        calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-heartbeat-call")
+        try:
+            while not done.wait(self.heartbeat_every_s):
+                sent = time.monotonic()
+                call = calls.submit(self._beat, token)
+                try:
+                    answer = call.result(timeout=max(0.0, heard + self.unheard_s - sent))
+                except TimeoutError:
+                    answer = "failed"
+                if answer == "accepted":
+                    heard = sent
+                if answer == "refused" or time.monotonic() >= heard + self.unheard_s:
+                    log.warning("spark run %s stops: its task is over, or may be", group)
+                    self._stop(group, done)
+                    return
+        finally:
+            calls.shutdown(wait=False)
+
+    def _stop(self, group: str, done: threading.Event) -> None:
+        """Cancel the run's Spark jobs, again every `STOP_AGAIN_S` until it returns: a cancel reaches only
+        the jobs running then, and the entry may start another after it."""
+        self.stats.stopped += 1
+        while True:
+            try:
+                self.stop_run(group)
+            except Exception:
+                log.exception("could not stop the run of %s", group)
+            if done.wait(STOP_AGAIN_S):
+                return
 
     def _die(self, token: str, after_s: float) -> None:
         """The worker process is killed `after_s` into the job: it heartbeats until then, then nothing."""

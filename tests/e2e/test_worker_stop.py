@@ -8,6 +8,7 @@ answers TaskTimedOut (https://docs.aws.amazon.com/step-functions/latest/apirefer
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -20,17 +21,22 @@ BOUND_S = 30.0
 
 
 class StepFunctions:
-    """SendTaskHeartbeat answering as `answer` says; the task's end refused once it is over."""
+    """SendTaskHeartbeat answering each call as `answers` says, in turn (the last one from then on):
+    `accepted`, `refused` (the task is over), `unreachable`, or `hangs` (no answer for longer than the
+    step's heartbeat timeout); the task's end refused once it is over."""
 
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
         self.ended: list[str] = []
 
     def send_task_heartbeat(self, taskToken: str) -> dict[str, Any]:
-        if self.answer == "refused":
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if answer == "refused":
             raise ClientError({"Error": {"Code": "TaskTimedOut", "Message": "over"}}, "SendTaskHeartbeat")
-        if self.answer == "unreachable":
+        if answer == "unreachable":
             raise EndpointConnectionError(endpoint_url="https://states.example")
+        if answer == "hangs":
+            time.sleep(10 * TIMEOUT_S)
         return {}
 
     def send_task_failure(self, **params: Any) -> dict[str, Any]:
@@ -42,45 +48,77 @@ class StepFunctions:
         return {}
 
 
-def serve(answer: str, *, runs_for_s: float) -> tuple[list[str], StepFunctions, bool]:
-    """One task served: the groups the worker stopped, the client, and whether the run was cut short."""
-    stepfunctions = StepFunctions(answer)
-    stopped: list[str] = []
-    cut = threading.Event()
+class Run:
+    """A job's run: it lasts `runs_for_s`, unless cancelled `cancels_needed` times (a cancel that meets the
+    entry between two Spark actions stops nothing, so the worker cancels again)."""
 
-    def run_job(job: Any, group: str) -> dict[str, Any]:
-        if cut.wait(runs_for_s):
+    def __init__(self, runs_for_s: float, cancels_needed: int = 1) -> None:
+        self.runs_for_s = runs_for_s
+        self.cancels_needed = cancels_needed
+        self.stops: list[str] = []
+        self.ran = False
+        self.cut = threading.Event()
+
+    def run_job(self, job: Any, group: str) -> dict[str, Any]:
+        self.ran = True
+        if self.cut.wait(self.runs_for_s):
             raise RuntimeError("Job group cancelled")  # what a cancelled Spark action raises, in short
         return {"rows": 1}
 
-    def stop_run(group: str) -> None:
-        stopped.append(group)
-        cut.set()
+    def stop_run(self, group: str) -> None:
+        self.stops.append(group)
+        if len(self.stops) >= self.cancels_needed:
+            self.cut.set()
 
+
+def serve(stepfunctions: StepFunctions, run: Run) -> tuple[SparkWorker, float]:
+    """One task served, and how long it took."""
     worker = SparkWorker(
         None,  # type: ignore[arg-type]  # serve() reads no queue
         stepfunctions,  # type: ignore[arg-type]
         "token-queue",
         heartbeat_timeout_s=TIMEOUT_S,
-        run_job=run_job,
-        stop_run=stop_run,
+        run_job=run.run_job,
+        stop_run=run.stop_run,
     )
-    worker.serve({"task_token": TOKEN, "job": {"job_id": "j", "type": "spark", "params": {}}})
-    return stopped, stepfunctions, cut.is_set()
+    began = time.monotonic()
+    worker.serve({"task_token": TOKEN, "job": {"job_id": "j", "type": "spark", "params": {}}}, sent_at=time.time())
+    return worker, time.monotonic() - began
 
 
 def test_worker_stop_at_a_refused_heartbeat() -> None:
-    stopped, stepfunctions, cut = serve("refused", runs_for_s=BOUND_S)
-    assert stopped == [job_group(TOKEN)] and cut, "the task is over: its run stopped"
-    assert stepfunctions.ended == ["failure"]
+    stepfunctions, run = StepFunctions("accepted", "accepted", "refused"), Run(BOUND_S)
+    worker, _ = serve(stepfunctions, run)
+    assert run.stops == [job_group(TOKEN)] and run.cut.is_set(), "the task is over: its run stopped"
+    assert stepfunctions.ended == ["failure"] and worker.stats.stopped == 1
 
 
 def test_worker_stop_once_no_heartbeat_was_accepted_for_the_timeout() -> None:
-    stopped, _, cut = serve("unreachable", runs_for_s=BOUND_S)
-    assert stopped == [job_group(TOKEN)] and cut, "Step Functions may have timed the task out: the run stopped"
+    run = Run(BOUND_S)
+    serve(StepFunctions("accepted", "unreachable"), run)
+    assert run.stops == [job_group(TOKEN)], "Step Functions may have timed the task out: the run stopped"
+
+
+def test_worker_stop_does_not_wait_for_a_heartbeat_held_up() -> None:
+    run = Run(BOUND_S)
+    _, took = serve(StepFunctions("accepted", "hangs"), run)
+    assert run.stops and took < 5 * TIMEOUT_S, f"a heartbeat call held up kept the run going for {took:.1f} s"
+
+
+def test_worker_stop_cancels_again_until_the_run_returns() -> None:
+    run = Run(BOUND_S, cancels_needed=3)
+    serve(StepFunctions("accepted", "refused"), run)
+    assert len(run.stops) == 3 and run.cut.is_set(), "a cancel between two Spark actions stopped nothing"
+
+
+def test_worker_stop_task_over_before_its_run_is_not_run() -> None:
+    run = Run(BOUND_S)
+    worker, _ = serve(StepFunctions("refused"), run)
+    assert not run.ran and worker.stats.skipped == 1, "a task that timed out in the token queue ran anyway"
 
 
 def test_worker_stop_never_while_heartbeats_are_accepted() -> None:
-    stopped, stepfunctions, cut = serve("accepted", runs_for_s=4 * TIMEOUT_S)
-    assert stopped == [] and not cut
+    stepfunctions, run = StepFunctions("accepted"), Run(4 * TIMEOUT_S)
+    serve(stepfunctions, run)
+    assert run.stops == [] and not run.cut.is_set()
     assert stepfunctions.ended == ["success"]
