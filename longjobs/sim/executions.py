@@ -360,14 +360,22 @@ class Executions:
         self.monitor.runs.ended(run_id)
 
     def _spark_run(self, token: str, behaviour: SparkBehaviour) -> None:
-        """The offline worker's run (`longjobs.offline.worker`): it heartbeats every third of the step's
-        heartbeat timeout, stops at a refused heartbeat, and stops by itself once no heartbeat was accepted
-        for the timeout less one interval, so its run ends before Step Functions could time its task out
-        (`longjobs.engine.runs` counts on it)."""
+        """The offline worker's run (`longjobs.offline.worker`): a heartbeat first (a task already over is
+        not run), then one every third of the step's heartbeat timeout; it stops at a refused heartbeat,
+        and by itself once no heartbeat was accepted for the timeout less one interval, so its run ends
+        before Step Functions could time its task out (`longjobs.engine.runs` counts on it)."""
         client = self.client("stepfunctions", "spark")
         every = self.workload.spark_heartbeat_s / 3
         unheard_s = self.workload.spark_heartbeat_s - every
         heard = self.scheduler.now()  # the task began before its pickup
+        try:
+            client.call("send_task_heartbeat", {"taskToken": token})  # a task over before its run is not run
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
+                self.trace.event("spark", "task_over", token=token)
+                return
+        except BotoCoreError:
+            pass
         left = behaviour.seconds
         while left > 0 or behaviour.kind == "hang":
             step = min(every, left) if behaviour.kind != "hang" else every

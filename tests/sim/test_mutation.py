@@ -68,9 +68,9 @@ def test_mutation_clause_mutant_rewrites_its_site_only_and_is_undone() -> None:
 
 def test_mutation_of_the_lease_creation_is_killed_by_the_campaign() -> None:
     """The lease's creation without `attribute_not_exists(#pk)` lets a second receive write a lease over the
-    first's: the campaign's seed 8 runs a job twice from one message (the command's first run found it)."""
+    first's: the campaign's seed 5 runs a partition's job twice from one notification."""
     with ClauseMutant("attribute_not_exists(#pk)", 0).active():
-        result = run_seed(8, keep_calls=False)
+        result = run_seed(5, keep_calls=False)
     assert result.violation is not None and result.violation.property == "once_per_message"
 
 
@@ -124,7 +124,7 @@ def test_mutation_cancelled_copy_acknowledged_without_its_dlq_copy_is_killed() -
     with mutant.active():
         result = run_seed(11, keep_calls=False)
     assert result.violation is not None and result.violation.property == "nothing_lost"
-    assert "m0000022" in result.violation.detail
+    assert "m0000023" in result.violation.detail  # the message the operator cancelled
 
 
 def test_mutation_rows_recorded_are_the_rows_a_seed_takes() -> None:

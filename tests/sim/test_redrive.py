@@ -3,7 +3,9 @@ move task it runs on (`FakeSqs.start_message_move_task`), held to AWS's document
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 
 import pytest
 from botocore.exceptions import ClientError
@@ -94,17 +96,22 @@ def test_redrive_move_task_refuses_a_queue_that_is_no_dlq_and_a_second_task() ->
         aws.sqs.start_message_move_task(SourceArn=dlq.arn, DestinationArn=queue.arn)
 
 
-def _seed_redriving(method: str) -> int:
-    return next(seed for seed in range(1_000) if any(plan.method == method for plan in draw(seed).redrives))
+def _seeds_redriving(method: str) -> Iterator[int]:
+    return (seed for seed in range(1_000) if any(plan.method == method for plan in draw(seed).redrives))
 
 
 @pytest.mark.parametrize("method", REDRIVE_METHODS)
 def test_redrive_by_each_method_holds_every_property(method: str) -> None:
     """Each way an operator redrives (the command as it is, with `--include-poison`, filtered by a reason,
-    and the console's redrive to source) puts messages back that run again or return to the DLQ."""
-    result = run_seed(_seed_redriving(method))
-    assert result.violation is None, result.violation
-    assert result.coverage["redriven"] or result.coverage["sqs:move_task:failed:CouldNotDetermineMessageSource"]
+    and the console's redrive to source) puts messages back that run again or return to the DLQ: on the
+    first seed whose redrive finds the DLQ not empty (every seed redriving holds every property)."""
+    for seed in itertools.islice(_seeds_redriving(method), 6):
+        result = run_seed(seed)
+        assert result.violation is None, (seed, result.violation)
+        if result.coverage["redriven"] or result.coverage["sqs:move_task:failed:CouldNotDetermineMessageSource"]:
+            break
+    else:
+        pytest.fail(f"no seed of six redrove by {method}")
     if result.coverage["redriven"]:
         assert result.coverage["redriven:succeeded"] + result.coverage["redriven:dead_lettered_again"] > 0
 

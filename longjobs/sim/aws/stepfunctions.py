@@ -28,6 +28,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from longjobs.sim.aws.base import REGION, client_error
@@ -259,6 +260,9 @@ class FakeStepFunctions:
             "name": execution.name,
             "status": execution.status,
             "input": execution.raw_input,
+            # datetimes, as boto3 parses them (https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html)
+            "startDate": datetime.fromtimestamp(execution.started, UTC),
+            **({"stopDate": datetime.fromtimestamp(execution.stopped, UTC)} if execution.stopped is not None else {}),
         }
 
     def list_executions(self, **request: Any) -> dict[str, Any]:
