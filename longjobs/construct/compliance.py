@@ -25,7 +25,8 @@ from constructs import IConstruct
 from longjobs.construct.nag import acknowledge, rendered
 
 GUARD_REASONS: dict[str, str] = {
-    "lambda_inside_vpc_check": "The functions call AWS APIs only (SQS, DynamoDB, Step Functions, CloudWatch); "
+    "lambda_inside_vpc_check": "The functions call AWS APIs only (SQS, DynamoDB, Step Functions, CloudWatch, "
+    "and the job runners: Glue, EMR Serverless); "
     "a VPC would add interface endpoints or a NAT gateway and reach nothing more.",
     "s3_bucket_object_lock_enabled_check": "Object Lock forbids deletes the design relies on: a partition "
     "overwrite replaces curated output, quarantined rows, Glue scratch and access logs expire, and old "
