@@ -177,7 +177,10 @@ def translate(seed: int, workload: Workload, fired: Sequence[Fired]) -> Translat
             entries.append(entry)
     settings = {**workload.settings, **({"fifo": True} if workload.fifo else {})}
     if workload.upgrade_at_s is not None:
-        left_out.append(f"the upgrade from 8 shards at {workload.upgrade_at_s:g} s (the scenario runs 1 shard)")
+        left_out.append(
+            f"the change from {workload.shards_before} shards at {workload.upgrade_at_s:g} s "
+            f"(the scenario runs {workload.settings.get('shards', 1)})"
+        )
     if not workload.extender_reserved:
         left_out.append("extender runs side by side (the scenario reserves the extender's concurrency)")
     left_out += [f"the operator's cancel of {plan.job_id} at {plan.at_s:g} s" for plan in workload.cancels]

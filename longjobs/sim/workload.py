@@ -23,11 +23,15 @@ PROFILES = ("standard", "fifo", "admission", "mixed")
 FIFO_SHARE = 3  # the mixed profile runs one seed in this many on a FIFO queue (a stack is one or the other)
 OLD_SHARDS = 8
 """The shards count before the default became 1 (`Settings.previous_shards`)."""
-LAYOUTS = ("default", "upgrade", "eight")
+LAYOUTS = ("default", "upgrade", "eight", "raise", "lower")
 """How a seed's lease table is sharded, drawn on its own stream: the default (one shard); an upgrade (the
 functions run with `OLD_SHARDS` until `Workload.upgrade_at_s`, then with the default, the extender in a
-new container watching the old shards: `longjobs.engine.lease.legacy`); eight shards throughout."""
-LAYOUT_WEIGHTS = (2, 1, 1)
+new container watching the old shards: `longjobs.engine.lease.legacy`); eight shards throughout; a deploy
+that raises the count (1 to 4: the old leases are on a shard still watched); one that lowers it (4 to 2,
+`previous_shards` set to 4 as docs/deploy.md asks: the extender watches shards 2 and 3 until empty)."""
+LAYOUT_WEIGHTS = (2, 1, 1, 1, 1)
+SHARD_CHANGES = {"upgrade": (OLD_SHARDS, 1), "raise": (1, 4), "lower": (4, 2)}
+"""Each layout that changes the count during the seed: (before, after)."""
 UPGRADE_WINDOW_S = 900.0
 """An upgrade happens this long after the start at most: while the jobs are sent and run."""
 RESERVED_SHARE = 0.5
@@ -234,7 +238,9 @@ class Workload:
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS))
     spark_heartbeat_s: int = SPARK_HEARTBEAT_S
     upgrade_at_s: float | None = None
-    """When the functions are updated from `OLD_SHARDS` shards to `settings`' (None: no upgrade)."""
+    """When the functions are updated from `shards_before` shards to `settings`' (None: no upgrade)."""
+    shards_before: int = OLD_SHARDS
+    """The functions' shard count until `upgrade_at_s`."""
     cancels: list[CancelPlan] = field(default_factory=list)
     """The operator's cancels (`longjobs.sim.operator`)."""
     redrives: list[RedrivePlan] = field(default_factory=list)
@@ -308,8 +314,11 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Wo
     layout = layout_rng.choices(LAYOUTS, weights=LAYOUT_WEIGHTS)[0]
     if layout == "eight":
         workload.settings["shards"] = OLD_SHARDS
-    elif layout == "upgrade":
+    elif layout in SHARD_CHANGES:
         workload.upgrade_at_s = round(layout_rng.uniform(0, UPGRADE_WINDOW_S), 3)
+        workload.shards_before, after = SHARD_CHANGES[layout]
+        if layout != "upgrade":  # the upgrade keeps the default count and `previous_shards` (8)
+            workload.settings |= {"shards": after, "previous_shards": max(workload.shards_before, after)}
     # The stack's default reserves no concurrency (a new account has none to spare), so runs may overlap.
     workload.extender_reserved = random.Random(f"workload:{seed}:concurrency").random() < RESERVED_SHARE
     return workload

@@ -45,7 +45,7 @@ from longjobs.sim.realclock import virtual_time
 from longjobs.sim.scheduler import Scheduler, VirtualClock
 from longjobs.sim.stage import START
 from longjobs.sim.trace import Trace
-from longjobs.sim.workload import OLD_SHARDS, JobPlan, Workload
+from longjobs.sim.workload import JobPlan, Workload
 
 CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
@@ -292,7 +292,8 @@ class World:
         """The functions of the settings deployed now: new invocations (and a new extender container) run
         them; those begun before finish with the ones they began with. The queues' redrive count follows
         the settings, as the stack derives it."""
-        shards = {"shards": OLD_SHARDS, "previous_shards": OLD_SHARDS} if self.old_shards else {}
+        before = self.workload.shards_before
+        shards = {"shards": before, "previous_shards": before} if self.old_shards else {}
         settings = Settings.load({**self.values, **shards, **self.deployed})
         backstop = settings.redrive_max_receives(settings.queue_retention_s)
         for queue in (self.queue, *self.waiting.values()):
@@ -302,6 +303,7 @@ class World:
     def _upgrade(self) -> None:
         """The stack updated to the seed's shard count."""
         self.monitor.reach("sim:shards_upgraded")
+        self.monitor.reach(f"sim:shards:{self.workload.shards_before}->{self.settings.shards}")
         self.trace.event("world", "upgraded", shards=self.settings.shards)
         self.old_shards = False
         self.rebuild()

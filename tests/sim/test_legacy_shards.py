@@ -212,3 +212,23 @@ def test_legacy_shards_watched_every_run_are_reconciled_too() -> None:
     store = u.extender.store
     candidates = {lease.message_id for lease in store.index.reconcile_due(checked_before=u.clock.now() + 1)}
     assert on_legacy and on_legacy <= candidates
+
+
+def test_legacy_shards_lowered_during_a_seed_are_watched_until_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `lower` layout (4 shards to 2 while jobs run, `previous_shards` 4): seed 2 holds every property;
+    the same deploy without `previous_shards` (no legacy watch) lets a lease on shard 2 or 3 lapse."""
+    from longjobs.sim import campaign
+    from longjobs.sim.workload import draw
+
+    workload = draw(2)
+    assert (workload.shards_before, workload.settings["shards"]) == (4, 2) and workload.upgrade_at_s is not None
+    assert campaign.run_seed(2, keep_calls=False).violation is None
+
+    def forgetful(seed: int, profile: str = "mixed", notifications: bool = True) -> Any:
+        drawn = draw(seed, profile, notifications=notifications)
+        drawn.settings["previous_shards"] = drawn.settings["shards"]
+        return drawn
+
+    monkeypatch.setattr(campaign, "draw", forgetful)
+    violation = campaign.run_seed(2, keep_calls=False).violation
+    assert violation is not None and violation.property == "no_lapse"
