@@ -397,10 +397,11 @@ def read_job_lock(
     read: Lock | _Unread | None = UNREAD,
 ) -> tuple[LockState, Lock | None]:
     """The job id's lock as the attempt `arn` of `message_id` finds it (`read`: as already read with the
-    lease, else read now), and the lock as read. The holder's execution is asked about only when another
-    execution holds the lock; an unknown answer counts as running (waiting is safe, running twice is not).
-    A lock another execution held, free now or stale, is held still while that execution's job run has
-    not ended (`longjobs.engine.runs`): a run outlives its stopped execution."""
+    lease, else read now), and the lock as read. Step Functions is asked about the lock's execution when
+    it holds the lock, or when the type's runner finds runs by their execution (EMR Serverless, Glue); an
+    unknown answer counts as running (waiting is safe, running twice is not). A lock another execution
+    held, free now or stale, is held still while that execution's job run has not ended
+    (`longjobs.engine.runs`): a run outlives its stopped execution."""
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
     if lock is None or lock.execution_arn == arn or not lock.execution_arn:
         return LockState.FREE, lock
@@ -428,8 +429,10 @@ def read_job_lock(
         return state, lock  # no run to wait for
     if place.runner != "worker" and times is None:
         return LockState.RUN_ENDING, lock  # its execution cannot be asked about: waiting is safe
-    since = times.started_at if times is not None and times.started_at is not None else lock.acquired_at
-    ended_at = lock.released_at if not lock.held else times.stopped_at if times is not None else None
+    since, ended_at = lock.acquired_at, lock.released_at
+    if times is not None:  # the execution's own times: a lock taken again keeps neither
+        since = times.started_at if times.started_at is not None else since
+        ended_at = ended_at if not lock.held else times.stopped_at
     if receiver.runs.running(job_type, lock.execution_arn, since=since, ended_at=ended_at, now=receiver.clock.now()):
         return LockState.RUN_ENDING, lock
     return state, lock
