@@ -138,6 +138,9 @@ class LongJobFunctions(Construct):
             self._layers.append(lambda_.LayerVersion.from_layer_version_arn(self, "Otel", infra.otel_layer_arn))
         engine_env = config.engine_environment()
         limited = bool(catalog.limited()) and not config.engine.fifo  # FIFO: no admission (the receiver's rule)
+        # Every type of a standard queue has a waiting queue (`JobQueues`): a limit removed leaves messages
+        # there, which the extender's pass starts and the receiver may park again (a redelivered original).
+        waits = bool(res.waiting)
         waiting_arns = [queue.queue_arn for queue in res.waiting.values()]
         if res.waiting:
             engine_env["WAITING_QUEUES"] = cdk.Stack.of(self).to_json_string(
@@ -215,7 +218,7 @@ class LongJobFunctions(Construct):
                         _allow("dynamodb:BatchGetItem", on=[res.table.table_arn]),
                         _allow("dynamodb:Query", on=[f"{res.table.table_arn}/index/{WAITING_INDEX}"]),
                     ]
-                    if limited
+                    if waits
                     else []
                 ),
             ],
@@ -270,7 +273,9 @@ class LongJobFunctions(Construct):
                 # Reconciliation: one list of the running executions vouches for their leases (on the
                 # state machine, not its executions: the service authorization reference's resource for it).
                 _allow("states:ListExecutions", on=[res.state_machine.state_machine_arn]),
-                *(admitting if limited else []),
+                # Admission's pass: the limited types, and the waiting queues of the others, which a removed
+                # limit may have left messages in (`longjobs.engine.admission.admit.unpark_unlimited`).
+                *(admitting if waits else []),
             ],
         )
         # A run that could not start within two periods (throttled behind a long sub-minute run) is

@@ -26,9 +26,11 @@ class JobQueues(Construct):
     receives: a backstop far above what the processor's own accounting uses (it sends a message to the
     DLQ itself after `max_attempts` failed attempts; `Settings.redrive_max_receives`).
 
-    Each type of `limited_types` gets a waiting queue (`WaitingQueue<n>`, in the order given), where
-    admission parks the work that cannot run within its horizon; the same encryption, retention and
-    redrive. Only the functions receive from it, never an event source mapping.
+    Each of `job_types` gets a waiting queue (`WaitingQueue-<type>`), where admission parks a limited type's
+    work that cannot run within its horizon; the same encryption, retention and redrive. Only the functions
+    receive from it, never an event source mapping. A type without a limit has one too, empty, so a deploy
+    that adds or removes a limit creates and deletes no queue: the messages parked in it, and the running
+    jobs unparked from it (their message is there), stay where they are. An empty queue costs nothing.
 
     `existing_queue`, `existing_dlq`: queues the application already has, used instead of new ones (the
     waiting queues redrive to the DLQ either way).
@@ -47,7 +49,7 @@ class JobQueues(Construct):
         visibility_timeout: cdk.Duration,
         retention: cdk.Duration,
         max_receive_count: int,
-        limited_types: Sequence[str] = (),
+        job_types: Sequence[str] = (),
         fifo: bool = False,
         key: kms.IKey | None = None,
         existing_queue: sqs.IQueue | None = None,
@@ -82,7 +84,7 @@ class JobQueues(Construct):
         self.waiting: dict[str, sqs.Queue] = {
             name: sqs.Queue(
                 self,
-                f"WaitingQueue{index}",
+                f"WaitingQueue-{name}",
                 **encryption,
                 enforce_ssl=True,
                 visibility_timeout=visibility_timeout,
@@ -90,7 +92,7 @@ class JobQueues(Construct):
                 max_message_size_bytes=MESSAGE_MAX_BYTES,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=self.dlq, max_receive_count=max_receive_count),
             )
-            for index, name in enumerate(() if fifo else limited_types)
+            for name in (() if fifo else job_types)
         }
         if key is None:
             for queue in (self.dlq, self.queue, *self.waiting.values()):

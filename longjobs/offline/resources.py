@@ -3,7 +3,7 @@
 `create_resources` makes the jobs queue with its DLQ and redrive (both FIFO, named `.fifo`, when the
 settings say `fifo`, as the stack makes them: see `longjobs.offline.fifo`; the redrive is a backstop:
 `maxReceiveCount` is `Settings.redrive_max_receives`, far above what attempts and waiting for a slot
-use), a waiting queue per limited job type (`jobs-waiting-<type>`, as the stack's: the jobs queue's VT,
+use), a waiting queue per job type (`jobs-waiting-<type>`, as the stack's: the jobs queue's VT,
 retention and redrive to the DLQ, no event source mapping; none on FIFO queues, which have no admission),
 passed to the functions as the `waiting_queues` setting, the Spark token queue, the lease table and
 the state machine, from the same `Settings` as the functions and the same workflow builder as the stack.
@@ -38,7 +38,7 @@ QUEUE = "jobs"
 DLQ = "jobs-dlq"
 TOKEN_QUEUE = "spark-tokens"
 WAITING_QUEUE_PREFIX = "jobs-waiting-"
-"""A limited job type's waiting queue is named this prefix and the type's name."""
+"""A job type's waiting queue is named this prefix and the type's name."""
 TABLE = "leases"
 STATE_MACHINE = "long-jobs"
 DEFAULT_QUEUE_VT_S = 30
@@ -83,7 +83,7 @@ def create_resources(
     table_stream: bool = False,
     queue_visibility_timeout_s: int | None = None,
 ) -> Resources:
-    """Queue + DLQ with redrive, a waiting queue per limited type of `catalog` (unless the settings name
+    """Queue + DLQ with redrive, a waiting queue per type of `catalog` (unless the settings name
     their own), token queue, lease table (`table_stream`: with the stream an observer reads), state
     machine (a branch per job type of `catalog`, the built-ins when None). The queue's VT is
     `queue_visibility_timeout_s`, else the settings' `visibility_timeout_s`, else SQS's 30 s."""
@@ -109,9 +109,9 @@ def create_resources(
         QueueName=queue_name,
         Attributes={**fifo_attributes, **retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
     )["QueueUrl"]
-    # The stack's waiting queues (`JobQueues`): one per limited type, the jobs queue's VT, retention and
+    # The stack's waiting queues (`JobQueues`): one per type, the jobs queue's VT, retention and
     # redrive; only the functions receive from them. FIFO has no admission, so none.
-    limited = (catalog or JobCatalog(BUILTIN_TYPES)).limited()
+    types = list(catalog or JobCatalog(BUILTIN_TYPES))
     waiting: dict[str, str] = {}
     if not settings.fifo and not settings.waiting_queues:
         waiting = {
@@ -119,7 +119,7 @@ def create_resources(
                 QueueName=WAITING_QUEUE_PREFIX + job_type.name,
                 Attributes={**retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},
             )["QueueUrl"]
-            for job_type in limited
+            for job_type in types
         }
     token_queue_url = sqs.create_queue(QueueName=TOKEN_QUEUE)["QueueUrl"]
     stream: dict[str, Any] = (

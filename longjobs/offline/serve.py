@@ -134,6 +134,7 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         *(
             f"  waiting queue   {url} (job type {name}: parked jobs)"
             for name, url in resources.waiting_queue_urls.items()
+            if catalog.limit(name) is not None  # every type has one; only a limited type's holds anything
         ),
         f"  lease table     {resources.table_name}",
         f"  state machine   {resources.state_machine_arn}",

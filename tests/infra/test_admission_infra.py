@@ -59,7 +59,8 @@ def test_admission_limited_type_gets_a_waiting_queue_like_the_jobs_queue(
 ) -> None:
     stack, processor, template = synth
     waiting = processor.queues.waiting["backfill"]
-    assert sorted(processor.queues.waiting) == ["backfill", "spark"], "spark: its Glue job's max concurrent runs"
+    assert sorted(t.name for t in processor.catalog.limited()) == ["backfill", "spark"], "spark: its Glue job's limit"
+    assert sorted(processor.queues.waiting) == sorted(t.name for t in processor.catalog), "a queue per type"
     props, jobs = (
         resource(stack, template, waiting)["Properties"],
         resource(stack, template, processor.queue)["Properties"],
@@ -141,7 +142,11 @@ def test_admission_pyspark_type_is_limited_by_its_glue_jobs_concurrent_runs(
     assert processor.catalog.limit("wait") is None
 
 
-def test_admission_stack_without_limited_types_is_unchanged(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_admission_stack_without_limited_types_keeps_a_waiting_queue_per_type(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With no type limited, each type still has its waiting queue, and the extender may start what it finds
+    there: a deploy that removed the type's limit left it (`unpark_unlimited`). The watcher admits nothing."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = cdk.Stack(app, "Plain")
     unlimited = {**LIMITED, "name": "canary", "max_concurrency": None}
@@ -149,12 +154,12 @@ def test_admission_stack_without_limited_types_is_unchanged(tmp_path_factory: py
         stack, "Jobs", job_types=[unlimited], s3_triggers=[], include_builtin_job_types=False, nag=False
     )
     template = app.synth().get_stack_by_name("Plain").template
-    assert processor.queues.waiting == {}
+    assert set(processor.queues.waiting) == {"canary"}
     env = resource(stack, template, processor.functions.extender)["Properties"]["Environment"]["Variables"]
-    assert "WAITING_QUEUES" not in env
-    assert ("states:StartExecution", render_cfn(stack.resolve(processor.state_machine.state_machine_arn))) not in (
-        policy_of(template, "JobsFunctionsExtenderRole")
-    ), "the extender starts nothing when no type is limited"
+    assert "canary" in json.dumps(stack.resolve(env["WAITING_QUEUES"]))
+    start = ("states:StartExecution", render_cfn(stack.resolve(processor.state_machine.state_machine_arn)))
+    assert start in policy_of(template, "JobsFunctionsExtenderRole")
+    assert start not in policy_of(template, "JobsFunctionsWatcherRole"), "the watcher admits limited types only"
 
 
 def test_admission_horizon_that_leaves_a_limited_run_too_little_of_12_h_is_refused() -> None:
@@ -183,3 +188,15 @@ def test_admission_limited_type_added_after_the_others_keeps_their_waiting_queue
     after = _waiting_queue_ids(tmp_path_factory, [LIMITED, later])
     assert {name: after[name] for name in before} == before
     assert after["a-later"] not in before.values()
+
+
+def test_admission_limit_removed_keeps_the_other_types_waiting_queues(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A limit removed keeps every waiting queue, that type's too, under its logical id: CloudFormation
+    deletes and replaces none, so the copies parked in it and the running jobs unparked from it stay
+    (docs/deploy.md). SQS's DeleteQueue: "any messages in the queue are no longer available"."""
+    first = {**LIMITED, "name": "a-first", "max_concurrency": 3}
+    before = _waiting_queue_ids(tmp_path_factory, [first, LIMITED])
+    after = _waiting_queue_ids(tmp_path_factory, [{**first, "max_concurrency": None}, LIMITED])
+    assert after == before

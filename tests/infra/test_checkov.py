@@ -34,7 +34,11 @@ LOG_GROUPS = (
     "Workflow/StateMachineLogs",
     "DeployCalls/Logs",
 )
-QUEUES = ("Queues/DeadLetterQueue", "Queues/JobsQueue", *(f"Queues/WaitingQueue{n}" for n in range(3)))
+QUEUES = (
+    "Queues/DeadLetterQueue",
+    "Queues/JobsQueue",
+    *(f"Queues/WaitingQueue-{name}" for name in ("echo", "spark", "textstats", "wait", "wordcount")),
+)
 NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 COPY_HANDLER = "AWS679f53fac002430cb0da5b7982bd2287"
 """CDK's AwsCustomResource function: it publishes the job catalog and copies textstats' zip of wheels."""

@@ -59,7 +59,8 @@ def test_customer_managed_key_encrypts_every_store(deployment: str, request: pyt
     synth: Synth = request.getfixturevalue(deployment)
     key = key_reference(synth)
     queues = synth.of_type("AWS::SQS::Queue")
-    assert len(queues) == 6, "jobs, DLQ, three waiting queues and the watcher's failures"
+    types = len(list(synth.stack.processor.catalog))
+    assert len(queues) == 3 + types, "jobs, DLQ, a waiting queue per job type and the watcher's failures"
     for queue in queues.values():
         assert queue["Properties"]["KmsMasterKeyId"] == key and "SqsManagedSseEnabled" not in queue["Properties"]
     [table] = synth.of_type("AWS::DynamoDB::Table").values()

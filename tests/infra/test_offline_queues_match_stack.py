@@ -2,7 +2,7 @@
 (`longjobs.construct.queues.JobQueues`): the same retention, the same redrive backstop to the DLQ, the
 same FIFO attributes (issue 22: "the offline runtime builds the same queues as the stack").
 
-Each limited job type gets a waiting queue, offline as in the stack: the jobs queue's VT, retention and
+Each job type gets a waiting queue, offline as in the stack: the jobs queue's VT, retention and
 redrive, no event source mapping, passed to the functions as `waiting_queues`.
 """
 
@@ -75,7 +75,7 @@ def test_offline_fifo_queues_have_the_stack_fifo_attributes(clients: tuple[Any, 
 
 def test_offline_waiting_queues_are_the_stacks(clients: tuple[Any, Any, Any], dev: Synth) -> None:
     """Given the stack's job types (the pyspark ones limited by their Glue jobs' concurrent runs), the
-    offline runtime makes the same waiting queues: one per limited type, the jobs queue's VT, the same
+    offline runtime makes the same waiting queues: one per type, the jobs queue's VT, the same
     retention and redrive to the DLQ, no event source mapping (only the functions receive from them), and
     the functions are told them as the stack tells them (`waiting_queues`: JSON {type: url})."""
     sqs = clients[0]
@@ -88,7 +88,7 @@ def test_offline_waiting_queues_are_the_stacks(clients: tuple[Any, Any, Any], de
         queue_visibility_timeout_s=processor.config.infra.queue_visibility_timeout_s,
     )
     stack_waiting = dev.part("Queues").waiting
-    assert sorted(stack_waiting) == sorted(resources.waiting_queue_urls) == ["spark", "textstats", "wordcount"]
+    assert sorted(stack_waiting) == sorted(resources.waiting_queue_urls) == sorted(t.name for t in processor.catalog)
     assert resources.settings.waiting_queue_urls == resources.waiting_queue_urls
     assert resources.settings.waiting_queues == json.dumps(dict(sorted(resources.waiting_queue_urls.items())))
     stack_queue = dev.resource(dev.part("Queues").queue)["Properties"]
@@ -116,10 +116,11 @@ def test_offline_waiting_queues_keep_a_shorter_retention_as_the_stack(clients: t
     sqs = clients[0]
     engine = load_config({"queue_retention_s": "172800"}).engine
     resources = create_resources(*clients, engine, spark_heartbeat_s=3, catalog=LIMITED_CATALOG)
-    (url,) = resources.waiting_queue_urls.values()
-    attributes = _attributes(sqs, url)
-    assert int(attributes["MessageRetentionPeriod"]) == 172_800
-    assert int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"]) == engine.redrive_max_receives(172_800)
+    assert resources.waiting_queue_urls, "a queue per type"
+    for url in resources.waiting_queue_urls.values():
+        attributes = _attributes(sqs, url)
+        assert int(attributes["MessageRetentionPeriod"]) == 172_800
+        assert int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"]) == engine.redrive_max_receives(172_800)
 
 
 def _waiting_queue_names(sqs: Any) -> list[str]:
@@ -127,11 +128,13 @@ def _waiting_queue_names(sqs: Any) -> list[str]:
     return sorted(name for name in names if name.startswith(WAITING_QUEUE_PREFIX))
 
 
-def test_offline_runtime_makes_no_waiting_queue_for_unlimited_types(clients: tuple[Any, Any, Any]) -> None:
-    """Offline only a declared limit applies (no Glue): the built-in types declare none."""
+def test_offline_runtime_makes_a_waiting_queue_for_unlimited_types_too(clients: tuple[Any, Any, Any]) -> None:
+    """Offline as in the stack, every type has a waiting queue, the built-in types too, which declare no
+    limit (offline only a declared limit applies: there is no Glue)."""
     resources = _offline(clients, {})
-    assert resources.waiting_queue_urls == {} and not resources.settings.waiting_queues
-    assert _waiting_queue_names(clients[0]) == []
+    names = sorted(t.name for t in BUILTIN_TYPES)
+    assert sorted(resources.waiting_queue_urls) == names and resources.settings.waiting_queue_urls
+    assert _waiting_queue_names(clients[0]) == [WAITING_QUEUE_PREFIX + name for name in names]
 
 
 def test_offline_fifo_queues_have_no_waiting_queues_as_the_stack(clients: tuple[Any, Any, Any]) -> None:

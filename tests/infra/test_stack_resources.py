@@ -356,9 +356,9 @@ def job_run_grants(dev: Synth) -> set[tuple[str, str]]:
 
 
 def waiting_queues(dev: Synth) -> set[str]:
-    """The waiting queues' ARNs: one per limited type, here the pyspark ones (their Glue jobs' limit)."""
+    """The waiting queues' ARNs: one per job type, limited or not (a limit removed keeps its queue)."""
     waiting = dev.part("Queues").waiting
-    assert sorted(waiting) == ["spark", "textstats", "wordcount"]
+    assert sorted(waiting) == ["echo", "spark", "textstats", "wait", "wordcount"]
     return {f"<{dev.logical_id(queue)}.Arn>" for queue in waiting.values()}
 
 
@@ -863,7 +863,9 @@ def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
         for key, props in alarms.items()
         if key.startswith("MonitoringBacklogDrain")
     ]
-    job_type = [{"Name": "job_type", "Value": name} for name in dev.part("Queues").waiting]
+    limited = sorted(t.name for t in dev.stack.processor.catalog.limited())
+    assert limited == ["spark", "textstats", "wordcount"], "the pyspark types, by their Glue jobs' limit"
+    job_type = [{"Name": "job_type", "Value": name} for name in limited]
     assert {(metric["MetricName"], threshold, str(metric["Dimensions"][0])) for metric, threshold in drains} == {
         ("BacklogDrainTime", 10 * DAY_S, str(dimension)) for dimension in job_type
     }, "one per limited type: its backlog against the queues' 14 days"
