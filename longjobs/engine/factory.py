@@ -96,6 +96,14 @@ class Factory:
             and self.settings.state_machine_arn
         )
 
+    @property
+    def tends_parked(self) -> bool:
+        """Whether the extender runs admission's pass: on a standard queue with waiting queues and a workflow,
+        even with no type limited, since a deploy that removed a limit may have left messages in that type's
+        waiting queue, which the pass starts (`longjobs.engine.admission.admit.unpark_unlimited`)."""
+        settings = self.settings
+        return bool(not settings.fifo and settings.waiting_queues and settings.state_machine_arn and settings.queue_url)
+
     def store(self, clients: Clients, *, executor: Executor | None = None, legacy: bool = False) -> LeaseStore:
         """The lease store on `clients`' DynamoDB; `legacy`: watching the shards of a previous, larger
         `shards` too, as the extender does."""

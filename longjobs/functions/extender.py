@@ -26,15 +26,15 @@ SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the
 
 @cache
 def extender() -> Extender:
-    """This container's extender: its clients, store and policy built once, and admission's pass when a
-    job type has a concurrency limit."""
+    """This container's extender: its clients, store and policy built once, and admission's pass on a
+    standard queue (`Factory.tends_parked`)."""
     from longjobs.engine.jobs import catalog_from_env
 
     require(SETTINGS, "extender", ("table_name",))
     clients = Clients.from_sdk()
     settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
     factory = Factory(settings, SystemClock(), catalog_from_env(), metrics)
-    admitter = factory.receiver(clients, random.Random()) if factory.admits else None
+    admitter = factory.receiver(clients, random.Random()) if factory.tends_parked else None
     executor = ThreadPoolExecutor(max_workers=settings.max_workers)
     return factory.extender(clients, random.Random(), executor=executor, admitter=admitter)
 

@@ -139,7 +139,7 @@ class LambdaService:
                 own,
                 random.Random(f"extender:{self.seed}:backoff" + (f":{container}" if container else "")),
                 executor=executor,
-                admitter=receiver("extender", container) if factory.admits else None,
+                admitter=receiver("extender", container) if factory.tends_parked else None,
             )
 
         # Without reserved concurrency a run due while every container is busy gets a new one.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
-from longjobs.engine.admission.parking import Handle, refresh_parked, unpark
+from longjobs.engine.admission.parking import UNPARK_CALLS, Handle, refresh_parked, unpark
 from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, read_slots
 from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots, slot_keys
 from longjobs.engine.delivery.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
@@ -253,10 +253,51 @@ def admit_all(
     return reports
 
 
+UNLIMITED_POLL_S = 900.0
+"""How long after finding it empty the extender looks again in the waiting queue of a type without a limit
+(`unpark_unlimited`): only a deploy that removed the type's limit leaves messages there, so a look costs one
+request, and what it left starts within this much of its turn."""
+
+
+def unpark_unlimited(receiver: Receiver, *, handle: Handle, deadline: float = math.inf) -> int:
+    """The waiting queue of each type without a limit: what a deploy that removed the type's limit left in
+    it (parked copies, and copies that waited in flight there) is received and handled as the receiver
+    handles any message of the type, so it starts; its parked line is kept inside the queue's retention
+    meanwhile (`refresh_parked`). A queue found empty is looked in again `UNLIMITED_POLL_S` later (per
+    container); a type whose pass fails is logged and the others go on. How many copies were received."""
+    received = 0
+    state = receiver.state
+    for job_type, queue in sorted(receiver.settings.waiting_queue_urls.items()):
+        now = receiver.clock.now()
+        if receiver.catalog.limit(job_type) is not None or now < state.next_unpark.get(job_type, -math.inf):
+            continue
+        if now >= deadline:
+            break
+        try:
+            got = unpark(receiver, queue, UNPARK_CALLS * 10, handle=handle, deadline=deadline)
+            refresh_parked(receiver, job_type, deadline=deadline)
+        except Exception:
+            logger.exception("waiting queue of a type without a limit not emptied", extra={"job_type": job_type})
+            continue
+        if got:
+            logger.info("unparked messages of a type without a limit", extra={"job_type": job_type, "count": got})
+        else:
+            state.next_unpark[job_type] = now + UNLIMITED_POLL_S
+        received += got
+    return received
+
+
 def extender_pass(receiver: Receiver, *, handle: Handle) -> Callable[[float], list[AdmitReport]]:
     """The extender's admission pass (`Extender.admit`): every limited type, stale slots swept, measured
-    (its reports are published), nothing begun past the deadline it is given."""
-    return lambda deadline: admit_all(receiver, handle=handle, sweep=True, deadline=deadline)
+    (its reports are published), then the waiting queues of the types without one (`unpark_unlimited`);
+    nothing begun past the deadline it is given."""
+
+    def admit(deadline: float) -> list[AdmitReport]:
+        reports = admit_all(receiver, handle=handle, sweep=True, deadline=deadline)
+        unpark_unlimited(receiver, handle=handle, deadline=deadline)
+        return reports
+
+    return admit
 
 
 def watcher_pass(receiver: Receiver, *, handle: Handle) -> Callable[[str, Hold | None], list[AdmitReport]]:

@@ -305,7 +305,11 @@ class ReceiverState:
     last_order: float = 0.0
     """The last place in line this receiver handed out (admission: places are strictly increasing)."""
     next_refresh: dict[str, float] = field(default_factory=dict)
-    """Per limited type, when its oldest parked copy must be sent again, as last read (`refresh_parked`)."""
+    """Per type with parked messages, when its oldest parked copy must be sent again, as last read
+    (`refresh_parked`)."""
+    next_unpark: dict[str, float] = field(default_factory=dict)
+    """Per type without a limit, when its waiting queue is looked in again after it was found empty
+    (`longjobs.engine.admission.admit.unpark_unlimited`)."""
     full_slots: dict[str, Any] = field(default_factory=dict)
     """Per limited type, this batch's reading of its slots that found every one held
     (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
