@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -120,6 +121,9 @@ class _Checker:
     limits: dict[str, int] = field(default_factory=dict)  # job type -> the most of its jobs that may run at once
     type_of: dict[str, str] = field(default_factory=dict)  # job id -> its type, as `sent` names it
     by_type: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # type -> executions
+    # a type a deploy limited: the executions that run, or start within the window given, hold no slot
+    excused: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    excused_until: dict[str, float] = field(default_factory=dict)
     groups: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # group -> job ids
     group_of: dict[str, str] = field(default_factory=dict)  # job id -> its message group
     finished: set[str] = field(default_factory=set)  # job ids that succeeded or have a DLQ copy
@@ -188,9 +192,12 @@ class _Checker:
         job_type = self.type_of.get(job_id)
         if job_type is not None:
             self.by_type[job_type].add(execution)
+            if t < self.excused_until.get(job_type, -math.inf):
+                self.excused[job_type].add(execution)
+            counted = self.by_type[job_type] - self.excused[job_type]
             limit = self.limits.get(job_type)
-            if limit is not None and len(self.by_type[job_type]) > limit:
-                together = ", ".join(sorted(self.by_type[job_type]))
+            if limit is not None and len(counted) > limit:
+                together = ", ".join(sorted(counted))
                 self._find(TYPE_CONCURRENCY, t, f"type {job_type}: {together} run at once, above its limit {limit}")
         group = self.group_of.get(job_id)
         if group is not None:
@@ -279,6 +286,7 @@ class _Checker:
             self.by_message[run.message_id].discard(execution)
             self.by_job[run.job_id].discard(execution)
             self.by_type[self.type_of.get(run.job_id, "")].discard(execution)
+            self.excused[self.type_of.get(run.job_id, "")].discard(execution)
 
     def _delivered(self, t: float, record: dict[str, Any]) -> None:
         message_id = _text(record, "message_id")
@@ -337,6 +345,19 @@ class _Checker:
     def _end(self, t: float, record: dict[str, Any]) -> None:
         self.end = (t, record)
 
+    def _limits(self, t: float, record: dict[str, Any]) -> None:
+        """A deploy changed which types are limited: `type_concurrency` holds the new limits from here on. A
+        type newly limited excuses its executions that run, or start within `excused_s` (invocations of the
+        replaced functions still running), since they hold no slot."""
+        limits = record["limits"]
+        if not isinstance(limits, dict):
+            raise TypeError(f"limits is {limits!r}, not an object")
+        new = {str(name): int(_as_number(value, name)) for name, value in limits.items()}
+        for job_type in set(new) - set(self.limits):
+            self.excused[job_type] |= self.by_type[job_type]
+            self.excused_until[job_type] = t + _number(record, "excused_s")
+        self.limits = new
+
     # -- the end --------------------------------------------------------------------------------------------
 
     def _nothing_lost(self, t: float, record: dict[str, Any]) -> None:
@@ -390,6 +411,7 @@ _HANDLERS = {
     "dead_lettered": _Checker._dead_lettered,
     "copied": _Checker._copied_event,
     "end": _Checker._end,
+    "limits": _Checker._limits,
 }
 
 

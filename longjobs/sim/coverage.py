@@ -125,6 +125,8 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
     if profile == "mixed":  # every change meets the jobs it acts on
         names += [f"sim:deployed:{change}" for change in DEPLOY_CHANGES]
         names += ["sim:deployed:type_added", "sim:definition:older_execution_ended"]
+        # a limit removed while messages of the type are parked: the extender starts them
+        names += ["admission:unparked_without_limit", "limit_added:waiting"]
     names += sorted(catch_targets(definition["States"]))
     called: dict[str, set[str]] = {}
     for key in coverage:

@@ -175,7 +175,6 @@ class Monitor:
     running: dict[str, Running] = field(default_factory=dict)  # execution ARN -> its job run
     by_message: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     by_job: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     sent: Counter[str] = field(default_factory=Counter)  # job key -> messages of it the producer sent
     sent_messages: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # job key -> their ids
     succeeded: Counter[str] = field(default_factory=Counter)  # job key -> job runs that succeeded
@@ -206,10 +205,12 @@ class Monitor:
     cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
     needless: NeedlessRedeliveries = field(init=False)  # `needless_redeliveries`' own evidence
     runs: RunsPerJob = field(init=False)  # `single_run_per_job`'s own evidence
+    types: TypeConcurrency = field(init=False)  # `type_concurrency`'s own evidence
 
     def __post_init__(self) -> None:
         self.needless = NeedlessRedeliveries(self.coverage, lambda: self.excuse_lapses)
         self.runs = RunsPerJob(self.coverage)
+        self.types = TypeConcurrency(self.limits)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -220,7 +221,6 @@ class Monitor:
         self.running[run.arn] = run
         self.by_message[run.message_id].add(run.arn)
         self.by_job[run.job_key].add(run.arn)
-        self.by_type[run.job_type].add(run.arn)
         self.reach("job_started")
         self._check_held(run, lease, "at its start")
         if len(self.by_message[run.message_id]) > 1:
@@ -233,12 +233,7 @@ class Monitor:
                 "single_execution_per_job", f"job {run.job_key} runs in {sorted(self.by_job[run.job_key])}"
             )
         self._check_order(run.job_key)
-        limit = self.limits.get(run.job_type)
-        if limit is not None and len(self.by_type[run.job_type]) > limit:
-            raise PropertyViolation(
-                "type_concurrency",
-                f"type {run.job_type} runs {len(self.by_type[run.job_type])} jobs, above its limit {limit}",
-            )
+        self.types.started(run.job_type, run.arn)
 
     def job_ended(self, arn: str, *, succeeded: bool, now: float | None = None) -> None:
         run = self.running.pop(arn, None)
@@ -252,7 +247,7 @@ class Monitor:
             )
         self.by_message[run.message_id].discard(arn)
         self.by_job[run.job_key].discard(arn)
-        self.by_type[run.job_type].discard(arn)
+        self.types.ended(run.job_type, arn)
         if succeeded:
             self.job_succeeded.add(arn)
             self.job_done(run.job_key, run.message_id)
@@ -387,6 +382,10 @@ class Monitor:
         self._check_cancel_final(key, item)
         self._check_attempts((item or {}).get(HISTORY_ATTR, {}).get("S"), f"the lease of {key}")
         self._check_newest_receive(key, item)
+        if item is not None and item.get("job_type", {}).get("S") in self.types.excused:
+            status = item.get(STATUS_ATTR, {}).get("S")
+            if status in ("WAITING", "PARKED"):  # a type a deploy limited holds a message back
+                self.reach(f"limit_added:{status.lower()}")
         if key in self.returns_due and RELEASE_FAILED in json.dumps((item or {}).get("last_error", {})):
             del self.returns_due[key]  # its release's visibility change failed: it shows when its chunk ends
             self.reach("refused_start:release_failed")
@@ -562,6 +561,40 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+@dataclass
+class TypeConcurrency:
+    """`type_concurrency`: each limited type's runs going on. A type a deploy limited excuses the runs that
+    go on then, or start while it is `excusing` them (its replaced functions may still start some): they
+    hold no slot."""
+
+    limits: dict[str, int]  # job type -> max_concurrency (the monitor's, which a deploy changes)
+    by_type: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # type -> execution ARNs
+    excused: dict[str, set[str]] = field(default_factory=dict)
+    excusing: set[str] = field(default_factory=set)
+
+    def started(self, job_type: str, arn: str) -> None:
+        self.by_type[job_type].add(arn)
+        if job_type in self.excusing:
+            self.excused[job_type].add(arn)
+        counted = self.by_type[job_type] - self.excused.get(job_type, set())
+        limit = self.limits.get(job_type)
+        if limit is not None and len(counted) > limit:
+            raise PropertyViolation(
+                "type_concurrency", f"type {job_type} runs {len(counted)} jobs, above its limit {limit}"
+            )
+
+    def ended(self, job_type: str, arn: str) -> None:
+        self.by_type[job_type].discard(arn)
+        self.excused.get(job_type, set()).discard(arn)
+
+    def limit_added(self, job_type: str, limit: int) -> None:
+        """A deploy limited `job_type`: the runs going on are excused, and those started until `excusing`
+        drops it."""
+        self.limits[job_type] = limit
+        self.excused[job_type] = set(self.by_type[job_type])
+        self.excusing.add(job_type)
 
 
 @dataclass

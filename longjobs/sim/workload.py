@@ -205,11 +205,21 @@ AttemptsExhausted` (the copy loop, one reason), or the console's "redrive to sou
 without a destination)."""
 
 
-DEPLOY_CHANGES = ("stricter_schema", "type_removed", "smaller_bodies", "fewer_attempts")
+DEPLOY_CHANGES = (
+    "stricter_schema",
+    "type_removed",
+    "smaller_bodies",
+    "fewer_attempts",
+    "limit_removed",
+    "limit_added",
+)
 """What a deploy during the seed changes for the functions (`longjobs.sim.deployer`): the limited type's
 `params_schema` made stricter (`seconds` at most `STRICTER_MAX_SECONDS`), the EMR Serverless type
 removed from the catalog, `max_body_bytes` lowered to `SMALLER_BODY_BYTES` (a Spark job's body is
-longer), or `max_attempts` lowered to 1."""
+longer), `max_attempts` lowered to 1, the limited type's `max_concurrency` removed (its waiting queue
+stays, with what is parked in it and the running jobs unparked from it), or the EMR Serverless type limited
+to `ADDED_LIMIT` at once."""
+ADDED_LIMIT = 1
 STRICTER_MAX_SECONDS = 600
 SMALLER_BODY_BYTES = 200
 
@@ -269,7 +279,10 @@ class Workload:
         if any(job.type == "spark" for job in self.jobs):  # a run that hangs ends at the step's timeout
             longest = max(longest, SPARK_TASK_TIMEOUT_S)
         limited = sum(_attempt_s(job.duration_s) for job in self.jobs if job.type == LIMITED_TYPE)
-        bound = MAX_ATTEMPTS * (_attempt_s(longest) + limited / LIMIT) + 3_600
+        added = 0.0
+        if self.deploy is not None and self.deploy.change == "limit_added":  # its runs then share its slots
+            added = sum(_attempt_s(job.duration_s) for job in self.jobs if job.type == EMR_TYPE) / ADDED_LIMIT
+        bound = MAX_ATTEMPTS * (_attempt_s(longest) + limited / LIMIT + added) + 3_600
         last_redrive = max((plan.at_s for plan in self.redrives), default=None)
         return bound if last_redrive is None else last_redrive + 2 * bound  # a redriven job runs its attempts anew
 
@@ -439,9 +452,14 @@ def _deploy(seed: int, jobs: list[JobPlan]) -> DeployPlan | None:
     if rng.random() >= DEPLOY_SHARE:
         return None
     types = {job.type for job in jobs}
-    needs = (LIMITED_TYPE, EMR_TYPE, "spark", None)
+    needs = (LIMITED_TYPE, EMR_TYPE, "spark", None, LIMITED_TYPE, EMR_TYPE)
     changes = [change for change, need in zip(DEPLOY_CHANGES, needs, strict=True) if need is None or need in types]
-    return DeployPlan(round(rng.uniform(60, 3_600), 3), rng.choice(changes))
+    at_s, change = round(rng.uniform(60, 3_600), 3), rng.choice(changes)
+    if change == "limit_removed":  # while the limited type's jobs arrive, when some of them are parked
+        sends = [job.send_at_s for job in jobs if job.type == LIMITED_TYPE]
+        window = random.Random(f"workload:{seed}:deploy:limit")
+        at_s = round(window.uniform(min(sends), max(sends) + 300), 3)
+    return DeployPlan(at_s, change)
 
 
 DEFINITION_DEPLOY_SHARE = 0.2

@@ -138,8 +138,8 @@ class World:
         self.queue = aws.sqs.create_queue(f"jobs{suffix}", visibility_timeout_s=QUEUE_VT_S)
         self.token_queue = aws.sqs.create_queue(TOKEN_QUEUE, visibility_timeout_s=30)
         self.waiting: dict[str, FakeQueue] = {
-            name: aws.sqs.create_queue(f"jobs-waiting-{name}", visibility_timeout_s=QUEUE_VT_S)
-            for name in (self.monitor.limits if waiting_queues else ())
+            t.name: aws.sqs.create_queue(f"jobs-waiting-{t.name}", visibility_timeout_s=QUEUE_VT_S)
+            for t in (self.catalog if waiting_queues and not workload.fifo else ())
         }
         values: dict[str, Any] = {
             "table_name": TABLE,

@@ -441,6 +441,29 @@ def test_checker_type_concurrency_counts_a_limited_types_runs_at_once() -> None:
     assert check(one_after_the_other, {"limited": 1}) == []
 
 
+def test_checker_type_concurrency_follows_a_deploy_that_changes_the_limits() -> None:
+    """A `limits` event replaces the limits: a removed one holds no more; an added one excuses the type's runs
+    going then, or started within `excused_s` (they hold no slot), and counts every later one."""
+    sends = [sent(n, f"m{n}", f"j{n}", job_type="limited") for n in (1, 2, 3, 4)]
+    removed = by_time(*sends[:3], *run(10, 50, "m1", "j1"), *run(20, 60, "m2", "j2"), *run(30, 70, "m3", "j3"))
+    assert properties(check([*removed, end(100)], {"limited": 2})) == ["type_concurrency"]
+    lifted = by_time(*removed, event(25, "limits", limits={}, excused_s=0), end(100))
+    assert check(lifted, {"limited": 2}) == []
+
+    def added(late_start: float) -> list[str]:
+        return by_time(
+            *sends[:3],
+            *run(10, 100, "m1", "j1"),
+            event(20, "limits", limits={"limited": 1}, excused_s=30),
+            *run(40, 100, "m2", "j2"),  # started by a replaced function: excused
+            *run(late_start, 100, "m3", "j3"),
+            end(200),
+        )
+
+    assert check(added(60), {}) == [], "the runs going at the deploy and within its window hold no slot"
+    assert properties(check(by_time(*added(60), sends[3], *run(70, 100, "m4", "j4")), {})) == ["type_concurrency"]
+
+
 def test_checker_fifo_order_a_job_starts_after_the_jobs_before_it_in_its_group() -> None:
     first, second = sent(1, M1, "j1", group="g"), sent(2, M2, "j2", group="g")
     other = sent(3, M3, "j3", group="h")
@@ -468,7 +491,16 @@ def test_checker_agrees_with_the_simulator_on_a_real_seed(seed: int) -> None:
     assert check(lines, {LIMITED_TYPE: LIMIT}) == []
 
 
-@pytest.mark.parametrize(("seed", "profile"), [(1, "fifo"), (2, "admission")])
+def _keeps_its_limits(seed: int) -> int:
+    """The first admission seed from `seed` whose deploy, if any, leaves the limits alone."""
+    from longjobs.sim.workload import draw
+
+    return next(
+        s for s in range(seed, seed + 100) if (d := draw(s, "admission").deploy) is None or "limit" not in d.change
+    )
+
+
+@pytest.mark.parametrize(("seed", "profile"), [(1, "fifo"), (_keeps_its_limits(2), "admission")])
 def test_checker_agrees_with_the_simulator_on_fifo_and_admission_seeds(seed: int, profile: str) -> None:
     """A FIFO seed's groups keep their order, and an admission seed's limited type its limit, by both."""
     from longjobs.sim.campaign import run_seed

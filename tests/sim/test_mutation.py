@@ -68,12 +68,13 @@ def test_mutation_clause_mutant_rewrites_its_site_only_and_is_undone() -> None:
 
 def test_mutation_of_the_lease_creation_is_killed_by_the_campaign() -> None:
     """The lease's creation without `attribute_not_exists(#pk)` lets a second receive write a lease over the
-    first's: the campaign's first seed it breaks (within its first hundred) runs a job twice from one message."""
+    first's: the campaign's first seed it breaks (within its first hundred) sees a lease go back to an older
+    receive, or a job run twice from one message."""
     with ClauseMutant("attribute_not_exists(#pk)", 0).active():
         results = (run_seed(seed, keep_calls=False) for seed in range(100))
         result = next((result for result in results if result.violation is not None), None)
     assert result is not None and result.violation is not None, "the mutant escaped 100 seeds"
-    assert result.violation.property == "once_per_message", result.violation
+    assert result.violation.property in ("newest_receive", "once_per_message"), result.violation
 
 
 def test_mutation_rows_are_every_returned_action_of_the_decision() -> None:
@@ -114,19 +115,19 @@ def test_mutation_row_mutant_changes_its_row_only_and_is_undone() -> None:
 
 
 def test_mutation_cancelled_copy_acknowledged_without_its_dlq_copy_is_killed() -> None:
-    """A copy whose cancelled marker has no DLQ copy yet, acknowledged instead of sent to the DLQ: seed 11's job
-    j15 succeeds by its other message, so only the account of each message (`nothing_lost`) sees the
-    cancelled one vanish."""
+    """A copy whose cancelled marker has no DLQ copy yet, acknowledged instead of sent to the DLQ: at seed 135
+    the operator's cancel of job j13's message is cut short after its mark, and only the account of each
+    message (`nothing_lost`) sees the cancelled message vanish."""
     mutant = next(
         m
         for m in rows.mutants()
         if m.row.returns == "Action.DEAD_LETTER_CANCELLED" and m.row.index == 1 and "ALREADY_CANCELLED" in m.replacement
     )
-    assert run_seed(11, keep_calls=False).violation is None
+    assert run_seed(135, keep_calls=False).violation is None
     with mutant.active():
-        result = run_seed(11, keep_calls=False)
+        result = run_seed(135, keep_calls=False)
     assert result.violation is not None and result.violation.property == "nothing_lost"
-    assert "m0000023" in result.violation.detail  # the message the operator cancelled
+    assert "m0000003" in result.violation.detail  # the message the operator cancelled
 
 
 def test_mutation_rows_recorded_are_the_rows_a_seed_takes() -> None:

@@ -257,6 +257,11 @@ class FakeSqs(MoveTaskOperations):
         self.queues[queue.url] = queue
         return queue
 
+    def delete_queue(self, url: str) -> None:
+        """A queue deleted, as CloudFormation deletes a resource a deploy removed: "any messages in the queue
+        are no longer available", and a request naming it is refused (SQS, DeleteQueue)."""
+        self.queues.pop(url)
+
     def _queue(self, operation: str, url: str) -> FakeQueue:
         queue = self.queues.get(url)
         if queue is None:
