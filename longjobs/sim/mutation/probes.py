@@ -116,6 +116,25 @@ def workflow_slot_released_once() -> None:
     assert freed is not None and freed.held_for_s == 600, f"the holding's duration became {freed}"
 
 
+def workflow_frees_only_its_own_holding() -> None:
+    """The workflow frees a slot only while it holds it: after its first release landed unanswered, another
+    execution took the free slot, and the release's retry (Step Functions retries a throttled or failed
+    task) must leave that holding alone, or a third execution could take the slot while the second runs.
+    The request is the deployed workflow's own, as in `workflow_slot_released_once`."""
+    clock, aws, store = _world()
+    slot, other = "slot#t#0", EXECUTION.replace(":m-1", ":m-2")
+    assert store.locks.take(slot, holder="m-2", execution_arn=other, now=clock.now(), hold_until=START + 3600)
+    template = _slot_release(deployed_workflow().definition)
+    context = ExecutionContext(EXECUTION, START, entered=START + 60).as_json()
+    request = {**resolve(template, {"self": {"execution": EXECUTION}, "slot": slot}, context), "TableName": TABLE}
+    try:
+        aws.dynamodb.update_item(**request)
+    except ClientError as exc:
+        assert is_conditional_failure(exc), exc
+    held = store.locks.get(slot)
+    assert held is not None and held.held and held.execution_arn == other, f"another's holding became {held}"
+
+
 def _slot_release(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     """The parameters of the workflow's slot release (the update that notes when the slot was freed)."""
     return _parameters(
@@ -243,6 +262,7 @@ PROBES: dict[str, Callable[[], None]] = {
     ),
     "version = :version AND #status = :status | without version = :version": renewal_recorded_once,
     "#state = :held AND #execution = :self | without #state = :held": workflow_slot_released_once,
+    "#state = :held AND #execution = :self | without #execution = :self": workflow_frees_only_its_own_holding,
     "#execution = :self AND #handle = :handle AND #status = :active | without #handle = :handle": (
         workflow_releases_only_the_receive_it_read
     ),
