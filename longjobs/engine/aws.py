@@ -43,15 +43,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _client(service: str, session: Any = None) -> Any:
+def _client(service: str, session: Any = None, config: Config | None = None) -> Any:
     """A client from `session` (a boto3 or botocore session), else from a new botocore session."""
+    config = config or client_config()
     if session is not None and hasattr(session, "client"):  # a boto3 session
-        return session.client(service, config=client_config())
+        return session.client(service, config=config)
     if session is None:
         import botocore.session
 
         session = botocore.session.get_session()
-    return session.create_client(service, config=client_config())
+    return session.create_client(service, config=config)
 
 
 def sqs(session: Any = None) -> SQSClient:
@@ -64,6 +65,15 @@ def dynamodb(session: Any = None) -> DynamoDBClient:
 
 def stepfunctions(session: Any = None) -> SFNClient:
     return cast("SFNClient", _client("stepfunctions", session))
+
+
+def starts(session: Any = None) -> SFNClient:
+    """A Step Functions client whose calls make one attempt: the receiver's starts, which it retries
+    itself to tell a refused start from one that may have landed (`longjobs.engine.execution.start_or_refused`)."""
+    from botocore.config import Config
+
+    once = client_config().merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+    return cast("SFNClient", _client("stepfunctions", session, once))
 
 
 def runner(service: str) -> Any:

@@ -8,11 +8,17 @@ idempotent, and the watcher can find the lease of any execution from its name al
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
+
+from longjobs.engine.aws import RETRY_ATTEMPTS
+from longjobs.engine.clock import Clock
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -111,6 +117,77 @@ def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: E
         # Same name, other input: only an older build could have started it. It is this attempt's run.
         return execution_arn(state_machine_arn, name)
     return response["executionArn"]
+
+
+class StartRefused(Exception):
+    """Step Functions refused every attempt of a start (a throttle, a 4xx): the execution was not started."""
+
+
+START_BACKOFF_CAP_S = 20.0
+"""botocore's standard mode: the n-th retry waits a random time below min(20, 2^(n-1)) seconds."""
+
+
+def start_or_refused(
+    starts: SFNClient, state_machine_arn: str, payload: ExecutionInput, *, clock: Clock, rng: random.Random
+) -> str:
+    """Start the attempt's execution as `start_execution`, on a client that makes one attempt a call
+    (`longjobs.engine.aws.starts`), retried as botocore's standard mode retries (its own rules decide
+    what is retried; full-jitter backoff; `RETRY_ATTEMPTS` attempts). Raises `StartRefused` when every
+    attempt was refused: a throttle, or an error StartExecution itself documents (a missing state
+    machine, an invalid input). Such a request was not processed, so the execution surely does not
+    exist. botocore's own retries would hide the earlier attempts: one that timed out or met a 5xx may
+    have started it, and its error is lost behind the last attempt's throttle. Any other last error is
+    raised as it is, for the caller to ask whether the execution exists."""
+    from botocore.retries.standard import RetryContext, StandardRetryConditions
+
+    conditions = StandardRetryConditions(max_attempts=RETRY_ATTEMPTS)
+    maybe_landed = False
+    for attempt in range(1, RETRY_ATTEMPTS + 1):
+        try:
+            return start_execution(starts, state_machine_arn, payload)
+        except Exception as exc:
+            answer = exc.response if isinstance(exc, ClientError) else None
+            context = RetryContext(
+                attempt_number=attempt,
+                operation_model=_start_model(),
+                parsed_response=answer,
+                http_response=None if answer is None else _status(answer),
+                caught_exception=exc if answer is None else None,
+            )
+            maybe_landed = maybe_landed or not _refused(context)
+            if not conditions.is_retryable(context):
+                if maybe_landed:
+                    raise
+                raise StartRefused(str(exc)) from exc
+            clock.sleep(rng.random() * min(START_BACKOFF_CAP_S, 2.0 ** (attempt - 1)))
+    raise AssertionError("unreachable: the last attempt is never retried")
+
+
+def _status(answer: Any) -> SimpleNamespace:
+    """The HTTP response botocore's retry rules read: its status code alone."""
+    return SimpleNamespace(status_code=answer.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _refused(context: Any) -> bool:
+    """Whether an attempt's answer says Step Functions refused it unprocessed: a throttle (botocore's
+    list of throttling codes) or one of StartExecution's own errors (its service model's)."""
+    from botocore.retries.standard import ThrottledRetryableChecker
+
+    code = context.get_error_code()
+    return code is not None and (ThrottledRetryableChecker().is_retryable(context) or code in _start_errors())
+
+
+@cache
+def _start_model() -> Any:
+    """StartExecution's operation model, from botocore's own service description (its retry rules read it)."""
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("stepfunctions").operation_model("StartExecution")
+
+
+def _start_errors() -> frozenset[str]:
+    """The errors StartExecution documents (`ExecutionLimitExceeded`, `StateMachineDoesNotExist`, ...)."""
+    return frozenset(shape.name for shape in _start_model().error_shapes)
 
 
 def stop_execution(stepfunctions: SFNClient, arn: str, *, cause: str) -> bool:

@@ -51,13 +51,18 @@ class Clients:
     stepfunctions: SFNClient | None = None
     runner: Callable[[str], Any] | None = None
     """Makes a client of a job runner's service (`emr-serverless`, `glue`), when one is first needed."""
+    starts: SFNClient | None = None
+    """Step Functions with one attempt a call, for the receiver's starts (`longjobs.engine.aws.starts`);
+    None: starts go through `stepfunctions`, and a throttled one is asked about like any failed start."""
 
     @classmethod
     def from_sdk(cls, *, stepfunctions: bool = True) -> Clients:
         """The clients of a Lambda container or a local process, from the SDK's configuration."""
         from longjobs.engine import aws
 
-        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions() if stepfunctions else None, aws.runner)
+        if not stepfunctions:
+            return cls(aws.sqs(), aws.dynamodb(), None, aws.runner)
+        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions(), aws.runner, aws.starts())
 
 
 def require(settings: Settings, function: str, names: tuple[str, ...]) -> None:
@@ -136,6 +141,7 @@ class Factory:
             sqs=clients.sqs,
             visibility=VisibilityClient(clients.sqs, clock=self.clock),
             stepfunctions=clients.stepfunctions,
+            starts=clients.starts,
             clock=self.clock,
             rng=rng,
             metrics=self.metrics,

@@ -57,6 +57,8 @@ OTHER = (
     "sim:shards:4->2",
     "extender:overlapping_run",
     "refused_start:released",
+    "refused_start:every_attempt",
+    "refused_start:asked",
     "duplicate_delivery_late",
     "refused_start:received_again",
     "extender:stop_at_cap",

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, cast
 
-from longjobs.engine.delivery.attempt import START_REFUSED
+from longjobs.engine.delivery.attempt import START_REFUSED, START_REFUSED_EVERY_ATTEMPT
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
@@ -122,6 +122,7 @@ class LambdaService:
                 self.client("dynamodb", actor),
                 self.client("stepfunctions", actor),
                 lambda service: self.client(service, actor),
+                self.client("stepfunctions", actor, once=True),
             )
 
         def receiver(actor: str, container: int = 0) -> Receiver:
@@ -383,12 +384,17 @@ class RecordsSeen:
         service = self._service
         lease = service.aws.dynamodb.items.get(message_id, {})
         released = lease.get("status", {}).get("S") == LeaseStatus.RELEASED.value
-        if not (released and START_REFUSED in json.dumps(lease.get("last_error", {}))):
+        error = json.dumps(lease.get("last_error", {}))
+        if not (released and START_REFUSED in error):
             service.monitor.reach("refused_start:left_to_reconciliation")
             return
+        # Refused on every attempt (nothing asked), or asked about and found missing
+        service.monitor.reach(
+            "refused_start:every_attempt" if START_REFUSED_EVERY_ATTEMPT in error else "refused_start:asked"
+        )
         if lease.get("queue_url", {}).get("S", service.queue.url) != service.queue.url:
             return  # a waiting queue's message: admission, not the mapping, receives it
-        if RELEASE_FAILED in json.dumps(lease.get("last_error", {})):
+        if RELEASE_FAILED in error:
             # its release's visibility change failed, noted before the receiver returned: it shows when its
             # chunk ends, which the property exempts (a note written later is caught by `lease_written`)
             service.monitor.reach("refused_start:release_failed")

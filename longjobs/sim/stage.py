@@ -43,6 +43,7 @@ class Stage(Protocol):
     extender_pauses: list[tuple[float, float]]
     job_of_message: dict[str, str]
 
-    def client(self, service: str, actor: str) -> Any:
-        """A client of the simulated AWS for `actor`, observed by the monitor and the trace."""
+    def client(self, service: str, actor: str, *, once: bool = False) -> Any:
+        """A client of the simulated AWS for `actor`, observed by the monitor and the trace; `once`: one
+        attempt a call."""
         ...

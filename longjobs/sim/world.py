@@ -205,8 +205,8 @@ class World:
 
     # -- wiring ---------------------------------------------------------------------------------------------
 
-    def client(self, service: str, actor: str) -> Any:
-        """A client of the simulated AWS for `actor`, observed by the monitor and the trace."""
+    def client(self, service: str, actor: str, *, once: bool = False) -> Any:
+        """A client of the simulated AWS for `actor`, seen by the monitor and the trace; `once`: no retries."""
         backend = (
             self.executions.emr
             if service == "emr-serverless"
@@ -248,7 +248,7 @@ class World:
             observe=observe,
             refused=refused,
             answered=answered if actor == "extender" else None,
-            max_attempts=1 if actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
+            max_attempts=1 if once or actor == "workflow" else CLIENT_ATTEMPTS,  # Step Functions: the ASL's Retry
             socket_timeouts=actor != "workflow",
         )
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from longjobs.engine.delivery.attempt import START_REFUSED
+from longjobs.engine import aws
+from longjobs.engine.delivery.attempt import START_REFUSED, START_REFUSED_EVERY_ATTEMPT
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, LeaseStatus, job_lock_key
@@ -273,6 +274,37 @@ def test_receiver_start_refused_gives_the_message_back_at_once(flow: Flow) -> No
     assert released.last_error is not None and released.last_error.error == START_REFUSED
     assert "StateMachineDoesNotExist" in (released.last_error.cause or "")
     assert flow.harness.visible_messages() == [message_id], "back at once: the first refusal waits no backoff"
+
+
+def test_receiver_start_refused_on_every_attempt_is_not_asked_about(flow: Flow) -> None:
+    """With its own one-attempt client for starts (as every Lambda container has), a start whose every
+    attempt Step Functions refused is known not to have started: StateMachineDoesNotExist is one of the
+    errors StartExecution documents (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html),
+    and a refused request is not processed. So the receiver asks no DescribeExecution, which has a
+    bucket of its own that a burst of throttled starts would empty. The next receive starts a new
+    attempt without asking about the refused one either: no execution of it can appear."""
+    flow.receiver.starts = aws.starts()
+    asked: list[str] = []
+    flow.receiver.stepfunctions.meta.events.register(
+        "provide-client-params.states.DescribeExecution", lambda params, **_: asked.append(params["executionArn"])
+    )
+    message_id = flow.send_job("refused-every-attempt", seconds=1)
+    deployed = flow.receiver.settings
+    flow.receiver.settings = deployed.model_copy(
+        update={"state_machine_arn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:missing"}
+    )
+    assert flow.deliver() == {message_id: Outcome.NOT_STARTED}
+
+    released = flow.lease(message_id)
+    assert released.status is LeaseStatus.RELEASED and released.never_started
+    assert released.last_error is not None and released.last_error.error == START_REFUSED_EVERY_ATTEMPT
+    assert flow.harness.visible_messages() == [message_id], "back at once: the first refusal waits no backoff"
+
+    flow.receiver.settings = deployed
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    assert asked == [], "neither receive asked Step Functions about a start it refused"
+    [execution] = flow.executions()
+    assert flow.wait_for_execution(execution["executionArn"])["status"] == "SUCCEEDED"
 
 
 def test_receiver_first_visibility_change_refused_starts_nothing_and_leaves_the_lease_due(

@@ -110,8 +110,10 @@ def test_start_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refuse
     reason = {name: value["StringValue"] for name, value in dead.attributes.items()}
     assert reason["ErrorType"] == "StartsRefused"
     assert reason["ErrorMessage"].startswith(
-        "2 starts refused by Step Functions; the last: start refused: An error occurred (ThrottlingException)"
+        "2 starts refused by Step Functions; the last: start refused on every attempt: "
+        "An error occurred (ThrottlingException)"
     )
+    assert world.aws.calls.get("stepfunctions.DescribeExecution", 0) == 0, "refused on every attempt: none asked"
     assert the_lease(world).status is LeaseStatus.REJECTED
     assert world.aws.stepfunctions.executions == {}, "never executed"
 

@@ -1,10 +1,23 @@
-"""Execution names and ARNs: the contract that lets anyone find a lease from its execution."""
+"""Execution names and ARNs: the contract that lets anyone find a lease from its execution; and a start
+told apart as refused (surely not started) or unknown (to be asked about)."""
 
 from __future__ import annotations
 
-import pytest
+import random
+from typing import Any
 
-from longjobs.engine.execution import ExecutionInput, execution_arn, execution_name, parse_execution_name
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from longjobs.engine.clock import FakeClock
+from longjobs.engine.execution import (
+    ExecutionInput,
+    StartRefused,
+    execution_arn,
+    execution_name,
+    parse_execution_name,
+    start_or_refused,
+)
 
 SM = "arn:aws:states:eu-west-1:111122223333:stateMachine:long-jobs"
 MESSAGE_ID = "0f6a3c52-5a7e-4a0e-9b8b-2f2f0c1e9d11"
@@ -37,3 +50,85 @@ def test_execution_input_is_canonical_json() -> None:
     assert (
         payload.to_json() == '{"attempt":2,"job":{"a":2,"b":1},"message_id":"m","queue_url":"q","release_delay_s":30}'
     )
+
+
+# -- a start refused, or unknown -----------------------------------------------------------------------
+# Step Functions' common errors (https://docs.aws.amazon.com/step-functions/latest/apireference/CommonErrors.html):
+# ThrottlingException "The request was denied due to request throttling" (HTTP 400), InternalFailure
+# "The request processing has failed" (HTTP 500). StartExecution's own errors
+# (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html) refuse the
+# request too: StateMachineDoesNotExist, InvalidExecutionInput, ExecutionLimitExceeded, ...
+
+
+def _error(code: str, status: int) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "StartExecution"
+    )
+
+
+THROTTLED = _error("ThrottlingException", 400)
+MISSING = _error("StateMachineDoesNotExist", 400)
+ABORTED = _error("RequestAbortedException", 400)  # a common error, neither a throttle nor StartExecution's own
+INTERNAL = _error("InternalFailure", 500)
+TIMEOUT = ReadTimeoutError(endpoint_url="https://states.eu-west-1.amazonaws.com/")
+STARTED = {"executionArn": "started"}
+
+
+class ScriptedStarts:
+    """A Step Functions client whose StartExecution answers, in turn, as scripted."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def start_execution(self, **request: Any) -> dict[str, Any]:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+
+@pytest.mark.parametrize(
+    ("answers", "expected", "calls"),
+    [
+        ([STARTED], "started", 1),
+        ([THROTTLED, STARTED], "started", 2),
+        ([THROTTLED, THROTTLED, THROTTLED], "refused", 3),
+        ([MISSING], "refused", 1),  # not retried: no retry can make it exist
+        ([THROTTLED, MISSING], "refused", 2),
+        ([TIMEOUT, THROTTLED, THROTTLED], "unknown", 3),  # the timed-out attempt may have started it
+        ([INTERNAL, THROTTLED, THROTTLED], "unknown", 3),
+        ([THROTTLED, THROTTLED, INTERNAL], "unknown", 3),
+        ([INTERNAL, INTERNAL, INTERNAL], "unknown", 3),
+        ([ABORTED], "unknown", 1),
+        ([_error("ExecutionAlreadyExists", 400)], "started", 1),  # this attempt's execution, started before
+    ],
+    ids=[
+        "started",
+        "throttled-then-started",
+        "throttled-every-attempt",
+        "state-machine-missing",
+        "throttled-then-missing",
+        "timeout-then-throttled",
+        "5xx-then-throttled",
+        "throttled-then-5xx",
+        "5xx-every-attempt",
+        "undocumented-4xx",
+        "already-exists",
+    ],
+)
+def test_execution_start_refused_only_when_every_attempt_was(answers: list[Any], expected: str, calls: int) -> None:
+    starts, clock = ScriptedStarts(answers), FakeClock()
+    before = clock.now()
+    payload = ExecutionInput(message_id=MESSAGE_ID, attempt=1, queue_url="q", release_delay_s=0, job={"job_id": "j"})
+    try:
+        start_or_refused(starts, SM, payload, clock=clock, rng=random.Random(3))  # type: ignore[arg-type]
+        outcome = "started"
+    except StartRefused:
+        outcome = "refused"
+    except (ClientError, ReadTimeoutError):
+        outcome = "unknown"
+    assert (outcome, starts.calls) == (expected, calls)
+    # botocore's standard backoff: below 1 s before the second attempt, below 2 s before the third
+    assert clock.now() - before <= sum(2.0**retry for retry in range(calls - 1))

@@ -28,10 +28,12 @@ from longjobs.engine.execution import (
     RUNNING_STATUSES,
     ExecutionInput,
     ExecutionTimes,
+    StartRefused,
     execution_status,
     execution_times,
     parse_execution_name,
     start_execution,
+    start_or_refused,
 )
 from longjobs.engine.lease import Lease, LeaseStatus, Lock, job_lock_key, successor_version
 from longjobs.engine.lease.lock import LEASE_KEY, Hold, HoldsTaken
@@ -63,6 +65,20 @@ def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
 
 START_REFUSED = "start refused"
 """The last error of a lease whose execution Step Functions refused to start (and does not have)."""
+START_REFUSED_EVERY_ATTEMPT = "start refused on every attempt"
+"""The last error of a lease whose start Step Functions answered with a client error on every attempt
+(`StartRefused`): none was processed, so no execution of it exists or can appear later, and the next
+receive need not ask about it."""
+
+
+def start_denied(lease: Lease | None) -> bool:
+    """Whether `lease` closed with every attempt of its start refused (`START_REFUSED_EVERY_ATTEMPT`)."""
+    return (
+        lease is not None
+        and lease.never_started
+        and lease.last_error is not None
+        and lease.last_error.error == START_REFUSED_EVERY_ATTEMPT
+    )
 
 
 def refused_start_delay_s(refused: int, settings: Settings, rng: random.Random) -> int:
@@ -306,12 +322,22 @@ def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
         slot=lease.slot,
     )
     try:
-        start_execution(receiver.stepfunctions, receiver.state_machine_arn, payload)
+        if receiver.starts is None:
+            start_execution(receiver.stepfunctions, receiver.state_machine_arn, payload)
+        else:
+            start_or_refused(
+                receiver.starts, receiver.state_machine_arn, payload, clock=receiver.clock, rng=receiver.rng
+            )
     except Exception as exc:
-        # The call may have taken effect (a 5xx or a timeout after it landed): never give the message
-        # back on a guess. Ask; if it is not there, the lease stays for a redelivery or reconciliation.
+        # Refused on every attempt, it surely did not start. Otherwise the call may have taken effect (a
+        # 5xx or a timeout after it landed): never give the message back on a guess. Ask; if it is not
+        # there, the lease stays for a redelivery or reconciliation.
         try:
-            status = execution_status(receiver.stepfunctions, lease.execution_arn)
+            status = (
+                NEVER_STARTED
+                if isinstance(exc, StartRefused)
+                else execution_status(receiver.stepfunctions, lease.execution_arn)
+            )
         except Exception:
             status = None
         if status is not None and status != NEVER_STARTED:
@@ -327,7 +353,9 @@ def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
                 store=receiver.store,
                 visibility=receiver.visibility,
                 clock=receiver.clock,
-                reason=LastError(START_REFUSED, str(exc)),
+                reason=LastError(
+                    START_REFUSED_EVERY_ATTEMPT if isinstance(exc, StartRefused) else START_REFUSED, str(exc)
+                ),
                 delay_s=delay,
                 never_started=True,
             )

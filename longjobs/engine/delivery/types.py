@@ -357,6 +357,8 @@ class Receiver:
     """What this container remembers between records and batches (`ReceiverState`)."""
     runs: JobRuns = field(default_factory=lambda: JobRuns({}, None))
     """Whether a job's previous run has ended (`longjobs.engine.runs`); by default no type has runs."""
+    starts: SFNClient | None = None
+    """Step Functions with one attempt a call, for starts (`longjobs.engine.factory.Clients.starts`)."""
 
     @property
     def queue_url(self) -> str:

@@ -318,6 +318,9 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         attempts=len(history),
         refused_starts=delivery.refused_starts(lease),
         cancel_undelivered=lease is not None and needs_dead_letter(lease),
+        # A start refused on every attempt left no execution to ask about.
+        execution_running=False if attempt.start_denied(lease) else None,
+        execution_missing=attempt.start_denied(lease),
     )
 
 
