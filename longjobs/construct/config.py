@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
-from longjobs.engine.settings import FIFO_BATCH_SIZE, MERGED_SETTINGS, SQS_MAX_VISIBILITY_S, Settings, SettingsError
+from longjobs.engine.settings import (
+    FIFO_BATCH_SIZE,
+    MAX_BATCH_SIZE,
+    MERGED_SETTINGS,
+    SQS_MAX_VISIBILITY_S,
+    Settings,
+    SettingsError,
+)
 
 RESOURCE_FIELDS = frozenset(
     {
@@ -70,9 +77,9 @@ class InfraSettings(BaseModel):
     )
     receiver_timeout_s: int = Field(default=30, ge=1, le=900)
     receiver_batch_size: int = Field(
-        default=10,
+        default=MAX_BATCH_SIZE,
         ge=1,
-        le=10,
+        le=MAX_BATCH_SIZE,
         description="Records per receiver invocation; on FIFO always 1 (longjobs.engine.settings.FIFO_BATCH_SIZE).",
     )
     receiver_max_concurrency: int = Field(

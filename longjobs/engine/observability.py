@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
@@ -192,3 +193,21 @@ def type_metric(sink: MetricsSink | None, name: str, unit: str, value: float, jo
             pass
         return
     sink.add_metric(name=name, unit=unit, value=value)
+
+
+class SerializedSink:
+    """A metrics sink that threads share: each metric is added under one lock. Powertools' `Metrics`
+    reads a metric's entry, changes it and stores it back in separate steps, so two threads adding the
+    same metric at once could lose one value (the receiver handles a batch's records on threads)."""
+
+    def __init__(self, sink: MetricsSink) -> None:
+        self.sink = sink
+        self._lock = threading.Lock()
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        with self._lock:
+            self.sink.add_metric(name=name, unit=unit, value=value)
+
+    def add_type_metric(self, name: str, unit: str, value: float, job_type: str) -> None:
+        with self._lock:
+            type_metric(self.sink, name, unit, value, job_type)

@@ -57,6 +57,8 @@ FAULT_RECEIVES = 2
 """Receives an attempt may lose to a receiver that failed its record (a crash, a throttled call)."""
 FIFO_SUFFIX = ".fifo"
 """The name (and URL) of every FIFO queue ends with it, and no other queue's does."""
+MAX_BATCH_SIZE = 10
+"""The largest batch the stack's event source mapping sends (`receiver_batch_size`, no batching window)."""
 FIFO_BATCH_SIZE = 1
 """The event source mapping's batch size on a FIFO queue. A record received behind its group's running
 or retried job is skipped and still counts a receive, so with larger batches every retry of a group's

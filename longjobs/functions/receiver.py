@@ -4,17 +4,18 @@ answers with the records not done (a partial batch response)."""
 from __future__ import annotations
 
 import random
+from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.factory import Clients, Factory, require
-from longjobs.engine.observability import MetricName, logger, metrics, tracer
+from longjobs.engine.observability import MetricName, SerializedSink, logger, metrics, tracer
 from longjobs.engine.policies import resolve_visibility_timeout
-from longjobs.engine.receiver.batch import receive_batch
+from longjobs.engine.receiver.batch import lane, receive_batch
 from longjobs.engine.receiver.service import receive
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import MAX_BATCH_SIZE, Settings
 from longjobs.functions.restore import on_restore
 
 if TYPE_CHECKING:
@@ -27,8 +28,9 @@ SETTINGS = Settings.from_env()  # a bad setting fails the cold start, naming the
 REQUIRED = ("table_name", "queue_url", "dlq_url", "state_machine_arn")
 
 
-def batch_processor(fifo: bool) -> BatchProcessor:
-    """Standard queues: every record on its own. FIFO queues: Powertools' FIFO processor, per message
+def batch_processor(fifo: bool, executor: Executor | None = None) -> BatchProcessor:
+    """Standard queues: every record on its own, the batch's records at once on `executor`
+    (`longjobs.functions.records`). FIFO queues: Powertools' FIFO processor, per message
     group: once a record of a group is not done (its long job deferred, failed, or not started), every
     later record of that group in the batch is reported not done without being processed, so jobs of a
     group start in order; other groups go on. A batch of deferred long jobs is all "failures" by
@@ -36,10 +38,12 @@ def batch_processor(fifo: bool) -> BatchProcessor:
     size can be changed outside the stack (the console, the API): the FIFO processor keeps group order
     then too. Powertools' batch utility (a fifth of the import) loads here, with the first batch, as
     the clients do."""
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
+    from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
 
     if not fifo:
-        return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        from longjobs.functions.records import ConcurrentBatchProcessor
+
+        return ConcurrentBatchProcessor(executor)
     fifo_processor = SqsFifoPartialProcessor(skip_group_on_error=True)
     fifo_processor.raise_on_entire_batch_failure = False  # its constructor does not take the option
     return fifo_processor
@@ -47,8 +51,9 @@ def batch_processor(fifo: bool) -> BatchProcessor:
 
 @cache
 def processor() -> BatchProcessor:
-    """This container's batch processor, made at its first batch."""
-    return batch_processor(SETTINGS.fifo)
+    """This container's batch processor, made at its first batch, with a thread for each record of the
+    largest batch the mapping sends."""
+    return batch_processor(SETTINGS.fifo, ThreadPoolExecutor(max_workers=MAX_BATCH_SIZE, thread_name_prefix="record"))
 
 
 OUTCOME_METRIC = {
@@ -92,7 +97,7 @@ def receiver() -> Receiver:
     require(SETTINGS, "receiver", REQUIRED)
     clients = Clients.from_sdk()
     settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
-    factory = Factory(settings, SystemClock(), catalog_from_env(), metrics)
+    factory = Factory(settings, SystemClock(), catalog_from_env(), SerializedSink(metrics))
     return factory.receiver(clients, random.Random())
 
 
@@ -153,6 +158,8 @@ def receive_records(
 
     deliveries = _deliveries(event)
     made = {(delivery.message_id, delivery.receipt_handle): delivery for delivery in deliveries}
+    if hasattr(processor, "lane"):  # a standard queue's records at once, those waiting for slots in one lane
+        processor.lane = lambda record: lane(receiver, made.get((record["messageId"], record["receiptHandle"])))
     with receive_batch(receiver, deliveries) as unsent:
         response = process_partial_response(
             event=event,

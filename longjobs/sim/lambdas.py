@@ -24,7 +24,7 @@ from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.settings import FIFO_BATCH_SIZE, Settings
+from longjobs.engine.settings import FIFO_BATCH_SIZE, MAX_BATCH_SIZE, Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher
 from longjobs.functions.extender import extend
@@ -40,7 +40,7 @@ from longjobs.sim.stage import START, Stage
 
 __all__ = ["ESM_BATCH", "ESM_POLLERS", "WATCHER_RETRY_DELAYS_S", "Containers", "LambdaService", "as_delivery"]
 
-ESM_BATCH = 10
+ESM_BATCH = MAX_BATCH_SIZE
 ESM_POLLERS = 2
 ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
 EXTENDER_TIMEOUT_S = 90.0  # longjobs.construct.constants.EXTENDER_TIMEOUT
@@ -207,7 +207,7 @@ class LambdaService:
             try:
                 # Lambda's event and the handler's own core, with Powertools' partial batch processing
                 event = sqs_event(messages, source_arn=self.queue.arn, region=REGION)
-                processor = batch_processor(self.settings.fifo)
+                processor = batch_processor(self.settings.fifo, cast(Any, scheduler))  # records at once, as actors
                 response = receive_records(receiver, event, processor, seen)
                 failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
                 for message in messages:

@@ -136,14 +136,12 @@ def test_scenario_extender_throttled_and_paused_without_lapse() -> None:
 
 
 def test_scenario_throttled_batch_renewals_are_retried_without_lapse() -> None:
-    """Twelve leases due together (a batch of ten and one of two), their renewal batches throttled three
-    times: botocore's retries inside the call take longer than the extender's next tick (every 0.5 s), so
-    each pass leaves its throttled leases due (`given_up`) and the next tick renews them, within the lead;
-    every job keeps its message hidden to its end. Once a functional test on moto and the real clock, with a thread
-    polling for the message (60 s bound), whose throttles cost no backoff; here botocore's own retries
-    back off first (up to 1 s, then 2 s) as they do in AWS, so the lead is 15 s: a 2.5 s lead may lapse
-    under three throttles in a row (seeds 4, 7 and 8 of the first eight do). The receiver's timeout is a
-    minute: a batch of ten takes longer than the short settings' 1 s."""
+    """Twelve leases due together (a batch of ten and one of two, sent at once), six throttles, so each
+    renewal batch can be throttled on all three of its attempts: botocore's retries inside the call take
+    longer than the extender's next tick (every 0.5 s), so each pass leaves its throttled leases due
+    (`given_up`) and the next tick renews them, within the lead; every job keeps its message hidden to its
+    end. Botocore's own retries back off first (up to 1 s, then 2 s) as they do in AWS, so the lead is
+    15 s: a 2.5 s lead may lapse under three throttles in a row. The receiver's timeout is a minute."""
     jobs = [{"id": f"job-{n}", "type": "wait", "seconds": 70} for n in range(12)]
     settings = {
         **POLICIES["threshold"],
@@ -157,13 +155,13 @@ def test_scenario_throttled_batch_renewals_are_retried_without_lapse() -> None:
         "function": "extender",
         "operation": "ChangeMessageVisibilityBatch",
         "mode": "throttled",
-        "count": 3,
+        "count": 6,
     }
     result = run(settings, jobs, [throttled])
 
     coverage = result.result.coverage
     assert result.result.violation is None
-    assert coverage["fault:throttled:sqs.change_message_visibility_batch"] == 3
+    assert coverage["fault:throttled:sqs.change_message_visibility_batch"] == 6
     assert coverage["extender:throttled"] > 0, "a call failed past botocore's retries: the extender met it"
     for job in result.jobs.values():
         assert (job.final, job.redelivered_while_running, job.executions) == ("deleted", 0, ["SUCCEEDED"])

@@ -42,8 +42,7 @@ def place_in_line(receiver: Receiver, waiting: Lease | None) -> float:
     sorted by when its messages first waited)."""
     if waiting is not None and waiting.waiting_order is not None:
         return waiting.waiting_order
-    receiver.state.last_order = max(receiver.clock.now(), receiver.state.last_order + ORDER_STEP_S)
-    return receiver.state.last_order
+    return receiver.state.next_order(receiver.clock.now(), ORDER_STEP_S)
 
 
 def claim(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -304,6 +305,8 @@ class ReceiverState:
     """Admission's short-lived readings of each limited type (`longjobs.engine.admission.readings`)."""
     last_order: float = 0.0
     """The last place in line this receiver handed out (admission: places are strictly increasing)."""
+    order_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Held while a place is handed out: a batch's records are handled on threads at once."""
     next_refresh: dict[str, float] = field(default_factory=dict)
     """Per type with parked messages, when its oldest parked copy must be sent again, as last read
     (`refresh_parked`)."""
@@ -329,6 +332,12 @@ class ReceiverState:
         read afresh, so a slot freed since the last batch is seen by the next one."""
         self.full_slots.clear()
         self.read_ahead.clear()
+
+    def next_order(self, now: float, step: float) -> float:
+        """A place in line after every one handed out before, and not before `now`."""
+        with self.order_lock:
+            self.last_order = max(now, self.last_order + step)
+            return self.last_order
 
     def take_read_ahead(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None] | None:
         """The lease (none) and job lock read ahead for this message's first read; None: read them now."""

@@ -16,9 +16,26 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from longjobs.engine.delivery.copies import send_pending_copies
+from longjobs.engine.delivery.models import BadInput, parse_delivery
 from longjobs.engine.delivery.read_ahead import read_ahead
 from longjobs.engine.delivery.types import Delivery, Receiver
 from longjobs.engine.lease import Lease
+
+ADMISSION_LANE = "admission"
+
+
+def lane(receiver: Receiver, delivery: Delivery | None) -> str | None:
+    """The lane of a batch's record when the batch's records are handled at once: every record with a
+    job of a limited type shares `ADMISSION_LANE`, handled one after another in the batch's order, so
+    each reads the line of waiting messages after the one before it joined (its place, the wait it
+    estimates, whether it parks). Any other record is handled on its own (None)."""
+    if delivery is None or receiver.settings.fifo:
+        return None
+    try:
+        jobs = parse_delivery(delivery, receiver.settings, receiver.catalog).jobs
+    except BadInput:
+        return None
+    return ADMISSION_LANE if any(receiver.catalog.limit(job.type) is not None for job in jobs) else None
 
 
 @contextmanager

@@ -1,0 +1,111 @@
+"""The receiver's batch processor: a standard queue's records handled at once, the partial batch response
+Powertools' own."""
+
+from __future__ import annotations
+
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from longjobs.functions.receiver import batch_processor
+from longjobs.sim.scheduler import Scheduler
+
+
+def _event(count: int) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"m{index}",
+                "receiptHandle": f"h{index}",
+                "body": "{}",
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:jobs",
+                "awsRegion": "us-east-1",
+            }
+            for index in range(count)
+        ]
+    }
+
+
+def test_receiver_batch_records_handled_at_once_on_virtual_time() -> None:
+    """Ten records that each wait one (virtual) second take one second together, not ten; the failed
+    ones are reported as Powertools reports them."""
+    scheduler = Scheduler(0.0)
+    ended: dict[str, float] = {}
+    response: dict[str, Any] = {}
+
+    def handle(record: SQSRecord) -> str:
+        scheduler.sleep(1.0)
+        ended[record.message_id] = scheduler.now()
+        if record.message_id in ("m3", "m7"):
+            raise ValueError("this record failed")
+        return "done"
+
+    def invocation() -> None:
+        processor = batch_processor(False, cast(Any, scheduler))
+        response.update(process_partial_response(event=_event(10), record_handler=handle, processor=processor))
+
+    scheduler.spawn(invocation)
+    scheduler.run(until=100.0)
+    assert sorted(ended.values()) == [1.0] * 10
+    assert sorted(failure["itemIdentifier"] for failure in response["batchItemFailures"]) == ["m3", "m7"]
+
+
+def test_receiver_batch_records_one_after_another_on_fifo() -> None:
+    """A FIFO queue's records keep their group's order: Powertools' FIFO processor, one after another."""
+    scheduler = Scheduler(0.0)
+    ended: list[tuple[str, float]] = []
+
+    def handle(record: SQSRecord) -> None:
+        scheduler.sleep(1.0)
+        ended.append((record.message_id, scheduler.now()))
+
+    def invocation() -> None:
+        event = _event(3)
+        for record in event["Records"]:
+            record["attributes"]["MessageGroupId"] = "g"
+        process_partial_response(event=event, record_handler=handle, processor=batch_processor(True))
+
+    scheduler.spawn(invocation)
+    scheduler.run(until=100.0)
+    assert ended == [("m0", 1.0), ("m1", 2.0), ("m2", 3.0)]
+
+
+def test_receiver_batch_records_on_threads_keep_the_invocation_context() -> None:
+    """On a worker thread each record sees the context variables of the invocation (the logger's keys
+    are such variables), as it would had it run on the handler's own thread."""
+    request = contextvars.ContextVar[str]("request")
+    request.set("invocation-1")
+    seen: list[str] = []
+
+    def handle(record: SQSRecord) -> None:
+        seen.append(request.get("none"))
+
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        process_partial_response(event=_event(4), record_handler=handle, processor=batch_processor(False, executor))
+    assert seen == ["invocation-1"] * 4
+
+
+def test_receiver_batch_records_of_one_lane_one_after_another() -> None:
+    """Records the receiver puts in one lane (those waiting for a limited type's slots) are handled in the
+    batch's order, each after the one before; the other records go at once beside them."""
+    scheduler = Scheduler(0.0)
+    ended: dict[str, float] = {}
+
+    def handle(record: SQSRecord) -> None:
+        scheduler.sleep(1.0)
+        ended[record.message_id] = scheduler.now()
+
+    def invocation() -> None:
+        processor = batch_processor(False, cast(Any, scheduler))
+        processor.lane = lambda record: "admission" if record["messageId"] in ("m1", "m2", "m4") else None  # type: ignore[attr-defined]
+        process_partial_response(event=_event(5), record_handler=handle, processor=processor)
+
+    scheduler.spawn(invocation)
+    scheduler.run(until=100.0)
+    assert ended == {"m0": 1.0, "m1": 1.0, "m2": 2.0, "m3": 1.0, "m4": 3.0}
