@@ -62,7 +62,10 @@ class Clients:
 
         if not stepfunctions:
             return cls(aws.sqs(), aws.dynamodb(), None, aws.runner)
-        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions(), aws.runner, aws.starts())
+        import botocore.session
+
+        session = botocore.session.get_session()  # one session: the second client reuses its service model
+        return cls(aws.sqs(), aws.dynamodb(), aws.stepfunctions(session), aws.runner, aws.starts(session))
 
 
 def require(settings: Settings, function: str, names: tuple[str, ...]) -> None:
