@@ -147,14 +147,15 @@ def start_or_refused(
             return start_execution(starts, state_machine_arn, payload)
         except Exception as exc:
             answer = exc.response if isinstance(exc, ClientError) else None
+            model = _start_model(starts)
             context = RetryContext(
                 attempt_number=attempt,
-                operation_model=_start_model(),
+                operation_model=model,
                 parsed_response=answer,
                 http_response=None if answer is None else _status(answer),
                 caught_exception=exc if answer is None else None,
             )
-            maybe_landed = maybe_landed or not _refused(context)
+            maybe_landed = maybe_landed or not _refused(context, model)
             if not conditions.is_retryable(context):
                 if maybe_landed:
                     raise
@@ -168,26 +169,29 @@ def _status(answer: Any) -> SimpleNamespace:
     return SimpleNamespace(status_code=answer.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
-def _refused(context: Any) -> bool:
+def _refused(context: Any, model: Any) -> bool:
     """Whether an attempt's answer says Step Functions refused it unprocessed: a throttle (botocore's
-    list of throttling codes) or one of StartExecution's own errors (its service model's)."""
+    list of throttling codes) or one of the errors StartExecution documents (its operation `model`'s:
+    `ExecutionLimitExceeded`, `StateMachineDoesNotExist`, ...)."""
     from botocore.retries.standard import ThrottledRetryableChecker
 
     code = context.get_error_code()
-    return code is not None and (ThrottledRetryableChecker().is_retryable(context) or code in _start_errors())
+    documented = {shape.name for shape in model.error_shapes}
+    return code is not None and (ThrottledRetryableChecker().is_retryable(context) or code in documented)
+
+
+def _start_model(starts: SFNClient) -> Any:
+    """StartExecution's operation model (botocore's retry rules read it): the client's own, else (a
+    simulated client) botocore's service description, loaded once."""
+    model = getattr(getattr(starts, "meta", None), "service_model", None)
+    return _described_start_model() if model is None else model.operation_model("StartExecution")
 
 
 @cache
-def _start_model() -> Any:
-    """StartExecution's operation model, from botocore's own service description (its retry rules read it)."""
+def _described_start_model() -> Any:
     import botocore.session
 
     return botocore.session.get_session().get_service_model("stepfunctions").operation_model("StartExecution")
-
-
-def _start_errors() -> frozenset[str]:
-    """The errors StartExecution documents (`ExecutionLimitExceeded`, `StateMachineDoesNotExist`, ...)."""
-    return frozenset(shape.name for shape in _start_model().error_shapes)
 
 
 def stop_execution(stepfunctions: SFNClient, arn: str, *, cause: str) -> bool:

@@ -10,6 +10,7 @@ function deployed with tracing off, the offline runtime and the tests do not pay
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -196,13 +197,15 @@ def type_metric(sink: MetricsSink | None, name: str, unit: str, value: float, jo
 
 
 class SerializedSink:
-    """A metrics sink that threads share: each metric is added under one lock. Powertools' `Metrics`
-    reads a metric's entry, changes it and stores it back in separate steps, so two threads adding the
-    same metric at once could lose one value (the receiver handles a batch's records on threads)."""
+    """A metrics sink that threads share (the receiver handles a batch's records on threads): each metric
+    is added under one lock. Powertools' `Metrics` reads a metric's entry, changes it and stores it back
+    in separate steps, so two threads adding the same metric at once could lose one value. A typed metric
+    (and a full buffer's flush) is printed at once, in two writes, the record and its newline: the lock is
+    the logger's handler's, so no log line lands between them and spoils both for CloudWatch."""
 
-    def __init__(self, sink: MetricsSink) -> None:
+    def __init__(self, sink: MetricsSink, output: logging.Handler | None = None) -> None:
         self.sink = sink
-        self._lock = threading.Lock()
+        self._lock = output.lock if output is not None and output.lock is not None else threading.RLock()
 
     def add_metric(self, name: str, unit: str, value: float) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ inline type) has no run to wait for.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -125,13 +126,15 @@ class JobRuns:
         self.places = dict(places)
         self._client = client
         self._clients: dict[str, Any] = {}
+        self._making = threading.Lock()  # a batch's records ask on threads at once: one client a service
 
     def _of(self, service: str) -> Any:
         if self._client is None:
             raise RuntimeError(f"no {service} client: the runner of a type cannot be asked")
-        if service not in self._clients:
-            self._clients[service] = self._client(service)
-        return self._clients[service]
+        with self._making:
+            if service not in self._clients:
+                self._clients[service] = self._client(service)
+            return self._clients[service]
 
     def running(self, job_type: str, execution_arn: str, *, since: float, ended_at: float | None, now: float) -> bool:
         """Whether the job run of `execution_arn` (which took its job id's lock at `since`, and ended, or

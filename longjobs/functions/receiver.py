@@ -97,7 +97,7 @@ def receiver() -> Receiver:
     require(SETTINGS, "receiver", REQUIRED)
     clients = Clients.from_sdk()
     settings = resolve_visibility_timeout(SETTINGS, clients.sqs)
-    factory = Factory(settings, SystemClock(), catalog_from_env(), SerializedSink(metrics))
+    factory = Factory(settings, SystemClock(), catalog_from_env(), SerializedSink(metrics, logger.registered_handler))
     return factory.receiver(clients, random.Random())
 
 

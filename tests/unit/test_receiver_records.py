@@ -109,3 +109,27 @@ def test_receiver_batch_records_of_one_lane_one_after_another() -> None:
     scheduler.spawn(invocation)
     scheduler.run(until=100.0)
     assert ended == {"m0": 1.0, "m1": 1.0, "m2": 2.0, "m3": 1.0, "m4": 3.0}
+
+
+def test_receiver_metrics_added_under_the_log_handlers_lock() -> None:
+    """A typed metric is printed at once, in two writes: the sink adds it holding the logger's handler's
+    lock, so a log line of another record's thread cannot land between the record and its newline."""
+    import logging
+
+    from longjobs.engine.observability import SerializedSink
+
+    handler = logging.StreamHandler()
+    held: list[tuple[str, bool]] = []
+
+    class Recorder:
+        def add_metric(self, name: str, unit: str, value: float) -> None:
+            held.append((name, handler.lock._is_owned()))  # type: ignore[union-attr]
+
+        def add_type_metric(self, name: str, unit: str, value: float, job_type: str) -> None:
+            held.append((f"{name}:{job_type}", handler.lock._is_owned()))  # type: ignore[union-attr]
+
+    sink = SerializedSink(Recorder(), handler)
+    sink.add_metric(name="JobsStarted", unit="Count", value=1)
+    sink.add_type_metric(name="AdmissionDelay", unit="Seconds", value=3, job_type="etl")
+    assert held == [("JobsStarted", True), ("AdmissionDelay:etl", True)]
+    assert not handler.lock._is_owned()  # type: ignore[union-attr]
