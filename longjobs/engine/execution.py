@@ -120,7 +120,8 @@ def start_execution(stepfunctions: SFNClient, state_machine_arn: str, payload: E
 
 
 class StartRefused(Exception):
-    """Step Functions refused every attempt of a start (a throttle, a 4xx): the execution was not started."""
+    """Step Functions refused every attempt of a start (a throttle, or an error StartExecution documents):
+    the execution was not started."""
 
 
 START_BACKOFF_CAP_S = 20.0

@@ -306,6 +306,7 @@ def _lock_of(receiver: Receiver, lease: Lease) -> Lock | None:
 
 def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) -> Reading:
     history = lease.history_with_this() if lease is not None else delivery.carried.history
+    denied = attempt.start_denied(lease)  # a start refused on every attempt left no execution to ask about
     return Reading(
         receive_count=delivery.receive_count,
         receipt_handle=delivery.receipt_handle,
@@ -318,9 +319,8 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         attempts=len(history),
         refused_starts=delivery.refused_starts(lease),
         cancel_undelivered=lease is not None and needs_dead_letter(lease),
-        # A start refused on every attempt left no execution to ask about.
-        execution_running=False if attempt.start_denied(lease) else None,
-        execution_missing=attempt.start_denied(lease),
+        execution_running=False if denied else None,
+        execution_missing=denied,
     )
 
 
