@@ -22,7 +22,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from benchmarks.cold_start import HANDLERS, Case, importtime_tree, layer_folders, table
 from longjobs.construct.assets import SKIPPED
-from longjobs.engine.lease.attributes import deserialize, serialize
+from longjobs.engine.lease.codec import deserialize, serialize
 from longjobs.engine.observability import NoOpTracer, tracing_enabled
 from tests import REPO_ROOT
 

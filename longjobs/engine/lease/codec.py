@@ -3,15 +3,20 @@
 Times are kept as numbers with millisecond precision (`num`), closed leases carry their history and
 result as JSON, and the indexes' attributes are written from the lease's state: an ACTIVE lease's shard
 (the due index), a WAITING lease's type and place in line, a PARKED marker's place in its type's parked
-line (the same index)."""
+line (the same index).
+
+DynamoDB's typed attribute values are made here (`serialize`, `deserialize`) for the few types a lease
+holds. boto3's `TypeSerializer` does this for every type, but importing it imports boto3 (and
+s3transfer), which the functions otherwise do without (see `longjobs.engine.aws`). Numbers are
+`Decimal`, as boto3's."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from longjobs.engine.lease.attributes import deserialize, serialize
 from longjobs.engine.lease.schema import (
     CHECKED_AT_ATTR,
     ERROR_ATTR,
@@ -26,7 +31,7 @@ from longjobs.engine.lease.schema import (
 )
 from longjobs.engine.lease.types import Attempt, LastError, Lease, LeaseStatus
 
-__all__ = ["in_parked_line", "item_to_lease", "lease_to_item", "num"]
+__all__ = ["deserialize", "in_parked_line", "item_to_lease", "lease_to_item", "num", "serialize"]
 
 _FLOAT_FIELDS = (
     "received_at",
@@ -82,7 +87,7 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         plain[RESULT_ATTR] = json.dumps(lease.result, separators=(",", ":"))
     if lease.history:
         plain[HISTORY_ATTR] = json.dumps([a.to_data() for a in lease.history], separators=(",", ":"))
-    if lease.waiting:
+    if lease.status is LeaseStatus.WAITING:
         if lease.job_type is None or lease.waiting_order is None:
             raise ValueError(f"WAITING lease {lease.message_id} needs its job type and waiting_order (the index)")
         plain[WAITING_TYPE_ATTR] = lease.job_type
@@ -91,7 +96,7 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         plain[WAITING_ORDER_ATTR] = num(lease.copy_sent_at or 0.0)
     if lease.checked_at is None:  # not reconciled since this receive: sorts by the receive in the index
         plain[CHECKED_AT_ATTR] = num(lease.received_at)
-    if lease.active:
+    if lease.status is LeaseStatus.ACTIVE:
         if lease.renew_at is None:
             raise ValueError(f"ACTIVE lease {lease.message_id} needs renew_at, or the extender never sees it")
         plain[SHARD_ATTR] = shard
@@ -139,3 +144,44 @@ def in_parked_line(lease: Lease) -> bool:
         and lease.job_type is not None
         and lease.copy_sent_at is not None
     )
+
+
+def serialize(value: Any) -> dict[str, Any]:
+    """`{"S": ...}`, `{"N": ...}`, `{"BOOL": ...}`, `{"NULL": True}`, `{"M": ...}` or `{"L": ...}`."""
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, int | Decimal):
+        return {"N": str(value)}
+    if isinstance(value, float):
+        raise TypeError("floats are not DynamoDB numbers: pass a Decimal")
+    if isinstance(value, Mapping):
+        return {"M": {str(key): serialize(item) for key, item in value.items()}}
+    if isinstance(value, list | tuple):
+        return {"L": [serialize(item) for item in value]}
+    raise TypeError(f"cannot store a {type(value).__name__} in DynamoDB")
+
+
+def deserialize(attribute: Mapping[str, Any]) -> Any:
+    """The plain value of a typed attribute value (numbers as `Decimal`)."""
+    [(kind, value)] = attribute.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        return Decimal(value)
+    if kind == "BOOL":
+        return bool(value)
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {key: deserialize(item) for key, item in value.items()}
+    if kind == "L":
+        return [deserialize(item) for item in value]
+    if kind in ("SS", "BS", "B"):
+        return set(value) if kind != "B" else value
+    if kind == "NS":
+        return {Decimal(item) for item in value}
+    raise TypeError(f"unknown DynamoDB type {kind!r}")

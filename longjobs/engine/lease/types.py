@@ -138,10 +138,6 @@ class Lease:
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)
 
     @property
-    def failed_attempts(self) -> int:
-        return len(self.history)
-
-    @property
     def waiting(self) -> bool:
         return self.status is LeaseStatus.WAITING
 

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease.attributes import serialize
-from longjobs.engine.lease.codec import num
+from longjobs.engine.lease.codec import num, serialize
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
