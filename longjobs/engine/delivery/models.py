@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 if TYPE_CHECKING:
     from longjobs.engine.delivery.types import Delivery
     from longjobs.engine.jobs.catalog import JobCatalog
+    from longjobs.engine.jobs.types import JobType
     from longjobs.engine.settings import Settings
 
 
@@ -85,6 +86,8 @@ class Parsed:
     events: list[str | None] = field(default_factory=list)
     """For an S3 event, per job: the identity of the object creation that asked for it (`event_key`),
     None when the event names no sequencer; empty for a job message."""
+    inline: bool = False
+    """A job message whose type runs inside the receiver (no trigger names such a type)."""
 
 
 def _describe(exc: ValidationError) -> str:
@@ -111,7 +114,8 @@ def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = No
         raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {type(data).__name__}, not an object; {SHAPES}")
     if _is_s3_event(data):
         return _s3_jobs(data, settings, catalog)
-    return Parsed([parse_job(data, settings, catalog)])
+    job, job_type = parse_job(data, settings, catalog)
+    return Parsed([job], inline=job_type.runner == "inline")
 
 
 def parse_delivery(delivery: Delivery, settings: Settings, catalog: JobCatalog) -> Parsed:
@@ -130,8 +134,9 @@ def parse_delivery(delivery: Delivery, settings: Settings, catalog: JobCatalog) 
     return result
 
 
-def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> Job:
-    """A job message, its params completed with the type's defaults and validated by its schema."""
+def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> tuple[Job, JobType]:
+    """A job message, its params completed with the type's defaults and validated by its schema, and
+    its type."""
     try:
         job = Job.model_validate(data)
     except ValidationError as exc:
@@ -143,7 +148,8 @@ def parse_job(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> 
     return checked(job, settings, catalog)
 
 
-def checked(job: Job, settings: Settings, catalog: JobCatalog) -> Job:
+def checked(job: Job, settings: Settings, catalog: JobCatalog) -> tuple[Job, JobType]:
+    """`job` with its params completed and validated by its type (in `catalog`), and that type."""
     from longjobs.engine.jobs.catalog import ParamsError
 
     job_type = catalog.get(job.type)
@@ -156,7 +162,7 @@ def checked(job: Job, settings: Settings, catalog: JobCatalog) -> Job:
         params = catalog.validate_params(job_type, job.params, settings.locations)
     except ParamsError as exc:
         raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
-    return job.model_copy(update={"params": params})
+    return job.model_copy(update={"params": params}), job_type
 
 
 # -- S3 events ------------------------------------------------------------------------------------
@@ -203,7 +209,9 @@ def _s3_jobs(data: dict[str, Any], settings: Settings, catalog: JobCatalog) -> P
         except TriggerError as exc:
             raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
         try:
-            job = checked(Job(job_id=partition.job_id, type=partition.type, params=partition.params), settings, catalog)
+            job, _ = checked(
+                Job(job_id=partition.job_id, type=partition.type, params=partition.params), settings, catalog
+            )
         except ValidationError as exc:
             raise BadInput(ErrorType.INVALID_PARAMETERS, f"{uri}: {_describe(exc)}") from None
         except BadInput as bad:

@@ -64,10 +64,7 @@ def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> Non
 def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:
     """The job id of a delivery that asks for one long job (not a notification, an inline job or bad input)."""
     try:
-        jobs = parse_delivery(delivery, receiver.settings, receiver.catalog).jobs
+        parsed = parse_delivery(delivery, receiver.settings, receiver.catalog)
     except BadInput:
         return None
-    if len(jobs) != 1:
-        return None
-    job_type = receiver.catalog.get(jobs[0].type)
-    return None if job_type is not None and job_type.runner == "inline" else jobs[0].job_id
+    return parsed.jobs[0].job_id if len(parsed.jobs) == 1 and not parsed.inline else None

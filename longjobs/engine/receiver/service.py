@@ -96,7 +96,7 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     try:
         parsed = parse_delivery(delivery, receiver.settings, receiver.catalog)
     except BadInput as bad:
-        return refuse_body(receiver, delivery, bad)
+        return decided(receiver, delivery, bad)
     if parsed.ignored_objects and receiver.metrics is not None:
         receiver.metrics.add_metric(name=MetricName.S3_OBJECTS_IGNORED, unit="Count", value=parsed.ignored_objects)
     jobs = parsed.jobs
@@ -105,11 +105,10 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     if len(jobs) > 1:
         return fan_out.fan_out(receiver, jobs, parsed.events, delivery)
     job = jobs[0]
-    job_type = receiver.catalog.get(job.type)
-    if job_type is not None and job_type.runner == "inline":
+    if parsed.inline:
         run_inline(job)
         return Outcome.INLINE_DONE
-    return start_long_job(receiver, delivery, job)
+    return decided(receiver, delivery, job)
 
 
 def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
@@ -147,22 +146,16 @@ RACE_ATTEMPTS = 3
 """How many times the receiver reads the lease again after another writer changed it first."""
 
 
-def start_long_job(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
+def decided(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome:
     """Decide on what is read, then act (`longjobs.engine.delivery.decision`); read again when a
-    conditional write lost its race, a few times at most."""
-    return _decided(receiver, delivery, job)
+    conditional write lost its race, a few times at most.
 
-
-def refuse_body(receiver: Receiver, delivery: Delivery, bad: BadInput) -> Outcome:
-    """A body this receiver's checks refuse, judged by the decision once its lease is read (by message id:
-    a body that is not even JSON has one): poison without a lease, else as any receive of a message whose
-    attempt began under the checks it passed then (`Reading.invalid_body`). Costs the one read a valid
-    body's receive makes. Raises when the lease cannot be read: whether an execution runs for the message
-    is not known, and the record comes back rather than take a running job's message to the DLQ."""
-    return _decided(receiver, delivery, bad)
-
-
-def _decided(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome:
+    `body` is the one long job, or why this receiver's checks refuse the body. A refused body is judged
+    once its lease is read (by message id: a body that is not even JSON has one): poison without a lease,
+    else as any receive of a message whose attempt began under the checks it passed then
+    (`Reading.invalid_body`). It costs the one read a valid body's receive makes, and raises when the
+    lease cannot be read: whether an execution runs for the message is not known, and the record comes
+    back rather than take a running job's message to the DLQ."""
     for _ in range(RACE_ATTEMPTS):
         outcome = _decide_and_act(receiver, delivery, body)
         if outcome is not None:
@@ -442,7 +435,7 @@ def _dead_letter_refused(step: _Pass) -> Outcome | None:
     assert isinstance(step.body, Job), "the decision ends no attempt of a refused body this way"
     lease, delivery = step.lease, step.delivery
     last = lease.last_error if lease else None
-    message = f"{delivery.refused_starts(lease)} starts refused by Step Functions; the last: {last}"
+    message = f"{step.reading.refused_starts} starts refused by Step Functions; the last: {last}"
     return attempt.dead_letter(
         step.receiver, delivery, step.history, replacing=lease, error_type=STARTS_REFUSED, message=message
     )
@@ -481,15 +474,46 @@ def _wait_for_slot(step: _Pass) -> Outcome | None:
 
 
 def _start(step: _Pass) -> Outcome | None:
-    receiver, delivery, job, found, history = step.receiver, step.delivery, step.job, step.found, step.history
+    """A new attempt: its lease with its job lock and slot in one transaction, then hide and start. None
+    when any condition failed (another writer, a taker of the lock or the slot): read again. A message
+    whose retention is running out is sent afresh (parked) where its type can park it; it starts only if
+    a whole hold still fits before SQS deletes it, else it goes to the DLQ with the reason, never lost."""
+    receiver, delivery, job, replacing, found = step.receiver, step.delivery, step.job, step.lease, step.found
     if line.aged(receiver, delivery):
-        # Its retention is running out: sent afresh (parked) where its type can park it; started only if a
-        # whole hold still fits before SQS deletes it; else in the DLQ with the reason, never lost.
-        if found.slots is not None and line.can_park(receiver, delivery, job, history):
+        if found.slots is not None and line.can_park(receiver, delivery, job, step.history):
             return _wait_for_slot(step)
         if not line.hold_fits(receiver, delivery):
-            return line.dead_letter_aged(receiver, delivery, history, replacing=step.lease, job_type=job.type)
-    return _start_attempt(receiver, delivery, job, step.lease, found, step.arn, history)
+            return line.dead_letter_aged(receiver, delivery, step.history, replacing=replacing, job_type=job.type)
+    history = step.history
+    blank = Lease(
+        message_id=delivery.message_id,
+        queue_url=receiver.queue_of(delivery),
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=0.0,
+        visible_until=0.0,
+        renew_until=0.0,
+        version=successor_version(replacing),
+        execution_arn=step.arn,
+        attempt=delivery.receive_count,
+        job_type=job.type,
+        job_id=job.job_id,
+        release_delay_s=attempt.release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
+        slot=found.slot.key if found.slot is not None else None,
+        history=history,
+        refused_starts=step.reading.refused_starts,
+    )
+    lease = attempt.timing(receiver, delivery, blank)
+    assert found.lock_hold is not None
+    holds = [found.lock_hold, *([found.slot] if found.slot is not None else [])]
+    action = receiver.store.create_request(lease, replacing=replacing)
+    if not attempt.write_attempt(receiver, lease, action, holds).written:
+        return None  # another writer got there first: read again
+    waited_before = (replacing is not None and replacing.waiting) or delivery.carried.waiting_since is not None
+    if found.since is not None and waited_before:
+        waited = max(0.0, receiver.clock.now() - found.since)
+        type_metric(receiver.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, job.type)
+    return attempt.resume(receiver, job, lease, new=True)
 
 
 _ENDS: dict[Action, Callable[[_Pass], Outcome | None]] = {
@@ -577,45 +601,3 @@ def _wait_or_park(
         order=found.order,
         slots=found.slots,
     )
-
-
-def _start_attempt(
-    receiver: Receiver,
-    delivery: Delivery,
-    job: Job,
-    replacing: Lease | None,
-    found: _Found,
-    arn: str,
-    history: tuple[Attempt, ...],
-) -> Outcome | None:
-    """A new attempt: its lease with its job lock and slot in one transaction, then hide and start. None
-    when any condition failed (another writer, a taker of the lock or the slot): read again."""
-    blank = Lease(
-        message_id=delivery.message_id,
-        queue_url=receiver.queue_of(delivery),
-        receipt_handle=delivery.receipt_handle,
-        receive_count=delivery.receive_count,
-        received_at=0.0,
-        visible_until=0.0,
-        renew_until=0.0,
-        version=successor_version(replacing),
-        execution_arn=arn,
-        attempt=delivery.receive_count,
-        job_type=job.type,
-        job_id=job.job_id,
-        release_delay_s=attempt.release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
-        slot=found.slot.key if found.slot is not None else None,
-        history=history,
-        refused_starts=delivery.refused_starts(replacing),
-    )
-    lease = attempt.timing(receiver, delivery, blank)
-    assert found.lock_hold is not None
-    holds = [found.lock_hold, *([found.slot] if found.slot is not None else [])]
-    action = receiver.store.create_request(lease, replacing=replacing)
-    if not attempt.write_attempt(receiver, lease, action, holds).written:
-        return None  # another writer got there first: read again
-    waited_before = (replacing is not None and replacing.waiting) or delivery.carried.waiting_since is not None
-    if found.since is not None and waited_before:
-        waited = max(0.0, receiver.clock.now() - found.since)
-        type_metric(receiver.metrics, MetricName.ADMISSION_DELAY, "Seconds", waited, job.type)
-    return attempt.resume(receiver, job, lease, new=True)
