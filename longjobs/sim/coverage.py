@@ -60,6 +60,7 @@ OTHER = (
     "refused_start:every_attempt",
     "refused_start:asked",
     "duplicate_delivery_late",
+    "duplicate_delivery_same_batch",
     "refused_start:received_again",
     "extender:stop_at_cap",
     "needless_redelivery:delete_tried",

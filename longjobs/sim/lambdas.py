@@ -202,6 +202,8 @@ class LambdaService:
         receiver = containers.take()
 
         seen = RecordsSeen(self)
+        if len({message["MessageId"] for message in messages}) < len(messages):
+            self.monitor.reach("duplicate_delivery_same_batch")
 
         def invocation() -> None:
             try:

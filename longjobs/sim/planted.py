@@ -246,8 +246,8 @@ PLANTS: dict[str, Plant] = {
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap"),
     "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause"),
     "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
-    "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive", search_from=50),
-    "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", search_from=100),
+    "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
+    "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", search_from=50),
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time"),
 }
 

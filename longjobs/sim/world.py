@@ -53,6 +53,9 @@ TOKEN_QUEUE = "spark-tokens"
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
 LATE_DUPLICATE_SHARE = 0.1
 """First receives whose message SQS hands out again hours later, while it is in flight (at-least-once)."""
+SAME_BATCH_SHARE = 0.25
+"""The share of injected duplicates that show again at once, in the batch being received when it has
+room: two records of one message handled at once by one invocation."""
 CAP_SLACK_RUNS = 3
 """Extender periods past an attempt's hard stop by which its job has stopped, beyond the runs a fault plan
 may lose (`attempt_within_cap`): the run that sees it, a stop retried once, and the stop's landing."""
@@ -119,6 +122,7 @@ class World:
         self.trace = Trace(scheduler.now, START, keep_calls=keep_calls)
         self.rng = random.Random(f"world:{seed}")
         self.late_duplicates = random.Random(f"late-duplicates:{seed}")  # its own stream: the others keep theirs
+        self.same_batch = random.Random(f"same-batch:{seed}")  # its own stream too
         self.catalog = load_catalog(json.loads(catalog_json))
         self.monitor = Monitor(
             limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
@@ -425,15 +429,8 @@ class World:
         if queue is self.queue:
             _judge_needless(self.aws, self.monitor, message, lease)
         self.monitor.received(message.message_id, now=now - START, hold_ends=hold_ends)
-        if queue is self.queue and self.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
-            # SQS's at-least-once delivery: the message shows again soon while this receive is in flight
-            self.monitor.duplicates.add(message.message_id)
-            self.monitor.reach("duplicate_delivery_injected")
-            queue.hide(message, now + self.rng.uniform(0.5, 10.0))
-        if queue is self.queue and message.receive_count == 1 and self.late_duplicates.random() < LATE_DUPLICATE_SHARE:
-            # the same, hours into the job's run: a redelivery that adopts the running attempt late
-            at = now + self.late_duplicates.uniform(600, 12 * 3_600)
-            self.scheduler.call_at(at, lambda: self._deliver_again(queue, message.message_id))
+        if queue is self.queue:
+            _duplicate(self, queue, message, now)
 
     def _deliver_again(self, queue: FakeQueue, message_id: str) -> None:
         """SQS hands a message in flight out again (at-least-once), if it is still on its queue."""
@@ -526,3 +523,18 @@ def _groups(workload: Workload) -> dict[str, list[str]]:
         if job.group is not None:
             groups.setdefault(job.group, []).append(job.job_id)
     return groups
+
+
+def _duplicate(world: World, queue: FakeQueue, message: Message, now: float) -> None:
+    """SQS's at-least-once delivery of a jobs queue's message just received: the fault shows it again
+    soon (at once, for `SAME_BATCH_SHARE` of them) while this receive is in flight; and for
+    `LATE_DUPLICATE_SHARE` of first receives, hours into the job's run, a redelivery that adopts the
+    running attempt late."""
+    if world.faults.happens(now, WorldFault.DUPLICATE_DELIVERY):
+        world.monitor.duplicates.add(message.message_id)
+        world.monitor.reach("duplicate_delivery_injected")
+        delay = world.rng.uniform(0.5, 10.0)
+        queue.hide(message, now if world.same_batch.random() < SAME_BATCH_SHARE else now + delay)
+    if message.receive_count == 1 and world.late_duplicates.random() < LATE_DUPLICATE_SHARE:
+        at = now + world.late_duplicates.uniform(600, 12 * 3_600)
+        world.scheduler.call_at(at, lambda: world._deliver_again(queue, message.message_id))
