@@ -9,11 +9,13 @@ function deployed with tracing off, the offline runtime and the tests do not pay
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
@@ -60,6 +62,32 @@ def make_tracer() -> HandlerTracer:
     from aws_lambda_powertools import Tracer  # imports the X-Ray SDK
 
     return cast(HandlerTracer, Tracer(service=SERVICE))
+
+
+def trace_carrier(tracer: object) -> Callable[[], AbstractContextManager[None]]:
+    """Made in the invocation's thread: what a worker thread enters to trace under the invocation's current
+    segment or subsegment. The X-Ray SDK keeps that entity per thread (its context is a `threading.local`),
+    which a copy of the context variables does not carry, so a worker thread's calls would hang from a
+    segment of their own beside the handler's. Its documented remedy: the parent's `get_trace_entity()`,
+    the thread's `set_trace_entity()`, and `clear_trace_entities()` when the thread is done, since a pool's
+    threads serve the next invocation too. Any other tracer needs nothing (OpenTelemetry's context is a
+    context variable)."""
+    provider: Any = getattr(tracer, "provider", None)
+    if not hasattr(provider, "set_trace_entity"):
+        return contextlib.nullcontext
+    entity = provider.get_trace_entity()
+    if entity is None:  # no segment to hang from (the SDK logged it): the threads trace as they would
+        return contextlib.nullcontext
+
+    @contextlib.contextmanager
+    def under_entity() -> Iterator[None]:
+        provider.set_trace_entity(entity)
+        try:
+            yield
+        finally:
+            provider.clear_trace_entities()
+
+    return under_entity
 
 
 INVOCATION_KEYS = ("function_name", "function_arn", "function_memory_size", "function_request_id")

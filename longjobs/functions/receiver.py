@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.factory import Clients, Factory, require
-from longjobs.engine.observability import MetricName, SerializedSink, logger, metrics, tracer
+from longjobs.engine.observability import MetricName, SerializedSink, logger, metrics, trace_carrier, tracer
 from longjobs.engine.policies import resolve_visibility_timeout
 from longjobs.engine.receiver.batch import lane, receive_batch
 from longjobs.engine.receiver.service import receive
@@ -43,7 +43,7 @@ def batch_processor(fifo: bool, executor: Executor | None = None) -> BatchProces
     if not fifo:
         from longjobs.functions.records import ConcurrentBatchProcessor
 
-        return ConcurrentBatchProcessor(executor)
+        return ConcurrentBatchProcessor(executor, carry=lambda: trace_carrier(tracer))
     fifo_processor = SqsFifoPartialProcessor(skip_group_on_error=True)
     fifo_processor.raise_on_entire_batch_failure = False  # its constructor does not take the option
     return fifo_processor

@@ -11,13 +11,19 @@ processor is Powertools' own with `process` mapping the record handler on an exe
 Lambda, the simulation's scheduler (actors on virtual time) in the simulation. Everything else (the
 partial batch response, the failures, the logging of a failed record) is Powertools'. FIFO queues keep
 Powertools' FIFO processor: a group's records are handled in order there.
+
+A worker thread gets the invocation's context variables (the logger's keys, OpenTelemetry's context)
+and, through `carry`, the X-Ray SDK's current entity, which the SDK keeps per thread: its calls are
+traced under the handler's subsegment, as on one thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Callable
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
@@ -31,9 +37,16 @@ class ConcurrentBatchProcessor(BatchProcessor):
     the lanes, and the records of no lane, go at once. Each lane runs in a copy of the caller's context,
     so the logger's invocation keys (context variables) reach its log lines on a worker thread too."""
 
-    def __init__(self, executor: Executor | None) -> None:
+    def __init__(
+        self,
+        executor: Executor | None,
+        carry: Callable[[], Callable[[], AbstractContextManager[None]]] = lambda: contextlib.nullcontext,
+    ) -> None:
         super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         self.executor = executor
+        self.carry = carry
+        """Called in the invocation's thread for each batch: what each lane enters on its thread besides
+        the context variables (`longjobs.engine.observability.trace_carrier`: the X-Ray SDK's entity)."""
         self.lane: Callable[[dict[str, Any]], str | None] = lambda record: None
         """A record's lane (None: its own); the receiver sets it for each batch."""
 
@@ -50,9 +63,13 @@ class ConcurrentBatchProcessor(BatchProcessor):
                 lanes[key].append(record)
             else:
                 units.append(lanes.setdefault(key, [record]))
+        carried = self.carry()
         runs = [(contextvars.copy_context(), unit) for unit in units]
-        done = self.executor.map(lambda run: run[0].run(self._process_unit, run[1]), runs)
+        done = self.executor.map(lambda run: run[0].run(self._process_unit, run[1], carried), runs)
         return [result for results in done for result in results]
 
-    def _process_unit(self, records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        return [self._process_record(record) for record in records]
+    def _process_unit(
+        self, records: list[dict[str, Any]], carried: Callable[[], AbstractContextManager[None]]
+    ) -> list[tuple[Any, ...]]:
+        with carried():
+            return [self._process_record(record) for record in records]

@@ -10,6 +10,7 @@ from typing import Any, cast
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from longjobs.engine.observability import trace_carrier
 from longjobs.functions.receiver import batch_processor
 from longjobs.sim.scheduler import Scheduler
 
@@ -133,3 +134,63 @@ def test_receiver_metrics_added_under_the_log_handlers_lock() -> None:
     sink.add_type_metric(name="AdmissionDelay", unit="Seconds", value=3, job_type="etl")
     assert held == [("JobsStarted", True), ("AdmissionDelay:etl", True)]
     assert not handler.lock._is_owned()  # type: ignore[union-attr]
+
+
+class _Tracer:
+    """Powertools' `Tracer` as `trace_carrier` sees it: its X-Ray recorder is its `provider`."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+
+def _traced_batch(tracer: Any, recorder: Any) -> dict[str, Any]:
+    """Three records handled at once on a pool, inside the handler's subsegment; each makes one traced call
+    (a subsegment, as the SDK's botocore patch opens). What each call hangs from, and what the pool's
+    threads keep afterwards."""
+    parents: dict[str, str | None] = {}
+
+    def handle(record: SQSRecord) -> str:
+        call = recorder.begin_subsegment("sqs")
+        parents[record.message_id] = call.parent_id if call is not None else None
+        if call is not None:
+            recorder.end_subsegment()
+        return "done"
+
+    recorder.begin_segment("receiver")
+    handler = recorder.begin_subsegment("## handler")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        processor = batch_processor(False, pool)
+        processor.carry = lambda: trace_carrier(tracer)  # type: ignore[attr-defined]
+        process_partial_response(event=_event(3), record_handler=handle, processor=processor)
+        left = list(pool.map(lambda _: recorder.context.get_trace_entity(), range(6)))
+    recorder.end_subsegment()
+    recorder.end_segment()
+    return {"handler": handler.id, "parents": parents, "left": left}
+
+
+def test_receiver_batch_records_traced_under_the_handlers_subsegment() -> None:
+    """With the X-Ray SDK (`tracing=xray-sdk`), each record's calls on a worker thread hang from the
+    handler's subsegment, as on one thread, and the pool's threads keep no entity for the next invocation.
+    The SDK keeps its entity in a `threading.local` and documents `get_trace_entity` in the parent thread,
+    `set_trace_entity` in the child and `clear_trace_entities` after. Without the entity carried (a tracer
+    with no X-Ray provider), the threads find none: their calls would begin segments of their own."""
+    from aws_xray_sdk.core.context import Context
+    from aws_xray_sdk.core.recorder import AWSXRayRecorder
+
+    class Emitter:  # no daemon: the entities are kept in memory
+        def send_entity(self, entity: Any) -> None: ...
+
+        def set_daemon_address(self, address: Any) -> None: ...
+
+    def recorder() -> Any:
+        made = AWSXRayRecorder()
+        made.configure(sampling=False, context=Context(context_missing="IGNORE_ERROR"), emitter=Emitter())
+        return made
+
+    xray = recorder()
+    carried = _traced_batch(_Tracer(xray), xray)
+    assert carried["parents"] == dict.fromkeys(["m0", "m1", "m2"], carried["handler"])
+    assert carried["left"] == [None] * 6
+    bare_recorder = recorder()
+    bare = _traced_batch(object(), bare_recorder)
+    assert bare["parents"] == dict.fromkeys(["m0", "m1", "m2"], None)
