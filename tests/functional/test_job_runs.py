@@ -243,7 +243,7 @@ def test_job_runs_lock_taken_as_it_was_read(flow: Flow) -> None:
     mine = execution_arn(STATE_MACHINE_ARN, "m-mine-1")
 
     def take(key: str, state: LockState, read: Lock | None) -> bool:
-        hold = lock_hold(key.removeprefix("job#"), state, read)
+        hold = lock_hold(key, state, read)
         request = locks.take_request(
             hold.key,
             holder="m-mine",

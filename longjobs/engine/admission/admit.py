@@ -92,7 +92,7 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         # One transaction: the WAITING lease turned ACTIVE (if unchanged), the job lock and the slot. A
         # losing admitter (another admitter, or a redelivery) takes nothing and frees nothing.
         # unread: a type whose runs outlive their execution takes it only absent (or its own); else free too
-        job_hold = lock_hold(job.job_id, job_lock, lock) if lock is not None or fresh else Hold(lock_key)
+        job_hold = lock_hold(lock_key, job_lock, lock) if lock is not None or fresh else Hold(lock_key)
         holds = [job_hold, slot]
         taken = write_attempt(receiver, active, receiver.store.admit_request(waiting, active), holds)
         if taken.written:

@@ -466,13 +466,13 @@ def read_job_lock(
     return state, lock
 
 
-def lock_hold(job_id: str, state: LockState, lock: Lock | None) -> Hold:
+def lock_hold(key: str, state: LockState, lock: Lock | None) -> Hold:
     """The job lock's part of an attempt's holds, taken as it was read: absent (`fresh`), or that very lock,
     free or a stale holding (taken over). A lock that changed since (another message of the job took it,
     ran and freed it) fails the take, and is read again: its run is asked about then."""
     if lock is None:
-        return Hold(job_lock_key(job_id), fresh=True)
-    return Hold(job_lock_key(job_id), over=lock if state in (LockState.STALE, LockState.FREE) else None)
+        return Hold(key, fresh=True)
+    return Hold(key, over=lock if state in (LockState.STALE, LockState.FREE) else None)
 
 
 def write_attempt(receiver: Receiver, lease: Lease, action: dict[str, Any], holds: list[Hold]) -> HoldsTaken:
@@ -514,7 +514,7 @@ def retake_holds(receiver: Receiver, lease: Lease) -> Outcome | str | None:
         if state in (LockState.HELD, LockState.HELD_BY_THIS_MESSAGE, LockState.RUN_ENDING):
             assert lock is not None
             return _waiting(lock)
-        holds.append(lock_hold(lease.job_id, state, lock))
+        holds.append(lock_hold(job_lock_key(lease.job_id), state, lock))
     if lease.slot:
         holds.append(Hold(lease.slot))
     try:

@@ -182,10 +182,10 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     action. None when a conditional write lost its race (read again). `body`: the job, or why this
     receiver refuses the body."""
     job = body if isinstance(body, Job) else None
-    if job is not None:
+    lock_key = job_lock_key(job.job_id) if job is not None else None
+    if lock_key is not None:
         # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
         # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
-        lock_key = job_lock_key(job.job_id)
         lease, job_lock = receiver.state.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
             delivery.message_id, lock_key
         )
@@ -194,7 +194,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
     limits = Limits(receiver.settings.max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo)
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
-    step = _Pass(receiver, delivery, body, lease, job_lock, arn, reading)
+    step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading)
     while True:
         action = decide(step.reading, limits)
         read = _READS.get(action)
@@ -212,6 +212,8 @@ class _Pass:
     body: Job | BadInput
     lease: Lease | None
     job_lock: Lock | None
+    lock_key: str | None
+    """The job lock's key (None for a refused body, which begins no attempt)."""
     arn: str
     reading: Reading
     found: _Found = field(default_factory=lambda: _Found())
@@ -267,7 +269,8 @@ def _read_job_lock(step: _Pass) -> Reading:
     state, found.lock = attempt.read_job_lock(
         step.receiver, job.job_id, job.type, step.delivery.message_id, step.arn, read=step.job_lock
     )
-    found.lock_hold = attempt.lock_hold(job.job_id, state, found.lock)
+    assert step.lock_key is not None
+    found.lock_hold = attempt.lock_hold(step.lock_key, state, found.lock)
     return replace(step.reading, job_lock=state)
 
 
@@ -479,12 +482,12 @@ def _start(step: _Pass) -> Outcome | None:
     whose retention is running out is sent afresh (parked) where its type can park it; it starts only if
     a whole hold still fits before SQS deletes it, else it goes to the DLQ with the reason, never lost."""
     receiver, delivery, job, replacing, found = step.receiver, step.delivery, step.job, step.lease, step.found
+    history = step.history
     if line.aged(receiver, delivery):
-        if found.slots is not None and line.can_park(receiver, delivery, job, step.history):
+        if found.slots is not None and line.can_park(receiver, delivery, job, history):
             return _wait_for_slot(step)
         if not line.hold_fits(receiver, delivery):
-            return line.dead_letter_aged(receiver, delivery, step.history, replacing=replacing, job_type=job.type)
-    history = step.history
+            return line.dead_letter_aged(receiver, delivery, history, replacing=replacing, job_type=job.type)
     blank = Lease(
         message_id=delivery.message_id,
         queue_url=receiver.queue_of(delivery),
