@@ -62,12 +62,12 @@ def test_request_units_round_up_and_transactions_and_eventual_reads_differ() -> 
     assert read_units(0, consistent=False) == 0.5  # a read of nothing still costs half a unit
 
 
-def test_the_quota_alone_admits_the_bucket_at_once_and_the_rest_at_the_refill_rate() -> None:
+def test_burst_the_quota_alone_admits_the_bucket_at_once_and_the_rest_at_the_refill_rate() -> None:
     assert Quota(1_300, 300.0).drain_s(10_000) == pytest.approx(29.0)
     assert Quota(1_300, 300.0).drain_s(1_000) == 0
 
 
-def test_the_table_shows_each_row_and_the_cost() -> None:
+def test_burst_the_table_shows_each_row_and_the_cost() -> None:
     console = Console(file=StringIO(), width=220)
     console.print(table([result(10, throttled=0), result(1_000, throttled=1_675)], Params()))
     console.print(requests_table([result(1_000, throttled=1_675)]))
@@ -77,7 +77,7 @@ def test_the_table_shows_each_row_and_the_cost() -> None:
     assert "stepfunctions.StartExecution" in text
 
 
-def test_the_json_names_the_region_the_prices_and_their_sources() -> None:
+def test_burst_the_json_names_the_region_the_prices_and_their_sources() -> None:
     data = json.loads(json.dumps(as_json([result(1_000, throttled=1_675)], Params())))
     assert data["region"] == "us-east-1"
     assert set(data["prices_usd"]) == set(PRICES)

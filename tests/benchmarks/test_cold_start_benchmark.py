@@ -90,7 +90,7 @@ def test_lease_attributes_are_typed_as_boto3_types_them(value: Any) -> None:
     assert deserialize(serialize(value)) == TypeDeserializer().deserialize(TypeSerializer().serialize(value))
 
 
-def test_default_tracing_imports_no_xray_sdk() -> None:
+def test_cold_start_default_tracing_imports_no_xray_sdk() -> None:
     """The stack's default (`service`) sets what keeps Powertools' Tracer, and so the X-Ray SDK, out."""
     from longjobs.construct.config import InfraSettings
     from longjobs.construct.functions import tracing_environment

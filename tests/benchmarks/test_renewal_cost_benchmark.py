@@ -24,17 +24,17 @@ def punctual() -> dict[str, PolicyResult]:
     return run_benchmark(SimParams(jobs=JOBS, lateness=0.0, loss_rate=0.0))
 
 
-def test_an_invocation_ticks_until_its_deadline() -> None:
+def test_renewal_cost_an_invocation_ticks_until_its_deadline() -> None:
     assert invocation_passes(10.0, POLICY_SETTINGS["remaining"]) == [10.0 + i for i in range(60)]
     assert invocation_passes(10.0, POLICY_SETTINGS["adaptive"]) == [10.0]
 
 
-def test_no_policy_lapses_when_the_extender_is_punctual(punctual: dict[str, PolicyResult]) -> None:
+def test_renewal_cost_no_policy_lapses_when_the_extender_is_punctual(punctual: dict[str, PolicyResult]) -> None:
     assert {name: result.lapses for name, result in punctual.items()} == {name: 0 for name in POLICY_SETTINGS}
     assert all(result.capped == 0 for result in punctual.values())
 
 
-def test_seed_policies_renew_every_few_seconds(punctual: dict[str, PolicyResult]) -> None:
+def test_renewal_cost_seed_policies_renew_every_few_seconds(punctual: dict[str, PolicyResult]) -> None:
     # remaining renews 10 s before a 40 s chunk ends (every 30 s); threshold 5 s before a 30 s VT (every 25 s).
     assert 100 <= punctual["remaining"].unbatched_requests_per_message_hour <= 130
     assert 130 <= punctual["threshold"].unbatched_requests_per_message_hour <= 150
@@ -52,7 +52,7 @@ def test_batching_and_writes_are_counted_consistently(punctual: dict[str, Policy
         assert extra_writes == pytest.approx(2 * JOBS)
 
 
-def test_a_dead_job_stays_hidden_at_most_one_chunk(punctual: dict[str, PolicyResult]) -> None:
+def test_renewal_cost_a_dead_job_stays_hidden_at_most_one_chunk(punctual: dict[str, PolicyResult]) -> None:
     assert punctual["remaining"].dead_job_hidden_s_max <= 40
     assert punctual["threshold"].dead_job_hidden_s_max <= 30
     assert punctual["adaptive"].dead_job_hidden_s_max <= POLICY_SETTINGS["adaptive"].adaptive_ceiling_s
@@ -65,13 +65,13 @@ def test_adaptive_survives_runs_late_by_a_full_period() -> None:
     assert results["adaptive"].lapses == 0
 
 
-def test_lost_runs_make_the_remaining_policy_lapse() -> None:
+def test_renewal_cost_lost_runs_make_the_remaining_policy_lapse() -> None:
     results = run_benchmark(SimParams(jobs=JOBS, lateness=0.0, loss_rate=0.05))
     assert results["remaining"].lost_runs > 0
     assert results["remaining"].lapses > 0
 
 
-def test_main_prints_one_json_object_per_policy(capsys: pytest.CaptureFixture[str]) -> None:
+def test_renewal_cost_main_prints_one_json_object_per_policy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--jobs", str(JOBS), "--json"]) == 0
     output = json.loads(capsys.readouterr().out)
     assert set(output) == set(POLICY_SETTINGS)

@@ -44,7 +44,9 @@ def write_scenario(path: Path, jobs: list[dict[str, object]]) -> Path:
     return path
 
 
-def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_command_run_writes_report_table_and_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     scenario = write_scenario(
         tmp_path / "scenario.json",
         [{"id": "poison", "raw_body": "{not json"}, {"id": "short", "type": "wait", "seconds": 5}],
@@ -89,7 +91,7 @@ def test_command_run_writes_report_table_and_timeline(tmp_path: Path, capsys: py
     assert "0 delivered while running (0 excused by injected faults), 0 lapses" in table
 
 
-def test_command_run_exits_non_zero_when_a_job_ends_unexpectedly(tmp_path: Path) -> None:
+def test_command_command_run_exits_non_zero_when_a_job_ends_unexpectedly(tmp_path: Path) -> None:
     scenario = write_scenario(tmp_path / "scenario.json", [{"id": "poison", "raw_body": "[1, 2]", "expect": "deleted"}])
     report_path = tmp_path / "report.json"
 
@@ -102,7 +104,7 @@ def test_command_run_exits_non_zero_when_a_job_ends_unexpectedly(tmp_path: Path)
     assert report["jobs"]["poison"]["dlq_error"].startswith("InvalidShape")
 
 
-def test_command_run_refuses_an_invalid_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_command_run_refuses_an_invalid_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = tmp_path / "scenario.json"
     scenario.write_text(json.dumps({"jobs": [{"id": "a", "type": "wait", "seconds": 1}], "speed": 2}), encoding="utf-8")
 

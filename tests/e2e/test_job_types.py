@@ -20,7 +20,7 @@ def run(spark, params):
 """
 
 
-def test_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Runner, tmp_path: Path) -> None:
+def test_job_types_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Runner, tmp_path: Path) -> None:
     (tmp_path / "count_lines.py").write_text(ENTRY)
     data = tmp_path / "input"
     data.mkdir()
@@ -51,7 +51,9 @@ def test_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dlq(run: Run
     assert typo["dlq_error"] == "InvalidParameters: params.input: is required"
 
 
-def test_a_package_type_with_a_requirement_runs_offline_as_jobs_json_declares_it(run: Runner, tmp_path: Path) -> None:
+def test_job_types_a_package_type_with_a_requirement_runs_offline_as_jobs_json_declares_it(
+    run: Runner, tmp_path: Path
+) -> None:
     """The jobs page's `textstats`, declared as in jobs.json: its helper module and its Unidecode UDF run
     on the local Spark worker of the offline runtime, which installs the requirement before the first job."""
     declared = next(
@@ -84,7 +86,9 @@ def run(spark, params):
 """
 
 
-def test_an_emr_serverless_type_runs_on_local_spark_and_a_stop_runs_it_again(run: Runner, tmp_path: Path) -> None:
+def test_job_types_an_emr_serverless_type_runs_on_local_spark_and_a_stop_runs_it_again(
+    run: Runner, tmp_path: Path
+) -> None:
     """A type whose platform is emr_serverless runs offline as a Glue type does, on the local Spark worker
     (moto runs no EMR Serverless). Its first execution is stopped while the job runs; the message comes
     back and the second execution runs the job to its end."""

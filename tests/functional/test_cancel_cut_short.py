@@ -252,7 +252,7 @@ def test_job_that_fails_after_a_throttled_stop_is_not_released_and_is_dead_lette
 # -- adversarial: the cancel against itself, the extender and a redelivery -----------------------------------
 
 
-def test_two_operators_cancelling_at_once_send_one_dlq_copy(flow: Flow) -> None:
+def test_cancel_two_operators_cancelling_at_once_send_one_dlq_copy(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=60)
     second: list[cancel.CancelReport] = []
 

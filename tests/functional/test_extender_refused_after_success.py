@@ -53,7 +53,9 @@ def extender_pass_over_a_deleted_message(
     return lease, fake, renew_due(extender, deadline=clock.now() + 30)
 
 
-def test_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a_stop(harness: Harness) -> None:
+def test_extender_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a_stop(
+    harness: Harness,
+) -> None:
     lease, fake, report = extender_pass_over_a_deleted_message(harness, "done-1", "SUCCEEDED")
 
     assert fake.stopped == [], "an execution that succeeded is not stopped"
@@ -64,7 +66,7 @@ def test_a_refused_handle_of_a_succeeded_execution_completes_the_lease_without_a
 
 
 @pytest.mark.parametrize("status", ["FAILED", "ABORTED", "TIMED_OUT"])
-def test_a_refused_handle_of_an_execution_that_ended_otherwise_is_released_without_a_stop(
+def test_extender_a_refused_handle_of_an_execution_that_ended_otherwise_is_released_without_a_stop(
     harness: Harness, status: str
 ) -> None:
     lease, fake, report = extender_pass_over_a_deleted_message(harness, f"ended-{status.lower()}", status)
@@ -74,7 +76,7 @@ def test_a_refused_handle_of_an_execution_that_ended_otherwise_is_released_witho
     assert stored(harness, lease).status is LeaseStatus.LOST, "the release's own change is refused: LOST"
 
 
-def test_a_refused_handle_of_a_running_execution_is_still_stopped_and_lost(harness: Harness) -> None:
+def test_extender_a_refused_handle_of_a_running_execution_is_still_stopped_and_lost(harness: Harness) -> None:
     lease, fake, report = extender_pass_over_a_deleted_message(harness, "running-1", "RUNNING")
 
     assert fake.stopped == [lease.execution_arn]
@@ -82,7 +84,7 @@ def test_a_refused_handle_of_a_running_execution_is_still_stopped_and_lost(harne
     assert stored(harness, lease).status is LeaseStatus.LOST
 
 
-def test_a_describe_that_fails_stops_nothing_and_the_next_pass_settles(harness: Harness) -> None:
+def test_extender_a_describe_that_fails_stops_nothing_and_the_next_pass_settles(harness: Harness) -> None:
     lease = deleted_while_active(harness, "throttled-1")
     fake = FakeStepFunctions({lease.execution_arn or "": "SUCCEEDED"})
     clock = FakeClock(lease.received_at + 2.6)
@@ -107,7 +109,7 @@ def test_a_describe_that_fails_stops_nothing_and_the_next_pass_settles(harness: 
     assert stored(harness, lease).status is LeaseStatus.SUCCEEDED
 
 
-def test_a_close_that_lands_before_the_refusal_is_read_again_and_nothing_is_stopped(harness: Harness) -> None:
+def test_extender_a_close_that_lands_before_the_refusal_is_read_again_and_nothing_is_stopped(harness: Harness) -> None:
     """The workflow's success: the renewal planned on the ACTIVE lease it read, the close lands, then the
     delete, then the renewal is sent and refused. The consistent re-read finds the lease closed: no
     describe, no stop, no write."""
@@ -135,7 +137,7 @@ def test_a_close_that_lands_before_the_refusal_is_read_again_and_nothing_is_stop
     assert stored(harness, lease).status is LeaseStatus.SUCCEEDED
 
 
-def test_two_extender_runs_that_meet_the_same_refusal_settle_it_once(harness: Harness) -> None:
+def test_extender_two_extender_runs_that_meet_the_same_refusal_settle_it_once(harness: Harness) -> None:
     """Runs overlap (no reserved concurrency): both planned on the ACTIVE lease; the first settles it, the
     second's re-read finds it closed and leaves it."""
     lease = deleted_while_active(harness, "overlap-1")
@@ -156,7 +158,7 @@ def test_two_extender_runs_that_meet_the_same_refusal_settle_it_once(harness: Ha
     assert stored(harness, lease).status is LeaseStatus.SUCCEEDED
 
 
-def test_a_stop_refused_as_already_ended_is_never_reached(harness: Harness) -> None:
+def test_extender_a_stop_refused_as_already_ended_is_never_reached(harness: Harness) -> None:
     """The describe answers before any stop: an execution that already ended is not sent StopExecution at all
     (AWS refuses it for an ended execution)."""
     lease = deleted_while_active(harness, "ended-before-stop")

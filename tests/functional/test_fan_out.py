@@ -204,7 +204,9 @@ def handled_after_a_failure(
     return calls
 
 
-def test_a_notification_handled_twice_runs_each_marker_s_job_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fan_out_a_notification_handled_twice_runs_each_marker_s_job_once(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first handling's sends land and its acknowledgement is lost: SQS hands the notification out
     again, and its second handling must not send the jobs again."""
     calls = spy_sends(flow, monkeypatch)
@@ -219,7 +221,7 @@ def test_a_notification_handled_twice_runs_each_marker_s_job_once(flow: Flow, mo
     assert run_to_the_end(flow, "lost-delete") == job_ids("lost-delete", *DATES)
 
 
-def test_a_fan_out_that_died_half_way_sends_the_rest_and_runs_each_job_once(
+def test_fan_out_a_fan_out_that_died_half_way_sends_the_rest_and_runs_each_job_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twelve markers are two batches: the invocation dies in the second, after the first landed and
@@ -238,7 +240,7 @@ def test_a_fan_out_that_died_half_way_sends_the_rest_and_runs_each_job_once(
     assert run_to_the_end(flow, "half-way") == job_ids("half-way", *dates)
 
 
-def test_a_failed_batch_is_reported_and_its_retry_sends_only_what_was_not_sent(
+def test_fan_out_a_failed_batch_is_reported_and_its_retry_sends_only_what_was_not_sent(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second batch is refused (5xx before it landed): the first batch's copies are noted and the
@@ -256,7 +258,7 @@ def test_a_failed_batch_is_reported_and_its_retry_sends_only_what_was_not_sent(
     assert run_to_the_end(flow, "failed-batch") == job_ids("failed-batch", *dates)
 
 
-def test_a_send_answered_5xx_after_it_landed_makes_twins_that_run_once(
+def test_fan_out_a_send_answered_5xx_after_it_landed_makes_twins_that_run_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def lose_the_answer(n: int, send: Callable[[], Any]) -> Any:
@@ -269,7 +271,7 @@ def test_a_send_answered_5xx_after_it_landed_makes_twins_that_run_once(
     assert run_to_the_end(flow, "answer-lost") == job_ids("answer-lost", *DATES)
 
 
-def test_two_receivers_handling_one_notification_at_once_run_each_job_once(
+def test_fan_out_two_receivers_handling_one_notification_at_once_run_each_job_once(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A duplicate delivery on a standard queue: the second receiver handles the notification whole
@@ -294,7 +296,7 @@ def test_two_receivers_handling_one_notification_at_once_run_each_job_once(
     assert run_to_the_end(flow, "side-by-side") == job_ids("side-by-side", *DATES)
 
 
-def test_a_failed_marker_write_sends_nothing_and_the_retry_fans_out(
+def test_fan_out_a_failed_marker_write_sends_nothing_and_the_retry_fans_out(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def throttled(**request: Any) -> Any:

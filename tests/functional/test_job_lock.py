@@ -44,7 +44,7 @@ def execution_of(flow: Flow, message_id: str) -> dict[str, Any]:
     return flow.wait_for_execution(lease.execution_arn)
 
 
-def test_a_partitions_second_marker_waits_for_the_first_job_then_runs(flow: Flow) -> None:
+def test_job_lock_a_partitions_second_marker_waits_for_the_first_job_then_runs(flow: Flow) -> None:
     with_partition_trigger(flow, seconds=3)
     first = marker_notification(flow)
     second = marker_notification(flow)  # the partition written again while its first job runs
@@ -77,7 +77,7 @@ def test_a_partitions_second_marker_waits_for_the_first_job_then_runs(flow: Flow
     assert sorted(names) == sorted([execution_name(first, 1), execution_name(copy_id, 1)]), "two runs, never at once"
 
 
-def test_a_waiting_copy_keeps_its_attributes_and_counts_its_waits(flow: Flow) -> None:
+def test_job_lock_a_waiting_copy_keeps_its_attributes_and_counts_its_waits(flow: Flow) -> None:
     with_partition_trigger(flow, seconds=5)
     body = json.dumps({"Records": [s3_record(PARTITION + "_SUCCESS")]})
     flow.harness.send(body)
@@ -103,7 +103,7 @@ def test_a_waiting_copy_keeps_its_attributes_and_counts_its_waits(flow: Flow) ->
     assert copy["Body"] == body
 
 
-def test_a_lock_whose_execution_ended_or_never_started_is_taken_over(flow: Flow) -> None:
+def test_job_lock_a_lock_whose_execution_ended_or_never_started_is_taken_over(flow: Flow) -> None:
     # A grace no loaded test machine outlasts between taking the young lock and delivering.
     flow.receiver.settings = flow.settings.model_copy(update={"reconcile_grace_s": 120})
     locks = flow.receiver.store.locks
@@ -123,7 +123,7 @@ def test_a_lock_whose_execution_ended_or_never_started_is_taken_over(flow: Flow)
     assert flow.deliver() == {waiting: Outcome.WAITING}, "a receiver may still be about to start its holder"
 
 
-def test_a_failed_job_frees_its_lock(flow: Flow) -> None:
+def test_job_lock_a_failed_job_frees_its_lock(flow: Flow) -> None:
     message_id = flow.send_job("fails-once", seconds=0, fail=True)
     assert flow.deliver() == {message_id: Outcome.STARTED}
     assert execution_of(flow, message_id)["status"] == "FAILED"

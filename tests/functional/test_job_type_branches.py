@@ -55,7 +55,7 @@ def run_job(flow: Flow, job_id: str, job_type: str, **params: Any) -> tuple[str,
 
 
 @pytest.mark.parametrize("fail", [False, True])
-def test_a_users_wait_type_runs_on_its_own_branch_with_the_fenced_paths(flow: Flow, fail: bool) -> None:
+def test_job_type_a_users_wait_type_runs_on_its_own_branch_with_the_fenced_paths(flow: Flow, fail: bool) -> None:
     nap = {
         "name": "nap",
         "runner": "wait",

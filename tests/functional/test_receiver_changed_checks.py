@@ -113,7 +113,9 @@ def failed_once(flow: Flow, job_id: str, catalog: JobCatalog | None = None) -> t
 
 
 @pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
-def test_a_retry_whose_body_a_deploy_made_invalid_goes_to_the_dlq_with_its_history(flow: Flow, change: str) -> None:
+def test_receiver_a_retry_whose_body_a_deploy_made_invalid_goes_to_the_dlq_with_its_history(
+    flow: Flow, change: str
+) -> None:
     message_id, arn = failed_once(flow, f"retry-{change}")
     error_type = CHANGES[change](flow)
 
@@ -134,7 +136,7 @@ def test_a_retry_whose_body_a_deploy_made_invalid_goes_to_the_dlq_with_its_histo
 
 
 @pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
-def test_a_duplicate_delivery_of_a_running_job_whose_body_a_deploy_made_invalid_is_adopted(
+def test_receiver_a_duplicate_delivery_of_a_running_job_whose_body_a_deploy_made_invalid_is_adopted(
     flow: Flow, change: str
 ) -> None:
     message_id = send_nap(flow, f"runs-{change}", seconds=120)
@@ -184,7 +186,7 @@ def never_started(flow: Flow, monkeypatch: pytest.MonkeyPatch, job_id: str) -> t
 
 
 @pytest.mark.parametrize("again", ["redelivery", "same-receive"])
-def test_an_attempt_that_never_started_ends_with_its_message_once_its_body_is_invalid(
+def test_receiver_an_attempt_that_never_started_ends_with_its_message_once_its_body_is_invalid(
     flow: Flow, monkeypatch: pytest.MonkeyPatch, again: str
 ) -> None:
     message_id, delivery = never_started(flow, monkeypatch, f"unstarted-{again}")
@@ -206,7 +208,9 @@ def test_an_attempt_that_never_started_ends_with_its_message_once_its_body_is_in
     assert lock is not None and not lock.held, "its job lock freed with the lease"
 
 
-def test_two_duplicates_of_a_running_job_at_once_are_both_deferred(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_receiver_two_duplicates_of_a_running_job_at_once_are_both_deferred(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two receives of a running job's message with a body now invalid, handled at once: the older one's
     adoption loses to the newer one's, reads again and is stale; neither is dead-lettered."""
     message_id = send_nap(flow, "twice", seconds=120)
@@ -250,7 +254,7 @@ def send_lands_then_5xx(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(flow.receiver.sqs, "send_message", send)
 
 
-def test_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it_with_its_history(
+def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it_with_its_history(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing is recorded before the DLQ send answers: the record fails and stays on the queue, the lease
@@ -301,7 +305,7 @@ def test_fifo_a_retry_whose_body_is_now_invalid_leaves_one_dlq_copy_after_a_5xx(
         assert fifo.lease(message_id).status is LeaseStatus.REJECTED
 
 
-def test_an_invalid_body_whose_lease_cannot_be_read_is_not_dead_lettered(
+def test_receiver_an_invalid_body_whose_lease_cannot_be_read_is_not_dead_lettered(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whether an execution runs for the message is not known: the record fails (SQS hands it out again)

@@ -48,7 +48,7 @@ def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flo
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0", "the message must be deleted"
 
 
-def test_failing_job_released_retried_with_new_executions_then_dead_lettered(flow: Flow) -> None:
+def test_workflow_failing_job_released_retried_with_new_executions_then_dead_lettered(flow: Flow) -> None:
     message_id = flow.send_job("always-fails", seconds=0, fail=True)
     max_attempts = flow.settings.max_attempts
     for attempt in range(1, max_attempts + 1):

@@ -104,7 +104,7 @@ def test_checkov_suppressions_are_exactly_the_listed_ones(dev: Synth, prod: Synt
             assert reason == CHECKOV_REASONS[check]
 
 
-def test_customer_managed_key_variants_suppress_no_checkov_encryption_check(prod: Synth, cmk: Synth) -> None:
+def test_checkov_customer_managed_key_variants_suppress_no_checkov_encryption_check(prod: Synth, cmk: Synth) -> None:
     for synth in (prod, cmk):
         assert {check for check, _ in declared_skips(synth)} & CHECKOV_ENCRYPTION_CHECKS == set()
 

@@ -39,7 +39,7 @@ def test_kms_key_refuses_an_alias_or_anything_else_naming_the_key(value: str) ->
         load_config({"kms_key": value})
 
 
-def test_default_stack_keeps_each_services_own_encryption(dev: Synth) -> None:
+def test_customer_key_default_stack_keeps_each_services_own_encryption(dev: Synth) -> None:
     """Unset, nothing needs a key policy: deployable in a fresh account as before."""
     assert len(dev.of_type("AWS::KMS::Key")) == 2, "only the Glue key and the alarm topic's key, as before"
     for queue in dev.of_type("AWS::SQS::Queue").values():
@@ -55,7 +55,9 @@ def test_default_stack_keeps_each_services_own_encryption(dev: Synth) -> None:
 
 
 @pytest.mark.parametrize("deployment", ["cmk", "prod"])
-def test_customer_managed_key_encrypts_every_store(deployment: str, request: pytest.FixtureRequest) -> None:
+def test_customer_key_customer_managed_key_encrypts_every_store(
+    deployment: str, request: pytest.FixtureRequest
+) -> None:
     synth: Synth = request.getfixturevalue(deployment)
     key = key_reference(synth)
     queues = synth.of_type("AWS::SQS::Queue")
@@ -95,13 +97,13 @@ def test_customer_managed_key_encrypts_every_store(deployment: str, request: pyt
     assert topic["Properties"]["KmsMasterKeyId"] == key
 
 
-def test_created_key_is_the_only_key_rotated_and_kept(cmk: Synth) -> None:
+def test_customer_key_created_key_is_the_only_key_rotated_and_kept(cmk: Synth) -> None:
     [key] = cmk.of_type("AWS::KMS::Key").values()
     assert key["Properties"]["EnableKeyRotation"] is True
     assert key["DeletionPolicy"] == "Retain", "data encrypted with it outlives the stack (the buckets are retained)"
 
 
-def test_imported_key_is_used_as_given_and_no_key_is_created(prod: Synth) -> None:
+def test_customer_key_imported_key_is_used_as_given_and_no_key_is_created(prod: Synth) -> None:
     assert prod.of_type("AWS::KMS::Key") == {}
 
 
@@ -118,7 +120,7 @@ def _actions(statement: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted([actions] if isinstance(actions, str) else actions))
 
 
-def test_created_key_policy_lets_each_service_do_only_what_it_needs(cmk: Synth) -> None:
+def test_customer_key_created_key_policy_lets_each_service_do_only_what_it_needs(cmk: Synth) -> None:
     [key] = cmk.of_type("AWS::KMS::Key").values()
     statements = key["Properties"]["KeyPolicy"]["Statement"]
     summary = {
@@ -153,7 +155,7 @@ def test_created_key_policy_lets_each_service_do_only_what_it_needs(cmk: Synth) 
     }
 
 
-def test_created_key_lets_cloudwatch_logs_encrypt_the_processors_log_groups_only(cmk: Synth) -> None:
+def test_customer_key_created_key_lets_cloudwatch_logs_encrypt_the_processors_log_groups_only(cmk: Synth) -> None:
     names = sorted(group["Properties"]["LogGroupName"] for group in cmk.of_type("AWS::Logs::LogGroup").values())
     assert names == [
         f"{LOG_PREFIX}/{name}" for name in ("deploy-calls", "extender", "receiver", "state-machine", "watcher")

@@ -137,7 +137,7 @@ app.synth()
 customer-managed key."""
 
 
-def test_control_tower_checks_honour_suppressions_with_a_relative_outdir(tmp_path: Path) -> None:
+def test_stack_control_tower_checks_honour_suppressions_with_a_relative_outdir(tmp_path: Path) -> None:
     """The CDK command line runs the app with a relative output folder (`CDK_OUTDIR=cdk.out`): a suppressed
     rule stays suppressed there, and one left unsuppressed still fails the synth."""
     (tmp_path / "probe.py").write_text(GUARD_PROBE)
@@ -201,7 +201,9 @@ def guard_suppressions(synth: Synth) -> set[tuple[str, str]]:
     }
 
 
-def test_control_tower_rules_pass_with_exactly_the_listed_suppressions(dev: Synth, prod: Synth, cmk: Synth) -> None:
+def test_stack_control_tower_rules_pass_with_exactly_the_listed_suppressions(
+    dev: Synth, prod: Synth, cmk: Synth
+) -> None:
     """cdk synth runs AWS Control Tower's proactive controls (cfn-guard, `ControlTowerChecks`) beside
     cdk-nag: the fixtures' synth raises on any finding left, and the reports hold none. A new finding
     fails here; so does a suppression not in these lists."""
@@ -222,13 +224,13 @@ def test_control_tower_rules_pass_with_exactly_the_listed_suppressions(dev: Synt
         assert GUARD_REASONS[rule], rule
 
 
-def test_customer_managed_key_variants_suppress_no_control_tower_encryption_rule(prod: Synth, cmk: Synth) -> None:
+def test_stack_customer_managed_key_variants_suppress_no_control_tower_encryption_rule(prod: Synth, cmk: Synth) -> None:
     """With `kms_key` (created, or imported in prod) every encryption rule passes on its own merits."""
     for synth in (prod, cmk):
         assert {rule for rule, _ in guard_suppressions(synth)} & GUARD_ENCRYPTION_RULES == set()
 
 
-def test_control_tower_suppression_needs_a_recorded_reason() -> None:
+def test_stack_control_tower_suppression_needs_a_recorded_reason() -> None:
     stack = cdk.Stack(cdk.App())
     queue = sqs.Queue(stack, "Queue")
     with pytest.raises(ValueError, match="no reason recorded for cfn-guard rule"):

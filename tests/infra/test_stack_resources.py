@@ -747,7 +747,7 @@ def test_buckets_expire_quarantine_and_glue_scratch(dev: Synth, prod: Synth) -> 
     assert not any("ExpirationInDays" in rule for rule in raw_rules["Rules"]), "raw input is kept"
 
 
-def test_every_bucket_is_versioned_and_its_old_versions_expire(dev: Synth) -> None:
+def test_stack_every_bucket_is_versioned_and_its_old_versions_expire(dev: Synth) -> None:
     buckets = dev.part("Workflow").buckets
     for bucket, kept_days in (
         (buckets.raw, 30),  # data: an overwrite can be recovered for a month
@@ -800,7 +800,7 @@ def test_watcher_has_an_on_failure_destination_and_reserved_concurrency_when_ask
     assert dev.resource(functions.watcher_failures)["Properties"]["MessageRetentionPeriod"] == 14 * DAY_S
 
 
-def test_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:
+def test_stack_raw_bucket_notifies_the_jobs_queue_only_when_asked(dev: Synth, prod: Synth) -> None:
     assert not dev.of_type("Custom::S3BucketNotifications")
     [notifications] = prod.of_type("Custom::S3BucketNotifications").values()
     queue = prod.logical_id(prod.part("Queues").queue)
@@ -933,7 +933,7 @@ def test_outputs_name_every_resource_an_operator_needs(dev: Synth) -> None:
     assert outputs["DashboardName"]["Value"] == "LongJobs-dev"
 
 
-def test_every_alarm_has_a_runbook_entry(dev: Synth) -> None:
+def test_stack_every_alarm_has_a_runbook_entry(dev: Synth) -> None:
     """docs/deploy.md has a heading per alarm the stack makes, saying what to do when it fires."""
     page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     runbook = page[page.index("## When an alarm fires") :].split("\n## ", 1)[0]

@@ -25,7 +25,7 @@ JVM_INCUBATOR_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector\n
 stay silent. It says nothing about the session."""
 
 
-def test_local_session_starts_without_a_log_line(tmp_path: Path) -> None:
+def test_session_local_session_starts_without_a_log_line(tmp_path: Path) -> None:
     """Spark prints its default level and a native-library warning on every start unless configured; the
     local session logs errors only, from the JVM's start (a process of its own: one JVM per process)."""
     script = (

@@ -47,7 +47,7 @@ def test_offline_node_notices_are_byte_strings_without_the_switches() -> None:
     assert "b'!!  Node 20 is end-of-life" in done.stderr
 
 
-def test_installed_console_script_keeps_the_node_notices_out() -> None:
+def test_offline_installed_console_script_keeps_the_node_notices_out() -> None:
     """The `longjobs-offline` console script, as a user runs it (no JSII_* variable set), on a command that
     renders the workflow through the CDK (`sim` builds it with jsii): nothing of jsii's notice on stderr."""
     script = Path(sys.executable).with_name("longjobs-offline")

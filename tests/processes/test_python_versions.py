@@ -73,7 +73,7 @@ def ruff_on(source: str, path: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_project_runs_on_the_functions_python() -> None:
+def test_python_versions_the_project_runs_on_the_functions_python() -> None:
     """The tests run on the functions' runtime, which the asset's bytecode is compiled for
     (`compile_for_lambda` compiles only on that Python), and the checks and the package name the same."""
     runtime = "python{}.{}".format(*PROJECT_PYTHON)
@@ -85,7 +85,9 @@ def test_the_project_runs_on_the_functions_python() -> None:
     assert PYPROJECT["tool"]["mypy"]["python_version"] == "{}.{}".format(*PROJECT_PYTHON)
 
 
-def test_the_code_shipped_to_glue_compiles_on_python_3_11(glue_python: str, shipped_to_glue: dict[str, Path]) -> None:
+def test_python_versions_the_code_shipped_to_glue_compiles_on_python_3_11(
+    glue_python: str, shipped_to_glue: dict[str, Path]
+) -> None:
     assert {"longjobs/__init__.py", "longjobs/pipeline/glue_entry.py", "jobs/wordcount.py"} <= set(shipped_to_glue)
 
     done = compile_all(glue_python, list(shipped_to_glue.values()))

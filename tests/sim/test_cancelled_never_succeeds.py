@@ -26,7 +26,7 @@ def test_cancelled_never_succeeds_is_an_always_property() -> None:
     assert "cancelled_never_succeeds" in ALWAYS
 
 
-def test_a_success_after_the_cancelled_dlq_copy_breaks_it() -> None:
+def test_cancelled_never_succeeds_a_success_after_the_cancelled_dlq_copy_breaks_it() -> None:
     watched = Monitor(limits={})
     watched.sent["job-1"] = 1
     watched.dead_lettered_copy("job-1", dlq_attributes("Cancelled"), "dlq-copy-1")
@@ -35,7 +35,7 @@ def test_a_success_after_the_cancelled_dlq_copy_breaks_it() -> None:
         watched.job_recorded("job-1", "m-1")
 
 
-def test_a_success_of_a_copy_of_the_cancelled_message_breaks_it() -> None:
+def test_cancelled_never_succeeds_a_success_of_a_copy_of_the_cancelled_message_breaks_it() -> None:
     watched = Monitor(limits={})
     watched.copied("copy-1", "m-1")
     watched.dead_lettered_copy("job-1", dlq_attributes("Cancelled", original="copy-1"), "dlq-copy-1")
@@ -45,7 +45,9 @@ def test_a_success_of_a_copy_of_the_cancelled_message_breaks_it() -> None:
 
 
 @pytest.mark.parametrize(("error_type", "message_id"), [("AttemptsExhausted", "m-1"), ("Cancelled", "m-2")])
-def test_other_dlq_copies_and_other_messages_leave_it_alone(error_type: str, message_id: str) -> None:
+def test_cancelled_never_succeeds_other_dlq_copies_and_other_messages_leave_it_alone(
+    error_type: str, message_id: str
+) -> None:
     watched = Monitor(limits={})
     watched.sent["job-1"] = 2
     watched.dead_lettered_copy("job-1", dlq_attributes(error_type), "dlq-copy-1")
@@ -55,7 +57,9 @@ def test_other_dlq_copies_and_other_messages_leave_it_alone(error_type: str, mes
     assert watched.done["job-1"] == 1
 
 
-def test_stopped_as_read_allows_the_extender_to_stop_a_cancelled_leases_own_execution() -> None:
+def test_cancelled_never_succeeds_stopped_as_read_allows_the_extender_to_stop_a_cancelled_leases_own_execution() -> (
+    None
+):
     planned = {**KEY, "status": {"S": "CANCELLED"}, "execution_arn": {"S": ARN}}
     watched = Monitor(limits={})
     watched.extender_answered("extender:1", "query", {"IndexName": "due"}, {"Items": [planned]})

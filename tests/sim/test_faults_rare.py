@@ -37,14 +37,14 @@ def _calm_seed() -> int:
     return next(s for s in range(1_000) if (p := _plan(s)).rate == 0 and p.focus_share == 0)
 
 
-def test_rare_operations_are_operations_of_the_simulated_services() -> None:
+def test_faults_rare_operations_are_operations_of_the_simulated_services() -> None:
     """A renamed operation would leave its name here focusing on nothing."""
     for operation in RARE_OPERATIONS | RARE_FUNCTION_OPERATIONS:
         services = (FakeSqs, FakeStepFunctions, EmrServerless)
         assert any(callable(getattr(service, operation, None)) for service in services)
 
 
-def test_a_rare_operation_is_focused_in_a_seed_without_a_focus_share() -> None:
+def test_faults_a_rare_operation_is_focused_in_a_seed_without_a_focus_share() -> None:
     plan = _plan(_calm_seed())
     faults = [plan.at_call(START + i, "extender", "delete_message_batch") for i in range(400)]
     kinds = Counter(fault for fault in faults if fault is not None)
@@ -59,21 +59,21 @@ def test_a_rare_operation_is_focused_in_a_seed_without_a_focus_share() -> None:
     assert plan.at_call(START + QUIET_AFTER_S, "extender", "delete_message_batch") is None  # quiet
 
 
-def test_the_workflows_call_of_a_rare_operation_never_crashes() -> None:
+def test_faults_the_workflows_call_of_a_rare_operation_never_crashes() -> None:
     plan = _plan(_calm_seed())
     faults = {plan.at_call(START + i, "workflow", "stop_execution") for i in range(400)}
     assert CallFault.SERVER_ERROR in faults
     assert not faults & {CallFault.CRASH_BEFORE, CallFault.CRASH_AFTER}
 
 
-def test_a_functions_call_of_a_rare_function_operation_is_focused_and_the_workflows_is_not() -> None:
+def test_faults_a_functions_call_of_a_rare_function_operation_is_focused_and_the_workflows_is_not() -> None:
     plan = _plan(_calm_seed())
     assert all(plan.at_call(START + i, "workflow", "delete_message") is None for i in range(100))
     faults = Counter(plan.at_call(START + 100 + i, "extender", "delete_message") for i in range(400))
     assert set(faults) - {None} == set(CallFault)  # the crashes a function's call alone can meet included
 
 
-def test_the_rare_focus_leaves_the_other_streams_as_they_were() -> None:
+def test_faults_the_rare_focus_leaves_the_other_streams_as_they_were() -> None:
     """Where the rare stream gives no fault, the call's base-rate draw is the one it was before: the
     seed's other calls fail exactly as without the rare focus."""
     compared = 0
@@ -90,13 +90,13 @@ def test_the_rare_focus_leaves_the_other_streams_as_they_were() -> None:
     assert compared > 500  # rare calls that drew no fault, each followed by calls compared
 
 
-def test_a_written_scenario_has_no_rare_focus() -> None:
+def test_faults_a_written_scenario_has_no_rare_focus() -> None:
     rules = [CallRule(CallFault.THROTTLED, frozenset({"watcher"}))]
     plan = FaultPlan.scenario(rules=rules, world={}, within_design=True, seed=1)
     assert all(plan.at_call(START + i, "extender", "delete_message_batch") is None for i in range(100))
 
 
-def test_an_outage_fails_the_workflows_success_path_calls_in_its_window_and_nothing_else() -> None:
+def test_faults_an_outage_fails_the_workflows_success_path_calls_in_its_window_and_nothing_else() -> None:
     seeds = [seed for seed in range(1_000) if _plan(seed).outage is not None]
     assert 20 < len(seeds) < 90  # OUTAGE_SHARE of the seeds
     shapes = {tuple(sorted((_plan(seed).outage or Outage("", {}, 0, 0)).faults)) for seed in seeds}
@@ -126,7 +126,7 @@ def test_an_outage_fails_the_workflows_success_path_calls_in_its_window_and_noth
         assert len(unanswered) == 1 and unanswered <= set(UNANSWERED), "one drawn kind that takes no effect"
 
 
-def test_an_outage_whose_success_comes_too_late_to_end_before_the_quiet_period_never_begins() -> None:
+def test_faults_an_outage_whose_success_comes_too_late_to_end_before_the_quiet_period_never_begins() -> None:
     seed = next(seed for seed in range(1_000) if _plan(seed).outage is not None)
     plan = _plan(seed)
     armed = plan.outage
@@ -136,7 +136,7 @@ def test_an_outage_whose_success_comes_too_late_to_end_before_the_quiet_period_n
     assert plan.outage == armed and armed.start == math.inf
 
 
-def test_an_outage_outlasts_the_workflows_patient_retries() -> None:
+def test_faults_an_outage_outlasts_the_workflows_patient_retries() -> None:
     """Else the Catches after the success path's close and read (`MarkSucceeded->DeleteMessage`,
     `ReadLease->ReleaseJobLock`) are never reached."""
     longest = sum(min(2.0**retry, PATIENT_MAX_DELAY.to_seconds()) for retry in range(PATIENT_ATTEMPTS - 1))

@@ -688,7 +688,7 @@ def _emr_catches(states: dict[str, Any]) -> set[str]:
     return found
 
 
-def test_every_catch_of_the_definition_is_compared_or_listed(definition: dict[str, Any]) -> None:
+def test_interpreter_every_catch_of_the_definition_is_compared_or_listed(definition: dict[str, Any]) -> None:
     states = deployed_workflow().definition["States"]
     assert _emr_catches(states) == set(NOT_ON_MOTO), "NOT_ON_MOTO lists exactly the Catches of the EMR step"
     targets = [target for target in catch_targets(states) if target not in NOT_ON_MOTO]
@@ -723,7 +723,7 @@ PROBES = [(target, entry) for target, entry in sorted(NOT_DRIVABLE.items())] + [
 
 
 @pytest.mark.parametrize(("target", "entry"), PROBES, ids=[entry.probe.name for _, entry in PROBES])
-def test_what_is_listed_not_drivable_is_still_not_taken_by_moto(
+def test_interpreter_what_is_listed_not_drivable_is_still_not_taken_by_moto(
     definition: dict[str, Any], target: str, entry: NotDrivable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert target in run_interpreter(definition, entry.probe).catches
@@ -763,7 +763,7 @@ def test_success_outlasts_a_minute_of_dynamodb_errors_on_the_interpreter(definit
         ("cancelled-while-the-job-failed", "WaitJobFailed", "JobFailed"),
     ],
 )
-def test_a_lease_cancelled_while_its_job_ran_is_left_cancelled_by_the_workflow(
+def test_interpreter_a_lease_cancelled_while_its_job_ran_is_left_cancelled_by_the_workflow(
     definition: dict[str, Any], name: str, error: str, last: str
 ) -> None:
     """Issue 38: a job that ends after its lease was marked CANCELLED neither closes it SUCCEEDED (nor

@@ -11,7 +11,7 @@ def lease(count: int) -> dict[str, dict[str, str]]:
     return {"receive_count": {"N": str(count)}, "status": {"S": "ACTIVE"}}
 
 
-def test_newest_receive_a_lease_written_by_an_older_receive_breaks() -> None:
+def test_newest_receive_newest_receive_a_lease_written_by_an_older_receive_breaks() -> None:
     monitor = Monitor(limits={})
     monitor.lease_written("m1", lease(2))
     monitor.lease_written("m1", lease(3))
@@ -20,7 +20,7 @@ def test_newest_receive_a_lease_written_by_an_older_receive_breaks() -> None:
         monitor.lease_written("m1", lease(2))
 
 
-def test_newest_receive_a_deleted_lease_starts_afresh() -> None:
+def test_newest_receive_newest_receive_a_deleted_lease_starts_afresh() -> None:
     monitor = Monitor(limits={})
     monitor.lease_written("m1", lease(4))
     monitor.lease_written("m1", None)

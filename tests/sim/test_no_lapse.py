@@ -17,7 +17,7 @@ def running(message_id: str = "m1") -> Monitor:
     return monitor
 
 
-def test_no_lapse_a_duplicates_echo_is_excused_until_a_receive_of_it_has_an_outcome() -> None:
+def test_no_lapse_no_lapse_a_duplicates_echo_is_excused_until_a_receive_of_it_has_an_outcome() -> None:
     monitor = running()
     monitor.duplicates.add("m1")
     monitor.received("m1", now=100, hold_ends=None)  # the injected duplicate; its handling dies
@@ -28,7 +28,7 @@ def test_no_lapse_a_duplicates_echo_is_excused_until_a_receive_of_it_has_an_outc
         monitor.received("m1", now=100 + 3 * VT, hold_ends=None)  # the lease held that receive: a lapse
 
 
-def test_no_lapse_a_receive_after_a_handled_duplicate_is_a_lapse() -> None:
+def test_no_lapse_no_lapse_a_receive_after_a_handled_duplicate_is_a_lapse() -> None:
     monitor = running()
     monitor.duplicates.add("m1")
     monitor.received("m1", now=100, hold_ends=None)

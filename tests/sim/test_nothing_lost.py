@@ -16,7 +16,7 @@ def ends(monitor: Monitor, in_dlq: int = 1) -> list[tuple[str, str]]:
     )
 
 
-def test_nothing_lost_one_message_succeeded_the_other_dead_lettered() -> None:
+def test_nothing_lost_nothing_lost_one_message_succeeded_the_other_dead_lettered() -> None:
     monitor = Monitor(limits={})
     monitor.sent["j"] = 2
     monitor.copied("m2-waited", "m2")
@@ -25,7 +25,7 @@ def test_nothing_lost_one_message_succeeded_the_other_dead_lettered() -> None:
     assert ends(monitor) == []
 
 
-def test_nothing_lost_a_copy_succeeded_and_its_original_dead_lettered() -> None:
+def test_nothing_lost_nothing_lost_a_copy_succeeded_and_its_original_dead_lettered() -> None:
     monitor = Monitor(limits={})
     monitor.sent["j"] = 2
     monitor.copied("m1-waited", "m1")
@@ -34,7 +34,7 @@ def test_nothing_lost_a_copy_succeeded_and_its_original_dead_lettered() -> None:
     assert ends(monitor) == [("nothing_lost", "job j: ['m1'] succeeded and also sent to the DLQ")]
 
 
-def test_nothing_lost_a_message_moved_by_the_redrive_counts_as_itself() -> None:
+def test_nothing_lost_nothing_lost_a_message_moved_by_the_redrive_counts_as_itself() -> None:
     monitor = Monitor(limits={})
     monitor.sent["j"] = 1
     monitor.job_done("j", "m1")
@@ -42,7 +42,7 @@ def test_nothing_lost_a_message_moved_by_the_redrive_counts_as_itself() -> None:
     assert ("nothing_lost", "job j: ['m1'] succeeded and also sent to the DLQ") in ends(monitor)
 
 
-def test_nothing_lost_a_dead_letter_that_left_the_dlq_unredriven_is_lost() -> None:
+def test_nothing_lost_nothing_lost_a_dead_letter_that_left_the_dlq_unredriven_is_lost() -> None:
     monitor = Monitor(limits={})
     monitor.sent["j"] = 1
     monitor.dead_lettered_copy("j", {**REASON, "OriginalMessageId": {"StringValue": "m1"}}, "m1-dead")
@@ -50,7 +50,7 @@ def test_nothing_lost_a_dead_letter_that_left_the_dlq_unredriven_is_lost() -> No
     assert ends(monitor, in_dlq=0) == [("nothing_lost", "job j: no message left, never succeeded, left the DLQ")]
 
 
-def test_nothing_lost_a_redriven_message_must_run_or_come_back_to_the_dlq() -> None:
+def test_nothing_lost_nothing_lost_a_redriven_message_must_run_or_come_back_to_the_dlq() -> None:
     """A redrive makes a new message of the job (`redriven`): acknowledged unrun, it is lost."""
     monitor = Monitor(limits={})
     monitor.sent["j"] = 1

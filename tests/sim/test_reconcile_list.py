@@ -110,7 +110,7 @@ class _Always(ListLag):
         return self.max_s
 
 
-def test_a_listed_running_lease_costs_no_describe_and_no_write() -> None:
+def test_reconcile_a_listed_running_lease_costs_no_describe_and_no_write() -> None:
     world = World()
     leases = [world.lease() for _ in range(3)]
     world.clock.advance(GRACE_S + 1)
@@ -128,7 +128,7 @@ def test_a_listed_running_lease_costs_no_describe_and_no_write() -> None:
     assert world.calls("stepfunctions.DescribeExecution") == 0 and world.calls("dynamodb.UpdateItem") == 0
 
 
-def test_a_lease_missing_from_a_lagging_list_is_described_and_not_settled_while_it_runs() -> None:
+def test_reconcile_a_lease_missing_from_a_lagging_list_is_described_and_not_settled_while_it_runs() -> None:
     world = World(list_lag=_Always(GRACE_S * 3))
     lease = world.lease()
     world.clock.advance(GRACE_S + 1)
@@ -147,7 +147,7 @@ def test_a_lease_missing_from_a_lagging_list_is_described_and_not_settled_while_
     assert world.calls("stepfunctions.DescribeExecution") == 1
 
 
-def test_a_dead_execution_missing_from_the_list_is_settled() -> None:
+def test_reconcile_a_dead_execution_missing_from_the_list_is_settled() -> None:
     world = World()
     aborted, never_started, running = world.lease(), world.lease(start=False), world.lease()
     world.end(aborted)
@@ -162,7 +162,7 @@ def test_a_dead_execution_missing_from_the_list_is_settled() -> None:
     assert world.calls("stepfunctions.DescribeExecution") == 2
 
 
-def test_a_closed_execution_a_stale_list_still_shows_running_is_settled_at_a_later_sweep() -> None:
+def test_reconcile_a_closed_execution_a_stale_list_still_shows_running_is_settled_at_a_later_sweep() -> None:
     """The list's other staleness: an execution that ended lately still shows RUNNING. It only puts the
     settlement off: the sweep after the list catches up describes and settles it."""
     world = World(list_lag=_Always(GRACE_S * 2))
@@ -181,7 +181,7 @@ def test_a_closed_execution_a_stale_list_still_shows_running_is_settled_at_a_lat
     assert world.status(lease) is LeaseStatus.RELEASED
 
 
-def test_more_leases_than_the_cap_are_all_looked_at_within_a_bounded_number_of_sweeps() -> None:
+def test_reconcile_more_leases_than_the_cap_are_all_looked_at_within_a_bounded_number_of_sweeps() -> None:
     """The cap (`reconcile_max_per_run`) bounds DescribeExecution calls, not the leases a sweep reads. 20
     healthy leases received first (the front of the index, never written since: the list vouches for
     them), then 6 running ones the list does not show yet and a dead one: with a cap of 3, the 7 unlisted
@@ -213,7 +213,7 @@ def test_more_leases_than_the_cap_are_all_looked_at_within_a_bounded_number_of_s
     assert world.calls("dynamodb.UpdateItem") <= 7 + 1, "a mark per lease described, and the dead one's release"
 
 
-def test_a_failed_list_settles_nothing_by_itself_and_falls_back_to_describing() -> None:
+def test_reconcile_a_failed_list_settles_nothing_by_itself_and_falls_back_to_describing() -> None:
     """A ListExecutions that fails (here: its token bucket is empty) vouches for nothing: the leases due
     are described, as without a list, capped; the sweep is not whole, so the next run sweeps again."""
     world = World(reconcile_max_per_run=2)
@@ -231,7 +231,7 @@ def test_a_failed_list_settles_nothing_by_itself_and_falls_back_to_describing() 
     assert world.aws.stepfunctions.throttled["ListExecutions"] == 2
 
 
-def test_a_list_that_fails_after_a_page_vouches_for_that_page_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reconcile_a_list_that_fails_after_a_page_vouches_for_that_page_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A list cut short (its second page fails: a server error, after the client's retries) still vouches
     for the executions its first page showed; the other leases are described, and the sweep is not whole."""
     monkeypatch.setattr(reconcile_module, "LIST_PAGE", 2)
@@ -254,7 +254,7 @@ def test_a_list_that_fails_after_a_page_vouches_for_that_page_only(monkeypatch: 
     assert all(world.status(lease) is LeaseStatus.ACTIVE for lease in leases)
 
 
-def test_a_list_that_stays_stale_vouches_for_a_lease_an_hour_at_most() -> None:
+def test_reconcile_a_list_that_stays_stale_vouches_for_a_lease_an_hour_at_most() -> None:
     """AWS documents no bound on ListExecutions' lag, so the list vouches for a lease only within
     `LIST_VOUCHES_S` of its last look: a dead execution (its status event lost) that a list six hours
     behind keeps showing RUNNING is described and settled within that, not when the list catches up.

@@ -56,7 +56,7 @@ def answered(call: Any, arns: list[str]) -> tuple[int, list[ClientError]]:
     return ok, errors
 
 
-def test_the_default_quotas_are_the_documented_ones_of_the_region() -> None:
+def test_sfn_quotas_the_default_quotas_are_the_documented_ones_of_the_region() -> None:
     assert default_quotas("us-east-1") == {
         "StartExecution": Quota(1_300, 300.0),
         "DescribeExecution": Quota(300, 15.0),
@@ -77,7 +77,7 @@ def test_the_default_quotas_are_the_documented_ones_of_the_region() -> None:
         fake.set_quota("SendTaskHeartbeat", Quota(1, 1.0))
 
 
-def test_a_describe_burst_answers_the_bucket_then_throttles_and_refills_at_its_rate() -> None:
+def test_sfn_quotas_a_describe_burst_answers_the_bucket_then_throttles_and_refills_at_its_rate() -> None:
     clock = FakeClock(START)
     aws = fake_aws(clock)
     arns = started(aws, 320)
@@ -94,7 +94,7 @@ def test_a_describe_burst_answers_the_bucket_then_throttles_and_refills_at_its_r
     assert answered(aws.stepfunctions.stop_execution, arns[:3])[0] == 3
 
 
-def test_a_list_burst_answers_its_bucket_then_throttles_and_refills_at_its_rate() -> None:
+def test_sfn_quotas_a_list_burst_answers_its_bucket_then_throttles_and_refills_at_its_rate() -> None:
     """ListExecutions: 200 tokens refilled at 5 a second in US East (N. Virginia) ("Quotas related to API
     action throttling", service-quotas.html): reconciliation asks for one page of 1,000 a sweep."""
     clock = FakeClock(START)
@@ -118,7 +118,7 @@ def test_a_list_burst_answers_its_bucket_then_throttles_and_refills_at_its_rate(
     assert answered(aws.stepfunctions.describe_execution, started(aws, 1))[0] == 1, "a bucket of its own"
 
 
-def test_a_throttled_stop_has_no_effect() -> None:
+def test_sfn_quotas_a_throttled_stop_has_no_effect() -> None:
     clock = FakeClock(START)
     aws = fake_aws(clock)
     arns = started(aws, 1_005)

@@ -56,7 +56,7 @@ def burst(aws: FakeAws, count: int, prefix: str) -> tuple[int, list[ClientError]
     return started, errors
 
 
-def test_the_default_quota_is_the_documented_one_of_the_region() -> None:
+def test_start_quota_the_default_quota_is_the_documented_one_of_the_region() -> None:
     assert start_execution_quota("us-east-1") == Quota(1_300, 300.0)
     assert start_execution_quota("us-west-2") == Quota(1_300, 300.0)
     assert start_execution_quota("eu-west-1") == Quota(1_300, 300.0)
@@ -64,7 +64,7 @@ def test_the_default_quota_is_the_documented_one_of_the_region() -> None:
     assert fake_aws(FakeClock(START)).stepfunctions.start_quota == start_execution_quota("us-east-1")
 
 
-def test_a_burst_starts_the_bucket_then_throttles_with_no_effect() -> None:
+def test_start_quota_a_burst_starts_the_bucket_then_throttles_with_no_effect() -> None:
     clock = FakeClock(START)
     aws = fake_aws(clock)
     started, errors = burst(aws, 1_500, "burst")
@@ -80,7 +80,7 @@ def test_a_burst_starts_the_bucket_then_throttles_with_no_effect() -> None:
     assert errors[0].operation_name == "StartExecution"
 
 
-def test_the_bucket_refills_at_its_rate_up_to_its_size() -> None:
+def test_start_quota_the_bucket_refills_at_its_rate_up_to_its_size() -> None:
     clock = FakeClock(START)
     aws = fake_aws(clock, Quota(bucket=10, refill_per_s=4.0))
     assert burst(aws, 12, "a")[0] == 10
@@ -94,7 +94,7 @@ def test_the_bucket_refills_at_its_rate_up_to_its_size() -> None:
     assert burst(aws, 20, "e")[0] == 10
 
 
-def test_an_idempotent_start_takes_a_token_and_a_throttled_one_changes_nothing() -> None:
+def test_start_quota_an_idempotent_start_takes_a_token_and_a_throttled_one_changes_nothing() -> None:
     clock = FakeClock(START)
     aws = fake_aws(clock, Quota(bucket=1, refill_per_s=1.0))
     first = start(aws, "same")
@@ -106,7 +106,7 @@ def test_an_idempotent_start_takes_a_token_and_a_throttled_one_changes_nothing()
     assert len(aws.stepfunctions.executions) == 1
 
 
-def test_no_quota_never_throttles() -> None:
+def test_start_quota_no_quota_never_throttles() -> None:
     aws = fake_aws(FakeClock(START))
     aws.stepfunctions.start_quota = None
     assert burst(aws, 3_000, "free") == (3_000, [])
@@ -120,7 +120,7 @@ def test_botocore_standard_mode_retries_the_answer_as_a_throttle() -> None:
     assert ThrottledRetryableChecker().is_retryable(context)
 
 
-def test_the_sim_client_retries_a_throttled_start_after_a_backoff_on_the_virtual_clock() -> None:
+def test_start_quota_the_sim_client_retries_a_throttled_start_after_a_backoff_on_the_virtual_clock() -> None:
     """The functions' clients in the simulation retry a throttle as botocore does: the bucket refills
     during the backoff, and the second or third attempt starts the execution."""
     scheduler = Scheduler(START)

@@ -32,7 +32,7 @@ def monitor(planned: dict[str, Any], read: dict[str, Any] | None, *, invocation:
     return watched
 
 
-def test_stopped_as_read_passes_a_stop_of_the_receive_it_planned_on() -> None:
+def test_stopped_as_read_stopped_as_read_passes_a_stop_of_the_receive_it_planned_on() -> None:
     watched = monitor(item(1), item(1))
     watched.extender_stops("extender:1", ARN)
     assert watched.coverage["extender:stop_as_read"] == 1
@@ -49,7 +49,7 @@ def test_stopped_as_read_passes_a_stop_of_the_receive_it_planned_on() -> None:
     ],
     ids=["newer-receive", "closed", "other-execution", "no-read", "other-invocation"],
 )
-def test_stopped_as_read_refuses_a_stop_the_read_does_not_bear(
+def test_stopped_as_read_stopped_as_read_refuses_a_stop_the_read_does_not_bear(
     read: dict[str, Any] | None, invocation: str, found: str
 ) -> None:
     watched = monitor(item(1), read, invocation=invocation)

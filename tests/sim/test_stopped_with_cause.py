@@ -21,7 +21,7 @@ def ran(watched: Monitor, *, succeeded: bool) -> Monitor:
     return watched
 
 
-def test_a_stop_after_the_job_succeeded_and_its_message_was_deleted_has_no_cause() -> None:
+def test_stopped_with_cause_a_stop_after_the_job_succeeded_and_its_message_was_deleted_has_no_cause() -> None:
     watched = ran(monitor(item(1), item(1)), succeeded=True)
     with pytest.raises(PropertyViolation, match="stopped_with_cause") as raised:
         watched.extender_stops("extender:1", ARN, message_deleted=True)
@@ -33,7 +33,9 @@ def test_a_stop_after_the_job_succeeded_and_its_message_was_deleted_has_no_cause
     [(True, False), (False, True), (False, False)],
     ids=["succeeded-message-held", "failed-message-gone", "running"],
 )
-def test_a_stop_of_a_job_not_done_or_a_message_still_held_passes(succeeded: bool, deleted: bool) -> None:
+def test_stopped_with_cause_a_stop_of_a_job_not_done_or_a_message_still_held_passes(
+    succeeded: bool, deleted: bool
+) -> None:
     """A job that failed (its message gone elsewhere) or still holds its message: a cap or a lost handle
     may stop it; the 12 h limit may meet a job that just succeeded before its close lands."""
     watched = monitor(item(1), item(1))
@@ -56,7 +58,7 @@ def capped(renew_until: float) -> dict[str, Any]:
     [(NOW + 6 * 3_600, NOW + 12 * 3_600), (NOW + 12 * 3_600, NOW + 2_000)],
     ids=["hours-before-the-max-renewal", "before-sqs-12h"],
 )
-def test_a_stop_of_a_message_sqs_still_hides_under_its_handle_before_the_cap_has_no_cause(
+def test_stopped_with_cause_a_stop_of_a_message_sqs_still_hides_under_its_handle_before_the_cap_has_no_cause(
     renew_until: float, sqs_limit: float
 ) -> None:
     watched = monitor(capped(renew_until), capped(renew_until))
@@ -76,7 +78,7 @@ def test_a_stop_of_a_message_sqs_still_hides_under_its_handle_before_the_cap_has
     ],
     ids=["max-renewal", "sqs-12h", "newer-handle", "not-in-flight"],
 )
-def test_a_stop_at_the_cap_or_of_a_handle_truly_lost_passes(
+def test_stopped_with_cause_a_stop_at_the_cap_or_of_a_handle_truly_lost_passes(
     held: tuple[str, float, float] | None, renew_until: float
 ) -> None:
     watched = monitor(capped(renew_until), capped(renew_until))

@@ -72,7 +72,7 @@ def watcher_calls(run: ScenarioRun, operation: str) -> list[dict[str, Any]]:
     ],
     ids=["raised", "crashed"],
 )
-def test_a_watcher_invocation_that_fails_once_is_retried_a_minute_later_and_releases(
+def test_watcher_a_watcher_invocation_that_fails_once_is_retried_a_minute_later_and_releases(
     fault: dict[str, Any], error: str
 ) -> None:
     # Reconciliation waits 5 minutes: only the watcher's second attempt can release before then.
@@ -95,7 +95,7 @@ def test_a_watcher_invocation_that_fails_once_is_retried_a_minute_later_and_rele
     assert (job.released, job.final, job.redelivered_while_running) == (1, "deleted", 0)
 
 
-def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_reconciliation_settles() -> None:
+def test_watcher_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_reconciliation_settles() -> None:
     # Every GetItem of the watcher fails; reconciliation waits 4 minutes, past the three attempts.
     run = aborted_job_run(
         {**RARE_RENEWALS, "reconcile_grace_s": 240},
@@ -124,7 +124,7 @@ def test_a_watcher_event_that_fails_every_attempt_reaches_the_destination_and_re
     assert (job.released, job.final, job.redelivered_while_running) == (1, "deleted", 0)
 
 
-def test_a_watcher_release_that_loses_its_race_to_a_renewal_reads_again_and_releases() -> None:
+def test_watcher_a_watcher_release_that_loses_its_race_to_a_renewal_reads_again_and_releases() -> None:
     """A renewal lands between the watcher's read of the lease and its release, so the release's version
     condition fails. Found by the simulation's model of Lambda's retries (a retried invocation met a
     renewal by chance; the watcher answered `unchanged` and left the lease to reconciliation): it now

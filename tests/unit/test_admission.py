@@ -143,12 +143,12 @@ def test_slots_release_only_frees_the_named_holder() -> None:
 # -- the estimate -------------------------------------------------------------------------------------
 
 
-def test_mean_duration_is_unknown_before_any_holding_ended() -> None:
+def test_admission_mean_duration_is_unknown_before_any_holding_ended() -> None:
     now = FakeClock().now()
     assert mean_duration_s(reading(2, held(0, "arn:a", now - 10), at=now), now) is None
 
 
-def test_mean_duration_counts_running_ages_until_every_slot_has_a_duration() -> None:
+def test_admission_mean_duration_counts_running_ages_until_every_slot_has_a_duration() -> None:
     """The first holdings to end are the short ones: until each slot has ended one, the running holders'
     ages count too (time on test over the endings), so the mean is not biased short."""
     now = FakeClock().now()
@@ -159,7 +159,7 @@ def test_mean_duration_counts_running_ages_until_every_slot_has_a_duration() -> 
     assert mean_duration_s(full, now) == pytest.approx((10 + 30) / 2)
 
 
-def test_expected_start_is_now_for_a_free_slot_then_one_slot_per_mean_over_n() -> None:
+def test_admission_expected_start_is_now_for_a_free_slot_then_one_slot_per_mean_over_n() -> None:
     now = FakeClock().now()
     # 4 slots, 3 held, every slot's last holding 600 s: a slot frees every 150 s on average.
     state = reading(
@@ -193,7 +193,7 @@ def test_drain_time_is_when_the_last_of_the_backlog_can_be_expected_to_start() -
     assert drain_time_s(reading(2, held(0, "arn:a", now), at=now), now, 3) is None, "no duration known yet"
 
 
-def test_expected_start_is_unknown_past_the_free_slots_without_a_mean() -> None:
+def test_admission_expected_start_is_unknown_past_the_free_slots_without_a_mean() -> None:
     now = FakeClock().now()
     state = reading(2, held(0, "arn:a", now), at=now)
 
@@ -201,7 +201,7 @@ def test_expected_start_is_unknown_past_the_free_slots_without_a_mean() -> None:
     assert expected_start_s(state, now, 1) is None
 
 
-def test_in_flight_target_is_what_the_horizon_can_start() -> None:
+def test_admission_in_flight_target_is_what_the_horizon_can_start() -> None:
     now = FakeClock().now()
     state = reading(2, freed(0, now - 700, now - 100), held(1, "arn:b", now - 10, last=600.0), at=now)
 

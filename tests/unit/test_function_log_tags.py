@@ -62,7 +62,7 @@ def test_concurrent_functions_tag_each_line_with_their_own_name(lines: io.String
     assert tags == {"receiver line": ("receiver", "r-1"), "extender line": ("extender", "e-1")}
 
 
-def test_a_line_after_the_invocation_keeps_no_thread_local_name(lines: io.StringIO) -> None:
+def test_function_log_a_line_after_the_invocation_keeps_no_thread_local_name(lines: io.StringIO) -> None:
     """One invocation after another on the same thread (the offline runtime's schedule): each its own."""
 
     @logger.inject_lambda_context

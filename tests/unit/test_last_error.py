@@ -42,16 +42,16 @@ def closed_lease(last_error: LastError | None) -> Lease:
         (None, None),
     ],
 )
-def test_last_error_reads_the_map_and_the_legacy_string(stored: Any, read: LastError | None) -> None:
+def test_last_error_last_error_reads_the_map_and_the_legacy_string(stored: Any, read: LastError | None) -> None:
     assert LastError.from_data(stored) == read
 
 
-def test_last_error_refuses_what_is_no_last_error() -> None:
+def test_last_error_last_error_refuses_what_is_no_last_error() -> None:
     with pytest.raises(ValueError, match="not a last error"):
         LastError.from_data({"Cause": "no name"})
 
 
-def test_last_error_reads_as_its_name_and_cause() -> None:
+def test_last_error_last_error_reads_as_its_name_and_cause() -> None:
     assert str(LastError("AnalysisException", CAUSE)) == f"AnalysisException: {CAUSE}"
     assert str(LastError("execution never started")) == "execution never started"
 

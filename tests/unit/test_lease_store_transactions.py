@@ -84,7 +84,7 @@ def test_transaction_conflicts_are_retried_then_written_one_by_one(dynamodb: tup
     assert results[0] is not None and results[1] is None
 
 
-def test_other_transaction_errors_are_raised_not_swallowed(dynamodb: tuple[Any, Stubber]) -> None:
+def test_lease_store_other_transaction_errors_are_raised_not_swallowed(dynamodb: tuple[Any, Stubber]) -> None:
     client, stubber = dynamodb
     stubber.add_client_error("transact_write_items", service_error_code="ValidationException", service_message="bad")
     with pytest.raises(Exception, match="ValidationException"):
@@ -112,7 +112,7 @@ def test_copy_notes_go_in_one_transaction_and_a_marker_changed_meanwhile_is_not_
     assert noted == [False, True]
 
 
-def test_one_copy_note_is_one_update(dynamodb: tuple[Any, Stubber]) -> None:
+def test_lease_store_one_copy_note_is_one_update(dynamodb: tuple[Any, Stubber]) -> None:
     client, stubber = dynamodb
     stubber.add_response("update_item", {})
     assert LeaseStore(client, "leases", shards=1, closed_ttl_s=60).markers.note_copies([copy_note(0)]) == [True]

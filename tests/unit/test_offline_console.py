@@ -111,7 +111,7 @@ def test_report_lists_each_excused_redelivery_and_counts_only_the_rest_as_lapses
     assert (totals["redelivered_while_running"], totals["redeliveries_excused"], totals["lapses"]) == (1, 1, 0)
 
 
-def test_live_counts_agree_with_the_report_on_redeliveries_excuses_and_lapses() -> None:
+def test_offline_console_live_counts_agree_with_the_report_on_redeliveries_excuses_and_lapses() -> None:
     scenario = demo_like(PAUSE)
     faults = paused_faults(scenario)
     tracks = {"wait-45s": track("wait-45s", 16.0, 25.0), "wait-20s": track("wait-20s")}

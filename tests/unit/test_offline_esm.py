@@ -103,7 +103,7 @@ def test_mapping_fails_the_whole_batch_on_a_bad_invocation(handler: Any) -> None
     assert sqs.deleted == [], "every record stays for SQS to deliver again"
 
 
-def test_partial_batch_response_parsing() -> None:
+def test_offline_esm_partial_batch_response_parsing() -> None:
     batch = {"a", "b"}
     assert failed_ids(None, batch) == set()
     assert failed_ids({}, batch) == set()

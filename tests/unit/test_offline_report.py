@@ -52,7 +52,7 @@ def faults_of(made: Scenario, start: float = 100.0) -> Faults:
     return faults
 
 
-def test_max_concurrent_sweeps_starts_and_stops() -> None:
+def test_offline_report_max_concurrent_sweeps_starts_and_stops() -> None:
     assert max_concurrent([]) == 0
     assert max_concurrent([run(0, 5)]) == 1
     assert max_concurrent([run(0, 5), run(5, 9, "m-2")]) == 1, "one ends as the next starts"
@@ -122,7 +122,7 @@ def test_lapse_counted_unless_a_fault_explains_it() -> None:
     assert (report["jobs"]["a"]["lapses"], report["jobs"]["a"]["redelivered_while_running"]) == (0, 1)
 
 
-def test_lost_message_and_faults_reported_in_totals() -> None:
+def test_offline_report_lost_message_and_faults_reported_in_totals() -> None:
     made = scenario({"type": "lose_scheduled_runs", "probability": 0.5})
     faults = faults_of(made)
     faults.injected.update({"extender_skipped": 3, "crash_before": 1})
@@ -220,7 +220,7 @@ def test_fifo_duplicate_dropped_or_kept_against_the_scenario() -> None:
     assert "a4: not dropped, expected a duplicate of a3" in found
 
 
-def test_a_jobs_own_failure_is_reported_as_its_error_not_a_broken_invariant() -> None:
+def test_offline_report_a_jobs_own_failure_is_reported_as_its_error_not_a_broken_invariant() -> None:
     """A job that fails by its own error (here an import its code lacks) is in front of its owner: the
     report's entry and the summary's note give the error and the attempts, and the violation says the
     job failed, naming the error, instead of only that its message ended somewhere unexpected."""

@@ -189,7 +189,7 @@ def worst_margin(settings: Settings, *, received: float, lost: int) -> float:
     received=st.floats(min_value=0, max_value=10, allow_nan=False),
     lost=st.integers(min_value=1, max_value=6),
 )
-def test_fixed_policies_the_settings_accept_never_lapse_when_one_scheduled_run_is_lost(
+def test_policies_fixed_policies_the_settings_accept_never_lapse_when_one_scheduled_run_is_lost(
     policy: str, period: float, heartbeat: float, vt: int, threshold: float, life: float, received: float, lost: int
 ) -> None:
     values = {

@@ -160,7 +160,7 @@ def test_throttled_batch_call_marks_every_entry_throttled_without_fallback(sqs: 
     assert [o.failure for o in outcomes] == [FailureClass.THROTTLED] * 3
 
 
-def test_whole_batch_refusal_falls_back_to_single_calls(sqs: tuple[Any, Stubber]) -> None:
+def test_visibility_whole_batch_refusal_falls_back_to_single_calls(sqs: tuple[Any, Stubber]) -> None:
     """An emulator fails a whole batch for one capped entry; each entry then gets its own verdict."""
     client, stubber = sqs
     batch = changes(2)
@@ -180,7 +180,7 @@ def test_batch_entry_missing_from_the_response_is_not_taken_as_success(sqs: tupl
     assert outcomes[0].ok and outcomes[1].failure is FailureClass.OTHER
 
 
-def test_single_change_reads_the_query_error_code(sqs: tuple[Any, Stubber]) -> None:
+def test_visibility_single_change_reads_the_query_error_code(sqs: tuple[Any, Stubber]) -> None:
     client, stubber = sqs
     stubber.add_client_error(
         "change_message_visibility",
