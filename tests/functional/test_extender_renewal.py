@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from longjobs.engine import cancel
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.service import renew_due
-from longjobs.engine.lease import LastError, LeaseStatus
+from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.settings import Settings
 from tests.functional.conftest import Harness
 
@@ -80,6 +80,44 @@ def test_extender_renewal_falls_due_again_by_the_leases_hard_stop(harness: Harne
     assert report.renewed == 1 and renewed is not None and renewed.renew_at is not None
     assert renewed.visible_until == pytest.approx(clock.now() + 30, abs=1), "hidden for the whole chunk"
     assert renewed.renew_at <= renewed.renew_until, "due again at its hard stop, not at the chunk's end"
+
+
+def test_extender_renewal_leaves_a_lease_due_by_its_hard_stop_until_that_stop(harness: Harness) -> None:
+    """A lease due by its hard stop (`renew_at` = `renew_until`, as an adopted attempt's is) that its policy
+    need not renew yet is left alone until the stop: not renewed, not stopped, so its job may still finish
+    in those seconds. The pass after the stop caps it. A pass looks `horizon_s` ahead (adaptive: the pass
+    budget, 15 s at a 60 s period), so it meets such a lease up to that long before its stop."""
+    settings = Settings(policy="adaptive", extender_period_s=60)
+    harness.send()
+    now = time.time()
+    [message] = harness.sqs.receive_message(
+        QueueUrl=harness.queue_url, VisibilityTimeout=600, AttributeNames=["ApproximateReceiveCount"]
+    )["Messages"]
+    lease = Lease(
+        message_id=message["MessageId"],
+        queue_url=harness.queue_url,
+        receipt_handle=message["ReceiptHandle"],
+        receive_count=1,
+        received_at=now,
+        visible_until=now + 600,
+        renew_until=now + 100,
+        renew_at=now + 100,
+    )
+    store = harness.store(settings)
+    assert store.create(lease)
+
+    before = FakeClock(now + 95)  # due by its stop, 5 s ahead; 505 s of its chunk left
+    report = renew_due(harness.extender(settings, before), deadline=before.now() + 30)
+
+    kept = store.get(lease.message_id)
+    assert (report.renewed, report.stopped) == (0, 0)
+    assert kept is not None and kept.status is LeaseStatus.ACTIVE and kept.version == lease.version
+
+    after = FakeClock(now + 101)
+    renew_due(harness.extender(settings, after), deadline=after.now() + 30)
+
+    capped = store.get(lease.message_id)
+    assert capped is not None and capped.status is LeaseStatus.CAPPED
 
 
 @pytest.mark.parametrize("cancelled", [False, True], ids=["running", "cancelled-kept-hidden"])
