@@ -230,7 +230,7 @@ COLUMNS = (
 
 
 def meets(result: Result, key: str, slots: int) -> bool | None:
-    """Whether the admission-on row meets the issue's goal on `key` (None: no goal, or the off row)."""
+    """Whether the admission-on row meets the benchmark's goal on `key` (None: no goal, or the off row)."""
     if result.admission != "on":
         return None
     goals: dict[str, Callable[[Any], bool]] = {

@@ -198,7 +198,7 @@ def layer_folders(root: Path) -> list[Path]:
 
 
 def without_bytecode(code: Path, root: Path) -> Path:
-    """A copy of the asset without its `__pycache__` folders: what it was before it shipped compiled."""
+    """A copy of the asset without its `__pycache__` folders: the asset as it would ship uncompiled."""
     copy = root / "asset-source-only"
     shutil.copytree(code, copy, ignore=shutil.ignore_patterns("__pycache__"))
     return copy

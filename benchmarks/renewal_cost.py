@@ -10,7 +10,7 @@ and the same extender schedule (both come from `--seed`).
 Receiver. At arrival the lease gets `visible_until = received_at + policy.initial_timeout_s()`,
 `last_renewed_at = received_at` and `renew_at = policy.renew_at(lease)` (one DynamoDB write).
 
-Extender schedule (`functions/extender/invocation.py`). EventBridge fires every `extender_period_s`
+Extender schedule (`longjobs/engine/extender/invocation.py`). EventBridge fires every `extender_period_s`
 (60 s). Each scheduled run is late by uniform(0, `lateness` x period) and lost entirely with
 probability `loss_rate` (default 1 in 20), independently per run. Reserved concurrency is 1: a run
 that would overlap the previous invocation starts when that one ends. An invocation runs a pass at
@@ -19,7 +19,7 @@ first pass always runs), and ends with its last pass; passes take no virtual tim
 policies (tick 1 s) pass every second within an invocation, and adaptive (tick = period) passes once.
 The Lambda timeout is taken to be longer than the period, so the period is the deadline.
 
-Pass (`functions/extender/service.py`). Every ACTIVE lease with `renew_at <= now` is due (a heap keyed
+Pass (`longjobs/engine/extender/service.py`). Every ACTIVE lease with `renew_at <= now` is due (a heap keyed
 by `renew_at` stands in for the due-index). A due lease with `now >= settings.renew_until(received_at)`
 is closed CAPPED with no call. Otherwise `policy.decide(now, lease)`; on renew the timeout is cut to
 `floor(received_at + 43200 - cap_safety_s - now)` (closed CAPPED if that is <= 0), the renewal is sent
@@ -76,9 +76,9 @@ DESCRIPTION = "Renewal cost: SQS requests, DynamoDB writes, lapses and dead-job 
 ARRIVAL, END = 0, 1
 
 POLICY_SETTINGS: dict[str, Settings] = {
-    # Seed 000's and seed 001's values. The settings refuse both on the 1-minute schedule (one lost run
-    # leaves a 61 s gap, longer than either renews ahead), so they are built here without validation,
-    # to show what that refusal prevents.
+    # `remaining` and `threshold` with a 30 s VT and a 1 s heartbeat. The settings refuse both on the
+    # 1-minute schedule: one lost run leaves a 61 s gap, longer than either renews ahead. They are
+    # built here without validation, to show what that refusal prevents.
     "remaining": Settings.model_construct(
         policy="remaining", visibility_timeout_s=30, max_renewal_s=43_200, heartbeat_s=1
     ),

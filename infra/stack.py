@@ -13,8 +13,9 @@ from longjobs.construct.processor import LongJobProcessor
 from longjobs.engine.jobs import JobCatalog
 
 PROCESSOR_ID = "Default"
-"""The processor's id in the stack. CDK leaves a `Default` id out of logical ids, so the resources keep
-the logical ids they had when the stack built them itself: an update replaces none of them."""
+"""The processor's id in the stack. CDK leaves a `Default` id out of logical ids, so each resource's logical
+id is the one it would have as a direct child of the stack. A stack deployed with the resources as its direct
+children therefore updates to this one without replacing any."""
 
 
 def stack_name(config: StackConfig) -> str:
@@ -70,6 +71,6 @@ class LongJobsStack(cdk.Stack):
 
 
 def _engine_values(config: StackConfig) -> dict[str, Any]:
-    """The engine settings chosen in context (the processor fills in the rest as the app did)."""
+    """The engine settings chosen in context (the processor fills in the rest with their defaults)."""
     fixed = {"extender_period_s", "receiver_timeout_s"}
     return {name: getattr(config.engine, name) for name in config.engine.model_fields_set if name not in fixed}

@@ -2,7 +2,7 @@
 
 A deployed stack writes its catalog into its lease table on every deploy, and `longjobs-offline serve`
 writes its own at start (`longjobs.engine.jobs.published`). `--jobs-file FILE` names a file instead, for
-a stack deployed before it published one. A `jobs.json` that happens to be in the current folder is
+a stack whose lease table holds no catalog. A `jobs.json` that happens to be in the current folder is
 never read: it may describe another deployment.
 """
 

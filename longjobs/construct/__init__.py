@@ -19,9 +19,9 @@ NODE_NOTICES = ("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "JSII_SILENCE_W
 
 def quiet_node_notices(environ: Any = os.environ) -> None:
     """Silence jsii's 11-line notice that the Node.js in use is past its end of life or deprecated (on
-    Node 20 every synth, `serve` and demo printed it, as Python byte strings). jsii's own switches: the
+    Node 20 every synth, `serve` and demo prints it, as Python byte strings). jsii's own switches: the
     end-of-life one lists the major versions to keep quiet about, the deprecated one is on when set. A
-    value the user set is kept. `make tools` still says which Node versions are supported."""
+    value the user set is kept. `make tools` says which Node versions are supported."""
     if NODE_NOTICES[0] not in environ:
         major = _node_major()
         if major is not None:

@@ -162,7 +162,7 @@ class InfraSettings(BaseModel):
     @field_validator("tracing", mode="before")
     @classmethod
     def _tracing_of_old(cls, value: Any) -> Any:
-        """The setting was a bool: `true` traced through the X-Ray SDK, `false` not at all."""
+        """Accept the bool form too: `true` means `xray-sdk`, `false` means `off`."""
         old = {"true": "xray-sdk", "false": "off"}
         if isinstance(value, bool):
             return "xray-sdk" if value else "off"

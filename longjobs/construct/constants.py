@@ -20,7 +20,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 APP_NAME = "LongJobs"
 """Stack name prefix (`LongJobs-<stage>`) and the dashboard's name prefix."""
 
-# Metrics: the names Powertools publishes under (functions/observability.py reads these two from the
+# Metrics: the names Powertools publishes under (longjobs/engine/observability.py reads these two from the
 # environment, and the stack sets them, so the dashboard and alarms find what the functions emit).
 METRICS_NAMESPACE = "LongJobs"
 SERVICE_NAME = "long-jobs"

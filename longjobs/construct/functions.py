@@ -402,7 +402,7 @@ class LongJobFunctions(Construct):
         sends a message whose attempts are used up to the DLQ. An unparked message is handled as the
         receiver handles it, so it may also be sent back to the jobs queue to wait for its job id, or parked
         again: without those sends SQS refuses it, and the copy bounces in its waiting queue to the DLQ
-        unrun (protocol review, defect 5)."""
+        unrun."""
         table = res.table.table_arn
         return [
             _allow(

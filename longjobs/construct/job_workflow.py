@@ -479,7 +479,8 @@ class JobWorkflow(Construct):
         sizing = settings.glue_of(job_type)
         version = str(sizing.version)
         runtime = GLUE_RUNTIMES[version]
-        # The built-in spark type keeps the id its job had before job types were declared (stable logical ids).
+        # The built-in spark type's job keeps the id `Job`: another id would change its logical id, and a
+        # deploy would replace the Glue job.
         construct_id = "Job" if job_type.name == "spark" else f"{state_prefix(job_type)}Job"
         code = s3_assets.Asset(self, f"{construct_id}Entry", path=str(stage_code(job_type)))
         arguments = {

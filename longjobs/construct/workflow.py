@@ -329,8 +329,8 @@ PATIENT_ATTEMPTS = 12
 PATIENT_MAX_DELAY = cdk.Duration.seconds(60)
 """The retries of the success path's read, close and releases: a job that ran is not run again, nor its
 lock left held, for a DynamoDB that failed for a minute (6 attempts ride out about 30 s; these about 6
-minutes, the lease renewed meanwhile, since the execution runs). Found by the simulation: a success whose
-reads all failed ended the execution FAILED, and its message went to the DLQ with its job done."""
+minutes, the lease renewed meanwhile, since the execution runs). With fewer, a success whose reads all
+fail would end the execution FAILED, and its message would go to the DLQ with its job done."""
 
 
 def _retry_transient(task: sfn.TaskStateBase, errors: list[str], *, patient: bool = False) -> sfn.TaskStateBase:

@@ -24,7 +24,7 @@ botocore hooks on each; the functions keep no offline-only code path.
   An invocation past its Lambda timeout dies the same way at its next call (`function_timeout`):
   offline, nothing else would stop a handler that botocore's backoff kept waiting past its deadline.
   botocore parses and retries these answers as it would AWS's; each retry is a new call, drawn again.
-- `throttle` (the older form): an `aws_fault` of the extender, mode `throttled`.
+- `throttle` (a shorthand): an `aws_fault` of the extender, mode `throttled`.
 - `after-call` of `StopExecution`: which executions the functions stopped (the report's `stopped`).
 
 The schedule asks `skip_run()` before each extender run: `pause_extender` skips the runs inside its
@@ -258,7 +258,7 @@ class _Invocation:
 
 @dataclass(frozen=True)
 class _CallFault:
-    """An `aws_fault`, or the older `throttle` as one."""
+    """An `aws_fault`, or a `throttle` as one."""
 
     index: int
     spec: AwsFault
@@ -570,7 +570,7 @@ class Faults:
     def lapse_excuse(self, at: float, *, message_id: str, renewals: Sequence[float]) -> str | None:
         """Why a delivery of this message while its job ran was unavoidable under the faults, or None.
 
-        - a `pause_extender` longer than one period, until one period after it (the older rule);
+        - a `pause_extender` longer than one period, until one period after it;
         - more scheduled runs lost in a row than the settings survive (`outages`): runs skipped by
           `pause_extender` or `lose_scheduled_runs`, runs that crashed, and runs that were impaired (a
           renewal-path call failed for good on an injected fault, or injected faults made the run

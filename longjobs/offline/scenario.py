@@ -170,7 +170,7 @@ FaultFunction = Literal["receiver", "extender", "watcher", "any"]
 FaultMode = Literal["throttled", "server_error", "timeout", "answer_lost", "crash_before", "crash_after"]
 """An AWS call's fault: the simulation's names (`longjobs.sim.faults.CallFault`), one vocabulary for both."""
 RENAMED_MODES = {"throttle": "throttled", "error": "server_error", "ambiguous": "answer_lost", "crash": "crash_before"}
-"""The modes' earlier names, each refused with the name it has now."""
+"""Mode names a scenario may not use, each refused with the simulation's name for that mode."""
 FAULT_SERVICES = ("sqs", "dynamodb", "stepfunctions")
 """The services the functions call; an `aws_fault` operation must be one of theirs."""
 

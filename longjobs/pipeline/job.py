@@ -14,14 +14,14 @@ Stages, each one Spark job (an action):
 4. type_daily: per event type, events, distinct users and the amount total.
 
 The two aggregates read the curated events back from their Parquet (only the columns they use)
-rather than from a cache of the de-duplicated rows: building that cache cost more than the reads
-(measured on 2,000,000 events: the whole run took about a quarter longer with it).
+rather than from a cache of the de-duplicated rows: building that cache costs more than the reads
+(on 2,000,000 events it makes the whole run about a quarter longer).
 
 Every dataset is Parquet, partitioned by `date` (the run's partition) and, except `type_daily` and
 the quarantine, by `hour`. The events and `user_hourly` are written into their `date=` folder,
 partitioned by `hour` alone: the date is in the path rather than a column of equal values, which
-the write would otherwise hash, shuffle and sort on as its first key (without it the whole run took
-6% less time: medians of 4 interleaved runs on 5,000,000 events). Each write overwrites
+the write would otherwise hash, shuffle and sort on as its first key (partitioning by that column too
+makes the whole run 6% slower: medians of 4 interleaved runs on 5,000,000 events). Each write overwrites
 dynamically: only the partitions it writes are replaced, so a retried run gives the same output and
 other dates are untouched. (The mode is set on each write, the per-write form of
 `spark.sql.sources.partitionOverwriteMode=dynamic`, so the session's own settings are left alone
@@ -71,18 +71,18 @@ SECONDS_PER_HOUR = 3_600
 NEARLY_UNIQUE_COLUMNS = ("event_id", "session_id")
 """Event columns with (almost) a value per row (about three events a session): a Parquet dictionary
 cannot shrink them, it fills up and falls back to plain encoding, and building it is a large part
-of the write's cost. Measured on 4,825,442 curated events (medians of 3): the write took 9.6 s
-with Spark's defaults, 7.9 s without these dictionaries and 6.5 s with INT64 timestamps as well
-(`SESSION_CONF`); the files went from 118 MB to 110 MB."""
+of the write's cost. On 4,825,442 curated events (medians of 3) the write takes 9.6 s with
+Spark's defaults, 7.9 s without these dictionaries and 6.5 s with INT64 timestamps as well
+(`SESSION_CONF`); the files are 118 MB with the defaults and 110 MB with both."""
 PLAIN_ENCODED = {f"parquet.enable.dictionary#{column}": "false" for column in NEARLY_UNIQUE_COLUMNS}
 
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 """The form producers write (milliseconds and a zone, `2024-05-01T13:45:12.123Z`), parsed by a
 formatter built once. Spark 3.5's default parser resolves the zone of every value anew, compiling
-two regular expressions each time: that was almost a quarter of the read stage's CPU (a Java Flight
-Recorder profile, 5,000,000 events), and with this format the JSON read took about 11% less time
+two regular expressions each time: that is almost a quarter of the read stage's CPU (a Java Flight
+Recorder profile, 5,000,000 events), and with this format the JSON read takes about 11% less time
 (interleaved runs). Any other form falls back to the default parser, so what is accepted and the
-instants read are unchanged. Only under the `CORRECTED` time parser policy (`SESSION_CONF`): under
+instants read are the default parser's. Only under the `CORRECTED` time parser policy (`SESSION_CONF`): under
 Spark's default policy a value the formatter refuses but Spark 2's parser took (`25:00`) fails the
 whole job instead of quarantining its line."""
 TIME_PARSER_POLICY = "spark.sql.legacy.timeParserPolicy"
@@ -93,7 +93,7 @@ SESSION_CONF = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     # Spark 3.5 sorts every input partition once more before the de-duplicating window's shuffle, to
     # drop all but the first row of each event id early. With few duplicates that extra sort drops
-    # almost nothing: without it the whole run took about a quarter less time (2,000,000 events, measured).
+    # almost nothing: with it off, the whole run takes about a quarter less time (2,000,000 events, measured).
     "spark.sql.optimizer.windowGroupLimitThreshold": "-1",
     # Timestamps as Parquet's INT64 microseconds, the standard type, instead of Spark's legacy INT96:
     # cheaper to write and smaller (see `PLAIN_ENCODED` for the figures), and read by Glue, Athena and
@@ -229,8 +229,8 @@ def user_hourly_rows(events: DataFrame) -> DataFrame:
     """Per hour and user: events, distinct sessions, purchases and revenue (the purchases' amount).
 
     Two plain aggregations, per session then per user, rather than one with a distinct count: Spark
-    plans that by doubling every row (an `Expand`) before its first aggregation. Measured on
-    5,000,000 events, three interleaved rounds: this stage took 7% to 27% less time in each.
+    plans that by doubling every row (an `Expand`) before its first aggregation. On 5,000,000 events
+    (three interleaved rounds) this stage takes 7% to 27% less time than with the distinct count.
     """
     purchase = F.col("type") == PURCHASE
     per_session = events.groupBy("hour", "user_id", "session_id").agg(
@@ -279,10 +279,10 @@ def write_counted(
 
     The rows are shuffled by the partition columns first, so each partition (a date, or a date and an
     hour) is one file from one task. Without it every task writes into every hour it holds, 8 tasks
-    x 24 hours of small files: the events write took about twice as long on 2,000,000 events
+    x 24 hours of small files: the events write takes about twice as long on 2,000,000 events
     (measured), and readers get many small files. The metrics are observed after that shuffle: in
     Spark 3.5 an observation below a shuffle in a write is never reported, and `Observation.get`
-    waits forever (seen here).
+    waits forever.
     """
     observed, observation = observe(rows.repartition(*partition_by), {"rows": F.count(F.lit(1)), **(metrics or {})})
     write_partitions(observed, path, partition_by, options)
