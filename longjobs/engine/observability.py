@@ -160,7 +160,7 @@ class MetricName:
     EXTENDER_PASS_FAILURES = "ExtenderPassFailures"
     # receiver: one per outcome of a record
     JOBS_STARTED = "JobsStarted"
-    JOBS_REJECTED = "JobsRejected"
+    JOBS_REJECTED = "JobsRejected"  # sent to the DLQ: poison, or its attempts used up
     JOBS_INLINE = "JobsInline"
     JOBS_FANNED_OUT = "JobsFannedOut"
     JOBS_IGNORED = "JobsIgnored"
@@ -174,7 +174,6 @@ class MetricName:
     JOBS_WAITING_FOR_SLOT = "JobsWaitingForSlot"  # its type was full: held hidden until about when it can run
     JOBS_PARKED = "JobsParked"  # its type was full beyond the horizon: moved to the type's waiting queue
     PARKED_DUPLICATES = "ParkedDuplicates"  # a parked or requeued message again, or a twin copy: acknowledged, one runs
-    JOBS_DEAD_LETTERED = "JobsDeadLettered"  # its attempts were used up: sent to the DLQ with their history
     S3_OBJECTS_IGNORED = "S3ObjectsIgnored"  # created objects that are no trigger's completion marker
     RECORDS_FAILED = "RecordsFailed"
     # watcher

@@ -72,7 +72,6 @@ OUTCOME_METRIC = {
     Outcome.WAITING_FOR_SLOT: MetricName.JOBS_WAITING_FOR_SLOT,
     Outcome.PARKED: MetricName.JOBS_PARKED,
     Outcome.DUPLICATE: MetricName.PARKED_DUPLICATES,
-    Outcome.DEAD_LETTERED: MetricName.JOBS_DEAD_LETTERED,
     Outcome.HELD: MetricName.JOBS_WAITING,
 }
 

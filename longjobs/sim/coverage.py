@@ -1,6 +1,7 @@
 """The `sometimes` side: what a campaign should reach at least once, and which of it it never did.
 
-Targets: every receiver outcome a standard queue can produce, every extender path, every Catch of the
+Targets: every receiver outcome a standard queue can produce, the reasons it sends to the DLQ for, every
+extender path, every Catch of the
 workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
 writer refused by its condition (fencing), a refused start given back and received again, each path of an
 EMR Serverless run, the operator's cancels and redrives, each change a deploy makes, and every fault kind on
@@ -27,11 +28,13 @@ RECEIVER_OUTCOMES = {
         "not_started",
         "stale",
         "waiting",
-        "dead_lettered",
         "fanned_out",
     ),
-    "admission": ("started", "waiting_for_slot", "parked", "duplicate", "dead_lettered"),
+    "admission": ("started", "waiting_for_slot", "parked", "duplicate", "rejected"),
 }
+DLQ_REASONS = ("AttemptsExhausted", "InvalidParameters", "TooLarge")
+"""Why the receiver sent a message to the DLQ (its copy's `ErrorType`), on the profiles of standard jobs: its
+outcome is `rejected` whatever the reason, so each path to the DLQ is a target of its own."""
 EXTENDER_PATHS = (
     "renewed",
     "capped",
@@ -121,6 +124,8 @@ def targets(coverage: Counter[str], definition: Mapping[str, Any], profile: str)
     for part, outcomes in RECEIVER_OUTCOMES.items():
         if profile in (part, "mixed"):
             names += [f"receiver:{outcome}" for outcome in outcomes]
+    if profile in ("standard", "mixed"):
+        names += [f"dlq:{reason}" for reason in DLQ_REASONS]
     names += [f"extender:{path}" for path in EXTENDER_PATHS]
     names += list(OTHER)
     if profile in EMR_PROFILES:

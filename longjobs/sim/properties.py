@@ -369,10 +369,13 @@ class Monitor:
         self.dead_lettered[job_key].append(attributes)
         original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
         self.dead_messages[job_key].add(self.originals.get(original, original))
-        if attributes.get("ErrorType", {}).get("StringValue") == "Cancelled":
+        reason = attributes.get("ErrorType", {}).get("StringValue")
+        if reason == "Cancelled":
             self.cancelled_dead.add(self.originals.get(original, original))
         self.finished.add(job_key)
         self.reach("dead_lettered")
+        if reason is not None:  # the receiver's (or a cancel's) copy: why it went, as its owner reads it
+            self.reach(f"dlq:{reason}")
 
     # -- the lease table ------------------------------------------------------------------------------------
 

@@ -315,7 +315,7 @@ def test_attempts_used_up_go_to_the_dlq_with_their_history(flow: Flow) -> None:
         freed = slot(flow)
         assert freed is not None and not freed.held, f"attempt {attempt} returned its slot"
 
-    assert flow.deliver(wait_s=5) == {message_id: Outcome.DEAD_LETTERED}
+    assert flow.deliver(wait_s=5) == {message_id: Outcome.REJECTED}
 
     (dead,) = flow.dlq_messages()
     attributes = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}

@@ -62,7 +62,7 @@ def test_workflow_failing_job_released_retried_with_new_executions_then_dead_let
         assert released.status is LeaseStatus.RELEASED
         assert released.last_error == LastError("WaitJobFailed", "the wait job was asked to fail")
 
-    assert flow.deliver() == {message_id: Outcome.DEAD_LETTERED}, "the processor counts attempts, not SQS"
+    assert flow.deliver() == {message_id: Outcome.REJECTED}, "the processor counts attempts, not SQS"
     [dead] = flow.dlq_messages()
     assert json.loads(dead["Body"])["job_id"] == "always-fails"
     assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "AttemptsExhausted"

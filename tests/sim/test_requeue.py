@@ -236,7 +236,7 @@ def test_requeue_a_copy_redriven_past_the_tables_memory_of_its_claimant_goes_to_
 
     assert b.deliver_jobs_queue() == {} and b.deliver_jobs_queue() == {}
     redriven = redrive(b, twin)
-    assert b.deliver_jobs_queue() == {redriven: Outcome.DEAD_LETTERED}
+    assert b.deliver_jobs_queue() == {redriven: Outcome.REJECTED}
     [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
     assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "ClaimUnknown"
     assert len(b.executions_of(JOB)) == 2, "each of the two messages ran once"
@@ -387,7 +387,7 @@ def test_requeue_a_message_held_in_place_until_spent_goes_to_the_dlq_with_its_re
         b.clock.advance(20)
         outcomes += b.deliver_jobs_queue().values()
 
-    assert outcomes[-1] is Outcome.DEAD_LETTERED, f"{what}: {outcomes[-3:]}"
+    assert outcomes[-1] is Outcome.REJECTED, f"{what}: {outcomes[-3:]}"
     last_receive = b.settings.redrive_max_receives(b.settings.queue_retention_s) - 1
     assert (len(outcomes) == last_receive) is (what == "its receives"), (what, len(outcomes), last_receive)
     [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]

@@ -105,7 +105,7 @@ def test_start_refused_max_refused_starts_times_goes_to_the_dlq_as_starts_refuse
     world, result = refused_starts(None, {**SETTINGS, "max_refused_starts": 2})
 
     assert result.violation is None, "nothing_lost: in the DLQ with a reason"
-    assert outcomes(result) == ["not_started", "not_started", "dead_lettered"]
+    assert outcomes(result) == ["not_started", "not_started", "rejected"]
     [dead] = world.dlq.messages.values()
     reason = {name: value["StringValue"] for name, value in dead.attributes.items()}
     assert reason["ErrorType"] == "StartsRefused"
@@ -191,7 +191,7 @@ def test_start_refused_count_carried_by_a_copy_goes_to_the_dlq_at_its_first_rece
     b = bench(limit=1, max_refused_starts=1)
     message = carrying_one_refusal(b, "X")
 
-    assert b.deliver_jobs_queue() == {message: Outcome.DEAD_LETTERED}
+    assert b.deliver_jobs_queue() == {message: Outcome.REJECTED}
     [dead] = b.aws.sqs.queues[b.dlq_url].messages.values()
     assert dead.attributes["ErrorType"]["StringValue"] == "StartsRefused"
     assert b.executions_of("X") == [], "never started"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
+from pathlib import Path
 from typing import Any
 
 import aws_lambda_powertools.utilities.parser.models  # noqa: F401  # see below
@@ -370,7 +372,7 @@ def test_release_delay_zero_base_is_immediate() -> None:
 
 def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
     assert {o for o in Outcome if not o.deferred} == {
-        Outcome.REJECTED,
+        Outcome.REJECTED,  # a copy is in the DLQ (poison, or its attempts used up)
         Outcome.IGNORED,
         Outcome.INLINE_DONE,
         Outcome.FANNED_OUT,
@@ -379,7 +381,6 @@ def test_outcomes_deferred_are_the_ones_the_lease_keeps() -> None:
         Outcome.PARKED,  # a copy is in the type's waiting queue
         Outcome.DUPLICATE,  # another copy of the parked message carries it
         Outcome.CANCELLED,  # an operator cancelled it: in the DLQ
-        Outcome.DEAD_LETTERED,  # a copy is in the DLQ
     }
     assert Outcome.HELD.deferred, "FIFO: a message waiting for its job id holds its group"
 
@@ -412,3 +413,16 @@ def test_receiver_handler_counts_every_outcome() -> None:
     from longjobs.functions.receiver import OUTCOME_METRIC
 
     assert set(OUTCOME_METRIC) == set(Outcome)
+
+
+def test_receiver_outcome_metrics_each_documented() -> None:
+    """docs/engine.md names every metric the receiver counts an outcome under, and no other."""
+    from longjobs.engine.observability import MetricName
+    from longjobs.functions.receiver import OUTCOME_METRIC
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "engine.md").read_text()
+    start = text.index("The receiver adds one count per record outcome")
+    metrics = {value for name, value in vars(MetricName).items() if name.isupper()}
+    named = set(re.findall(r"`(\w+)`", text[start : text.index("\n\n", start)])) & metrics
+    counted = {*OUTCOME_METRIC.values(), MetricName.RECORDS_FAILED, MetricName.S3_OBJECTS_IGNORED}
+    assert named == counted, f"documented, not counted: {named - counted}; counted, not documented: {counted - named}"

@@ -186,7 +186,7 @@ def dead_letter(
             receiver.store.create(record, replacing=replacing)
     except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
         logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
-    return Outcome.DEAD_LETTERED
+    return Outcome.REJECTED
 
 
 def resume(receiver: Receiver, job: Job | None, lease: Lease, *, new: bool) -> Outcome:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class Outcome(StrEnum):
     """What became of a record. Deferred outcomes leave the message on the queue, hidden by its lease."""
 
-    REJECTED = "rejected"  # poison: sent to the DLQ
+    REJECTED = "rejected"  # sent to the DLQ: poison, or its attempts used up (the reason on the copy and the lease)
     IGNORED = "ignored"  # nothing to do (an S3 test event, a deleted object)
     INLINE_DONE = "inline_done"  # ran inside the receiver
     FANNED_OUT = "fanned_out"  # an S3 notification of several objects: one job message each
@@ -48,7 +48,6 @@ class Outcome(StrEnum):
     WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
     PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
     DUPLICATE = "duplicate"  # a parked or requeued message received again, or a twin copy: another copy runs it
-    DEAD_LETTERED = "dead_lettered"  # its attempts are used up: sent to the DLQ with their history
     HELD = "held"  # its job id runs, on FIFO or with no room for a copy: hidden for the wait (not done)
     CANCELLED = "cancelled"  # cancelled by an operator before (its deletion was lost): in the DLQ already
 
@@ -67,7 +66,6 @@ _DONE = frozenset(
         Outcome.WAITING,
         Outcome.PARKED,
         Outcome.DUPLICATE,
-        Outcome.DEAD_LETTERED,
         Outcome.CANCELLED,
     }
 )
