@@ -1,14 +1,14 @@
-"""The Glue job's script: parse the job arguments, run the pipeline, print and store its summary.
+"""The events pipeline's command line: parse its arguments, run the pipeline, print and store its summary.
 
-How it reaches Glue: the CDK stack uploads this file as the job's script and ships the `pipeline`
-package as a zip in `--extra-py-files`, which Glue puts on the script's `sys.path`, so `import
-pipeline` works on Glue as it does locally. The job runs on Glue 5.0 (Spark 3.5.4, Python 3.11).
+The stack's Glue jobs run `longjobs.pipeline.glue_entry`, which calls the `spark` type's entry
+(`longjobs.pipeline.events.run`) with the job's params; this script takes the same values as named
+arguments, for a run by hand, locally or as a Glue job of one's own.
 
 Arguments (Glue passes each as `--name value`): `--input`, `--date`, `--output`, `--quarantine`, and
-optionally `--lateness-minutes` and `--summary-path` (where the summary JSON is also written: the
-workflow reads it from there, as a Glue job run returns no output of its own). On Glue they are
-read with `awsglue.utils.getResolvedOptions`; anywhere else with argparse, so the script also runs
-locally: `python -m longjobs.pipeline.glue_job --input DIR --date 2024-05-01 --output OUT --quarantine Q`.
+optionally `--lateness-minutes` and `--summary-path` (where the summary JSON is also written, since a Glue
+job run returns no output of its own). On Glue they are read with `awsglue.utils.getResolvedOptions`;
+anywhere else with argparse, so the script also runs locally:
+`python -m longjobs.pipeline.glue_job --input DIR --date 2024-05-01 --output OUT --quarantine Q`.
 
 The arguments are validated before a SparkSession is created, so a bad job fails in seconds.
 """
