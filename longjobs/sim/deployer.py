@@ -7,9 +7,9 @@ finish with the functions they began with; the queues' redrive count follows the
   (`_remove_limit`). A limit added holds for the runs that take a slot (`_add_limit`).
 - A type removed loses its waiting queue and keeps the workflow's definition: its executions never start
   again (the receiver refuses its messages).
-- A type added (`type_added`) renders a new definition, with the type's branch: executions started after
-  the deploy run it, and those that run keep the definition they started with, as Step Functions runs
-  them."""
+- A type added (`type_added`) joins the catalog deployed then, with what an earlier deploy of the seed
+  changed in it, and renders a new definition with the type's branch: executions started after the deploy
+  run it, and those that run keep the definition they started with, as Step Functions runs them."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S
 from longjobs.sim.workload import (
     ADDED_LIMIT,
+    ADDED_TYPE,
     CATALOG_ADDED_JSON,
     EMR_TYPE,
     LIMITED_TYPE,
@@ -48,8 +49,9 @@ def deploy(world: World, plan: DeployPlan) -> None:
         functions.catalog = JobCatalog(kept, functions.catalog.s3_triggers)
         if EMR_TYPE in world.waiting:
             _remove_waiting_queue(world, EMR_TYPE)
-    elif plan.change == "type_added":
-        functions.catalog = load_catalog(json.loads(CATALOG_ADDED_JSON))
+    elif plan.change == "type_added":  # to the catalog deployed now: a change an earlier deploy made stays
+        added = next(t for t in load_catalog(json.loads(CATALOG_ADDED_JSON)) if t.name == ADDED_TYPE)
+        functions.catalog = JobCatalog([*functions.catalog, added], functions.catalog.s3_triggers)
         world.executions.deploy_definition(rendered_definition(CATALOG_ADDED_JSON))
     elif plan.change == "limit_removed":
         functions.catalog = _catalog_limit(functions.catalog, LIMITED_TYPE, None)

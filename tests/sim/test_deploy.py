@@ -135,3 +135,36 @@ def test_deploy_of_a_type_is_drawn_on_its_own_stream_with_its_jobs_sent_after_it
             continue
         assert plan.change == "type_added" and not workload.fifo
         assert added and all(job.send_at_s > plan.at_s for job in added)
+
+
+def test_deploy_type_added_after_a_change_of_the_catalog_keeps_that_change() -> None:
+    """Two deploys in one seed, a limit added and then a type: the functions run on a catalog with both, as
+    a stack deployed twice does. A second deploy that forgot the limit would run the type's jobs without
+    slots while the properties hold its limit (type_concurrency)."""
+    from longjobs.sim.campaign import FAULT_WINDOW_S, deployed_workflow
+    from longjobs.sim.faults import FaultPlan
+    from longjobs.sim.workload import ADDED_LIMIT, CATALOG_JSON, EMR_TYPE
+    from longjobs.sim.world import START, World
+
+    def both(seed: int) -> bool:
+        workload = draw(seed, "standard")
+        first, second = workload.deploy, workload.definition_deploy
+        return first is not None and second is not None and first.change == "limit_added" and first.at_s < second.at_s
+
+    seed = next(seed for seed in range(1_000) if both(seed))
+    workflow = deployed_workflow()
+    world = World(
+        seed,
+        draw(seed, "standard"),
+        workflow.definition,
+        CATALOG_JSON,
+        faults=FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S),
+        execution_timeout_s=workflow.timeout_s,
+        keep_calls=False,
+    )
+    result = world.run()
+    assert result.violation is None, (seed, result.violation)
+    assert result.coverage["sim:deployed:limit_added"] == result.coverage["sim:deployed:type_added"] == 1
+    catalog = world.functions.catalog
+    assert catalog.limit(EMR_TYPE) == ADDED_LIMIT, "the second deploy keeps the first one's limit"
+    assert catalog.get(ADDED_TYPE) is not None
