@@ -17,9 +17,10 @@
    hidden, and once the hand-over has passed finishes what the cancel left (`finish`): a cancel cut
    short converges without its operator.
 2. **Stop** the attempt's execution (`StopExecution`, error `Cancelled`, the reason as its cause), then
-   read the lease again. A workflow built before its success close refused CANCELLED may have closed it
-   SUCCEEDED between the mark and the stop; then the job did succeed, and the cancel reports "already
-   succeeded" and sends nothing. StopExecution does not wait for the job run of a `.sync` task.
+   read the lease again. A deployed workflow whose success close does not refuse CANCELLED (an older
+   definition) may have closed it SUCCEEDED between the mark and the stop; then the job did succeed,
+   and the cancel reports "already succeeded" and sends nothing. StopExecution does not wait for the job
+   run of a `.sync` task.
 3. **Free** the execution's job lock and admission slot, each conditional on that execution still holding
    it (`longjobs.engine.settle.release_holds`), and read them back: one still held by the execution (its
    write failed) leaves the cancel unfinished (`HoldsNotFreed`), so the extender or a second cancel frees it.
@@ -49,8 +50,8 @@ Where the body comes from, since SQS cannot read a message by its handle:
   receive finds the lease CANCELLED: the receiver sends it to the DLQ then (`dead_letter_delivery`);
 - a PARKED marker holds the message (`parked_message`): it is sent to the DLQ at once, the marker turns
   CANCELLED, and its copies' claims are refused (they never run, and are acknowledged); a marker
-  written before markers held their message leaves the copy to be dead-lettered when admission
-  receives it (`dead_letter_delivery`);
+  that does not hold its message (one an older release wrote) leaves the copy to be dead-lettered when
+  admission receives it (`dead_letter_delivery`);
 - a REQUEUED marker (the message waits for its job id as a delayed copy on its queue) holds no body:
   the marker turns CANCELLED, and the copy, refused when it claims the run, is dead-lettered by the
   receiver (`dead_letter_delivery`).
@@ -475,7 +476,7 @@ def _carry_out(canceller: Canceller, lease: Lease, record: CancelRecord, *, outc
             stopped = lease.execution_arn
         current = canceller.store.get(lease.message_id)
         if current is not None and current.status is LeaseStatus.SUCCEEDED:
-            # Only a workflow built before its success close refused CANCELLED closes it so.
+            # Only a workflow whose success close does not refuse CANCELLED (an older definition) closes it so.
             release_holds(current, store=canceller.store, clock=canceller.clock)
             return _report(
                 current,

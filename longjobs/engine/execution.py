@@ -55,8 +55,8 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
 
 
 class ExecutionInput(BaseModel):
-    """What the workflow reads (DESIGN section 7). Built only from the lease and the message body, so
-    starting the same attempt twice sends the same input (StartExecution is then idempotent)."""
+    """What the workflow reads (docs/design.md, section 7). Built only from the lease and the message
+    body, so starting the same attempt twice sends the same input (StartExecution is then idempotent)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

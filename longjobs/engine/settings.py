@@ -42,7 +42,7 @@ offline runtime: SQS's long-standing default, whatever a new queue's default bec
 attribute's name, type and value count
 (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)."""
 MERGED_SETTINGS = {"max_receive_count": "max_attempts"}
-"""Settings that meant one thing under two names, each with the one it was merged into."""
+"""Retired setting names, each with the setting that carries its meaning: one meaning has one name."""
 SQS_MAX_RETENTION_S = 14 * 86_400
 """The longest SQS keeps a message (14 days), and how long the stack's queues keep them by default."""
 SQS_MIN_RETENTION_S = 60
@@ -338,7 +338,7 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse_merged_names(cls, values: Any) -> Any:
-        """A setting merged into another is refused with the name to set instead."""
+        """A retired setting name is refused with the name to set instead."""
         if isinstance(values, Mapping):
             for old, new in MERGED_SETTINGS.items():
                 if old in values:

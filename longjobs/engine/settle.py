@@ -57,7 +57,8 @@ def release_holds(lease: Lease, *, store: LeaseStore, clock: Clock) -> bool:
 
 
 release_job_lock = release_holds
-"""The name this had before slots: the job lock and the slot go together."""
+"""Another name of `release_holds`, exported for callers that name the job lock: the job lock and the
+slot are freed together."""
 
 
 def release(

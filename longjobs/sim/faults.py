@@ -49,7 +49,7 @@ FOCUS_RATE = 0.5
 FOCUS_MAX_STREAK = 8
 """A focused operation fails at most this many calls in a row (by one actor): a service failing every call
 for minutes is an outage, beyond what the design claims to survive (the workflow's success path retries 12
-times, about 3 minutes on average; found when seed 20056 met 12 in a row there), except those of `OUTAGES`."""
+times, about 3 minutes on average: a streak past its retries fails it for good), except those of `OUTAGES`."""
 RARE_OPERATIONS = frozenset({"delete_message_batch", "stop_execution", "cancel_job_run"})
 """Operations few seeds call at all, and then once to four times: the unparking delete (`longjobs.engine.
 admission.parking`: 5 % of the seeds of the mixed campaign 0-999), the stop of an execution (6 %), and the
@@ -57,8 +57,8 @@ receiver's cancel of a job run that outlived its execution (`longjobs.engine.run
 other operation is called by more than a quarter of the seeds, most by all. Coverage counts each fault kind
 per operation over a campaign, but one seed cannot tell from its own calls which operations the others
 rarely make (many are first called late, or only a few times, in one seed), so it is measured and written
-down here. Every seed focuses on these (`FaultPlan.rare_rng`): without it, the unparking delete's 62 attempts
-in the fault window of seeds 0-999 met five faults, and three of its six kinds never (issue 21)."""
+down here. Every seed focuses on these (`FaultPlan.rare_rng`). Measured without that focus, the unparking
+delete's 62 attempts in the fault window of seeds 0-999 met five faults, and three of its six kinds none."""
 RARE_FUNCTION_OPERATIONS = frozenset({"delete_message"})
 """Operations the workflow calls in every seed but the functions rarely (a delete by reconciliation or a
 cancel): focused as `RARE_OPERATIONS` are, when a function calls them, so that the crash kinds, which only
@@ -77,8 +77,8 @@ OUTAGES: tuple[tuple[str, dict[str, CallFault | None]], ...] = (
 """The calls an outage may strike, each beyond every retry its caller makes, with its fault (None: the
 outage's drawn kind, one that takes no effect). All are the workflow's calls on its success path, since a
 success path that fails for good is within the design:
-- its reads: a read that fails for good frees the holds (since seed 5054, whose success path's read failed
-  13 times in a row, and the execution ended with its job lock held);
+- its reads: a read that fails for good frees the holds (else the execution would end with its job lock
+  held);
 - its close and its delete: a close that fails for good deletes the message all the same and frees the
   holds, and when the delete fails too the execution still ends SUCCEEDED: reconciliation completes the
   lease (it deletes the message);
@@ -119,7 +119,7 @@ class Outage:
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> Outage | None:
-        """A seed's outage, on a stream of its own (a seed without one draws every other fault as before)."""
+        """A seed's outage, on a stream of its own (it changes no other fault the seed draws)."""
         rng = random.Random(f"faults:{seed}:outage")
         if rng.random() >= OUTAGE_SHARE:
             return None
@@ -184,7 +184,7 @@ class FaultPlan:
     rare_rng: random.Random | None = field(default=None, repr=False)
     """The stream of the focus on `RARE_OPERATIONS` that a seed's share did not focus on (a drawn plan's;
     a written scenario has none). Its own, drawn only at their calls: a seed that never calls them, or
-    whose draws there give no fault, fails exactly the calls it failed before."""
+    whose draws there give no fault, fails exactly the calls it would fail without this focus."""
     outage: Outage | None = None
     """A drawn plan's outage (`OUTAGE_SHARE` of the seeds), ahead of every other fault."""
     successes: int = 0
@@ -192,16 +192,16 @@ class FaultPlan:
     rare_turns: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Each rare operation's focus (`RARE_OPERATIONS`), as (start, attempts failed so far): its first
     attempts fail with every kind that can strike, in turn from a seed-drawn start, then at the focus
-    rate. A rare operation is called in the fault window of a few dozen seeds of a campaign; one fault
-    each, of a random kind, left a kind of the stop unmet in some campaigns of 1,000 seeds. Six in a row
-    stay within `FOCUS_MAX_STREAK`."""
+    rate. A rare operation is called in the fault window of a few dozen seeds of a campaign; with one
+    fault each, of a random kind, some campaigns of 1,000 seeds leave a kind of the stop unmet. Six in a
+    row stay within `FOCUS_MAX_STREAK`."""
 
     @classmethod
     def draw(cls, seed: int, *, start: float, quiet_after_s: float) -> FaultPlan:
         rng = random.Random(f"faults:{seed}")
         kinds = tuple(kind for kind in CallFault if rng.random() < 0.7) or (CallFault.SERVER_ERROR,)
         world = {fault: rng.choice((0.0, 0.02, 0.1, 0.25)) for fault in WorldFault}
-        # A stream of its own: a seed without focus draws every other fault as it did before focus existed.
+        # A stream of its own: the focus changes no other fault the seed draws.
         focus_rng = random.Random(f"faults:{seed}:focus")
         return cls(
             rate=rng.choice((0.0, 0.02, 0.08, 0.25)),

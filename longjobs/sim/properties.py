@@ -41,7 +41,7 @@ coverage: a campaign reports the ones no seed reached.
   lost. An execution whose job succeeded and whose message was then deleted is not stopped: its handle was
   refused because its work was done (the message deleted by a settlement that had not closed the lease
   yet, or whose close was lost), not because the message may go to another consumer. Stopping it turns a
-  job that succeeded into an aborted execution and a LOST lease (the offline demo under load, issue 37).
+  job that succeeded into an aborted execution and a LOST lease.
   Nor is a job stopped while SQS still hides its message under the handle its lease names, more than a
   chunk and the safety margin before the attempt's hard stop (`renew_until`, SQS's 12 h): that job is
   healthy and its lease holdable (a renewal's throttle taken for a lost handle stops it).
@@ -540,7 +540,7 @@ class Monitor:
                 )
             elif done and dead and (both := self._ended_both_ways(key)):
                 # Each message ends one way: a job sent twice may succeed by one message and be dead-lettered
-                # by the other (seed 816: that one's attempts all met an outage).
+                # by the other (corpus seed 816: that one's attempts all meet an outage).
                 failures.append(("nothing_lost", f"job {key}: {sorted(both)} succeeded and also sent to the DLQ"))
             elif dead:
                 for attributes in self.dead_lettered[key]:

@@ -22,7 +22,8 @@ from longjobs.offline.resources import SPARK_TASK_TIMEOUT_S
 PROFILES = ("standard", "fifo", "admission", "mixed")
 FIFO_SHARE = 3  # the mixed profile runs one seed in this many on a FIFO queue (a stack is one or the other)
 OLD_SHARDS = 8
-"""The shards count before the default became 1 (`Settings.previous_shards`)."""
+"""The shard count an upgrading stack comes from: the default of `Settings.previous_shards`, above the
+default `shards` of 1."""
 LAYOUTS = ("default", "upgrade", "eight", "raise", "lower")
 """How a seed's lease table is sharded, drawn on its own stream: the default (one shard); an upgrade (the
 functions run with `OLD_SHARDS` until `Workload.upgrade_at_s`, then with the default, the extender in a
@@ -313,8 +314,8 @@ def _spark(rng: random.Random) -> list[SparkBehaviour]:
 
 def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Workload:
     """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream. `notifications`
-    False: without the S3 notifications (`_notifications`), the world the seed drew before they joined
-    the workload (a corpus seed found then keeps its world: tests/sim/corpus.json)."""
+    False: without the S3 notifications (`_notifications`), the world of the corpus seeds recorded without
+    them (tests/sim/corpus.json)."""
     workload = _draw(seed, profile, notifications)
     workload.deploy = _deploy(seed, workload.jobs)
     if not workload.fifo:
@@ -352,7 +353,7 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
         return job
 
     if profile == "fifo" or (profile == "mixed" and random.Random(f"workload:{seed}:fifo").randrange(FIFO_SHARE) == 0):
-        return _fifo(rng)  # (its own stream: the other seeds of the mixed profile keep the jobs they had)
+        return _fifo(rng)  # (its own stream: it changes no other seed's jobs in the mixed profile)
     standard = profile in ("standard", "mixed")
     limited = profile in ("admission", "mixed")
     for _ in range(rng.randint(6, 9) if standard else 2):
@@ -391,7 +392,7 @@ CANCEL_SHARE = 0.4
 def _cancels(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
     """In some seeds, an operator cancels one or two jobs while they may run: at a time drawn within the
     job's run, now and then cut short at one of the cancel's steps and run again later, or never. Drawn on
-    a stream of its own: the seeds without one keep the jobs they had."""
+    a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:operator")
     if rng.random() >= CANCEL_SHARE:
         return []
@@ -415,7 +416,7 @@ def _late_cancel(seed: int, jobs: list[JobPlan]) -> list[CancelPlan]:
     """In some seeds, an operator cancels a wait job in about its last half minute, and the cancel is cut
     short after its mark: the job may succeed while its lease is CANCELLED, before the extender finishes
     the cancel, so the workflow's success close meets the mark (and must refuse it). Drawn on a stream of
-    its own: the seeds without one keep the jobs they had."""
+    its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:late-cancel")
     if rng.random() >= LATE_CANCEL_SHARE:
         return []
@@ -432,7 +433,7 @@ REDRIVE_SHARE = 0.5
 def _redrives(seed: int) -> list[RedrivePlan]:
     """In some seeds, an operator redrives the DLQ once: a quarter of an hour to four hours in, while jobs
     may still run (some of them the DLQ's jobs' twins, or a cancelled job's run not yet stopped) or after
-    all have settled. Drawn on a stream of its own: the seeds without one keep the jobs they had."""
+    all have settled. Drawn on a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:redrive")
     if rng.random() >= REDRIVE_SHARE:
         return []
@@ -447,7 +448,7 @@ SHORT_CAP_SHARE = 0.2
 def _deploy(seed: int, jobs: list[JobPlan]) -> DeployPlan | None:
     """In some seeds, a deploy a minute to an hour in changes what the receiver accepts or how many
     attempts a job has, while jobs run, wait and retry: one of the changes the seed's jobs can meet. Drawn
-    on a stream of its own: the seeds without one keep the jobs they had."""
+    on a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:deploy")
     if rng.random() >= DEPLOY_SHARE:
         return None
@@ -468,8 +469,8 @@ DEFINITION_DEPLOY_SHARE = 0.2
 def _definition_deploy(seed: int, numbered: int) -> tuple[DeployPlan | None, list[JobPlan]]:
     """In some seeds (on a standard queue), a deploy a minute to an hour in adds a job type: the workflow's
     definition gains its branch, new executions start on it while those begun before run on theirs. Its
-    producer sends one or two jobs of the type once it is deployed. Drawn on a stream of its own: the
-    seeds without one keep the jobs they had."""
+    producer sends one or two jobs of the type once it is deployed. Drawn on a stream of its own: it
+    changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:definition")
     if rng.random() >= DEFINITION_DEPLOY_SHARE:
         return None, []
@@ -491,8 +492,8 @@ EMR_SHARE = 0.5
 
 def _emr_jobs(seed: int, numbered: int) -> list[JobPlan]:
     """In some seeds, one to three jobs of the EMR Serverless type, their runs drawn like Spark's but
-    within an hour, now and then past their limit. Drawn on a stream of its own: the seeds without one
-    keep the jobs they had."""
+    within an hour, now and then past their limit. Drawn on a stream of its own: it changes no other
+    draw of the seed."""
     rng = random.Random(f"workload:{seed}:emr")
     if rng.random() >= EMR_SHARE:
         return []
@@ -517,8 +518,8 @@ records, sequencers and all, as a new message, some minutes later."""
 
 def _notifications(seed: int, numbered: int) -> list[JobPlan]:
     """In some seeds (on a standard queue), one or two S3 notifications of several completion markers,
-    sent like any message; now and then one that S3 delivers twice. Drawn on a stream of its own: the
-    seeds without one keep the jobs they had."""
+    sent like any message; now and then one that S3 delivers twice. Drawn on a stream of its own: it
+    changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:s3")
     if rng.random() >= NOTIFICATION_SHARE:
         return []
@@ -569,7 +570,7 @@ def _bursts_at_ends(seed: int, jobs: list[JobPlan]) -> list[JobPlan]:
     """In some seeds, a burst of short limited jobs sent within seconds of the moment one of the first
     limited jobs should end: arrivals find the type full in the same batch in which a slot frees (a case
     the rest of the draw rarely makes, where a reading of the slots kept for a batch can hold a message
-    back). Drawn on a stream of its own: the seeds without a burst keep the jobs they had."""
+    back). Drawn on a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:bursts")
     if rng.random() >= BURST_SHARE:
         return []

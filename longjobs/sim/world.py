@@ -47,7 +47,7 @@ from longjobs.sim.stage import START
 from longjobs.sim.trace import Trace
 from longjobs.sim.workload import JobPlan, Workload
 
-CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (engine/aws.py): botocore rewrites the Config's dict
+CLIENT_ATTEMPTS = RETRY_ATTEMPTS  # the functions' clients (`longjobs.engine.aws`): botocore rewrites the Config's dict
 TABLE = "leases"  # the names the rendered definition uses (longjobs.offline.resources)
 TOKEN_QUEUE = "spark-tokens"
 QUEUE_VT_S = 180  # the stack's queue visibility timeout
@@ -348,7 +348,7 @@ class World:
         after every step: kept to a few comparisons), and every job lock and slot free, or `holds_wait_s`
         past the rest: what frees a hold after its execution ended may be the extender's next look at
         its lease (a renewal that finds the message gone, reconciliation), not yet made when the last
-        message went (seed 78: reconciliation's completion died after its delete)."""
+        message went (corpus seed 78: reconciliation's completion dies after its delete)."""
         if self.unsent or self.executions.running or self.busy:
             self.holds_wait_until = None
             return False

@@ -90,7 +90,7 @@ def claimant_state(receiver: Receiver, marker: Lease) -> str:
     """What a marker's claimant (a copy with no lease) is, judged from its last claim: `taking` (its
     receive may be under way), `lost` (its receives are over and it never got a lease: any lease it wrote
     after the claim would still be kept, `claim_kept_until`) or `unknown` (a lease it had may have
-    expired, or the claim was made before claims recorded how long: whether the job ran cannot be told)."""
+    expired, or the claim records no `claim_kept_until`): whether the job ran cannot be told)."""
     now = receiver.clock.now()
     if now - (marker.claimed_at or 0.0) < CLAIM_STALE_S:
         return "taking"
@@ -198,8 +198,8 @@ def is_requeued_copy(receiver: Receiver, delivery: Delivery) -> bool:
 
 
 def is_parked_copy(receiver: Receiver, delivery: Delivery) -> bool:
-    """Whether a delivery is a parked copy received from a waiting queue that names its original (on the
-    jobs queue, a copy requeued before requeued copies cleared the attribute may still name one)."""
+    """Whether a delivery is a parked copy received from a waiting queue that names its original. A copy
+    on the jobs queue may name one too (a requeued copy that kept the attribute): it is not a parked copy."""
     return delivery.carried.parked_id is not None and receiver.queue_of(delivery) != receiver.queue_url
 
 
@@ -211,7 +211,7 @@ def is_live_marker(receiver: Receiver, lease: Lease) -> bool:
 
 def has_room(delivery: Delivery, history: Sequence[Attempt], *, parked: bool = False) -> bool:
     """Whether a copy of the message has room for the attribute it carries on (`ADMISSION_ATTRIBUTE`, in
-    place of its own; a requeued copy drops a `WAITS_ATTRIBUTE` of old too), attempts `history` and all,
+    place of its own; a requeued copy drops a legacy `WAITS_ATTRIBUTE` too), attempts `history` and all,
     within SQS's attribute count and message size; and, to be `parked`, whether its marker has room for
     the message itself. Else it waits in place (in flight)."""
     dropped = (ADMISSION_ATTRIBUTE,) if parked else (WAITS_ATTRIBUTE, ADMISSION_ATTRIBUTE)
@@ -230,7 +230,7 @@ def send_copy_again(receiver: Receiver, delivery: Delivery, marker: Lease) -> Ou
         logger.info("requeued message received again: its copy is sent now", extra={"message_id": delivery.message_id})
         return Outcome.WAITING
     queue_url = receiver.settings.waiting_queue_urls[marker.job_type or ""]
-    if marker.parked_message is None:  # a marker written before markers held their message
+    if marker.parked_message is None:  # a marker that does not hold its message (an older release's)
         marker = replace(marker, parked_message=stored_message(delivery))
     send_parked(receiver, queue_url, marker)
     logger.info("parked message received again: its copy is sent now", extra={"message_id": delivery.message_id})

@@ -72,8 +72,8 @@ _DONE = frozenset(
 
 
 WAITS_ATTRIBUTE = "LongJobsWaits"
-"""Message attribute of a copy sent back to wait for its job id, before copies carried their waits in
-`ADMISSION_ATTRIBUTE` (`Carried.job_waits`): how many times it has waited. Still read, never written."""
+"""Legacy message attribute of a copy sent back to wait for its job id: how many times it has waited.
+Copies carry their waits in `ADMISSION_ATTRIBUTE` (`Carried.job_waits`); this one is read, never written."""
 
 
 ADMISSION_ATTRIBUTE = "LongJobsAdmission"
@@ -251,9 +251,10 @@ def _cut_cause(error: dict[str, Any] | None, cause_max: int) -> dict[str, Any] |
 
 
 def copy_attributes(body: str, attributes: Mapping[str, Any], carried: Carried) -> dict[str, Any]:
-    """A copy's attributes: its own (`attributes`, an old admission attribute left out) and the admission
-    attribute carrying `carried`, its causes cut to the room SQS's message size leaves (`Carried.encode`).
-    Raises `CopyTooLarge` when even the shortest form does not fit (`copy_fits` said it would)."""
+    """A copy's attributes: its own (`attributes`, any admission attribute it carries left out) and the
+    admission attribute carrying `carried`, its causes cut to the room SQS's message size leaves
+    (`Carried.encode`). Raises `CopyTooLarge` when even the shortest form does not fit (`copy_fits` said it
+    would)."""
     own = {name: value for name, value in attributes.items() if name != ADMISSION_ATTRIBUTE}
     budget = MESSAGE_MAX_BYTES - message_bytes(body, own) - len(ADMISSION_ATTRIBUTE) - len("String")
     encoded = carried.encode(budget)

@@ -5,8 +5,8 @@
 - `wait`: a Wait state of `seconds` (then a failure when `fail`): canaries, load tests, scenarios.
 - `echo`: runs inside the receiver and answers with its text (or fails, when asked to).
 
-The schemas keep what the receiver checked before job types were declared: the same parameters,
-limits and defaults, so every message that was valid stays valid.
+The schemas hold the parameters, limits and defaults the built-ins' producers rely on: tightening them
+would refuse messages that are valid today.
 """
 
 from __future__ import annotations

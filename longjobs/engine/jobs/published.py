@@ -7,10 +7,10 @@ GetItem, the access they already need to the table, and name where it came from 
 Nothing in the processor reads it back: the functions run the catalog shipped in their own asset,
 which the same deploy wrote.
 
-Why the lease table: the catalog is a few kilobytes (this repository's, 4.4 KB) and an item holds
-400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has none of the
-indexes' keys and no `status`, so no query of the processor and no count of leases meets it; what
-reads every item skips it by its key (`longjobs.engine.lease.is_lease_key`).
+Why the lease table: the catalog is a few kilobytes (this repository's `jobs.json` publishes about 3 KB)
+and an item holds 400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has
+none of the indexes' keys and no `status`, so no query of the processor and no count of leases meets it;
+what reads every item skips it by its key (`longjobs.engine.lease.is_lease_key`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Legacy shards: what the extender still watches after `shards` was lowered (the upgrade path).
 
 A lease keeps the shard it was written with (its index key): a new or replacing write uses the current
-count, a renewal leaves the shard as it is. So after `shards` is lowered (the default went from 8 to 1),
-the leases written before, and those written by an invocation of the old code still running meanwhile,
-sit on shards [shards, previous_shards) that the new code's writes never use. A stranded ACTIVE lease is
-never renewed: its message shows again while its job runs. So the extender (this object is its
+count, a renewal leaves the shard as it is. `shards` defaults to 1 and `previous_shards` to 8, the count
+older stacks run with. So after `shards` is lowered, the leases written before the change, and those an
+invocation of the previous deployment writes meanwhile, sit on shards [shards, previous_shards). The
+current deployment's writes never use them. A stranded ACTIVE lease is never renewed: its message shows
+again while its job runs. So the extender (this object is its
 container's memory, like `SweepSchedule`) watches those *legacy shards*:
 
 - For the first `window_s` after the container's first run it queries every legacy shard on every run.
@@ -18,8 +19,9 @@ container's memory, like `SweepSchedule`) watches those *legacy shards*:
   lease stays until it is empty (its leases drain as their jobs end or are received again: a new receive's
   lease is written on the new shards).
 - Every `window_s` after that, every legacy shard is queried once more (the same query, so what it finds
-  due is renewed): a shard found holding a lease again (a writer of the old code outside the design: a
-  function updated by hand out of order, an index lagging minutes) is watched every run again, and logged.
+  due is renewed): a shard found holding a lease again (a writer of the previous deployment, outside the
+  design: a function updated by hand out of order, an index lagging minutes) is watched every run again,
+  and logged.
 - The reconciliation index holds the same leases under the same shards, so reconciliation queries the
   shards watched every run (every legacy shard until the first drop).
 

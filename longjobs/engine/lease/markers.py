@@ -195,7 +195,7 @@ class Markers:
     def claim_parked(self, original_id: str, copy_id: str, *, sent_at: float, now: float) -> bool | None:
         """Claim the run of a parked message for one of its copies: True when this copy may run it (it
         claimed it now or before), False when another copy has, None when the original has no PARKED
-        marker (parked before markers existed, or expired): the copy then runs as it is. A marker an
+        marker (none was written for it, or it expired): the copy then runs as it is. A marker an
         operator cancelled (`longjobs cancel`: CANCELLED) refuses every copy, so none runs. The marker's
         place in its parked line becomes the claimant's send time (`sent_at`): the claimant may wait in
         its waiting queue in turn, and its retention runs from then."""

@@ -41,8 +41,8 @@ class LastError:
 
     @classmethod
     def from_data(cls, data: Any) -> LastError | None:
-        """A stored last error: the map (an empty or missing `Cause` is none), or the plain string items
-        written before the map (read as the name, without a cause) so a deployed table keeps reading."""
+        """A stored last error: the map (an empty or missing `Cause` is none), or a plain string (read as
+        the name, without a cause), the form older items of a deployed table still hold."""
         if data is None:
             return None
         if isinstance(data, str):

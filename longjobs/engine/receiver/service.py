@@ -554,7 +554,7 @@ def _dead_letter_invalid(
 ) -> Outcome | None:
     """A refused body where a new attempt would begin, or whose ACTIVE lease's execution never started:
     the DLQ with its history (`Attempts`) and its lease closed REJECTED; with no lease and no history,
-    poison as it always was (`reject`). None when the lease changed meanwhile (read again).
+    poison (`reject`). None when the lease changed meanwhile (read again).
 
     An ACTIVE lease is closed first, as reconciliation closes an attempt that never started (RELEASED,
     no attempt counted, its holds freed with it), conditional on the version read: a start that lands

@@ -51,7 +51,7 @@ class _Partition:
     step), kept as items are written: a query reads a slice of it instead of sorting the partition. An item
     whose range key is not a plain number (not `{"N": ...}` alone, or NaN) has no place in that order: it
     goes to `irregular`, and while any is there a query of the partition reads every item (`items`, in the
-    order written) and sorts its matches, and so answers, or fails, as it always did."""
+    order written) and sorts its matches, so it answers, or fails, as a sort of the whole partition does."""
 
     __slots__ = ("irregular", "items", "keys", "numbers", "order", "rows")
 

@@ -5,14 +5,13 @@ StartExecution, DescribeExecution, StopExecution and ListExecutions are throttle
 token bucket per operation, account and region, of `bucket` tokens refilled at `refill_per_s` a second on
 the fake's clock. A request beyond its bucket answers `ThrottlingException` (HTTP 400, "Rate exceeded")
 and has no effect. The defaults are the documented Standard-workflow quotas of the simulation's region
-(`REGION`), from https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html (formerly
-limits-overview.html): "Quotas related to API action throttling" for StartExecution (1,300 tokens
-refilled at 300 a second in US East (N. Virginia), US West (Oregon) and Europe (Ireland), 800 at 150
-elsewhere) and ListExecutions (200 at 5; 100 at 2 elsewhere), and "Other quotas" for DescribeExecution
-(300 at 15; 250 at 10 elsewhere) and StopExecution (1,000 at 200; 500 at 25 elsewhere). They are soft
-quotas (an account may have more): `FakeStepFunctions.set_quota` sets another, or None for no throttling
-(`start_quota` for StartExecution). SendTask* (3,000 at 500) is not throttled here: the Spark runs never
-come near it.
+(`REGION`), from https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html: "Quotas related
+to API action throttling" for StartExecution (1,300 tokens refilled at 300 a second in US East
+(N. Virginia), US West (Oregon) and Europe (Ireland), 800 at 150 elsewhere) and ListExecutions (200 at 5;
+100 at 2 elsewhere), and "Other quotas" for DescribeExecution (300 at 15; 250 at 10 elsewhere) and
+StopExecution (1,000 at 200; 500 at 25 elsewhere). They are soft quotas (an account may have more):
+`FakeStepFunctions.set_quota` sets another, or None for no throttling (`start_quota` for StartExecution).
+SendTask* (3,000 at 500) is not throttled here: the Spark runs never come near it.
 
 ListExecutions is eventually consistent: "The results are best effort and may not reflect very recent
 updates and changes" (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html).
