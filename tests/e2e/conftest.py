@@ -17,7 +17,13 @@ from longjobs.offline.runtime import RunResult, run_scenario
 from longjobs.offline.scenario import parse_scenario
 
 SPARK_HEARTBEAT_S = 10
-"""One heartbeat timeout for every scenario: the workflow is rendered (by the CDK, in seconds) once."""
+"""The heartbeat timeout of scenarios whose worker is killed or whose run is stopped: the release, and the
+next attempt's wait for the previous run, each take that long."""
+UNHURRIED_HEARTBEAT_S = 30
+"""The heartbeat timeout of scenarios whose every run is meant to run once: on a machine busy with other
+work, the worker may send a task's first heartbeat more than 10 s after Step Functions sent its token, and
+the task would time out before it ran (the processor then retries it, as designed). A second rendering of
+the workflow takes a fraction of a second."""
 
 Runner = Callable[..., RunResult]
 

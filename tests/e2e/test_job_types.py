@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests import REPO_ROOT
-from tests.e2e.conftest import Runner
+from tests.e2e.conftest import UNHURRIED_HEARTBEAT_S, Runner
 from tests.short_settings import SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
@@ -36,6 +36,7 @@ def test_job_types_a_users_pyspark_type_runs_offline_and_bad_params_go_to_the_dl
 
     result = run(
         settings=SPARK_THRESHOLD,
+        spark_heartbeat_s=UNHURRIED_HEARTBEAT_S,
         job_types=[lines_type],
         jobs=[
             {"id": "count", "type": "lines", "params": {"input": str(data)}},
@@ -66,6 +67,7 @@ def test_job_types_a_package_type_with_a_requirement_runs_offline_as_jobs_json_d
 
     result = run(
         settings=SPARK_THRESHOLD,
+        spark_heartbeat_s=UNHURRIED_HEARTBEAT_S,
         job_types=[textstats],
         jobs=[{"id": "stats", "type": "textstats", "params": {"input": str(data), "min_length": 3}}],
     )

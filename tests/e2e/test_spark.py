@@ -9,14 +9,18 @@ import pytest
 from longjobs.offline.runtime import partition_dir
 from longjobs.offline.scenario import SparkJob
 from longjobs.pipeline.generate import read_manifest
-from tests.e2e.conftest import SPARK_HEARTBEAT_S, Runner, assert_hidden_while_running
+from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S, Runner, assert_hidden_while_running
 from tests.short_settings import SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
 
 def test_spark_job_runs_end_to_end_on_tiny_partition(run: Runner, tmp_path: Path) -> None:
-    result = run(settings=SPARK_THRESHOLD, jobs=[{"id": "events", "type": "spark", "events": 400}])
+    result = run(
+        settings=SPARK_THRESHOLD,
+        jobs=[{"id": "events", "type": "spark", "events": 400}],
+        spark_heartbeat_s=UNHURRIED_HEARTBEAT_S,
+    )
 
     job = result.report["jobs"]["events"]
     assert result.report["ok"] is True, result.violations
