@@ -211,7 +211,8 @@ class LambdaService:
                 event = sqs_event(messages, source_arn=self.queue.arn, region=REGION)
                 processor = batch_processor(self.settings.fifo, cast(Any, scheduler))  # records at once, as actors
                 response = receive_records(receiver, event, processor, seen)
-                failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+                failed = {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}
+                self.monitor.needless.records_failed(failed)
                 for message in messages:
                     if message["MessageId"] not in failed:
                         done.append(message["ReceiptHandle"])

@@ -679,6 +679,16 @@ class NeedlessRedeliveries:
                 self.excused[message_id] += 1
                 self.coverage["needless_redelivery:handling_died"] += 1
 
+    def records_failed(self, message_ids: set[str]) -> None:
+        """The invocation reported these messages' records failed: the event source mapping deletes no record
+        of them, not even another record of the same message that reached an outcome (a partial batch
+        response names a message by its id). A needless receive whose handling another record's outcome
+        marked done is then explained by the failure."""
+        for message_id in message_ids & self.last:
+            if message_id not in self.unhandled:
+                self.excused[message_id] += 1
+                self.coverage["needless_redelivery:record_failed"] += 1
+
     def handled(self, message_id: str) -> None:
         self.unhandled.discard(message_id)
 

@@ -45,6 +45,38 @@ def test_needless_redeliveries_allows_the_receive_after_a_failed_handling(how: s
     assert watched.coverage[f"needless_redelivery:{'handling_died' if how == 'died' else 'unhandled'}"] == 1
 
 
+def test_needless_redeliveries_allows_the_receive_after_another_record_of_the_message_failed() -> None:
+    """Two records of one message in one batch (SQS handed it out twice): one decides its job already
+    succeeded, the other fails. A partial batch response names a failed record by its message id
+    (`itemIdentifier`, "Using Lambda with Amazon SQS", Lambda Developer Guide:
+    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html), so the event source
+    mapping deletes neither, and the message shows again."""
+    watched = Monitor(limits={})
+    watched.needless.may_show_again(MESSAGE)  # its workflow's delete did not take
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=True)
+    watched.handled(MESSAGE)  # one record: already succeeded, acknowledged
+    watched.needless.records_failed({MESSAGE, "m-other"})  # the other record failed
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+    assert watched.coverage["needless_redelivery:record_failed"] == 1
+    watched.handled(MESSAGE)  # this one acknowledged, alone in its batch: the excuse is spent
+    with pytest.raises(PropertyViolation, match="needless_redeliveries"):
+        watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+
+
+def test_needless_redeliveries_a_failed_record_left_unhandled_is_excused_once() -> None:
+    """A single record that failed before an outcome is explained by its handling reaching none; its failure
+    in the batch response excuses nothing more."""
+    watched = Monitor(limits={})
+    watched.needless.may_show_again(MESSAGE)
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+    watched.needless.records_failed({MESSAGE})
+    watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)  # unhandled
+    watched.handled(MESSAGE)
+    with pytest.raises(PropertyViolation, match="needless_redeliveries"):
+        watched.needless.redelivered_after_success(MESSAGE, close_under_way=False, duplicate=False)
+
+
 @pytest.mark.parametrize("cause", ["close_under_way", "duplicate"])
 def test_needless_redeliveries_allows_a_close_under_way_and_a_duplicate(cause: str) -> None:
     watched = Monitor(limits={})
