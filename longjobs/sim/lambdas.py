@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, cast
@@ -212,7 +213,10 @@ class LambdaService:
                 processor = batch_processor(self.settings.fifo, cast(Any, scheduler))  # records at once, as actors
                 response = receive_records(receiver, event, processor, seen)
                 failed = {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}
-                self.monitor.needless.records_failed(failed)
+                records = Counter(message["MessageId"] for message in messages)
+                # failed before an outcome, while another record of the message reached one (a deferred
+                # outcome's failure is the receiver's choice, and explains nothing)
+                self.monitor.needless.records_failed({m for m in failed if seen.outcomes[m] < records[m]})
                 for message in messages:
                     if message["MessageId"] not in failed:
                         done.append(message["ReceiptHandle"])
@@ -363,9 +367,11 @@ class RecordsSeen:
     def __init__(self, service: LambdaService) -> None:
         self._service = service
         self.not_deferred: set[str] = set()
+        self.outcomes: Counter[str] = Counter()  # message id -> its records that reached an outcome
 
     def handled(self, delivery: Delivery, outcome: Outcome) -> None:
         service = self._service
+        self.outcomes[delivery.message_id] += 1
         service.monitor.reach(f"receiver:{outcome.value}")
         service.monitor.handled(delivery.message_id)
         if outcome is Outcome.INLINE_DONE:

@@ -680,10 +680,10 @@ class NeedlessRedeliveries:
                 self.coverage["needless_redelivery:handling_died"] += 1
 
     def records_failed(self, message_ids: set[str]) -> None:
-        """The invocation reported these messages' records failed: the event source mapping deletes no record
-        of them, not even another record of the same message that reached an outcome (a partial batch
-        response names a message by its id). A needless receive whose handling another record's outcome
-        marked done is then explained by the failure."""
+        """The invocation reported these messages' records failed, each with a record that reached no outcome:
+        the event source mapping deletes no record of them, not even another record of the same message that
+        reached one (a partial batch response names a message by its id). A needless receive whose handling
+        that other record's outcome marked done is then explained by the failure."""
         for message_id in message_ids & self.last:
             if message_id not in self.unhandled:
                 self.excused[message_id] += 1
