@@ -1,11 +1,11 @@
 """The `sometimes` side: what a campaign should reach at least once, and which of it it never did.
 
 Targets: every receiver outcome a standard queue can produce, the reasons it sends to the DLQ for, every
-extender path, every Catch of the
-workflow as deployed (read from the definition, so a new Catch is a new target), the 12 h cap, a stale
-writer refused by its condition (fencing), a refused start given back and received again, each path of an
-EMR Serverless run, the operator's cancels and redrives, each change a deploy makes, and every fault kind on
-every operation the code was seen to call (crashes only on the functions' calls).
+extender path, every Catch of the workflow as deployed (read from the definition, so a new Catch is a new
+target), the 12 h cap, a stale writer refused by its condition (fencing), a refused start given back and
+received again, each path of an EMR Serverless run, the operator's cancels and redrives, each change a deploy
+makes, and every fault kind on every operation the code was seen to call (crashes only on the functions'
+calls). A FIFO profile is not held to what FIFO cannot reach.
 """
 
 from __future__ import annotations

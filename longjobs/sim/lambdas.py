@@ -214,8 +214,8 @@ class LambdaService:
                 response = receive_records(receiver, event, processor, seen)
                 failed = {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}
                 records = Counter(message["MessageId"] for message in messages)
-                # failed before an outcome, while another record of the message reached one (a deferred
-                # outcome's failure is the receiver's choice, and explains nothing)
+                # messages with a record that failed before its outcome (a deferred outcome's failure is
+                # the receiver's choice, and explains nothing)
                 self.monitor.needless.records_failed({m for m in failed if seen.outcomes[m] < records[m]})
                 for message in messages:
                     if message["MessageId"] not in failed:
