@@ -47,10 +47,11 @@ from rich.console import Console
 from rich.table import Table
 
 from longjobs.construct.constants import STATE_MACHINE_TIMEOUT
+from longjobs.history.faults import WorldFault
 from longjobs.sim.aws import FakeQueue, Message
 from longjobs.sim.deployer import rendered_definition
 from longjobs.sim.emr import SchedulerConfiguration
-from longjobs.sim.faults import FaultPlan, WorldFault
+from longjobs.sim.faults import FaultPlan
 from longjobs.sim.workload import JobPlan, SparkBehaviour, Workload
 from longjobs.sim.world import START, World
 

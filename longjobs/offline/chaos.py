@@ -98,7 +98,7 @@ FUNCTIONS = ("receiver", "extender", "watcher", "any")
 FUNCTION_WEIGHTS = (4, 3, 2, 2)
 """The receiver's calls decide whether an execution starts: they get the most faults."""
 MODES = ("throttled", "server_error", "answer_lost", "crash_before")
-"""The call faults the campaign draws (`longjobs.sim.faults.CallFault`'s names)."""
+"""The call faults the campaign draws (`longjobs.history.faults.CallFault`'s names)."""
 RECEIVER_BUDGET = 3
 """Receives the faults that reach the receiver may cost a message in one run (see the module's docstring)."""
 BOTOCORE_ATTEMPTS = 4

@@ -8,7 +8,7 @@ botocore hooks on each; the functions keep no offline-only code path.
   fewer than `count` injections so far) is answered with the fault with its `probability`. Each fault
   draws from its own `random.Random`, seeded by the scenario's seed and the fault's index, so adding a
   fault does not change another's draws; every matching fault draws, and the first that hits applies.
-  The modes are the simulation's names for a call's faults (`longjobs.sim.faults.CallFault`):
+  The modes are the simulation's names for a call's faults (`longjobs.history.faults.CallFault`):
   - `throttled`: the service's throttling answer: SQS HTTP 400 `ThrottlingException` with the query
     code `RequestThrottled`; DynamoDB HTTP 400 `ProvisionedThroughputExceededException`; Step
     Functions HTTP 400 `ThrottlingException`.
@@ -54,6 +54,7 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
 from longjobs.engine.lease import Lease, LeaseStore
+from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.lambdas import InvocationCrashed
 from longjobs.offline.observe import Delivery
 from longjobs.offline.scenario import (
@@ -66,7 +67,6 @@ from longjobs.offline.scenario import (
     PauseExtender,
     Throttle,
 )
-from longjobs.sim.faults import CallFault, WorldFault
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

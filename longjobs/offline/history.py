@@ -3,7 +3,7 @@
 The observer (`longjobs.offline.observe`) watches a run from outside the processor: the sends, each
 delivery the event source mapping hands out, every execution's history, where each message ends. This
 module writes what it saw as trace records (`longjobs.sim.trace`: `t` in seconds since the run's start,
-an `actor`, an `event`), and `longjobs.sim.checker` judges them as it judges a seed's trace. So one
+an `actor`, an `event`), and `longjobs.history.checker` judges them as it judges a seed's trace. So one
 checker, which imports nothing from the processor, judges the simulation and the real offline runtime.
 
 The records, from the observer's tracks:
@@ -40,11 +40,11 @@ from typing import Any
 from longjobs.engine.delivery.dlq import ORIGINAL_MESSAGE_ID
 from longjobs.engine.execution import parse_execution_name
 from longjobs.engine.jobs import JobCatalog
+from longjobs.history.checker import Finding, check
 from longjobs.offline.faults import Faults
 from longjobs.offline.observe import Execution, Track
 from longjobs.offline.report import redelivery_verdicts
 from longjobs.offline.scenario import Scenario
-from longjobs.sim.checker import Finding, check
 
 __all__ = ["history", "judge", "scenario_types"]
 

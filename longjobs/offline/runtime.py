@@ -28,7 +28,7 @@ from longjobs.offline.scenario import AbortExecution, GenericJob, JobSpec, RawJo
 
 POLL_S = 0.5
 CHECKER_FINDING = "the independent checker, on the run's history: "
-"""How a finding of `longjobs.sim.checker` on the run's history starts among the run's violations."""
+"""How a finding of `longjobs.history.checker` on the run's history starts among the run's violations."""
 SETTLE_S = 15.0
 """After every message is settled, how long to wait for the executions to end (they close leases)."""
 MAX_SPARK_WORKERS = 4

@@ -168,7 +168,7 @@ class DuplicateDelivery(_Strict):
 
 FaultFunction = Literal["receiver", "extender", "watcher", "any"]
 FaultMode = Literal["throttled", "server_error", "timeout", "answer_lost", "crash_before", "crash_after"]
-"""An AWS call's fault: the simulation's names (`longjobs.sim.faults.CallFault`), one vocabulary for both."""
+"""An AWS call's fault: the simulation's names (`longjobs.history.faults.CallFault`), one vocabulary for both."""
 RENAMED_MODES = {"throttle": "throttled", "error": "server_error", "ambiguous": "answer_lost", "crash": "crash_before"}
 """Mode names a scenario may not use, each refused with the simulation's name for that mode."""
 FAULT_SERVICES = ("sqs", "dynamodb", "stepfunctions")

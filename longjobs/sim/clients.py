@@ -14,8 +14,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+from longjobs.history.faults import CallFault
 from longjobs.sim.aws import REGION, client_error
-from longjobs.sim.faults import CallFault, FaultPlan
+from longjobs.sim.faults import FaultPlan
 from longjobs.sim.scheduler import Crash, Scheduler
 from longjobs.sim.trace import Trace
 

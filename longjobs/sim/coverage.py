@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from longjobs.sim.faults import CRASHING_ACTORS, CallFault
+from longjobs.history.faults import CallFault
+from longjobs.sim.faults import CRASHING_ACTORS
 from longjobs.sim.workload import DEPLOY_CHANGES
 
 RECEIVER_OUTCOMES = {

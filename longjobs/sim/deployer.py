@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from longjobs.engine.jobs import JobCatalog, load_catalog
 from longjobs.engine.settings import LAMBDA_MAX_TIMEOUT_S
+from longjobs.sim.aws import FakeQueue, Message
+from longjobs.sim.executions import Executions
+from longjobs.sim.lambdas import LambdaService
+from longjobs.sim.stage import Stage
 from longjobs.sim.workload import (
     ADDED_LIMIT,
     ADDED_TYPE,
@@ -31,12 +35,22 @@ from longjobs.sim.workload import (
     DeployPlan,
 )
 
-if TYPE_CHECKING:
-    from longjobs.sim.aws import FakeQueue, Message
-    from longjobs.sim.world import World
+
+class DeployerStage(Stage, Protocol):
+    """The world as a deploy changes it (`longjobs.sim.world.World`): the functions' settings and their
+    rebuild, the waiting queues, and the workflow's definition."""
+
+    deployed: dict[str, Any]
+    waiting: dict[str, FakeQueue]
+    job_queues: tuple[FakeQueue, ...]
+    busy: set[str]
+    functions: LambdaService
+    executions: Executions
+
+    def rebuild(self) -> None: ...
 
 
-def deploy(world: World, plan: DeployPlan) -> None:
+def deploy(world: DeployerStage, plan: DeployPlan) -> None:
     """The stack deployed with `plan.change`: the functions rebuilt on it."""
     world.busy.discard(f"deploy:{plan.change}")
     world.monitor.reach(f"sim:deployed:{plan.change}")
@@ -75,7 +89,7 @@ def rendered_definition(catalog_json: str) -> dict[str, Any]:
     return dict(json.loads(workflow_definition(SPARK_HEARTBEAT_S, catalog_json, emr_serverless=True)))
 
 
-def _remove_limit(world: World, job_type: str) -> None:
+def _remove_limit(world: DeployerStage, job_type: str) -> None:
     """`job_type`'s limit removed: its waiting queue stays (every type has one), and from now on no limit
     holds for the type, in the properties and in the trace the checker reads."""
     world.monitor.limits.pop(job_type, None)
@@ -91,7 +105,7 @@ def _remove_limit(world: World, job_type: str) -> None:
     world.aws.sqs.on_receive = received
 
 
-def _add_limit(world: World, job_type: str, limit: int) -> None:
+def _add_limit(world: DeployerStage, job_type: str, limit: int) -> None:
     """`job_type` limited: from now on the limit holds for its runs that take a slot. Those that run now
     take none, nor those the replaced functions start while an invocation of theirs may still run (Lambda's
     longest timeout): they are excused, in the properties and in the checker."""
@@ -102,7 +116,7 @@ def _add_limit(world: World, job_type: str, limit: int) -> None:
     world.trace.event("world", "limits", limits=limits, excused_s=LAMBDA_MAX_TIMEOUT_S)
 
 
-def _remove_waiting_queue(world: World, job_type: str) -> None:
+def _remove_waiting_queue(world: DeployerStage, job_type: str) -> None:
     """`job_type` removed from the catalog: CloudFormation deletes its waiting queue ("any messages in the
     queue are no longer available", SQS's DeleteQueue); the type has no limit in the seed, so it is empty."""
     queue = world.waiting.pop(job_type)

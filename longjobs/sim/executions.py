@@ -20,11 +20,11 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from longjobs.engine.watcher.models import ExecutionStatusChange, status_change_envelope
+from longjobs.history.faults import WorldFault
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
 from longjobs.sim.clients import SimClient
 from longjobs.sim.emr import EMR_RESOURCE, EmrServerless, JobRun
 from longjobs.sim.emr import TERMINAL as EMR_TERMINAL
-from longjobs.sim.faults import WorldFault
 from longjobs.sim.properties import Running
 from longjobs.sim.scheduler import Group, Scheduler, Signal
 from longjobs.sim.stage import Stage

@@ -11,34 +11,8 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
-
-class CallFault(StrEnum):
-    """What can happen to one AWS call."""
-
-    THROTTLED = "throttled"  # refused before it took effect, with the service's throttling error
-    SERVER_ERROR = "server_error"  # a 5xx before it took effect
-    TIMEOUT = "timeout"  # no answer, and no effect: the client's read timed out
-    ANSWER_LOST = "answer_lost"  # it took effect, then the caller saw a 5xx or a timeout
-    CRASH_BEFORE = "crash_before"  # the calling function dies before the call leaves
-    CRASH_AFTER = "crash_after"  # the calling function dies after the call took effect
-
-
-class WorldFault(StrEnum):
-    """What can happen between steps, outside any call."""
-
-    EXTENDER_LATE = "extender_late"
-    EXTENDER_SKIPPED = "extender_skipped"
-    EVENT_LOST = "event_lost"
-    EVENT_DUPLICATED = "event_duplicated"
-    EVENT_LATE = "event_late"
-    DUPLICATE_DELIVERY = "duplicate_delivery"
-    FUNCTION_TIMEOUT = "function_timeout"
-    JOB_HANGS = "job_hangs"
-    JOB_VANISHES = "job_vanishes"
-    JOB_FAILS = "job_fails"
-
+from longjobs.history.faults import CallFault, WorldFault
 
 # The calls a function makes: a crash is that function's; the workflow's own calls (Step Functions
 # retries them) and the producer's sends see errors only.

@@ -31,10 +31,10 @@ from longjobs.engine.watcher.service import Watcher
 from longjobs.functions.extender import extend
 from longjobs.functions.receiver import batch_processor, receive_records
 from longjobs.functions.watcher import watch
+from longjobs.history.faults import WorldFault
 from longjobs.offline.lambdas import sqs_event
 from longjobs.sim.aws import REGION
 from longjobs.sim.executions import status_event
-from longjobs.sim.faults import WorldFault
 from longjobs.sim.properties import REFUSED_START_REACH_S, RELEASE_FAILED, Monitor
 from longjobs.sim.scheduler import Crash, Group, Signal
 from longjobs.sim.stage import START, Stage

@@ -21,20 +21,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from longjobs.cli.dlq import RedriveFilter, redrive
 from longjobs.engine.cancel import Canceller, CancelRaced, UnknownId, cancel
 from longjobs.engine.delivery.dlq import EXHAUSTED
 from longjobs.engine.factory import Clients, Factory
-from longjobs.sim.faults import CallFault, CallRule
+from longjobs.history.faults import CallFault
+from longjobs.sim.aws import FakeQueue, Message
+from longjobs.sim.aws.move_tasks import MoveTask
+from longjobs.sim.faults import CallRule
 from longjobs.sim.scheduler import Crash, Group
+from longjobs.sim.stage import Stage
+from longjobs.sim.workload import CancelPlan, RedrivePlan
 
-if TYPE_CHECKING:
-    from longjobs.sim.aws import FakeQueue, Message
-    from longjobs.sim.aws.move_tasks import MoveTask
-    from longjobs.sim.workload import CancelPlan, RedrivePlan
-    from longjobs.sim.world import World
+
+class OperatorStage(Stage, Protocol):
+    """The world as the operator sees it (`longjobs.sim.world.World`): the DLQ, the job queues, which job
+    a message carries, and what must end before the seed may."""
+
+    dlq: FakeQueue
+    job_queues: tuple[FakeQueue, ...]
+    busy: set[str]
+
+    def job_of(self, message: Message) -> str: ...
+
+    def keys_of(self, message: Message) -> tuple[str, ...]: ...
+
 
 REASON = "cancelled by the simulation's operator"
 CONSOLE_LOOK_S = 60.0
@@ -43,7 +56,7 @@ REDRIVE_GROUP = "operator:redrive"
 """The scheduler group of the operator's redrive: what it sends to a jobs queue is a redriven message."""
 
 
-def schedule(world: World) -> None:
+def schedule(world: OperatorStage) -> None:
     """Each of the workload's cancels, at its time."""
     start = world.scheduler.now()
     for plan in world.workload.cancels:
@@ -61,18 +74,18 @@ SELECT = {
 """What each of the command's redrives selects (`longjobs dlq redrive`, `--include-poison`, `--error-type`)."""
 
 
-def _look(world: World, sqs: Any) -> str | None:
+def _look(world: OperatorStage, sqs: Any) -> str | None:
     """The newest move task of the DLQ, a minute on: its failure reason, if it failed."""
     world.scheduler.sleep(CONSOLE_LOOK_S)
     results = sqs.list_message_move_tasks(SourceArn=world.dlq.arn)["Results"]
     return results[0].get("FailureReason") if results else None
 
 
-def _redrive_later(world: World, plan: RedrivePlan) -> Callable[[], None]:
+def _redrive_later(world: OperatorStage, plan: RedrivePlan) -> Callable[[], None]:
     return lambda: world.scheduler.spawn(lambda: _redrive(world, plan), group=Group(REDRIVE_GROUP))
 
 
-def _redrive(world: World, plan: RedrivePlan) -> None:
+def _redrive(world: OperatorStage, plan: RedrivePlan) -> None:
     """The DLQ redriven by `plan.method`. A minute after a move task starts the operator looks at it
     (`ListMessageMoveTasks`), and redrives with the command (`--include-poison`) when the console's
     failed because SQS could not tell a message's source."""
@@ -99,15 +112,15 @@ def _redrive(world: World, plan: RedrivePlan) -> None:
         world.busy.discard(f"redrive@{plan.at_s}")  # a move task it started is busy on its own
 
 
-def _later(world: World, plan: CancelPlan, cut_after: str | None) -> Callable[[], None]:
+def _later(world: OperatorStage, plan: CancelPlan, cut_after: str | None) -> Callable[[], None]:
     return lambda: _spawn(world, plan, cut_after)
 
 
-def _spawn(world: World, plan: CancelPlan, cut_after: str | None) -> None:
+def _spawn(world: OperatorStage, plan: CancelPlan, cut_after: str | None) -> None:
     world.scheduler.spawn(lambda: _cancel(world, plan, cut_after), group=Group(f"operator:{plan.job_id}"))
 
 
-def _cancel(world: World, plan: CancelPlan, cut_after: str | None) -> None:
+def _cancel(world: OperatorStage, plan: CancelPlan, cut_after: str | None) -> None:
     message_id = next((mid for mid, job in world.job_of_message.items() if job == plan.job_id), None)
     if message_id is None:
         world.monitor.reach("operator:no_message_yet")
@@ -147,7 +160,7 @@ def _cancel(world: World, plan: CancelPlan, cut_after: str | None) -> None:
     world.trace.event("operator", "cancelled", job_id=plan.job_id, outcome=str(report.outcome))
 
 
-def run_move_task(world: World, task: MoveTask) -> None:
+def run_move_task(world: OperatorStage, task: MoveTask) -> None:
     """SQS runs a message move task: one message at a time, at the task's rate; the seed waits for it."""
     world.busy.add(task.handle)
 
@@ -161,13 +174,13 @@ def run_move_task(world: World, task: MoveTask) -> None:
     world.scheduler.spawn(run, group=Group(f"sqs:{task.handle}"))
 
 
-def moved(world: World, queue: FakeQueue, message: Message, source: Message) -> None:
+def moved(world: OperatorStage, queue: FakeQueue, message: Message, source: Message) -> None:
     """A move task put `source`, a DLQ message, on `queue` as `message`."""
     if queue in world.job_queues:
         redriven(world, message, source)
 
 
-def redriven(world: World, message: Message, source: Message) -> None:
+def redriven(world: OperatorStage, message: Message, source: Message) -> None:
     """A message of the DLQ (`source`) is back on a jobs queue as a new message (the operator's redrive): a
     message of the producer's job that `source` carries."""
     world.job_of_message[message.message_id] = world.job_of(source)

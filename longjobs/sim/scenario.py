@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.scenario import (
     RUNTIME_SETTINGS,
     AbortExecution,
@@ -46,7 +47,7 @@ from longjobs.offline.scenario import (
     Throttle,
     WaitJob,
 )
-from longjobs.sim.faults import CRASHING_ACTORS, CallFault, CallRule, FaultPlan, WorldFault
+from longjobs.sim.faults import CRASHING_ACTORS, CallRule, FaultPlan
 from longjobs.sim.workload import (
     CATALOG,
     PARTITION_SECONDS,

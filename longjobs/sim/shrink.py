@@ -35,8 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.scenario import ScenarioError, parse_scenario
-from longjobs.sim.faults import CRASHING_ACTORS, CallFault, FaultPlan, WorldFault
+from longjobs.sim.faults import CRASHING_ACTORS, FaultPlan
 from longjobs.sim.trace import Trace
 from longjobs.sim.workload import ADDED_TYPE, CATALOG, JobPlan, Workload
 

@@ -2,7 +2,9 @@
 its trace, random draws and monitor, its fault plan, and the simulated AWS with its clients.
 
 `longjobs.sim.world.World` is the one stage; the Lambda service (`longjobs.sim.lambdas`) and the Step
-Functions service (`longjobs.sim.executions`) each take it as a `Stage`, so neither imports the world.
+Functions service (`longjobs.sim.executions`) each take it as a `Stage`, so neither imports the world. The
+deployer and the operator take it as a stage with the few members more they use (`DeployerStage`,
+`OperatorStage`), so the world imports them and no import runs back.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each line is one object with the virtual time `t` (seconds since the seed's start, to the microsecond),
 the `actor`, and either a `call` (service.Operation, its `params`, and its `answer`, `error` or `fault`)
 or an `event` (what the world did: a delivery, an execution's start or end, a job's run). The same seed
-on the same commit writes the same bytes; `longjobs.sim.checker` re-checks the promise from it alone.
+on the same commit writes the same bytes; `longjobs.history.checker` re-checks the promise from it alone.
 """
 
 from __future__ import annotations

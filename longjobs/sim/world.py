@@ -30,6 +30,7 @@ from longjobs.engine.lease.schema import EXECUTION_ATTR, HISTORY_ATTR, STATUS_AT
 from longjobs.engine.observability import logger
 from longjobs.engine.runs import RunPlace, place_setting
 from longjobs.engine.settings import Settings
+from longjobs.history.faults import CallFault, WorldFault
 from longjobs.sim import deployer, operator
 from longjobs.sim.aws import FakeAws, FakeQueue, Message
 from longjobs.sim.aws.base import SQS_MAX_VISIBILITY_S
@@ -38,7 +39,7 @@ from longjobs.sim.aws.stepfunctions import ListLag
 from longjobs.sim.clients import SimClient
 from longjobs.sim.emr import EMR_APPLICATION
 from longjobs.sim.executions import STATE_MACHINE_ARN, Executions
-from longjobs.sim.faults import CallFault, FaultPlan, WorldFault
+from longjobs.sim.faults import FaultPlan
 from longjobs.sim.lambdas import LambdaService
 from longjobs.sim.properties import Monitor, PropertyViolation, Violation
 from longjobs.sim.realclock import virtual_time

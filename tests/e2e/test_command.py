@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from longjobs.history.checker import main as checker_main
 from longjobs.offline.__main__ import main
-from longjobs.sim.checker import main as checker_main
 from tests.e2e.conftest import SPARK_HEARTBEAT_S
 from tests.short_settings import SHORT_THRESHOLD
 

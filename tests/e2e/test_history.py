@@ -1,5 +1,5 @@
 """An offline run's history in the simulation's trace format (`longjobs.offline.history`), judged by the
-independent checker (`longjobs.sim.checker`): the real runtime's run holds the promise, and what it wrote
+independent checker (`longjobs.history.checker`): the real runtime's run holds the promise, and what it wrote
 is enough for the checker to see a run that breaks it."""
 
 from __future__ import annotations

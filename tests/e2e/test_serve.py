@@ -19,8 +19,8 @@ import boto3
 import pytest
 
 from longjobs.engine.jobs import load_catalog
+from longjobs.history.checker import main as checker_main
 from longjobs.offline.serve import ServeError, check_java, serve
-from longjobs.sim.checker import main as checker_main
 from tests.longjobs_support import succeeded
 from tests.polling import eventually
 from tests.shown_output import shown_outputs, skeleton

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from longjobs.sim.checker import PROPERTIES, Finding, TraceError, check, main
+from longjobs.history.checker import PROPERTIES, Finding, TraceError, check, main
 from longjobs.sim.workload import LIMIT, LIMITED_TYPE
 from tests import REPO_ROOT
 

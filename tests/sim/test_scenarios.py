@@ -420,7 +420,8 @@ def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_n
     by its success (the message deleted), not closed CAPPED, and the job runs once. The outage is a rule on
     the workflow's calls, which a scenario file (run on the offline runtime too) cannot name."""
     import longjobs.sim.scenario as scenario_module
-    from longjobs.sim.faults import CallFault, CallRule
+    from longjobs.history.faults import CallFault
+    from longjobs.sim.faults import CallRule
     from longjobs.sim.world import START
 
     outage = [

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.__main__ import main
 from longjobs.offline.scenario import load_scenario
 from longjobs.sim.campaign import campaign
-from longjobs.sim.faults import CallFault, WorldFault
 from longjobs.sim.planted import PLANTS
 from longjobs.sim.properties import Monitor, PropertyViolation
 from longjobs.sim.shrink import Fired, Inexpressible, ddmin, shrink_seed, translate

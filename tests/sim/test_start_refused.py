@@ -25,9 +25,10 @@ from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settle import stop_and_close
+from longjobs.history.faults import CallFault
 from longjobs.sim.aws import client_error
 from longjobs.sim.campaign import deployed_workflow
-from longjobs.sim.faults import CallFault, CallRule, FaultPlan
+from longjobs.sim.faults import CallRule, FaultPlan
 from longjobs.sim.workload import CATALOG_JSON, JobPlan, Workload
 from longjobs.sim.world import CLIENT_ATTEMPTS, START, TABLE, SeedResult, World
 from tests.short_settings import SHORT_THRESHOLD

@@ -45,11 +45,11 @@ from longjobs.engine.delivery.models import parse_message
 from longjobs.engine.jobs import load_catalog, load_catalog_file
 from longjobs.engine.jobs.types import JobType
 from longjobs.engine.settings import Settings
+from longjobs.history.checker import main as checker_main
 from longjobs.offline.__main__ import build_parser as offline_parser
 from longjobs.offline.__main__ import main as offline_main
 from longjobs.offline.scenario import Scenario, load_scenario, parse_scenario
 from longjobs.pipeline import generate, glue_job
-from longjobs.sim.checker import main as checker_main
 from longjobs.sim.mutation.__main__ import command_parser as mutation_parser
 from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
 from tests import REPO_ROOT
@@ -460,7 +460,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
             return "run"
         elif module == "longjobs.pipeline.glue_job":
             glue_job.parse_args([module, *args])  # Spark: tests/pipeline runs the job on generated events
-        elif module == "longjobs.sim.checker":
+        elif module == "longjobs.history.checker":
             run_command(checker_main, args, workdir, command)  # the trace a `sim --trace` above wrote
             return "run"
         elif module == "longjobs.sim.mutation":

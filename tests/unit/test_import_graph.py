@@ -1,15 +1,17 @@
-"""The import graph of the engine and the functions has no cycle: every import counted, at module level,
-inside a function, or only for type checking, since each is a dependency a reader follows and a change
-must respect."""
+"""The import graph has no cycle, among the modules of the whole package and among its packages: every
+import counted, at module level, inside a function, or only for type checking, since each is a
+dependency a reader follows and a change must respect."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import longjobs
 import longjobs.engine
 import longjobs.functions
 
+PROJECT = Path(longjobs.__file__).parent
 ENGINE = Path(longjobs.engine.__file__).parent
 FUNCTIONS = Path(longjobs.functions.__file__).parent
 PACKAGE = "longjobs.engine"
@@ -95,20 +97,34 @@ def test_import_graph_reads_every_kind_of_import() -> None:
     assert "longjobs.engine.watcher.service" in graph["longjobs.engine.factory"]
 
 
-def package_of(module: str) -> str:
-    """The package a module belongs to: `longjobs.engine.receiver` for its `service`; a module directly
-    in `longjobs.engine` (`settle`, `cancel`) or in `longjobs.functions` is a unit of its own."""
+def package_of(module: str, depth: int = 3) -> str:
+    """The package a module belongs to, `depth` names deep: at 3, `longjobs.engine.receiver` for its
+    `service`, and a module directly in `longjobs.engine` (`settle`, `cancel`) or in `longjobs.functions` is
+    a unit of its own; at 2, `longjobs.sim` for every module of the simulation."""
     parts = module.split(".")
-    return ".".join(parts[:3]) if len(parts) > 3 else module
+    return ".".join(parts[:depth]) if len(parts) > depth else module
 
 
-def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+def package_graph(graph: dict[str, set[str]], depth: int = 3) -> dict[str, set[str]]:
     """The module graph with each package's modules merged into one node."""
-    merged: dict[str, set[str]] = {package_of(name): set() for name in graph}
+    merged: dict[str, set[str]] = {package_of(name, depth): set() for name in graph}
     for name, imported in graph.items():
-        merged[package_of(name)].update(package_of(other) for other in imported)
-        merged[package_of(name)].discard(package_of(name))
+        merged[package_of(name, depth)].update(package_of(other, depth) for other in imported)
+        merged[package_of(name, depth)].discard(package_of(name, depth))
     return merged
+
+
+def project_graph() -> dict[str, set[str]]:
+    """Every module of the package: the engine and the functions, the constructs, the offline runtime,
+    the simulation, the history checker, the command line and the pipeline."""
+    modules = {module_name(path): path for path in sorted(PROJECT.rglob("*.py"))}
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def is_front(module: str) -> bool:
+    """A command's front (`__main__`): it composes the commands of packages on any floor (the offline
+    runtime's offers the simulation's `sim`), and no module imports it."""
+    return module.rpartition(".")[2] == "__main__"
 
 
 def test_import_graph_of_the_engine_has_no_cycle() -> None:
@@ -122,6 +138,27 @@ def test_import_graph_of_the_engine_packages_has_no_cycle() -> None:
     assert "longjobs.engine.delivery" in packages["longjobs.engine.admission"]
     for below in ("longjobs.engine.receiver", "longjobs.engine.admission", "longjobs.engine.cancel"):
         assert below not in packages["longjobs.engine.delivery"], below
+
+
+def test_import_graph_of_the_whole_package_has_no_cycle() -> None:
+    graph = project_graph()
+    assert "longjobs.sim.world" in graph and "longjobs.offline.runtime" in graph
+    assert cycles(graph) == []
+
+
+def test_import_graph_of_the_top_packages_has_no_cycle() -> None:
+    """The simulation stands above the offline runtime (it runs its scenario files), and both on the
+    history checker, which the offline runtime judges its runs with; fronts stand above every package."""
+    graph = project_graph()
+    fronts = {name for name in graph if is_front(name)}
+    assert "longjobs.offline.__main__" in fronts
+    assert not any(fronts & imported for name, imported in graph.items() if not is_front(name))
+    packages = package_graph({name: graph[name] for name in graph.keys() - fronts}, depth=2)
+    assert cycles(packages) == []
+    assert "longjobs.offline" in packages["longjobs.sim"]
+    for runtime in ("longjobs.sim", "longjobs.offline"):
+        assert "longjobs.history" in packages[runtime], runtime
+    assert packages["longjobs.history"] == set()
 
 
 def test_import_graph_package_merge_finds_a_cycle_between_packages() -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from longjobs.history.checker import check
 from longjobs.offline.faults import Faults
 from longjobs.offline.history import history
 from longjobs.offline.observe import Delivery, Execution, Track
 from longjobs.offline.scenario import parse_scenario
-from longjobs.sim.checker import check
 
 START = 1_000.0
 MESSAGE = "m1"

@@ -9,6 +9,7 @@ from typing import Any, get_args
 import pytest
 
 from longjobs.engine.settings import Settings
+from longjobs.history.faults import CallFault
 from longjobs.offline.scenario import (
     RENAMED_MODES,
     AbortExecution,
@@ -25,7 +26,6 @@ from longjobs.offline.scenario import (
     load_scenario,
     parse_scenario,
 )
-from longjobs.sim.faults import CallFault
 
 DEMO = Path(__file__).parents[2] / "longjobs" / "offline" / "scenarios" / "demo.json"
 

@@ -36,7 +36,8 @@ from typing import Any
 from longjobs.engine.clock import Clock
 from longjobs.sim.aws.base import ACCOUNT, REGION, SQS_MAX_VISIBILITY_S, client_error
 from longjobs.sim.aws.dynamodb import FakeDynamoDb, IndexLag
-from longjobs.sim.aws.sqs import FakeQueue, FakeSqs, Message
+from longjobs.sim.aws.queue import FakeQueue, Message
+from longjobs.sim.aws.sqs import FakeSqs
 from longjobs.sim.aws.stepfunctions import Execution, FakeStepFunctions, ListLag
 
 __all__ = [

@@ -11,9 +11,9 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from longjobs.sim.aws.base import client_error
+from longjobs.sim.aws.base import Account, client_error
 from longjobs.sim.aws.expressions import (
     ExpressionError,
     apply_update,
@@ -27,9 +27,6 @@ from longjobs.sim.aws.expressions import (
     prepared,
     resolve,
 )
-
-if TYPE_CHECKING:
-    from longjobs.sim.aws import FakeAws
 
 
 @dataclass(frozen=True)
@@ -117,7 +114,7 @@ def _index_key(value: Mapping[str, Any]) -> str:
 class FakeDynamoDb:
     """One table (any name) with its global secondary indexes (from `CreateTable`-style arguments)."""
 
-    def __init__(self, aws: FakeAws, definition: Mapping[str, Any], *, index_lag: IndexLag | None = None) -> None:
+    def __init__(self, aws: Account, definition: Mapping[str, Any], *, index_lag: IndexLag | None = None) -> None:
         self._aws = aws
         self.pk = definition["KeySchema"][0]["AttributeName"]
         self.items: dict[str, dict[str, Any]] = {}

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from longjobs.sim.aws.base import client_error
-
-if TYPE_CHECKING:
-    from longjobs.sim.aws.sqs import FakeQueue, Message
+from longjobs.sim.aws.queue import FakeQueue, Message
 
 
 @dataclass

@@ -28,12 +28,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from longjobs.sim.aws.base import REGION, client_error
-
-if TYPE_CHECKING:
-    from longjobs.sim.aws import FakeAws
+from longjobs.sim.aws.base import REGION, Account, client_error
 
 
 class TaskWaiter(Protocol):
@@ -166,7 +163,7 @@ class FakeStepFunctions:
 
     def __init__(
         self,
-        aws: FakeAws,
+        aws: Account,
         state_machine_arn: str,
         *,
         start_quota: Quota | None = None,

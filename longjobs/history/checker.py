@@ -43,7 +43,7 @@ Why it is independent: the simulator checks the same promise as the world change
 lines), so a bug in the monitor, in its hooks or in what the trace records shows up as a disagreement
 between the two verdicts instead of being shared by both.
 
-`python -m longjobs.sim.checker [--limit TYPE=N ...] TRACE.jsonl` prints each finding and exits 1 if
+`python -m longjobs.history.checker [--limit TYPE=N ...] TRACE.jsonl` prints each finding and exits 1 if
 there is any, else prints `ok: <records> records, <jobs> jobs` and exits 0 (2 when the trace cannot be
 read).
 """
@@ -464,7 +464,7 @@ def _limit(text: str) -> tuple[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m longjobs.sim.checker",
+        prog="python -m longjobs.history.checker",
         description=f"Re-check {', '.join(PROPERTIES[:-1])} and {PROPERTIES[-1]} from a simulation trace.",
     )
     parser.add_argument(
