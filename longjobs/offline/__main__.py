@@ -18,10 +18,11 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
-from longjobs.offline.progress import Progress
-from longjobs.offline.report import JOB_FAILED, figures_table, summary_table
-from longjobs.offline.runtime import run_scenario
 from longjobs.offline.scenario import ScenarioError, load_scenario
+
+DESCRIPTION = "The whole processor on this machine (run, demo, chaos, serve) and its simulation (sim)."
+OFFLINE_EXTRA = ("moto", "matplotlib", "greenlet", "aws_cdk")
+"""The modules of the distribution's `offline` extra (with `infra`'s CDK, which renders the workflow)."""
 
 DEMO_SCENARIO = Path(__file__).parent / "scenarios" / "demo.json"
 DEMO_JOB = Path("jobs") / "wordcount.py"
@@ -45,6 +46,10 @@ def run(
     """Run the scenario file; write its report, and its timeline, figures table and history where asked
     (the demo writes `figures.md`: the table README.md shows, from this run; and `trace.jsonl`, the history
     the independent checker judged, in the simulation's trace format)."""
+    from longjobs.offline.progress import Progress
+    from longjobs.offline.report import JOB_FAILED, figures_table, summary_table
+    from longjobs.offline.runtime import run_scenario
+
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
@@ -82,7 +87,7 @@ def run(
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser (the docs' examples are checked against it)."""
-    parser = argparse.ArgumentParser(prog="longjobs-offline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="longjobs-offline", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     run_cmd = commands.add_parser("run", help="run a scenario file and write its report")
     run_cmd.add_argument("--scenario", type=Path, required=True)
@@ -154,7 +159,20 @@ def demo(out: Path, *, quiet: bool) -> int:
         os.chdir(previous)
 
 
+def missing_extra() -> list[str]:
+    """The modules of the `offline` extra this environment lacks."""
+    return [name for name in OFFLINE_EXTRA if importlib.util.find_spec(name) is None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    missing = missing_extra()
+    if missing:  # a traceback at the first import would say less
+        print(
+            f"longjobs-offline needs the distribution's `offline` extra ({', '.join(missing)} not installed): "
+            "pip install 'sqs-long-jobs[offline]'",
+            file=sys.stderr,
+        )
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":

@@ -174,3 +174,15 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
     assert demo.returncode == 2 and "PySpark is not installed" in demo.stderr, demo.stderr
     assert (outside / "demo" / "workspace" / "jobs" / "wordcount.py").is_file()
     assert (outside / "demo" / "workspace" / "docs" / "jobs.md").is_file(), "the wordcount job's input"
+
+    # Without the offline extra (an app installed with `[infra,cli]`), the command says what to install.
+    run(UV, "pip", "uninstall", "--quiet", "--python", python, "moto", "greenlet", cwd=tmp_path)
+    bare = subprocess.run(
+        [bin_dir / "longjobs-offline", "--help"], cwd=tmp_path, env=environ, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert bare.returncode == 2 and "Traceback" not in bare.stderr, bare.stderr
+    assert bare.stderr.strip().splitlines() == [
+        "longjobs-offline needs the distribution's `offline` extra (moto, greenlet not installed): "
+        "pip install 'sqs-long-jobs[offline]'"
+    ]

@@ -110,6 +110,7 @@ COMMANDS_NOT_RUN = {
     "python3.13 -m venv": "creates an environment (tests/infra/test_install.py)",
     ".venv/bin/pip install": "installs packages (tests/infra/test_install.py installs the wheel)",
     "out()": "a shell helper of the deploy page",
+    "export AWS_": "sets the shell's region and credentials for the local service (tests/e2e/test_serve.py sets them)",
 }
 SHELL_ASSIGNMENT = re.compile(r"^[A-Z_]+=")
 
