@@ -7,6 +7,7 @@ repository's editable install), never a folder of the application beside it. Eac
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -20,8 +21,10 @@ SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc")
 def staged_package(*subpackages: str, extra_files: Mapping[str, str] | None = None) -> Path:
     """A new folder holding `longjobs/` with only `subpackages` (and `extra_files`, paths relative
     to the package folder, with their text). CDK hashes the folder's content, so an unchanged package
-    gives the same asset."""
+    gives the same asset. The folder goes when the process ends: the synth has copied it into its output
+    by then."""
     stage = Path(tempfile.mkdtemp(prefix="longjobs-asset-"))
+    atexit.register(shutil.rmtree, stage, ignore_errors=True)
     package = stage / PACKAGE_ROOT.name
     package.mkdir()
     shutil.copyfile(PACKAGE_ROOT / "__init__.py", package / "__init__.py")

@@ -288,7 +288,10 @@ class LongJobProcessor(Construct):
             prefix = next(iter(prefixes)) if len(prefixes) == 1 else ""
             raw.add_event_notification(
                 s3.EventType.OBJECT_CREATED,
-                s3n.SqsDestination(queue) if self.key is None else KeyEncryptedQueueDestination(queue, self.key),
+                # A queue of the application's with a key of its own gets CDK's grants on that key.
+                KeyEncryptedQueueDestination(queue, self.key)
+                if self.key is not None and queue.encryption_master_key is self.key
+                else s3n.SqsDestination(queue),
                 s3.NotificationKeyFilter(prefix=prefix or None, suffix=marker),
             )
         # CDK configures bucket notifications through its own stack-wide function (a singleton).

@@ -20,12 +20,13 @@ from aws_cdk import aws_sqs as sqs
 from longjobs.construct.config import ConfigError, InfraSettings, StackConfig
 from longjobs.engine.jobs import JobType, S3Trigger
 from longjobs.engine.lease.schema import INDEXES, KEY_TYPES, PARTITION_KEY, TTL_ATTR
-from longjobs.engine.settings import Settings
+from longjobs.engine.settings import MESSAGE_MAX_BYTES, Settings
 
 SQS_DEFAULT_VISIBILITY_S = 30
 SQS_DEFAULT_RETENTION_S = 345_600  # 4 days
-"""What SQS gives a queue that does not set them (CreateQueue's `VisibilityTimeout` and
-`MessageRetentionPeriod`): https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html"""
+SQS_DEFAULT_MAX_MESSAGE_BYTES = 262_144
+"""What SQS gives a queue that does not set them (CreateQueue's `VisibilityTimeout`, `MessageRetentionPeriod`
+and `MaximumMessageSize`): https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,17 +64,19 @@ class LongJobProcessorProps:
 
     existing_queue: sqs.IQueue | None = None
     """A jobs queue the application already has, instead of a new one. Its visibility timeout must be
-    `queue_visibility_timeout_s`, its retention `queue_retention_s`, and it must redrive to the processor's
-    DLQ after at least `Settings.redrive_max_receives` receives. Default: a new queue."""
+    `queue_visibility_timeout_s`, its retention `queue_retention_s`, its maximum message size 256 KiB or
+    more, and it must redrive to `existing_dead_letter_queue`, which must be given with it, after at least
+    `Settings.redrive_max_receives` receives. Default: a new queue."""
 
     existing_dead_letter_queue: sqs.IQueue | None = None
     """The DLQ of `existing_queue` (or the one a new jobs queue redrives to). It must keep a message at
-    least as long as the jobs queue does. Default: a new DLQ that keeps messages 14 days, SQS's maximum."""
+    least as long as the jobs queue does, take messages of 256 KiB, and let the processor's queues redrive
+    to it (its redrive allow policy). Default: a new DLQ that keeps messages 14 days, SQS's maximum."""
 
     existing_table: dynamodb.ITable | None = None
-    """A lease table the application already has: partition key `pk` (string), TTL on `expires_at`, and
-    the indexes of `longjobs.engine.lease.schema.INDEXES`, each projecting all attributes. Default: a new
-    table (on demand, point-in-time recovery)."""
+    """A lease table the application already has (`Table` or `TableV2`): partition key `pk` (string), TTL on
+    `expires_at`, and the indexes of `longjobs.engine.lease.schema.INDEXES`, each projecting all
+    attributes. Default: a new table (on demand, point-in-time recovery)."""
 
     def with_fields(self, **values: Any) -> LongJobProcessorProps:
         """A copy with `values` set; an unknown name is refused with the names there are."""
@@ -93,7 +96,9 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
         _check_queue(queue, dlq, config)
     if dlq is not None:
         _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)
-        retention = _seconds(dlq, "message_retention_period", SQS_DEFAULT_RETENTION_S)
+        _check_size("existing_dead_letter_queue", dlq)
+        _check_redrive_allowed(dlq, queue, fifo=config.engine.fifo)
+        retention = _property(dlq, "message_retention_period", SQS_DEFAULT_RETENTION_S)
         if retention is not None and retention < config.engine.queue_retention_s:
             raise ConfigError(
                 f"existing_dead_letter_queue keeps a message {retention} s, less than the jobs queue's "
@@ -116,29 +121,31 @@ def data_keys(props: LongJobProcessorProps) -> list[kms.IKey]:
 
 def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig) -> None:
     _check_fifo("existing_queue", queue, fifo=config.engine.fifo)
-    vt = _seconds(queue, "visibility_timeout", SQS_DEFAULT_VISIBILITY_S)
+    vt = _property(queue, "visibility_timeout", SQS_DEFAULT_VISIBILITY_S)
     wanted_vt = config.infra.queue_visibility_timeout_s
     if vt is not None and vt != wanted_vt:
         raise ConfigError(
             f"existing_queue has a visibility timeout of {vt} s, but queue_visibility_timeout_s={wanted_vt}: "
             "the receiver and the extender rely on the setting; make them equal"
         )
-    retention = _seconds(queue, "message_retention_period", SQS_DEFAULT_RETENTION_S)
+    retention = _property(queue, "message_retention_period", SQS_DEFAULT_RETENTION_S)
     wanted_retention = config.engine.queue_retention_s
     if retention is not None and retention != wanted_retention:
         raise ConfigError(
             f"existing_queue keeps a message {retention} s, but queue_retention_s={wanted_retention}: admission "
             "sends a waiting message again before the queue would drop it; make them equal"
         )
-    if not isinstance(queue, sqs.Queue):
-        return  # an imported queue: its redrive policy cannot be read at synth
-    own_dlq = queue.dead_letter_queue
-    if own_dlq is None:
+    _check_size("existing_queue", queue)
+    if isinstance(queue, sqs.Queue) and queue.dead_letter_queue is None:
         raise ConfigError(
             "existing_queue has no dead-letter queue: give it a redrive policy to existing_dead_letter_queue"
         )
-    if dlq is None:
+    if dlq is None:  # the processor's own DLQ would be one nothing redrives to
         raise ConfigError("existing_queue is given without existing_dead_letter_queue: pass its DLQ as well")
+    if not isinstance(queue, sqs.Queue):
+        return  # an imported queue: its redrive policy cannot be read at synth
+    own_dlq = queue.dead_letter_queue
+    assert own_dlq is not None
     if own_dlq.queue is not dlq:
         raise ConfigError("existing_queue redrives to another queue than existing_dead_letter_queue")
     wanted = config.engine.redrive_max_receives(config.engine.queue_retention_s)
@@ -151,13 +158,52 @@ def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig)
 
 
 def _check_fifo(name: str, queue: sqs.IQueue, *, fifo: bool) -> None:
-    if queue.fifo != fifo:
-        kind = "a FIFO queue" if queue.fifo else "a standard queue"
-        raise ConfigError(f"{name} is {kind}, but the engine's fifo setting is {fifo}")
+    if queue.fifo == fifo:
+        return
+    if fifo and not isinstance(queue, sqs.Queue) and cdk.Token.is_unresolved(queue.queue_arn):
+        raise ConfigError(
+            f"{name} is imported by an ARN a synth cannot read, so CDK takes it for a standard queue, but the "
+            "engine's fifo setting is True: import it with sqs.Queue.from_queue_attributes(..., fifo=True)"
+        )
+    kind = "a FIFO queue" if queue.fifo else "a standard queue"
+    raise ConfigError(f"{name} is {kind}, but the engine's fifo setting is {fifo}")
 
 
-def _seconds(queue: sqs.IQueue, prop: str, default: int) -> int | None:
-    """A queue's property in seconds as the template sets it, SQS's default when unset, None when unknown."""
+def _check_size(name: str, queue: sqs.IQueue) -> None:
+    """The receiver fits the copies it sends (to wait, to park, to the DLQ) to SQS's 256 KiB
+    (`MESSAGE_MAX_BYTES`): a queue that takes less would refuse some of them."""
+    size = _property(queue, "maximum_message_size", SQS_DEFAULT_MAX_MESSAGE_BYTES)
+    if size is not None and size < MESSAGE_MAX_BYTES:
+        raise ConfigError(
+            f"{name} takes messages of at most {size} bytes; the processor's copies may be {MESSAGE_MAX_BYTES}: "
+            "raise its maximum message size"
+        )
+
+
+def _check_redrive_allowed(dlq: sqs.IQueue, queue: sqs.IQueue | None, *, fifo: bool) -> None:
+    """SQS refuses a redrive policy naming a DLQ whose redrive allow policy leaves the source queue out
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html,
+    `RedriveAllowPolicy`). The processor makes a queue that redrives to the DLQ unless the jobs queue is
+    the application's and FIFO (no waiting queues): then that queue alone must be allowed."""
+    if not isinstance(dlq, sqs.Queue):
+        return
+    stack = cdk.Stack.of(dlq)
+    policy = stack.resolve(dlq.node.default_child.redrive_allow_policy) or {}  # type: ignore[union-attr]
+    permission = policy.get("redrivePermission", "allowAll")
+    if permission == "allowAll":
+        return
+    allowed = policy.get("sourceQueueArns", [])
+    if permission == "byQueue" and fifo and queue is not None and stack.resolve(queue.queue_arn) in allowed:
+        return  # the application's FIFO jobs queue is the one queue that redrives to it
+    raise ConfigError(
+        f"existing_dead_letter_queue's redrive allow policy is {permission!r}: SQS would refuse the redrive of "
+        "the processor's queues (the jobs queue, or the waiting queues) to it; allow all source queues "
+        "(sqs.RedrivePermission.ALLOW_ALL)"
+    )
+
+
+def _property(queue: sqs.IQueue, prop: str, default: int) -> int | None:
+    """A queue's number as the template sets it, SQS's default when unset, None when unknown."""
     if not isinstance(queue, sqs.Queue):
         return None
     value = getattr(queue.node.default_child, prop)
@@ -167,26 +213,39 @@ def _seconds(queue: sqs.IQueue, prop: str, default: int) -> int | None:
 
 
 def _check_table(table: dynamodb.ITable) -> None:
-    if not isinstance(table, dynamodb.Table):
-        return  # imported, or a TableV2: its schema cannot be read at synth
+    """The table's key, indexes and TTL as its template sets them (a `Table`'s or a `TableV2`'s)."""
+    cfn = table.node.default_child
+    if not isinstance(cfn, dynamodb.CfnTable | dynamodb.CfnGlobalTable):
+        return  # imported: its schema cannot be read at synth
+    stack = cdk.Stack.of(table)
+    types = {
+        attribute["attributeName"]: attribute["attributeType"] for attribute in stack.resolve(cfn.attribute_definitions)
+    }
+
+    def keyed(schema: list[dict[str, str]]) -> list[tuple[str, str]]:
+        ordered = sorted(schema, key=lambda key: key["keyType"] != "HASH")
+        return [(key["attributeName"], _TYPE_NAMES.get(types.get(key["attributeName"], ""), "?")) for key in ordered]
+
+    indexes = {index["indexName"]: index for index in stack.resolve(cfn.global_secondary_indexes) or []}
     want = [(None, PARTITION_KEY, None), *((index.name, index.partition, index.sort) for index in INDEXES)]
     for index_name, partition, sort in want:
         where = f"index {index_name!r}" if index_name else "the table"
-        try:
-            schema = table.schema_v2(index_name)
-        except Exception:  # jsii raises its own error type when the index is missing
+        if index_name is not None and index_name not in indexes:
             raise ConfigError(
                 f"existing_table has no {where}: add it with partition key {partition!r} and sort key {sort!r} "
                 "(longjobs.engine.lease.schema.INDEXES)"
-            ) from None
-        have = [(key.name, key.type.value) for key in (*schema.partition_keys, *schema.sort_keys)]
+            )
+        have = keyed(stack.resolve(cfn.key_schema) if index_name is None else indexes[index_name]["keySchema"])
         expected = [(name, _TYPE_NAMES[KEY_TYPES[name]]) for name in (partition, sort) if name]
         if have != expected:
             raise ConfigError(f"existing_table: {where} is keyed by {have}, the processor needs {expected}")
-    ttl = table.node.default_child.time_to_live_specification  # type: ignore[union-attr]
-    if cdk.Token.is_unresolved(ttl):
-        return
-    if ttl is None or ttl.attribute_name != TTL_ATTR or not ttl.enabled:
+        projection = indexes[index_name].get("projection", {}).get("projectionType") if index_name else "ALL"
+        if projection != "ALL":
+            raise ConfigError(
+                f"existing_table: {where} projects {projection}; the processor reads whole leases from it: project ALL"
+            )
+    ttl = stack.resolve(cfn.time_to_live_specification)
+    if ttl is None or ttl.get("attributeName") != TTL_ATTR or not ttl.get("enabled"):
         raise ConfigError(f"existing_table needs time to live on {TTL_ATTR!r}: closed leases expire by it")
 
 

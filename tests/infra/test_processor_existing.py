@@ -43,7 +43,13 @@ def fitting_queue(scope: cdk.Stack, dlq: sqs.IQueue, **props: Any) -> sqs.Queue:
     return sqs.Queue(scope, "TheirQueue", **fields)
 
 
-def fitting_table(scope: cdk.Stack, *, skip: str = "", ttl: str | None = TTL_ATTR) -> dynamodb.Table:
+def fitting_table(
+    scope: cdk.Stack,
+    *,
+    skip: str = "",
+    ttl: str | None = TTL_ATTR,
+    projection: dynamodb.ProjectionType = dynamodb.ProjectionType.ALL,
+) -> dynamodb.Table:
     table = dynamodb.Table(
         scope,
         "TheirTable",
@@ -54,7 +60,10 @@ def fitting_table(scope: cdk.Stack, *, skip: str = "", ttl: str | None = TTL_ATT
     for index in INDEXES:
         if index.name != skip:
             table.add_global_secondary_index(
-                index_name=index.name, partition_key=key_attribute(index.partition), sort_key=key_attribute(index.sort)
+                index_name=index.name,
+                partition_key=key_attribute(index.partition),
+                sort_key=key_attribute(index.sort),
+                projection_type=projection,
             )
     return table
 
@@ -140,6 +149,55 @@ REFUSALS: dict[str, tuple[Refusal, str]] = {
         lambda s: {"existing_dead_letter_queue": sqs.Queue(s, "ShortDlq")},
         r"existing_dead_letter_queue keeps a message 345600 s, less than the jobs queue's queue_retention_s",
     ),
+    "an imported queue without its dlq": (
+        lambda s: {
+            "existing_queue": sqs.Queue.from_queue_arn(s, "Imported", "arn:aws:sqs:us-east-1:111122223333:jobs")
+        },
+        r"existing_queue is given without existing_dead_letter_queue",
+    ),
+    "a queue that takes smaller messages than the copies": (
+        lambda s: {
+            "existing_queue": fitting_queue(s, dlq := fitting_dlq(s), max_message_size_bytes=65_536),
+            "existing_dead_letter_queue": dlq,
+        },
+        r"existing_queue takes messages of at most 65536 bytes; the processor's copies may be 262144",
+    ),
+    "a dlq that takes smaller messages than the copies": (
+        lambda s: {"existing_dead_letter_queue": fitting_dlq(s, max_message_size_bytes=1024)},
+        r"existing_dead_letter_queue takes messages of at most 1024 bytes",
+    ),
+    "a dlq that lets only another queue redrive to it": (
+        lambda s: {
+            "existing_dead_letter_queue": fitting_dlq(
+                s, redrive_allow_policy=sqs.RedriveAllowPolicy(source_queues=[sqs.Queue(s, "Other")])
+            )
+        },
+        r"existing_dead_letter_queue's redrive allow policy is 'byQueue': SQS would refuse the redrive",
+    ),
+    "a dlq that lets no queue redrive to it": (
+        lambda s: {
+            "existing_dead_letter_queue": fitting_dlq(
+                s, redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.DENY_ALL)
+            )
+        },
+        r"existing_dead_letter_queue's redrive allow policy is 'denyAll'",
+    ),
+    "a table whose index projects its keys only": (
+        lambda s: {"existing_table": fitting_table(s, projection=dynamodb.ProjectionType.KEYS_ONLY)},
+        r"existing_table: index 'due' projects KEYS_ONLY; the processor reads whole leases from it",
+    ),
+    "a table v2 keyed by a number": (
+        lambda s: {
+            "existing_table": dynamodb.TableV2(
+                s, "NumberedV2", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.NUMBER)
+            )
+        },
+        r"existing_table: the table is keyed by \[\('pk', 'NUMBER'\)\], the processor needs \[\('pk', 'STRING'\)\]",
+    ),
+    "a table v2 without the indexes": (
+        lambda s: {"existing_table": dynamodb.TableV2(s, "BareV2", partition_key=key_attribute(PARTITION_KEY))},
+        r"existing_table has no index 'due'",
+    ),
     "a table without the waiting index": (
         lambda s: {"existing_table": fitting_table(s, skip="waiting")},
         r"existing_table has no index 'waiting': add it with partition key 'waiting_type'",
@@ -191,3 +249,90 @@ def test_processor_refuses_an_unknown_prop_naming_the_props(tmp_path: Path, monk
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
     with pytest.raises(TypeError, match=r"no prop existing_topic; its props are dashboard_name, engine"):
         LongJobProcessor(stack, "Jobs", existing_topic=None)
+
+
+def test_processor_existing_table_v2_and_fifo_dlq_allowing_its_queue_are_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `TableV2` is read as a `Table` is. A FIFO processor on the application's queue makes no queue of its
+    own that redrives to the DLQ, so a DLQ allowing that one queue (`byQueue`) fits."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    table = dynamodb.TableV2(
+        stack,
+        "TheirTableV2",
+        partition_key=key_attribute(PARTITION_KEY),
+        time_to_live_attribute=TTL_ATTR,
+        global_secondary_indexes=[
+            dynamodb.GlobalSecondaryIndexPropsV2(
+                index_name=index.name,
+                partition_key=key_attribute(index.partition),
+                sort_key=key_attribute(index.sort),
+            )
+            for index in INDEXES
+        ],
+    )
+    fifo = {"fifo": True, "content_based_deduplication": True}
+    dlq = sqs.Queue(stack, "Dlq", retention_period=RETENTION, **fifo)
+    queue = fitting_queue(stack, dlq, **fifo)
+    dlq.node.default_child.redrive_allow_policy = {  # type: ignore[union-attr]
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [queue.queue_arn],
+    }
+    processor = LongJobProcessor(
+        stack,
+        "Jobs",
+        existing_queue=queue,
+        existing_dead_letter_queue=dlq,
+        existing_table=table,
+        engine={"fifo": True},
+        nag=False,
+    )
+    assert processor.table is table
+
+
+def test_processor_imported_fifo_queue_by_a_token_arn_names_the_import_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    arn = cdk.Fn.import_value("JobsQueueArn")
+    queue = sqs.Queue.from_queue_arn(stack, "ByToken", arn)
+    with pytest.raises(ConfigError, match=r"import it with sqs.Queue.from_queue_attributes\(..., fifo=True\)"):
+        LongJobProcessor(stack, "Jobs", existing_queue=queue, engine={"fifo": True}, nag=False)
+
+
+def test_processor_s3_notifications_to_their_keyed_queue_grant_s3_their_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3 encrypts what it sends to a KMS-encrypted queue with the queue's key, so that key's policy must let
+    S3 use it (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ways-to-add-notification-config-to-bucket.html).
+    With `kms_key`, the grant goes on the queue's own key, not the processor's."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    stack = cdk.Stack(app, "Theirs")
+    key = kms.Key(stack, "TheirKey", enable_key_rotation=True)
+    dlq = fitting_dlq(stack, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    queue = fitting_queue(stack, dlq, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    processor = LongJobProcessor(
+        stack,
+        "Jobs",
+        existing_queue=queue,
+        existing_dead_letter_queue=dlq,
+        infra={"s3_notifications": True, "kms_key": "create"},
+        nag=False,
+    )
+    resources = app.synth().get_stack_by_name("Theirs").template["Resources"]
+
+    def s3_may_use(construct: Any) -> bool:
+        logical = str(stack.resolve(stack.get_logical_id(construct.node.default_child)))
+        statements = resources[logical]["Properties"]["KeyPolicy"]["Statement"]
+        return any(
+            statement.get("Principal", {}).get("Service") == "s3.amazonaws.com"
+            and any(action.startswith("kms:GenerateDataKey") for action in statement["Action"])
+            for statement in statements
+        )
+
+    assert processor.key is not None
+    assert s3_may_use(key), "S3 may encrypt with the queue's own key"
+    assert not s3_may_use(processor.key), "the processor's key encrypts none of the queues S3 sends to"
