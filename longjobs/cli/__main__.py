@@ -26,7 +26,7 @@ from botocore.exceptions import (
 
 from longjobs.cli import commands
 from longjobs.cli.dlq import MAX_MOVE_RATE
-from longjobs.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError
+from longjobs.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError, client_error_text
 from longjobs.cli.leases import STATUSES
 from longjobs.cli.resources import START_LOCAL_SERVICE
 from longjobs.engine.cancel import DEFAULT_REASON
@@ -244,13 +244,6 @@ def build_parser() -> Parser:
     return parser
 
 
-def _client_error(exc: ClientError) -> str:
-    error = exc.response.get("Error", {})
-    code = error.get("Code", "error")
-    message = " ".join(str(error.get("Message", "")).split())
-    return f"{exc.operation_name} failed: {code}: {message}" if message else f"{exc.operation_name} failed: {code}"
-
-
 def describe(exc: BaseException, endpoint_url: str | None) -> str:
     """The one-line cause of a failure."""
     if isinstance(exc, CliError):
@@ -273,7 +266,7 @@ def describe(exc: BaseException, endpoint_url: str | None) -> str:
     if isinstance(exc, ReadTimeoutError):
         return f"no answer in time from {exc.kwargs.get('endpoint_url')}"
     if isinstance(exc, ClientError):
-        return _client_error(exc)
+        return client_error_text(exc)
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

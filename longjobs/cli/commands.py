@@ -10,12 +10,13 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import RenderableType
 from rich.live import Live
 
 from longjobs.cli import catalog, confirm, dlq, leases, render, resources, status, submit, top
 from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
-from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError
+from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError, client_error_text
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.lease import LeaseStore
@@ -213,30 +214,38 @@ def run_dlq_redrive(ctx: Context) -> int:
             action="dlq redrive",
             assume_yes=ctx.args.yes,
         )
-    result = dlq.redrive(
-        ctx.clients.sqs,
-        found.dlq_url,
-        found.queue_url,
-        max_per_second=ctx.args.max_per_second,
-        dry_run=ctx.args.dry_run,
-        move_sqs=ctx.clients.sqs_single_attempt,
-        confirm_wait_s=ctx.confirm_wait_s,
-        select=dlq.RedriveFilter(
-            error_types=frozenset(ctx.args.error_type),
-            job_type=ctx.args.job_type,
-            job_id=ctx.args.job_id,
-            message_ids=frozenset(ctx.args.message_id),
-            since=ctx.args.since,
-            include_poison=ctx.args.include_poison,
-        ),
-    )
+    try:
+        result = dlq.redrive(
+            ctx.clients.sqs,
+            found.dlq_url,
+            found.queue_url,
+            max_per_second=ctx.args.max_per_second,
+            dry_run=ctx.args.dry_run,
+            move_sqs=ctx.clients.sqs_single_attempt,
+            confirm_wait_s=ctx.confirm_wait_s,
+            select=dlq.RedriveFilter(
+                error_types=frozenset(ctx.args.error_type),
+                job_type=ctx.args.job_type,
+                job_id=ctx.args.job_id,
+                message_ids=frozenset(ctx.args.message_id),
+                since=ctx.args.since,
+                include_poison=ctx.args.include_poison,
+            ),
+        )
+    except dlq.RedriveStopped as stopped:  # what the run did first, then the error that ended it (`main`)
+        _print_redrive(ctx, stopped.result)
+        raise stopped.error from None
+    _print_redrive(ctx, result)
+    return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
+
+
+def _print_redrive(ctx: Context, result: dlq.RedriveResult) -> None:
     if ctx.args.json:
         data = render.jsonable(result)
         data["messages"] = [render.dead_letter_json(letter) for letter in result.messages]
         render.print_json(data)
     else:
         render.console().print(render.redrive_view(result))
-    return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
 
 
 def _limits(job_types: catalog.Catalog | None) -> dict[str, int] | None:
@@ -286,9 +295,21 @@ def _lease_store(ctx: Context) -> LeaseStore:
     )
 
 
+CANCEL_ERRORS = (cancel.UnknownId, cancel.CancelRaced, cancel.HoldsNotFreed)
+"""What a cancel raises about the message itself (the engine's own errors: each names what to do)."""
+
+
+def _failure_text(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        return client_error_text(exc)
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def run_cancel(ctx: Context) -> int:
     """`cancel ID`: find the message (or every message of the job id), confirm, cancel each
-    (`longjobs.engine.cancel`), report. Exit 1 when any had already succeeded (it was not cancelled)."""
+    (`longjobs.engine.cancel`), report. By job id, a message whose cancel fails does not stop the others:
+    every message's report is printed, each failure's error too. Exit 1 when any failed, or when one had
+    already succeeded and none was cancelled."""
     args = ctx.args
     confirm.require_terminal_or_yes("cancel", assume_yes=args.yes)
     found = ctx.resources
@@ -298,7 +319,10 @@ def run_cancel(ctx: Context) -> int:
     except cancel.UnknownId as exc:
         raise CliError(str(exc)) from None
     acting = targets.to_cancel
-    reports = [cancel.report_finished(lease) for lease in targets.finished]
+    reports: list[cancel.CancelReport | render.CancelFailure] = [
+        cancel.report_finished(lease) for lease in targets.finished
+    ]
+    failures: list[render.CancelFailure] = []
     if acting:
         if not args.json:
             render.console().print(render.cancel_plan(acting, ident=args.ident, by_job=targets.by_job))
@@ -314,13 +338,28 @@ def run_cancel(ctx: Context) -> int:
         for lease in acting:
             try:
                 reports.append(cancel.cancel(canceller, lease.message_id, args.reason))
-            except (cancel.UnknownId, cancel.CancelRaced, cancel.HoldsNotFreed) as exc:
-                raise CliError(str(exc)) from None
+            except (*CANCEL_ERRORS, ClientError, BotoCoreError) as exc:
+                if not targets.by_job:  # one message: its error is the command's
+                    if isinstance(exc, CANCEL_ERRORS):
+                        raise CliError(str(exc)) from None
+                    raise
+                failure = render.CancelFailure(
+                    message_id=lease.message_id,
+                    previous_status=lease.status.value,
+                    job_type=lease.job_type,
+                    job_id=lease.job_id,
+                    error=_failure_text(exc),
+                )
+                failures.append(failure)
+                reports.append(failure)
     if args.json:
-        render.print_json(render.jsonable(reports))
+        render.print_json(render.cancel_json(reports))
     else:
         render.console().print(render.cancel_view(reports))
+    for failure in failures:
+        print(f"longjobs: cancel of {failure.message_id} failed: {failure.error}", file=sys.stderr)
     stopped = {cancel.Outcome.CANCELLED, cancel.Outcome.COMPLETED, cancel.Outcome.ALREADY_CANCELLED}
-    nothing_cancelled = not any(report.outcome in stopped for report in reports)
-    succeeded = any(report.outcome is cancel.Outcome.ALREADY_SUCCEEDED for report in reports)
-    return EXIT_FAILURE if nothing_cancelled and succeeded else EXIT_OK
+    outcomes = [report.outcome for report in reports]
+    nothing_cancelled = not any(outcome in stopped for outcome in outcomes)
+    succeeded = cancel.Outcome.ALREADY_SUCCEEDED in outcomes
+    return EXIT_FAILURE if failures or (nothing_cancelled and succeeded) else EXIT_OK

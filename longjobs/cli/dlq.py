@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from longjobs.cli.errors import UsageError
 from longjobs.engine.cancel import CANCELLED
@@ -107,7 +107,7 @@ def show_again(sqs: SQSClient, queue_url: str, handles: Iterable[str]) -> None:
         ]
         try:
             sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)  # type: ignore[arg-type]
-        except ClientError:
+        except (ClientError, BotoCoreError):
             continue
 
 
@@ -155,7 +155,11 @@ def _unsupported(exc: ClientError) -> bool:
 
 
 def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_per_second: int | None) -> str | None:
-    """Start SQS's message move task; its handle, or None where the endpoint does not implement it."""
+    """Start SQS's message move task; its handle, or None where the endpoint does not implement it.
+
+    A start that fails otherwise (an AWS error, or no answer: a timeout, a dropped connection) may have
+    started the task: the DLQ's newest task is read, and its handle returned when it runs to the jobs queue.
+    Else the start's error is raised."""
     kwargs: dict[str, Any] = {"SourceArn": source_arn, "DestinationArn": destination_arn}
     if max_per_second is not None:
         kwargs["MaxNumberOfMessagesPerSecond"] = max_per_second
@@ -163,8 +167,8 @@ def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_p
         return sqs.start_message_move_task(**kwargs)["TaskHandle"]
     except NotImplementedError:  # moto in-process (`mock_aws`)
         return None
-    except ClientError as exc:
-        if _unsupported(exc):
+    except (ClientError, BotoCoreError) as exc:
+        if isinstance(exc, ClientError) and _unsupported(exc):
             return None
         running = _running_task(sqs, source_arn, destination_arn)
         if running is None:
@@ -178,7 +182,7 @@ def _running_task(sqs: SQSClient, source_arn: str, destination_arn: str) -> str 
     cannot be read."""
     try:
         tasks = sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=1).get("Results", [])
-    except (ClientError, NotImplementedError):
+    except (ClientError, BotoCoreError, NotImplementedError):
         return None
     newest = tasks[0] if tasks else {}
     if newest.get("Status") == "RUNNING" and newest.get("DestinationArn") == destination_arn:
@@ -256,10 +260,29 @@ class RedriveResult:
     task_handle: str | None = None
     approximate_messages: int | None = None
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
+    stopped: bool = False  # an AWS call failed for good before the DLQ was empty: the rest stays there
     skipped: int = 0  # messages the filter's criteria left in the DLQ
     kept: int = 0  # messages it would have selected but for being poison or cancelled (--include-poison)
     errors: list[str] = field(default_factory=list)
     messages: list[DeadLetter] = field(default_factory=list)
+
+
+class RedriveStopped(Exception):
+    """An AWS call that failed for good ended the copy early. `result` is what the run did: the messages it
+    sent are deleted from the DLQ, and the rest are visible there again. `error` is the failure itself."""
+
+    def __init__(self, result: RedriveResult, error: ClientError | BotoCoreError) -> None:
+        super().__init__(str(error))
+        self.result = result
+        self.error = error
+
+
+def _error_text(exc: ClientError | BotoCoreError) -> str:
+    """A failed call as one line: the AWS error's code and message, or botocore's own error (no answer)."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code')}: {error.get('Message', '')}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def copy_messages(
@@ -276,10 +299,13 @@ def copy_messages(
 ) -> RedriveResult:
     """Move the DLQ's messages that `select` selects by hand (the others stay, counted in `skipped`):
     receive, send each to the jobs queue, then delete from the DLQ only those whose send succeeded.
-    Stops when a receive brings nothing. A message that fails its send
+    Stops when a receive brings nothing. A message that fails its send (an AWS error, or no answer)
     stays in the DLQ, hidden until the run ends (so it is not retried within the run), then visible.
     A copy that comes back to the DLQ during the run (poison goes straight back) is not sent again: it
-    is left there and counted in `came_back`."""
+    is left there and counted in `came_back`.
+
+    Whatever ends the run, what was sent is deleted and the rest is shown again first. An AWS call
+    that fails for good (a receive) raises `RedriveStopped`, which carries the run's result."""
     result = RedriveResult(method="copy", moved=0)
     page_size = 10 if max_per_second is None else max(1, min(10, int(max_per_second)))
     sent_ids: set[str] = set()
@@ -289,69 +315,80 @@ def copy_messages(
     started = clock()
     attempted = 0
     confirmed = confirm_wait_s == 0
-    while True:
-        messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=0)
-        if not messages and not confirmed:
-            messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=confirm_wait_s)
-            confirmed = True
-        if not messages:
-            break
-        deletions: list[tuple[str, str]] = []  # (message id, receipt handle) of sent messages only
-        for message in messages:
-            if message["MessageId"] in sent_ids or _attribute(message, "OriginalMessageId") in sent_ids:
-                result.came_back += 1
-                held.append(message["ReceiptHandle"])
-                continue
-            if message["MessageId"] in sent_from:  # sent, its delete failed (reported): not sent twice
-                held.append(message["ReceiptHandle"])
-                continue
-            letter = dead_letter(message)
-            if not select.selects(letter):
-                if message["MessageId"] not in skipped_ids:
-                    skipped_ids.add(message["MessageId"])
-                    if select.keeps_by_default(letter):
-                        result.kept += 1
-                    else:
-                        result.skipped += 1
-                held.append(message["ReceiptHandle"])
-                continue
-            if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
-                wait = started + attempted / max_per_second - clock()
-                if wait > 0:
-                    sleep(wait)
-            attempted += 1
-            attributes = {
-                name: value
-                for name, value in message.get("MessageAttributes", {}).items()
-                if name not in RECEIVER_ATTRIBUTES
-            }
+    try:
+        while True:
+            messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=0)
+            if not messages and not confirmed:
+                messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=confirm_wait_s)
+                confirmed = True
+            if not messages:
+                break
+            deletions: list[tuple[str, str]] = []  # (message id, receipt handle) of sent messages only
+            page_held: list[str] = []
             try:
-                if is_fifo_url(queue_url):  # back into its group; a copy sent twice is deduplicated
-                    sent = sqs.send_message(
-                        QueueUrl=queue_url,
-                        MessageBody=message["Body"],
-                        MessageAttributes=attributes,
-                        MessageGroupId=message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"],
-                        MessageDeduplicationId=message["MessageId"],
-                    )
-                else:
-                    sent = sqs.send_message(
-                        QueueUrl=queue_url, MessageBody=message["Body"], MessageAttributes=attributes
-                    )
-            except ClientError as exc:
-                error = exc.response.get("Error", {})
-                result.failed += 1
-                result.errors.append(f"{message['MessageId']}: not sent: {error.get('Code')}: {error.get('Message')}")
-                held.append(message["ReceiptHandle"])
-                continue
-            sent_ids.add(sent["MessageId"])
-            deletions.append((message["MessageId"], message["ReceiptHandle"]))
-        kept = _delete(sqs, dlq_url, deletions, result)
-        result.moved = (result.moved or 0) + len(deletions) - len(kept)
-        sent_from.update(message_id for message_id, _ in deletions)
-        held.extend(kept)
-    show_again(sqs, dlq_url, held)
+                for message in messages:
+                    if message["MessageId"] in sent_ids or _attribute(message, "OriginalMessageId") in sent_ids:
+                        result.came_back += 1
+                        page_held.append(message["ReceiptHandle"])
+                        continue
+                    if message["MessageId"] in sent_from:  # sent, its delete failed (reported): not sent twice
+                        page_held.append(message["ReceiptHandle"])
+                        continue
+                    letter = dead_letter(message)
+                    if not select.selects(letter):
+                        if message["MessageId"] not in skipped_ids:
+                            skipped_ids.add(message["MessageId"])
+                            if select.keeps_by_default(letter):
+                                result.kept += 1
+                            else:
+                                result.skipped += 1
+                        page_held.append(message["ReceiptHandle"])
+                        continue
+                    if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
+                        wait = started + attempted / max_per_second - clock()
+                        if wait > 0:
+                            sleep(wait)
+                    attempted += 1
+                    try:
+                        sent_id = _send_copy(sqs, queue_url, message)
+                    except (ClientError, BotoCoreError) as exc:
+                        result.failed += 1
+                        result.errors.append(f"{message['MessageId']}: not sent: {_error_text(exc)}")
+                        page_held.append(message["ReceiptHandle"])
+                        continue
+                    sent_ids.add(sent_id)
+                    deletions.append((message["MessageId"], message["ReceiptHandle"]))
+            finally:  # also when the page was cut short: delete what was sent, show the rest again
+                kept = _delete(sqs, dlq_url, deletions, result)
+                result.moved = (result.moved or 0) + len(deletions) - len(kept)
+                sent_from.update(message_id for message_id, _ in deletions)
+                settled = {*page_held, *(handle for _, handle in deletions)}
+                held.extend([*page_held, *kept])
+                held.extend(m["ReceiptHandle"] for m in messages if m["ReceiptHandle"] not in settled)
+    except (ClientError, BotoCoreError) as exc:
+        result.stopped = True
+        raise RedriveStopped(result, exc) from exc
+    finally:
+        show_again(sqs, dlq_url, held)
     return result
+
+
+def _send_copy(sqs: SQSClient, queue_url: str, message: Any) -> str:
+    """Send a DLQ message's copy to the jobs queue, without the receiver's attributes; the copy's id."""
+    attributes = {
+        name: value for name, value in message.get("MessageAttributes", {}).items() if name not in RECEIVER_ATTRIBUTES
+    }
+    if is_fifo_url(queue_url):  # back into its group; a copy sent twice is deduplicated
+        sent = sqs.send_message(
+            QueueUrl=queue_url,
+            MessageBody=message["Body"],
+            MessageAttributes=attributes,
+            MessageGroupId=message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"],
+            MessageDeduplicationId=message["MessageId"],
+        )
+    else:
+        sent = sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"], MessageAttributes=attributes)
+    return sent["MessageId"]
 
 
 def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: RedriveResult) -> list[str]:
@@ -360,19 +397,18 @@ def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: R
     if not sent:
         return []
     entries = [{"Id": str(i), "ReceiptHandle": handle} for i, (_, handle) in enumerate(sent)]
-    failures: list[tuple[str, str, str]] = []  # (entry id, code, message)
+    failures: list[tuple[str, str]] = []  # (entry id, why)
     try:
         response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)  # type: ignore[arg-type]
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        failures = [(entry["Id"], str(error.get("Code")), str(error.get("Message", ""))) for entry in entries]
+    except (ClientError, BotoCoreError) as exc:
+        failures = [(entry["Id"], _error_text(exc)) for entry in entries]
     else:
-        failures = [(f["Id"], f.get("Code", ""), f.get("Message", "")) for f in response.get("Failed", [])]
+        failures = [(f["Id"], f"{f.get('Code', '')}: {f.get('Message', '')}") for f in response.get("Failed", [])]
     kept = []
-    for entry_id, code, message in failures:
+    for entry_id, why in failures:
         message_id, handle = sent[int(entry_id)]
         kept.append(handle)
-        result.errors.append(f"{message_id}: sent, but not deleted from the DLQ: {code}: {message}")
+        result.errors.append(f"{message_id}: sent, but not deleted from the DLQ: {why}")
     return kept
 
 

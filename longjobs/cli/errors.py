@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from botocore.exceptions import ClientError
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -21,3 +23,11 @@ class UsageError(CliError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code=EXIT_USAGE)
+
+
+def client_error_text(exc: ClientError) -> str:
+    """An AWS error as one line: `<operation> failed: <code>: <message>`."""
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "error")
+    message = " ".join(str(error.get("Message", "")).split())
+    return f"{exc.operation_name} failed: {code}: {message}" if message else f"{exc.operation_name} failed: {code}"

@@ -71,6 +71,10 @@ class LeaseStory:
 
 
 def get_lease(dynamodb: DynamoDBClient, table_name: str, message_id: str) -> Lease:
+    """The message's lease. `CliError` when the table has none: also for the key of an item that is not a
+    lease (a job lock, a slot, the published job types), which the lease table holds too."""
+    if not is_lease_key(message_id):
+        raise CliError(f"no lease for message {message_id}")
     item = dynamodb.get_item(TableName=table_name, Key={PARTITION_KEY: {"S": message_id}}, ConsistentRead=True).get(
         "Item"
     )

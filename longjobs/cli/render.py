@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -382,6 +382,8 @@ def redrive_view(result: RedriveResult) -> RenderableType:
     if result.came_back:
         lines.append(f"{result.came_back} moved message(s) came back to the dead-letter queue: left there")
     lines.extend(result.errors)
+    if result.stopped:
+        lines.append("stopped early by the error below: the messages not moved stay in the dead-letter queue")
     return Text("\n".join(lines))
 
 
@@ -468,7 +470,31 @@ CANCEL_WORDS = {
 }
 
 
-def cancel_view(reports: list[CancelReport]) -> RenderableType:
+@dataclass(frozen=True)
+class CancelFailure:
+    """A message of a job id whose cancel failed (the others are still tried): its lease as read, and why.
+    Shaped as a `CancelReport`, with `outcome` `failed`, so `--json` prints one kind of object."""
+
+    message_id: str
+    previous_status: str
+    job_type: str | None
+    job_id: str | None
+    error: str
+    outcome: str = "failed"
+    execution_stopped: str | None = None
+    holds_released: bool = False
+    dead_letter_id: str | None = None
+    deleted: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def cancel_json(reports: list[CancelReport | CancelFailure]) -> list[dict[str, Any]]:
+    """Every message's report, each with the same keys in the same order; `error` is null but for a failed one."""
+    keys = [*(field.name for field in fields(CancelReport)), "error"]
+    return [{key: jsonable(getattr(report, key, None)) for key in keys} for report in reports]
+
+
+def cancel_view(reports: list[CancelReport | CancelFailure]) -> RenderableType:
     """What each cancel did: the message, the outcome, the stopped execution, the DLQ copy, notes."""
     table = Table(title=f"{len(reports)} message(s)", title_justify="left")
     table.add_column("message id", no_wrap=True, min_width=_widest(report.message_id for report in reports))
@@ -478,9 +504,10 @@ def cancel_view(reports: list[CancelReport]) -> RenderableType:
     table.add_column("DLQ copy", no_wrap=True, min_width=_widest(report.dead_letter_id or "-" for report in reports))
     table.add_column("notes", ratio=1)
     for report in reports:
+        outcome = f"failed: {report.error}" if isinstance(report, CancelFailure) else CANCEL_WORDS[report.outcome]
         table.add_row(
             report.message_id,
-            CANCEL_WORDS[report.outcome],
+            outcome,
             report.previous_status,
             (report.execution_stopped or "-").rpartition(":")[2] or "-",
             report.dead_letter_id or "-",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
@@ -75,6 +76,11 @@ def validate(body: str, settings: Settings, catalog: Catalog) -> list[Any]:
     return jobs
 
 
+def content_deduplication_id(body: str) -> str:
+    """The deduplication id SQS's content-based deduplication gives a message: the SHA-256 of its body."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 def submit(
     sqs: SQSClient,
     queue_url: str,
@@ -85,8 +91,9 @@ def submit(
     group_id: str | None = None,
     deduplication_id: str | None = None,
 ) -> Submitted:
-    """Validate, then send. Nothing is sent when validation fails. A FIFO queue needs the message's group
-    (its deduplication id defaults to the body's hash: the queue deduplicates by content)."""
+    """Validate, then send. Nothing is sent when validation fails. A FIFO queue needs the message's group.
+    Its deduplication id defaults to `content_deduplication_id(body)`, so a FIFO queue deduplicates by
+    body whether or not it has content-based deduplication (without it, SQS refuses a send with no id)."""
     if is_fifo_url(queue_url) != (group_id is not None):
         raise CliError(
             "a FIFO queue needs --message-group-id" if group_id is None else "--message-group-id: not a FIFO queue"
@@ -96,11 +103,12 @@ def submit(
     jobs = validate(body, settings, catalog)
     if group_id is None:
         message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body)["MessageId"]
-    elif deduplication_id is None:
-        message_id = sqs.send_message(QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id)["MessageId"]
     else:
         message_id = sqs.send_message(
-            QueueUrl=queue_url, MessageBody=body, MessageGroupId=group_id, MessageDeduplicationId=deduplication_id
+            QueueUrl=queue_url,
+            MessageBody=body,
+            MessageGroupId=group_id,
+            MessageDeduplicationId=content_deduplication_id(body) if deduplication_id is None else deduplication_id,
         )["MessageId"]
     job_id = str(jobs[0].job_id) if len(jobs) == 1 else None
     return Submitted(message_id=message_id, job_id=job_id, jobs=len(jobs))

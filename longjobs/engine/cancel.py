@@ -76,7 +76,7 @@ from longjobs.engine.delivery.copies import CLAIM_STALE_S, message_to_send
 from longjobs.engine.delivery.dlq import ERROR_MESSAGE_MAX, exhausted_attributes, send_copy
 from longjobs.engine.delivery.types import Delivery
 from longjobs.engine.execution import RUNNING_STATUSES, execution_arn, execution_status
-from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lock_key
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, is_lease_key, is_lock_key
 from longjobs.engine.lease.codec import item_to_lease, num
 from longjobs.engine.lease.lock import hold_keys
 from longjobs.engine.lease.schema import (
@@ -310,8 +310,9 @@ class Targets:
 
 def find_targets(store: LeaseStore, dynamodb: DynamoDBClient, table_name: str, ident: str) -> Targets:
     """The lease of message `ident`, else every lease of job id `ident`. A message id wins: message ids
-    are SQS's UUIDs, job ids are the producer's. Raises `UnknownId` when neither exists."""
-    lease = store.get(ident)
+    are SQS's UUIDs, job ids are the producer's. The key of an item that is not a lease (a job lock, a
+    slot, the published job types) names no message. Raises `UnknownId` when neither exists."""
+    lease = store.get(ident) if is_lease_key(ident) else None
     if lease is not None:
         return Targets(ident, by_job=False, leases=[lease])
     leases = leases_of_job(dynamodb, table_name, ident)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -155,6 +156,29 @@ def test_cli_submit_unreadable_body_file_fails_in_one_line(
     result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(tmp_path / "missing.json"))
 
     assert_one_line_error(result, 1, "cannot read --body", "missing.json")
+
+
+def test_cli_submit_to_a_fifo_queue_without_content_deduplication_sends_the_bodys_hash(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQS API_SendMessage, MessageDeduplicationId: a send to a FIFO queue without content-based
+    deduplication "fails with an error" when it gives no deduplication id. With it, SQS makes the id from a
+    SHA-256 hash of the body. The command sends the body's SHA-256 as the id, so a job sent twice within
+    the 5-minute interval is delivered once, on either kind of FIFO queue."""
+    fifo_url = local.sqs.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    argv = ["--endpoint-url", endpoint, "--queue-url", fifo_url, "submit", "wait", "--param", "seconds=1"]
+    argv += ["--job-id", "fifo-1", "--message-group-id", "ops", "--json"]
+
+    first, second = run(capsys, *argv), run(capsys, *argv)
+
+    assert (first.code, second.code) == (0, 0), (first.err, second.err)
+    got = local.sqs.receive_message(QueueUrl=fifo_url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    [message] = got
+    expected = hashlib.sha256(message["Body"].encode("utf-8")).hexdigest()
+    assert (message["Attributes"]["MessageGroupId"], message["Attributes"]["MessageDeduplicationId"]) == (
+        "ops",
+        expected,
+    )
 
 
 def test_cli_status_finds_the_local_service_through_aws_endpoint_url(
@@ -334,6 +358,29 @@ def test_cli_lease_unknown_id_fails_in_one_line(
     result = run(capsys, "--endpoint-url", endpoint, "lease", "nope")
 
     assert_one_line_error(result, 1, "no lease for message nope")
+
+
+NOT_LEASES = [CATALOG_KEY, "job#nightly", "slot#backfill#0"]
+"""Keys of the lease table's other items: the published job types, a job lock, an admission slot."""
+
+
+def put_non_leases(local: Processor) -> None:
+    """A job lock and a slot beside the published job types (the local service publishes those)."""
+    for key in NOT_LEASES[1:]:
+        item = {"pk": {"S": key}, "lock_state": {"S": "HELD"}, "holder": {"S": "m-1"}}
+        local.dynamodb.put_item(TableName=local.table_name, Item=item)
+
+
+@pytest.mark.parametrize("key", NOT_LEASES)
+def test_cli_lease_of_a_key_that_is_not_a_lease_fails_as_an_unknown_id(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    """The lease table also holds job locks, slots and the published job types: their keys name no lease."""
+    put_non_leases(local)
+
+    result = run(capsys, "--endpoint-url", endpoint, "lease", key)
+
+    assert_one_line_error(result, 1, f"no lease for message {key}")
 
 
 def test_cli_dlq_list_shows_every_message_with_its_error_and_leaves_them_visible(

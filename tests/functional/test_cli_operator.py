@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from longjobs.cli import clients, confirm
+from longjobs.engine import cancel
 from longjobs.engine.jobs.published import CATALOG_KEY
 from longjobs.engine.lease import LeaseStatus
 from tests.functional import test_cli_local as served
@@ -135,6 +136,53 @@ def test_cli_cancel_unknown_id_fails_in_one_line_naming_it(
     result = run(capsys, "--endpoint-url", endpoint, "cancel", "no-such-id", "--yes")
 
     assert_one_line_error(result, 1, "no lease for message or job id 'no-such-id'")
+
+
+@pytest.mark.parametrize("key", served.NOT_LEASES)
+def test_cli_cancel_of_a_key_that_is_not_a_lease_fails_as_an_unknown_id(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    """A job lock's, a slot's or the published job types' key names no message (its item is not a lease),
+    and no job has it as its id: the command says so in one line, and changes nothing."""
+    served.put_non_leases(local)
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", key, "--yes")
+
+    assert_one_line_error(result, 1, f"no lease for message or job id {key!r}")
+    assert dlq_errors(local) == []
+
+
+def test_cli_cancel_by_job_id_goes_on_past_a_message_it_could_not_cancel(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job id's messages are cancelled one by one. One whose cancel fails (here its job lock could not
+    be freed) does not stop the others: every message's report is printed, with the failure's error, and
+    the command exits with 1."""
+    first, second = waiting_message(local, "shared"), waiting_message(local, "shared")
+    real_cancel = cancel.cancel
+
+    def lock_not_freed(canceller: Any, message_id: str, reason: str = cancel.DEFAULT_REASON) -> Any:
+        if message_id == first:
+            raise cancel.HoldsNotFreed("job#shared is still held by x: cancel again to finish")
+        return real_cancel(canceller, message_id, reason)
+
+    monkeypatch.setattr(cancel, "cancel", lock_not_freed)
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", "shared", "--yes", "--json")
+
+    assert result.code == 1, result
+    reports = {report["message_id"]: report for report in result.json()}
+    assert (reports[first]["outcome"], reports[first]["error"]) == (
+        "failed",
+        "job#shared is still held by x: cancel again to finish",
+    )
+    assert (reports[second]["outcome"], reports[second]["error"]) == ("cancelled", None)
+    assert set(reports[first]) == set(reports[second]), "one kind of object"
+    assert result.err.strip().splitlines() == [
+        f"longjobs: cancel of {first} failed: job#shared is still held by x: cancel again to finish"
+    ]
+    assert dlq_errors(local) == [("Cancelled", cancel.DEFAULT_REASON)]
+    assert lease_status(local, second) == "CANCELLED"
 
 
 def test_cli_cancel_without_a_terminal_or_yes_refuses_and_changes_nothing(

@@ -6,15 +6,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from moto import mock_aws
 
-from longjobs.cli.dlq import RedriveFilter, copy_messages, redrive
-from tests.longjobs_support import Processor, create_processor
+from longjobs.cli import clients
+from longjobs.cli.dlq import RedriveFilter, RedriveStopped, copy_messages, redrive
+from tests.functional import test_cli_stack as stack
+from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
+
+deployed = stack.deployed  # its fixture: a stack on moto
 
 
 @pytest.fixture
@@ -68,6 +72,45 @@ class RecordingSqs:
         return self._sqs.delete_message(**kwargs)
 
 
+SQS_URL = "https://sqs.us-east-1.amazonaws.com/"
+
+
+def no_answer() -> ReadTimeoutError:
+    """What botocore raises when SQS does not answer in time, once the SDK's retries are spent."""
+    return ReadTimeoutError(endpoint_url=SQS_URL)
+
+
+class FaultySqs(RecordingSqs):
+    """`RecordingSqs`, whose sends of chosen bodies raise chosen errors, and whose receives fail from the
+    `receives_ok + 1`-th on (no answer)."""
+
+    def __init__(
+        self, sqs: Any, *, raising: dict[str, BaseException] | None = None, receives_ok: int | None = None
+    ) -> None:
+        super().__init__(sqs)
+        self.raising = raising or {}
+        self.receives_ok = receives_ok
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        if self.receives_ok is not None:
+            if self.receives_ok == 0:
+                raise no_answer()
+            self.receives_ok -= 1
+        return super().receive_message(**kwargs)
+
+    def send_message(self, **kwargs: Any) -> Any:
+        error = self.raising.get(kwargs["MessageBody"])
+        if error is not None:
+            self.calls.append(("send-failed", kwargs["MessageBody"]))
+            raise error
+        return super().send_message(**kwargs)
+
+
+def visible(processor: Processor, queue_url: str) -> int:
+    attributes = processor.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
 def _dead_letters(processor: Processor, count: int) -> list[str]:
     bodies = [f'{{"job_id": "j{i}"}}' for i in range(count)]
     for body in bodies:
@@ -116,6 +159,75 @@ def test_cli_redrive_reports_a_failed_delete_and_goes_on(processor: Processor) -
     assert sum("sent, but not deleted from the DLQ: InternalError" in error for error in result.errors) == 10
     assert sorted(processor.bodies(processor.queue_url)) == sorted(bodies), "each sent once"
     assert len(processor.bodies(processor.dlq_url)) == 10, "the page not deleted stays, visible again"
+
+
+def test_cli_redrive_counts_a_send_with_no_answer_as_failed_and_goes_on(processor: Processor) -> None:
+    """A send that gets no answer in time (botocore's `ReadTimeoutError`, after the SDK's retries) fails
+    that message's send only: it stays in the DLQ and is reported, and the others are moved and deleted."""
+    bodies = _dead_letters(processor, 3)
+    failing_id = processor.dead_letter('{"job_id": "late"}', ErrorType="NotJson", ErrorMessage="x", ReceiveCount="1")
+    sqs = FaultySqs(processor.sqs, raising={'{"job_id": "late"}': no_answer()})
+
+    result = copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    assert (result.moved, result.failed, result.stopped) == (3, 1, False)
+    assert result.errors == [f"{failing_id}: not sent: ReadTimeoutError: {no_answer()}"]
+    assert processor.bodies(processor.dlq_url) == ['{"job_id": "late"}'], "still there, and visible again"
+    assert sorted(processor.bodies(processor.queue_url)) == sorted(bodies)
+
+
+def test_cli_redrive_cut_short_mid_page_deletes_what_it_sent_and_shows_the_rest(processor: Processor) -> None:
+    """A run ended in the middle of a page (here Ctrl-C during a send) still deletes the page's messages
+    it sent, so the next redrive does not send them twice, and shows the others in the DLQ again at once."""
+    bodies = _dead_letters(processor, 5)
+    sqs = FaultySqs(processor.sqs, raising={bodies[2]: KeyboardInterrupt()})
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    sent = [body for operation, body in sqs.calls if operation == "send"]
+    assert len(sent) == 2 and {("delete", body) for body in sent} <= set(sqs.calls)
+    assert visible(processor, processor.dlq_url) == 3, "the page's other messages are not left hidden"
+    assert sorted(processor.bodies(processor.dlq_url)) == sorted(set(bodies) - set(sent))
+    assert sorted(processor.bodies(processor.queue_url)) == sorted(sent)
+
+
+def test_cli_redrive_stopped_by_a_failed_receive_reports_what_it_did(processor: Processor) -> None:
+    """A receive that fails for good ends the run. What it did stands: the first page's messages are sent
+    and deleted, the message whose send failed is visible again, and `RedriveStopped` carries the result
+    and the error."""
+    bodies = _dead_letters(processor, 12)
+    refused = ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessage")
+    sqs = FaultySqs(processor.sqs, raising={bodies[0]: refused}, receives_ok=1)
+
+    with pytest.raises(RedriveStopped) as stopped:
+        copy_messages(sqs, processor.dlq_url, processor.queue_url)  # type: ignore[arg-type]
+
+    result = stopped.value.result
+    assert isinstance(stopped.value.error, ReadTimeoutError)
+    assert (result.moved, result.failed, result.stopped) == (9, 1, True)
+    assert visible(processor, processor.dlq_url) == 3, "the failed one shown again, the second page not received"
+    assert len(processor.bodies(processor.queue_url)) == 9
+
+
+def test_cli_redrive_stopped_by_an_error_prints_what_it_did_then_the_error(
+    deployed: Processor, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command prints the run's result (what moved, that it stopped), then the error in one line, and
+    exits with 1. The messages it sent are gone from the DLQ, so running it again sends none twice."""
+    bodies = _dead_letters(deployed, 12)
+    faulty = FaultySqs(deployed.sqs, receives_ok=1)
+    monkeypatch.setattr(clients.Clients, "sqs", property(lambda _: faulty))
+
+    result = run(capsys, "--stack", stack.STACK, "dlq", "redrive", "--include-poison", "--yes", "--json")
+
+    assert_one_line_error(result, 1, f"no answer in time from {SQS_URL}")
+    assert (result.json()["moved"], result.json()["failed"], result.json()["stopped"]) == (10, 0, True)
+    faulty.receives_ok = None
+    again = run(capsys, "--stack", stack.STACK, "dlq", "redrive", "--include-poison", "--yes")
+    assert again.code == 0, again.err
+    assert "moved 2 message(s)" in again.out
+    assert sorted(deployed.bodies(deployed.queue_url)) == sorted(bodies), "each sent once"
 
 
 def test_cli_redrive_keeps_to_the_rate(processor: Processor) -> None:
@@ -226,6 +338,37 @@ def test_cli_redrive_finds_the_move_task_its_failed_start_started(processor: Pro
     AnswerLost.tasks = [{**running[0], "Status": "COMPLETED"}]
     with pytest.raises(ClientError, match="InternalError"):
         redrive(AnswerLost(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
+
+
+def test_cli_redrive_finds_the_move_task_a_start_with_no_answer_started(processor: Processor) -> None:
+    """A start that gets no answer in time (`ReadTimeoutError`: the start's client makes one attempt) may
+    have started the task on SQS. The command reads the DLQ's newest task (API_ListMessageMoveTasks:
+    the most recent task of a source queue first) and reports it when it runs to the jobs queue; with
+    none running, the timeout stands."""
+    _dead_letters(processor, 2)
+    running = {
+        "Status": "RUNNING",
+        "TaskHandle": "task-8",
+        "SourceArn": "arn:aws:sqs:us-east-1:123456789012:jobs-dlq",
+        "DestinationArn": "arn:aws:sqs:us-east-1:123456789012:jobs",
+    }
+
+    class NoAnswer(RecordingSqs):
+        tasks: ClassVar[list[dict[str, Any]]] = [running]
+
+        def start_message_move_task(self, **kwargs: Any) -> Any:
+            raise no_answer()
+
+        def list_message_move_tasks(self, **kwargs: Any) -> Any:
+            return {"Results": self.tasks}
+
+    everything = RedriveFilter(include_poison=True)
+    result = redrive(NoAnswer(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
+    assert (result.method, result.task_handle, result.approximate_messages) == ("move-task", "task-8", 2)
+
+    NoAnswer.tasks = []
+    with pytest.raises(ReadTimeoutError):
+        redrive(NoAnswer(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
 
 
 def _mixed_dead_letters(processor: Processor) -> None:

@@ -19,6 +19,7 @@ from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_ses
 from longjobs.cli.errors import CliError
 from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import LastHour, QueueDepth, Status
+from longjobs.engine.cancel import CancelReport, Outcome
 from longjobs.engine.delivery.dlq import dlq_attributes, exhausted_attributes
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 
@@ -132,6 +133,29 @@ def test_cli_redrive_view_says_how_many_moved_and_what_failed() -> None:
     assert "moved 3 message(s)" in text
     assert "1 message(s) not sent" in text
     assert "m9: not sent: InternalError: x" in text
+
+
+def test_cli_redrive_view_says_when_an_error_stopped_the_run() -> None:
+    result = dlq.RedriveResult(method="copy", moved=10, stopped=True)
+
+    text = _text(render.redrive_view(result))
+
+    assert "moved 10 message(s)" in text
+    assert "stopped early by the error below: the messages not moved stay in the dead-letter queue" in text
+
+
+def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
+    done = CancelReport(message_id="m1", outcome=Outcome.CANCELLED, previous_status="WAITING")
+    failed = render.CancelFailure(
+        message_id="m2", previous_status="ACTIVE", job_type="wait", job_id="j", error="job#j is still held"
+    )
+
+    text = _text(render.cancel_view([done, failed]))
+    rows = render.cancel_json([done, failed])
+
+    assert "failed: job#j is still held" in text and "cancelled" in text
+    assert [(row["outcome"], row["error"]) for row in rows] == [("cancelled", None), ("failed", "job#j is still held")]
+    assert list(rows[0]) == list(rows[1]), "the same keys in the same order"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
