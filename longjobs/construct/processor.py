@@ -288,9 +288,9 @@ class LongJobProcessor(Construct):
             prefix = next(iter(prefixes)) if len(prefixes) == 1 else ""
             raw.add_event_notification(
                 s3.EventType.OBJECT_CREATED,
-                # A queue of the application's with a key of its own gets CDK's grants on that key.
+                # The processor's own queue uses its key; the application's queue gets CDK's grants on its own.
                 KeyEncryptedQueueDestination(queue, self.key)
-                if self.key is not None and queue.encryption_master_key is self.key
+                if self.key is not None and self.props.existing_queue is None
                 else s3n.SqsDestination(queue),
                 s3.NotificationKeyFilter(prefix=prefix or None, suffix=marker),
             )
