@@ -147,11 +147,14 @@ def _engine_query(query_id: str, metric_name: str) -> Any:
 def last_hour_from_cloudwatch(
     cloudwatch: CloudWatchClient, queue_name: str, now: float
 ) -> tuple[LastHour, float | None]:
-    """The engine's metrics summed over the last hour, and the queue's latest oldest-message age."""
+    """The engine's metrics summed over the last hour, and the queue's latest oldest-message age. Lapses
+    count as the `Lapses` alarm counts them: the extender's, and the redeliveries the receiver met while
+    the job ran."""
     end = datetime.fromtimestamp(now, UTC)
     queries: list[Any] = [
         _engine_query("renewals", MetricName.RENEWALS),
         _engine_query("lapses", MetricName.LAPSES),
+        _engine_query("redelivered", MetricName.REDELIVERED_WHILE_RUNNING),  # a lapse the receiver saw
         _engine_query("lost", MetricName.LEASES_LOST),
         {
             "Id": "oldest",
@@ -187,7 +190,7 @@ def last_hour_from_cloudwatch(
 
     oldest = max(values["oldest"], default=None, key=lambda point: point[0])
     return (
-        LastHour(renewals=total("renewals"), lapses=total("lapses"), leases_lost=total("lost")),
+        LastHour(renewals=total("renewals"), lapses=total("lapses") + total("redelivered"), leases_lost=total("lost")),
         None if oldest is None else oldest[1],
     )
 

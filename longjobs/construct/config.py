@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
+from longjobs.engine.jobs.builtin import MAX_WAIT_S
 from longjobs.engine.settings import (
     FIFO_BATCH_SIZE,
     MAX_BATCH_SIZE,
@@ -119,7 +120,9 @@ class InfraSettings(BaseModel):
     log_retention_days: int = 365  # a year: what regulated accounts ask of logs (AWS Control Tower, checkov)
     quarantine_expiration_days: int = Field(default=30, ge=1, le=3_650)
     oldest_message_alarm_s: int | None = Field(
-        default=None, ge=60, description="Alarm threshold on the queue's oldest message; default: a Glue run + 1 h."
+        default=None,
+        ge=60,
+        description="Alarm threshold on the queue's oldest message; default: the longest run + 1 h.",
     )
     alarm_email: str | None = Field(default=None, description="Subscribed to the alarm topic when set.")
     s3_notifications: bool = Field(
@@ -197,9 +200,15 @@ class InfraSettings(BaseModel):
     def table_deletion_protection(self) -> bool:
         return self.stage == "prod" if self.deletion_protection is None else self.deletion_protection
 
-    @property
-    def oldest_message_alarm_threshold_s(self) -> int:
-        return self.oldest_message_alarm_s or self.glue_timeout_minutes * 60 + 3_600
+    def oldest_message_alarm_threshold_s(self, catalog: JobCatalog) -> int:
+        """`oldest_message_alarm_s`, else the longest run of a type of `catalog` plus an hour: a wait job's
+        longest `seconds`, a Glue, EMR Serverless or state machine run's timeout. A message its job holds
+        that long is not stuck."""
+        if self.oldest_message_alarm_s is not None:
+            return self.oldest_message_alarm_s
+        runs = [(self.run_timeout_minutes(t) or 0) * 60 for t in catalog]
+        waits = [MAX_WAIT_S for t in catalog if t.runner == "wait"]
+        return max([*runs, *waits, 0]) + 3_600
 
     def glue_of(self, job_type: JobType) -> GlueSettings:
         """A pyspark type's Glue settings, each one it leaves out taken from these settings."""

@@ -101,9 +101,55 @@ def total(label: str, **metrics: cw.IMetric) -> cw.MathExpression:
     return cw.MathExpression(expression=" + ".join(metrics), using_metrics=metrics, period=PERIOD, label=label)
 
 
+RECEIVED = (
+    MetricName.JOBS_STARTED,
+    MetricName.JOBS_INLINE,
+    MetricName.JOBS_FANNED_OUT,
+    MetricName.JOBS_WAITING,
+    MetricName.JOBS_WAITING_FOR_SLOT,
+    MetricName.JOBS_PARKED,
+    MetricName.PARKED_DUPLICATES,
+    MetricName.JOBS_ALREADY_SUCCEEDED,
+    MetricName.JOBS_ALREADY_CANCELLED,
+    MetricName.JOBS_SETTLED_ON_REDELIVERY,
+    MetricName.JOBS_NOT_STARTED,
+    MetricName.RECORDS_STALE,
+    MetricName.JOBS_IGNORED,
+    MetricName.S3_OBJECTS_IGNORED,
+    MetricName.JOBS_REJECTED,
+    MetricName.RECORDS_FAILED,
+)
+"""The receiver's counts by outcome, graphed under "Jobs received" (`RedeliveredWhileRunning`, a lapse, is
+graphed with the lapses)."""
+
+
+def dlq_arrivals(dlq: sqs.IQueue) -> cw.MathExpression:
+    """Messages that arrived in the DLQ a minute: its rise in depth, visible and in flight (an operator
+    reading it moves messages between the two), whether the receiver sent them or SQS's redrive moved them.
+    An alarm on the depth itself would stay in ALARM while any message stays (a cancelled one stays 14
+    days), and tell of no new one; SQS's `NumberOfMessagesSent` misses the messages its redrive moves
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html)."""
+    minute = cdk.Duration.minutes(1)
+    return cw.MathExpression(
+        expression="DIFF(visible + hidden)",
+        using_metrics={
+            "visible": dlq.metric_approximate_number_of_messages_visible(period=minute, statistic="Maximum"),
+            "hidden": dlq.metric_approximate_number_of_messages_not_visible(period=minute, statistic="Maximum"),
+        },
+        period=minute,
+        label="messages that arrived in the DLQ",
+    )
+
+
+def glue_count(job: glue.IJob, name: str) -> cw.Metric:
+    """A Glue job's count metric: a delta since its last report, so summed
+    (https://docs.aws.amazon.com/glue/latest/dg/monitoring-awsglue-with-cloudwatch-metrics.html)."""
+    return job.metric(name, glue.MetricType.COUNT, period=PERIOD, statistic="Sum")
+
+
 class Monitoring(Construct):
     """A dashboard for the whole path (queue, leases, renewals, executions, Glue, functions) and
-    alarms on what needs a person: a message in the DLQ, a message far older than a job runs,
+    alarms on what needs a person: a message arriving in the DLQ, a message far older than a job runs,
     extender errors or an extender that stopped running, lapses, lost or capped leases, and failed
     executions. Alarms notify an SNS topic encrypted with its own key, or with `key` (the `kms_key`
     setting) when given; `alarm_email` subscribes an address to it."""
@@ -130,10 +176,8 @@ class Monitoring(Construct):
 
         self.alarms = [
             self._alarm(
-                "DlqNotEmpty",
-                w.dlq.metric_approximate_number_of_messages_visible(
-                    period=cdk.Duration.minutes(1), statistic="Maximum"
-                ),
+                "DlqArrivals",
+                dlq_arrivals(w.dlq),
                 threshold=1,
                 description="A message reached the dead-letter queue: see its ErrorType and ErrorMessage attributes.",
             ),
@@ -256,16 +300,7 @@ class Monitoring(Construct):
             ),
             _graph(
                 "Jobs received",
-                [
-                    engine_metric(MetricName.JOBS_STARTED),
-                    engine_metric(MetricName.JOBS_INLINE),
-                    engine_metric(MetricName.JOBS_FANNED_OUT),
-                    engine_metric(MetricName.JOBS_WAITING),
-                    engine_metric(MetricName.JOBS_IGNORED),
-                    engine_metric(MetricName.S3_OBJECTS_IGNORED),
-                    engine_metric(MetricName.JOBS_REJECTED),
-                    engine_metric(MetricName.RECORDS_FAILED),
-                ],
+                [engine_metric(name) for name in RECEIVED],
             ),
             _graph(
                 "Executions",
@@ -281,10 +316,10 @@ class Monitoring(Construct):
                 _graph(
                     "Glue job runs" if len(w.glue_jobs) == 1 else f"Glue job runs: {name}",
                     [
-                        job.metric("glue.driver.aggregate.numCompletedTasks", glue.MetricType.COUNT, period=PERIOD),
-                        job.metric("glue.driver.aggregate.numFailedTasks", glue.MetricType.COUNT, period=PERIOD),
+                        glue_count(job, "glue.driver.aggregate.numCompletedTasks"),
+                        glue_count(job, "glue.driver.aggregate.numFailedTasks"),
                     ],
-                    right=[job.metric("glue.driver.aggregate.elapsedTime", glue.MetricType.COUNT, period=PERIOD)],
+                    right=[glue_count(job, "glue.driver.aggregate.elapsedTime")],
                 )
                 for name, job in w.glue_jobs.items()
             ],

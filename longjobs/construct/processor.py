@@ -198,10 +198,6 @@ class LongJobProcessor(Construct):
             )
         if settings.s3_notifications:
             self._notify_jobs_queue(buckets.raw, queues.queue)
-        longest_run = max(
-            [settings.run_timeout_minutes(t) or 0 for t in self.catalog]
-            + [settings.glue_timeout_minutes if not self.catalog.of_runner("pyspark") else 0]
-        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -217,7 +213,7 @@ class LongJobProcessor(Construct):
                 waiting={n: q for n, q in queues.waiting.items() if self.catalog.limit(n) is not None},
                 job_types=tuple(t.name for t in self.catalog if t.runner != "inline"),
             ),
-            oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_s or longest_run * 60 + 3_600),
+            oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_threshold_s(self.catalog)),
             alarm_email=settings.alarm_email,
             key=key,
         )

@@ -83,6 +83,7 @@ def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     _put_metric("LongJobs", "Renewals", 100, service, minutes_ago=90)  # before the last hour
     _put_metric("LongJobs", "Renewals", 1_000, ("service", "another"), minutes_ago=2)
     _put_metric("LongJobs", "Lapses", 1, service, minutes_ago=10)
+    _put_metric("LongJobs", "RedeliveredWhileRunning", 3, service, minutes_ago=10)  # the Lapses alarm counts it too
     _put_metric("LongJobs", "LeasesLost", 2, service, minutes_ago=10)
     queue_name = deployed.queue_url.rsplit("/", 1)[-1]
     _put_metric("AWS/SQS", "ApproximateAgeOfOldestMessage", 40, ("QueueName", queue_name), minutes_ago=5)
@@ -99,7 +100,7 @@ def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     assert data["queue"]["visible"] == 1
     assert data["dlq"]["visible"] == 1
     assert data["leases"]["ACTIVE"] == 1
-    assert data["last_hour"] == {"renewals": 12, "lapses": 1, "leases_lost": 2}
+    assert data["last_hour"] == {"renewals": 12, "lapses": 4, "leases_lost": 2}
     assert data["oldest_message_age_s"] == 42
     assert data["drain_s"] == {"spark": 7_200}, "each limited type's latest estimate of the last 15 minutes"
     assert data["notes"] == []

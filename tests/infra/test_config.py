@@ -10,6 +10,8 @@ import pytest
 import app
 from longjobs.construct.config import ConfigError, context_keys, load_config
 from longjobs.construct.constants import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION
+from longjobs.engine.jobs import load_catalog
+from longjobs.engine.jobs.builtin import MAX_WAIT_S, SPARK
 from tests import REPO_ROOT
 
 
@@ -20,7 +22,9 @@ def test_config_defaults_without_context() -> None:
     assert config.infra.queue_visibility_timeout_s >= config.infra.receiver_timeout_s
     assert config.engine.policy == "adaptive"
     assert config.engine.max_attempts == 5
-    assert config.infra.oldest_message_alarm_threshold_s == 360 * 60 + 3600, "a Glue run plus an hour"
+    spark = load_catalog(include_builtins=False, job_types=[SPARK])
+    assert config.infra.oldest_message_alarm_threshold_s(spark) == 360 * 60 + 3600, "a Glue run plus an hour"
+    assert config.infra.oldest_message_alarm_threshold_s(load_catalog()) == MAX_WAIT_S + 3600, "a wait job's longest"
 
 
 def test_config_deletion_protection_defaults_on_for_prod_only() -> None:
