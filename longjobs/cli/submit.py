@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError, UsageError
-from longjobs.engine.delivery.models import BadInput, parse_body
+from longjobs.engine.delivery.models import BadInput, loads_json, parse_body
 from longjobs.engine.settings import Settings, is_fifo_url
 
 if TYPE_CHECKING:
@@ -27,9 +27,10 @@ class Submitted:
 
 
 def parse_value(text: str) -> Any:
-    """A `--param` value: JSON when it parses (`30`, `true`, `"x"`, `[1]`), else the text itself."""
+    """A `--param` value: JSON when it parses (`30`, `true`, `"x"`, `[1]`), else the text itself (`NaN`,
+    which is not JSON, stays the text)."""
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         return text
 

@@ -70,7 +70,8 @@ class ExecutionInput(BaseModel):
     )
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(exclude_none=True), separators=(",", ":"), sort_keys=True)
+        """The input as sent. Step Functions counts its UTF-8 bytes: an escaped character would cost six."""
+        return json.dumps(self.model_dump(exclude_none=True), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 def execution_status(stepfunctions: SFNClient, arn: str | None) -> str:

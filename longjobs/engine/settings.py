@@ -65,6 +65,12 @@ or retried job is skipped and still counts a receive, so with larger batches eve
 head would spend a receive of each job queued behind it, and a failing job would take them to the DLQ
 unrun. One record per invocation receives only groups' heads; groups run side by side through the
 mapping's concurrency."""
+EXECUTION_INPUT_MAX_BYTES = 262_144
+"""Step Functions' largest execution input, UTF-8 bytes
+(https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html)."""
+BODY_MAX_BYTES = EXECUTION_INPUT_MAX_BYTES - 16_384
+"""The largest `max_body_bytes`: the job travels in its execution's input, beside the message's id, queue URL
+and slot and its type's defaults, which 16 KiB leaves room for."""
 
 
 def is_fifo_url(url: str) -> bool:
@@ -209,7 +215,11 @@ class Settings(BaseModel):
         description="Admission: the shortest delay of a message waiting for a slot (doubling with its waits).",
     )
     max_body_bytes: int = Field(
-        default=65_536, ge=1, le=1_048_576, description="Largest job message the receiver accepts (UTF-8 bytes)."
+        default=65_536,
+        ge=1,
+        le=BODY_MAX_BYTES,
+        description="Largest job message the receiver accepts (UTF-8 bytes); at most 240 KiB, for the execution's "
+        "input (256 KiB).",
     )
     release_delay_base_s: float = Field(
         default=30.0, ge=0, description="Delay before a failed job's message returns, after its first receive."

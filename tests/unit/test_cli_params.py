@@ -26,6 +26,9 @@ from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, load_catalog_file
         ("s3://bucket/key", "s3://bucket/key"),
         ("", ""),
         ("a=b", "a=b"),
+        ("NaN", "NaN"),  # not JSON (RFC 8259): the text, never a float the body could not carry
+        ("Infinity", "Infinity"),
+        ("1e400", "1e400"),
     ],
 )
 def test_cli_parse_value_is_json_when_it_parses_else_the_text(text: str, value: object) -> None:

@@ -3,6 +3,7 @@ told apart as refused (surely not started) or unknown (to be asked about)."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -18,6 +19,7 @@ from longjobs.engine.execution import (
     parse_execution_name,
     start_or_refused,
 )
+from longjobs.engine.settings import BODY_MAX_BYTES, EXECUTION_INPUT_MAX_BYTES, Settings
 
 SM = "arn:aws:states:eu-west-1:111122223333:stateMachine:long-jobs"
 MESSAGE_ID = "0f6a3c52-5a7e-4a0e-9b8b-2f2f0c1e9d11"
@@ -50,6 +52,27 @@ def test_execution_input_is_canonical_json() -> None:
     assert (
         payload.to_json() == '{"attempt":2,"job":{"a":2,"b":1},"message_id":"m","queue_url":"q","release_delay_s":30}'
     )
+
+
+def test_execution_input_of_the_largest_body_fits_step_functions() -> None:
+    """The largest body `max_body_bytes` allows, all of it three-byte characters, travels in an input
+    under Step Functions' 256 KiB of UTF-8 (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html):
+    escaped, each character would cost six bytes, twice its own."""
+    text = "é€" * ((BODY_MAX_BYTES - 200) // 5)
+    job = {"job_id": "j", "type": "mine", "params": {"text": text}}
+    assert len(json.dumps(job, ensure_ascii=False).encode()) <= BODY_MAX_BYTES
+    payload = ExecutionInput(
+        message_id=MESSAGE_ID,
+        attempt=99,
+        queue_url="https://sqs.eu-west-1.amazonaws.com/111122223333/" + "q" * 80,
+        release_delay_s=900,
+        job=job,
+        slot="slot#" + "t" * 64 + "#9",
+    )
+    assert len(payload.to_json().encode()) <= EXECUTION_INPUT_MAX_BYTES
+    assert json.loads(payload.to_json())["job"]["params"]["text"] == text
+    with pytest.raises(ValueError, match="less than or equal to"):
+        Settings(max_body_bytes=BODY_MAX_BYTES + 1)
 
 
 # -- a start refused, or unknown -----------------------------------------------------------------------

@@ -20,6 +20,7 @@ only: importing them costs about 100 ms, which a receiver of job messages never 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,23 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is beyond a double's range")
+    return value
+
+
+def loads_json(text: str) -> Any:
+    """JSON as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity`, and a number beyond a
+    double's range as infinity; none is JSON, and a job's params would carry each on as `null`."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
 def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None) -> list[Job]:
     """The jobs a message body asks for (see `parse_message`)."""
     return parse_message(body, settings, catalog).jobs
@@ -107,7 +125,7 @@ def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = No
     if size > settings.max_body_bytes:
         raise BadInput(ErrorType.TOO_LARGE, f"body is {size} bytes; the limit is {settings.max_body_bytes}")
     try:
-        data = json.loads(body)
+        data = loads_json(body)
     except ValueError as exc:
         raise BadInput(ErrorType.NOT_JSON, f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
