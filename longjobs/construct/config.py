@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
-from longjobs.engine.jobs.builtin import MAX_WAIT_S
+from longjobs.engine.jobs.types import MAX_WAIT_S
 from longjobs.engine.settings import (
     FIFO_BATCH_SIZE,
     MAX_BATCH_SIZE,
@@ -317,7 +317,7 @@ def make_config(
 
 def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
     """Every type's run (Glue, EMR Serverless, a nested state machine) must end before renewal stops (see
-    `_check_together`)."""
+    `_check_together`), and a Glue type may not admit more executions than its Glue job runs at once."""
     renewal_s = config.engine.renew_until(0.0)
     for job_type in catalog:
         minutes = config.infra.run_timeout_minutes(job_type) or 0
@@ -326,7 +326,27 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
                 f"invalid job type {job_type.name!r}: {_timeout_field(job_type)}={minutes} ({minutes * 60} s) is "
                 f"longer than renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
             )
+        _check_glue_concurrency(config.infra, job_type)
     check_admission(config, catalog)
+
+
+def _check_glue_concurrency(infra: InfraSettings, job_type: JobType) -> None:
+    """A Glue type's `max_concurrency` may not pass its Glue job's `max_concurrent_runs`. The job queues the
+    runs past that limit (job run queuing: the run waits, WAITING,
+    https://docs.aws.amazon.com/glue/latest/dg/job-run-statuses.html), so the executions admitted beyond it
+    would each hold a message and a slot until their step timed out (JobTimedOut), without having run."""
+    if job_type.runner != "pyspark" or job_type.platform != "glue" or job_type.max_concurrency is None:
+        return
+    runs = infra.glue_of(job_type).max_concurrent_runs or 1
+    if job_type.max_concurrency > runs:
+        own = job_type.glue is not None and job_type.glue.max_concurrent_runs is not None
+        source = "its glue.max_concurrent_runs" if own else "the context setting glue_max_concurrent_runs"
+        raise ConfigError(
+            f"invalid job type {job_type.name!r}: max_concurrency={job_type.max_concurrency} is more than its Glue "
+            f"job's max_concurrent_runs={runs} ({source}): the executions past {runs} would wait in Glue's queue "
+            f"until their step timed out, without running; lower max_concurrency to {runs} or less, or raise "
+            f"{source.removeprefix('its ').removeprefix('the context setting ')}"
+        )
 
 
 def _timeout_field(job_type: JobType) -> str:

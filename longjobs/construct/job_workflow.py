@@ -40,14 +40,9 @@ from longjobs.construct.glue_runtime import EMR_RUNTIMES, GLUE_RUNTIMES
 from longjobs.construct.job_code import StagedWheels, check_imports, stage_code, stage_wheels
 from longjobs.construct.keys import allow_log_groups, key_user_statement, log_group_arn, service_key
 from longjobs.construct.nag import acknowledge, rendered
-from longjobs.construct.workflow import (
-    build_workflow,
-    by_platform,
-    glue_pyspark_step,
-    state_prefix,
-    summary_objects_arn,
-)
+from longjobs.construct.workflow import build_workflow, by_platform, glue_pyspark_step, summary_objects_arn
 from longjobs.engine.jobs import JobCatalog, JobType, JobTypeError
+from longjobs.engine.jobs.names import glue_job_id, state_prefix
 from longjobs.engine.runs import RunPlace
 
 
@@ -479,9 +474,7 @@ class JobWorkflow(Construct):
         sizing = settings.glue_of(job_type)
         version = str(sizing.version)
         runtime = GLUE_RUNTIMES[version]
-        # The built-in spark type's job keeps the id `Job`: another id would change its logical id, and a
-        # deploy would replace the Glue job.
-        construct_id = "Job" if job_type.name == "spark" else f"{state_prefix(job_type)}Job"
+        construct_id = glue_job_id(job_type)
         code = s3_assets.Asset(self, f"{construct_id}Entry", path=str(stage_code(job_type)))
         arguments = {
             "--TempDir": self.buckets.glue.s3_url_for_object(GLUE_TEMP_PREFIX),
@@ -520,7 +513,7 @@ class JobWorkflow(Construct):
             security_configuration=shared.security,
             enable_metrics=True,
             default_arguments=arguments,
-            description=(job_type.description or f"The {job_type.name} job type")[:2048],
+            description=glue_description(job_type),
         )
         if copier is not None:
             job.node.add_dependency(copier)  # the job names the zip only once it is in the Glue bucket
@@ -564,6 +557,18 @@ class JobWorkflow(Construct):
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(key)])
         )
         return bucket.s3_url_for_object(key), copier
+
+
+GLUE_DESCRIPTION_MAX_BYTES = 2_048
+"""The longest Glue job description, in UTF-8 bytes
+(https://docs.aws.amazon.com/glue/latest/dg/aws-glue-api-jobs-job.html, `Description`)."""
+
+
+def glue_description(job_type: JobType) -> str:
+    """The type's description as its Glue job's, cut to Glue's limit in UTF-8 bytes (a declaration's 1,024
+    characters may take up to 4,096 bytes), never inside a character."""
+    text = job_type.description or f"The {job_type.name} job type"
+    return text.encode()[:GLUE_DESCRIPTION_MAX_BYTES].decode(errors="ignore")
 
 
 GLUE_LOG_GROUPS = "/aws-glue/*"

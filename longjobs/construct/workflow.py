@@ -60,6 +60,8 @@ from longjobs.construct.constants import SUMMARY_PREFIX
 from longjobs.engine.execution import STOP_ERROR as NOT_HELD_ERROR
 from longjobs.engine.jobs import JobType
 from longjobs.engine.jobs.builtin import BUILTIN_TYPES
+from longjobs.engine.jobs.names import state_prefix as state_prefix  # the construct's other modules name it here
+from longjobs.engine.jobs.names import wait_prefix
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import (
     FREE,
@@ -147,11 +149,6 @@ _LEASE_STATUS = "$.lease.Item." + STATUS_ATTR + ".S"
 _LEASE_EXECUTION = "$.lease.Item." + EXECUTION_ATTR + ".S"
 _SELF = "$.self.execution"
 """Where the execution keeps its own ARN: `$$.Execution.Id`, copied at the start (Choice rules read the input only)."""
-
-
-def state_prefix(job_type: JobType) -> str:
-    """The type's name as a state name part: `spark` -> `Spark`, `word-count` -> `WordCount`."""
-    return "".join(part.capitalize() for part in re.split(r"[-_]", job_type.name) if part)
 
 
 def glue_pyspark_step(
@@ -525,7 +522,7 @@ def _sqs_call(scope: Construct, state_id: str, action: str, queue_arns: list[str
 def _wait_branch(scope: Construct, choice: sfn.Choice, job_type: JobType, is_type: sfn.Condition) -> None:
     """A wait type's two rules: wait then fail (`params.fail` true), or wait then answer the time waited.
     The built-in `wait` keeps its state names (`Wait`, `WaitThenFail`, ...); others are prefixed."""
-    prefix = "" if job_type.name == "wait" else state_prefix(job_type)
+    prefix = wait_prefix(job_type)
     seconds = sfn.WaitTime.seconds_path("$.job.params.seconds")
     wait_then_fail = sfn.Wait(scope, f"{prefix}WaitThenFail", time=seconds).next(
         sfn.Fail(scope, f"{prefix}WaitJobFailed", error="WaitJobFailed", cause="the wait job was asked to fail")

@@ -10,26 +10,35 @@ Offline, every type runs in the runtime's one Python process and one SparkSessio
   with compiled modules works in the driver offline, and everywhere on Glue. When pip cannot install them
   (no network, a version that does not exist), the job fails with pip's reason and the command to run;
 - two types may not put the same top-level module on the path from two folders: the second is refused
-  with both folders named, rather than one type silently running the other's module.
+  with both folders named, rather than one type silently running the other's module;
+- `load_entry_file` loads an entry file that ships alone under a private module name, never its bare
+  stem: `jobs/json.py` or `jobs/numpy.py` registered as `json` or `numpy` would replace that module for
+  every type and for the runtime itself, in the one process they share.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import sys
 import tempfile
 import threading
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.jobs.code import cache_dir, pip_into, shipped_files, top_level_names
 from longjobs.engine.jobs.types import JobType
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
+
+ENTRY_MODULE_PREFIX = "_longjobs_entry_"
+"""`load_entry_file` names an entry file's module `_longjobs_entry_<type>`: a name no real module has."""
 
 
 class JobCodeError(RuntimeError):
@@ -100,6 +109,39 @@ def prepare(job_type: JobType, spark: SparkSession | None = None) -> None:
             for path in zips:
                 spark.sparkContext.addPyFile(str(path))
         _prepared[job_type.name] = zips
+
+
+def entry_module_name(job_type: JobType) -> str:
+    """The private module name of a type's entry file, offline: one per type, never a real module's."""
+    return ENTRY_MODULE_PREFIX + job_type.name
+
+
+def load_entry_file(job_type: JobType) -> Callable[..., Any]:
+    """The entry function of a type whose entry file ships alone, loaded from the file as
+    `entry_module_name(job_type)` (afresh on each call, as a run on Glue imports it afresh).
+
+    The module is in `sys.modules` under that name, so its own classes and functions resolve by their
+    module (pickle, dataclasses). No executor can import that name, so its functions are pickled by value
+    (cloudpickle's `register_pickle_by_value`): a UDF travels with its code."""
+    path = job_type.entry_file
+    name = entry_module_name(job_type)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise JobCodeError(f"job type {job_type.name!r}: cannot load its entry {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    from pyspark import cloudpickle  # the offline worker runs Spark: loaded with it
+
+    cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    entry = getattr(module, job_type.entry_function, None)
+    if not callable(entry):
+        raise JobCodeError(f"job type {job_type.name!r}: {path} has no function {job_type.entry_function!r}")
+    return entry  # type: ignore[no-any-return]
 
 
 def _code_zip(job_type: JobType) -> Path:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.pipeline.glue_entry import summary_json
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -65,7 +66,7 @@ def cancel_group(group: str) -> None:
 def run_entry(job: Mapping[str, Any], group: str, catalog: JobCatalog) -> dict[str, Any]:
     """The job's type's entry on the process's local SparkSession (Spark loads only when needed), its
     Spark jobs in `group` (cancelled when its task is over)."""
-    from longjobs.offline.job_code import prepare
+    from longjobs.offline.job_code import load_entry_file, prepare
     from longjobs.offline.spark import local_session
     from longjobs.pipeline.glue_entry import load_entry, run_entry
 
@@ -78,7 +79,7 @@ def run_entry(job: Mapping[str, Any], group: str, catalog: JobCatalog) -> dict[s
     if job_type.code_root is not None:
         entry = load_entry(job_type.entry_function, module=job_type.entry_module)
     else:
-        entry = load_entry(job_type.entry_function, file=job_type.entry_file)
+        entry = load_entry_file(job_type)  # under a private name: the process is every type's
     return run_entry(entry, spark, job["params"])
 
 
@@ -185,7 +186,7 @@ class SparkWorker(threading.Thread):
             beating.set()
             heart.join()
             self.stats.succeeded += 1
-            self.stepfunctions.send_task_success(taskToken=token, output=json.dumps(summary, default=str))
+            self.stepfunctions.send_task_success(taskToken=token, output=summary_json(summary))
         finally:
             self.stats.running.discard(job_id)
 

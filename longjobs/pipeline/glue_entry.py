@@ -13,7 +13,7 @@ entry from a file instead of importing its module:
 
     python -m longjobs.pipeline.glue_entry --job-file jobs/wordcount.py --job-function run --params '{...}'
 
-The summary is what `run` returns, written as JSON (`default=str` for dates and the like).
+The summary is what `run` returns, written as JSON the workflow can read (`summary_json`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -116,11 +117,40 @@ def run_entry(entry: EntryFunction, spark: SparkSession, params: Mapping[str, An
     return dict(summary)
 
 
+SUMMARY_MAX_BYTES = 65_536
+"""The largest summary the workflow reads into its state. Step Functions keeps a state's data under 256 KiB,
+and more fails the execution with `States.DataLimitExceeded`, which no `States.ALL` catch takes
+(https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html): a job that succeeded
+would be retried."""
+
+
+def _json_numbers(value: Any) -> Any:
+    """`value` with each float JSON has no form for (NaN, Infinity) as its name, a string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_numbers(item) for item in value]
+    return value
+
+
+def summary_json(summary: Mapping[str, Any]) -> str:
+    """The summary as JSON the workflow can read (`default=str` for dates and the like): a float JSON has
+    no form for as its name, and a summary over `SUMMARY_MAX_BYTES` as its size and its keys."""
+    text = json.dumps(_json_numbers(summary), sort_keys=True, default=str, allow_nan=False)
+    size = len(text.encode())
+    if size <= SUMMARY_MAX_BYTES:
+        return text
+    cut = {"summary_bytes": size, "summary_keys": sorted(str(key) for key in summary)[:100], "truncated": True}
+    return json.dumps(cut, sort_keys=True)
+
+
 def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
     args = parse_args(sys.argv if argv is None else argv)
     entry = load_entry(args.function, module=args.module, file=args.file)
     spark = (session or _default_session)()
-    summary = json.dumps(run_entry(entry, spark, args.params), sort_keys=True, default=str)
+    summary = summary_json(run_entry(entry, spark, args.params))
     print(summary)
     if args.summary_path is not None:
         from longjobs.pipeline.glue_job import write_text

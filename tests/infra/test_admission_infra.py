@@ -13,13 +13,18 @@ import pytest
 from longjobs.construct import LongJobProcessor
 from longjobs.construct.config import ConfigError
 from longjobs.construct.nag import render_cfn
+from longjobs.engine.jobs.types import MAX_WAIT_S
 from longjobs.engine.settings import Settings
 
 LIMITED = {
     "name": "backfill",
     "runner": "wait",
     "max_concurrency": 50,
-    "params_schema": {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}},
+    "params_schema": {
+        "type": "object",
+        "required": ["seconds"],
+        "properties": {"seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_S}},
+    },
 }
 
 

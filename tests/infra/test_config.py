@@ -139,6 +139,33 @@ def test_config_refuses_an_emr_serverless_run_longer_than_renewal_lasts() -> Non
     check_job_types(config, load_catalog(job_types=[emr(100)]))
 
 
+def test_config_refuses_a_glue_types_limit_above_its_glue_jobs_concurrent_runs() -> None:
+    """A Glue job queues the runs past its `max_concurrent_runs`: executions admitted beyond it would wait in
+    Glue's queue until their step timed out, without running. Both the type's own Glue setting and the
+    context's default (`glue_max_concurrent_runs`, 10) count; an EMR Serverless type has no such limit."""
+    from longjobs.construct.config import check_job_types
+
+    def rows(max_concurrency: int, **glue: int) -> dict[str, object]:
+        declared: dict[str, object] = {"name": "rows", "runner": "pyspark", "entry": "jobs/wordcount.py:run"}
+        return {**declared, "max_concurrency": max_concurrency, **({"glue": glue} if glue else {})}
+
+    config = load_config({})
+    with pytest.raises(ConfigError) as own:
+        check_job_types(config, load_catalog(job_types=[rows(10, max_concurrent_runs=1)]))
+    assert str(own.value) == (
+        "invalid job type 'rows': max_concurrency=10 is more than its Glue job's max_concurrent_runs=1 (its "
+        "glue.max_concurrent_runs): the executions past 1 would wait in Glue's queue until their step timed out, "
+        "without running; lower max_concurrency to 1 or less, or raise glue.max_concurrent_runs"
+    )
+    with pytest.raises(ConfigError, match=r"max_concurrency=11 is more than its Glue job's max_concurrent_runs=10 "):
+        check_job_types(config, load_catalog(job_types=[rows(11)]))
+    with pytest.raises(ConfigError, match=r"\(the context setting glue_max_concurrent_runs\)"):
+        check_job_types(load_config({"glue_max_concurrent_runs": "2"}), load_catalog(job_types=[rows(3)]))
+    check_job_types(config, load_catalog(job_types=[rows(10), {**rows(4, max_concurrent_runs=4), "name": "b"}]))
+    emr = {**rows(50), "platform": "emr_serverless"}
+    check_job_types(config, load_catalog(job_types=[emr]))
+
+
 def test_config_bad_context_stops_the_app_with_the_message() -> None:
     with pytest.raises(SystemExit) as caught:
         app.main(cdk.App(context={"glue_workers": "1"}))

@@ -302,3 +302,89 @@ def test_user_app_type_may_pin_its_glue_version_and_its_imports_are_checked_for_
         name: resource(stack, template, job)["Properties"]["GlueVersion"] for name, job in jobs.glue_jobs.items()
     }
     assert versions == {"rows": "5.1", "spark": "6.0"}
+
+
+def test_processor_ids_of_each_type_are_the_ones_the_catalog_checks(tmp_path: Path) -> None:
+    """The catalog refuses two types whose ids would meet (`longjobs.engine.jobs.names`) from the same ids the
+    construct gives them: a type of each runner and platform adds exactly its `generated_ids` to the stack."""
+    from longjobs.engine.jobs import load_catalog
+    from longjobs.engine.jobs.names import EMR_SCOPE, WORKFLOW_SCOPE, generated_ids
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text(SCRIPT)
+    seconds = {"type": "integer", "minimum": 0, "maximum": 60}
+    nap_schema = {"type": "object", "required": ["seconds"], "properties": {"seconds": seconds}}
+    declared = [
+        ROWS_TYPE,
+        {**ROWS_TYPE, "name": "rows-emr", "platform": "emr_serverless", "glue": None},
+        {"name": "nap-time", "runner": "wait", "params_schema": nap_schema},
+        BATCH_TYPE,
+    ]
+
+    def ids(job_types: list[dict[str, Any]]) -> dict[str, set[str]]:
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / f"out{len(job_types)}")), "UserStack")
+        workflow = LongJobProcessor(stack, "Jobs", job_types=job_types, nag=False).node.find_child("Workflow")
+        emr = workflow.node.try_find_child("EmrServerless")
+        return {
+            WORKFLOW_SCOPE: {child.node.id for child in workflow.node.children},
+            EMR_SCOPE: {child.node.id for child in emr.node.children} if emr is not None else set(),
+        }
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        builtins_only, every_kind = ids([]), ids(declared)
+        catalog = load_catalog(job_types=declared, strict=True)
+    shared = {WORKFLOW_SCOPE: {"EmrServerless", "EmrEntry"}, EMR_SCOPE: {"JobRole"}}  # made for the first EMR type
+    for scope in (WORKFLOW_SCOPE, EMR_SCOPE):
+        expected = {
+            i for t in catalog if t.name not in ("spark", "wait", "echo") for i in generated_ids(t).get(scope, ())
+        }
+        assert every_kind[scope] - builtins_only[scope] - shared[scope] == expected, scope
+        builtin_ids = {
+            i for t in catalog if t.name in ("spark", "wait", "echo") for i in generated_ids(t).get(scope, ())
+        }
+        assert builtin_ids <= builtins_only[scope], scope
+
+
+def test_processor_refuses_types_whose_ids_would_collide_before_cdk_does(tmp_path: Path) -> None:
+    """`x`'s state RunXJob would be `run-x`'s Glue job: refused naming both types, not by CDK's "There is
+    already a Construct with name 'RunXJob'"."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text(SCRIPT)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack")
+        with pytest.raises(JobTypeError) as refused:
+            LongJobProcessor(stack, "Jobs", job_types=[{**ROWS_TYPE, "name": "x"}, {**ROWS_TYPE, "name": "run-x"}])
+    assert "job_types[1] 'run-x': name: 'x' and 'run-x' would both give the stack the id 'RunXJob'" in str(
+        refused.value
+    )
+
+
+def test_processor_refuses_a_glue_types_limit_above_its_glue_jobs_concurrent_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text(SCRIPT)
+    limited = {**ROWS_TYPE, "max_concurrency": 10, "glue": {**ROWS_TYPE["glue"], "max_concurrent_runs": 1}}
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack")
+    with pytest.raises(
+        ConfigError, match=r"'rows': max_concurrency=10 is more than its Glue job's max_concurrent_runs=1"
+    ):
+        LongJobProcessor(stack, "Jobs", job_types=[limited])
+
+
+def test_user_app_glue_job_description_is_cut_to_glues_2048_bytes(tmp_path: Path) -> None:
+    """Glue takes a description of at most 2048 UTF-8 bytes; a declaration's 1,024 characters may be 3,072."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rows.py").write_text(SCRIPT)
+    described = {**ROWS_TYPE, "description": "€" * 1_024}  # 3 bytes each
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / "cdk.out")), "UserStack")
+        jobs = LongJobProcessor(stack, "Jobs", job_types=[described], nag=False)
+        template = Template.from_stack(stack).to_json()
+    description = resource(stack, template, jobs.glue_jobs["rows"])["Properties"]["Description"]
+    assert 2_040 < len(description.encode()) <= 2_048
+    assert described["description"].startswith(description), "cut at a character's end, never inside one"

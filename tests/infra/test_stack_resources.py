@@ -171,7 +171,8 @@ def test_watcher_hears_every_end_to_price_each_attempt_without_a_limited_type() 
 
     def watched(infra: dict[str, str]) -> list[str]:
         stack = cdk.Stack(cdk.App(), "Unlimited")
-        seconds = {"type": "object", "required": ["seconds"], "properties": {"seconds": {"type": "integer"}}}
+        bounded = {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_S}
+        seconds = {"type": "object", "required": ["seconds"], "properties": {"seconds": bounded}}
         only_waits = [JobType(name="pause", runner="wait", params_schema=seconds)]
         LongJobProcessor(
             stack, "Jobs", job_types=only_waits, include_builtin_job_types=False, s3_triggers=[], infra=infra

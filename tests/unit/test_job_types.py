@@ -239,3 +239,183 @@ def test_partition_job_id_is_deterministic_and_fits() -> None:
     job_id = partition_job_id("spark", "raw", long_prefix)
     assert job_id == partition_job_id("spark", "raw", long_prefix) and len(job_id) <= 256
     assert job_id.startswith("spark:sha256:")
+
+
+WAIT_BOUNDS = {"type": "integer", "minimum": 0, "maximum": 43_200}
+BOUNDED_WAIT = {"type": "object", "required": ["seconds"], "properties": {"seconds": WAIT_BOUNDS}}
+
+
+def script(tmp_path: Path, name: str) -> str:
+    """An entry file `name` in `tmp_path` with a `run`, as its `entry`."""
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("def run(spark, params):\n    return {}\n")
+    return f"{name}:run"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "named"),
+    [
+        # x's state RunXJob is run-x's Glue job RunXJob
+        ({"name": "x", "runner": "pyspark"}, {"name": "run-x", "runner": "pyspark"}, "RunXJob"),
+        # a wait type nap's state NapWaitSummary is a pyspark type nap-wait's summary state
+        ({"name": "nap", "runner": "wait", "params_schema": BOUNDED_WAIT}, {"name": "nap-wait", "runner": "pyspark"},
+         "NapWaitSummary"),
+        # one prefix, AB, for both
+        ({"name": "a-b", "runner": "pyspark"}, {"name": "a_b", "runner": "pyspark"}, "RunABJob"),
+    ],
+)  # fmt: skip
+def test_catalog_refuses_two_types_whose_stack_ids_would_collide_naming_both(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], named: str
+) -> None:
+    declared = [
+        {**item, "entry": script(tmp_path, "job.py")} if item["runner"] == "pyspark" else item
+        for item in (first, second)
+    ]
+    for strict in (False, True):
+        text = refused(job_types=declared, base=tmp_path, strict=strict)
+        assert (
+            f"job_types[1] {second['name']!r}: name: {first['name']!r} and {second['name']!r} would both give" in text
+        )
+        assert f"the id {named!r}" in text and "rename one of them" in text
+
+
+def test_catalog_names_each_types_ids_as_the_workflow_builds_them() -> None:
+    from longjobs.engine.jobs.names import EMR_SCOPE, WORKFLOW_SCOPE, generated_ids, state_prefix
+
+    assert [state_prefix(t) for t in BUILTIN_TYPES] == ["Spark", "Wait", "Echo"]
+    spark, wait, echo = BUILTIN_TYPES
+    assert generated_ids(spark)[WORKFLOW_SCOPE][-2:] == ("Job", "JobEntry"), "spark's Glue job keeps its id `Job`"
+    assert generated_ids(wait) == {WORKFLOW_SCOPE: ("WaitThenFail", "WaitJobFailed", "Wait", "WaitSummary")}
+    assert generated_ids(echo) == {}, "an inline type has no state"
+    emr = JobType.model_validate(EMR_WORDCOUNT)
+    assert generated_ids(emr)[EMR_SCOPE] == ("WordcountApplication",)
+
+
+@pytest.mark.parametrize(
+    ("entry", "code", "message"),
+    [
+        ("jobs/json.py", None, "would be imported as the module 'json', but 'json' is a standard-library module"),
+        ("jobs/wordcount.v2.py", None, "would be imported as the module 'wordcount.v2', which Python cannot import"),
+        ("jobs/longjobs.py", None, "but 'longjobs' is a module every run imports"),
+        ("jobs/pyspark.py", None, "but 'pyspark' is a module every run imports"),
+        ("jobs/telnetlib.py", None, "'telnetlib' is a standard-library module"),  # Glue 5.x's Python 3.11 has it
+        ("jobs/json/job.py", "jobs", "module 'json.job', but 'json' is a standard-library module"),
+        ("jobs/my.jobs/job.py", "jobs", "module 'my.jobs.job', which Python cannot import"),
+    ],
+)
+def test_catalog_strict_refuses_an_entry_whose_module_name_glue_cannot_import_as_its_own(
+    tmp_path: Path, entry: str, code: str | None, message: str
+) -> None:
+    declared = {"name": "mine", "runner": "pyspark", "entry": script(tmp_path, entry)}
+    if code is not None:
+        declared["code"] = code
+    text = refused(job_types=[declared], base=tmp_path, strict=True)
+    assert f"job_types[0] 'mine': entry: {tmp_path / entry}" in text and message in text, text
+    assert "rename" in text
+    for fine, code in (("jobs/word_count2.py", None), ("jobs/stats/job.py", "jobs")):
+        renamed = {"name": "mine", "runner": "pyspark", "entry": script(tmp_path, fine), "code": code}
+        assert load_catalog(job_types=[renamed], base=tmp_path, strict=True).get("mine") is not None
+
+
+def test_catalog_entry_names_cover_the_standard_library_of_every_glue_python() -> None:
+    from longjobs.construct.glue_runtime import REMOVED_AFTER_3_11
+    from longjobs.engine.jobs.types import PYTHON_3_11_ONLY
+
+    assert PYTHON_3_11_ONLY == REMOVED_AFTER_3_11
+
+
+@pytest.mark.parametrize(
+    ("defaults", "message"),
+    [
+        ({"output": "{curated}a/"}, "defaults.output: is not a parameter of this type (known: input, min_length)"),
+        ({"min_length": 0}, "defaults.min_length: must be bigger than or equal to 1"),
+        ({"min_length": "3"}, "defaults.min_length: must be integer"),
+    ],
+)
+def test_catalog_strict_refuses_defaults_that_the_schema_refuses(
+    tmp_path: Path, defaults: dict[str, Any], message: str
+) -> None:
+    declared = {**WORDCOUNT, "entry": script(tmp_path, "jobs/wordcount.py"), "defaults": defaults}
+    text = refused(job_types=[declared], base=tmp_path, strict=True)
+    assert f"job_types[0] 'wordcount': {message}" in text, text
+    assert "change the default or params_schema" in text
+    # Valid once their locations are filled in; `required` is left to the messages (`input` has no default).
+    schema = WORDCOUNT["params_schema"]
+    with_output = {**schema, "properties": {**schema["properties"], "output": builtin_location()}}
+    fine = {**declared, "params_schema": with_output, "defaults": {"output": "{curated}wordcount/", "min_length": 2}}
+    assert load_catalog(job_types=[fine], base=tmp_path, strict=True).get("wordcount") is not None
+
+
+def builtin_location() -> dict[str, Any]:
+    from longjobs.engine.jobs.builtin import LOCATION_SCHEMA
+
+    return dict(LOCATION_SCHEMA)
+
+
+@pytest.mark.parametrize("default", ["{curated", "curated}", "{curated}}x", "{{curated}"])
+def test_catalog_refuses_a_default_with_an_unbalanced_placeholder_brace(default: str) -> None:
+    text = refused(job_types=[{**WORDCOUNT, "defaults": {"output": default}}])
+    assert f"job_types[0] 'wordcount': defaults: output: {default!r} has an unbalanced brace" in text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "message"),
+    [
+        ({"type": "string"}, "a wait type's `seconds` must be an integer"),
+        ({}, "a wait type's `seconds` must be an integer"),
+        ({"type": "integer", "maximum": 60}, "a wait type's `seconds` needs a minimum of 0 or more"),
+        ({"type": "integer", "minimum": -1, "maximum": 60}, "a wait type's `seconds` needs a minimum of 0 or more"),
+        ({"type": "integer", "minimum": 0}, "a wait type's `seconds` needs a maximum of at most 43200"),
+        (
+            {"type": "integer", "minimum": 0, "maximum": 43_201},
+            "a wait type's `seconds` needs a maximum of at most 43200",
+        ),
+    ],
+)
+def test_catalog_strict_refuses_a_wait_types_seconds_that_is_not_an_integer_from_0_to_12_hours(
+    seconds: dict[str, Any], message: str
+) -> None:
+    schema = {"type": "object", "required": ["seconds"], "properties": {"seconds": seconds}}
+    text = refused(job_types=[{"name": "nap", "runner": "wait", "params_schema": schema}], strict=True)
+    assert f"job_types[0] 'nap': params_schema: {message}" in text
+    assert '{"type": "integer", "minimum": 0, "maximum": 43200}' in text, "what to declare"
+    narrower = {"type": "integer", "minimum": 1, "maximum": 600}
+    for fine in (WAIT_BOUNDS, narrower):
+        declared = {"name": "nap", "runner": "wait", "params_schema": {**schema, "properties": {"seconds": fine}}}
+        assert load_catalog(job_types=[declared], strict=True).get("nap") is not None
+
+
+def test_catalog_refuses_a_trigger_of_another_type_without_params_of_its_own() -> None:
+    text = refused(job_types=[WORDCOUNT], s3_triggers=[{"prefix": "texts/", "job_type": "wordcount"}])
+    assert (
+        "s3_triggers[0] (prefix 'texts/', job type 'wordcount'): params: give its jobs' params: without them it "
+        "sends the spark type's (date, input)"
+    ) in text
+    assert load_catalog(s3_triggers=[{"prefix": "events/"}]).s3_triggers[0].job_type == "spark", "spark's own"
+
+
+def test_catalog_strict_refuses_trigger_params_that_their_types_schema_refuses(tmp_path: Path) -> None:
+    wordcount = {**WORDCOUNT, "entry": script(tmp_path, "jobs/wordcount.py")}
+    spark_params = {"input": "s3://{bucket}/{prefix}", "date": "{date}"}
+    text = refused(
+        job_types=[wordcount],
+        s3_triggers=[
+            {"prefix": "texts/", "job_type": "wordcount", "params": spark_params},
+            {"prefix": "counts/", "job_type": "wordcount", "params": {"input": "{key}", "min_length": "{date}"}},
+            {"prefix": "naps/", "job_type": "wait", "params": {"seconds": 43_201}},
+        ],
+        base=tmp_path,
+        strict=True,
+    )
+    assert (
+        "s3_triggers[0] (prefix 'texts/', job type 'wordcount'): params: its jobs' params would be refused "
+        "(params.date: is not a parameter of this type (known: input, min_length)): fix the params or the type's "
+        "schema"
+    ) in text
+    assert "s3_triggers[1] (prefix 'counts/', job type 'wordcount'): params: its jobs' params would be refused " in text
+    assert "(params.min_length: must be integer)" in text
+    assert "s3_triggers[2] (prefix 'naps/', job type 'wait'): params: its jobs' params would be refused " in text
+    fine = [{"prefix": "texts/", "job_type": "wordcount", "params": {"input": "s3://{bucket}/{prefix}"}}, {}]
+    catalog = load_catalog(job_types=[wordcount], s3_triggers=fine, base=tmp_path, strict=True)
+    assert [t.job_type for t in catalog.s3_triggers] == ["wordcount", "spark"], "spark's default params fit spark"

@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from longjobs.engine.jobs.types import MAX_WAIT_S as MAX_WAIT_S  # the wait types' limit, named here too
 from longjobs.engine.jobs.types import JobType
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 """Where the built-ins' relative entries live: the folder holding the `longjobs` package (this repository,
 or site-packages when installed)."""
 
-MAX_WAIT_S = 43_200
 MAX_PATH_CHARS = 256
 
 LOCATION_SCHEMA: dict[str, Any] = {

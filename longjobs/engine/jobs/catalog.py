@@ -29,13 +29,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from longjobs.engine.jobs.builtin import BUILTIN_TYPES, INLINE_TYPES
-from longjobs.engine.jobs.triggers import DEFAULT_TRIGGERS, S3Trigger
+from longjobs.engine.jobs.names import collisions
+from longjobs.engine.jobs.triggers import DEFAULT_TRIGGERS, SPARK_PARAMS, S3Trigger, TriggerError
 from longjobs.engine.jobs.types import LOCATIONS, GlueSettings, JobType, JobTypeError
 
 CATALOG_ENV = "JOB_TYPES_FILE"
 SHIPPED_FILE = Path(__file__).resolve().parent.parent / "job_types.json"
 """`engine/job_types.json`: written into the Lambda asset by the construct; absent in the repository."""
 TOP_KEYS = ("job_types", "s3_triggers")
+SAMPLE_LOCATIONS = {name: f"s3://sample-{name}-bucket/" for name in LOCATIONS}
+"""Bucket URIs of the shape a deployment gives `{curated}`, `{quarantine}` and `{raw}`: a strict load checks
+defaults and triggers with them, as the receiver fills them in."""
+SAMPLE_BUCKET = "sample-raw-bucket"
+SAMPLE_PARTITION = "date=2024-01-31/"
+"""A trigger's marker, as a strict load places it (in the trigger's bucket, else this one; under its prefix,
+in this partition) to fill the trigger's params the way a marker's notification does."""
 
 
 class ParamsError(ValueError):
@@ -206,10 +214,12 @@ def load_catalog(
 ) -> JobCatalog:
     """A catalog from a decoded `{"job_types": [...], "s3_triggers": [...]}` and/or the two lists.
 
-    `base` resolves relative entries (default: the current directory). `strict` also compiles every
-    schema and reads every entry's file (what `cdk synth` and scenario loading do; the functions do
-    not, to keep their cold start small). Raises `JobTypeError` listing every problem, each prefixed
-    with `source` when given.
+    `base` resolves relative entries (default: the current directory). Two types whose names would give
+    the stack one id are refused (`longjobs.engine.jobs.names`). `strict` also compiles every schema, reads
+    every entry's file and checks its module name, checks the defaults, a wait type's `seconds` and each
+    trigger's params against their type's schema (what `cdk synth` and scenario loading do; the functions
+    and the CLI trust what was checked there, and the functions keep their cold start small). Raises
+    `JobTypeError` listing every problem, each prefixed with `source` when given.
     """
     problems: list[str] = []
     data = dict(data or {})
@@ -243,6 +253,7 @@ def load_catalog(
         seen.setdefault(job_type.name, index)
     merged = {t.name: t for t in (BUILTIN_TYPES if include_builtins else ())}
     merged.update({t.name: t for _, t in types})
+    problems += _collisions(merged.values(), {t.name: index for index, t in types})
     triggers: list[S3Trigger] = []
     for index, trigger_item in enumerate(triggers_in if triggers_in is not None else DEFAULT_TRIGGERS):
         try:
@@ -259,6 +270,8 @@ def load_catalog(
             problems.append(
                 f"s3_triggers[{index}].job_type: {trigger.job_type!r} runs inline; a trigger starts long jobs"
             )
+        else:
+            problems += _check_trigger(index, trigger, merged[trigger.job_type], strict=strict)
         triggers.append(trigger)
     if problems:
         prefix = f"{source}: " if source else ""
@@ -288,10 +301,75 @@ def _check(job_type: JobType, *, strict: bool) -> list[str]:
             compile_schema(job_type.params_schema)
         except Exception as exc:  # fastjsonschema's JsonSchemaDefinitionException and friends
             problems.append(f"params_schema: not a valid JSON Schema: {exc}")
+        else:
+            problems += _check_defaults(job_type)
+        wait_problem = job_type.wait_seconds_problem()
+        if wait_problem:
+            problems.append(wait_problem)
         try:
             job_type.check_files()
         except ValueError as exc:
             problems.append(str(exc))
+    return problems
+
+
+def _check_defaults(job_type: JobType) -> list[str]:
+    """The defaults, their placeholders filled with sample locations, must be valid params of the type: every
+    message that leaves one out gets it, so a default the schema refuses refuses those messages, for a param
+    their senders never sent. `required` is left out of the check, since defaults need not hold every param."""
+    if not job_type.defaults:
+        return []
+    from fastjsonschema import JsonSchemaValueException
+
+    schema = {key: value for key, value in job_type.params_schema.items() if key != "required"}
+    filled = {name: fill_locations(value, SAMPLE_LOCATIONS) for name, value in job_type.defaults.items()}
+    try:
+        compile_schema(schema)(filled)
+    except JsonSchemaValueException as exc:
+        error = params_error(exc)
+        return [
+            f"defaults{error.path.removeprefix('params')}: {error.message}: every message that leaves it out gets "
+            "this default; change the default or params_schema"
+        ]
+    return []
+
+
+def _check_trigger(index: int, trigger: S3Trigger, job_type: JobType, *, strict: bool) -> list[str]:
+    """A trigger's params must be given unless it starts `spark` (their default is that type's), and, in a
+    strict load, be valid params of its type once a marker's values fill them: else every marker's job
+    goes to the DLQ."""
+    where = f"s3_triggers[{index}] (prefix {trigger.prefix!r}, job type {trigger.job_type!r})"
+    if trigger.job_type != "spark" and "params" not in trigger.model_fields_set:
+        return [
+            f"{where}: params: give its jobs' params: without them it sends the spark type's "
+            f"({', '.join(sorted(SPARK_PARAMS))})"
+        ]
+    if not strict:
+        return []
+    from fastjsonschema import JsonSchemaDefinitionException
+
+    folder = trigger.prefix if trigger.prefix.endswith("/") or not trigger.prefix else f"{trigger.prefix}/"
+    try:
+        job = trigger.job(trigger.bucket or SAMPLE_BUCKET, f"{folder}{SAMPLE_PARTITION}{trigger.marker}")
+        JobCatalog([job_type]).validate_params(job_type, job.params, SAMPLE_LOCATIONS)
+    except (ParamsError, TriggerError) as exc:
+        return [f"{where}: params: its jobs' params would be refused ({exc}): fix the params or the type's schema"]
+    except JsonSchemaDefinitionException:  # the type's schema does not compile: reported with the type
+        return []
+    return []
+
+
+def _collisions(job_types: Iterable[JobType], declared: Mapping[str, int]) -> list[str]:
+    """Two types whose names would give one id in the stack, each pair named at the later declaration."""
+    problems = []
+    for collision in collisions(job_types):
+        named = collision.second if collision.second in declared else collision.first
+        where = f"job_types[{declared[named]}] {named!r}" if named in declared else repr(named)
+        problems.append(
+            f"{where}: name: {collision.first!r} and {collision.second!r} would both give the stack the id "
+            f"{collision.id!r} (a type's ids are its name in CamelCase, without '-' and '_', with a fixed part "
+            "before or after): rename one of them"
+        )
     return problems
 
 

@@ -26,6 +26,9 @@ PLACEHOLDERS = ("bucket", "prefix", "key", "date")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _PARTITION_DATE = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})(?:/|$)")
 JOB_ID_MAX = 256
+SPARK_PARAMS: dict[str, Any] = {"input": "s3://{bucket}/{prefix}", "date": "{date}"}
+"""A trigger's params when it gives none: the built-in `spark` type's. A trigger of another type must give
+its own (the catalog refuses it otherwise)."""
 
 
 class TriggerError(ValueError):
@@ -43,7 +46,7 @@ class S3Trigger(BaseModel):
         default="_SUCCESS", min_length=1, pattern=r"^[^/]+$", description="The completion marker's name."
     )
     job_type: str = "spark"
-    params: dict[str, Any] = Field(default_factory=lambda: {"input": "s3://{bucket}/{prefix}", "date": "{date}"})
+    params: dict[str, Any] = Field(default_factory=lambda: dict(SPARK_PARAMS))
 
     @field_validator("params")
     @classmethod

@@ -32,6 +32,7 @@ Lambda asset and of the receiver's cold start).
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,22 @@ RUNNERS: tuple[str, ...] = ("pyspark", "wait", "inline", "state_machine")
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 LOCATIONS = ("curated", "quarantine", "raw")
 """Placeholders a default may use: the deployment's bucket URIs (settings `curated_uri`, ...)."""
+MAX_WAIT_S = 43_200
+"""The longest a wait type may wait: SQS hides a received message for at most 12 hours
+(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html),
+and the message stays hidden while its job runs."""
+RESERVED_MODULES = frozenset({"longjobs", "pyspark", "awsglue", "py4j"})
+"""Top-level modules every pyspark run imports besides the standard library: this project's package (the
+entry script and the `pipeline` zip), Spark's Python API, Glue's, and the Java bridge under both."""
+PYTHON_3_11_ONLY = frozenset(
+    {
+        *("aifc", "audioop", "cgi", "cgitb", "chunk", "crypt", "imghdr", "mailcap", "msilib", "nis", "nntplib"),
+        *("ossaudiodev", "pipes", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib", "lib2to3"),
+        *("distutils", "imp", "asynchat", "asyncore", "smtpd"),
+    }
+)
+"""Standard-library modules of the Python 3.11 that Glue 5.x runs, gone from the 3.13 that runs synth
+(`sys.stdlib_module_names` lists only the running Python's)."""
 
 _ENTRY = re.compile(r"^(?P<file>.+\.py):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
 _PINNED = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.!+_-]+$")
@@ -196,6 +213,9 @@ class JobType(_Strict):
                     raise ValueError(
                         f"{key}: unknown placeholder(s) {', '.join(sorted(unknown))}; known: {', '.join(LOCATIONS)}"
                     )
+                problem = unbalanced_brace(default, LOCATIONS)
+                if problem:
+                    raise ValueError(f"{key}: {problem}")
         return value
 
     @model_validator(mode="after")
@@ -289,11 +309,17 @@ class JobType(_Strict):
     def entry_module(self) -> str:
         """The module name the entry's file is imported under, what Glue imports: its dotted path under
         `code`, else its file name."""
+        return ".".join(self._module_parts)
+
+    @property
+    def _module_parts(self) -> list[str]:
+        """The entry module's name, part by part: the file's stem alone, or the folders and stem under `code`
+        (a package's `__init__.py` is the package)."""
         root = self.code_root
         if root is None:
-            return self.entry_file.stem
+            return [self.entry_file.stem]
         parts = list(self.entry_file.relative_to(root).with_suffix("").parts)
-        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        return parts[:-1] if parts[-1] == "__init__" else parts
 
     @property
     def wheel_files(self) -> list[Path]:
@@ -318,6 +344,8 @@ class JobType(_Strict):
 
         if self.runner == "pyspark":
             path = self.entry_file
+            if self.code_root is None:
+                self._check_module_name()
             try:
                 tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
             except OSError as exc:
@@ -333,12 +361,71 @@ class JobType(_Strict):
                     raise ValueError(f"code: {root} is not a folder")
                 if not path.resolve().is_relative_to(root.resolve()):
                     raise ValueError(f"entry: {path} is not inside the code folder {root}")
-                if not all(part.isidentifier() for part in self.entry_module.split(".")):
-                    raise ValueError(f"entry: {path} is not importable from {root} (module {self.entry_module!r})")
+                self._check_module_name()
             for wheel in self.wheel_files:
                 if not wheel.is_file():
                     raise ValueError(f"requirements: no wheel file {wheel}")
 
+    def _check_module_name(self) -> None:
+        """Raise `ValueError` when the entry cannot be imported under its module name, or when that name is
+        taken: Glue imports the entry by name (`--job-module`), so `wordcount.v2.py` is the missing package
+        `wordcount`, and `json.py` is the standard library's `json`, which has no `run`."""
+        module = self.entry_module
+        root = self.code_root
+        where = f"{self.entry_file}" + (f" (under the code folder {root})" if root is not None else "")
+        if not all(part.isidentifier() for part in self._module_parts):
+            raise ValueError(
+                f"entry: {where} would be imported as the module {module!r}, which Python cannot import (each part "
+                "of a module name is letters, digits and `_`, not starting with a digit): rename "
+                + ("the file" if root is None else "the file or its folders")
+            )
+        top = self._module_parts[0]
+        if top in RESERVED_MODULES or top in sys.stdlib_module_names or top in PYTHON_3_11_ONLY:
+            owner = "a module every run imports" if top in RESERVED_MODULES else "a standard-library module"
+            raise ValueError(
+                f"entry: {where} would be imported as the module {module!r}, but {top!r} is {owner}, which the run "
+                f"would import instead of yours: rename {'the file' if root is None else repr(top)}"
+            )
+
+    def wait_seconds_problem(self) -> str | None:
+        """What is wrong with a wait type's `seconds`, else None: it must be an integer from 0 to `MAX_WAIT_S`.
+        The Wait state fails on anything but a non-negative integer, with an error no catch sees
+        (https://docs.aws.amazon.com/step-functions/latest/dg/amazon-states-language-wait-state.html), and a
+        longer wait outlives the 12 hours SQS may keep its message hidden."""
+        if self.runner != "wait":
+            return None
+        seconds = self.params_schema.get("properties", {}).get("seconds")
+        fix = f'declare {{"type": "integer", "minimum": 0, "maximum": {MAX_WAIT_S}}} (or a narrower range)'
+        if not isinstance(seconds, dict) or seconds.get("type") != "integer":
+            return f"params_schema: a wait type's `seconds` must be an integer: {fix}, not {seconds!r}"
+        minimum, maximum = _number(seconds.get("minimum")), _number(seconds.get("maximum"))
+        if minimum is None or minimum < 0:
+            return (
+                f"params_schema: a wait type's `seconds` needs a minimum of 0 or more (a negative wait fails the "
+                f"Wait state): {fix}; its minimum: {seconds.get('minimum', 'none')!s}"
+            )
+        if maximum is None or maximum > MAX_WAIT_S:
+            return (
+                f"params_schema: a wait type's `seconds` needs a maximum of at most {MAX_WAIT_S} (12 h: a longer "
+                f"wait outlives what SQS keeps hidden): {fix}; its maximum: {seconds.get('maximum', 'none')!s}"
+            )
+        return None
+
     def declaration(self) -> dict[str, Any]:
         """The declaration as JSON-ready data (what the construct ships to the functions)."""
         return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def _number(value: object) -> float | None:
+    """A schema keyword's number; None when it is absent or not a number (a bool is not one)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def unbalanced_brace(template: str, names: tuple[str, ...]) -> str:
+    """What is wrong with `template`'s braces once its `{name}` placeholders are taken out ("" when
+    nothing): a lone `{` or `}`, as in `{curated`, would otherwise pass through literally."""
+    rest = re.sub(r"\{(?:" + "|".join(map(re.escape, names)) + r")\}", "", template)
+    if "{" in rest or "}" in rest:
+        known = ", ".join("{" + name + "}" for name in names)
+        return f"{template!r} has an unbalanced brace: write a placeholder whole ({known}); no other brace is allowed"
+    return ""
