@@ -68,15 +68,21 @@ def fitting_table(
     return table
 
 
-def test_processor_uses_the_existing_queue_dlq_and_table_and_their_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
+def keyed_queues(tmp_path: Path) -> tuple[cdk.App, cdk.Stack, kms.Key, sqs.Queue, sqs.Queue]:
+    """An application's stack with its own key, and a queue and DLQ that fit, encrypted with it."""
     app = cdk.App(outdir=str(tmp_path / "cdk.out"))
     stack = cdk.Stack(app, "Theirs")
     key = kms.Key(stack, "TheirKey", enable_key_rotation=True)
     dlq = fitting_dlq(stack, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
     queue = fitting_queue(stack, dlq, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    return app, stack, key, dlq, queue
+
+
+def test_processor_uses_the_existing_queue_dlq_and_table_and_their_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, stack, key, dlq, queue = keyed_queues(tmp_path)
     table = fitting_table(stack)
     props = LongJobProcessorProps(existing_queue=queue, existing_dead_letter_queue=dlq)
     processor = LongJobProcessor(stack, "Jobs", props, existing_table=table)
@@ -309,11 +315,7 @@ def test_processor_s3_notifications_to_their_keyed_queue_grant_s3_their_key(
     S3 use it (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ways-to-add-notification-config-to-bucket.html).
     With `kms_key`, the grant goes on the queue's own key, not the processor's."""
     monkeypatch.chdir(tmp_path)
-    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
-    stack = cdk.Stack(app, "Theirs")
-    key = kms.Key(stack, "TheirKey", enable_key_rotation=True)
-    dlq = fitting_dlq(stack, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
-    queue = fitting_queue(stack, dlq, encryption=sqs.QueueEncryption.KMS, encryption_master_key=key)
+    app, stack, key, dlq, queue = keyed_queues(tmp_path)
     processor = LongJobProcessor(
         stack,
         "Jobs",
