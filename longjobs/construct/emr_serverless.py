@@ -35,8 +35,9 @@ from constructs import Construct
 
 from longjobs.construct.constants import SUMMARY_PREFIX
 from longjobs.construct.nag import acknowledge, rendered
-from longjobs.construct.workflow import read_run_summary, state_prefix
+from longjobs.construct.workflow import read_run_summary
 from longjobs.engine.jobs import JobType
+from longjobs.engine.jobs.names import state_prefix
 
 EMR_SYNC_RESOURCE = "emr-serverless:startJobRun.sync"
 """The optimized integration's resource, after `arn:<partition>:states:::`."""

@@ -60,8 +60,7 @@ from longjobs.construct.constants import SUMMARY_PREFIX
 from longjobs.engine.execution import STOP_ERROR as NOT_HELD_ERROR
 from longjobs.engine.jobs import JobType
 from longjobs.engine.jobs.builtin import BUILTIN_TYPES
-from longjobs.engine.jobs.names import state_prefix as state_prefix  # the construct's other modules name it here
-from longjobs.engine.jobs.names import wait_prefix
+from longjobs.engine.jobs.names import state_prefix, wait_prefix
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import (
     FREE,
