@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.cli.errors import UsageError
+from longjobs.cli.errors import UsageError, call_error_text
 from longjobs.engine.cancel import CANCELLED
 from longjobs.engine.delivery.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
@@ -277,14 +277,6 @@ class RedriveStopped(Exception):
         self.error = error
 
 
-def _error_text(exc: ClientError | BotoCoreError) -> str:
-    """A failed call as one line: the AWS error's code and message, or botocore's own error (no answer)."""
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{error.get('Code')}: {error.get('Message', '')}"
-    return f"{type(exc).__name__}: {exc}"
-
-
 def copy_messages(
     sqs: SQSClient,
     dlq_url: str,
@@ -353,7 +345,7 @@ def copy_messages(
                         sent_id = _send_copy(sqs, queue_url, message)
                     except (ClientError, BotoCoreError) as exc:
                         result.failed += 1
-                        result.errors.append(f"{message['MessageId']}: not sent: {_error_text(exc)}")
+                        result.errors.append(f"{message['MessageId']}: not sent: {call_error_text(exc)}")
                         page_held.append(message["ReceiptHandle"])
                         continue
                     sent_ids.add(sent_id)
@@ -401,7 +393,7 @@ def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: R
     try:
         response = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=entries)  # type: ignore[arg-type]
     except (ClientError, BotoCoreError) as exc:
-        failures = [(entry["Id"], _error_text(exc)) for entry in entries]
+        failures = [(entry["Id"], call_error_text(exc)) for entry in entries]
     else:
         failures = [(f["Id"], f"{f.get('Code', '')}: {f.get('Message', '')}") for f in response.get("Failed", [])]
     kept = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -25,9 +25,16 @@ class UsageError(CliError):
         super().__init__(message, code=EXIT_USAGE)
 
 
-def client_error_text(exc: ClientError) -> str:
-    """An AWS error as one line: `<operation> failed: <code>: <message>`."""
+def call_error_text(exc: ClientError | BotoCoreError) -> str:
+    """A failed call as one line: the AWS error's `<code>: <message>`, or botocore's own error (no answer)."""
+    if not isinstance(exc, ClientError):
+        return f"{type(exc).__name__}: {exc}"
     error = exc.response.get("Error", {})
     code = error.get("Code", "error")
     message = " ".join(str(error.get("Message", "")).split())
-    return f"{exc.operation_name} failed: {code}: {message}" if message else f"{exc.operation_name} failed: {code}"
+    return f"{code}: {message}" if message else str(code)
+
+
+def client_error_text(exc: ClientError) -> str:
+    """An AWS error as one line: `<operation> failed: <code>: <message>`."""
+    return f"{exc.operation_name} failed: {call_error_text(exc)}"

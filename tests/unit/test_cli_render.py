@@ -10,13 +10,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
 from rich.console import Console
 
 from longjobs.cli import dlq, render, resources
 from longjobs.cli.__main__ import describe, main
 from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
-from longjobs.cli.errors import CliError
+from longjobs.cli.errors import CliError, call_error_text, client_error_text
 from longjobs.cli.leases import Execution, LeaseStory
 from longjobs.cli.status import LastHour, QueueDepth, Status
 from longjobs.engine.cancel import CancelReport, Outcome
@@ -456,3 +456,21 @@ def test_cli_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, 
     shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
 
     assert (shown["status"], shown["job id"]) == (status, job_id), shown
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            ClientError({"Error": {"Code": "InternalError", "Message": "try\n  again"}}, "SendMessage"),
+            "InternalError: try again",
+        ),
+        (ClientError({"Error": {"Code": "AccessDenied"}}, "SendMessage"), "AccessDenied"),
+        (ClientError({}, "SendMessage"), "error"),
+        (ReadTimeoutError(endpoint_url="https://sqs"), 'ReadTimeoutError: Read timeout on endpoint URL: "https://sqs"'),
+    ],
+)
+def test_cli_error_line_of_a_failed_call(error: Exception, line: str) -> None:
+    assert call_error_text(error) == line  # type: ignore[arg-type]
+    if isinstance(error, ClientError):
+        assert client_error_text(error) == f"SendMessage failed: {line}"
