@@ -85,7 +85,6 @@ class JobRun:
     limit_from: float = 0.0  # when its limit began to count: its submission, or its leaving the queue
     state: str = "SUBMITTED"
     ended: float | None = None
-    cancel_asked: float | None = None
     cancel_lost: bool = False  # Step Functions' cancel of it was lost
     execution_ended: float | None = None
     declared_limit_s: float = 0.0  # the type's own limit
@@ -280,7 +279,6 @@ class EmrServerless:
         """CancelJobRun: CANCELLING, then CANCELLED (a run already ended or cancelling stays as it is)."""
         if run.state in TERMINAL or run.state == "CANCELLING":
             return
-        run.cancel_asked = self._scheduler.now()
         self._set(run, "CANCELLING")
         at = self._scheduler.now() + self._rng.uniform(*CANCELLING_S)
         self._scheduler.call_at(at, lambda: self._set(run, "CANCELLED"))
