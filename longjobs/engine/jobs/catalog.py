@@ -303,6 +303,7 @@ def _check(job_type: JobType, *, strict: bool) -> list[str]:
             problems.append(f"params_schema: not a valid JSON Schema: {exc}")
         else:
             problems += _check_defaults(job_type)
+        problems += job_type.brace_problems()
         wait_problem = job_type.wait_seconds_problem()
         if wait_problem:
             problems.append(wait_problem)

@@ -213,9 +213,6 @@ class JobType(_Strict):
                     raise ValueError(
                         f"{key}: unknown placeholder(s) {', '.join(sorted(unknown))}; known: {', '.join(LOCATIONS)}"
                     )
-                problem = unbalanced_brace(default, LOCATIONS)
-                if problem:
-                    raise ValueError(f"{key}: {problem}")
         return value
 
     @model_validator(mode="after")
@@ -386,6 +383,16 @@ class JobType(_Strict):
                 f"entry: {where} would be imported as the module {module!r}, but {top!r} is {owner}, which the run "
                 f"would import instead of yours: rename {'the file' if root is None else repr(top)}"
             )
+
+    def brace_problems(self) -> list[str]:
+        """A default's lone `{` or `}` (as in `{curated`), which would reach the job literally: a strict load's
+        check, so that a catalog published before it still loads."""
+        problems = []
+        for key, default in self.defaults.items():
+            problem = unbalanced_brace(default, LOCATIONS) if isinstance(default, str) else ""
+            if problem:
+                problems.append(f"defaults: {key}: {problem}")
+        return problems
 
     def wait_seconds_problem(self) -> str | None:
         """What is wrong with a wait type's `seconds`, else None: it must be an integer from 0 to `MAX_WAIT_S`.
