@@ -306,7 +306,9 @@ def test_user_app_type_may_pin_its_glue_version_and_its_imports_are_checked_for_
 
 def test_processor_ids_of_each_type_are_the_ones_the_catalog_checks(tmp_path: Path) -> None:
     """The catalog refuses two types whose ids would meet (`longjobs.engine.jobs.names`) from the same ids the
-    construct gives them: a type of each runner and platform adds exactly its `generated_ids` to the stack."""
+    construct gives them: a type of each runner and platform, and one with requirements (its zip of wheels
+    and the copy that names it for Glue), adds exactly its `generated_ids` to the stack. The requirement is
+    jobs.json's, which the stack's tests download already (pip's cache keeps it)."""
     from longjobs.engine.jobs import load_catalog
     from longjobs.engine.jobs.names import EMR_SCOPE, WORKFLOW_SCOPE, generated_ids
 
@@ -317,6 +319,7 @@ def test_processor_ids_of_each_type_are_the_ones_the_catalog_checks(tmp_path: Pa
     declared = [
         ROWS_TYPE,
         {**ROWS_TYPE, "name": "rows-emr", "platform": "emr_serverless", "glue": None},
+        {**ROWS_TYPE, "name": "rows-wheels", "requirements": ["Unidecode==1.4.0"]},
         {"name": "nap-time", "runner": "wait", "params_schema": nap_schema},
         BATCH_TYPE,
     ]
