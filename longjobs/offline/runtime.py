@@ -67,7 +67,10 @@ def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
     """Generate each Spark job's partition (kept between runs when its size and seed are unchanged) and
     start the local SparkSession before any job is sent, with the code and requirements of each pyspark
     type the scenario runs on its path: starting the JVM and installing packages take seconds, and a
-    step's timeout counts from the moment its task is scheduled."""
+    step's timeout counts from the moment its task is scheduled. A scenario without Spark jobs needs no
+    PySpark: the `pipeline` extra that brings it may not be installed."""
+    if not any(scenario.runs_spark(job) for job in scenario.jobs):
+        return
     from longjobs.pipeline.generate import generate, read_manifest
 
     jobs = [job for job in scenario.jobs if isinstance(job, SparkJob)]
@@ -76,16 +79,15 @@ def prepare_spark(scenario: Scenario, work_dir: Path) -> None:
         manifest = read_manifest(folder)
         if manifest is None or (manifest.events, manifest.seed) != (job.events, job.seed):
             generate(job.date, job.events, folder, seed=job.seed)
-    if any(scenario.runs_spark(job) for job in scenario.jobs):
-        from longjobs.offline.job_code import prepare
-        from longjobs.offline.spark import local_session
+    from longjobs.offline.job_code import prepare
+    from longjobs.offline.spark import local_session
 
-        session = local_session()
-        catalog = scenario.job_catalog()
-        for name in sorted({job.type for job in scenario.jobs if isinstance(job, GenericJob)}):
-            job_type = catalog.get(name)
-            if job_type is not None and job_type.runner == "pyspark":
-                prepare(job_type, session)  # installs its requirements now, not inside a job's timeout
+    session = local_session()
+    catalog = scenario.job_catalog()
+    for name in sorted({job.type for job in scenario.jobs if isinstance(job, GenericJob)}):
+        job_type = catalog.get(name)
+        if job_type is not None and job_type.runner == "pyspark":
+            prepare(job_type, session)  # installs its requirements now, not inside a job's timeout
 
 
 def partition_dir(work_dir: Path, job: SparkJob) -> Path:

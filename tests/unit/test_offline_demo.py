@@ -4,6 +4,8 @@ and input, the wheel's data files), and a PySpark scenario without PySpark is re
 from __future__ import annotations
 
 import importlib.util
+import json
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ from typing import Any
 import pytest
 
 from longjobs.offline import __main__ as command
-from longjobs.offline.scenario import ScenarioError
+from longjobs.offline.runtime import prepare_spark
+from longjobs.offline.scenario import ScenarioError, load_scenario
 from tests import REPO_ROOT
 
 
@@ -68,3 +71,20 @@ def test_run_refuses_a_pyspark_scenario_without_pyspark(
     assert code == 2
     assert "PySpark is not installed" in err and "`pipeline` extra" in err
     assert not (tmp_path / "report.json").exists(), "nothing ran"
+
+
+def test_a_scenario_without_spark_jobs_prepares_without_pyspark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`longjobs-offline run` of wait jobs, in an environment without the `pipeline` extra: nothing imports
+    PySpark (an import of it fails here, as it does there)."""
+    for name in ["pyspark", *(name for name in sys.modules if name.startswith("pyspark."))]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in ("longjobs.pipeline.generate", "longjobs.pipeline.schema"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    scenario_file = tmp_path / "waits.json"
+    scenario_file.write_text(json.dumps({"jobs": [{"id": "w1", "type": "wait", "params": {"seconds": 1}}]}))
+
+    prepare_spark(load_scenario(scenario_file), tmp_path / "work")
+
+    assert not (tmp_path / "work").exists(), "no partition generated, no session started"
