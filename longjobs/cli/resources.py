@@ -98,7 +98,9 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
     if missing:
         raise CliError(
             f"stack {stack_name!r} ({status}) has no output {', '.join(missing)}: "
-            "is it a sqs-long-jobs stack, and is its deployment complete?"
+            "is it a sqs-long-jobs stack, and is its deployment complete? A stack of your own declares "
+            "them beside its LongJobProcessor (docs/install.md), or pass --queue-url, --dlq-url, --table "
+            "and --state-machine-arn"
         )
     curated = outputs.get(OUTPUT_CURATED_BUCKET)
     quarantine = outputs.get(OUTPUT_QUARANTINE_BUCKET)

@@ -177,7 +177,11 @@ def test_cli_stack_without_the_outputs_fails_in_one_line_naming_them(
     result = run(capsys, "--stack", "other", "leases")
 
     assert_one_line_error(
-        result, 1, "stack 'other' (CREATE_COMPLETE) has no output DeadLetterQueueUrl, LeaseTableName, StateMachineArn"
+        result,
+        1,
+        "stack 'other' (CREATE_COMPLETE) has no output DeadLetterQueueUrl, LeaseTableName, StateMachineArn",
+        "declares them beside its LongJobProcessor (docs/install.md)",
+        "pass --queue-url, --dlq-url, --table and --state-machine-arn",
     )
 
 

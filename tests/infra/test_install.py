@@ -17,12 +17,15 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
+from longjobs.cli import resources
 from longjobs.construct import NODE_NOTICES
 from tests import REPO_ROOT
-from tests.infra.conftest import cli_env, working_copy
+from tests.infra.conftest import cdk_json_context, cli_env, working_copy
 from tests.infra.test_stack_compliance import nag_violations
 
 UV = Path(sys.executable).parent / "uv"
@@ -54,6 +57,26 @@ def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
     )
     assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def test_install_page_stack_has_the_outputs_longjobs_reads(tmp_path: Path) -> None:
+    """`longjobs --stack Data` finds the processor by the stack's outputs: the page's stack declares each
+    one it reads, so the stack it deploys can be operated."""
+    namespace: dict[str, Any] = {}
+    exec(page_block("`infra/__init__.py` (empty) and `infra/stack.py`"), namespace)
+    app = cdk.App(context=cdk_json_context(), outdir=str(tmp_path))
+    stack = namespace["DataStack"](app, "Data")
+    declared = app.synth().get_stack_by_name(stack.stack_name).template.get("Outputs", {})
+
+    class Deployed:
+        def describe_stacks(self, StackName: str) -> dict[str, Any]:  # boto3's keyword
+            outputs = [{"OutputKey": key, "OutputValue": f"{key}-value"} for key in declared]
+            return {"Stacks": [{"StackName": StackName, "StackStatus": "CREATE_COMPLETE", "Outputs": outputs}]}
+
+    found = resources.from_stack(Deployed(), "Data")  # type: ignore[arg-type]
+
+    assert (found.queue_url, found.table_name) == ("QueueUrl-value", "LeaseTableName-value")
+    assert found.curated_uri == "s3://CuratedBucketName-value/", "the spark type's default output"
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +209,13 @@ def test_install_beside_an_app_with_its_own_infra_and_functions(wheel: Path, tmp
         "longjobs-offline needs the distribution's `offline` extra (moto, greenlet not installed): "
         "pip install 'sqs-long-jobs[offline]'"
     ]
+
+    # Without the cli extra (an app installed with `[infra]`), the console script says what to install.
+    run(UV, "pip", "uninstall", "--quiet", "--python", python, "rich", cwd=tmp_path)
+    plain = subprocess.run(
+        [bin_dir / "longjobs", "--help"], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert plain.returncode == 2 and plain.stderr.strip().splitlines() == [
+        "longjobs needs the distribution's `cli` extra (rich not installed): pip install 'sqs-long-jobs[cli]'"
+    ], plain.stderr
