@@ -3,15 +3,18 @@
 
 Settings come from CDK context and are validated before anything is built (`longjobs.construct.config`); the job
 types and S3 triggers come from `jobs.json` at the repository root (`-c jobs_file=PATH` names another).
-A bad value or declaration stops the command with a message naming it. cdk-nag's AwsSolutions pack
-runs on every synth as a policy-validation plugin: an unacknowledged finding fails it.
+A bad value, a key that names no setting or a bad declaration stops the command with a message naming it.
+cdk-nag's AwsSolutions pack runs on every synth as a policy-validation plugin: an unacknowledged finding fails it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from longjobs.construct import quiet_node_notices
 
@@ -22,17 +25,26 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from infra.stack import LongJobsStack, stack_name  # noqa: E402
 from longjobs.construct.compliance import ControlTowerChecks  # noqa: E402
-from longjobs.construct.config import ConfigError, context_keys, load_config  # noqa: E402
+from longjobs.construct.config import ConfigError, load_config  # noqa: E402
 from longjobs.engine.jobs import JobTypeError, load_catalog_file  # noqa: E402
 
 JOBS_FILE = Path(__file__).resolve().parent / "jobs.json"
 JOBS_FILE_CONTEXT = "jobs_file"
+SETTING_KEY = re.compile(r"[a-z][a-z0-9_]*")
+"""The shape of every setting's context key. CDK's own keys (feature flags, `aws:cdk:...`, lookups) all hold
+`@`, `:` or `-`, so a key of this shape that names no setting is a misspelt one."""
+
+
+def setting_context(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of the app's context whose keys are shaped like a setting's, `jobs_file` left out: what
+    `load_config` validates, refusing a key that names no setting rather than ignoring it."""
+    return {key: value for key, value in context.items() if SETTING_KEY.fullmatch(key) and key != JOBS_FILE_CONTEXT}
 
 
 def build_app(app: cdk.App) -> LongJobsStack:
     """The stack from `app`'s context and job types, with cdk-nag attached. Raises `ConfigError` on bad
     context and `JobTypeError` on a bad declaration."""
-    config = load_config({key: app.node.try_get_context(key) for key in context_keys()})
+    config = load_config(setting_context(app.node.get_all_context()), app_keys=(JOBS_FILE_CONTEXT,))
     jobs_file = Path(app.node.try_get_context(JOBS_FILE_CONTEXT) or JOBS_FILE)
     catalog = load_catalog_file(jobs_file, strict=True)
     stack = LongJobsStack(

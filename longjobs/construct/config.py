@@ -11,8 +11,9 @@ context key and the value it got.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ RESOURCE_FIELDS = frozenset(
         "quarantine_uri",
         "raw_uri",
         "waiting_queues",
+        "job_runs",
     }
 )
 """Engine settings the stack fills in from the resources it creates: not context settings."""
@@ -259,10 +261,25 @@ def context_keys() -> tuple[str, ...]:
     return (*InfraSettings.model_fields, *ENGINE_KEYS)
 
 
-def load_config(context: Mapping[str, Any]) -> StackConfig:
+def refuse_unknown_keys(keys: Mapping[str, str], *, also: Collection[str] = ()) -> None:
+    """Refuse each key of `keys` (mapped to the name it is reported by) that names no setting, nor one of
+    `also`, with the nearest name: a misspelt key would otherwise leave its setting at the default."""
+    known = [*context_keys(), *MERGED_SETTINGS, *also]
+    problems = []
+    for key, shown in sorted(keys.items()):
+        if key not in known:
+            nearest = difflib.get_close_matches(key, known, n=1)
+            problems.append(f"{shown}: no such setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
+    if problems:
+        raise ConfigError(f"invalid CDK context: {'; '.join(problems)}; the settings: docs/deploy.md#context-settings")
+
+
+def load_config(context: Mapping[str, Any], *, app_keys: Collection[str] = ()) -> StackConfig:
     """Validate the context values (missing or None keys take their defaults). Raises `ConfigError`
-    naming every bad key."""
+    naming every bad key, and every key that names no setting. `app_keys`: keys the caller reads
+    itself (the app's `jobs_file`), named as the nearest to a misspelt one."""
     given = {key: value for key, value in context.items() if value is not None}
+    refuse_unknown_keys({key: key for key in given}, also=app_keys)
     problems: list[str] = []
     infra: InfraSettings | None = None
     engine: Settings | None = None
@@ -306,6 +323,8 @@ def make_config(
             raise ConfigError(f"invalid settings: engine.{key} is set by the processor itself")
     if "receiver_timeout_s" in engine_values:
         raise ConfigError("invalid settings: engine.receiver_timeout_s: set infra receiver_timeout_s instead")
+    named = {**{key: f"infra.{key}" for key in infra_values}, **{key: f"engine.{key}" for key in engine_values}}
+    refuse_unknown_keys(named)
     overlap = sorted(set(infra_values) & set(engine_values))
     if overlap:
         raise ConfigError(f"invalid settings: {', '.join(overlap)} given both as infra and engine settings")

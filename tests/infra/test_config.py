@@ -8,7 +8,7 @@ import aws_cdk as cdk
 import pytest
 
 import app
-from longjobs.construct.config import ConfigError, context_keys, load_config
+from longjobs.construct.config import ConfigError, context_keys, load_config, make_config
 from longjobs.construct.constants import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.jobs.builtin import MAX_WAIT_S, SPARK
@@ -64,7 +64,7 @@ def test_config_refuses_the_seed_policies_on_the_one_minute_schedule() -> None:
 
 def test_config_resource_settings_are_not_context_keys() -> None:
     keys = set(context_keys())
-    assert {"table_name", "queue_url", "dlq_url", "state_machine_arn", "extender_period_s"}.isdisjoint(keys)
+    assert {"table_name", "queue_url", "dlq_url", "state_machine_arn", "extender_period_s", "job_runs"}.isdisjoint(keys)
     assert context_keys().count("receiver_timeout_s") == 1, "the infrastructure's key, passed to the engine"
     assert {"policy", "max_attempts", "stage", "glue_workers", "alarm_email"} <= keys
 
@@ -170,6 +170,33 @@ def test_config_bad_context_stops_the_app_with_the_message() -> None:
     with pytest.raises(SystemExit) as caught:
         app.main(cdk.App(context={"glue_workers": "1"}))
     assert "glue_workers='1'" in str(caught.value.code)
+
+
+def test_config_refuses_a_key_that_names_no_setting_with_the_nearest() -> None:
+    with pytest.raises(ConfigError, match=r"shard: no such setting \(did you mean shards\?\)"):
+        load_config({"shard": "4"})
+    with pytest.raises(ConfigError, match=r"engine\.shard: no such setting \(did you mean shards\?\)"):
+        make_config(engine={"shard": 4})
+
+
+@pytest.mark.parametrize(
+    ("context", "named"),
+    [
+        ({"shard": "4"}, "shard: no such setting (did you mean shards?)"),
+        ({"jobs_files": "jobs.json"}, "jobs_files: no such setting (did you mean jobs_file?)"),
+        ({"max_receive_count": "7"}, "max_receive_count is merged into max_attempts: set max_attempts"),
+    ],
+)
+def test_config_app_refuses_a_context_key_it_would_ignore(context: dict[str, str], named: str) -> None:
+    """Each would otherwise deploy the setting's default: the key is not one the app reads."""
+    with pytest.raises(SystemExit) as caught:
+        app.main(cdk.App(context=context))
+    assert named in str(caught.value.code)
+
+
+def test_config_app_leaves_cdks_own_context_keys_to_cdk() -> None:
+    context = {"@aws-cdk/core:checkSecretUsage": True, "aws:cdk:enable-path-metadata": True, "availability-zones:1": 1}
+    assert app.setting_context({**context, "shard": "4", "jobs_file": "x.json"}) == {"shard": "4"}
 
 
 def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> None:
