@@ -38,6 +38,7 @@ import bisect
 import json
 import os
 import random
+import re
 import statistics
 import threading
 import time
@@ -155,9 +156,16 @@ class FakeAws:
         return response
 
     def _query(self, params: dict[str, Any]) -> bytes:
+        """A page of the due-index: the shard is the value the key condition gives the shard attribute,
+        whatever its placeholders are named, and `Limit` cuts the page as DynamoDB does."""
         values = params["ExpressionAttributeValues"]
-        entries = self._shards.get(int(values[":shard"]["N"]), [])
+        names = params.get("ExpressionAttributeNames", {})
+        equal = re.match(r"\s*(#\w+)\s*=\s*(:\w+)", params["KeyConditionExpression"])
+        if equal is None or names.get(equal[1]) != SHARD_ATTR:
+            raise NotImplementedError(f"the fake queries by shard only: {params['KeyConditionExpression']!r}")
+        entries = self._shards.get(int(values[equal[2]]["N"]), [])
         before = Decimal(values[":before"]["N"]) if ":before" in values else None
+        limit = min(PAGE_ITEMS, params.get("Limit", PAGE_ITEMS))
         start = 0
         if "ExclusiveStartKey" in params:
             last = params["ExclusiveStartKey"]
@@ -168,7 +176,7 @@ class FakeAws:
         size, end, full = 0, start, False
         while end < len(entries) and (before is None or entries[end].renew_at <= before):
             item_json = entries[end].item_json
-            if len(page) == PAGE_ITEMS or size + len(item_json) > PAGE_BYTES:
+            if len(page) == limit or size + len(item_json) > PAGE_BYTES:
                 full = True  # like DynamoDB, a page cut by a limit carries a LastEvaluatedKey
                 break
             page.append(item_json)
@@ -234,7 +242,7 @@ class Bench:
     """The extender as the handler builds it, on boto3 clients answered by `FakeAws`."""
 
     def __init__(self, latency_s: float) -> None:
-        self.settings = Settings()
+        self.settings = Settings(table_name=TABLE)
         self.clock = SystemClock()
         self.fake = FakeAws(latency_s)
         session = boto3.session.Session()
