@@ -282,19 +282,30 @@ def requests_table(results: list[Result], params: Params) -> Table:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
-    parser = argparse.ArgumentParser(description="Backfill: admission control on and off, simulated.")
-    parser.add_argument("--jobs", type=int, default=Params.jobs)
-    parser.add_argument("--slots", type=int, default=Params.slots)
-    parser.add_argument("--seed", type=int, default=Params.seed)
-    parser.add_argument("--min-minutes", type=float, default=Params.min_minutes)
-    parser.add_argument("--max-minutes", type=float, default=Params.max_minutes)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.backfill", description="Backfill: admission control on and off, simulated."
+    )
+    parser.add_argument("--jobs", type=int, default=Params.jobs, help=f"jobs of the one type (default {Params.jobs})")
+    parser.add_argument(
+        "--slots", type=int, default=Params.slots, help=f"the application's runs at once (default {Params.slots})"
+    )
+    parser.add_argument("--seed", type=int, default=Params.seed, help=f"the random seed (default {Params.seed})")
+    parser.add_argument(
+        "--min-minutes", type=float, default=Params.min_minutes, help=f"shortest job (default {Params.min_minutes:g})"
+    )
+    parser.add_argument(
+        "--max-minutes", type=float, default=Params.max_minutes, help=f"longest job (default {Params.max_minutes:g})"
+    )
     parser.add_argument("--only", choices=("on", "off"), help="run one mode only")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.slots < 1 or not 0 < args.min_minutes <= args.max_minutes:
+        parser.error("--jobs and --slots must be at least 1, and 0 < --min-minutes <= --max-minutes")
     params = Params(
         jobs=args.jobs,
         slots=args.slots,

@@ -445,21 +445,28 @@ def concurrencies(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
-    parser = argparse.ArgumentParser(description="A burst of messages against StartExecution's quota, simulated.")
-    parser.add_argument("--messages", type=int, default=Params.messages)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.burst", description="A burst of messages against StartExecution's quota, simulated."
+    )
+    parser.add_argument(
+        "--messages", type=int, default=Params.messages, help=f"messages sent at once (default {Params.messages})"
+    )
     parser.add_argument(
         "--concurrency",
         type=concurrencies,
         default=[STACK_DEFAULT_CONCURRENCY, 1_000],
         help="the mapping's maximum concurrency, comma-separated rows (default: 10,1000)",
     )
-    parser.add_argument("--seed", type=int, default=Params.seed)
+    parser.add_argument("--seed", type=int, default=Params.seed, help=f"the random seed (default {Params.seed})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     return parser
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.messages < 1:
+        parser.error("--messages must be at least 1")
     base = Params(messages=args.messages, seed=args.seed)
     results = [simulate(Params(**(asdict(base) | {"concurrency": c}))) for c in args.concurrency]
     if args.json:

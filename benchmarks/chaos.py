@@ -46,15 +46,20 @@ def measures(campaign: Campaign, wall_s: float) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos", description=DESCRIPTION)
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("out/bench/chaos"))
+    parser.add_argument("--runs", type=int, default=50, help="chaos runs (default 50)")
+    parser.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("out/bench/chaos"), help="where the runs go (default out/bench/chaos)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
 
     def progress(run: RunOutcome) -> None:
         print(f"run {run.index}/{args.runs}: {len(run.violations)} violation(s), {run.wall_s:.1f} s", file=sys.stderr)

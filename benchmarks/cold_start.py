@@ -494,7 +494,9 @@ def table(cases: Sequence[Case]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line (apart from the run: docs/benchmarks.md's commands are parsed by a test)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cold_start", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=9, help="fresh interpreters per case (after one untimed)")
+    parser.add_argument(
+        "--runs", type=int, default=9, help="fresh interpreters per case, after one untimed (default 9)"
+    )
     parser.add_argument(
         "--tracing",
         nargs="+",
@@ -510,7 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     cases = measure(args.runs, args.tracing, compare_bytecode=not args.shipped_only)
     if args.json:
         print(json.dumps([asdict(case) for case in cases], indent=2))

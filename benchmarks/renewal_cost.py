@@ -329,12 +329,22 @@ def format_table(results: dict[str, PolicyResult]) -> str:
 def parse_args(argv: Sequence[str] | None) -> tuple[SimParams, bool]:
     defaults = SimParams()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.renewal_cost", description=DESCRIPTION)
-    parser.add_argument("--jobs", type=int, default=defaults.jobs)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--lateness", type=float, default=defaults.lateness, help="max lateness, in periods")
-    parser.add_argument("--loss-rate", type=float, default=defaults.loss_rate, help="share of runs lost")
+    parser.add_argument("--jobs", type=int, default=defaults.jobs, help=f"jobs simulated (default {defaults.jobs})")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help=f"the random seed (default {defaults.seed})")
+    parser.add_argument(
+        "--lateness",
+        type=float,
+        default=defaults.lateness,
+        help=f"max lateness, in periods (default {defaults.lateness})",
+    )
+    parser.add_argument(
+        "--loss-rate", type=float, default=defaults.loss_rate, help=f"share of runs lost (default {defaults.loss_rate})"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.lateness < 0 or not 0 <= args.loss_rate < 1:
+        # with every run lost, no run would ever come and the simulation would not end
+        parser.error("--jobs must be at least 1, --lateness at least 0, and --loss-rate from 0 to below 1")
     params = SimParams(jobs=args.jobs, seed=args.seed, lateness=args.lateness, loss_rate=args.loss_rate)
     return params, bool(args.json)
 

@@ -92,7 +92,9 @@ def command_parser() -> argparse.ArgumentParser:
         action="append",
         help="only the mutants whose name, change or condition contains this; repeat for several",
     )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="processes at once (default: one per core)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     return parser
 
