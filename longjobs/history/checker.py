@@ -45,7 +45,7 @@ between the two verdicts instead of being shared by both.
 
 `python -m longjobs.history.checker [--limit TYPE=N ...] TRACE.jsonl` prints each finding and exits 1 if
 there is any, else prints `ok: <records> records, <jobs> jobs` and exits 0 (2 when the trace cannot be
-read).
+read, holds no record, or has a line that is neither an event nor a call).
 """
 
 from __future__ import annotations
@@ -145,7 +145,12 @@ class _Checker:
         self.records += 1
         event = record.get("event")
         if event is None:
-            self._call(record)
+            if "call" not in record:
+                raise TraceError(f"line {number}: neither an event nor a call")
+            try:
+                self._call(record)
+            except (AttributeError, TypeError) as exc:
+                raise TraceError(f"line {number}: malformed {record['call']!r} call ({exc})") from exc
             return
         handler = _HANDLERS.get(str(event))
         if handler is not None:
@@ -352,7 +357,7 @@ class _Checker:
         limits = record["limits"]
         if not isinstance(limits, dict):
             raise TypeError(f"limits is {limits!r}, not an object")
-        new = {str(name): int(_as_number(value, name)) for name, value in limits.items()}
+        new = {str(name): _whole(value, name) for name, value in limits.items()}
         for job_type in set(new) - set(self.limits):
             self.excused[job_type] |= self.by_type[job_type]
             self.excused_until[job_type] = t + _number(record, "excused_s")
@@ -439,6 +444,13 @@ def _as_number(value: object, key: str) -> float:
     return float(value)
 
 
+def _whole(value: object, key: str) -> int:
+    number = _as_number(value, key)
+    if not number.is_integer() or number < 0:
+        raise TypeError(f"{key} is {value!r}, not a whole number")
+    return int(number)
+
+
 def _run(lines: Iterable[str], limits: dict[str, int] | None = None) -> _Checker:
     checker = _Checker(limits=dict(limits or {}))
     for number, line in enumerate(lines, start=1):
@@ -482,8 +494,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with open(args.trace, encoding="utf-8") as lines:
             checker = _run(lines, dict(args.limit))
-    except (OSError, TraceError) as exc:
+    except (OSError, UnicodeDecodeError, TraceError) as exc:
         print(f"error: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    if not checker.records:
+        print(f"error: {args.trace}: no records, so nothing to check", file=sys.stderr)
         return 2
     for finding in checker.findings:
         print(finding)

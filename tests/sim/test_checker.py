@@ -421,6 +421,35 @@ def test_checker_main_reports_findings_and_exit_status(tmp_path: Path, capsys: p
     assert main([str(tmp_path / "missing.jsonl")]) == 2
 
 
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (
+            json.dumps({"t": 1, "call": "sqs.send_message", "params": "oops", "answer": {"MessageId": M2}}).encode(),
+            "line 1: malformed 'sqs.send_message' call",
+        ),
+        (
+            json.dumps({"t": 1, "event": "limits", "limits": {"limited": float("nan")}, "excused_s": 5}).encode(),
+            "line 1: malformed 'limits' event (limited is nan, not a whole number)",
+        ),
+        (json.dumps({"t": 1, "actor": "x"}).encode(), "line 1: neither an event nor a call"),
+        (b"\xff\xfe", "can't decode byte 0xff"),
+        (b"", "no records"),
+    ],
+    ids=["call-params-not-an-object", "limit-not-a-number", "no-event-or-call", "not-utf8", "empty"],
+)
+def test_checker_main_names_what_is_wrong_with_a_malformed_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, named: str
+) -> None:
+    """A trace the checker cannot judge exits 2 with one line naming the fault, not a traceback (exit 1 is a
+    finding) and not `ok`."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(content)
+    assert main([str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {trace}: ") and named in err, err
+
+
 # -- type_concurrency and fifo_order --------------------------------------------------------------------------
 
 
