@@ -40,8 +40,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.shrink and args.seed is None:
-        print("--shrink needs --seed", file=sys.stderr)
+    refused = _refused(args)
+    if refused is not None:
+        print(refused, file=sys.stderr)
         return 2
     if args.scenario is not None or args.seed is not None:
         with planted(args.plant):  # one run, in this process
@@ -57,6 +58,25 @@ def main(args: argparse.Namespace) -> int:
     else:
         _table(report)
     return 1 if report.failed else 0
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why the options cannot run together, checked before the run: an option its mode would ignore, or a
+    file that could not be written once the run is over."""
+    if args.shrink and args.seed is None:
+        return "--shrink needs --seed"
+    if args.trace is not None and (args.shrink or (args.seed is None and args.scenario is None)):
+        return "--trace needs --seed or --scenario, without --shrink (a campaign or a shrink writes no trace)"
+    if args.out is not None and not args.shrink:
+        return "--out needs --shrink"
+    if args.no_s3 and args.seed is None:
+        return "--no-s3 needs --seed"
+    if args.workers is not None and args.workers < 1:
+        return "--workers must be at least 1"
+    for option, path in (("--trace", args.trace), ("--out", args.out)):
+        if path is not None and (path.is_dir() or not path.parent.is_dir()):
+            return f"{option} {path}: not a file in a directory that exists"
+    return None
 
 
 def _scenario(args: argparse.Namespace) -> int:
@@ -89,7 +109,7 @@ def _shrink(args: argparse.Namespace) -> int:
     from longjobs.sim.shrink import Inexpressible, shrink_seed
 
     try:
-        shrunk = shrink_seed(args.seed, args.profile)
+        shrunk = shrink_seed(args.seed, args.profile, notifications=not args.no_s3)
     except Inexpressible as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -143,16 +143,17 @@ class Shrunk:
         return len(self.scenario["faults"])
 
 
-def record_seed(seed: int, profile: str) -> tuple[Any, Workload, RecordingPlan]:
+def record_seed(seed: int, profile: str, *, notifications: bool = True) -> tuple[Any, Workload, RecordingPlan]:
     """Run the seed as `longjobs.sim.campaign.run_seed` does, noting every fault that fires: its
-    `SeedResult`, its workload and the plan with the faults that fired."""
+    `SeedResult`, its workload and the plan with the faults that fired (`notifications`: see
+    `longjobs.sim.workload.draw`)."""
     from longjobs.sim.campaign import FAULT_WINDOW_S, deployed_workflow
     from longjobs.sim.workload import CATALOG_JSON, draw
     from longjobs.sim.world import START, World
 
     workflow = deployed_workflow()
     plan = RecordingPlan.of(FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S), start=START)
-    workload = draw(seed, profile)
+    workload = draw(seed, profile, notifications=notifications)
     world = World(
         seed, workload, workflow.definition, CATALOG_JSON, faults=plan, execution_timeout_s=workflow.timeout_s
     )
@@ -278,11 +279,12 @@ def ddmin[Item](items: Sequence[Item], fails: Callable[[list[Item]], bool]) -> l
     return current
 
 
-def shrink_seed(seed: int, profile: str) -> Shrunk | None:
+def shrink_seed(seed: int, profile: str, *, notifications: bool = True) -> Shrunk | None:
     """The smallest scenario found that breaks the property seed `seed` breaks; None when the seed
-    passes. Raises `Inexpressible` when the scenario written from the seed no longer breaks it."""
+    passes. Raises `Inexpressible` when the scenario written from the seed no longer breaks it. The seed is
+    drawn as `--seed S` replays it, without its S3 notifications when `notifications` is false (`--no-s3`)."""
     began = time.monotonic()
-    result, workload, plan = record_seed(seed, profile)
+    result, workload, plan = record_seed(seed, profile, notifications=notifications)
     if result.violation is None:
         return None
     target = result.violation.property

@@ -67,3 +67,45 @@ def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pyte
     scenario.write_text(json.dumps({"settings": {}, "jobs": [{"id": "a", "type": "wait", "seconds": -1}]}))
     assert main(["sim", "--scenario", str(scenario)]) == 2
     assert "jobs[0].seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--seed", "1", "--trace", "{missing}/trace.jsonl"], "--trace {missing}/trace.jsonl: not a file"),
+        (["--seed", "1", "--shrink", "--out", "{tmp}"], "--out {tmp}: not a file"),
+        (["--seeds", "2", "--trace", "{tmp}/trace.jsonl"], "--trace needs --seed or --scenario"),
+        (["--seed", "1", "--shrink", "--trace", "{tmp}/trace.jsonl"], "without --shrink"),
+        (["--seed", "1", "--out", "{tmp}/shrunk.json"], "--out needs --shrink"),
+        (["--seeds", "2", "--no-s3"], "--no-s3 needs --seed"),
+        (["--seeds", "2", "--workers", "0"], "--workers must be at least 1"),
+    ],
+    ids=["trace-no-dir", "out-a-dir", "trace-campaign", "trace-shrink", "out-no-shrink", "no-s3-campaign", "workers"],
+)
+def test_replay_command_refuses_options_it_would_ignore_or_fail_on_after_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str
+) -> None:
+    """Refused before anything runs: a trace or shrunk scenario that cannot be written would otherwise end the
+    run with a traceback and exit 1 (a broken property), and an option of another mode would do nothing."""
+    from longjobs.offline.__main__ import main
+
+    values = {"tmp": str(tmp_path), "missing": str(tmp_path / "missing")}
+    assert main(["sim", *(arg.format(**values) for arg in args)]) == 2
+    assert named.format(**values) in capsys.readouterr().err
+
+
+def test_replay_shrink_draws_the_seed_without_s3_as_no_s3_replays_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from longjobs.offline.__main__ import main
+    from longjobs.sim import shrink
+
+    asked: list[bool] = []
+
+    def passing(seed: int, profile: str, *, notifications: bool = True) -> None:
+        asked.append(notifications)
+
+    monkeypatch.setattr(shrink, "shrink_seed", passing)
+    assert main(["sim", "--seed", "8", "--no-s3", "--shrink"]) == 0
+    assert main(["sim", "--seed", "8", "--shrink"]) == 0
+    assert asked == [False, True]
