@@ -78,7 +78,9 @@ def run(
         print(f"figures (README.md's demo table, from this run): {figures_path}")
     if trace_path is not None:
         trace_path.write_text("".join(line + "\n" for line in result.history), encoding="utf-8")
-        print(f"history (python -m longjobs.history.checker {trace_path}): {trace_path}")
+        from longjobs.offline.history import checker_command
+
+        print(f"history ({checker_command(scenario.job_catalog(), trace_path)}): {trace_path}")
     print(f"report: {report_path}")
     for violation in result.violations:  # a job's own failure says so; anything else is the processor's
         print(violation if violation.startswith(JOB_FAILED) else f"INVARIANT BROKEN: {violation}", file=sys.stderr)

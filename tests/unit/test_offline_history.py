@@ -9,9 +9,10 @@ from typing import Any
 
 from longjobs.history.checker import check
 from longjobs.offline.faults import Faults
-from longjobs.offline.history import history
+from longjobs.offline.history import checker_command, history
 from longjobs.offline.observe import Delivery, Execution, Track
-from longjobs.offline.scenario import parse_scenario
+from longjobs.offline.scenario import load_scenario, parse_scenario
+from tests import REPO_ROOT
 
 START = 1_000.0
 MESSAGE = "m1"
@@ -66,3 +67,14 @@ def test_offline_history_undecided_message_is_not_left_on_the_queues() -> None:
 
     assert records(lines)[-1] == {"t": 0.0, "actor": "offline", "event": "end", "left": {"c": 1}, "stopped": True}
     assert [(f.property, f.detail.split(" (")[0]) for f in check(lines)] == [("nothing_lost", "job b")]
+
+
+def test_offline_history_checker_command_gives_the_limits_the_run_had() -> None:
+    """The command `run --trace` prints re-checks each limited type's concurrency, not only the rest."""
+    parking = load_scenario(REPO_ROOT / "longjobs/offline/scenarios/parking.json")
+    assert (
+        checker_command(parking.job_catalog(), "trace.jsonl")
+        == "python -m longjobs.history.checker --limit one-at-a-time=1 trace.jsonl"
+    )
+    unlimited = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 1}]})
+    assert checker_command(unlimited.job_catalog(), "t.jsonl") == "python -m longjobs.history.checker t.jsonl"
