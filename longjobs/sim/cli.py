@@ -12,11 +12,14 @@ from pathlib import Path
 from longjobs.sim.planted import PLANTS, planted
 from longjobs.sim.workload import PROFILES
 
+CAMPAIGN_SEEDS = 100
+"""A campaign's seeds when `--seeds` is not given."""
+
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = commands.add_parser("sim", help="the deterministic simulation: a campaign of seeds, or one seed")
-    sim.add_argument("--seeds", type=int, default=100, help="seeds to run (a campaign; default 100)")
-    sim.add_argument("--first", type=int, default=0, help="the campaign's first seed (default 0)")
+    sim.add_argument("--seeds", type=int, help=f"seeds to run (a campaign; default {CAMPAIGN_SEEDS})")
+    sim.add_argument("--first", type=int, help="the campaign's first seed (default 0)")
     sim.add_argument("--seed", type=int, help="run this one seed and print its outcome")
     sim.add_argument("--scenario", type=Path, help="run an offline scenario file in the simulation instead")
     sim.add_argument("--profile", choices=PROFILES, default="mixed", help="the workload (default mixed)")
@@ -47,12 +50,13 @@ def main(args: argparse.Namespace) -> int:
     if args.scenario is not None or args.seed is not None:
         with planted(args.plant):  # one run, in this process
             return _scenario(args) if args.scenario is not None else _shrink(args) if args.shrink else _one(args)
-    if args.seeds < 1:
+    seeds = CAMPAIGN_SEEDS if args.seeds is None else args.seeds
+    if seeds < 1:
         print("--seeds must be at least 1", file=sys.stderr)
         return 2
     from longjobs.sim.campaign import campaign
 
-    report = campaign(args.seeds, first=args.first, profile=args.profile, workers=args.workers, plant=args.plant)
+    report = campaign(seeds, first=args.first or 0, profile=args.profile, workers=args.workers, plant=args.plant)
     if args.json:
         print(json.dumps(report.as_json(), indent=1))
     else:
@@ -65,6 +69,10 @@ def _refused(args: argparse.Namespace) -> str | None:
     file that could not be written once the run is over."""
     if args.shrink and args.seed is None:
         return "--shrink needs --seed"
+    if args.seed is not None and args.scenario is not None:
+        return "--seed and --scenario: give one (a seed draws its own scenario)"
+    if (args.seed is not None or args.scenario is not None) and (args.seeds is not None or args.first is not None):
+        return "--seeds and --first choose a campaign's seeds: not with --seed or --scenario"
     if args.trace is not None and (args.shrink or (args.seed is None and args.scenario is None)):
         return "--trace needs --seed or --scenario, without --shrink (a campaign or a shrink writes no trace)"
     if args.out is not None and not args.shrink:

@@ -79,8 +79,14 @@ def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pyte
         (["--seed", "1", "--out", "{tmp}/shrunk.json"], "--out needs --shrink"),
         (["--seeds", "2", "--no-s3"], "--no-s3 needs --seed"),
         (["--seeds", "2", "--workers", "0"], "--workers must be at least 1"),
+        (["--seed", "1", "--seeds", "5"], "--seeds and --first choose a campaign's seeds"),
+        (["--scenario", "{tmp}/s.json", "--first", "3"], "--seeds and --first choose a campaign's seeds"),
+        (["--seed", "1", "--scenario", "{tmp}/s.json"], "--seed and --scenario: give one"),
     ],
-    ids=["trace-no-dir", "out-a-dir", "trace-campaign", "trace-shrink", "out-no-shrink", "no-s3-campaign", "workers"],
+    ids=[
+        *("trace-no-dir", "out-a-dir", "trace-campaign", "trace-shrink", "out-no-shrink", "no-s3-campaign"),
+        *("workers", "seeds-with-seed", "first-with-scenario", "seed-and-scenario"),
+    ],
 )
 def test_replay_command_refuses_options_it_would_ignore_or_fail_on_after_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str
