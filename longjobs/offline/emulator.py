@@ -203,7 +203,10 @@ class Emulator:
 
 
 def _check_free(port: int) -> None:
+    """Raise `PortInUseError` when the server could not bind `port`. The probe binds as the server does
+    (`SO_REUSEADDR`): the closed connections a stopped service leaves in TIME_WAIT do not block a restart."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:

@@ -4,6 +4,7 @@ keeps following the lease table through moto's quirks."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -74,3 +75,35 @@ def test_emulator_runs_executions_only_while_it_is_up() -> None:
         emulator.stop()
 
     assert default_user_config["stepfunctions"] == before, "mock_aws copies this: later tests must not inherit it"
+
+
+def test_emulator_starts_on_a_port_whose_last_server_left_connections_in_time_wait() -> None:
+    """A service stopped a moment ago leaves its closed connections in TIME_WAIT on its port. The server binds
+    over them, so `serve` started again on that port starts, and a port only counts as in use when it listens."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = int(server.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server's side closes first: its end waits in TIME_WAIT
+            client.recv(1)
+    with socket.socket() as plain:
+        if plain.connect_ex(("127.0.0.1", port)) == 0 or _binds_without_reuse(port):
+            pytest.skip("this system left no TIME_WAIT on the port")
+
+    emulator = Emulator(port)
+    try:
+        assert emulator.port == port
+    finally:
+        emulator.stop()
+
+
+def _binds_without_reuse(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
