@@ -47,7 +47,7 @@ def run(
     (the demo writes `figures.md`: the table README.md shows, from this run; and `trace.jsonl`, the history
     the independent checker judged, in the simulation's trace format)."""
     from longjobs.offline.progress import Progress
-    from longjobs.offline.report import JOB_FAILED, figures_table, summary_table
+    from longjobs.offline.report import JOB_FAILED, TIMED_OUT, figures_table, summary_table
     from longjobs.offline.runtime import run_scenario
 
     try:
@@ -82,8 +82,9 @@ def run(
 
         print(f"history ({checker_command(scenario.job_catalog(), trace_path)}): {trace_path}")
     print(f"report: {report_path}")
-    for violation in result.violations:  # a job's own failure says so; anything else is the processor's
-        print(violation if violation.startswith(JOB_FAILED) else f"INVARIANT BROKEN: {violation}", file=sys.stderr)
+    for violation in result.violations:  # a job's own failure or a short timeout says so; the rest is the processor's
+        own = violation.startswith((JOB_FAILED, TIMED_OUT))
+        print(violation if own else f"INVARIANT BROKEN: {violation}", file=sys.stderr)
     return 0 if result.report["ok"] else 1
 
 

@@ -238,6 +238,10 @@ def failed_by_its_job(track: Track) -> bool:
 
 JOB_FAILED = "JOB FAILED"
 """How a violation begins when the job's own error explains it: the job's owner's to fix, not the processor's."""
+TIMED_OUT = "TIMED OUT"
+"""How a violation begins when the job's message was still queued at the run's `timeout_s`. A run ends early only
+once every message is settled, so the timeout ended it: the job needed longer, or the processor kept its message
+from settling. The violation says both, since only the job's owner knows how long it should take."""
 
 
 def group_order_violations(scenario: Scenario, tracks: Mapping[str, Track]) -> list[str]:
@@ -296,6 +300,12 @@ def violations(
             found.append(
                 f"{JOB_FAILED}: {job.id}: {last_error(track)} ({len(track.executions)} attempt(s); "
                 f"its message ended {track.final}, expected {job.expected})"
+            )
+        elif track.final == "queued" and job.expected != "queued":
+            found.append(
+                f"{TIMED_OUT}: {job.id}: its message was still queued when the run reached its timeout_s "
+                f"({scenario.timeout_s:g} s), expected {job.expected}: a job that needs longer needs a longer "
+                "timeout_s; one that should have ended by then is the processor's fault (its timeline shows why)"
             )
         elif track.final != job.expected:
             found.append(f"{job.id}: ended {track.final}, expected {job.expected}")

@@ -200,8 +200,9 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
         observer.send(job.id, message_body(job, work_dir), group=job.group, dedup_id=job.dedup_id)
     processor.start(actions)
     notes = RedeliveryNotes(faults, origin=start, verdict_after_s=EXTENDER_TIMEOUT_S + settings.extender_period_s)
+    settled = False
     try:
-        _wait_until_settled(scenario, observer, progress, start, notes)
+        settled = _wait_until_settled(scenario, observer, progress, start, notes)
     finally:
         end = time.time()
         processor.stop()
@@ -215,7 +216,8 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
     observer.collect_executions(job_spans=bool(scenario.job_catalog().limited()))
     report = build_report(scenario, observer.tracks, emulator.api_calls(), end - start, faults=faults, end=end)
     found = violations(scenario, observer.tracks, faults, end=end)
-    lines = history(observer.tracks, faults, start=start, types=scenario_types(scenario))
+    # A run its timeout ended was stopped: the report judges what it left queued against each job's `expect`.
+    lines = history(observer.tracks, faults, start=start, types=scenario_types(scenario), stopped=not settled)
     findings = [str(finding) for finding in judge(scenario.job_catalog(), lines)]
     report["checker"] = {"records": len(lines), "findings": findings}
     found += [f"{CHECKER_FINDING}{finding}" for finding in findings]
@@ -225,9 +227,9 @@ def _run(scenario: Scenario, processor: LocalProcessor, work_dir: Path, progress
 
 def _wait_until_settled(
     scenario: Scenario, observer: Observer, progress: Progress | None, start: float, notes: RedeliveryNotes
-) -> None:
-    """Poll until every message is deleted or in the DLQ and no execution runs (or the timeout); show the
-    counts, and a line for each delivery while a job ran (with the fault that excuses it)."""
+) -> bool:
+    """Poll until every message is deleted or in the DLQ and no execution runs (True), or the timeout (False);
+    show the counts, and a line for each delivery while a job ran (with the fault that excuses it)."""
     deadline = start + scenario.timeout_s
     settled_at: float | None = None
     stop = threading.Event()
@@ -243,6 +245,7 @@ def _wait_until_settled(
         if all(t.final in ("deleted", "dlq", "lost") for t in tracks):
             settled_at = settled_at or time.time()
             if not running or time.time() - settled_at > SETTLE_S:
-                return
+                return True
         else:
             settled_at = None
+    return False

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from longjobs.offline.history import judge
+from longjobs.offline.report import TIMED_OUT
 from longjobs.offline.runtime import RunResult
 from longjobs.offline.scenario import parse_scenario
-from tests.e2e.conftest import SPARK_HEARTBEAT_S
+from tests.e2e.conftest import SPARK_HEARTBEAT_S, Runner
 from tests.short_settings import SHORT_THRESHOLD
 
 pytestmark = pytest.mark.e2e
@@ -84,3 +85,31 @@ def test_history_lapse_is_found_unless_a_fault_excuses_it(result: RunResult) -> 
         with_delivery.insert(lines.index(started) + 1, delivery | ({"excused": excuse} if excuse else {}))
         found = judge(scenario().job_catalog(), (json.dumps(record) for record in with_delivery))
         assert [finding.property for finding in found] == properties
+
+
+def test_history_a_run_its_timeout_ends_leaves_expected_messages_queued_and_reports_the_others_timed_out(
+    run: Runner,
+) -> None:
+    """A job expected `queued` is still queued when the run's timeout ends it: the checker takes the run as
+    stopped, not settled, so it finds nothing lost; a job expected to finish is reported as timed out."""
+    result = run(
+        settings=SHORT_THRESHOLD,
+        jobs=[
+            {"id": "done", "type": "wait", "seconds": 1},
+            {"id": "held", "type": "wait", "seconds": 120, "expect": "queued"},
+            {"id": "late", "type": "wait", "seconds": 120},
+        ],
+        timeout_s=12,
+    )
+
+    assert result.report["checker"]["findings"] == [], result.report["checker"]
+    assert result.violations == [
+        f"{TIMED_OUT}: late: its message was still queued when the run reached its timeout_s (12 s), expected "
+        "deleted: a job that needs longer needs a longer timeout_s; one that should have ended by then is the "
+        "processor's fault (its timeline shows why)"
+    ]
+    assert {job: entry["final"] for job, entry in result.report["jobs"].items()} == {
+        "done": "deleted",
+        "held": "queued",
+        "late": "queued",
+    }

@@ -8,7 +8,7 @@ from typing import Any
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.offline.faults import Faults, RunSlot
 from longjobs.offline.observe import Delivery, Execution, Track
-from longjobs.offline.report import JOB_FAILED, build_report, max_concurrent, summary_table, violations
+from longjobs.offline.report import JOB_FAILED, TIMED_OUT, build_report, max_concurrent, summary_table, violations
 from longjobs.offline.scenario import Scenario, parse_scenario
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -242,6 +242,21 @@ def test_offline_report_a_jobs_own_failure_is_reported_as_its_error_not_a_broken
     assert (entry["last_error"], entry["attempts"]) == ("ModuleNotFoundError: No module named 'helpers'", 3)
     assert "ModuleNotFoundError: No module named 'helpers'" in summary_table(report, {"a": "deleted"})
 
-    aborted = track(run(100, 101, "m-1", "ABORTED"), final="queued", lease=failing)
+    aborted = track(run(100, 101, "m-1", "ABORTED"), final="dlq", lease=failing)
     [found] = violations(made, {"a": aborted}, faults, end=120)
-    assert found == "a: ended queued, expected deleted", "an execution the processor or a fault ended: not the job's"
+    assert found == "a: ended dlq, expected deleted", "an execution the processor or a fault ended: not the job's"
+
+
+def test_offline_report_a_job_still_queued_at_the_timeout_is_reported_as_timed_out() -> None:
+    """A run ends before its `timeout_s` only once every message is settled: a job still queued at the end
+    met the timeout, which the violation says, with the fix, instead of blaming the processor."""
+    made = scenario()
+    running = track(run(100, 120, "m-1", "ABORTED"), final="queued", lease=lease(LeaseStatus.ACTIVE))
+
+    [found] = violations(made, {"a": running}, faults_of(made), end=120)
+
+    assert found == (
+        f"{TIMED_OUT}: a: its message was still queued when the run reached its timeout_s (180 s), expected "
+        "deleted: a job that needs longer needs a longer timeout_s; one that should have ended by then is the "
+        "processor's fault (its timeline shows why)"
+    )
