@@ -23,6 +23,7 @@ once, each with its place (`jobs[2].seconds: ...`, `job_types[0] 'wordcount': en
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from functools import cache
@@ -41,6 +42,7 @@ from pydantic import (
     model_validator,
 )
 
+from longjobs.engine.delivery.models import BadInput, parse_message
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings
 
@@ -88,6 +90,16 @@ class SparkJob(_Strict):
     expect: FinalState | None = None
     group: FifoId | None = None
     dedup_id: FifoId | None = None
+
+    @field_validator("date")
+    @classmethod
+    def _a_day(cls, value: str) -> str:
+        """The generator writes the partition of this day before the run: a day that does not exist is refused here."""
+        try:
+            dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a day of the calendar") from None
+        return value
 
     @property
     def expected(self) -> FinalState:
@@ -412,7 +424,7 @@ def _job_problems(jobs: Any, catalog: JobCatalog | None) -> list[str]:
         elif "raw_body" in job:
             continue
         elif "params" in job:
-            if catalog is not None and job.get("type") not in catalog:
+            if catalog is not None and (not isinstance(job.get("type"), str) or job["type"] not in catalog):
                 known = ", ".join(catalog.names)
                 problems.append(f"jobs[{index}].type: {job.get('type')!r} is not a job type (known: {known})")
         elif job.get("type") not in ("wait", "spark"):
@@ -421,6 +433,26 @@ def _job_problems(jobs: Any, catalog: JobCatalog | None) -> list[str]:
                 f"raw_body; got type {job.get('type')!r}"
             )
     return problems
+
+
+WORK_DIR_STAND_IN = "/work_dir"
+"""What `{work_dir}` stands for when a job's params are checked at load, before the run's folder is known."""
+
+
+def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None) -> str | None:
+    """Why the receiver would dead-letter the message of a job expected to run, or None (also while the
+    settings or job types are themselves invalid). Such a run would end with the job in the DLQ and blame
+    the processor; a job meant to be refused says `expect: dlq`."""
+    if settings is None or catalog is None or not isinstance(job, GenericJob) or job.expected != "deleted":
+        return None
+    if job.type not in catalog:
+        return None  # reported as an unknown type
+    params = {k: v.replace("{work_dir}", WORK_DIR_STAND_IN) if isinstance(v, str) else v for k, v in job.params.items()}
+    try:
+        parse_message(json.dumps({"job_id": job.id, "type": job.type, "params": params}), settings, catalog)
+    except BadInput as exc:
+        return f'the receiver would send its message to the DLQ ({exc}); fix it, or give "expect": "dlq"'
+    return None
 
 
 def _model_for(job: Mapping[str, Any]) -> type[_Strict]:
@@ -497,6 +529,9 @@ def parse_scenario(data: Any) -> Scenario:
                 typed_jobs.append(_model_for(job).model_validate(job))
             except ValidationError as exc:
                 problems += _describe(exc, prefix=("jobs", index))
+                continue
+            if (refused := _refused(typed_jobs[-1], settings, catalog)) is not None:
+                problems.append(f"jobs[{index}].params: {refused}")
     if problems:
         raise ScenarioError("invalid scenario: " + "; ".join(problems))
     try:

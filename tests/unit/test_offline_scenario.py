@@ -419,3 +419,27 @@ def test_scenario_earlier_mode_name_is_refused_with_its_name_now(old: str, new: 
     data["faults"] = [{"type": "aws_fault", "operation": "StartExecution", "mode": old}]  # type: ignore[list-item]
     with pytest.raises(ScenarioError, match=f"mode {old!r} is named {new!r} now"):
         parse_scenario(data)
+
+
+def test_scenario_refuses_a_job_expected_to_run_whose_message_the_receiver_would_dead_letter() -> None:
+    """Params the type's schema refuses would send the job to the DLQ at once, and the run would report it as
+    the processor's fault; a job meant to be refused says so with `expect: dlq`, and `{work_dir}` is a path."""
+    text = problems({"jobs": [{"id": "a", "type": "wait", "params": {"seconds": "x"}}]})
+
+    assert text == (
+        "invalid scenario: jobs[0].params: the receiver would send its message to the DLQ (InvalidParameters: "
+        'params.seconds: must be integer); fix it, or give "expect": "dlq"'
+    )
+    refused = {"id": "a", "type": "wait", "params": {"seconds": "x"}, "expect": "dlq"}
+    paths = {"input": "{work_dir}/raw", "output": "{work_dir}/out", "quarantine": "{work_dir}/q"}
+    spark = {"id": "s", "type": "spark", "params": {**paths, "date": "2026-11-20"}}
+    assert [job.id for job in parse_scenario({"jobs": [refused, spark]}).jobs] == ["a", "s"]
+
+
+def test_scenario_refuses_a_type_that_is_not_a_name_and_a_day_not_of_the_calendar() -> None:
+    assert "jobs[0].type: ['wait'] is not a job type" in problems(
+        {"jobs": [{"id": "a", "type": ["wait"], "params": {}}]}
+    )
+    assert problems({"jobs": [{"id": "s", "type": "spark", "events": 10, "date": "2026-02-30"}]}) == (
+        "invalid scenario: jobs[0].date: '2026-02-30' is not a day of the calendar"
+    )
