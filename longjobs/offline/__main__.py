@@ -33,6 +33,9 @@ environment's data directory."""
 DEFAULT_PORT = 4566
 DEFAULT_DRAIN_S = 30.0
 
+INTERRUPTED = 130
+"""The exit code of a run stopped by Ctrl-C: 128 + SIGINT, as a shell reports it."""
+
 
 def run(
     scenario_path: Path,
@@ -64,7 +67,11 @@ def run(
         return 2
     work_dir = report_path.parent / "work"
     print(f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / 'runtime.log'}", file=sys.stderr)
-    result = run_scenario(scenario, work_dir=work_dir, progress=None if quiet else Progress())
+    try:
+        result = run_scenario(scenario, work_dir=work_dir, progress=None if quiet else Progress())
+    except KeyboardInterrupt:  # the runtime has stopped its services by then: nothing to report on
+        print("interrupted: the run stopped before its end, and wrote no report", file=sys.stderr)
+        return INTERRUPTED
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
     print(summary_table(result.report, {job.id: job.expected for job in scenario.jobs}))

@@ -88,3 +88,26 @@ def test_a_scenario_without_spark_jobs_prepares_without_pyspark(
     prepare_spark(load_scenario(scenario_file), tmp_path / "work")
 
     assert not (tmp_path / "work").exists(), "no partition generated, no session started"
+
+
+def test_run_interrupted_says_so_in_one_line_and_writes_no_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during a run: the runtime stops its services, then the command says what happened instead of
+    printing the interrupt's traceback, and exits as a shell reports an interrupted command (130)."""
+    from longjobs.offline import runtime
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runtime, "run_scenario", interrupted)
+    scenario_file = tmp_path / "waits.json"
+    scenario_file.write_text(json.dumps({"jobs": [{"id": "w1", "type": "wait", "params": {"seconds": 1}}]}))
+
+    code = command.run(scenario_file, tmp_path / "out" / "report.json", None, quiet=True)
+
+    assert code == 130
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == "interrupted: the run stopped before its end, and wrote no report"
+    )
+    assert not (tmp_path / "out" / "report.json").exists()
