@@ -17,6 +17,7 @@ independent checker (`longjobs.offline.history`). A finding makes the exit code 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import signal
@@ -115,8 +116,20 @@ def serve_catalog(path: Path | None) -> JobCatalog:
         raise ServeError(str(exc)) from None
 
 
+def pyspark_types(catalog: JobCatalog) -> list[str]:
+    """The types whose jobs run on the local Spark."""
+    return sorted(job_type.name for job_type in catalog if job_type.runner == "pyspark")
+
+
+def has_pyspark() -> bool:
+    """Whether the distribution's `pipeline` extra (PySpark) is installed: without it the service runs the
+    other types, and a pyspark type's job fails its attempts."""
+    return importlib.util.find_spec("pyspark") is not None
+
+
 def check_java(catalog: JobCatalog) -> None:
-    if any(job_type.runner == "pyspark" for job_type in catalog) and shutil.which("java") is None:
+    """Java 17 is needed only where the local Spark can start: some type runs on it and PySpark is there."""
+    if pyspark_types(catalog) and has_pyspark() and shutil.which("java") is None:
         raise ServeError(
             "java not found: pyspark job types run on a local Spark, which needs Java 17; install a JDK or "
             "JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17)"
@@ -125,6 +138,7 @@ def check_java(catalog: JobCatalog) -> None:
 
 def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> str:
     resources, endpoint = processor.resources, processor.endpoint
+    unrunnable = [] if has_pyspark() else pyspark_types(catalog)
     example = json.dumps({"job_id": "hello", "type": "wait", "params": {"seconds": 5}})
     rows = [
         f"long-jobs local service on {endpoint}",
@@ -139,6 +153,11 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"  lease table     {resources.table_name}",
         f"  state machine   {resources.state_machine_arn}",
         f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",
+        *(
+            [f"  not runnable    {', '.join(unrunnable)}: PySpark is not installed (the `pipeline` extra, and Java 17)"]
+            if unrunnable
+            else []
+        ),
         # Works on a machine with no AWS configuration. The SDKs, AWS CLI v2 and longjobs read
         # AWS_ENDPOINT_URL; AWS CLI v1 does not, so the aws command names the endpoint too.
         f"first:       export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={REGION} "

@@ -19,6 +19,7 @@ import boto3
 import pytest
 
 from longjobs.engine.jobs import load_catalog
+from longjobs.engine.settings import Settings
 from longjobs.history.checker import main as checker_main
 from longjobs.offline.serve import ServeError, check_java, serve
 from tests.longjobs_support import succeeded
@@ -199,6 +200,26 @@ def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ServeError, match=r"^java not found: pyspark job types run on a local Spark.*Java 17"):
         check_java(load_catalog())
+
+
+def test_serve_without_pyspark_needs_no_java_and_names_the_types_it_cannot_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the `offline` extra alone (install.md: `pipeline` is for PySpark types), the service runs the
+    other types: Java is not asked for, and the banner says which types cannot run and what they need."""
+    from types import SimpleNamespace
+
+    from longjobs.offline import serve as serve_module
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(serve_module, "has_pyspark", lambda: False)
+    check_java(load_catalog())  # no ServeError
+    resources = SimpleNamespace(
+        queue_url="q", dlq_url="d", waiting_queue_urls={}, table_name="t", state_machine_arn="s", settings=Settings()
+    )
+    processor = SimpleNamespace(resources=resources, endpoint="http://127.0.0.1:4566")
+    text = serve_module.banner(processor, load_catalog(), drain_s=5)  # type: ignore[arg-type]
+    assert "  not runnable    spark: PySpark is not installed (the `pipeline` extra, and Java 17)" in text.splitlines()
 
 
 AWS_CLI = str(Path(sys.executable).with_name("aws"))
