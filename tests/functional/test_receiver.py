@@ -108,6 +108,29 @@ def test_receiver_handler_sends_poison_to_dlq_and_keeps_the_rest_of_the_batch(
     assert metrics["JobsRejected"] == 1 and metrics["JobsInline"] == 1 and metrics["JobsStarted"] == 1
 
 
+def test_receiver_handler_sends_a_body_nested_too_deep_to_the_dlq_and_keeps_the_rest_of_the_batch(
+    flow: Flow,
+) -> None:
+    """A body nested deeper than Python's JSON reader goes (RFC 8259, section 9, lets a parser limit
+    nesting), well inside the size limit: `NotJson` on its first receive. Its `RecursionError` failed the
+    batch's read ahead, so no record of its batch was handled, on every receive."""
+    from longjobs.functions.receiver import batch_processor, receive_records
+
+    depth = 30_000
+    poison = flow.harness.send("[" * depth + "]" * depth)
+    inline = flow.harness.send(json.dumps({"job_id": "hello", "type": "echo", "params": {"text": "hi"}}))
+    batch = flow.receive_batch()
+    assert len(batch[0].body) <= flow.settings.max_body_bytes and len(batch) == 2
+
+    response = receive_records(flow.receiver, sqs_event(flow, batch), batch_processor(False))
+
+    assert response == {"batchItemFailures": []}, f"both done: {inline} ran inline, the poison went to the DLQ"
+    [dead] = flow.dlq_messages()
+    attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+    assert attributes["ErrorType"] == "NotJson" and attributes["OriginalMessageId"] == poison
+    assert "nested deeper" in attributes["ErrorMessage"]
+
+
 def test_receiver_reports_record_failed_when_dlq_send_fails(flow: Flow) -> None:
     poison = flow.harness.send('{"job_id": "x", "type": "nope", "params": {}}')
     [delivery] = flow.receive_batch()

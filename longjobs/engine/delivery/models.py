@@ -108,8 +108,13 @@ def _finite(text: str) -> float:
 
 def loads_json(text: str) -> Any:
     """JSON as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity`, and a number beyond a
-    double's range as infinity; none is JSON, and a job's params would carry each on as `null`."""
-    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    double's range as infinity; none is JSON, and a job's params would carry each on as `null`. Nesting
+    deeper than the reader goes (RFC 8259, section 9: a parser may limit it) raises `ValueError` too:
+    its `RecursionError` would fail the record on every receive, and the read ahead its whole batch."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested deeper than the receiver reads") from None
 
 
 def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None) -> list[Job]:
@@ -254,7 +259,7 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
         if data.get("Type") == "Notification" and "TopicArn" in data:
             envelope = SnsNotificationModel.model_validate(data)
             try:
-                inner = json.loads(str(envelope.Message))
+                inner = loads_json(str(envelope.Message))
             except ValueError:
                 raise BadInput(ErrorType.INVALID_SHAPE, "an SNS notification whose Message is not JSON") from None
             if depth or not isinstance(inner, dict) or not _is_s3_event(inner) or "Type" in inner:
