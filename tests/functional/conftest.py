@@ -169,11 +169,13 @@ class Flow:
         return self.harness.send(json.dumps({"job_id": job_id, "type": job_type, "params": params}))
 
     def receive_batch(self, wait_s: float = 0) -> list[Delivery]:
-        """Receive like the event source mapping: the queue's own VT, up to 10 records."""
+        """Receive like the event source mapping: the queue's own VT, up to 10 records, with their message
+        attributes (a copy carries its own)."""
         messages = self.sqs.receive_message(
             QueueUrl=self.harness.queue_url,
             MaxNumberOfMessages=10,
             AttributeNames=["ApproximateReceiveCount"],
+            MessageAttributeNames=["All"],
             WaitTimeSeconds=int(wait_s),
         ).get("Messages", [])
         return [
@@ -183,6 +185,7 @@ class Flow:
                 body=m["Body"],
                 receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
                 source_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs",
+                message_attributes=dict(m.get("MessageAttributes", {})),
             )
             for m in messages
         ]

@@ -32,10 +32,10 @@ def with_partition_trigger(flow: Flow, seconds: int) -> None:
     flow.receiver.settings = flow.receiver.settings.model_copy(update={"job_wait_base_s": 1, "job_wait_cap_s": 1})
 
 
-def marker_notification(flow: Flow) -> str:
-    return flow.harness.send(
-        json.dumps({"Records": [s3_record(PARTITION + "part-0.json"), s3_record(PARTITION + "_SUCCESS")]})
-    )
+def marker_notification(flow: Flow, sequencer: str) -> str:
+    """The notification of a partition's marker written (`sequencer`: each write of the marker has its own)."""
+    records = [s3_record(PARTITION + "part-0.json"), s3_record(PARTITION + "_SUCCESS", sequencer=sequencer)]
+    return flow.harness.send(json.dumps({"Records": records}))
 
 
 def execution_of(flow: Flow, message_id: str) -> dict[str, Any]:
@@ -46,8 +46,8 @@ def execution_of(flow: Flow, message_id: str) -> dict[str, Any]:
 
 def test_job_lock_a_partitions_second_marker_waits_for_the_first_job_then_runs(flow: Flow) -> None:
     with_partition_trigger(flow, seconds=3)
-    first = marker_notification(flow)
-    second = marker_notification(flow)  # the partition written again while its first job runs
+    first = marker_notification(flow, "0055AED6DCD90281E5")
+    second = marker_notification(flow, "0055AED6DCD90281F0")  # the partition written again while its first job runs
 
     outcomes = flow.deliver()
     assert outcomes == {first: Outcome.STARTED, second: Outcome.WAITING}
@@ -79,9 +79,9 @@ def test_job_lock_a_partitions_second_marker_waits_for_the_first_job_then_runs(f
 
 def test_job_lock_a_waiting_copy_keeps_its_attributes_and_counts_its_waits(flow: Flow) -> None:
     with_partition_trigger(flow, seconds=5)
-    body = json.dumps({"Records": [s3_record(PARTITION + "_SUCCESS")]})
-    flow.harness.send(body)
+    flow.harness.send(json.dumps({"Records": [s3_record(PARTITION + "_SUCCESS")]}))
     assert list(flow.deliver().values()) == [Outcome.STARTED]
+    body = json.dumps({"Records": [s3_record(PARTITION + "_SUCCESS", sequencer="0055AED6DCD90281F0")]})  # written again
     flow.sqs.send_message(
         QueueUrl=flow.harness.queue_url,
         MessageBody=body,

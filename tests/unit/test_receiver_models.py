@@ -26,8 +26,11 @@ from longjobs.engine.settings import Settings
 SETTINGS = Settings(curated_uri="s3://curated-bucket/", quarantine_uri="s3://quarantine-bucket/q/")
 
 
-def s3_record(key: str, event: str = "ObjectCreated:Put", bucket: str = "raw-bucket") -> dict[str, Any]:
-    """One record as S3 writes it to SQS (every field the notification format has)."""
+def s3_record(
+    key: str, event: str = "ObjectCreated:Put", bucket: str = "raw-bucket", sequencer: str = "0055AED6DCD90281E5"
+) -> dict[str, Any]:
+    """One record as S3 writes it to SQS (every field the notification format has); a new write of a key
+    has a new `sequencer`."""
     return {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
@@ -52,7 +55,7 @@ def s3_record(key: str, event: str = "ObjectCreated:Put", bucket: str = "raw-buc
                 "key": key,
                 "size": 1024,
                 "eTag": "d41d8cd98f00b204e9800998ecf8427e",
-                "sequencer": "0055AED6DCD90281E5",
+                "sequencer": sequencer,
             },
         },
     }
