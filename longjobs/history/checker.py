@@ -17,7 +17,9 @@ events only:
   sent before it in that group succeeded or has a `dead_lettered` copy.
 - `once_per_message`: a job id that was `sent` (by the producer, or `redriven` from the DLQ by an
   operator) has at most as many executions that ended `SUCCEEDED` (an `execution_ended`, its job id from
-  its `execution_started`) as it was sent. A job run whose
+  its `execution_started`) as it was sent. A `sent` whose `s3_event` (an S3 object creation that a
+  notification fans out) was sent before is that event delivered again by S3, not a new message. A job
+  run whose
   execution failed to record its success is retried, as at-least-once allows, and is not counted.
 - `no_lapse`: no `delivered` of a message while one of its executions runs its job, except an injected
   at-least-once duplicate (`duplicate` true), a delivery that follows such an excused one before the
@@ -108,6 +110,7 @@ class _Checker:
     by_message: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     by_job: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     sent: dict[str, list[str]] = field(default_factory=dict)  # job id -> its message ids, in order
+    s3_events: set[tuple[str, str]] = field(default_factory=set)  # (job id, s3_event) of each S3 event sent
     succeeded: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # job id -> evidence
     dead: defaultdict[str, list[tuple[str, dict[str, Any]]]] = field(
         default_factory=lambda: defaultdict(list)
@@ -171,8 +174,14 @@ class _Checker:
 
     def _sent(self, t: float, record: dict[str, Any]) -> None:
         """The producer's message, or one an operator's redrive put back on the jobs queue (`redriven`): each
-        is a message of its job."""
+        is a message of its job, but an S3 notification of an event already sent (its `s3_event`), which S3
+        delivered again."""
         job_id = _text(record, "job_id")
+        event = record.get("s3_event")
+        if isinstance(event, str):
+            if (job_id, event) in self.s3_events:
+                return
+            self.s3_events.add((job_id, event))
         self.sent.setdefault(job_id, []).append(_text(record, "message_id"))
         if isinstance(record.get("type"), str):
             self.type_of.setdefault(job_id, record["type"])

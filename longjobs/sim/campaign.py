@@ -55,15 +55,17 @@ def _use(workflow: DeployedWorkflow, plant: str | None = None) -> None:
     _PLANTED.enter_context(planted(plant))
 
 
-def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, notifications: bool = True) -> Any:
-    """One seed, start to end: its `SeedResult` (`notifications`: see `longjobs.sim.workload.draw`)."""
+def run_seed(
+    seed: int, profile: str = "mixed", *, keep_calls: bool = True, notifications: bool = True, one_marker: bool = True
+) -> Any:
+    """One seed, start to end: its `SeedResult` (`notifications`, `one_marker`: see `longjobs.sim.workload.draw`)."""
     from longjobs.sim.world import START, World
 
     workflow = _WORKFLOW or deployed_workflow()
     plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S)
     world = World(
         seed,
-        draw(seed, profile, notifications=notifications),
+        draw(seed, profile, notifications=notifications, one_marker=one_marker),
         workflow.definition,
         CATALOG_JSON,
         faults=plan,
@@ -73,10 +75,13 @@ def run_seed(seed: int, profile: str = "mixed", *, keep_calls: bool = True, noti
     return world.run()
 
 
-def replay_command(seed: int, profile: str, *, notifications: bool = True, plant: str | None = None) -> str:
+def replay_command(
+    seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, plant: str | None = None
+) -> str:
     return (
         f"python -m offline sim --seed {seed} --profile {profile}"
         + ("" if notifications else " --no-s3")
+        + ("" if one_marker or not notifications else " --s3-several")
         + (f" --plant {plant}" if plant else "")
     )
 

@@ -29,6 +29,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="with --seed: draw the seed without its S3 notifications (as a corpus seed found before them)",
     )
+    sim.add_argument(
+        "--s3-several",
+        action="store_true",
+        help="with --seed: draw each S3 notification with several markers (as a corpus seed found before "
+        "notifications of one marker)",
+    )
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     sim.add_argument(
@@ -79,6 +85,8 @@ def _refused(args: argparse.Namespace) -> str | None:
         return "--out needs --shrink"
     if args.no_s3 and args.seed is None:
         return "--no-s3 needs --seed"
+    if args.s3_several and (args.seed is None or args.no_s3):
+        return "--s3-several needs --seed, without --no-s3"
     if args.workers is not None and args.workers < 1:
         return "--workers must be at least 1"
     for option, path in (("--trace", args.trace), ("--out", args.out)):
@@ -117,7 +125,7 @@ def _shrink(args: argparse.Namespace) -> int:
     from longjobs.sim.shrink import Inexpressible, shrink_seed
 
     try:
-        shrunk = shrink_seed(args.seed, args.profile, notifications=not args.no_s3)
+        shrunk = shrink_seed(args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several)
     except Inexpressible as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -143,7 +151,7 @@ def _count(number: int, noun: str) -> str:
 def _one(args: argparse.Namespace) -> int:
     from longjobs.sim.campaign import replay_command, run_seed
 
-    result = run_seed(args.seed, args.profile, notifications=not args.no_s3)
+    result = run_seed(args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several)
     if args.trace is not None and result.trace is not None:
         with args.trace.open("w", encoding="utf-8") as out:
             result.trace.write(out)
@@ -159,7 +167,9 @@ def _one(args: argparse.Namespace) -> int:
         "virtual_h": result.virtual_h,
         "steps": result.steps,
         "requests": result.requests,
-        "replay": replay_command(args.seed, args.profile, notifications=not args.no_s3, plant=args.plant),
+        "replay": replay_command(
+            args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several, plant=args.plant
+        ),
     }
     if args.json:
         print(json.dumps(outcome, indent=1))

@@ -216,6 +216,15 @@ def _unlimited_left_parked(patch: Patch) -> None:
     patch(admit, "unpark_unlimited", lambda *args, **kwargs: 0)
 
 
+def _s3_event_forgotten(patch: Patch) -> None:
+    """A notification's markers are keyed by its message, not by the object creation they notify: S3
+    delivering an event again, as a new message, fans its partitions' jobs out again."""
+    from longjobs.engine.receiver import fan_out
+
+    marker_id = fan_out.marker_id
+    patch(fan_out, "marker_id", lambda delivery, index, event: marker_id(delivery, index, None))
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -237,18 +246,19 @@ PLANTS: dict[str, Plant] = {
     "lease_fence": Plant(_no_lease_fence, "cancelled_never_succeeds"),
     "job_lock": Plant(_no_job_lock, "single_execution_per_job"),
     "cap_handling": Plant(_no_stop_at_cap, "held_while_running"),
-    "handle_check": Plant(_no_handle_check, "stopped_as_read", search_from=50),
+    "handle_check": Plant(_no_handle_check, "stopped_as_read", search_from=60),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
-    "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns"),
+    "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns", search_from=25),
     "success_over_cancel": Plant(_success_over_cancel, "cancelled_never_succeeds", search_from=25),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost"),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history", search_from=35),
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap", search_from=45),
-    "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause", search_from=25),
+    "lost_on_any_error": Plant(_lost_on_any_error, "stopped_with_cause", search_from=35),
     "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
     "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
-    "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", search_from=50),
+    "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", search_from=130),
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time"),
+    "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message"),
 }
 
 

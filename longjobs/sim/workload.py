@@ -1,7 +1,8 @@
 """What a seed sends: about 20 job messages across the job types, drawn from the seed by profile.
 
 Profiles: `standard` (wait and Spark jobs, one echo, one poison message, two messages of one job id, and
-in some seeds S3 notifications of several completion markers, which the receiver fans out),
+in some seeds S3 notifications of completion markers: one runs under the notification's own message,
+several are fanned out),
 `admission` (mostly jobs of a type limited to 2 at once), `mixed` (both, the default). Durations run
 from seconds to, now and then, past SQS's 12 hours (the cap). A Spark job's attempts each succeed, fail
 with an `AnalysisException`, hang (heartbeats, never ends) or vanish (goes silent), by the seed.
@@ -312,11 +313,12 @@ def _spark(rng: random.Random) -> list[SparkBehaviour]:
     return behaviours
 
 
-def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Workload:
+def draw(seed: int, profile: str = "mixed", *, notifications: bool = True, one_marker: bool = True) -> Workload:
     """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream. `notifications`
     False: without the S3 notifications (`_notifications`), the world of the corpus seeds recorded without
-    them (tests/sim/corpus.json)."""
-    workload = _draw(seed, profile, notifications)
+    them; `one_marker` False: every notification names several markers, the world of the corpus seeds
+    recorded before notifications of one marker (tests/sim/corpus.json)."""
+    workload = _draw(seed, profile, notifications, one_marker)
     workload.deploy = _deploy(seed, workload.jobs)
     if not workload.fifo:
         workload.definition_deploy, added = _definition_deploy(seed, len(workload.jobs))
@@ -338,7 +340,7 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True) -> Wo
     return workload
 
 
-def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
+def _draw(seed: int, profile: str, notifications: bool = True, one_marker: bool = True) -> Workload:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
     rng = random.Random(f"workload:{seed}:{profile}")
@@ -375,7 +377,7 @@ def _draw(seed: int, profile: str, notifications: bool = True) -> Workload:
             add(LIMITED_TYPE, params)
         jobs += _bursts_at_ends(seed, jobs)
     if notifications:
-        jobs += _notifications(seed, len(jobs))
+        jobs += _notifications(seed, len(jobs), one_marker=one_marker)
     if standard:
         jobs += _emr_jobs(seed, len(jobs))
     jobs.sort(key=lambda job: (job.send_at_s, job.job_id))
@@ -510,22 +512,26 @@ def _emr_jobs(seed: int, numbered: int) -> list[JobPlan]:
 
 
 NOTIFICATION_SHARE = 0.5
-NOTIFICATION_MARKERS = (2, 4)
+NOTIFICATION_MARKERS = (1, 4)
+"""How many markers a notification names, at least and at most."""
+SEVERAL_MARKERS = (2, 4)
+"""The same, where every notification is fanned out (`one_marker` False)."""
 S3_TWICE_SHARE = 0.25
 """The share of notifications S3 delivers a second time (its delivery is at least once): the same
 records, sequencers and all, as a new message, some minutes later."""
 
 
-def _notifications(seed: int, numbered: int) -> list[JobPlan]:
-    """In some seeds (on a standard queue), one or two S3 notifications of several completion markers,
-    sent like any message; now and then one that S3 delivers twice. Drawn on a stream of its own: it
-    changes no other draw of the seed."""
+def _notifications(seed: int, numbered: int, *, one_marker: bool = True) -> list[JobPlan]:
+    """In some seeds (on a standard queue), one or two S3 notifications of one to four completion markers,
+    sent like any message; now and then one that S3 delivers twice. One marker runs under the notification's
+    own message, several are fanned out. Drawn on a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:s3")
     if rng.random() >= NOTIFICATION_SHARE:
         return []
     plans: list[JobPlan] = []
     for index in range(rng.randint(1, 2)):
-        folders = tuple(f"n{index}p{part}" for part in range(rng.randint(*NOTIFICATION_MARKERS)))
+        markers = rng.randint(*(NOTIFICATION_MARKERS if one_marker else SEVERAL_MARKERS))
+        folders = tuple(f"n{index}p{part}" for part in range(markers))
         sequencers = tuple(f"{rng.getrandbits(64):016X}" for _ in folders)
         at = round(rng.uniform(0, 600), 3)
         kind = {"seconds": PARTITION_SECONDS}

@@ -27,9 +27,12 @@ def call(t: float, operation: str, **params: Any) -> str:
     return json.dumps({"t": t, "actor": "receiver", "call": operation, "params": params, "answer": {}}, sort_keys=True)
 
 
-def sent(t: float, message_id: str, job_id: str, *, job_type: str = "wait", group: str | None = None) -> str:
+def sent(
+    t: float, message_id: str, job_id: str, *, job_type: str = "wait", group: str | None = None, s3: str | None = None
+) -> str:
     fifo = {"group": group} if group is not None else {}
-    return event(t, "sent", "producer", message_id=message_id, job_id=job_id, type=job_type, **fifo)
+    event_of = {"s3_event": s3} if s3 is not None else {}
+    return event(t, "sent", "producer", message_id=message_id, job_id=job_id, type=job_type, **fifo, **event_of)
 
 
 def delivered(
@@ -173,6 +176,21 @@ def test_checker_once_per_message_counts_a_notification_once_per_marker() -> Non
     findings = check(by_time(*sends, *once, *run(60, 90, M3, "wait:b/p0/"), end(100)))
     assert properties(findings) == ["once_per_message"]
     assert "job wait:b/p0/: 2 executions SUCCEEDED" in findings[0].detail
+
+
+def test_checker_once_per_message_counts_an_s3_event_once_however_often_s3_delivers_it() -> None:
+    """S3 delivers an event at least once, as a new message
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventNotifications.html): a second `sent` of a
+    fanned-out marker's `s3_event` is that event again, so a second run of its job breaks the property,
+    while a new creation of the marker (another sequencer) is a new message of the job."""
+    first, again = "n0000001-0000-4000-8000-000000000000", "n0000002-0000-4000-8000-000000000000"
+    sends = [sent(1, first, "wait:b/p0/", s3="0A1"), sent(30, again, "wait:b/p0/", s3="0A1")]
+    twice = [*run(11, 50, M1, "wait:b/p0/"), *run(60, 90, M2, "wait:b/p0/")]
+    assert check(by_time(*sends, *run(11, 50, M1, "wait:b/p0/"), end(100))) == []
+    assert properties(check(by_time(*sends, *twice, end(100)))) == ["once_per_message"]
+
+    rewritten = [sent(1, first, "wait:b/p0/", s3="0A1"), sent(30, again, "wait:b/p0/", s3="0A2")]
+    assert check(by_time(*rewritten, *twice, end(100))) == []
 
 
 def test_checker_once_per_message_a_copy_that_runs_the_job_again_breaks() -> None:

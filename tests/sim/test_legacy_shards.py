@@ -224,8 +224,8 @@ def test_legacy_shards_lowered_during_a_seed_are_watched_until_empty(monkeypatch
     assert (workload.shards_before, workload.settings["shards"]) == (4, 2) and workload.upgrade_at_s is not None
     assert campaign.run_seed(2, keep_calls=False).violation is None
 
-    def forgetful(seed: int, profile: str = "mixed", notifications: bool = True) -> Any:
-        drawn = draw(seed, profile, notifications=notifications)
+    def forgetful(seed: int, profile: str = "mixed", **kinds: bool) -> Any:
+        drawn = draw(seed, profile, **kinds)
         drawn.settings["previous_shards"] = drawn.settings["shards"]
         return drawn
 

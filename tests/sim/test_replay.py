@@ -100,18 +100,22 @@ def test_replay_command_refuses_options_it_would_ignore_or_fail_on_after_the_run
     assert named.format(**values) in capsys.readouterr().err
 
 
-def test_replay_shrink_draws_the_seed_without_s3_as_no_s3_replays_it(
+def test_replay_shrink_draws_the_seed_as_its_replay_does(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`--no-s3` and `--s3-several` draw the seed's notifications for the shrink as for its replay."""
     from longjobs.offline.__main__ import main
     from longjobs.sim import shrink
 
-    asked: list[bool] = []
+    asked: list[tuple[bool, bool]] = []
 
-    def passing(seed: int, profile: str, *, notifications: bool = True) -> None:
-        asked.append(notifications)
+    def passing(seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True) -> None:
+        asked.append((notifications, one_marker))
 
     monkeypatch.setattr(shrink, "shrink_seed", passing)
     assert main(["sim", "--seed", "8", "--no-s3", "--shrink"]) == 0
+    assert main(["sim", "--seed", "8", "--s3-several", "--shrink"]) == 0
     assert main(["sim", "--seed", "8", "--shrink"]) == 0
-    assert asked == [False, True]
+    assert asked == [(False, True), (True, False), (True, True)]
+    assert main(["sim", "--seeds", "2", "--s3-several"]) == 2
+    assert "--s3-several needs --seed" in capsys.readouterr().err
