@@ -149,6 +149,14 @@ class JobPlan:
         return self.partition_jobs if self.partitions else (self.job_id,)
 
     @property
+    def fanned_events(self) -> tuple[str | None, ...]:
+        """Beside each of `job_keys`, the S3 event a fan-out dedups its job by (its marker's sequencer), else
+        None. S3 delivers an event at least once: a notification of several markers that names an event sent
+        before is that event again, not a new message of its job. One of a single marker is not fanned out:
+        it runs under its own message, as any message does."""
+        return self.sequencers if len(self.partitions) > 1 else (None,) * len(self.job_keys)
+
+    @property
     def body(self) -> str:
         if self.raw_body is not None:
             return self.raw_body

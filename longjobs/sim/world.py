@@ -402,17 +402,12 @@ class World:
 
     def _send(self, job: JobPlan) -> None:
         """The producer sends a message: a job message, or an S3 notification, which counts as a message
-        sent of each of its markers' partition jobs (the receiver fans it out into their job messages).
-        S3 delivers each event at least once: in a notification of several markers, which the receiver fans
-        out, an event sent before (the same marker's creation, by its sequencer) is that event again, not a
-        new message of its job. A notification of one marker runs under its own message: each is a message."""
+        sent of each of its markers' partition jobs (once per S3 event it fans out: `JobPlan.fanned_events`)."""
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         self.job_of_message[message_id] = job.job_id
         self.unsent -= 1
-        events = job.sequencers if len(job.partitions) > 1 else (None,) * len(job.job_keys)
-        for key, event in zip(job.job_keys, events, strict=True):
-            again = event is not None and (key, event) in self.s3_events
-            if not again:
+        for key, event in zip(job.job_keys, job.fanned_events, strict=True):
+            if (key, event) not in self.s3_events:  # an event S3 delivers again is no new message
                 self.monitor.sent[key] += 1
             if event is not None:
                 self.s3_events.add((key, event))
@@ -420,7 +415,7 @@ class World:
                 self.monitor.sent_messages[key].add(message_id)
             kind = "wait" if job.partitions else job.type
             group = {"group": job.group} if job.group is not None else {}  # FIFO: its message group
-            s3 = {"s3_event": event} if event is not None else {}  # the fanned-out marker's creation
+            s3 = {"s3_event": event} if event is not None else {}
             self.trace.event("producer", "sent", message_id=message_id, job_id=key, type=kind, **group, **s3)
 
     def _on_receive(self, queue: FakeQueue, message: Message) -> None:
