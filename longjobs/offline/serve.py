@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -171,15 +171,26 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
     return "\n".join(rows)
 
 
-def drain(processor: LocalProcessor, drain_s: float) -> Drained:
-    """Stop receiving; give what runs `drain_s` to finish; stop what still runs and release its message."""
-    processor.stop_receiving()
+def still_running(
+    processor: LocalProcessor, drain_s: float, hurry: threading.Event, *, now: Callable[[], float] = time.monotonic
+) -> tuple[set[str], set[str]]:
+    """The executions running when the drain began, and those still running after `drain_s`, or once
+    `hurry` is set (a second Ctrl-C or SIGTERM: the user wants them stopped now). Looks every 0.5 s."""
     started = set(processor.running_executions())
     running = set(started)
-    deadline = time.monotonic() + drain_s
-    while running and time.monotonic() < deadline:
-        time.sleep(0.5)
+    deadline = now() + drain_s
+    while running and not hurry.wait(min(0.5, max(0.0, deadline - now()))):
         running &= set(processor.running_executions())
+        if now() >= deadline:
+            break
+    return started, running
+
+
+def drain(processor: LocalProcessor, drain_s: float, hurry: threading.Event | None = None) -> Drained:
+    """Stop receiving; give what runs `drain_s` to finish (less once `hurry` is set); stop what still runs
+    and release its message."""
+    processor.stop_receiving()
+    started, running = still_running(processor, drain_s, hurry or threading.Event())
     processor.abort_running()
     processor.stop(join_timeout_s=5)  # a Spark job cannot be interrupted: its worker is left to the exit
     settings = processor.settings
@@ -219,7 +230,8 @@ def serve(
     except ServeError as exc:
         print(f"serve: {exc}", file=sys.stderr)
         return 2
-    stop = stop or _on_signals()
+    hurry = threading.Event()
+    stop = stop or _on_signals(hurry)
     log_file = work_dir / "serve.log"
     try:
         with (
@@ -244,8 +256,12 @@ def serve(
             print(banner(processor, catalog, drain_s), file=out, flush=True)
             print(f"logs: {log_file}", file=out, flush=True)
             stop.wait()
-            print(f"stopping: no new receives; running jobs get {drain_s:g} s ...", file=out, flush=True)
-            outcome = drain(processor, drain_s)
+            print(
+                f"stopping: no new receives; running jobs get {drain_s:g} s (Ctrl-C again: stop them now) ...",
+                file=out,
+                flush=True,
+            )
+            outcome = drain(processor, drain_s, hurry)
             findings = judge_history(observer, catalog, start=start, path=work_dir / HISTORY_FILE, out=out)
     except PortInUseError as exc:
         print(f"serve: {exc}: stop what listens there, or pass --port with a free port", file=sys.stderr)
@@ -273,11 +289,12 @@ def judge_history(observer: Observer, catalog: JobCatalog, *, start: float, path
     return findings
 
 
-def _on_signals() -> threading.Event:
+def _on_signals(hurry: threading.Event) -> threading.Event:
+    """The event the first SIGINT or SIGTERM sets (stop); a second one sets `hurry` (skip the drain)."""
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        (hurry if stop.is_set() else stop).set()
 
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)

@@ -1,0 +1,76 @@
+"""`longjobs-offline serve`'s stop: the first Ctrl-C or SIGTERM drains, a second one skips the drain. The
+drain's waits run on a virtual clock."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any, cast
+
+from longjobs.offline import serve
+
+
+class Clock:
+    """Virtual time, and a `hurry` event whose wait moves it on (set after `hurried_at`, if given)."""
+
+    def __init__(self, hurried_at: float | None = None) -> None:
+        self.t = 0.0
+        self.hurried_at = hurried_at
+
+    def now(self) -> float:
+        return self.t
+
+    def wait(self, timeout: float) -> bool:
+        if self.hurried_at is not None and self.t + timeout >= self.hurried_at:
+            self.t = max(self.t, self.hurried_at)
+            return True
+        self.t += timeout
+        return False
+
+
+class Running:
+    """A processor whose executions end at the given virtual times (never, for None)."""
+
+    def __init__(self, clock: Clock, **ends: float | None) -> None:
+        self.clock, self.ends = clock, ends
+
+    def running_executions(self) -> set[str]:
+        return {arn for arn, end in self.ends.items() if end is None or self.clock.t < end}
+
+
+def drained(clock: Clock, processor: Running, drain_s: float) -> tuple[set[str], set[str]]:
+    return serve.still_running(cast(Any, processor), drain_s, cast(Any, clock), now=clock.now)
+
+
+def test_offline_serve_drain_waits_for_the_jobs_to_end_within_its_time() -> None:
+    clock = Clock()
+    assert drained(clock, Running(clock, a=3.0, b=4.2), drain_s=60) == ({"a", "b"}, set())
+    assert clock.t == 4.5, "it looks every 0.5 s and ends once none runs"
+
+
+def test_offline_serve_drain_leaves_what_still_runs_at_its_end() -> None:
+    clock = Clock()
+    assert drained(clock, Running(clock, a=3.0, b=None), drain_s=60) == ({"a", "b"}, {"b"})
+    assert clock.t == 60
+
+
+def test_offline_serve_drain_ends_when_hurried() -> None:
+    clock = Clock(hurried_at=7.0)
+    assert drained(clock, Running(clock, a=None), drain_s=600) == ({"a"}, {"a"})
+    assert clock.t == 7.0, "a second signal does not wait out the drain"
+
+
+def test_offline_serve_second_signal_hurries_the_drain() -> None:
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        hurry = threading.Event()
+        stop = serve._on_signals(hurry)
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        handler(signal.SIGTERM, None)
+        assert stop.is_set() and not hurry.is_set(), "the first signal stops and drains"
+        handler(signal.SIGINT, None)
+        assert hurry.is_set(), "the second one skips the drain"
+    finally:
+        for signum, previous in saved.items():
+            signal.signal(signum, previous)
