@@ -141,18 +141,13 @@ def scenario_types(scenario: Scenario) -> dict[str, str]:
     return {job_id: job_type for job_id, job_type in types.items() if isinstance(job_type, str)}
 
 
-def limits(catalog: JobCatalog) -> dict[str, int]:
-    """Each limited type's `max_concurrency`: the checker's `--limit` input."""
-    return {job_type.name: job_type.max_concurrency for job_type in catalog if job_type.max_concurrency}
-
-
 def judge(catalog: JobCatalog, lines: Iterable[str]) -> list[Finding]:
     """The independent checker's findings on an offline run's history, with the catalog's limits."""
-    return check(lines, limits(catalog))
+    return check(lines, catalog.declared_limits())
 
 
 def checker_command(catalog: JobCatalog, trace: object) -> str:
     """The command that judges a written history again, with the limits the run had: without them the
     checker leaves `type_concurrency` unchecked."""
-    given = "".join(f" --limit {name}={limit}" for name, limit in sorted(limits(catalog).items()))
+    given = "".join(f" --limit {name}={limit}" for name, limit in sorted(catalog.declared_limits().items()))
     return f"python -m longjobs.history.checker{given} {trace}"

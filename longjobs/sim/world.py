@@ -126,7 +126,7 @@ class World:
         self.same_batch = random.Random(f"same-batch:{seed}")  # its own stream too
         self.catalog = load_catalog(json.loads(catalog_json))
         self.monitor = Monitor(
-            limits={t.name: t.max_concurrency for t in self.catalog if t.max_concurrency},
+            limits=self.catalog.declared_limits(),
             excuse_lapses=not faults.within_design,
             groups=_groups(workload),
         )

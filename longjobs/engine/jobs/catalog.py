@@ -94,6 +94,11 @@ class JobCatalog:
         """The types with a concurrency limit: those admission control applies to."""
         return [t for t in self.types.values() if t.concurrency_limit is not None]
 
+    def declared_limits(self) -> dict[str, int]:
+        """Each type's `max_concurrency`, where one is declared (or filled in by the construct): what a
+        history of its runs is checked against (`type_concurrency`)."""
+        return {t.name: t.max_concurrency for t in self.types.values() if t.max_concurrency}
+
     def with_limits(self, limits: Mapping[str, int]) -> JobCatalog:
         """This catalog with `max_concurrency` set on the types named in `limits` that declare none
         (what the construct ships: a Glue type's limit is its Glue job's max concurrent runs)."""
