@@ -47,6 +47,9 @@ SPARK_TASK_TIMEOUT_S = 6 * 3_600
 """The Spark step's whole-job limit offline, as the stack's default Glue run timeout."""
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
+RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn", "waiting_queues"})
+"""Settings the offline runtime fills in from the resources it creates (`create_resources`): given ones
+are refused, never silently replaced."""
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,7 @@ from pydantic import (
 from longjobs.engine.delivery.models import BadInput, parse_message
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings
-
-RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn"})
-"""Settings the runtime fills in from the resources it creates."""
+from longjobs.offline.resources import RUNTIME_SETTINGS
 
 FinalState = Literal["deleted", "dlq", "queued"]
 JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]

@@ -42,6 +42,7 @@ from longjobs.offline.faults import Faults
 from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer
 from longjobs.offline.processor import LocalProcessor
+from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.runtime import captured_logs
 
 HISTORY_FILE = "trace.jsonl"
@@ -57,7 +58,8 @@ SERVE_SETTINGS: dict[str, Any] = {
     "release_delay_cap_s": 30,
 }
 """A local service reacts in seconds: a 1 s extender period (EventBridge's floor is a minute; offline
-any period goes), chunks of at most 30 s, short release delays. `--settings FILE` overrides any."""
+any period goes), chunks of at most 30 s, short release delays. `--settings FILE` overrides any but the
+resources the service creates (`RUNTIME_SETTINGS`)."""
 SPARK_WORKERS = 2
 SPARK_HEARTBEAT_S = 60
 
@@ -96,6 +98,12 @@ def serve_settings(path: Path | None) -> Settings:
             raise ServeError(f"{path} is not JSON: {exc}") from None
         if not isinstance(given, Mapping):
             raise ServeError(f"{path}: must be a JSON object of engine settings")
+        owned = sorted(RUNTIME_SETTINGS.intersection(given))
+        if owned:
+            raise ServeError(
+                f"{path}: {', '.join(owned)}: set by the local service from the resources it creates; remove "
+                f"{'it' if len(owned) == 1 else 'them'}"
+            )
         values.update(given)
     try:
         return Settings.load(values)

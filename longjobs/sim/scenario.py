@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from longjobs.history.faults import CallFault, WorldFault
+from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.scenario import (
-    RUNTIME_SETTINGS,
     AbortExecution,
     AwsFault,
     DropStatusEvents,

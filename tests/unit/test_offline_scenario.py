@@ -92,9 +92,11 @@ def test_scenario_parser_names_unknown_keys_at_every_level() -> None:
 
 
 def test_scenario_parser_refuses_settings_the_runtime_owns() -> None:
-    text = problems({"settings": {"queue_url": "https://example"}, "jobs": [{"id": "a", "raw_body": "x"}]})
+    settings = {"queue_url": "https://example", "waiting_queues": '{"wait": "https://example"}'}
+    text = problems({"settings": settings, "jobs": [{"id": "a", "raw_body": "x"}]})
 
     assert "settings.queue_url: set by the offline runtime" in text
+    assert "settings.waiting_queues: set by the offline runtime" in text
 
 
 def test_scenario_parser_reports_settings_that_lapse_by_construction() -> None:

@@ -1,11 +1,15 @@
-"""`longjobs-offline serve`'s stop: the first Ctrl-C or SIGTERM drains, a second one skips the drain. The
-drain's waits run on a virtual clock."""
+"""`longjobs-offline serve`: its settings file, and its stop (the first Ctrl-C or SIGTERM drains, a
+second one skips the drain; the drain's waits run on a virtual clock)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+from pathlib import Path
 from typing import Any, cast
+
+import pytest
 
 from longjobs.offline import serve
 
@@ -74,3 +78,16 @@ def test_offline_serve_second_signal_hurries_the_drain() -> None:
     finally:
         for signum, previous in saved.items():
             signal.signal(signum, previous)
+
+
+def test_offline_serve_settings_refuse_what_the_service_sets_itself(tmp_path: Path) -> None:
+    """The queues, the table and the state machine are the local service's own: a settings file naming
+    them is refused, never silently replaced."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"max_attempts": 2, "queue_url": "https://x", "waiting_queues": "{}"}))
+
+    with pytest.raises(serve.ServeError, match="queue_url, waiting_queues: set by the local service"):
+        serve.serve_settings(path)
+
+    path.write_text(json.dumps({"max_attempts": 2}))
+    assert serve.serve_settings(path).max_attempts == 2
