@@ -428,6 +428,33 @@ def test_receiver_handler_parses_each_body_once_per_receive(flow: Flow, monkeypa
     assert sorted(parsed) == sorted(delivery.body for delivery in batch)
 
 
+def test_receiver_decides_a_new_attempt_once_when_its_reads_need_no_call(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new job with no lock on its id, of a type without a limit, is decided in one call: the lock read
+    with the lease answers `READ_JOB_LOCK` and the type answers `FIND_SLOT`. A lock another execution holds
+    is still asked about, after the decision's first answer."""
+    from longjobs.engine.delivery.decision import Action
+    from longjobs.engine.receiver import service
+
+    actions: list[Action] = []
+    real = service.decide
+
+    def counted(*args: Any) -> Action:
+        actions.append(real(*args))
+        return actions[-1]
+
+    monkeypatch.setattr(service, "decide", counted)
+    flow.send_job("first", seconds=60)
+    assert flow.deliver() != {}
+    assert actions == [Action.START]
+
+    actions.clear()
+    flow.send_job("first", seconds=60)  # the job id's lock is held by the first message's execution
+    assert list(flow.deliver().values()) == [Outcome.WAITING]
+    assert actions == [Action.READ_JOB_LOCK, Action.WAIT_FOR_JOB]
+
+
 def test_receiver_handler_reports_the_records_whose_parked_copy_was_not_sent_failed(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:

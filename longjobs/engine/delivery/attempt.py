@@ -431,7 +431,7 @@ def read_job_lock(
     held, free now or stale, is held still while that execution's job run has not ended
     (`longjobs.engine.runs`): a run outlives its stopped execution."""
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
-    if lock is None or lock.execution_arn == arn or not lock.execution_arn:
+    if lock is None or free_as_read(lock, arn):
         return LockState.FREE, lock
     place = receiver.runs.places.get(job_type)
     state = LockState.FREE
@@ -464,6 +464,12 @@ def read_job_lock(
     if receiver.runs.running(job_type, lock.execution_arn, since=since, ended_at=ended_at, now=receiver.clock.now()):
         return LockState.RUN_ENDING, lock
     return state, lock
+
+
+def free_as_read(lock: Lock | None, arn: str) -> bool:
+    """The job lock is free for the attempt `arn` as read, with no call: absent, never held by an
+    execution, or held by that attempt's own."""
+    return lock is None or lock.execution_arn == arn or not lock.execution_arn
 
 
 def lock_hold(key: str, state: LockState, lock: Lock | None) -> Hold:

@@ -69,7 +69,7 @@ from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import note_dead_lettered
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
 from longjobs.engine.delivery import attempt, copies
-from longjobs.engine.delivery.decision import Action, Limits, Reading, SlotState, decide
+from longjobs.engine.delivery.decision import Action, Limits, LockState, Reading, SlotState, decide
 from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.delivery.models import BadInput, Job, parse_delivery
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
@@ -195,6 +195,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     limits = Limits(receiver.settings.max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo)
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
     step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading)
+    step.reading = _answered_as_read(step)
     while True:
         action = decide(step.reading, limits)
         read = _READS.get(action)
@@ -274,6 +275,28 @@ def _read_job_lock(step: _Pass) -> Reading:
     return replace(step.reading, job_lock=state)
 
 
+def _answered_as_read(step: _Pass) -> Reading:
+    """The reads whose answer needs no call: the job lock as read with the lease, when no other execution
+    holds it, and the slots of a type without a limit. The common new attempt so decides once; a lock
+    another execution holds, or a limited type, is asked about when the decision needs it (`_READS`)."""
+    if not isinstance(step.body, Job) or step.lock_key is None:
+        return step.reading
+    reading = step.reading
+    if attempt.free_as_read(step.job_lock, step.arn):
+        step.found.lock = step.job_lock
+        step.found.lock_hold = attempt.lock_hold(step.lock_key, LockState.FREE, step.job_lock)
+        reading = replace(reading, job_lock=LockState.FREE)
+    if _type_limit(step.receiver, step.body) is None:
+        reading = replace(reading, slot=SlotState.UNLIMITED)
+    return reading
+
+
+def _type_limit(receiver: Receiver, job: Job) -> int | None:
+    """The job type's concurrency limit; None without one, and on FIFO queues (no admission: a group
+    already runs one job at a time, and a parked copy would leave its order)."""
+    return None if receiver.settings.fifo else receiver.catalog.limit(job.type)
+
+
 def _find_slot_read(step: _Pass) -> Reading:
     return replace(
         step.reading, slot=_find_slot(step.receiver, step.delivery, step.job, step.lease, step.arn, step.found)
@@ -323,10 +346,8 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
 def _find_slot(
     receiver: Receiver, delivery: Delivery, job: Job, lease: Lease | None, arn: str, found: _Found
 ) -> SlotState:
-    """Whether a slot of the job's type is free for this attempt (after those that waited longer); FIFO
-    queues have no admission (a group already runs one job at a time, and a parked copy would leave its
-    order)."""
-    limit = None if receiver.settings.fifo else receiver.catalog.limit(job.type)
+    """Whether a slot of the job's type is free for this attempt (after those that waited longer)."""
+    limit = _type_limit(receiver, job)
     if limit is None:
         return SlotState.UNLIMITED
     waiting = lease if lease is not None and lease.waiting else None
