@@ -225,6 +225,14 @@ def _s3_event_forgotten(patch: Patch) -> None:
     patch(fan_out, "marker_id", lambda delivery, index, event: marker_id(delivery, index, None))
 
 
+def _one_marker_in_place(patch: Patch) -> None:
+    """A notification of one marker runs under its own message, not fanned out: S3 delivering its event
+    again, as a new message, runs its partition's job again."""
+    from longjobs.engine.delivery.models import Parsed
+
+    patch(Parsed, "fans_out", property(lambda parsed: len(parsed.jobs) > 1))
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -259,6 +267,7 @@ PLANTS: dict[str, Plant] = {
     "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", search_from=130),
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time"),
     "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message"),
+    "one_marker_in_place": Plant(_one_marker_in_place, "once_per_message", search_from=30),
 }
 
 

@@ -151,10 +151,10 @@ class JobPlan:
     @property
     def fanned_events(self) -> tuple[str | None, ...]:
         """Beside each of `job_keys`, the S3 event a fan-out dedups its job by (its marker's sequencer), else
-        None. S3 delivers an event at least once: a notification of several markers that names an event sent
-        before is that event again, not a new message of its job. One of a single marker is not fanned out:
-        it runs under its own message, as any message does."""
-        return self.sequencers if len(self.partitions) > 1 else (None,) * len(self.job_keys)
+        None. S3 delivers an event at least once: a notification that names an event sent before is that
+        event again, not a new message of its job (every marker the workload writes has a sequencer, so
+        every notification is fanned out, one of a single marker too)."""
+        return self.sequencers if self.partitions else (None,) * len(self.job_keys)
 
     @property
     def body(self) -> str:
@@ -531,8 +531,8 @@ records, sequencers and all, as a new message, some minutes later."""
 
 def _notifications(seed: int, numbered: int, *, one_marker: bool = True) -> list[JobPlan]:
     """In some seeds (on a standard queue), one or two S3 notifications of one to four completion markers,
-    sent like any message; now and then one that S3 delivers twice. One marker runs under the notification's
-    own message, several are fanned out. Drawn on a stream of its own: it changes no other draw of the seed."""
+    sent like any message; now and then one that S3 delivers twice. Each is fanned out, one job message per
+    marker. Drawn on a stream of its own: it changes no other draw of the seed."""
     rng = random.Random(f"workload:{seed}:s3")
     if rng.random() >= NOTIFICATION_SHARE:
         return []

@@ -1,6 +1,6 @@
-"""An S3 notification of several markers fanned out into one job message per marker, on moto: however
-often the notification is handled (its delete lost, an invocation that died after its sends, a batch of
-the fan-out that failed, two receivers at once), each marker's job runs once per notification sent."""
+"""An S3 notification fanned out into one job message per marker, on moto: however often the notification
+is handled (its delete lost, an invocation that died after its sends, a batch of the fan-out that failed,
+two receivers at once, S3 delivering its event again), each marker's job runs once per event."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.models import parse_delivery
 from longjobs.engine.delivery.types import Delivery, Outcome, send_attributes
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
@@ -20,7 +21,7 @@ from longjobs.engine.jobs.triggers import S3Trigger
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.fan_out import FanOutFailed
-from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.service import decided, receive
 from longjobs.offline.lambdas import s3_notification
 from tests.functional.conftest import ACCOUNT, REGION, Flow, running_flow
 
@@ -336,3 +337,40 @@ def test_s3_delivering_one_event_twice_runs_each_job_once(flow: Flow, monkeypatc
     markers_found = flow.receiver.store.get_many([f"s3:s3-twice/{key}@0A{i}" for i, key in enumerate(markers(*DATES))])
     assert {m.status for m in markers_found.values()} == {LeaseStatus.REQUEUED} and len(markers_found) == 3
     assert run_to_the_end(flow, "s3-twice") == job_ids("s3-twice", *DATES)
+
+
+def test_s3_delivering_a_one_marker_event_twice_runs_its_job_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notification of one marker is fanned out too: S3's second delivery of its event finds the marker
+    and sends nothing, so the partition runs once."""
+    one = DATES[:1]
+    first = notification(flow, "one-twice", one)
+    assert receive(flow.receiver, first) is Outcome.FANNED_OUT
+    acknowledged(flow, first)
+    calls = spy_sends(flow, monkeypatch)
+    second = notification(flow, "one-twice", one)
+    assert receive(flow.receiver, second) is Outcome.FANNED_OUT
+    acknowledged(flow, second)
+    monkeypatch.undo()
+
+    assert calls == []
+    assert run_to_the_end(flow, "one-twice") == job_ids("one-twice", *one)
+
+
+def test_fan_out_a_one_marker_notification_that_runs_in_place_goes_on_in_place(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver that ran a one-marker notification under its own message id wrote its lease before a
+    deploy replaced it: a redelivery of that notification adopts the attempt, and writes no marker and
+    sends no job message beside the running one."""
+    one = DATES[:1]
+    first = notification(flow, "in-place", one)
+    [job] = parse_delivery(first, flow.receiver.settings, flow.receiver.catalog).jobs
+    assert decided(flow.receiver, first, job) is Outcome.STARTED  # as such a receiver ran it
+    calls = spy_sends(flow, monkeypatch)
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) in (Outcome.RUNNING, Outcome.SETTLED)
+    monkeypatch.undo()
+
+    assert calls == []
+    assert flow.receiver.store.get(f"s3:in-place/{markers(*one)[0]}@0A0") is None
+    assert run_to_the_end(flow, "in-place") == job_ids("in-place", *one)

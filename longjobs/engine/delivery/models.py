@@ -90,6 +90,13 @@ class Parsed:
     inline: bool = False
     """A job message whose type runs inside the receiver (no trigger names such a type)."""
 
+    @property
+    def fans_out(self) -> bool:
+        """Whether its jobs are sent as job messages of their own (`longjobs.engine.receiver.fan_out`): an S3
+        event's, when there are several or the one's object creation is known (its sequencer), so that S3
+        delivering the event again finds the marker written for it and runs nothing twice."""
+        return len(self.jobs) > 1 or any(event is not None for event in self.events)
+
 
 def _describe(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())

@@ -62,9 +62,10 @@ def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> Non
 
 
 def _long_job_id(receiver: Receiver, delivery: Delivery) -> str | None:
-    """The job id of a delivery that asks for one long job (not a notification, an inline job or bad input)."""
+    """The job id of a delivery that asks for one long job (not a notification fanned out, an inline job or
+    bad input)."""
     try:
         parsed = parse_delivery(delivery, receiver.settings, receiver.catalog)
     except BadInput:
         return None
-    return parsed.jobs[0].job_id if len(parsed.jobs) == 1 and not parsed.inline else None
+    return parsed.jobs[0].job_id if len(parsed.jobs) == 1 and not (parsed.inline or parsed.fans_out) else None

@@ -1,5 +1,7 @@
-"""An S3 notification of several completion markers becomes one job message per marker, back on the
-jobs queue, and each marker's job runs once however often the notification is handled.
+"""An S3 notification becomes one job message per completion marker, back on the jobs queue, and each
+marker's job runs once however often the notification is handled or S3 delivers its event. A notification
+of one marker is fanned out too, when its event names its object creation (a sequencer): run under its
+own message id instead, S3's second delivery of the event, a new message, would run the job again.
 
 A notification is handled more than once: on a standard queue SQS delivers a message at least once,
 its deletion may be lost, an invocation may die after its sends, or a later batch of the fan-out may
@@ -36,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.delivery.attempt import closed_record
-from longjobs.engine.delivery.models import Job
+from longjobs.engine.delivery.models import Job, Parsed
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.markers import CopyNote
@@ -56,6 +58,16 @@ BATCH = 10
 class FanOutFailed(RuntimeError):
     """Some job messages of a fan-out were not sent: the notification is reported failed and comes back,
     and its next handling sends those whose markers have no copy yet."""
+
+
+def runs_in_place(receiver: Receiver, delivery: Delivery, parsed: Parsed) -> bool:
+    """Whether a notification of one marker already runs as a job message of its own: a lease names it.
+    A receiver that ran such notifications in place, under their own message id, wrote that lease before
+    a deploy replaced it; a redelivery goes on with that attempt rather than start a second run beside
+    it. Only a message received before can have a lease: a first receive reads nothing."""
+    if len(parsed.jobs) != 1 or delivery.receive_count <= 1:
+        return False
+    return receiver.store.get(delivery.message_id) is not None
 
 
 def marker_id(delivery: Delivery, index: int, event: str | None) -> str:

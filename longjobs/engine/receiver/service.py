@@ -25,9 +25,10 @@ starts a second execution while the first runs, and never releases a message who
   and SQS refuses a per-message delay, so the message holds its group instead: it is hidden for the
   wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
   whose attributes leave no room for a copy's).
-- An S3 notification of several markers is fanned out into one job message per marker, each written
-  first as a REQUEUED marker keyed by its object creation and claimed by the copy that runs, so a
-  notification handled again runs no job twice (`longjobs.engine.receiver.fan_out`).
+- An S3 notification is fanned out into one job message per marker (one marker too, when its object
+  creation is known), each written first as a REQUEUED marker keyed by its object creation and claimed
+  by the copy that runs, so a notification handled again, or its event delivered again by S3, runs no
+  job twice (`longjobs.engine.receiver.fan_out`).
 - FIFO queues (`settings.fifo`): every message the receiver sends carries its group id and a
   deduplication id derived from the original message id (S3 fan-out, the DLQ), and a failed attempt's
   release delay is `fifo_release_delay_s` (it holds the group meanwhile).
@@ -102,7 +103,7 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
     jobs = parsed.jobs
     if not jobs:
         return Outcome.IGNORED
-    if len(jobs) > 1:
+    if parsed.fans_out and not fan_out.runs_in_place(receiver, delivery, parsed):
         return fan_out.fan_out(receiver, jobs, parsed.events, delivery)
     job = jobs[0]
     if parsed.inline:
