@@ -209,9 +209,8 @@ def run_scenario(
         if key not in RUNTIME_SETTINGS
     }
     plan, pauses, actions = _faults(scenario)
-    workload = Workload(
-        _plan(scenario), fifo=scenario.settings.fifo, settings=settings, spark_heartbeat_s=SPARK_HEARTBEAT_S
-    )
+    plans = _plan(scenario)
+    workload = Workload(plans, fifo=scenario.settings.fifo, settings=settings, spark_heartbeat_s=SPARK_HEARTBEAT_S)
     world = World(
         scenario.seed,
         workload,
@@ -225,11 +224,18 @@ def run_scenario(
         waiting_queues=waiting_queues,
     )
     result = world.run()
-    return ScenarioRun(result, *_reports(result.trace.records if result.trace else [], world.job_of_message))
+    partition_jobs = [key for plan in plans for key in plan.partition_jobs]
+    records = result.trace.records if result.trace else []
+    return ScenarioRun(result, *_reports(records, world.job_of_message, partition_jobs))
 
 
-def _reports(lines: list[str], job_of_message: dict[str, str]) -> tuple[dict[str, JobReport], Counter[str]]:
-    jobs = {job: JobReport() for job in job_of_message.values()}
+def _reports(
+    lines: list[str], job_of_message: dict[str, str], partition_jobs: list[str]
+) -> tuple[dict[str, JobReport], Counter[str]]:
+    """Per job its report: each message the scenario sent (an S3 notification is acknowledged once fanned
+    out: `deleted`), and each partition job a notification's markers ask for, which runs from the job
+    message the fan-out sends."""
+    jobs = {job: JobReport() for job in [*job_of_message.values(), *partition_jobs]}
     calls: Counter[str] = Counter()
     running: set[str] = set()  # executions running their job
     execution_jobs: dict[str, str] = {}
@@ -262,9 +268,13 @@ def _reports(lines: list[str], job_of_message: dict[str, str]) -> tuple[dict[str
             job.final = "dlq"
             reason = record.get("reason", {})
             job.dlq_error = f"{reason.get('ErrorType')}: {reason.get('ErrorMessage')}"
-        elif event == "outcome" and job is not None and record["outcome"] in ("inline_done", "already_succeeded"):
+        elif event == "outcome" and job is not None and record["outcome"] in DONE_OUTCOMES:
             job.final = "deleted"
     return jobs, calls
+
+
+DONE_OUTCOMES = ("inline_done", "already_succeeded", "fanned_out")
+"""Receiver outcomes after which a message is deleted without an execution of its own."""
 
 
 def _count_call(record: dict[str, Any], jobs: dict[str, JobReport], job_of_message: dict[str, str]) -> None:

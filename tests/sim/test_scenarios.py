@@ -450,3 +450,23 @@ def test_scenario_a_lease_capped_after_its_execution_succeeded_is_acknowledged_n
         if record.get("actor") == "extender" and record.get("call") == "sqs.delete_message" and "answer" in record
     ]
     assert len(settled) == 1, "the extender settled the lease at its cap by its execution's success"
+
+
+def test_scenario_notifications_report_their_partition_jobs() -> None:
+    """An S3 notification is acknowledged once fanned out; the report names each partition job its
+    markers ask for, with the run it had (S3 delivering one event twice runs it once)."""
+    from longjobs.sim.workload import s3_notification
+
+    two = s3_notification(("n0p0", "n0p1"), ("00000000000000A1", "00000000000000A2"))
+    one = s3_notification(("n1p0",), ("00000000000000B1",))
+    result = run(
+        POLICIES["threshold"],
+        [{"id": "two", "raw_body": two}, {"id": "one", "raw_body": one}, {"id": "one-again", "raw_body": one}],
+    )
+
+    assert result.result.violation is None
+    for notification in ("two", "one", "one-again"):
+        assert (result.jobs[notification].final, result.jobs[notification].executions) == ("deleted", [])
+    for folder in ("n0p0", "n0p1", "n1p0"):
+        report = result.jobs[f"wait:raw-bucket/parts/{folder}/"]
+        assert (report.final, report.executions) == ("deleted", ["SUCCEEDED"])
