@@ -12,9 +12,9 @@ coverage: a campaign reports the ones no seed reached.
   effort, a worker stops at its next refused heartbeat): a new attempt's run waits for it.
 - `once_per_message`: a job id is done at most as many times as its producer sent messages of it (a
   copy the processor makes of a message, to wait or to park, never runs the job a second time); in a
-  notification of several markers, which the receiver fans out, an S3 event (a marker's creation) counts
-  as one message of its partition's job, however often the notification is handled or S3 delivers the
-  event; a notification of one marker runs as one message of its job. Done: an
+  notification the receiver fans out (of one marker too), an S3 event (a marker's creation) counts as
+  one message of its partition's job, however often the notification is handled or S3 delivers the
+  event. Done: an
   execution of it that ended SUCCEEDED (its success recorded and its message deleted). A job whose run
   succeeded but whose execution failed to record it is retried, as at-least-once allows: that run is
   not counted; nor are inline runs (an inline job runs again when its deletion is lost).

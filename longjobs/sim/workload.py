@@ -1,8 +1,8 @@
 """What a seed sends: about 20 job messages across the job types, drawn from the seed by profile.
 
 Profiles: `standard` (wait and Spark jobs, one echo, one poison message, two messages of one job id, and
-in some seeds S3 notifications of completion markers: one runs under the notification's own message,
-several are fanned out),
+in some seeds S3 notifications of one or more completion markers, each fanned out into a job message per
+marker),
 `admission` (mostly jobs of a type limited to 2 at once), `mixed` (both, the default). Durations run
 from seconds to, now and then, past SQS's 12 hours (the cap). A Spark job's attempts each succeed, fail
 with an `AnalysisException`, hang (heartbeats, never ends) or vanish (goes silent), by the seed.

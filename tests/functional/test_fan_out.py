@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine import cancel
+from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.models import parse_delivery
 from longjobs.engine.delivery.types import Delivery, Outcome, send_attributes
 from longjobs.engine.extender.service import renew_due
@@ -374,3 +376,41 @@ def test_fan_out_a_one_marker_notification_that_runs_in_place_goes_on_in_place(
     assert calls == []
     assert flow.receiver.store.get(f"s3:in-place/{markers(*one)[0]}@0A0") is None
     assert run_to_the_end(flow, "in-place") == job_ids("in-place", *one)
+
+
+def test_fan_out_a_copy_a_previous_release_made_of_a_one_marker_notification_claims_its_marker(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver that ran a one-marker notification in place found its job id busy: it wrote a REQUEUED
+    marker under the notification's id and sent a copy of the notification back to wait, and an operator
+    then cancelled it. The copy, received after a deploy, claims that marker as any copy does: the cancel
+    refuses it, it goes to the DLQ, and no job message is sent beside it."""
+    one = ("2026-11-23",)
+    job_id = f"wait:copy-of-one/events/date={one[0]}/"
+    holder = flow.send_job(job_id, seconds=1)
+    assert receive(flow.receiver, receive_only(flow, holder)) is Outcome.STARTED
+    first = notification(flow, "copy-of-one", one)
+    [job] = parse_delivery(first, flow.receiver.settings, flow.receiver.catalog).jobs
+    assert decided(flow.receiver, first, job) is Outcome.WAITING  # as such a receiver ran it
+    acknowledged(flow, first)
+    marker = flow.receiver.store.get(first.message_id)
+    assert marker is not None and marker.status is LeaseStatus.REQUEUED and marker.copy_id is not None
+    canceller = cancel.Canceller(
+        store=flow.receiver.store,
+        sqs=flow.sqs,
+        stepfunctions=flow.harness.stepfunctions,
+        dlq_url=flow.dlq_url,
+        clock=SystemClock(),
+    )
+    assert cancel.cancel(canceller, first.message_id, "wrong partition").outcome is cancel.Outcome.CANCELLED
+
+    calls = spy_sends(flow, monkeypatch)
+    copy = receive_only(flow, marker.copy_id)
+    assert receive(flow.receiver, copy) is not Outcome.FANNED_OUT
+    monkeypatch.undo()
+
+    assert calls == [], "no job message is sent for a cancelled copy"
+    assert flow.receiver.store.get(f"s3:copy-of-one/{markers(*one)[0]}@0A0") is None
+    letters = [m["MessageAttributes"] for m in flow.dlq_messages()]
+    assert any(a["ErrorType"]["StringValue"] == cancel.CANCELLED for a in letters), "the copy is in the DLQ"
+    assert run_to_the_end(flow, "copy-of-one") == {job_id: 1}, "the holder's run only"

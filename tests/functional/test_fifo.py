@@ -25,9 +25,10 @@ from longjobs.cli import dlq, submit
 from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.delivery.types import Outcome
+from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.jobs.triggers import S3Trigger
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_RETENTION_S
@@ -345,3 +346,67 @@ def test_fifo_offline_queue_refuses_a_handle_whose_visibility_ended_as_sqs_does(
     )
     assert outcome.failure is FailureClass.LOST
     assert not fifo.sqs.receive_message(QueueUrl=url).get("Messages"), "the second receive's message stays hidden"
+
+
+def object_created(bucket: str, key: str, sequencer: str) -> str:
+    """An S3 "Object Created" event as an EventBridge rule delivers it to the queue (S3 cannot notify a FIFO
+    queue: docs/fifo.md)."""
+    detail = {
+        "version": "0",
+        "bucket": {"name": bucket},
+        "object": {"key": key, "size": 0, "etag": "d41d8cd98f00b204e9800998ecf8427e", "sequencer": sequencer},
+        "request-id": "N4N7GDK58NMKJ12R",
+        "requester": ACCOUNT,
+        "reason": "PutObject",
+    }
+    return json.dumps(
+        {
+            "version": "0",
+            "id": f"event-{sequencer}",
+            "detail-type": "Object Created",
+            "source": "aws.s3",
+            "account": ACCOUNT,
+            "time": "2026-11-20T10:00:00Z",
+            "region": REGION,
+            "resources": [f"arn:aws:s3:::{bucket}"],
+            "detail": detail,
+        }
+    )
+
+
+def test_fifo_an_eventbridge_s3_event_runs_its_job_before_the_messages_sent_after_it() -> None:
+    """EventBridge delivers one object a message, so every S3 event on a FIFO queue names one marker. Sent
+    as a job message of its own, its job would go to the back of the group, behind a message sent after
+    the event; it runs in its place instead, as any message of the group does."""
+    catalog = JobCatalog(BUILTIN_TYPES, [S3Trigger(job_type="wait", params={"seconds": 0})])
+    with running_flow(catalog, fifo=True) as flow:
+        send_raw(flow, "tenant-1", object_created("raw", "events/date=2026-11-20/_SUCCESS", "0A1"))
+        send(flow, "tenant-1", "tenant-1-compact", seconds=0)  # sent after the event: runs after its job
+
+        started: list[str | None] = []
+        for _ in range(4):  # one record at a time, as the stack's FIFO mapping hands them out
+            [message] = flow.sqs.receive_message(
+                QueueUrl=flow.harness.queue_url,
+                MaxNumberOfMessages=1,
+                AttributeNames=["ApproximateReceiveCount"],
+                MessageAttributeNames=["All"],
+            )["Messages"]
+            delivery = Delivery(
+                message_id=message["MessageId"],
+                receipt_handle=message["ReceiptHandle"],
+                body=message["Body"],
+                receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
+                source_arn=SOURCE_ARN,
+                message_attributes=dict(message.get("MessageAttributes", {})),
+                group_id="tenant-1",
+            )
+            outcome = receive(flow.receiver, delivery)
+            if outcome is Outcome.STARTED:
+                lease = flow.lease(delivery.message_id)
+                started.append(lease.job_id)
+                flow.wait_for_execution(lease.execution_arn or "")  # a zero-second job: nothing left running
+                break
+            assert not outcome.deferred
+            flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
+
+        assert started == ["wait:raw/events/date=2026-11-20/"], "the group's first message runs first"

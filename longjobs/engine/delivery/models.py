@@ -94,7 +94,8 @@ class Parsed:
     def fans_out(self) -> bool:
         """Whether its jobs are sent as job messages of their own (`longjobs.engine.receiver.fan_out`): an S3
         event's, when there are several or the one's object creation is known (its sequencer), so that S3
-        delivering the event again finds the marker written for it and runs nothing twice."""
+        delivering the event again finds the marker written for it and runs nothing twice. The receiver
+        still runs one marker in place on a FIFO queue, or as a copy (`fan_out.runs_in_place`)."""
         return len(self.jobs) > 1 or any(event is not None for event in self.events)
 
 

@@ -37,7 +37,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"  # sent to the DLQ: poison, or its attempts used up (the reason on the copy and the lease)
     IGNORED = "ignored"  # nothing to do (an S3 test event, a deleted object)
     INLINE_DONE = "inline_done"  # ran inside the receiver
-    FANNED_OUT = "fanned_out"  # an S3 notification of several objects: one job message each
+    FANNED_OUT = "fanned_out"  # an S3 notification: one job message per completion marker
     ALREADY_SUCCEEDED = "already_succeeded"  # a redelivery of a finished job: delete, do not re-run
     STARTED = "started"
     RUNNING = "running"  # redelivered while its execution runs: lease refreshed, nothing started

@@ -1,7 +1,8 @@
 """An S3 notification becomes one job message per completion marker, back on the jobs queue, and each
 marker's job runs once however often the notification is handled or S3 delivers its event. A notification
 of one marker is fanned out too, when its event names its object creation (a sequencer): run under its
-own message id instead, S3's second delivery of the event, a new message, would run the job again.
+own message id instead, S3's second delivery of the event, a new message, would run the job again. It
+runs in place on a FIFO queue, and as a copy an earlier release made (`runs_in_place`).
 
 A notification is handled more than once: on a standard queue SQS delivers a message at least once,
 its deletion may be lost, an invocation may die after its sends, or a later batch of the fan-out may
@@ -61,11 +62,27 @@ class FanOutFailed(RuntimeError):
 
 
 def runs_in_place(receiver: Receiver, delivery: Delivery, parsed: Parsed) -> bool:
-    """Whether a notification of one marker already runs as a job message of its own: a lease names it.
-    A receiver that ran such notifications in place, under their own message id, wrote that lease before
-    a deploy replaced it; a redelivery goes on with that attempt rather than start a second run beside
-    it. Only a message received before can have a lease: a first receive reads nothing."""
-    if len(parsed.jobs) != 1 or delivery.receive_count <= 1:
+    """Whether a notification of one marker runs under its own message id, as any job message does,
+    rather than be fanned out:
+
+    - on a FIFO queue: a job message sent would join the back of the notification's group, behind the
+      messages sent after it. SQS drops a second delivery of the event within its deduplication interval
+      (the queue deduplicates by content); a later one runs the job again, after the first (its place
+      in the group, the job lock);
+    - a copy of it (requeued or parked: `Carried` names its marker): a receiver of an earlier release,
+      which ran such notifications in place, made it; it claims that marker as any copy does, so a
+      cancel refuses it and its twin runs nothing;
+    - a redelivery that a lease names: that receiver wrote the lease before a deploy replaced it, and the
+      redelivery goes on with that attempt rather than start a second run beside it. Only a message
+      received before can have a lease: a first receive reads nothing."""
+    if len(parsed.jobs) != 1:
+        return False
+    if receiver.settings.fifo:
+        return True
+    carried = delivery.carried
+    if carried.requeued_from is not None or carried.parked_id is not None:
+        return True
+    if delivery.receive_count <= 1:
         return False
     return receiver.store.get(delivery.message_id) is not None
 

@@ -26,9 +26,10 @@ starts a second execution while the first runs, and never releases a message who
   wait and reported not done (`HELD`), and the rest of its group waits behind it (so does a message
   whose attributes leave no room for a copy's).
 - An S3 notification is fanned out into one job message per marker (one marker too, when its object
-  creation is known), each written first as a REQUEUED marker keyed by its object creation and claimed
-  by the copy that runs, so a notification handled again, or its event delivered again by S3, runs no
-  job twice (`longjobs.engine.receiver.fan_out`).
+  creation is known, except on a FIFO queue or for a copy: `fan_out.runs_in_place`), each written
+  first as a REQUEUED marker keyed by its object creation and claimed by the copy that runs, so a
+  notification handled again, or its event delivered again by S3, runs no job twice
+  (`longjobs.engine.receiver.fan_out`).
 - FIFO queues (`settings.fifo`): every message the receiver sends carries its group id and a
   deduplication id derived from the original message id (S3 fan-out, the DLQ), and a failed attempt's
   release delay is `fifo_release_delay_s` (it holds the group meanwhile).
