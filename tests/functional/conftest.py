@@ -17,6 +17,7 @@ import pytest
 from moto import mock_aws
 
 from longjobs.engine import aws
+from longjobs.engine.cancel import Canceller
 from longjobs.engine.clock import Clock, SystemClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.extender.service import Extender, renew_due
@@ -167,6 +168,17 @@ class Flow:
 
     def send_job(self, job_id: str, job_type: str = "wait", **params: Any) -> str:
         return self.harness.send(json.dumps({"job_id": job_id, "type": job_type, "params": params}))
+
+    def canceller(self, **changes: Any) -> Canceller:
+        """The operator's cancel on this flow's resources; `changes` swap its parts (a client that fails)."""
+        made = Canceller(
+            store=self.receiver.store,
+            sqs=self.sqs,
+            stepfunctions=self.harness.stepfunctions,
+            dlq_url=self.dlq_url,
+            clock=SystemClock(),
+        )
+        return dataclasses.replace(made, **changes)
 
     def receive_batch(self, wait_s: float = 0) -> list[Delivery]:
         """Receive like the event source mapping: the queue's own VT, up to 10 records, with their message

@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
-from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.lease.lock import job_lock_key
@@ -41,17 +39,6 @@ REASON = "wrong input date"
 def flow() -> Iterator[Flow]:
     with running_flow(CATALOG, max_attempts=2) as built:
         yield built
-
-
-def canceller(flow: Flow, **changes: Any) -> cancel.Canceller:
-    made = cancel.Canceller(
-        store=flow.receiver.store,
-        sqs=flow.sqs,
-        stepfunctions=flow.harness.stepfunctions,
-        dlq_url=flow.dlq_url,
-        clock=SystemClock(),
-    )
-    return replace(made, **changes)
 
 
 def status_of(flow: Flow, arn: str, timeout_s: float = 30) -> str:
@@ -98,7 +85,7 @@ def test_cancel_running_job_stops_it_dead_letters_it_and_frees_its_lock_and_slot
 
     stops = StopsRecorded(flow.harness.stepfunctions)
 
-    report = cancel.cancel(canceller(flow, stepfunctions=stops), message_id, REASON)
+    report = cancel.cancel(flow.canceller(stepfunctions=stops), message_id, REASON)
 
     assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "ACTIVE")
     assert report.execution_stopped == running.execution_arn and report.holds_released and report.deleted
@@ -139,7 +126,7 @@ def test_cancel_whose_mark_landed_with_its_answer_lost_reports_cancelled(
         return marked
 
     monkeypatch.setattr(cancel, "mark_cancelled", mark_then_lose_the_answer)
-    report = cancel.cancel(canceller(flow), message_id, REASON)
+    report = cancel.cancel(flow.canceller(), message_id, REASON)
 
     assert lost == [message_id]
     assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "ACTIVE")
@@ -153,7 +140,7 @@ def test_cancel_waiting_message_dead_letters_its_job_and_it_is_never_admitted(fl
     waiting = flow.send_job("second", LIMITED, seconds=1)
     assert flow.deliver() == {waiting: Outcome.WAITING_FOR_SLOT}
 
-    report = cancel.cancel(canceller(flow), waiting, REASON)
+    report = cancel.cancel(flow.canceller(), waiting, REASON)
 
     assert (report.outcome, report.previous_status, report.execution_stopped) == (
         cancel.Outcome.CANCELLED,
@@ -173,7 +160,7 @@ def test_cancel_parked_message_refuses_its_copy_which_never_runs_and_goes_to_the
         assert flow.deliver() == {third: Outcome.PARKED}
         [copy] = parked_copies(flow)
 
-        report = cancel.cancel(canceller(flow), third, REASON)
+        report = cancel.cancel(flow.canceller(), third, REASON)
 
         assert (report.outcome, report.previous_status) == (cancel.Outcome.CANCELLED, "PARKED")
         assert any("sent to the DLQ from its marker" in note for note in report.notes)
@@ -196,7 +183,7 @@ def test_cancel_after_a_success_reports_already_succeeded_and_does_nothing(flow:
     assert flow.deliver() == {message_id: Outcome.STARTED}
     assert flow.wait_for_execution(flow.lease(message_id).execution_arn or "")["status"] == "SUCCEEDED"
 
-    report = cancel.cancel(canceller(flow), message_id, REASON)
+    report = cancel.cancel(flow.canceller(), message_id, REASON)
 
     assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
     assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED and flow.dlq_messages() == []
@@ -224,7 +211,7 @@ def test_cancel_racing_a_success_that_landed_first_does_nothing(flow: Flow) -> N
     assert flow.wait_for_execution(read_before.execution_arn or "")["status"] == "SUCCEEDED"
 
     store = StaleFirstRead(flow.receiver.store, read_before)
-    report = cancel.cancel(canceller(flow, store=store), message_id, REASON)
+    report = cancel.cancel(flow.canceller(store=store), message_id, REASON)
 
     assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED, "its conditional write lost, it read again"
     assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED and flow.dlq_messages() == []
@@ -257,7 +244,7 @@ def test_cancel_whose_stop_lands_after_the_job_ended_still_dead_letters_it(flow:
     flow.wait_for_job(arn)  # past its start check: the job runs
 
     report = cancel.cancel(
-        canceller(flow, stepfunctions=StopAfterTheEnd(flow.harness.stepfunctions)), message_id, REASON
+        flow.canceller(stepfunctions=StopAfterTheEnd(flow.harness.stepfunctions)), message_id, REASON
     )
 
     assert report.outcome is cancel.Outcome.CANCELLED and report.deleted
@@ -270,7 +257,7 @@ def test_cancel_whose_stop_lands_after_the_job_ended_still_dead_letters_it(flow:
 
 def test_cancel_unknown_id_raises_naming_it(flow: Flow) -> None:
     with pytest.raises(cancel.UnknownId, match="no-such-message"):
-        cancel.cancel(canceller(flow), "no-such-message")
+        cancel.cancel(flow.canceller(), "no-such-message")
     with pytest.raises(cancel.UnknownId, match="no-such-job"):
         cancel.find_targets(flow.receiver.store, flow.harness.dynamodb, "leases", "no-such-job")
 
@@ -308,15 +295,15 @@ def test_cancel_cut_short_is_finished_by_cancelling_again(flow: Flow) -> None:
             raise RuntimeError("the DLQ send failed")
 
     with pytest.raises(RuntimeError, match="DLQ send failed"):
-        cancel.cancel(canceller(flow, sqs=DlqDown(flow.sqs)), message_id, REASON)
+        cancel.cancel(flow.canceller(sqs=DlqDown(flow.sqs)), message_id, REASON)
     assert flow.lease(message_id).status is LeaseStatus.CANCELLED and queued(flow) == 1, "kept: not yet in the DLQ"
 
-    report = cancel.cancel(canceller(flow), message_id, "another reason")
+    report = cancel.cancel(flow.canceller(), message_id, "another reason")
 
     assert report.outcome is cancel.Outcome.COMPLETED
     assert_dead_lettered_as_cancelled(flow, message_id, "nightly")
     assert queued(flow) == 0
-    assert cancel.cancel(canceller(flow), message_id).outcome is cancel.Outcome.ALREADY_CANCELLED
+    assert cancel.cancel(flow.canceller(), message_id).outcome is cancel.Outcome.ALREADY_CANCELLED
 
 
 class DeleteLost:
@@ -347,7 +334,7 @@ def test_receiver_handler_acknowledges_and_counts_a_redelivery_of_a_cancelled_me
     assert receive(flow.receiver, delivery) is Outcome.STARTED
     running = flow.lease(message_id)
     flow.wait_for_job(running.execution_arn or "")
-    cancel.cancel(canceller(flow, sqs=DeleteLost(flow.sqs)), message_id, REASON)
+    cancel.cancel(flow.canceller(sqs=DeleteLost(flow.sqs)), message_id, REASON)
     flow.sqs.change_message_visibility(
         QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0
     )
@@ -372,7 +359,7 @@ def test_receiver_acknowledges_a_redelivery_of_a_cancelled_message(flow: Flow) -
     assert receive(flow.receiver, delivery) is Outcome.STARTED
     running = flow.lease(message_id)
     flow.wait_for_job(running.execution_arn or "")
-    cancel.cancel(canceller(flow, sqs=DeleteLost(flow.sqs)), message_id, REASON)
+    cancel.cancel(flow.canceller(sqs=DeleteLost(flow.sqs)), message_id, REASON)
     flow.sqs.change_message_visibility(
         QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0
     )
@@ -415,7 +402,7 @@ def test_cancel_of_a_job_whose_execution_succeeded_completes_it_and_sends_nothin
     flow.wait_for_job(running.execution_arn or "")
     succeeded = SucceededAlready(flow.harness.stepfunctions)
 
-    report = cancel.cancel(canceller(flow, stepfunctions=succeeded), message_id, REASON)
+    report = cancel.cancel(flow.canceller(stepfunctions=succeeded), message_id, REASON)
 
     assert report.outcome is cancel.Outcome.ALREADY_SUCCEEDED
     assert succeeded.stops == 0 and flow.dlq_messages() == []
@@ -442,12 +429,12 @@ def test_cancel_whose_lock_release_failed_stays_unfinished_until_cancelled_again
 
     monkeypatch.setattr(Locks, "release", throttled)
     with pytest.raises(cancel.HoldsNotFreed, match="job#nightly is still held"):
-        cancel.cancel(canceller(flow), message_id, REASON)
+        cancel.cancel(flow.canceller(), message_id, REASON)
     record = cancel.CancelRecord.of(flow.lease(message_id))
     assert record is not None and not record.done and flow.dlq_messages() == []
 
     monkeypatch.setattr(Locks, "release", release)
-    report = cancel.cancel(canceller(flow), message_id, REASON)
+    report = cancel.cancel(flow.canceller(), message_id, REASON)
 
     assert report.outcome is cancel.Outcome.COMPLETED and report.holds_released
     lock = flow.receiver.store.locks.get(job_lock_key("nightly"))

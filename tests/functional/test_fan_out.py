@@ -14,7 +14,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
-from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.models import parse_delivery
 from longjobs.engine.delivery.types import Delivery, Outcome, send_attributes
 from longjobs.engine.extender.service import renew_due
@@ -395,14 +394,7 @@ def test_fan_out_a_copy_a_previous_release_made_of_a_one_marker_notification_cla
     acknowledged(flow, first)
     marker = flow.receiver.store.get(first.message_id)
     assert marker is not None and marker.status is LeaseStatus.REQUEUED and marker.copy_id is not None
-    canceller = cancel.Canceller(
-        store=flow.receiver.store,
-        sqs=flow.sqs,
-        stepfunctions=flow.harness.stepfunctions,
-        dlq_url=flow.dlq_url,
-        clock=SystemClock(),
-    )
-    assert cancel.cancel(canceller, first.message_id, "wrong partition").outcome is cancel.Outcome.CANCELLED
+    assert cancel.cancel(flow.canceller(), first.message_id, "wrong partition").outcome is cancel.Outcome.CANCELLED
 
     calls = spy_sends(flow, monkeypatch)
     copy = receive_only(flow, marker.copy_id)
