@@ -17,6 +17,7 @@ independent checker (`longjobs.offline.history`). A finding makes the exit code 
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import shutil
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from longjobs.engine.clock import SystemClock
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog, load_catalog_file
@@ -109,6 +110,26 @@ def serve_settings(path: Path | None) -> Settings:
         return Settings.load(values)
     except SettingsError as exc:
         raise ServeError(str(exc)) from None
+
+
+LOCK_FILE = ".serve.lock"
+
+
+def hold_work_dir(work_dir: Path) -> IO[str]:
+    """The service's hold on `work_dir` for its life, an exclusive `flock` on a file there: a second
+    service on the same folder would write into this one's log, job catalog and Spark work. The kernel
+    lets go of it when the process ends, however it ends, so a crash leaves no stale lock."""
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        held = (work_dir / LOCK_FILE).open("a", encoding="utf-8")
+    except OSError as exc:
+        raise ServeError(f"cannot write to {work_dir}: {exc.strerror}") from None
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        held.close()
+        raise ServeError(f"another serve uses {work_dir}: stop it, or give this one its own --work-dir") from None
+    return held
 
 
 def serve_catalog(path: Path | None) -> JobCatalog:
@@ -235,6 +256,7 @@ def serve(
         settings = serve_settings(settings_file)
         catalog = serve_catalog(jobs_file)
         check_java(catalog)
+        held = hold_work_dir(work_dir)
     except ServeError as exc:
         print(f"serve: {exc}", file=sys.stderr)
         return 2
@@ -243,6 +265,7 @@ def serve(
     log_file = work_dir / "serve.log"
     try:
         with (
+            held,
             captured_logs(log_file),
             warnings.catch_warnings(),
             LocalProcessor(

@@ -196,6 +196,19 @@ def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytes
     assert f"A port in use or a missing `java` is one line naming the cause and the fix, exit code {code}." in page
 
 
+def test_serve_refuses_a_work_dir_another_serve_uses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two services on one folder would write into each other's log, job catalog and Spark work: the
+    second is refused in one line, and the folder is free again once the first lets go."""
+    from longjobs.offline.serve import hold_work_dir
+
+    with hold_work_dir(tmp_path):  # the first service's hold
+        code = serve(port=free_port(), jobs_file=None, settings_file=None, work_dir=tmp_path, drain_s=0)
+    assert code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == f"serve: another serve uses {tmp_path}: stop it, or give this one its own --work-dir"
+    hold_work_dir(tmp_path).close()  # released: a later service takes it
+
+
 def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ServeError, match=r"^java not found: pyspark job types run on a local Spark.*Java 17"):
