@@ -35,7 +35,6 @@ from tests.functional.test_admission import LIMITED, SLOT, queued
 from tests.functional.test_cancel import (
     REASON,
     assert_dead_lettered_as_cancelled,
-    canceller,
     status_of,
 )
 
@@ -136,7 +135,7 @@ def test_job_that_succeeds_after_a_throttled_stop_stays_cancelled_and_is_dead_le
     message_id, arn = start(flow, "nightly", seconds=2)
 
     with pytest.raises(ClientError, match="Throttling"):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
     assert flow.lease(message_id).status is LeaseStatus.CANCELLED
 
     described = ended(flow, arn)  # the job ran its 2 s and reached the success path
@@ -162,7 +161,7 @@ def test_job_that_succeeds_after_the_operator_died_is_finished_by_the_extender(f
 
     with pytest.raises(Died):
         cancel.cancel(
-            canceller(flow, stepfunctions=Hooked(flow.harness.stepfunctions, "stop_execution", dies)), message_id
+            flow.canceller(stepfunctions=Hooked(flow.harness.stepfunctions, "stop_execution", dies)), message_id
         )
     ended(flow, arn)
     assert flow.lease(message_id).status is LeaseStatus.CANCELLED
@@ -184,7 +183,7 @@ def test_job_that_succeeds_after_the_operator_died_is_finished_by_the_extender(f
 def test_extender_keeps_a_cancelled_running_message_hidden_stops_it_and_dead_letters_it(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=60)
     with pytest.raises(ClientError):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
     marked = flow.lease(message_id)
 
     # Its stop is still refused: the extender keeps the message hidden, and tries again later.
@@ -210,14 +209,14 @@ def test_extender_keeps_a_cancelled_running_message_hidden_stops_it_and_dead_let
 def test_extender_leaves_a_fresh_cancel_to_its_operator_but_keeps_its_message_hidden(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=60)
     with pytest.raises(ClientError):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
 
     run_extender(extender(flow, ahead_s=0))
 
     assert flow.dlq_messages() == [] and flow.lease(message_id).status is LeaseStatus.CANCELLED
     assert flow.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
 
-    report = cancel.cancel(canceller(flow), message_id, REASON)  # the operator runs it again
+    report = cancel.cancel(flow.canceller(), message_id, REASON)  # the operator runs it again
 
     assert report.outcome is cancel.Outcome.COMPLETED
     assert_finished(flow, message_id, "nightly")
@@ -229,7 +228,7 @@ def test_extender_leaves_a_fresh_cancel_to_its_operator_but_keeps_its_message_hi
 def test_job_that_fails_after_a_throttled_stop_is_not_released_and_is_dead_lettered_once(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=2, fail=True)
     with pytest.raises(ClientError):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
 
     described = ended(flow, arn)
 
@@ -258,10 +257,10 @@ def test_cancel_two_operators_cancelling_at_once_send_one_dlq_copy(flow: Flow) -
 
     # The first operator's stop lands after a second operator's whole cancel.
     def other_operator() -> None:
-        second.append(cancel.cancel(canceller(flow), message_id, REASON))
+        second.append(cancel.cancel(flow.canceller(), message_id, REASON))
 
     first = cancel.cancel(
-        canceller(flow, stepfunctions=Hooked(flow.harness.stepfunctions, "stop_execution", other_operator)),
+        flow.canceller(stepfunctions=Hooked(flow.harness.stepfunctions, "stop_execution", other_operator)),
         message_id,
         REASON,
     )
@@ -278,7 +277,7 @@ def test_extender_running_during_the_operators_dlq_send_sends_nothing(flow: Flow
     def extender_runs() -> None:
         run_extender(extender(flow))
 
-    report = cancel.cancel(canceller(flow, sqs=Hooked(flow.sqs, "send_message", extender_runs)), message_id, REASON)
+    report = cancel.cancel(flow.canceller(sqs=Hooked(flow.sqs, "send_message", extender_runs)), message_id, REASON)
 
     assert report.outcome is cancel.Outcome.CANCELLED
     assert_finished(flow, message_id, "nightly")
@@ -287,12 +286,12 @@ def test_extender_running_during_the_operators_dlq_send_sends_nothing(flow: Flow
 def test_operator_cancelling_while_the_extender_finishes_sends_nothing_more(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=60)
     with pytest.raises(ClientError):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
     raced: list[cancel.CancelRaced] = []
 
     def operator_again() -> None:
         try:
-            cancel.cancel(canceller(flow), message_id, REASON)
+            cancel.cancel(flow.canceller(), message_id, REASON)
         except cancel.CancelRaced as exc:
             raced.append(exc)
 
@@ -310,7 +309,7 @@ def test_cancel_that_died_after_its_dlq_send_is_finished_without_a_second_copy(f
         raise Died
 
     with pytest.raises(Died):
-        cancel.cancel(canceller(flow, sqs=Hooked(flow.sqs, "delete_message", dies)), message_id, REASON)
+        cancel.cancel(flow.canceller(sqs=Hooked(flow.sqs, "delete_message", dies)), message_id, REASON)
     assert len(flow.dlq_messages()) == 1 and queued(flow) == 1
 
     run_extender(extender(flow, ahead_s=LATER_S + cancel.SEND_CLAIM_S))
@@ -325,7 +324,7 @@ def test_cancel_that_died_after_its_claim_before_its_send_is_finished_once(flow:
         raise Died
 
     with pytest.raises(Died):
-        cancel.cancel(canceller(flow, sqs=Hooked(flow.sqs, "send_message", dies)), message_id, REASON)
+        cancel.cancel(flow.canceller(sqs=Hooked(flow.sqs, "send_message", dies)), message_id, REASON)
     assert flow.dlq_messages() == []
 
     run_extender(extender(flow))  # the claim is fresh: left to its holder
@@ -351,7 +350,7 @@ def test_stop_answered_with_a_5xx_after_it_landed_is_finished_by_the_extender(fl
             raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "StopExecution")
 
     with pytest.raises(ClientError, match="InternalServerError"):
-        cancel.cancel(canceller(flow, stepfunctions=StopLandsThen5xx(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopLandsThen5xx(flow.harness.stepfunctions)), message_id, REASON)
     assert status_of(flow, arn) == "ABORTED"
 
     run_extender(extender(flow))
@@ -364,7 +363,7 @@ def test_redelivery_while_a_cut_short_cancel_runs_is_dead_lettered_once_and_the_
 ) -> None:
     message_id, arn = start(flow, "nightly", seconds=3)
     with pytest.raises(ClientError):
-        cancel.cancel(canceller(flow, stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
     running = flow.lease(message_id)
     flow.sqs.change_message_visibility(
         QueueUrl=flow.harness.queue_url, ReceiptHandle=running.receipt_handle, VisibilityTimeout=0
@@ -394,7 +393,7 @@ def test_mark_answered_with_a_5xx_after_it_landed_is_finished_by_the_extender(
     with monkeypatch.context() as patch:
         patch.setattr(cancel, "mark_cancelled", mark_lands_then_5xx)
         with pytest.raises(ClientError, match="InternalServerError"):
-            cancel.cancel(canceller(flow), message_id, REASON)
+            cancel.cancel(flow.canceller(), message_id, REASON)
     assert flow.lease(message_id).status is LeaseStatus.CANCELLED, "the mark landed; nothing else was done"
     assert flow.harness.stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
 
