@@ -81,12 +81,6 @@ def claim(
     return state.pick(receiver.rng), state
 
 
-def aged(receiver: Receiver, delivery: Delivery) -> bool:
-    """Whether a message is at or past its `resend_at`: its queue's retention is running out."""
-    sent_at = delivery.sent_at
-    return sent_at is not None and receiver.clock.now() >= receiver.settings.resend_at(sent_at)
-
-
 def can_park(receiver: Receiver, delivery: Delivery, job: Job, history: Sequence[Attempt]) -> bool:
     """Whether the message can be parked: its type has a waiting queue, and the copy and its marker room."""
     return job.type in receiver.settings.waiting_queue_urls and has_room(delivery, history, parked=True)

@@ -111,6 +111,45 @@ def timing(receiver: Receiver, delivery: Delivery, base: Lease, *, adopted: bool
     return replace(timing, renew_at=min(renew_at, timing.renew_until) if adopted else renew_at)
 
 
+def begin(
+    receiver: Receiver,
+    delivery: Delivery,
+    job: Job,
+    *,
+    arn: str,
+    replacing: Lease | None,
+    history: tuple[Attempt, ...],
+    refused_starts: int,
+    job_lock: Hold,
+    slot: Hold | None,
+) -> Lease | None:
+    """Begin a new attempt of the execution `arn`. Its lease, timed from now, is written with its job lock
+    (and a limited type's slot) in one transaction. None when a condition failed (another writer, a taker
+    of the lock or the slot): the receive reads again."""
+    blank = Lease(
+        message_id=delivery.message_id,
+        queue_url=receiver.queue_of(delivery),
+        receipt_handle=delivery.receipt_handle,
+        receive_count=delivery.receive_count,
+        received_at=0.0,
+        visible_until=0.0,
+        renew_until=0.0,
+        version=successor_version(replacing),
+        execution_arn=arn,
+        attempt=delivery.receive_count,
+        job_type=job.type,
+        job_id=job.job_id,
+        release_delay_s=release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
+        slot=slot.key if slot is not None else None,
+        history=history,
+        refused_starts=refused_starts,
+    )
+    lease = timing(receiver, delivery, blank)
+    action = receiver.store.create_request(lease, replacing=replacing)
+    taken = write_attempt(receiver, lease, action, [job_lock, *([slot] if slot is not None else [])])
+    return lease if taken.written else None
+
+
 def attempt_of(lease: Lease) -> int:
     if lease.attempt:
         return lease.attempt
@@ -270,14 +309,20 @@ def _waiting(holder: Lock) -> str:
     return f"waiting: its job id is held by {holder.execution_arn.rpartition(':')[2]}"
 
 
+def aged(receiver: Receiver, delivery: Delivery) -> bool:
+    """Whether a message is at or past its `resend_at`: its queue's retention is running out."""
+    sent_at = delivery.sent_at
+    return sent_at is not None and receiver.clock.now() >= receiver.settings.resend_at(sent_at)
+
+
 def hold_spent(receiver: Receiver, delivery: Delivery) -> bool:
-    """Whether a message may no longer wait for its job id in place: one more wait could take it past the
-    queue's redrive count (`Settings.redrive_max_receives`: each wait in place is a receive) or its
-    retention's margin (`Settings.resend_at`); it then goes to the DLQ with a reason instead."""
+    """Whether a message may no longer wait for its job id in place: its retention's margin is reached
+    (`aged`), or one more wait could take it past the queue's redrive count (`Settings.redrive_max_receives`:
+    each wait in place is a receive); it then goes to the DLQ with a reason instead."""
+    if aged(receiver, delivery):
+        return True
     settings = receiver.settings
-    last_receive = settings.redrive_max_receives(settings.queue_retention_s) - 1
-    aged = delivery.sent_at is not None and receiver.clock.now() >= settings.resend_at(delivery.sent_at)
-    return delivery.receive_count >= last_receive or aged
+    return delivery.receive_count >= settings.redrive_max_receives(settings.queue_retention_s) - 1
 
 
 def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:

@@ -2,7 +2,8 @@
 
 A receive reads its message's lease and its job lock first (`Receiver.store.get_with_lock`): one request
 per message. A batch (the event source mapping's, up to 10 records; an unparking's receive, up to 10
-copies) reads them all ahead in one request, and each message's first read takes its own from there.
+copies) reads them all ahead in one request, and each message's first read takes its own from there
+(`first_read`).
 
 A read ahead is older, by the time a later message of the batch is handled, than a read made then, so
 a receive takes it only when it found nothing held: no lease, and the job lock absent or free (a first
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 
 from longjobs.engine.delivery.models import BadInput, parse_delivery
 from longjobs.engine.delivery.types import Delivery, Receiver
-from longjobs.engine.lease import job_lock_key
+from longjobs.engine.lease import Lease, Lock, job_lock_key
 from longjobs.engine.observability import logger
 
 
@@ -34,6 +35,8 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
     """Read the leases and job locks of the long jobs among `deliveries` in one request, for their
     receives to take. A batch of one reads nothing ahead (its receive's own read costs the same); a read
     that fails leaves each receive to read for itself."""
+    if len(deliveries) < 2:
+        return
     locks: dict[str, str] = {}
     for delivery in deliveries:
         job_id = _long_job_id(receiver, delivery)
@@ -52,6 +55,15 @@ def read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:
     for message_id, (lease, lock) in found.items():
         if lease is None and (lock is None or not lock.held):  # else read again by the receive (see above)
             receiver.state.read_ahead[message_id] = (locks[message_id], lock)
+
+
+def first_read(receiver: Receiver, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None]:
+    """A receive's first read of its lease and job lock. It takes what its batch read ahead for it (no
+    lease, that lock) once; else both are read now, in one request (`LeaseStore.get_with_lock`)."""
+    found = receiver.state.read_ahead.pop(message_id, None)
+    if found is not None and found[0] == lock_key:
+        return None, found[1]
+    return receiver.store.get_with_lock(message_id, lock_key)
 
 
 def forget_read_ahead(receiver: Receiver, deliveries: Sequence[Delivery]) -> None:

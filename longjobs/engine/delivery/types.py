@@ -318,7 +318,7 @@ class ReceiverState:
     read_ahead: dict[str, tuple[str, Lock | None]] = field(default_factory=dict)
     """Message id -> its job lock's key and that lock (absent or free), for the messages this batch read
     ahead and found nothing held for: no lease (`longjobs.engine.delivery.read_ahead`); each is taken by the
-    message's first read, `begin_batch` forgets the rest."""
+    message's first read (`read_ahead.first_read`), `begin_batch` forgets the rest."""
 
     pending_copies: dict[str, list[tuple[str, Lease]]] = field(default_factory=dict)
     """Message id -> the copies its batch's parkings leave to its end (each a waiting queue and a PARKED
@@ -337,13 +337,6 @@ class ReceiverState:
         with self.order_lock:
             self.last_order = max(now, self.last_order + step)
             return self.last_order
-
-    def take_read_ahead(self, message_id: str, lock_key: str) -> tuple[Lease | None, Lock | None] | None:
-        """The lease (none) and job lock read ahead for this message's first read; None: read them now."""
-        found = self.read_ahead.pop(message_id, None)
-        if found is None or found[0] != lock_key:
-            return None
-        return None, found[1]
 
 
 @dataclass

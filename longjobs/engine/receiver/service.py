@@ -74,6 +74,7 @@ from longjobs.engine.delivery import attempt, copies
 from longjobs.engine.delivery.decision import Action, Limits, LockState, Reading, SlotState, decide
 from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.delivery.models import BadInput, Job, parse_delivery
+from longjobs.engine.delivery.read_ahead import first_read
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.execution import (
     NEVER_STARTED,
@@ -82,7 +83,7 @@ from longjobs.engine.execution import (
     execution_name,
     execution_status,
 )
-from longjobs.engine.lease import LastError, Lease, LeaseStatus, Lock, job_lock_key, successor_version
+from longjobs.engine.lease import LastError, Lease, LeaseStatus, Lock, job_lock_key
 from longjobs.engine.lease.lock import Hold
 from longjobs.engine.lease.types import Attempt
 from longjobs.engine.observability import MetricName, logger, type_metric
@@ -188,9 +189,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     if lock_key is not None:
         # The lease and the job lock in one request: a new attempt needs both (the lock read is kept for
         # the decision's READ_JOB_LOCK; a holding that changed meanwhile fails the take, which reads again).
-        lease, job_lock = receiver.state.take_read_ahead(delivery.message_id, lock_key) or receiver.store.get_with_lock(
-            delivery.message_id, lock_key
-        )
+        lease, job_lock = first_read(receiver, delivery.message_id, lock_key)
     else:  # a refused body never begins an attempt: its lease alone (its job id may not be readable)
         lease, job_lock = receiver.store.get(delivery.message_id), None
     reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
@@ -278,18 +277,18 @@ def _read_job_lock(step: _Pass) -> Reading:
 
 
 def _answered_as_read(step: _Pass) -> Reading:
-    """The reads whose answer needs no call: the job lock as read with the lease, when no other execution
-    holds it, and the slots of a type without a limit. The common new attempt so decides once; a lock
-    another execution holds, or a limited type, is asked about when the decision needs it (`_READS`)."""
+    """The reads whose answer needs no call: the slots of a type without a limit, and the job lock as read
+    with the lease, when no other execution holds it. The common new attempt so decides once; a limited
+    type, or a lock another execution holds, is asked about when the decision needs it (`_READS`)."""
     if not isinstance(step.body, Job) or step.lock_key is None:
         return step.reading
     reading = step.reading
+    if _type_limit(step.receiver, step.body) is None:
+        reading = replace(reading, slot=SlotState.UNLIMITED)
     if attempt.free_as_read(step.job_lock, step.arn):
         step.found.lock = step.job_lock
         step.found.lock_hold = attempt.lock_hold(step.lock_key, LockState.FREE, step.job_lock)
         reading = replace(reading, job_lock=LockState.FREE)
-    if _type_limit(step.receiver, step.body) is None:
-        reading = replace(reading, slot=SlotState.UNLIMITED)
     return reading
 
 
@@ -328,6 +327,7 @@ def _lock_of(receiver: Receiver, lease: Lease) -> Lock | None:
 def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) -> Reading:
     history = lease.history_with_this() if lease is not None else delivery.carried.history
     denied = attempt.start_denied(lease)  # a start refused on every attempt left no execution to ask about
+    spent = attempt.hold_spent(receiver, delivery)
     return Reading(
         receive_count=delivery.receive_count,
         receipt_handle=delivery.receipt_handle,
@@ -335,7 +335,7 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         parked_copy=copies.is_parked_copy(receiver, delivery),
         requeued_copy=copies.is_requeued_copy(receiver, delivery),
         room_for_copy=copies.has_room(delivery, history),
-        hold_spent=attempt.hold_spent(receiver, delivery),
+        hold_spent=spent,
         marker_live=lease is not None and copies.is_live_marker(receiver, lease),
         attempts=len(history),
         refused_starts=delivery.refused_starts(lease),
@@ -506,34 +506,24 @@ def _start(step: _Pass) -> Outcome | None:
     a whole hold still fits before SQS deletes it, else it goes to the DLQ with the reason, never lost."""
     receiver, delivery, job, replacing, found = step.receiver, step.delivery, step.job, step.lease, step.found
     history = step.history
-    if line.aged(receiver, delivery):
+    if attempt.aged(receiver, delivery):
         if found.slots is not None and line.can_park(receiver, delivery, job, history):
             return _wait_for_slot(step)
         if not line.hold_fits(receiver, delivery):
             return line.dead_letter_aged(receiver, delivery, history, replacing=replacing, job_type=job.type)
-    blank = Lease(
-        message_id=delivery.message_id,
-        queue_url=receiver.queue_of(delivery),
-        receipt_handle=delivery.receipt_handle,
-        receive_count=delivery.receive_count,
-        received_at=0.0,
-        visible_until=0.0,
-        renew_until=0.0,
-        version=successor_version(replacing),
-        execution_arn=step.arn,
-        attempt=delivery.receive_count,
-        job_type=job.type,
-        job_id=job.job_id,
-        release_delay_s=attempt.release_delay_s(len(history) + 1, receiver.settings, receiver.rng),
-        slot=found.slot.key if found.slot is not None else None,
+    assert found.lock_hold is not None
+    lease = attempt.begin(
+        receiver,
+        delivery,
+        job,
+        arn=step.arn,
+        replacing=replacing,
         history=history,
         refused_starts=step.reading.refused_starts,
+        job_lock=found.lock_hold,
+        slot=found.slot,
     )
-    lease = attempt.timing(receiver, delivery, blank)
-    assert found.lock_hold is not None
-    holds = [found.lock_hold, *([found.slot] if found.slot is not None else [])]
-    action = receiver.store.create_request(lease, replacing=replacing)
-    if not attempt.write_attempt(receiver, lease, action, holds).written:
+    if lease is None:
         return None  # another writer got there first: read again
     waited_before = (replacing is not None and replacing.waiting) or delivery.carried.waiting_since is not None
     if found.since is not None and waited_before:
