@@ -4,6 +4,7 @@ two receivers at once, S3 delivering its event again), each marker's job runs on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -406,3 +407,23 @@ def test_fan_out_a_copy_a_previous_release_made_of_a_one_marker_notification_cla
     letters = [m["MessageAttributes"] for m in flow.dlq_messages()]
     assert any(a["ErrorType"]["StringValue"] == cancel.CANCELLED for a in letters), "the copy is in the DLQ"
     assert run_to_the_end(flow, "copy-of-one") == {job_id: 1}, "the holder's run only"
+
+
+def test_fan_out_a_duplicate_of_a_notification_running_in_place_is_not_fanned_out(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS may hand out a copy of a message kept on a server that missed a receive, its receive count not
+    showing the receives before (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html):
+    a notification that runs in place is known by its lease whatever the count, and nothing is sent."""
+    one = DATES[1:2]
+    first = notification(flow, "duplicate-in-place", one)
+    [job] = parse_delivery(first, flow.receiver.settings, flow.receiver.catalog).jobs
+    assert decided(flow.receiver, first, job) is Outcome.STARTED  # as a receiver of the earlier code ran it
+    calls = spy_sends(flow, monkeypatch)
+    duplicate = dataclasses.replace(first, receipt_handle=first.receipt_handle + "-copy")  # its count still 1
+    assert receive(flow.receiver, duplicate) is not Outcome.FANNED_OUT
+    monkeypatch.undo()
+
+    assert calls == []
+    assert flow.receiver.store.get(f"s3:duplicate-in-place/{markers(*one)[0]}@0A0") is None
+    assert run_to_the_end(flow, "duplicate-in-place") == job_ids("duplicate-in-place", *one)

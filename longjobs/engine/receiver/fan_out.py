@@ -28,8 +28,9 @@ notes, two receivers handling the notification at once) is a twin: the first cop
 marker and runs, any other is acknowledged (`copies.claim_copy`, the same claim a requeued copy makes).
 
 Cost per notification of N markers, handled once: one `TransactWriteItems` per 100 markers (or one
-`PutItem` for a single marker), one `SendMessageBatch` per 10, one `TransactWriteItems` per 100 notes;
-then one conditional `UpdateItem` (the claim) per job message received. A marker is one small item
+`PutItem` for a single marker, after a `GetItem` of the notification's own lease: `runs_in_place`), one
+`SendMessageBatch` per 10, one `TransactWriteItems` per 100 notes; then one conditional `UpdateItem` (the
+claim) per job message received. A marker is one small item
 (about 0.5 KB: ids, times, the job's type and id). A retry adds one `BatchGetItem` per 100 markers.
 """
 
@@ -73,8 +74,10 @@ def runs_in_place(receiver: Receiver, delivery: Delivery, parsed: Parsed) -> boo
       which ran such notifications in place, made it; it claims that marker as any copy does, so a
       cancel refuses it and its twin runs nothing;
     - a redelivery that a lease names: that receiver wrote the lease before a deploy replaced it, and the
-      redelivery goes on with that attempt rather than start a second run beside it. Only a message
-      received before can have a lease: a first receive reads nothing."""
+      redelivery goes on with that attempt rather than start a second run beside it. The lease is read
+      whatever the receive count: SQS may hand out a copy of a message kept on a server that missed a
+      receive or a delete (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html),
+      and its count need not show the receives before. It costs one GetItem a notification."""
     if len(parsed.jobs) != 1:
         return False
     if receiver.settings.fifo:
@@ -82,8 +85,6 @@ def runs_in_place(receiver: Receiver, delivery: Delivery, parsed: Parsed) -> boo
     carried = delivery.carried
     if carried.requeued_from is not None or carried.parked_id is not None:
         return True
-    if delivery.receive_count <= 1:
-        return False
     return receiver.store.get(delivery.message_id) is not None
 
 
