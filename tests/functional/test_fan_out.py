@@ -428,3 +428,28 @@ def test_fan_out_a_duplicate_of_a_notification_running_in_place_is_not_fanned_ou
     assert calls == []
     assert flow.receiver.store.get(f"s3:duplicate-in-place/{markers(*one)[0]}@0A0") is None
     assert run_to_the_end(flow, "duplicate-in-place") == job_ids("duplicate-in-place", *one)
+
+
+def test_fan_out_a_failed_lease_read_fails_the_record_and_the_retry_fans_out(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-marker notification's lease read is throttled: the record fails before anything is written
+    or sent, SQS hands it out again, and that handling fans it out; the partition runs once."""
+    one = DATES[2:]
+    first = notification(flow, "read-failed", one)
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "throttled"}}, "GetItem")
+
+    calls = spy_sends(flow, monkeypatch)
+    monkeypatch.setattr(flow.receiver.store, "get", throttled)
+    with pytest.raises(ClientError):
+        receive(flow.receiver, first)
+    assert calls == [], "nothing is sent before the lease is read"
+    monkeypatch.undo()
+    assert flow.receiver.store.get(f"s3:read-failed/{markers(*one)[0]}@0A0") is None, "no marker written"
+    again = handled_again(flow, first)
+    assert receive(flow.receiver, again) is Outcome.FANNED_OUT
+    acknowledged(flow, again)
+
+    assert run_to_the_end(flow, "read-failed") == job_ids("read-failed", *one)
