@@ -57,7 +57,7 @@ $(BIN)/uv: $(VENV_PYTHON)
 # process compiles what it imports from source: aws-cdk-lib alone took 12 s in every `serve`, synth and
 # test worker (serve's start: 24 s against 10 s).
 $(STAMP): pyproject.toml requirements-lock.txt $(BIN)/uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c requirements-lock.txt -e ".[infra,pipeline,offline,dev,cli]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c requirements-lock.txt -e ".[infra,pipeline,offline,cli]" --group dev
 	@touch $(STAMP)
 
 # The CDK command line pinned in package.json (npx cdk ..., and the infra tests' `cdk synth`).
