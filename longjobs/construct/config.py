@@ -76,7 +76,8 @@ class InfraSettings(BaseModel):
         default="dev", pattern=r"^[a-z][a-z0-9-]{0,19}$", description="Part of the stack name; `prod` protects data."
     )
     deletion_protection: bool | None = Field(
-        default=None, description="Lease table deletion protection; default: on for stage prod only."
+        default=None,
+        description="Lease table deletion protection; the table and queues are then retained. Default: on for prod.",
     )
     receiver_timeout_s: int = Field(default=30, ge=1, le=900)
     receiver_batch_size: int = Field(

@@ -140,6 +140,7 @@ class LongJobProcessor(Construct):
             key=key,
             existing_queue=props.existing_queue,
             existing_dlq=props.existing_dead_letter_queue,
+            retain=settings.table_deletion_protection,
         )
         leases = (
             LeaseTable(self, "Leases", deletion_protection=settings.table_deletion_protection, key=key)

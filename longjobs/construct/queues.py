@@ -35,6 +35,10 @@ class JobQueues(Construct):
     `existing_queue`, `existing_dlq`: queues the application already has, used instead of new ones (the
     waiting queues redrive to the DLQ either way).
 
+    `retain` (the `deletion_protection` setting, on for `prod`): the queues this construct makes are kept,
+    with their messages, when the stack is deleted or CloudFormation replaces them (`fifo` switched), as
+    the lease table is. Messages are the users' work; a deleted queue deletes them.
+
     `fifo`: the jobs queue and its DLQ are FIFO (a FIFO queue's DLQ must be), with content-based
     deduplication and high-throughput mode (deduplication and throughput per message group);
     CloudFormation names them with the `.fifo` suffix. A FIFO processor has no admission, so no
@@ -54,14 +58,18 @@ class JobQueues(Construct):
         key: kms.IKey | None = None,
         existing_queue: sqs.IQueue | None = None,
         existing_dlq: sqs.IQueue | None = None,
+        retain: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         fifo_props = fifo_queue_props() if fifo else {}
-        encryption = queue_encryption(key)
+        common = {  # every queue made here: its encryption, and whether it outlives the stack
+            **queue_encryption(key),
+            "removal_policy": cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+        }
         self.dlq: sqs.IQueue = existing_dlq or sqs.Queue(
             self,
             "DeadLetterQueue",
-            **encryption,
+            **common,
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
             max_message_size_bytes=MESSAGE_MAX_BYTES,
@@ -72,7 +80,7 @@ class JobQueues(Construct):
         self.queue: sqs.IQueue = existing_queue or sqs.Queue(
             self,
             "JobsQueue",
-            **encryption,
+            **common,
             enforce_ssl=True,
             visibility_timeout=visibility_timeout,
             retention_period=retention,
@@ -85,7 +93,7 @@ class JobQueues(Construct):
             name: sqs.Queue(
                 self,
                 f"WaitingQueue-{name}",
-                **encryption,
+                **common,
                 enforce_ssl=True,
                 visibility_timeout=visibility_timeout,
                 retention_period=retention,

@@ -112,6 +112,20 @@ def test_lease_table_has_pitr_ttl_and_the_indexes_the_store_queries(dev: Synth) 
     assert props["DeletionProtectionEnabled"] is False and table["DeletionPolicy"] == "Delete"
 
 
+def test_queues_are_retained_with_their_messages_in_prod_only(dev: Synth, prod: Synth) -> None:
+    """With `deletion_protection` (on for prod) the queues outlive the stack and a replacement, as the
+    lease table does. CloudFormation's `DeletionPolicy` applies when the stack is deleted, and its
+    `UpdateReplacePolicy` to the old resource a replacement leaves: `Delete` deletes the queue and the
+    messages in it (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatereplacepolicy.html)."""
+    for synth, policy in ((dev, "Delete"), (prod, "Retain")):
+        queues = synth.part("Queues")
+        made = [queues.queue, queues.dlq, *queues.waiting.values()]
+        assert queues.waiting, "a waiting queue per job type"
+        for queue in made:
+            resource = synth.resource(queue)
+            assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (policy, policy), queue
+
+
 def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
     table = prod.resource(prod.part("Leases").table)
     assert table["Properties"]["DeletionProtectionEnabled"] is True
