@@ -34,7 +34,8 @@
    one sends and the other is told another is sending (`CancelRaced`); the copy's id is noted right after
    the send, so a carrier that died later (before its delete) leaves nothing to send again. A claim whose
    holder died is taken over after `SEND_CLAIM_S`; only a death between the send and its note (or a send
-   whose answer was lost after it landed) can add a second copy.
+   whose answer was lost after it landed) can add a second copy. A receive that sends the copy (the cancel
+   had no body) claims it the same way (`claim_dead_letter`).
 5. **Note** the outcome on the lease (its `result`: the reason, the DLQ copy's id, whether it was
    deleted), so `longjobs lease ID` tells it, and the lease leaves the `due` index. A cancel cut short (a
    crash, a throttled call) is finished by the extender, or at once by cancelling again (`decide` returns
@@ -168,6 +169,9 @@ class CancelRecord:
     note: str | None = None
     sending_at: float | None = None
     """When a carrier of the cancel claimed the DLQ send (see the module's step 4), None before any."""
+    sending_by: str | None = None
+    """The message whose receive claimed the send (`claim_dead_letter`), None for a cancel's or the
+    extender's claim: a receive has the body in hand only in the message itself."""
 
     def to_result(self) -> dict[str, Any]:
         return {
@@ -180,6 +184,7 @@ class CancelRecord:
                 "deleted": self.deleted,
                 "note": self.note,
                 "sending_at": self.sending_at,
+                "sending_by": self.sending_by,
             }
         }
 
@@ -203,6 +208,7 @@ class CancelRecord:
             deleted=bool(data.get("deleted")),
             note=data.get("note"),
             sending_at=float(data["sending_at"]) if data.get("sending_at") is not None else None,
+            sending_by=data.get("sending_by"),
         )
 
 
@@ -250,16 +256,36 @@ def decide(lease: Lease) -> Decision:
     return Decision.MARK
 
 
-def redelivery_needs_dead_letter(lease: Lease) -> bool:
-    """Whether a message received with a CANCELLED lease (a redelivery, or a parked copy refused by its
-    cancelled marker) is still to be sent to the DLQ: no DLQ copy was made at the cancel (its body was
-    not at hand there), and no carrier of the cancel claimed the send. A claimed send has its body at hand
-    (an execution's input, a marker's message) and is finished by its claimant, or by the extender from
-    the lease (which stays due until the cancel is done): the receive is acknowledged."""
+def redelivery_needs_dead_letter(lease: Lease, message_id: str, *, now: float) -> bool:
+    """Whether the receive of `message_id`, whose lease (or the marker that refused its copy) is CANCELLED,
+    is still to send it to the DLQ: no DLQ copy is noted, and no other carrier is sending one.
+
+    A cancel's or the extender's claim has its body at hand (an execution's input, a marker's message) and
+    is finished by its claimant, or by the extender from the lease (which stays due until the cancel is
+    done): the receive is acknowledged. A receive's claim (`claim_dead_letter`) has only the message: a
+    receive of the same message takes it over at once (the one that claimed died, or its send failed), and
+    a receive of another copy once it is `SEND_CLAIM_S` old."""
     record = CancelRecord.of(lease)
-    return lease.status is LeaseStatus.CANCELLED and (
-        record is None or (record.dead_letter_id is None and record.sending_at is None)
-    )
+    if lease.status is not LeaseStatus.CANCELLED:
+        return False
+    if record is None:
+        return True
+    if record.dead_letter_id is not None:
+        return False
+    if record.sending_by is None:
+        return record.sending_at is None
+    return record.sending_by == message_id or not record.send_claimed(now)
+
+
+def claim_dead_letter(store: LeaseStore, lease: Lease, message_id: str, *, now: float) -> Lease | None:
+    """Claim, for the receive of `message_id`, the DLQ send of a CANCELLED lease or marker, as a cancel
+    claims its own (step 4): one write conditional on the version read, so of a receive and a cancel's
+    carrier at once one sends. None when another writer changed it first (read again)."""
+    record = CancelRecord.of(lease) or CancelRecord(DEFAULT_REASON, lease.status.value, now)
+    claim = replace(record, sending_at=now, sending_by=message_id)
+    error = lease.last_error or _error(record.reason)
+    due_at = None if record.done else lease.renew_at  # an unfinished cancel stays due: the extender finishes it
+    return mark_cancelled(store, lease, now=now, error=error, record=claim.to_result(), due_at=due_at)
 
 
 # -- finding what to cancel ----------------------------------------------------------------------
@@ -575,15 +601,15 @@ def _check_holds_freed(canceller: Canceller, lease: Lease) -> None:
 
 def _sending_elsewhere(lease: Lease) -> CancelRaced:
     return CancelRaced(
-        f"another cancel of {lease.message_id} is sending it to the DLQ now: run the cancel again in a few "
-        "minutes to see its outcome"
+        f"another cancel of {lease.message_id} (or a receive of it) is sending it to the DLQ now: run the "
+        "cancel again in a few minutes to see its outcome"
     )
 
 
 def _claim_send(canceller: Canceller, lease: Lease, record: CancelRecord) -> tuple[Lease, CancelRecord] | None:
     """Claim the DLQ send on the lease (one write conditional on its version): None when another writer
     changed it first (read again)."""
-    claim = replace(record, sending_at=canceller.clock.now())
+    claim = replace(record, sending_at=canceller.clock.now(), sending_by=None)
     claimed = mark_cancelled(
         canceller.store,
         lease,

@@ -29,6 +29,7 @@ from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.extender.service import Extender, renew_due
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import job_lock_key
+from longjobs.engine.receiver import service
 from tests.functional import test_cancel
 from tests.functional.conftest import Flow, OffsetClock
 from tests.functional.test_admission import LIMITED, SLOT, queued
@@ -283,17 +284,24 @@ def test_extender_running_during_the_operators_dlq_send_sends_nothing(flow: Flow
     assert_finished(flow, message_id, "nightly")
 
 
+def cancelling_again(flow: Flow, message_id: str, raced: list[cancel.CancelRaced]) -> Callable[[], None]:
+    """The operator's cancel run again; told another carrier is sending (`CancelRaced`), kept in `raced`."""
+
+    def again() -> None:
+        try:
+            cancel.cancel(flow.canceller(), message_id, REASON)
+        except cancel.CancelRaced as exc:
+            raced.append(exc)
+
+    return again
+
+
 def test_operator_cancelling_while_the_extender_finishes_sends_nothing_more(flow: Flow) -> None:
     message_id, arn = start(flow, "nightly", seconds=60)
     with pytest.raises(ClientError):
         cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
     raced: list[cancel.CancelRaced] = []
-
-    def operator_again() -> None:
-        try:
-            cancel.cancel(flow.canceller(), message_id, REASON)
-        except cancel.CancelRaced as exc:
-            raced.append(exc)
+    operator_again = cancelling_again(flow, message_id, raced)
 
     run_extender(extender(flow, sqs=Hooked(flow.sqs, "send_message", operator_again)))
 
@@ -400,4 +408,89 @@ def test_mark_answered_with_a_5xx_after_it_landed_is_finished_by_the_extender(
     run_extender(extender(flow))
 
     assert status_of(flow, arn) == "ABORTED"
+    assert_finished(flow, message_id, "nightly")
+
+
+def cut_short_and_back(flow: Flow, job_id: str) -> tuple[str, str]:
+    """A running job's cancel cut short after its mark (its stop throttled), and its message visible again:
+    its next receive finds the lease CANCELLED with no DLQ copy and no send claimed."""
+    message_id, arn = start(flow, job_id, seconds=60)
+    with pytest.raises(ClientError):
+        cancel.cancel(flow.canceller(stepfunctions=StopRefused(flow.harness.stepfunctions)), message_id, REASON)
+    lease = flow.lease(message_id)
+    flow.sqs.change_message_visibility(
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
+    )
+    return message_id, arn
+
+
+def test_cancel_run_again_while_a_redelivery_sends_is_told_and_sends_nothing(flow: Flow) -> None:
+    """The receive claims the DLQ send on the lease before it sends, as a cancel does: the operator's cancel
+    run again meanwhile (as the docs advise) is told another carrier is sending, and there is one copy."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    raced: list[cancel.CancelRaced] = []
+    operator_again = cancelling_again(flow, message_id, raced)
+
+    flow.receiver = replace(flow.receiver, sqs=Hooked(flow.sqs, "send_message", operator_again))
+
+    assert flow.deliver() == {message_id: Outcome.CANCELLED}
+    assert len(raced) == 1 and "is sending it to the DLQ now" in str(raced[0])
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
+    run_extender(extender(flow))
+    assert_finished(flow, message_id, "nightly")
+
+
+def test_cancel_run_again_before_a_redelivery_claims_the_send_leaves_it_one_copy(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's cancel lands between the receive's read of the lease and its claim: the claim's
+    condition fails, the receive reads again, finds the cancel's copy noted and acknowledges the message."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    real_claim = service.claim_dead_letter
+    reports: list[cancel.CancelReport] = []
+
+    def operator_first(*args: Any, **kwargs: Any) -> Any:
+        if not reports:
+            reports.append(cancel.cancel(flow.canceller(), message_id, REASON))
+        return real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(service, "claim_dead_letter", operator_first)
+
+    assert flow.deliver() == {message_id: Outcome.CANCELLED}
+    assert reports[0].dead_letter_id is not None
+    assert_finished(flow, message_id, "nightly")
+
+
+def test_redelivery_while_the_extender_finishes_a_cancel_sends_one_dlq_copy(flow: Flow) -> None:
+    """Past the hand-over, the extender's finish runs while the receive's send is on its way: it leaves
+    the claimed send to the receive, and finishes the rest (the delete, the note) on a later run."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    flow.receiver = replace(flow.receiver, sqs=Hooked(flow.sqs, "send_message", lambda: run_extender(extender(flow))))
+
+    assert flow.deliver() == {message_id: Outcome.CANCELLED}
+    run_extender(extender(flow))
+    assert_finished(flow, message_id, "nightly")
+
+
+def test_redelivery_whose_dlq_send_failed_is_sent_by_its_next_receive(flow: Flow) -> None:
+    """A receive that claimed the send and then failed (its send throttled) leaves a claim only its own
+    message can finish: the message's next receive takes it over at once, without waiting `SEND_CLAIM_S`."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    receiver = flow.receiver
+
+    def throttled_send() -> None:
+        raise throttled("SendMessage")
+
+    [delivery] = flow.receive_batch()
+    with pytest.raises(ClientError):
+        service.receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", throttled_send)), delivery)
+    record = cancel.CancelRecord.of(flow.lease(message_id))
+    assert record is not None and record.sending_by == message_id and record.dead_letter_id is None
+    assert flow.dlq_messages() == []
+    flow.sqs.change_message_visibility(  # the record failed: the mapping leaves it, and it comes back
+        QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+    )
+
+    assert flow.deliver() == {message_id: Outcome.CANCELLED}
+    run_extender(extender(flow))
     assert_finished(flow, message_id, "nightly")
