@@ -19,8 +19,6 @@ from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError, client_error_text
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
-from longjobs.engine.lease import LeaseStore
-from longjobs.engine.settings import Settings
 
 WATCH_INTERVAL_S = 2.0
 sleep: Callable[[float], None] = time.sleep
@@ -288,13 +286,6 @@ def run_top(ctx: Context) -> int:
     return watch(lambda: render.top_view(frame(), origin=found.origin), interval_s=args.interval)
 
 
-def _lease_store(ctx: Context) -> LeaseStore:
-    defaults = Settings()
-    return LeaseStore(
-        ctx.clients.dynamodb, ctx.resources.table_name, shards=defaults.shards, closed_ttl_s=defaults.closed_ttl_s
-    )
-
-
 CANCEL_ERRORS = (cancel.UnknownId, cancel.CancelRaced, cancel.HoldsNotFreed)
 """What a cancel raises about the message itself (the engine's own errors: each names what to do)."""
 
@@ -313,7 +304,7 @@ def run_cancel(ctx: Context) -> int:
     args = ctx.args
     confirm.require_terminal_or_yes("cancel", assume_yes=args.yes)
     found = ctx.resources
-    store = _lease_store(ctx)
+    store = cancel.operator_store(ctx.clients.dynamodb, found.table_name)
     try:
         targets = cancel.find_targets(store, ctx.clients.dynamodb, found.table_name, args.ident)
     except cancel.UnknownId as exc:

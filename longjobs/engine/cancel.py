@@ -91,6 +91,7 @@ from longjobs.engine.lease.schema import (
 from longjobs.engine.lease.types import COPIED_STATUSES
 from longjobs.engine.lease.writes import conditional, values_of
 from longjobs.engine.observability import logger
+from longjobs.engine.settings import Settings
 from longjobs.engine.settle import complete, release_holds
 from longjobs.engine.visibility import FailureClass
 from longjobs.engine.visibility.errors import classify_exception, describe_exception
@@ -237,6 +238,18 @@ class Canceller:
     stepfunctions: SFNClient
     dlq_url: str
     clock: Clock
+
+
+OPERATOR_SHARDS = 1
+"""The shard count of an operator's lease store (`operator_store`): a cancel reads and writes by key, and
+only the mark's `shard` attribute depends on the count. With one, a cancel's lease lands on shard 0, which
+every extender watches whatever the stack's count, and before, during and after a deploy that changes it."""
+
+
+def operator_store(dynamodb: DynamoDBClient, table_name: str) -> LeaseStore:
+    """The lease store an operator's cancel goes through (`longjobs cancel`, the simulation's operator):
+    it need not know the deployed stack's settings (`OPERATOR_SHARDS`; closed leases keep the default TTL)."""
+    return LeaseStore(dynamodb, table_name, shards=OPERATOR_SHARDS, closed_ttl_s=Settings().closed_ttl_s)
 
 
 # -- the decision --------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from longjobs.cli.dlq import RedriveFilter, redrive
-from longjobs.engine.cancel import Canceller, CancelRaced, UnknownId, cancel
+from longjobs.engine.cancel import Canceller, CancelRaced, UnknownId, cancel, operator_store
 from longjobs.engine.delivery.dlq import EXHAUSTED
-from longjobs.engine.factory import Clients, Factory
+from longjobs.engine.factory import Clients
 from longjobs.history.faults import CallFault
 from longjobs.sim.aws import FakeQueue, Message
 from longjobs.sim.aws.move_tasks import MoveTask
@@ -133,7 +133,7 @@ def _cancel(world: OperatorStage, plan: CancelPlan, cut_after: str | None) -> No
         world.client("sqs", "operator"), world.client("dynamodb", "operator"), world.client("stepfunctions", "operator")
     )
     canceller = Canceller(
-        store=Factory(world.settings, world.clock).store(clients),
+        store=operator_store(clients.dynamodb, world.settings.table_name or ""),  # as `longjobs cancel` builds it
         sqs=clients.sqs,
         stepfunctions=world.client("stepfunctions", "operator"),
         dlq_url=world.dlq.url,
