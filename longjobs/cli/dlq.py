@@ -3,7 +3,8 @@
 Listing receives every message (a receive is what SQS offers to look: it counts as one on each
 message's `ApproximateReceiveCount`). Each page is held for `PEEK_HOLD_S` so the next page brings other
 messages, and every message is made visible again at the end (an exact SQS endpoint such as moto would
-otherwise return the same first ten every time).
+otherwise return the same first ten every time). A listing slower than its hold (a large DLQ) meets its
+first pages again: it holds later pages longer, twice the time it has taken, and goes on.
 
 Redrive uses SQS's message move task where the endpoint has it. Where it does not (moto), it copies:
 receive, send to the jobs queue, and delete from the DLQ only the messages whose send succeeded. A copy
@@ -15,6 +16,7 @@ receiver adds fresh ones if it fails again) and keeps every other message attrib
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 PEEK_HOLD_S = 10
-"""How long `dlq list` keeps a page of messages hidden before showing them all again."""
+"""How long `dlq list` keeps a page of messages hidden before showing them all again (at least)."""
+MAX_HOLD_S = 43_200
+"""SQS's longest `VisibilityTimeout`, 12 hours."""
 REDRIVE_HOLD_S = 30
 """How long a copied page stays hidden in the DLQ: time to send and delete it."""
 MAX_MOVE_RATE = 500
@@ -112,29 +116,44 @@ def show_again(sqs: SQSClient, queue_url: str, handles: Iterable[str]) -> None:
 
 
 def peek(
-    sqs: SQSClient, dlq_url: str, *, limit: int | None = None, hold_s: int = PEEK_HOLD_S, confirm_wait_s: int = 0
+    sqs: SQSClient,
+    dlq_url: str,
+    *,
+    limit: int | None = None,
+    hold_s: int = PEEK_HOLD_S,
+    confirm_wait_s: int = 0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[DeadLetter]:
-    """The DLQ's messages, page by page until a page brings no new one; then all visible again.
+    """The DLQ's messages, page by page until a receive brings none (each one received is hidden); then
+    all visible again.
 
-    `confirm_wait_s` > 0 long-polls once more before stopping (SQS's short poll samples some of its
-    servers, so an empty page from AWS does not prove the queue is empty)."""
+    A message seen before comes back once its hold ran out: the listing outlasted it, so each later page is
+    held twice as long as the listing has taken. One back before its hold ran out means the endpoint does
+    not hide what it hands out: the listing stops there. `confirm_wait_s` > 0 long-polls once more before
+    stopping (SQS's short poll samples some of its servers, so an empty page from AWS does not prove the
+    queue is empty)."""
     if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit}: expected a positive number")
     seen: dict[str, DeadLetter] = {}
+    hidden_until: dict[str, float] = {}
     handles: list[str] = []
+    started = clock()
     try:
         confirmed = confirm_wait_s == 0
         while limit is None or len(seen) < limit:
-            messages = _receive(sqs, dlq_url, count=10, hold_s=hold_s, wait_s=0)
+            now = clock()
+            hold = min(MAX_HOLD_S, max(hold_s, math.ceil(2 * (now - started))))
+            messages = _receive(sqs, dlq_url, count=10, hold_s=hold, wait_s=0)
             if not messages and not confirmed:
-                messages = _receive(sqs, dlq_url, count=10, hold_s=hold_s, wait_s=confirm_wait_s)
+                messages = _receive(sqs, dlq_url, count=10, hold_s=hold, wait_s=confirm_wait_s)
                 confirmed = True
             handles.extend(message["ReceiptHandle"] for message in messages)
-            new = [message for message in messages if message["MessageId"] not in seen]
-            if not new:
+            if not messages or any(now + 1 < hidden_until.get(message["MessageId"], 0) for message in messages):
                 break
-            for message in new:
-                seen[message["MessageId"]] = dead_letter(message)
+            for message in messages:
+                hidden_until[message["MessageId"]] = now + hold
+                if message["MessageId"] not in seen:
+                    seen[message["MessageId"]] = dead_letter(message)
     finally:
         if hold_s:
             show_again(sqs, dlq_url, handles)
@@ -303,6 +322,7 @@ def copy_messages(
     sent_ids: set[str] = set()
     skipped_ids: set[str] = set()
     sent_from: set[str] = set()  # DLQ message ids sent this run
+    failed_from: set[str] = set()  # DLQ message ids whose send failed this run: it may have landed
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -323,7 +343,7 @@ def copy_messages(
                         result.came_back += 1
                         page_held.append(message["ReceiptHandle"])
                         continue
-                    if message["MessageId"] in sent_from:  # sent, its delete failed (reported): not sent twice
+                    if message["MessageId"] in sent_from | failed_from:  # reported: not sent twice in a run
                         page_held.append(message["ReceiptHandle"])
                         continue
                     letter = dead_letter(message)
@@ -346,6 +366,7 @@ def copy_messages(
                     except (ClientError, BotoCoreError) as exc:
                         result.failed += 1
                         result.errors.append(f"{message['MessageId']}: not sent: {call_error_text(exc)}")
+                        failed_from.add(message["MessageId"])
                         page_held.append(message["ReceiptHandle"])
                         continue
                     sent_ids.add(sent_id)

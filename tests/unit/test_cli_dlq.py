@@ -1,0 +1,132 @@
+"""`dlq list` and the copy path of `dlq redrive` (`longjobs.cli.dlq`) on a run longer than their holds.
+
+Both hide what they receive for a while (`VisibilityTimeout` on the receive), so that the next page brings
+other messages. SQS makes a message visible again when that timeout runs out
+(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html):
+a run that outlasts its hold meets its first pages again. The simulation's SQS (held to moto by the
+contract suite) runs on a clock these tests move, one second a call, so a slow run takes no real time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longjobs.cli.dlq import PEEK_HOLD_S, REDRIVE_HOLD_S, RedriveFilter, copy_messages, peek
+from longjobs.engine.lease.schema import table_definition
+from longjobs.sim.aws import FakeAws
+
+STATE_MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
+
+
+class Ticking:
+    """A clock each SQS call moves on by `step_s`: a slow link, or a large queue."""
+
+    def __init__(self, step_s: float) -> None:
+        self.t = 1_700_000_000.0
+        self.step_s = step_s
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+
+
+class SlowSqs:
+    """The simulated SQS, each call taking `clock.step_s`; with `fail_first`, the first send lands and then
+    answers a 500 (the SDK's retries spent), its body kept in `failed`."""
+
+    def __init__(self, aws: FakeAws, clock: Ticking, *, fail_first: bool = False) -> None:
+        self._sqs = aws.sqs
+        self._clock = clock
+        self.fail_first = fail_first
+        self.failed: str | None = None
+        self.sent: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._sqs, name)
+
+        def timed(**kwargs: Any) -> Any:
+            self._clock.t += self._clock.step_s
+            return call(**kwargs)
+
+        return timed
+
+    def send_message(self, **kwargs: Any) -> Any:
+        self._clock.t += self._clock.step_s
+        sent = self._sqs.send_message(**kwargs)
+        self.sent[kwargs["MessageBody"]] += 1
+        if self.fail_first:
+            self.fail_first, self.failed = False, kwargs["MessageBody"]
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try again"}}, "SendMessage")
+        return sent
+
+
+def queues(count: int, step_s: float) -> tuple[FakeAws, Ticking, str, str]:
+    """A DLQ of `count` messages the receiver dead-lettered (attempts exhausted), and a jobs queue."""
+    clock = Ticking(step_s)
+    aws = FakeAws(clock, random.Random(0), table=table_definition("leases"), state_machine_arn=STATE_MACHINE_ARN)
+    dlq = aws.sqs.create_queue("jobs-dlq", visibility_timeout_s=30).url
+    jobs = aws.sqs.create_queue("jobs", visibility_timeout_s=30).url
+    for index in range(count):
+        aws.sqs.send_message(
+            QueueUrl=dlq,
+            MessageBody=body(index),
+            MessageAttributes={"ErrorType": {"DataType": "String", "StringValue": "AttemptsExhausted"}},
+        )
+    return aws, clock, dlq, jobs
+
+
+def body(index: int) -> str:
+    return json.dumps({"job_id": f"j{index}", "type": "wait", "params": {"seconds": 1}})
+
+
+def test_cli_dlq_list_longer_than_its_hold_lists_every_message() -> None:
+    """130 messages at a second a receive: 13 pages, past the 10 s hold, so the first pages come back."""
+    aws, clock, dlq, _ = queues(130, step_s=1.0)
+    assert 130 / 10 * clock.step_s > PEEK_HOLD_S
+
+    letters = peek(SlowSqs(aws, clock), dlq, clock=clock.now)  # type: ignore[arg-type]
+
+    assert len({letter.message_id for letter in letters}) == len(letters) == 130
+
+
+def test_cli_dlq_list_stops_when_the_endpoint_does_not_hide_what_it_hands_out() -> None:
+    """An endpoint that ignores `VisibilityTimeout` hands the same page out again at once: the listing
+    stops there rather than loop (it lists what it saw)."""
+    aws, clock, dlq, _ = queues(30, step_s=0.0)
+
+    class NoHiding(SlowSqs):
+        def receive_message(self, **kwargs: Any) -> Any:
+            return self._sqs.receive_message(**{**kwargs, "VisibilityTimeout": 0})
+
+    letters = peek(NoHiding(aws, clock), dlq, clock=clock.now)  # type: ignore[arg-type]
+
+    assert 0 < len(letters) <= 30
+
+
+def test_cli_dlq_redrive_does_not_send_again_a_message_whose_send_failed() -> None:
+    """operate.md: a message whose send fails stays in the DLQ, not retried within the run. Its send
+    landed and answered a 500: its page's 30 s hold runs out during a run of `--max-per-second 1`, and
+    the message is received again; it is not sent a second time."""
+    aws, clock, dlq, jobs = queues(REDRIVE_HOLD_S + 5, step_s=0.05)
+    sqs = SlowSqs(aws, clock, fail_first=True)
+
+    result = copy_messages(
+        sqs,  # type: ignore[arg-type]
+        dlq,
+        jobs,
+        max_per_second=1,
+        clock=clock.now,
+        sleep=clock.sleep,
+        select=RedriveFilter(error_types=frozenset({"AttemptsExhausted"})),
+    )
+
+    assert sqs.failed is not None and sqs.sent[sqs.failed] == 1, f"sent {sqs.sent[sqs.failed or '']} times; {result}"
+    assert (result.moved, result.failed) == (REDRIVE_HOLD_S + 4, 1), result
+    assert sum(sqs.sent.values()) == REDRIVE_HOLD_S + 5, "every other message sent once"
