@@ -306,9 +306,13 @@ def claim_dead_letter(store: LeaseStore, lease: Lease, message_id: str, *, now: 
 
 def leases_of_job(dynamodb: DynamoDBClient, table_name: str, job_id: str) -> list[Lease]:
     """Every lease of a job id, oldest receive first: a Scan of the whole table filtered on `job_id`
-    (the table has no index by job id; a cancel by job id is rare and operator-driven)."""
+    (the table has no index by job id; a cancel by job id is rare and operator-driven). Strongly
+    consistent, at twice the read units: a lease a receive wrote a moment before the cancel is found
+    (DynamoDB's Scan API: with `ConsistentRead`, every write completed before the Scan began is in its
+    response; without, a recent write may be missing)."""
     pages = dynamodb.get_paginator("scan").paginate(
         TableName=table_name,
+        ConsistentRead=True,
         FilterExpression="#job = :job",
         ExpressionAttributeNames={"#job": "job_id"},
         ExpressionAttributeValues={":job": {"S": job_id}},

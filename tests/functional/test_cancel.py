@@ -269,8 +269,22 @@ def test_cancel_by_job_id_finds_every_message_of_the_job(flow: Flow) -> None:
     second = flow.send_job("shared", "wait", seconds=5)
     assert flow.deliver() == {second: Outcome.STARTED}
 
-    targets = cancel.find_targets(flow.receiver.store, flow.harness.dynamodb, "leases", "shared")
+    scans: list[dict[str, Any]] = []
+    dynamodb = flow.harness.dynamodb
+    event = "provide-client-params.dynamodb.Scan"
 
+    def record(params: dict[str, Any], **_: Any) -> None:
+        scans.append(dict(params))
+
+    dynamodb.meta.events.register(event, record)
+    try:
+        targets = cancel.find_targets(flow.receiver.store, dynamodb, "leases", "shared")
+    finally:
+        dynamodb.meta.events.unregister(event, record)
+
+    # Strongly consistent (DynamoDB's Scan API: with ConsistentRead every write completed before the Scan
+    # began is in its response), so a lease written a moment ago is not missed; moto is always consistent.
+    assert scans and all(params.get("ConsistentRead") is True for params in scans), scans
     assert targets.by_job and [lease.message_id for lease in targets.leases] == [first, second]
     assert [lease.message_id for lease in targets.to_cancel] == [second], "the one that succeeded is only reported"
     assert [cancel.report_finished(lease).outcome for lease in targets.finished] == [cancel.Outcome.ALREADY_SUCCEEDED]
