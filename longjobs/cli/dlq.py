@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from longjobs.cli.errors import UsageError, call_error_text
 from longjobs.engine.cancel import CANCELLED
+from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN
 from longjobs.engine.delivery.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
 
@@ -219,9 +220,10 @@ POISON = frozenset(
     }
 )
 """DLQ reasons no retry can fix (the receiver's poison): `redrive` leaves them unless asked."""
-KEPT_BY_DEFAULT = POISON | {CANCELLED}
+KEPT_BY_DEFAULT = POISON | {CANCELLED, CLAIM_UNKNOWN}
 """What `redrive` leaves in the DLQ unless asked (`--include-poison`, or `--error-type` naming it): poison,
-and messages an operator cancelled (`longjobs cancel`: a decision that the job must not run)."""
+messages an operator cancelled (`longjobs cancel`: a decision that the job must not run), and copies whose
+job may have run already (`ClaimUnknown`: an operator checks first)."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ class RedriveFilter:
         return self == RedriveFilter(include_poison=True)
 
     def keeps_by_default(self, letter: DeadLetter) -> bool:
-        """Whether the letter stays only because it is poison or cancelled: `--include-poison` would move it."""
+        """Whether the letter stays only because it is kept by default: `--include-poison` would move it."""
         return not self.selects(letter) and replace(self, include_poison=True).selects(letter)
 
     def selects(self, letter: DeadLetter) -> bool:
@@ -281,7 +283,7 @@ class RedriveResult:
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
     stopped: bool = False  # an AWS call failed for good before the DLQ was empty: the rest stays there
     skipped: int = 0  # messages the filter's criteria left in the DLQ
-    kept: int = 0  # messages it would have selected but for being poison or cancelled (--include-poison)
+    kept: int = 0  # messages it would have selected but for being kept by default (--include-poison)
     errors: list[str] = field(default_factory=list)
     messages: list[DeadLetter] = field(default_factory=list)
 

@@ -363,7 +363,9 @@ def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> Rendera
 def redrive_view(result: RedriveResult) -> RenderableType:
     if result.method == "dry-run":
         stays = [f"{result.skipped} the filter does not select"] if result.skipped else []
-        stays += [f"{result.kept} poison or cancelled (--include-poison moves them)"] if result.kept else []
+        stays += (
+            [f"{result.kept} poison, cancelled or ClaimUnknown (--include-poison moves them)"] if result.kept else []
+        )
         left = f"; would stay: {', '.join(stays)}" if stays else ""
         return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}")
     if result.method == "move-task":
@@ -376,7 +378,9 @@ def redrive_view(result: RedriveResult) -> RenderableType:
     if result.skipped:
         lines.append(f"{result.skipped} message(s) the filter did not select: left in the DLQ")
     if result.kept:
-        lines.append(f"{result.kept} poison or cancelled message(s) left in the DLQ: --include-poison moves them")
+        lines.append(
+            f"{result.kept} poison, cancelled or ClaimUnknown message(s) left in the DLQ: --include-poison moves them"
+        )
     if result.failed:
         lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
     if result.came_back:

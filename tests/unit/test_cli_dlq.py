@@ -1,4 +1,5 @@
-"""`dlq list` and the copy path of `dlq redrive` (`longjobs.cli.dlq`) on a run longer than their holds.
+"""`dlq list` and `dlq redrive` (`longjobs.cli.dlq`): what a redrive keeps by default, and a run longer than
+the holds of both.
 
 Both hide what they receive for a while (`VisibilityTimeout` on the receive), so that the next page brings
 other messages. SQS makes a message visible again when that timeout runs out
@@ -14,9 +15,10 @@ import random
 from collections import Counter
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.cli.dlq import PEEK_HOLD_S, REDRIVE_HOLD_S, RedriveFilter, copy_messages, peek
+from longjobs.cli.dlq import PEEK_HOLD_S, REDRIVE_HOLD_S, DeadLetter, RedriveFilter, copy_messages, peek
 from longjobs.engine.lease.schema import table_definition
 from longjobs.sim.aws import FakeAws
 
@@ -130,3 +132,24 @@ def test_cli_dlq_redrive_does_not_send_again_a_message_whose_send_failed() -> No
     assert sqs.failed is not None and sqs.sent[sqs.failed] == 1, f"sent {sqs.sent[sqs.failed or '']} times; {result}"
     assert (result.moved, result.failed) == (REDRIVE_HOLD_S + 4, 1), result
     assert sum(sqs.sent.values()) == REDRIVE_HOLD_S + 5, "every other message sent once"
+
+
+def letter(error_type: str) -> DeadLetter:
+    return DeadLetter("m", error_type, "why", 3, None, None, body(0))
+
+
+@pytest.mark.parametrize(
+    ("error_type", "moves"),
+    [
+        ("AttemptsExhausted", True),
+        ("StartsRefused", True),
+        ("NotJson", False),  # poison: it would come straight back
+        ("Cancelled", False),  # an operator decided the job must not run
+        ("ClaimUnknown", False),  # its job may have run already: an operator checks first
+    ],
+)
+def test_cli_dlq_redrive_keeps_by_default_what_must_not_simply_run_again(error_type: str, moves: bool) -> None:
+    assert RedriveFilter().selects(letter(error_type)) is moves
+    assert RedriveFilter().keeps_by_default(letter(error_type)) is not moves
+    assert RedriveFilter(include_poison=True).selects(letter(error_type))
+    assert RedriveFilter(error_types=frozenset({error_type})).selects(letter(error_type)), "named: it moves"
