@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from longjobs.sim.coverage import never_reached
@@ -75,11 +77,21 @@ def run_seed(
     return world.run()
 
 
+def offline_command(argv0: str | None = None) -> str:
+    """The offline command as this process was started (`argv0`: `sys.argv[0]`), so a line that says what to
+    run next works where its reader stands: `longjobs-offline` installed, `python -m offline` in this
+    repository (its front package), `python -m longjobs.offline` anywhere the package is."""
+    path = Path(sys.argv[0] if argv0 is None else argv0)
+    if path.name == "__main__.py":
+        return "python -m longjobs.offline" if path.parent.parent.name == "longjobs" else "python -m offline"
+    return "longjobs-offline" if path.name.startswith("longjobs-offline") else "python -m offline"
+
+
 def replay_command(
     seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, plant: str | None = None
 ) -> str:
     return (
-        f"python -m offline sim --seed {seed} --profile {profile}"
+        f"{offline_command()} sim --seed {seed} --profile {profile}"
         + ("" if notifications else " --no-s3")
         + ("" if one_marker or not notifications else " --s3-several")
         + (f" --plant {plant}" if plant else "")

@@ -122,6 +122,7 @@ def _scenario(args: argparse.Namespace) -> int:
 def _shrink(args: argparse.Namespace) -> int:
     """Shrink the seed's failure to a scenario file: exits 1 with the file written (its property broke),
     0 when the seed passes, 2 when the failure cannot be written as a scenario."""
+    from longjobs.sim.campaign import offline_command
     from longjobs.sim.shrink import Inexpressible, shrink_seed
 
     try:
@@ -140,7 +141,7 @@ def _shrink(args: argparse.Namespace) -> int:
         f"{_count(shrunk.faults_after, 'fault')} ({shrunk.runs} scenario runs, {shrunk.wall_s} s)"
     )
     plant = f" --plant {args.plant}" if args.plant else ""
-    print(f"  wrote {out}; replay: python -m offline sim --scenario {out}{plant}")
+    print(f"  wrote {out}; replay: {offline_command()} sim --scenario {out}{plant}")
     return 1
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from longjobs.sim.campaign import campaign, replay_command
+from longjobs.sim.campaign import campaign, offline_command, replay_command
 from longjobs.sim.planted import PLANTS, planted
 
 
@@ -61,3 +61,17 @@ def test_planted_bug_found_replayed_and_shrunk_through_the_command_line(
     assert main(["sim", "--scenario", str(out), "--plant", "job_lock"]) == 1
     capsys.readouterr()
     assert main(["sim", "--scenario", str(out)]) == 0, "the failure is the plant's"
+
+
+@pytest.mark.parametrize(
+    ("argv0", "command"),
+    [
+        ("/home/me/.venv/bin/longjobs-offline", "longjobs-offline"),  # installed: the console script
+        ("/home/me/sqs-long-jobs/offline/__main__.py", "python -m offline"),  # this repository's front
+        ("/home/me/.venv/lib/python3.13/site-packages/longjobs/offline/__main__.py", "python -m longjobs.offline"),
+    ],
+)
+def test_planted_replay_command_is_the_one_its_reader_ran(argv0: str, command: str) -> None:
+    """A replay line printed by the installed command works outside this repository, where `offline` (the
+    repository's front package) does not exist."""
+    assert offline_command(argv0) == command
