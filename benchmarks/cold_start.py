@@ -222,9 +222,6 @@ def resolved(value: Any, name: str) -> str:
 
 def synthesized_functions(outdir: Path) -> list[Function]:
     """The three functions of the default stack (cdk.json's context), synthesized into `outdir`."""
-    from longjobs.construct import quiet_node_notices
-
-    quiet_node_notices()
     import aws_cdk as cdk
 
     from app import JOBS_FILE

@@ -89,9 +89,6 @@ def glue_run_usd(minutes: float, workers: int, dpu_per_worker: float = 1.0) -> f
 
 def default_template_resources() -> Counter[str]:
     """Resource counts by type in the default stack, synthesized as `npx cdk synth` does (its app)."""
-    from longjobs.construct import quiet_node_notices
-
-    quiet_node_notices()  # before aws_cdk starts jsii's Node process, as app.py does
     import aws_cdk as cdk
 
     from app import build_app

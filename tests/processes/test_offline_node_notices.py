@@ -37,6 +37,15 @@ def test_offline_node_notices_stay_out_of_the_runtimes_output() -> None:
     assert "end-of-life" not in done.stderr and "b'" not in done.stderr, done.stderr
 
 
+def test_offline_node_notices_stay_out_of_a_benchmarks_output() -> None:
+    """A benchmark's module loads the CDK at its import (the backfill's workflow constants): the README's
+    `python -m benchmarks.backfill --help` prints no notice."""
+    done = python("import benchmarks.backfill, aws_cdk")
+
+    assert done.returncode == 0, done.stderr
+    assert "end-of-life" not in done.stderr and "b'" not in done.stderr, done.stderr
+
+
 def test_offline_node_notices_are_byte_strings_without_the_switches() -> None:
     """What the test above keeps out: on a Node jsii warns about, a bare import prints its notice as bytes."""
     if _node_major() not in WARNED_NODE_MAJORS:
