@@ -66,9 +66,9 @@ class Status:
     last_hour: LastHour
     notes: list[str] = field(default_factory=list)
     waiting: dict[str, int] = field(default_factory=dict)
+    """Messages waiting in flight for a slot of their job type (WAITING leases), by type (admission)."""
     drain_s: dict[str, float] = field(default_factory=dict)
     """Each limited type's backlog drain time (`BacklogDrainTime`, the admission pass's latest estimate)."""
-    """Messages waiting in flight for a slot of their job type (WAITING leases), by type (admission)."""
 
 
 def queue_depth(sqs: SQSClient, queue_url: str) -> QueueDepth:
