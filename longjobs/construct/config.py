@@ -11,17 +11,18 @@ context key and the value it got.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
 from longjobs.engine.jobs.types import MAX_WAIT_S
+from longjobs.engine.policies.remaining_time import MAX_BUFFER_S, lost_run_need_s
 from longjobs.engine.settings import (
     FIFO_BATCH_SIZE,
     MAX_BATCH_SIZE,
@@ -29,6 +30,7 @@ from longjobs.engine.settings import (
     SQS_MAX_VISIBILITY_S,
     Settings,
     SettingsError,
+    unknown_settings,
 )
 
 RESOURCE_FIELDS = frozenset(
@@ -265,12 +267,7 @@ def context_keys() -> tuple[str, ...]:
 def refuse_unknown_keys(keys: Mapping[str, str], *, also: Collection[str] = ()) -> None:
     """Refuse each key of `keys` (mapped to the name it is reported by) that names no setting, nor one of
     `also`, with the nearest name: a misspelt key would otherwise leave its setting at the default."""
-    known = [*context_keys(), *MERGED_SETTINGS, *also]
-    problems = []
-    for key, shown in sorted(keys.items()):
-        if key not in known:
-            nearest = difflib.get_close_matches(key, known, n=1)
-            problems.append(f"{shown}: no such setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
+    problems = unknown_settings(keys, [*context_keys(), *MERGED_SETTINGS, *also])
     if problems:
         raise ConfigError(f"invalid CDK context: {'; '.join(problems)}; the settings: docs/deploy.md#context-settings")
 
@@ -287,19 +284,55 @@ def load_config(context: Mapping[str, Any], *, app_keys: Collection[str] = ()) -
     try:
         infra = InfraSettings.model_validate({key: given[key] for key in InfraSettings.model_fields if key in given})
     except ValidationError as exc:
-        problems += [f"{'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}" for e in exc.errors()]
-    try:
-        engine_values = {key: given[key] for key in (*ENGINE_KEYS, *MERGED_SETTINGS) if key in given}
-        receiver_timeout = infra.receiver_timeout_s if infra is not None else InfraSettings().receiver_timeout_s
-        engine = Settings.load(
-            {**engine_values, "extender_period_s": EXTENDER_PERIOD.to_seconds(), "receiver_timeout_s": receiver_timeout}
-        )
-    except SettingsError as exc:
-        problems.append(str(exc).removeprefix("invalid settings: "))
+        problems += [_infra_problem(e) for e in exc.errors()]
+    receiver_timeout = infra.receiver_timeout_s if infra is not None else InfraSettings().receiver_timeout_s
+    engine_values = {
+        **{key: given[key] for key in (*ENGINE_KEYS, *MERGED_SETTINGS) if key in given},
+        "extender_period_s": EXTENDER_PERIOD.to_seconds(),
+        "receiver_timeout_s": receiver_timeout,
+    }
+    remaining = _remaining_on_the_schedule(engine_values)
+    if remaining is not None:
+        problems.append(remaining)
+    else:
+        try:
+            engine = Settings.load(engine_values)
+        except SettingsError as exc:
+            problems.append(str(exc).removeprefix("invalid settings: "))
     if infra is None or engine is None:
         raise ConfigError("invalid CDK context: " + "; ".join(problems))
     _check_together(infra, engine)
     return StackConfig(infra=infra, engine=engine)
+
+
+def _infra_problem(error: ErrorDetails) -> str:
+    """One of pydantic's errors as `key=value: problem`; a check across keys names its keys itself."""
+    message = error["msg"].removeprefix("Value error, ")
+    if not error["loc"]:
+        return message
+    return f"{'.'.join(map(str, error['loc']))}={error['input']!r}: {message}"
+
+
+def _remaining_on_the_schedule(values: Mapping[str, Any]) -> str | None:
+    """Why the remaining policy cannot renew on the stack, if it cannot. It renews at most 10 s before
+    visible, and one lost run of the stack's fixed 1-minute schedule leaves longer. The engine would
+    advise a shorter extender_period_s, which the stack does not offer: this names the policies that fit."""
+    if values.get("policy") != "remaining":
+        return None
+    try:
+        # The policy checks its renewals once the VT is known: without one, the rest is checked.
+        settings = Settings.load({**values, "visibility_timeout_s": None})
+    except SettingsError:
+        return None  # the full load names what else is wrong
+    need = lost_run_need_s(settings)
+    if not settings.renewal_enabled or need < MAX_BUFFER_S:
+        return None
+    return (
+        f"policy=remaining cannot renew on the stack's {settings.extender_period_s:g} s extender schedule: it renews "
+        f"at most {MAX_BUFFER_S:g} s before visible, and one lost scheduled run leaves {need:g} s (the period, a "
+        f"tick of heartbeat_s and min_remaining_life_s); use policy=adaptive (the default), or policy=threshold "
+        f"with threshold_s above {need:g} and visibility_timeout_s above that"
+    )
 
 
 def make_config(
@@ -422,13 +455,14 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
             f"invalid CDK context: queue_visibility_timeout_s={vt} must be >= receiver_timeout_s={timeout}: "
             "Lambda refuses an event source mapping whose queue hides a message for less than the function may run"
         )
-    if engine.policy != "adaptive" and engine.visibility_timeout_s is None:
-        # The extender will read the queue's VT: check the policy against the one this stack sets.
+    if engine.policy == "remaining" and engine.visibility_timeout_s is None:
+        # The functions will read the queue's VT (resolve_visibility_timeout): check the policy against this one.
         try:
             engine.with_visibility_timeout(vt)
         except SettingsError as exc:
             raise ConfigError(
-                f"invalid CDK context: with the queue's VT (queue_visibility_timeout_s={vt}), {exc}"
+                f"invalid CDK context: with the queue's VT (queue_visibility_timeout_s={vt}), "
+                + str(exc).removeprefix("invalid settings: ")
             ) from None
     run_s = infra.glue_timeout_minutes * 60
     renewal_s = engine.renew_until(0.0)

@@ -8,10 +8,11 @@ Powertools layer and this asset ships no dependencies of its own.)
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -27,6 +28,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "is_fifo_url",
+    "unknown_settings",
 ]
 
 PolicyName = Literal["adaptive", "remaining", "threshold"]
@@ -76,6 +78,17 @@ and slot and its type's defaults, which 16 KiB leaves room for."""
 def is_fifo_url(url: str) -> bool:
     """Whether a queue URL names a FIFO queue."""
     return url.rstrip("/").endswith(FIFO_SUFFIX)
+
+
+def unknown_settings(keys: Mapping[str, str], known: Collection[str]) -> list[str]:
+    """Each key of `keys` (mapped to the name it is reported by) that is not in `known`, as `name: no such
+    setting`, with the nearest known name: a misspelt key would otherwise leave its setting at the default."""
+    problems = []
+    for key, shown in sorted(keys.items()):
+        if key not in known:
+            nearest = difflib.get_close_matches(key, known, n=1)
+            problems.append(f"{shown}: no such setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
+    return problems
 
 
 ADMISSION_PASS_RUNS = 4
@@ -420,14 +433,19 @@ class Settings(BaseModel):
 
     @classmethod
     def load(cls, values: Mapping[str, Any]) -> Settings:
-        """Validate `values`, turning pydantic's report into one `SettingsError` naming each bad setting."""
+        """Validate `values`, turning pydantic's report into one `SettingsError` naming each bad setting.
+        A check across settings has no place of its own: its message names the settings it is about."""
         try:
             return cls.model_validate(dict(values))
         except ValidationError as exc:
             problems = []
             for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"]) or "settings"
-                problems.append(f"{where}: {err['msg']}")
+                where = ".".join(str(p) for p in err["loc"])
+                message = err["msg"].removeprefix("Value error, ")
+                if err["type"] == "extra_forbidden":
+                    problems += unknown_settings({where: where}, list(cls.model_fields))
+                else:
+                    problems.append(f"{where}: {message}" if where else message)
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
     @classmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import re
 import shutil
 import signal
 import sys
@@ -109,7 +110,25 @@ def serve_settings(path: Path | None) -> Settings:
     try:
         return Settings.load(values)
     except SettingsError as exc:
-        raise ServeError(str(exc)) from None
+        if path is None:
+            raise ServeError(str(exc)) from None
+        raise ServeError(f"{path}: {_blamed(str(exc).removeprefix('invalid settings: '), given)}") from None
+
+
+def _blamed(problem: str, given: Mapping[str, Any]) -> str:
+    """`problem`, led by the file's settings it names when the setting it refuses is one of `SERVE_SETTINGS`
+    the file leaves unset: the service set that value, so the fix is to set it in the file too."""
+    refused = re.match(r"(\w+)=", problem)
+    if refused is None or refused[1] not in SERVE_SETTINGS or refused[1] in given:
+        return problem
+    key = refused[1]
+    theirs = [name for name in given if re.search(rf"\b{name}=", problem)]
+    lead = " and ".join(f"{name}={given[name]}" for name in theirs) or "the file's settings"
+    return (
+        f"{lead} {'does' if len(theirs) == 1 else 'do'} not fit the service's own {key}={SERVE_SETTINGS[key]}, "
+        f"which the file leaves unset: {problem}; set {key} in the file too"
+        + (f", or change {' or '.join(theirs)}" if theirs else "")
+    )
 
 
 LOCK_FILE = ".serve.lock"

@@ -104,10 +104,51 @@ def test_config_refuses_queue_vt_shorter_than_receiver_timeout() -> None:
         load_config({"queue_visibility_timeout_s": "60", "receiver_timeout_s": "90"})
 
 
-def test_config_checks_a_fixed_vt_policy_against_the_queue_vt() -> None:
-    # remaining reads the queue's VT when none is set; on the 1-minute schedule no VT is safe for it.
-    with pytest.raises(ConfigError, match=r"queue_visibility_timeout_s=30\).*too long for the remaining policy"):
-        load_config({"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "30"})
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"policy": "remaining"},  # the queue's VT, read by the functions
+        {"policy": "remaining", "max_renewal_s": "43000", "queue_visibility_timeout_s": "30"},
+        {"policy": "remaining", "visibility_timeout_s": "300"},
+    ],
+)
+def test_config_remaining_policy_names_the_policies_that_fit_the_schedule(context: dict[str, str]) -> None:
+    """On the 1-minute schedule no VT is safe for the remaining policy, and the stack has no extender_period_s
+    to lower: the error names the policies that renew on it instead."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(context)
+    assert str(caught.value) == (
+        "invalid CDK context: policy=remaining cannot renew on the stack's 60 s extender schedule: it renews at "
+        "most 10 s before visible, and one lost scheduled run leaves 61.5 s (the period, a tick of heartbeat_s "
+        "and min_remaining_life_s); use policy=adaptive (the default), or policy=threshold with threshold_s above "
+        "61.5 and visibility_timeout_s above that"
+    )
+    load_config({"policy": "threshold", "threshold_s": "62", "visibility_timeout_s": "300"})
+
+
+def test_config_threshold_vt_unset_is_named_as_the_policys_default() -> None:
+    """The threshold policy renews by 30 s unless set, not by the queue's VT: the error says so, and that
+    on the stack (threshold_s above 61.5 s) the fix is to set visibility_timeout_s."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"policy": "threshold", "threshold_s": "70"})
+    assert str(caught.value) == (
+        "invalid CDK context: visibility_timeout_s=30 (the threshold policy's default, as visibility_timeout_s is "
+        "unset) must be greater than threshold_s=70, or every renewal is due again at once; set "
+        "visibility_timeout_s to 71 or more"
+    )
+    assert load_config({"policy": "threshold", "threshold_s": "70", "visibility_timeout_s": "71"}).engine.policy
+
+
+def test_config_check_across_keys_reads_as_its_message() -> None:
+    """A model-level check has no key of its own: no `={...}` of the whole input, no "Value error, "."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"tracing": "opentelemetry"})
+    assert str(caught.value).startswith("invalid CDK context: tracing=opentelemetry needs otel_layer_arn: ")
+    with pytest.raises(ConfigError) as caught:
+        load_config({"alarm_email": "ops", "retry_base_s": "2", "retry_cap_s": "1"})
+    assert str(caught.value) == (
+        "invalid CDK context: alarm_email='ops': must be an email address; retry_cap_s=1.0 must be >= retry_base_s=2.0"
+    )
 
 
 def test_config_refuses_a_glue_run_longer_than_renewal_lasts() -> None:

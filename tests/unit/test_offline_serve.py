@@ -91,3 +91,37 @@ def test_offline_serve_settings_refuse_what_the_service_sets_itself(tmp_path: Pa
 
     path.write_text(json.dumps({"max_attempts": 2}))
     assert serve.serve_settings(path).max_attempts == 2
+
+
+def test_offline_serve_settings_unknown_key_names_the_file_and_the_nearest(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"extender_period": 2}))
+
+    with pytest.raises(serve.ServeError) as raised:
+        serve.serve_settings(path)
+    assert str(raised.value) == f"{path}: extender_period: no such setting (did you mean extender_period_s?)"
+
+
+def test_offline_serve_settings_blame_the_files_setting_not_the_services(tmp_path: Path) -> None:
+    """A longer period no longer fits the service's own 30 s chunk ceiling: the error leads with the
+    file's setting, and says to set the ceiling in the file too (or change the period)."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"extender_period_s": 120}))
+
+    with pytest.raises(serve.ServeError) as raised:
+        serve.serve_settings(path)
+    text = str(raised.value)
+    assert text.startswith(
+        f"{path}: extender_period_s=120 does not fit the service's own adaptive_ceiling_s=30, which the file leaves "
+        "unset: adaptive_ceiling_s=30 is outside 736..43140: "
+    )
+    assert text.endswith(
+        "smallest safe adaptive_ceiling_s: 736; set adaptive_ceiling_s in the file too, or change extender_period_s"
+    )
+
+    path.write_text(json.dumps({"adaptive_ceiling_s": 5}))  # the file's own value refused: no one else to blame
+    with pytest.raises(serve.ServeError, match=rf"^{path}: adaptive_ceiling_s=5 is outside 7\.\.43140: "):
+        serve.serve_settings(path)
+
+    path.write_text(json.dumps({"extender_period_s": 120, "adaptive_ceiling_s": 736}))
+    assert serve.serve_settings(path).extender_period_s == 120

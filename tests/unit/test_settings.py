@@ -31,6 +31,31 @@ def test_settings_out_of_range_names_the_setting(values: dict[str, object], name
     assert named in str(raised.value)
 
 
+def test_settings_unknown_key_names_the_nearest_setting() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.load({"extender_period": 2})
+    assert str(raised.value) == "invalid settings: extender_period: no such setting (did you mean extender_period_s?)"
+
+
+def test_settings_check_across_settings_reads_as_its_message() -> None:
+    """A model-level check has no place: pydantic's empty location and its "Value error, " are left out."""
+    with pytest.raises(SettingsError) as raised:
+        Settings.load({"retry_base_s": 2, "retry_cap_s": 1})
+    assert str(raised.value) == "invalid settings: retry_cap_s=1.0 must be >= retry_base_s=2.0"
+
+
+def test_settings_threshold_default_vt_is_named_as_the_policys_default() -> None:
+    """The threshold policy renews by 30 s when `visibility_timeout_s` is unset: a value the user never set,
+    so the error says where it comes from and both fixes (on a short schedule a lower threshold fits)."""
+    with pytest.raises(SettingsError) as raised:
+        Settings.load({"policy": "threshold", "threshold_s": 40, "extender_period_s": 1})
+    assert str(raised.value) == (
+        "invalid settings: visibility_timeout_s=30 (the threshold policy's default, as visibility_timeout_s is "
+        "unset) must be greater than threshold_s=40, or every renewal is due again at once; set "
+        "visibility_timeout_s to 41 or more, or lower threshold_s below 30"
+    )
+
+
 def test_settings_range_error_states_the_valid_range() -> None:
     with pytest.raises(SettingsError, match=r"visibility_timeout_s: Input should be less than or equal to 43200"):
         Settings.load({"visibility_timeout_s": 50_000})
@@ -143,7 +168,7 @@ def test_settings_threshold_takes_seed_001_timeout_when_none_is_set() -> None:
     settings = Settings(policy="threshold", threshold_s=5, extender_period_s=1)
     assert settings.visibility_timeout_s is None
     assert build_policy(settings).initial_timeout_s() == 30, "seed 001's VT, not the queue's"
-    with pytest.raises(SettingsError, match=r"visibility_timeout_s=30 must be greater than threshold_s=62"):
+    with pytest.raises(SettingsError, match=r"visibility_timeout_s=30 \(the threshold policy's default, .*\) must "):
         Settings.load({"policy": "threshold", "threshold_s": 62})
 
 

@@ -38,6 +38,12 @@ def extension(remaining_s: float, visibility_timeout_s: int) -> int:
     return whole_seconds(max(abs(remaining_s) + visibility_timeout_s, visibility_timeout_s))
 
 
+def lost_run_need_s(settings: TimingSettings) -> float:
+    """How long before visible a renewal must come to survive one lost scheduled run: the gap that run
+    leaves (a period and a tick) and the time a call needs to land."""
+    return lost_run_gap_s(settings, fixed_timeout_tick_s(settings)) + settings.min_remaining_life_s
+
+
 @dataclass(frozen=True)
 class RemainingTimePolicy:
     """Renews a fixed VT ahead, compensating for late renewals."""
@@ -61,7 +67,7 @@ class RemainingTimePolicy:
         tick = fixed_timeout_tick_s(settings)
         life = settings.min_remaining_life_s
         check_timeout_outlasts_tick(vt, settings)
-        need = lost_run_gap_s(settings, tick) + life
+        need = lost_run_need_s(settings)
         if need >= MAX_BUFFER_S:
             raise ValueError(
                 f"extender_period_s={settings.extender_period_s:g} is too long for the remaining policy: it "

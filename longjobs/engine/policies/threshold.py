@@ -53,9 +53,15 @@ class ThresholdPolicy:
                 f"smallest safe threshold_s: {_just_above(gap + life)}, with visibility_timeout_s above it"
             )
         if vt <= settings.threshold_s:
+            smallest = int(settings.threshold_s) + 1
+            given, fix = f"visibility_timeout_s={vt}", f"smallest safe visibility_timeout_s: {smallest}"
+            if settings.visibility_timeout_s is None:  # say where the VT nobody set comes from, and both fixes
+                given += " (the threshold policy's default, as visibility_timeout_s is unset)"
+                lower = f", or lower threshold_s below {vt}" if gap + life < vt else ""
+                fix = f"set visibility_timeout_s to {smallest} or more{lower}"
             raise ValueError(
-                f"visibility_timeout_s={vt} must be greater than threshold_s={settings.threshold_s:g}, or every "
-                f"renewal is due again at once; smallest safe visibility_timeout_s: {int(settings.threshold_s) + 1}"
+                f"{given} must be greater than threshold_s={settings.threshold_s:g}, or every renewal is due "
+                f"again at once; {fix}"
             )
 
     @staticmethod
