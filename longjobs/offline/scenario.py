@@ -53,6 +53,11 @@ FifoId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[!-~]+$")
 """A `MessageGroupId` or `MessageDeduplicationId`: 1 to 128 letters, digits and punctuation."""
 
 
+DEFAULT_TIMEOUT_S = 180.0
+MAX_TIMEOUT_S = 3_600.0
+"""A run's `timeout_s` when the file gives none, and the most it may give."""
+
+
 class ScenarioError(ValueError):
     """The scenario file is not valid; the message names each bad key."""
 
@@ -286,7 +291,7 @@ class Scenario(_Strict):
     job_types: list[dict[str, Any]] = Field(default_factory=list, description="Added to the built-in job types.")
     jobs: list[Annotated[JobSpec, Field(union_mode="left_to_right")]] = Field(min_length=1)
     faults: list[Fault] = []
-    timeout_s: float = Field(default=180.0, gt=0, le=3_600)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
     batch_size: int | None = Field(
         default=None,
         ge=1,
@@ -306,9 +311,8 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _faults_name_jobs(self) -> Scenario:
         jobs = {job.id: job for job in self.jobs}
-        if len(jobs) != len(self.jobs):
-            ids = [job.id for job in self.jobs]
-            raise ValueError(f"job ids must be unique; used twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+        if (duplicates := _duplicate_ids([job.id for job in self.jobs])) is not None:
+            raise ValueError(duplicates)
         for index, fault in enumerate(self.faults):
             name = getattr(fault, "job", None)
             if name is None:
@@ -404,6 +408,12 @@ def dedup_key(job: JobSpec) -> str | None:
     return f"body:{job.raw_body}" if isinstance(job, RawJob) else None
 
 
+def _duplicate_ids(ids: list[object]) -> str | None:
+    """The problem of job ids given to more than one job, or None."""
+    twice = sorted({str(i) for i in ids if ids.count(i) > 1})
+    return f"job ids must be unique; used twice: {twice}" if twice else None
+
+
 def _place(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
@@ -495,6 +505,9 @@ def parse_scenario(data: Any) -> Scenario:
     catalog, catalog_problems = _catalog_problems(data.get("job_types", []))
     problems += catalog_problems
     problems += _job_problems(data.get("jobs"), catalog)
+    if isinstance(data.get("jobs"), list):  # checked here too, so that it is reported with the rest
+        ids = [job.get("id") for job in data["jobs"] if isinstance(job, Mapping) and isinstance(job.get("id"), str)]
+        problems += [duplicates] if (duplicates := _duplicate_ids(ids)) is not None else []
     problems += [f"{key}: unknown key" for key in data if key not in Scenario.model_fields]
     faults = data.get("faults", [])
     if isinstance(faults, list):

@@ -14,9 +14,10 @@ jobs, settings and faults mapped onto the world:
 | `abort_execution`, `duplicate_delivery` | the world stops the execution, or shows the message again, at `at_s` |
 | `drop_status_events` | status events lost |
 
-`run_scenario` returns the world's result and a report per job (final state, deliveries, executions and
-their statuses, releases, renewals, redeliveries while running, the DLQ's reason), read from the trace.
-A raw body that names a job id is a message of that job (a second message of one job id). A given
+`run_scenario` returns the world's result and a report per job of the file, by its id (final state,
+deliveries, executions and their statuses, releases, renewals, redeliveries while running, the DLQ's
+reason), read from the trace. A raw body that names a job id is a message of that job (a second message
+of one job id); it keeps its own report, as the offline runtime's report keeps it. A given
 `dedup_id` is refused, naming what is not modelled (content-based deduplication is); a scenario's own
 job types are rendered into the workflow as the stack renders them (those of the simulation's catalog
 are its own already); `spark_heartbeat_s` is the simulation's (60 s), not the file's.
@@ -30,6 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from longjobs.engine.delivery.dlq import ORIGINAL_MESSAGE_ID
+from longjobs.engine.execution import parse_execution_name
 from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.scenario import (
@@ -69,7 +72,7 @@ class NotModelled(ValueError):
 class JobReport:
     final: str = "queued"  # deleted | dlq | queued
     deliveries: int = 0
-    executions: list[str] = field(default_factory=list)  # each execution's end status, in start order
+    executions: list[str] = field(default_factory=list)  # each execution's end status (or RUNNING), in start order
     released: int = 0
     renewals: int = 0
     redelivered_while_running: int = 0
@@ -226,50 +229,86 @@ def run_scenario(
     result = world.run()
     partition_jobs = [key for plan in plans for key in plan.partition_jobs]
     records = result.trace.records if result.trace else []
-    return ScenarioRun(result, *_reports(records, world.job_of_message, partition_jobs))
+    names = {id(plan): job.id for plan, job in zip(plans, scenario.jobs, strict=True)}
+    messages = Messages(
+        {message: [names[id(plan)] for plan in sent] for message, sent in world.plans_of_message.items()},
+        world.job_of_message,
+        world.monitor.originals,
+    )
+    return ScenarioRun(result, *_reports(records, [job.id for job in scenario.jobs], messages, partition_jobs))
+
+
+@dataclass
+class Messages:
+    """Which scenario jobs sent each of the producer's messages, so that a report is kept per scenario job
+    (two jobs may send messages of one job id), as the offline runtime keeps one per job of the file."""
+
+    senders: dict[str, list[str]]  # the producer's message id -> the scenario jobs that sent it (FIFO: duplicates too)
+    job_of_message: dict[str, str]  # the producer's message id -> the job id the world keys it by
+    originals: dict[str, str]  # a copy's message id (waiting, or parked) -> the producer's message id
+
+    def reports(self, jobs: dict[str, JobReport], message_id: str | None, job_id: object) -> list[JobReport]:
+        """The reports a record of this message (a copy: of its original) and job id is for: those of the
+        jobs that sent the message, when the record is of its own job; else the job id's (a partition job's)."""
+        original = self.originals.get(message_id, message_id) if message_id is not None else None
+        if original is not None and self.job_of_message.get(original) == str(job_id):
+            return [jobs[name] for name in self.senders.get(original, [])]
+        job = jobs.get(str(job_id))
+        return [job] if job is not None else []
+
+    def of_call(self, jobs: dict[str, JobReport], message_id: str) -> list[JobReport]:
+        """The reports of the jobs that sent this message (a copy: its original), named by a call's handle or key."""
+        original = self.originals.get(message_id, message_id)
+        return [jobs[name] for name in self.senders.get(original, [])]
 
 
 def _reports(
-    lines: list[str], job_of_message: dict[str, str], partition_jobs: list[str]
+    lines: list[str], names: list[str], messages: Messages, partition_jobs: list[str]
 ) -> tuple[dict[str, JobReport], Counter[str]]:
-    """Per job its report: each message the scenario sent (an S3 notification is acknowledged once fanned
+    """Per job its report: each job of the file by its name (an S3 notification is acknowledged once fanned
     out: `deleted`), and each partition job a notification's markers ask for, which runs from the job
-    message the fan-out sends."""
-    jobs = {job: JobReport() for job in [*job_of_message.values(), *partition_jobs]}
+    message the fan-out sends. An execution is reported from its start: RUNNING until it ends."""
+    jobs = {job: JobReport() for job in [*names, *partition_jobs]}
     calls: Counter[str] = Counter()
     running: set[str] = set()  # executions running their job
-    execution_jobs: dict[str, str] = {}
+    execution_jobs: dict[str, list[tuple[JobReport, int]]] = {}  # execution -> its reports and its place in them
     for line in lines:
         record = json.loads(line)
         call, event = record.get("call"), record.get("event")
         if call is not None:
             calls[call] += 1
-            _count_call(record, jobs, job_of_message)
+            _count_call(record, jobs, messages)
             continue
-        job = jobs.get(str(record.get("job_id")))
-        if event == "delivered" and record["queue"] == "jobs" and job is not None:
-            job.deliveries += 1
-            if any(name.startswith(record["message_id"]) for name in running):
-                job.redelivered_while_running += 1
-        elif event == "execution_started":
-            execution_jobs[record["execution"]] = str(record["job_id"])
+        if event == "delivered" and record["queue"] == "jobs":
+            for job in messages.reports(jobs, record["message_id"], record["job_id"]):
+                job.deliveries += 1
+                if any(name.startswith(record["message_id"]) for name in running):
+                    job.redelivered_while_running += 1
+        elif event == "execution_started" and record["execution"] not in execution_jobs:
+            parsed = parse_execution_name(record["execution"])
+            owners = messages.reports(jobs, parsed[0] if parsed else None, record["job_id"])
+            execution_jobs[record["execution"]] = [(owner, len(owner.executions)) for owner in owners]
+            for owner in owners:
+                owner.executions.append("RUNNING")
         elif event == "job_started":
             running.add(record["execution"])
         elif event == "job_ended":
             running.discard(record["execution"])
-            if record["succeeded"] and job is not None:
-                job.final = "deleted"  # its message is deleted next (or, redelivered, as already succeeded)
+            for owner, _ in execution_jobs.get(record["execution"], []) if record["succeeded"] else []:
+                owner.final = "deleted"  # its message is deleted next (or, redelivered, as already succeeded)
         elif event == "execution_ended":
             running.discard(record["execution"])
-            owner = jobs.get(execution_jobs.get(record["execution"], ""))
-            if owner is not None:
-                owner.executions.append(record["status"])
-        elif event == "dead_lettered" and job is not None:
-            job.final = "dlq"
+            for owner, index in execution_jobs.get(record["execution"], []):
+                owner.executions[index] = record["status"]
+        elif event == "dead_lettered":
             reason = record.get("reason", {})
-            job.dlq_error = f"{reason.get('ErrorType')}: {reason.get('ErrorMessage')}"
-        elif event == "outcome" and job is not None and record["outcome"] in DONE_OUTCOMES:
-            job.final = "deleted"
+            message_id = reason.get(ORIGINAL_MESSAGE_ID) or record["message_id"]
+            for job in messages.reports(jobs, message_id, record["job_id"]):
+                job.final = "dlq"
+                job.dlq_error = f"{reason.get('ErrorType')}: {reason.get('ErrorMessage')}"
+        elif event == "outcome" and record["outcome"] in DONE_OUTCOMES:
+            for job in messages.reports(jobs, record["message_id"], record["job_id"]):
+                job.final = "deleted"
     return jobs, calls
 
 
@@ -277,7 +316,7 @@ DONE_OUTCOMES = ("inline_done", "already_succeeded", "fanned_out")
 """Receiver outcomes after which a message is deleted without an execution of its own."""
 
 
-def _count_call(record: dict[str, Any], jobs: dict[str, JobReport], job_of_message: dict[str, str]) -> None:
+def _count_call(record: dict[str, Any], jobs: dict[str, JobReport], messages: Messages) -> None:
     """Renewals (the extender's accepted visibility changes), releases (a lease closed RELEASED) and
     deletions (the workflow's DeleteMessage that took effect), per job."""
     if "error" in record or record.get("fault") in ("throttled", "server_error", "timeout", "crash_before"):
@@ -286,24 +325,21 @@ def _count_call(record: dict[str, Any], jobs: dict[str, JobReport], job_of_messa
     if call == "sqs.change_message_visibility_batch" and record["actor"] == "extender":
         ok = {entry["Id"] for entry in record.get("answer", {}).get("Successful", [])}
         for entry in params["Entries"]:
-            job = jobs.get(job_of_message.get(entry["ReceiptHandle"].partition("#")[0], ""))
-            if job is not None and entry["Id"] in ok:
+            for job in messages.of_call(jobs, entry["ReceiptHandle"].partition("#")[0]) if entry["Id"] in ok else []:
                 job.renewals += 1
     elif call == "dynamodb.update_item":
-        _count_release(params, jobs, job_of_message)
+        _count_release(params, jobs, messages)
     elif call == "dynamodb.transact_write_items":  # a close frees its holds in the same transaction
         for item in params["TransactItems"]:
             if "Update" in item:
-                _count_release(item["Update"], jobs, job_of_message)
+                _count_release(item["Update"], jobs, messages)
     elif call == "sqs.delete_message":
-        job = jobs.get(job_of_message.get(params["ReceiptHandle"].partition("#")[0], ""))
-        if job is not None:
+        for job in messages.of_call(jobs, params["ReceiptHandle"].partition("#")[0]):
             job.final = "deleted"
 
 
-def _count_release(update: dict[str, Any], jobs: dict[str, JobReport], job_of_message: dict[str, str]) -> None:
+def _count_release(update: dict[str, Any], jobs: dict[str, JobReport], messages: Messages) -> None:
     """A lease's close RELEASED, counted for its job."""
     status = update.get("ExpressionAttributeValues", {}).get(":status", {}).get("S")
-    job = jobs.get(job_of_message.get(update["Key"]["pk"]["S"], ""))
-    if job is not None and status == "RELEASED":
+    for job in messages.of_call(jobs, update["Key"]["pk"]["S"]) if status == "RELEASED" else []:
         job.released += 1

@@ -22,6 +22,8 @@ file `python -m offline sim --scenario FILE` runs) holding only what the failure
    validated as a scenario and run in the simulation; a fault naming a job that was taken out goes
    with it. The result is 1-minimal: taking out any one job or fault left makes the property hold
    (or another one break).
+5. **Time it.** The file gets the `timeout_s` that `offline run` needs to settle it (`offline_timeout_s`):
+   messages of one job id run one after another, which may take longer than the runtime's default.
 
 Every run is deterministic, so the same seed shrinks to the same file.
 """
@@ -36,13 +38,29 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from longjobs.history.faults import CallFault, WorldFault
-from longjobs.offline.scenario import ScenarioError, parse_scenario
+from longjobs.offline.scenario import (
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    GenericJob,
+    JobSpec,
+    Scenario,
+    ScenarioError,
+    SparkJob,
+    WaitJob,
+    parse_scenario,
+)
 from longjobs.sim.faults import CRASHING_ACTORS, FaultPlan
 from longjobs.sim.trace import Trace
-from longjobs.sim.workload import ADDED_TYPE, CATALOG, JobPlan, Workload
+from longjobs.sim.workload import ADDED_TYPE, CATALOG, PARTITION_SECONDS, JobPlan, Workload, notification_markers
 
 SPARK_EVENTS = 100  # a Spark job's partition size in the file (the simulation does not read it)
 PAUSE_AROUND_S = 0.5  # a skipped extender run is written as a pause this long either side of it
+OFFLINE_SPARK_RUN_S = 120.0
+"""A Spark run under `offline run`: a local Spark's start and a small partition (the simulation's take 30 s)."""
+ATTEMPT_S = 60.0
+"""An attempt besides its job's run: the receive, the start, the workflow's own steps and the delete."""
+TIMEOUT_MARGIN = 1.25
+"""The share added to a written scenario's bound, for the real time the offline runtime spends (moto, threads)."""
 
 
 class Inexpressible(ValueError):
@@ -307,14 +325,85 @@ def shrink_seed(seed: int, profile: str, *, notifications: bool = True, one_mark
             f"seed {seed} ({profile}) breaks {target}, but not once written as a scenario; left out: {left_out}"
         )
     smallest = ddmin(everything, fails)
+    scenario = translation.scenario([translation.entries[i] for i in smallest])
     return Shrunk(
         seed=seed,
         profile=profile,
         broken=target,
         jobs_before=len(workload.jobs),
         faults_before=len(plan.fired),
-        scenario=translation.scenario([translation.entries[i] for i in smallest]),
+        scenario={**scenario, "timeout_s": offline_timeout_s(parse_scenario(scenario))},
         runs=len(tried),
         wall_s=round(time.monotonic() - began, 1),
         left_out=translation.left_out,
     )
+
+
+def offline_timeout_s(scenario: Scenario) -> int:
+    """The `timeout_s` a shrunk scenario is written with: a bound on how long `offline run` takes to settle
+    it, plus `TIMEOUT_MARGIN`, between the runtime's default and the format's maximum. The run ends once
+    every message is settled, so a generous timeout only lengthens a run that fails.
+
+    Jobs of one job id run one after another, so their times add up; on FIFO, so do a group's. A message
+    waiting for its job id tries again after delays that double with equal jitter. When the job before it
+    ends at t, it starts by 3t plus `job_wait_base_s`, and by t plus `job_wait_cap_s`. A job runs once; one
+    that fails by design runs every attempt, with its release delays between. Each fault may cost one more
+    attempt of the longest job, held back the longest release delay. A type limited to n jobs at once adds
+    its jobs' time over n."""
+    settings = scenario.settings
+
+    def release_delay_s(attempt: int) -> float:
+        """The longest release delay after `attempt` (as `longjobs.engine.delivery.attempt` draws it)."""
+        if settings.fifo:
+            return float(settings.fifo_release_delay_s)
+        return min(float(settings.release_delay_cap_s), settings.release_delay_base_s * 2.0 ** (attempt - 1))
+
+    lines: dict[str, list[float]] = {}
+    by_type: dict[str, float] = {}
+    longest_attempt_s = 0.0
+    for job in scenario.jobs:
+        job_id, job_type, params = _message_job(job)
+        job_type_spec = scenario.job_catalog().get(job_type) if job_type is not None else None
+        if isinstance(job, SparkJob) or (job_type_spec is not None and job_type_spec.runner == "pyspark"):
+            run_s = OFFLINE_SPARK_RUN_S
+        else:
+            seconds = params.get("seconds")
+            run_s = float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else 0.0
+        attempts = settings.max_attempts if params.get("fail") is True else 1
+        job_s = attempts * (run_s + ATTEMPT_S) + sum(release_delay_s(attempt) for attempt in range(1, attempts))
+        longest_attempt_s = max(longest_attempt_s, run_s + ATTEMPT_S)
+        lines.setdefault(job.group if settings.fifo and job.group is not None else job_id, []).append(job_s)
+        if job_type_spec is not None and job_type_spec.max_concurrency is not None:
+            by_type[job_type_spec.name] = by_type.get(job_type_spec.name, 0.0) + job_s / job_type_spec.max_concurrency
+    longest_line_s = 0.0
+    for times in lines.values():
+        ended = times[0]
+        for job_s in times[1:]:
+            if not settings.fifo:  # it waits for its job id (FIFO: it is received once the one before is deleted)
+                ended = min(3 * ended + settings.job_wait_base_s, ended + settings.job_wait_cap_s)
+            ended += job_s
+        longest_line_s = max(longest_line_s, ended)
+    faults_s = len(scenario.faults) * (longest_attempt_s + release_delay_s(max(1, settings.max_attempts - 1)))
+    bound_s = longest_line_s + faults_s + sum(by_type.values())
+    return math.ceil(min(MAX_TIMEOUT_S, max(DEFAULT_TIMEOUT_S, TIMEOUT_MARGIN * bound_s)))
+
+
+def _message_job(job: JobSpec) -> tuple[str, str | None, dict[str, Any]]:
+    """The job id, type and params a scenario job's message carries: a raw body's own (a second message of
+    a job, or an S3 notification, whose partition jobs wait `PARTITION_SECONDS`); a poison one's type is None."""
+    if isinstance(job, WaitJob):
+        return job.id, "wait", {"seconds": job.seconds, "fail": job.fail}
+    if isinstance(job, SparkJob):
+        return job.id, "spark", {}
+    if isinstance(job, GenericJob):
+        return job.id, job.type, job.params
+    if notification_markers(job.raw_body) is not None:
+        return job.id, "wait", {"seconds": PARTITION_SECONDS}
+    try:
+        body = json.loads(job.raw_body)
+    except ValueError:
+        return job.id, None, {}
+    if not isinstance(body, dict) or not isinstance(body.get("params"), dict):
+        return job.id, None, {}
+    job_type = body.get("type")
+    return str(body.get("job_id", job.id)), job_type if isinstance(job_type, str) else None, body["params"]

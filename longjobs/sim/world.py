@@ -179,10 +179,10 @@ class World:
         aws.sqs.on_sent = self._on_sent
         aws.sqs.on_move_task = lambda task: operator.run_move_task(self, task)
         aws.sqs.on_moved = lambda queue, message, source: operator.moved(self, queue, message, source)
-        self.busy: set[str] = set()
-        """What must end before the seed may (an operator's redrive to come, a move task running)."""
+        self.busy: set[str] = set()  # what must end before the seed may (a redrive to come, a move task running)
         aws.dynamodb.on_store = self.monitor.lease_written
         self.job_of_message: dict[str, str] = {}  # the producer's messages (a raw body names no job id)
+        self.plans_of_message: dict[str, list[JobPlan]] = {}  # the plans that sent each (FIFO: a duplicate's too)
         self.unsent = len(workload.jobs)  # the producer's messages still to send (a redrive's are not its)
         self.s3_events: set[tuple[str, str]] = set()  # (partition job, sequencer) of each S3 event sent
         self.functions = self._lambda_service()
@@ -405,6 +405,7 @@ class World:
         sent of each of its markers' partition jobs (once per S3 event it fans out: `JobPlan.fanned_events`)."""
         message_id = self.aws.sqs.put(self.queue, job.body, group_id=job.group)
         self.job_of_message[message_id] = job.job_id
+        self.plans_of_message.setdefault(message_id, []).append(job)
         self.unsent -= 1
         for key, event in zip(job.job_keys, job.fanned_events, strict=True):
             if (key, event) not in self.s3_events:  # an event S3 delivers again is no new message

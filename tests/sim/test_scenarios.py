@@ -15,6 +15,7 @@ import pytest
 
 from longjobs.engine.jobs import BUILTIN_TYPES
 from longjobs.offline.scenario import load_scenario, parse_scenario
+from longjobs.sim.planted import PLANTS
 from longjobs.sim.scenario import NotModelled, ScenarioRun, run_scenario
 from tests.short_settings import SHORT_THRESHOLD
 
@@ -470,3 +471,39 @@ def test_scenario_notifications_report_their_partition_jobs() -> None:
     for folder in ("n0p0", "n0p1", "n1p0"):
         report = result.jobs[f"wait:raw-bucket/parts/{folder}/"]
         assert (report.final, report.executions) == ("deleted", ["SUCCEEDED"])
+
+
+def _one_job_id_twice(seconds: int) -> list[dict[str, Any]]:
+    """Two jobs of the file whose messages carry one job id, as a shrunk seed writes a second message of a job."""
+    body = json.dumps({"job_id": "a", "type": "wait", "params": {"seconds": seconds}})
+    return [{"id": "a", "type": "wait", "seconds": seconds}, {"id": "a.2", "raw_body": body, "expect": "deleted"}]
+
+
+def test_scenario_two_jobs_of_one_job_id_report_one_entry_each() -> None:
+    """Each job of the file has its own entry, by its name, as the offline runtime reports it; the messages
+    of one job id run one after the other."""
+    result = run(POLICIES["threshold"], _one_job_id_twice(5))
+
+    assert result.result.violation is None
+    assert {name: (job.final, job.executions) for name, job in result.jobs.items()} == {
+        "a": ("deleted", ["SUCCEEDED"]),
+        "a.2": ("deleted", ["SUCCEEDED"]),
+    }
+    assert all(job.deliveries >= 1 for job in result.jobs.values())
+
+
+def test_scenario_executions_running_when_a_property_breaks_are_reported_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without its job lock two messages of one job id run at once: the run stops there, and each job's
+    entry names the execution the violation names, still RUNNING."""
+    PLANTS["job_lock"].apply(monkeypatch.setattr)
+
+    result = run(POLICIES["threshold"], _one_job_id_twice(5))
+
+    assert result.result.violation is not None
+    assert result.result.violation.property == "single_execution_per_job"
+    assert {name: (job.final, job.executions) for name, job in result.jobs.items()} == {
+        "a": ("queued", ["RUNNING"]),
+        "a.2": ("queued", ["RUNNING"]),
+    }

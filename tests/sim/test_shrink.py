@@ -9,17 +9,29 @@ campaign finds it."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from longjobs.engine.settings import Settings
 from longjobs.history.faults import CallFault, WorldFault
 from longjobs.offline.__main__ import main
-from longjobs.offline.scenario import load_scenario
+from longjobs.offline.scenario import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, load_scenario, parse_scenario
 from longjobs.sim.campaign import campaign
 from longjobs.sim.planted import PLANTS
 from longjobs.sim.properties import Monitor, PropertyViolation
-from longjobs.sim.shrink import Fired, Inexpressible, ddmin, shrink_seed, translate
+from longjobs.sim.shrink import (
+    ATTEMPT_S,
+    TIMEOUT_MARGIN,
+    Fired,
+    Inexpressible,
+    ddmin,
+    offline_timeout_s,
+    shrink_seed,
+    translate,
+)
 from longjobs.sim.workload import ADDED_TYPE, DeployPlan, JobPlan, Workload
 
 SEEDS_TO_SEARCH = 10
@@ -63,6 +75,51 @@ def test_shrink_job_lock_keeps_two_messages_of_one_job_id(monkeypatch: pytest.Mo
     assert shrunk is not None and shrunk.broken == "single_execution_per_job"
     job, again = shrunk.scenario["jobs"]
     assert again["id"] == f"{job['id']}.2" and json.loads(again["raw_body"])["job_id"] == job["id"]
+    assert shrunk.scenario["timeout_s"] == offline_timeout_s(parse_scenario(shrunk.scenario)), "for `offline run`"
+
+
+def _wait(job_id: str, seconds: int, **more: Any) -> dict[str, Any]:
+    return {"id": job_id, "type": "wait", "seconds": seconds, **more}
+
+
+def test_shrink_timeout_covers_jobs_of_one_job_id_run_one_after_another() -> None:
+    """Two messages of one job id run one after the other, the second once a wait finds the first ended:
+    the timeout written covers both and that wait, where two job ids run side by side."""
+    body = json.dumps({"job_id": "a", "type": "wait", "params": {"seconds": 117}})
+    one_id = parse_scenario({"jobs": [_wait("a", 117), {"id": "a.2", "raw_body": body, "expect": "deleted"}]})
+    two_ids = parse_scenario({"jobs": [_wait("a", 117), _wait("b", 117)]})
+
+    attempt_s = 117 + ATTEMPT_S
+    second_starts_s = 3 * attempt_s + Settings().job_wait_base_s  # at the latest, after waits that double
+    assert offline_timeout_s(one_id) == math.ceil(TIMEOUT_MARGIN * (second_starts_s + attempt_s)) == 923
+    assert offline_timeout_s(two_ids) == math.ceil(TIMEOUT_MARGIN * attempt_s) == 222
+
+
+def test_shrink_timeout_counts_every_attempt_of_a_failing_job_and_each_fault() -> None:
+    failing = parse_scenario({"settings": {"max_attempts": 3}, "jobs": [_wait("f", 10, fail=True)]})
+    faulted = parse_scenario(
+        {
+            "settings": {"max_attempts": 3},
+            "jobs": [_wait("a", 100)],
+            "faults": [{"type": "aws_fault", "function": "receiver", "operation": "StartExecution", "mode": "timeout"}],
+        }
+    )
+
+    # three attempts of 70 s, the release delays of 30 and 60 s between
+    assert offline_timeout_s(failing) == math.ceil(TIMEOUT_MARGIN * (3 * 70 + 30 + 60)) == 375
+    # the fault may cost another attempt, held back the longest release delay (60 s)
+    assert offline_timeout_s(faulted) == math.ceil(TIMEOUT_MARGIN * (160 + 160 + 60)) == 475
+
+
+def test_shrink_timeout_stays_within_the_default_and_the_formats_maximum() -> None:
+    assert offline_timeout_s(parse_scenario({"jobs": [_wait("a", 1)]})) == DEFAULT_TIMEOUT_S
+    assert offline_timeout_s(parse_scenario({"jobs": [_wait("a", 3_000)]})) == MAX_TIMEOUT_S
+
+
+def test_shrink_timeout_runs_a_fifo_groups_jobs_one_after_another_without_waits() -> None:
+    fifo = {"settings": {"fifo": True}, "jobs": [_wait("a", 100, group="g"), _wait("b", 100, group="g")]}
+
+    assert offline_timeout_s(parse_scenario(fifo)) == math.ceil(TIMEOUT_MARGIN * 2 * (100 + ATTEMPT_S)) == 400
 
 
 def test_shrink_passing_seed_has_nothing_to_shrink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

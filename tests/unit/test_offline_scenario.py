@@ -254,6 +254,22 @@ def test_scenario_parser_refuses_duplicate_ids_and_empty_job_lists() -> None:
     assert "scenario: must be a JSON object, got list" in problems([])
 
 
+def test_scenario_parser_reports_duplicate_ids_with_the_other_problems() -> None:
+    """A duplicate job id is named together with an unknown key and a bad fault mode, not after they are fixed."""
+    text = problems(
+        {
+            "jobs": [{"id": "a", "type": "wait", "seconds": 1}, {"id": "a", "type": "wait", "seconds": 2}],
+            "faults": [{"type": "aws_fault", "operation": "*", "mode": "sometimes"}],
+            "retries": 3,
+        }
+    )
+
+    assert "retries: unknown key" in text
+    assert "faults[0].mode: Input should be" in text
+    assert "job ids must be unique; used twice: ['a']" in text
+    assert text.count("used twice") == 1
+
+
 def test_scenario_loader_names_a_file_that_is_not_json(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"jobs": [', encoding="utf-8")
