@@ -233,6 +233,14 @@ def _one_marker_in_place(patch: Patch) -> None:
     patch(Parsed, "fans_out", property(lambda parsed: len(parsed.jobs) > 1))
 
 
+def _cancel_send_unclaimed(patch: Patch) -> None:
+    """A receive dead-letters a cancelled message without claiming the send: beside a cancel run again, or
+    the extender finishing one, it sends a second `Cancelled` copy (a redrive of both runs the job twice)."""
+    from longjobs.engine.receiver import service
+
+    patch(service, "claim_dead_letter", lambda store, lease, message_id, *, now: lease)
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -268,6 +276,7 @@ PLANTS: dict[str, Plant] = {
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time"),
     "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message"),
     "one_marker_in_place": Plant(_one_marker_in_place, "once_per_message", search_from=30),
+    "cancel_send_unclaimed": Plant(_cancel_send_unclaimed, "dlq_send_claimed", search_from=35),
 }
 
 

@@ -91,11 +91,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from longjobs.engine.cancel import CancelRecord
 from longjobs.engine.execution import parse_execution_name
+from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
 from longjobs.engine.lease.schema import (
     DUE_INDEX,
@@ -130,6 +132,7 @@ ALWAYS = (
     "cancelled_never_succeeds",
     "refused_start_returns",
     "dlq_keeps_history",
+    "dlq_send_claimed",
     "newest_receive",
     "attempt_within_cap",
     "needless_redeliveries",
@@ -353,11 +356,12 @@ class Monitor:
         self.started.add(name)
 
     def dead_lettered_copy(
-        self, job_key: str, attributes: dict[str, Any], message_id: str, lease_history: str | None = None
+        self, job_key: str, attributes: dict[str, Any], message_id: str, items: Mapping[str, Any] | None = None
     ) -> None:
         """A message of `job_key` reached the DLQ: the receiver's copy (naming the producer's message), or the
-        message itself, moved by the queue's redrive. `lease_history`: the failed attempts (JSON) the lease
-        of the message the copy names records now."""
+        message itself, moved by the queue's redrive. `items`: the lease table as it is now."""
+        original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
+        lease_history = (items or {}).get(original, {}).get(HISTORY_ATTR, {}).get("S")
         copied = attributes.get("Attempts", {}).get("StringValue")
         self._check_attempts(copied, f"the DLQ copy of job {job_key}")
         if "ErrorType" in attributes and _attempts(copied) < _attempts(lease_history):
@@ -368,10 +372,10 @@ class Monitor:
             )
         self._redriven_ended(job_key, "dead_lettered_again")
         self.dead_lettered[job_key].append(attributes)
-        original = str(attributes.get("OriginalMessageId", {}).get("StringValue", message_id))
         self.dead_messages[job_key].add(self.originals.get(original, original))
         reason = attributes.get("ErrorType", {}).get("StringValue")
         if reason == "Cancelled":
+            check_cancel_send(original, (items or {}).get(original))
             self.cancelled_dead.add(self.originals.get(original, original))
         self.finished.add(job_key)
         self.reach("dead_lettered")
@@ -565,6 +569,21 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+def check_cancel_send(original: str, item: Mapping[str, Any] | None) -> None:
+    """`dlq_send_claimed`: a `Cancelled` DLQ copy is sent by a carrier that claimed the send on the cancelled
+    lease or marker it names, and never once a copy is noted there (`longjobs.engine.cancel`, step 4): of
+    a cancel run again, the extender finishing one and a receive of the message at once, one sends. `item`:
+    that lease as the send lands; one not CANCELLED (a deeper copy's marker, not named) is not judged."""
+    if item is None or item.get(STATUS_ATTR, {}).get("S") != "CANCELLED":
+        return
+    record = CancelRecord.of(item_to_lease(dict(item)))
+    if record is not None and record.dead_letter_id is not None:
+        detail = f"a Cancelled copy of {original} was sent after its copy {record.dead_letter_id} was noted"
+        raise PropertyViolation("dlq_send_claimed", detail)
+    if record is not None and record.sending_at is None:
+        raise PropertyViolation("dlq_send_claimed", f"a Cancelled copy of {original} was sent with no claim")
 
 
 @dataclass

@@ -26,7 +26,7 @@ from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import table_definition
 from longjobs.engine.lease.lock import FREE, LOCK_STATE_ATTR, is_lock_key
-from longjobs.engine.lease.schema import EXECUTION_ATTR, HISTORY_ATTR, STATUS_ATTR
+from longjobs.engine.lease.schema import EXECUTION_ATTR, STATUS_ATTR
 from longjobs.engine.observability import logger
 from longjobs.engine.runs import RunPlace, place_setting
 from longjobs.engine.settings import Settings
@@ -483,10 +483,8 @@ class World:
 
     def _on_dead_letter(self, queue: FakeQueue, message: Message) -> None:
         reason = {name: value.get("StringValue") for name, value in sorted(message.attributes.items())}
-        original = str(message.attributes.get("OriginalMessageId", {}).get("StringValue", message.message_id))
-        history = self.aws.dynamodb.items.get(original, {}).get(HISTORY_ATTR, {}).get("S")
         for key in self.keys_of(message):
-            self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id, history)
+            self.monitor.dead_lettered_copy(key, dict(message.attributes), message.message_id, self.aws.dynamodb.items)
             self.trace.event("sqs", "dead_lettered", message_id=message.message_id, job_id=key, reason=reason)
 
 
