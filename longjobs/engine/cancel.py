@@ -171,8 +171,8 @@ class CancelRecord:
     sending_at: float | None = None
     """When a carrier of the cancel claimed the DLQ send (see the module's step 4), None before any."""
     sending_by: str | None = None
-    """The message whose receive claimed the send (`claim_dead_letter`), None for a cancel's or the
-    extender's claim: a receive has the body in hand only in the message itself."""
+    """The receive that claimed the send, by its receipt handle (`claim_dead_letter`); None for a cancel's
+    or the extender's claim. A receive has the body only in the message it received."""
 
     def to_result(self) -> dict[str, Any]:
         return {
@@ -269,33 +269,37 @@ def decide(lease: Lease) -> Decision:
     return Decision.MARK
 
 
-def redelivery_needs_dead_letter(lease: Lease, message_id: str, *, now: float) -> bool:
-    """Whether the receive of `message_id`, whose lease (or the marker that refused its copy) is CANCELLED,
-    is still to send it to the DLQ: no DLQ copy is noted, and no other carrier is sending one.
+def redelivery_needs_dead_letter(lease: Lease) -> bool:
+    """Whether a message received with a CANCELLED lease (a redelivery, or a copy its cancelled marker
+    refused) is still to be sent to the DLQ: no DLQ copy is noted, and no cancel's carrier claimed the send.
 
     A cancel's or the extender's claim has its body at hand (an execution's input, a marker's message) and
     is finished by its claimant, or by the extender from the lease (which stays due until the cancel is
-    done): the receive is acknowledged. A receive's claim (`claim_dead_letter`) has only the message: a
-    receive of the same message takes it over at once (the one that claimed died, or its send failed), and
-    a receive of another copy once it is `SEND_CLAIM_S` old."""
+    done): the receive is acknowledged. A receive's claim has only the message it received, which may
+    never come back: so a receive that meets one is never acknowledged for it (`receive_may_send`)."""
     record = CancelRecord.of(lease)
     if lease.status is not LeaseStatus.CANCELLED:
         return False
-    if record is None:
-        return True
-    if record.dead_letter_id is not None:
-        return False
-    if record.sending_by is None:
-        return record.sending_at is None
-    return record.sending_by == message_id or not record.send_claimed(now)
+    if record is None or record.sending_by is not None:
+        return record is None or record.dead_letter_id is None
+    return record.dead_letter_id is None and record.sending_at is None
 
 
-def claim_dead_letter(store: LeaseStore, lease: Lease, message_id: str, *, now: float) -> Lease | None:
-    """Claim, for the receive of `message_id`, the DLQ send of a CANCELLED lease or marker, as a cancel
-    claims its own (step 4): one write conditional on the version read, so of a receive and a cancel's
-    carrier at once one sends. None when another writer changed it first (read again)."""
+def receive_may_send(lease: Lease, receipt_handle: str, *, now: float) -> bool:
+    """Whether the receive holding `receipt_handle` may claim the DLQ send now: no other receive holds a
+    claim younger than `SEND_CLAIM_S`. Another receive (a duplicate delivery, a twin copy) may still be
+    sending; this one then comes back later, to find the copy noted or the claim old enough to take over.
+    Its own claim is its pass read again after a lost race."""
+    record = CancelRecord.of(lease)
+    return record is None or record.sending_by in (None, receipt_handle) or not record.send_claimed(now)
+
+
+def claim_dead_letter(store: LeaseStore, lease: Lease, receipt_handle: str, *, now: float) -> Lease | None:
+    """Claim, for the receive holding `receipt_handle`, the DLQ send of a CANCELLED lease or marker, as a
+    cancel claims its own (step 4): one write conditional on the version read, so of a receive and a
+    cancel's carrier at once one sends. None when another writer changed it first (read again)."""
     record = CancelRecord.of(lease) or CancelRecord(DEFAULT_REASON, lease.status.value, now)
-    claim = replace(record, sending_at=now, sending_by=message_id)
+    claim = replace(record, sending_at=now, sending_by=receipt_handle)
     error = lease.last_error or _error(record.reason)
     due_at = None if record.done else lease.renew_at  # an unfinished cancel stays due: the extender finishes it
     return mark_cancelled(store, lease, now=now, error=error, record=claim.to_result(), due_at=due_at)

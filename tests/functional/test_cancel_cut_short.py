@@ -472,9 +472,11 @@ def test_redelivery_while_the_extender_finishes_a_cancel_sends_one_dlq_copy(flow
     assert_finished(flow, message_id, "nightly")
 
 
-def test_redelivery_whose_dlq_send_failed_is_sent_by_its_next_receive(flow: Flow) -> None:
-    """A receive that claimed the send and then failed (its send throttled) leaves a claim only its own
-    message can finish: the message's next receive takes it over at once, without waiting `SEND_CLAIM_S`."""
+def test_redelivery_whose_dlq_send_failed_is_sent_once_its_claim_is_old(flow: Flow) -> None:
+    """A receive that claimed the send and then failed (its send throttled) leaves its claim. The message's
+    next receive cannot tell a dead claimant from a live one (SQS may hand a message out twice at once), so
+    it comes back later (STALE, not acknowledged: the message may be the body's last holder) and sends
+    once the claim is `SEND_CLAIM_S` old."""
     message_id, _ = cut_short_and_back(flow, "nightly")
     receiver = flow.receiver
 
@@ -485,12 +487,63 @@ def test_redelivery_whose_dlq_send_failed_is_sent_by_its_next_receive(flow: Flow
     with pytest.raises(ClientError):
         service.receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", throttled_send)), delivery)
     record = cancel.CancelRecord.of(flow.lease(message_id))
-    assert record is not None and record.sending_by == message_id and record.dead_letter_id is None
-    assert flow.dlq_messages() == []
-    flow.sqs.change_message_visibility(  # the record failed: the mapping leaves it, and it comes back
-        QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle, VisibilityTimeout=0
+    assert record is not None and record.sending_by == delivery.receipt_handle and record.dead_letter_id is None
+    again = replace(
+        delivery, receipt_handle=delivery.receipt_handle + "-next", receive_count=delivery.receive_count + 1
     )
 
-    assert flow.deliver() == {message_id: Outcome.CANCELLED}
-    run_extender(extender(flow))
-    assert_finished(flow, message_id, "nightly")
+    assert service.receive(receiver, again) is Outcome.STALE, "another receive's fresh claim: it comes back"
+    assert flow.dlq_messages() == []
+    later = replace(receiver, clock=OffsetClock(cancel.SEND_CLAIM_S + 1))
+    assert service.receive(later, again) is Outcome.CANCELLED
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
+
+
+def test_two_receives_of_one_message_at_once_send_one_dlq_copy(flow: Flow) -> None:
+    """SQS may hand one message out twice at once. Both receives find the lease CANCELLED with no copy; the
+    first claims the send, and the second, reading while the first sends, leaves it to the first."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    [first] = flow.receive_batch()
+    second = replace(first, receipt_handle=first.receipt_handle + "-twin")
+    outcomes: list[Outcome] = []
+    receiver = replace(
+        flow.receiver,
+        sqs=Hooked(flow.sqs, "send_message", lambda: outcomes.append(service.receive(flow.receiver, second))),
+    )
+    outcomes.append(service.receive(receiver, first))
+
+    assert outcomes == [Outcome.STALE, Outcome.CANCELLED], "the second comes back later; the first sends"
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
+
+
+def test_requeued_copy_is_not_acknowledged_on_another_receives_claim(flow: Flow) -> None:
+    """A message that waits for its job id is acknowledged once its REQUEUED marker and delayed copy are
+    written; a cancel then marks the marker with no body to send (the copy holds it). SQS hands the deleted
+    original out once more (a server that missed the delete) and that receive claims the send, then fails.
+    It may never come back: the copy, received next, is not acknowledged on its claim but comes back later
+    (STALE) to send it, so the job is not lost."""
+    start(flow, "nightly", seconds=60)  # holds the job id
+    waiting = flow.send_job("nightly", "wait", seconds=1)
+    [original] = flow.receive_batch()
+    quick = flow.settings.model_copy(update={"job_wait_base_s": 1})  # the copy's delay: a second
+    assert service.receive(replace(flow.receiver, settings=quick), original) is Outcome.WAITING
+    flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=original.receipt_handle)
+    assert cancel.cancel(flow.canceller(), waiting, REASON).dead_letter_id is None, "the marker holds no body"
+
+    def throttled_send() -> None:
+        raise throttled("SendMessage")
+
+    ghost = replace(original, receipt_handle=original.receipt_handle + "-ghost", receive_count=2)
+    with pytest.raises(ClientError):
+        service.receive(replace(flow.receiver, sqs=Hooked(flow.sqs, "send_message", throttled_send)), ghost)
+    copy_id = flow.lease(waiting).copy_id
+    deadline = time.monotonic() + 30  # generous: the copy's delay is a second or two
+    copy = None
+    while copy is None and time.monotonic() < deadline:
+        copy = next((d for d in flow.receive_batch(wait_s=5) if d.message_id == copy_id), None)
+    assert copy is not None, "the requeued copy shows"
+
+    assert service.receive(flow.receiver, copy) is Outcome.STALE, "not acknowledged: it comes back"
+    later = replace(flow.receiver, clock=OffsetClock(cancel.SEND_CLAIM_S + 1))
+    assert service.receive(later, copy) is Outcome.CANCELLED
+    assert len(flow.dlq_messages()) == 1

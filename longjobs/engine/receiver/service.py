@@ -67,7 +67,7 @@ from dataclasses import dataclass, field, replace
 
 from longjobs.engine.admission import line
 from longjobs.engine.admission.slots import TypeSlots
-from longjobs.engine.cancel import claim_dead_letter, note_dead_lettered
+from longjobs.engine.cancel import claim_dead_letter, note_dead_lettered, receive_may_send
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
 from longjobs.engine.delivery import attempt, copies
@@ -244,9 +244,7 @@ def _claim_copy(step: _Pass) -> Reading:
     receiver, delivery, reading = step.receiver, step.delivery, step.reading
     claim = copies.claim_copy(receiver, delivery)
     step.found.cancelled_marker = claim.cancelled
-    undelivered = claim.cancelled is not None and needs_dead_letter(
-        claim.cancelled, delivery.message_id, now=receiver.clock.now()
-    )
+    undelivered = claim.cancelled is not None and needs_dead_letter(claim.cancelled)
     return replace(
         reading,
         copy_runs=claim.runs,
@@ -341,8 +339,7 @@ def _first_reading(receiver: Receiver, delivery: Delivery, lease: Lease | None) 
         marker_live=lease is not None and copies.is_live_marker(receiver, lease),
         attempts=len(history),
         refused_starts=delivery.refused_starts(lease),
-        cancel_undelivered=lease is not None
-        and needs_dead_letter(lease, delivery.message_id, now=receiver.clock.now()),
+        cancel_undelivered=lease is not None and needs_dead_letter(lease),
         execution_running=False if denied else None,
         execution_missing=denied,
     )
@@ -410,13 +407,15 @@ def _already_succeeded(step: _Pass) -> Outcome:
 
 
 def _dead_letter_cancelled(step: _Pass) -> Outcome | None:
-    """The DLQ copy of a cancelled message whose cancel had no body to send: the send claimed first, as a
-    cancel claims it, so a cancel run again (or the extender finishing one) meanwhile sends no second
-    copy. None when another writer got there first: read again (a claim of theirs is acknowledged)."""
+    """The DLQ copy of a cancelled message whose cancel sent none: the send claimed first, as a cancel
+    claims it, so a cancel run again (or the extender finishing one) meanwhile sends no second copy. Another
+    receive's fresh claim: STALE, this record comes back later. None when another writer got there first:
+    read again (a cancel's claim is then acknowledged)."""
     receiver, delivery = step.receiver, step.delivery
-    cancelled = claim_dead_letter(
-        receiver.store, step.found.cancelled_marker or step.held, delivery.message_id, now=receiver.clock.now()
-    )
+    target, now = step.found.cancelled_marker or step.held, receiver.clock.now()
+    if not receive_may_send(target, delivery.receipt_handle, now=now):
+        return Outcome.STALE  # another receive of it is sending it (a duplicate delivery, a twin copy)
+    cancelled = claim_dead_letter(receiver.store, target, delivery.receipt_handle, now=now)
     if cancelled is None:
         return None
     copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
