@@ -3,8 +3,9 @@
 Listing receives every message (a receive is what SQS offers to look: it counts as one on each
 message's `ApproximateReceiveCount`). Each page is held for `PEEK_HOLD_S` so the next page brings other
 messages, and every message is made visible again at the end (an exact SQS endpoint such as moto would
-otherwise return the same first ten every time). A listing slower than its hold (a large DLQ) meets its
-first pages again: it holds later pages longer, twice the time it has taken, and goes on.
+otherwise return the same first ten every time). A listing or a copy slower than its hold (a large DLQ)
+meets its first pages again: it holds later pages longer, twice the time it has taken (`growing_hold`), and
+goes on, so it ends.
 
 Redrive uses SQS's message move task where the endpoint has it. Where it does not (moto), it copies:
 receive, send to the jobs queue, and delete from the DLQ only the messages whose send succeeded. A copy
@@ -90,6 +91,12 @@ def dead_letter(message: Any) -> DeadLetter:
     )
 
 
+def growing_hold(hold_s: int, started: float, now: float) -> int:
+    """A page's hold: `hold_s`, or twice the time the run has taken when longer (at most SQS's 12 h). A run
+    that outlasts its first holds meets its pages again; held this long, each stays hidden to its end."""
+    return min(MAX_HOLD_S, max(hold_s, math.ceil(2 * (now - started))))
+
+
 def _receive(sqs: SQSClient, queue_url: str, *, count: int, hold_s: int, wait_s: int) -> list[Any]:
     response = sqs.receive_message(
         QueueUrl=queue_url,
@@ -142,17 +149,20 @@ def peek(
     try:
         confirmed = confirm_wait_s == 0
         while limit is None or len(seen) < limit:
-            now = clock()
-            hold = min(MAX_HOLD_S, max(hold_s, math.ceil(2 * (now - started))))
+            before = clock()
+            hold = growing_hold(hold_s, started, before)
             messages = _receive(sqs, dlq_url, count=10, hold_s=hold, wait_s=0)
             if not messages and not confirmed:
                 messages = _receive(sqs, dlq_url, count=10, hold_s=hold, wait_s=confirm_wait_s)
                 confirmed = True
             handles.extend(message["ReceiptHandle"] for message in messages)
-            if not messages or any(now + 1 < hidden_until.get(message["MessageId"], 0) for message in messages):
+            # Hidden from no earlier than before the receive; shown again no earlier than that plus its hold.
+            # Judged by the time after this receive: a slow call is no endpoint that does not hide.
+            after = clock()
+            if not messages or any(after + 1 < hidden_until.get(message["MessageId"], 0) for message in messages):
                 break
             for message in messages:
-                hidden_until[message["MessageId"]] = now + hold
+                hidden_until[message["MessageId"]] = before + hold
                 if message["MessageId"] not in seen:
                     seen[message["MessageId"]] = dead_letter(message)
     finally:
@@ -331,9 +341,10 @@ def copy_messages(
     confirmed = confirm_wait_s == 0
     try:
         while True:
-            messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=0)
+            hold = growing_hold(hold_s, started, clock())
+            messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold, wait_s=0)
             if not messages and not confirmed:
-                messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold_s, wait_s=confirm_wait_s)
+                messages = _receive(sqs, dlq_url, count=page_size, hold_s=hold, wait_s=confirm_wait_s)
                 confirmed = True
             if not messages:
                 break

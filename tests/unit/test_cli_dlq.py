@@ -153,3 +153,46 @@ def test_cli_dlq_redrive_keeps_by_default_what_must_not_simply_run_again(error_t
     assert RedriveFilter().keeps_by_default(letter(error_type)) is not moves
     assert RedriveFilter(include_poison=True).selects(letter(error_type))
     assert RedriveFilter(error_types=frozenset({error_type})).selects(letter(error_type)), "named: it moves"
+
+
+def test_cli_dlq_redrive_past_its_hold_ends_after_a_pass() -> None:
+    """400 messages the filter keeps, a second a receive: 40 pages, past the 30 s hold, so the first pages
+    come back. Later pages are held longer, and the run ends (it would otherwise receive for ever)."""
+    aws, clock, dlq, jobs = queues(400, step_s=1.0)
+    sqs = SlowSqs(aws, clock)
+    receives = 0
+
+    def counted(**kwargs: Any) -> Any:
+        nonlocal receives
+        receives += 1
+        assert receives < 200, "still receiving"
+        clock.t += clock.step_s
+        return aws.sqs.receive_message(**kwargs)
+
+    sqs.receive_message = counted  # type: ignore[method-assign]
+    result = copy_messages(
+        sqs,  # type: ignore[arg-type]
+        dlq,
+        jobs,
+        clock=clock.now,
+        sleep=clock.sleep,
+        select=RedriveFilter(error_types=frozenset({"JobIdBusy"})),
+    )
+
+    assert (result.moved, result.skipped) == (0, 400), result
+
+
+def test_cli_dlq_list_on_a_link_whose_latency_varies_lists_every_message() -> None:
+    """A receive slower than the one that hid a message (the SDK's retry of a throttled receive) meets it
+    again legitimately: that is no endpoint that does not hide, and the listing goes on."""
+    aws, clock, dlq, _ = queues(300, step_s=0.2)
+    calls = 0
+
+    class Jittery(SlowSqs):
+        def receive_message(self, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            clock.t += 3.0 if calls % 4 == 0 else 0.2
+            return aws.sqs.receive_message(**kwargs)
+
+    assert len(peek(Jittery(aws, clock), dlq, clock=clock.now)) == 300  # type: ignore[arg-type]
