@@ -102,10 +102,13 @@ class JobQueues(Construct):
             )
             for name in (() if fifo else job_types)
         }
-        if key is None:
-            for queue in (self.dlq, self.queue, *self.waiting.values()):
-                if queue not in (existing_queue, existing_dlq):
-                    suppress_checkov(queue, "CKV_AWS_27")
+        made = [q for q in (self.dlq, self.queue, *self.waiting.values()) if q not in (existing_queue, existing_dlq)]
+        for queue in made:
+            policy = queue.node.try_find_child("Policy")  # `enforce_ssl`'s TLS-only policy
+            if retain and isinstance(policy, sqs.QueuePolicy):  # kept with its queue, which would take HTTP again
+                policy.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+            if key is None:
+                suppress_checkov(queue, "CKV_AWS_27")
 
 
 def queue_encryption(key: kms.IKey | None) -> dict[str, Any]:

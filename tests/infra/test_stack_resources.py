@@ -124,6 +124,15 @@ def test_queues_are_retained_with_their_messages_in_prod_only(dev: Synth, prod: 
         for queue in made:
             resource = synth.resource(queue)
             assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (policy, policy), queue
+        # A kept queue keeps its TLS-only policy (a policy deleted with the stack would leave it open to HTTP).
+        ids = [{"Ref": synth.logical_id(queue)} for queue in made]
+        policies = [
+            r
+            for r in synth.resources.values()
+            if r["Type"] == "AWS::SQS::QueuePolicy" and r["Properties"]["Queues"][0] in ids
+        ]
+        assert len(policies) == len(made)
+        assert all(p.get("DeletionPolicy", "Delete") == policy for p in policies), policies
 
 
 def test_lease_table_is_protected_and_retained_in_prod(prod: Synth) -> None:
