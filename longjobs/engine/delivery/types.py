@@ -43,7 +43,7 @@ class Outcome(StrEnum):
     RUNNING = "running"  # redelivered while its execution runs: lease refreshed, nothing started
     SETTLED = "settled"  # redelivered after its execution ended: completed or released now
     NOT_STARTED = "not_started"  # the execution could not be started now: a redelivery or reconciliation decides
-    STALE = "stale"  # an older receive than the lease's, or one already settled
+    STALE = "stale"  # an older receive than the lease's, one already settled, or not now: it comes back later
     WAITING = "waiting"  # its job id runs: a delayed copy went back to the queue (REQUEUED), this receive is done
     WAITING_FOR_SLOT = "waiting_for_slot"  # its type is full: held hidden (WAITING lease) until about when it can run
     PARKED = "parked"  # its type is full for longer than the horizon: copied to the type's waiting queue
