@@ -171,8 +171,9 @@ class CancelRecord:
     sending_at: float | None = None
     """When a carrier of the cancel claimed the DLQ send (see the module's step 4), None before any."""
     sending_by: str | None = None
-    """The receive that claimed the send, by its receipt handle (`claim_dead_letter`); None for a cancel's
-    or the extender's claim. A receive has the body only in the message it received."""
+    """The receive that claimed the send, by its name (its receipt handle and a draw of its own:
+    `claim_dead_letter`); None for a cancel's or the extender's claim. A receive has the body only in the
+    message it received."""
 
     def to_result(self) -> dict[str, Any]:
         return {
@@ -285,21 +286,21 @@ def redelivery_needs_dead_letter(lease: Lease) -> bool:
     return record.dead_letter_id is None and record.sending_at is None
 
 
-def receive_may_send(lease: Lease, receipt_handle: str, *, now: float) -> bool:
-    """Whether the receive holding `receipt_handle` may claim the DLQ send now: no other receive holds a
-    claim younger than `SEND_CLAIM_S`. Another receive (a duplicate delivery, a twin copy) may still be
-    sending; this one then comes back later, to find the copy noted or the claim old enough to take over.
-    Its own claim is its pass read again after a lost race."""
+def receive_may_send(lease: Lease, receive: str, *, now: float) -> bool:
+    """Whether the receive named `receive` may claim the DLQ send now: no other receive holds a claim
+    younger than `SEND_CLAIM_S`. Another receive (a duplicate delivery, a twin copy, the same record handled
+    twice) may still be sending; this one then comes back later, to find the copy noted or the claim old
+    enough to take over. Its own claim is its pass read again after the claim landed unanswered."""
     record = CancelRecord.of(lease)
-    return record is None or record.sending_by in (None, receipt_handle) or not record.send_claimed(now)
+    return record is None or record.sending_by in (None, receive) or not record.send_claimed(now)
 
 
-def claim_dead_letter(store: LeaseStore, lease: Lease, receipt_handle: str, *, now: float) -> Lease | None:
-    """Claim, for the receive holding `receipt_handle`, the DLQ send of a CANCELLED lease or marker, as a
-    cancel claims its own (step 4): one write conditional on the version read, so of a receive and a
-    cancel's carrier at once one sends. None when another writer changed it first (read again)."""
+def claim_dead_letter(store: LeaseStore, lease: Lease, receive: str, *, now: float) -> Lease | None:
+    """Claim, for the receive named `receive`, the DLQ send of a CANCELLED lease or marker, as a cancel
+    claims its own (step 4): one write conditional on the version read, so of a receive and a cancel's
+    carrier at once one sends. None when another writer changed it first (read again)."""
     record = CancelRecord.of(lease) or CancelRecord(DEFAULT_REASON, lease.status.value, now)
-    claim = replace(record, sending_at=now, sending_by=receipt_handle)
+    claim = replace(record, sending_at=now, sending_by=receive)
     error = lease.last_error or _error(record.reason)
     due_at = None if record.done else lease.renew_at  # an unfinished cancel stays due: the extender finishes it
     return mark_cancelled(store, lease, now=now, error=error, record=claim.to_result(), due_at=due_at)

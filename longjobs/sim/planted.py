@@ -238,7 +238,7 @@ def _cancel_send_unclaimed(patch: Patch) -> None:
     the extender finishing one, it sends a second `Cancelled` copy (a redrive of both runs the job twice)."""
     from longjobs.engine.receiver import service
 
-    patch(service, "claim_dead_letter", lambda store, lease, receipt_handle, *, now: lease)
+    patch(service, "claim_dead_letter", lambda store, lease, receive, *, now: lease)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ workflow's own closes refuse a CANCELLED lease.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -487,7 +488,8 @@ def test_redelivery_whose_dlq_send_failed_is_sent_once_its_claim_is_old(flow: Fl
     with pytest.raises(ClientError):
         service.receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", throttled_send)), delivery)
     record = cancel.CancelRecord.of(flow.lease(message_id))
-    assert record is not None and record.sending_by == delivery.receipt_handle and record.dead_letter_id is None
+    assert record is not None and record.dead_letter_id is None
+    assert (record.sending_by or "").startswith(delivery.receipt_handle + "#"), "named by its handle and a draw"
     again = replace(
         delivery, receipt_handle=delivery.receipt_handle + "-next", receive_count=delivery.receive_count + 1
     )
@@ -513,6 +515,42 @@ def test_two_receives_of_one_message_at_once_send_one_dlq_copy(flow: Flow) -> No
     outcomes.append(service.receive(receiver, first))
 
     assert outcomes == [Outcome.STALE, Outcome.CANCELLED], "the second comes back later; the first sends"
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
+
+
+def test_one_record_handled_twice_at_once_sends_one_dlq_copy(flow: Flow) -> None:
+    """The mapping processes a record at least once: two handlings of one record, one receipt handle, at
+    once. Each receive names its claim with a draw of its own, so the second leaves the send to the first."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    [record] = flow.receive_batch()
+    outcomes: list[Outcome] = []
+    receiver = replace(
+        flow.receiver,
+        sqs=Hooked(flow.sqs, "send_message", lambda: outcomes.append(service.receive(flow.receiver, record))),
+    )
+    outcomes.append(service.receive(receiver, record))
+
+    assert outcomes == [Outcome.STALE, Outcome.CANCELLED], "the second handling comes back later"
+    assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
+
+
+def test_receive_whose_claim_landed_unanswered_sends_once(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim's write lands and its answer is lost (the SDK's retry then fails its condition): the
+    receive reads again, finds its own claim, and sends the one copy."""
+    message_id, _ = cut_short_and_back(flow, "nightly")
+    real_mark = cancel.mark_cancelled
+    lost: list[bool] = []
+
+    def lands_unanswered(store: Any, lease: Any, **kwargs: Any) -> Any:
+        written = real_mark(store, lease, **kwargs)
+        if not lost and "sending_by" in json.dumps(kwargs.get("record", {})):
+            lost.append(True)
+            return None  # as the retry of a write that took effect: its condition fails
+        return written
+
+    monkeypatch.setattr(cancel, "mark_cancelled", lands_unanswered)
+    assert flow.deliver() == {message_id: Outcome.CANCELLED}
+    assert lost, "the claim's answer was lost once"
     assert_dead_lettered_as_cancelled(flow, message_id, "nightly")  # exactly one copy
 
 

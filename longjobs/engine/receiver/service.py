@@ -159,8 +159,9 @@ def decided(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Out
     (`Reading.invalid_body`). It costs the one read a valid body's receive makes, and raises when the
     lease cannot be read: whether an execution runs for the message is not known, and the record comes
     back rather than take a running job's message to the DLQ."""
+    claimant = _Claimant(receiver, delivery.receipt_handle)
     for _ in range(RACE_ATTEMPTS):
-        outcome = _decide_and_act(receiver, delivery, body)
+        outcome = _decide_and_act(receiver, delivery, body, claimant)
         if outcome is not None:
             return outcome
     return Outcome.STALE  # other writers kept changing the lease: the record comes back later
@@ -180,7 +181,26 @@ class _Found:
     order: float | None = None
 
 
-def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome | None:
+@dataclass
+class _Claimant:
+    """This receive's name on a claim of a cancelled message's DLQ send: its receipt handle and a draw of its
+    own, made at its first claim. The mapping processes a record at least once, so two handlings of one
+    record (one handle) are two claimants; a pass read again after its claim landed unanswered is this one."""
+
+    receiver: Receiver
+    receipt_handle: str
+    drawn: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.drawn is None:
+            self.drawn = f"{self.receipt_handle}#{self.receiver.rng.getrandbits(32):08x}"
+        return self.drawn
+
+
+def _decide_and_act(
+    receiver: Receiver, delivery: Delivery, body: Job | BadInput, claimant: _Claimant
+) -> Outcome | None:
     """One pass: read the lease (and the job lock), then what the decision asks for, then carry out its
     action. None when a conditional write lost its race (read again). `body`: the job, or why this
     receiver refuses the body."""
@@ -195,7 +215,7 @@ def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput
     reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
     limits = Limits(receiver.settings.max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo)
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
-    step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading)
+    step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading, claimant)
     step.reading = _answered_as_read(step)
     while True:
         action = decide(step.reading, limits)
@@ -218,6 +238,7 @@ class _Pass:
     """The job lock's key (None for a refused body, which begins no attempt)."""
     arn: str
     reading: Reading
+    claimant: _Claimant
     found: _Found = field(default_factory=lambda: _Found())
 
     @property
@@ -413,9 +434,9 @@ def _dead_letter_cancelled(step: _Pass) -> Outcome | None:
     read again (a cancel's claim is then acknowledged)."""
     receiver, delivery = step.receiver, step.delivery
     target, now = step.found.cancelled_marker or step.held, receiver.clock.now()
-    if not receive_may_send(target, delivery.receipt_handle, now=now):
+    if not receive_may_send(target, step.claimant.name, now=now):
         return Outcome.STALE  # another receive of it is sending it (a duplicate delivery, a twin copy)
-    cancelled = claim_dead_letter(receiver.store, target, delivery.receipt_handle, now=now)
+    cancelled = claim_dead_letter(receiver.store, target, step.claimant.name, now=now)
     if cancelled is None:
         return None
     copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
