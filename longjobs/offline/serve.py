@@ -122,7 +122,7 @@ def _blamed(problem: str, given: Mapping[str, Any]) -> str:
     if refused is None or refused[1] not in SERVE_SETTINGS or refused[1] in given:
         return problem
     key = refused[1]
-    theirs = [name for name in given if re.search(rf"\b{name}=", problem)]
+    theirs = [name for name in given if re.search(rf"\b{re.escape(name)}=", problem)]
     lead = " and ".join(f"{name}={given[name]}" for name in theirs) or "the file's settings"
     return (
         f"{lead} {'does' if len(theirs) == 1 else 'do'} not fit the service's own {key}={SERVE_SETTINGS[key]}, "
