@@ -280,6 +280,16 @@ def _when(moment: float | None, now: float) -> str:
     return "-" if moment is None else f"{iso(moment)} ({relative(moment, now)})"
 
 
+def _closed_at(story: LeaseStory, now: float) -> str:
+    """When the lease was closed. The workflow's closes write no time (a JSONPath state has no epoch
+    seconds to write), so a lease it closed shows the end of the execution it names."""
+    lease = story.lease
+    if lease.closed_at is not None or lease.active or lease.waiting:
+        return _when(lease.closed_at, now)
+    ended = next((e.stopped_at for e in story.executions if e.arn == lease.execution_arn and e.stopped_at), None)
+    return "-" if ended is None else f"{_when(ended.timestamp(), now)}, its execution's end"
+
+
 def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType:
     now = time.time() if now is None else now
     lease = story.lease
@@ -297,7 +307,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("renew until", _when(lease.renew_until, now)),
         ("renewals", str(lease.renewal_count)),
         ("last renewed", _when(lease.renewed_at, now)),
-        ("closed at", _when(lease.closed_at, now)),
+        ("closed at", _closed_at(story, now)),
         ("release delay", f"{lease.release_delay_s}s"),
         ("execution", lease.execution_arn or "-"),
         ("queue", lease.queue_url),

@@ -474,3 +474,22 @@ def test_cli_error_line_of_a_failed_call(error: Exception, line: str) -> None:
     assert call_error_text(error) == line  # type: ignore[arg-type]
     if isinstance(error, ClientError):
         assert client_error_text(error) == f"SendMessage failed: {line}"
+
+
+def test_cli_lease_view_shows_when_the_workflow_closed_a_lease() -> None:
+    """The workflow closes a lease without writing a time (`closed_at` stays empty): the view shows the end
+    of the execution the lease names, and says so. A lease the receiver closed shows its own time."""
+    started, stopped = datetime.fromtimestamp(NOW - 900, UTC), datetime.fromtimestamp(NOW - 60, UTC)
+    runs = [
+        Execution("m-1", 1, "arn-1", "FAILED", started, datetime.fromtimestamp(NOW - 600, UTC), "Err", "why"),
+        Execution("m-2", 2, "arn-2", "SUCCEEDED", started, stopped, None, None),
+    ]
+    by_workflow = replace(_closed(LeaseStatus.SUCCEEDED), closed_at=None, execution_arn="arn-2")
+
+    shown = _rows(render.lease_view(LeaseStory(by_workflow, runs), now=NOW))
+    own = _rows(render.lease_view(LeaseStory(replace(by_workflow, closed_at=NOW - 30), runs), now=NOW))
+    unknown = _rows(render.lease_view(LeaseStory(replace(by_workflow, execution_arn="arn-3"), runs), now=NOW))
+
+    assert shown["closed at"] == "2027-01-15T07:59:00.000Z (1m ago), its execution's end", shown
+    assert own["closed at"].startswith("2027-01-15T07:59:30.000Z"), own
+    assert unknown["closed at"] == "-", unknown
