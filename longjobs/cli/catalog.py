@@ -8,7 +8,8 @@ never read: it may describe another deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ class Catalog:
 
     types: JobCatalog
     origin: str
+    unrunnable: Mapping[str, str] = field(default_factory=dict)
+    """Types the publisher cannot run, with why (the offline service without PySpark)."""
 
 
 def from_file(path: str) -> Catalog:
@@ -43,8 +46,7 @@ def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog
         raise CliError(f"{origin}'s published job types cannot be read: {exc}") from None
     if found is None:
         return None
-    types, published_by = found
-    return Catalog(types, origin=published_by or origin)
+    return Catalog(found.catalog, origin=found.source or origin, unrunnable=found.unrunnable)
 
 
 def not_published(origin: str, table_name: str) -> str:

@@ -67,14 +67,31 @@ def validation_settings(curated_uri: str | None = None, quarantine_uri: str | No
 
 def validate(body: str, settings: Settings, catalog: Catalog) -> list[Any]:
     """The jobs the receiver would make of `body` with `catalog`; `CliError` with the DLQ's `ErrorType:
-    message`, and the catalog it used, if none."""
+    message`, and the catalog it used, if none, or naming a job's type its publisher cannot run."""
+    _refuse_unrunnable(_named_type(body), catalog)
     try:
         jobs = parse_body(body, settings, catalog.types)
     except BadInput as bad:
         raise CliError(f"{bad.error_type}: {bad.message} (job types of {catalog.origin})") from None
     if not jobs:
         raise CliError("the body asks for no job: the receiver would acknowledge it and drop it")
+    for job in jobs:  # an S3 notification's jobs too
+        _refuse_unrunnable(job.type, catalog)
     return jobs
+
+
+def _named_type(body: str) -> Any:
+    """The `type` a job message names, before its params are checked: a type that cannot run is said first."""
+    try:
+        data = loads_json(body)
+    except ValueError:
+        return None
+    return data.get("type") if isinstance(data, dict) else None
+
+
+def _refuse_unrunnable(job_type: Any, catalog: Catalog) -> None:
+    if isinstance(job_type, str) and job_type in catalog.unrunnable:
+        raise CliError(f"job type {job_type!r} cannot run on {catalog.origin}: {catalog.unrunnable[job_type]}")
 
 
 def content_deduplication_id(body: str) -> str:

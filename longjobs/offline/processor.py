@@ -18,6 +18,7 @@ invocation past its Lambda timeout dies at its next call, as Lambda would end it
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import time
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -53,6 +54,23 @@ class Stoppable(Protocol):
 
 PUBLISHED_BY = "the local service"
 """Who published the catalog the offline runtime writes into its lease table (named in the CLI's errors)."""
+NO_PYSPARK = "PySpark is not installed (the `pipeline` extra, and Java 17)"
+
+
+def pyspark_types(catalog: JobCatalog) -> list[str]:
+    """The types whose jobs run on the local Spark."""
+    return sorted(job_type.name for job_type in catalog if job_type.runner == "pyspark")
+
+
+def has_pyspark() -> bool:
+    """Whether the distribution's `pipeline` extra (PySpark) is installed: without it the service runs the
+    other types, and a pyspark type's job fails its attempts."""
+    return importlib.util.find_spec("pyspark") is not None
+
+
+def unrunnable(catalog: JobCatalog) -> dict[str, str]:
+    """The types this machine cannot run, with why (published, so `longjobs submit` refuses their jobs)."""
+    return {} if has_pyspark() else dict.fromkeys(pyspark_types(catalog), NO_PYSPARK)
 
 
 class LocalProcessor:
@@ -110,7 +128,9 @@ class LocalProcessor:
 
     def __enter__(self) -> LocalProcessor:
         # what `longjobs submit` and `top` validate with, as a deployed stack publishes its own
-        publish(self.emulator.dynamodb(), self.resources.table_name, self.catalog, PUBLISHED_BY)
+        publish(
+            self.emulator.dynamodb(), self.resources.table_name, self.catalog, PUBLISHED_BY, unrunnable(self.catalog)
+        )
         env = {**function_environment(self.resources, self.emulator), "JOB_TYPES_FILE": str(self.catalog_file)}
         self._exit.enter_context(environment(env))
         for name in FUNCTIONS:

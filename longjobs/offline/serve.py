@@ -18,7 +18,6 @@ independent checker (`longjobs.offline.history`). A finding makes the exit code 
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import re
 import shutil
@@ -43,7 +42,7 @@ from longjobs.offline.emulator import REGION, PortInUseError
 from longjobs.offline.faults import Faults
 from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer
-from longjobs.offline.processor import LocalProcessor
+from longjobs.offline.processor import NO_PYSPARK, LocalProcessor, has_pyspark, pyspark_types
 from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.runtime import captured_logs
 
@@ -164,17 +163,6 @@ def serve_catalog(path: Path | None) -> JobCatalog:
         raise ServeError(str(exc)) from None
 
 
-def pyspark_types(catalog: JobCatalog) -> list[str]:
-    """The types whose jobs run on the local Spark."""
-    return sorted(job_type.name for job_type in catalog if job_type.runner == "pyspark")
-
-
-def has_pyspark() -> bool:
-    """Whether the distribution's `pipeline` extra (PySpark) is installed: without it the service runs the
-    other types, and a pyspark type's job fails its attempts."""
-    return importlib.util.find_spec("pyspark") is not None
-
-
 def check_java(catalog: JobCatalog) -> None:
     """Java 17 is needed only where the local Spark can start: some type runs on it and PySpark is there."""
     if pyspark_types(catalog) and has_pyspark() and shutil.which("java") is None:
@@ -201,11 +189,7 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"  lease table     {resources.table_name}",
         f"  state machine   {resources.state_machine_arn}",
         f"  job types       {', '.join(sorted(job_type.name for job_type in catalog))}",
-        *(
-            [f"  not runnable    {', '.join(unrunnable)}: PySpark is not installed (the `pipeline` extra, and Java 17)"]
-            if unrunnable
-            else []
-        ),
+        *([f"  not runnable    {', '.join(unrunnable)}: {NO_PYSPARK}"] if unrunnable else []),
         # Works on a machine with no AWS configuration. The SDKs, AWS CLI v2 and longjobs read
         # AWS_ENDPOINT_URL; AWS CLI v1 does not, so the aws command names the endpoint too.
         f"first:       export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={REGION} "

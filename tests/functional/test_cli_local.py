@@ -15,8 +15,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from longjobs.cli import clients, commands
-from longjobs.engine.jobs.published import CATALOG_KEY
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.jobs.published import CATALOG_KEY, publish
 from longjobs.engine.lease import LastError, LeaseStatus
+from longjobs.offline import processor as processor_module
 from longjobs.offline.processor import PUBLISHED_BY
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
@@ -140,6 +142,25 @@ def test_cli_submit_validates_with_the_services_published_types_never_a_jobs_jso
     local.dynamodb.delete_item(TableName=local.table_name, Key={"pk": {"S": CATALOG_KEY}})
     unpublished = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1")
     assert_one_line_error(unpublished, 1, "publishes no job types", "pass --jobs-file FILE")
+
+
+def test_cli_submit_refuses_a_type_the_service_cannot_run_and_sends_nothing(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service without PySpark (the `offline` extra alone) publishes its pyspark types as not runnable, as
+    its banner says: submit refuses their jobs in one line, naming what is missing, rather than send a job
+    that fails every attempt on its way to the DLQ. The other types are sent."""
+    monkeypatch.setattr(processor_module, "has_pyspark", lambda: False)
+    catalog = JobCatalog(BUILTIN_TYPES)
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY, processor_module.unrunnable(catalog))
+
+    refused = run(capsys, "--endpoint-url", endpoint, "submit", "spark", "--param", "date=2026-01-01")
+    assert_one_line_error(refused, 1, "job type 'spark' cannot run on the local service: PySpark is not installed")
+    assert local.bodies(local.queue_url) == []
+
+    sent = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1")
+    assert sent.code == 0, sent.err
+    assert len(local.bodies(local.queue_url)) == 1
 
 
 def test_cli_submit_bad_param_syntax_is_a_usage_error(

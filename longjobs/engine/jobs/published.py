@@ -7,6 +7,9 @@ GetItem, the access they already need to the table, and name where it came from 
 Nothing in the processor reads it back: the functions run the catalog shipped in their own asset,
 which the same deploy wrote.
 
+A publisher may name types it cannot run (`unrunnable`: type -> why): the offline service without PySpark
+does, so `submit` refuses their jobs at once rather than send them to fail every attempt.
+
 Why the lease table: the catalog is a few kilobytes (this repository's `jobs.json` publishes about 3 KB)
 and an item holds 400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has
 none of the indexes' keys and no `status`, so no query of the processor and no count of leases meets it;
@@ -16,6 +19,8 @@ what reads every item skips it by its key (`longjobs.engine.lease.is_lease_key`)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.jobs.catalog import JobCatalog, load_catalog
@@ -27,27 +32,49 @@ if TYPE_CHECKING:
 CATALOG_KEY = META_PREFIX + "job-types"
 CATALOG_ATTR = "job_types"
 SOURCE_ATTR = "published_by"
+UNRUNNABLE_ATTR = "unrunnable"
 ITEM_MAX_BYTES = 400 * 1024
 """DynamoDB's item size limit (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html)."""
 
 
-def catalog_item(catalog: JobCatalog, source: str) -> dict[str, dict[str, str]]:
-    """The table item that publishes `catalog`, in DynamoDB's typed form. `ValueError` past the item limit."""
+@dataclass(frozen=True)
+class Published:
+    """A published catalog, who published it, and the types it cannot run with why."""
+
+    catalog: JobCatalog
+    source: str
+    unrunnable: Mapping[str, str] = field(default_factory=dict)
+
+
+def catalog_item(
+    catalog: JobCatalog, source: str, unrunnable: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """The table item that publishes `catalog` (and the types its publisher cannot run), in DynamoDB's typed
+    form. `ValueError` past the item limit."""
     text = json.dumps(catalog.to_data(), separators=(",", ":"), sort_keys=True)
     if len(text.encode()) > ITEM_MAX_BYTES - 1024:
         raise ValueError(
             f"the job catalog is {len(text.encode())} bytes as JSON: more than a DynamoDB item holds "
             f"({ITEM_MAX_BYTES} bytes with its key); shorten the schemas or descriptions"
         )
-    return {PARTITION_KEY: {"S": CATALOG_KEY}, CATALOG_ATTR: {"S": text}, SOURCE_ATTR: {"S": source}}
+    item = {PARTITION_KEY: {"S": CATALOG_KEY}, CATALOG_ATTR: {"S": text}, SOURCE_ATTR: {"S": source}}
+    if unrunnable:
+        item[UNRUNNABLE_ATTR] = {"S": json.dumps(dict(unrunnable), sort_keys=True)}
+    return item
 
 
-def publish(dynamodb: DynamoDBClient, table_name: str, catalog: JobCatalog, source: str) -> None:
-    dynamodb.put_item(TableName=table_name, Item=catalog_item(catalog, source))
+def publish(
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    catalog: JobCatalog,
+    source: str,
+    unrunnable: Mapping[str, str] | None = None,
+) -> None:
+    dynamodb.put_item(TableName=table_name, Item=catalog_item(catalog, source, unrunnable))
 
 
-def read_published(dynamodb: DynamoDBClient, table_name: str) -> tuple[JobCatalog, str] | None:
-    """The published catalog and who published it; None when the table has none."""
+def read_published(dynamodb: DynamoDBClient, table_name: str) -> Published | None:
+    """The published catalog; None when the table has none."""
     item: dict[str, Any] = dynamodb.get_item(
         TableName=table_name, Key={PARTITION_KEY: {"S": CATALOG_KEY}}, ConsistentRead=True
     ).get("Item", {})
@@ -55,4 +82,5 @@ def read_published(dynamodb: DynamoDBClient, table_name: str) -> tuple[JobCatalo
         return None
     data = json.loads(item[CATALOG_ATTR]["S"])
     catalog = load_catalog(data, include_builtins=False, source=f"{table_name} item {CATALOG_KEY}")
-    return catalog, item.get(SOURCE_ATTR, {}).get("S", "")
+    unrunnable = json.loads(item[UNRUNNABLE_ATTR]["S"]) if UNRUNNABLE_ATTR in item else {}
+    return Published(catalog, item.get(SOURCE_ATTR, {}).get("S", ""), unrunnable)
