@@ -291,6 +291,7 @@ class RedriveResult:
     task_handle: str | None = None
     approximate_messages: int | None = None
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
+    duplicates: int = 0  # second DLQ copies of a message moved this run: deleted, not sent (its job runs once)
     stopped: bool = False  # an AWS call failed for good before the DLQ was empty: the rest stays there
     skipped: int = 0  # messages the filter's criteria left in the DLQ
     kept: int = 0  # messages it would have selected but for being kept by default (--include-poison)
@@ -325,7 +326,9 @@ def copy_messages(
     Stops when a receive brings nothing. A message that fails its send (an AWS error, or no answer)
     stays in the DLQ, hidden until the run ends (so it is not retried within the run), then visible.
     A copy that comes back to the DLQ during the run (poison goes straight back) is not sent again: it
-    is left there and counted in `came_back`.
+    is left there and counted in `came_back`. A second DLQ copy of a message moved in the run (the same
+    `OriginalMessageId` and body: the receiver's send is at least once, as two handlings of one record
+    may each send it) is deleted, not sent, and counted in `duplicates`: sent too, its job would run twice.
 
     Whatever ends the run, what was sent is deleted and the rest is shown again first. An AWS call
     that fails for good (a receive) raises `RedriveStopped`, which carries the run's result."""
@@ -335,6 +338,7 @@ def copy_messages(
     skipped_ids: set[str] = set()
     sent_from: set[str] = set()  # DLQ message ids sent this run
     failed_from: set[str] = set()  # DLQ message ids whose send failed this run: it may have landed
+    tried: dict[str, tuple[str, bool]] = {}  # original message id -> the body sent for it, and whether it was sent
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -349,6 +353,7 @@ def copy_messages(
             if not messages:
                 break
             deletions: list[tuple[str, str]] = []  # (message id, receipt handle) of sent messages only
+            doubles: list[tuple[str, str]] = []  # the same, of duplicates of a message sent this run
             page_held: list[str] = []
             try:
                 for message in messages:
@@ -369,6 +374,13 @@ def copy_messages(
                                 result.skipped += 1
                         page_held.append(message["ReceiptHandle"])
                         continue
+                    original = _attribute(message, "OriginalMessageId")
+                    if original is not None and tried.get(original, ("", False))[0] == message["Body"]:
+                        if tried[original][1]:  # its twin was sent: this one is deleted with the page's
+                            doubles.append((message["MessageId"], message["ReceiptHandle"]))
+                        else:  # its twin's send failed, and may have landed: neither is sent again in the run
+                            page_held.append(message["ReceiptHandle"])
+                        continue
                     if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
                         wait = started + attempted / max_per_second - clock()
                         if wait > 0:
@@ -381,15 +393,21 @@ def copy_messages(
                         result.errors.append(f"{message['MessageId']}: not sent: {call_error_text(exc)}")
                         failed_from.add(message["MessageId"])
                         page_held.append(message["ReceiptHandle"])
+                        if original is not None:
+                            tried[original] = (message["Body"], False)
                         continue
+                    if original is not None:
+                        tried[original] = (message["Body"], True)
                     sent_ids.add(sent_id)
                     deletions.append((message["MessageId"], message["ReceiptHandle"]))
             finally:  # also when the page was cut short: delete what was sent, show the rest again
                 kept = _delete(sqs, dlq_url, deletions, result)
                 result.moved = (result.moved or 0) + len(deletions) - len(kept)
-                sent_from.update(message_id for message_id, _ in deletions)
-                settled = {*page_held, *(handle for _, handle in deletions)}
-                held.extend([*page_held, *kept])
+                kept_doubles = _delete(sqs, dlq_url, doubles, result)
+                result.duplicates += len(doubles) - len(kept_doubles)
+                sent_from.update(message_id for message_id, _ in [*deletions, *doubles])
+                settled = {*page_held, *(handle for _, handle in [*deletions, *doubles])}
+                held.extend([*page_held, *kept, *kept_doubles])
                 held.extend(m["ReceiptHandle"] for m in messages if m["ReceiptHandle"] not in settled)
     except (ClientError, BotoCoreError) as exc:
         result.stopped = True

@@ -392,9 +392,16 @@ def redrive_view(result: RedriveResult) -> RenderableType:
             f"{result.kept} poison, cancelled or ClaimUnknown message(s) left in the DLQ: --include-poison moves them"
         )
     if result.failed:
-        lines.append(f"{result.failed} message(s) not sent: left in the dead-letter queue")
+        lines.append(
+            f"{result.failed} message(s) whose send failed: left in the dead-letter queue (a send whose answer "
+            "was lost may have landed: look for the job before a second redrive)"
+        )
     if result.came_back:
         lines.append(f"{result.came_back} moved message(s) came back to the dead-letter queue: left there")
+    if result.duplicates:
+        lines.append(
+            f"{result.duplicates} second DLQ copy(ies) of a moved message deleted: sent too, its job would run twice"
+        )
     lines.extend(result.errors)
     if result.stopped:
         lines.append("stopped early by the error below: the messages not moved stay in the dead-letter queue")

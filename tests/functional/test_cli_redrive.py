@@ -3,6 +3,7 @@ rate, does not send a copy that came back; the message move task is used where t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -15,7 +16,11 @@ from moto import mock_aws
 
 from longjobs.cli import clients
 from longjobs.cli.dlq import RedriveFilter, RedriveStopped, copy_messages, redrive
+from longjobs.engine.delivery.types import Outcome
+from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.receiver.service import receive
 from tests.functional import test_cli_stack as stack
+from tests.functional.conftest import running_flow
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 deployed = stack.deployed  # its fixture: a stack on moto
@@ -412,3 +417,49 @@ def test_cli_redrive_moves_only_what_the_filter_selects(
     bodies = processor.bodies(processor.queue_url)
     assert sorted(json.loads(b)["job_id"] if b.startswith('{"') else b for b in bodies) == moved
     assert len(processor.bodies(processor.dlq_url)) == 3 - len(moved), "the rest stays in the DLQ, visible"
+
+
+class _SendHook:
+    """An SQS client whose first SendMessage to `queue_url` runs `hook` once it landed, before it answers:
+    another handling of the same record, interleaved there."""
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self._sqs, self._queue_url = sqs, queue_url
+        self.hook: Any = None
+
+    def send_message(self, **kwargs: Any) -> Any:
+        answer = self._sqs.send_message(**kwargs)
+        if kwargs.get("QueueUrl") == self._queue_url and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def test_cli_redrive_of_a_message_two_handlings_dead_lettered_runs_its_job_once() -> None:
+    """The mapping processes a record at least once (and SQS may hand a message out twice): two handlings
+    of a message whose attempts are used up each send it to the DLQ, the second before the first records
+    its send. The default redrive (AttemptsExhausted moves) sends one copy back, and deletes the other:
+    sent too, the job id's lock would run the job twice, one run after the other."""
+    with running_flow(max_attempts=1) as flow:
+        message_id = flow.send_job("exhausted", seconds=0, fail=True)
+        assert flow.deliver() == {message_id: Outcome.STARTED}
+        arn = flow.lease(message_id).execution_arn
+        assert arn is not None and flow.wait_for_execution(arn)["status"] == "FAILED"
+        assert flow.lease(message_id).status is LeaseStatus.RELEASED  # its last attempt: shown again at once
+
+        [delivery] = flow.receive_batch()
+        hooked = _SendHook(flow.sqs, flow.dlq_url)
+        receiver = dataclasses.replace(flow.receiver, sqs=hooked)
+        second: list[Outcome] = []
+        hooked.hook = lambda: second.append(receive(receiver, delivery))
+        assert (receive(receiver, delivery), second) == (Outcome.REJECTED, [Outcome.REJECTED])
+
+        result = redrive(flow.sqs, flow.dlq_url, flow.harness.queue_url)
+
+        back = flow.sqs.receive_message(QueueUrl=flow.harness.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        left = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
+        assert [json.loads(m["Body"])["job_id"] for m in back] == ["exhausted"], result
+        assert (result.moved, result.duplicates, left) == (1, 1, []), result

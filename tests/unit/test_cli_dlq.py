@@ -134,6 +134,44 @@ def test_cli_dlq_redrive_does_not_send_again_a_message_whose_send_failed() -> No
     assert sum(sqs.sent.values()) == REDRIVE_HOLD_S + 5, "every other message sent once"
 
 
+def _dead_letter_twice(aws: FakeAws, dlq: str, original: str, index: int) -> None:
+    """Two DLQ copies of one message, as two handlings of one record each send it (the receiver's send is
+    at least once): the same body and `OriginalMessageId`."""
+    attributes = {
+        "ErrorType": {"DataType": "String", "StringValue": "AttemptsExhausted"},
+        "OriginalMessageId": {"DataType": "String", "StringValue": original},
+    }
+    for _ in range(2):
+        aws.sqs.send_message(QueueUrl=dlq, MessageBody=body(index), MessageAttributes=attributes)
+
+
+@pytest.mark.parametrize("fail_first", [False, True], ids=["sent", "send-failed"])
+def test_cli_dlq_redrive_sends_one_of_two_copies_of_a_message(fail_first: bool) -> None:
+    """Two DLQ copies of one message: a redrive that sent both would run its job twice (the job id's lock
+    runs them one after the other). The second is deleted, counted in `duplicates`. When the first's send
+    failed (it may have landed), neither is sent again in the run: both stay."""
+    aws, clock, dlq, jobs = queues(3, step_s=0.0)
+    _dead_letter_twice(aws, dlq, "original-1", index=7)
+    sqs = SlowSqs(aws, clock)
+
+    def failing_first_twin(**kwargs: Any) -> Any:
+        if kwargs["MessageBody"] == body(7):
+            sqs.fail_first = fail_first and not sqs.failed
+        return SlowSqs.send_message(sqs, **kwargs)
+
+    sqs.send_message = failing_first_twin  # type: ignore[method-assign]
+
+    result = copy_messages(sqs, dlq, jobs, clock=clock.now, sleep=clock.sleep)  # type: ignore[arg-type]
+
+    left = aws.sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])
+    assert sqs.sent[body(7)] == 1, f"sent {sqs.sent[body(7)]} times: {result}"
+    if fail_first:
+        assert (result.moved, result.failed, result.duplicates, len(left)) == (3, 1, 0, 2), result
+    else:
+        assert (result.moved, result.duplicates, len(left)) == (4, 1, 0), result
+        assert sqs.sent == Counter({body(i): 1 for i in (0, 1, 2, 7)})
+
+
 def letter(error_type: str) -> DeadLetter:
     return DeadLetter("m", error_type, "why", 3, None, None, body(0))
 

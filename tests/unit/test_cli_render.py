@@ -131,7 +131,7 @@ def test_cli_redrive_view_says_how_many_moved_and_what_failed() -> None:
     text = _text(render.redrive_view(result))
 
     assert "moved 3 message(s)" in text
-    assert "1 message(s) not sent" in text
+    assert "1 message(s) whose send failed: left in the dead-letter queue (a send whose answer was lost may" in text
     assert "m9: not sent: InternalError: x" in text
 
 
