@@ -18,11 +18,12 @@ from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
 from longjobs.engine.clock import FakeClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
-from longjobs.engine.lease import LeaseStatus, LeaseStore, table_definition
+from longjobs.engine.lease import LastError, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.policies import build_policy
 from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import Settings, SettingsError
+from longjobs.engine.settle import release
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.aws import FakeAws
@@ -541,3 +542,32 @@ def test_park_claimant_whose_marker_write_landed_unanswered_sends_its_copy() -> 
         refresh_parked(b.receiver, "wait")
     alive = [message_id for message_id in b.waiting_ids() if message_id != copy]
     assert alive, "no copy of the job exists: the claimant's message expired and its fresh copy was never sent"
+
+
+def test_retention_an_attempt_failing_as_its_hold_ends_shows_its_message_before_sqs_deletes_it() -> None:
+    """The smallest retention the settings allow keeps a margin of one hold (1,200 s kept, holds of 300 s). A
+    message received a second before its `resend_at` starts, and its hold ends a second before SQS deletes
+    it. Its job fails 10 s before that: a release delay of 24 s (up to `release_delay_cap_s`) would show it
+    after the deletion, neither run nor in the DLQ. The attempt's delay is cut to show it `RELEASE_SLACK_S`
+    before the deletion, or at once; its next receive finds it aged and parks it afresh (a limited type)."""
+    b = bench(limit=5, release_delay_base_s=30)
+    message_id = b.send("late")
+    b.advance_to(START + 899)  # its resend_at is START + 900: not aged, so it starts
+    assert b.deliver_jobs_queue() == {message_id: Outcome.STARTED}
+    lease = b.receiver.store.get(message_id)
+    assert lease is not None and lease.renew_until <= START + RETENTION_S, "a whole hold fits before the retention"
+    assert lease.release_delay_s == 0, "no room after its hold: shown at once when it fails"
+    b.aws.sqs.change_message_visibility(QueueUrl=b.jobs_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=290)
+
+    b.advance_to(START + 1_190)  # the job fails; the workflow's failure path releases it with its delay
+    b.end_execution(message_id, "FAILED")
+    assert release(
+        lease, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=LastError("x")
+    )
+    outcomes: dict[str, Outcome] = {}
+    while b.clock.now() < START + RETENTION_S and message_id not in outcomes:
+        b.clock.advance(5)
+        outcomes |= b.deliver_jobs_queue()
+
+    assert outcomes == {message_id: Outcome.PARKED}, f"not received before SQS deleted it: {outcomes}"
+    assert len(b.waiting_ids()) == 1, "its fresh copy waits in the type's waiting queue"

@@ -11,6 +11,7 @@ holds nothing and releases nothing, and every release is conditional on the exec
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 from typing import Any
@@ -55,6 +56,21 @@ def release_delay_s(attempt: int, settings: Settings, rng: random.Random) -> int
         return settings.fifo_release_delay_s
     ceiling = min(float(settings.release_delay_cap_s), settings.release_delay_base_s * 2.0 ** min(attempt - 1, 64))
     return min(SQS_MAX_VISIBILITY_S, round(rng.uniform(ceiling / 2, ceiling)))
+
+
+RELEASE_SLACK_S = 60
+"""How long before SQS deletes a message its release shows it again at the latest: time for the receive
+that then sends it afresh, or to the DLQ with the reason (`RetentionRunningOut`)."""
+
+
+def within_retention(lease: Lease, delivery: Delivery, settings: Settings) -> int:
+    """The lease's release delay, shortened so that an attempt failing as its hold ends (`renew_until`) gives
+    its message back `RELEASE_SLACK_S` before SQS deletes it. A hold is kept within the retention (the
+    retention margin, `hold_fits`); the delay after it must be too, else the message is deleted unseen."""
+    if delivery.sent_at is None:
+        return lease.release_delay_s
+    room = delivery.sent_at + settings.queue_retention_s - lease.renew_until - RELEASE_SLACK_S
+    return max(0, min(lease.release_delay_s, math.floor(room)))
 
 
 def wait_delay_s(waits: int, settings: Settings, rng: random.Random) -> int:
@@ -145,6 +161,7 @@ def begin(
         refused_starts=refused_starts,
     )
     lease = timing(receiver, delivery, blank)
+    lease = replace(lease, release_delay_s=within_retention(lease, delivery, receiver.settings))
     action = receiver.store.create_request(lease, replacing=replacing)
     taken = write_attempt(receiver, lease, action, [job_lock, *([slot] if slot is not None else [])])
     return lease if taken.written else None
