@@ -122,11 +122,13 @@ def create_processor(
 ) -> Processor:
     """The processor's resources; `published_by`: the built-in job types published in the lease table as that
     deployment (the stack's custom resource, or the offline runtime at start) writes them."""
-    dlq_url = sqs.create_queue(QueueName=dlq)["QueueUrl"]
+    fifo = {"FifoQueue": "true", "ContentBasedDeduplication": "true"} if queue.endswith(".fifo") else {}
+    dlq_url = sqs.create_queue(QueueName=dlq, Attributes=fifo)["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue_url = sqs.create_queue(
         QueueName=queue,
         Attributes={
+            **fifo,
             "VisibilityTimeout": "30",
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
         },

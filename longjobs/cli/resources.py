@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import CliError
+from longjobs.engine.settings import FIFO_SUFFIX, is_fifo_url
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -115,16 +116,20 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
     )
 
 
-def _queue_url(sqs: SQSClient, name: str, endpoint: str) -> str:
-    try:
-        return sqs.get_queue_url(QueueName=name)["QueueUrl"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in QUEUE_MISSING_CODES:
-            raise CliError(
-                f"the local service at {endpoint} has no queue {name!r}: is the offline runtime running "
-                f"({START_LOCAL_SERVICE})?"
-            ) from None
-        raise
+def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo: bool | None = None) -> str:
+    """The URL of the local service's queue `name`: its FIFO name (`name.fifo`) when `fifo`, either one when
+    None (a service started with `{"fifo": true}` has FIFO queues)."""
+    names = [name, name + FIFO_SUFFIX] if fifo is None else [name + FIFO_SUFFIX if fifo else name]
+    for candidate in names:
+        try:
+            return sqs.get_queue_url(QueueName=candidate)["QueueUrl"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in QUEUE_MISSING_CODES:
+                raise
+    raise CliError(
+        f"the local service at {endpoint} has no queue {' or '.join(map(repr, names))}: is the offline runtime "
+        f"running ({START_LOCAL_SERVICE})?"
+    )
 
 
 def account_of(queue_url: str) -> str:
@@ -139,7 +144,7 @@ def local(sqs: SQSClient, endpoint: str, region: str, overrides: Overrides | Non
     """The local service's resources, by the offline runtime's names (overrides replace them)."""
     overrides = overrides or Overrides()
     queue_url = overrides.queue_url or _queue_url(sqs, LOCAL_QUEUE, endpoint)
-    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint)
+    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint, fifo=is_fifo_url(queue_url))
     account = account_of(queue_url)
     state_machine_arn = f"arn:aws:states:{region}:{account}:stateMachine:{LOCAL_STATE_MACHINE}"
     return Resources(

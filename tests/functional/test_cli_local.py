@@ -499,4 +499,21 @@ def test_cli_local_service_without_the_processors_queues_fails_in_one_line(
 
     result = run(capsys, "--endpoint-url", endpoint, "leases")
 
-    assert_one_line_error(result, 1, "has no queue 'jobs'", "longjobs-offline serve")
+    assert_one_line_error(result, 1, "has no queue 'jobs' or 'jobs.fifo'", "longjobs-offline serve")
+
+
+def test_cli_local_service_on_fifo_queues_is_found(endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve --settings` with `{"fifo": true}` creates `jobs.fifo` and `jobs-dlq.fifo` (its banner names them):
+    `--endpoint-url` finds them, and `submit` sends into the group it is given (docs/fifo.md)."""
+    _reset(endpoint)
+    session = boto3.session.Session(region_name="us-east-1")
+    sqs, dynamodb, sfn = (session.client(name, endpoint_url=endpoint) for name in ("sqs", "dynamodb", "stepfunctions"))
+    local = create_processor(sqs, dynamodb, sfn, queue="jobs.fifo", dlq="jobs-dlq.fifo", published_by=PUBLISHED_BY)
+
+    sent = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1", "--message-group-id", "g1")
+    listed = run(capsys, "--endpoint-url", endpoint, "dlq", "list", "--json")
+
+    assert sent.code == 0, sent.err
+    [message] = local.sqs.receive_message(QueueUrl=local.queue_url, AttributeNames=["MessageGroupId"])["Messages"]
+    assert local.queue_url.endswith("/jobs.fifo") and message["Attributes"]["MessageGroupId"] == "g1"
+    assert listed.code == 0, listed.err
