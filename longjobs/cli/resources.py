@@ -116,10 +116,10 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
     )
 
 
-def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo: bool | None = None) -> str:
-    """The URL of the local service's queue `name`: its FIFO name (`name.fifo`) when `fifo`, either one when
-    None (a service started with `{"fifo": true}` has FIFO queues)."""
-    names = [name, name + FIFO_SUFFIX] if fifo is None else [name + FIFO_SUFFIX if fifo else name]
+def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo_first: bool = False) -> str:
+    """The URL of the local service's queue `name`, or of its FIFO twin (`name.fifo`: a service started with
+    `{"fifo": true}` has FIFO queues), the FIFO one looked for first when `fifo_first`."""
+    names = [name + FIFO_SUFFIX, name] if fifo_first else [name, name + FIFO_SUFFIX]
     for candidate in names:
         try:
             return sqs.get_queue_url(QueueName=candidate)["QueueUrl"]
@@ -144,7 +144,7 @@ def local(sqs: SQSClient, endpoint: str, region: str, overrides: Overrides | Non
     """The local service's resources, by the offline runtime's names (overrides replace them)."""
     overrides = overrides or Overrides()
     queue_url = overrides.queue_url or _queue_url(sqs, LOCAL_QUEUE, endpoint)
-    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint, fifo=is_fifo_url(queue_url))
+    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint, fifo_first=is_fifo_url(queue_url))
     account = account_of(queue_url)
     state_machine_arn = f"arn:aws:states:{region}:{account}:stateMachine:{LOCAL_STATE_MACHINE}"
     return Resources(
