@@ -270,10 +270,23 @@ def leases_table(leases: list[Lease], *, now: float | None = None) -> Renderable
             lease.job_type or "-",
             str(lease.receive_count),
             str(lease.renewal_count),
-            relative(lease.visible_until, now),
+            relative(lease.visible_until, now) if _shows_again(lease) else "-",
             shorten(str(lease.last_error) if lease.last_error else None),
         )
     return Fitted(table)
+
+
+GONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.CANCELLED, *COPIED_STATUSES})
+"""Leases whose message left its queue: deleted, in the DLQ, or copied (the copy runs under its own id)."""
+
+
+def _shows_again(lease: Lease) -> bool:
+    """Whether the lease's `visible_until` says when its message shows on its queue: not for a message gone
+    from it, nor for one the workflow released (its release writes no time; the message shows after the
+    attempt's release delay from the execution's end)."""
+    if lease.status in GONE_STATUSES:
+        return False
+    return not (lease.status is LeaseStatus.RELEASED and lease.closed_at is None)
 
 
 def _when(moment: float | None, now: float) -> str:
@@ -302,7 +315,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("job id", lease.job_id or "-"),
         ("deliveries (receive count)", str(lease.receive_count)),
         ("received at", _when(lease.received_at, now)),
-        ("visible until", _when(lease.visible_until, now)),
+        ("visible until", _when(lease.visible_until, now) if _shows_again(lease) else "- (not on its queue)"),
         ("renew at", _when(lease.renew_at, now)),
         ("renew until", _when(lease.renew_until, now)),
         ("renewals", str(lease.renewal_count)),

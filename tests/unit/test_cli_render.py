@@ -493,3 +493,29 @@ def test_cli_lease_view_shows_when_the_workflow_closed_a_lease() -> None:
     assert shown["closed at"] == "2027-01-15T07:59:00.000Z (1m ago), its execution's end", shown
     assert own["closed at"].startswith("2027-01-15T07:59:30.000Z"), own
     assert unknown["closed at"] == "-", unknown
+
+
+@pytest.mark.parametrize(
+    ("status", "closed_at", "shown"),
+    [
+        (LeaseStatus.ACTIVE, None, "in 30s"),
+        (LeaseStatus.RELEASED, NOW, "in 30s"),  # released by the processor's code, which notes when it shows
+        (LeaseStatus.RELEASED, None, "-"),  # by the workflow: it shows after the release delay, not then
+        (LeaseStatus.SUCCEEDED, None, "-"),
+        (LeaseStatus.REJECTED, NOW, "-"),
+        (LeaseStatus.CANCELLED, NOW, "-"),
+        (LeaseStatus.PARKED, NOW, "-"),
+    ],
+)
+def test_cli_leases_show_when_a_message_shows_again_only_while_it_is_on_its_queue(
+    status: LeaseStatus, closed_at: float | None, shown: str
+) -> None:
+    """A lease's `visible_until` is when its message shows again while it is on its queue. A message deleted,
+    in the DLQ or copied never shows again under that lease; `in 30s` would read as if it will."""
+    lease = replace(_closed(status), closed_at=closed_at, visible_until=NOW + 30)
+
+    row = next(line for line in _text(render.leases_table([lease], now=NOW)).splitlines() if line.startswith("│ m "))
+    view = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert [cell.strip() for cell in row.split("│")][6] == shown, row
+    assert view["visible until"].endswith("(in 30s)") if shown != "-" else view["visible until"].startswith("- ")
