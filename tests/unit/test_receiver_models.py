@@ -72,6 +72,20 @@ def test_parse_job_message_wait() -> None:
     assert (job.type, job.params) == ("wait", {"seconds": 30, "fail": False}), "the schema's default filled in"
 
 
+@pytest.mark.parametrize("seconds", ["30.0", "1e2", "30"])
+def test_parse_job_message_hands_a_whole_float_on_as_an_integer_where_the_schema_says_integer(seconds: str) -> None:
+    """JSON Schema counts 30.0 and 1e2 as integers (`longjobs submit wait --param seconds=1e2` sends 100.0), but
+    Step Functions' Wait state takes only integers
+    (https://docs.aws.amazon.com/step-functions/latest/dg/amazon-states-language-wait-state.html): the job
+    gets the integer, rather than fail every attempt at its Wait state on its way to the DLQ."""
+    body = '{"job_id": "w1", "type": "wait", "params": {"seconds": ' + seconds + ', "fail": false}}'
+
+    [job] = parse_body(body, SETTINGS)
+
+    assert type(job.params["seconds"]) is int and job.params["seconds"] == float(seconds), job.params
+    assert job.params["fail"] is False, "a boolean stays one"
+
+
 def test_parse_job_message_spark_takes_default_outputs() -> None:
     body = {
         "job_id": "s1",

@@ -150,7 +150,7 @@ class JobCatalog:
             result = compiled.check(filled)
         except JsonSchemaValueException as exc:
             raise params_error(exc) from None
-        return dict(result)
+        return whole_integers(dict(result), job_type.params_schema)
 
     def _compile(self, job_type: JobType) -> _Compiled:
         with self._lock:
@@ -159,6 +159,20 @@ class JobCatalog:
                 compiled = _Compiled(compile_schema(job_type.params_schema))
                 self._compiled[job_type.name] = compiled
             return compiled
+
+
+def whole_integers(params: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`params` with each whole float (`30.0`, `1e2`) an int where the schema's property says `integer`.
+    JSON Schema counts such a float as an integer, and a JSON reader keeps it a float; Step Functions' Wait
+    state takes only integers (the `wait` type's `seconds`), and a job's code expects an int there too."""
+    properties = schema.get("properties") or {}
+    for name, value in params.items():
+        spec = properties.get(name) if isinstance(properties, Mapping) else None  # a subschema may be `true`
+        declared = spec.get("type") if isinstance(spec, Mapping) else None
+        integer = declared == "integer" or (isinstance(declared, list) and "integer" in declared)
+        if integer and isinstance(value, float) and value.is_integer():
+            params[name] = int(value)
+    return params
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Callable[[Any], Any]:
