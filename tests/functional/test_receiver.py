@@ -18,7 +18,7 @@ from longjobs.engine.delivery.attempt import START_REFUSED, START_REFUSED_EVERY_
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, LeaseStatus, job_lock_key
-from longjobs.engine.receiver.service import receive
+from longjobs.engine.receiver.service import InlineJobFailed, receive
 from longjobs.engine.visibility import ChangeOutcome, FailureClass
 from longjobs.offline.lambdas import LambdaContext
 from tests.functional.conftest import (
@@ -29,6 +29,7 @@ from tests.functional.conftest import (
     Flow,
     emitted_metrics,
     load_handler,
+    running_flow,
 )
 
 SOURCE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
@@ -145,11 +146,27 @@ def test_receiver_reports_record_failed_when_dlq_send_fails(flow: Flow) -> None:
     assert flow.receiver.store.get(poison) is None
 
 
-def test_receiver_inline_failure_is_retried_by_sqs(flow: Flow) -> None:
-    flow.harness.send(json.dumps({"job_id": "boom", "type": "echo", "params": {"fail": True}}))
-    [delivery] = flow.receive_batch()
-    with pytest.raises(Exception, match="asked to fail"):
-        receive(flow.receiver, delivery)
+def test_receiver_inline_failure_is_retried_by_sqs_then_dead_lettered_after_max_attempts() -> None:
+    """An inline job keeps no lease: its receives count its attempts. A failure fails the record, so SQS
+    delivers it again; at `max_attempts` receives it goes to the DLQ with the failure, as a long job's last
+    attempt does, instead of until the queue's redrive count (hundreds of receives, sized for waits)."""
+    with running_flow(max_attempts=2) as flow:
+        message_id = flow.harness.send(json.dumps({"job_id": "boom", "type": "echo", "params": {"fail": True}}))
+        [first] = flow.receive_batch()
+        with pytest.raises(InlineJobFailed, match="asked to fail"):
+            receive(flow.receiver, first)
+        flow.sqs.change_message_visibility(
+            QueueUrl=flow.harness.queue_url, ReceiptHandle=first.receipt_handle, VisibilityTimeout=0
+        )
+        [second] = flow.receive_batch()
+
+        assert (second.receive_count, receive(flow.receiver, second)) == (2, Outcome.REJECTED)
+        [dead] = flow.dlq_messages()
+        attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+        assert attributes["ErrorType"] == "AttemptsExhausted"
+        assert "echo job boom was asked to fail" in attributes["ErrorMessage"], attributes
+        lease = flow.receiver.store.get(message_id)
+        assert lease is not None and lease.status is LeaseStatus.REJECTED, "longjobs lease tells where it went"
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -109,8 +109,7 @@ def receive(receiver: Receiver, delivery: Delivery) -> Outcome:
         return fan_out.fan_out(receiver, jobs, parsed.events, delivery)
     job = jobs[0]
     if parsed.inline:
-        run_inline(job)
-        return Outcome.INLINE_DONE
+        return inline(receiver, delivery, job)
     return decided(receiver, delivery, job)
 
 
@@ -133,6 +132,20 @@ def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
         receiver.store.record_rejection(record, now=now, error=str(bad))
     except Exception as exc:
         logger.warning("could not record the rejection", extra={"message_id": delivery.message_id, "error": str(exc)})
+
+
+def inline(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
+    """Run an inline job. A failure fails the record, so SQS delivers it again, until its receives reach
+    `max_attempts`: an inline job keeps no lease, so its receives count its attempts. Then it goes to the
+    DLQ with the failure (`AttemptsExhausted`), rather than be received until the queue's redrive count, a
+    backstop sized for waits (hundreds of receives)."""
+    try:
+        run_inline(job)
+    except InlineJobFailed as failed:
+        if delivery.receive_count < receiver.settings.max_attempts:
+            raise
+        return attempt.dead_letter(receiver, delivery, (), replacing=None, message=str(failed)) or Outcome.REJECTED
+    return Outcome.INLINE_DONE
 
 
 def run_inline(job: Job) -> None:
