@@ -289,6 +289,7 @@ class RedriveResult:
     moved: int | None = None  # None: a move task runs on in SQS
     failed: int = 0
     task_handle: str | None = None
+    source_arn: str | None = None  # the DLQ's ARN, which the move task's follow-up names
     approximate_messages: int | None = None
     came_back: int = 0  # copied messages that were back in the DLQ before the run ended (left there)
     duplicates: int = 0  # second DLQ copies of a message moved this run: deleted, not sent (its job runs once)
@@ -491,6 +492,7 @@ def redrive(
             return RedriveResult(
                 method="move-task",
                 task_handle=handle,
+                source_arn=source,
                 approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
             )
     return copy_messages(

@@ -111,15 +111,24 @@ def lease_json(lease: Lease) -> dict[str, Any]:
 
 
 def result_data(result: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A lease's result as shown: a cancel's record (`longjobs.engine.cancel.RECORD_KEY`) keeps its time
-    as epoch seconds, shown as an ISO 8601 UTC time like every other time the command prints."""
+    """A lease's result as shown: a cancel's record (`longjobs.engine.cancel.RECORD_KEY`) keeps its times
+    (`at`, and `sending_at` of its DLQ send's claim) as epoch seconds, shown as ISO 8601 UTC times like every
+    other time the command prints."""
     if result is None:
         return None
     data: dict[str, Any] = jsonable(result)
     record = data.get(CANCEL_RECORD_KEY)
-    if isinstance(record, dict) and isinstance(record.get("at"), int | float) and not isinstance(record["at"], bool):
-        data[CANCEL_RECORD_KEY] = {**record, "at": iso(record["at"])}
+    if isinstance(record, dict):
+        times = {
+            name: iso(value)
+            for name in CANCEL_TIMES
+            if isinstance(value := record.get(name), int | float) and not isinstance(value, bool)
+        }
+        data[CANCEL_RECORD_KEY] = {**record, **times}
     return data
+
+
+CANCEL_TIMES = ("at", "sending_at")
 
 
 def status_text(lease: Lease) -> str:
@@ -395,7 +404,7 @@ def redrive_view(result: RedriveResult) -> RenderableType:
         return Text(
             f"started SQS message move task {result.task_handle} "
             f"(about {result.approximate_messages} message(s)); follow it with "
-            "`aws sqs list-message-move-tasks --source-arn <DLQ ARN>`"
+            f"`aws sqs list-message-move-tasks --source-arn {result.source_arn or '<DLQ ARN>'}`"
         )
     lines = [f"moved {result.moved} message(s) to the jobs queue"]
     if result.skipped:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError, UsageError
-from longjobs.engine.delivery.models import BadInput, loads_json, parse_body
+from longjobs.engine.delivery.models import BadInput, ErrorType, loads_json, parse_body
 from longjobs.engine.settings import Settings, is_fifo_url
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def validate(body: str, settings: Settings, catalog: Catalog) -> list[Any]:
     try:
         jobs = parse_body(body, settings, catalog.types)
     except BadInput as bad:
-        raise CliError(f"{bad.error_type}: {bad.message} (job types of {catalog.origin})") from None
+        about_types = bad.error_type in (ErrorType.UNKNOWN_JOB_TYPE, ErrorType.INVALID_PARAMETERS)
+        origin = f" (job types of {catalog.origin})" if about_types else ""  # not for a body that is not JSON
+        raise CliError(f"{bad.error_type}: {bad.message}{origin}") from None
     if not jobs:
         raise CliError("the body asks for no job: the receiver would acknowledge it and drop it")
     for job in jobs:  # an S3 notification's jobs too

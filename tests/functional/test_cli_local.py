@@ -179,6 +179,20 @@ def test_cli_submit_unreadable_body_file_fails_in_one_line(
     assert_one_line_error(result, 1, "cannot read --body", "missing.json")
 
 
+def test_cli_submit_a_body_that_is_not_json_blames_the_body_alone(
+    local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job types a check used are named where they decided it (an unknown type, bad params), not for a
+    body that is not JSON at all."""
+    (tmp_path / "job.json").write_text("job_id=a type=wait")
+
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(tmp_path / "job.json"))
+
+    assert_one_line_error(result, 1, "NotJson: body is not JSON")
+    assert "job types of" not in result.err
+    assert local.bodies(local.queue_url) == []
+
+
 def test_cli_submit_to_a_fifo_queue_without_content_deduplication_sends_the_bodys_hash(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

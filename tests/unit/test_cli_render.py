@@ -144,6 +144,15 @@ def test_cli_redrive_view_says_when_an_error_stopped_the_run() -> None:
     assert "stopped early by the error below: the messages not moved stay in the dead-letter queue" in text
 
 
+def test_cli_redrive_view_of_a_move_task_names_the_dlq_to_follow_it_by() -> None:
+    arn = "arn:aws:sqs:us-east-1:123456789012:jobs-dlq"
+    result = dlq.RedriveResult(method="move-task", task_handle="task-1", approximate_messages=3, source_arn=arn)
+
+    text = " ".join(_text(render.redrive_view(result)).split())
+
+    assert f"`aws sqs list-message-move-tasks --source-arn {arn}`" in text, text
+
+
 def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
     done = CancelReport(message_id="m1", outcome=Outcome.CANCELLED, previous_status="WAITING")
     failed = render.CancelFailure(
@@ -427,6 +436,8 @@ def test_cli_cancel_time_is_shown_as_an_iso_8601_utc_time() -> None:
     assert str(NOW) not in shown["result"]
     assert lease.result is not None and lease.result["cancel"]["at"] == NOW + 0.25, "the lease itself unchanged"
     assert render.lease_json(_closed(LeaseStatus.SUCCEEDED, result={"at": 5}))["result"] == {"at": 5}, "a job's own"
+    claimed = _closed(LeaseStatus.CANCELLED, result={"cancel": {**record, "sending_at": NOW, "sending_by": "cancel"}})
+    assert render.lease_json(claimed)["result"]["cancel"]["sending_at"] == "2027-01-15T08:00:00.000Z", "its claim"
 
 
 @pytest.mark.parametrize(
