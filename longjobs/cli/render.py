@@ -303,11 +303,14 @@ def _when(moment: float | None, now: float) -> str:
 
 
 def _closed_at(story: LeaseStory, now: float) -> str:
-    """When the lease was closed. The workflow's closes write no time (a JSONPath state has no epoch
-    seconds to write), so a lease it closed shows the end of the execution it names."""
+    """When the lease was closed: by the processor's code (`closed_at`) or by its workflow
+    (`workflow_closed_at`). A lease an older workflow closed has neither: it shows the end of the execution
+    it names."""
     lease = story.lease
     if lease.closed_at is not None or lease.active or lease.waiting:
         return _when(lease.closed_at, now)
+    if lease.workflow_closed_at is not None:
+        return f"{_when(lease.workflow_closed_at, now)}, by its workflow"
     ended = next((e.stopped_at for e in story.executions if e.arn == lease.execution_arn and e.stopped_at), None)
     return "-" if ended is None else f"{_when(ended.timestamp(), now)}, its execution's end"
 

@@ -80,6 +80,7 @@ from longjobs.engine.lease.schema import (
     SHARD_ATTR,
     STATUS_ATTR,
     VERSION_ATTR,
+    WORKFLOW_CLOSED_AT_ATTR,
 )
 from longjobs.engine.runs import EXECUTION_ARGUMENT
 
@@ -401,18 +402,23 @@ class _Update:
 
 
 def _lease_close(status: LeaseStatus, attribute: str, value: tasks.DynamoAttributeValue, condition: str) -> _Update:
-    """Set the lease's final status and one more attribute, leave the due-index, bump the version.
+    """Set the lease's final status, one more attribute and when it closed (`workflow_closed_at`: the state's
+    entered time, ISO 8601; the processor's own closes write `closed_at` in epoch seconds, with the
+    `visible_until` they set), leave the due-index, bump the version.
 
     `condition` may use `:self` (this execution), `:handle` (the handle just read) and a status in
     lower case (`:active`, `:succeeded`, `:released`); only the names and values the expressions use
     are sent, since DynamoDB refuses the others.
     """
-    update = "SET #status = :status, #attr = :value, #version = #version + :one REMOVE #shard, #renew_at"
+    update = (
+        "SET #status = :status, #attr = :value, #closed = :now, #version = #version + :one REMOVE #shard, #renew_at"
+    )
     expressions = f"{update} {condition}"
-    names = {**_NAMES, "#attr": attribute}
+    names = {**_NAMES, "#attr": attribute, "#closed": WORKFLOW_CLOSED_AT_ATTR}
     values = {
         ":status": tasks.DynamoAttributeValue.from_string(status.value),
         ":value": value,
+        ":now": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$$.State.EnteredTime")),
         ":one": tasks.DynamoAttributeValue.from_number(1),
         ":self": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_SELF)),
         ":handle": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at(_LEASE_HANDLE)),

@@ -61,6 +61,11 @@ def test_workflow_failing_job_released_retried_with_new_executions_then_dead_let
         released = flow.lease(message_id)
         assert released.status is LeaseStatus.RELEASED
         assert released.last_error == LastError("WaitJobFailed", "the wait job was asked to fail")
+        # The workflow notes when it closed the lease (its state's entered time; it has no epoch seconds),
+        # apart from `closed_at`, which the processor's code writes with the `visible_until` it sets.
+        stopped = described["stopDate"].timestamp()
+        assert released.closed_at is None and released.workflow_closed_at is not None, released
+        assert abs(released.workflow_closed_at - stopped) < 5, (released.workflow_closed_at, stopped)
 
     assert flow.deliver() == {message_id: Outcome.REJECTED}, "the processor counts attempts, not SQS"
     [dead] = flow.dlq_messages()
@@ -69,7 +74,9 @@ def test_workflow_failing_job_released_retried_with_new_executions_then_dead_let
     reason = "WaitJobFailed: the wait job was asked to fail"  # the Fail state's error and cause, as caught
     assert dead["MessageAttributes"]["ErrorMessage"]["StringValue"] == reason
     assert flow.lease(message_id).last_error == LastError("AttemptsExhausted", reason)
-    assert len(json.loads(dead["MessageAttributes"]["Attempts"]["StringValue"])) == max_attempts
+    attempts = json.loads(dead["MessageAttributes"]["Attempts"]["StringValue"])
+    assert len(attempts) == max_attempts
+    assert all(attempt["ended_at"] is not None for attempt in attempts), "each attempt says when it ended"
     names = sorted(execution["name"] for execution in flow.executions())
     assert names == [f"{message_id}-{n}" for n in range(1, max_attempts + 1)]
 

@@ -488,8 +488,9 @@ def test_cli_error_line_of_a_failed_call(error: Exception, line: str) -> None:
 
 
 def test_cli_lease_view_shows_when_the_workflow_closed_a_lease() -> None:
-    """The workflow closes a lease without writing a time (`closed_at` stays empty): the view shows the end
-    of the execution the lease names, and says so. A lease the receiver closed shows its own time."""
+    """The workflow notes when it closed a lease apart (`workflow_closed_at`), and an older workflow noted
+    nothing: the view then shows the end of the execution the lease names, and says so. A lease the
+    processor's code closed shows its own `closed_at`."""
     started, stopped = datetime.fromtimestamp(NOW - 900, UTC), datetime.fromtimestamp(NOW - 60, UTC)
     runs = [
         Execution("m-1", 1, "arn-1", "FAILED", started, datetime.fromtimestamp(NOW - 600, UTC), "Err", "why"),
@@ -500,10 +501,12 @@ def test_cli_lease_view_shows_when_the_workflow_closed_a_lease() -> None:
     shown = _rows(render.lease_view(LeaseStory(by_workflow, runs), now=NOW))
     own = _rows(render.lease_view(LeaseStory(replace(by_workflow, closed_at=NOW - 30), runs), now=NOW))
     unknown = _rows(render.lease_view(LeaseStory(replace(by_workflow, execution_arn="arn-3"), runs), now=NOW))
+    noted = _rows(render.lease_view(LeaseStory(replace(by_workflow, workflow_closed_at=NOW - 90), runs), now=NOW))
 
     assert shown["closed at"] == "2027-01-15T07:59:00.000Z (1m ago), its execution's end", shown
     assert own["closed at"].startswith("2027-01-15T07:59:30.000Z"), own
     assert unknown["closed at"] == "-", unknown
+    assert noted["closed at"] == "2027-01-15T07:58:30.000Z (1m ago), by its workflow", noted
 
 
 @pytest.mark.parametrize(

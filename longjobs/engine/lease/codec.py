@@ -27,6 +27,8 @@ from longjobs.engine.lease.schema import (
     SHARD_ATTR,
     WAITING_ORDER_ATTR,
     WAITING_TYPE_ATTR,
+    WORKFLOW_CLOSED_AT_ATTR,
+    attribute_time,
     parked_line,
 )
 from longjobs.engine.lease.types import Attempt, LastError, Lease, LeaseStatus
@@ -79,6 +81,8 @@ def lease_to_item(lease: Lease, shard: int) -> dict[str, Any]:
         value = getattr(lease, name)
         if value is not None:
             plain[name] = value
+    if lease.workflow_closed_at is not None:
+        plain[WORKFLOW_CLOSED_AT_ATTR] = num(lease.workflow_closed_at)
     if lease.last_error is not None:
         plain[ERROR_ATTR] = lease.last_error.to_data()
     if lease.never_started:
@@ -128,6 +132,8 @@ def item_to_lease(item: dict[str, Any]) -> Lease:
         fields["history"] = tuple(Attempt.from_data(a) for a in json.loads(plain[HISTORY_ATTR]))
     if fields["status"] is LeaseStatus.PARKED and "waiting_order" in fields:
         fields["copy_sent_at"] = fields.pop("waiting_order")  # a marker's key in its type's parked line
+    if WORKFLOW_CLOSED_AT_ATTR in item:
+        fields["workflow_closed_at"] = attribute_time(item[WORKFLOW_CLOSED_AT_ATTR])
     if fields.get("checked_at") == fields.get("received_at"):
         fields["checked_at"] = None  # written at the receive, not by a reconciliation look
     return Lease(**fields)

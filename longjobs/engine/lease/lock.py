@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from longjobs.engine.lease.schema import META_PREFIX, PARTITION_KEY, TTL_ATTR
+from longjobs.engine.lease.schema import META_PREFIX, PARTITION_KEY, TTL_ATTR, attribute_time
 from longjobs.engine.lease.writes import conditional, is_conditional_failure
 
 if TYPE_CHECKING:
@@ -100,22 +100,6 @@ def _num(seconds: float) -> dict[str, str]:
     return {"N": str(Decimal(f"{seconds:.3f}"))}
 
 
-def _time(value: dict[str, str] | None) -> float | None:
-    """A time attribute: epoch seconds (N), or an ISO 8601 timestamp (S, as Step Functions writes it)."""
-    if not value:
-        return None
-    if "N" in value:
-        return float(value["N"])
-    if "S" in value:
-        from datetime import datetime  # the workflow's releases only
-
-        try:
-            return datetime.fromisoformat(value["S"].replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def lock_of(key: str, item: dict[str, Any]) -> Lock:
     return Lock(
         key=key,
@@ -123,8 +107,8 @@ def lock_of(key: str, item: dict[str, Any]) -> Lock:
         execution_arn=item.get(LOCK_EXECUTION_ATTR, {}).get("S", ""),
         acquired_at=float(item.get(ACQUIRED_AT_ATTR, {}).get("N", "0")),
         held=item.get(LOCK_STATE_ATTR, {}).get("S") == HELD,
-        released_at=_time(item.get(RELEASED_AT_ATTR)),
-        last_duration_s=_time(item.get(LAST_DURATION_ATTR)),
+        released_at=attribute_time(item.get(RELEASED_AT_ATTR)),
+        last_duration_s=attribute_time(item.get(LAST_DURATION_ATTR)),
     )
 
 

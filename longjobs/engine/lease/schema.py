@@ -25,6 +25,24 @@ VERSION_ATTR = "version"
 ERROR_ATTR = "last_error"
 EXECUTION_ATTR = "execution_arn"
 RESULT_ATTR = "result"  # the job's summary, as a JSON string (a state machine can write no typed map)
+WORKFLOW_CLOSED_AT_ATTR = "workflow_closed_at"  # when the workflow closed the lease: its ISO 8601 time (a string)
+
+
+def attribute_time(value: dict[str, str] | None) -> float | None:
+    """A time attribute in epoch seconds: a number (N), or an ISO 8601 timestamp (S, as Step Functions writes
+    `$$.State.EnteredTime`: a JSONPath state has no epoch seconds to write)."""
+    if not value:
+        return None
+    if "N" in value:
+        return float(value["N"])
+    if "S" in value:
+        from datetime import datetime  # the workflow's writes only
+
+        try:
+            return datetime.fromisoformat(value["S"].replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
 
 
 def parked_line(job_type: str) -> str:

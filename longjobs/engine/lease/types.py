@@ -118,7 +118,8 @@ class Lease:
     release_delay_s: int = 0
     last_error: LastError | None = None
     result: dict[str, Any] | None = field(default=None, hash=False)
-    closed_at: float | None = None
+    closed_at: float | None = None  # when the processor's code closed it (and set `visible_until` with it)
+    workflow_closed_at: float | None = None  # when its workflow closed it (writing no `visible_until`)
     checked_at: float | None = None  # last reconciliation look (ACTIVE only: the reconcile index's key)
     slot: str | None = (
         None  # the admission slot its attempt holds (`longjobs.engine.admission`), released with the lease
@@ -150,7 +151,7 @@ class Lease:
             execution=self.execution_arn.rpartition(":")[2],
             outcome=self.status.value,
             error=self.last_error,
-            ended_at=self.closed_at,
+            ended_at=self.closed_at if self.closed_at is not None else self.workflow_closed_at,
         )
 
     def refused_starts_with_this(self) -> int:
