@@ -571,3 +571,58 @@ def test_retention_an_attempt_failing_as_its_hold_ends_shows_its_message_before_
 
     assert outcomes == {message_id: Outcome.PARKED}, f"not received before SQS deleted it: {outcomes}"
     assert len(b.waiting_ids()) == 1, "its fresh copy waits in the type's waiting queue"
+
+
+def test_retention_an_attempt_admitted_in_place_failing_as_its_hold_ends_shows_its_message_in_time() -> None:
+    """The same retention window as the test above, reached the other way a new attempt begins: an admission
+    pass admits a WAITING message in place (`admit_in_place`), a few seconds before its `resend_at`. Its job
+    fails just before its hold ends. The WAITING lease keeps the message's send time, so the attempt's
+    release delay is cut as a receive's is: the message shows again before SQS deletes it."""
+    from longjobs.engine.admission.admit import admit_line
+    from longjobs.engine.admission.readings import read_slots
+
+    b = bench(limit=1, release_delay_base_s=30)
+    late = b.send("late")  # sent at START: resend_at START + 900, deleted by SQS at START + 1,200
+    got = b.aws.sqs.receive_message(QueueUrl=b.jobs_url, MaxNumberOfMessages=1, VisibilityTimeout=600)
+    assert got["Messages"][0]["MessageId"] == late  # (kept out of the way: its type's one slot is free now)
+    b.advance_to(START + 599)
+    first = b.send("first")
+    assert b.deliver_jobs_queue() == {first: Outcome.STARTED}  # takes the slot; its hold ends at START + 899
+    waiting = None
+    while b.clock.now() < START + 897:
+        b.clock.advance(1)
+        b.deliver_jobs_queue()
+        waiting = b.receiver.store.get(late)
+        hidden_s = waiting.visible_until - b.clock.now() if waiting is not None and waiting.waiting else 0.0
+        if hidden_s >= 3 and b.clock.now() >= START + 895:  # admissible in place (hidden past its margin)
+            break
+    assert waiting is not None and waiting.waiting, waiting
+    assert waiting.visible_until <= START + 900, "never hidden past its resend_at"
+
+    b.finish(first)  # the slot frees; an admission pass (the watcher's, the extender's) admits `late` in place
+    _, admitted = admit_line(b.receiver, "wait", read_slots(b.receiver, "wait", 1))
+    assert admitted == 1
+    lease = b.receiver.store.get(late)
+    assert lease is not None and lease.active and lease.renew_until <= START + RETENTION_S
+    room = START + RETENTION_S - lease.renew_until
+    delay = lease.release_delay_s
+
+    hold_s = int(lease.renew_until - b.clock.now()) - 1  # what the extender's renewals keep hidden
+    b.aws.sqs.change_message_visibility(
+        QueueUrl=b.jobs_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=hold_s
+    )
+    b.advance_to(lease.renew_until - 2)  # its job fails as its hold ends; the failure path releases it
+    b.end_execution(late, "FAILED")
+    assert release(
+        lease, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=LastError("x")
+    )
+    outcomes: dict[str, Outcome] = {}
+    while b.clock.now() < START + RETENTION_S + 60 and late not in outcomes:
+        b.clock.advance(1)
+        outcomes |= b.deliver_jobs_queue()
+    dlq = b.aws.sqs.queues[b.dlq_url]
+    dlq.refresh()
+    assert outcomes.get(late) is not None or b.waiting_ids() or [m for m in dlq.messages.values() if not m.deleted], (
+        f"admitted in place with a release delay of {delay} s though its hold ended {room:.0f} s before SQS "
+        f"deleted the message: never received again, not parked, not in the DLQ (jobs queue {b.jobs_ids()})"
+    )

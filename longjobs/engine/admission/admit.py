@@ -12,7 +12,14 @@ from longjobs.engine.admission.estimate import drain_time_s, in_flight_target
 from longjobs.engine.admission.parking import UNPARK_CALLS, Handle, refresh_parked, unpark
 from longjobs.engine.admission.readings import LOOKAHEAD, longest_wait_s, margin_s, parked_count, read_slots
 from longjobs.engine.admission.slots import TAKE_ATTEMPTS, TypeSlots, slot_keys
-from longjobs.engine.delivery.attempt import lock_hold, read_job_lock, release_delay_s, resume, write_attempt
+from longjobs.engine.delivery.attempt import (
+    lock_hold,
+    read_job_lock,
+    release_delay_s,
+    resume,
+    within_retention,
+    write_attempt,
+)
 from longjobs.engine.delivery.decision import LockState
 from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.types import Receiver
@@ -83,7 +90,11 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         waits=waiting.waits,
         refused_starts=waiting.refused_starts,
     )
-    active = replace(active, renew_at=receiver.policy.renew_at(active))
+    active = replace(
+        active,
+        renew_at=receiver.policy.renew_at(active),
+        release_delay_s=within_retention(active, waiting.sent_at, settings),  # None from an older version
+    )
     for _ in range(TAKE_ATTEMPTS):
         slot = state.pick(receiver.rng)
         if slot is None:

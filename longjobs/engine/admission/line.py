@@ -190,6 +190,7 @@ def wait_or_park(
         job_id=job.job_id,
         history=history,
         waiting_since=since,
+        sent_at=delivery.sent_at,  # its admission in place cuts its attempt's release delay to the retention
         waiting_order=order,
         waits=waits + 1,
         refused_starts=delivery.refused_starts(replacing),

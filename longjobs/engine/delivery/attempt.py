@@ -63,13 +63,14 @@ RELEASE_SLACK_S = 60
 that then sends it afresh, or to the DLQ with the reason (`RetentionRunningOut`)."""
 
 
-def within_retention(lease: Lease, delivery: Delivery, settings: Settings) -> int:
-    """The lease's release delay, shortened so that an attempt failing as its hold ends (`renew_until`) gives
-    its message back `RELEASE_SLACK_S` before SQS deletes it. A hold is kept within the retention (the
-    retention margin, `hold_fits`); the delay after it must be too, else the message is deleted unseen."""
-    if delivery.sent_at is None:
+def within_retention(lease: Lease, sent_at: float | None, settings: Settings) -> int:
+    """A new attempt's release delay, shortened so that an attempt failing as its hold ends (`renew_until`)
+    gives its message, sent at `sent_at`, back `RELEASE_SLACK_S` before SQS deletes it. A hold is kept within
+    the retention (the retention margin, `hold_fits`); the delay after it must be too, else the message is
+    deleted unseen. Both ways an attempt begins cut it: a receive's (`begin`), an admission in place's."""
+    if sent_at is None:
         return lease.release_delay_s
-    room = delivery.sent_at + settings.queue_retention_s - lease.renew_until - RELEASE_SLACK_S
+    room = sent_at + settings.queue_retention_s - lease.renew_until - RELEASE_SLACK_S
     return max(0, min(lease.release_delay_s, math.floor(room)))
 
 
@@ -161,7 +162,7 @@ def begin(
         refused_starts=refused_starts,
     )
     lease = timing(receiver, delivery, blank)
-    lease = replace(lease, release_delay_s=within_retention(lease, delivery, receiver.settings))
+    lease = replace(lease, release_delay_s=within_retention(lease, delivery.sent_at, receiver.settings))
     action = receiver.store.create_request(lease, replacing=replacing)
     taken = write_attempt(receiver, lease, action, [job_lock, *([slot] if slot is not None else [])])
     return lease if taken.written else None

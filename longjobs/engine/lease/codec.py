@@ -44,6 +44,7 @@ _FLOAT_FIELDS = (
     "closed_at",
     "checked_at",
     "waiting_since",
+    "sent_at",
     "waiting_order",
     "claimed_at",
     "claim_kept_until",

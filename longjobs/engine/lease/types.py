@@ -126,6 +126,7 @@ class Lease:
     )
     history: tuple[Attempt, ...] = ()  # the message's ended attempts before this one (carried over)
     waiting_since: float | None = None  # when the message first waited for a slot
+    sent_at: float | None = None  # WAITING: when its message was sent (SQS deletes it the retention after)
     waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
