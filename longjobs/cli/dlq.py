@@ -330,6 +330,7 @@ def copy_messages(
     is left there and counted in `came_back`. A second DLQ copy of a message moved in the run (the same
     `OriginalMessageId` and body: the receiver's send is at least once, as two handlings of one record
     may each send it) is deleted, not sent, and counted in `duplicates`: sent too, its job would run twice.
+    So is one the filter left, seen before or after its twin was sent: it is the same message.
 
     Whatever ends the run, what was sent is deleted and the rest is shown again first. An AWS call
     that fails for good (a receive) raises `RedriveStopped`, which carries the run's result."""
@@ -340,6 +341,7 @@ def copy_messages(
     sent_from: set[str] = set()  # DLQ message ids sent this run
     failed_from: set[str] = set()  # DLQ message ids whose send failed this run: it may have landed
     tried: dict[str, tuple[str, bool]] = {}  # original message id -> the body sent for it, and whether it was sent
+    passed_over: dict[str, list[tuple[Any, str]]] = {}  # original message id -> messages the filter left, counted as
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -365,22 +367,23 @@ def copy_messages(
                     if message["MessageId"] in sent_from | failed_from:  # reported: not sent twice in a run
                         page_held.append(message["ReceiptHandle"])
                         continue
+                    original = _attribute(message, "OriginalMessageId")
+                    twin = tried.get(original) if original is not None else None
+                    if twin is not None and twin[0] == message["Body"]:  # selected or not: it is the same message
+                        if twin[1]:  # its twin was sent: this one is deleted with the page's
+                            doubles.append((message["MessageId"], message["ReceiptHandle"]))
+                        else:  # its twin's send failed, and may have landed: neither is sent again in the run
+                            page_held.append(message["ReceiptHandle"])
+                        continue
                     letter = dead_letter(message)
                     if not select.selects(letter):
                         if message["MessageId"] not in skipped_ids:
                             skipped_ids.add(message["MessageId"])
-                            if select.keeps_by_default(letter):
-                                result.kept += 1
-                            else:
-                                result.skipped += 1
+                            counted = "kept" if select.keeps_by_default(letter) else "skipped"
+                            setattr(result, counted, getattr(result, counted) + 1)
+                            if original is not None:  # deleted at the run's end if a twin of it is sent
+                                passed_over.setdefault(original, []).append((message, counted))
                         page_held.append(message["ReceiptHandle"])
-                        continue
-                    original = _attribute(message, "OriginalMessageId")
-                    if original is not None and tried.get(original, ("", False))[0] == message["Body"]:
-                        if tried[original][1]:  # its twin was sent: this one is deleted with the page's
-                            doubles.append((message["MessageId"], message["ReceiptHandle"]))
-                        else:  # its twin's send failed, and may have landed: neither is sent again in the run
-                            page_held.append(message["ReceiptHandle"])
                         continue
                     if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
                         wait = started + attempted / max_per_second - clock()
@@ -414,6 +417,20 @@ def copy_messages(
         result.stopped = True
         raise RedriveStopped(result, exc) from exc
     finally:
+        twins = [
+            (message, counted)
+            for original, (body, sent) in tried.items()
+            if sent
+            for message, counted in passed_over.get(original, [])
+            if message["Body"] == body
+        ]
+        kept_twins = set(_delete(sqs, dlq_url, [(m["MessageId"], m["ReceiptHandle"]) for m, _ in twins], result))
+        for message, counted in twins:
+            if message["ReceiptHandle"] not in kept_twins:  # left by the filter, deleted as a twin of one sent
+                setattr(result, counted, getattr(result, counted) - 1)
+                result.duplicates += 1
+                if message["ReceiptHandle"] in held:
+                    held.remove(message["ReceiptHandle"])
         show_again(sqs, dlq_url, held)
     return result
 

@@ -234,3 +234,28 @@ def test_cli_dlq_list_on_a_link_whose_latency_varies_lists_every_message() -> No
             return aws.sqs.receive_message(**kwargs)
 
     assert len(peek(Jittery(aws, clock), dlq, clock=clock.now)) == 300  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("chosen", [0, 1], ids=["first-listed", "second-listed"])
+def test_cli_dlq_redrive_of_one_twin_by_its_id_deletes_the_other(chosen: int) -> None:
+    """An operator redrives one DLQ message by its id (`--message-id`, as `dlq list` shows it). Its twin (the
+    same `OriginalMessageId` and body) is the same message: the filter leaves it, but it is deleted once the
+    chosen one is sent, whichever the run met first, so a later redrive cannot run the job a second time."""
+    aws, clock, dlq, jobs = queues(0, step_s=0.0)
+    _dead_letter_twice(aws, dlq, "original-1", index=7)
+    letters = peek(aws.sqs, dlq)  # type: ignore[arg-type]
+    sqs = SlowSqs(aws, clock)
+
+    one = copy_messages(
+        sqs,  # type: ignore[arg-type]
+        dlq,
+        jobs,
+        clock=clock.now,
+        sleep=clock.sleep,
+        select=RedriveFilter(message_ids=frozenset({letters[chosen].message_id})),
+    )
+    clock.t += 3_600
+    rest = copy_messages(sqs, dlq, jobs, clock=clock.now, sleep=clock.sleep)  # type: ignore[arg-type]
+
+    assert sqs.sent[body(7)] == 1, f"one message's job sent {sqs.sent[body(7)]} times: {one}, {rest}"
+    assert (one.moved, one.duplicates, one.skipped, rest.moved) == (1, 1, 0, 0), (one, rest)
