@@ -279,7 +279,7 @@ def leases_table(leases: list[Lease], *, now: float | None = None) -> Renderable
             lease.job_type or "-",
             str(lease.receive_count),
             str(lease.renewal_count),
-            relative(lease.visible_until, now) if _shows_again(lease) else "-",
+            "-" if (visible := _visible(lease)[0]) is None else relative(visible, now),
             shorten(str(lease.last_error) if lease.last_error else None),
         )
     return Fitted(table)
@@ -289,13 +289,27 @@ GONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseSta
 """Leases whose message left its queue: deleted, in the DLQ, or copied (the copy runs under its own id)."""
 
 
-def _shows_again(lease: Lease) -> bool:
-    """Whether the lease's `visible_until` says when its message shows on its queue: not for a message gone
-    from it, nor for one the workflow released (its release writes no time; the message shows after the
-    attempt's release delay from the execution's end)."""
+def _visible(lease: Lease) -> tuple[float | None, str]:
+    """When the lease's message shows on its queue again (None: not known), and what that time is. A message
+    gone from its queue never shows again under this lease; one whose cancel is not finished is kept hidden
+    meanwhile. The workflow's release sets no `visible_until`: the message shows its release delay after
+    the release (`workflow_closed_at`; a lease an older workflow released knows only its execution's end)."""
+    if lease.status is LeaseStatus.CANCELLED and lease.renew_at is not None:
+        return lease.visible_until, ""  # its cancel unfinished: the extender keeps it hidden until it is done
     if lease.status in GONE_STATUSES:
-        return False
-    return not (lease.status is LeaseStatus.RELEASED and lease.closed_at is None)
+        return None, "not on its queue"
+    if lease.status is LeaseStatus.RELEASED and lease.closed_at is None:
+        if lease.workflow_closed_at is not None:
+            return lease.workflow_closed_at + lease.release_delay_s, "the release delay after the workflow's release"
+        return None, f"{lease.release_delay_s}s after its execution's end: the workflow's release"
+    return lease.visible_until, ""
+
+
+def _visible_until(lease: Lease, now: float) -> str:
+    moment, note = _visible(lease)
+    if moment is None:
+        return f"- ({note})"
+    return f"{_when(moment, now)}, {note}" if note else _when(moment, now)
 
 
 def _when(moment: float | None, now: float) -> str:
@@ -327,7 +341,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("job id", lease.job_id or "-"),
         ("deliveries (receive count)", str(lease.receive_count)),
         ("received at", _when(lease.received_at, now)),
-        ("visible until", _when(lease.visible_until, now) if _shows_again(lease) else "- (not on its queue)"),
+        ("visible until", _visible_until(lease, now)),
         ("renew at", _when(lease.renew_at, now)),
         ("renew until", _when(lease.renew_until, now)),
         ("renewals", str(lease.renewal_count)),

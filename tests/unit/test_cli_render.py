@@ -514,7 +514,7 @@ def test_cli_lease_view_shows_when_the_workflow_closed_a_lease() -> None:
     [
         (LeaseStatus.ACTIVE, None, "in 30s"),
         (LeaseStatus.RELEASED, NOW, "in 30s"),  # released by the processor's code, which notes when it shows
-        (LeaseStatus.RELEASED, None, "-"),  # by the workflow: it shows after the release delay, not then
+        (LeaseStatus.RELEASED, None, "-"),  # by an older workflow: its release delay after the execution's end
         (LeaseStatus.SUCCEEDED, None, "-"),
         (LeaseStatus.REJECTED, NOW, "-"),
         (LeaseStatus.CANCELLED, NOW, "-"),
@@ -533,3 +533,26 @@ def test_cli_leases_show_when_a_message_shows_again_only_while_it_is_on_its_queu
 
     assert [cell.strip() for cell in row.split("│")][6] == shown, row
     assert view["visible until"].endswith("(in 30s)") if shown != "-" else view["visible until"].startswith("- ")
+
+
+def test_cli_lease_view_of_a_released_or_cancelling_lease_says_when_its_message_shows_again() -> None:
+    """A message the workflow released is on its queue: it shows the attempt's release delay after the
+    release (`workflow_closed_at`), never "not on its queue", which would read as gone for good. One whose
+    cancel is not finished is kept hidden until its `visible_until`."""
+    released = replace(
+        _closed(LeaseStatus.RELEASED), closed_at=None, workflow_closed_at=NOW - 10, visible_until=NOW - 100
+    )
+    released = replace(released, release_delay_s=45)
+    older = replace(released, workflow_closed_at=None)
+    cancelling = replace(_closed(LeaseStatus.CANCELLED), renew_at=NOW + 20, visible_until=NOW + 30)
+
+    shown = {
+        name: _rows(render.lease_view(LeaseStory(lease), now=NOW))["visible until"]
+        for name, lease in (("released", released), ("older", older), ("cancelling", cancelling))
+    }
+    listed = _text(render.leases_table([released], now=NOW))
+
+    assert shown["released"].endswith("(in 35s), the release delay after the workflow's release"), shown
+    assert shown["older"] == "- (45s after its execution's end: the workflow's release)", shown
+    assert shown["cancelling"].endswith("(in 30s)"), shown
+    assert "in 35s" in listed, listed
