@@ -490,3 +490,17 @@ def test_receiver_handler_reports_the_records_whose_parked_copy_was_not_sent_fai
             {"itemIdentifier": "parked-b"},
         ]
     }
+
+
+def test_receiver_inline_job_dead_lettered_keeps_its_job_id_and_type_on_its_rejected_lease() -> None:
+    """docs/operate.md: `lease` reads `REJECTED (AttemptsExhausted)` "for a job whose attempts ran out (its job
+    id kept)", and `leases` finds a job by it. An inline job has no lease to take them from: its record takes
+    them from the job."""
+    with running_flow(max_attempts=1) as flow:
+        message_id = flow.harness.send(json.dumps({"job_id": "boom", "type": "echo", "params": {"fail": True}}))
+        [first] = flow.receive_batch()
+        assert receive(flow.receiver, first) == Outcome.REJECTED
+
+        lease = flow.receiver.store.get(message_id)
+        assert lease is not None and lease.status is LeaseStatus.REJECTED
+        assert (lease.job_type, lease.job_id) == ("echo", "boom"), lease

@@ -204,13 +204,15 @@ def dead_letter(
     error_type: str = EXHAUSTED,
     message: str | None = None,
     in_place: bool = False,
+    job: Job | None = None,
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
     deleted. Raises when the send fails: the record is reported failed, nothing is deleted. `in_place`:
     the record replaces a lease of this very receive (its receive count), fenced by its version alone.
 
-    The record keeps the job's type and id (`longjobs lease` and `longjobs cancel JOB_ID` find the job's
-    message there); it names no execution, so nothing releases a hold by it.
+    The record keeps the job's type and id, from the lease it replaces or `job` (`longjobs lease` and
+    `longjobs cancel JOB_ID` find the job's message there); it names no execution, so nothing releases a
+    hold by it.
 
     The message leaves for good, so what its last attempt may still hold is freed first, conditional on
     that attempt's execution (the decision reads it not running): a lease closed by a writer that crashed
@@ -231,8 +233,8 @@ def dead_letter(
         delivery,
         LeaseStatus.REJECTED,
         version=successor_version(replacing),
-        job_type=replacing.job_type if replacing is not None else None,
-        job_id=replacing.job_id if replacing is not None else None,
+        job_type=replacing.job_type if replacing is not None else job.type if job is not None else None,
+        job_id=replacing.job_id if replacing is not None else job.job_id if job is not None else None,
         last_error=LastError(error_type, last),
         history=history,
     )

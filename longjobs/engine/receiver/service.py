@@ -144,7 +144,8 @@ def inline(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
     except InlineJobFailed as failed:
         if delivery.receive_count < receiver.settings.max_attempts:
             raise
-        return attempt.dead_letter(receiver, delivery, (), replacing=None, message=str(failed)) or Outcome.REJECTED
+        dead = attempt.dead_letter(receiver, delivery, (), replacing=None, message=str(failed), job=job)
+        return dead or Outcome.REJECTED
     return Outcome.INLINE_DONE
 
 
