@@ -341,7 +341,7 @@ def copy_messages(
     sent_from: set[str] = set()  # DLQ message ids sent this run
     failed_from: set[str] = set()  # DLQ message ids whose send failed this run: it may have landed
     tried: dict[str, tuple[str, bool]] = {}  # original message id -> the body sent for it, and whether it was sent
-    passed_over: dict[str, list[tuple[Any, str]]] = {}  # original message id -> messages the filter left, counted as
+    passed_over: dict[str, tuple[str, str, str, str]] = {}  # message id -> (original, body, latest handle, counted as)
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
     attempted = 0
@@ -372,6 +372,8 @@ def copy_messages(
                     if twin is not None and twin[0] == message["Body"]:  # selected or not: it is the same message
                         if twin[1]:  # its twin was sent: this one is deleted with the page's
                             doubles.append((message["MessageId"], message["ReceiptHandle"]))
+                            if (left := passed_over.pop(message["MessageId"], None)) is not None:
+                                setattr(result, left[3], getattr(result, left[3]) - 1)  # counted as left before
                         else:  # its twin's send failed, and may have landed: neither is sent again in the run
                             page_held.append(message["ReceiptHandle"])
                         continue
@@ -382,7 +384,13 @@ def copy_messages(
                             counted = "kept" if select.keeps_by_default(letter) else "skipped"
                             setattr(result, counted, getattr(result, counted) + 1)
                             if original is not None:  # deleted at the run's end if a twin of it is sent
-                                passed_over.setdefault(original, []).append((message, counted))
+                                passed_over[message["MessageId"]] = (original, message["Body"], "", counted)
+                        if message["MessageId"] in passed_over:  # SQS deletes only by the latest handle
+                            passed_over[message["MessageId"]] = (
+                                *passed_over[message["MessageId"]][:2],
+                                message["ReceiptHandle"],
+                                passed_over[message["MessageId"]][3],
+                            )
                         page_held.append(message["ReceiptHandle"])
                         continue
                     if max_per_second is not None:  # the n-th send no earlier than n / rate after the start
@@ -418,20 +426,16 @@ def copy_messages(
         raise RedriveStopped(result, exc) from exc
     finally:
         twins = [
-            (message, counted)
-            for original, (body, sent) in tried.items()
-            if sent
-            for message, counted in passed_over.get(original, [])
-            if message["Body"] == body
+            (message_id, handle, counted)
+            for message_id, (original, body, handle, counted) in passed_over.items()
+            if tried.get(original) == (body, True)
         ]
-        kept_twins = set(_delete(sqs, dlq_url, [(m["MessageId"], m["ReceiptHandle"]) for m, _ in twins], result))
-        for message, counted in twins:
-            if message["ReceiptHandle"] not in kept_twins:  # left by the filter, deleted as a twin of one sent
+        kept_twins = set(_delete(sqs, dlq_url, [(message_id, handle) for message_id, handle, _ in twins], result))
+        for _, handle, counted in twins:
+            if handle not in kept_twins:  # left by the filter, deleted as a twin of one sent
                 setattr(result, counted, getattr(result, counted) - 1)
                 result.duplicates += 1
-                if message["ReceiptHandle"] in held:
-                    held.remove(message["ReceiptHandle"])
-        show_again(sqs, dlq_url, held)
+        show_again(sqs, dlq_url, [h for h in held if h not in {handle for _, handle, _ in twins} - kept_twins])
     return result
 
 
@@ -474,6 +478,33 @@ def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: R
     return kept
 
 
+def preview(letters: list[DeadLetter], select: RedriveFilter) -> RedriveResult:
+    """What a copy run would do with `letters`, its sends all landing: the first of twins (the same
+    `OriginalMessageId` and body) it selects moves, and every other twin of it is deleted (`duplicates`),
+    selected or not, as `copy_messages` does."""
+    result = RedriveResult(method="dry-run")
+    moving: set[tuple[str, str]] = set()  # (original message id, body) of each message that moves
+
+    def twins(letter: DeadLetter) -> tuple[str, str] | None:
+        return None if letter.original_message_id is None else (letter.original_message_id, letter.body)
+
+    for letter in letters:
+        if select.selects(letter) and (twins(letter) is None or twins(letter) not in moving):
+            result.messages.append(letter)
+            if (key := twins(letter)) is not None:
+                moving.add(key)
+    for letter in letters:
+        if letter in result.messages:
+            continue
+        if twins(letter) in moving:
+            result.duplicates += 1
+        elif select.keeps_by_default(letter):
+            result.kept += 1
+        else:
+            result.skipped += 1
+    return result
+
+
 def redrive(
     sqs: SQSClient,
     dlq_url: str,
@@ -495,10 +526,7 @@ def redrive(
     if max_per_second is not None and not 1 <= max_per_second <= MAX_MOVE_RATE:
         raise UsageError(f"--max-per-second {max_per_second}: expected 1..{MAX_MOVE_RATE}")
     if dry_run:
-        letters = peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s)
-        chosen = [letter for letter in letters if select.selects(letter)]
-        kept = sum(1 for letter in letters if select.keeps_by_default(letter))
-        return RedriveResult(method="dry-run", messages=chosen, skipped=len(letters) - len(chosen) - kept, kept=kept)
+        return preview(peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s), select)
     source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
     if select.everything:
         # Read before the start: the task moves what is visible then, and a fast one (the offline

@@ -416,7 +416,8 @@ def redrive_view(result: RedriveResult) -> RenderableType:
             [f"{result.kept} poison, cancelled or ClaimUnknown (--include-poison moves them)"] if result.kept else []
         )
         left = f"; would stay: {', '.join(stays)}" if stays else ""
-        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}")
+        twins = f"; {result.duplicates} twin(s) of a moving message would be deleted" if result.duplicates else ""
+        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}{twins}")
     if result.method == "move-task":
         return Text(
             f"started SQS message move task {result.task_handle} "
