@@ -27,7 +27,16 @@ from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.types import COPIED_STATUSES
 
-LEASE_TIME_FIELDS = ("received_at", "visible_until", "renew_until", "renew_at", "renewed_at", "closed_at")
+LEASE_TIME_FIELDS = (
+    "received_at",
+    "visible_until",
+    "renew_until",
+    "renew_at",
+    "renewed_at",
+    "closed_at",
+    "workflow_closed_at",
+    "sent_at",
+)
 ERROR_WIDTH = 60
 NOT_AVAILABLE = "n/a"
 

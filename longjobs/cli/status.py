@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from longjobs.engine.lease import LeaseStatus
+from longjobs.engine.lease.schema import WORKFLOW_CLOSED_AT_ATTR, attribute_time
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ SERVICE_DIMENSION = {"Name": "service", "Value": "long-jobs"}
 """Powertools' `service` dimension, as the stack sets it (`longjobs/construct/constants.py`)."""
 
 _deserializer = TypeDeserializer()
-STATUS_ATTRIBUTES = ("status", "renewal_count", "renewed_at", "closed_at", "job_type")
+STATUS_ATTRIBUTES = ("status", "renewal_count", "renewed_at", "closed_at", WORKFLOW_CLOSED_AT_ATTR, "job_type")
 """What `status` reads of each item (a projection: the Scan still reads, and bills, whole items)."""
 
 
@@ -125,12 +126,18 @@ def last_hour_from_table(items: list[dict[str, Any]], now: float) -> LastHour:
     renewals = sum(
         int(item.get("renewal_count", 0)) for item in items if float(item.get("renewed_at", 0) or 0) >= since
     )
-    lost = sum(
-        1
-        for item in items
-        if item.get("status") == LeaseStatus.LOST.value and float(item.get("closed_at", 0) or 0) >= since
-    )
+    lost = sum(1 for item in items if item.get("status") == LeaseStatus.LOST.value and _closed_at(item) >= since)
     return LastHour(renewals=renewals, lapses=None, leases_lost=lost)
+
+
+def _closed_at(item: dict[str, Any]) -> float:
+    """When a lease closed (0 when not known): the processor's `closed_at` in epoch seconds, or the workflow's
+    `workflow_closed_at`, an ISO 8601 string as Step Functions writes it."""
+    if item.get("closed_at") is not None:
+        return float(item["closed_at"])
+    value = item.get(WORKFLOW_CLOSED_AT_ATTR)
+    typed = {"S": value} if isinstance(value, str) else {"N": str(value)} if value is not None else None
+    return attribute_time(typed) or 0.0
 
 
 def _engine_query(query_id: str, metric_name: str) -> Any:
