@@ -95,17 +95,17 @@ def hold_fits(receiver: Receiver, delivery: Delivery) -> bool:
 
 
 def dead_letter_aged(
-    receiver: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None, job_type: str
+    receiver: Receiver, delivery: Delivery, history: tuple[Attempt, ...], *, replacing: Lease | None, job: Job
 ) -> Outcome | None:
     """A message whose retention is running out and that cannot be sent afresh: to the DLQ with the reason
     (`RetentionRunningOut`), rather than deleted by SQS without a trace."""
     sent_at = delivery.sent_at or receiver.clock.now()
     reason = (
         f"sent {receiver.clock.now() - sent_at:.0f} s ago (the queue keeps {receiver.settings.queue_retention_s} s); "
-        f"a job of {job_type} cannot be parked afresh, nor run whole before SQS deletes it"
+        f"a job of {job.type} cannot be parked afresh, nor run whole before SQS deletes it"
     )
     return dead_letter(
-        receiver, delivery, history, replacing=replacing, error_type=RETENTION_RUNNING_OUT, message=reason
+        receiver, delivery, history, replacing=replacing, error_type=RETENTION_RUNNING_OUT, message=reason, job=job
     )
 
 
@@ -150,7 +150,7 @@ def wait_or_park(
             view.parked += 1
             return Outcome.PARKED
     if aged:
-        return dead_letter_aged(receiver, delivery, history, replacing=replacing, job_type=job.type)
+        return dead_letter_aged(receiver, delivery, history, replacing=replacing, job=job)
     start = expected_start_s(state, now, position)
     period = settings.extender_period_s
     delay = waiting_delay_s(

@@ -233,8 +233,8 @@ def dead_letter(
         delivery,
         LeaseStatus.REJECTED,
         version=successor_version(replacing),
-        job_type=replacing.job_type if replacing is not None else job.type if job is not None else None,
-        job_id=replacing.job_id if replacing is not None else job.job_id if job is not None else None,
+        job_type=(replacing.job_type if replacing is not None else None) or (job.type if job is not None else None),
+        job_id=(replacing.job_id if replacing is not None else None) or (job.job_id if job is not None else None),
         last_error=LastError(error_type, last),
         history=history,
     )

@@ -465,7 +465,13 @@ def _dead_letter_unknown(step: _Pass) -> Outcome | None:
         "keeps, so whether the job ran cannot be told: check before a redrive"
     )
     return attempt.dead_letter(
-        step.receiver, step.delivery, step.history, replacing=None, error_type=CLAIM_UNKNOWN, message=message
+        step.receiver,
+        step.delivery,
+        step.history,
+        replacing=None,
+        error_type=CLAIM_UNKNOWN,
+        message=message,
+        job=_job_or_none(step),
     )
 
 
@@ -498,7 +504,7 @@ def _adopt_running(step: _Pass) -> Outcome | None:
 
 def _dead_letter(step: _Pass) -> Outcome | None:
     assert isinstance(step.body, Job), "the decision ends no attempt of a refused body this way"
-    return attempt.dead_letter(step.receiver, step.delivery, step.history, replacing=step.lease)
+    return attempt.dead_letter(step.receiver, step.delivery, step.history, replacing=step.lease, job=step.job)
 
 
 def _dead_letter_refused(step: _Pass) -> Outcome | None:
@@ -507,7 +513,7 @@ def _dead_letter_refused(step: _Pass) -> Outcome | None:
     last = lease.last_error if lease else None
     message = f"{step.reading.refused_starts} starts refused by Step Functions; the last: {last}"
     return attempt.dead_letter(
-        step.receiver, delivery, step.history, replacing=lease, error_type=STARTS_REFUSED, message=message
+        step.receiver, delivery, step.history, replacing=lease, error_type=STARTS_REFUSED, message=message, job=step.job
     )
 
 
@@ -535,7 +541,7 @@ def _dead_letter_busy(step: _Pass) -> Outcome | None:
         "until its receives or its retention were nearly spent"
     )
     return attempt.dead_letter(
-        step.receiver, delivery, step.history, replacing=step.lease, error_type=JOB_ID_BUSY, message=message
+        step.receiver, delivery, step.history, replacing=step.lease, error_type=JOB_ID_BUSY, message=message, job=job
     )
 
 
@@ -554,7 +560,7 @@ def _start(step: _Pass) -> Outcome | None:
         if found.slots is not None and line.can_park(receiver, delivery, job, history):
             return _wait_for_slot(step)
         if not line.hold_fits(receiver, delivery):
-            return line.dead_letter_aged(receiver, delivery, history, replacing=replacing, job_type=job.type)
+            return line.dead_letter_aged(receiver, delivery, history, replacing=replacing, job=job)
     assert found.lock_hold is not None
     lease = attempt.begin(
         receiver,
