@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from longjobs.cli import clients
 from longjobs.cli.dlq import RedriveFilter, RedriveStopped, copy_messages, redrive
-from longjobs.engine.delivery.types import Outcome
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import receive
 from tests.functional import test_cli_stack as stack
@@ -463,3 +463,26 @@ def test_cli_redrive_of_a_message_two_handlings_dead_lettered_runs_its_job_once(
         left = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
         assert [json.loads(m["Body"])["job_id"] for m in back] == ["exhausted"], result
         assert (result.moved, result.duplicates, left) == (1, 1, []), result
+
+
+def test_cli_redrive_of_a_copy_sqs_dead_lettered_runs_its_job() -> None:
+    """A requeued copy (it waited for its job id) that SQS itself moved to the DLQ (the queue's redrive count,
+    a backstop) keeps every attribute, its `LongJobsAdmission` too, which names the REQUEUED marker its run was
+    claimed by and carries its attempts. The marker is long gone when an operator redrives it: the copy must
+    run as the job message it is, not be taken for a twin whose claim cannot be told."""
+    with running_flow() as flow:
+        carried = Carried(original_id="producer-1", requeued_from="gone-1", job_waits=3).encode()
+        body = json.dumps({"job_id": "backstopped", "type": "wait", "params": {"seconds": 0}})
+        flow.sqs.send_message(
+            QueueUrl=flow.dlq_url,
+            MessageBody=body,
+            MessageAttributes={ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": carried}},
+        )
+
+        result = redrive(flow.sqs, flow.dlq_url, flow.harness.queue_url, select=RedriveFilter(job_id="backstopped"))
+
+        assert result.moved == 1, result
+        [(message_id, outcome)] = flow.deliver().items()
+        assert outcome is Outcome.STARTED, "the redriven copy runs its job"
+        arn = flow.lease(message_id).execution_arn
+        assert arn is not None and flow.wait_for_execution(arn)["status"] == "SUCCEEDED"
