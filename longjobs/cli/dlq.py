@@ -340,7 +340,7 @@ def copy_messages(
     skipped_ids: set[str] = set()
     sent_from: set[str] = set()  # DLQ message ids sent this run
     failed_from: set[str] = set()  # DLQ message ids whose send failed this run: it may have landed
-    tried: dict[str, tuple[str, bool]] = {}  # original message id -> the body sent for it, and whether it was sent
+    tried: dict[tuple[str, str], bool] = {}  # (original message id, body) -> whether its send succeeded
     passed_over: dict[str, tuple[str, str, str, str]] = {}  # message id -> (original, body, latest handle, counted as)
     held: list[str] = []  # handles of messages left in the DLQ: shown again once the run ends
     started = clock()
@@ -368,16 +368,16 @@ def copy_messages(
                         page_held.append(message["ReceiptHandle"])
                         continue
                     original = _attribute(message, "OriginalMessageId")
-                    twin = tried.get(original) if original is not None else None
-                    if twin is not None and twin[0] == message["Body"]:  # selected or not: it is the same message
-                        if twin[1]:  # its twin was sent: this one is deleted with the page's
-                            doubles.append((message["MessageId"], message["ReceiptHandle"]))
-                            if (left := passed_over.pop(message["MessageId"], None)) is not None:
-                                setattr(result, left[3], getattr(result, left[3]) - 1)  # counted as left before
-                        else:  # its twin's send failed, and may have landed: neither is sent again in the run
-                            page_held.append(message["ReceiptHandle"])
-                        continue
+                    twin = tried.get((original, message["Body"])) if original is not None else None
                     letter = dead_letter(message)
+                    if twin is True:  # its twin was sent: selected or not, this one is deleted with the page's
+                        doubles.append((message["MessageId"], message["ReceiptHandle"]))
+                        if (left := passed_over.pop(message["MessageId"], None)) is not None:
+                            setattr(result, left[3], getattr(result, left[3]) - 1)  # counted as left before
+                        continue
+                    if twin is False and select.selects(letter):  # its twin's send failed and may have landed
+                        page_held.append(message["ReceiptHandle"])  # neither is sent again in the run
+                        continue
                     if not select.selects(letter):
                         if message["MessageId"] not in skipped_ids:
                             skipped_ids.add(message["MessageId"])
@@ -406,10 +406,10 @@ def copy_messages(
                         failed_from.add(message["MessageId"])
                         page_held.append(message["ReceiptHandle"])
                         if original is not None:
-                            tried[original] = (message["Body"], False)
+                            tried.setdefault((original, message["Body"]), False)
                         continue
                     if original is not None:
-                        tried[original] = (message["Body"], True)
+                        tried[(original, message["Body"])] = True
                     sent_ids.add(sent_id)
                     deletions.append((message["MessageId"], message["ReceiptHandle"]))
             finally:  # also when the page was cut short: delete what was sent, show the rest again
@@ -428,7 +428,7 @@ def copy_messages(
         twins = [
             (message_id, handle, counted)
             for message_id, (original, body, handle, counted) in passed_over.items()
-            if tried.get(original) == (body, True)
+            if tried.get((original, body)) is True
         ]
         kept_twins = set(_delete(sqs, dlq_url, [(message_id, handle) for message_id, handle, _ in twins], result))
         for _, handle, counted in twins:
@@ -479,22 +479,27 @@ def _delete(sqs: SQSClient, dlq_url: str, sent: list[tuple[str, str]], result: R
 
 
 def preview(letters: list[DeadLetter], select: RedriveFilter) -> RedriveResult:
-    """What a copy run would do with `letters`, its sends all landing: the first of twins (the same
-    `OriginalMessageId` and body) it selects moves, and every other twin of it is deleted (`duplicates`),
-    selected or not, as `copy_messages` does."""
+    """What a redrive would do with `letters`, its sends all landing. A copy run (`copy_messages`) moves the
+    first of twins (the same `OriginalMessageId` and body) it selects and deletes every other twin of it
+    (`duplicates`), selected or not. A redrive of everything may go by SQS's move task, which moves every
+    copy: its preview lists them all."""
     result = RedriveResult(method="dry-run")
     moving: set[tuple[str, str]] = set()  # (original message id, body) of each message that moves
+    listed: set[str] = set()  # the message ids of those
 
     def twins(letter: DeadLetter) -> tuple[str, str] | None:
-        return None if letter.original_message_id is None else (letter.original_message_id, letter.body)
+        if letter.original_message_id is None or select.everything:  # SQS's move task moves every copy
+            return None
+        return (letter.original_message_id, letter.body)
 
     for letter in letters:
         if select.selects(letter) and (twins(letter) is None or twins(letter) not in moving):
             result.messages.append(letter)
+            listed.add(letter.message_id)
             if (key := twins(letter)) is not None:
                 moving.add(key)
     for letter in letters:
-        if letter in result.messages:
+        if letter.message_id in listed:
             continue
         if twins(letter) in moving:
             result.duplicates += 1

@@ -36,6 +36,11 @@ LEASE_TIME_FIELDS = (
     "closed_at",
     "workflow_closed_at",
     "sent_at",
+    "checked_at",
+    "waiting_since",
+    "copy_sent_at",
+    "claimed_at",
+    "claim_kept_until",
 )
 ERROR_WIDTH = 60
 NOT_AVAILABLE = "n/a"

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -133,11 +134,21 @@ def last_hour_from_table(items: list[dict[str, Any]], now: float) -> LastHour:
 def _closed_at(item: dict[str, Any]) -> float:
     """When a lease closed (0 when not known): the processor's `closed_at` in epoch seconds, or the workflow's
     `workflow_closed_at`, an ISO 8601 string as Step Functions writes it."""
-    if item.get("closed_at") is not None:
-        return float(item["closed_at"])
-    value = item.get(WORKFLOW_CLOSED_AT_ATTR)
-    typed = {"S": value} if isinstance(value, str) else {"N": str(value)} if value is not None else None
-    return attribute_time(typed) or 0.0
+    for value in (item.get("closed_at"), item.get(WORKFLOW_CLOSED_AT_ATTR)):
+        if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+            continue  # absent, or an item no version of the processor wrote: not a time
+        moment = attribute_time({"S": value} if isinstance(value, str) and not _numeric(value) else {"N": str(value)})
+        if moment is not None:
+            return moment
+    return 0.0
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _engine_query(query_id: str, metric_name: str) -> Any:

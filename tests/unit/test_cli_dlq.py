@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.cli.dlq import PEEK_HOLD_S, REDRIVE_HOLD_S, DeadLetter, RedriveFilter, copy_messages, peek
+from longjobs.cli.dlq import (
+    PEEK_HOLD_S,
+    REDRIVE_HOLD_S,
+    DeadLetter,
+    RedriveFilter,
+    RedriveResult,
+    copy_messages,
+    peek,
+)
 from longjobs.engine.lease.schema import table_definition
 from longjobs.sim.aws import FakeAws
 
@@ -172,6 +180,11 @@ def test_cli_dlq_redrive_sends_one_of_two_copies_of_a_message(fail_first: bool) 
         assert sqs.sent == Counter({body(i): 1 for i in (0, 1, 2, 7)})
 
 
+def copy_run(sqs: Any, clock: Ticking, dlq: str, jobs: str, select: RedriveFilter) -> RedriveResult:
+    """A copy run of `dlq redrive` on the simulated SQS, timed by `clock`."""
+    return copy_messages(sqs, dlq, jobs, clock=clock.now, sleep=clock.sleep, select=select)
+
+
 def letter(error_type: str) -> DeadLetter:
     return DeadLetter("m", error_type, "why", 3, None, None, body(0))
 
@@ -208,14 +221,7 @@ def test_cli_dlq_redrive_past_its_hold_ends_after_a_pass() -> None:
         return aws.sqs.receive_message(**kwargs)
 
     sqs.receive_message = counted  # type: ignore[method-assign]
-    result = copy_messages(
-        sqs,  # type: ignore[arg-type]
-        dlq,
-        jobs,
-        clock=clock.now,
-        sleep=clock.sleep,
-        select=RedriveFilter(error_types=frozenset({"JobIdBusy"})),
-    )
+    result = copy_run(sqs, clock, dlq, jobs, RedriveFilter(error_types=frozenset({"JobIdBusy"})))
 
     assert (result.moved, result.skipped) == (0, 400), result
 
@@ -246,14 +252,7 @@ def test_cli_dlq_redrive_of_one_twin_by_its_id_deletes_the_other(chosen: int) ->
     letters = peek(aws.sqs, dlq)  # type: ignore[arg-type]
     sqs = SlowSqs(aws, clock)
 
-    one = copy_messages(
-        sqs,  # type: ignore[arg-type]
-        dlq,
-        jobs,
-        clock=clock.now,
-        sleep=clock.sleep,
-        select=RedriveFilter(message_ids=frozenset({letters[chosen].message_id})),
-    )
+    one = copy_run(sqs, clock, dlq, jobs, RedriveFilter(message_ids=frozenset({letters[chosen].message_id})))
     clock.t += 3_600
     rest = copy_messages(sqs, dlq, jobs, clock=clock.now, sleep=clock.sleep)  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from longjobs.cli.dlq import RedriveFilter, copy_messages
-from tests.unit.test_cli_dlq import SlowSqs, body, queues
+from tests.unit.test_cli_dlq import SlowSqs, body, copy_run, queues
 
 TWIN_ATTRIBUTES = {
     "ErrorType": {"DataType": "String", "StringValue": "AttemptsExhausted"},
@@ -57,14 +57,7 @@ def test_cli_dlq_redrive_deletes_a_twin_met_twice_before_the_chosen_copy_by_its_
     )["MessageId"]
     sqs = Scripted(aws, clock, delays=[0.0, 31.0, 1.0])  # page 2 is slow: the twin's 30 s hold runs out
 
-    one = copy_messages(
-        sqs,  # type: ignore[arg-type]
-        dlq,
-        jobs,
-        clock=clock.now,
-        sleep=clock.sleep,
-        select=RedriveFilter(message_ids=frozenset({chosen})),
-    )
+    one = copy_run(sqs, clock, dlq, jobs, RedriveFilter(message_ids=frozenset({chosen})))
     handles = [handle for message_id, handle in sqs.twin_handles if message_id == twin]
     assert len(handles) == 2 and handles[0] != handles[1], sqs.twin_handles  # the scenario: met twice
     clock.t += 3_600
@@ -87,14 +80,7 @@ def test_cli_dlq_redrive_counts_a_twin_met_again_after_the_chosen_copy_once() ->
     ]
     sqs = Scripted(aws, clock, delays=[0.0, 1.0, 31.0])  # page 3 is slow: the twin's 30 s hold runs out
 
-    result = copy_messages(
-        sqs,  # type: ignore[arg-type]
-        dlq,
-        jobs,
-        clock=clock.now,
-        sleep=clock.sleep,
-        select=RedriveFilter(message_ids=frozenset({chosen})),
-    )
+    result = copy_run(sqs, clock, dlq, jobs, RedriveFilter(message_ids=frozenset({chosen})))
 
     assert len(sqs.twin_handles) == 3, sqs.twin_handles  # the twin, the chosen copy, the twin again
     assert sqs.sent[body(7)] == 1
