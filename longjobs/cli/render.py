@@ -25,23 +25,9 @@ from longjobs.engine.cancel import RECORD_KEY as CANCEL_RECORD_KEY
 from longjobs.engine.cancel import CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.lease.codec import TIME_FIELDS
 from longjobs.engine.lease.types import COPIED_STATUSES
 
-LEASE_TIME_FIELDS = (
-    "received_at",
-    "visible_until",
-    "renew_until",
-    "renew_at",
-    "renewed_at",
-    "closed_at",
-    "workflow_closed_at",
-    "sent_at",
-    "checked_at",
-    "waiting_since",
-    "copy_sent_at",
-    "claimed_at",
-    "claim_kept_until",
-)
 ERROR_WIDTH = 60
 NOT_AVAILABLE = "n/a"
 
@@ -118,7 +104,7 @@ def jsonable(value: Any) -> Any:
 
 def lease_json(lease: Lease) -> dict[str, Any]:
     data = {key: jsonable(getattr(lease, key)) for key in asdict(lease)}
-    for key in LEASE_TIME_FIELDS:
+    for key in TIME_FIELDS:
         data[key] = iso(getattr(lease, key))
     data["result"] = result_data(lease.result)
     return data

@@ -33,22 +33,26 @@ from longjobs.engine.lease.schema import (
 )
 from longjobs.engine.lease.types import Attempt, LastError, Lease, LeaseStatus
 
-__all__ = ["deserialize", "in_parked_line", "item_to_lease", "lease_to_item", "num", "serialize"]
+__all__ = ["TIME_FIELDS", "deserialize", "in_parked_line", "item_to_lease", "lease_to_item", "num", "serialize"]
 
-_FLOAT_FIELDS = (
+TIME_FIELDS = (
     "received_at",
     "visible_until",
     "renew_until",
     "renew_at",
     "renewed_at",
     "closed_at",
+    "workflow_closed_at",
     "checked_at",
     "waiting_since",
     "sent_at",
-    "waiting_order",
+    "copy_sent_at",
     "claimed_at",
     "claim_kept_until",
 )
+"""A lease's times, in epoch seconds (`longjobs lease --json` prints each as ISO 8601)."""
+_APART = frozenset({"workflow_closed_at", "copy_sent_at"})  # read apart: an ISO string, a marker's index key
+_FLOAT_FIELDS = (*(name for name in TIME_FIELDS if name not in _APART), "waiting_order")
 _INT_FIELDS = ("receive_count", "version", "renewal_count", "release_delay_s", "attempt", "waits", "refused_starts")
 _STR_FIELDS = (
     "queue_url",
