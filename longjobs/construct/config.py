@@ -455,6 +455,14 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
             f"invalid CDK context: queue_visibility_timeout_s={vt} must be >= receiver_timeout_s={timeout}: "
             "Lambda refuses an event source mapping whose queue hides a message for less than the function may run"
         )
+    margin, needed = engine.retention_margin_s, vt + timeout
+    if margin < needed:
+        raise ConfigError(
+            f"invalid CDK context: queue_retention_s={engine.queue_retention_s} sends a waiting message afresh "
+            f"{margin:g} s before SQS deletes it, less than a failed receive of it takes to show it again "
+            f"(queue_visibility_timeout_s={vt} + receiver_timeout_s={timeout:g}): it would be deleted unseen; "
+            f"raise queue_retention_s to at least {4 * needed:g}"
+        )
     if engine.policy == "remaining" and engine.visibility_timeout_s is None:
         # The functions will read the queue's VT (resolve_visibility_timeout): check the policy against this one.
         try:

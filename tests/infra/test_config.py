@@ -104,6 +104,22 @@ def test_config_refuses_queue_vt_shorter_than_receiver_timeout() -> None:
         load_config({"queue_visibility_timeout_s": "60", "receiver_timeout_s": "90"})
 
 
+def test_config_refuses_a_retention_whose_margin_a_failed_receive_outlasts() -> None:
+    """A message that waits for a slot is sent afresh `retention_margin_s` (a quarter of a short retention)
+    before SQS deletes it. A receive then that fails shows it again only after the queue's VT, so the
+    margin must outlast that and the retry's invocation, or the message is deleted unseen. SQS deletes a
+    message at the end of its retention whether or not it was received ("the message retention period",
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html)."""
+    with pytest.raises(ConfigError, match=r"queue_retention_s=600 sends a waiting message afresh 150 s before"):
+        load_config({"queue_retention_s": "600", "max_renewal_s": "120"})
+    assert (
+        load_config(
+            {"queue_retention_s": "840", "max_renewal_s": "120", "glue_timeout_minutes": "1"}
+        ).engine.retention_margin_s
+        == 210
+    )
+
+
 @pytest.mark.parametrize(
     "context",
     [

@@ -302,10 +302,11 @@ def _job_starts(result: ScenarioRun) -> dict[str, float]:
 
 
 def _retention_backlog(*, horizon_s: int, waiting_queues: bool = True) -> ScenarioRun:
-    """Twenty 60 s jobs of a `wait` type limited to one at once, on queues that keep a message 10
+    """Twenty 60 s jobs of a `wait` type limited to one at once, on queues that keep a message 14
     minutes: the last ones start 20 minutes after they were sent, past the retention of their first
     send. With a 2-minute horizon most are parked; with a 6-hour one all wait in flight on the jobs
-    queue."""
+    queue. The retention is the shortest the stack takes beside the queue's 180 s VT: a waiting message is
+    sent afresh a quarter of it (210 s) before SQS deletes it, time for a failed receive to give it back."""
     wait = next(t for t in BUILTIN_TYPES if t.name == "wait")
     limited = {**wait.model_dump(mode="json", exclude_none=True, exclude={"description"}), "max_concurrency": 1}
     scenario = parse_scenario(
@@ -316,7 +317,7 @@ def _retention_backlog(*, horizon_s: int, waiting_queues: bool = True) -> Scenar
                 "admission_wait_base_s": 2,
                 "admission_horizon_s": horizon_s,
                 "max_renewal_s": 120,
-                "queue_retention_s": 600,
+                "queue_retention_s": 840,
             },
             "jobs": [{"id": f"part{i:02d}", "type": "wait", "seconds": 60} for i in range(20)],
             "job_types": [limited],
