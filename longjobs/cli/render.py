@@ -354,7 +354,14 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("last error", str(lease.last_error or "-")),
         ("result", "-" if lease.result is None else json.dumps(result_data(lease.result), sort_keys=True)),
     ]
-    if lease.status in COPIED_STATUSES or lease.copy_id or lease.claimed_by:
+    if lease.status is LeaseStatus.REJECTED and lease.claimed_by:
+        # The receiver claims its DLQ send on the record first and notes the copy after
+        # (`longjobs.engine.delivery.dlq_claim`).
+        rows += [
+            ("DLQ copy", lease.copy_id or "- (not noted yet: its send is claimed, or failed and given up)"),
+            ("sent by", lease.claimed_by),
+        ]
+    elif lease.status in COPIED_STATUSES or lease.copy_id or lease.claimed_by:
         # A parked message runs from a copy in its type's waiting queue, a requeued one from a delayed copy
         # on its queue, under the copy's own message id (`longjobs lease <copy>` shows that attempt): the
         # marker names it.

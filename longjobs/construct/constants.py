@@ -12,7 +12,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
-from longjobs.engine.settings import SQS_MAX_RETENTION_S
+from longjobs.engine.settings import EXTENDER_TIMEOUT_S, SQS_MAX_RETENTION_S
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 """The installed `longjobs` package: the Lambda and Glue assets are cut from it (`engine/`, `pipeline/`)."""
@@ -55,8 +55,7 @@ HANDLERS = {
 }
 EXTENDER_PERIOD = cdk.Duration.minutes(1)
 """EventBridge Scheduler's floor; the extender loops inside an invocation for sub-minute policies."""
-EXTENDER_TIMEOUT = cdk.Duration.seconds(90)
-"""A run stops itself after one period (`run_invocation`); the rest is margin for the last pass."""
+EXTENDER_TIMEOUT = cdk.Duration.seconds(EXTENDER_TIMEOUT_S)
 WATCHER_TIMEOUT = cdk.Duration.seconds(30)
 EXTENDER_RESERVED_CONCURRENCY = 1
 """The extender's reserved concurrency with `reserve_concurrency`: one run at a time."""

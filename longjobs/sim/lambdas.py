@@ -25,7 +25,7 @@ from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.extender.service import Extender
 from longjobs.engine.factory import Clients, Factory
 from longjobs.engine.lease import LeaseStatus
-from longjobs.engine.settings import FIFO_BATCH_SIZE, MAX_BATCH_SIZE, Settings
+from longjobs.engine.settings import EXTENDER_TIMEOUT_S, FIFO_BATCH_SIZE, MAX_BATCH_SIZE, Settings
 from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher
 from longjobs.functions.extender import extend
@@ -44,7 +44,6 @@ __all__ = ["ESM_BATCH", "ESM_POLLERS", "WATCHER_RETRY_DELAYS_S", "Containers", "
 ESM_BATCH = MAX_BATCH_SIZE
 ESM_POLLERS = 2
 ESM_IDLE_S = 20.0  # a long poll's wait when the queue shows nothing
-EXTENDER_TIMEOUT_S = 90.0  # longjobs.construct.constants.EXTENDER_TIMEOUT
 WATCHER_TIMEOUT_S = 30.0  # longjobs.construct.constants.WATCHER_TIMEOUT
 WATCHER_RETRY_DELAYS_S = (60.0, 120.0)
 """Lambda's retries of a failed asynchronous invocation (the watcher's status event): one minute before the

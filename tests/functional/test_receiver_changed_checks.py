@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.dlq_claim import GIVEN_UP_AT
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import JobCatalog, load_catalog
@@ -257,9 +258,9 @@ def send_lands_then_5xx(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it_with_its_history(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing is recorded before the DLQ send answers: the record fails and stays on the queue, the lease
-    stays as it was, and the retry sends it again, so a standard DLQ holds a second copy (both with the
-    history); nothing is lost and no execution is touched."""
+    """The send is claimed on the REJECTED record first (`dlq_claim`); its 5xx gives the claim up and fails
+    the record, which stays on the queue. The retry sends it again at once, so a standard DLQ holds a second
+    copy (both with the history); nothing is lost and no execution is touched."""
     message_id, arn = failed_once(flow, "five-hundred")
     lower_max_body_bytes(flow)
     [delivery] = eventually(flow.receive_batch, "the released message", timeout_s=30)
@@ -267,14 +268,16 @@ def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it
 
     with pytest.raises(ClientError):
         receive(flow.receiver, delivery)
-    assert flow.lease(message_id).status is LeaseStatus.RELEASED
+    claimed = flow.lease(message_id)
+    assert (claimed.status, claimed.claimed_at, claimed.copy_id) == (LeaseStatus.REJECTED, GIVEN_UP_AT, None)
 
     make_visible(flow, delivery.receipt_handle)  # the record failed: SQS hands it out again
     assert flow.deliver() == {message_id: Outcome.REJECTED}
     copies = flow.dlq_messages()
     assert len(copies) == 2
     assert all(json.loads(attributes(c)["Attempts"])[0]["execution"] == name(arn) for c in copies)
-    assert flow.lease(message_id).status is LeaseStatus.REJECTED
+    noted = flow.lease(message_id)
+    assert noted.status is LeaseStatus.REJECTED and noted.copy_id in {c["MessageId"] for c in copies}
 
 
 def test_fifo_a_retry_whose_body_is_now_invalid_leaves_one_dlq_copy_after_a_5xx(

@@ -470,6 +470,27 @@ def test_cli_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, 
 
 
 @pytest.mark.parametrize(
+    ("copy_id", "shown_copy"),
+    [("dlq-copy-1", "dlq-copy-1"), (None, "- (not noted yet: its send is claimed, or failed and given up)")],
+    ids=["noted", "claimed"],
+)
+def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(copy_id: str | None, shown_copy: str) -> None:
+    """A REJECTED record the receiver claimed its send on names the DLQ copy and the receive that sent it,
+    not a parked copy (`dlq_claim`)."""
+    lease = _closed(
+        LeaseStatus.REJECTED,
+        last_error=LastError("AttemptsExhausted", "boom"),
+        claimed_by="handle-1#0000beef",
+        claimed_at=NOW,
+        copy_id=copy_id,
+    )
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert (shown["DLQ copy"], shown["sent by"]) == (shown_copy, "handle-1#0000beef"), shown
+    assert "parked copy" not in shown and "run by copy" not in shown
+
+
+@pytest.mark.parametrize(
     ("error", "line"),
     [
         (

@@ -105,6 +105,24 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
     ("succeeded", receive(lease=lease(LeaseStatus.SUCCEEDED)), LIMITS, Action.ALREADY_SUCCEEDED),
     ("succeeded, older receive", receive(1, lease=lease(LeaseStatus.SUCCEEDED, 3)), LIMITS, Action.ALREADY_SUCCEEDED),
     ("in the DLQ", receive(lease=lease(LeaseStatus.REJECTED)), LIMITS, Action.ALREADY_DEAD_LETTERED),
+    (
+        "in the DLQ, its copy noted",
+        receive(lease=lease(LeaseStatus.REJECTED, claimed_by="h0#1", copy_id="c")),
+        LIMITS,
+        Action.ALREADY_DEAD_LETTERED,
+    ),
+    (
+        "on its way to the DLQ, claimed",
+        receive(lease=lease(LeaseStatus.REJECTED, claimed_by="h0#1")),
+        LIMITS,
+        Action.SEND_DEAD_LETTER,
+    ),
+    (
+        "on its way to the DLQ, older receive",
+        receive(1, lease=lease(LeaseStatus.REJECTED, 3, claimed_by="h0#1")),
+        LIMITS,
+        Action.SEND_DEAD_LETTER,
+    ),
     ("cancelled", receive(lease=lease(LeaseStatus.CANCELLED)), LIMITS, Action.ALREADY_CANCELLED),
     (
         "cancelled, no DLQ copy yet",

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from longjobs.engine.admission.readings import longest_wait_s
 from longjobs.engine.delivery.attempt import closed_record, same_write
 from longjobs.engine.delivery.copies import CLAIM_STALE_S, claimant_state, message_to_send, send_parked
-from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT, send_exhausted_to_dlq
+from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT
+from longjobs.engine.delivery.dlq_claim import send_claimed
 from longjobs.engine.delivery.read_ahead import forget_read_ahead, read_ahead
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, copy_fits, sent_at
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
@@ -184,9 +185,6 @@ def _dead_letter_claimant(
     )
     reason = f"its copy with {len(history)} attempts would not fit in one SQS message ({MESSAGE_MAX_BYTES} bytes)"
     release_holds(claimant, store=receiver.store, clock=receiver.clock)  # as `dead_letter`: it leaves for good
-    dlq_url = receiver.settings.dlq_url or ""
-    send_exhausted_to_dlq(receiver.sqs, dlq_url, delivery, history, error_type=RETENTION_RUNNING_OUT, message=reason)
-    logger.warning("parked claimant sent to the DLQ", extra={"message_id": claimant.message_id, "reason": reason})
     record = closed_record(
         receiver,
         delivery,
@@ -195,9 +193,16 @@ def _dead_letter_claimant(
         job_type=claimant.job_type,
         last_error=LastError(RETENTION_RUNNING_OUT, reason),
         history=tuple(history),
+        claimed_by=delivery.claimant(receiver.rng),
+        claimed_at=receiver.clock.now(),
     )
-    if not receiver.store.markers.replace_in_place(record, replacing=claimant):  # received meanwhile: a record only
-        logger.warning("could not record the DLQ send", extra={"message_id": claimant.message_id})
+    # The send is claimed first, as the receiver's (`dlq_claim`): a receive of the claimant meanwhile wins,
+    # and the next pass looks at the marker again.
+    if not receiver.store.markers.replace_in_place(record, replacing=claimant):
+        logger.info("parked claimant received meanwhile", extra={"message_id": claimant.message_id})
+        return
+    send_claimed(receiver, delivery, record)
+    logger.warning("parked claimant sent to the DLQ", extra={"message_id": claimant.message_id, "reason": reason})
     receiver.store.markers.move_in_parked_line(marker, sent_at=None)
 
 

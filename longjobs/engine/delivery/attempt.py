@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from longjobs.engine.delivery.decision import LockState, lock_state
-from longjobs.engine.delivery.dlq import EXHAUSTED, send_exhausted_to_dlq
+from longjobs.engine.delivery.dlq import EXHAUSTED
+from longjobs.engine.delivery.dlq_claim import send_claimed
 from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.types import (
     Delivery,
@@ -206,9 +207,13 @@ def dead_letter(
     in_place: bool = False,
     job: Job | None = None,
 ) -> Outcome | None:
-    """Send the message to the DLQ with its attempts' history, then record it (REJECTED), then let it be
-    deleted. Raises when the send fails: the record is reported failed, nothing is deleted. `in_place`:
-    the record replaces a lease of this very receive (its receive count), fenced by its version alone.
+    """Send the message to the DLQ with its attempts' history, its send claimed first on its REJECTED
+    record (`longjobs.engine.delivery.dlq_claim`): the record is written in this receive's name,
+    conditional on the lease as read, then the message is sent, then its copy is noted. None when the
+    lease changed meanwhile (read again: another receive may be beginning an attempt, or sending it).
+    Raises when a write or the send fails: the record is reported failed, nothing is deleted.
+    `in_place`: the record replaces a lease of this very receive (its receive count), fenced by its
+    version alone.
 
     The record keeps the job's type and id, from the lease it replaces or `job` (`longjobs lease` and
     `longjobs cancel JOB_ID` find the job's message there); it names no execution, so nothing releases a
@@ -220,14 +225,7 @@ def dead_letter(
     it over."""
     if replacing is not None and replacing.execution_arn and not replacing.active:
         release_holds(replacing, store=receiver.store, clock=receiver.clock)
-    send_exhausted_to_dlq(
-        receiver.sqs, receiver.settings.dlq_url or "", delivery, history, error_type=error_type, message=message
-    )
     last = message or (str(history[-1].error) if history and history[-1].error else None)
-    logger.warning(
-        "sent to the DLQ",
-        extra={"message_id": delivery.message_id, "reason": error_type, "attempts": len(history), "error": last},
-    )
     record = closed_record(
         receiver,
         delivery,
@@ -237,15 +235,16 @@ def dead_letter(
         job_id=(replacing.job_id if replacing is not None else None) or (job.job_id if job is not None else None),
         last_error=LastError(error_type, last),
         history=history,
+        claimed_by=delivery.claimant(receiver.rng),
+        claimed_at=receiver.clock.now(),
     )
-    try:
-        if in_place:
-            receiver.store.markers.replace_in_place(record, replacing=replacing)
-        else:
-            receiver.store.create(record, replacing=replacing)
-    except Exception as exc:  # a record only: a redelivery then sends a second copy, nothing is lost
-        logger.warning("could not record the DLQ send", extra={"message_id": delivery.message_id, "error": str(exc)})
-    return Outcome.REJECTED
+    if in_place:
+        written = receiver.store.markers.replace_in_place(record, replacing=replacing)
+    else:
+        written = receiver.store.create(record, replacing=replacing)
+    if not written:
+        return None
+    return send_claimed(receiver, delivery, record)
 
 
 def resume(receiver: Receiver, job: Job | None, lease: Lease, *, new: bool) -> Outcome:

@@ -119,11 +119,13 @@ def send_exhausted_to_dlq(
     *,
     error_type: str = EXHAUSTED,
     message: str | None = None,
-) -> None:
+) -> str:
     """Copy the body unchanged to the DLQ with the attempts' history (`error_type`: its attempts used
-    up, or its starts refused). Raises if SQS refuses: the record then counts as failed and stays on its
-    queue (it is deleted only after this send succeeded)."""
-    send_copy(sqs, dlq_url, delivery, exhausted_attributes(delivery, history, error_type=error_type, message=message))
+    up, or its starts refused); returns the copy's message id. Raises if SQS refuses: the record then
+    counts as failed and stays on its queue (it is deleted only after this send succeeded)."""
+    return send_copy(
+        sqs, dlq_url, delivery, exhausted_attributes(delivery, history, error_type=error_type, message=message)
+    )
 
 
 def dlq_attributes(delivery: Delivery, bad: BadInput) -> dict[str, Any]:

@@ -129,6 +129,9 @@ class Delivery:
     it asked for: never later than SQS's), when the receive asked for one (an unparking's)."""
     parse_cache: list[Any] = field(default_factory=list, compare=False, repr=False)
     """Its body's parse, made once per receive (`longjobs.engine.delivery.models.parse_delivery`)."""
+    claim_name: list[str] = field(default_factory=list, init=False, compare=False, repr=False)
+    """This receive's name on a claim of a DLQ send (`claimant`), drawn at its first claim; a delivery made
+    from it (`dataclasses.replace`) is another receive, with a name of its own."""
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -142,6 +145,14 @@ class Delivery:
             group_id=record.attributes.message_group_id,
             sent_at=sent_at(record.attributes.sent_timestamp),
         )
+
+    def claimant(self, rng: random.Random) -> str:
+        """This receive's name on a claim of a DLQ send: its receipt handle and a draw of its own from `rng`,
+        made at its first claim. The mapping handles a record at least once, so two handlings of one record
+        (one handle) are two claimants; a pass read again after its claim landed unanswered is this one."""
+        if not self.claim_name:
+            self.claim_name.append(f"{self.receipt_handle}#{rng.getrandbits(32):08x}")
+        return self.claim_name[0]
 
     @property
     def waits(self) -> int:

@@ -130,11 +130,15 @@ class Lease:
     waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
-    copy_id: str | None = None  # PARKED, REQUEUED: the message id of the copy sent, once known
+    # PARKED, REQUEUED: the message id of the copy sent, once known; REJECTED: the DLQ copy's (`dlq_claim`)
+    copy_id: str | None = None
     copy_sent_at: float | None = None  # PARKED: when the copy that may run it was sent, at the latest (`parked_line`)
     parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
-    claimed_at: float | None = None  # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims)
-    claimed_by: str | None = None  # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged)
+    # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims); REJECTED: its DLQ send's claim
+    claimed_at: float | None = None
+    # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged); REJECTED: the receive that
+    # sends the message to the DLQ (`longjobs.engine.delivery.dlq_claim`)
+    claimed_by: str | None = None
     claim_kept_until: float | None = None  # PARKED, REQUEUED: until when a lease the claimant wrote is surely kept
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)

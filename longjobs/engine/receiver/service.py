@@ -70,7 +70,7 @@ from longjobs.engine.admission.slots import TypeSlots
 from longjobs.engine.cancel import claim_dead_letter, note_dead_lettered, receive_may_send
 from longjobs.engine.cancel import dead_letter_delivery as cancel_dead_letter
 from longjobs.engine.cancel import redelivery_needs_dead_letter as needs_dead_letter
-from longjobs.engine.delivery import attempt, copies
+from longjobs.engine.delivery import attempt, copies, dlq_claim
 from longjobs.engine.delivery.decision import Action, Limits, LockState, Reading, SlotState, decide
 from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN, JOB_ID_BUSY, STARTS_REFUSED, send_to_dlq
 from longjobs.engine.delivery.models import BadInput, Job, parse_delivery
@@ -145,7 +145,9 @@ def inline(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
         if delivery.receive_count < receiver.settings.max_attempts:
             raise
         dead = attempt.dead_letter(receiver, delivery, (), replacing=None, message=str(failed), job=job)
-        return dead or Outcome.REJECTED
+        # None: a record of the message is there already (a receive of it at once, or one whose delete was
+        # lost), which the decision reads: in the DLQ already, or on its way.
+        return dead or decided(receiver, delivery, job)
     return Outcome.INLINE_DONE
 
 
@@ -173,9 +175,8 @@ def decided(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Out
     (`Reading.invalid_body`). It costs the one read a valid body's receive makes, and raises when the
     lease cannot be read: whether an execution runs for the message is not known, and the record comes
     back rather than take a running job's message to the DLQ."""
-    claimant = _Claimant(receiver, delivery.receipt_handle)
     for _ in range(RACE_ATTEMPTS):
-        outcome = _decide_and_act(receiver, delivery, body, claimant)
+        outcome = _decide_and_act(receiver, delivery, body)
         if outcome is not None:
             return outcome
     return Outcome.STALE  # other writers kept changing the lease: the record comes back later
@@ -195,26 +196,7 @@ class _Found:
     order: float | None = None
 
 
-@dataclass
-class _Claimant:
-    """This receive's name on a claim of a cancelled message's DLQ send: its receipt handle and a draw of its
-    own, made at its first claim. The mapping processes a record at least once, so two handlings of one
-    record (one handle) are two claimants; a pass read again after its claim landed unanswered is this one."""
-
-    receiver: Receiver
-    receipt_handle: str
-    drawn: str | None = None
-
-    @property
-    def name(self) -> str:
-        if self.drawn is None:
-            self.drawn = f"{self.receipt_handle}#{self.receiver.rng.getrandbits(32):08x}"
-        return self.drawn
-
-
-def _decide_and_act(
-    receiver: Receiver, delivery: Delivery, body: Job | BadInput, claimant: _Claimant
-) -> Outcome | None:
+def _decide_and_act(receiver: Receiver, delivery: Delivery, body: Job | BadInput) -> Outcome | None:
     """One pass: read the lease (and the job lock), then what the decision asks for, then carry out its
     action. None when a conditional write lost its race (read again). `body`: the job, or why this
     receiver refuses the body."""
@@ -229,7 +211,7 @@ def _decide_and_act(
     reading = replace(_first_reading(receiver, delivery, lease), invalid_body=job is None)
     limits = Limits(receiver.settings.max_attempts, receiver.settings.max_refused_starts, receiver.settings.fifo)
     arn = execution_arn(receiver.state_machine_arn, execution_name(delivery.message_id, delivery.receive_count))
-    step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading, claimant)
+    step = _Pass(receiver, delivery, body, lease, job_lock, lock_key, arn, reading)
     step.reading = _answered_as_read(step)
     while True:
         action = decide(step.reading, limits)
@@ -252,7 +234,6 @@ class _Pass:
     """The job lock's key (None for a refused body, which begins no attempt)."""
     arn: str
     reading: Reading
-    claimant: _Claimant
     found: _Found = field(default_factory=lambda: _Found())
 
     @property
@@ -448,15 +429,30 @@ def _dead_letter_cancelled(step: _Pass) -> Outcome | None:
     read again (a cancel's claim is then acknowledged)."""
     receiver, delivery = step.receiver, step.delivery
     target, now = step.found.cancelled_marker or step.held, receiver.clock.now()
-    if not receive_may_send(target, step.claimant.name, now=now):
+    claimant = delivery.claimant(receiver.rng)
+    if not receive_may_send(target, claimant, now=now):
         return Outcome.STALE  # another receive of it is sending it (a duplicate delivery, a twin copy)
-    cancelled = claim_dead_letter(receiver.store, target, step.claimant.name, now=now)
+    cancelled = claim_dead_letter(receiver.store, target, claimant, now=now)
     if cancelled is None:
         return None
     copy_id = cancel_dead_letter(receiver.sqs, receiver.settings.dlq_url or "", delivery, cancelled)
     note_dead_lettered(receiver.store, cancelled, copy_id, now=receiver.clock.now())
     logger.warning("cancelled message sent to the DLQ", extra={"message_id": delivery.message_id, "copy": copy_id})
     return Outcome.CANCELLED
+
+
+def _send_dead_letter(step: _Pass) -> Outcome | None:
+    """A REJECTED record whose DLQ send was claimed and not noted (`dlq_claim`): another receive's claim is
+    left to it while it may live (STALE: this record comes back later); this receive's own, an expired one
+    or one given up is claimed again and the message sent. None when another writer got there first: read again."""
+    receiver, record, now = step.receiver, step.held, step.receiver.clock.now()
+    claimant = step.delivery.claimant(receiver.rng)
+    if not dlq_claim.may_send(record, claimant, now=now, life_s=dlq_claim.claim_life_s(receiver.settings)):
+        return Outcome.STALE
+    claimed = dlq_claim.claim(receiver.store, record, claimant, now=now)
+    if claimed is None:
+        return None
+    return dlq_claim.send_claimed(receiver, step.delivery, claimed)
 
 
 def _dead_letter_unknown(step: _Pass) -> Outcome | None:
@@ -592,6 +588,7 @@ _ENDS: dict[Action, Callable[[_Pass], Outcome | None]] = {
     Action.ALREADY_CANCELLED: _acknowledged(
         Action.ALREADY_CANCELLED, Outcome.CANCELLED
     ),  # cancelled: in the DLQ, never run again
+    Action.SEND_DEAD_LETTER: _send_dead_letter,
     Action.DEAD_LETTER_CANCELLED: _dead_letter_cancelled,
     Action.DEAD_LETTER_UNKNOWN: _dead_letter_unknown,
     Action.STALE: lambda step: Outcome.STALE,
@@ -639,7 +636,7 @@ def _dead_letter_invalid(
     if lease is None and not history:
         reject(receiver, delivery, bad)
         return Outcome.REJECTED
-    attempt.dead_letter(
+    return attempt.dead_letter(
         receiver,
         delivery,
         history,
@@ -648,7 +645,6 @@ def _dead_letter_invalid(
         message=bad.message,
         in_place=in_place,
     )
-    return Outcome.REJECTED
 
 
 def _wait_or_park(

@@ -37,6 +37,7 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "Action.SEND_COPY": ("Action.DUPLICATE", "Action.STALE"),
     "Action.ALREADY_SUCCEEDED": ("Action.STALE", "Action.START"),
     "Action.ALREADY_DEAD_LETTERED": ("Action.STALE", "Action.START"),
+    "Action.SEND_DEAD_LETTER": ("Action.ALREADY_DEAD_LETTERED", "Action.START"),
     "Action.ALREADY_CANCELLED": ("Action.STALE", "Action.DEAD_LETTER_CANCELLED", "Action.START"),
     "Action.DEAD_LETTER_CANCELLED": ("Action.ALREADY_CANCELLED", "Action.STALE"),
     "Action.DEAD_LETTER_UNKNOWN": ("Action.DUPLICATE", "Action.STALE", "Action.START"),

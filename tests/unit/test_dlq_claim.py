@@ -1,0 +1,54 @@
+"""Whether a receive sends a message its REJECTED record says is on its way to the DLQ (claimed, no copy
+noted): `dlq_claim.may_send`, a pure decision on the record's claim (this receive's, old, or given up)."""
+
+from __future__ import annotations
+
+import pytest
+
+from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, GIVEN_UP_AT, claim_life_s, may_send
+from longjobs.engine.lease import Lease, LeaseStatus
+from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
+
+NOW = 1_000_000.0
+LIFE_S = 95.0
+ME, OTHER = "handle-1#0000beef", "handle-2#0000cafe"
+
+
+def record(status: LeaseStatus = LeaseStatus.REJECTED, **fields: object) -> Lease:
+    return Lease(
+        message_id="message-1",
+        queue_url="https://sqs/jobs",
+        receipt_handle="handle",
+        receive_count=3,
+        received_at=NOW - 10,
+        visible_until=NOW - 10,
+        renew_until=NOW - 10,
+        status=status,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("claimed_by", "claimed_at", "allowed", "why"),
+    [
+        (ME, NOW - 1, True, "its own claim: its pass read again after the claim's answer was lost"),
+        (OTHER, NOW - 1, False, "another receive's fresh claim: it may be sending (come back later)"),
+        (OTHER, NOW - LIFE_S + 1, False, "its claimant may still run a second before its life ends"),
+        (OTHER, NOW - LIFE_S, True, "another receive's expired claim: its claimant died, take it over"),
+        (OTHER, GIVEN_UP_AT, True, "given up: its claimant's send failed, send at once"),
+    ],
+)
+def test_dlq_claim_may_send_own_old_or_given_up(claimed_by: str, claimed_at: float, allowed: bool, why: str) -> None:
+    assert may_send(record(claimed_by=claimed_by, claimed_at=claimed_at), ME, now=NOW, life_s=LIFE_S) is allowed, why
+
+
+@pytest.mark.parametrize(
+    ("receiver_timeout_s", "life_s"),
+    [(30.0, EXTENDER_TIMEOUT_S + CLOCK_SLACK_S), (900.0, 900.0 + CLOCK_SLACK_S)],
+    ids=["the extender's timeout", "a longer receiver timeout"],
+)
+def test_dlq_claim_life_outlasts_the_invocation_that_claims(receiver_timeout_s: float, life_s: float) -> None:
+    """A claim is made by a receiver's invocation, or an admission pass's in the extender's: it lives until
+    the longer of their timeouts has surely passed."""
+    settings = Settings(receiver_timeout_s=receiver_timeout_s, reconcile_grace_s=receiver_timeout_s + 1)
+    assert claim_life_s(settings) == life_s
