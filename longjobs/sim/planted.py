@@ -241,6 +241,32 @@ def _cancel_send_unclaimed(patch: Patch) -> None:
     patch(service, "claim_dead_letter", lambda store, lease, receive, *, now: lease)
 
 
+def _dlq_send_unclaimed(patch: Patch) -> None:
+    """The receiver sends a message to the DLQ before it writes its REJECTED record, which claims nothing:
+    of two receives of one message at once both send, and one may begin an attempt beside the DLQ copy."""
+    from longjobs.engine.admission import line
+    from longjobs.engine.delivery.dlq import EXHAUSTED, send_exhausted_to_dlq
+
+    claimed = attempt.dead_letter
+
+    def sent_first(receiver: Any, delivery: Any, history: Any, **kwargs: Any) -> Any:
+        dlq_url = receiver.settings.dlq_url or ""
+        error_type, message = kwargs.get("error_type", EXHAUSTED), kwargs.get("message")
+        send_exhausted_to_dlq(receiver.sqs, dlq_url, delivery, history, error_type=error_type, message=message)
+        return claimed(receiver, delivery, history, **kwargs) or receiver_types.Outcome.REJECTED
+
+    patch(attempt, "send_claimed", lambda receiver, delivery, record: receiver_types.Outcome.REJECTED)
+    patch(attempt, "dead_letter", sent_first)
+    patch(line, "dead_letter", sent_first)
+
+
+def _dlq_claim_taken_fresh(patch: Patch) -> None:
+    """A receive takes another's DLQ claim over while that claimant may still be sending: both send."""
+    from longjobs.engine.delivery import dlq_claim
+
+    patch(dlq_claim, "may_send", lambda *args, **kwargs: True)
+
+
 @dataclass(frozen=True)
 class Plant:
     """A planted bug: what it disables, and the property a campaign reports it by at its first failed seed."""
@@ -277,6 +303,8 @@ PLANTS: dict[str, Plant] = {
     "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message"),
     "one_marker_in_place": Plant(_one_marker_in_place, "once_per_message", search_from=30),
     "cancel_send_unclaimed": Plant(_cancel_send_unclaimed, "dlq_send_claimed", search_from=35),
+    "dlq_send_unclaimed": Plant(_dlq_send_unclaimed, "dlq_send_claimed"),
+    "dlq_claim_taken_fresh": Plant(_dlq_claim_taken_fresh, "dlq_send_claimed", search_from=820),
 }
 
 

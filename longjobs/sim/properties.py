@@ -374,8 +374,8 @@ class Monitor:
         self.dead_lettered[job_key].append(attributes)
         self.dead_messages[job_key].add(self.originals.get(original, original))
         reason = attributes.get("ErrorType", {}).get("StringValue")
+        check_dlq_send(reason, original, "Attempts" in attributes, items or {}, self.originals)
         if reason == "Cancelled":
-            check_cancel_send(original, (items or {}).get(original))
             self.cancelled_dead.add(self.originals.get(original, original))
         self.finished.add(job_key)
         self.reach("dead_lettered")
@@ -569,6 +569,32 @@ class Monitor:
         if held and settled_in_time:
             failures.append(("holds_freed", f"held after every execution ended: {held}"))
         return failures
+
+
+def check_dlq_send(
+    reason: str | None, original: str, with_attempts: bool, items: Mapping[str, Any], originals: Mapping[str, str]
+) -> None:
+    """`dlq_send_claimed` for a copy that reached the DLQ with `reason` (its `ErrorType`): a cancel's, or the
+    receiver's (with its attempts; a poison message's has none and is sent before its record)."""
+    if reason == "Cancelled":
+        check_cancel_send(original, items.get(original))
+    elif reason is not None and with_attempts:
+        check_dead_letter_send(original, items, originals)
+
+
+def check_dead_letter_send(original: str, items: Mapping[str, Any], originals: Mapping[str, str]) -> None:
+    """`dlq_send_claimed` for the receiver's DLQ copies (`longjobs.engine.delivery.dlq_claim`): each is sent
+    under a claim on a REJECTED record of its message (the producer's `original`, or a copy of it) that
+    notes no copy yet. So of two receives of one message at once, or of receivers of two versions during a
+    deploy, one sends, and none begins an attempt beside the copy. `items`: the lease table as the send
+    lands; `originals`: a copy's message id -> the producer's."""
+    producer = originals.get(original, original)
+    for key, item in items.items():
+        if key != producer and originals.get(key) != producer:
+            continue
+        if item.get(STATUS_ATTR, {}).get("S") == "REJECTED" and "claimed_by" in item and "copy_id" not in item:
+            return
+    raise PropertyViolation("dlq_send_claimed", f"a DLQ copy of {original} was sent with no claim on its record")
 
 
 def check_cancel_send(original: str, item: Mapping[str, Any] | None) -> None:
