@@ -31,3 +31,24 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 os.environ.update(FAKE_ENV)  # for modules that read settings at import time
+
+
+def _validate_each_definition_once() -> None:
+    """moto validates a state machine's definition on every CreateStateMachine by parsing it with its ANTLR
+    grammar (half a second for the rendered workflow), and the tests on moto create the same few
+    definitions hundreds of times. A definition moto accepted once it accepts again, so each is validated
+    once per process; one it refuses is refused every time, as before. Executions still parse their own."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    validate = StepFunctionsParserBackend._validate_definition
+    accepted: set[str] = set()
+
+    def validate_once(definition: str) -> None:
+        if definition not in accepted:
+            validate(definition=definition)
+            accepted.add(definition)
+
+    StepFunctionsParserBackend._validate_definition = staticmethod(validate_once)  # type: ignore[method-assign]
+
+
+_validate_each_definition_once()
