@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.delivery.dlq_claim import GIVEN_UP_AT
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import JobCatalog, load_catalog
@@ -269,7 +268,7 @@ def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it
     with pytest.raises(ClientError):
         receive(flow.receiver, delivery)
     claimed = flow.lease(message_id)
-    assert (claimed.status, claimed.claimed_at, claimed.copy_id) == (LeaseStatus.REJECTED, GIVEN_UP_AT, None)
+    assert (claimed.status, claimed.claimed_at, claimed.copy_id) == (LeaseStatus.REJECTED, None, None)
 
     make_visible(flow, delivery.receipt_handle)  # the record failed: SQS hands it out again
     assert flow.deliver() == {message_id: Outcome.REJECTED}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, GIVEN_UP_AT, claim_life_s, may_send
+from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, claim_life_s, may_send
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
 
@@ -35,10 +35,12 @@ def record(status: LeaseStatus = LeaseStatus.REJECTED, **fields: object) -> Leas
         (OTHER, NOW - 1, False, "another receive's fresh claim: it may be sending (come back later)"),
         (OTHER, NOW - LIFE_S + 1, False, "its claimant may still run a second before its life ends"),
         (OTHER, NOW - LIFE_S, True, "another receive's expired claim: its claimant died, take it over"),
-        (OTHER, GIVEN_UP_AT, True, "given up: its claimant's send failed, send at once"),
+        (OTHER, None, True, "given up (no claim time): its claimant's send failed, send at once"),
     ],
 )
-def test_dlq_claim_may_send_own_old_or_given_up(claimed_by: str, claimed_at: float, allowed: bool, why: str) -> None:
+def test_dlq_claim_may_send_own_old_or_given_up(
+    claimed_by: str, claimed_at: float | None, allowed: bool, why: str
+) -> None:
     assert may_send(record(claimed_by=claimed_by, claimed_at=claimed_at), ME, now=NOW, life_s=LIFE_S) is allowed, why
 
 

@@ -47,7 +47,8 @@ __all__ = ["CLOCK_SLACK_S", "claim", "claim_life_s", "may_send", "send_claimed"]
 CLOCK_SLACK_S = 5.0
 """What a claim's life allows for the clocks of two functions' hosts to differ."""
 GIVEN_UP_AT = 0.0
-"""The claim time of a claim its claimant gave up (its send failed): older than any, taken over at once."""
+"""The claim time of a claim its claimant gave up (its send failed; the record then keeps no `claimed_at`):
+older than any, taken over at once."""
 
 
 def claim_life_s(settings: Settings) -> float:
@@ -111,13 +112,18 @@ def send_claimed(receiver: Receiver, delivery: Delivery, record: Lease) -> Outco
 def _give_up(store: LeaseStore, record: Lease) -> None:
     """Mark this claimant's claim given up (best effort: else it is taken over once old)."""
     try:
-        _update(store, record, "claimed_at = :at", owner=record.claimed_by, at=num(GIVEN_UP_AT))
+        _update(store, record, "", owner=record.claimed_by, remove="claimed_at")
     except Exception as exc:
         logger.warning("could not give the DLQ claim up", extra={"message_id": record.message_id, "error": str(exc)})
 
 
-def _update(store: LeaseStore, record: Lease, sets: str, *, owner: str | None = None, **values: object) -> bool:
+def _update(
+    store: LeaseStore, record: Lease, sets: str, *, owner: str | None = None, remove: str = "", **values: object
+) -> bool:
     """One update of a REJECTED record as read: its version, and its claimant when `owner` is given."""
+    update = "SET " + ", ".join([*([sets] if sets else []), "version = version + :one"])
+    if remove:
+        update += f" REMOVE {remove}"
     condition = "version = :version AND #status = :rejected"
     if owner is not None:
         condition += " AND claimed_by = :owner"
@@ -126,7 +132,7 @@ def _update(store: LeaseStore, record: Lease, sets: str, *, owner: str | None = 
         store.client.update_item,
         TableName=store.table_name,
         Key={PARTITION_KEY: {"S": record.message_id}},
-        UpdateExpression=f"SET {sets}, version = version + :one",
+        UpdateExpression=update,
         ConditionExpression=condition,
         ExpressionAttributeNames={"#status": "status"},
         ExpressionAttributeValues=values_of(
