@@ -286,13 +286,17 @@ def redelivery_needs_dead_letter(lease: Lease) -> bool:
     return record.dead_letter_id is None and record.sending_at is None
 
 
-def receive_may_send(lease: Lease, receive: str, *, now: float) -> bool:
+def receive_may_send(lease: Lease, receive: str, *, now: float, life_s: float) -> bool:
     """Whether the receive named `receive` may claim the DLQ send now: no other receive holds a claim
-    younger than `SEND_CLAIM_S`. Another receive (a duplicate delivery, a twin copy, the same record handled
-    twice) may still be sending; this one then comes back later, to find the copy noted or the claim old
-    enough to take over. Its own claim is its pass read again after the claim landed unanswered."""
+    younger than `life_s`, how long the invocation that made it may still run
+    (`longjobs.engine.delivery.dlq_claim.claim_life_s`). Another receive (a duplicate delivery, a twin
+    copy, the same record handled twice) may still be sending; this one then comes back later, to find
+    the copy noted or the claim old enough to take over. Its own claim is its pass read again after the
+    claim landed unanswered."""
     record = CancelRecord.of(lease)
-    return record is None or record.sending_by in (None, receive) or not record.send_claimed(now)
+    if record is None or record.sending_by in (None, receive) or record.dead_letter_id is not None:
+        return True
+    return record.sending_at is None or now - record.sending_at >= life_s
 
 
 def claim_dead_letter(store: LeaseStore, lease: Lease, receive: str, *, now: float) -> Lease | None:

@@ -13,6 +13,7 @@ from longjobs.engine.lease import Lease, LeaseStatus
 
 NOW = 1_000_000.0
 ME, OTHER = "handle-of-this-receive", "handle-of-another-receive"
+LIFE_S = 95.0  # how long a receive's claimant may still run (`dlq_claim.claim_life_s`)
 FRESH, STALE = NOW - 1, NOW - SEND_CLAIM_S
 RECORD = CancelRecord(reason="stop it", previous_status="ACTIVE", at=NOW - 600)
 
@@ -41,6 +42,8 @@ def lease(record: CancelRecord | None, status: LeaseStatus = LeaseStatus.CANCELL
         (replace(RECORD, sending_at=FRESH, sending_by=ME), True, True, "its own claim: its pass read again"),
         (replace(RECORD, sending_at=FRESH, sending_by=OTHER), True, False, "another receive's: come back later"),
         (replace(RECORD, sending_at=STALE, sending_by=OTHER), True, True, "another receive's old claim: take over"),
+        (replace(RECORD, sending_at=NOW - LIFE_S, sending_by=OTHER), True, True, "its claimant's invocation ended"),
+        (replace(RECORD, sending_at=NOW - LIFE_S + 1, sending_by=OTHER), True, False, "its claimant may still run"),
         (replace(RECORD, sending_at=FRESH, sending_by=OTHER, dead_letter_id="copy"), False, True, "sent, noted"),
         (None, True, True, "a CANCELLED lease without a readable record"),
     ],
@@ -49,7 +52,7 @@ def test_cancel_redelivery_sends_its_copy_when_no_other_carrier_does(
     record: CancelRecord | None, needs: bool, may_send: bool, why: str
 ) -> None:
     assert redelivery_needs_dead_letter(lease(record)) is needs, why
-    assert receive_may_send(lease(record), ME, now=NOW) is may_send, why
+    assert receive_may_send(lease(record), ME, now=NOW, life_s=LIFE_S) is may_send, why
 
 
 def test_cancel_redelivery_of_a_lease_not_cancelled_sends_nothing() -> None:

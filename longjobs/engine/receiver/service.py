@@ -430,7 +430,7 @@ def _dead_letter_cancelled(step: _Pass) -> Outcome | None:
     receiver, delivery = step.receiver, step.delivery
     target, now = step.found.cancelled_marker or step.held, receiver.clock.now()
     claimant = delivery.claimant(receiver.rng)
-    if not receive_may_send(target, claimant, now=now):
+    if not receive_may_send(target, claimant, now=now, life_s=dlq_claim.claim_life_s(receiver.settings)):
         return Outcome.STALE  # another receive of it is sending it (a duplicate delivery, a twin copy)
     cancelled = claim_dead_letter(receiver.store, target, claimant, now=now)
     if cancelled is None:
