@@ -26,7 +26,7 @@ from longjobs.engine.cancel import CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.codec import TIME_FIELDS
-from longjobs.engine.lease.types import COPIED_STATUSES
+from longjobs.engine.lease.types import COPIED_STATUSES, DONE_STATUSES
 
 ERROR_WIDTH = 60
 NOT_AVAILABLE = "n/a"
@@ -132,10 +132,10 @@ CANCEL_TIMES = ("at", "sending_at")
 
 
 def status_text(lease: Lease) -> str:
-    """A lease's status; a REJECTED one with the reason it went to the DLQ (its last error's name:
+    """A lease's status; a REJECTED (or DEAD_LETTERING) one with the reason it went to the DLQ (its last error's name:
     `AttemptsExhausted`, `NotJson`, ...), since the status alone does not tell poison from a job whose
     attempts ran out."""
-    if lease.status is LeaseStatus.REJECTED and lease.last_error is not None:
+    if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING) and lease.last_error is not None:
         reason = lease.last_error.error.partition(":")[0].strip()  # a poison record keeps `<type>: <why>` whole
         if reason:
             return f"{lease.status.value} ({reason})"
@@ -285,7 +285,7 @@ def leases_table(leases: list[Lease], *, now: float | None = None) -> Renderable
     return Fitted(table)
 
 
-GONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.CANCELLED, *COPIED_STATUSES})
+GONE_STATUSES = frozenset({*DONE_STATUSES, *COPIED_STATUSES})
 """Leases whose message left its queue: deleted, in the DLQ, or copied (the copy runs under its own id)."""
 
 
@@ -354,7 +354,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("last error", str(lease.last_error or "-")),
         ("result", "-" if lease.result is None else json.dumps(result_data(lease.result), sort_keys=True)),
     ]
-    if lease.status is LeaseStatus.REJECTED and lease.claimed_by:
+    if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING) and lease.claimed_by:
         # The receiver claims its DLQ send on the record first and notes the copy after
         # (`longjobs.engine.delivery.dlq_claim`).
         rows += [

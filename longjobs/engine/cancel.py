@@ -260,7 +260,7 @@ def decide(lease: Lease) -> Decision:
     """What a cancel does with `lease` as read. Pure: the effects follow in `cancel`."""
     if lease.status is LeaseStatus.SUCCEEDED:
         return Decision.ALREADY_SUCCEEDED
-    if lease.status is LeaseStatus.REJECTED:
+    if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING):  # a receive sends the latter
         return Decision.ALREADY_DEAD_LETTERED
     if lease.status is LeaseStatus.CANCELLED:
         record = CancelRecord.of(lease)

@@ -35,10 +35,10 @@ PolicyName = Literal["adaptive", "remaining", "threshold"]
 MAX_DELAY_S = 900
 """SQS's longest message delay (`DelaySeconds`)."""
 LAMBDA_MAX_TIMEOUT_S = 900.0
+"""The longest any Lambda invocation runs."""
 EXTENDER_TIMEOUT_S = 90.0
 """The extender function's timeout: a run stops itself after one period (`run_invocation`); the rest is
 margin for the last pass. The longest of the functions that run an admission pass (the watcher's is 30 s)."""
-"""The longest any Lambda invocation runs."""
 MAX_SHARDS = 64
 """The most shards the due and reconcile indexes may be split into (`shards`, `previous_shards`)."""
 MESSAGE_MAX_BYTES = 262_144

@@ -584,15 +584,15 @@ def check_dlq_send(
 
 def check_dead_letter_send(original: str, items: Mapping[str, Any], originals: Mapping[str, str]) -> None:
     """`dlq_send_claimed` for the receiver's DLQ copies (`longjobs.engine.delivery.dlq_claim`): each is sent
-    under a claim on a REJECTED record of its message (the producer's `original`, or a copy of it) that
-    notes no copy yet. So of two receives of one message at once, or of receivers of two versions during a
+    under a claim on a DEAD_LETTERING record of its message (the producer's `original`, or a copy of it): no
+    copy is noted there yet. So of two receives of one message at once, or of receivers of two versions during a
     deploy, one sends, and none begins an attempt beside the copy. `items`: the lease table as the send
     lands; `originals`: a copy's message id -> the producer's."""
     producer = originals.get(original, original)
     for key, item in items.items():
         if key != producer and originals.get(key) != producer:
             continue
-        if item.get(STATUS_ATTR, {}).get("S") == "REJECTED" and "claimed_by" in item and "copy_id" not in item:
+        if item.get(STATUS_ATTR, {}).get("S") == "DEAD_LETTERING" and "claimed_by" in item:
             return
     raise PropertyViolation("dlq_send_claimed", f"a DLQ copy of {original} was sent with no claim on its record")
 

@@ -257,9 +257,9 @@ def send_lands_then_5xx(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it_with_its_history(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The send is claimed on the REJECTED record first (`dlq_claim`); its 5xx gives the claim up and fails
-    the record, which stays on the queue. The retry sends it again at once, so a standard DLQ holds a second
-    copy (both with the history); nothing is lost and no execution is touched."""
+    """The send is claimed on the message's record first (DEAD_LETTERING, `dlq_claim`); its 5xx gives the
+    claim up and fails the record, which stays on the queue. The retry sends it again at once, so a standard
+    DLQ holds a second copy (both with the history); nothing is lost and no execution is touched."""
     message_id, arn = failed_once(flow, "five-hundred")
     lower_max_body_bytes(flow)
     [delivery] = eventually(flow.receive_batch, "the released message", timeout_s=30)
@@ -268,7 +268,7 @@ def test_receiver_a_dlq_send_answered_5xx_fails_the_record_and_its_retry_ends_it
     with pytest.raises(ClientError):
         receive(flow.receiver, delivery)
     claimed = flow.lease(message_id)
-    assert (claimed.status, claimed.claimed_at, claimed.copy_id) == (LeaseStatus.REJECTED, None, None)
+    assert (claimed.status, claimed.claimed_at, claimed.copy_id) == (LeaseStatus.DEAD_LETTERING, None, None)
 
     make_visible(flow, delivery.receipt_handle)  # the record failed: SQS hands it out again
     assert flow.deliver() == {message_id: Outcome.REJECTED}

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from longjobs.engine.delivery.attempt import RELEASE_SLACK_S
 from longjobs.engine.delivery.dlq_claim import claim_life_s
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.execution import execution_arn, execution_name
@@ -75,6 +76,20 @@ def handed_out_again(flow: Flow, delivery: Delivery) -> Delivery:
     [newer] = flow.receive_batch()
     assert newer.receive_count == delivery.receive_count + 1
     return newer
+
+
+def send_refused(flow: Flow) -> tuple[str, Delivery, Receiver]:
+    """A message whose attempts are used up, received by a receiver whose DLQ send is refused (throttled past
+    the SDK's retries): the receive raises, so its record fails. The message, that receive, its receiver."""
+    message_id, delivery = failed_once(flow)
+    receiver = attempts(flow.receiver, 1)
+
+    def refuse() -> None:
+        raise throttled("SendMessage")
+
+    with pytest.raises(ClientError):
+        receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", refuse)), delivery)
+    return message_id, delivery, receiver
 
 
 def dlq_copies(flow: Flow, message_id: str) -> list[dict[str, Any]]:
@@ -154,16 +169,9 @@ def test_receiver_dlq_claim_two_receives_at_once_send_one_copy(flow: Flow, secon
 def test_receiver_dlq_claim_failed_send_is_given_up_and_sent_by_the_next_receive(flow: Flow) -> None:
     """The claimant's send fails (throttled past the SDK's retries): it gives its claim up and the record
     fails, so the message's next receive sends at once, not once the claim's life is over."""
-    message_id, delivery = failed_once(flow)
-    receiver = attempts(flow.receiver, 1)
-
-    def refuse() -> None:
-        raise throttled("SendMessage")
-
-    with pytest.raises(ClientError):
-        receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", refuse)), delivery)
+    message_id, delivery, receiver = send_refused(flow)
     record = flow.lease(message_id)
-    assert (record.status, record.claimed_at, record.copy_id) == (LeaseStatus.REJECTED, None, None)
+    assert (record.status, record.claimed_at, record.copy_id) == (LeaseStatus.DEAD_LETTERING, None, None)
     assert flow.dlq_messages() == []
 
     assert receive(receiver, again(delivery)) is Outcome.REJECTED
@@ -206,7 +214,7 @@ def test_receiver_dlq_claim_landed_unanswered_sends_once(flow: Flow, monkeypatch
 
     def lands_unanswered(self: LeaseStore, lease: Lease, **kwargs: Any) -> bool:
         written = real_create(self, lease, **kwargs)
-        if not lost and lease.status is LeaseStatus.REJECTED:
+        if not lost and lease.status is LeaseStatus.DEAD_LETTERING:
             lost.append(True)
             return False
         return written
@@ -234,3 +242,46 @@ def test_receiver_dlq_claim_inline_job_whose_send_failed_is_sent_by_its_next_rec
         assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
         [copy] = dlq_copies(inline_flow, message_id)
         assert "echo job boom was asked to fail" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
+
+
+def test_receiver_dlq_claim_outliving_its_message_is_taken_over(flow: Flow) -> None:
+    """The last attempt's message comes back `RELEASE_SLACK_S` (60 s) before SQS deletes it, and its receive
+    claims the send and dies. With a 30 s queue VT the next receive comes while the claim may still live;
+    left to its claimant, the message would show again only after SQS deleted it ("Amazon SQS automatically
+    deletes messages that have been in a queue for more than the maximum message retention period",
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-basic-architecture.html).
+    A claim that would outlive the message is taken over at once: a possible second copy rather than none."""
+    message_id, delivery = failed_once(flow)
+    receiver = attempts(flow.receiver, 1)
+    sent_at = time.time() - receiver.settings.queue_retention_s + RELEASE_SLACK_S  # deleted 60 s from now
+    last = replace(delivery, sent_at=sent_at)
+
+    def die() -> None:
+        raise Died
+
+    with pytest.raises(Died):
+        receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", die)), last)
+    assert claim_life_s(receiver.settings) > RELEASE_SLACK_S
+
+    assert receive(replace(receiver, clock=OffsetClock(30)), again(last)) is Outcome.REJECTED
+    assert len(dlq_copies(flow, message_id)) == 1
+
+
+PREVIOUS_STATUSES = frozenset(
+    {"ACTIVE", "SUCCEEDED", "RELEASED", "CAPPED", "LOST", "REJECTED", "WAITING", "PARKED", "REQUEUED", "CANCELLED"}
+)
+"""The lease statuses of the releases before the claimed DLQ send. They read an item by its status
+(`LeaseStatus(item["status"])`), so an item with any other status fails their receive: the record is
+retried, never acknowledged."""
+
+
+def test_receiver_dlq_claim_record_is_refused_by_a_release_before_it(flow: Flow) -> None:
+    """A rollback while a DLQ send fails (throttled, or a DLQ the new release cannot write to): the claimed
+    record names a status the previous receiver cannot read, so it fails the record and the message stays on
+    its queue. Had the record said REJECTED, that receiver would have acknowledged it as sent, and the
+    mapping deleted the message with no DLQ copy."""
+    message_id, delivery, receiver = send_refused(flow)
+    stored = flow.harness.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": message_id}})["Item"]
+    assert stored["status"]["S"] not in PREVIOUS_STATUSES, stored["status"]
+    assert receive(receiver, again(delivery)) is Outcome.REJECTED, "this release sends it"
+    assert flow.lease(message_id).status is LeaseStatus.REJECTED

@@ -65,7 +65,7 @@ def test_deploys_are_drawn_on_their_own_stream_and_fit_the_seed() -> None:
 def test_dlq_keeps_history_counts_the_attempts_a_copy_left_out() -> None:
     """A DLQ copy's `Attempts` may leave the oldest out (`{"omitted": n}`, SQS's size): they still count."""
     history = {HISTORY_ATTR: {"S": json.dumps([{"execution": f"e{n}"} for n in range(3)])}}
-    lease = {"d1": {**history, STATUS_ATTR: {"S": "REJECTED"}, "claimed_by": {"S": "the receive sending it"}}}
+    lease = {"d1": {**history, STATUS_ATTR: {"S": "DEAD_LETTERING"}, "claimed_by": {"S": "the receive sending it"}}}
     lease |= {"d2": lease["d1"], "m1": lease["d1"]}  # the table, by the message each copy names
     monitor = Monitor(limits={})
     monitor.started.update({"e0", "e1", "e2"})

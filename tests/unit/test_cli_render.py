@@ -470,15 +470,20 @@ def test_cli_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, 
 
 
 @pytest.mark.parametrize(
-    ("copy_id", "shown_copy"),
-    [("dlq-copy-1", "dlq-copy-1"), (None, "- (not noted yet: its send is claimed, or failed and given up)")],
+    ("status", "copy_id", "shown_copy"),
+    [
+        (LeaseStatus.REJECTED, "dlq-copy-1", "dlq-copy-1"),
+        (LeaseStatus.DEAD_LETTERING, None, "- (not noted yet: its send is claimed, or failed and given up)"),
+    ],
     ids=["noted", "claimed"],
 )
-def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(copy_id: str | None, shown_copy: str) -> None:
-    """A REJECTED record the receiver claimed its send on names the DLQ copy and the receive that sent it,
-    not a parked copy (`dlq_claim`)."""
+def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(
+    status: LeaseStatus, copy_id: str | None, shown_copy: str
+) -> None:
+    """A record the receiver claimed its DLQ send on names the DLQ copy and the receive that sent it, not a
+    parked copy (`dlq_claim`), and its status the reason."""
     lease = _closed(
-        LeaseStatus.REJECTED,
+        status,
         last_error=LastError("AttemptsExhausted", "boom"),
         claimed_by="handle-1#0000beef",
         claimed_at=NOW,
@@ -487,6 +492,7 @@ def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(copy_id
     shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
 
     assert (shown["DLQ copy"], shown["sent by"]) == (shown_copy, "handle-1#0000beef"), shown
+    assert shown["status"] == f"{status.value} (AttemptsExhausted)"
     assert "parked copy" not in shown and "run by copy" not in shown
 
 

@@ -113,13 +113,13 @@ ROWS: list[tuple[str, Reading, Limits, Action]] = [
     ),
     (
         "on its way to the DLQ, claimed",
-        receive(lease=lease(LeaseStatus.REJECTED, claimed_by="h0#1")),
+        receive(lease=lease(LeaseStatus.DEAD_LETTERING, claimed_by="h0#1")),
         LIMITS,
         Action.SEND_DEAD_LETTER,
     ),
     (
         "on its way to the DLQ, older receive",
-        receive(1, lease=lease(LeaseStatus.REJECTED, 3, claimed_by="h0#1")),
+        receive(1, lease=lease(LeaseStatus.DEAD_LETTERING, 3, claimed_by="h0#1")),
         LIMITS,
         Action.SEND_DEAD_LETTER,
     ),

@@ -188,7 +188,7 @@ def _dead_letter_claimant(
     record = closed_record(
         receiver,
         delivery,
-        LeaseStatus.REJECTED,
+        LeaseStatus.DEAD_LETTERING,
         version=successor_version(claimant),
         job_type=claimant.job_type,
         last_error=LastError(RETENTION_RUNNING_OUT, reason),

@@ -207,9 +207,9 @@ def dead_letter(
     in_place: bool = False,
     job: Job | None = None,
 ) -> Outcome | None:
-    """Send the message to the DLQ with its attempts' history, its send claimed first on its REJECTED
-    record (`longjobs.engine.delivery.dlq_claim`): the record is written in this receive's name,
-    conditional on the lease as read, then the message is sent, then its copy is noted. None when the
+    """Send the message to the DLQ with its attempts' history, its send claimed first on its record
+    (`longjobs.engine.delivery.dlq_claim`): the record is written DEAD_LETTERING in this receive's name,
+    conditional on the lease as read, then the message is sent, then its copy is noted (REJECTED). None when the
     lease changed meanwhile (read again: another receive may be beginning an attempt, or sending it).
     Raises when a write or the send fails: the record is reported failed, nothing is deleted.
     `in_place`: the record replaces a lease of this very receive (its receive count), fenced by its
@@ -229,7 +229,7 @@ def dead_letter(
     record = closed_record(
         receiver,
         delivery,
-        LeaseStatus.REJECTED,
+        LeaseStatus.DEAD_LETTERING,
         version=successor_version(replacing),
         job_type=(replacing.job_type if replacing is not None else None) or (job.type if job is not None else None),
         job_id=(replacing.job_id if replacing is not None else None) or (job.job_id if job is not None else None),

@@ -12,8 +12,8 @@ The order of the rules is the protocol's:
 1. A message with no lease is a new attempt, except a parked or requeued copy whose original's run
    another copy claimed (a twin: acknowledged, or, while that copy has no lease yet, left to come back).
 2. A lease that says where the message went ends the receive: a PARKED or REQUEUED marker (acknowledged
-   once a copy is known, else its copy sent), SUCCEEDED, REJECTED (in the DLQ, or on its way there: a
-   claimed send not noted is left to its claimant, or sent), CANCELLED (sent to the DLQ now if the cancel
+   once a copy is known, else its copy sent), SUCCEEDED, REJECTED (in the DLQ), DEAD_LETTERING (on its way
+   there: a claimed send is left to its claimant, or sent), CANCELLED (sent to the DLQ now if the cancel
    could not send it; so is a copy whose marker was cancelled).
 3. Fencing by receive count: an older receive is STALE; the same count with another handle is adopted
    only once SQS accepts that handle (`ADOPT_SAME_COUNT`); the same receive handled again resumes.
@@ -170,8 +170,9 @@ def decide(reading: Reading, limits: Limits) -> Action:
     if lease.status is LeaseStatus.SUCCEEDED:
         return Action.ALREADY_SUCCEEDED
     if lease.status is LeaseStatus.REJECTED:
-        # Claimed and no copy noted: its claimant may not have sent it (`longjobs.engine.delivery.dlq_claim`).
-        return Action.SEND_DEAD_LETTER if lease.claimed_by and not lease.copy_id else Action.ALREADY_DEAD_LETTERED
+        return Action.ALREADY_DEAD_LETTERED
+    if lease.status is LeaseStatus.DEAD_LETTERING:  # its claimant may not have sent it (`dlq_claim`)
+        return Action.SEND_DEAD_LETTER
     if lease.status is LeaseStatus.CANCELLED:
         return Action.DEAD_LETTER_CANCELLED if reading.cancel_undelivered else Action.ALREADY_CANCELLED
     if lease.receive_count > reading.receive_count:

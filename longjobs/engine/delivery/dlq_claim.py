@@ -1,28 +1,29 @@
-"""The receiver's DLQ send, claimed on the message's REJECTED record before it is made.
+"""The receiver's DLQ send, claimed on the message's record before it is made.
 
 A receive that sends a message to the DLQ (its attempts or its starts used up, a refused body with a
 history, a job id busy too long, its retention running out, a copy whose claimant can no longer be told)
-first writes the message's REJECTED record naming itself (`claimed_by`, `claimed_at`), conditional on the
-lease it read. Then it sends, then it notes the copy's id on the record (`copy_id`). So of two receives of
-one message at once, one writes and sends. The other reads again and finds the message in the DLQ or on
-its way there, and never begins an attempt beside its DLQ copy. SQS hands a message out at least once,
-the mapping handles a record at least once, and during a deploy the two receives may be of receivers with
-different settings (`max_attempts` raised: one begins an attempt while the other dead-letters).
+first writes the message's record DEAD_LETTERING, naming itself (`claimed_by`, `claimed_at`), conditional
+on the lease it read. Then it sends, then it notes the copy's id on the record (`copy_id`), which turns it
+REJECTED. So of two receives of one message at once, one writes and sends. The other reads again and finds
+the message in the DLQ or on its way there, and never begins an attempt beside its DLQ copy. SQS hands a
+message out at least once, the mapping handles a record at least once, and during a deploy the two
+receives may be of receivers with different settings (`max_attempts` raised: one begins an attempt while
+the other dead-letters).
 
-A REJECTED record claimed and not noted means its claimant may still be sending. Another receive leaves it
-while the claimant's invocation may still run (`claim_life_s`: STALE, the message comes back later), then
-takes the claim over and sends. A claimant whose send failed gives its claim up at once. A claim lives no
-longer than its invocation, so a message whose claimant died near the end of its retention is still sent
-before SQS deletes it. Only a send that landed with its answer lost, or a claimant that died between its
-send and its note, makes a second copy. A REJECTED record with no claim was written after its send (a
-poison message's): the message is in the DLQ.
+A DEAD_LETTERING record means its claimant may still be sending. Another receive leaves it while the
+claimant's invocation may still run (`claim_life_s`: STALE, the message comes back later), then takes the
+claim over and sends. A claimant whose send failed gives its claim up at once. A claim that would still
+live when SQS deletes the message is taken over at once (`outlives_message`): a possible second copy
+rather than none. Only a send that landed with its answer lost, or a claimant that died between its send
+and its note, makes a second copy. A release that does not know the status refuses the record and leaves
+the message on its queue, rather than take it for sent: a rollback loses nothing.
 
-| the REJECTED record                          | a receive of its message                     |
+| the record                                   | a receive of its message                     |
 |----------------------------------------------|----------------------------------------------|
-| no claim, or its copy noted                  | acknowledged: in the DLQ already             |
-| claimed by this receive (its answer lost)    | claims again and sends                       |
-| claimed by another within `claim_life_s`     | STALE: comes back later                      |
-| claimed by another longer ago, or given up   | takes the claim over and sends               |
+| REJECTED                                     | acknowledged: in the DLQ already             |
+| DEAD_LETTERING, claimed by this receive      | claims again and sends (its answer was lost) |
+| DEAD_LETTERING, claimed by another, live     | STALE: comes back later                      |
+| DEAD_LETTERING, older, given up, or outliving the message | takes the claim over and sends  |
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
 if TYPE_CHECKING:
     from longjobs.engine.lease import LeaseStore
 
-__all__ = ["CLOCK_SLACK_S", "claim", "claim_life_s", "may_send", "send_claimed"]
+__all__ = ["CLOCK_SLACK_S", "claim", "claim_life_s", "may_send", "outlives_message", "send_claimed"]
 
 CLOCK_SLACK_S = 5.0
 """What a claim's life allows for the clocks of two functions' hosts to differ."""
@@ -63,8 +64,18 @@ def may_send(lease: Lease, claimant: str, *, now: float, life_s: float) -> bool:
     return lease.claimed_by == claimant or now - (lease.claimed_at or GIVEN_UP_AT) >= life_s
 
 
+def outlives_message(lease: Lease, sent_at: float | None, *, retention_s: float, life_s: float) -> bool:
+    """Whether the claim on `lease` is still live when SQS deletes its message (sent at `sent_at`, kept
+    `retention_s`, received or not): a receive that left it to its claimant (STALE) would see the message
+    deleted before any receive may take the claim over, and a claimant that died would lose it. Such a
+    claim is taken over at once: a second copy (its claimant alive after all) rather than none."""
+    if sent_at is None:
+        return False
+    return (lease.claimed_at or GIVEN_UP_AT) + life_s + CLOCK_SLACK_S >= sent_at + retention_s
+
+
 def claim(store: LeaseStore, record: Lease, claimant: str, *, now: float) -> Lease | None:
-    """Claim the send of an unsent REJECTED record for `claimant`: one write conditional on the version read.
+    """Claim the send of a DEAD_LETTERING record for `claimant`: one write conditional on the version read.
     None when another writer changed it first (read again)."""
     claimed = replace(record, claimed_by=claimant, claimed_at=now, version=record.version + 1)
     if not _update(store, record, "claimed_by = :claimant, claimed_at = :at", claimant=claimant, at=num(now)):
@@ -102,7 +113,9 @@ def send_claimed(receiver: Receiver, delivery: Delivery, record: Lease) -> Outco
         },
     )
     try:
-        if not _update(receiver.store, record, "copy_id = :copy", owner=record.claimed_by, copy=copy_id):
+        noted = "copy_id = :copy, #status = :rejected"
+        rejected = LeaseStatus.REJECTED.value
+        if not _update(receiver.store, record, noted, owner=record.claimed_by, copy=copy_id, rejected=rejected):
             logger.info("DLQ record changed meanwhile: copy not noted", extra={"message_id": delivery.message_id})
     except Exception as exc:
         logger.warning("could not note the DLQ copy", extra={"message_id": delivery.message_id, "error": str(exc)})
@@ -120,11 +133,11 @@ def _give_up(store: LeaseStore, record: Lease) -> None:
 def _update(
     store: LeaseStore, record: Lease, sets: str, *, owner: str | None = None, remove: str = "", **values: object
 ) -> bool:
-    """One update of a REJECTED record as read: its version, and its claimant when `owner` is given."""
+    """One update of a DEAD_LETTERING record as read: its version, and its claimant when `owner` is given."""
     update = "SET " + ", ".join([*([sets] if sets else []), "version = version + :one"])
     if remove:
         update += f" REMOVE {remove}"
-    condition = "version = :version AND #status = :rejected"
+    condition = "version = :version AND #status = :dead_lettering"
     if owner is not None:
         condition += " AND claimed_by = :owner"
         values["owner"] = owner
@@ -136,6 +149,6 @@ def _update(
         ConditionExpression=condition,
         ExpressionAttributeNames={"#status": "status"},
         ExpressionAttributeValues=values_of(
-            version=record.version, rejected=LeaseStatus.REJECTED.value, one=1, **values
+            version=record.version, dead_lettering=LeaseStatus.DEAD_LETTERING.value, one=1, **values
         ),
     )

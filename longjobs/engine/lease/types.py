@@ -14,6 +14,7 @@ class LeaseStatus(StrEnum):
     CAPPED = "CAPPED"  # renewal stopped at the max duration; the message will reappear
     LOST = "LOST"  # SQS no longer accepts the handle: someone else may hold the message
     REJECTED = "REJECTED"  # moved to the DLQ by the processor: poison, or its attempts used up
+    DEAD_LETTERING = "DEAD_LETTERING"  # its DLQ send claimed, no copy noted yet (`dlq_claim`): REJECTED once noted
     WAITING = "WAITING"  # its type is full: no attempt, the message is held hidden until about when a slot frees
     PARKED = "PARKED"  # copied to its type's waiting queue: the marker that keeps a redelivery from a second copy
     REQUEUED = "REQUEUED"  # its job id ran: copied back to its queue with a delay, the marker names the copy that runs
@@ -54,8 +55,10 @@ class LastError:
 
 
 CLOSED_STATUSES = frozenset(LeaseStatus) - {LeaseStatus.ACTIVE, LeaseStatus.WAITING}
-DONE_STATUSES = frozenset({LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.CANCELLED})
-"""The message is done with: deleted after its job succeeded, or in the DLQ."""
+DONE_STATUSES = frozenset(
+    {LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING, LeaseStatus.CANCELLED}
+)
+"""The message is done with: deleted after its job succeeded, or in the DLQ (or on its way there)."""
 COPIED_STATUSES = frozenset({LeaseStatus.PARKED, LeaseStatus.REQUEUED})
 """The message was acknowledged and a copy carries it on: its marker names the one copy that runs it."""
 ENDED_ATTEMPT_STATUSES = frozenset({LeaseStatus.RELEASED, LeaseStatus.CAPPED, LeaseStatus.LOST})
@@ -130,14 +133,14 @@ class Lease:
     waiting_order: float | None = None  # WAITING: its place in its type's line (when it joined the line in flight)
     waits: int = 0  # how many times the message was put back to wait for a slot (its delay doubles)
     job: str | None = None  # WAITING: the job as JSON, so an admission can start it without a receive
-    # PARKED, REQUEUED: the message id of the copy sent, once known; REJECTED: the DLQ copy's (`dlq_claim`)
+    # PARKED, REQUEUED: the message id of the copy sent, once known; REJECTED: the DLQ copy's, once noted
     copy_id: str | None = None
     copy_sent_at: float | None = None  # PARKED: when the copy that may run it was sent, at the latest (`parked_line`)
     parked_message: str | None = None  # PARKED: the message as sent (`stored_message`), to send a fresh copy
-    # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims); REJECTED: its DLQ send's claim
+    # PARKED, REQUEUED: when `claimed_by` last claimed it (each receive claims); DEAD_LETTERING: its send's
     claimed_at: float | None = None
-    # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged); REJECTED: the receive that
-    # sends the message to the DLQ (`longjobs.engine.delivery.dlq_claim`)
+    # PARKED, REQUEUED: the copy that runs the job (any other copy is acknowledged); DEAD_LETTERING, REJECTED:
+    # the receive that sends the message to the DLQ (`longjobs.engine.delivery.dlq_claim`)
     claimed_by: str | None = None
     claim_kept_until: float | None = None  # PARKED, REQUEUED: until when a lease the claimant wrote is surely kept
     never_started: bool = False  # closed with its execution never started: no attempt of the message

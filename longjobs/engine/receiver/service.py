@@ -447,8 +447,14 @@ def _send_dead_letter(step: _Pass) -> Outcome | None:
     or one given up is claimed again and the message sent. None when another writer got there first: read again."""
     receiver, record, now = step.receiver, step.held, step.receiver.clock.now()
     claimant = step.delivery.claimant(receiver.rng)
-    if not dlq_claim.may_send(record, claimant, now=now, life_s=dlq_claim.claim_life_s(receiver.settings)):
-        return Outcome.STALE
+    life_s = dlq_claim.claim_life_s(receiver.settings)
+    if not dlq_claim.may_send(record, claimant, now=now, life_s=life_s):
+        retention_s = receiver.settings.queue_retention_s
+        if not dlq_claim.outlives_message(record, step.delivery.sent_at, retention_s=retention_s, life_s=life_s):
+            return Outcome.STALE
+        logger.warning(
+            "a DLQ claim outlives its message's retention: taken over", extra={"message_id": record.message_id}
+        )
     claimed = dlq_claim.claim(receiver.store, record, claimant, now=now)
     if claimed is None:
         return None
