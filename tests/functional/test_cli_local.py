@@ -260,6 +260,7 @@ def test_cli_status_counts_queues_leases_and_the_last_hour_from_the_table(
         "CAPPED": 0,
         "LOST": 2,
         "REJECTED": 0,
+        "DEAD_LETTERING": 0,
         "WAITING": 3,
         "PARKED": 0,
         "REQUEUED": 0,
