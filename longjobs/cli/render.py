@@ -296,6 +296,10 @@ def _visible(lease: Lease) -> tuple[float | None, str]:
     the release (`workflow_closed_at`; a lease an older workflow released knows only its execution's end)."""
     if lease.status is LeaseStatus.CANCELLED and lease.renew_at is not None:
         return lease.visible_until, ""  # its cancel unfinished: the extender keeps it hidden until it is done
+    if lease.status is LeaseStatus.DEAD_LETTERING:
+        # Its DLQ send is claimed, not noted: the message stays on its queue until its receive has sent it
+        # (a claim given up, its send failed, is sent by the next receive), so it may show again.
+        return None, "on its way to the DLQ: deleted once sent"
     if lease.status in GONE_STATUSES:
         return None, "not on its queue"
     if lease.status is LeaseStatus.RELEASED and lease.closed_at is None:

@@ -409,7 +409,7 @@ class Observer:
     def _deleted_after_success(track: Track) -> bool:
         """Gone from the queue for a good reason: its job succeeded (the lease of its message, or of the
         copy that ran it), or it was a body the receiver finished inline (no lease is kept for those)."""
-        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
+        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING)  # sent, its note lost
         return track.lease is None or track.lease.status in done
 
     def message_id(self, job_id: str) -> str:

@@ -562,6 +562,16 @@ def test_cli_leases_show_when_a_message_shows_again_only_while_it_is_on_its_queu
     assert view["visible until"].endswith("(in 30s)") if shown != "-" else view["visible until"].startswith("- ")
 
 
+def test_cli_lease_view_of_a_dead_lettering_record_does_not_say_its_message_left_its_queue() -> None:
+    """A DEAD_LETTERING record's message is still on its queue until its receive has sent it (a claim
+    given up after a failed send is sent by the next receive): never "not on its queue"."""
+    lease = replace(_closed(LeaseStatus.DEAD_LETTERING), closed_at=NOW, visible_until=NOW + 30)
+
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))["visible until"]
+
+    assert "not on its queue" not in shown and "on its way to the DLQ" in shown, shown
+
+
 def test_cli_lease_view_of_a_released_or_cancelling_lease_says_when_its_message_shows_again() -> None:
     """A message the workflow released is on its queue: it shows the attempt's release delay after the
     release (`workflow_closed_at`), never "not on its queue", which would read as gone for good. One whose

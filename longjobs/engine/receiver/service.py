@@ -442,9 +442,10 @@ def _dead_letter_cancelled(step: _Pass) -> Outcome | None:
 
 
 def _send_dead_letter(step: _Pass) -> Outcome | None:
-    """A REJECTED record whose DLQ send was claimed and not noted (`dlq_claim`): another receive's claim is
-    left to it while it may live (STALE: this record comes back later); this receive's own, an expired one
-    or one given up is claimed again and the message sent. None when another writer got there first: read again."""
+    """A DEAD_LETTERING record, its DLQ send claimed and no copy noted (`dlq_claim`): another receive's claim
+    is left to it while it may live (STALE: this record comes back later), unless it would outlive the
+    message; this receive's own, an expired one or one given up is claimed again and the message sent.
+    None when another writer got there first: read again."""
     receiver, record, now = step.receiver, step.held, step.receiver.clock.now()
     claimant = step.delivery.claimant(receiver.rng)
     life_s = dlq_claim.claim_life_s(receiver.settings)
