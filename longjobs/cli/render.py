@@ -132,9 +132,9 @@ CANCEL_TIMES = ("at", "sending_at")
 
 
 def status_text(lease: Lease) -> str:
-    """A lease's status; a REJECTED (or DEAD_LETTERING) one with the reason it went to the DLQ (its last error's name:
-    `AttemptsExhausted`, `NotJson`, ...), since the status alone does not tell poison from a job whose
-    attempts ran out."""
+    """A lease's status; a REJECTED (or DEAD_LETTERING) one with the reason it went to the DLQ (its last
+    error's name: `AttemptsExhausted`, `NotJson`, ...), since the status alone does not tell poison from a
+    job whose attempts ran out."""
     if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING) and lease.last_error is not None:
         reason = lease.last_error.error.partition(":")[0].strip()  # a poison record keeps `<type>: <why>` whole
         if reason:

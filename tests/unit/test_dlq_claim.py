@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, claim_life_s, may_send
+from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, claim_life_s, may_send, outlives_message
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
 
@@ -54,3 +54,26 @@ def test_dlq_claim_life_outlasts_the_invocation_that_claims(receiver_timeout_s: 
     the longer of their timeouts has surely passed."""
     settings = Settings(receiver_timeout_s=receiver_timeout_s, reconcile_grace_s=receiver_timeout_s + 1)
     assert claim_life_s(settings) == life_s
+
+
+RETENTION_S = 1_209_600.0
+
+
+@pytest.mark.parametrize(
+    ("claimed_at", "deleted_in_s", "outlives", "why"),
+    [
+        (NOW - 1, 60.0, True, "SQS deletes the message 60 s from now, while the claim may still live"),
+        (NOW - 1, LIFE_S + CLOCK_SLACK_S - 1, True, "deleted just as the claim ends (with the clocks' slack)"),
+        (NOW - 1, LIFE_S + CLOCK_SLACK_S + 60, False, "deleted a minute after the claim ends: left to it"),
+        (NOW - 1, RETENTION_S, False, "a fresh message: left to its claimant"),
+    ],
+)
+def test_dlq_claim_outliving_its_message_is_taken_over(
+    claimed_at: float, deleted_in_s: float, outlives: bool, why: str
+) -> None:
+    """A claim that would still live when SQS deletes its message, sent at `sent_at` and kept the retention,
+    is taken over at once: a possible second copy rather than none."""
+    sent_at = NOW + deleted_in_s - RETENTION_S
+    lease = record(claimed_by=OTHER, claimed_at=claimed_at)
+    assert outlives_message(lease, sent_at, retention_s=RETENTION_S, life_s=LIFE_S) is outlives, why
+    assert not outlives_message(lease, None, retention_s=RETENTION_S, life_s=LIFE_S), "no send time: left"

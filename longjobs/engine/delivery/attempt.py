@@ -209,8 +209,9 @@ def dead_letter(
 ) -> Outcome | None:
     """Send the message to the DLQ with its attempts' history, its send claimed first on its record
     (`longjobs.engine.delivery.dlq_claim`): the record is written DEAD_LETTERING in this receive's name,
-    conditional on the lease as read, then the message is sent, then its copy is noted (REJECTED). None when the
-    lease changed meanwhile (read again: another receive may be beginning an attempt, or sending it).
+    conditional on the lease as read, then the message is sent, then its copy is noted (REJECTED). None
+    when the lease changed meanwhile (read again: another receive may be beginning an attempt, or sending
+    it).
     Raises when a write or the send fails: the record is reported failed, nothing is deleted.
     `in_place`: the record replaces a lease of this very receive (its receive count), fenced by its
     version alone.
