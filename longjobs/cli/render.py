@@ -540,6 +540,18 @@ CANCEL_WORDS = {
     CancelOutcome.ALREADY_SUCCEEDED: "already succeeded: nothing was cancelled",
     CancelOutcome.ALREADY_DEAD_LETTERED: "already in the dead-letter queue: nothing to do",
 }
+SENDING_WORDS = "on its way to the dead-letter queue (its next receive sends it): nothing to do"
+"""A DEAD_LETTERING message's cancel: its send is claimed, maybe failed, and the message is still on its
+queue until a receive sends it."""
+
+
+def _cancel_words(report: CancelReport) -> str:
+    sending = report.previous_status == LeaseStatus.DEAD_LETTERING.value
+    return (
+        SENDING_WORDS
+        if sending and report.outcome is CancelOutcome.ALREADY_DEAD_LETTERED
+        else CANCEL_WORDS[report.outcome]
+    )
 
 
 @dataclass(frozen=True)
@@ -576,7 +588,7 @@ def cancel_view(reports: list[CancelReport | CancelFailure]) -> RenderableType:
     table.add_column("DLQ copy", no_wrap=True, min_width=_widest(report.dead_letter_id or "-" for report in reports))
     table.add_column("notes", ratio=1)
     for report in reports:
-        outcome = f"failed: {report.error}" if isinstance(report, CancelFailure) else CANCEL_WORDS[report.outcome]
+        outcome = f"failed: {report.error}" if isinstance(report, CancelFailure) else _cancel_words(report)
         table.add_row(
             report.message_id,
             outcome,

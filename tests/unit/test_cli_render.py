@@ -167,6 +167,23 @@ def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
     assert list(rows[0]) == list(rows[1]), "the same keys in the same order"
 
 
+@pytest.mark.parametrize(
+    ("was", "words"),
+    [
+        ("REJECTED", "already in the dead-letter queue: nothing to do"),
+        ("DEAD_LETTERING", "on its way to the dead-letter queue (its next receive sends it): nothing to do"),
+    ],
+)
+def test_cli_cancel_view_tells_a_sent_message_from_one_on_its_way(was: str, words: str) -> None:
+    """A DEAD_LETTERING record's send may have failed and been given up: its message is still on its queue,
+    and the next receive sends it, so the cancel must not say it is in the DLQ already."""
+    report = CancelReport(message_id="m1", outcome=Outcome.ALREADY_DEAD_LETTERED, previous_status=was)
+
+    text = " ".join(_text(render.cancel_view([report])).split())
+
+    assert words in text, text
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
     code = main(list(argv))
     return code, capsys.readouterr().err.strip().splitlines()
