@@ -184,6 +184,30 @@ def test_receiver_dlq_claim_failed_send_is_given_up_and_sent_by_the_next_receive
     ), "the reason and history as the record keeps them"
 
 
+@pytest.mark.parametrize("sent_ago_s", [3_600.0, None])
+def test_receiver_dlq_claim_record_outlasts_its_message_on_the_queue(flow: Flow, sent_ago_s: float | None) -> None:
+    """A record whose send keeps failing stays in the table as long as SQS may keep its message: "Amazon SQS
+    automatically deletes messages left in a queue longer than the retention period configured for the
+    queue" (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html),
+    14 days by default, twice the closed leases' TTL. A record gone sooner would let the next receive begin
+    a new attempt with no history, though the message's attempts were used up. Without its `SentTimestamp`
+    the message is taken as sent now."""
+    message_id, delivery = failed_once(flow)
+    sent_at = time.time() - sent_ago_s if sent_ago_s is not None else None
+    receiver = attempts(flow.receiver, 1)
+
+    def refuse() -> None:
+        raise throttled("SendMessage")
+
+    with pytest.raises(ClientError):
+        receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", refuse)), replace(delivery, sent_at=sent_at))
+    item = flow.harness.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": message_id}}, ConsistentRead=True)["Item"]
+
+    assert item["status"]["S"] == "DEAD_LETTERING"
+    deleted_at = (sent_at if sent_at is not None else time.time()) + receiver.settings.queue_retention_s
+    assert int(item["expires_at"]["N"]) >= deleted_at - 1
+
+
 def test_receiver_dlq_claim_of_a_claimant_that_died_is_taken_over_once_old(flow: Flow) -> None:
     """The claimant dies between its claim and its send (the Lambda's timeout): its claim stays fresh. The
     next receive cannot tell a dead claimant from a live one, so it comes back later, and sends once the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from longjobs.engine.delivery import dlq_claim
 from longjobs.engine.delivery.dlq_claim import CLOCK_SLACK_S, claim_life_s, may_send, outlives_message
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
@@ -77,3 +78,17 @@ def test_dlq_claim_outliving_its_message_is_taken_over(
     lease = record(claimed_by=OTHER, claimed_at=claimed_at)
     assert outlives_message(lease, sent_at, retention_s=RETENTION_S, life_s=LIFE_S) is outlives, why
     assert not outlives_message(lease, None, retention_s=RETENTION_S, life_s=LIFE_S), "no send time: left"
+
+
+@pytest.mark.parametrize(
+    ("sent_at", "kept", "why"),
+    [
+        (NOW - 3_600, 14 * 86_400 - 3_600, "sent an hour ago: the rest of its retention"),
+        (NOW - 14 * 86_400 - 1, 0.0, "past its retention: SQS has deleted it, the closed leases' TTL alone"),
+        (None, 14 * 86_400, "no SentTimestamp: the whole retention from now"),
+    ],
+)
+def test_dlq_claim_record_kept_while_its_message_may_be_on_its_queue(
+    sent_at: float | None, kept: float, why: str
+) -> None:
+    assert dlq_claim.kept_s(Settings(), sent_at, now=NOW) == kept, why

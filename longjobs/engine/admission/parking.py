@@ -12,7 +12,7 @@ from longjobs.engine.admission.readings import longest_wait_s
 from longjobs.engine.delivery.attempt import closed_record, same_write
 from longjobs.engine.delivery.copies import CLAIM_STALE_S, claimant_state, message_to_send, send_parked
 from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT
-from longjobs.engine.delivery.dlq_claim import send_claimed
+from longjobs.engine.delivery.dlq_claim import kept_s, send_claimed
 from longjobs.engine.delivery.read_ahead import forget_read_ahead, read_ahead
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery, Outcome, Receiver, copy_fits, sent_at
 from longjobs.engine.execution import RUNNING_STATUSES, execution_status
@@ -189,6 +189,7 @@ def _dead_letter_claimant(
         receiver,
         delivery,
         LeaseStatus.DEAD_LETTERING,
+        kept_s=kept_s(receiver.settings, claimant.sent_at, now=receiver.clock.now()),
         version=successor_version(claimant),
         job_type=claimant.job_type,
         last_error=LastError(RETENTION_RUNNING_OUT, reason),

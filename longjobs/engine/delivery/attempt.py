@@ -18,7 +18,7 @@ from typing import Any
 
 from longjobs.engine.delivery.decision import LockState, lock_state
 from longjobs.engine.delivery.dlq import EXHAUSTED
-from longjobs.engine.delivery.dlq_claim import send_claimed
+from longjobs.engine.delivery.dlq_claim import kept_s, send_claimed
 from longjobs.engine.delivery.models import Job
 from longjobs.engine.delivery.types import (
     Delivery,
@@ -231,6 +231,7 @@ def dead_letter(
         receiver,
         delivery,
         LeaseStatus.DEAD_LETTERING,
+        kept_s=kept_s(receiver.settings, delivery.sent_at, now=receiver.clock.now()),
         version=successor_version(replacing),
         job_type=(replacing.job_type if replacing is not None else None) or (job.type if job is not None else None),
         job_id=(replacing.job_id if replacing is not None else None) or (job.job_id if job is not None else None),

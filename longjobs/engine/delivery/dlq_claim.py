@@ -43,7 +43,15 @@ from longjobs.engine.settings import EXTENDER_TIMEOUT_S, Settings
 if TYPE_CHECKING:
     from longjobs.engine.lease import LeaseStore
 
-__all__ = ["CLOCK_SLACK_S", "claim", "claim_life_s", "may_send", "outlives_message", "send_claimed"]
+__all__ = [
+    "CLOCK_SLACK_S",
+    "claim",
+    "claim_life_s",
+    "kept_s",
+    "may_send",
+    "outlives_message",
+    "send_claimed",
+]
 
 CLOCK_SLACK_S = 5.0
 """What a claim's life allows for the clocks of two functions' hosts to differ."""
@@ -56,6 +64,16 @@ def claim_life_s(settings: Settings) -> float:
     """How long a claim keeps other receives from sending: until the invocation that made it has surely
     ended (the receiver's timeout, or the extender's for an admission pass's claim), with `CLOCK_SLACK_S`."""
     return max(settings.receiver_timeout_s, EXTENDER_TIMEOUT_S) + CLOCK_SLACK_S
+
+
+def kept_s(settings: Settings, sent_at: float | None, *, now: float) -> float:
+    """How long past `now` a DEAD_LETTERING record must outlast the closed leases' TTL: as long as its message
+    may still be on its queue (sent at `sent_at`, kept the queue's retention; the whole retention when
+    unknown). A record gone while its message waits for a send that keeps failing would let the next
+    receive begin a new attempt with no history, after its attempts were used up."""
+    if sent_at is None:
+        return float(settings.queue_retention_s)
+    return max(0.0, sent_at + settings.queue_retention_s - now)
 
 
 def may_send(lease: Lease, claimant: str, *, now: float, life_s: float) -> bool:
