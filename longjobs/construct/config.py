@@ -22,8 +22,10 @@ from pydantic_core import ErrorDetails
 from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
 from longjobs.engine.jobs.types import MAX_WAIT_S
+from longjobs.engine.policies import hold_limit
 from longjobs.engine.policies.remaining_time import MAX_BUFFER_S, lost_run_need_s
 from longjobs.engine.settings import (
+    EXTENDER_TIMEOUT_S,
     FIFO_BATCH_SIZE,
     MAX_BATCH_SIZE,
     MERGED_SETTINGS,
@@ -377,7 +379,8 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
         if minutes * 60 > renewal_s:
             raise ConfigError(
                 f"invalid job type {job_type.name!r}: {_timeout_field(job_type)}={minutes} ({minutes * 60} s) is "
-                f"longer than renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs"
+                f"longer than renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs; "
+                f"{_renewal_fix(_timeout_field(job_type), config.engine)}"
             )
         _check_glue_concurrency(config.infra, job_type)
     check_admission(config, catalog)
@@ -413,7 +416,6 @@ def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
     """A limited type's message may be admitted in place after waiting hidden on its receive for up to
     `longest_wait_s` (twice the horizon and a period): its run must still end before that receive's 12 h."""
     from longjobs.engine.admission.readings import longest_wait_s
-    from longjobs.engine.policies import hold_limit
 
     engine = config.engine
     left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)
@@ -472,11 +474,37 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
                 f"invalid CDK context: with the queue's VT (queue_visibility_timeout_s={vt}), "
                 + str(exc).removeprefix("invalid settings: ")
             ) from None
+    _check_extender_window(engine)
     run_s = infra.glue_timeout_minutes * 60
     renewal_s = engine.renew_until(0.0)
     if run_s > renewal_s:
         raise ConfigError(
             f"invalid CDK context: glue_timeout_minutes={infra.glue_timeout_minutes} ({run_s} s) is longer than "
             f"renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h less cap_safety_s), so a long run's "
-            "message would come back while it runs; lower glue_timeout_minutes or raise max_renewal_s"
+            f"message would come back while it runs; {_renewal_fix('glue_timeout_minutes', engine)}"
+        )
+
+
+def _renewal_fix(field: str, engine: Settings) -> str:
+    """What to change when a run's timeout `field` outlasts renewal: the longest timeout that fits, and
+    raising max_renewal_s only when that would lengthen renewal (below SQS's 12 h less cap_safety_s)."""
+    renewal_s = engine.renew_until(0.0)
+    fix = f"lower {field} to {int(renewal_s // 60)} or less"
+    if engine.effective_max_renewal_s < hold_limit(0.0, engine.cap_safety_s):
+        fix += ", or raise max_renewal_s"
+    return fix
+
+
+def _check_extender_window(engine: Settings) -> None:
+    """An extender invocation runs until its period ends or its timeout less `invocation_margin_s` does. A
+    margin that leaves less than the period ends every invocation early: the sub-minute policies' ticks stop
+    before the next scheduled run, and reconciliation and admission, which begin nothing past the deadline,
+    get little time or none."""
+    window_s = EXTENDER_TIMEOUT_S - engine.invocation_margin_s
+    if window_s < engine.extender_period_s:
+        raise ConfigError(
+            f"invalid CDK context: invocation_margin_s={engine.invocation_margin_s:g} leaves the extender less than "
+            f"its {engine.extender_period_s:g} s period: an invocation stops at its {EXTENDER_TIMEOUT_S:g} s timeout "
+            "less the margin, so renewal ticks, reconciliation and admission would stop before the next run; set "
+            f"invocation_margin_s to {EXTENDER_TIMEOUT_S - engine.extender_period_s:g} or less"
         )

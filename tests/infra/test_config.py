@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import aws_cdk as cdk
@@ -120,6 +121,19 @@ def test_config_refuses_a_retention_whose_margin_a_failed_receive_outlasts() -> 
     )
 
 
+def test_config_smallest_retention_is_the_one_deploy_md_names() -> None:
+    """deploy.md's settings table gives the smallest `queue_retention_s` of the default stack: the margin before
+    a waiting message's resend must outlast max_renewal_s (12 h by default) as well as a failed receive."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `max_refused_starts`"))
+    documented = re.search(r"\((\d+) s by default\)", row)
+    assert documented is not None, "the row names the smallest retention"
+    smallest = int(documented[1])
+    assert load_config({"queue_retention_s": str(smallest)}).engine.queue_retention_s == smallest
+    with pytest.raises(ConfigError, match=rf"smallest queue_retention_s: {smallest}"):
+        load_config({"queue_retention_s": str(smallest - 1)})
+
+
 @pytest.mark.parametrize(
     "context",
     [
@@ -174,6 +188,28 @@ def test_config_refuses_a_glue_run_longer_than_renewal_lasts() -> None:
     with pytest.raises(ConfigError, match="glue_timeout_minutes=720"):
         load_config({"glue_timeout_minutes": "720"})  # past 12 h less the cap safety
     assert load_config({"glue_timeout_minutes": "719"}).infra.glue_timeout_minutes == 719
+
+
+def test_config_glue_run_past_twelve_hours_names_the_longest_timeout_not_max_renewal() -> None:
+    """At its default max_renewal_s (12 h) renewal is bounded by SQS's 12 h less cap_safety_s, so raising
+    max_renewal_s cannot help: the message names the longest timeout that fits instead."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"glue_timeout_minutes": "720"})
+    assert "lower glue_timeout_minutes to 719 or less" in str(caught.value)
+    assert "raise max_renewal_s" not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"lower glue_timeout_minutes to 60 or less, or raise max_renewal_s"):
+        load_config({"max_renewal_s": "3600"})
+
+
+def test_config_refuses_an_invocation_margin_that_cuts_the_extenders_period_short() -> None:
+    """The extender runs for its period, within a 90 s timeout less invocation_margin_s. A larger margin ends
+    every invocation early: sub-minute ticks stop before the next run, and reconciliation and admission,
+    which begin nothing past that deadline, never run."""
+    with pytest.raises(ConfigError, match=r"invocation_margin_s=100 leaves the extender less than its 60 s period"):
+        load_config({"invocation_margin_s": "100"})
+    with pytest.raises(ConfigError, match=r"invocation_margin_s=31"):
+        load_config({"invocation_margin_s": "31"})
+    assert load_config({"invocation_margin_s": "30"}).engine.invocation_margin_s == 30
 
 
 def test_config_refuses_an_emr_serverless_run_longer_than_renewal_lasts() -> None:
