@@ -10,7 +10,7 @@ from constructs import Construct
 from longjobs.construct.config import StackConfig
 from longjobs.construct.constants import APP_NAME
 from longjobs.construct.processor import LongJobProcessor
-from longjobs.engine.jobs import JobCatalog
+from longjobs.engine.jobs import JobCatalog, JobTypeError
 
 PROCESSOR_ID = "Default"
 """The processor's id in the stack. CDK leaves a `Default` id out of logical ids, so each resource's logical
@@ -32,6 +32,7 @@ class LongJobsStack(cdk.Stack):
         self, scope: Construct, construct_id: str, *, config: StackConfig, catalog: JobCatalog, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        check_output_ids(catalog)
         dashboard_name = f"{APP_NAME}-{config.infra.stage}"
         self.processor = processor = LongJobProcessor(
             self,
@@ -64,10 +65,35 @@ class LongJobsStack(cdk.Stack):
         for job_type, job in processor.glue_jobs.items():
             cdk.CfnOutput(
                 self,
-                f"GlueJob{job_type.replace('-', '').replace('_', '')}",
+                glue_output_id(job_type),
                 value=job.job_name,
                 description=f"The Glue job of the {job_type} job type",
             )
+
+
+def glue_output_id(job_type: str) -> str:
+    """The output naming a Glue type's job: `GlueJob` and the type's name without '-' and '_', case kept."""
+    return f"GlueJob{job_type.replace('-', '').replace('_', '')}"
+
+
+def check_output_ids(catalog: JobCatalog) -> None:
+    """Refuse two Glue types whose outputs would share an id (`wordcount`, `word_count`). The catalog's own id
+    check compares the construct's CamelCase ids, which differ for them; CDK would stop on the second output
+    with a traceback that names no type."""
+    owners: dict[str, str] = {}
+    problems = []
+    for job_type in catalog:
+        if job_type.runner != "pyspark" or job_type.platform != "glue":
+            continue
+        output = glue_output_id(job_type.name)
+        first = owners.setdefault(output, job_type.name)
+        if first != job_type.name:
+            problems.append(
+                f"{first!r} and {job_type.name!r} would both give the stack the output {output!r} (a Glue type's "
+                "output is GlueJob and its name without '-' and '_'): rename one of them"
+            )
+    if problems:
+        raise JobTypeError("invalid job types: " + "; ".join(problems))
 
 
 def _engine_values(config: StackConfig) -> dict[str, Any]:

@@ -240,6 +240,21 @@ def test_bundled_app_synth_fails_naming_a_bad_declaration(tmp_path: Path) -> Non
     assert "jobs.json: invalid job types: job_types[0] 'Bad Name': name: String should match pattern" in message
 
 
+def test_bundled_app_synth_fails_naming_two_types_that_would_share_an_output(tmp_path: Path) -> None:
+    """The bundled stack names each Glue type's output `GlueJob` and its name without '-' and '_', case kept.
+    `wordcount` and `word_count` pass the catalog's id check (`Wordcount`, `WordCount`) but share the output
+    `GlueJobwordcount`: synth names both types instead of stopping in CDK with a traceback."""
+    entry = str(Path(__file__).parents[2] / "jobs" / "wordcount.py") + ":run"
+    declared = [{"name": name, "runner": "pyspark", "entry": entry} for name in ("wordcount", "word_count")]
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps({"job_types": declared}))
+    with pytest.raises(SystemExit) as caught:
+        app_main(cdk.App(context={"jobs_file": str(jobs_file)}, outdir=str(tmp_path / "out")))
+    message = str(caught.value.code)
+    assert "'wordcount' and 'word_count' would both give the stack the output 'GlueJobwordcount'" in message
+    assert "rename one of them" in message
+
+
 def test_user_app_job_importing_a_module_that_would_not_ship_fails_synth_naming_it(tmp_path: Path) -> None:
     """The entry file ships alone: its `import helpers` would fail on Glue, at run time, with the
     processor retrying a job that can never succeed. Synth refuses it instead, naming the file, the
