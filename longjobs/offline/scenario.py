@@ -24,6 +24,7 @@ once, each with its place (`jobs[2].seconds: ...`, `job_types[0] 'wordcount': en
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 from collections.abc import Mapping
 from functools import cache
@@ -44,7 +45,7 @@ from pydantic import (
 
 from longjobs.engine.delivery.models import BadInput, parse_message
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
-from longjobs.engine.settings import FIFO_BATCH_SIZE, SQS_MAX_VISIBILITY_S, Settings
+from longjobs.engine.settings import FIFO_BATCH_SIZE, MERGED_SETTINGS, SQS_MAX_VISIBILITY_S, Settings
 from longjobs.offline.resources import RUNTIME_SETTINGS
 
 FinalState = Literal["deleted", "dlq", "queued"]
@@ -499,8 +500,12 @@ def parse_scenario(data: Any) -> Scenario:
     for key in settings_values:
         if key in RUNTIME_SETTINGS:
             problems.append(f"settings.{key}: set by the offline runtime from the resources it creates")
+        elif key in MERGED_SETTINGS:
+            merged = MERGED_SETTINGS[key]
+            problems.append(f"settings.{key}: unknown setting: merged into {merged}, set {merged}")
         elif key not in Settings.model_fields:
-            problems.append(f"settings.{key}: unknown setting")
+            nearest = difflib.get_close_matches(key, list(Settings.model_fields), n=1)
+            problems.append(f"settings.{key}: unknown setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
     settings_known = not problems
     catalog, catalog_problems = _catalog_problems(data.get("job_types", []))
     problems += catalog_problems

@@ -91,6 +91,15 @@ def test_scenario_parser_names_unknown_keys_at_every_level() -> None:
     assert "timeout: unknown key" in text
 
 
+def test_scenario_parser_names_the_setting_meant_by_a_misspelt_or_merged_one() -> None:
+    """A scenario's unknown setting gets the hint `cdk synth` and `serve --settings` give: the nearest name,
+    or the setting a retired name was merged into, so the fix is in the message."""
+    text = problems({"settings": {"shard": 2, "max_receive_count": 3}, "jobs": [{"id": "a", "raw_body": "x"}]})
+
+    assert "settings.shard: unknown setting (did you mean shards?)" in text
+    assert "settings.max_receive_count: unknown setting: merged into max_attempts, set max_attempts" in text
+
+
 def test_scenario_parser_refuses_settings_the_runtime_owns() -> None:
     settings = {"queue_url": "https://example", "waiting_queues": '{"wait": "https://example"}'}
     text = problems({"settings": settings, "jobs": [{"id": "a", "raw_body": "x"}]})
