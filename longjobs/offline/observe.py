@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,10 @@ JOB_ENDED_EVENTS = frozenset(
 )
 """History events after which an execution no longer runs its job (the workflow's job is one Parallel)."""
 JOB_SUCCEEDED_EVENT = "ParallelStateSucceeded"
+ABORTED_EVENT = "ExecutionAborted"
+"""A stopped execution's end. Step Functions ends a state the stop interrupts with its `...StateAborted`
+event; moto's interpreter writes `ParallelStateSucceeded` there instead, then this event. A job step so
+"succeeded" was stopped, and its workflow never went on to its success path."""
 REREAD = 100
 """Stream records read again on each poll (see `Observer.poll`)."""
 ORPHANS_KEPT = 1_000
@@ -146,6 +150,21 @@ class Track:
     def rank(self, message_id: str) -> int:
         """Place of `message_id` in `message_ids` (a later copy outranks the message it was parked from)."""
         return self.message_ids.index(message_id) if message_id in self.message_ids else -1
+
+
+def job_step(history: Iterable[Mapping[str, Any]]) -> tuple[float | None, float | None, bool]:
+    """From an execution's history events: when it entered its job step, when it left it, and whether the
+    step succeeded and the workflow went on (None where it never got there)."""
+    entered: float | None = None
+    events = iter(history)
+    for event in events:
+        name = event.get("stateEnteredEventDetails", {}).get("name")
+        if name == JOB_STATE and entered is None:
+            entered = event["timestamp"].timestamp()
+        elif event["type"] in JOB_ENDED_EVENTS:
+            succeeded = event["type"] == JOB_SUCCEEDED_EVENT and next(events, {}).get("type") != ABORTED_EVENT
+            return entered, event["timestamp"].timestamp(), succeeded
+    return entered, None, False
 
 
 class Observer:
@@ -480,16 +499,8 @@ class Observer:
     def job_steps(self, execution_arn: str) -> tuple[float | None, float | None, bool]:
         """When the execution entered its job step and left it, and whether the step succeeded, from its
         history (None where it never got there)."""
-        entered: float | None = None
         pages = self.stepfunctions.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
-        for page in pages:
-            for event in page["events"]:
-                name = event.get("stateEnteredEventDetails", {}).get("name")
-                if name == JOB_STATE and entered is None:
-                    entered = event["timestamp"].timestamp()
-                elif event["type"] in JOB_ENDED_EVENTS:
-                    return entered, event["timestamp"].timestamp(), event["type"] == JOB_SUCCEEDED_EVENT
-        return entered, None, False
+        return job_step(event for page in pages for event in page["events"])
 
     def collect_executions(self, *, job_spans: bool = False) -> None:
         """Every execution of each message, for the report and the timeline; with `job_spans`, when each
