@@ -452,7 +452,11 @@ def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None
     """Why the receiver would dead-letter the message of a job expected to run, or None (also while the
     settings or job types are themselves invalid). Such a run would end with the job in the DLQ and blame
     the processor; a job meant to be refused says `expect: dlq`."""
-    if settings is None or catalog is None or not isinstance(job, GenericJob) or job.expected != "deleted":
+    if settings is None or catalog is None or job.expected != "deleted":
+        return None
+    if isinstance(job, WaitJob):
+        return _outlasts_renewal(job, settings)
+    if not isinstance(job, GenericJob):
         return None
     if job.type not in catalog:
         return None  # reported as an unknown type
@@ -462,6 +466,19 @@ def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None
     except BadInput as exc:
         return f'the receiver would send its message to the DLQ ({exc}); fix it, or give "expect": "dlq"'
     return None
+
+
+def _outlasts_renewal(job: WaitJob, settings: Settings) -> str | None:
+    """Why a wait job expected to succeed never can: it runs longer than renewal lasts, so each attempt is
+    stopped at `max_renewal_s` and the message goes to the DLQ once its attempts are used up."""
+    renewal_s = settings.renew_until(0.0)
+    if job.seconds <= renewal_s:
+        return None
+    return (
+        f"{job.seconds} s is longer than renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h less "
+        "cap_safety_s): each attempt would be stopped there and the job sent to the DLQ; lower seconds, raise "
+        'max_renewal_s, or give "expect": "dlq"'
+    )
 
 
 def _model_for(job: Mapping[str, Any]) -> type[_Strict]:
@@ -547,7 +564,8 @@ def parse_scenario(data: Any) -> Scenario:
                 problems += _describe(exc, prefix=("jobs", index))
                 continue
             if (refused := _refused(typed_jobs[-1], settings, catalog)) is not None:
-                problems.append(f"jobs[{index}].params: {refused}")
+                place = "seconds" if isinstance(typed_jobs[-1], WaitJob) else "params"
+                problems.append(f"jobs[{index}].{place}: {refused}")
     if problems:
         raise ScenarioError("invalid scenario: " + "; ".join(problems))
     try:

@@ -470,3 +470,16 @@ def test_scenario_refuses_a_type_that_is_not_a_name_and_a_day_not_of_the_calenda
     assert problems({"jobs": [{"id": "s", "type": "spark", "events": 10, "date": "2026-02-30"}]}) == (
         "invalid scenario: jobs[0].date: '2026-02-30' is not a day of the calendar"
     )
+
+
+def test_scenario_parser_refuses_a_wait_job_longer_than_renewal_lasts() -> None:
+    """Renewal stops at max_renewal_s: each attempt of a longer wait is stopped there, so the job ends in the
+    DLQ, and a run expecting it deleted would blame the processor. A job meant to be capped says so."""
+    too_long = {"id": "long", "type": "wait", "seconds": 25}
+    text = problems({"settings": {"max_renewal_s": 8}, "jobs": [too_long]})
+
+    assert "jobs[0].seconds: 25 s is longer than renewal lasts (8 s" in text
+    assert 'give "expect": "dlq"' in text
+    capped = parse_scenario({"settings": {"max_renewal_s": 8}, "jobs": [{**too_long, "expect": "dlq"}]})
+    assert capped.jobs[0].expected == "dlq"
+    assert parse_scenario({"settings": {"max_renewal_s": 30}, "jobs": [too_long]}).jobs[0].expected == "deleted"
