@@ -112,6 +112,12 @@ class LongJobProcessor(Construct):
         if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
             raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
         settings = config.infra
+        if config.engine.fifo and (limited := [t.name for t in self.catalog.limited()]):
+            cdk.Annotations.of(self).add_warning_v2(
+                "longjobs:fifo-max-concurrency",
+                f"job types {', '.join(limited)} declare max_concurrency, which a FIFO queue does not enforce: "
+                "a message group runs one job at a time, so bound how many run at once with groups (docs/fifo.md)",
+            )
         # A Glue type runs at most its Glue job's max concurrent runs at once (Glue refuses more): that is
         # its limit unless it declares one, so its backlog waits in SQS, not in Glue's queue. (An EMR
         # Serverless application queues runs past its capacity instead: no limit unless declared.)

@@ -15,7 +15,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from app import main as app_main
 from longjobs.construct import LongJobProcessor
@@ -218,6 +218,35 @@ def test_processor_checks_itself_with_cdk_nag(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(RuntimeError, match="AwsSolutions-SQS3") as caught:
         app.synth()
     assert str(caught.value).count("AwsSolutions-SQS3") == 1, "only the queue in the processor's scope"
+
+
+@pytest.mark.parametrize("fifo", [True, False])
+def test_processor_warns_that_fifo_leaves_a_declared_limit_unenforced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fifo: bool
+) -> None:
+    """A FIFO queue has no admission (docs/fifo.md): a declared `max_concurrency` would be dropped in silence.
+    `cdk synth` prints the warning; a standard queue enforces the limit and gets none."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "S")
+    schema = {
+        "type": "object",
+        "required": ["seconds"],
+        "properties": {"seconds": {"type": "integer", "minimum": 0, "maximum": 60}},
+    }
+    limited = {"name": "slow", "runner": "wait", "max_concurrency": 2, "params_schema": schema}
+    LongJobProcessor(stack, "Jobs", job_types=[limited], engine={"fifo": fifo}, infra={"s3_notifications": False})
+
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("max_concurrency"))
+
+    assert [w.entry.data for w in warnings] == (
+        [
+            "job types slow declare max_concurrency, which a FIFO queue does not enforce: a message group runs one "
+            "job at a time, so bound how many run at once with groups (docs/fifo.md) "
+            "[ack: longjobs:fifo-max-concurrency]"
+        ]
+        if fifo
+        else []
+    )
 
 
 def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
