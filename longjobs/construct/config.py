@@ -11,6 +11,7 @@ context key and the value it got.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -415,17 +416,19 @@ def _timeout_field(job_type: JobType) -> str:
 def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
     """A limited type's message may be admitted in place after waiting hidden on its receive for up to
     `longest_wait_s` (twice the horizon and a period): its run must still end before that receive's 12 h."""
-    from longjobs.engine.admission.readings import longest_wait_s
+    from longjobs.engine.admission.readings import WAIT_HORIZONS, longest_wait_s
 
     engine = config.engine
-    left_s = hold_limit(0.0, engine.cap_safety_s) - longest_wait_s(engine)
+    hold_s = hold_limit(0.0, engine.cap_safety_s)
     for job_type in catalog.limited():
-        minutes = config.infra.run_timeout_minutes(job_type) or 0
-        if minutes * 60 > left_s:
+        run_s = (config.infra.run_timeout_minutes(job_type) or 0) * 60
+        if longest_wait_s(engine) + run_s > hold_s:
+            largest = math.floor((hold_s - engine.extender_period_s - run_s) / WAIT_HORIZONS)
+            its_run = f", and its run may take {run_s} s" if run_s else ""
             raise ConfigError(
                 f"invalid CDK context: admission_horizon_s={engine.admission_horizon_s}: a {job_type.name!r} message "
-                f"may wait hidden {longest_wait_s(engine):g} s on its receive before it runs, and its run may take "
-                f"{minutes * 60} s: more than SQS's 12 h leaves ({left_s:g} s); lower admission_horizon_s"
+                f"may wait hidden {longest_wait_s(engine):g} s on its receive before it runs{its_run}: more than "
+                f"SQS's 12 h hold allows ({hold_s:g} s); lower admission_horizon_s to {largest} or less"
             )
 
 

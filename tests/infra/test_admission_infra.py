@@ -169,8 +169,21 @@ def test_admission_stack_without_limited_types_keeps_a_waiting_queue_per_type(
 
 def test_admission_horizon_that_leaves_a_limited_run_too_little_of_12_h_is_refused() -> None:
     stack = cdk.Stack(cdk.App(), "TooLong")
-    with pytest.raises(ConfigError, match=r"admission_horizon_s=21600.*lower admission_horizon_s"):
+    with pytest.raises(ConfigError, match=r"admission_horizon_s=21600.*lower admission_horizon_s to \d+ or less"):
         LongJobProcessor(stack, "Jobs", engine={"admission_horizon_s": 6 * 3_600}, nag=False)
+
+
+def test_admission_horizon_refused_for_a_limited_wait_type_names_the_largest_that_fits() -> None:
+    """A wait type runs no job of its own: the wait on the receive alone (twice the horizon and a period)
+    must fit in SQS's 12 h less cap_safety_s, so 21540 s is the largest horizon, not the setting's 21600."""
+    alone = {"job_types": [LIMITED], "include_builtin_job_types": False, "s3_triggers": [], "nag": False}
+    engine = {"admission_horizon_s": 6 * 3_600}
+    with pytest.raises(ConfigError) as caught:
+        LongJobProcessor(cdk.Stack(cdk.App(), "Wait"), "Jobs", engine=engine, **alone)
+    assert "lower admission_horizon_s to 21540 or less" in str(caught.value)
+    assert "its run may take" not in str(caught.value), "a wait type's run is no run of its own"
+    engine = {"admission_horizon_s": 21_540}
+    LongJobProcessor(cdk.Stack(cdk.App(), "Fits"), "Jobs", engine=engine, **alone)
 
 
 def _waiting_queue_ids(tmp_path_factory: pytest.TempPathFactory, job_types: list[dict[str, Any]]) -> dict[str, str]:
