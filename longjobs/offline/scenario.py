@@ -452,11 +452,11 @@ def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None
     """Why the receiver would dead-letter the message of a job expected to run, or None (also while the
     settings or job types are themselves invalid). Such a run would end with the job in the DLQ and blame
     the processor; a job meant to be refused says `expect: dlq`."""
-    if settings is None or catalog is None or job.expected != "deleted":
+    if settings is None or catalog is None:
         return None
     if isinstance(job, WaitJob):
-        return _outlasts_renewal(job, settings)
-    if not isinstance(job, GenericJob):
+        return _outlasts_renewal(job, settings) if job.expected == "deleted" else None
+    if not isinstance(job, GenericJob) or job.expected != "deleted":
         return None
     if job.type not in catalog:
         return None  # reported as an unknown type
