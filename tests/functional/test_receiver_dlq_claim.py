@@ -24,6 +24,7 @@ from longjobs.engine.delivery.dlq_claim import claim_life_s
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
+from longjobs.engine.receiver import service
 from longjobs.engine.receiver.service import receive
 from tests.functional.conftest import TABLE, Flow, OffsetClock, running_flow
 from tests.functional.test_cancel_cut_short import Died, Hooked, throttled
@@ -250,8 +251,8 @@ def test_receiver_dlq_claim_landed_unanswered_sends_once(flow: Flow, monkeypatch
 
 
 def test_receiver_dlq_claim_inline_job_whose_send_failed_is_sent_by_its_next_receive() -> None:
-    """An inline job's last receive claims its send and fails to send; its next receive runs the job again,
-    finds the record there, and sends the one copy."""
+    """An inline job's last receive claims its send and fails to send; its next receive finds the record
+    there, and sends the one copy."""
     with running_flow(max_attempts=1) as inline_flow:
         message_id = inline_flow.harness.send('{"job_id": "boom", "type": "echo", "params": {"fail": true}}')
         [delivery] = inline_flow.receive_batch()
@@ -266,6 +267,38 @@ def test_receiver_dlq_claim_inline_job_whose_send_failed_is_sent_by_its_next_rec
         assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
         [copy] = dlq_copies(inline_flow, message_id)
         assert "echo job boom was asked to fail" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
+
+
+def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inline job's last receive claims its DLQ send (DEAD_LETTERING) and the send fails: the record is
+    reported failed and SQS hands the message out again ("you might receive a message more than once",
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html).
+    Its attempts are used up: that receive sends the claimed copy, and does not run the job a time more. Had
+    it run and succeeded, the message would be deleted as done while its record said it was on its way to
+    the DLQ, and `longjobs cancel` would call it dead-lettered."""
+    runs: list[str] = []
+
+    def flaky(job: Any) -> None:
+        runs.append(job.job_id)
+        if len(runs) == 1:
+            raise service.InlineJobFailed("echo job flaky failed once")
+
+    monkeypatch.setattr(service, "run_inline", flaky)
+    with running_flow(max_attempts=1) as inline_flow:
+        message_id = inline_flow.harness.send('{"job_id": "flaky", "type": "echo", "params": {}}')
+        [delivery] = inline_flow.receive_batch()
+
+        def refuse() -> None:
+            raise throttled("SendMessage")
+
+        with pytest.raises(ClientError):
+            receive(replace(inline_flow.receiver, sqs=Hooked(inline_flow.sqs, "send_message", refuse)), delivery)
+
+        assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
+        assert runs == ["flaky"], "run once: its one attempt was used up"
+        [copy] = dlq_copies(inline_flow, message_id)
+        assert "echo job flaky failed once" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
+        assert inline_flow.lease(message_id).status is LeaseStatus.REJECTED
 
 
 def test_receiver_dlq_claim_outliving_its_message_is_taken_over(flow: Flow) -> None:

@@ -236,3 +236,70 @@ def test_message_size_a_dlq_copy_leaves_out_its_attempts_before_its_reason() -> 
     assert attributes["ErrorMessage"]["StringValue"] == "JobFailed: boom", "the reason whole"
     assert set(attributes) == set(without_attempts)
     assert message_bytes(exact.body, attributes) == MESSAGE_MAX_BYTES
+
+
+def test_message_size_a_parked_claimant_whose_dlq_send_failed_is_sent_by_the_next_pass() -> None:
+    """The admission pass claims the DLQ send of a claimant whose attempts outgrew its copy (its record
+    DEAD_LETTERING, `dlq_claim`), and the send fails: the claim is given up. The claimant's copy sits in a
+    waiting queue that no receive reads while the type is full, a margin before SQS deletes it ("Amazon SQS
+    automatically deletes messages that have been in a queue for more than the maximum message retention
+    period", SetQueueAttributes `MessageRetentionPeriod`). So no receive comes to take the claim over, and
+    the marker's stored message is the one copy of the job that will be left: the next pass sends it."""
+    b = bench(limit=1, max_attempts=30)
+    first, _ = full_with_one_waiting_in_flight(b)
+    body = json.dumps({"job_id": "X", "type": "wait", "params": {"seconds": 60}})
+    payload = _largest_payload_parked(body)
+    x = str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=payload)["MessageId"])
+    assert b.deliver_jobs_queue()[x] is Outcome.PARKED
+    [x_copy] = b.waiting_ids()
+    b.finish(first)
+    b.clock.advance(5)
+    _unpark_only(b, x_copy)
+    claimant = b.receiver.store.get(x_copy)
+    assert claimant is not None and claimant.execution_arn is not None
+    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[claimant.execution_arn], "FAILED")
+    released = release(
+        claimant, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=LastError("JobFailed")
+    )
+    assert released is not None
+    earlier = tuple(
+        Attempt(n, f"{x_copy}-{n}", "RELEASED", LastError("States.TaskFailed", "short"), START + n)
+        for n in range(1, 15)
+    )
+    grown = replace(released, history=earlier, receive_count=released.receive_count + 1, version=released.version + 1)
+    assert b.receiver.store.create(grown, replacing=released)
+    sqs = b.receiver.sqs
+    b.receiver.sqs = _RefusesDlqOnce(sqs, b.dlq_url)  # type: ignore[assignment]
+
+    b.advance_to(START + 2 + KEEP_S + 1)
+    with pytest.raises(ClientError):
+        refresh_parked(b.receiver, "wait")  # the send refused: the claim given up
+    given_up = b.receiver.store.get(x_copy)
+    assert given_up is not None and given_up.status is LeaseStatus.DEAD_LETTERING and given_up.claimed_at is None
+
+    for _ in range(3):
+        b.clock.advance(60)
+        refresh_parked(b.receiver, "wait")  # before: the DEAD_LETTERING claimant took the marker out of the line
+
+    [copy] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
+    assert copy["Body"] == body
+    assert copy["MessageAttributes"]["ErrorType"]["StringValue"] == "RetentionRunningOut"
+    closed = b.receiver.store.get(x_copy)
+    assert closed is not None and closed.status is LeaseStatus.REJECTED and closed.copy_id == copy["MessageId"]
+
+
+class _RefusesDlqOnce:
+    """SQS refusing the first send to the DLQ (a throttle past botocore's retries); other calls go through."""
+
+    def __init__(self, sqs: Any, dlq_url: str) -> None:
+        self._sqs, self._dlq_url = sqs, dlq_url
+        self.refused = 0
+
+    def send_message(self, **request: Any) -> Any:
+        if request["QueueUrl"] == self._dlq_url and not self.refused:
+            self.refused += 1
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "refused"}}, "SendMessage")
+        return self._sqs.send_message(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)

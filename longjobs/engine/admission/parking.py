@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.admission.readings import longest_wait_s
+from longjobs.engine.delivery import dlq_claim
 from longjobs.engine.delivery.attempt import closed_record, same_write
 from longjobs.engine.delivery.copies import CLAIM_STALE_S, claimant_state, message_to_send, send_parked
 from longjobs.engine.delivery.dlq import RETENTION_RUNNING_OUT
@@ -121,6 +122,8 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
         keep_s = settings.queue_retention_s - settings.retention_margin_s
         store.markers.move_in_parked_line(marker, sent_at=(marker.claimed_at or now) + CLAIM_STALE_S - keep_s)
         return False
+    if claimant is not None and claimant.status is LeaseStatus.DEAD_LETTERING:
+        return _send_claimant_dead_letter(receiver, queue_url, marker, claimant)
     if state == "unknown" or (claimant is not None and claimant.status in (*COPIED_STATUSES, *DONE_STATUSES)):
         store.markers.move_in_parked_line(marker, sent_at=None)
         return False
@@ -165,16 +168,12 @@ def _copy_would_fit(marker: Lease, history: Sequence[Attempt]) -> bool:
     return copy_fits(body, attributes, history)
 
 
-def _dead_letter_claimant(
-    receiver: Receiver, queue_url: str, marker: Lease, claimant: Lease, history: Sequence[Attempt]
-) -> None:
-    """A claimant whose attempts no longer fit in a copy beside its message (checked when it was first
-    parked, with the attempts it had then): to the DLQ from the marker's stored message, with the reason,
-    its lease closed REJECTED; the marker leaves the line. Parked again, its copy would be refused and SQS
-    would delete the claimant at its retention while its type stays full: lost."""
+def _claimant_delivery(queue_url: str, marker: Lease, claimant: Lease) -> Delivery:
+    """The claimant as a delivery to send to the DLQ, from the marker's stored message: the claimant's copy
+    itself may never be received again (its type full) before SQS deletes it."""
     body, attributes, original_id = message_to_send(marker.parked_message or "")
     carried = {ADMISSION_ATTRIBUTE: {"DataType": "String", "StringValue": Carried(original_id=original_id).encode()}}
-    delivery = Delivery(
+    return Delivery(
         message_id=claimant.message_id,
         receipt_handle=claimant.receipt_handle,
         body=body,
@@ -183,6 +182,43 @@ def _dead_letter_claimant(
         message_attributes={**attributes, **carried},
         queue_url=queue_url,
     )
+
+
+def _send_claimant_dead_letter(receiver: Receiver, queue_url: str, marker: Lease, claimant: Lease) -> bool:
+    """A claimant whose DLQ send was claimed and no copy noted (DEAD_LETTERING, `dlq_claim`): its claimant
+    (this pass's or a receive's) gave the claim up after a failed send, or died. Its copy waits in a waiting
+    queue that no receive reads while the type is full, and SQS deletes it a margin from now: no receive
+    may come to take the claim over. So the claim is taken over here once it is no longer live, as a receive
+    would (or at once when it would outlive the claimant's copy), and the message is sent from the marker's
+    stored message; the marker then leaves the line. A live claim is looked at again once it has lapsed. A
+    send that fails raises: the marker stays due, and the next pass sends. Never True: the copy sent goes
+    to the DLQ, not to the waiting queue."""
+    settings, now = receiver.settings, receiver.clock.now()
+    delivery = _claimant_delivery(queue_url, marker, claimant)
+    name, life_s = delivery.claimant(receiver.rng), dlq_claim.claim_life_s(settings)
+    live = not dlq_claim.may_send(claimant, name, now=now, life_s=life_s)
+    retention_s = settings.queue_retention_s
+    if live and not dlq_claim.outlives_message(claimant, marker.copy_sent_at, retention_s=retention_s, life_s=life_s):
+        keep_s = retention_s - settings.retention_margin_s
+        receiver.store.markers.move_in_parked_line(marker, sent_at=(claimant.claimed_at or now) + life_s - keep_s)
+        return False
+    claimed = dlq_claim.claim(receiver.store, claimant, name, now=now)
+    if claimed is None:
+        return False  # the claimant's record changed meanwhile: the next pass looks again
+    send_claimed(receiver, delivery, claimed)
+    logger.warning("parked claimant's DLQ send taken over", extra={"message_id": claimant.message_id})
+    receiver.store.markers.move_in_parked_line(marker, sent_at=None)
+    return False
+
+
+def _dead_letter_claimant(
+    receiver: Receiver, queue_url: str, marker: Lease, claimant: Lease, history: Sequence[Attempt]
+) -> None:
+    """A claimant whose attempts no longer fit in a copy beside its message (checked when it was first
+    parked, with the attempts it had then): to the DLQ from the marker's stored message, with the reason,
+    its lease closed REJECTED; the marker leaves the line. Parked again, its copy would be refused and SQS
+    would delete the claimant at its retention while its type stays full: lost."""
+    delivery = _claimant_delivery(queue_url, marker, claimant)
     reason = f"its copy with {len(history)} attempts would not fit in one SQS message ({MESSAGE_MAX_BYTES} bytes)"
     release_holds(claimant, store=receiver.store, clock=receiver.clock)  # as `dead_letter`: it leaves for good
     record = closed_record(

@@ -138,7 +138,13 @@ def inline(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
     """Run an inline job. A failure fails the record, so SQS delivers it again, until its receives reach
     `max_attempts`: an inline job keeps no lease, so its receives count its attempts. Then it goes to the
     DLQ with the failure (`AttemptsExhausted`), rather than be received until the queue's redrive count, a
-    backstop sized for waits (hundreds of receives)."""
+    backstop sized for waits (hundreds of receives). A receive past its last attempt first reads the record
+    its last receive may have left: a DLQ send claimed (its send failed, or its claimant still sends) or
+    made is carried on there (`dlq_claim`), and the job is not run a time more beside it."""
+    if delivery.receive_count > receiver.settings.max_attempts:
+        record = receiver.store.get(delivery.message_id)
+        if record is not None and record.status in (LeaseStatus.DEAD_LETTERING, LeaseStatus.REJECTED):
+            return decided(receiver, delivery, job)
     try:
         run_inline(job)
     except InlineJobFailed as failed:
