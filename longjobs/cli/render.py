@@ -361,9 +361,12 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING) and lease.claimed_by:
         # The receiver claims its DLQ send on the record first and notes the copy after
         # (`longjobs.engine.delivery.dlq_claim`).
+        sender = lease.claimed_by
+        if lease.status is LeaseStatus.DEAD_LETTERING and lease.claimed_at is None:
+            sender = f"- ({sender} gave it up, its send failed: the next receive of the message sends it)"
         rows += [
             ("DLQ copy", lease.copy_id or "- (not noted yet: its send is claimed, or failed and given up)"),
-            ("sent by", lease.claimed_by),
+            ("sent by", sender),
         ]
     elif lease.status in COPIED_STATUSES or lease.copy_id or lease.claimed_by:
         # A parked message runs from a copy in its type's waiting queue, a requeued one from a delayed copy

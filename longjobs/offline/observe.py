@@ -427,9 +427,13 @@ class Observer:
     @staticmethod
     def _deleted_after_success(track: Track) -> bool:
         """Gone from the queue for a good reason: its job succeeded (the lease of its message, or of the
-        copy that ran it), or it was a body the receiver finished inline (no lease is kept for those)."""
-        done = (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING)  # sent, its note lost
-        return track.lease is None or track.lease.status in done
+        copy that ran it), or it was a body the receiver finished inline (no lease is kept for those). A DLQ
+        claim given up (DEAD_LETTERING without `claimed_at`: its send failed, its receive failed the record)
+        deleted nothing: that message is not gone for a good reason."""
+        lease = track.lease
+        if lease is not None and lease.status is LeaseStatus.DEAD_LETTERING:
+            return lease.claimed_at is not None  # claimed: sent, its note lost
+        return lease is None or lease.status in (LeaseStatus.SUCCEEDED, LeaseStatus.REJECTED)
 
     def message_id(self, job_id: str) -> str:
         """The id of the job's message as sent (on the jobs queue)."""

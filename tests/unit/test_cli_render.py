@@ -513,6 +513,20 @@ def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(
     assert "parked copy" not in shown and "run by copy" not in shown
 
 
+def test_cli_lease_view_of_a_given_up_dlq_claim_does_not_name_its_claimant_as_the_sender() -> None:
+    """A DEAD_LETTERING record without `claimed_at` is a claim whose send failed and was given up
+    (`dlq_claim`): that receive sent nothing, and the next receive of the message sends it. The view says so,
+    rather than name the receive that failed as the one that sent the message."""
+    lease = _closed(
+        LeaseStatus.DEAD_LETTERING, last_error=LastError("AttemptsExhausted", "boom"), claimed_by="handle-1#0000beef"
+    )
+
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert "handle-1#0000beef" in shown["sent by"] and "gave it up" in shown["sent by"], shown
+    assert "next receive" in shown["sent by"], shown
+
+
 @pytest.mark.parametrize(
     ("error", "line"),
     [
