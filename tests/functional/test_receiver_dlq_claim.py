@@ -84,13 +84,19 @@ def send_refused(flow: Flow) -> tuple[str, Delivery, Receiver]:
     the SDK's retries): the receive raises, so its record fails. The message, that receive, its receiver."""
     message_id, delivery = failed_once(flow)
     receiver = attempts(flow.receiver, 1)
+    receive_with_dlq_refused(flow, receiver, delivery)
+    return message_id, delivery, receiver
+
+
+def receive_with_dlq_refused(flow: Flow, receiver: Receiver, delivery: Delivery) -> None:
+    """A receive whose DLQ send SQS refuses (throttled past the SDK's retries): the receive raises, so its
+    record fails and SQS hands the message out again."""
 
     def refuse() -> None:
         raise throttled("SendMessage")
 
     with pytest.raises(ClientError):
         receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", refuse)), delivery)
-    return message_id, delivery, receiver
 
 
 def dlq_copies(flow: Flow, message_id: str) -> list[dict[str, Any]]:
@@ -196,12 +202,7 @@ def test_receiver_dlq_claim_record_outlasts_its_message_on_the_queue(flow: Flow,
     message_id, delivery = failed_once(flow)
     sent_at = time.time() - sent_ago_s if sent_ago_s is not None else None
     receiver = attempts(flow.receiver, 1)
-
-    def refuse() -> None:
-        raise throttled("SendMessage")
-
-    with pytest.raises(ClientError):
-        receive(replace(receiver, sqs=Hooked(flow.sqs, "send_message", refuse)), replace(delivery, sent_at=sent_at))
+    receive_with_dlq_refused(flow, receiver, replace(delivery, sent_at=sent_at))
     item = flow.harness.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": message_id}}, ConsistentRead=True)["Item"]
 
     assert item["status"]["S"] == "DEAD_LETTERING"
@@ -256,12 +257,7 @@ def test_receiver_dlq_claim_inline_job_whose_send_failed_is_sent_by_its_next_rec
     with running_flow(max_attempts=1) as inline_flow:
         message_id = inline_flow.harness.send('{"job_id": "boom", "type": "echo", "params": {"fail": true}}')
         [delivery] = inline_flow.receive_batch()
-
-        def refuse() -> None:
-            raise throttled("SendMessage")
-
-        with pytest.raises(ClientError):
-            receive(replace(inline_flow.receiver, sqs=Hooked(inline_flow.sqs, "send_message", refuse)), delivery)
+        receive_with_dlq_refused(inline_flow, inline_flow.receiver, delivery)
         assert inline_flow.dlq_messages() == []
 
         assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
@@ -287,12 +283,7 @@ def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(monk
     with running_flow(max_attempts=1) as inline_flow:
         message_id = inline_flow.harness.send('{"job_id": "flaky", "type": "echo", "params": {}}')
         [delivery] = inline_flow.receive_batch()
-
-        def refuse() -> None:
-            raise throttled("SendMessage")
-
-        with pytest.raises(ClientError):
-            receive(replace(inline_flow.receiver, sqs=Hooked(inline_flow.sqs, "send_message", refuse)), delivery)
+        receive_with_dlq_refused(inline_flow, inline_flow.receiver, delivery)
 
         assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
         assert runs == ["flaky"], "run once: its one attempt was used up"

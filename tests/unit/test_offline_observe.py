@@ -5,35 +5,24 @@ from __future__ import annotations
 
 import pytest
 
-from longjobs.engine.lease import LastError, Lease, LeaseStatus
+from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.offline.observe import Observer, Track
-
-START = 1_000.0
+from tests.unit.test_cli_render import NOW
+from tests.unit.test_cli_render import _closed as closed
 
 
 def _gone(status: LeaseStatus, *, claimed_at: float | None) -> Track:
-    lease = Lease(
-        message_id="m1",
-        queue_url="http://localhost/queue/jobs",
-        receipt_handle="h",
-        receive_count=3,
-        received_at=START,
-        visible_until=START,
-        renew_until=START,
-        status=status,
-        closed_at=START,
-        last_error=LastError("AttemptsExhausted", "boom"),
-        claimed_by="h#0000beef",
-        claimed_at=claimed_at,
+    lease = closed(
+        status, last_error=LastError("AttemptsExhausted", "boom"), claimed_by="h#0000beef", claimed_at=claimed_at
     )
-    return Track(job_id="a", message_id="m1", sent_at=START, lease=lease)
+    return Track(job_id="a", message_id=lease.message_id, sent_at=NOW, lease=lease)
 
 
 @pytest.mark.parametrize(
     ("status", "claimed_at", "deleted"),
     [
-        pytest.param(LeaseStatus.REJECTED, START, True, id="rejected"),
-        pytest.param(LeaseStatus.DEAD_LETTERING, START, True, id="claimed: sent, its note lost"),
+        pytest.param(LeaseStatus.REJECTED, NOW, True, id="rejected"),
+        pytest.param(LeaseStatus.DEAD_LETTERING, NOW, True, id="claimed: sent, its note lost"),
         pytest.param(LeaseStatus.DEAD_LETTERING, None, False, id="given up: never sent"),
     ],
 )
