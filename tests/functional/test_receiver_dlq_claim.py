@@ -292,6 +292,36 @@ def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(monk
         assert inline_flow.lease(message_id).status is LeaseStatus.REJECTED
 
 
+def test_receiver_dlq_claim_inline_job_is_not_run_again_by_a_receiver_with_more_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deploy raises `max_attempts` from 1 to 3 while an inline job's last receive under the old settings
+    claims its DLQ send and fails to send. SQS hands the message out again
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html),
+    now to a receiver of the new settings: its receive count (2) is within their attempts. The record says
+    the message is on its way to the DLQ, so that receive sends it, as it would a long job's, and does not
+    run the job beside it: a run that succeeded would have the message deleted as done while its record
+    still said DEAD_LETTERING."""
+    runs: list[str] = []
+
+    def flaky(job: Any) -> None:
+        runs.append(job.job_id)
+        if len(runs) == 1:
+            raise service.InlineJobFailed("echo job flaky failed once")
+
+    monkeypatch.setattr(service, "run_inline", flaky)
+    with running_flow(max_attempts=1) as inline_flow:
+        message_id = inline_flow.harness.send('{"job_id": "flaky", "type": "echo", "params": {}}')
+        [delivery] = inline_flow.receive_batch()
+        receive_with_dlq_refused(inline_flow, inline_flow.receiver, delivery)
+
+        assert receive(attempts(inline_flow.receiver, 3), again(delivery)) is Outcome.REJECTED
+        assert runs == ["flaky"], "not run beside its claimed DLQ send"
+        [copy] = dlq_copies(inline_flow, message_id)
+        assert "echo job flaky failed once" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
+        assert inline_flow.lease(message_id).status is LeaseStatus.REJECTED
+
+
 def test_receiver_dlq_claim_outliving_its_message_is_taken_over(flow: Flow) -> None:
     """The last attempt's message comes back `RELEASE_SLACK_S` (60 s) before SQS deletes it, and its receive
     claims the send and dies. With a 30 s queue VT the next receive comes while the claim may still live;

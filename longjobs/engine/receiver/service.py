@@ -138,10 +138,12 @@ def inline(receiver: Receiver, delivery: Delivery, job: Job) -> Outcome:
     """Run an inline job. A failure fails the record, so SQS delivers it again, until its receives reach
     `max_attempts`: an inline job keeps no lease, so its receives count its attempts. Then it goes to the
     DLQ with the failure (`AttemptsExhausted`), rather than be received until the queue's redrive count, a
-    backstop sized for waits (hundreds of receives). A receive past its last attempt first reads the record
-    its last receive may have left: a DLQ send claimed (its send failed, or its claimant still sends) or
-    made is carried on there (`dlq_claim`), and the job is not run a time more beside it."""
-    if delivery.receive_count > receiver.settings.max_attempts:
+    backstop sized for waits (hundreds of receives). A receive after the first reads the record an earlier
+    receive may have left: a DLQ send claimed (its send failed, or its claimant still sends) or made is
+    carried on there (`dlq_claim`), and the job is not run a time more beside it. That holds whatever this
+    receiver's `max_attempts`: the receive that claimed the send may have run under a lower one (a deploy
+    that raises it), and a first receive has no earlier receive to have left a record."""
+    if delivery.receive_count > 1:
         record = receiver.store.get(delivery.message_id)
         if record is not None and record.status in (LeaseStatus.DEAD_LETTERING, LeaseStatus.REJECTED):
             return decided(receiver, delivery, job)
