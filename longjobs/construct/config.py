@@ -425,11 +425,30 @@ def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
         if longest_wait_s(engine) + run_s > hold_s:
             largest = math.floor((hold_s - engine.extender_period_s - run_s) / WAIT_HORIZONS)
             its_run = f", and its run may take {run_s} s" if run_s else ""
+            smallest = _smallest_horizon_s(engine)
+            fits = math.floor((hold_s - longest_wait_s(engine)) / 60)  # the run's minutes, with this horizon
+            if largest >= smallest:
+                fix = f"lower admission_horizon_s to {largest} or less"
+            elif fits > 0:  # no horizon the settings take fits beside this run: only a shorter run does
+                fix = f"lower {_timeout_field(job_type)} to {fits} or less"
+            else:
+                shortest = longest_wait_s(engine.model_copy(update={"admission_horizon_s": smallest}))
+                fix = (
+                    f"lower admission_horizon_s to {smallest} and {_timeout_field(job_type)} to "
+                    f"{math.floor((hold_s - shortest) / 60)} or less"
+                )
             raise ConfigError(
                 f"invalid CDK context: admission_horizon_s={engine.admission_horizon_s}: a {job_type.name!r} message "
                 f"may wait hidden {longest_wait_s(engine):g} s on its receive before it runs{its_run}: more than "
-                f"SQS's 12 h hold allows ({hold_s:g} s); lower admission_horizon_s to {largest} or less"
+                f"SQS's 12 h hold allows ({hold_s:g} s); {fix}"
             )
+
+
+def _smallest_horizon_s(engine: Settings) -> int:
+    """The smallest `admission_horizon_s` the settings take: the field's own bound, and no less than
+    `admission_wait_base_s` (a waiting message's shortest delay)."""
+    bounds = [getattr(rule, "ge", 0) for rule in Settings.model_fields["admission_horizon_s"].metadata]
+    return max([*bounds, engine.admission_wait_base_s])
 
 
 def _check_fifo(infra: InfraSettings, engine: Settings) -> None:

@@ -232,6 +232,27 @@ def test_config_refuses_an_emr_serverless_run_longer_than_renewal_lasts() -> Non
     check_job_types(config, load_catalog(job_types=[emr(100)]))
 
 
+def test_config_limited_run_too_long_for_any_admission_horizon_names_its_timeout_instead() -> None:
+    """A limited type's message may wait hidden twice `admission_horizon_s` and a period on its receive, then
+    run, all within SQS's 12 h hold less cap_safety_s. A Glue run of 719 minutes (renewal's longest) leaves
+    less than twice the smallest horizon the settings take (60 s), so no horizon fits: the refusal names the
+    run timeout that fits with the horizon set, never a horizon of 0 or less, which the settings refuse."""
+    from longjobs.construct.config import check_job_types
+
+    def rows(minutes: int) -> dict[str, object]:
+        declared = {"name": "rows", "runner": "pyspark", "entry": "jobs/wordcount.py:run", "max_concurrency": 2}
+        return {**declared, "glue": {"timeout_minutes": minutes}}
+
+    with pytest.raises(ConfigError) as caught:
+        check_job_types(load_config({}), load_catalog(job_types=[rows(719)]))
+    text = str(caught.value)
+    assert "lower admission_horizon_s to" not in text, text
+    assert "lower glue.timeout_minutes to 598 or less" in text, "(43140 s - 2 x 3600 s - 60 s) // 60"
+    check_job_types(load_config({}), load_catalog(job_types=[rows(598)]))
+    with pytest.raises(ConfigError, match=r"lower admission_horizon_s to 240 or less"):
+        check_job_types(load_config({}), load_catalog(job_types=[rows(710)]))
+
+
 def test_config_refuses_a_glue_types_limit_above_its_glue_jobs_concurrent_runs() -> None:
     """A Glue job queues the runs past its `max_concurrent_runs`: executions admitted beyond it would wait in
     Glue's queue until their step timed out, without running. Both the type's own Glue setting and the
