@@ -265,13 +265,16 @@ def test_receiver_dlq_claim_inline_job_whose_send_failed_is_sent_by_its_next_rec
         assert "echo job boom was asked to fail" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
 
 
-def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("attempts_then", [1, 3])
+def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(
+    monkeypatch: pytest.MonkeyPatch, attempts_then: int
+) -> None:
     """An inline job's last receive claims its DLQ send (DEAD_LETTERING) and the send fails: the record is
     reported failed and SQS hands the message out again ("you might receive a message more than once",
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html).
-    Its attempts are used up: that receive sends the claimed copy, and does not run the job a time more. Had
-    it run and succeeded, the message would be deleted as done while its record said it was on its way to
-    the DLQ, and `longjobs cancel` would call it dead-lettered."""
+    That receive sends the claimed copy and does not run the job a time more, also when a deploy has raised
+    `max_attempts` (1 to 3) so that its receive count is within the new limit. Had it run and succeeded, the
+    message would be deleted as done while its record said it was on its way to the DLQ."""
     runs: list[str] = []
 
     def flaky(job: Any) -> None:
@@ -285,37 +288,7 @@ def test_receiver_dlq_claim_inline_job_claimed_for_the_dlq_is_not_run_again(monk
         [delivery] = inline_flow.receive_batch()
         receive_with_dlq_refused(inline_flow, inline_flow.receiver, delivery)
 
-        assert receive(inline_flow.receiver, again(delivery)) is Outcome.REJECTED
-        assert runs == ["flaky"], "run once: its one attempt was used up"
-        [copy] = dlq_copies(inline_flow, message_id)
-        assert "echo job flaky failed once" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
-        assert inline_flow.lease(message_id).status is LeaseStatus.REJECTED
-
-
-def test_receiver_dlq_claim_inline_job_is_not_run_again_by_a_receiver_with_more_attempts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A deploy raises `max_attempts` from 1 to 3 while an inline job's last receive under the old settings
-    claims its DLQ send and fails to send. SQS hands the message out again
-    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues-at-least-once-delivery.html),
-    now to a receiver of the new settings: its receive count (2) is within their attempts. The record says
-    the message is on its way to the DLQ, so that receive sends it, as it would a long job's, and does not
-    run the job beside it: a run that succeeded would have the message deleted as done while its record
-    still said DEAD_LETTERING."""
-    runs: list[str] = []
-
-    def flaky(job: Any) -> None:
-        runs.append(job.job_id)
-        if len(runs) == 1:
-            raise service.InlineJobFailed("echo job flaky failed once")
-
-    monkeypatch.setattr(service, "run_inline", flaky)
-    with running_flow(max_attempts=1) as inline_flow:
-        message_id = inline_flow.harness.send('{"job_id": "flaky", "type": "echo", "params": {}}')
-        [delivery] = inline_flow.receive_batch()
-        receive_with_dlq_refused(inline_flow, inline_flow.receiver, delivery)
-
-        assert receive(attempts(inline_flow.receiver, 3), again(delivery)) is Outcome.REJECTED
+        assert receive(attempts(inline_flow.receiver, attempts_then), again(delivery)) is Outcome.REJECTED
         assert runs == ["flaky"], "not run beside its claimed DLQ send"
         [copy] = dlq_copies(inline_flow, message_id)
         assert "echo job flaky failed once" in copy["MessageAttributes"]["ErrorMessage"]["StringValue"]
