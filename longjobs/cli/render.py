@@ -363,7 +363,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         # (`longjobs.engine.delivery.dlq_claim`).
         sender = lease.claimed_by
         if lease.status is LeaseStatus.DEAD_LETTERING and lease.claimed_at is None:
-            sender = f"- ({sender} gave it up, its send failed: the next receive of the message sends it)"
+            sender = f"- ({sender} gave it up, its send failed: {NEXT_SENDER})"
         rows += [
             ("DLQ copy", lease.copy_id or "- (not noted yet: its send is claimed, or failed and given up)"),
             ("sent by", sender),
@@ -543,9 +543,12 @@ CANCEL_WORDS = {
     CancelOutcome.ALREADY_SUCCEEDED: "already succeeded: nothing was cancelled",
     CancelOutcome.ALREADY_DEAD_LETTERED: "already in the dead-letter queue: nothing to do",
 }
-SENDING_WORDS = "on its way to the dead-letter queue (its next receive sends it): nothing to do"
+NEXT_SENDER = "the next receive of the message sends it, or the admission pass for a parked copy"
+"""Who sends a message whose DLQ claim is given up or old: a receive of it, or, for a parked claimant whose
+copy waits in a full type's waiting queue that no receive reads, the parked line's upkeep."""
+SENDING_WORDS = "on its way to the dead-letter queue: nothing to do"
 """A DEAD_LETTERING message's cancel: its send is claimed, maybe failed, and the message is still on its
-queue until a receive sends it."""
+queue until it is sent (`longjobs lease` says by whom: `NEXT_SENDER`)."""
 
 
 def _cancel_words(report: CancelReport) -> str:

@@ -171,7 +171,7 @@ def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
     ("was", "words"),
     [
         ("REJECTED", "already in the dead-letter queue: nothing to do"),
-        ("DEAD_LETTERING", "on its way to the dead-letter queue (its next receive sends it): nothing to do"),
+        ("DEAD_LETTERING", "on its way to the dead-letter queue: nothing to do"),
     ],
 )
 def test_cli_cancel_view_tells_a_sent_message_from_one_on_its_way(was: str, words: str) -> None:
