@@ -115,7 +115,8 @@ class LongJobProcessor(Construct):
         if config.engine.fifo and (limited := [t.name for t in self.catalog.limited()]):
             cdk.Annotations.of(self).add_warning_v2(
                 "longjobs:fifo-max-concurrency",
-                f"job types {', '.join(limited)} declare max_concurrency, which a FIFO queue does not enforce: "
+                f"job types {', '.join(limited)} declare a concurrency limit (max_concurrency, or "
+                "glue.max_concurrent_runs), which a FIFO queue does not enforce: "
                 "a message group runs one job at a time, so bound how many run at once with groups (docs/fifo.md)",
             )
         # A Glue type runs at most its Glue job's max concurrent runs at once (Glue refuses more): that is

@@ -236,13 +236,13 @@ def test_processor_warns_that_fifo_leaves_a_declared_limit_unenforced(
     limited = {"name": "slow", "runner": "wait", "max_concurrency": 2, "params_schema": schema}
     LongJobProcessor(stack, "Jobs", job_types=[limited], engine={"fifo": fifo}, infra={"s3_notifications": False})
 
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("max_concurrency"))
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("concurrency limit"))
 
     assert [w.entry.data for w in warnings] == (
         [
-            "job types slow declare max_concurrency, which a FIFO queue does not enforce: a message group runs one "
-            "job at a time, so bound how many run at once with groups (docs/fifo.md) "
-            "[ack: longjobs:fifo-max-concurrency]"
+            "job types slow declare a concurrency limit (max_concurrency, or glue.max_concurrent_runs), which a "
+            "FIFO queue does not enforce: a message group runs one job at a time, so bound how many run at once "
+            "with groups (docs/fifo.md) [ack: longjobs:fifo-max-concurrency]"
         ]
         if fifo
         else []
