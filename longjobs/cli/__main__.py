@@ -6,6 +6,8 @@ Every error is one line on stderr, `longjobs: <cause>`, with exit code 2 for usa
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +53,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
     return value
+
+
+def _ident(text: str) -> str:
+    """A message id or a job id as given: never blank, since DynamoDB refuses an empty key outright."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected an id, not an empty string")
+    return text
 
 
 def _move_rate(text: str) -> int:
@@ -178,7 +187,7 @@ def build_parser() -> Parser:
         parents=common,
         help="one lease's whole story: deliveries, executions, renewals, error, result",
     )
-    lease.add_argument("message_id", metavar="ID", help="the message id")
+    lease.add_argument("message_id", metavar="ID", type=_ident, help="the message id")
     lease.set_defaults(run=commands.run_lease)
 
     dlq = commands_.add_parser("dlq", help="the dead-letter queue: list, redrive")
@@ -225,7 +234,7 @@ def build_parser() -> Parser:
         "ErrorType Cancelled and deletes it from its queue: it is never retried. ID is a message id; an id "
         "with no lease is taken as a job id, and every message of that job is cancelled.",
     )
-    cancel.add_argument("ident", metavar="ID", help="a message id, or a job id (all of its messages)")
+    cancel.add_argument("ident", metavar="ID", type=_ident, help="a message id, or a job id (all of its messages)")
     cancel.add_argument("--reason", default=DEFAULT_REASON, metavar="TEXT", help="why (the DLQ's ErrorMessage)")
     cancel.set_defaults(run=commands.run_cancel)
 
@@ -270,6 +279,16 @@ def describe(exc: BaseException, endpoint_url: str | None) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit meets no closed pipe. That
+    flush would print a traceback of its own."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout is no file (a test's capture)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
@@ -281,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader closed the pipe (`| head`): nothing more can reach it
+        _quiet_stdout()
+        return EXIT_FAILURE
     except (CliError, BotoCoreError, ClientError) as exc:
         print(f"{PROG}: {describe(exc, getattr(args, 'endpoint_url', None))}", file=sys.stderr)
         return exc.code if isinstance(exc, CliError) else EXIT_FAILURE

@@ -198,7 +198,7 @@ def run_dlq_list(ctx: Context) -> int:
     if ctx.args.json:
         render.print_json([render.dead_letter_json(letter) for letter in letters])
     else:
-        render.console().print(render.dlq_table(letters))
+        render.console().print(render.dlq_table(letters, limit=ctx.args.limit))
     return EXIT_OK
 
 

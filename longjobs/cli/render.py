@@ -404,7 +404,11 @@ def executions_table(executions: list[Execution], receives: int, *, now: float |
     return Fitted(table)
 
 
-def dlq_table(letters: list[DeadLetter], *, title: str | None = None) -> RenderableType:
+def dlq_table(letters: list[DeadLetter], *, title: str | None = None, limit: int | None = None) -> RenderableType:
+    """The DLQ's messages. A listing that `limit` cut short does not know the queue's depth: its title
+    says so."""
+    if title is None and limit is not None and len(letters) >= limit:
+        title = f"the first {len(letters)} message(s) of the dead-letter queue (--limit {limit}; it may hold more)"
     table = Table(title=title or f"{len(letters)} message(s) in the dead-letter queue", title_justify="left")
     table.add_column("message id", no_wrap=True, min_width=_widest(letter.message_id for letter in letters))
     table.add_column("error type", no_wrap=True)
@@ -541,7 +545,7 @@ CANCEL_WORDS = {
     CancelOutcome.COMPLETED: "cancel completed",
     CancelOutcome.ALREADY_CANCELLED: "already cancelled: nothing to do",
     CancelOutcome.ALREADY_SUCCEEDED: "already succeeded: nothing was cancelled",
-    CancelOutcome.ALREADY_DEAD_LETTERED: "already in the dead-letter queue: nothing to do",
+    CancelOutcome.ALREADY_DEAD_LETTERED: "already sent to the dead-letter queue: nothing to do",
 }
 NEXT_SENDER = "the next receive of the message sends it, or the admission pass for a parked copy"
 """Who sends a message whose DLQ claim is given up or old: a receive of it, or, for a parked claimant whose

@@ -127,7 +127,7 @@ class Decision(StrEnum):
     RESUME = "resume"  # CANCELLED by a cancel that did not finish: carry out what is left
     FOLLOW_COPY = "follow_copy"  # a PARKED or REQUEUED marker whose copy claimed the run: cancel the copy's lease
     ALREADY_SUCCEEDED = "already_succeeded"  # the job succeeded: nothing to cancel
-    ALREADY_DEAD_LETTERED = "already_dead_lettered"  # REJECTED: in the DLQ already
+    ALREADY_DEAD_LETTERED = "already_dead_lettered"  # REJECTED: sent to the DLQ already
     ALREADY_CANCELLED = "already_cancelled"  # cancelled, every effect done
 
     @property
@@ -817,14 +817,19 @@ def _error(reason: str) -> LastError:
 
 
 def _report(lease: Lease, outcome: Outcome, *, previous: str, notes: tuple[str, ...] = ()) -> CancelReport:
+    """The report of `lease` as it stands. A REJECTED lease names the DLQ copy its receiver sent."""
     record = CancelRecord.of(lease)
+    if record is not None:
+        dead_letter_id = record.dead_letter_id
+    else:
+        dead_letter_id = lease.copy_id if lease.status is LeaseStatus.REJECTED else None
     return CancelReport(
         message_id=lease.message_id,
         outcome=outcome,
         previous_status=previous,
         job_type=lease.job_type,
         job_id=lease.job_id,
-        dead_letter_id=record.dead_letter_id if record is not None else None,
+        dead_letter_id=dead_letter_id,
         deleted=record.deleted if record is not None else False,
         notes=notes,
     )

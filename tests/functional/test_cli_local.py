@@ -284,9 +284,21 @@ def test_cli_status_table_says_what_is_not_available_offline(
     assert "not available" in result.out
 
 
-def test_cli_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
-    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("argv", "interval", "shown"),
+    [(["status", "--watch"], 2.0, "leases (table scan)"), (["top", "--interval", "1"], 1.0, "job types")],
+)
+def test_cli_live_views_refresh_until_ctrl_c_then_exit_cleanly(
+    local: Processor,
+    endpoint: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    interval: float,
+    shown: str,
 ) -> None:
+    """`status --watch` and `top` run until Ctrl-C, so Ctrl-C is how they end: exit code 0, not the 130 of
+    a command cut short (operate.md's exit codes)."""
     pauses: list[float] = []
 
     def pause(seconds: float) -> None:
@@ -296,11 +308,11 @@ def test_cli_status_watch_refreshes_until_ctrl_c_then_exits_cleanly(
 
     monkeypatch.setattr(commands, "sleep", pause)
 
-    result = run(capsys, "--endpoint-url", endpoint, "status", "--watch")
+    result = run(capsys, "--endpoint-url", endpoint, *argv)
 
     assert result.code == 0, result.err
-    assert pauses == [2.0, 2.0]  # first view, one refresh, then Ctrl-C during the next pause
-    assert "leases (table scan)" in result.out
+    assert pauses == [interval, interval]  # first view, one refresh, then Ctrl-C during the next pause
+    assert shown in result.out
     assert result.err == ""
 
 

@@ -8,7 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from longjobs.engine.cancel import SEND_CLAIM_S, CancelRecord, receive_may_send, redelivery_needs_dead_letter
+from longjobs.engine.cancel import (
+    SEND_CLAIM_S,
+    CancelRecord,
+    Outcome,
+    receive_may_send,
+    redelivery_needs_dead_letter,
+    report_finished,
+)
 from longjobs.engine.lease import Lease, LeaseStatus
 
 NOW = 1_000_000.0
@@ -62,3 +69,14 @@ def test_cancel_redelivery_of_a_lease_not_cancelled_sends_nothing() -> None:
 def test_cancel_record_keeps_who_claimed_the_send() -> None:
     claimed = replace(RECORD, sending_at=FRESH, sending_by=ME)
     assert CancelRecord.of(lease(claimed)) == claimed
+
+
+def test_cancel_report_of_a_rejected_lease_names_its_dlq_copy() -> None:
+    """A job whose attempts ran out keeps its DLQ copy's id on its lease. The cancel's report names that
+    copy, as `longjobs lease` does, so the operator can follow it (a redrive may have moved it on)."""
+    rejected = replace(lease(None, LeaseStatus.REJECTED), copy_id="dlq-copy-1", claimed_by="receive-1")
+
+    report = report_finished(rejected)
+
+    assert report.outcome is Outcome.ALREADY_DEAD_LETTERED
+    assert report.dead_letter_id == "dlq-copy-1"

@@ -170,18 +170,49 @@ def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
 @pytest.mark.parametrize(
     ("was", "words"),
     [
-        ("REJECTED", "already in the dead-letter queue: nothing to do"),
+        ("REJECTED", "already sent to the dead-letter queue: nothing to do"),
         ("DEAD_LETTERING", "on its way to the dead-letter queue: nothing to do"),
     ],
 )
 def test_cli_cancel_view_tells_a_sent_message_from_one_on_its_way(was: str, words: str) -> None:
     """A DEAD_LETTERING record's send may have failed and been given up: its message is still on its queue,
-    and the next receive sends it, so the cancel must not say it is in the DLQ already."""
+    and the next receive sends it, so the cancel must not say it is in the DLQ already. A REJECTED record's
+    copy was sent, but a redrive may have moved it out since: the cancel says it was sent, not where it is."""
     report = CancelReport(message_id="m1", outcome=Outcome.ALREADY_DEAD_LETTERED, previous_status=was)
 
     text = " ".join(_text(render.cancel_view([report])).split())
 
     assert words in text, text
+
+
+def test_cli_dlq_table_cut_by_limit_does_not_call_its_rows_the_whole_queue() -> None:
+    """`dlq list --limit N` stops receiving at N messages, so it cannot know how many the DLQ holds. Its
+    title says these are the first N, never that the queue holds N."""
+    letters = [dlq.dead_letter({"MessageId": f"m{i}", "Body": "{}", "Attributes": {}}) for i in range(2)]
+
+    cut = " ".join(_text(render.dlq_table(letters, limit=2)).split())
+    whole = " ".join(_text(render.dlq_table(letters, limit=5)).split())
+
+    assert "the first 2 message(s) of the dead-letter queue (--limit 2; it may hold more)" in cut, cut
+    assert "in the dead-letter queue" not in cut, cut
+    assert whole.startswith("2 message(s) in the dead-letter queue"), whole
+
+
+def test_cli_output_to_a_closed_pipe_ends_quietly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that stops early (`longjobs leases --json | head`) closes the pipe under the command. It
+    ends with exit code 1 and prints no traceback, as every other error does."""
+
+    def reader_gone(ctx: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("longjobs.cli.commands.run_leases", reader_gone)
+
+    code = main(["--endpoint-url", "http://127.0.0.1:4566", "leases"])
+
+    assert code == 1
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
@@ -211,6 +242,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
             ["--stack", "s", "dlq", "redrive", "--max-per-second", "501"],
             "argument --max-per-second: expected 1..500",
         ),
+        (["--stack", "s", "lease", ""], "argument ID: expected an id, not an empty string"),
+        (["--stack", "s", "cancel", " ", "--yes"], "argument ID: expected an id, not an empty string"),
     ],
 )
 def test_cli_usage_errors_are_one_line_with_exit_code_2(
