@@ -5,6 +5,10 @@
 - `SendTaskFailure` keeps its `cause`: moto's handler passes on the error alone, so a failed task's cause
   never reached the execution history, the workflow's `Catch` (`$.error.Cause`) or the lease. Here the
   call goes to moto's Step Functions engine with both, as AWS records them.
+- `StopExecution` keeps its `error` and `cause`: moto's handler stops the execution with neither, so a
+  cancelled job's execution showed no `Cancelled` error. Here a running execution is stopped with both:
+  in its `ExecutionAborted` event (`ExecutionAbortedEventDetails`), and in `DescribeExecution`, as the
+  simulation's Step Functions answers too.
 - An operation the service does not implement answers an AWS-shaped error that names it (SQS's JSON
   protocol: `{"__type": "com.amazonaws.sqs#UnsupportedOperation", "message": ...}` with the
   `x-amzn-query-error` header the SDKs read; the query protocol: an XML `ErrorResponse`), status 400, never
@@ -27,6 +31,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
@@ -67,8 +72,8 @@ class Gateway:
             self.move_tasks.stop()
         if prefix == SQS_PREFIX and operation in MOVE_TASK_OPERATIONS:
             return self._move_task(operation, environ, start_response)
-        if target == "AWSStepFunctions.SendTaskFailure":
-            answered = self._send_task_failure(environ, start_response)
+        if target in STEP_FUNCTIONS_FIXES:
+            answered = STEP_FUNCTIONS_FIXES[target](self, environ, start_response)
             if answered is not None:
                 return answered
         if not target:
@@ -106,11 +111,9 @@ class Gateway:
     def _send_task_failure(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes] | None:
         """Fail the task with its error and cause; None (moto's own handler answers, with its error) when
         the engine refuses the token."""
-        body = _body(environ)
-        try:
-            request = json.loads(body or b"{}")
-            token = request["taskToken"]
-        except (ValueError, KeyError, TypeError):
+        request = _json_request(environ)
+        token = request.get("taskToken") if request is not None else None
+        if request is None or not isinstance(token, str):
             return None
         from moto.stepfunctions.responses import get_backend
 
@@ -121,6 +124,42 @@ class Gateway:
         except Exception:
             return None
         return _respond(start_response, 200, JSON_10, b"{}")
+
+    def _stop_execution(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes] | None:
+        """Stop a running execution with its error and cause; None (moto's own handler answers) for any
+        other: one that does not exist, or has ended."""
+        request = _json_request(environ)
+        arn = request.get("executionArn") if request is not None else None
+        if request is None or not isinstance(arn, str):
+            return None
+        from moto.stepfunctions.responses import get_backend
+
+        account, region = _caller(environ)
+        engine: Any = get_backend(account, region)
+        try:
+            [execution] = [e for e in engine._get_executions() if e.execution_arn == arn and e.status == "RUNNING"]
+            stopped = datetime.now(UTC)
+            execution.stop(stop_date=stopped, error=request.get("error"), cause=request.get("cause"))
+            execution.error, execution.cause = request.get("error"), request.get("cause")  # `DescribeExecution`'s
+        except Exception:
+            return None
+        return _respond(start_response, 200, JSON_10, json.dumps({"stopDate": stopped.timestamp()}).encode())
+
+
+STEP_FUNCTIONS_FIXES: dict[str, Callable[[Gateway, dict[str, Any], StartResponse], Iterable[bytes] | None]] = {
+    "AWSStepFunctions.SendTaskFailure": Gateway._send_task_failure,
+    "AWSStepFunctions.StopExecution": Gateway._stop_execution,
+}
+"""The Step Functions calls whose error and cause moto's handlers drop, answered here with them."""
+
+
+def _json_request(environ: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's JSON object, or None when its body is not one."""
+    try:
+        request = json.loads(_body(environ) or b"{}")
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
 
 
 MOVE_TASK_OPERATIONS: dict[str, Callable[[MoveTasks, Mapping[str, Any]], dict[str, Any]]] = {

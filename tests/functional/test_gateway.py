@@ -112,6 +112,33 @@ def test_gateway_keeps_a_task_failures_cause_in_the_execution_history(
     assert (failed["error"], failed["cause"]) == ("AnalysisException", cause)
 
 
+def test_gateway_keeps_a_stopped_executions_error_and_cause(emulator: Emulator) -> None:
+    """`StopExecution`'s error and cause are the abort's: its `ExecutionAborted` event carries them
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ExecutionAbortedEventDetails.html),
+    and `DescribeExecution` answers them, as the simulation's Step Functions does. A cancel stops a job's
+    execution with error `Cancelled` and its reason. An execution that does not exist gets moto's answer."""
+    sfn = emulator.stepfunctions()
+    definition = {"StartAt": "Job", "States": {"Job": {"Type": "Wait", "Seconds": 600, "End": True}}}
+    machine = sfn.create_state_machine(
+        name="stopped", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT}:role/any"
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+
+    sfn.stop_execution(executionArn=execution, error="Cancelled", cause="cancelled: wrong date")
+
+    ended = _ended(sfn, execution)
+    assert (ended["status"], ended.get("error"), ended.get("cause")) == (
+        "ABORTED",
+        "Cancelled",
+        "cancelled: wrong date",
+    )
+    events = sfn.get_execution_history(executionArn=execution)["events"]
+    [aborted] = [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+    assert (aborted.get("error"), aborted.get("cause")) == ("Cancelled", "cancelled: wrong date")
+    with pytest.raises(ClientError, match="ExecutionDoesNotExist"):
+        sfn.stop_execution(executionArn=execution + "-none", error="Cancelled")
+
+
 def _token(sqs: object, queue_url: str, timeout_s: float = 30) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
