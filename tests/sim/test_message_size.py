@@ -279,7 +279,7 @@ def test_message_size_a_parked_claimant_whose_dlq_send_failed_is_sent_by_the_nex
 
     for _ in range(3):
         b.clock.advance(60)
-        refresh_parked(b.receiver, "wait")  # before: the DEAD_LETTERING claimant took the marker out of the line
+        refresh_parked(b.receiver, "wait")  # the DEAD_LETTERING claimant keeps its marker in the line
 
     [copy] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
     assert copy["Body"] == body
