@@ -290,6 +290,19 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; its exit code. Output to a pipe is buffered, and what is still buffered is flushed
+    here: a reader that closed the pipe then ends the command quietly too, where the interpreter's own flush
+    at exit would print "Exception ignored ... BrokenPipeError" and exit with code 120."""
+    code = _command(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_FAILURE
+    return code
+
+
+def _command(argv: Sequence[str] | None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)

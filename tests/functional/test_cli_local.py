@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -282,6 +285,25 @@ def test_cli_status_table_says_what_is_not_available_offline(
     assert "leases (table scan)" in result.out
     assert "n/a" in result.out
     assert "not available" in result.out
+
+
+@pytest.mark.parametrize("argv", [["status", "--json"], ["leases"]])
+def test_cli_output_to_a_pipe_its_reader_closed_ends_quietly(local: Processor, endpoint: str, argv: list[str]) -> None:
+    """`longjobs ... | head` may close the pipe before the command writes: a JSON answer waits in stdout's
+    buffer until the command ends, a table is written as it is printed. Either way the command ends with
+    exit code 1 and nothing on stderr: no traceback, no "Exception ignored ... BrokenPipeError"."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}  # a shell's stdout
+    try:
+        ended = subprocess.run(
+            [sys.executable, "-m", "longjobs", "--endpoint-url", endpoint, *argv],
+            stdout=write, stderr=subprocess.PIPE, env=env, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+
+    assert (ended.returncode, ended.stderr.decode()) == (1, "")
 
 
 @pytest.mark.parametrize(

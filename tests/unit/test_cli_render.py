@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -213,6 +215,39 @@ def test_cli_output_to_a_closed_pipe_ends_quietly(
 
     assert code == 1
     assert "Traceback" not in capsys.readouterr().err
+
+
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone: what is written waits in its buffer, as Python buffers a pipe's
+    output, and the flush that would send it meets the closed pipe."""
+
+    flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def close(self) -> None:  # no last flush when collected
+        pass
+
+
+def test_cli_output_still_buffered_for_a_closed_pipe_ends_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output shorter than the buffer (`longjobs status --json | true`), or its tail, is written only when
+    stdout is flushed, after the command returned. `main` flushes it, so the closed pipe ends the command
+    with exit code 1 there, not in the interpreter's flush at exit ("Exception ignored ... BrokenPipeError",
+    exit code 120)."""
+    stdout = _ClosedPipe()
+    monkeypatch.setattr(sys, "stdout", stdout)
+
+    def printed(ctx: Any) -> int:
+        render.print_json([])
+        return 0
+
+    monkeypatch.setattr("longjobs.cli.commands.run_leases", printed)
+
+    code = main(["--endpoint-url", "http://127.0.0.1:4566", "leases", "--json"])
+
+    assert (code, stdout.getvalue(), stdout.flushes) == (1, "[]\n", 1)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
