@@ -127,7 +127,10 @@ class Gateway:
 
     def _stop_execution(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes] | None:
         """Stop a running execution with its error and cause; None (moto's own handler answers) for any
-        other: one that does not exist, or has ended."""
+        other: one that does not exist, or has ended. An execution stays RUNNING until its workflow's thread
+        sees the stop: a stop meanwhile (a second one, or one as the workflow ends) changes nothing. It
+        leaves `DescribeExecution`'s error and cause to the stop, or the end, that took effect, and answers
+        that stop's date."""
         request = _json_request(environ)
         arn = request.get("executionArn") if request is not None else None
         if request is None or not isinstance(arn, str):
@@ -136,13 +139,21 @@ class Gateway:
 
         account, region = _caller(environ)
         engine: Any = get_backend(account, region)
-        try:
+        error, cause = request.get("error"), request.get("cause")
+        try:  # moto's workflow engine, whose internals may move: any surprise leaves the stop to moto's handler
+            from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
             [execution] = [e for e in engine._get_executions() if e.execution_arn == arn and e.status == "RUNNING"]
             stopped = datetime.now(UTC)
-            execution.stop(stop_date=stopped, error=request.get("error"), cause=request.get("cause"))
-            execution.error, execution.cause = request.get("error"), request.get("cause")  # `DescribeExecution`'s
+            execution.stop(stop_date=stopped, error=error, cause=cause)
+            state = execution.exec_worker.env.program_state()  # the engine's stop acts only on a running program
         except Exception:
             return None
+        if not isinstance(state, ProgramStopped):  # it ended meanwhile: moto answers, as for an ended one
+            return None
+        if (state.stop_date, state.error, state.cause) == (stopped, error, cause):
+            execution.error, execution.cause = error, cause  # `DescribeExecution`'s
+        stopped = state.stop_date  # an earlier stop's, when that one took effect
         return _respond(start_response, 200, JSON_10, json.dumps({"stopDate": stopped.timestamp()}).encode())
 
 

@@ -62,6 +62,7 @@ def test_cli_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_i
         "the execution stopped",
     )
     assert story["executions"][0]["status"] == "ABORTED"
+    assert (story["executions"][0]["error"], story["executions"][0]["cause"]) == ("Cancelled", f"cancelled: {REASON}")
     assert story["lease"]["status"] == "CANCELLED" and story["lease"]["last_error"] == {
         "error": "Cancelled",
         "cause": REASON,

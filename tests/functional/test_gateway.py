@@ -4,6 +4,7 @@ lacks answers an AWS-shaped error naming it, and a task failure's cause reaches 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -137,6 +138,46 @@ def test_gateway_keeps_a_stopped_executions_error_and_cause(emulator: Emulator) 
     assert (aborted.get("error"), aborted.get("cause")) == ("Cancelled", "cancelled: wrong date")
     with pytest.raises(ClientError, match="ExecutionDoesNotExist"):
         sfn.stop_execution(executionArn=execution + "-none", error="Cancelled")
+
+
+def test_gateway_stop_of_an_execution_still_stopping_keeps_the_first_stops_error(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped execution is RUNNING until its workflow's thread sees the stop. A second `StopExecution`
+    meanwhile (a cancel racing the lease's settle, or two cancels) stops nothing: the `ExecutionAborted`
+    event keeps the first's error and cause, and `DescribeExecution` must answer the same ones, with the
+    first stop's date."""
+    from moto.stepfunctions.parser.backend import execution as moto_execution
+
+    answered = threading.Event()
+    terminated = moto_execution.BaseExecutionWorkerCommunication.terminated
+
+    def held(comm: object) -> None:  # the workflow's thread ends the execution once both stops are answered
+        answered.wait(30)
+        terminated(comm)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(moto_execution.BaseExecutionWorkerCommunication, "terminated", held)
+    sfn = emulator.stepfunctions()
+    definition = {"StartAt": "Job", "States": {"Job": {"Type": "Wait", "Seconds": 600, "End": True}}}
+    machine = sfn.create_state_machine(
+        name="stopped-twice", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT}:role/any"
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+
+    first = sfn.stop_execution(executionArn=execution, error="Cancelled", cause="cancelled: wrong date")
+    second = sfn.stop_execution(executionArn=execution, error="LeaseNotHeld", cause="lease lost")
+    answered.set()
+
+    ended = _ended(sfn, execution)
+    events = sfn.get_execution_history(executionArn=execution)["events"]
+    [aborted] = [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+    assert (aborted.get("error"), aborted.get("cause")) == ("Cancelled", "cancelled: wrong date")
+    assert (ended["status"], ended.get("error"), ended.get("cause")) == (
+        "ABORTED",
+        "Cancelled",
+        "cancelled: wrong date",
+    )
+    assert second["stopDate"] == first["stopDate"]
 
 
 def _token(sqs: object, queue_url: str, timeout_s: float = 30) -> str:
