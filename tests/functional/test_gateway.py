@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -119,11 +120,7 @@ def test_gateway_keeps_a_stopped_executions_error_and_cause(emulator: Emulator) 
     and `DescribeExecution` answers them, as the simulation's Step Functions does. A cancel stops a job's
     execution with error `Cancelled` and its reason. An execution that does not exist gets moto's answer."""
     sfn = emulator.stepfunctions()
-    definition = {"StartAt": "Job", "States": {"Job": {"Type": "Wait", "Seconds": 600, "End": True}}}
-    machine = sfn.create_state_machine(
-        name="stopped", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT}:role/any"
-    )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    execution = _waiting(sfn, "stopped")
 
     sfn.stop_execution(executionArn=execution, error="Cancelled", cause="cancelled: wrong date")
 
@@ -158,11 +155,7 @@ def test_gateway_stop_of_an_execution_still_stopping_keeps_the_first_stops_error
 
     monkeypatch.setattr(moto_execution.BaseExecutionWorkerCommunication, "terminated", held)
     sfn = emulator.stepfunctions()
-    definition = {"StartAt": "Job", "States": {"Job": {"Type": "Wait", "Seconds": 600, "End": True}}}
-    machine = sfn.create_state_machine(
-        name="stopped-twice", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT}:role/any"
-    )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    execution = _waiting(sfn, "stopped-twice")
 
     first = sfn.stop_execution(executionArn=execution, error="Cancelled", cause="cancelled: wrong date")
     second = sfn.stop_execution(executionArn=execution, error="LeaseNotHeld", cause="lease lost")
@@ -178,6 +171,15 @@ def test_gateway_stop_of_an_execution_still_stopping_keeps_the_first_stops_error
         "cancelled: wrong date",
     )
     assert second["stopDate"] == first["stopDate"]
+
+
+def _waiting(sfn: Any, name: str) -> str:
+    """A running execution of a state machine `name` that waits 10 minutes: one to stop."""
+    definition = {"StartAt": "Job", "States": {"Job": {"Type": "Wait", "Seconds": 600, "End": True}}}
+    machine = sfn.create_state_machine(
+        name=name, definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT}:role/any"
+    )["stateMachineArn"]
+    return str(sfn.start_execution(stateMachineArn=machine)["executionArn"])
 
 
 def _token(sqs: object, queue_url: str, timeout_s: float = 30) -> str:
