@@ -174,7 +174,9 @@ def _unpark_only(b: Bench, copy_id: str) -> None:
             )
 
 
-def test_message_size_a_parked_claimant_whose_attempts_outgrew_its_copy_goes_to_the_dlq_with_its_reason() -> None:
+def _claimant_outgrown() -> tuple[Any, str, str]:
+    """A bench whose full type's parked claimant (a wait job's copy) failed, then grew a history its copy no
+    longer fits beside its message: the bench, the claimant copy's message id, and the job's body."""
     b = bench(limit=1, max_attempts=30)
     first, _ = full_with_one_waiting_in_flight(b)
     body = json.dumps({"job_id": "X", "type": "wait", "params": {"seconds": 60}})
@@ -200,6 +202,11 @@ def test_message_size_a_parked_claimant_whose_attempts_outgrew_its_copy_goes_to_
     )
     grown = replace(released, history=earlier, receive_count=released.receive_count + 1, version=released.version + 1)
     assert b.receiver.store.create(grown, replacing=released)
+    return b, x_copy, body
+
+
+def test_message_size_a_parked_claimant_whose_attempts_outgrew_its_copy_goes_to_the_dlq_with_its_reason() -> None:
+    b, x_copy, body = _claimant_outgrown()
 
     b.advance_to(START + 2 + KEEP_S + 1)
     refresh_parked(b.receiver, "wait")  # before: its copy refused, CopyTooLarge on every pass, the message lost
@@ -245,29 +252,7 @@ def test_message_size_a_parked_claimant_whose_dlq_send_failed_is_sent_by_the_nex
     automatically deletes messages that have been in a queue for more than the maximum message retention
     period", SetQueueAttributes `MessageRetentionPeriod`). So no receive comes to take the claim over, and
     the marker's stored message is the one copy of the job that will be left: the next pass sends it."""
-    b = bench(limit=1, max_attempts=30)
-    first, _ = full_with_one_waiting_in_flight(b)
-    body = json.dumps({"job_id": "X", "type": "wait", "params": {"seconds": 60}})
-    payload = _largest_payload_parked(body)
-    x = str(b.aws.sqs.send_message(QueueUrl=b.jobs_url, MessageBody=body, MessageAttributes=payload)["MessageId"])
-    assert b.deliver_jobs_queue()[x] is Outcome.PARKED
-    [x_copy] = b.waiting_ids()
-    b.finish(first)
-    b.clock.advance(5)
-    _unpark_only(b, x_copy)
-    claimant = b.receiver.store.get(x_copy)
-    assert claimant is not None and claimant.execution_arn is not None
-    b.aws.stepfunctions.end(b.aws.stepfunctions.executions[claimant.execution_arn], "FAILED")
-    released = release(
-        claimant, store=b.receiver.store, visibility=b.receiver.visibility, clock=b.clock, reason=LastError("JobFailed")
-    )
-    assert released is not None
-    earlier = tuple(
-        Attempt(n, f"{x_copy}-{n}", "RELEASED", LastError("States.TaskFailed", "short"), START + n)
-        for n in range(1, 15)
-    )
-    grown = replace(released, history=earlier, receive_count=released.receive_count + 1, version=released.version + 1)
-    assert b.receiver.store.create(grown, replacing=released)
+    b, x_copy, body = _claimant_outgrown()
     sqs = b.receiver.sqs
     b.receiver.sqs = _RefusesDlqOnce(sqs, b.dlq_url)  # type: ignore[assignment]
 
