@@ -63,9 +63,10 @@ def test_workflow_failing_job_released_retried_with_new_executions_then_dead_let
         assert released.last_error == LastError("WaitJobFailed", "the wait job was asked to fail")
         # The workflow notes when it closed the lease (its state's entered time; it has no epoch seconds),
         # apart from `closed_at`, which the processor's code writes with the `visible_until` it sets.
-        stopped = described["stopDate"].timestamp()
+        # It falls within the execution's run: an order, not a duration, so a busy machine cannot fail it.
+        ran = (described["startDate"].timestamp() - 0.001, described["stopDate"].timestamp() + 0.001)
         assert released.closed_at is None and released.workflow_closed_at is not None, released
-        assert abs(released.workflow_closed_at - stopped) < 5, (released.workflow_closed_at, stopped)
+        assert ran[0] <= released.workflow_closed_at <= ran[1], (released.workflow_closed_at, ran)
 
     assert flow.deliver() == {message_id: Outcome.REJECTED}, "the processor counts attempts, not SQS"
     [dead] = flow.dlq_messages()

@@ -1267,13 +1267,15 @@ def test_contract_sqs_sent_timestamp_when_asked(aws: Backend) -> None:
     # when asked for by name or by All
     # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html).
     url = aws.new_queue("jobs", 180)
-    sent = aws.clock.now() if aws.clock is not None else time.time()
+    before = aws.clock.now() if aws.clock is not None else time.time()
     aws.sqs.send_message(QueueUrl=url, MessageBody="{}")
+    after = aws.clock.now() if aws.clock is not None else time.time()
     [message] = receive(aws, url)
     assert "SentTimestamp" not in message["Attributes"], "not asked for"
     aws.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
     [message] = aws.sqs.receive_message(QueueUrl=url, AttributeNames=["SentTimestamp"])["Messages"]
-    assert abs(int(message["Attributes"]["SentTimestamp"]) / 1000 - sent) < 5
+    # Bracketed by the clock's reads around the send (milliseconds, so a thousandth either side).
+    assert before - 0.001 <= int(message["Attributes"]["SentTimestamp"]) / 1000 <= after + 0.001
 
 
 def test_contract_sqs_retention_deletes_messages_received_or_not(fake: Backend) -> None:
