@@ -696,7 +696,11 @@ def _note(
 
 def stop(stepfunctions: SFNClient, arn: str, reason: str) -> bool:
     """Stop an execution with error `Cancelled` and the reason as its cause. False when it does not exist
-    or had already ended; any other refusal raises."""
+    or had already ended; any other refusal raises. An ended execution is not asked to stop: the
+    StopExecution reference lists no error for one, so its answer cannot tell the cancel it stopped nothing
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html)."""
+    if execution_status(stepfunctions, arn) not in RUNNING_STATUSES:
+        return False
     try:
         stepfunctions.stop_execution(executionArn=arn, error=CANCELLED, cause=f"cancelled: {reason}"[:32_768])
     except ClientError as exc:

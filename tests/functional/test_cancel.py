@@ -255,6 +255,27 @@ def test_cancel_whose_stop_lands_after_the_job_ended_still_dead_letters_it(flow:
     assert queued(flow) == 0
 
 
+def test_cancel_of_a_released_message_names_no_stop_for_its_failed_execution(flow: Flow) -> None:
+    """A released message's execution already failed: the cancel dead-letters the message and reports
+    no stopped execution, whatever StopExecution would answer on an ended one."""
+    message_id = flow.send_job("failing", "wait", seconds=0, fail=True)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    arn = flow.lease(message_id).execution_arn or ""
+    assert flow.wait_for_execution(arn)["status"] == "FAILED"
+    assert flow.lease(message_id).status is LeaseStatus.RELEASED
+
+    report = cancel.cancel(flow.canceller(), message_id, REASON)
+
+    assert (report.outcome, report.previous_status, report.execution_stopped) == (
+        cancel.Outcome.CANCELLED,
+        "RELEASED",
+        None,
+    )
+    described = flow.harness.stepfunctions.describe_execution(executionArn=arn)
+    assert (described["status"], described.get("error")) == ("FAILED", "WaitJobFailed"), "left as it ended"
+    assert_dead_lettered_as_cancelled(flow, message_id, "failing")
+
+
 def test_cancel_unknown_id_raises_naming_it(flow: Flow) -> None:
     with pytest.raises(cancel.UnknownId, match="no-such-message"):
         cancel.cancel(flow.canceller(), "no-such-message")
