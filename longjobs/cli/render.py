@@ -320,6 +320,13 @@ def _when(moment: float | None, now: float) -> str:
     return "-" if moment is None else f"{iso(moment)} ({relative(moment, now)})"
 
 
+def _renew_until(lease: Lease, now: float) -> str:
+    """The hard stop of renewal, while the extender renews the lease (it has a `renew at`). A closed
+    record's `renew_until` only dates its TTL: a DLQ record's follows its message's retention, up to
+    14 days ahead, and would read as a hold."""
+    return _when(lease.renew_until, now) if lease.renew_at is not None else "- (not renewed)"
+
+
 def _closed_at(story: LeaseStory, now: float) -> str:
     """When the lease was closed: by the processor's code (`closed_at`) or by its workflow
     (`workflow_closed_at`). A lease an older workflow closed has neither: it shows the end of the execution
@@ -347,7 +354,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         ("received at", _when(lease.received_at, now)),
         ("visible until", _visible_until(lease, now)),
         ("renew at", _when(lease.renew_at, now)),
-        ("renew until", _when(lease.renew_until, now)),
+        ("renew until", _renew_until(lease, now)),
         ("renewals", str(lease.renewal_count)),
         ("last renewed", _when(lease.renewed_at, now)),
         ("closed at", _closed_at(story, now)),

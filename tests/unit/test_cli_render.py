@@ -596,6 +596,28 @@ def test_cli_lease_view_of_a_given_up_dlq_claim_does_not_name_its_claimant_as_th
 
 
 @pytest.mark.parametrize(
+    ("lease", "shown_until"),
+    [
+        pytest.param(
+            replace(_closed(LeaseStatus.ACTIVE), renew_at=NOW + 60, renew_until=NOW + 3_600, closed_at=None),
+            "2027-01-15T09:00:00.000Z (in 1h)",
+            id="active",
+        ),
+        pytest.param(
+            replace(_closed(LeaseStatus.DEAD_LETTERING), renew_until=NOW + 14 * 86_400),
+            "- (not renewed)",
+            id="dlq-record-kept-for-its-retention",
+        ),
+        pytest.param(replace(_closed(LeaseStatus.RELEASED), renew_until=NOW + 3_600), "- (not renewed)", id="released"),
+    ],
+)
+def test_cli_lease_view_shows_renew_until_only_for_a_renewed_lease(lease: Lease, shown_until: str) -> None:
+    """A closed record's `renew_until` dates its TTL, not a hold: the view shows it only for a lease the
+    extender renews, so a DLQ record kept 14 days does not read as hidden that long."""
+    assert _rows(render.lease_view(LeaseStory(lease), now=NOW))["renew until"] == shown_until
+
+
+@pytest.mark.parametrize(
     ("error", "line"),
     [
         (
