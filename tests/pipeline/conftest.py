@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,14 @@ DATE = "2024-05-01"
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One local session for the whole test run: starting the JVM is the slow part."""
+    """One local session for the whole test run: starting the JVM is the slow part. Its context installs
+    a SIGINT handler that calls the context; once it is stopped, the worker's own handler is put back, so a
+    late interrupt is not answered by a traceback from the stopped context."""
+    previous = signal.getsignal(signal.SIGINT)
     session = local_session("pipeline-tests", shuffle_partitions=4)
     yield session
     session.stop()
+    signal.signal(signal.SIGINT, previous)
 
 
 @dataclass(frozen=True)
