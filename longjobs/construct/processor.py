@@ -272,7 +272,16 @@ class LongJobProcessor(Construct):
     def grant_send_jobs(self, producer: iam.IGrantable) -> iam.Grant:
         """Let `producer` send job messages: `sqs:SendMessage` and the queue attributes on the jobs queue,
         and with `kms_key` the key's use for it. CDK's grant writes it where it must be: on the producer's
-        own policy in this account, on the queue's policy (and the key's) for another account's principal."""
+        own policy in this account, on the queue's policy (and the key's) for another account's principal.
+        An imported queue's policy is not the stack's to change, so a principal that has no policy of its own
+        (an account, an ARN, a service) is refused there: CDK would leave its grant out without a word."""
+        principal = producer.grant_principal
+        if not isinstance(self.queue, sqs.Queue) and isinstance(principal, iam.PrincipalBase):
+            raise ConfigError(
+                f"producers: {principal.to_string()} can only be let send on the queue's own policy, and "
+                "existing_queue is imported, so the stack cannot change that policy: allow it sqs:SendMessage "
+                "there yourself, and leave it out of producers"
+            )
         return self.queue.grant_send_messages(producer)
 
     @property

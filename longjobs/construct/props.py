@@ -16,6 +16,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
+from constructs import IConstruct
 
 from longjobs.construct.config import ConfigError, InfraSettings, StackConfig
 from longjobs.engine.jobs import JobType, S3Trigger
@@ -27,6 +28,8 @@ SQS_DEFAULT_RETENTION_S = 345_600  # 4 days
 SQS_DEFAULT_MAX_MESSAGE_BYTES = 262_144
 """What SQS gives a queue that does not set them (CreateQueue's `VisibilityTimeout`, `MessageRetentionPeriod`
 and `MaximumMessageSize`): https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_CreateQueue.html"""
+AWS_MANAGED_SQS_KEY = "alias/aws/sqs"
+"""The key of `sqs.QueueEncryption.KMS_MANAGED`: SQS's AWS managed key, whose policy no one can change."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +96,10 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
     see (an imported resource, or a token) is not checked: docs/deploy.md lists what each must have."""
     queue, dlq, table = props.existing_queue, props.existing_dead_letter_queue, props.existing_table
     if queue is not None:
+        _check_place("existing_queue", queue, queue.queue_arn)
         _check_queue(queue, dlq, config)
     if dlq is not None:
+        _check_place("existing_dead_letter_queue", dlq, dlq.queue_arn)
         _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)
         _check_size("existing_dead_letter_queue", dlq)
         _check_redrive_allowed(dlq, queue, fifo=config.engine.fifo)
@@ -106,7 +111,10 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
                 "before its owner saw it; raise its retention period"
             )
     if table is not None:
+        _check_place("existing_table", table, table.table_arn, account=True)
         _check_table(table)
+    if queue is not None and config.infra.s3_notifications:
+        _check_s3_can_send(queue)
 
 
 def data_keys(props: LongJobProcessorProps) -> list[kms.IKey]:
@@ -146,7 +154,8 @@ def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig)
         return  # an imported queue: its redrive policy cannot be read at synth
     own_dlq = queue.dead_letter_queue
     assert own_dlq is not None
-    if own_dlq.queue is not dlq:
+    # By ARN: CDK hands back a new Python object for an imported queue each time it is read.
+    if _resolved(queue, own_dlq.queue.queue_arn) != _resolved(queue, dlq.queue_arn):
         raise ConfigError("existing_queue redrives to another queue than existing_dead_letter_queue")
     wanted = config.engine.redrive_max_receives(config.engine.queue_retention_s)
     if own_dlq.max_receive_count < wanted:
@@ -200,6 +209,42 @@ def _check_redrive_allowed(dlq: sqs.IQueue, queue: sqs.IQueue | None, *, fifo: b
         "the processor's queues (the jobs queue, or the waiting queues) to it; allow all source queues "
         "(sqs.RedrivePermission.ALLOW_ALL)"
     )
+
+
+def _check_s3_can_send(queue: sqs.IQueue) -> None:
+    """S3 sends to a KMS-encrypted queue only with a customer-managed key whose policy lets it: the AWS managed
+    key's policy cannot be changed
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html)."""
+    if not isinstance(queue, sqs.Queue):
+        return
+    key_id = _resolved(queue, queue.node.default_child.kms_master_key_id)  # type: ignore[union-attr]
+    if isinstance(key_id, str) and key_id.endswith(AWS_MANAGED_SQS_KEY):
+        raise ConfigError(
+            f"existing_queue is encrypted with SQS's AWS managed key ({AWS_MANAGED_SQS_KEY}), whose key policy cannot "
+            "let S3 send to it, and s3_notifications is on: encrypt it with a customer-managed key "
+            "(sqs.QueueEncryption.KMS) or SSE-SQS (sqs.QueueEncryption.SQS_MANAGED)"
+        )
+
+
+def _check_place(name: str, resource: IConstruct, arn: str, *, account: bool = False) -> None:
+    """A region (and for the table an account) its ARN names: Lambda reads a queue of its own region only
+    (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the functions and the workflow name the
+    table by its name, so in their own account and region. A token (a queue of the app's) is not read."""
+    fields = arn.split(":")
+    stack = cdk.Stack.of(resource)
+    wanted = [("region", 3, stack.region), *([("account", 4, stack.account)] if account else [])]
+    for what, index, ours in wanted:
+        theirs = fields[index] if len(fields) > 5 else ""
+        known = theirs and not cdk.Token.is_unresolved(theirs) and not cdk.Token.is_unresolved(ours)
+        if known and theirs != ours:
+            raise ConfigError(
+                f"{name} is in {what} {theirs}, the processor's stack in {ours}: bring one in the stack's "
+                f"{what}, or put the processor in a stack of {what} {theirs}"
+            )
+
+
+def _resolved(scope: IConstruct, value: Any) -> Any:
+    return cdk.Stack.of(scope).resolve(value)
 
 
 def _property(queue: sqs.IQueue, prop: str, default: int) -> int | None:

@@ -13,6 +13,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 
@@ -188,6 +189,14 @@ REFUSALS: dict[str, tuple[Refusal, str]] = {
         },
         r"existing_dead_letter_queue's redrive allow policy is 'denyAll'",
     ),
+    "a queue on sqs's aws-managed key, with s3 notifications": (
+        lambda s: {
+            "existing_queue": fitting_queue(s, dlq := fitting_dlq(s), encryption=sqs.QueueEncryption.KMS_MANAGED),
+            "existing_dead_letter_queue": dlq,
+            "infra": {"s3_notifications": True},
+        },
+        r"existing_queue is encrypted with SQS's AWS managed key \(alias/aws/sqs\), whose key policy cannot let S3",
+    ),
     "a table whose index projects its keys only": (
         lambda s: {"existing_table": fitting_table(s, projection=dynamodb.ProjectionType.KEYS_ONLY)},
         r"existing_table: index 'due' projects KEYS_ONLY; the processor reads whole leases from it",
@@ -338,3 +347,69 @@ def test_processor_s3_notifications_to_their_keyed_queue_grant_s3_their_key(
     assert processor.key is not None
     assert s3_may_use(key), "S3 may encrypt with the queue's own key"
     assert not s3_may_use(processor.key), "the processor's key encrypts none of the queues S3 sends to"
+
+
+def test_processor_existing_queue_redriving_to_an_imported_dlq_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The application's queue may redrive to a DLQ it imports. CDK hands back a new Python object for an
+    imported queue each time it is read, so the check compares the queues' ARNs, not the objects."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:us-east-1:111122223333:jobs-dlq")
+    queue = fitting_queue(stack, dlq)
+    processor = LongJobProcessor(stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, nag=False)
+    assert processor.dead_letter_queue is dlq
+    other = sqs.Queue.from_queue_arn(stack, "OtherDlq", "arn:aws:sqs:us-east-1:111122223333:other-dlq")
+    with pytest.raises(ConfigError, match="existing_queue redrives to another queue than existing_dead_letter_queue"):
+        LongJobProcessor(stack, "Refused", existing_queue=queue, existing_dead_letter_queue=other, nag=False)
+
+
+def test_processor_refuses_another_accounts_producer_on_an_imported_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another account's producer is granted on the queue's policy, which CDK cannot change on an imported
+    queue: CDK would leave the grant out of the template without a word. A role of the stack's account is
+    granted on its own policy, imported queue or not."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    queue = sqs.Queue.from_queue_arn(stack, "Queue", "arn:aws:sqs:us-east-1:111122223333:jobs")
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:us-east-1:111122223333:jobs-dlq")
+    role = iam.Role(stack, "Ingest", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    processor = LongJobProcessor(
+        stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, producers=[role], nag=False
+    )
+    with pytest.raises(ConfigError, match=r"producers: .*444455556666.* existing_queue is imported"):
+        processor.grant_send_jobs(iam.AccountPrincipal("444455556666"))
+    with pytest.raises(ConfigError, match=r"producers: .*444455556666.* existing_queue is imported"):
+        LongJobProcessor(
+            stack,
+            "Refused",
+            existing_queue=queue,
+            existing_dead_letter_queue=dlq,
+            producers=[iam.AccountPrincipal("444455556666")],
+            nag=False,
+        )
+
+
+def test_processor_refuses_an_existing_resource_in_another_region_or_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ARN names its region and account. Lambda reads a queue of its own region only, and the functions
+    and the workflow name the table by its name, so in the stack's own account and region."""
+    monkeypatch.chdir(tmp_path)
+    env = cdk.Environment(account="111122223333", region="us-east-1")
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs", env=env)
+
+    def queue(name: str, region: str = "us-east-1") -> sqs.IQueue:
+        return sqs.Queue.from_queue_arn(stack, f"{name}{region}", f"arn:aws:sqs:{region}:111122223333:{name}")
+
+    with pytest.raises(ConfigError, match=r"existing_queue is in region eu-west-1, the processor's stack in us-east-1"):
+        LongJobProcessor(
+            stack, "OtherQ", existing_queue=queue("jobs", "eu-west-1"), existing_dead_letter_queue=queue("dlq")
+        )
+    with pytest.raises(ConfigError, match=r"existing_dead_letter_queue is in region eu-west-1"):
+        LongJobProcessor(stack, "OtherD", existing_dead_letter_queue=queue("dlq", "eu-west-1"))
+    other_account = dynamodb.Table.from_table_arn(stack, "T", "arn:aws:dynamodb:us-east-1:444455556666:table/leases")
+    with pytest.raises(ConfigError, match=r"existing_table is in account 444455556666, the processor's stack in 1111"):
+        LongJobProcessor(stack, "OtherT", existing_table=other_account)
