@@ -97,6 +97,11 @@ class LongJobProcessor(Construct):
         self, scope: Construct, construct_id: str, props: LongJobProcessorProps | None = None, /, **fields: Any
     ) -> None:
         super().__init__(scope, construct_id)
+        if props is not None and not isinstance(props, LongJobProcessorProps):
+            raise TypeError(
+                f"props: a LongJobProcessorProps, not a {type(props).__name__}: pass the fields as keyword "
+                "arguments, or LongJobProcessorProps(**fields)"
+            )
         self.props = props = (props or LongJobProcessorProps()).with_fields(**fields)
         for flag, value in FEATURE_FLAGS.items():  # on this scope only, before any child reads them
             self.node.set_context(flag, value)
@@ -294,6 +299,11 @@ class LongJobProcessor(Construct):
         """The raw bucket's created objects that may be a trigger's completion marker become messages (the
         receiver parses S3 notifications, and acknowledges any object that is no marker). One filter per
         marker name: S3 refuses overlapping filters, so a marker's prefixes are merged into none."""
+        if not self.catalog.s3_triggers:
+            raise ConfigError(
+                "s3_notifications: the job types have no s3_triggers, so no object could start a job: give "
+                "s3_triggers, or leave s3_notifications off"
+            )
         markers: dict[str, set[str]] = {}
         for trigger in self.catalog.s3_triggers:
             markers.setdefault(trigger.marker, set()).add(trigger.prefix)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 import pytest
@@ -249,6 +249,27 @@ def test_processor_warns_that_fifo_leaves_a_declared_limit_unenforced(
     )
 
 
+@pytest.mark.parametrize("notifications", [False, True])
+def test_processor_without_the_builtins_has_no_default_trigger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notifications: bool
+) -> None:
+    """The default trigger starts the built-in `spark`. Without the built-ins the catalog has no trigger,
+    which is fine until S3 notifications are asked for: then no object could start a job, and the synth
+    says so by the settings' names."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "S")
+    seconds = {"type": "integer", "minimum": 0, "maximum": 60}
+    schema = {"type": "object", "required": ["seconds"], "properties": {"seconds": seconds}}
+    own = {"name": "pause", "runner": "wait", "params_schema": schema}
+    infra = {"s3_notifications": notifications}
+    if not notifications:
+        processor = LongJobProcessor(stack, "Jobs", job_types=[own], include_builtin_job_types=False, infra=infra)
+        assert processor.catalog.s3_triggers == () and processor.catalog.names == ["pause"]
+        return
+    with pytest.raises(ConfigError, match=r"s3_notifications: the job types have no s3_triggers"):
+        LongJobProcessor(stack, "Jobs", job_types=[own], include_builtin_job_types=False, infra=infra)
+
+
 def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "S")
@@ -258,6 +279,8 @@ def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypat
     assert "params_schema: not a valid JSON Schema" in str(caught.value)
     with pytest.raises(ConfigError, match=r"engine\.queue_url is set by the processor itself"):
         LongJobProcessor(stack, "Jobs2", engine={"queue_url": "https://example.com/q"})
+    with pytest.raises(TypeError, match=r"props: a LongJobProcessorProps, not a dict: pass the fields as keyword"):
+        LongJobProcessor(stack, "Jobs3", cast(Any, {"job_types": [ROWS_TYPE]}))
 
 
 def test_bundled_app_synth_fails_naming_a_bad_declaration(tmp_path: Path) -> None:

@@ -170,6 +170,19 @@ def test_catalog_refuses_bad_triggers() -> None:
     assert "s3_triggers[3]: marker: String should match pattern" in text
 
 
+def test_catalog_default_trigger_only_when_it_has_the_spark_type() -> None:
+    """The default trigger starts `spark`: a catalog without the built-ins and without a `spark` of its
+    own gets no trigger, rather than an error naming a trigger it never gave. Given triggers still are
+    checked."""
+    assert load_catalog(job_types=[WORDCOUNT], include_builtins=False).s3_triggers == ()
+    assert [t.job_type for t in load_catalog().s3_triggers] == ["spark"]
+    spark = BUILTIN_TYPES[0].declaration()
+    assert [t.job_type for t in load_catalog(job_types=[spark], include_builtins=False).s3_triggers] == ["spark"]
+    assert "s3_triggers[0].job_type: 'spark' is not a job type" in refused(
+        job_types=[WORDCOUNT], include_builtins=False, s3_triggers=[{"job_type": "spark"}]
+    )
+
+
 def test_catalog_compiles_a_schema_on_its_first_job_only() -> None:
     catalog = load_catalog(job_types=[WORDCOUNT])
     assert catalog._compiled == {}, "loading the catalog compiles nothing (the receiver's cold start)"

@@ -273,8 +273,10 @@ def load_catalog(
     merged = {t.name: t for t in (BUILTIN_TYPES if include_builtins else ())}
     merged.update({t.name: t for _, t in types})
     problems += _collisions(merged.values(), {t.name: index for index, t in types})
+    if triggers_in is None:  # the default trigger starts `spark`: a catalog without that type has none
+        triggers_in = [trigger for trigger in DEFAULT_TRIGGERS if trigger.job_type in merged]
     triggers: list[S3Trigger] = []
-    for index, trigger_item in enumerate(triggers_in if triggers_in is not None else DEFAULT_TRIGGERS):
+    for index, trigger_item in enumerate(triggers_in):
         try:
             trigger = trigger_item if isinstance(trigger_item, S3Trigger) else S3Trigger.model_validate(trigger_item)
         except ValidationError as exc:
