@@ -69,7 +69,7 @@ from longjobs.construct.keys import (
 from longjobs.construct.lease_table import LeaseTable
 from longjobs.construct.monitoring import Monitoring, Watched
 from longjobs.construct.nag import NagValidation, acknowledge
-from longjobs.construct.props import LongJobProcessorProps, check_existing, data_keys
+from longjobs.construct.props import LongJobProcessorProps, check_existing, content_deduplicated, data_keys
 from longjobs.construct.queues import JobQueues
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
 from longjobs.engine.jobs.published import CATALOG_KEY, catalog_item
@@ -117,6 +117,12 @@ class LongJobProcessor(Construct):
         if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
             raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
         settings = config.infra
+        if config.engine.fifo and not content_deduplicated(props.existing_queue):
+            cdk.Annotations.of(self).add_warning_v2(
+                "longjobs:fifo-deduplication",
+                "existing_queue has no content-based deduplication: each producer's send must give a "
+                "deduplication id (docs/fifo.md's sends give none), and an EventBridge rule cannot target it",
+            )
         if config.engine.fifo and (limited := [t.name for t in self.catalog.limited()]):
             cdk.Annotations.of(self).add_warning_v2(
                 "longjobs:fifo-max-concurrency",

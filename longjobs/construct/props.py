@@ -117,6 +117,16 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
         _check_s3_can_send(queue)
 
 
+def content_deduplicated(queue: sqs.IQueue | None) -> bool:
+    """Whether a FIFO `existing_queue` deduplicates by content (a new queue does; an imported one cannot be
+    read, so it is taken to). Without it, SQS refuses a send with no deduplication id, and EventBridge
+    refuses it as a target
+    (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_SqsParameters.html)."""
+    if not isinstance(queue, sqs.Queue):
+        return True
+    return bool(_resolved(queue, queue.node.default_child.content_based_deduplication))  # type: ignore[union-attr]
+
+
 def data_keys(props: LongJobProcessorProps) -> list[kms.IKey]:
     """The customer-managed keys of the existing resources: the processor's roles need each one's use."""
     keys = [

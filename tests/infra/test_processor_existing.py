@@ -16,6 +16,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Annotations, Match
 
 from longjobs.construct import LongJobProcessor
 from longjobs.construct.config import ConfigError
@@ -413,3 +414,27 @@ def test_processor_refuses_an_existing_resource_in_another_region_or_account(
     other_account = dynamodb.Table.from_table_arn(stack, "T", "arn:aws:dynamodb:us-east-1:444455556666:table/leases")
     with pytest.raises(ConfigError, match=r"existing_table is in account 444455556666, the processor's stack in 1111"):
         LongJobProcessor(stack, "OtherT", existing_table=other_account)
+
+
+@pytest.mark.parametrize("deduplicated", [True, False])
+def test_processor_existing_fifo_queue_without_content_deduplication_is_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deduplicated: bool
+) -> None:
+    """A FIFO queue without content-based deduplication refuses a send with no deduplication id, as
+    docs/fifo.md's first send gives, and EventBridge refuses it as a target
+    (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_SqsParameters.html). Producers that give
+    their own ids need no more, so `cdk synth` warns instead of refusing."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    fifo = {"fifo": True, "content_based_deduplication": deduplicated}
+    dlq = sqs.Queue(stack, "Dlq", retention_period=RETENTION, **fifo)
+    queue = fitting_queue(stack, dlq, **fifo)
+    LongJobProcessor(
+        stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, engine={"fifo": True}, nag=False
+    )
+
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("content-based deduplication"))
+
+    assert len(warnings) == (0 if deduplicated else 1), warnings
+    if not deduplicated:
+        assert "[ack: longjobs:fifo-deduplication]" in warnings[0].entry.data
