@@ -174,7 +174,7 @@ class SparkWorker(threading.Thread):
             heart.start()
             try:
                 summary = self.run_job(job, group)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a job's sys.exit() is its failure, as on Glue
                 log.warning("spark job %s failed: %s", job_id, exc)
                 self.stats.failed += 1
                 beating.set()
