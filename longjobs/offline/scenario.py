@@ -437,6 +437,7 @@ def _job_problems(jobs: Any, catalog: JobCatalog | None) -> list[str]:
                 known = ", ".join(catalog.names)
                 problems.append(f"jobs[{index}].type: {job.get('type')!r} is not a job type (known: {known})")
         elif job.get("type") not in ("wait", "spark"):
+            problems += [f"jobs[{index}].{key}: unknown key" for key in job if key not in _JOB_KEYS]
             problems.append(
                 f"jobs[{index}]: give params (any job type), or type 'wait' or 'spark' in their short forms, or a "
                 f"raw_body; got type {job.get('type')!r}"
@@ -479,6 +480,10 @@ def _outlasts_renewal(job: WaitJob, settings: Settings) -> str | None:
         "cap_safety_s): each attempt would be stopped there and the job sent to the DLQ; lower seconds, raise "
         'max_renewal_s, or give "expect": "dlq"'
     )
+
+
+_JOB_KEYS = frozenset().union(*(model.model_fields for model in (WaitJob, SparkJob, GenericJob, RawJob)))
+"""The keys of a job in any of its forms: one outside them is named as unknown when no form fits."""
 
 
 def _model_for(job: Mapping[str, Any]) -> type[_Strict]:

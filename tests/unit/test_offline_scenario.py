@@ -91,6 +91,15 @@ def test_scenario_parser_names_unknown_keys_at_every_level() -> None:
     assert "timeout: unknown key" in text
 
 
+def test_scenario_parser_names_a_misspelt_params_key_of_a_generic_job() -> None:
+    """A job of a declared type whose `params` key is misspelt has no form to be checked against: its
+    unknown key is named beside the forms it may take."""
+    text = problems({"jobs": [{"id": "wc", "type": "wordcount", "parmas": {"input": "docs"}}]})
+
+    assert "jobs[0].parmas: unknown key" in text
+    assert "jobs[0]: give params (any job type)" in text
+
+
 def test_scenario_parser_names_the_setting_meant_by_a_misspelt_or_merged_one() -> None:
     """A scenario's unknown setting gets the hint `cdk synth` and `serve --settings` give: the nearest name,
     or the setting a retired name was merged into, so the fix is in the message."""
