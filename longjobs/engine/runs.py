@@ -144,7 +144,8 @@ class JobRuns:
         if place is None:
             return False
         if place.runner == "worker":
-            return ended_at is not None and now < ended_at + place.heartbeat_s
+            ended_by = self.ended_by(job_type, ended_at)
+            return ended_by is not None and now < ended_by
         name = execution_arn.rpartition(":")[2]
         try:
             if place.runner == "emr_serverless":
@@ -156,6 +157,14 @@ class JobRuns:
                 extra={"job_type": job_type, "execution": name, "error": str(exc)},
             )
             return True
+
+    def ended_by(self, job_type: str, ended_at: float | None) -> float | None:
+        """When a run whose execution ended (or freed its lock) at `ended_at` has surely ended, when that is
+        known without asking: the worker's, a heartbeat timeout later. None for a runner asked by name."""
+        place = self.places.get(job_type)
+        if place is None or place.runner != "worker" or ended_at is None:
+            return None
+        return ended_at + place.heartbeat_s
 
     def _emr(self, application_id: str, name: str, since: float) -> bool:
         client = self._of("emr-serverless")

@@ -351,13 +351,19 @@ def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock)
     leave no room for a requeued copy's). It is hidden for the wait delay (doubling with its receives:
     SQS counts each wait as one) and reported not done; the FIFO batch processor then leaves the rest of
     its group in this batch alone. A visibility change that fails leaves the message hidden for the
-    queue's VT, which is a wait too."""
+    queue's VT, which is a wait too. A freed lock whose run is ending (`LockState.RUN_ENDING`) waits no
+    longer than that run's end, when its runner tells it (the offline worker's heartbeat timeout)."""
     delay = wait_delay_s(max(0, delivery.receive_count - 1), receiver.settings, receiver.rng)
+    ended_by = None if holder.held else receiver.runs.ended_by(job.type, holder.released_at)
+    if ended_by is not None:
+        delay = min(delay, max(1, math.ceil(ended_by - receiver.clock.now())))
     outcome = receiver.visibility.change(
         VisibilityChange(delivery.message_id, receiver.queue_of(delivery), delivery.receipt_handle, delay)
     )
     logger.info(
-        "job id is running: the message waits in place",
+        "job id is running: the message waits in place"
+        if holder.held
+        else "its job id's last run is ending: the message waits in place",
         extra={
             "message_id": delivery.message_id,
             "job_id": job.job_id,
