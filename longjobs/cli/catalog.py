@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from longjobs.cli.errors import CliError
+from longjobs.cli.resources import LOCAL_ORIGIN
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog_file
 from longjobs.engine.jobs.published import CATALOG_KEY, read_published
 
@@ -50,7 +51,11 @@ def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog
 
 
 def not_published(origin: str, table_name: str) -> str:
-    return (
-        f"{origin} publishes no job types (its lease table {table_name} has no item {CATALOG_KEY}: a stack "
-        "deployed before it published them); deploy it again, or pass --jobs-file FILE"
-    )
+    """Why the job types are missing, and what to do: a stack publishes them on deploy, the local service
+    once it has started (its banner)."""
+    if origin.startswith(LOCAL_ORIGIN):
+        why = "it publishes them once it has started: try again after its banner"
+    else:
+        why = "a stack deployed before it published them; deploy it again"
+    missing = f"its lease table {table_name} has no item {CATALOG_KEY}"
+    return f"{origin} publishes no job types ({missing}: {why}), or pass --jobs-file FILE"

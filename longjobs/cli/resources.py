@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_sqs import SQSClient
 
+LOCAL_ORIGIN = "local service at"
+"""How the answers of the local service (`--endpoint-url`) name where they come from, before its address."""
+
 # The local service's names: the offline runtime creates these (a unit test keeps them equal).
 LOCAL_QUEUE = "jobs"
 LOCAL_DLQ = "jobs-dlq"
@@ -152,5 +155,5 @@ def local(sqs: SQSClient, endpoint: str, region: str, overrides: Overrides | Non
         dlq_url=dlq_url,
         table_name=LOCAL_TABLE,
         state_machine_arn=state_machine_arn,
-        origin=f"local service at {endpoint}",
+        origin=f"{LOCAL_ORIGIN} {endpoint}",
     ).with_overrides(overrides)

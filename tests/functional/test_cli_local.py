@@ -145,6 +145,7 @@ def test_cli_submit_validates_with_the_services_published_types_never_a_jobs_jso
     local.dynamodb.delete_item(TableName=local.table_name, Key={"pk": {"S": CATALOG_KEY}})
     unpublished = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1")
     assert_one_line_error(unpublished, 1, "publishes no job types", "pass --jobs-file FILE")
+    assert "try again after its banner" in unpublished.err and "deploy" not in unpublished.err, "no stack to deploy"
 
 
 def test_cli_submit_refuses_a_type_the_service_cannot_run_and_sends_nothing(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from longjobs.cli import render
+from longjobs.cli import catalog, render
 from longjobs.cli.dlq import DeadLetter, RedriveFilter, copy_messages, preview, redrive
 from longjobs.engine.lease import Lease, LeaseStatus
 from tests.unit.test_cli_dlq import SlowSqs, Ticking, _dead_letter_twice, body, copy_run, queues
@@ -196,3 +196,21 @@ def test_cli_status_survives_an_odd_close_time(value: Any) -> None:
     items = [{"pk": "m-1", "status": "LOST", "workflow_closed_at": value}]
 
     assert last_hour_from_table(items, now=1_800_000_000.0).leases_lost == 0
+
+
+@pytest.mark.parametrize(
+    ("origin", "advice", "not_said"),
+    [
+        ("stack LongJobs", "deploy it again", "banner"),
+        ("local service at http://127.0.0.1:4566", "try again after its banner", "deploy"),
+    ],
+)
+def test_cli_catalog_missing_job_types_advice_fits_where_they_come_from(
+    origin: str, advice: str, not_said: str
+) -> None:
+    """A stack publishes its job types on deploy; the local service once it has started. A command sent
+    before the service's banner is told to wait for it, not to deploy a stack there is none of."""
+    said = catalog.not_published(origin, "leases")
+
+    assert said.startswith(f"{origin} publishes no job types") and advice in said and not_said not in said, said
+    assert said.endswith("or pass --jobs-file FILE")
