@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from longjobs.cli import commands
+from longjobs.cli import clients, commands
 from longjobs.engine.lease import LastError, LeaseStatus
+from tests import REPO_ROOT
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
 
 STACK = "LongJobs-test"
@@ -104,6 +107,42 @@ def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     assert data["oldest_message_age_s"] == 42
     assert data["drain_s"] == {"spark": 7_200}, "each limited type's latest estimate of the last 15 minutes"
     assert data["notes"] == []
+
+
+def documented_permissions(subcommand: str) -> set[str]:
+    """The IAM actions docs/operate.md's "IAM permissions for `--stack`" gives `subcommand`, with those of
+    every subcommand (`all`)."""
+    page = (REPO_ROOT / "docs" / "operate.md").read_text(encoding="utf-8")
+    table = page[page.index("## IAM permissions for `--stack`") :]
+    rows = dict(re.findall(r"^\| `?([\w ]+?)`? \| (.+) \|$", table, re.M))
+    return {action for name in ("all", subcommand) for action in re.findall(r"`(\w+:\w+)`", rows[name])}
+
+
+def test_cli_stack_status_calls_only_what_operate_md_permits(
+    deployed: Processor, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator given the permissions the page lists for `status` can run it: every call it makes on a
+    stack, the backlog drain time's too, is one of them."""
+    _put_metric("LongJobs", "BacklogDrainTime", 60, ("service", "long-jobs"), 1, ("job_type", "spark"))
+    calls: set[str] = set()
+    made = clients.make_session
+
+    def record(model: Any, **_: Any) -> None:
+        service = model.service_model.service_name
+        calls.add(f"{'states' if service == 'stepfunctions' else service}:{model.name}")  # IAM's prefix
+
+    def recording(connection: clients.Connection) -> boto3.session.Session:
+        session = made(connection)
+        session.events.register("before-call", record)
+        return session
+
+    monkeypatch.setattr(clients, "make_session", recording)
+
+    result = run(capsys, "--stack", STACK, "status", "--json")
+
+    assert result.code == 0, result.err
+    assert {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"} <= calls
+    assert calls - documented_permissions("status") == set()
 
 
 def test_cli_stack_submit_validates_spark_jobs_with_the_stacks_output_defaults(

@@ -7,12 +7,14 @@ owner's).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from longjobs.construct.config import ConfigError, load_config
 from longjobs.construct.keys import KEY_USER_ACTIONS, LOGS_KEY_ACTIONS
+from tests import REPO_ROOT
 from tests.infra.conftest import PROD_CONTEXT, Synth
 
 IMPORTED_KEY = PROD_CONTEXT["kms_key"]
@@ -95,6 +97,22 @@ def test_customer_key_customer_managed_key_encrypts_every_store(
         assert synth.resource(function)["Properties"]["KmsKeyArn"] == key, "the environment too"
     [topic] = synth.of_type("AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"] == key
+
+
+def test_customer_key_deploy_page_counts_and_names_every_log_group_it_encrypts(cmk: Synth) -> None:
+    """docs/deploy.md's list of what the key encrypts counts the stack's log groups, and its naming pattern
+    covers each name: an operator looks for them in the console by that page."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    counted = re.search(r"^- the (\w+) log groups\b", page, re.M)
+    assert counted is not None
+    numbers = {"three": 3, "four": 4, "five": 5, "six": 6}
+    log_groups = cmk.of_type("AWS::Logs::LogGroup")
+    assert numbers.get(counted.group(1)) == len(log_groups)
+    named = re.search(r"the log groups are named\s+`/longjobs/<stack name>/<processor's unique id>/<([^>]+)>`", page)
+    assert named is not None
+    leaves = set(re.split(r", | or ", named.group(1).replace("function", "receiver, extender, watcher")))
+    names = {group["Properties"]["LogGroupName"] for group in log_groups.values()}
+    assert names == {f"{LOG_PREFIX}/{leaf}" for leaf in leaves}
 
 
 def test_customer_key_created_key_is_the_only_key_rotated_and_kept(cmk: Synth) -> None:

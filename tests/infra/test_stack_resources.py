@@ -977,6 +977,51 @@ def test_stack_every_alarm_has_a_runbook_entry(dev: Synth) -> None:
     assert len(made) >= 7 and made <= entries, made - entries
 
 
+def test_stack_extender_errors_runbook_names_the_extenders_log_group(dev: Synth, cmk: Synth) -> None:
+    """The `ExtenderErrors` entry of docs/deploy.md sends the operator to the extender's log group by a
+    name pattern: it matches the name CloudFormation gives the group (`<stack>-<logical id>-<suffix>`, the
+    template naming none), and the name `kms_key` gives it."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    entry = page[page.index("### `ExtenderErrors`") :].split("\n### ", 1)[0]
+    patterns = [
+        re.compile(re.sub(r"<[^>]+>|\\\.\\\.\\\.", ".+", re.escape(text)))
+        for text in re.findall(r"`([^`]*[Ee]xtender[^`]*)`", entry)
+    ]
+    function = dev.resource(dev.part("Functions").extender)
+    extender = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    assert "LogGroupName" not in dev.resources[extender]["Properties"]
+    generated = f"{dev.stack.stack_name}-{extender}-1A2B3C4D5E6F"
+    named = cmk.resources[extender]["Properties"]["LogGroupName"]
+    for name in (generated, named):
+        assert any(pattern.fullmatch(name) for pattern in patterns), (name, [p.pattern for p in patterns])
+
+
+def test_stack_dashboard_list_of_deploy_page_describes_every_widget(dev: Synth) -> None:
+    """docs/deploy.md's "Where to watch it" describes each widget of the dashboard by what it shows."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    listed = page[page.index("- **CloudWatch dashboard") : page.index("- **Alarms**")]
+    described = {
+        "Jobs queue": "queue depth, in flight (leased) and the oldest message's age",
+        "Dead-letter queue": "the DLQ's depth",
+        "Leases": "renewals, completed and released leases and the time left at renewal",
+        "Renewal failures by class": "renewal failures by class",
+        "Lapses, capped and lost leases, stopped executions": "lapses, capped and lost leases",
+        "Jobs received": "jobs received by outcome",
+        "Executions": "executions started, succeeded, failed, timed out and aborted",
+        "Glue job runs": "Glue task counts and elapsed time",
+        "Function errors and throttles": "the functions' errors and throttles",
+        "Cost of ended attempts (USD, list price)": "the cost of each type's ended attempts",
+        "Admission": "per limited type, its slots",
+        "Alarms": "An alarm status panel",
+    }
+    [dashboard] = dev.of_type("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(render_cfn(dashboard["Properties"]["DashboardBody"]))["widgets"]
+    titles = {re.sub(r": .*$", "", w["properties"]["title"]) for w in widgets}
+    assert titles == set(described), titles ^ set(described)
+    text = " ".join(listed.split())
+    assert [phrase for phrase in described.values() if phrase not in text] == []
+
+
 # SnapStart
 
 
