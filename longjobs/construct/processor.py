@@ -284,12 +284,13 @@ class LongJobProcessor(Construct):
         """Let `producer` send job messages: `sqs:SendMessage` and the queue attributes on the jobs queue,
         and with `kms_key` the key's use for it. CDK's grant writes it where it must be: on the producer's
         own policy in this account, on the queue's policy (and the key's) for another account's principal.
-        An imported queue's policy is not the stack's to change, so a principal that has no policy of its own
-        (an account, an ARN, a service) is refused there: CDK would leave its grant out without a word."""
+        An imported queue's policy is not the stack's to change, so a producer its own policy cannot let send
+        (an account, an ARN, a service, a role of another account) is refused there: CDK would leave its grant
+        out without a word."""
         principal = producer.grant_principal
-        if not isinstance(self.queue, sqs.Queue) and isinstance(principal, iam.PrincipalBase):
+        if not isinstance(self.queue, sqs.Queue) and not _own_policy_grants(self, self.queue, producer):
             raise ConfigError(
-                f"producers: {principal.to_string()} can only be let send on the queue's own policy, and "
+                f"producers: {cast(Any, principal).to_string()} can only be let send on the queue's own policy, and "
                 "existing_queue is imported, so the stack cannot change that policy: allow it sqs:SendMessage "
                 "there yourself, and leave it out of producers"
             )
@@ -335,6 +336,25 @@ class LongJobProcessor(Construct):
             "configures the processor's raw bucket.",
             findings=("Resource::*",),
         )
+
+
+SEND_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+"""The actions of CDK's `grant_send_messages`, in its order (so its own statement is the same one)."""
+
+
+def _own_policy_grants(scope: Construct, queue: sqs.IQueue, producer: iam.IGrantable) -> bool:
+    """Whether the stack can let `producer` send to `queue` on the producer's own policy, as CDK's grant writes
+    it: a principal that takes a policy statement (a role, a user, a role wrapped with conditions) of the
+    stack's account, or of one the synth cannot tell. An account, an ARN or a service takes none, and CDK adds
+    none to a role of another account. The look adds the very statement CDK's grant then adds to the principal."""
+    account, ours = producer.grant_principal.principal_account, cdk.Stack.of(scope).account
+    if account is None:
+        return False
+    if not cdk.Token.is_unresolved(account) and not cdk.Token.is_unresolved(ours) and account != ours:
+        return False
+    return iam.Grant.add_to_principal(
+        grantee=producer, actions=list(SEND_ACTIONS), resource_arns=[queue.queue_arn]
+    ).success
 
 
 @jsii.implements(s3.IBucketNotificationDestination)

@@ -438,3 +438,28 @@ def test_processor_existing_fifo_queue_without_content_deduplication_is_warned_o
     assert len(warnings) == (0 if deduplicated else 1), warnings
     if not deduplicated:
         assert "[ack: longjobs:fifo-deduplication]" in warnings[0].entry.data
+
+
+def test_processor_existing_queue_producer_judged_by_where_its_grant_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an imported queue, a producer is let send on its own policy or not at all. A role wrapped with
+    conditions takes the grant on the role's own policy, so it is taken; a role of another account (imported
+    by its ARN) takes none there, since CDK adds nothing to another account's role, and needs the queue's
+    policy: it is refused, as another account's principal is."""
+    monkeypatch.chdir(tmp_path)
+    env = cdk.Environment(account="111122223333", region="us-east-1")
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs", env=env)
+    queue = sqs.Queue.from_queue_arn(stack, "Queue", "arn:aws:sqs:us-east-1:111122223333:jobs")
+    dlq = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:us-east-1:111122223333:jobs-dlq")
+    role = iam.Role(stack, "Ingest", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    conditioned = iam.PrincipalWithConditions(role, {"StringEquals": {"aws:RequestedRegion": "us-east-1"}})
+    processor = LongJobProcessor(
+        stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, producers=[conditioned], nag=False
+    )
+    statements = stack.resolve(role.node.find_child("DefaultPolicy").document)["Statement"]  # type: ignore[attr-defined]
+    assert any("sqs:SendMessage" in s["Action"] for s in statements), statements
+
+    other = iam.Role.from_role_arn(stack, "OtherAccount", "arn:aws:iam::444455556666:role/ingest")
+    with pytest.raises(ConfigError, match=r"producers: Theirs/OtherAccount can only .* existing_queue is imported"):
+        processor.grant_send_jobs(other)
