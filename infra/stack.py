@@ -53,6 +53,7 @@ class LongJobsStack(cdk.Stack):
             ("StateMachineArn", processor.state_machine.state_machine_arn, "The long-job workflow"),
             ("DashboardName", dashboard_name, "CloudWatch dashboard"),
             ("AlarmTopicArn", processor.alarm_topic.topic_arn, "Alarm notifications"),
+            ("MetricsService", processor.metrics_service, "The service dimension of the processor's metrics"),
             ("RawBucketName", buckets.raw.bucket_name, "Raw input"),
             ("CuratedBucketName", buckets.curated.bucket_name, "Curated output"),
             ("QuarantineBucketName", buckets.quarantine.bucket_name, "Rejected rows"),

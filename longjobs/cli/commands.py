@@ -130,6 +130,7 @@ def _collect_status(ctx: Context) -> status.Status:
         queue_url=found.queue_url,
         dlq_url=found.dlq_url,
         table_name=found.table_name,
+        service=found.metrics_service,
     )
 
 
@@ -273,6 +274,7 @@ def run_top(ctx: Context) -> int:
             limits=limits,
             job_types=job_types.types if job_types is not None else None,
             previous=last[-1] if last else None,
+            service=found.metrics_service,
         )
         last[:] = [made]
         return made

@@ -33,6 +33,9 @@ LOCAL_STATE_MACHINE = "long-jobs"
 OUTPUT_QUEUE_URL = "QueueUrl"
 OUTPUT_DLQ_URL = "DeadLetterQueueUrl"
 OUTPUT_TABLE = "LeaseTableName"
+OUTPUT_METRICS_SERVICE = "MetricsService"
+DEFAULT_METRICS_SERVICE = "long-jobs"
+"""The `service` of a stack without the `MetricsService` output, and of the local service."""
 OUTPUT_STATE_MACHINE = "StateMachineArn"
 OUTPUT_CURATED_BUCKET = "CuratedBucketName"
 OUTPUT_QUARANTINE_BUCKET = "QuarantineBucketName"
@@ -61,6 +64,8 @@ class Resources:
     origin: str
     curated_uri: str | None = None
     quarantine_uri: str | None = None
+    metrics_service: str = DEFAULT_METRICS_SERVICE
+    """The `service` dimension of the processor's metrics: the stack's `MetricsService` output."""
 
     def with_overrides(self, overrides: Overrides) -> Resources:
         return replace(
@@ -116,6 +121,7 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
         origin=f"stack {stack_name}",
         curated_uri=f"s3://{curated}/" if curated else None,
         quarantine_uri=f"s3://{quarantine}/" if quarantine else None,
+        metrics_service=outputs.get(OUTPUT_METRICS_SERVICE) or DEFAULT_METRICS_SERVICE,
     )
 
 

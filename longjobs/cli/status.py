@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from longjobs.cli.resources import DEFAULT_METRICS_SERVICE
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.schema import WORKFLOW_CLOSED_AT_ATTR, attribute_time
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
@@ -29,8 +30,12 @@ if TYPE_CHECKING:
 
 HOUR_S = 3_600
 METRICS_NAMESPACE = "LongJobs"
-SERVICE_DIMENSION = {"Name": "service", "Value": "long-jobs"}
-"""Powertools' `service` dimension, as the stack sets it (`longjobs/construct/constants.py`)."""
+
+
+def service_dimension(service: str) -> dict[str, str]:
+    """The `service` dimension the processor's functions publish under (the stack's `MetricsService`)."""
+    return {"Name": "service", "Value": service}
+
 
 _deserializer = TypeDeserializer()
 STATUS_ATTRIBUTES = ("status", "renewal_count", "renewed_at", "closed_at", WORKFLOW_CLOSED_AT_ATTR, "job_type")
@@ -151,11 +156,15 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def _engine_query(query_id: str, metric_name: str) -> Any:
+def _engine_query(query_id: str, metric_name: str, service: str) -> Any:
     return {
         "Id": query_id,
         "MetricStat": {
-            "Metric": {"Namespace": METRICS_NAMESPACE, "MetricName": metric_name, "Dimensions": [SERVICE_DIMENSION]},
+            "Metric": {
+                "Namespace": METRICS_NAMESPACE,
+                "MetricName": metric_name,
+                "Dimensions": [service_dimension(service)],
+            },
             "Period": 60,
             "Stat": "Sum",
         },
@@ -163,17 +172,17 @@ def _engine_query(query_id: str, metric_name: str) -> Any:
 
 
 def last_hour_from_cloudwatch(
-    cloudwatch: CloudWatchClient, queue_name: str, now: float
+    cloudwatch: CloudWatchClient, queue_name: str, now: float, service: str = DEFAULT_METRICS_SERVICE
 ) -> tuple[LastHour, float | None]:
     """The engine's metrics summed over the last hour, and the queue's latest oldest-message age. Lapses
     count as the `Lapses` alarm counts them: the extender's, and the redeliveries the receiver met while
     the job ran."""
     end = datetime.fromtimestamp(now, UTC)
     queries: list[Any] = [
-        _engine_query("renewals", MetricName.RENEWALS),
-        _engine_query("lapses", MetricName.LAPSES),
-        _engine_query("redelivered", MetricName.REDELIVERED_WHILE_RUNNING),  # a lapse the receiver saw
-        _engine_query("lost", MetricName.LEASES_LOST),
+        _engine_query("renewals", MetricName.RENEWALS, service),
+        _engine_query("lapses", MetricName.LAPSES, service),
+        _engine_query("redelivered", MetricName.REDELIVERED_WHILE_RUNNING, service),  # a lapse the receiver saw
+        _engine_query("lost", MetricName.LEASES_LOST, service),
         {
             "Id": "oldest",
             "MetricStat": {
@@ -213,10 +222,16 @@ def last_hour_from_cloudwatch(
     )
 
 
-def drain_times_from_cloudwatch(cloudwatch: CloudWatchClient, now: float) -> dict[str, float]:
+def drain_times_from_cloudwatch(
+    cloudwatch: CloudWatchClient, now: float, service: str = DEFAULT_METRICS_SERVICE
+) -> dict[str, float]:
     """Each limited type's latest `BacklogDrainTime` of the last 15 minutes: seconds until its waiting
     and parked messages can be expected to have started (the extender publishes it every run)."""
-    listed = cloudwatch.list_metrics(Namespace=METRICS_NAMESPACE, MetricName=MetricName.BACKLOG_DRAIN_TIME)
+    listed = cloudwatch.list_metrics(
+        Namespace=METRICS_NAMESPACE,
+        MetricName=MetricName.BACKLOG_DRAIN_TIME,
+        Dimensions=[{"Name": "service", "Value": service}],  # this processor's types, not another stack's
+    )
     types = sorted(
         {d["Value"] for m in listed.get("Metrics", []) for d in m.get("Dimensions", []) if d["Name"] == TYPE_DIMENSION}
     )
@@ -230,7 +245,7 @@ def drain_times_from_cloudwatch(cloudwatch: CloudWatchClient, now: float) -> dic
                 "Metric": {
                     "Namespace": METRICS_NAMESPACE,
                     "MetricName": MetricName.BACKLOG_DRAIN_TIME,
-                    "Dimensions": [SERVICE_DIMENSION, {"Name": TYPE_DIMENSION, "Value": job_type}],
+                    "Dimensions": [service_dimension(service), {"Name": TYPE_DIMENSION, "Value": job_type}],
                 },
                 "Period": 60,
                 "Stat": "Maximum",
@@ -262,6 +277,7 @@ def collect_status(
     table_name: str,
     now: float | None = None,
     items: list[dict[str, Any]] | None = None,
+    service: str = DEFAULT_METRICS_SERVICE,
 ) -> Status:
     """One status snapshot. `cloudwatch` None: the local service (counts from the table). `items`: the
     table's items already scanned (with at least `STATUS_ATTRIBUTES`), so a caller that needs more of
@@ -287,7 +303,7 @@ def collect_status(
                 "offline: the backlog drain time is a CloudWatch metric (BacklogDrainTime): not available",
             ],
         )
-    last_hour, oldest = last_hour_from_cloudwatch(cloudwatch, queue_url.rstrip("/").rsplit("/", 1)[-1], now)
+    last_hour, oldest = last_hour_from_cloudwatch(cloudwatch, queue_url.rstrip("/").rsplit("/", 1)[-1], now, service)
     return Status(
         at=now,
         source="cloudwatch",
@@ -297,5 +313,5 @@ def collect_status(
         oldest_message_age_s=oldest,
         last_hour=last_hour,
         waiting=waiting_counts(items),
-        drain_s=drain_times_from_cloudwatch(cloudwatch, now),
+        drain_s=drain_times_from_cloudwatch(cloudwatch, now, service),
     )

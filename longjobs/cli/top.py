@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from longjobs.cli.resources import DEFAULT_METRICS_SERVICE
 from longjobs.cli.status import STATUS_ATTRIBUTES, Status, collect_status, scan_items
 from longjobs.engine.admission.slots import slot_type
 from longjobs.engine.cost import attempt_usage
@@ -131,6 +132,7 @@ def collect_frame(
     job_types: JobCatalog | None = None,
     previous: Frame | None = None,
     now: float | None = None,
+    service: str = DEFAULT_METRICS_SERVICE,
 ) -> Frame:
     """One frame: `status`'s readings and the lines above from one Scan (`previous`: the last frame, for
     the renewal rate between the two; `limits`: each limited type's limit, None when no catalog was given)."""
@@ -145,6 +147,7 @@ def collect_frame(
         table_name=table_name,
         now=now,
         items=items,
+        service=service,
     )
     total = sum(int(item.get("renewal_count", 0) or 0) for item in items)
     notes: list[str] = []

@@ -57,14 +57,14 @@ WATCHED_STATUSES = ["FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"]
 attempt (`longjobs.engine.cost`)."""
 
 
-def tracing_environment(tracing: Tracing) -> dict[str, str]:
+def tracing_environment(tracing: Tracing, service: str = SERVICE_NAME) -> dict[str, str]:
     """The functions' environment for a `tracing` setting. Only xray-sdk lets Powertools' Tracer import the
     X-Ray SDK (a third of a cold start, and in maintenance until its end of support); opentelemetry
     runs the functions under the ADOT layer's wrapper, which instruments boto3's calls."""
     environment: dict[str, str] = {} if tracing == "xray-sdk" else {"POWERTOOLS_TRACE_DISABLED": "true"}
     if tracing == "opentelemetry":
         # TRACING tells the watcher to record a span per job (longjobs.engine.watcher.job_span).
-        environment |= {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER, "OTEL_SERVICE_NAME": SERVICE_NAME, "TRACING": tracing}
+        environment |= {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER, "OTEL_SERVICE_NAME": service, "TRACING": tracing}
     return environment
 
 
@@ -92,6 +92,8 @@ class Resources:
     job_run_arns: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """The IAM resources of those runs by action: `emr-serverless:ListJobRuns`, `emr-serverless:CancelJobRun`,
     `glue:GetJobRuns`, `glue:BatchStopJobRun`."""
+    metrics_service: str = SERVICE_NAME
+    """The `service` the functions publish their metrics and logs under (`POWERTOOLS_SERVICE_NAME`)."""
 
 
 LIVE_ALIAS = "live"
@@ -123,6 +125,7 @@ class LongJobFunctions(Construct):
         self._retention = LOG_RETENTION[infra.log_retention_days]
         self._retention_days = infra.log_retention_days
         self._tracing = infra.tracing
+        self._service = res.metrics_service
         self._snapstart = infra.snapstart
         self._key = res.key
         self._log_group_prefix = res.log_group_prefix
@@ -491,11 +494,11 @@ class LongJobFunctions(Construct):
             snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if self._snapstart else None,
             environment_encryption=self._key,
             environment={
-                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_SERVICE_NAME": self._service,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
                 # No pydantic plugins: spares the first model's scan of every installed package's entry points.
                 "PYDANTIC_DISABLE_PLUGINS": "__all__",
-                **tracing_environment(self._tracing),
+                **tracing_environment(self._tracing, self._service),
                 **environment,
             },
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
@@ -37,61 +38,76 @@ class Watched:
     glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
     waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)  # each limited type's waiting queue
     job_types: tuple[str, ...] = ()  # the types whose attempts run in the workflow (each one's cost)
+    service: str = SERVICE_NAME  # the `service` dimension the functions publish their metrics under
 
 
-def engine_metric(name: str, *, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
+def engine_metric(
+    name: str, *, service: str = SERVICE_NAME, statistic: str = cw.Stats.SUM, label: str | None = None
+) -> cw.Metric:
     """A metric the functions publish through Powertools (namespace and `service` dimension)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": SERVICE_NAME},
+        dimensions_map={"service": service},
         statistic=statistic,
         period=PERIOD,
         label=label or name,
     )
 
 
-def type_metric(name: str, job_type: str, *, statistic: str = cw.Stats.MAXIMUM, label: str | None = None) -> cw.Metric:
+def type_metric(
+    name: str,
+    job_type: str,
+    *,
+    service: str = SERVICE_NAME,
+    statistic: str = cw.Stats.MAXIMUM,
+    label: str | None = None,
+) -> cw.Metric:
     """A metric of one job type (`longjobs.engine.observability.type_metric`: the `job_type` dimension)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": SERVICE_NAME, TYPE_DIMENSION: job_type},
+        dimensions_map={"service": service, TYPE_DIMENSION: job_type},
         statistic=statistic,
         period=PERIOD,
         label=label or f"{name} ({statistic.lower()})",
     )
 
 
-def cost_graph(job_types: Sequence[str]) -> cw.GraphWidget:
+def cost_graph(job_types: Sequence[str], service: str = SERVICE_NAME) -> cw.GraphWidget:
     """What the ended attempts of each type cost (dollars at list price, `longjobs.engine.cost`), and on the
     right how long their runs took."""
     return _graph(
         "Cost of ended attempts (USD, list price)",
-        [type_metric(MetricName.ATTEMPT_COST, name, statistic=cw.Stats.SUM, label=name) for name in job_types],
+        [
+            type_metric(MetricName.ATTEMPT_COST, name, service=service, statistic=cw.Stats.SUM, label=name)
+            for name in job_types
+        ],
         right=[
-            type_metric(MetricName.ATTEMPT_RUNNER_SECONDS, name, statistic="p90", label=f"{name} run time p90")
+            type_metric(
+                MetricName.ATTEMPT_RUNNER_SECONDS, name, service=service, statistic="p90", label=f"{name} run time p90"
+            )
             for name in job_types
         ],
     )
 
 
-def admission_graph(job_type: str, waiting: sqs.IQueue) -> cw.GraphWidget:
+def admission_graph(job_type: str, waiting: sqs.IQueue, service: str = SERVICE_NAME) -> cw.GraphWidget:
     """A limited type: slots in use, messages waiting in flight and parked (ours and SQS's count of the
     waiting queue); on the right, how long admitted messages waited for their slot."""
     return _graph(
         f"Admission: {job_type}",
         [
-            type_metric(MetricName.SLOTS_IN_USE, job_type),
-            type_metric(MetricName.WAITING_MESSAGES, job_type),
-            type_metric(MetricName.PARKED_MESSAGES, job_type),
+            type_metric(MetricName.SLOTS_IN_USE, job_type, service=service),
+            type_metric(MetricName.WAITING_MESSAGES, job_type, service=service),
+            type_metric(MetricName.PARKED_MESSAGES, job_type, service=service),
             waiting.metric_approximate_number_of_messages_visible(
                 period=PERIOD, statistic="Maximum", label="waiting queue: visible"
             ),
         ],
         right=[
-            type_metric(MetricName.ADMISSION_DELAY, job_type, statistic="p90"),
-            type_metric(MetricName.ADMISSION_DELAY, job_type),
+            type_metric(MetricName.ADMISSION_DELAY, job_type, service=service, statistic="p90"),
+            type_metric(MetricName.ADMISSION_DELAY, job_type, service=service),
         ],
     )
 
@@ -167,6 +183,7 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         w = watched
+        engine = partial(engine_metric, service=w.service)
         if key is None:
             key = service_key(self, "TopicKey", description="Long-jobs alarm topic")
         allow_alarms(key)
@@ -193,8 +210,8 @@ class Monitoring(Construct):
                 total(
                     "extender errors and failed passes",
                     errors=w.extender.metric_errors(period=PERIOD, statistic="Sum"),
-                    passes=engine_metric(MetricName.EXTENDER_PASS_FAILURES),
-                    unrecorded=engine_metric(MetricName.RENEWALS_NOT_RECORDED),
+                    passes=engine(MetricName.EXTENDER_PASS_FAILURES),
+                    unrecorded=engine(MetricName.RENEWALS_NOT_RECORDED),
                 ),
                 threshold=1,
                 description="The extender failed, a pass of it failed, or renewals SQS accepted were not recorded: "
@@ -212,8 +229,8 @@ class Monitoring(Construct):
                 "Lapses",
                 total(
                     "lapses",
-                    lapses=engine_metric(MetricName.LAPSES),
-                    redelivered=engine_metric(MetricName.REDELIVERED_WHILE_RUNNING),
+                    lapses=engine(MetricName.LAPSES),
+                    redelivered=engine(MetricName.REDELIVERED_WHILE_RUNNING),
                 ),
                 threshold=1,
                 description="A message became visible while its job ran (a lapse).",
@@ -222,8 +239,8 @@ class Monitoring(Construct):
                 "LeasesLostOrCapped",
                 total(
                     "lost or capped leases",
-                    lost=engine_metric(MetricName.LEASES_LOST),
-                    capped=engine_metric(MetricName.LEASES_CAPPED),
+                    lost=engine(MetricName.LEASES_LOST),
+                    capped=engine(MetricName.LEASES_CAPPED),
                 ),
                 threshold=1,
                 description="A lease lost its receipt handle or reached the renewal limit: its execution was "
@@ -243,7 +260,7 @@ class Monitoring(Construct):
             *[
                 self._alarm(
                     f"BacklogDrain{index}",
-                    type_metric(MetricName.BACKLOG_DRAIN_TIME, name),
+                    type_metric(MetricName.BACKLOG_DRAIN_TIME, name, service=w.service),
                     threshold=BACKLOG_DRAIN_ALARM.to_seconds(),
                     description=f"Job type {name}: its waiting and parked messages are expected to take longer "
                     f"than {BACKLOG_DRAIN_ALARM.to_days()} days to start (each is sent again before the queue's "
@@ -269,38 +286,38 @@ class Monitoring(Construct):
             _graph(
                 "Leases",
                 [
-                    engine_metric(MetricName.RENEWALS),
-                    engine_metric(MetricName.LEASES_COMPLETED),
-                    engine_metric(MetricName.LEASES_RELEASED),
+                    engine(MetricName.RENEWALS),
+                    engine(MetricName.LEASES_COMPLETED),
+                    engine(MetricName.LEASES_RELEASED),
                 ],
-                right=[engine_metric(MetricName.TIME_LEFT_AT_RENEWAL, statistic=cw.Stats.MINIMUM)],
+                right=[engine(MetricName.TIME_LEFT_AT_RENEWAL, statistic=cw.Stats.MINIMUM)],
             ),
             _graph(
                 "Renewal failures by class",
                 [
-                    engine_metric(MetricName.RENEWAL_FAILURES_THROTTLED),
-                    engine_metric(MetricName.RENEWAL_FAILURES_OTHER),
-                    engine_metric(MetricName.RENEWALS_GIVEN_UP),
-                    engine_metric(MetricName.LEASE_CONFLICTS),
-                    engine_metric(MetricName.RECONCILE_FAILURES),
-                    engine_metric(MetricName.RENEWALS_NOT_RECORDED),
-                    engine_metric(MetricName.RELEASES_REASSERTED),
-                    engine_metric(MetricName.EXTENDER_PASS_FAILURES),
+                    engine(MetricName.RENEWAL_FAILURES_THROTTLED),
+                    engine(MetricName.RENEWAL_FAILURES_OTHER),
+                    engine(MetricName.RENEWALS_GIVEN_UP),
+                    engine(MetricName.LEASE_CONFLICTS),
+                    engine(MetricName.RECONCILE_FAILURES),
+                    engine(MetricName.RENEWALS_NOT_RECORDED),
+                    engine(MetricName.RELEASES_REASSERTED),
+                    engine(MetricName.EXTENDER_PASS_FAILURES),
                 ],
             ),
             _graph(
                 "Lapses, capped and lost leases, stopped executions",
                 [
-                    engine_metric(MetricName.LAPSES),
-                    engine_metric(MetricName.REDELIVERED_WHILE_RUNNING),
-                    engine_metric(MetricName.LEASES_CAPPED),
-                    engine_metric(MetricName.LEASES_LOST),
-                    engine_metric(MetricName.EXECUTIONS_STOPPED),
+                    engine(MetricName.LAPSES),
+                    engine(MetricName.REDELIVERED_WHILE_RUNNING),
+                    engine(MetricName.LEASES_CAPPED),
+                    engine(MetricName.LEASES_LOST),
+                    engine(MetricName.EXECUTIONS_STOPPED),
                 ],
             ),
             _graph(
                 "Jobs received",
-                [engine_metric(name) for name in RECEIVED],
+                [engine(name) for name in RECEIVED],
             ),
             _graph(
                 "Executions",
@@ -334,8 +351,8 @@ class Monitoring(Construct):
                     )
                 ],
             ),
-            *([cost_graph(w.job_types)] if w.job_types else []),
-            *[admission_graph(name, queue) for name, queue in sorted(w.waiting.items())],
+            *([cost_graph(w.job_types, w.service)] if w.job_types else []),
+            *[admission_graph(name, queue, w.service) for name, queue in sorted(w.waiting.items())],
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24, height=4),
         )
 

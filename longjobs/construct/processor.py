@@ -188,6 +188,10 @@ class LongJobProcessor(Construct):
             deploy_calls=self.deploy_calls,
         )
         buckets = workflow.buckets
+        self.metrics_service = cdk.Names.unique_id(self)
+        """The `service` dimension of the processor's metrics, and its functions' Powertools service: its
+        unique id in the app, so that two processors in one account and region (two stacks, or two
+        processors in one) never share a metric, an alarm or a dashboard graph."""
         self.functions = LongJobFunctions(
             self,
             "Functions",
@@ -206,6 +210,7 @@ class LongJobProcessor(Construct):
                 log_group_prefix=log_group_prefix,
                 job_runs=workflow.job_runs,
                 job_run_arns=workflow.job_run_arns,
+                metrics_service=self.metrics_service,
             ),
         )
         if key is not None and log_group_prefix is not None:
@@ -231,6 +236,7 @@ class LongJobProcessor(Construct):
                 glue_jobs=workflow.glue_jobs,
                 waiting={n: q for n, q in queues.waiting.items() if self.catalog.limit(n) is not None},
                 job_types=tuple(t.name for t in self.catalog if t.runner != "inline"),
+                service=self.metrics_service,
             ),
             oldest_message_threshold=cdk.Duration.seconds(settings.oldest_message_alarm_threshold_s(self.catalog)),
             alarm_email=settings.alarm_email,

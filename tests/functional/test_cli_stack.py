@@ -21,6 +21,8 @@ from tests.longjobs_support import Processor, assert_one_line_error, create_proc
 
 STACK = "LongJobs-test"
 REGION = "us-east-1"
+SERVICE = "LongJobstest"
+"""The stack's `MetricsService`: the `service` dimension its functions publish under."""
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +54,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Processor]:
             "StateMachineArn": processor.state_machine_arn,
             "CuratedBucketName": "longjobs-test-curated",
             "QuarantineBucketName": "longjobs-test-quarantine",
+            "MetricsService": SERVICE,
         }
         template = {"Resources": {}, "Outputs": {key: {"Value": value} for key, value in outputs.items()}}
         session.client("cloudformation").create_stack(StackName=STACK, TemplateBody=json.dumps(template))
@@ -80,11 +83,13 @@ def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     deployed.sqs.send_message(QueueUrl=deployed.queue_url, MessageBody="{}")
     deployed.dead_letter()
     deployed.put_lease("m1", now=time.time(), renewal_count=2, renewed_at=time.time())
-    service = ("service", "long-jobs")
+    service = ("service", SERVICE)
+    another = ("service", "long-jobs")  # another stack's processor in the account and region
     _put_metric("LongJobs", "Renewals", 5, service, minutes_ago=30)
     _put_metric("LongJobs", "Renewals", 7, service, minutes_ago=2)
     _put_metric("LongJobs", "Renewals", 100, service, minutes_ago=90)  # before the last hour
-    _put_metric("LongJobs", "Renewals", 1_000, ("service", "another"), minutes_ago=2)
+    _put_metric("LongJobs", "Renewals", 1_000, another, minutes_ago=2)
+    _put_metric("LongJobs", "BacklogDrainTime", 5, another, 1, ("job_type", "theirs"))
     _put_metric("LongJobs", "Lapses", 1, service, minutes_ago=10)
     _put_metric("LongJobs", "RedeliveredWhileRunning", 3, service, minutes_ago=10)  # the Lapses alarm counts it too
     _put_metric("LongJobs", "LeasesLost", 2, service, minutes_ago=10)
@@ -123,7 +128,7 @@ def test_cli_stack_status_calls_only_what_operate_md_permits(
 ) -> None:
     """An operator given the permissions the page lists for `status` can run it: every call it makes on a
     stack, the backlog drain time's too, is one of them."""
-    _put_metric("LongJobs", "BacklogDrainTime", 60, ("service", "long-jobs"), 1, ("job_type", "spark"))
+    _put_metric("LongJobs", "BacklogDrainTime", 60, ("service", SERVICE), 1, ("job_type", "spark"))
     calls: set[str] = set()
     made = clients.make_session
 

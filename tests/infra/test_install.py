@@ -77,6 +77,7 @@ def test_install_page_stack_has_the_outputs_longjobs_reads(tmp_path: Path) -> No
 
     assert (found.queue_url, found.table_name) == ("QueueUrl-value", "LeaseTableName-value")
     assert found.curated_uri == "s3://CuratedBucketName-value/", "the spark type's default output"
+    assert found.metrics_service == "MetricsService-value", "the metrics `status` and `top` read"
 
 
 @pytest.fixture(scope="module")

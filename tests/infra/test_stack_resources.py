@@ -179,7 +179,7 @@ def test_functions_traced_by_opentelemetry_run_under_the_adot_layer(tmp_path: Pa
         assert props["TracingConfig"] == {"Mode": "Active"}
         variables = props["Environment"]["Variables"]
         assert variables["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/otel-instrument"
-        assert variables["OTEL_SERVICE_NAME"] == "long-jobs"
+        assert variables["OTEL_SERVICE_NAME"] == variables["POWERTOOLS_SERVICE_NAME"] == "LongJobsdev"
         assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", "spans come from ADOT, not the X-Ray SDK"
         assert variables["TRACING"] == "opentelemetry", "the watcher records a span per job"
     [machine] = otel.of_type("AWS::StepFunctions::StateMachine").values()
@@ -911,7 +911,43 @@ def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
     for m in alarm("Lapses")["Metrics"]:
         if "MetricStat" in m:
             assert m["MetricStat"]["Metric"]["Namespace"] == "LongJobs"
-            assert m["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "service", "Value": "long-jobs"}]
+            assert m["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "service", "Value": published_service(dev)}]
+
+
+def published_service(synth: Synth) -> str:
+    """The `service` the stack's functions publish their metrics under (Powertools' service name)."""
+    functions = synth.part("Functions")
+    [service] = {
+        synth.resource(f)["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+        for f in (functions.receiver, functions.extender, functions.watcher)
+    }
+    return str(service)
+
+
+def read_services(synth: Synth) -> set[str]:
+    """Every `service` dimension the stack's alarms and dashboard read."""
+    read: set[str] = set()
+    for alarm in synth.of_type("AWS::CloudWatch::Alarm").values():
+        for metric in alarm["Properties"].get("Metrics", []):
+            dimensions = metric.get("MetricStat", {}).get("Metric", {}).get("Dimensions", [])
+            read |= {d["Value"] for d in dimensions if d["Name"] == "service"}
+        read |= {d["Value"] for d in alarm["Properties"].get("Dimensions", []) if d["Name"] == "service"}
+    [dashboard] = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    for widget in json.loads(render_cfn(dashboard["Properties"]["DashboardBody"]))["widgets"]:
+        for metric in widget["properties"].get("metrics", []):
+            read |= {metric[i + 1] for i, part in enumerate(metric[:-1]) if part == "service"}
+    return read
+
+
+def test_stack_metrics_service_is_each_stacks_own_and_read_by_its_alarms(dev: Synth, prod: Synth) -> None:
+    """Two stacks in one account and region (dev and prod) publish their metrics under their own `service`
+    dimension, so one's lapses never page the other's topic. Every alarm and graph reads its stack's, and
+    the `MetricsService` output names it for `longjobs status` and `top`."""
+    services = [(synth, published_service(synth)) for synth in (dev, prod)]
+    assert services[0][1] != services[1][1], [service for _, service in services]
+    for synth, service in services:
+        assert read_services(synth) == {service}, (service, read_services(synth))
+        assert synth.template["Outputs"]["MetricsService"]["Value"] == service
 
 
 def test_dashboard_is_named_for_the_stage_and_shows_the_path(dev: Synth, prod: Synth) -> None:

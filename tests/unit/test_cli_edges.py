@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from longjobs.cli import catalog, render
+from longjobs.cli import catalog, render, resources
 from longjobs.cli.dlq import DeadLetter, RedriveFilter, copy_messages, preview, redrive
 from longjobs.engine.lease import Lease, LeaseStatus
 from tests.unit.test_cli_dlq import SlowSqs, Ticking, _dead_letter_twice, body, copy_run, queues
@@ -214,3 +214,20 @@ def test_cli_catalog_missing_job_types_advice_fits_where_they_come_from(
 
     assert said.startswith(f"{origin} publishes no job types") and advice in said and not_said not in said, said
     assert said.endswith("or pass --jobs-file FILE")
+
+
+@pytest.mark.parametrize(
+    ("outputs", "service"),
+    [
+        ({"MetricsService": "LongJobsprod"}, "LongJobsprod"),
+        ({}, "long-jobs"),  # a stack deployed before it declared the output: the service it published under
+    ],
+)
+def test_cli_resources_metrics_service_from_the_stacks_output(outputs: dict[str, str], service: str) -> None:
+    class Deployed:
+        def describe_stacks(self, StackName: str) -> dict[str, Any]:  # boto3's keyword
+            named = {"QueueUrl": "q", "DeadLetterQueueUrl": "d", "LeaseTableName": "t", "StateMachineArn": "s"}
+            listed = [{"OutputKey": key, "OutputValue": value} for key, value in {**named, **outputs}.items()]
+            return {"Stacks": [{"StackName": StackName, "StackStatus": "UPDATE_COMPLETE", "Outputs": listed}]}
+
+    assert resources.from_stack(Deployed(), "Data").metrics_service == service  # type: ignore[arg-type]
