@@ -174,7 +174,7 @@ class SparkWorker(threading.Thread):
             heart.start()
             try:
                 summary = self.run_job(job, group)
-            except (Exception, SystemExit) as exc:  # a job's sys.exit() is its failure, as on Glue
+            except (Exception, SystemExit) as exc:  # a job's sys.exit() ends it with no summary: its failure
                 log.warning("spark job %s failed: %s", job_id, exc)
                 self.stats.failed += 1
                 beating.set()

@@ -1,8 +1,8 @@
 """The offline Spark worker answers a job's exit as that job's failure (`longjobs.offline.worker`).
 
-A job's `run` may end the way a script does, with `sys.exit(...)`: SystemExit is not an Exception. On Glue
-the run then fails with the script's exit; offline the worker sends the step's failure with it, so the
-job's owner reads it on the lease and in the DLQ, and the worker goes on serving other jobs."""
+A job's `run` may end the way a script does, with `sys.exit(...)`: SystemExit is not an Exception. Such a
+run returns no summary, so the worker sends the step's failure with it: the job's owner reads it on the
+lease and in the DLQ, and the worker goes on serving other jobs."""
 
 from __future__ import annotations
 
