@@ -188,10 +188,12 @@ class LongJobProcessor(Construct):
             deploy_calls=self.deploy_calls,
         )
         buckets = workflow.buckets
-        self.metrics_service = cdk.Names.unique_id(self)
-        """The `service` dimension of the processor's metrics, and its functions' Powertools service: its
-        unique id in the app, so that two processors in one account and region (two stacks, or two
-        processors in one) never share a metric, an alarm or a dashboard graph."""
+        self.metrics_service = cdk.Names.unique_resource_name(self, allowed_special_characters="-")
+        """The `service` dimension of the processor's metrics, and its functions' Powertools service: its stack's
+        name (unique in an account and region, unlike the stack's id: one app may deploy its stack under two
+        names), and its path in that stack with a hash of both when it is not the stack's `Default`. So two
+        processors in one account and region (two stacks, or two processors in one) never share a metric, an
+        alarm or a dashboard graph."""
         self.functions = LongJobFunctions(
             self,
             "Functions",

@@ -21,7 +21,7 @@ from tests.longjobs_support import Processor, assert_one_line_error, create_proc
 
 STACK = "LongJobs-test"
 REGION = "us-east-1"
-SERVICE = "LongJobstest"
+SERVICE = "LongJobs-test"
 """The stack's `MetricsService`: the `service` dimension its functions publish under."""
 
 

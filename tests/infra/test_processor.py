@@ -458,3 +458,29 @@ def test_user_app_glue_job_description_is_cut_to_glues_2048_bytes(tmp_path: Path
     description = resource(stack, template, jobs.glue_jobs["rows"])["Properties"]["Description"]
     assert 2_040 < len(description.encode()) <= 2_048
     assert described["description"].startswith(description), "cut at a character's end, never inside one"
+
+
+@pytest.mark.parametrize(
+    ("stacks", "processor_id"),
+    [
+        ((("Data", "data-dev"), ("Data", "data-prod")), "Jobs"),  # one app, deployed under two stack names
+        ((("LongJobs-qa-1", None), ("LongJobs-qa1", None)), "Default"),  # the bundled app's stages `qa-1`, `qa1`
+    ],
+)
+def test_processor_metrics_service_apart_for_stacks_of_one_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stacks: tuple[tuple[str, str | None], ...], processor_id: str
+) -> None:
+    """Two stacks in one account and region have two stack names, whatever their ids in the app: each
+    processor's functions publish under a `service` of their own (the one its alarms read), so one stack's
+    lapses never page the other's topic."""
+    monkeypatch.chdir(tmp_path)
+    services = []
+    for index, (construct_id, name) in enumerate(stacks):
+        stack = cdk.Stack(cdk.App(outdir=str(tmp_path / f"out{index}")), construct_id, stack_name=name)
+        processor = LongJobProcessor(stack, processor_id, infra={"s3_notifications": False}, nag=False)
+        functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+        variables = [f["Properties"].get("Environment", {}).get("Variables", {}) for f in functions]
+        published = {v["POWERTOOLS_SERVICE_NAME"] for v in variables if "POWERTOOLS_SERVICE_NAME" in v}
+        assert published == {processor.metrics_service}, published
+        services.append(processor.metrics_service)
+    assert services[0] != services[1], services

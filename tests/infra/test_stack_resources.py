@@ -179,7 +179,7 @@ def test_functions_traced_by_opentelemetry_run_under_the_adot_layer(tmp_path: Pa
         assert props["TracingConfig"] == {"Mode": "Active"}
         variables = props["Environment"]["Variables"]
         assert variables["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/otel-instrument"
-        assert variables["OTEL_SERVICE_NAME"] == variables["POWERTOOLS_SERVICE_NAME"] == "LongJobsdev"
+        assert variables["OTEL_SERVICE_NAME"] == variables["POWERTOOLS_SERVICE_NAME"] == "LongJobs-dev"
         assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", "spans come from ADOT, not the X-Ray SDK"
         assert variables["TRACING"] == "opentelemetry", "the watcher records a span per job"
     [machine] = otel.of_type("AWS::StepFunctions::StateMachine").values()

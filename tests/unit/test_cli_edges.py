@@ -219,7 +219,7 @@ def test_cli_catalog_missing_job_types_advice_fits_where_they_come_from(
 @pytest.mark.parametrize(
     ("outputs", "service"),
     [
-        ({"MetricsService": "LongJobsprod"}, "LongJobsprod"),
+        ({"MetricsService": "LongJobs-prod"}, "LongJobs-prod"),
         ({}, "long-jobs"),  # a stack deployed before it declared the output: the service it published under
     ],
 )
