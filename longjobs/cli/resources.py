@@ -64,8 +64,9 @@ class Resources:
     origin: str
     curated_uri: str | None = None
     quarantine_uri: str | None = None
-    metrics_service: str = DEFAULT_METRICS_SERVICE
-    """The `service` dimension of the processor's metrics: the stack's `MetricsService` output."""
+    metrics_service: str | None = DEFAULT_METRICS_SERVICE
+    """The `service` dimension of the processor's metrics: the stack's `MetricsService` output (None when
+    the stack has none: `status` then reads `DEFAULT_METRICS_SERVICE` and says so)."""
 
     def with_overrides(self, overrides: Overrides) -> Resources:
         return replace(
@@ -121,7 +122,7 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
         origin=f"stack {stack_name}",
         curated_uri=f"s3://{curated}/" if curated else None,
         quarantine_uri=f"s3://{quarantine}/" if quarantine else None,
-        metrics_service=outputs.get(OUTPUT_METRICS_SERVICE) or DEFAULT_METRICS_SERVICE,
+        metrics_service=outputs.get(OUTPUT_METRICS_SERVICE),
     )
 
 

@@ -277,7 +277,7 @@ def collect_status(
     table_name: str,
     now: float | None = None,
     items: list[dict[str, Any]] | None = None,
-    service: str = DEFAULT_METRICS_SERVICE,
+    service: str | None = DEFAULT_METRICS_SERVICE,
 ) -> Status:
     """One status snapshot. `cloudwatch` None: the local service (counts from the table). `items`: the
     table's items already scanned (with at least `STATUS_ATTRIBUTES`), so a caller that needs more of
@@ -303,6 +303,13 @@ def collect_status(
                 "offline: the backlog drain time is a CloudWatch metric (BacklogDrainTime): not available",
             ],
         )
+    notes = []
+    if service is None:  # a stack of one's own without the output: the service of earlier releases
+        service = DEFAULT_METRICS_SERVICE
+        notes.append(
+            f"the stack has no MetricsService output: its metrics are read under service={service}, which "
+            "this release's processor does not publish under; declare the output (docs/install.md)"
+        )
     last_hour, oldest = last_hour_from_cloudwatch(cloudwatch, queue_url.rstrip("/").rsplit("/", 1)[-1], now, service)
     return Status(
         at=now,
@@ -314,4 +321,5 @@ def collect_status(
         last_hour=last_hour,
         waiting=waiting_counts(items),
         drain_s=drain_times_from_cloudwatch(cloudwatch, now, service),
+        notes=notes,
     )

@@ -132,7 +132,7 @@ def collect_frame(
     job_types: JobCatalog | None = None,
     previous: Frame | None = None,
     now: float | None = None,
-    service: str = DEFAULT_METRICS_SERVICE,
+    service: str | None = DEFAULT_METRICS_SERVICE,
 ) -> Frame:
     """One frame: `status`'s readings and the lines above from one Scan (`previous`: the last frame, for
     the renewal rate between the two; `limits`: each limited type's limit, None when no catalog was given)."""

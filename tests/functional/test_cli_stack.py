@@ -114,6 +114,26 @@ def test_cli_stack_status_reads_the_stacks_outputs_and_cloudwatch(
     assert data["notes"] == []
 
 
+def test_cli_stack_status_without_the_metrics_service_output_says_what_it_reads(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack of one's own that declares no `MetricsService` (docs/install.md lists it) is read under the
+    service of earlier releases, `long-jobs`: the answer says so, rather than show zeros as if all were well."""
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    [stack] = cloudformation.describe_stacks(StackName=STACK)["Stacks"]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] != "MetricsService"}
+    template = {"Resources": {}, "Outputs": {key: {"Value": value} for key, value in outputs.items()}}
+    cloudformation.create_stack(StackName="Older", TemplateBody=json.dumps(template))
+    _put_metric("LongJobs", "Renewals", 4, ("service", "long-jobs"), minutes_ago=2)
+
+    result = run(capsys, "--stack", "Older", "status", "--json")
+
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["last_hour"]["renewals"] == 4
+    assert any("no MetricsService output" in note and "docs/install.md" in note for note in data["notes"]), data
+
+
 def documented_permissions(subcommand: str) -> set[str]:
     """The IAM actions docs/operate.md's "IAM permissions for `--stack`" gives `subcommand`, with those of
     every subcommand (`all`)."""
