@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,9 @@ def make_session(connection: Connection) -> boto3.session.Session:
                 aws_access_key_id=FAKE_KEY_ID, aws_secret_access_key=FAKE_SECRET, region_name=region
             )
         return session
-    session = boto3.session.Session(profile_name=connection.profile, region_name=connection.region)
+    # The AWS CLI v2 reads AWS_REGION before AWS_DEFAULT_REGION and the profile; botocore reads only the latter two.
+    aws_region = connection.region or os.environ.get("AWS_REGION") or None
+    session = boto3.session.Session(profile_name=connection.profile, region_name=aws_region)
     if session.region_name is None:
         raise CliError("no AWS region: pass --region, or set AWS_REGION or a region in your AWS profile")
     return session

@@ -4,11 +4,12 @@ and body) with bodies that differ, failed sends and filters, its dry run, and th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from longjobs.cli import catalog, render, resources
+from longjobs.cli import catalog, clients, render, resources
 from longjobs.cli.dlq import DeadLetter, RedriveFilter, copy_messages, preview, redrive
 from longjobs.engine.lease import Lease, LeaseStatus
 from tests.unit.test_cli_dlq import SlowSqs, Ticking, _dead_letter_twice, body, copy_run, queues
@@ -231,3 +232,18 @@ def test_cli_resources_metrics_service_from_the_stacks_output(outputs: dict[str,
             return {"Stacks": [{"StackName": StackName, "StackStatus": "UPDATE_COMPLETE", "Outputs": listed}]}
 
     assert resources.from_stack(Deployed(), "Data").metrics_service == service  # type: ignore[arg-type]
+
+
+def test_cli_session_region_from_aws_region_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On a stack the region comes from where the AWS CLI finds it, and the missing-region error tells the
+    user to set `AWS_REGION`: the AWS CLI v2 and the other SDKs read it before `AWS_DEFAULT_REGION`, which
+    is all botocore reads on its own."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+
+    assert clients.make_session(clients.Connection()).region_name == "eu-west-1"
+    assert clients.make_session(clients.Connection(region="ap-south-1")).region_name == "ap-south-1"
+    monkeypatch.delenv("AWS_REGION")
+    assert clients.make_session(clients.Connection()).region_name == "us-west-2"
