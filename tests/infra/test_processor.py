@@ -7,6 +7,7 @@ its entry relative to that folder), and synthesized with the construct's own cdk
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -23,6 +24,7 @@ from longjobs.construct.config import ConfigError
 from longjobs.construct.nag import render_cfn
 from longjobs.engine.jobs import JobTypeError
 from longjobs.engine.settings import Settings
+from tests import REPO_ROOT
 
 SCRIPT = """
 def run(spark, params):
@@ -206,6 +208,42 @@ def test_processor_producer_in_another_account_may_use_the_customer_key(
     ]
     actions = {action for statement in granted for action in statement["Action"]}
     assert {"kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"} <= actions, granted
+
+
+def test_processor_producers_key_actions_are_the_ones_deploy_md_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy.md's "Producers" lists the key actions a producer gets with `kms_key`, for a reviewer of its
+    policy or of the key's: a role of the stack's account gets them on its own policy, another account on
+    the key's."""
+    page = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    listed = re.search(r"the grant includes the key \(([^)]*)\)", " ".join(page.split()))
+    assert listed is not None, "deploy.md names the key actions of a producer"
+    documented = set(re.findall(r"`(kms:[^`]+)`", listed[1]))
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    stack = cdk.Stack(app, "Keyed")
+    role = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    producers = [role, iam.AccountPrincipal(PRODUCER_ACCOUNT)]
+    LongJobProcessor(stack, "Jobs", infra={"kms_key": "create"}, producers=producers, nag=False)
+    template = app.synth().get_stack_by_name("Keyed").template
+    role_id = stack.resolve(stack.get_logical_id(cast(cdk.CfnElement, role.node.default_child)))
+    own = [
+        statement
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in resource["Properties"]["Roles"]
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    crossing = [
+        statement
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::KMS::Key"
+        for statement in resource["Properties"]["KeyPolicy"]["Statement"]
+        if PRODUCER_ACCOUNT in json.dumps(statement.get("Principal", {}))
+    ]
+    for granted in (own, crossing):
+        actions = {action for statement in granted for action in statement["Action"] if action.startswith("kms:")}
+        assert actions == documented, granted
 
 
 def test_processor_checks_itself_with_cdk_nag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
