@@ -198,16 +198,20 @@ def test_processor_producer_in_another_account_may_use_the_customer_key(
     app = cdk.App(outdir=str(tmp_path / "cdk.out"))
     stack = cdk.Stack(app, "Keyed")
     LongJobProcessor(stack, "Jobs", infra={"kms_key": "create"}, producers=[iam.AccountPrincipal(PRODUCER_ACCOUNT)])
-    template = app.synth().get_stack_by_name("Keyed").template
-    granted = [
+    granted = key_policy_grants(app.synth().get_stack_by_name("Keyed").template, PRODUCER_ACCOUNT)
+    actions = {action for statement in granted for action in statement["Action"]}
+    assert {"kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"} <= actions, granted
+
+
+def key_policy_grants(template: dict[str, Any], account: str) -> list[dict[str, Any]]:
+    """The statements of the template's key policies whose principal is `account`."""
+    return [
         statement
         for resource in template["Resources"].values()
         if resource["Type"] == "AWS::KMS::Key"
         for statement in resource["Properties"]["KeyPolicy"]["Statement"]
-        if PRODUCER_ACCOUNT in json.dumps(statement.get("Principal", {}))
+        if account in json.dumps(statement.get("Principal", {}))
     ]
-    actions = {action for statement in granted for action in statement["Action"]}
-    assert {"kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"} <= actions, granted
 
 
 def test_processor_producers_key_actions_are_the_ones_deploy_md_names(
@@ -234,14 +238,7 @@ def test_processor_producers_key_actions_are_the_ones_deploy_md_names(
         if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in resource["Properties"]["Roles"]
         for statement in resource["Properties"]["PolicyDocument"]["Statement"]
     ]
-    crossing = [
-        statement
-        for resource in template["Resources"].values()
-        if resource["Type"] == "AWS::KMS::Key"
-        for statement in resource["Properties"]["KeyPolicy"]["Statement"]
-        if PRODUCER_ACCOUNT in json.dumps(statement.get("Principal", {}))
-    ]
-    for granted in (own, crossing):
+    for granted in (own, key_policy_grants(template, PRODUCER_ACCOUNT)):
         actions = {action for statement in granted for action in statement["Action"] if action.startswith("kms:")}
         assert actions == documented, granted
 
