@@ -24,6 +24,8 @@ APP_NAME = "LongJobs"
 # environment, and the stack sets them, so the dashboard and alarms find what the functions emit).
 METRICS_NAMESPACE = "LongJobs"
 SERVICE_NAME = "long-jobs"
+"""The Powertools service outside a stack (the cold-start benchmark's environment). A stack's processor
+publishes under a service of its own (`LongJobProcessor.metrics_service`)."""
 
 # Lambda
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13

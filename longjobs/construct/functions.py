@@ -79,6 +79,8 @@ class Resources:
     curated_uri: str
     quarantine_uri: str
     raw_uri: str
+    metrics_service: str
+    """The `service` the functions publish their metrics and logs under (`POWERTOOLS_SERVICE_NAME`)."""
     waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)
     """Each limited job type's waiting queue (admission)."""
     key: kms.IKey | None = None
@@ -92,8 +94,6 @@ class Resources:
     job_run_arns: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """The IAM resources of those runs by action: `emr-serverless:ListJobRuns`, `emr-serverless:CancelJobRun`,
     `glue:GetJobRuns`, `glue:BatchStopJobRun`."""
-    metrics_service: str = SERVICE_NAME
-    """The `service` the functions publish their metrics and logs under (`POWERTOOLS_SERVICE_NAME`)."""
 
 
 LIVE_ALIAS = "live"

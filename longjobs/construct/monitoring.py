@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE, SERVICE_NAME
+from longjobs.construct.constants import BACKLOG_DRAIN_ALARM, METRICS_NAMESPACE
 from longjobs.construct.keys import allow_alarms, service_key
 from longjobs.engine.observability import TYPE_DIMENSION, MetricName
 
@@ -35,15 +35,13 @@ class Watched:
     extender: lambda_.IFunction
     watcher: lambda_.IFunction
     state_machine: sfn.IStateMachine
+    service: str  # the `service` dimension the functions publish their metrics under
     glue_jobs: Mapping[str, glue.IJob] = field(default_factory=dict)  # by job type
     waiting: Mapping[str, sqs.IQueue] = field(default_factory=dict)  # each limited type's waiting queue
     job_types: tuple[str, ...] = ()  # the types whose attempts run in the workflow (each one's cost)
-    service: str = SERVICE_NAME  # the `service` dimension the functions publish their metrics under
 
 
-def engine_metric(
-    name: str, *, service: str = SERVICE_NAME, statistic: str = cw.Stats.SUM, label: str | None = None
-) -> cw.Metric:
+def engine_metric(name: str, *, service: str, statistic: str = cw.Stats.SUM, label: str | None = None) -> cw.Metric:
     """A metric the functions publish through Powertools (namespace and `service` dimension)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
@@ -59,7 +57,7 @@ def type_metric(
     name: str,
     job_type: str,
     *,
-    service: str = SERVICE_NAME,
+    service: str,
     statistic: str = cw.Stats.MAXIMUM,
     label: str | None = None,
 ) -> cw.Metric:
@@ -74,7 +72,7 @@ def type_metric(
     )
 
 
-def cost_graph(job_types: Sequence[str], service: str = SERVICE_NAME) -> cw.GraphWidget:
+def cost_graph(job_types: Sequence[str], service: str) -> cw.GraphWidget:
     """What the ended attempts of each type cost (dollars at list price, `longjobs.engine.cost`), and on the
     right how long their runs took."""
     return _graph(
@@ -92,7 +90,7 @@ def cost_graph(job_types: Sequence[str], service: str = SERVICE_NAME) -> cw.Grap
     )
 
 
-def admission_graph(job_type: str, waiting: sqs.IQueue, service: str = SERVICE_NAME) -> cw.GraphWidget:
+def admission_graph(job_type: str, waiting: sqs.IQueue, service: str) -> cw.GraphWidget:
     """A limited type: slots in use, messages waiting in flight and parked (ours and SQS's count of the
     waiting queue); on the right, how long admitted messages waited for their slot."""
     return _graph(
