@@ -107,11 +107,11 @@ def environment(queue_url: str, dlq_url: str) -> dict[str, str]:
 
 def walk_delivery() -> dict[str, Any]:
     """The walk of one warm delivery through the receiver's handler."""
-    from longjobs.engine.clock import FakeClock
     from longjobs.engine.factory import Clients, Factory
     from longjobs.engine.lease import table_definition
     from longjobs.offline.lambdas import LambdaContext, load_function, sqs_event
     from longjobs.sim.aws import FakeAws
+    from longjobs.sim.clock import FakeClock
 
     clock = FakeClock(1_800_000_000.0)
     aws = FakeAws(clock, random.Random(0), table=table_definition(TABLE), state_machine_arn=STATE_MACHINE_ARN)

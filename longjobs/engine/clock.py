@@ -1,8 +1,8 @@
-"""Injectable time: every decision in the engine reads the clock it is given, never `time` directly."""
+"""Injectable time: every decision in the engine reads the clock it is given, never `time` directly. A
+manual clock for tests is the simulation's (`longjobs.sim.clock.FakeClock`)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Protocol
 
@@ -24,26 +24,3 @@ class SystemClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
-
-
-class FakeClock:
-    """A manual clock for tests and simulations: `sleep` advances time instantly.
-
-    Thread-safe so that overlapping extender runs in tests can share it.
-    """
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self.advance(seconds)

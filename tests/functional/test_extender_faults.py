@@ -12,7 +12,6 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.extender.reconcile import reconcile
@@ -21,6 +20,7 @@ from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, Renewal
 from longjobs.engine.policies import build_policy
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.invocation import run_invocation
 from longjobs.engine.settings import Settings
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn
 from longjobs.engine.extender.service import PassReport, renew_due
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.visibility import VisibilityClient
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 from tests.functional.test_extender_faults import (
     STATE_MACHINE,

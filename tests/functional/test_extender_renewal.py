@@ -13,10 +13,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.settings import Settings
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 
 SHORT = {

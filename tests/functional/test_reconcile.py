@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.reconcile import reconcile
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.settings import Settings
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 
 SETTINGS = Settings(

@@ -11,11 +11,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.engine.settings import Settings
 from longjobs.engine.settle import SettleError, complete, reassert_release, release, settle_ended, stop_and_close
 from longjobs.engine.visibility import ChangeOutcome, FailureClass, VisibilityChange, VisibilityClient
+from longjobs.sim.clock import FakeClock
 from tests.functional.conftest import Harness
 from tests.functional.test_extender_faults import FakeStepFunctions
 from tests.functional.test_lease_store import held, with_holds

@@ -29,12 +29,12 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
 from longjobs.engine.visibility.errors import FailureClass, classify
 from longjobs.sim.aws import SQS_MAX_VISIBILITY_S, FakeAws
+from longjobs.sim.clock import FakeClock
 
 TABLE = "leases"
 REGION = "us-east-1"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import table_definition
 from longjobs.sim.aws import FakeAws
 from longjobs.sim.aws.dynamodb import IndexLag
+from longjobs.sim.clock import FakeClock
 
 STATE_MACHINE_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 

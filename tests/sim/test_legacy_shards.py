@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.extender.invocation import InvocationReport, run_invocation
 from longjobs.engine.extender.service import Extender, legacy_shards
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
@@ -20,6 +19,7 @@ from longjobs.engine.policies import build_policy
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.sim.aws import FakeAws, FakeQueue
+from longjobs.sim.clock import FakeClock
 
 START = 1_700_000_000.0
 TABLE = "leases"

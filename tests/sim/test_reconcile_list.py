@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import pytest
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.extender import reconcile as reconcile_module
 from longjobs.engine.extender.reconcile import LIST_VOUCHES_S, ReconcileReport, reconcile
@@ -28,6 +27,7 @@ from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.sim.aws import FakeAws, ListLag, client_error
 from longjobs.sim.aws.stepfunctions import Quota
+from longjobs.sim.clock import FakeClock
 
 START = 1_700_000_000.0
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"

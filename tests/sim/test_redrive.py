@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import table_definition
 from longjobs.sim.aws import FakeAws, FakeQueue
 from longjobs.sim.campaign import run_seed
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.workload import REDRIVE_METHODS, draw
 
 ATTRIBUTE = {"Kind": {"DataType": "String", "StringValue": "kept"}}

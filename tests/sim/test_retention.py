@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from longjobs.engine.admission.parking import refresh_parked, waiting_delivery
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.delivery.types import Delivery, Outcome, Receiver, sent_at
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
 from longjobs.engine.lease import LastError, LeaseStatus, LeaseStore, table_definition
@@ -27,6 +26,7 @@ from longjobs.engine.settle import release
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.aws import FakeAws
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.scenario import ScenarioRun, run_scenario
 from tests.short_settings import SHORT_THRESHOLD
 

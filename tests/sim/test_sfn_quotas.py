@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import table_definition
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.aws import FakeAws
 from longjobs.sim.aws import stepfunctions as sfn
 from longjobs.sim.aws.stepfunctions import Quota, default_quotas
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.scenario import run_scenario
 from tests.short_settings import SHORT_THRESHOLD
 

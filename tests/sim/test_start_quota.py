@@ -18,11 +18,11 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import table_definition
 from longjobs.sim.aws import FakeAws
 from longjobs.sim.aws.stepfunctions import Quota, start_execution_quota
 from longjobs.sim.clients import SimClient
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.faults import FaultPlan
 from longjobs.sim.scheduler import Scheduler, VirtualClock
 from longjobs.sim.trace import Trace

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, successor_version, table_definition
 from longjobs.sim.aws import FakeAws
+from longjobs.sim.clock import FakeClock
 
 STATE_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 

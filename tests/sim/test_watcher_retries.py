@@ -19,7 +19,6 @@ from typing import Any, cast
 import pytest
 from botocore.exceptions import ClientError
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import execution_arn, execution_name
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.visibility import VisibilityClient
@@ -27,6 +26,7 @@ from longjobs.engine.watcher.models import ExecutionStatusChange
 from longjobs.engine.watcher.service import Watcher, WatchOutcome, on_status_change
 from longjobs.offline.scenario import parse_scenario
 from longjobs.sim.aws import FakeAws
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.lambdas import WATCHER_RETRY_DELAYS_S
 from longjobs.sim.scenario import ScenarioRun, run_scenario
 from tests.short_settings import SHORT_THRESHOLD

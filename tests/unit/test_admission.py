@@ -21,10 +21,10 @@ from longjobs.engine.admission import (
 )
 from longjobs.engine.admission.admit import AdmitReport, publish
 from longjobs.engine.admission.estimate import DELAY_STRETCH
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.delivery.copies import PARKED_MESSAGE_MAX_BYTES, has_room, message_to_send, stored_message
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Delivery
 from longjobs.engine.lease.lock import Hold, Lock
+from longjobs.sim.clock import FakeClock
 
 TYPE = "backfill"
 

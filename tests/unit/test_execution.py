@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.execution import (
     ExecutionInput,
     StartRefused,
@@ -20,6 +19,7 @@ from longjobs.engine.execution import (
     start_or_refused,
 )
 from longjobs.engine.settings import BODY_MAX_BYTES, EXECUTION_INPUT_MAX_BYTES, Settings
+from longjobs.sim.clock import FakeClock
 
 SM = "arn:aws:states:eu-west-1:111122223333:stateMachine:long-jobs"
 MESSAGE_ID = "0f6a3c52-5a7e-4a0e-9b8b-2f2f0c1e9d11"

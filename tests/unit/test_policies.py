@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.policies import AdaptivePolicy, RemainingTimePolicy, RenewalPolicy, ThresholdPolicy, build_policy
 from longjobs.engine.policies.adaptive import floor_s
 from longjobs.engine.policies.remaining_time import extension, renew_after
 from longjobs.engine.settings import Settings, SettingsError
+from longjobs.sim.clock import FakeClock
 
 T0 = 1_000.0
 

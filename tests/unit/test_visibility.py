@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.visibility import FailureClass, VisibilityChange, VisibilityClient, classify, classify_exception
+from longjobs.sim.clock import FakeClock
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
 NOT_A_HANDLE = 'The input receipt handle "AQEBx" is not a valid receipt handle.'

@@ -18,7 +18,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from longjobs.engine import cancel
-from longjobs.engine.clock import FakeClock
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
@@ -27,6 +26,7 @@ from longjobs.engine.settle import settle_ended
 from longjobs.engine.visibility import VisibilityClient
 from longjobs.sim.aws import FakeAws
 from longjobs.sim.campaign import deployed_workflow
+from longjobs.sim.clock import FakeClock
 from longjobs.sim.workflow import ExecutionContext, resolve
 
 __all__ = ["PROBES"]
