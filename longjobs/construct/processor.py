@@ -112,7 +112,7 @@ class LongJobProcessor(Construct):
             strict=True,
         )
         self.config = config = make_config(infra=props.infra, engine=props.engine, catalog=self.catalog)
-        check_existing(props, config)
+        check_existing(props, config, cdk.Stack.of(self))
         region = cdk.Stack.of(self).region
         if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
             raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")

@@ -91,15 +91,16 @@ class LongJobProcessorProps:
         return replace(self, **values)
 
 
-def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
-    """Refuse, with what to change, existing resources that do not fit the processor. A value a synth cannot
-    see (an imported resource, or a token) is not checked: docs/deploy.md lists what each must have."""
+def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk.Stack) -> None:
+    """Refuse, with what to change, existing resources that do not fit the processor in `stack`. A value a
+    synth cannot see (an imported resource, or a token) is not checked: docs/deploy.md lists what each must
+    have."""
     queue, dlq, table = props.existing_queue, props.existing_dead_letter_queue, props.existing_table
     if queue is not None:
-        _check_place("existing_queue", queue, queue.queue_arn)
+        _check_place("existing_queue", queue.queue_arn, stack)
         _check_queue(queue, dlq, config)
     if dlq is not None:
-        _check_place("existing_dead_letter_queue", dlq, dlq.queue_arn)
+        _check_place("existing_dead_letter_queue", dlq.queue_arn, stack)
         _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)
         _check_size("existing_dead_letter_queue", dlq)
         _check_redrive_allowed(dlq, queue, fifo=config.engine.fifo)
@@ -111,7 +112,7 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig) -> None:
                 "before its owner saw it; raise its retention period"
             )
     if table is not None:
-        _check_place("existing_table", table, table.table_arn, account=True)
+        _check_place("existing_table", table.table_arn, stack, account=True)
         _check_table(table)
     if queue is not None and config.infra.s3_notifications:
         _check_s3_can_send(queue)
@@ -236,12 +237,13 @@ def _check_s3_can_send(queue: sqs.IQueue) -> None:
         )
 
 
-def _check_place(name: str, resource: IConstruct, arn: str, *, account: bool = False) -> None:
-    """A region (and for the table an account) its ARN names: Lambda reads a queue of its own region only
-    (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the functions and the workflow name the
-    table by its name, so in their own account and region. A token (a queue of the app's) is not read."""
+def _check_place(name: str, arn: str, stack: cdk.Stack, *, account: bool = False) -> None:
+    """The processor's `stack`'s region (and for the table its account) in the resource's ARN: Lambda reads
+    a queue of its own region only (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the
+    functions and the workflow name the table by its name, so in their own account and region. The stack
+    that imported the resource is not the measure: it may be another of the app's. A token (a queue of the
+    app's) is not read."""
     fields = arn.split(":")
-    stack = cdk.Stack.of(resource)
     wanted = [("region", 3, stack.region), *([("account", 4, stack.account)] if account else [])]
     for what, index, ours in wanted:
         theirs = fields[index] if len(fields) > 5 else ""

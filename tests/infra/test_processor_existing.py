@@ -397,7 +397,8 @@ def test_processor_refuses_an_existing_resource_in_another_region_or_account(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An ARN names its region and account. Lambda reads a queue of its own region only, and the functions
-    and the workflow name the table by its name, so in the stack's own account and region."""
+    and the workflow name the table by its name, so in the stack's own account and region. The measure is
+    the processor's stack, not the stack an import was made in (another of the app's, in the ARN's region)."""
     monkeypatch.chdir(tmp_path)
     env = cdk.Environment(account="111122223333", region="us-east-1")
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs", env=env)
@@ -414,6 +415,12 @@ def test_processor_refuses_an_existing_resource_in_another_region_or_account(
     other_account = dynamodb.Table.from_table_arn(stack, "T", "arn:aws:dynamodb:us-east-1:444455556666:table/leases")
     with pytest.raises(ConfigError, match=r"existing_table is in account 444455556666, the processor's stack in 1111"):
         LongJobProcessor(stack, "OtherT", existing_table=other_account)
+    data = cdk.Stack(stack.node.root, "Data", env=cdk.Environment(account="111122223333", region="eu-west-1"))
+    imported_there = sqs.Queue.from_queue_arn(data, "Jobs", "arn:aws:sqs:eu-west-1:111122223333:jobs")
+    with pytest.raises(ConfigError, match=r"existing_queue is in region eu-west-1, the processor's stack in us-east-1"):
+        LongJobProcessor(
+            stack, "ImportedElsewhere", existing_queue=imported_there, existing_dead_letter_queue=queue("dlq2")
+        )
 
 
 @pytest.mark.parametrize("deduplicated", [True, False])
