@@ -290,8 +290,11 @@ class LongJobProcessor(Construct):
 
     def grant_send_jobs(self, producer: iam.IGrantable) -> iam.Grant:
         """Let `producer` send job messages: `sqs:SendMessage` and the queue attributes on the jobs queue,
-        and with `kms_key` the key's use for it. CDK's grant writes it where it must be: on the producer's
-        own policy in this account, on the queue's policy (and the key's) for another account's principal.
+        and, when the queue has a customer-managed key, `SEND_KEY_ACTIONS` on it. CDK's grants write each
+        where it must be: on the producer's own policy in this account, on the queue's policy (and the
+        key's) for another account's principal. The key actions are the two a send needs, not those of
+        CDK's `grant_send_messages` (`kms:ReEncrypt*`, `kms:GenerateDataKey*`), whose wildcards cdk-nag
+        (AwsSolutions-IAM5) would find in a policy of the application's, one this construct does not own.
         An imported queue's policy is not the stack's to change, so a producer its own policy cannot let send
         (an account, an ARN, a service, a role of another account) is refused there: CDK would leave its grant
         out without a word."""
@@ -302,7 +305,9 @@ class LongJobProcessor(Construct):
                 "existing_queue is imported, so the stack cannot change that policy: allow it sqs:SendMessage "
                 "there yourself, and leave it out of producers"
             )
-        return self.queue.grant_send_messages(producer)
+        grant = self.queue.grant(producer, *SEND_ACTIONS)
+        key = self.queue.encryption_master_key
+        return grant if key is None else grant.combine(key.grant(producer, *SEND_KEY_ACTIONS))
 
     @property
     def log_group_prefix(self) -> str:
@@ -348,6 +353,9 @@ class LongJobProcessor(Construct):
 
 SEND_ACTIONS = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
 """The actions of CDK's `grant_send_messages`, in its order (so its own statement is the same one)."""
+SEND_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+"""What a send to a queue encrypted with a customer-managed key needs of that key, as the SQS Developer Guide's
+"Amazon SQS key management" says, and what docs/operate.md gives `longjobs submit`."""
 
 
 def _own_policy_grants(scope: Construct, queue: sqs.IQueue, producer: iam.IGrantable) -> bool:
