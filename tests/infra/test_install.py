@@ -10,6 +10,8 @@ come from the package registry, once, into uv's cache.
 
 from __future__ import annotations
 
+import ast
+import itertools
 import json
 import re
 import shutil
@@ -22,8 +24,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from app import setting_context
 from longjobs.cli import resources
 from longjobs.construct import NODE_NOTICES
+from longjobs.construct.config import ConfigError, load_config, make_config
 from tests import REPO_ROOT
 from tests.infra.conftest import cdk_json_context, cli_env, working_copy
 from tests.infra.test_stack_compliance import nag_violations
@@ -78,6 +82,54 @@ def test_install_page_stack_has_the_outputs_longjobs_reads(tmp_path: Path) -> No
     assert (found.queue_url, found.table_name) == ("QueueUrl-value", "LeaseTableName-value")
     assert found.curated_uri == "s3://CuratedBucketName-value/", "the spark type's default output"
     assert found.metrics_service == "MetricsService-value", "the metrics `status` and `top` read"
+
+
+def test_install_page_own_app_takes_settings_as_arguments_not_context(tmp_path: Path) -> None:
+    """The page says what `-c` does in an app of one's own, and each claim holds. The page's stack is the
+    same with its `-c` as without, and no message names the key: the construct reads no CDK context. The
+    page's way to take a setting from `-c` changes the stack, and an unset key keeps the default. The
+    page's `infra=` and `engine=` examples are settings, and a key there that names none is refused, as
+    the bundled app refuses it from `-c`."""
+    page = " ".join(USER_PAGE.read_text(encoding="utf-8").split())
+    ignored = re.search(r"`npx cdk deploy -c (\w+)=([^`\s]+)` leaves your stack as it is", page)
+    assert ignored, "install.md says what `-c` does in the user's own app"
+    key, value = ignored.groups()
+    examples = re.search(r"`infra=(\{[^`]*\})`, `engine=(\{[^`]*\})`", page)
+    assert examples, "install.md shows a setting passed as infra= and engine="
+    read = re.search(r"`infra=(\{[^`]*try_get_context[^`]*\})`", page)
+    assert read, "install.md shows how to take a setting from `-c`"
+    namespace: dict[str, Any] = {}
+    exec(page_block("`infra/__init__.py` (empty) and `infra/stack.py`"), namespace)
+    outdirs = itertools.count()
+
+    def synth(context: dict[str, str], stack_class: Any) -> dict[str, Any]:
+        app = cdk.App(context={**cdk_json_context(), **context}, outdir=str(tmp_path / str(next(outdirs))))
+        stack = stack_class(app, "Data")
+        assembled = app.synth().get_stack_by_name(stack.stack_name)
+        assert not any(key in json.dumps(message.entry.data) for message in assembled.messages), assembled.messages
+        return dict(assembled.template)
+
+    class ReadsContext(cdk.Stack):
+        """The page's stack's processor, its `infra=` as the page writes it."""
+
+        def __init__(self, scope: cdk.App, construct_id: str) -> None:
+            super().__init__(scope, construct_id)
+            infra = eval(read[1], {"self": self})  # the page's expression, with the stack as `self`
+            namespace["LongJobProcessor"](self, "Jobs", job_types=[namespace["NAP"]], infra=infra)
+
+    assert synth({key: value}, namespace["DataStack"]) == synth({}, namespace["DataStack"])
+    assert synth({key: value}, ReadsContext) != synth({}, ReadsContext), "the page's try_get_context reads -c"
+    assert make_config(infra={key: None}) == make_config(), "an unset key keeps the default"
+
+    infra, engine = ast.literal_eval(examples[1]), ast.literal_eval(examples[2])
+    config = make_config(infra=infra, engine=engine)
+    assert [getattr(config.infra, name) for name in infra] == list(infra.values())
+    assert [getattr(config.engine, name) for name in engine] == list(engine.values())
+    with pytest.raises(ConfigError, match="no such setting"):
+        make_config(infra={f"{key}s": value})
+    assert getattr(load_config(setting_context({key: value})).infra, key) == value, "the bundled app reads -c"
+    with pytest.raises(ConfigError, match="no such setting"):
+        load_config(setting_context({f"{key}s": value}))
 
 
 @pytest.fixture(scope="module")
