@@ -13,7 +13,9 @@ entry from a file instead of importing its module:
 
     python -m longjobs.pipeline.glue_entry --job-file jobs/wordcount.py --job-function run --params '{...}'
 
-The summary is what `run` returns, written as JSON the workflow can read (`summary_json`).
+The summary is what `run` returns, written as JSON the workflow can read (`summary_json`). A job that
+calls `sys.exit()` while it is loaded or run returns none: the script fails (`JobExit`) whatever the exit
+code, as the offline worker fails such a job.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import importlib.util
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +43,18 @@ EntryFunction = Callable[["SparkSession", Mapping[str, Any]], Mapping[str, Any]]
 
 class EntryError(ValueError):
     """The arguments do not name a callable entry, or its params are not a JSON object."""
+
+
+class JobExit(RuntimeError):
+    """The job's code called `sys.exit()` while it was loaded or run, so it returned no summary.
+
+    Raised in the SystemExit's place, so the script ends with an error whatever the exit code. Glue ends a
+    run FAILED when its script "terminated with an unknown exit code"
+    (https://docs.aws.amazon.com/glue/latest/dg/job-run-statuses.html), so a script that exits 0 ends
+    SUCCEEDED, with no summary written. The workflow takes a run that succeeded without a summary for the
+    job's success (`longjobs.construct.workflow.glue_pyspark_step`) and deletes its message. Failed, the
+    exit is the job's error, released and retried as any other, as the offline worker answers it
+    (`longjobs.offline.worker`)."""
 
 
 @dataclass(frozen=True)
@@ -148,15 +163,26 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
     args = parse_args(sys.argv if argv is None else argv)
-    entry = load_entry(args.function, module=args.module, file=args.file)
+    with _exit_fails_the_job():
+        entry = load_entry(args.function, module=args.module, file=args.file)
     spark = (session or _default_session)()
-    summary = summary_json(run_entry(entry, spark, args.params))
+    with _exit_fails_the_job():
+        summary = summary_json(run_entry(entry, spark, args.params))
     print(summary)
     if args.summary_path is not None:
         from longjobs.pipeline.glue_job import write_text
 
         write_text(spark, args.summary_path, summary + "\n")
     return 0
+
+
+@contextmanager
+def _exit_fails_the_job() -> Iterator[None]:
+    """The job's `sys.exit()` inside, whatever its code, as `JobExit`."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise JobExit(f"the job called sys.exit({exc.code!r}): it returned no summary") from exc
 
 
 def _default_session() -> SparkSession:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from longjobs.pipeline.glue_entry import EntryError, main, parse_args
+from longjobs.pipeline.glue_entry import EntryError, JobExit, main, parse_args
 from tests import REPO_ROOT
 from tests.pipeline.conftest import DATE, write_lines
 
@@ -62,3 +65,42 @@ def test_glue_entry_runs_the_builtin_spark_type_like_any_other(spark: SparkSessi
 def test_glue_entry_refuses_bad_arguments_before_spark(argv: list[str], message: str) -> None:
     with pytest.raises(EntryError, match=re.escape(message)):
         parse_args(["glue_entry.py", *argv])
+
+
+QUITS_IN_RUN = "import sys\n\n\ndef run(spark, params):\n    sys.exit(0)\n"
+QUITS_ON_IMPORT = "import sys\n\nsys.exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
+
+
+@pytest.mark.parametrize("code", [QUITS_IN_RUN, QUITS_ON_IMPORT], ids=["in-run", "on-import"])
+def test_glue_entry_fails_a_job_that_exits_with_code_0(spark: SparkSession, tmp_path: Path, code: str) -> None:
+    """A job's `sys.exit(0)` returns no summary: the entry fails, as the offline worker fails it, rather than
+    exit 0, which Glue ends SUCCEEDED and the workflow takes for the job's success."""
+    job = tmp_path / "quits.py"
+    job.write_text(code)
+    summary = tmp_path / "summary.json"
+    argv = ["glue_entry.py", "--job-file", str(job), "--job-function", "run", "--params", "{}"]
+
+    with pytest.raises(JobExit, match=re.escape("the job called sys.exit(0): it returned no summary")):
+        main([*argv, "--summary-path", str(summary)], session=lambda: spark)
+
+    assert not summary.exists()
+
+
+def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(tmp_path: Path) -> None:
+    """What Glue reads of the script: its exit status. The job exits while it is imported, before Spark starts."""
+    job = tmp_path / "quits.py"
+    job.write_text(QUITS_ON_IMPORT)
+    argv = ["--job-file", str(job), "--job-function", "run", "--params", "{}"]
+
+    ended = subprocess.run(
+        [sys.executable, "-m", "longjobs.pipeline.glue_entry", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+    assert ended.returncode == 1, ended.stderr
+    assert "JobExit: the job called sys.exit(0): it returned no summary" in ended.stderr
