@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from longjobs.engine.delivery.models import BadInput, parse_message
+from longjobs.engine.delivery.models import BadInput, outlasts_renewal, parse_message
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
 from longjobs.engine.settings import FIFO_BATCH_SIZE, MERGED_SETTINGS, SQS_MAX_VISIBILITY_S, Settings
 from longjobs.offline.resources import RUNTIME_SETTINGS
@@ -456,7 +456,7 @@ def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None
     if settings is None or catalog is None:
         return None
     if isinstance(job, WaitJob):
-        return _outlasts_renewal(job, settings) if job.expected == "deleted" else None
+        return _outlasts_renewal(job, settings, catalog) if job.expected == "deleted" else None
     if not isinstance(job, GenericJob) or job.expected != "deleted":
         return None
     if job.type not in catalog:
@@ -469,17 +469,14 @@ def _refused(job: _Strict, settings: Settings | None, catalog: JobCatalog | None
     return None
 
 
-def _outlasts_renewal(job: WaitJob, settings: Settings) -> str | None:
-    """Why a wait job expected to succeed never can: it runs longer than renewal lasts, so each attempt is
-    stopped at `max_renewal_s` and the message goes to the DLQ once its attempts are used up."""
-    renewal_s = settings.renew_until(0.0)
-    if job.seconds <= renewal_s:
+def _outlasts_renewal(job: WaitJob, settings: Settings, catalog: JobCatalog) -> str | None:
+    """Why the receiver would send a wait job expected to succeed to the DLQ: it runs longer than renewal
+    lasts (`outlasts_renewal`, the receiver's own rule)."""
+    job_type = catalog.get(job.type)
+    why = None if job_type is None else outlasts_renewal(job_type, {"seconds": job.seconds}, settings)
+    if why is None:
         return None
-    return (
-        f"{job.seconds} s is longer than renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h less "
-        "cap_safety_s): each attempt would be stopped there and the job sent to the DLQ; lower seconds, raise "
-        'max_renewal_s, or give "expect": "dlq"'
-    )
+    return f'{why.removeprefix("params.seconds: ")}, or give "expect": "dlq" (the receiver sends it to the DLQ)'
 
 
 _JOB_KEYS = frozenset().union(*(model.model_fields for model in (WaitJob, SparkJob, GenericJob, RawJob)))

@@ -132,6 +132,25 @@ def test_receiver_handler_sends_a_body_nested_too_deep_to_the_dlq_and_keeps_the_
     assert "nested deeper" in attributes["ErrorMessage"]
 
 
+def test_receiver_sends_a_wait_longer_than_renewal_lasts_to_the_dlq_unrun_naming_the_limit() -> None:
+    """A wait past `max_renewal_s` would be stopped at that hard stop on every attempt: it goes to the DLQ on
+    its first receive, with the limit in its reason, and no execution starts."""
+    with running_flow(max_renewal_s=60) as flow:
+        too_long = flow.send_job("too-long", seconds=61)
+
+        assert flow.deliver() == {too_long: Outcome.REJECTED}
+
+        [dead] = flow.dlq_messages()
+        attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
+        assert attributes["ErrorType"] == "InvalidParameters"
+        assert attributes["ErrorMessage"].startswith(
+            "params.seconds: 61 s is longer than renewal lasts (60 s: max_renewal_s"
+        )
+        assert attributes["OriginalMessageId"] == too_long
+        assert flow.lease(too_long).status is LeaseStatus.REJECTED
+        assert flow.executions() == []
+
+
 def test_receiver_reports_record_failed_when_dlq_send_fails(flow: Flow) -> None:
     poison = flow.harness.send('{"job_id": "x", "type": "nope", "params": {}}')
     [delivery] = flow.receive_batch()

@@ -482,8 +482,8 @@ def test_scenario_refuses_a_type_that_is_not_a_name_and_a_day_not_of_the_calenda
 
 
 def test_scenario_parser_refuses_a_wait_job_longer_than_renewal_lasts() -> None:
-    """Renewal stops at max_renewal_s: each attempt of a longer wait is stopped there, so the job ends in the
-    DLQ, and a run expecting it deleted would blame the processor. A job meant to be capped says so."""
+    """Renewal stops at max_renewal_s: the receiver sends a longer wait to the DLQ, so a run expecting it
+    deleted would blame the processor. A job meant to be refused says so."""
     too_long = {"id": "long", "type": "wait", "seconds": 25}
     text = problems({"settings": {"max_renewal_s": 8}, "jobs": [too_long]})
 

@@ -86,6 +86,31 @@ def test_parse_job_message_hands_a_whole_float_on_as_an_integer_where_the_schema
     assert job.params["fail"] is False, "a boolean stays one"
 
 
+def test_parse_wait_longer_than_renewal_lasts_is_refused_naming_the_limit() -> None:
+    """Renewal stops at its hard stop (`max_renewal_s`, at most 12 h less `cap_safety_s`), and the extender
+    stops a job still running there: a wait past it would be stopped on every attempt, then dead-lettered
+    as its attempts ran out. It is refused on its first receive, with the limit it outlasts."""
+    capped = Settings(max_renewal_s=3_600)
+    wait = '{"job_id": "w1", "type": "wait", "params": {"seconds": %d}}'
+
+    [fits] = parse_body(wait % 3_600, capped)
+    too_long = rejected(wait % 3_601, capped)
+    at_sqs_limit = rejected(wait % 43_200)
+
+    assert fits.params["seconds"] == 3_600
+    assert too_long.error_type == ErrorType.INVALID_PARAMETERS
+    assert too_long.message == (
+        "params.seconds: 3601 s is longer than renewal lasts (3600 s: max_renewal_s, at most 12 h less "
+        "cap_safety_s), which would stop the job on every attempt: give seconds of 3600 or less, or raise "
+        "max_renewal_s"
+    )
+    assert at_sqs_limit.error_type == ErrorType.INVALID_PARAMETERS
+    assert at_sqs_limit.message.endswith(
+        "(43140 s: max_renewal_s, at most 12 h less cap_safety_s), which would "
+        "stop the job on every attempt: give seconds of 43140 or less"
+    ), "at SQS's 12 h, raising max_renewal_s would not help"
+
+
 def test_parse_job_message_spark_takes_default_outputs() -> None:
     body = {
         "job_id": "s1",

@@ -5,7 +5,8 @@ or raises `BadInput` with an error type and text that the DLQ message carries.
 
 - A job message: `{"job_id": "...", "type": "...", "params": {...}}`. The type must be in the job
   catalog (`UnknownJobType` lists the known ones); the params get the type's defaults and must pass its
-  JSON Schema (`InvalidParameters: params.<path>: <what is wrong>`).
+  JSON Schema (`InvalidParameters: params.<path>: <what is wrong>`). A wait type's `seconds` must also
+  end within renewal (`outlasts_renewal`): a longer wait is stopped at that limit on every attempt.
 - S3 events, delivered directly (an S3 event notification), through SNS (not raw: the SNS envelope
   holds the notification) or through EventBridge ("Object Created"). A created object that is a
   trigger's completion marker (`_SUCCESS` by default) becomes its partition's job (see
@@ -22,11 +23,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from longjobs.engine.policies import hold_limit
 
 if TYPE_CHECKING:
     from longjobs.engine.delivery.types import Delivery
@@ -193,7 +197,29 @@ def checked(job: Job, settings: Settings, catalog: JobCatalog) -> tuple[Job, Job
         params = catalog.validate_params(job_type, job.params, settings.locations)
     except ParamsError as exc:
         raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+    if (outlasts := outlasts_renewal(job_type, params, settings)) is not None:
+        raise BadInput(ErrorType.INVALID_PARAMETERS, outlasts)
     return job.model_copy(update={"params": params}), job_type
+
+
+def outlasts_renewal(job_type: JobType, params: Mapping[str, Any], settings: Settings) -> str | None:
+    """Why a wait job can never succeed under `settings`, else None: its `seconds` outlast renewal (the
+    hard stop `renew_until`: `max_renewal_s`, at most 12 h less `cap_safety_s`). The extender would stop
+    each attempt there (CAPPED), and the message would reach the DLQ only once its attempts were used up,
+    after `max_attempts` holds of that length, with no word of the wait it asked for."""
+    seconds = params.get("seconds")
+    if job_type.runner != "wait" or not isinstance(seconds, int | float):
+        return None
+    renewal_s = settings.renew_until(0.0)
+    if seconds <= renewal_s:
+        return None
+    fix = f"give seconds of {math.floor(renewal_s)} or less"
+    if settings.effective_max_renewal_s < hold_limit(0.0, settings.cap_safety_s):
+        fix += ", or raise max_renewal_s"
+    return (
+        f"params.seconds: {seconds} s is longer than renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h "
+        f"less cap_safety_s), which would stop the job on every attempt: {fix}"
+    )
 
 
 # -- S3 events ------------------------------------------------------------------------------------
