@@ -31,3 +31,31 @@ def test_job_runs_a_retry_waits_no_longer_than_the_worker_runs_end() -> None:
 
     b.advance_to(released_at + HEARTBEAT_S)
     assert b.deliver_jobs_queue() == {message_id: Outcome.STARTED}
+
+
+def test_job_runs_a_retry_behind_a_stale_holding_waits_no_longer_than_the_worker_runs_end() -> None:
+    """An execution that is stopped (or times out) frees nothing: its lock stays held, stale, until the
+    next attempt takes it over. DescribeExecution dates its end (`stopDate`, "If the execution ended, the
+    date the execution stopped", https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html).
+    Its worker's run ends at the latest one heartbeat timeout after that, so the wait in place ends there
+    too."""
+    b = bench(limit=9, job_wait_base_s=600, job_wait_cap_s=900)
+    b.receiver.runs = JobRuns({"wait": RunPlace("worker", heartbeat_s=HEARTBEAT_S)}, None)
+    sfn = b.aws.stepfunctions
+    gone = sfn.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="m-gone-1", input="{}")["executionArn"]
+    key = job_lock_key("retried")
+    assert b.receiver.store.locks.take(key, holder="m-gone", execution_arn=gone, now=b.clock.now(), hold_until=9e9)
+    b.clock.advance(120)
+    stopped_at = b.clock.now()
+    sfn.stop_execution(executionArn=gone)
+    b.clock.advance(10)
+    message_id = b.send("retried")
+
+    assert b.deliver_jobs_queue() == {message_id: Outcome.HELD}, "its last run may still be running"
+    lock = b.receiver.store.locks.get(key)
+    assert lock is not None and lock.held, "the stopped execution's lock is still held"
+    [message] = b.aws.sqs.queues[b.jobs_url].messages.values()
+    assert message.visible_at == stopped_at + HEARTBEAT_S, "hidden until that run has surely ended, no longer"
+
+    b.advance_to(stopped_at + HEARTBEAT_S)
+    assert b.deliver_jobs_queue() == {message_id: Outcome.STARTED}

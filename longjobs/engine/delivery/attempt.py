@@ -351,8 +351,9 @@ def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock)
     leave no room for a requeued copy's). It is hidden for the wait delay (doubling with its receives:
     SQS counts each wait as one) and reported not done; the FIFO batch processor then leaves the rest of
     its group in this batch alone. A visibility change that fails leaves the message hidden for the
-    queue's VT, which is a wait too. A freed lock whose run is ending (`LockState.RUN_ENDING`) waits no
-    longer than that run's end, when its runner tells it (the offline worker's heartbeat timeout)."""
+    queue's VT, which is a wait too. A lock whose run is ending (`LockState.RUN_ENDING`: freed, or held by
+    an execution that ended) waits no longer than that run's end, when its runner tells it (the offline
+    worker's heartbeat timeout)."""
     delay = wait_delay_s(max(0, delivery.receive_count - 1), receiver.settings, receiver.rng)
     ended_by = None if holder.held else receiver.runs.ended_by(job.type, holder.released_at)
     if ended_by is not None:
@@ -501,7 +502,9 @@ def read_job_lock(
     it holds the lock, or when the type's runner finds runs by their execution (EMR Serverless, Glue); an
     unknown answer counts as running (waiting is safe, running twice is not). A lock another execution
     held, free now or stale, is held still while that execution's job run has not ended
-    (`longjobs.engine.runs`): a run outlives its stopped execution."""
+    (`longjobs.engine.runs`): a run outlives its stopped execution. Such a stale holding comes back as
+    freed at its execution's end, which is when its run began to end: the wait for that run
+    (`hold_for_job`) reads its end from there, as from a freed lock's release."""
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
     if lock is None or free_as_read(lock, arn):
         return LockState.FREE, lock
@@ -534,7 +537,7 @@ def read_job_lock(
         since = times.started_at if times.started_at is not None else since
         ended_at = ended_at if not lock.held else times.stopped_at
     if receiver.runs.running(job_type, lock.execution_arn, since=since, ended_at=ended_at, now=receiver.clock.now()):
-        return LockState.RUN_ENDING, lock
+        return LockState.RUN_ENDING, replace(lock, held=False, released_at=ended_at) if lock.held else lock
     return state, lock
 
 
