@@ -68,6 +68,7 @@ __all__ = [
     "environment",
     "function_environment",
     "queue_messages",
+    "watch_arrivals",
     "workflow_definition",
 ]
 
@@ -252,6 +253,12 @@ class QueuedMessage:
     attributes: dict[str, str]
 
 
+def _queued(message: Any) -> QueuedMessage:
+    """moto's message as the emulator shows it: its message attributes by their string values."""
+    attributes = {key: str(value.get("StringValue", "")) for key, value in message.message_attributes.items()}
+    return QueuedMessage(message.id, message.body, attributes)
+
+
 def queue_messages(name: str) -> list[QueuedMessage]:
     """Every message a queue holds, in flight or not: the emulator's own view (no SQS API lists
     in-flight messages), read in-process from moto's backend, so it changes nothing on the queue."""
@@ -260,11 +267,22 @@ def queue_messages(name: str) -> list[QueuedMessage]:
     queue = sqs_backends[ACCOUNT][REGION].queues.get(name)
     if queue is None:
         return []
-    return [
-        QueuedMessage(
-            message.id,
-            message.body,
-            {key: str(value.get("StringValue", "")) for key, value in message.message_attributes.items()},
-        )
-        for message in list(queue._messages)
-    ]
+    return [_queued(message) for message in list(queue._messages)]
+
+
+def watch_arrivals(name: str, arrived: Callable[[QueuedMessage], None]) -> None:
+    """Call `arrived` with each message the queue `name` takes in from now on, however it came: sent, or
+    moved there by a redrive policy (moto adds both with the queue's `add_message`; a FIFO duplicate it
+    drops there is not taken in). The emulator's own view, as `queue_messages`: a message that leaves the
+    queue later (received and deleted, moved by a redrive) was still seen to arrive."""
+    from moto.sqs.models import sqs_backends
+
+    queue = sqs_backends[ACCOUNT][REGION].queues[name]
+    add = queue.add_message
+
+    def add_message(message: Any) -> None:
+        add(message)
+        if any(held is message for held in list(queue._messages)):
+            arrived(_queued(message))
+
+    queue.add_message = add_message  # type: ignore[method-assign]

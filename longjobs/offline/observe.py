@@ -5,7 +5,9 @@ Three sources, none of them inside the functions:
   is still running its job is a lapse (`redelivered_while_running`), the thing renewal prevents;
 - the lease table's stream shows every lease change: receives, renewals (with the new visible-until),
   releases and closes;
-- the emulator's queues show where each message is in the end: still queued, in the DLQ, or gone.
+- the emulator's queues show where each message is in the end: still queued, in the DLQ, or gone; and
+  every copy the DLQ takes in, so a message dead-lettered still counts as such once an operator's
+  redrive (or delete) has taken its copy out of the DLQ.
 
 A job whose type is full may be parked: its message is copied to the type's waiting queue (a new message
 id) and acknowledged, and the copy (or a copy of the copy, when it is parked again) runs the job. Each
@@ -33,7 +35,7 @@ from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
 from longjobs.engine.lease.schema import PARTITION_KEY
 from longjobs.engine.lease.types import COPIED_STATUSES
-from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages
+from longjobs.offline.emulator import Emulator, QueuedMessage, Resources, queue_messages, watch_arrivals
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
@@ -121,7 +123,8 @@ class Track:
     keeps its last decided value while the observer cannot decide yet)."""
     dlq_error: str | None = None
     dlq_attributes: dict[str, str] = field(default_factory=dict)
-    """The message attributes of its copy in the DLQ (`ErrorType`, `ErrorMessage`, `OriginalMessageId`...)."""
+    """The message attributes of its copy in the DLQ (`ErrorType`, `ErrorMessage`, `OriginalMessageId`...),
+    or of the copy the DLQ took in, when a redrive has taken it out since."""
     running_at_end: frozenset[str] = frozenset()
     """Names of its executions still RUNNING when the run ended (before the runtime stopped them)."""
     group: str | None = None
@@ -194,6 +197,13 @@ class Observer:
         self._sent_by_dedup_id: dict[str, Track] = {}
         self._orphans: dict[str, list[dict[str, Any]]] = {}
         """Lease changes of message ids not known yet (a copy's lease seen before what names it)."""
+        self._dead_letters: list[QueuedMessage] = []
+        """Every message the DLQ took in, in order, whether or not it is there still."""
+        watch_arrivals(resources.dlq_name, self._dead_letter_arrived)
+
+    def _dead_letter_arrived(self, message: QueuedMessage) -> None:
+        with self._lock:
+            self._dead_letters.append(message)
 
     def send(self, job_id: str, body: str, *, group: str | None = None, dedup_id: str | None = None) -> Track:
         """Put one job's message on the jobs queue, its id in an attribute; on a FIFO queue, in `group`
@@ -399,16 +409,36 @@ class Observer:
             track.on_queue = any(message_id in queued for message_id in track.message_ids)
             copy = next((m for m in dead if self._dead_copy_of(m, track)), None)
             if copy is not None:
-                track.final = "dlq"
-                track.dlq_error = self._dead_reason(copy, track)
-                track.dlq_attributes = dict(copy.attributes)
+                self._dead_lettered(track, copy)
             elif track.on_queue:
                 track.final = "queued"
             elif track.lease is not None and track.lease.status is LeaseStatus.PARKED:
                 pass  # its copy was taken from its waiting queue, its lease not read yet: the next poll
             elif track.lease is None or not track.lease.active:
-                track.final = "deleted" if self._deleted_after_success(track) else "lost"
+                left = self._dead_copy_left(track)
+                if left is not None:
+                    self._dead_lettered(track, left)
+                else:
+                    track.final = "deleted" if self._deleted_after_success(track) else "lost"
             # else: deleted by the workflow, lease not yet closed: decided on the next poll
+
+    def _dead_lettered(self, track: Track, copy: QueuedMessage) -> None:
+        track.final = "dlq"
+        track.dlq_error = self._dead_reason(copy, track)
+        track.dlq_attributes = dict(copy.attributes)
+
+    def _dead_copy_left(self, track: Track) -> QueuedMessage | None:
+        """The latest DLQ copy of a message gone from every queue whose lease (its latest link's) sent it to
+        the DLQ, a copy the DLQ took in and no longer holds: an operator's redrive, or a delete, took it
+        out. The message ended in the DLQ all the same. A redriven copy that names it (a move task keeps
+        `OriginalMessageId`) is a link of its own: once delivered, its lease decides. A copy
+        `longjobs dlq redrive` sends names nothing (it leaves `OriginalMessageId` behind): a message of
+        its own."""
+        if not self._sent_to_dlq(track.lease):
+            return None
+        with self._lock:
+            arrived = list(self._dead_letters)
+        return next((m for m in reversed(arrived) if self._dead_copy_of(m, track)), None)
 
     @staticmethod
     def _dead_copy_of(message: QueuedMessage, track: Track) -> bool:
@@ -423,6 +453,15 @@ class Observer:
             return f"{message.attributes['ErrorType']}: {message.attributes.get('ErrorMessage', '')}"
         error = track.lease.last_error if track.lease else None
         return str(error) if error else None
+
+    @staticmethod
+    def _sent_to_dlq(lease: Lease | None) -> bool:
+        """Whether a message's lease, as last seen, is the record of its DLQ send: REJECTED, CANCELLED, or a
+        claimed DEAD_LETTERING (a given-up claim sent nothing); or none at all (a poison message whose
+        record failed: the receiver sends it first)."""
+        if lease is None or lease.status in (LeaseStatus.REJECTED, LeaseStatus.CANCELLED):
+            return True
+        return lease.status is LeaseStatus.DEAD_LETTERING and lease.claimed_at is not None
 
     @staticmethod
     def _deleted_after_success(track: Track) -> bool:
