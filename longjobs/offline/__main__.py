@@ -9,7 +9,9 @@ when the scenario file is invalid."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -175,6 +177,24 @@ def missing_extra() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; its exit code. A reader that closed the pipe (`| head`) ends it quietly with exit 1,
+    where the print that met the closed pipe, or the interpreter's flush at exit, would show a traceback."""
+    try:
+        code = _command(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 1
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit meets no closed pipe."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):  # stdout is no file (a test's capture)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _command(argv: Sequence[str] | None) -> int:
     missing = missing_extra()
     if missing:  # a traceback at the first import would say less
         print(

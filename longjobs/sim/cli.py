@@ -14,6 +14,8 @@ from longjobs.sim.workload import PROFILES
 
 CAMPAIGN_SEEDS = 100
 """A campaign's seeds when `--seeds` is not given."""
+PROFILE = "mixed"
+"""The workload of a campaign or a seed when `--profile` is not given."""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,8 +24,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument("--first", type=int, help="the campaign's first seed (default 0)")
     sim.add_argument("--seed", type=int, help="run this one seed and print its outcome")
     sim.add_argument("--scenario", type=Path, help="run an offline scenario file in the simulation instead")
-    sim.add_argument("--profile", choices=PROFILES, default="mixed", help="the workload (default mixed)")
-    sim.add_argument("--trace", type=Path, help="with --seed or --scenario: write its trace here (JSON lines)")
+    sim.add_argument(
+        "--profile",
+        choices=PROFILES,
+        help=f"the workload of a campaign or a seed (default {PROFILE}; a scenario is its own)",
+    )
+    sim.add_argument(
+        "--trace", type=Path, help="with --seed (without --shrink) or --scenario: write its trace here (JSON lines)"
+    )
     sim.add_argument(
         "--no-s3",
         action="store_true",
@@ -36,7 +44,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "notifications of one marker)",
     )
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
-    sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table (not with --shrink)")
     sim.add_argument(
         "--shrink", action="store_true", help="with --seed: shrink its failure to the fewest jobs and faults"
     )
@@ -53,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
     if refused is not None:
         print(refused, file=sys.stderr)
         return 2
+    args.profile = args.profile or PROFILE
     if args.scenario is not None or args.seed is not None:
         with planted(args.plant):  # one run, in this process
             return _scenario(args) if args.scenario is not None else _shrink(args) if args.shrink else _one(args)
@@ -87,6 +96,12 @@ def _refused(args: argparse.Namespace) -> str | None:
         return "--no-s3 needs --seed"
     if args.s3_several and (args.seed is None or args.no_s3):
         return "--s3-several needs --seed, without --no-s3"
+    if args.profile is not None and args.scenario is not None:
+        return "--profile draws a seed's workload: not with --scenario (the file is its workload)"
+    if args.workers is not None and (args.seed is not None or args.scenario is not None):
+        return "--workers runs a campaign's seeds in parallel: not with --seed or --scenario (one run)"
+    if args.json and args.shrink:
+        return "--json: not with --shrink (it writes a scenario file and prints what it took out)"
     if args.workers is not None and args.workers < 1:
         return "--workers must be at least 1"
     for option, path in (("--trace", args.trace), ("--out", args.out)):

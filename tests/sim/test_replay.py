@@ -3,6 +3,7 @@ hash seeds; no wall clock is read inside a seed; the command's outputs have the 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -82,10 +83,15 @@ def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pyte
         (["--seed", "1", "--seeds", "5"], "--seeds and --first choose a campaign's seeds"),
         (["--scenario", "{tmp}/s.json", "--first", "3"], "--seeds and --first choose a campaign's seeds"),
         (["--seed", "1", "--scenario", "{tmp}/s.json"], "--seed and --scenario: give one"),
+        (["--scenario", "{tmp}/s.json", "--profile", "fifo"], "--profile draws a seed's workload: not with --scenario"),
+        (["--seed", "1", "--workers", "2"], "--workers runs a campaign's seeds in parallel: not with --seed"),
+        (["--scenario", "{tmp}/s.json", "--workers", "2"], "--workers runs a campaign's seeds in parallel"),
+        (["--seed", "1", "--shrink", "--json"], "--json: not with --shrink"),
     ],
     ids=[
         *("trace-no-dir", "out-a-dir", "trace-campaign", "trace-shrink", "out-no-shrink", "no-s3-campaign"),
         *("workers", "seeds-with-seed", "first-with-scenario", "seed-and-scenario"),
+        *("profile-with-scenario", "workers-with-seed", "workers-with-scenario", "json-with-shrink"),
     ],
 )
 def test_replay_command_refuses_options_it_would_ignore_or_fail_on_after_the_run(
@@ -119,3 +125,42 @@ def test_replay_shrink_draws_the_seed_as_its_replay_does(
     assert asked == [(False, True), (True, False), (True, True)]
     assert main(["sim", "--seeds", "2", "--s3-several"]) == 2
     assert "--s3-several needs --seed" in capsys.readouterr().err
+
+
+class _ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone (`sim ... | head`): every write and flush meets a closed pipe."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_replay_command_whose_reader_closed_the_pipe_ends_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report piped into `head`, which exits early: exit 1, no traceback."""
+    from longjobs.offline.__main__ import main
+
+    scenario = tmp_path / "one.json"
+    scenario.write_text(json.dumps({"jobs": [{"id": "a", "type": "wait", "seconds": 5}]}), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert main(["sim", "--scenario", str(scenario)]) == 1
+
+
+def test_replay_campaign_table_lists_a_failed_seed_in_two_lines_as_the_docs_say(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Below the table, a failed seed's property and detail, then its replay command on a line of its own."""
+    from longjobs.sim.campaign import CampaignReport
+    from longjobs.sim.cli import _table
+
+    replay = "python -m offline sim --seed 7 --profile mixed"
+    failure = {"seed": 7, "property": "no_lapse", "detail": "m1 received again", "t": 1.0, "step": 2, "replay": replay}
+    _table(CampaignReport(seeds=1, first=7, profile="mixed", failed=[failure]))
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("seed 7: no_lapse m1 received again")
+    assert lines[at + 1].strip() == replay
+    page = " ".join((ROOT / "docs" / "simulation.md").read_text(encoding="utf-8").split())
+    assert "A failed seed is two lines: the seed, the property it broke and what broke it, then the command" in page
