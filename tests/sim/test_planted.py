@@ -1,18 +1,31 @@
 """Planted bugs prove the harness has teeth: each test plants one bug of `longjobs.sim.planted` (a patch of
 the engine's own code, in this process) and runs the unmodified campaign (`--seeds 200`, the default
-profile), which must report a broken property. The campaign begins at seed 0, or for a bug that needs a
-rare interleaving a little before the seed a campaign from 0 first reports it at (`Plant.search_from`).
-It stops at its first failed seed, so a planted bug costs the seeds it takes to be found."""
+profile), which must report a broken property. The campaign begins a few seeds before the seed a campaign from
+0 first reports it at (`Plant.search_from`), and must first fail there. It stops at its first failed seed, so a
+planted bug costs the seeds it takes to be found."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from longjobs.sim.campaign import campaign, offline_command, replay_command
+from longjobs.sim.campaign import campaign, offline_command, replay_command, run_seed
 from longjobs.sim.planted import PLANTS, planted
+from tests import REPO_ROOT
+
+PAGE = REPO_ROOT / "docs" / "simulation.md"
+
+
+def _seeds_the_page_names() -> list[tuple[str, int]]:
+    """Each (plant, seed) docs/simulation.md names: its table of plants, and every sentence that gives a
+    plant's seed (`PLANT` ... at seed N)."""
+    page = PAGE.read_text(encoding="utf-8")
+    table = re.findall(r"^\| `(\w+)` \| `\w+` \| (\d+) \|$", page, re.MULTILINE)
+    prose = re.findall(r"`(\w+)`[^|.;`]*?\bat (?:seed )?(\d+)\b", " ".join(page.split()))
+    return sorted({(name, int(seed)) for name, seed in [*table, *prose] if name in PLANTS})
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTS))
@@ -23,7 +36,35 @@ def test_planted_bug_is_reported_by_the_campaign(bug: str, monkeypatch: pytest.M
     assert report.failed, f"the campaign missed the planted bug {bug!r} in 200 seeds from {first}"
     failure = report.failed[0]
     assert failure["property"] == PLANTS[bug].reported_as
+    assert failure["seed"] == PLANTS[bug].first_seed, "the seeds before the plant's first seed pass"
     assert failure["replay"].startswith(f"python -m offline sim --seed {failure['seed']}")
+
+
+def test_planted_seeds_the_docs_name_are_each_plants_first_seed() -> None:
+    """docs/simulation.md's table of plants gives each plant's property and first seed, and every sentence that
+    names a plant's seed, or where its test searches from, says the same."""
+    page = PAGE.read_text(encoding="utf-8")
+    table = {
+        name: (reported_as, int(seed))
+        for name, reported_as, seed in re.findall(r"^\| `(\w+)` \| `(\w+)` \| (\d+) \|$", page, re.MULTILINE)
+    }
+    assert table == {name: (plant.reported_as, plant.first_seed) for name, plant in PLANTS.items()}
+    assert all(seed == PLANTS[name].first_seed for name, seed in _seeds_the_page_names())
+    prose = " ".join(page.split())
+    searched = re.findall(r"`(\w+)`[^|.;`]*?\bat seed \d+[^|.;`]*?searches from (?:seed )?(\d+)", prose)
+    assert searched, "the page says where some plants' tests search from"
+    assert all(int(seed) == PLANTS[name].search_from for name, seed in searched), searched
+    assert all(plant.search_from <= plant.first_seed for plant in PLANTS.values())
+
+
+@pytest.mark.parametrize(("bug", "seed"), _seeds_the_page_names(), ids=lambda value: str(value))
+def test_planted_seed_the_docs_name_reports_the_plant(bug: str, seed: int) -> None:
+    """Each seed docs/simulation.md names for a plant breaks the plant's property: `sim --seed N --plant NAME`
+    replays what the page says."""
+    with planted(bug):
+        violation = run_seed(seed, keep_calls=False).violation
+    assert violation is not None, f"seed {seed} reports nothing with {bug!r} planted"
+    assert violation.property == PLANTS[bug].reported_as
 
 
 def test_planted_context_undoes_its_patches() -> None:
