@@ -216,7 +216,7 @@ def due_leases(count: int, *, now: float, settings: Settings, policy: RenewalPol
             receive_count=1,
             received_at=received_at,
             visible_until=visible_until,
-            renew_until=settings.renew_until(received_at),
+            renew_until=received_at + settings.renewal_s,
             renewed_at=visible_until - settings.adaptive_ceiling_s,
             version=rng.randint(1, 40),
             renewal_count=rng.randint(1, 40),

@@ -20,7 +20,7 @@ policies (tick 1 s) pass every second within an invocation, and adaptive (tick =
 The Lambda timeout is taken to be longer than the period, so the period is the deadline.
 
 Pass (`longjobs/engine/extender/service.py`). Every ACTIVE lease with `renew_at <= now` is due (a heap keyed
-by `renew_at` stands in for the due-index). A due lease with `now >= settings.renew_until(received_at)`
+by `renew_at` stands in for the due-index). A due lease with `now >= received_at + settings.renewal_s`
 is closed CAPPED with no call. Otherwise `policy.decide(now, lease)`; on renew the timeout is cut to
 `floor(received_at + 43200 - cap_safety_s - now)` (closed CAPPED if that is <= 0), the renewal is sent
 at `now` and always succeeds: `visible_until = now + timeout`, `last_renewed_at = now`,
@@ -263,7 +263,7 @@ class Simulation:
     def visit(self, i: int, now: float) -> bool:
         """Cap, renew or keep one due lease, as `renew_due` does. True when it was renewed."""
         lease = self.leases[i]
-        if now >= self.settings.renew_until(lease.received_at):
+        if now >= lease.received_at + self.settings.renewal_s:
             self.close_capped(i, now)
             return False
         decision = self.policy.decide(now, lease)

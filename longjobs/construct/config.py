@@ -374,7 +374,7 @@ def make_config(
 def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
     """Every type's run (Glue, EMR Serverless, a nested state machine) must end before renewal stops (see
     `_check_together`), and a Glue type may not admit more executions than its Glue job runs at once."""
-    renewal_s = config.engine.renew_until(0.0)
+    renewal_s = config.engine.renewal_s
     for job_type in catalog:
         minutes = config.infra.run_timeout_minutes(job_type) or 0
         if minutes * 60 > renewal_s:
@@ -498,7 +498,7 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
             ) from None
     _check_extender_window(engine)
     run_s = infra.glue_timeout_minutes * 60
-    renewal_s = engine.renew_until(0.0)
+    renewal_s = engine.renewal_s
     if run_s > renewal_s:
         raise ConfigError(
             f"invalid CDK context: glue_timeout_minutes={infra.glue_timeout_minutes} ({run_s} s) is longer than "
@@ -510,7 +510,7 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
 def _renewal_fix(field: str, engine: Settings) -> str:
     """What to change when a run's timeout `field` outlasts renewal: the longest timeout that fits, and
     raising max_renewal_s only when that would lengthen renewal (below SQS's 12 h less cap_safety_s)."""
-    renewal_s = engine.renew_until(0.0)
+    renewal_s = engine.renewal_s
     fix = f"lower {field} to {int(renewal_s // 60)} or less"
     if engine.effective_max_renewal_s < hold_limit(0.0, engine.cap_safety_s):
         fix += ", or raise max_renewal_s"

@@ -13,6 +13,7 @@ import json
 import math
 import os
 from collections.abc import Collection, Mapping
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -327,9 +328,11 @@ class Settings(BaseModel):
         """How often leases are looked at: the schedule for adaptive, the heartbeat for the others."""
         return POLICIES[self.policy].tick_s(self)
 
-    def renew_until(self, received_at: float) -> float:
-        """The hard stop of one receive: max renewal, and never past SQS's 12 h limit (less a margin)."""
-        return min(received_at + self.effective_max_renewal_s, hold_limit(received_at, self.cap_safety_s))
+    @cached_property
+    def renewal_s(self) -> float:
+        """How long renewal lasts from a receive: `max_renewal_s`, and never past SQS's 12 h limit less
+        `cap_safety_s`. A receive at `t` has its hard stop (`Lease.renew_until`) at `t + renewal_s`."""
+        return min(float(self.effective_max_renewal_s), hold_limit(0.0, self.cap_safety_s))
 
     @property
     def retention_margin_s(self) -> float:

@@ -105,7 +105,7 @@ class Harness:
                     receive_count=int(message["Attributes"]["ApproximateReceiveCount"]),
                     received_at=now,
                     visible_until=now + policy.initial_timeout_s(),
-                    renew_until=settings.renew_until(now),
+                    renew_until=now + settings.renewal_s,
                     execution_arn=execution_arn,
                     release_delay_s=release_delay_s,
                 )

@@ -59,7 +59,7 @@ class Upgrade:
                 receive_count=1,
                 received_at=now,
                 visible_until=now + QUEUE_VT_S,
-                renew_until=self.settings.renew_until(now),
+                renew_until=now + self.settings.renewal_s,
                 renew_at=now + QUEUE_VT_S - 2 * self.settings.extender_period_s,
                 execution_arn=f"{STATE_MACHINE_ARN}:{message['MessageId']}",
                 job_type="wait",

@@ -34,7 +34,7 @@ def drive(
 ) -> tuple[list[tuple[float, int]], Timing]:
     """Look at one lease every tick, as the extender does; returns (time, timeout asked) per renewal."""
     lease = received(policy, clock.now())
-    renew_until = settings.renew_until(lease.received_at)
+    renew_until = lease.received_at + settings.renewal_s
     renewals: list[tuple[float, int]] = []
     while clock.now() < until:
         now = clock.now()

@@ -143,14 +143,14 @@ def test_settings_keep_seed_values_valid_on_a_sub_second_schedule() -> None:
 def test_settings_zero_max_renewal_disables_renewal_and_its_checks() -> None:
     settings = Settings.load({"policy": "threshold", "visibility_timeout_s": 1, "max_renewal_s": 0})
     assert not settings.renewal_enabled
-    assert settings.renew_until(1000.0) == 1000.0
+    assert settings.renewal_s == 0
 
 
 def test_settings_max_renewal_defaults_per_policy_and_never_passes_12_hours() -> None:
     assert Settings(policy="remaining", visibility_timeout_s=30, extender_period_s=1).effective_max_renewal_s == 300
     assert Settings(policy="threshold", threshold_s=62, visibility_timeout_s=300).effective_max_renewal_s == 43_200
     adaptive = Settings()
-    assert adaptive.renew_until(0.0) == 43_200 - adaptive.cap_safety_s
+    assert adaptive.renewal_s == 43_200 - adaptive.cap_safety_s
 
 
 def test_settings_adaptive_bounds_follow_the_schedule() -> None:

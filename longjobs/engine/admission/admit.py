@@ -79,7 +79,7 @@ def admit_in_place(receiver: Receiver, waiting: Lease, state: TypeSlots) -> Type
         receive_count=waiting.receive_count,
         received_at=now,  # when the attempt began: reconciliation's grace counts from it
         visible_until=now + receiver.policy.initial_timeout_s(),
-        renew_until=min(settings.renew_until(now), hold_limit(waiting.received_at, settings.cap_safety_s)),
+        renew_until=min(now + settings.renewal_s, hold_limit(waiting.received_at, settings.cap_safety_s)),
         version=waiting.version + 1,
         execution_arn=arn,
         attempt=waiting.receive_count,

@@ -115,7 +115,7 @@ def timing(receiver: Receiver, delivery: Delivery, base: Lease, *, adopted: bool
     execution runs), which keeps its hard stop, and falls due by it: a redelivery now and then never lets
     a job run past the `renew_until` of the receive that began its attempt."""
     now = receiver.clock.now()
-    renew_until = receiver.settings.renew_until(now)
+    renew_until = now + receiver.settings.renewal_s
     timing = replace(
         base,
         receipt_handle=delivery.receipt_handle,

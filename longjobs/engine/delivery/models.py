@@ -210,7 +210,7 @@ def outlasts_renewal(job_type: JobType, params: Mapping[str, Any], settings: Set
     seconds = params.get("seconds")
     if job_type.runner != "wait" or not isinstance(seconds, int | float):
         return None
-    renewal_s = settings.renew_until(0.0)
+    renewal_s = settings.renewal_s
     if seconds <= renewal_s:
         return None
     fix = f"give seconds of {math.floor(renewal_s)} or less"
