@@ -9,9 +9,10 @@ goes on, so it ends.
 
 Redrive uses SQS's message move task where the endpoint has it. Where it does not (moto), it copies:
 receive, send to the jobs queue, and delete from the DLQ only the messages whose send succeeded. A copy
-leaves the receiver's own DLQ attributes behind (`ErrorType`, `ErrorMessage`, `SourceQueue`,
-`OriginalMessageId`, `ReceiveCount`: they describe a failure that a redrive means to retry, and the
-receiver adds fresh ones if it fails again) and keeps every other message attribute.
+leaves the receiver's failure attributes behind (`ErrorType`, `ErrorMessage`, `SourceQueue`, `ReceiveCount`,
+`Attempts`: they describe a failure that a redrive means to retry, and the receiver adds fresh ones if it
+fails again) and keeps every other message attribute. It keeps `OriginalMessageId`, which names the
+message it is, as SQS's move task does.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ RECEIVER_ATTRIBUTES = frozenset(
     {"ErrorType", "ErrorMessage", "SourceQueue", "OriginalMessageId", "ReceiveCount", "Attempts"}
 )
 """The attributes `longjobs/engine/delivery/dlq.py` puts on its DLQ copies."""
+KEPT_ON_COPY = frozenset({"OriginalMessageId"})
+"""The receiver's attribute a redrive's copy keeps: it names the message the copy is, not a failure. SQS's
+move task keeps it too. So the copy is followed as that message (the local service's history and checker),
+and a poison body that comes back is not taken for a message of its own, with the original lost."""
 
 UNSUPPORTED_CODES = frozenset(
     {
@@ -184,12 +189,26 @@ def _unsupported(exc: ClientError) -> bool:
     return code in UNSUPPORTED_CODES or (status in (500, 501) and code == str(status))
 
 
+SERVER_ERROR_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable"})
+"""The codes of SQS's answers that say it failed, not that it refused: the request may have taken effect."""
+
+
+def _may_have_taken_effect(exc: ClientError) -> bool:
+    """Whether a failed call's request may still have taken effect: its answer is a server error (a 5xx), not
+    a refusal (a 4xx, such as a throttle or "a task is already running"). Without a status, by its code."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if isinstance(status, int):
+        return status >= 500
+    return str(exc.response.get("Error", {}).get("Code", "")) in SERVER_ERROR_CODES
+
+
 def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_per_second: int | None) -> str | None:
     """Start SQS's message move task; its handle, or None where the endpoint does not implement it.
 
-    A start that fails otherwise (an AWS error, or no answer: a timeout, a dropped connection) may have
-    started the task: the DLQ's newest task is read, and its handle returned when it runs to the jobs queue.
-    Else the start's error is raised."""
+    A start that got no answer (a 5xx, a timeout, a dropped connection) may have started the task: the DLQ's
+    newest task is read, and its handle returned when it runs to the jobs queue. Else the start's error is
+    raised. A refusal (a 4xx) started nothing, so it is raised as it is: a task already running from the DLQ
+    (SQS runs one per queue) is someone's earlier task, not one this start made."""
     kwargs: dict[str, Any] = {"SourceArn": source_arn, "DestinationArn": destination_arn}
     if max_per_second is not None:
         kwargs["MaxNumberOfMessagesPerSecond"] = max_per_second
@@ -200,6 +219,8 @@ def start_move_task(sqs: SQSClient, source_arn: str, destination_arn: str, max_p
     except (ClientError, BotoCoreError) as exc:
         if isinstance(exc, ClientError) and _unsupported(exc):
             return None
+        if isinstance(exc, ClientError) and not _may_have_taken_effect(exc):
+            raise
         running = _running_task(sqs, source_arn, destination_arn)
         if running is None:
             raise
@@ -440,9 +461,11 @@ def copy_messages(
 
 
 def _send_copy(sqs: SQSClient, queue_url: str, message: Any) -> str:
-    """Send a DLQ message's copy to the jobs queue, without the receiver's attributes; the copy's id."""
+    """Send a DLQ message's copy to the jobs queue, without the receiver's failure attributes; the copy's id."""
     attributes = {
-        name: value for name, value in message.get("MessageAttributes", {}).items() if name not in RECEIVER_ATTRIBUTES
+        name: value
+        for name, value in message.get("MessageAttributes", {}).items()
+        if name not in RECEIVER_ATTRIBUTES - KEPT_ON_COPY
     }
     if is_fifo_url(queue_url):  # back into its group; a copy sent twice is deduplicated
         sent = sqs.send_message(

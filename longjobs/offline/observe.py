@@ -430,10 +430,9 @@ class Observer:
     def _dead_copy_left(self, track: Track) -> QueuedMessage | None:
         """The latest DLQ copy of a message gone from every queue whose lease (its latest link's) sent it to
         the DLQ, a copy the DLQ took in and no longer holds: an operator's redrive, or a delete, took it
-        out. The message ended in the DLQ all the same. A redriven copy that names it (a move task keeps
-        `OriginalMessageId`) is a link of its own: once delivered, its lease decides. A copy
-        `longjobs dlq redrive` sends names nothing (it leaves `OriginalMessageId` behind): a message of
-        its own."""
+        out. The message ended in the DLQ all the same. A redriven copy names it (SQS's move task and
+        `longjobs dlq redrive` keep `OriginalMessageId`), a link of its own: once delivered, its lease
+        decides."""
         if not self._sent_to_dlq(track.lease):
             return None
         with self._lock:

@@ -183,12 +183,14 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     assert checker_main([str(trace), "--limit", "wait=1000"]) == 0
 
 
-def test_serve_stop_check_counts_a_poison_redriven_by_copy_as_dead_lettered(service: Service, tmp_path: Path) -> None:
-    """`dlq redrive` with a filter copies (a move task cannot filter): the copy leaves the receiver's
-    attributes behind, `OriginalMessageId` among them, so nothing on it names the poison it came from. The
-    receiver dead-letters that copy again, as a message of its own. The poison itself was dead-lettered
-    all the same, with its reason, though its DLQ copy has left the DLQ since: the stop check says so, and
-    finds nothing lost."""
+def test_serve_stop_check_follows_a_poison_redriven_by_copy_and_deleted_from_the_dlq(
+    service: Service, tmp_path: Path
+) -> None:
+    """`dlq redrive` with a filter copies (a move task cannot filter). The copy keeps `OriginalMessageId`, as
+    SQS's move task does, so the stop check follows it as the poison it came from: one message. The receiver
+    dead-letters the copy again, and the operator then deletes that DLQ copy. The message was dead-lettered
+    all the same, with its reason, though no queue holds it now: the stop check says so, and finds nothing
+    lost."""
     sqs = boto3.client(
         "sqs",
         endpoint_url=service.endpoint,
@@ -196,6 +198,7 @@ def test_serve_stop_check_counts_a_poison_redriven_by_copy_as_dead_lettered(serv
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
+    [dlq_url] = [line.split()[-1] for line in service.lines if line.strip().startswith("dead-letter")]
     poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
@@ -207,17 +210,20 @@ def test_serve_stop_check_counts_a_poison_redriven_by_copy_as_dead_lettered(serv
         lambda: [m for m in service.longjobs("dlq", "list") if m["original_message_id"] != poison],
     )
     assert again["error_type"] == "NotJson" and again["message_id"] != dead["message_id"]
+    [copy] = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=1)["Messages"]
+    sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=copy["ReceiptHandle"])
 
     service.process.send_signal(signal.SIGTERM)
     out, _ = service.process.communicate(timeout=180)
     trace = tmp_path / "trace.jsonl"
     *_, judged, _ = out.strip().splitlines()
-    assert judged == f"history: {trace} (2 message(s)): the independent checker found nothing", judged
+    assert judged == f"history: {trace} (1 message(s)): the independent checker found nothing", judged
     assert service.process.returncode == 0, out
     records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     dead_lettered = {r["job_id"]: r["reason"] for r in records if r["event"] == "dead_lettered"}
-    assert dead_lettered.keys() == {poison, again["original_message_id"]}, dead_lettered
-    assert (dead_lettered[poison]["OriginalMessageId"], dead_lettered[poison]["ErrorType"]) == (poison, "NotJson")
+    assert dead_lettered.keys() == {poison}, dead_lettered
+    reason = dead_lettered[poison]
+    assert (reason["OriginalMessageId"], reason["ErrorType"]) == (again["original_message_id"], "NotJson")
 
 
 def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

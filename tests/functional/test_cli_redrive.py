@@ -19,6 +19,7 @@ from longjobs.cli.dlq import RedriveFilter, RedriveStopped, copy_messages, redri
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried, Outcome
 from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.receiver.service import receive
+from longjobs.offline.emulator import FAKE_CREDENTIALS, Emulator
 from tests.functional import test_cli_stack as stack
 from tests.functional.conftest import running_flow
 from tests.longjobs_support import Processor, assert_one_line_error, create_processor, run
@@ -374,6 +375,74 @@ def test_cli_redrive_finds_the_move_task_a_start_with_no_answer_started(processo
     NoAnswer.tasks = []
     with pytest.raises(ReadTimeoutError):
         redrive(NoAnswer(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    """The local service's AWS endpoint (moto's server behind the offline gateway, which has the move task)."""
+    running = Emulator()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_cli_redrive_while_a_move_task_runs_is_refused_and_claims_no_task(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQS runs one message move task per queue at a time ("Only one active message movement task is
+    supported per queue at any given time", API_StartMessageMoveTask:
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html), and
+    refuses a second start with a 400 that starts nothing. A redrive run while an earlier one's task moves
+    the DLQ fails with that refusal (exit 1). Reporting the running task as one it started would tell the
+    operator their redrive began, and hide that another one still runs."""
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    sqs = emulator.sqs()
+    dlq_url = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10})
+    sqs.create_queue(QueueName="jobs", Attributes={"RedrivePolicy": policy})
+    for i in range(5):
+        sqs.send_message(QueueUrl=dlq_url, MessageBody=json.dumps({"job_id": f"j{i}", "type": "wait"}))
+    command = ("--endpoint-url", emulator.endpoint, "dlq", "redrive", "--include-poison", "--max-per-second", "1")
+
+    first = run(capsys, *command, "--yes", "--json")
+    assert (first.code, first.json()["method"]) == (0, "move-task"), first
+    second = run(capsys, *command, "--yes")
+
+    assert_one_line_error(second, 1, "StartMessageMoveTask failed: InvalidParameterValue", "already a task running")
+    assert "started" not in second.out, second.out
+    tasks = sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=10)["Results"]
+    assert [(task["Status"], task.get("TaskHandle")) for task in tasks] == [("RUNNING", first.json()["task_handle"])]
+
+
+def test_cli_redrive_copy_keeps_the_original_message_id_and_drops_the_failure(processor: Processor) -> None:
+    """A redriven message is a new message: "All redriven messages are considered new messages and are
+    assigned a new messageID" (DLQ redrive guide,
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-configure-dead-letter-queue-redrive.html).
+    So only its `OriginalMessageId` tells which message a redrive's copy is, and the local service's observer
+    follows a copy by it. Without it, a redriven poison body that came back to the DLQ was a message of its
+    own, and `serve`'s checker judged its original lost. The failure's own attributes stay behind: the
+    receiver attaches fresh ones if the copy fails again."""
+    processor.dead_letter(
+        "{not json",
+        ErrorType="NotJson",
+        ErrorMessage="body is not JSON",
+        SourceQueue="arn:aws:sqs:us-east-1:123456789012:jobs",
+        OriginalMessageId="original-1",
+        ReceiveCount="1",
+        Team="data",
+    )
+
+    result = redrive(
+        processor.sqs, processor.dlq_url, processor.queue_url, select=RedriveFilter(error_types=frozenset({"NotJson"}))
+    )
+
+    assert (result.method, result.moved) == ("copy", 1), result
+    [copy] = processor.sqs.receive_message(QueueUrl=processor.queue_url, MessageAttributeNames=["All"])["Messages"]
+    attributes = {name: value["StringValue"] for name, value in copy["MessageAttributes"].items()}
+    assert attributes == {"OriginalMessageId": "original-1", "Team": "data"}
 
 
 def _mixed_dead_letters(processor: Processor) -> None:
