@@ -44,6 +44,18 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """As argparse's, but an option no parser knows (a typo: `cancel ID --reasn`) points at the help of the
+        subcommand it was given to, which lists that subcommand's options, not at the top-level help."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            words = [getattr(parsed, "command", None), getattr(parsed, "dlq_command", None)]
+            prog = " ".join([self.prog, *(word for word in words if word)])
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see {prog} --help)")
+        return parsed
+
 
 def _positive(text: str) -> int:
     try:

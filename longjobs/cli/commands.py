@@ -244,7 +244,7 @@ def _print_redrive(ctx: Context, result: dlq.RedriveResult) -> None:
         data["messages"] = [render.dead_letter_json(letter) for letter in result.messages]
         render.print_json(data)
     else:
-        render.console().print(render.redrive_view(result))
+        render.print_redrive(result, endpoint_url=ctx.connection.endpoint_url)
 
 
 def _limits(job_types: catalog.Catalog | None) -> dict[str, int] | None:

@@ -22,7 +22,7 @@ from longjobs.cli.status import Status
 from longjobs.cli.submit import Submitted
 from longjobs.cli.top import Frame
 from longjobs.engine.cancel import RECORD_KEY as CANCEL_RECORD_KEY
-from longjobs.engine.cancel import CancelReport
+from longjobs.engine.cancel import CancelRecord, CancelReport
 from longjobs.engine.cancel import Outcome as CancelOutcome
 from longjobs.engine.lease import Lease, LeaseStatus
 from longjobs.engine.lease.codec import TIME_FIELDS
@@ -379,10 +379,15 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
         # A parked message runs from a copy in its type's waiting queue, a requeued one from a delayed copy
         # on its queue, under the copy's own message id (`longjobs lease <copy>` shows that attempt): the
         # marker names it.
-        kind = "requeued" if lease.status is LeaseStatus.REQUEUED else "parked"
+        # A cancelled marker keeps its copy: its kind is the status the cancel found. No copy claims the run
+        # of a cancelled marker: a receive of its copy is refused and dead-letters it.
+        cancelled = CancelRecord.of(lease)
+        was = cancelled.previous_status if cancelled is not None else lease.status.value
+        kind = "requeued" if was == LeaseStatus.REQUEUED.value else "parked"
+        unclaimed = "- (none: cancelled first)" if cancelled is not None else "- (no copy received yet)"
         rows += [
             (f"{kind} copy", lease.copy_id or "- (not noted yet)"),
-            ("run by copy", lease.claimed_by or "- (no copy received yet)"),
+            ("run by copy", lease.claimed_by or unclaimed),
         ]
     for name, value in rows:
         fields.add_row(name, value)
@@ -434,7 +439,14 @@ def dlq_table(letters: list[DeadLetter], *, title: str | None = None, limit: int
     return Fitted(table)
 
 
-def redrive_view(result: RedriveResult) -> RenderableType:
+def print_redrive(result: RedriveResult, *, endpoint_url: str | None = None) -> None:
+    """A redrive's outcome on stdout. A move task's line is not wrapped: its task handle (some 170
+    characters) stays whole, and its follow-up command runs as printed, when copied."""
+    console().print(redrive_view(result, endpoint_url=endpoint_url), soft_wrap=result.method == "move-task")
+
+
+def redrive_view(result: RedriveResult, *, endpoint_url: str | None = None) -> RenderableType:
+    """A redrive's outcome. `endpoint_url` is the local service's, named in a move task's follow-up command."""
     if result.method == "dry-run":
         stays = [f"{result.skipped} the filter does not select"] if result.skipped else []
         stays += (
@@ -447,7 +459,8 @@ def redrive_view(result: RedriveResult) -> RenderableType:
         return Text(
             f"started SQS message move task {result.task_handle} "
             f"(about {result.approximate_messages} message(s)); follow it with "
-            f"`aws sqs list-message-move-tasks --source-arn {result.source_arn or '<DLQ ARN>'}`"
+            f"`aws{f' --endpoint-url {endpoint_url}' if endpoint_url else ''} sqs list-message-move-tasks "
+            f"--source-arn {result.source_arn or '<DLQ ARN>'}`"
         )
     lines = [f"moved {result.moved} message(s) to the jobs queue"]
     if result.skipped:

@@ -71,6 +71,17 @@ def test_cancel_record_keeps_who_claimed_the_send() -> None:
     assert CancelRecord.of(lease(claimed)) == claimed
 
 
+def test_cancel_report_of_a_rejected_poison_record_names_no_dlq_copy() -> None:
+    """A poison message's REJECTED record is written after its DLQ send and notes no copy (the receiver's
+    `reject`). Its cancel is `already_dead_lettered` with no `dead_letter_id`, as operate.md says: the copy
+    is found in `dlq list` by its `OriginalMessageId`, not named by the report."""
+    poison = replace(lease(None, LeaseStatus.REJECTED), job_id=None, job_type=None)
+
+    report = report_finished(poison)
+
+    assert (report.outcome, report.dead_letter_id) == (Outcome.ALREADY_DEAD_LETTERED, None)
+
+
 def test_cancel_report_of_a_rejected_lease_names_its_dlq_copy() -> None:
     """A job whose attempts ran out keeps its DLQ copy's id on its lease. The cancel's report names that
     copy, as `longjobs lease` does, so the operator can follow it (a redrive may have moved it on)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import re
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -15,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
 from rich.console import Console
 
-from longjobs.cli import dlq, render, resources
+from longjobs.cli import commands, dlq, render, resources
 from longjobs.cli.__main__ import describe, main
 from longjobs.cli.clients import FAKE_KEY_ID, LOCAL_REGION, Connection, make_session
 from longjobs.cli.errors import CliError, call_error_text, client_error_text
@@ -24,6 +26,7 @@ from longjobs.cli.status import LastHour, QueueDepth, Status
 from longjobs.engine.cancel import CancelReport, Outcome
 from longjobs.engine.delivery.dlq import dlq_attributes, exhausted_attributes
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
+from tests import REPO_ROOT
 
 NOW = 1_800_000_000.0
 
@@ -153,6 +156,37 @@ def test_cli_redrive_view_of_a_move_task_names_the_dlq_to_follow_it_by() -> None
     text = " ".join(_text(render.redrive_view(result)).split())
 
     assert f"`aws sqs list-message-move-tasks --source-arn {arn}`" in text, text
+
+
+def test_cli_redrive_of_a_move_task_prints_its_handle_and_follow_up_whole_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQS's task handle is some 170 characters (base64 of the task id and the DLQ's ARN), wider than a
+    terminal. Folded across lines, a copy of it breaks `aws sqs cancel-message-move-task --task-handle`.
+    Against the local service, the follow-up command names its endpoint, so it runs as printed."""
+    endpoint = "http://127.0.0.1:4566"
+    arn = "arn:aws:sqs:us-east-1:123456789012:jobs-dlq"
+    task = {"taskId": "43df99f7-f72e-459c-81dc-78296ebdc45f", "sourceArn": arn}
+    handle = base64.b64encode(json.dumps(task).encode()).decode()
+    started = dlq.RedriveResult(method="move-task", task_handle=handle, approximate_messages=11, source_arn=arn)
+    found = resources.Resources(
+        queue_url=f"{endpoint}/123456789012/jobs",
+        dlq_url=f"{endpoint}/123456789012/jobs-dlq",
+        table_name="leases",
+        state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs",
+        origin=f"local service at {endpoint}",
+    )
+    monkeypatch.setattr(commands.Context, "resources", property(lambda _: found))
+    monkeypatch.setattr(commands.dlq, "redrive", lambda *_, **__: started)
+    monkeypatch.setenv("COLUMNS", "80")
+
+    code = main(["--endpoint-url", endpoint, "dlq", "redrive", "--include-poison", "--yes"])
+    lines = capsys.readouterr().out.splitlines()
+
+    assert (code, len(lines)) == (0, 1), lines
+    assert f"started SQS message move task {handle} (about 11 message(s))" in lines[0], lines
+    follow = f"`aws --endpoint-url {endpoint} sqs list-message-move-tasks --source-arn {arn}`"
+    assert lines[0].endswith(f"follow it with {follow}"), lines
 
 
 def test_cli_cancel_view_shows_a_failed_message_with_its_error() -> None:
@@ -291,6 +325,30 @@ def test_cli_usage_errors_are_one_line_with_exit_code_2(
     assert len(lines) == 1, lines
     assert lines[0].startswith("longjobs: ")
     assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["cancel", "m-1", "--reasn", "wrong date"],
+            "unrecognized arguments: --reasn wrong date (see longjobs cancel --help)",
+        ),
+        (
+            ["dlq", "redrive", "--include-posion"],
+            "unrecognized arguments: --include-posion (see longjobs dlq redrive --help)",
+        ),
+        (["leases", "--limt", "5"], "unrecognized arguments: --limt 5 (see longjobs leases --help)"),
+    ],
+)
+def test_cli_a_mistyped_option_points_at_the_help_of_its_subcommand(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    """A mistyped option is an error that names it (exit 2) and points at the help that lists the right one:
+    the subcommand's, not the top-level help, which lists only the subcommands."""
+    code, lines = _run(capsys, "--stack", "s", *argv)
+
+    assert (code, lines) == (2, [f"longjobs: {line}"])
 
 
 def test_cli_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
@@ -581,6 +639,22 @@ def test_cli_lease_view_names_a_rejected_records_dlq_copy_and_its_sender(
     assert "parked copy" not in shown and "run by copy" not in shown
 
 
+@pytest.mark.parametrize(
+    ("was", "kind"), [(LeaseStatus.REQUEUED, "requeued copy"), (LeaseStatus.PARKED, "parked copy")]
+)
+def test_cli_lease_view_of_a_cancelled_marker_names_its_copy_by_what_it_was(was: LeaseStatus, kind: str) -> None:
+    """A requeued or parked message cancelled keeps its marker, now CANCELLED, naming its copy. The copy's
+    claim is refused when it is received, and the receiver dead-letters it (operate.md, `cancel`). So the
+    view names the copy as the cancel found it, and says no copy ran: not "no copy received yet", which
+    stays false once the copy was received and sent to the DLQ."""
+    record = {"reason": "cancelled by an operator", "previous_status": was.value, "at": NOW, "done": True}
+    lease = _closed(LeaseStatus.CANCELLED, copy_id="copy-1", result={"cancel": record})
+
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+
+    assert (shown.get(kind), shown.get("run by copy")) == ("copy-1", "- (none: cancelled first)"), shown
+
+
 def test_cli_lease_view_of_a_given_up_dlq_claim_does_not_name_its_claimant_as_the_sender() -> None:
     """A DEAD_LETTERING record without `claimed_at` is a claim whose send failed and was given up
     (`dlq_claim`): that receive sent nothing, and the next receive of the message sends it. The view says so,
@@ -714,3 +788,113 @@ def test_cli_lease_view_of_a_released_or_cancelling_lease_says_when_its_message_
     assert shown["older"] == "- (45s after its execution's end: the workflow's release)", shown
     assert shown["cancelling"].endswith("(in 30s)"), shown
     assert "in 35s" in listed, listed
+
+
+BOX_LINE = ("┏", "┃", "┡", "│", "└")
+
+
+def _page_table_lines(command: str) -> list[str]:
+    """The table lines operate.md shows for `longjobs --endpoint-url http://127.0.0.1:4566 <command>`."""
+    page = (REPO_ROOT / "docs" / "operate.md").read_text(encoding="utf-8").splitlines()
+    start = page.index(f"$ longjobs --endpoint-url http://127.0.0.1:4566 {command}") + 1
+    shown: list[str] = []
+    for line in page[start:]:
+        if line.startswith(("$ ", "```")):
+            break
+        if line.startswith(BOX_LINE):
+            shown.append(line)
+    return shown
+
+
+def _drawn_table_lines(renderable: Any) -> list[str]:
+    console = Console(width=120, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(renderable)
+    return [line.rstrip() for line in console.export_text().splitlines() if line.startswith(BOX_LINE)]
+
+
+def test_cli_operate_md_tables_are_what_the_command_draws_at_120_columns() -> None:
+    """operate.md lays its examples out for a terminal 120 columns wide and says an id is never cut. Its
+    tables of `status`, `leases` and `dlq list` are drawn here from the values they show: a hand-edited
+    example (an id cut in two, a row wider than its column) differs from what an operator sees."""
+    local = "local service at http://127.0.0.1:4566"
+    leases = {name.value: 0 for name in LeaseStatus} | {"ACTIVE": 1, "RELEASED": 1}
+    status = Status(
+        at=NOW,
+        source="lease table",
+        queue=QueueDepth(visible=1, in_flight=0, delayed=0),
+        dlq=QueueDepth(visible=1, in_flight=0, delayed=0),
+        leases=leases,
+        oldest_message_age_s=None,
+        last_hour=LastHour(renewals=3, lapses=None, leases_lost=0),
+    )
+    released = replace(
+        _closed(LeaseStatus.RELEASED, job_type="wait"),
+        message_id="9d1e7b52-3c4a-4f0e-8b6d-7a2c1e9f4b38",
+        receive_count=1,
+        visible_until=NOW + 27,
+        last_error=LastError("WaitJobFailed", "the wait job was asked to fail"),
+    )
+    active = replace(
+        _closed(LeaseStatus.ACTIVE, job_type="wait", renewal_count=3),
+        message_id="5f2c9a1e-0b7d-4c1e-9a59-2f8d6c3b1a70",
+        receive_count=1,
+        visible_until=NOW + 245,
+        closed_at=None,
+    )
+    poison = dlq.DeadLetter(
+        message_id="e5aa8df5-472f-4cc8-a613-6d64d217d833",
+        error_type="NotJson",
+        error_message="body is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        receive_count=1,
+        original_message_id="0c4e2b7a-1d3f-4a5b-9c8e-6f2a1b3c4d5e",
+        sent_at=NOW,
+        body="{not json",
+    )
+    examples = {
+        "status": render.status_view(status, origin=local),
+        "leases": render.leases_table([released, active], now=NOW),
+        "dlq list": render.dlq_table([poison]),
+    }
+
+    for command, view in examples.items():
+        assert _page_table_lines(command) == _drawn_table_lines(view), command
+
+
+def test_cli_redrive_json_has_exactly_the_fields_operate_md_lists() -> None:
+    """operate.md lists the fields of `dlq redrive --json`, for scripts that read them: each field printed is
+    listed there, and each listed field is printed."""
+    page = (REPO_ROOT / "docs" / "operate.md").read_text(encoding="utf-8")
+    section = page[page.index("## `dlq redrive") : page.index("## `cancel")]
+    listing = section[section.index("`--json` prints:") :].split("\n\n")[1]
+    listed = [re.match(r"- `(\w+)`", line) for line in listing.splitlines() if line.startswith("- ")]
+
+    printed = render.jsonable(dlq.RedriveResult(method="copy"))
+
+    assert sorted(match.group(1) for match in listed if match) == sorted(printed)
+
+
+def test_cli_errors_of_an_unreachable_or_empty_local_service_read_as_operate_md_shows(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """operate.md's table of errors says each error must read as shown. Those an operator meets first
+    (no connection given, nothing listening, no offline runtime's queues there) are produced here."""
+    page = (REPO_ROOT / "docs" / "operate.md").read_text(encoding="utf-8")
+    table = page[page.index("| 1 | the command") : page.index("| 130 |")]
+    cells = [cell.strip().strip("|").strip().strip("`").strip() for cell in re.split(r"\s[·|]\s", table)]
+    endpoint = "http://127.0.0.1:4566"
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert main(["status"]) == 2
+    nowhere = capsys.readouterr().err.strip().removeprefix("longjobs: ")
+
+    class NoQueues:
+        def get_queue_url(self, **_: Any) -> Any:
+            raise ClientError({"Error": {"Code": "QueueDoesNotExist", "Message": "no"}}, "GetQueueUrl")
+
+    unreachable = describe(EndpointConnectionError(endpoint_url=endpoint), endpoint)
+    with pytest.raises(CliError) as empty:
+        resources.local(NoQueues(), endpoint, "us-east-1")  # type: ignore[arg-type]
+
+    assert nowhere in cells, nowhere
+    assert unreachable in cells, unreachable
+    shown = next(cell for cell in cells if cell.startswith("the local service at URL has no queue"))
+    assert empty.value.message.replace(endpoint, "URL").startswith(shown.removesuffix("...").rstrip()), shown
