@@ -28,6 +28,7 @@ from longjobs.engine.receiver.batch import receive_batch
 from longjobs.engine.receiver.service import receive
 from longjobs.engine.settings import Settings
 from longjobs.engine.visibility import VisibilityClient
+from longjobs.offline.emulator import Emulator
 from longjobs.offline.lambdas import load_function
 from longjobs.offline.resources import create_resources
 from tests.polling import eventually, past_start_check
@@ -329,3 +330,14 @@ def load_handler(monkeypatch: pytest.MonkeyPatch, module: str, **env: str) -> Mo
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return load_function(module)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Emulator]:
+    """The local service's AWS endpoint: moto's server behind the offline gateway (which adds SQS's message
+    move task), one per test module."""
+    running = Emulator()
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -377,16 +377,6 @@ def test_cli_redrive_finds_the_move_task_a_start_with_no_answer_started(processo
         redrive(NoAnswer(processor.sqs), processor.dlq_url, processor.queue_url, select=everything)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    """The local service's AWS endpoint (moto's server behind the offline gateway, which has the move task)."""
-    running = Emulator()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def test_cli_redrive_while_a_move_task_runs_is_refused_and_claims_no_task(
     emulator: Emulator, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,7 +8,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,15 +16,6 @@ from botocore.exceptions import ClientError
 from longjobs.offline.emulator import ACCOUNT, REGION, Emulator
 
 SIGNED = f"AWS4-HMAC-SHA256 Credential=local/20260101/{REGION}/sqs/aws4_request, SignedHeaders=host, Signature=x"
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Emulator]:
-    running = Emulator()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def _post(emulator: Emulator, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:

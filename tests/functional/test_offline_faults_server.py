@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,15 +25,6 @@ WAIT_MACHINE = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Wait"
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(botocore.retries.standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Emulator]:
-    server = Emulator()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass
