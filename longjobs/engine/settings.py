@@ -309,7 +309,7 @@ class Settings(BaseModel):
         period = self.extender_period_s
         return max(period, min(ADMISSION_PASS_RUNS * period, ADMISSION_PASS_MAX_S))
 
-    @property
+    @cached_property
     def locations(self) -> dict[str, str | None]:
         """The bucket URIs a job type's defaults may name (`{curated}`, `{quarantine}`, `{raw}`)."""
         return {"curated": self.curated_uri, "quarantine": self.quarantine_uri, "raw": self.raw_uri}
@@ -334,15 +334,16 @@ class Settings(BaseModel):
         `cap_safety_s`. A receive at `t` has its hard stop (`Lease.renew_until`) at `t + renewal_s`."""
         return min(float(self.effective_max_renewal_s), hold_limit(0.0, self.cap_safety_s))
 
-    @property
+    @cached_property
     def retention_margin_s(self) -> float:
         """How long before its retention runs out a waiting message is sent again (`RETENTION_MARGIN_S`)."""
         return min(RETENTION_MARGIN_S, self.queue_retention_s / 4)
 
-    def resend_at(self, sent_at: float) -> float:
-        """When a message sent at `sent_at` that still waits for a slot must be sent again: its retention
-        less the margin. Until then it may wait hidden; from then on it is copied afresh."""
-        return sent_at + self.queue_retention_s - self.retention_margin_s
+    @cached_property
+    def resend_after_s(self) -> float:
+        """How long after it was sent a message that still waits must be sent again: its retention less the
+        margin. Until then it may wait hidden; from then on it is copied afresh."""
+        return self.queue_retention_s - self.retention_margin_s
 
     def redrive_max_receives(self, retention_s: float) -> int:
         """The queue's redrive `maxReceiveCount`: a backstop the processor's own accounting never reaches.

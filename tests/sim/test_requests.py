@@ -641,7 +641,7 @@ def test_requests_an_unparked_copy_near_its_retention_is_still_hidden_no_later_t
     settings = b.receiver.settings
     [copy] = b.aws.sqs.queues[b.waiting_url].messages.values()
     # its resend time comes within the receive's hiding, not yet reached
-    b.clock.advance(settings.resend_at(copy.sent_at) - copy.sent_at - unparked_visibility_s(settings) / 2)
+    b.clock.advance(settings.resend_after_s - unparked_visibility_s(settings) / 2)
     before = b.aws.calls["sqs.ChangeMessageVisibility"]
 
     assert unpark(b.receiver, b.waiting_url, 1, handle=receive) == 1
@@ -649,7 +649,7 @@ def test_requests_an_unparked_copy_near_its_retention_is_still_hidden_no_later_t
     assert b.aws.calls["sqs.ChangeMessageVisibility"] == before + 1
     lease = b.receiver.store.get(copy.message_id)
     assert lease is not None and lease.status is LeaseStatus.WAITING
-    assert lease.visible_until <= settings.resend_at(copy.sent_at)
+    assert lease.visible_until <= copy.sent_at + settings.resend_after_s
 
 
 def test_requests_two_batches_at_once_on_one_receiver_each_send_their_own_parked_copies() -> None:

@@ -217,10 +217,10 @@ def test_settings_fifo_needs_fifo_queues_and_a_standard_processor_refuses_them()
     [(14 * 86_400, 12 * 86_400), (8 * 86_400, 6 * 86_400), (172_800, 129_600)],
     ids=["14 days: two days' margin", "8 days: a quarter", "the shortest a 12 h job allows"],
 )
-def test_settings_resend_at_leaves_the_retention_margin(retention_s: int, resend_after_s: int) -> None:
+def test_settings_resend_after_leaves_the_retention_margin(retention_s: int, resend_after_s: int) -> None:
     """A waiting message is sent again two days before its queue's retention runs out, or a quarter of
     the retention before when that is shorter."""
-    assert Settings(queue_retention_s=retention_s).resend_at(1_000.0) == 1_000.0 + resend_after_s
+    assert Settings(queue_retention_s=retention_s).resend_after_s == resend_after_s
 
 
 def test_settings_admission_pass_interval_defaults_to_every_fourth_extender_run() -> None:

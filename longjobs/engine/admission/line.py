@@ -140,7 +140,7 @@ def wait_or_park(
     parked_here = queue is not None and receiver.queue_of(delivery) == queue
     # Its queue deletes it at the end of its retention, hidden or not: from `resend_at` on it waits only
     # as a fresh copy (parked), and until then never hidden past it.
-    resend_at = settings.resend_at(delivery.sent_at) if delivery.sent_at is not None else math.inf
+    resend_at = delivery.sent_at + settings.resend_after_s if delivery.sent_at is not None else math.inf
     aged = now >= resend_at
     if queue is not None and has_room(delivery, history, parked=True):
         beyond = position >= in_flight_target(state, now, settings.admission_horizon_s)

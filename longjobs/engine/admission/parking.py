@@ -43,7 +43,7 @@ REFRESH_PAGE = 10
 def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.inf) -> int:
     """Keep every parked message of `job_type` inside the waiting queue's retention (SQS deletes a message
     that long after its send, received or not): for each marker of the type's parked line whose copy was
-    sent `queue_retention_s - retention_margin_s` ago, oldest first, an unclaimed one gets a fresh copy,
+    sent `resend_after_s` ago, oldest first, an unclaimed one gets a fresh copy,
     and a claimed one whose claimant does not run has its claimant parked in turn (`_park_claimant`);
     how many copies were sent. The old copy may still be received before it expires: the first copy
     received claims the run and any other is acknowledged (`claim_copy`), and a parked claimant's
@@ -55,7 +55,7 @@ def refresh_parked(receiver: Receiver, job_type: str, *, deadline: float = math.
     queue_url = settings.waiting_queue_urls.get(job_type)
     if queue_url is None or clock.now() < receiver.state.next_refresh.get(job_type, -math.inf):
         return 0
-    keep_s = settings.queue_retention_s - settings.retention_margin_s
+    keep_s = settings.resend_after_s
     sent = 0
     failed: Exception | None = None
     tried: set[str] = set()  # each marker once a pass: one that failed stays at the head of the line
@@ -116,10 +116,10 @@ def _park_claimant(receiver: Receiver, queue_url: str, marker: Lease) -> bool:
     claimant_id = marker.claimed_by or ""
     claimant = store.get(claimant_id)
     now = clock.now()
-    recheck_at = now - (settings.queue_retention_s - settings.retention_margin_s) + settings.retention_margin_s / 4
+    recheck_at = now - settings.resend_after_s + settings.retention_margin_s / 4
     state = claimant_state(receiver, marker) if claimant is None else None
     if state == "taking":  # looked at again once its receive is surely over
-        keep_s = settings.queue_retention_s - settings.retention_margin_s
+        keep_s = settings.resend_after_s
         store.markers.move_in_parked_line(marker, sent_at=(marker.claimed_at or now) + CLAIM_STALE_S - keep_s)
         return False
     if claimant is not None and claimant.status is LeaseStatus.DEAD_LETTERING:

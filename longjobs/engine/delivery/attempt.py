@@ -333,7 +333,7 @@ def _waiting(holder: Lock) -> str:
 def aged(receiver: Receiver, delivery: Delivery) -> bool:
     """Whether a message is at or past its `resend_at`: its queue's retention is running out."""
     sent_at = delivery.sent_at
-    return sent_at is not None and receiver.clock.now() >= receiver.settings.resend_at(sent_at)
+    return sent_at is not None and receiver.clock.now() >= sent_at + receiver.settings.resend_after_s
 
 
 def hold_spent(receiver: Receiver, delivery: Delivery) -> bool:

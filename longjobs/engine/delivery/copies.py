@@ -135,7 +135,7 @@ def claim_copy(receiver: Receiver, delivery: Delivery) -> Claim:
     # the parked line's upkeep then still tells a claimant that never got a lease from one whose lease
     # expired (`longjobs.engine.admission.parking`).
     settings = receiver.settings
-    keep_s = settings.queue_retention_s - settings.retention_margin_s
+    keep_s = settings.resend_after_s
     order = min(sent_at, now + settings.closed_ttl_s / 2 - keep_s)
     claimed = markers.claim_parked(parked_id, delivery.message_id, sent_at=order, now=now)
     return claim_answer(
