@@ -152,7 +152,7 @@ class LongJobProcessor(Construct):
             "Queues",
             visibility_timeout=cdk.Duration.seconds(settings.queue_visibility_timeout_s),
             retention=cdk.Duration.seconds(config.engine.queue_retention_s),
-            max_receive_count=config.engine.redrive_max_receives(config.engine.queue_retention_s),
+            max_receive_count=config.engine.redrive_receives,
             job_types=[t.name for t in self.catalog],
             fifo=config.engine.fifo,
             key=key,

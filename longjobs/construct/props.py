@@ -168,7 +168,7 @@ def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig)
     # By ARN: CDK hands back a new Python object for an imported queue each time it is read.
     if _resolved(queue, own_dlq.queue.queue_arn) != _resolved(queue, dlq.queue_arn):
         raise ConfigError("existing_queue redrives to another queue than existing_dead_letter_queue")
-    wanted = config.engine.redrive_max_receives(config.engine.queue_retention_s)
+    wanted = config.engine.redrive_receives
     if own_dlq.max_receive_count < wanted:
         raise ConfigError(
             f"existing_queue redrives after {own_dlq.max_receive_count} receives; the processor needs at least "

@@ -361,6 +361,11 @@ class Settings(BaseModel):
         attempts = self.max_attempts * (1 + FAULT_RECEIVES) + self.max_refused_starts + 1
         return min(MAX_REDRIVE_RECEIVES, attempts + waits)
 
+    @cached_property
+    def redrive_receives(self) -> int:
+        """The jobs queue's redrive `maxReceiveCount`: `redrive_max_receives` of its own retention."""
+        return self.redrive_max_receives(self.queue_retention_s)
+
     def with_visibility_timeout(self, seconds: int) -> Settings:
         """A copy with the queue's VT filled in, validated again (the lapse rules depend on it)."""
         return self.load({**self.model_dump(exclude_unset=True), "visibility_timeout_s": seconds})

@@ -105,9 +105,7 @@ def create_resources(
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes={**fifo_attributes, **dlq_retention})["QueueUrl"]
     dlq_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{dlq_name}"
     queue_vt = queue_visibility_timeout_s or settings.visibility_timeout_s or DEFAULT_QUEUE_VT_S
-    redrive = json.dumps(
-        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_max_receives(settings.queue_retention_s)}
-    )
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.redrive_receives})
     queue_url = sqs.create_queue(
         QueueName=queue_name,
         Attributes={**fifo_attributes, **retention, "VisibilityTimeout": str(queue_vt), "RedrivePolicy": redrive},

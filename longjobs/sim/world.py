@@ -301,7 +301,7 @@ class World:
         before = self.workload.shards_before
         shards = {"shards": before, "previous_shards": before} if self.old_shards else {}
         settings = Settings.load({**self.values, **shards, **self.deployed})
-        backstop = settings.redrive_max_receives(settings.queue_retention_s)
+        backstop = settings.redrive_receives
         for queue in (self.queue, *self.waiting.values()):
             queue.redrive = (self.dlq, backstop)
         self.functions.build(settings)

@@ -27,7 +27,7 @@ from longjobs.engine.settings import Settings
 
 SETTINGS = Settings()
 RETENTION = cdk.Duration.seconds(SETTINGS.queue_retention_s)
-RECEIVES = SETTINGS.redrive_max_receives(SETTINGS.queue_retention_s)
+RECEIVES = SETTINGS.redrive_receives
 VT = cdk.Duration.seconds(180)  # InfraSettings' default queue_visibility_timeout_s
 
 

@@ -13,7 +13,7 @@ from tests.sim.test_retention import bench
 def test_dead_letter_records_a_job_id_busy_message_keeps_its_job_id() -> None:
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, admission_horizon_s=600)
     jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
-    jobs.redrive = (dlq, b.settings.redrive_max_receives(b.settings.queue_retention_s))
+    jobs.redrive = (dlq, b.settings.redrive_receives)
     first = b.send(JOB)
     assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
     lease = b.receiver.store.get(first)

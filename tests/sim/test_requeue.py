@@ -375,7 +375,7 @@ def test_requeue_a_message_held_in_place_until_spent_goes_to_the_dlq_with_its_re
     message to the DLQ through SQS's redrive (no reason), or past its retention (lost)."""
     b = bench(limit=9, job_wait_base_s=10, job_wait_cap_s=20, **overrides)
     jobs, dlq = b.aws.sqs.queues[b.jobs_url], b.aws.sqs.queues[b.dlq_url]
-    jobs.redrive = (dlq, b.settings.redrive_max_receives(b.settings.queue_retention_s))
+    jobs.redrive = (dlq, b.settings.redrive_receives)
     first = b.send(JOB)
     assert b.deliver_jobs_queue() == {first: Outcome.STARTED}
     lease = b.receiver.store.get(first)
@@ -388,7 +388,7 @@ def test_requeue_a_message_held_in_place_until_spent_goes_to_the_dlq_with_its_re
         outcomes += b.deliver_jobs_queue().values()
 
     assert outcomes[-1] is Outcome.REJECTED, f"{what}: {outcomes[-3:]}"
-    last_receive = b.settings.redrive_max_receives(b.settings.queue_retention_s) - 1
+    last_receive = b.settings.redrive_receives - 1
     assert (len(outcomes) == last_receive) is (what == "its receives"), (what, len(outcomes), last_receive)
     [dead] = b.aws.sqs.receive_message(QueueUrl=b.dlq_url, MessageAttributeNames=["All"])["Messages"]
     assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "JobIdBusy"

@@ -338,12 +338,12 @@ def aged(receiver: Receiver, delivery: Delivery) -> bool:
 
 def hold_spent(receiver: Receiver, delivery: Delivery) -> bool:
     """Whether a message may no longer wait for its job id in place: its retention's margin is reached
-    (`aged`), or one more wait could take it past the queue's redrive count (`Settings.redrive_max_receives`:
+    (`aged`), or one more wait could take it past the queue's redrive count (`Settings.redrive_receives`:
     each wait in place is a receive); it then goes to the DLQ with a reason instead."""
     if aged(receiver, delivery):
         return True
     settings = receiver.settings
-    return delivery.receive_count >= settings.redrive_max_receives(settings.queue_retention_s) - 1
+    return delivery.receive_count >= settings.redrive_receives - 1
 
 
 def hold_for_job(receiver: Receiver, delivery: Delivery, job: Job, holder: Lock) -> None:
