@@ -97,10 +97,10 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk
     have."""
     queue, dlq, table = props.existing_queue, props.existing_dead_letter_queue, props.existing_table
     if queue is not None:
-        _check_place("existing_queue", queue.queue_arn, stack)
+        _check_place("existing_queue", queue, queue.queue_arn, stack)
         _check_queue(queue, dlq, config)
     if dlq is not None:
-        _check_place("existing_dead_letter_queue", dlq.queue_arn, stack)
+        _check_place("existing_dead_letter_queue", dlq, dlq.queue_arn, stack)
         _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)
         _check_size("existing_dead_letter_queue", dlq)
         _check_redrive_allowed(dlq, queue, fifo=config.engine.fifo)
@@ -112,7 +112,7 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk
                 "before its owner saw it; raise its retention period"
             )
     if table is not None:
-        _check_place("existing_table", table.table_arn, stack, account=True)
+        _check_place("existing_table", table, table.table_arn, stack, account=True)
         _check_table(table)
     if queue is not None and config.infra.s3_notifications:
         _check_s3_can_send(queue)
@@ -237,16 +237,21 @@ def _check_s3_can_send(queue: sqs.IQueue) -> None:
         )
 
 
-def _check_place(name: str, arn: str, stack: cdk.Stack, *, account: bool = False) -> None:
+def _check_place(name: str, resource: IConstruct, arn: str, stack: cdk.Stack, *, account: bool = False) -> None:
     """The processor's `stack`'s region (and for the table its account) in the resource's ARN: Lambda reads
     a queue of its own region only (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the
     functions and the workflow name the table by its name, so in their own account and region. The stack
-    that imported the resource is not the measure: it may be another of the app's. A token (a queue of the
-    app's) is not read."""
+    that imported the resource is not the measure: it may be another of the app's. A resource the app
+    creates has a token for its ARN: it is where its own stack is, which is read instead (CDK would
+    otherwise fail on a cross-region alarm or reference, naming no setting). A token no stack places (an
+    imported ARN, an environment-agnostic stack) is not read."""
     fields = arn.split(":")
+    home = cdk.Stack.of(resource) if resource.node.default_child is not None else None  # created, not imported
     wanted = [("region", 3, stack.region), *([("account", 4, stack.account)] if account else [])]
     for what, index, ours in wanted:
         theirs = fields[index] if len(fields) > 5 else ""
+        if home is not None and (not theirs or cdk.Token.is_unresolved(theirs)):
+            theirs = home.region if what == "region" else home.account
         known = theirs and not cdk.Token.is_unresolved(theirs) and not cdk.Token.is_unresolved(ours)
         if known and theirs != ours:
             raise ConfigError(

@@ -423,6 +423,30 @@ def test_processor_refuses_an_existing_resource_in_another_region_or_account(
         )
 
 
+@pytest.mark.parametrize("resource", ["queue", "table"])
+def test_processor_refuses_a_resource_the_app_creates_in_a_stack_of_another_region(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resource: str
+) -> None:
+    """A queue or table the app creates has a token for its ARN, so the ARN names no region; it is where its
+    own stack is. One of another region's stack is refused naming the setting, as an imported one is: CDK
+    would fail on the queue's cross-region alarm ("Cannot create an Alarm in region ..."), or at synth on a
+    cross-environment reference of the table, naming neither."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    data = cdk.Stack(app, "Data", env=cdk.Environment(account="111122223333", region="eu-west-1"))
+    stack = cdk.Stack(app, "Theirs", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    if resource == "queue":
+        dlq = fitting_dlq(data)
+        existing: dict[str, Any] = {"existing_queue": fitting_queue(data, dlq), "existing_dead_letter_queue": dlq}
+    else:
+        existing = {"existing_table": fitting_table(data)}
+
+    with pytest.raises(
+        ConfigError, match=rf"existing_{resource} is in region eu-west-1, the processor's stack in us-e"
+    ):
+        LongJobProcessor(stack, "Jobs", **existing)
+
+
 @pytest.mark.parametrize("deduplicated", [True, False])
 def test_processor_existing_fifo_queue_without_content_deduplication_is_warned_of(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deduplicated: bool
