@@ -144,11 +144,45 @@ def test_receiver_sends_a_wait_longer_than_renewal_lasts_to_the_dlq_unrun_naming
         attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
         assert attributes["ErrorType"] == "InvalidParameters"
         assert attributes["ErrorMessage"].startswith(
-            "params.seconds: 61 s is longer than renewal lasts (60 s: max_renewal_s"
+            "params.seconds: 61 s does not end within renewal (60 s from the receive"
         )
         assert attributes["OriginalMessageId"] == too_long
         assert flow.lease(too_long).status is LeaseStatus.REJECTED
         assert flow.executions() == []
+
+
+def test_receiver_refuses_a_wait_of_all_of_renewal_which_begins_after_the_receive() -> None:
+    """Renewal's hard stop counts from the receive (`renew_until`), and the wait begins after it (the lease,
+    the start, the workflow's first states): a wait of exactly `max_renewal_s` runs past the hard stop and is
+    stopped there on every attempt (CAPPED). It is refused on its first receive; one second less starts."""
+    with running_flow(max_renewal_s=6) as flow:
+        all_of_it = flow.send_job("all-of-renewal", seconds=6)
+
+        assert flow.deliver() == {all_of_it: Outcome.REJECTED}
+
+        [dead] = flow.dlq_messages()
+        assert dead["MessageAttributes"]["ErrorType"]["StringValue"] == "InvalidParameters"
+        assert "give seconds of 5 or less" in dead["MessageAttributes"]["ErrorMessage"]["StringValue"]
+        assert flow.executions() == []
+        fits = flow.send_job("fits", seconds=5)
+
+        assert flow.deliver() == {fits: Outcome.STARTED}
+
+
+def test_receiver_runs_a_short_wait_with_renewal_disabled() -> None:
+    """`max_renewal_s=0` disables renewal: the job has its first chunk (20 s here, falling due 2.5 s before
+    its end), and a 1 s wait succeeds in it. The receiver's check of a wait against renewal must not read
+    that as a limit of 0 s and send every wait to the DLQ unrun."""
+    with running_flow(max_renewal_s=0, visibility_timeout_s=20) as flow:
+        short = flow.send_job("short", seconds=1)
+
+        assert flow.deliver() == {short: Outcome.STARTED}
+
+        arn = flow.lease(short).execution_arn
+        assert arn is not None
+        assert flow.wait_for_execution(arn)["status"] == "SUCCEEDED"
+        assert flow.lease(short).status is LeaseStatus.SUCCEEDED
+        assert flow.dlq_messages() == []
 
 
 def test_receiver_reports_record_failed_when_dlq_send_fails(flow: Flow) -> None:

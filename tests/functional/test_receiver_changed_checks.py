@@ -165,6 +165,26 @@ def test_receiver_a_duplicate_delivery_of_a_running_job_whose_body_a_deploy_made
     assert described["status"] == "RUNNING"
 
 
+def test_receiver_a_running_wait_redelivered_after_a_deploy_lowered_max_renewal_s_is_adopted(flow: Flow) -> None:
+    """A wait that fit renewal when its attempt began, received again after a deploy lowered `max_renewal_s`
+    below its seconds: the receiver now refuses such a wait on a first receive, but this attempt runs, so the
+    redelivery is adopted and deferred, never dead-lettered while its execution runs."""
+    message_id = send_nap(flow, "runs-lowered-renewal", seconds=120)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    first = flow.lease(message_id)
+    assert first.execution_arn is not None
+    flow.wait_for_job(first.execution_arn)
+    make_visible(flow, first.receipt_handle)
+    flow.receiver.settings = flow.receiver.settings.model_copy(update={"max_renewal_s": 60})
+
+    assert flow.deliver() == {message_id: Outcome.RUNNING}
+
+    assert flow.dlq_messages() == []
+    assert flow.lease(message_id).status is LeaseStatus.ACTIVE
+    described = flow.harness.stepfunctions.describe_execution(executionArn=first.execution_arn)
+    assert described["status"] == "RUNNING"
+
+
 class Crash(BaseException):
     """The Lambda dies here: no code of ours runs after it."""
 

@@ -487,7 +487,7 @@ def test_scenario_parser_refuses_a_wait_job_longer_than_renewal_lasts() -> None:
     too_long = {"id": "long", "type": "wait", "seconds": 25}
     text = problems({"settings": {"max_renewal_s": 8}, "jobs": [too_long]})
 
-    assert "jobs[0].seconds: 25 s is longer than renewal lasts (8 s" in text
+    assert "jobs[0].seconds: 25 s does not end within renewal (8 s from the receive" in text
     assert 'give "expect": "dlq"' in text
     capped = parse_scenario({"settings": {"max_renewal_s": 8}, "jobs": [{**too_long, "expect": "dlq"}]})
     assert capped.jobs[0].expected == "dlq"

@@ -87,28 +87,42 @@ def test_parse_job_message_hands_a_whole_float_on_as_an_integer_where_the_schema
 
 
 def test_parse_wait_longer_than_renewal_lasts_is_refused_naming_the_limit() -> None:
-    """Renewal stops at its hard stop (`max_renewal_s`, at most 12 h less `cap_safety_s`), and the extender
-    stops a job still running there: a wait past it would be stopped on every attempt, then dead-lettered
-    as its attempts ran out. It is refused on its first receive, with the limit it outlasts."""
+    """Renewal stops at its hard stop (`max_renewal_s`, at most 12 h less `cap_safety_s`, from the receive),
+    and the extender stops a job still running there: a wait past it would be stopped on every attempt, then
+    dead-lettered as its attempts ran out. It is refused on its first receive, with the limit it outlasts.
+    The wait begins after the receive, so one of all of renewal ends past the hard stop too."""
     capped = Settings(max_renewal_s=3_600)
     wait = '{"job_id": "w1", "type": "wait", "params": {"seconds": %d}}'
 
-    [fits] = parse_body(wait % 3_600, capped)
+    [fits] = parse_body(wait % 3_599, capped)
+    all_of_it = rejected(wait % 3_600, capped)
     too_long = rejected(wait % 3_601, capped)
     at_sqs_limit = rejected(wait % 43_200)
 
-    assert fits.params["seconds"] == 3_600
+    assert fits.params["seconds"] == 3_599
+    assert all_of_it.error_type == ErrorType.INVALID_PARAMETERS, "it begins after the receive: it ends past renewal"
     assert too_long.error_type == ErrorType.INVALID_PARAMETERS
     assert too_long.message == (
-        "params.seconds: 3601 s is longer than renewal lasts (3600 s: max_renewal_s, at most 12 h less "
-        "cap_safety_s), which would stop the job on every attempt: give seconds of 3600 or less, or raise "
-        "max_renewal_s"
+        "params.seconds: 3601 s does not end within renewal (3600 s from the receive, before the wait begins: "
+        "max_renewal_s, at most 12 h less cap_safety_s), which would stop the job on every attempt: give "
+        "seconds of 3599 or less, or raise max_renewal_s"
     )
     assert at_sqs_limit.error_type == ErrorType.INVALID_PARAMETERS
     assert at_sqs_limit.message.endswith(
-        "(43140 s: max_renewal_s, at most 12 h less cap_safety_s), which would "
-        "stop the job on every attempt: give seconds of 43140 or less"
+        "(43140 s from the receive, before the wait begins: max_renewal_s, at most 12 h less cap_safety_s), "
+        "which would stop the job on every attempt: give seconds of 43139 or less"
     ), "at SQS's 12 h, raising max_renewal_s would not help"
+
+
+def test_parse_wait_with_renewal_disabled_is_not_refused() -> None:
+    """`max_renewal_s=0` disables renewal (docs/engine.md): a job then has its first chunk, and the extender
+    caps it only once it falls due, so a short wait runs and succeeds (as it did before the receiver checked
+    waits against renewal). Renewal that is off is not a limit of 0 s for every wait to outlast."""
+    off = Settings(policy="threshold", visibility_timeout_s=5, threshold_s=2.5, heartbeat_s=0.5, max_renewal_s=0)
+
+    [job] = parse_body('{"job_id": "w1", "type": "wait", "params": {"seconds": 1}}', off)
+
+    assert job.params["seconds"] == 1
 
 
 def test_parse_job_message_spark_takes_default_outputs() -> None:

@@ -203,22 +203,27 @@ def checked(job: Job, settings: Settings, catalog: JobCatalog) -> tuple[Job, Job
 
 
 def outlasts_renewal(job_type: JobType, params: Mapping[str, Any], settings: Settings) -> str | None:
-    """Why a wait job can never succeed under `settings`, else None: its `seconds` outlast renewal (the
-    hard stop `renew_until`: `max_renewal_s`, at most 12 h less `cap_safety_s`). The extender would stop
-    each attempt there (CAPPED), and the message would reach the DLQ only once its attempts were used up,
-    after `max_attempts` holds of that length, with no word of the wait it asked for."""
+    """Why a wait job can never succeed under `settings`, else None: its `seconds` do not end within renewal
+    (the hard stop `renew_until`: `max_renewal_s`, at most 12 h less `cap_safety_s`, counted from the
+    receive). The wait begins after that receive (the lease, the start, the workflow's first states), so a
+    wait of all of renewal ends past the hard stop too. The extender would stop each attempt there
+    (CAPPED), and the message would reach the DLQ only once its attempts were used up, after `max_attempts`
+    holds of that length, with no word of the wait it asked for. With renewal disabled (`max_renewal_s=0`)
+    there is no renewal to outlast: a job has its first chunk, which the extender caps once it falls due,
+    and a wait shorter than that chunk succeeds; none is refused here."""
     seconds = params.get("seconds")
-    if job_type.runner != "wait" or not isinstance(seconds, int | float):
+    if job_type.runner != "wait" or not isinstance(seconds, int | float) or not settings.renewal_enabled:
         return None
     renewal_s = settings.renewal_s
-    if seconds <= renewal_s:
+    if seconds < renewal_s:
         return None
-    fix = f"give seconds of {math.floor(renewal_s)} or less"
+    fix = f"give seconds of {math.ceil(renewal_s) - 1} or less"
     if settings.effective_max_renewal_s < hold_limit(0.0, settings.cap_safety_s):
         fix += ", or raise max_renewal_s"
     return (
-        f"params.seconds: {seconds} s is longer than renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h "
-        f"less cap_safety_s), which would stop the job on every attempt: {fix}"
+        f"params.seconds: {seconds} s does not end within renewal ({renewal_s:g} s from the receive, before the "
+        f"wait begins: max_renewal_s, at most 12 h less cap_safety_s), which would stop the job on every "
+        f"attempt: {fix}"
     )
 
 
