@@ -61,6 +61,21 @@ class Service:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
+    def sqs(self) -> Any:
+        """A boto3 SQS client of the service, with the banner's credentials."""
+        return boto3.client(
+            "sqs",
+            endpoint_url=self.endpoint,
+            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def dlq_url(self) -> str:
+        """The DLQ's URL, as the banner prints it."""
+        [url] = [line.split()[-1] for line in self.lines if line.strip().startswith("dead-letter")]
+        return url
+
     def wait_for(self, what: str, check: Any, timeout_s: float = 45) -> Any:
         return eventually(check, what, timeout_s)
 
@@ -128,13 +143,7 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
         timeout=60,
     )
     from_cli = json.loads(sent.stdout)["MessageId"]
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=service.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    sqs = service.sqs()
     job = json.dumps({"job_id": "from-boto3", "type": "wait", "params": {"seconds": 1}})
     from_boto3 = sqs.send_message(QueueUrl=service.queue_url, MessageBody=job)["MessageId"]
     poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
@@ -191,14 +200,8 @@ def test_serve_stop_check_follows_a_poison_redriven_by_copy_and_deleted_from_the
     dead-letters the copy again, and the operator then deletes that DLQ copy. The message was dead-lettered
     all the same, with its reason, though no queue holds it now: the stop check says so, and finds nothing
     lost."""
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=service.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
-    [dlq_url] = [line.split()[-1] for line in service.lines if line.strip().startswith("dead-letter")]
+    sqs = service.sqs()
+    dlq_url = service.dlq_url()
     poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
@@ -302,14 +305,8 @@ def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task_and_answers_t
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout) if done.stdout.strip() else {}
 
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=service.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
-    [dlq_url] = [line.split()[-1] for line in service.lines if line.strip().startswith("dead-letter")]
+    sqs = service.sqs()
+    dlq_url = service.dlq_url()
     dlq_arn, queue_arn = (
         sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         for url in (dlq_url, service.queue_url)

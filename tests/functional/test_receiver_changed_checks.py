@@ -28,7 +28,7 @@ from botocore.exceptions import ClientError
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.service import renew_due
 from longjobs.engine.jobs import JobCatalog, load_catalog
-from longjobs.engine.lease import LeaseStatus, job_lock_key
+from longjobs.engine.lease import Lease, LeaseStatus, job_lock_key
 from longjobs.engine.receiver.service import receive
 from tests.functional.conftest import Flow, running_flow
 from tests.polling import eventually
@@ -87,6 +87,18 @@ def make_visible(flow: Flow, handle: str) -> None:
     flow.sqs.change_message_visibility(QueueUrl=flow.harness.queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
 
 
+def running_and_visible(flow: Flow, job_id: str) -> tuple[str, Lease]:
+    """A two-minute nap started, its job running, and its message handed out again by SQS meanwhile: its
+    message id and the lease of the receive that started it."""
+    message_id = send_nap(flow, job_id, seconds=120)
+    assert flow.deliver() == {message_id: Outcome.STARTED}
+    first = flow.lease(message_id)
+    assert first.execution_arn is not None
+    flow.wait_for_job(first.execution_arn)
+    make_visible(flow, first.receipt_handle)
+    return message_id, first
+
+
 def attributes(message: dict[str, Any]) -> dict[str, str]:
     return {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
 
@@ -139,12 +151,7 @@ def test_receiver_a_retry_whose_body_a_deploy_made_invalid_goes_to_the_dlq_with_
 def test_receiver_a_duplicate_delivery_of_a_running_job_whose_body_a_deploy_made_invalid_is_adopted(
     flow: Flow, change: str
 ) -> None:
-    message_id = send_nap(flow, f"runs-{change}", seconds=120)
-    assert flow.deliver() == {message_id: Outcome.STARTED}
-    first = flow.lease(message_id)
-    assert first.execution_arn is not None
-    flow.wait_for_job(first.execution_arn)
-    make_visible(flow, first.receipt_handle)  # SQS hands the message out again while its job runs
+    message_id, first = running_and_visible(flow, f"runs-{change}")
     CHANGES[change](flow)
 
     assert flow.deliver() == {message_id: Outcome.RUNNING}, "deferred like any redelivery of a running job"
@@ -169,12 +176,7 @@ def test_receiver_a_running_wait_redelivered_after_a_deploy_lowered_max_renewal_
     """A wait that fit renewal when its attempt began, received again after a deploy lowered `max_renewal_s`
     below its seconds: the receiver now refuses such a wait on a first receive, but this attempt runs, so the
     redelivery is adopted and deferred, never dead-lettered while its execution runs."""
-    message_id = send_nap(flow, "runs-lowered-renewal", seconds=120)
-    assert flow.deliver() == {message_id: Outcome.STARTED}
-    first = flow.lease(message_id)
-    assert first.execution_arn is not None
-    flow.wait_for_job(first.execution_arn)
-    make_visible(flow, first.receipt_handle)
+    message_id, first = running_and_visible(flow, "runs-lowered-renewal")
     flow.receiver.settings = flow.receiver.settings.model_copy(update={"max_renewal_s": 60})
 
     assert flow.deliver() == {message_id: Outcome.RUNNING}
@@ -233,12 +235,7 @@ def test_receiver_two_duplicates_of_a_running_job_at_once_are_both_deferred(
 ) -> None:
     """Two receives of a running job's message with a body now invalid, handled at once: the older one's
     adoption loses to the newer one's, reads again and is stale; neither is dead-lettered."""
-    message_id = send_nap(flow, "twice", seconds=120)
-    assert flow.deliver() == {message_id: Outcome.STARTED}
-    first = flow.lease(message_id)
-    assert first.execution_arn is not None
-    flow.wait_for_job(first.execution_arn)
-    make_visible(flow, first.receipt_handle)
+    message_id, _ = running_and_visible(flow, "twice")
     [older] = flow.receive_batch()
     make_visible(flow, older.receipt_handle)
     [newer] = flow.receive_batch()
