@@ -512,7 +512,7 @@ def _renewal_fix(field: str, engine: Settings) -> str:
     raising max_renewal_s only when that would lengthen renewal (below SQS's 12 h less cap_safety_s)."""
     renewal_s = engine.renewal_s
     fix = f"lower {field} to {int(renewal_s // 60)} or less"
-    if engine.effective_max_renewal_s < hold_limit(0.0, engine.cap_safety_s):
+    if engine.renewal_raisable:
         fix += ", or raise max_renewal_s"
     return fix
 

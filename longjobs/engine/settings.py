@@ -335,6 +335,11 @@ class Settings(BaseModel):
         return min(float(self.effective_max_renewal_s), hold_limit(0.0, self.cap_safety_s))
 
     @cached_property
+    def renewal_raisable(self) -> bool:
+        """Whether raising `max_renewal_s` would lengthen renewal: it is below SQS's 12 h less `cap_safety_s`."""
+        return self.effective_max_renewal_s < hold_limit(0.0, self.cap_safety_s)
+
+    @cached_property
     def retention_margin_s(self) -> float:
         """How long before its retention runs out a waiting message is sent again (`RETENTION_MARGIN_S`)."""
         return min(RETENTION_MARGIN_S, self.queue_retention_s / 4)

@@ -30,8 +30,6 @@ from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from longjobs.engine.policies import hold_limit
-
 if TYPE_CHECKING:
     from longjobs.engine.delivery.types import Delivery
     from longjobs.engine.jobs.catalog import JobCatalog
@@ -218,7 +216,7 @@ def outlasts_renewal(job_type: JobType, params: Mapping[str, Any], settings: Set
     if seconds < renewal_s:
         return None
     fix = f"give seconds of {math.ceil(renewal_s) - 1} or less"
-    if settings.effective_max_renewal_s < hold_limit(0.0, settings.cap_safety_s):
+    if settings.renewal_raisable:
         fix += ", or raise max_renewal_s"
     return (
         f"params.seconds: {seconds} s does not end within renewal ({renewal_s:g} s from the receive, before the "
