@@ -289,7 +289,7 @@ def serve(
             processor.start()
             print(banner(processor, catalog, drain_s), file=out, flush=True)
             print(f"logs: {log_file}", file=out, flush=True)
-            stop.wait()
+            wait_for_stop(stop)
             print(
                 f"stopping: no new receives; running jobs get {drain_s:g} s (Ctrl-C again: stop them now) ...",
                 file=out,
@@ -321,6 +321,19 @@ def judge_history(observer: Observer, catalog: JobCatalog, *, start: float, path
     verdict = "; ".join(findings) if findings else "the independent checker found nothing"
     print(f"history: {path} ({len(observer.tracks)} message(s)): {verdict}", file=out, flush=True)
     return findings
+
+
+STOP_POLL_S = 0.5
+"""How often the main thread wakes while it waits for a stop (`wait_for_stop`)."""
+
+
+def wait_for_stop(stop: threading.Event) -> None:
+    """Until `stop` is set, waking every `STOP_POLL_S`. The kernel may deliver SIGTERM to any thread of the
+    process, and Python runs the handler in the main thread only when that thread runs bytecode
+    (https://docs.python.org/3/library/signal.html#signals-and-threads). A wait with no timeout would then
+    sleep through the signal, and the service would never stop."""
+    while not stop.wait(STOP_POLL_S):
+        pass
 
 
 def _on_signals(hurry: threading.Event) -> threading.Event:

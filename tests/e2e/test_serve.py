@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.settings import Settings
 from longjobs.history.checker import main as checker_main
-from longjobs.offline.serve import ServeError, check_java, serve
+from longjobs.offline.serve import ServeError, _on_signals, check_java, serve, wait_for_stop
 from tests.longjobs_support import succeeded
 from tests.polling import eventually
 from tests.shown_output import shown_outputs, skeleton
@@ -498,3 +500,31 @@ def _ended(listed: Any) -> list[dict[str, Any]] | None:
     """The most recent task, once it has ended."""
     results: list[dict[str, Any]] = listed["Results"]
     return results if results and results[0]["Status"] not in ("RUNNING", "CANCELLING") else None
+
+
+def test_serve_stop_hears_a_sigterm_another_thread_received() -> None:
+    """A process-directed signal may be delivered to any thread that does not block it, and Python runs its
+    handler in the main thread only when that thread runs bytecode
+    (https://docs.python.org/3/library/signal.html#signals-and-threads). The service's threads (moto's
+    server, the mapping's pollers, the extender's schedule) are many: a wait with no timeout slept through
+    such a SIGTERM, and `serve` never stopped. A second's delay lets the main thread be waiting first."""
+
+    def send() -> None:
+        time.sleep(1)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # received by this thread, not the main one
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    gave_up = threading.Event()
+    try:
+        stop = _on_signals(threading.Event())
+        fallback = threading.Timer(60, lambda: (gave_up.set(), stop.set()))  # without the fix: never woken
+        fallback.start()
+        sender = threading.Thread(target=send)
+        sender.start()
+        wait_for_stop(stop)
+        fallback.cancel()
+        sender.join()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert not gave_up.is_set(), "the SIGTERM another thread received never reached the handler"
