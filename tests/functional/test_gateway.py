@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longjobs.offline.emulator import ACCOUNT, REGION, Emulator
+from tests.polling import eventually
 
 SIGNED = f"AWS4-HMAC-SHA256 Credential=local/20260101/{REGION}/sqs/aws4_request, SignedHeaders=host, Signature=x"
 
@@ -120,8 +121,13 @@ def test_gateway_keeps_a_stopped_executions_error_and_cause(emulator: Emulator) 
         "Cancelled",
         "cancelled: wrong date",
     )
-    events = sfn.get_execution_history(executionArn=execution)["events"]
-    [aborted] = [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+
+    # The status and the history are two reads: the workflow's thread may write the event just after.
+    def aborted_events() -> list[dict[str, Any]]:
+        events = sfn.get_execution_history(executionArn=execution)["events"]
+        return [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+
+    [aborted] = eventually(aborted_events, "the ExecutionAborted event", 30)
     assert (aborted.get("error"), aborted.get("cause")) == ("Cancelled", "cancelled: wrong date")
     with pytest.raises(ClientError, match="ExecutionDoesNotExist"):
         sfn.stop_execution(executionArn=execution + "-none", error="Cancelled")
@@ -152,8 +158,13 @@ def test_gateway_stop_of_an_execution_still_stopping_keeps_the_first_stops_error
     answered.set()
 
     ended = _ended(sfn, execution)
-    events = sfn.get_execution_history(executionArn=execution)["events"]
-    [aborted] = [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+
+    # The status and the history are two reads: the workflow's thread may write the event just after.
+    def aborted_events() -> list[dict[str, Any]]:
+        events = sfn.get_execution_history(executionArn=execution)["events"]
+        return [e.get("executionAbortedEventDetails", {}) for e in events if e["type"] == "ExecutionAborted"]
+
+    [aborted] = eventually(aborted_events, "the ExecutionAborted event", 30)
     assert (aborted.get("error"), aborted.get("cause")) == ("Cancelled", "cancelled: wrong date")
     assert (ended["status"], ended.get("error"), ended.get("cause")) == (
         "ABORTED",
