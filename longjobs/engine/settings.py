@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Collection, Mapping
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -288,7 +288,17 @@ class Settings(BaseModel):
     reconcile_max_per_run: int = Field(default=100, ge=0)
     reconcile_rate_per_s: float = Field(default=10.0, gt=0, description="DescribeExecution calls per second.")
 
-    @property
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, as pydantic makes it, without the derived values computed on this one (the
+        `cached_property` values below): pydantic copies them as they are, stale once `update` changes
+        a setting they derive from (pydantic issue 11428)."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name, value in vars(type(self)).items():
+            if isinstance(value, cached_property):
+                copy.__dict__.pop(name, None)
+        return copy
+
+    @cached_property
     def effective_max_renewal_s(self) -> int:
         if self.max_renewal_s is not None:
             return self.max_renewal_s
@@ -319,7 +329,7 @@ class Settings(BaseModel):
         """Shards a lease written before `shards` was lowered may still be on: [shards, previous_shards)."""
         return range(self.shards, max(self.shards, self.previous_shards))
 
-    @property
+    @cached_property
     def renewal_enabled(self) -> bool:
         return self.effective_max_renewal_s > 0
 

@@ -237,3 +237,14 @@ def test_settings_merged_name_is_refused_with_the_one_to_set() -> None:
     with pytest.raises(SettingsError, match="max_receive_count is merged into max_attempts: set max_attempts"):
         Settings.load({"max_receive_count": 7})
     assert Settings().max_attempts == 5
+
+
+def test_settings_copy_derives_its_values_from_its_own_settings() -> None:
+    """pydantic's `model_copy` copies `cached_property` values as they are (pydantic issue 11428); a copy
+    that changes `max_renewal_s` or `queue_retention_s` must not keep the original's renewal or resend."""
+    settings = Settings()
+    assert (settings.renewal_s, settings.renewal_enabled, settings.resend_after_s) == (43_140, True, 1_036_800)
+    shorter = settings.model_copy(update={"max_renewal_s": 0, "queue_retention_s": 7_200})
+    assert (shorter.renewal_s, shorter.renewal_enabled, shorter.effective_max_renewal_s) == (0, False, 0)
+    assert shorter.resend_after_s == 7_200 - shorter.retention_margin_s == 5_400
+    assert settings.model_copy().renewal_s == 43_140
