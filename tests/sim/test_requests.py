@@ -96,15 +96,14 @@ def test_requests_messages_of_one_job_id_in_a_batch_are_not_read_ahead() -> None
 
 
 def test_requests_a_job_lock_read_ahead_held_is_read_again_before_the_message_waits() -> None:
-    """A review's repro: the job lock read ahead is held by another message's execution, which frees it
-    (its workflow's ReleaseJobLock) before this message is handled. Acting on the read ahead, the
-    receive sent a copy to wait for a free job id; it reads the lock again and starts."""
+    """The job lock read ahead is held by another message's execution, which frees it (its workflow's
+    ReleaseJobLock) before this message is handled. Acting on the read ahead, the receive would send a
+    copy to wait for a free job id; it reads the lock again and starts."""
     b = bench(limit=5)
     holder = b.hold_job_lock("a")
     first, second = b.send("z"), b.send("a")
     deliveries = {d.message_id: d for d in map(b._delivery, b._received(b.jobs_url))}
     assert set(deliveries) == {first, second}
-    b.receiver.state.begin_batch()
     read_ahead(b.receiver, [deliveries[first], deliveries[second]])
     assert receive(b.receiver, deliveries[first]) is Outcome.STARTED
     assert b.receiver.store.locks.release(job_lock_key("a"), holder, now=b.clock.now())  # its execution runs on

@@ -42,7 +42,10 @@ def place_in_line(receiver: Receiver, waiting: Lease | None) -> float:
     sorted by when its messages first waited)."""
     if waiting is not None and waiting.waiting_order is not None:
         return waiting.waiting_order
-    return receiver.state.next_order(receiver.clock.now(), ORDER_STEP_S)
+    state = receiver.state
+    with state.order_lock:  # after every place handed out before, and not before now
+        state.last_order = max(receiver.clock.now(), state.last_order + ORDER_STEP_S)
+        return state.last_order
 
 
 def claim(

@@ -63,11 +63,11 @@ def read_slots(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
 
 
 def slots_for_claim(receiver: Receiver, job_type: str, limit: int) -> TypeSlots:
-    """The type's slots for a claim: read, unless this batch (`ReceiverState.begin_batch`) read them all held
-    less than `VIEW_TTL_S` ago, then that reading: a batch of arrivals for a full type reads its slots
-    once, not once a message. Safe both ways: a slot is only ever taken by a conditional write, and a
-    message that waits because a slot freed meanwhile is admitted in place, in its place in line, by the
-    next admission pass (the one after that end, or the extender's within a period)."""
+    """The type's slots for a claim: read, unless this batch read them all held less than `VIEW_TTL_S` ago
+    (`longjobs.engine.receiver.batch.receive_batch` forgets it), then that reading: a batch of arrivals for a full
+    type reads its slots once, not once a message. Safe both ways: a slot is only ever taken by a conditional write,
+    and a message that waits because a slot freed meanwhile is admitted in place, in its place in line, by the next
+    admission pass (the one after that end, or the extender's within a period)."""
     full = receiver.state.full_slots.get(job_type)
     if isinstance(full, TypeSlots) and full.limit == limit and 0 <= receiver.clock.now() - full.read_at <= VIEW_TTL_S:
         return full

@@ -316,7 +316,8 @@ class ReceiverState:
     last_order: float = 0.0
     """The last place in line this receiver handed out (admission: places are strictly increasing)."""
     order_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    """Held while a place is handed out: a batch's records are handled on threads at once."""
+    """Held while a place is handed out (`longjobs.engine.admission.line.place_in_line`): a batch's records
+    are handled on threads at once."""
     next_refresh: dict[str, float] = field(default_factory=dict)
     """Per type with parked messages, when its oldest parked copy must be sent again, as last read
     (`refresh_parked`)."""
@@ -325,29 +326,18 @@ class ReceiverState:
     (`longjobs.engine.admission.admit.unpark_unlimited`)."""
     full_slots: dict[str, Any] = field(default_factory=dict)
     """Per limited type, this batch's reading of its slots that found every one held
-    (`longjobs.engine.admission.readings.slots_for_claim`); `begin_batch` forgets them."""
+    (`longjobs.engine.admission.readings.slots_for_claim`); the next batch forgets them
+    (`longjobs.engine.receiver.batch.receive_batch`)."""
     read_ahead: dict[str, tuple[str, Lock | None]] = field(default_factory=dict)
     """Message id -> its job lock's key and that lock (absent or free), for the messages this batch read
     ahead and found nothing held for: no lease (`longjobs.engine.delivery.read_ahead`); each is taken by the
-    message's first read (`read_ahead.first_read`), `begin_batch` forgets the rest."""
+    message's first read (`read_ahead.first_read`), the next batch forgets the rest."""
 
     pending_copies: dict[str, list[tuple[str, Lease]]] = field(default_factory=dict)
     """Message id -> the copies its batch's parkings leave to its end (each a waiting queue and a PARKED
     marker), for the records of the batches going on (`longjobs.engine.receiver.batch.receive_batch`):
     kept by message, so batches handled at once on one receiver (the simulation's two pollers) never
     send or drop each other's. A message of no batch (an unparked copy) sends its copy at once."""
-
-    def begin_batch(self) -> None:
-        """A new batch of records: what a batch reads once (a full type's slots, the leases read ahead) is
-        read afresh, so a slot freed since the last batch is seen by the next one."""
-        self.full_slots.clear()
-        self.read_ahead.clear()
-
-    def next_order(self, now: float, step: float) -> float:
-        """A place in line after every one handed out before, and not before `now`."""
-        with self.order_lock:
-            self.last_order = max(now, self.last_order + step)
-            return self.last_order
 
 
 @dataclass

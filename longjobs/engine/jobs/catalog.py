@@ -65,6 +65,8 @@ class JobCatalog:
 
     def __init__(self, types: Iterable[JobType], s3_triggers: Sequence[S3Trigger] = DEFAULT_TRIGGERS) -> None:
         self.types: dict[str, JobType] = {t.name: t for t in types}
+        self._limits = {t.name: t.concurrency_limit for t in self.types.values()}
+        """Each type's limit, read on every receive: computed once, as the types never change."""
         self.s3_triggers: tuple[S3Trigger, ...] = tuple(s3_triggers)
         self._compiled: dict[str, _Compiled] = {}
         self._lock = threading.Lock()
@@ -87,8 +89,7 @@ class JobCatalog:
 
     def limit(self, name: str) -> int | None:
         """The most executions of type `name` that may run at once (None: no limit, or no such type)."""
-        job_type = self.types.get(name)
-        return job_type.concurrency_limit if job_type is not None else None
+        return self._limits.get(name)
 
     def limited(self) -> list[JobType]:
         """The types with a concurrency limit: those admission control applies to."""

@@ -44,7 +44,10 @@ def receive_batch(receiver: Receiver, deliveries: Sequence[Delivery]) -> Iterato
     leaving it the batch's parked copies are sent; the set it yields is then filled with the ids of the
     messages whose copy was not sent, whose records must be reported failed (not deleted). Nothing is
     sent when the block raises."""
-    receiver.state.begin_batch()
+    # What a batch reads once (a full type's slots, the leases read ahead) is read afresh by the next one,
+    # so a slot freed since the last batch is seen.
+    receiver.state.full_slots.clear()
+    receiver.state.read_ahead.clear()
     read_ahead(receiver, deliveries)
     pending: list[tuple[str, Lease]] = []
     # A message already in another batch going on (a duplicate delivery) stays that batch's: its copy goes
