@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from longjobs.cli.errors import CliError
 from longjobs.cli.resources import LOCAL_ORIGIN
@@ -30,6 +30,9 @@ class Catalog:
     origin: str
     unrunnable: Mapping[str, str] = field(default_factory=dict)
     """Types the publisher cannot run, with why (the offline service without PySpark)."""
+    checks: Mapping[str, Any] = field(default_factory=dict)
+    """The settings the publisher's receiver checks bodies with (`longjobs.engine.jobs.published`); none
+    from a file, or from a stack deployed before it published them: the defaults then."""
 
 
 def from_file(path: str) -> Catalog:
@@ -47,7 +50,7 @@ def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog
         raise CliError(f"{origin}'s published job types cannot be read: {exc}") from None
     if found is None:
         return None
-    return Catalog(found.catalog, origin=found.source or origin, unrunnable=found.unrunnable)
+    return Catalog(found.catalog, origin=found.source or origin, unrunnable=found.unrunnable, checks=found.checks)
 
 
 def not_published(origin: str, table_name: str) -> str:

@@ -101,10 +101,10 @@ def run_submit(ctx: Context) -> int:
         params = submit.parse_params(args.param or [])
         body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
     found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
-    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri)
     job_types = ctx.job_catalog()
     if job_types is None:
         raise CliError(catalog.not_published(found.origin, found.table_name))
+    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri, job_types.checks)
     result = submit.submit(
         ctx.clients.sqs,
         found.queue_url,

@@ -6,9 +6,11 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from longjobs.cli.catalog import Catalog
 from longjobs.cli.errors import CliError, UsageError
@@ -60,9 +62,16 @@ def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
     return json.dumps({"job_id": job_id, "type": job_type, "params": params}, separators=(",", ":"))
 
 
-def validation_settings(curated_uri: str | None = None, quarantine_uri: str | None = None) -> Settings:
-    """The receiver's default settings, with the bucket locations the deployed receiver fills defaults from."""
-    return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri)
+def validation_settings(
+    curated_uri: str | None = None, quarantine_uri: str | None = None, checks: Mapping[str, Any] | None = None
+) -> Settings:
+    """The settings the deployed receiver checks a body with: the bucket locations it fills defaults from,
+    and the `checks` it publishes (its renewal, which a `wait` must end within); defaults for the rest."""
+    try:
+        return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri, **(checks or {}))
+    except ValidationError as exc:  # a published item that is not settings
+        why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise CliError(f"the published receiver checks {dict(checks or {})} are not settings: {why}") from None
 
 
 def validate(body: str, settings: Settings, catalog: Catalog) -> list[Any]:

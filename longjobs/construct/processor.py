@@ -72,7 +72,7 @@ from longjobs.construct.nag import NagValidation, acknowledge
 from longjobs.construct.props import LongJobProcessorProps, check_existing, content_deduplicated, data_keys
 from longjobs.construct.queues import JobQueues
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
-from longjobs.engine.jobs.published import CATALOG_KEY, catalog_item
+from longjobs.engine.jobs.published import CATALOG_KEY, catalog_item, receiver_checks
 
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 """The id CDK gives the singleton function that configures bucket notifications."""
@@ -265,10 +265,15 @@ class LongJobProcessor(Construct):
             self.grant_send_jobs(producer)
 
     def _publish_catalog(self, table: dynamodb.ITable, data_keys: Sequence[kms.IKey]) -> cr.AwsCustomResource:
-        """Write the functions' job catalog into the lease table on every deploy that changes it, for the
-        operator's command (`longjobs.engine.jobs.published`)."""
+        """Write the functions' job catalog, and the settings their receiver checks bodies with, into the
+        lease table on every deploy that changes them, for the operator's command
+        (`longjobs.engine.jobs.published`)."""
         try:
-            item = catalog_item(self.catalog, source=f"stack {cdk.Stack.of(self).stack_name}")
+            item = catalog_item(
+                self.catalog,
+                source=f"stack {cdk.Stack.of(self).stack_name}",
+                checks=receiver_checks(self.config.engine),
+            )
         except ValueError as exc:
             raise JobTypeError(str(exc)) from None
         put = cr.AwsSdkCall(

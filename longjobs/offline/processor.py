@@ -25,7 +25,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
 from longjobs.engine.jobs import JobCatalog
-from longjobs.engine.jobs.published import publish
+from longjobs.engine.jobs.published import publish, receiver_checks
 from longjobs.engine.observability import metrics
 from longjobs.engine.settings import FIFO_BATCH_SIZE
 from longjobs.offline.emulator import REGION, Emulator, environment, function_environment
@@ -129,7 +129,12 @@ class LocalProcessor:
     def __enter__(self) -> LocalProcessor:
         # what `longjobs submit` and `top` validate with, as a deployed stack publishes its own
         publish(
-            self.emulator.dynamodb(), self.resources.table_name, self.catalog, PUBLISHED_BY, unrunnable(self.catalog)
+            self.emulator.dynamodb(),
+            self.resources.table_name,
+            self.catalog,
+            PUBLISHED_BY,
+            unrunnable(self.catalog),
+            receiver_checks(self.settings),
         )
         env = {**function_environment(self.resources, self.emulator), "JOB_TYPES_FILE": str(self.catalog_file)}
         self._exit.enter_context(environment(env))

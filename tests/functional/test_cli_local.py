@@ -167,6 +167,29 @@ def test_cli_submit_refuses_a_type_the_service_cannot_run_and_sends_nothing(
     assert len(local.bodies(local.queue_url)) == 1
 
 
+def test_cli_submit_checks_a_wait_with_the_published_renewal_not_the_default(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The receiver refuses a wait that outlasts renewal, which the deployment's `max_renewal_s` sets. A
+    publisher of its checks has submit refuse such a wait too; one that published none (a stack deployed
+    before) is checked with the default settings."""
+    catalog = JobCatalog(BUILTIN_TYPES)
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY, checks={"max_renewal_s": 3_600})
+
+    refused = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=7200")
+    assert_one_line_error(refused, 1, "InvalidParameters: params.seconds: 7200 s does not end within renewal (3600 s")
+    assert local.bodies(local.queue_url) == []
+    assert run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=3000").code == 0
+
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY)
+    assert run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=7200").code == 0
+    assert len(local.bodies(local.queue_url)) == 2
+
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY, checks={"max_renewal_s": -1})
+    broken = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=1")
+    assert_one_line_error(broken, 1, "the published receiver checks {'max_renewal_s': -1} are not settings")
+
+
 def test_cli_submit_bad_param_syntax_is_a_usage_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

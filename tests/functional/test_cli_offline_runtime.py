@@ -28,6 +28,18 @@ def processor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess
         yield made
 
 
+def test_cli_offline_runtime_publishes_the_renewal_submit_checks_a_wait_with(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` with `max_renewal_s` lowered: submit refuses a wait its receiver would dead-letter."""
+    settings = serve_settings(None).model_copy(update={"max_renewal_s": 600})
+    with LocalProcessor(
+        settings, catalog=load_catalog(), work_dir=tmp_path_factory.mktemp("short"), faults=Faults(Calm(settings))
+    ) as short:
+        refused = run(capsys, "--endpoint-url", short.endpoint, "submit", "wait", "--param", "seconds=900")
+    assert refused.code == 1 and "does not end within renewal (600 s" in refused.err, refused
+
+
 def test_cli_offline_runtime_cancel_of_a_running_job_stops_it_and_dead_letters_it(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

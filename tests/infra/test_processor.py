@@ -61,7 +61,7 @@ class UserStack(cdk.Stack):
             "Jobs",
             job_types=[ROWS_TYPE, BATCH_TYPE],
             infra={"receiver_max_concurrency": 4},
-            engine={"max_attempts": 4},
+            engine={"max_attempts": 4, "max_renewal_s": 21_600},
             producers=[self.producer, iam.AccountPrincipal(PRODUCER_ACCOUNT)],
         )
 
@@ -157,6 +157,19 @@ def test_user_app_parts_are_attributes_and_settings_apply(user_app: tuple[UserSt
     assert all(not key.startswith("SchedulerRoleForTarget") for key in template["Resources"]), (
         "no stack-wide scheduler role: the extender's schedule has its own, in the construct"
     )
+
+
+def test_user_app_publishes_the_renewal_its_receiver_checks_a_wait_with(
+    user_app: tuple[UserStack, dict[str, Any], Path],
+) -> None:
+    """`longjobs submit` refuses a wait that outlasts renewal, as the receiver does: with the app's
+    `max_renewal_s`, which the stack publishes beside its job types."""
+    _, template, _ = user_app
+    [published] = [
+        r for k, r in template["Resources"].items() if r["Type"] == "Custom::AWS" and "PublishedCatalog" in k
+    ]
+    item = json.loads(render_cfn(published["Properties"]["Create"]))["parameters"]["Item"]
+    assert json.loads(item["receiver_checks"]["S"]) == {"max_renewal_s": 21_600, "cap_safety_s": 60}
 
 
 def statements(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:

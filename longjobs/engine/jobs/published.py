@@ -10,6 +10,10 @@ which the same deploy wrote.
 A publisher may name types it cannot run (`unrunnable`: type -> why): the offline service without PySpark
 does, so `submit` refuses their jobs at once rather than send them to fail every attempt.
 
+It also publishes the settings the receiver checks a body with besides the catalog (`receiver_checks`): a
+`wait` whose seconds outlast renewal is refused, and renewal is the deployment's `max_renewal_s`. Without
+them `submit` would check with the default settings, and send a wait the receiver then dead-letters.
+
 Why the lease table: the catalog is a few kilobytes (this repository's `jobs.json` publishes about 3 KB)
 and an item holds 400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has
 none of the indexes' keys and no `status`, so no query of the processor and no count of leases meets it;
@@ -29,10 +33,15 @@ from longjobs.engine.lease.schema import META_PREFIX, PARTITION_KEY
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from longjobs.engine.settings import Settings
+
 CATALOG_KEY = META_PREFIX + "job-types"
 CATALOG_ATTR = "job_types"
 SOURCE_ATTR = "published_by"
 UNRUNNABLE_ATTR = "unrunnable"
+CHECKS_ATTR = "receiver_checks"
+CHECKED_SETTINGS = ("max_renewal_s", "cap_safety_s")
+"""The settings a body's checks read besides the catalog (`longjobs.engine.delivery.models.outlasts_renewal`)."""
 ITEM_MAX_BYTES = 400 * 1024
 """DynamoDB's item size limit (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html)."""
 
@@ -44,13 +53,23 @@ class Published:
     catalog: JobCatalog
     source: str
     unrunnable: Mapping[str, str] = field(default_factory=dict)
+    checks: Mapping[str, Any] = field(default_factory=dict)
+    """The receiver's `CHECKED_SETTINGS` (none from a stack deployed before it published them)."""
+
+
+def receiver_checks(settings: Settings) -> dict[str, Any]:
+    """The `CHECKED_SETTINGS` the receiver runs with: what `submit` must check a body with, as it would."""
+    return {"max_renewal_s": settings.effective_max_renewal_s, "cap_safety_s": settings.cap_safety_s}
 
 
 def catalog_item(
-    catalog: JobCatalog, source: str, unrunnable: Mapping[str, str] | None = None
+    catalog: JobCatalog,
+    source: str,
+    unrunnable: Mapping[str, str] | None = None,
+    checks: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, str]]:
-    """The table item that publishes `catalog` (and the types its publisher cannot run), in DynamoDB's typed
-    form. `ValueError` past the item limit."""
+    """The table item that publishes `catalog` (and the types its publisher cannot run, and the settings
+    its receiver checks bodies with), in DynamoDB's typed form. `ValueError` past the item limit."""
     text = json.dumps(catalog.to_data(), separators=(",", ":"), sort_keys=True)
     if len(text.encode()) > ITEM_MAX_BYTES - 1024:
         raise ValueError(
@@ -60,6 +79,8 @@ def catalog_item(
     item = {PARTITION_KEY: {"S": CATALOG_KEY}, CATALOG_ATTR: {"S": text}, SOURCE_ATTR: {"S": source}}
     if unrunnable:
         item[UNRUNNABLE_ATTR] = {"S": json.dumps(dict(unrunnable), sort_keys=True)}
+    if checks:
+        item[CHECKS_ATTR] = {"S": json.dumps(dict(checks), sort_keys=True)}
     return item
 
 
@@ -69,8 +90,9 @@ def publish(
     catalog: JobCatalog,
     source: str,
     unrunnable: Mapping[str, str] | None = None,
+    checks: Mapping[str, Any] | None = None,
 ) -> None:
-    dynamodb.put_item(TableName=table_name, Item=catalog_item(catalog, source, unrunnable))
+    dynamodb.put_item(TableName=table_name, Item=catalog_item(catalog, source, unrunnable, checks))
 
 
 def read_published(dynamodb: DynamoDBClient, table_name: str) -> Published | None:
@@ -83,4 +105,7 @@ def read_published(dynamodb: DynamoDBClient, table_name: str) -> Published | Non
     data = json.loads(item[CATALOG_ATTR]["S"])
     catalog = load_catalog(data, include_builtins=False, source=f"{table_name} item {CATALOG_KEY}")
     unrunnable = json.loads(item[UNRUNNABLE_ATTR]["S"]) if UNRUNNABLE_ATTR in item else {}
-    return Published(catalog, item.get(SOURCE_ATTR, {}).get("S", ""), unrunnable)
+    checks = json.loads(item[CHECKS_ATTR]["S"]) if CHECKS_ATTR in item else {}
+    # a newer publisher's other checks are left out: this reader's settings would refuse their names
+    known = {name: value for name, value in checks.items() if name in CHECKED_SETTINGS}
+    return Published(catalog, item.get(SOURCE_ATTR, {}).get("S", ""), unrunnable, known)
