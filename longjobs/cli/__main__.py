@@ -6,6 +6,7 @@ Every error is one line on stderr, `longjobs: <cause>`, with exit code 2 for usa
 from __future__ import annotations
 
 import argparse
+import difflib
 import io
 import os
 import sys
@@ -27,7 +28,7 @@ from botocore.exceptions import (
 )
 
 from longjobs.cli import commands
-from longjobs.cli.dlq import MAX_MOVE_RATE
+from longjobs.cli.dlq import ERROR_TYPES, MAX_MOVE_RATE
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_USAGE, CliError, UsageError, client_error_text
 from longjobs.cli.leases import STATUSES
 from longjobs.cli.resources import START_LOCAL_SERVICE
@@ -79,6 +80,19 @@ def _move_rate(text: str) -> int:
     if value > MAX_MOVE_RATE:
         raise argparse.ArgumentTypeError(f"expected 1..{MAX_MOVE_RATE} (SQS's limit), not {text!r}")
     return value
+
+
+def _error_type(text: str) -> str:
+    """`--error-type`: one of the processor's DLQ reasons. A mistyped one would select nothing, and the
+    redrive would end with exit 0 having moved nothing."""
+    if text in ERROR_TYPES:
+        return text
+    lowered = {name.lower(): name for name in ERROR_TYPES}
+    near = difflib.get_close_matches(text.lower(), lowered, n=1)
+    hint = f"; did you mean {lowered[near[0]]}?" if near else ""
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is no ErrorType of the processor's: one of {', '.join(sorted(ERROR_TYPES))}{hint}"
+    )
 
 
 def _since(text: str) -> float:
@@ -223,7 +237,9 @@ def build_parser() -> Parser:
     redrive.add_argument("--max-per-second", type=_move_rate, metavar="N", help="at most N messages a second (1..500)")
     redrive.add_argument("--dry-run", action="store_true", help="list what would move; move nothing")
     chosen = redrive.add_argument_group("which messages (all must hold; poison stays unless asked)")
-    chosen.add_argument("--error-type", action="append", default=[], metavar="TYPE", help="its ErrorType (repeatable)")
+    chosen.add_argument(
+        "--error-type", action="append", default=[], type=_error_type, metavar="TYPE", help="its ErrorType (repeatable)"
+    )
     chosen.add_argument("--type", dest="job_type", metavar="JOB_TYPE", help="the job's type")
     chosen.add_argument("--job-id", help="the job's id")
     chosen.add_argument("--message-id", action="append", default=[], metavar="ID", help="its or its original's id")

@@ -28,7 +28,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from longjobs.cli.errors import UsageError, call_error_text
 from longjobs.engine.cancel import CANCELLED
-from longjobs.engine.delivery.dlq import CLAIM_UNKNOWN
+from longjobs.engine.delivery.dlq import (
+    CLAIM_UNKNOWN,
+    EXHAUSTED,
+    JOB_ID_BUSY,
+    RETENTION_RUNNING_OUT,
+    STARTS_REFUSED,
+)
 from longjobs.engine.delivery.models import ErrorType
 from longjobs.engine.settings import is_fifo_url
 
@@ -252,6 +258,8 @@ POISON = frozenset(
 )
 """DLQ reasons no retry can fix (the receiver's poison): `redrive` leaves them unless asked."""
 KEPT_BY_DEFAULT = POISON | {CANCELLED, CLAIM_UNKNOWN}
+ERROR_TYPES = KEPT_BY_DEFAULT | {EXHAUSTED, STARTS_REFUSED, JOB_ID_BUSY, RETENTION_RUNNING_OUT}
+"""Every `ErrorType` the processor gives a DLQ copy: what `redrive --error-type` may name."""
 """What `redrive` leaves in the DLQ unless asked (`--include-poison`, or `--error-type` naming it): poison,
 messages an operator cancelled (`longjobs cancel`: a decision that the job must not run), and copies whose
 job may have run already (`ClaimUnknown`: an operator checks first)."""

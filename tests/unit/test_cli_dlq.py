@@ -258,3 +258,15 @@ def test_cli_dlq_redrive_of_one_twin_by_its_id_deletes_the_other(chosen: int) ->
 
     assert sqs.sent[body(7)] == 1, f"one message's job sent {sqs.sent[body(7)]} times: {one}, {rest}"
     assert (one.moved, one.duplicates, one.skipped, rest.moved) == (1, 1, 0, 0), (one, rest)
+
+
+def test_cli_dlq_error_types_are_every_reason_the_processor_gives_a_copy() -> None:
+    """`redrive --error-type` refuses a name outside `ERROR_TYPES`: it must hold every reason written."""
+    from longjobs.cli.dlq import ERROR_TYPES
+    from longjobs.engine import cancel
+    from longjobs.engine.delivery import dlq
+    from longjobs.engine.delivery.models import ErrorType
+
+    poison = {value for name, value in vars(ErrorType).items() if name.isupper()}
+    reasons = {dlq.EXHAUSTED, dlq.STARTS_REFUSED, dlq.CLAIM_UNKNOWN, dlq.JOB_ID_BUSY, dlq.RETENTION_RUNNING_OUT}
+    assert poison | reasons | {cancel.CANCELLED} == ERROR_TYPES

@@ -312,6 +312,11 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
             "argument --max-per-second: expected 1..500",
         ),
         (["--stack", "s", "lease", ""], "argument ID: expected an id, not an empty string"),
+        (
+            ["--stack", "s", "dlq", "redrive", "--error-type", "attemptsexhausted"],
+            "'attemptsexhausted' is no ErrorType of the processor's: one of AttemptsExhausted, Cancelled,",
+        ),
+        (["--stack", "s", "dlq", "redrive", "--error-type", "attemptsexhausted"], "did you mean AttemptsExhausted?"),
         (["--stack", "s", "cancel", " ", "--yes"], "argument ID: expected an id, not an empty string"),
     ],
 )
