@@ -152,6 +152,30 @@ def test_job_runs_unknown_answer_counts_as_running(moto_aws: None) -> None:
     )
 
 
+@pytest.mark.parametrize(("code", "status"), [("ThrottlingException", 400), ("InternalServerException", 500)])
+def test_job_runs_cancel_refused_counts_as_running_and_is_asked_again(moto_aws: None, code: str, status: int) -> None:
+    """CancelJobRun may fail with InternalServerException (500) or a common error such as ThrottlingException
+    (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_CancelJobRun.html, CommonErrors.html).
+    The run then still runs: the job's next attempt waits, and the next ask, finding it running, cancels it
+    again. The campaign's seeds rarely meet a run that outlived its execution, and none has drawn these
+    faults on its cancel."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
+    since = time.time() - 30
+    with Stubber(emr) as stub:
+        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]})
+        stub.add_client_error("cancel_job_run", service_error_code=code, http_status_code=status)
+        assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "a refused cancel: running"
+        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]})
+        stub.add_response(
+            "cancel_job_run",
+            {"applicationId": "00app", "jobRunId": "00r1"},
+            {"applicationId": "00app", "jobRunId": "00r1"},
+        )
+        assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "asked to stop again"
+        stub.assert_no_pending_responses()
+
+
 @pytest.mark.parametrize(("ended_ago_s", "running"), [(None, False), (10.0, True), (59.0, True), (61.0, False)])
 def test_job_runs_worker_run_ends_within_its_heartbeat_timeout(ended_ago_s: float | None, running: bool) -> None:
     runs = JobRuns({"spark": RunPlace("worker", heartbeat_s=60)}, None)
