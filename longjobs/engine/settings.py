@@ -293,9 +293,10 @@ class Settings(BaseModel):
         `cached_property` values below): pydantic copies them as they are, stale once `update` changes
         a setting they derive from (pydantic issue 11428)."""
         copy = super().model_copy(update=update, deep=deep)
-        for name, value in vars(type(self)).items():
-            if isinstance(value, cached_property):
-                copy.__dict__.pop(name, None)
+        for cls in type(self).__mro__:  # a subclass's copy too: `vars` of its own class holds none of these
+            for name, value in vars(cls).items():
+                if isinstance(value, cached_property):
+                    copy.__dict__.pop(name, None)
         return copy
 
     @cached_property

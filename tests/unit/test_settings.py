@@ -248,3 +248,14 @@ def test_settings_copy_derives_its_values_from_its_own_settings() -> None:
     assert (shorter.renewal_s, shorter.renewal_enabled, shorter.effective_max_renewal_s) == (0, False, 0)
     assert shorter.resend_after_s == 7_200 - shorter.retention_margin_s == 5_400
     assert settings.model_copy().renewal_s == 43_140
+
+
+def test_settings_copy_of_a_subclass_derives_its_values_from_its_own_settings() -> None:
+    """The derived values are the base class's: a subclass's copy forgets them too."""
+
+    class Tuned(Settings):
+        pass
+
+    settings = Tuned(max_renewal_s=600)
+    assert settings.renewal_s == 600
+    assert settings.model_copy(update={"max_renewal_s": 0}).renewal_s == 0
