@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from longjobs.cli.errors import CliError
 from longjobs.cli.resources import LOCAL_ORIGIN
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog_file
-from longjobs.engine.jobs.published import CATALOG_KEY, read_published
+from longjobs.engine.jobs.published import CATALOG_KEY, read_checks, read_published
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -51,6 +53,18 @@ def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog
     if found is None:
         return None
     return Catalog(found.catalog, origin=found.source or origin, unrunnable=found.unrunnable, checks=found.checks)
+
+
+def published_checks(dynamodb: DynamoDBClient, table_name: str, origin: str) -> dict[str, Any]:
+    """The settings `origin`'s receiver checks a body with, for a catalog from `--jobs-file`: none (the
+    defaults) when it publishes nothing, or the table cannot be read (a stack deployed before it published
+    its types, a role without `dynamodb:GetItem`: what `--jobs-file` is for)."""
+    try:
+        return read_checks(dynamodb, table_name)
+    except (BotoCoreError, ClientError):
+        return {}
+    except ValueError as exc:
+        raise CliError(f"{origin}'s published receiver checks cannot be read: {exc}") from None
 
 
 def not_published(origin: str, table_name: str) -> str:

@@ -104,7 +104,10 @@ def run_submit(ctx: Context) -> int:
     job_types = ctx.job_catalog()
     if job_types is None:
         raise CliError(catalog.not_published(found.origin, found.table_name))
-    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri, job_types.checks)
+    checks = job_types.checks
+    if getattr(args, "jobs_file", None):  # the types from a file; the deployment's settings still hold
+        checks = catalog.published_checks(ctx.clients.dynamodb, found.table_name, found.origin)
+    settings = submit.validation_settings(found.curated_uri, found.quarantine_uri, checks)
     result = submit.submit(
         ctx.clients.sqs,
         found.queue_url,

@@ -258,11 +258,12 @@ POISON = frozenset(
 )
 """DLQ reasons no retry can fix (the receiver's poison): `redrive` leaves them unless asked."""
 KEPT_BY_DEFAULT = POISON | {CANCELLED, CLAIM_UNKNOWN}
-ERROR_TYPES = KEPT_BY_DEFAULT | {EXHAUSTED, STARTS_REFUSED, JOB_ID_BUSY, RETENTION_RUNNING_OUT}
-"""Every `ErrorType` the processor gives a DLQ copy: what `redrive --error-type` may name."""
 """What `redrive` leaves in the DLQ unless asked (`--include-poison`, or `--error-type` naming it): poison,
 messages an operator cancelled (`longjobs cancel`: a decision that the job must not run), and copies whose
 job may have run already (`ClaimUnknown`: an operator checks first)."""
+ERROR_TYPES = KEPT_BY_DEFAULT | {EXHAUSTED, STARTS_REFUSED, JOB_ID_BUSY, RETENTION_RUNNING_OUT}
+"""Every `ErrorType` the processor gives a DLQ copy: what `redrive --error-type` may name. A message SQS moved
+itself (after the redrive's `maxReceiveCount`) has none: only a redrive without `--error-type` selects it."""
 
 
 @dataclass(frozen=True)

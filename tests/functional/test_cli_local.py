@@ -190,6 +190,65 @@ def test_cli_submit_checks_a_wait_with_the_published_renewal_not_the_default(
     assert_one_line_error(broken, 1, "the published receiver checks {'max_renewal_s': -1} are not settings")
 
 
+def test_cli_submit_checks_a_body_with_the_published_max_body_bytes(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The receiver dead-letters a body past its `max_body_bytes` as TooLarge: a publisher of its checks has
+    submit refuse it too, and send nothing."""
+    checks = {"max_renewal_s": 43_200, "cap_safety_s": 60, "max_body_bytes": 300}
+    publish(local.dynamodb, local.table_name, JobCatalog(BUILTIN_TYPES), PUBLISHED_BY, checks=checks)
+
+    refused = run(capsys, "--endpoint-url", endpoint, "submit", "echo", "--param", "text=" + "x" * 400)
+    assert_one_line_error(refused, 1, "TooLarge: body is")
+    assert local.bodies(local.queue_url) == []
+    assert run(capsys, "--endpoint-url", endpoint, "submit", "echo", "--param", "text=short").code == 0
+
+
+def test_cli_submit_with_a_jobs_file_checks_with_the_published_settings(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--jobs-file` replaces the job types, not the deployment's settings: a wait past its renewal is refused
+    as the receiver would; a table with nothing published is checked with the defaults, as before."""
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"job_types": []}), encoding="utf-8")
+    submit = ("--endpoint-url", endpoint, "submit", "--jobs-file", str(jobs), "wait", "--param", "seconds=700")
+    assert run(capsys, *submit).code == 0, "nothing published: the defaults"
+
+    checks = {"max_renewal_s": 600, "cap_safety_s": 60}
+    publish(local.dynamodb, local.table_name, JobCatalog(BUILTIN_TYPES), PUBLISHED_BY, checks=checks)
+    refused = run(capsys, *submit)
+    assert_one_line_error(refused, 1, "InvalidParameters: params.seconds: 700 s does not end within renewal (600 s")
+    assert len(local.bodies(local.queue_url)) == 1
+
+
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        {"S": "not json"},
+        {"S": "[1, 2]"},
+        {"S": "null"},
+        {"M": {"max_renewal_s": {"N": "600"}}},
+        {"S": '{"max_renewal_s": true}'},
+    ],
+    ids=["not-json", "a-list", "null", "a-map-attribute", "a-bool"],
+)
+def test_cli_a_hand_edited_published_checks_attribute_is_one_line(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], attribute: dict[str, object]
+) -> None:
+    """A `receiver_checks` edited by hand into no JSON object of numbers: every reader of the item says so in
+    one line, naming the attribute (no traceback, no `true` taken as 1 s)."""
+    local.dynamodb.update_item(
+        TableName=local.table_name,
+        Key={"pk": {"S": CATALOG_KEY}},
+        UpdateExpression="SET receiver_checks = :v",
+        ExpressionAttributeValues={":v": attribute},  # type: ignore[dict-item]
+    )
+    for command in (("submit", "wait", "--param", "seconds=1"), ("top", "--once")):
+        broken = run(capsys, "--endpoint-url", endpoint, *command)
+        assert_one_line_error(broken, 1, "receiver_checks is no JSON object of the receiver's settings")
+    assert local.bodies(local.queue_url) == []
+
+
 def test_cli_submit_bad_param_syntax_is_a_usage_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -169,7 +169,11 @@ def test_user_app_publishes_the_renewal_its_receiver_checks_a_wait_with(
         r for k, r in template["Resources"].items() if r["Type"] == "Custom::AWS" and "PublishedCatalog" in k
     ]
     item = json.loads(render_cfn(published["Properties"]["Create"]))["parameters"]["Item"]
-    assert json.loads(item["receiver_checks"]["S"]) == {"max_renewal_s": 21_600, "cap_safety_s": 60}
+    assert json.loads(item["receiver_checks"]["S"]) == {
+        "max_renewal_s": 21_600,
+        "cap_safety_s": 60,
+        "max_body_bytes": 65_536,
+    }
 
 
 def statements(template: dict[str, Any], resource_type: str) -> list[dict[str, Any]]:

@@ -6,8 +6,16 @@ import json
 
 import pytest
 
+from longjobs.engine.delivery.models import BadInput, ErrorType, parse_body
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
-from longjobs.engine.jobs.published import CATALOG_KEY, CHECKED_SETTINGS, ITEM_MAX_BYTES, catalog_item, receiver_checks
+from longjobs.engine.jobs.published import (
+    CATALOG_KEY,
+    CHECKED_SETTINGS,
+    ITEM_MAX_BYTES,
+    catalog_item,
+    checks_of,
+    receiver_checks,
+)
 from longjobs.engine.lease import is_lease_key, job_lock_key
 from longjobs.engine.settings import Settings
 
@@ -25,7 +33,8 @@ def test_published_catalog_item_carries_the_settings_the_receiver_checks_bodies_
     the receiver's, not the defaults."""
     settings = Settings(max_renewal_s=3_600, cap_safety_s=120)
     checks = receiver_checks(settings)
-    assert checks == {"max_renewal_s": 3_600, "cap_safety_s": 120} and set(checks) == set(CHECKED_SETTINGS)
+    assert checks == {"max_renewal_s": 3_600, "cap_safety_s": 120, "max_body_bytes": 65_536}
+    assert set(checks) == set(CHECKED_SETTINGS)
     assert (
         receiver_checks(Settings(policy="remaining", visibility_timeout_s=30, extender_period_s=1))["max_renewal_s"]
         == 300
@@ -52,3 +61,29 @@ def test_published_catalog_past_a_dynamodb_item_is_refused_naming_the_limit() ->
 )  # fmt: skip
 def test_published_catalog_key_is_not_a_lease_key(key: str, lease: bool) -> None:
     assert is_lease_key(key) is lease
+
+
+def test_published_catalog_checks_carry_every_setting_the_body_parse_reads() -> None:
+    """`submit` rebuilds the receiver's settings from the published checks: a body past the deployment's
+    `max_body_bytes` is TooLarge to both, not sent to be dead-lettered."""
+    deployed = Settings(max_body_bytes=300)
+    body = json.dumps({"job_id": "j", "type": "echo", "params": {"text": "x" * 400}})
+    rebuilt = Settings(**receiver_checks(deployed))
+    for settings in (deployed, rebuilt):
+        with pytest.raises(BadInput) as refused:
+            parse_body(body, settings, JobCatalog(BUILTIN_TYPES))
+        assert refused.value.error_type == ErrorType.TOO_LARGE
+
+
+@pytest.mark.parametrize(
+    "attribute",
+    [{"S": "not json"}, {"S": "[1]"}, {"S": "null"}, {"M": {}}, {"S": '{"max_renewal_s": true}'}],
+    ids=["not-json", "a-list", "null", "a-map", "a-bool"],
+)
+def test_published_catalog_checks_edited_into_no_object_of_numbers_are_a_value_error(
+    attribute: dict[str, object],
+) -> None:
+    with pytest.raises(ValueError, match="receiver_checks is no JSON object of the receiver's settings"):
+        checks_of({"receiver_checks": attribute})
+    assert checks_of({}) == {}
+    assert checks_of({"receiver_checks": {"S": '{"max_renewal_s": 600, "newer": "x"}'}}) == {"max_renewal_s": 600}

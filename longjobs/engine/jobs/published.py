@@ -11,8 +11,9 @@ A publisher may name types it cannot run (`unrunnable`: type -> why): the offlin
 does, so `submit` refuses their jobs at once rather than send them to fail every attempt.
 
 It also publishes the settings the receiver checks a body with besides the catalog (`receiver_checks`): a
-`wait` whose seconds outlast renewal is refused, and renewal is the deployment's `max_renewal_s`. Without
-them `submit` would check with the default settings, and send a wait the receiver then dead-letters.
+`wait` whose seconds outlast renewal is refused, and renewal is the deployment's `max_renewal_s`; a body
+past the deployment's `max_body_bytes` is refused as `TooLarge`. Without them `submit` would check with the
+default settings, and send what the receiver then dead-letters.
 
 Why the lease table: the catalog is a few kilobytes (this repository's `jobs.json` publishes about 3 KB)
 and an item holds 400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has
@@ -40,8 +41,9 @@ CATALOG_ATTR = "job_types"
 SOURCE_ATTR = "published_by"
 UNRUNNABLE_ATTR = "unrunnable"
 CHECKS_ATTR = "receiver_checks"
-CHECKED_SETTINGS = ("max_renewal_s", "cap_safety_s")
-"""The settings a body's checks read besides the catalog (`longjobs.engine.delivery.models.outlasts_renewal`)."""
+CHECKED_SETTINGS = ("max_renewal_s", "cap_safety_s", "max_body_bytes")
+"""The settings a body's checks read besides the catalog and the bucket locations
+(`longjobs.engine.delivery.models.parse_message`: its size, and `outlasts_renewal`)."""
 ITEM_MAX_BYTES = 400 * 1024
 """DynamoDB's item size limit (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html)."""
 
@@ -59,7 +61,11 @@ class Published:
 
 def receiver_checks(settings: Settings) -> dict[str, Any]:
     """The `CHECKED_SETTINGS` the receiver runs with: what `submit` must check a body with, as it would."""
-    return {"max_renewal_s": settings.effective_max_renewal_s, "cap_safety_s": settings.cap_safety_s}
+    return {
+        "max_renewal_s": settings.effective_max_renewal_s,
+        "cap_safety_s": settings.cap_safety_s,
+        "max_body_bytes": settings.max_body_bytes,
+    }
 
 
 def catalog_item(
@@ -105,7 +111,39 @@ def read_published(dynamodb: DynamoDBClient, table_name: str) -> Published | Non
     data = json.loads(item[CATALOG_ATTR]["S"])
     catalog = load_catalog(data, include_builtins=False, source=f"{table_name} item {CATALOG_KEY}")
     unrunnable = json.loads(item[UNRUNNABLE_ATTR]["S"]) if UNRUNNABLE_ATTR in item else {}
-    checks = json.loads(item[CHECKS_ATTR]["S"]) if CHECKS_ATTR in item else {}
+    return Published(catalog, item.get(SOURCE_ATTR, {}).get("S", ""), unrunnable, checks_of(item))
+
+
+def read_checks(dynamodb: DynamoDBClient, table_name: str) -> dict[str, Any]:
+    """The published receiver checks alone (none when nothing is published): for `submit --jobs-file`,
+    which takes the job types from a file but must still check a body with the deployment's settings."""
+    item: dict[str, Any] = dynamodb.get_item(
+        TableName=table_name,
+        Key={PARTITION_KEY: {"S": CATALOG_KEY}},
+        ConsistentRead=True,
+        ProjectionExpression=CHECKS_ATTR,
+    ).get("Item", {})
+    return checks_of(item)
+
+
+def checks_of(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item's `CHECKED_SETTINGS`; `ValueError` naming the attribute when it is no JSON object in a string
+    attribute, or gives one of them as no number (an item edited by hand; `true` would pass as 1)."""
+    if CHECKS_ATTR not in item:
+        return {}
+    text = item[CHECKS_ATTR].get("S") if isinstance(item[CHECKS_ATTR], Mapping) else None
+    try:
+        checks = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        checks = None
     # a newer publisher's other checks are left out: this reader's settings would refuse their names
-    known = {name: value for name, value in checks.items() if name in CHECKED_SETTINGS}
-    return Published(catalog, item.get(SOURCE_ATTR, {}).get("S", ""), unrunnable, known)
+    known = (
+        {name: value for name, value in checks.items() if name in CHECKED_SETTINGS}
+        if isinstance(checks, dict)
+        else None
+    )
+    if known is None or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in known.values()):
+        raise ValueError(
+            f"item {CATALOG_KEY}: {CHECKS_ATTR} is no JSON object of the receiver's settings: {item[CHECKS_ATTR]}"
+        )
+    return known
