@@ -65,10 +65,11 @@ def job_body(job_type: str, params: dict[str, Any], job_id: str) -> str:
 def validation_settings(
     curated_uri: str | None = None, quarantine_uri: str | None = None, checks: Mapping[str, Any] | None = None
 ) -> Settings:
-    """The settings the deployed receiver checks a body with: the bucket locations it fills defaults from,
-    and the `checks` it publishes (its renewal, which a `wait` must end within); defaults for the rest."""
+    """The settings the deployed receiver checks a body with: the `checks` it publishes (its renewal, which a
+    `wait` must end within, and the bucket locations it fills defaults from), else the locations its stack's
+    outputs give; defaults for the rest."""
     try:
-        return Settings(curated_uri=curated_uri, quarantine_uri=quarantine_uri, **(checks or {}))
+        return Settings(**{"curated_uri": curated_uri, "quarantine_uri": quarantine_uri, **(checks or {})})
     except ValidationError as exc:  # a published item that is not settings
         why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise CliError(f"the published receiver checks {dict(checks or {})} are not settings: {why}") from None

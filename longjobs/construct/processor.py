@@ -35,7 +35,7 @@ whose two cdk-nag findings are acknowledged on that function.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -194,6 +194,11 @@ class LongJobProcessor(Construct):
         names), and its path in that stack with a hash of both when it is not the stack's `Default`. So two
         processors in one account and region (two stacks, or two processors in one) never share a metric, an
         alarm or a dashboard graph."""
+        locations = {  # the buckets a type's defaults name (`{curated}`, ...)
+            "curated_uri": buckets.curated.s3_url_for_object(""),
+            "quarantine_uri": buckets.quarantine.s3_url_for_object(""),
+            "raw_uri": buckets.raw.s3_url_for_object(""),
+        }
         self.functions = LongJobFunctions(
             self,
             "Functions",
@@ -205,9 +210,9 @@ class LongJobProcessor(Construct):
                 table=table,
                 state_machine=workflow.state_machine,
                 waiting=queues.waiting,
-                curated_uri=buckets.curated.s3_url_for_object(""),
-                quarantine_uri=buckets.quarantine.s3_url_for_object(""),
-                raw_uri=buckets.raw.s3_url_for_object(""),
+                curated_uri=locations["curated_uri"],
+                quarantine_uri=locations["quarantine_uri"],
+                raw_uri=locations["raw_uri"],
                 key=key,
                 log_group_prefix=log_group_prefix,
                 job_runs=workflow.job_runs,
@@ -251,7 +256,7 @@ class LongJobProcessor(Construct):
             for grantee in (*functions, workflow.state_machine):
                 grantee.add_to_role_policy(key_user_statement(data_key))
 
-        self.catalog_item = self._publish_catalog(table, data_keys(props))
+        self.catalog_item = self._publish_catalog(table, data_keys(props), locations)
 
         self.queues, self.leases, self.workflow = queues, leases, workflow
         self.queue, self.dead_letter_queue = queues.queue, queues.dlq
@@ -264,15 +269,17 @@ class LongJobProcessor(Construct):
         for producer in props.producers:
             self.grant_send_jobs(producer)
 
-    def _publish_catalog(self, table: dynamodb.ITable, data_keys: Sequence[kms.IKey]) -> cr.AwsCustomResource:
-        """Write the functions' job catalog, and the settings their receiver checks bodies with, into the
-        lease table on every deploy that changes them, for the operator's command
-        (`longjobs.engine.jobs.published`)."""
+    def _publish_catalog(
+        self, table: dynamodb.ITable, data_keys: Sequence[kms.IKey], locations: Mapping[str, str]
+    ) -> cr.AwsCustomResource:
+        """Write the functions' job catalog, and the settings their receiver checks bodies with (`locations`:
+        the buckets whose URIs fill a type's defaults), into the lease table on every deploy that changes
+        them, for the operator's command (`longjobs.engine.jobs.published`)."""
         try:
             item = catalog_item(
                 self.catalog,
                 source=f"stack {cdk.Stack.of(self).stack_name}",
-                checks=receiver_checks(self.config.engine),
+                checks=receiver_checks(self.config.engine, locations),
             )
         except ValueError as exc:
             raise JobTypeError(str(exc)) from None

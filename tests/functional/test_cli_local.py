@@ -18,7 +18,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from longjobs.cli import clients, commands
-from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
 from longjobs.engine.jobs.published import CATALOG_KEY, publish
 from longjobs.engine.lease import LastError, LeaseStatus
 from longjobs.offline import processor as processor_module
@@ -202,6 +202,27 @@ def test_cli_submit_checks_a_body_with_the_published_max_body_bytes(
     assert_one_line_error(refused, 1, "TooLarge: body is")
     assert local.bodies(local.queue_url) == []
     assert run(capsys, "--endpoint-url", endpoint, "submit", "echo", "--param", "text=short").code == 0
+
+
+def test_cli_submit_fills_a_default_from_the_published_bucket_as_the_receiver(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A type whose required `input` a `{raw}` default fills: the receiver takes a body without it where the
+    deployment has a raw bucket, and refuses it where it has none. The stack publishes its buckets' URIs
+    beside its job types (its outputs name no raw bucket), so submit does the same."""
+    ingest = JobType.model_validate(
+        {"name": "ingest", "runner": "wait", "defaults": {"input": "{raw}in/", "seconds": 1},
+         "params_schema": {"type": "object", "required": ["input", "seconds"],
+                           "properties": {"input": {"type": "string"}, "seconds": {"type": "integer"}}}}
+    )  # fmt: skip
+    catalog = JobCatalog([*BUILTIN_TYPES, ingest])
+    submit = ("--endpoint-url", endpoint, "submit", "ingest", "--json")
+
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY, checks={"raw_uri": "s3://raw-bucket/"})
+    assert run(capsys, *submit).code == 0
+    publish(local.dynamodb, local.table_name, catalog, PUBLISHED_BY, checks={"max_renewal_s": 600})
+    assert_one_line_error(run(capsys, *submit), 1, "InvalidParameters: ", "input")
+    assert len(local.bodies(local.queue_url)) == 1
 
 
 def test_cli_submit_with_a_jobs_file_checks_with_the_published_settings(

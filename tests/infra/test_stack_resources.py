@@ -715,11 +715,11 @@ def test_stack_publishes_the_functions_job_catalog_in_the_lease_table_on_each_de
     assert call["parameters"]["TableName"] == f"<{table}>"
     assert (item["pk"], item["published_by"]) == ({"S": CATALOG_KEY}, {"S": f"stack {dev.stack.stack_name}"})
     assert json.loads(item["job_types"]["S"]) == shipped_catalog(dev), "exactly what the functions run"
+    variables = dev.resource(dev.part("Functions").receiver)["Properties"]["Environment"]["Variables"]
+    uris = {name.lower(): render_cfn(variables[name]) for name in ("CURATED_URI", "QUARANTINE_URI", "RAW_URI")}
     assert json.loads(item["receiver_checks"]["S"]) == {
-        "max_renewal_s": 43_200,
-        "cap_safety_s": 60,
-        "max_body_bytes": 65_536,
-    }
+        "max_renewal_s": 43_200, "cap_safety_s": 60, "max_body_bytes": 65_536, **uris
+    }, "the buckets the receiver fills defaults from, as its environment names them"  # fmt: skip
     [policy] = [r for k, r in dev.of_type("AWS::IAM::Policy").items() if k.startswith("PublishedCatalogCustomResource")]
     assert [(s["Action"], render_cfn(s["Resource"])) for s in policy["Properties"]["PolicyDocument"]["Statement"]] == [
         ("dynamodb:PutItem", f"<{table}.Arn>")

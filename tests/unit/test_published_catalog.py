@@ -87,3 +87,17 @@ def test_published_catalog_checks_edited_into_no_object_of_numbers_are_a_value_e
         checks_of({"receiver_checks": attribute})
     assert checks_of({}) == {}
     assert checks_of({"receiver_checks": {"S": '{"max_renewal_s": 600, "newer": "x"}'}}) == {"max_renewal_s": 600}
+
+
+def test_published_catalog_checks_carry_the_bucket_locations_a_default_is_filled_from() -> None:
+    """The stack's bucket URIs are CDK tokens its settings do not hold: they come as `locations`. A bucket
+    the receiver does not have is left out, so `submit` refuses what a default of it would fill."""
+    settings = Settings(curated_uri="s3://curated/")
+    checks = receiver_checks(settings, {"raw_uri": "s3://raw/"})
+    assert (checks["curated_uri"], checks["raw_uri"]) == ("s3://curated/", "s3://raw/")
+    assert "quarantine_uri" not in checks
+    assert Settings(**checks).locations == {"curated": "s3://curated/", "quarantine": None, "raw": "s3://raw/"}
+    item = catalog_item(JobCatalog(BUILTIN_TYPES), source="stack X", checks=checks)
+    assert checks_of(item) == checks
+    with pytest.raises(ValueError, match="receiver_checks is no JSON object"):
+        checks_of({"receiver_checks": {"S": '{"raw_uri": 5}'}})

@@ -12,8 +12,9 @@ does, so `submit` refuses their jobs at once rather than send them to fail every
 
 It also publishes the settings the receiver checks a body with besides the catalog (`receiver_checks`): a
 `wait` whose seconds outlast renewal is refused, and renewal is the deployment's `max_renewal_s`; a body
-past the deployment's `max_body_bytes` is refused as `TooLarge`. Without them `submit` would check with the
-default settings, and send what the receiver then dead-letters.
+past the deployment's `max_body_bytes` is refused as `TooLarge`; a required param a type's default fills
+(`{curated}events/`) is valid only where the deployment has that bucket. Without them `submit` would check
+with the default settings, and send what the receiver then dead-letters, or refuse what it takes.
 
 Why the lease table: the catalog is a few kilobytes (this repository's `jobs.json` publishes about 3 KB)
 and an item holds 400 KB, where an SSM parameter holds 4 KB (8 KB in the advanced tier). The item has
@@ -42,8 +43,11 @@ SOURCE_ATTR = "published_by"
 UNRUNNABLE_ATTR = "unrunnable"
 CHECKS_ATTR = "receiver_checks"
 CHECKED_SETTINGS = ("max_renewal_s", "cap_safety_s", "max_body_bytes")
-"""The settings a body's checks read besides the catalog and the bucket locations
-(`longjobs.engine.delivery.models.parse_message`: its size, and `outlasts_renewal`)."""
+"""The numbers a body's checks read besides the catalog (`longjobs.engine.delivery.models.parse_message`: its
+size, and `outlasts_renewal`)."""
+CHECKED_LOCATIONS = ("curated_uri", "quarantine_uri", "raw_uri")
+"""The bucket URIs a type's defaults are filled from (`{curated}`, `{quarantine}`, `{raw}`): a body missing a
+required param that a default fills is valid where the bucket is known, and refused where it is not."""
 ITEM_MAX_BYTES = 400 * 1024
 """DynamoDB's item size limit (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html)."""
 
@@ -59,12 +63,16 @@ class Published:
     """The receiver's `CHECKED_SETTINGS` (none from a stack deployed before it published them)."""
 
 
-def receiver_checks(settings: Settings) -> dict[str, Any]:
-    """The `CHECKED_SETTINGS` the receiver runs with: what `submit` must check a body with, as it would."""
+def receiver_checks(settings: Settings, locations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `CHECKED_SETTINGS` and `CHECKED_LOCATIONS` the receiver runs with: what `submit` must check a body
+    with, as it would. `locations` gives the URIs where `settings` does not (the stack's buckets, which CDK
+    resolves at deploy); a bucket the receiver does not have is left out."""
+    uris = {name: getattr(settings, name) for name in CHECKED_LOCATIONS} | dict(locations or {})
     return {
         "max_renewal_s": settings.effective_max_renewal_s,
         "cap_safety_s": settings.cap_safety_s,
         "max_body_bytes": settings.max_body_bytes,
+        **{name: uri for name, uri in uris.items() if uri},
     }
 
 
@@ -127,23 +135,27 @@ def read_checks(dynamodb: DynamoDBClient, table_name: str) -> dict[str, Any]:
 
 
 def checks_of(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The item's `CHECKED_SETTINGS`; `ValueError` naming the attribute when it is no JSON object in a string
-    attribute, or gives one of them as no number (an item edited by hand; `true` would pass as 1)."""
+    """The item's `CHECKED_SETTINGS` and `CHECKED_LOCATIONS`; `ValueError` naming the attribute when it is no
+    JSON object in a string attribute, or gives a setting as no number or a location as no string (an item
+    edited by hand; `true` would pass as 1)."""
     if CHECKS_ATTR not in item:
         return {}
-    text = item[CHECKS_ATTR].get("S") if isinstance(item[CHECKS_ATTR], Mapping) else None
+    attribute = item[CHECKS_ATTR]
+    text = attribute.get("S") if isinstance(attribute, Mapping) else None
     try:
         checks = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         checks = None
+    if not isinstance(checks, dict) or not all(_fits(name, value) for name, value in checks.items()):
+        raise ValueError(f"item {CATALOG_KEY}: {CHECKS_ATTR} is no JSON object of the receiver's settings: {attribute}")
     # a newer publisher's other checks are left out: this reader's settings would refuse their names
-    known = (
-        {name: value for name, value in checks.items() if name in CHECKED_SETTINGS}
-        if isinstance(checks, dict)
-        else None
-    )
-    if known is None or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in known.values()):
-        raise ValueError(
-            f"item {CATALOG_KEY}: {CHECKS_ATTR} is no JSON object of the receiver's settings: {item[CHECKS_ATTR]}"
-        )
-    return known
+    return {name: value for name, value in checks.items() if name in CHECKED_SETTINGS + CHECKED_LOCATIONS}
+
+
+def _fits(name: str, value: Any) -> bool:
+    """Whether a published check's value has its setting's type; a name this reader does not know passes."""
+    if name in CHECKED_SETTINGS:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if name in CHECKED_LOCATIONS:
+        return isinstance(value, str)
+    return True
