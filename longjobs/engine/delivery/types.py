@@ -10,7 +10,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from longjobs.engine.clock import Clock
@@ -132,6 +131,13 @@ class Delivery:
     claim_name: list[str] = field(default_factory=list, init=False, compare=False, repr=False)
     """This receive's name on a claim of a DLQ send (`claimant`), drawn at its first claim; a delivery made
     from it (`dataclasses.replace`) is another receive, with a name of its own."""
+    carried: Carried = field(init=False, compare=False, repr=False)
+    """What a parked copy carries (nothing for a message as its producer sent it), decoded once, when the
+    delivery is made: nearly every receive reads it, and the delivery's attributes never change."""
+
+    def __post_init__(self) -> None:
+        raw = self.message_attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
+        object.__setattr__(self, "carried", Carried.decode(raw) if raw else Carried())
 
     @classmethod
     def from_record(cls, record: SQSRecord) -> Delivery:
@@ -159,13 +165,6 @@ class Delivery:
         """How many times the message waited for its job id (its copy's delay doubles with it)."""
         value = self.message_attributes.get(WAITS_ATTRIBUTE, {}).get("StringValue", "0")
         return max(self.carried.job_waits, int(value) if str(value).isdigit() else 0)
-
-    @cached_property
-    def carried(self) -> Carried:
-        """What a parked copy carries (nothing for a message as its producer sent it); decoded at its first
-        read, as the delivery's attributes never change."""
-        raw = self.message_attributes.get(ADMISSION_ATTRIBUTE, {}).get("StringValue")
-        return Carried.decode(raw) if raw else Carried()
 
     @property
     def original_id(self) -> str:
