@@ -137,15 +137,29 @@ RECEIVED = (
 graphed with the lapses)."""
 
 
+DLQ_ARRIVAL_PERIODS = 3
+"""The minutes `DlqArrivals` looks back over: an arrival raises it if any of them rose (1 of 3)."""
+
+
 def dlq_arrivals(dlq: sqs.IQueue) -> cw.MathExpression:
     """Messages that arrived in the DLQ a minute: its rise in depth, visible and in flight (an operator
     reading it moves messages between the two), whether the receiver sent them or SQS's redrive moved them.
     An alarm on the depth itself would stay in ALARM while any message stays (a cancelled one stays 14
     days), and tell of no new one; SQS's `NumberOfMessagesSent` misses the messages its redrive moves
-    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html)."""
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html).
+
+    The depth is filled before its difference is taken. SQS publishes a queue's metrics only while it is
+    active: for six hours after it held a message or was called
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-monitoring-using-cloudwatch.html).
+    A healthy processor's DLQ is empty and idle, so the first message after a quiet spell is the first
+    data point there is: `DIFF` has nothing before it to subtract, and an unfilled depth would never show
+    that arrival. The gaps before the first point count as empty (`FILL(..., 0)`); a gap after a point
+    (a minute SQS has not published yet) repeats it (`FILL(..., REPEAT)`), so a late minute reads as no
+    change rather than as the DLQ emptied (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html).
+    Filled, the newest minute is a repeat, not the rise: the alarm looks at `DLQ_ARRIVAL_PERIODS` minutes."""
     minute = cdk.Duration.minutes(1)
     return cw.MathExpression(
-        expression="DIFF(visible + hidden)",
+        expression="DIFF(FILL(FILL(visible + hidden, REPEAT), 0))",
         using_metrics={
             "visible": dlq.metric_approximate_number_of_messages_visible(period=minute, statistic="Maximum"),
             "hidden": dlq.metric_approximate_number_of_messages_not_visible(period=minute, statistic="Maximum"),
@@ -195,13 +209,16 @@ class Monitoring(Construct):
                 dlq_arrivals(w.dlq),
                 threshold=1,
                 description="A message reached the dead-letter queue: see its ErrorType and ErrorMessage attributes.",
+                evaluation_periods=DLQ_ARRIVAL_PERIODS,
+                datapoints_to_alarm=1,
             ),
             self._alarm(
                 "OldestMessageAge",
                 w.queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
                 threshold=oldest_message_threshold.to_seconds(),
                 operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                description="A job message is older than a job may run: it is stuck or keeps failing.",
+                description="A job message is older than a job may run: no receiver takes it, or it is held "
+                "longer than its job may run. SQS leaves out a message received three times or more.",
             ),
             self._alarm(
                 "ExtenderErrors",
@@ -363,13 +380,16 @@ class Monitoring(Construct):
         description: str,
         operator: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
     ) -> cw.Alarm:
         alarm = cw.Alarm(
             self,
             name,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
             comparison_operator=operator,
             treat_missing_data=missing,
             alarm_description=description,

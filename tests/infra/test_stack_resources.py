@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from importlib.util import cache_from_source
 from pathlib import Path
 from typing import Any
@@ -888,7 +889,7 @@ def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
     arrivals = alarm("DlqArrivals")
     [expression] = [m["Expression"] for m in arrivals["Metrics"] if "Expression" in m]
     depth = {m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in arrivals["Metrics"] if "MetricStat" in m}
-    assert (expression, arrivals["Threshold"]) == ("DIFF(visible + hidden)", 1)
+    assert (expression, arrivals["Threshold"]) == ("DIFF(FILL(FILL(visible + hidden, REPEAT), 0))", 1)
     assert depth == {
         "visible": "ApproximateNumberOfMessagesVisible",
         "hidden": "ApproximateNumberOfMessagesNotVisible",
@@ -917,6 +918,104 @@ def test_alarms_watch_the_right_metrics(dev: Synth) -> None:
         if "MetricStat" in m:
             assert m["MetricStat"]["Metric"]["Namespace"] == "LongJobs"
             assert m["MetricStat"]["Metric"]["Dimensions"] == [{"Name": "service", "Value": published_service(dev)}]
+
+
+Series = Sequence[float | None]
+"""A metric's values a minute apart, oldest first; None where CloudWatch has no data point."""
+REPEAT = object()
+
+
+def _diff(series: Series) -> list[float | None]:
+    """Metric math's DIFF: each value less the preceding value of the series; nothing before the first."""
+    out: list[float | None] = []
+    previous = None
+    for value in series:
+        out.append(None if value is None or previous is None else value - previous)
+        previous = value if value is not None else previous
+    return out
+
+
+def _fill(series: Series, filler: object) -> list[float | None]:
+    """Metric math's FILL: a number in every gap, or (REPEAT) the last actual value before it, if any."""
+    out: list[float | None] = []
+    last = None
+    for value in series:
+        if value is None:
+            value = last if filler is REPEAT else float(filler)  # type: ignore[arg-type]
+        out.append(value)
+        last = value if value is not None else last
+    return out
+
+
+class _Metric:
+    def __init__(self, values: Series) -> None:
+        self.values = values
+
+    def __add__(self, other: _Metric) -> _Metric:
+        # "Missing values in a time series are treated as 0", where either series has one.
+        pairs = zip(self.values, other.values, strict=True)
+        return _Metric([None if a is None and b is None else (a or 0) + (b or 0) for a, b in pairs])
+
+
+def evaluate_alarm(props: dict[str, Any], series: dict[str, Series]) -> str:
+    """The state an alarm's metric math reaches on `series` (by metric id), as CloudWatch evaluates it:
+    the last `EvaluationPeriods` points, ALARM when `DatapointsToAlarm` of them breach, missing ones as
+    `notBreaching`."""
+    [expression] = [m["Expression"] for m in props["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
+    names = {
+        "DIFF": lambda m: _Metric(_diff(m.values)),
+        "FILL": lambda m, filler: _Metric(_fill(m.values, filler)),
+        "REPEAT": REPEAT,
+        **{key: _Metric(values) for key, values in series.items()},
+    }
+    result = eval(expression, {"__builtins__": {}}, names).values  # the template's own expression
+    assert props["TreatMissingData"] == "notBreaching"
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    recent = result[-props["EvaluationPeriods"] :]
+    breaching = sum(1 for value in recent if value is not None and value >= props["Threshold"])
+    return "ALARM" if breaching >= props.get("DatapointsToAlarm", props["EvaluationPeriods"]) else "OK"
+
+
+def test_monitoring_dlq_arrivals_alarms_on_the_first_message_into_an_idle_dlq(dev: Synth) -> None:
+    """SQS publishes a queue's metrics only while it is active (a message in it, or a call, in the last six
+    hours). A healthy processor's DLQ is idle, so its first message is the first data point there is: a
+    DIFF of the bare depth has nothing to subtract it from and never rises. Nor may a minute SQS has not
+    published yet read as a change, nor a message left in the DLQ keep the alarm in ALARM."""
+    [props] = [
+        alarm["Properties"]
+        for key, alarm in dev.of_type("AWS::CloudWatch::Alarm").items()
+        if key.startswith("MonitoringDlqArrivals")
+    ]
+    idle: Series = [None] * 8
+    late: Series = [None]
+    # asleep for hours, then the receiver sends one message; the newest minute is not published yet
+    assert evaluate_alarm(props, {"visible": [*idle, 1.0, *late], "hidden": [*idle, 0.0, *late]}) == "ALARM"
+    # a redrive backstop's move while an operator reads another one: the in-flight count rises
+    queued: Series = [1.0] * 9
+    assert evaluate_alarm(props, {"visible": [*queued, *late], "hidden": [*([0.0] * 8), 1.0, *late]}) == "ALARM"
+    # two messages left there, the newest minute late: no arrival
+    left: Series = [2.0] * 9
+    assert evaluate_alarm(props, {"visible": [*left, *late], "hidden": [*([0.0] * 9), *late]}) == "OK"
+    # the arrival a few minutes back: OK again, so the next one notifies
+    earlier: Series = [*([0.0] * 4), *([1.0] * 6)]
+    assert evaluate_alarm(props, {"visible": earlier, "hidden": [0.0] * len(earlier)}) == "OK"
+    # asleep throughout: nothing
+    asleep: Series = [None] * 10
+    assert evaluate_alarm(props, {"visible": asleep, "hidden": asleep}) == "OK"
+
+
+def test_monitoring_oldest_message_age_description_matches_what_sqs_counts(dev: Synth) -> None:
+    """SQS leaves a message received three times or more out of `ApproximateAgeOfOldestMessage`, so the
+    alarm cannot tell of a message that keeps failing (docs/deploy.md's runbook says so): its description,
+    the one line in the notification, must not promise it."""
+    [props] = [
+        alarm["Properties"]
+        for key, alarm in dev.of_type("AWS::CloudWatch::Alarm").items()
+        if key.startswith("MonitoringOldestMessageAge")
+    ]
+    description = props["AlarmDescription"]
+    assert "keeps failing" not in description, description
+    assert "three times" in description, description
 
 
 def published_service(synth: Synth) -> str:
