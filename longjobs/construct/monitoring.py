@@ -238,7 +238,10 @@ class Monitoring(Construct):
                 threshold=1,
                 operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.BREACHING,
-                description="The extender has not run for 5 minutes: nothing renews leases.",
+                # While any data point is in the alarm's evaluation range, CloudWatch judges by the most recent
+                # ones and ignores the missing-data setting (https://docs.aws.amazon.com/AmazonCloudWatch/latest/
+                # monitoring/alarms-and-missing-data.html): the alarm comes some periods after the last run.
+                description="The extender has not run for 5 minutes or more: nothing renews leases.",
             ),
             self._alarm(
                 "Lapses",
