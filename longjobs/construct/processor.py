@@ -73,6 +73,7 @@ from longjobs.construct.props import LongJobProcessorProps, check_existing, cont
 from longjobs.construct.queues import JobQueues
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog
 from longjobs.engine.jobs.published import CATALOG_KEY, catalog_item, receiver_checks
+from longjobs.engine.jobs.triggers import notification_filter
 
 NOTIFICATIONS_HANDLER_ID = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
 """The id CDK gives the singleton function that configures bucket notifications."""
@@ -347,7 +348,9 @@ class LongJobProcessor(Construct):
                 KeyEncryptedQueueDestination(queue, self.key)
                 if self.key is not None and self.props.existing_queue is None
                 else s3n.SqsDestination(queue),
-                s3.NotificationKeyFilter(prefix=prefix or None, suffix=marker),
+                s3.NotificationKeyFilter(
+                    prefix=notification_filter(prefix) or None, suffix=notification_filter(marker)
+                ),
             )
         # CDK configures bucket notifications through its own stack-wide function (a singleton).
         handler = cdk.Stack.of(self).node.try_find_child(NOTIFICATIONS_HANDLER_ID)

@@ -554,3 +554,25 @@ def test_processor_metrics_service_apart_for_stacks_of_one_account(
         assert published == {processor.metrics_service}, published
         services.append(processor.metrics_service)
     assert services[0] != services[1], services
+
+
+def test_processor_notification_filters_are_url_encoded_as_s3_requires(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3 matches a notification filter against the key as the notification encodes it (a space as '+',
+    other special characters URL-encoded), and the filter must be given so
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-filtering.html): a Hive-style
+    prefix put as it is (`events/source=web/`) matches no marker, and no job ever starts."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "S")
+    seconds = {"type": "integer", "minimum": 0, "maximum": 60}
+    schema = {"type": "object", "required": ["seconds"], "properties": {"seconds": seconds}}
+    own = {"name": "pause", "runner": "wait", "params_schema": schema}
+    trigger = {"prefix": "events/source=web/", "marker": "DONE flag", "job_type": "pause", "params": {"seconds": 1}}
+    LongJobProcessor(stack, "Jobs", job_types=[own], s3_triggers=[trigger], infra={"s3_notifications": True}, nag=False)
+    [notifications] = Template.from_stack(stack).find_resources("Custom::S3BucketNotifications").values()
+    [config] = notifications["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    assert config["Filter"]["Key"]["FilterRules"] == [
+        {"Name": "suffix", "Value": "DONE+flag"},
+        {"Name": "prefix", "Value": "events/source%3Dweb/"},
+    ]

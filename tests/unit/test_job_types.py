@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType, JobTypeError, ParamsError, load_catalog
 from longjobs.engine.jobs.catalog import catalog_from_env, load_catalog_file
-from longjobs.engine.jobs.triggers import S3Trigger, TriggerError, partition_job_id
+from longjobs.engine.jobs.triggers import S3Trigger, TriggerError, notification_filter, partition_job_id
 from tests import REPO_ROOT
 
 WORDCOUNT: dict[str, Any] = {
@@ -438,3 +439,24 @@ def test_catalog_strict_refuses_trigger_params_that_their_types_schema_refuses(t
     fine = [{"prefix": "texts/", "job_type": "wordcount", "params": {"input": "s3://{bucket}/{prefix}"}}, {}]
     catalog = load_catalog(job_types=[wordcount], s3_triggers=fine, base=tmp_path, strict=True)
     assert [t.job_type for t in catalog.s3_triggers] == ["wordcount", "spark"], "spark's default params fit spark"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "marker", "key_in_notification"),
+    [
+        ("events/", "_SUCCESS", "events/date%3D2026-11-20/_SUCCESS"),
+        ("events/source=web/", "_SUCCESS", "events/source%3Dweb/date%3D2026-11-20/_SUCCESS"),
+        ("landing zone/", "DONE flag", "landing+zone/2026/DONE+flag"),
+        ("données/", "_SUCCESS", "donn%C3%A9es/x/_SUCCESS"),
+    ],
+)
+def test_triggers_notification_filter_is_encoded_as_s3_encodes_the_key(
+    prefix: str, marker: str, key_in_notification: str
+) -> None:
+    """S3 matches a notification's prefix and suffix filters against the key encoded as the notification
+    gives it: a space as '+', other special characters URL-encoded, and the filter must be written so
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-filtering.html). A trigger's
+    prefix or marker put in the filter as it is (`events/source=web/`) matches none of its markers."""
+    assert key_in_notification.startswith(notification_filter(prefix))
+    assert key_in_notification.endswith(notification_filter(marker))
+    assert S3Trigger(prefix=prefix, marker=marker).matches("raw", unquote_plus(key_in_notification))

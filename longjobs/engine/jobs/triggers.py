@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -107,6 +108,19 @@ def partition_job_id(job_type: str, bucket: str, prefix: str) -> str:
     import hashlib  # rarely needed: not at every cold start
 
     return f"{job_type}:sha256:{hashlib.sha256(job_id.encode()).hexdigest()}"
+
+
+NOTIFICATION_FILTER_SAFE = "/!-_.*'()"
+"""What S3 takes as it is in a notification filter's prefix or suffix, beside letters and digits: its safe
+characters (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html), and `/`."""
+
+
+def notification_filter(value: str) -> str:
+    """A trigger's prefix or marker as an S3 notification filter must give it: a space as `+`, any other
+    special character URL-encoded (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-how-to-filtering.html),
+    as the notification itself encodes the key. A prefix such as `events/source=web/` given as it is
+    matches no key, and its markers notify nothing."""
+    return quote_plus(value, safe=NOTIFICATION_FILTER_SAFE)
 
 
 DEFAULT_TRIGGERS: tuple[S3Trigger, ...] = (S3Trigger(),)
