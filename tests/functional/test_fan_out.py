@@ -453,3 +453,31 @@ def test_fan_out_a_failed_lease_read_fails_the_record_and_the_retry_fans_out(
     acknowledged(flow, again)
 
     assert run_to_the_end(flow, "read-failed") == job_ids("read-failed", *one)
+
+
+def test_fan_out_a_marker_put_into_moto_s3_runs_its_partition(flow: Flow) -> None:
+    """The offline runtime's S3 (moto) notifies the jobs queue of a created marker with a record that has
+    only what the receiver reads (no `userIdentity`, `requestParameters`, `responseElements`, sequencer):
+    its partition runs, where a strict parse of every field AWS documents sent it to the DLQ unrun."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="moto-raw")
+    s3.put_bucket_notification_configuration(
+        Bucket="moto-raw",
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {
+                    "QueueArn": SOURCE_ARN,
+                    "Events": ["s3:ObjectCreated:*"],
+                    "Filter": {"Key": {"FilterRules": [{"Name": "suffix", "Value": "_SUCCESS"}]}},
+                }
+            ]
+        },
+    )
+    s3.put_object(Bucket="moto-raw", Key="events/date=2026-11-20/_SUCCESS", Body=b"")
+
+    assert run_to_the_end(flow, "moto-raw") == job_ids("moto-raw", "2026-11-20")
+    # this bucket's notification alone: a message a thread of an earlier test sends late lands here too
+    dead = flow.sqs.receive_message(QueueUrl=flow.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    assert not [m for m in dead.get("Messages", []) if "moto-raw" in m["Body"]]

@@ -486,3 +486,28 @@ def test_receiver_outcome_metrics_each_documented() -> None:
     named = set(re.findall(r"`(\w+)`", text[start : text.index("\n\n", start)])) & metrics
     counted = {*OUTCOME_METRIC.values(), MetricName.RECORDS_FAILED, MetricName.S3_OBJECTS_IGNORED}
     assert named == counted, f"documented, not counted: {named - counted}; counted, not documented: {counted - named}"
+
+
+def test_parse_s3_notification_reads_only_the_fields_it_uses() -> None:
+    """A record is read for its event name, bucket, key and sequencer. A created marker whose record lacks
+    a field the receiver does not use (moto's S3 sends none of userIdentity, requestParameters,
+    responseElements, ownerIdentity), or whose request came from no IP address, still runs; a record of
+    another event beside it (a tagging record without size or eTag) does not refuse the notification."""
+    marker = "events/date%3D2026-11-20/_SUCCESS"
+    lean = s3_record(marker)
+    for name in ("userIdentity", "requestParameters", "responseElements", "eventTime", "awsRegion"):
+        del lean[name]
+    del lean["s3"]["bucket"]["ownerIdentity"]
+    assert [j.job_id for j in parse_body(json.dumps({"Records": [lean]}), SETTINGS)] == [
+        "spark:raw-bucket/events/date=2026-11-20/"
+    ]
+    by_service = s3_record(marker)
+    by_service["requestParameters"]["sourceIPAddress"] = "AWS Internal"
+    assert len(parse_body(json.dumps({"Records": [by_service]}), SETTINGS)) == 1
+    tagging = s3_record("events/date=2026-11-20/part-0.json", event="ObjectTagging:Put")
+    del tagging["s3"]["object"]["size"], tagging["s3"]["object"]["eTag"]
+    parsed = parse_message(json.dumps({"Records": [tagging, s3_record(marker)]}), SETTINGS)
+    assert [j.job_id for j in parsed.jobs] == ["spark:raw-bucket/events/date=2026-11-20/"]
+    not_s3 = s3_record(marker)
+    not_s3["eventSource"] = "aws:sqs"
+    assert rejected(json.dumps({"Records": [not_s3]})).error_type == ErrorType.INVALID_SHAPE

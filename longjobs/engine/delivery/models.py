@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -286,7 +286,6 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
     from aws_lambda_powertools.utilities.parser.exceptions import InvalidModelTypeError
     from aws_lambda_powertools.utilities.parser.models import (
         S3EventNotificationEventBridgeModel,
-        S3Model,
         SnsNotificationModel,
     )
 
@@ -305,7 +304,7 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
                 )
             return _created_objects(inner, depth=depth + 1)
         if "Records" in data:
-            notification = S3Model.model_validate(data)
+            notification = _S3Notification.model_validate(data)
             return [
                 # keys arrive URL-encoded
                 _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key), record.s3.object.sequencer)
@@ -325,6 +324,38 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
     # EventBridge carries the key as it is: unlike S3 notifications, not URL-encoded, so not decoded
     # (a '+' or '%' in a key stays what it is; tests/unit/test_receiver_models.py cites AWS's pages).
     return [_Created(event.detail.bucket.name, event.detail.object.key, event.detail.object.sequencer)]
+
+
+class _S3Bucket(BaseModel):
+    name: str = Field(min_length=1)
+
+
+class _S3Object(BaseModel):
+    key: str = Field(min_length=1)
+    sequencer: str | None = None
+
+
+class _S3Entity(BaseModel):
+    bucket: _S3Bucket
+    object: _S3Object | None = None
+
+
+class _S3Record(BaseModel):
+    eventSource: Literal["aws:s3"]
+    eventName: str
+    s3: _S3Entity
+
+
+class _S3Notification(BaseModel):
+    """An S3 event notification, read for what the receiver uses: each record's event name, bucket, key and
+    sequencer (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
+    Every other field (identity, request parameters, size, eTag, ...) is left unchecked: a record that
+    lacks one, or gives a value Powertools' `S3Model` refuses (its `sourceIPAddress` an IP address or
+    `s3.amazonaws.com` only; size and eTag on any event but a removal), is still an object creation the
+    notification names, and refusing the notification for it would drop every marker in it. Moto's S3,
+    the offline runtime's, sends such records (no `userIdentity`, `requestParameters`, sequencer)."""
+
+    Records: list[_S3Record]
 
 
 _BUILTIN: JobCatalog | None = None
