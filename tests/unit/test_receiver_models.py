@@ -511,3 +511,12 @@ def test_parse_s3_notification_reads_only_the_fields_it_uses() -> None:
     not_s3 = s3_record(marker)
     not_s3["eventSource"] = "aws:sqs"
     assert rejected(json.dumps({"Records": [not_s3]})).error_type == ErrorType.INVALID_SHAPE
+
+
+def test_parse_s3_notification_a_record_that_is_no_object_is_named_so() -> None:
+    """The DLQ's message speaks of the producer's JSON, never of the receiver's model classes."""
+    bad = rejected(json.dumps({"Records": [5]}))
+    assert (bad.error_type, bad.message) == (
+        ErrorType.INVALID_SHAPE,
+        "not a valid S3 event: Records.0: expected a JSON object",
+    )

@@ -102,7 +102,13 @@ class Parsed:
 
 
 def _describe(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {_message(err)}" for err in exc.errors())
+
+
+def _message(error: Any) -> str:
+    """pydantic's message for one error; for a value that is no object where one is expected, without the
+    name of the model class, which means nothing to the message's producer."""
+    return "expected a JSON object" if error["type"] == "model_type" else str(error["msg"])
 
 
 def _no_constant(name: str) -> Any:
@@ -304,7 +310,7 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
                 )
             return _created_objects(inner, depth=depth + 1)
         if "Records" in data:
-            notification = _S3Notification.model_validate(data)
+            notification = S3EventNotification.model_validate(data)
             return [
                 # keys arrive URL-encoded
                 _Created(record.s3.bucket.name, unquote_plus(record.s3.object.key), record.s3.object.sequencer)
@@ -326,27 +332,27 @@ def _created_objects(data: dict[str, Any], *, depth: int = 0) -> list[_Created]:
     return [_Created(event.detail.bucket.name, event.detail.object.key, event.detail.object.sequencer)]
 
 
-class _S3Bucket(BaseModel):
+class S3EventBucket(BaseModel):
     name: str = Field(min_length=1)
 
 
-class _S3Object(BaseModel):
+class S3EventObject(BaseModel):
     key: str = Field(min_length=1)
     sequencer: str | None = None
 
 
-class _S3Entity(BaseModel):
-    bucket: _S3Bucket
-    object: _S3Object | None = None
+class S3EventEntity(BaseModel):
+    bucket: S3EventBucket
+    object: S3EventObject | None = None
 
 
-class _S3Record(BaseModel):
+class S3EventRecord(BaseModel):
     eventSource: Literal["aws:s3"]
     eventName: str
-    s3: _S3Entity
+    s3: S3EventEntity
 
 
-class _S3Notification(BaseModel):
+class S3EventNotification(BaseModel):
     """An S3 event notification, read for what the receiver uses: each record's event name, bucket, key and
     sequencer (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
     Every other field (identity, request parameters, size, eTag, ...) is left unchecked: a record that
@@ -355,7 +361,7 @@ class _S3Notification(BaseModel):
     notification names, and refusing the notification for it would drop every marker in it. Moto's S3,
     the offline runtime's, sends such records (no `userIdentity`, `requestParameters`, sequencer)."""
 
-    Records: list[_S3Record]
+    Records: list[S3EventRecord]
 
 
 _BUILTIN: JobCatalog | None = None
