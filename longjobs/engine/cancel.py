@@ -59,7 +59,8 @@ Where the body comes from, since SQS cannot read a message by its handle:
 
 The DLQ copy carries the job message the receiver parsed (`{"job_id", "type", "params"}`), not
 necessarily the producer's bytes (an S3 notification became a job), and none of the producer's message
-attributes; on a FIFO DLQ its group is its message id.
+attributes; on a FIFO DLQ it keeps its message group (`Lease.group_id`; a lease written before it
+recorded the group: its message id).
 """
 
 from __future__ import annotations
@@ -760,6 +761,7 @@ def send_cancelled(sqs: SQSClient, dlq_url: str, lease: Lease, body: str, reason
         receive_count=lease.receive_count,
         source_arn=queue_arn(sqs, lease.queue_url),
         queue_url=lease.queue_url,
+        group_id=lease.group_id,  # FIFO: back into its group on a redrive, in its order
     )
     return dead_letter_delivery(sqs, dlq_url, delivery, lease, reason=reason)
 

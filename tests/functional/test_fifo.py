@@ -410,3 +410,29 @@ def test_fifo_an_eventbridge_s3_event_runs_its_job_before_the_messages_sent_afte
             flow.sqs.delete_message(QueueUrl=flow.harness.queue_url, ReceiptHandle=delivery.receipt_handle)
 
         assert started == ["wait:raw/events/date=2026-11-20/"], "the group's first message runs first"
+
+
+def test_fifo_cancel_of_a_running_job_dead_letters_it_in_its_group_and_redrive_keeps_it(
+    fifo: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled FIFO job's DLQ copy keeps its message group, as the receiver's DLQ copies do, so
+    `longjobs dlq redrive` puts it back into that group, in its order (docs/operate.md), not into a group of
+    its own that runs beside the jobs sent after it."""
+    from longjobs.engine import cancel
+
+    handler = fifo_handler(monkeypatch, fifo)
+    a1 = send(fifo, "tenant-9", "a1", seconds=60)
+    Mapping(fifo, handler).poll()
+    lease = fifo.lease(a1)
+    assert lease.status is LeaseStatus.ACTIVE
+    fifo.wait_for_job(lease.execution_arn or "")
+
+    report = cancel.cancel(fifo.canceller(), a1, "wrong date")
+
+    assert report.outcome is cancel.Outcome.CANCELLED
+    [letter] = fifo.sqs.receive_message(QueueUrl=fifo.dlq_url, AttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+    assert letter["Attributes"]["MessageGroupId"] == "tenant-9", "its group, not its message id"
+    result = dlq.copy_messages(fifo.sqs, fifo.dlq_url, fifo.harness.queue_url, hold_s=0)
+    assert result.moved == 1
+    [copy] = fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, AttributeNames=["All"])["Messages"]
+    assert copy["Attributes"]["MessageGroupId"] == "tenant-9"

@@ -161,6 +161,7 @@ def begin(
         slot=slot.key if slot is not None else None,
         history=history,
         refused_starts=refused_starts,
+        group_id=delivery.group_id,
     )
     lease = timing(receiver, delivery, blank)
     lease = replace(lease, release_delay_s=within_retention(lease, delivery.sent_at, receiver.settings))

@@ -65,6 +65,7 @@ _STR_FIELDS = (
     "copy_id",
     "claimed_by",
     "parked_message",
+    "group_id",
 )
 
 

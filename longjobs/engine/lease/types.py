@@ -145,6 +145,7 @@ class Lease:
     claim_kept_until: float | None = None  # PARKED, REQUEUED: until when a lease the claimant wrote is surely kept
     never_started: bool = False  # closed with its execution never started: no attempt of the message
     refused_starts: int = 0  # earlier leases of the message whose execution never started (starts refused)
+    group_id: str | None = None  # FIFO: the message's group, which a cancel's DLQ copy keeps (its order on redrive)
 
     @property
     def waiting(self) -> bool:
