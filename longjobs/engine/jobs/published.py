@@ -60,7 +60,8 @@ class Published:
     source: str
     unrunnable: Mapping[str, str] = field(default_factory=dict)
     checks: Mapping[str, Any] = field(default_factory=dict)
-    """The receiver's `CHECKED_SETTINGS` (none from a stack deployed before it published them)."""
+    """The receiver's `CHECKED_SETTINGS` and `CHECKED_LOCATIONS` (none from a stack deployed before it
+    published them)."""
 
 
 def receiver_checks(settings: Settings, locations: Mapping[str, str] | None = None) -> dict[str, Any]:
