@@ -175,7 +175,8 @@ class SparkWorker(threading.Thread):
             try:
                 summary = self.run_job(job, group)
             except (Exception, SystemExit) as exc:  # a job's sys.exit() ends it with no summary: its failure
-                log.warning("spark job %s failed: %s", job_id, exc)
+                # The step's failure carries the class and message; the log keeps where the job raised.
+                log.warning("spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
                 self.stats.failed += 1
                 beating.set()
                 heart.join()

@@ -55,3 +55,31 @@ def test_offline_worker_job_exit_is_the_jobs_failure(code: object, cause: str) -
     assert stepfunctions.ended == [("failure", {"taskToken": "token-1", "error": "SystemExit", "cause": cause})]
     assert worker.stats.failed == 1
     assert worker.stats.running == set()
+
+
+def test_offline_worker_job_failure_logs_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """The step's failure carries the exception's class and message only (as on Glue). Offline, the log is
+    the only place the job's owner can see where their code raised: the worker logs the traceback there,
+    with the exception's class, as Glue's own run log would show it."""
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        rates = {"eu": 1.1}
+        return {"rate": rates[job["params"]["region"]]}
+
+    worker = SparkWorker(
+        None,  # type: ignore[arg-type]  # serve() reads no queue
+        stepfunctions,  # type: ignore[arg-type]
+        "token-queue",
+        heartbeat_timeout_s=60,
+        run_job=run_job,
+        stop_run=lambda group: None,
+    )
+    with caplog.at_level("WARNING", logger="longjobs.offline.worker"):
+        worker.serve({"task_token": "t", "job": {"job_id": "bug-1", "type": "rates", "params": {"region": "asia"}}})
+
+    assert stepfunctions.ended == [("failure", {"taskToken": "t", "error": "KeyError", "cause": "'asia'"})]
+    (record,) = [r for r in caplog.records if "bug-1" in r.getMessage()]
+    assert "KeyError: 'asia'" in record.getMessage()
+    assert record.exc_info is not None, "the traceback, naming the job's own line, is in the log"
+    assert "in run_job" in caplog.text
