@@ -345,7 +345,7 @@ def _command(argv: Sequence[str] | None) -> int:
         _quiet_stdout()
         return EXIT_FAILURE
     except (CliError, BotoCoreError, ClientError) as exc:
-        print(f"{PROG}: {describe(exc, getattr(args, 'endpoint_url', None))}", file=sys.stderr)
+        print(f"{PROG}: {describe(exc, None if args is None else commands.local_endpoint(args))}", file=sys.stderr)
         return exc.code if isinstance(exc, CliError) else EXIT_FAILURE
 
 

@@ -27,16 +27,22 @@ LONG_POLL_S = 1
 """On AWS, an empty short-poll page is confirmed by one long poll (SQS samples its servers)."""
 
 
+def local_endpoint(args: argparse.Namespace) -> str | None:
+    """The local service's endpoint the arguments name: `--endpoint-url`, else, without `--stack`, the AWS
+    SDKs' and CLI's own variable (`AWS_ENDPOINT_URL`), as `aws` would reach it."""
+    endpoint: str | None = getattr(args, "endpoint_url", None)
+    if not getattr(args, "stack", None) and not endpoint:
+        endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
+    return endpoint
+
+
 class Context:
     """The arguments, the clients and the resources they point at (resolved on first use)."""
 
     def __init__(self, args: argparse.Namespace, clients: Clients | None = None) -> None:
         self.args = args
         stack = getattr(args, "stack", None)
-        endpoint = getattr(args, "endpoint_url", None)
-        if not stack and not endpoint:
-            # The AWS SDKs' and CLI's own variable: the local service, as `aws` would reach it.
-            endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
+        endpoint = local_endpoint(args)
         if stack and endpoint:
             raise UsageError("give --stack NAME or --endpoint-url URL, not both")
         if not stack and not endpoint:

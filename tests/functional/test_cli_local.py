@@ -645,6 +645,20 @@ def test_cli_unreachable_endpoint_fails_in_one_line_naming_it(
     assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "longjobs-offline serve")
 
 
+def test_cli_unreachable_endpoint_from_aws_endpoint_url_names_the_local_service(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local service found through `AWS_ENDPOINT_URL` (as serve's banner tells you to export) and not
+    running is the local service not running, as with --endpoint-url: not "check the network and the region"."""
+    monkeypatch.setattr(clients, "MAX_ATTEMPTS", 1)  # no retry backoff in the test
+    url = "http://127.0.0.1:9"  # discard port: nothing listens
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+
+    result = run(capsys, "status")
+
+    assert_one_line_error(result, 1, f"cannot reach the local service at {url}", "longjobs-offline serve")
+
+
 def test_cli_local_service_without_the_processors_queues_fails_in_one_line(
     endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
