@@ -112,10 +112,11 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk
                 "before its owner saw it; raise its retention period"
             )
     if table is not None:
-        _check_place("existing_table", table, table.table_arn, stack, account=True)
+        _check_place("existing_table", table, table.table_arn, stack)
         _check_table(table)
     if queue is not None and config.infra.s3_notifications:
         _check_s3_can_send(queue)
+        _check_s3_grants_in(queue, stack)
 
 
 def content_deduplicated(queue: sqs.IQueue | None) -> bool:
@@ -167,7 +168,11 @@ def _check_queue(queue: sqs.IQueue, dlq: sqs.IQueue | None, config: StackConfig)
     assert own_dlq is not None
     # By ARN: CDK hands back a new Python object for an imported queue each time it is read.
     if _resolved(queue, own_dlq.queue.queue_arn) != _resolved(queue, dlq.queue_arn):
-        raise ConfigError("existing_queue redrives to another queue than existing_dead_letter_queue")
+        raise ConfigError(
+            f"existing_queue redrives to {_named(own_dlq.queue)}, not to existing_dead_letter_queue "
+            f"{_named(dlq)}: pass the queue it redrives to as existing_dead_letter_queue, or point its redrive "
+            "policy at existing_dead_letter_queue"
+        )
     wanted = config.engine.redrive_receives
     if own_dlq.max_receive_count < wanted:
         raise ConfigError(
@@ -237,17 +242,38 @@ def _check_s3_can_send(queue: sqs.IQueue) -> None:
         )
 
 
-def _check_place(name: str, resource: IConstruct, arn: str, stack: cdk.Stack, *, account: bool = False) -> None:
-    """The processor's `stack`'s region (and for the table its account) in the resource's ARN: Lambda reads
+def _check_s3_grants_in(queue: sqs.IQueue, stack: cdk.Stack) -> None:
+    """S3 gets its send on the queue's policy and on its key's (CDK's `SqsDestination`), each naming the raw
+    bucket. A queue or key the app creates in another of its stacks would then make that stack depend on the
+    processor's, which depends on it through the queue: CDK fails on the cycle, naming no prop. An imported
+    one takes no policy from the stack (docs/deploy.md: its owner lets S3 send)."""
+    for name, resource in (("existing_queue", queue), ("existing_queue's key", queue.encryption_master_key)):
+        if resource is None or resource.node.default_child is None:
+            continue
+        home = cdk.Stack.of(resource)
+        if home is not stack:
+            raise ConfigError(
+                f"{name} is defined in stack {home.node.path}, not the processor's stack {stack.node.path}, and "
+                "s3_notifications is on: its policy would let S3 send for the processor's raw bucket, so each stack "
+                "would depend on the other; define it in the processor's stack, or import it there and let "
+                "s3.amazonaws.com send on its policy yourself (docs/deploy.md), or leave s3_notifications off"
+            )
+
+
+def _check_place(name: str, resource: IConstruct, arn: str, stack: cdk.Stack) -> None:
+    """The processor's `stack`'s region and account in the resource's ARN: Lambda reads
     a queue of its own region only (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html), and the
-    functions and the workflow name the table by its name, so in their own account and region. The stack
+    functions and the workflow name the table by its name, so in their own account and region. A queue's
+    metrics are published in its own account, and the stack's alarms on the jobs queue and the DLQ name no
+    account, so they would watch the stack's own account and never fire
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html). The stack
     that imported the resource is not the measure: it may be another of the app's. A resource the app
     creates has a token for its ARN: it is where its own stack is, which is read instead (CDK would
     otherwise fail on a cross-region alarm or reference, naming no setting). A token no stack places (an
     imported ARN, an environment-agnostic stack) is not read."""
     fields = arn.split(":")
     home = cdk.Stack.of(resource) if resource.node.default_child is not None else None  # created, not imported
-    wanted = [("region", 3, stack.region), *([("account", 4, stack.account)] if account else [])]
+    wanted = [("region", 3, stack.region), ("account", 4, stack.account)]
     for what, index, ours in wanted:
         theirs = fields[index] if len(fields) > 5 else ""
         if home is not None and (not theirs or cdk.Token.is_unresolved(theirs)):
@@ -258,6 +284,12 @@ def _check_place(name: str, resource: IConstruct, arn: str, stack: cdk.Stack, *,
                 f"{name} is in {what} {theirs}, the processor's stack in {ours}: bring one in the stack's "
                 f"{what}, or put the processor in a stack of {what} {theirs}"
             )
+
+
+def _named(queue: sqs.IQueue) -> str:
+    """A queue as a message names it: its ARN when the synth reads one, else its construct path."""
+    arn = queue.queue_arn
+    return queue.node.path if cdk.Token.is_unresolved(arn) else arn
 
 
 def _resolved(scope: IConstruct, value: Any) -> Any:

@@ -362,7 +362,9 @@ def test_processor_existing_queue_redriving_to_an_imported_dlq_is_taken(
     processor = LongJobProcessor(stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, nag=False)
     assert processor.dead_letter_queue is dlq
     other = sqs.Queue.from_queue_arn(stack, "OtherDlq", "arn:aws:sqs:us-east-1:111122223333:other-dlq")
-    with pytest.raises(ConfigError, match="existing_queue redrives to another queue than existing_dead_letter_queue"):
+    with pytest.raises(
+        ConfigError, match=r"existing_queue redrives to arn:.*:jobs-dlq, not to existing_dead_letter_queue"
+    ):
         LongJobProcessor(stack, "Refused", existing_queue=queue, existing_dead_letter_queue=other, nag=False)
 
 
@@ -494,3 +496,85 @@ def test_processor_existing_queue_producer_judged_by_where_its_grant_lands(
     other = iam.Role.from_role_arn(stack, "OtherAccount", "arn:aws:iam::444455556666:role/ingest")
     with pytest.raises(ConfigError, match=r"producers: Theirs/OtherAccount can only .* existing_queue is imported"):
         processor.grant_send_jobs(other)
+
+
+@pytest.mark.parametrize("prop", ["existing_queue", "existing_dead_letter_queue"])
+def test_processor_existing_queue_in_another_account_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prop: str
+) -> None:
+    """A queue of another account passed: its metrics are published in that account, so the DLQ and
+    oldest-message alarms, which the stack makes in its own account without an account id, would watch
+    a queue of that name in the stack's account and never fire
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html, cross-account
+    alarms). One the app creates in a stack of another account is refused too, rather than by CDK's
+    cross-environment error, which names no prop."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Theirs", env=cdk.Environment(account="111122223333", region="us-east-1"))
+
+    def imported(name: str, account: str) -> sqs.IQueue:
+        return sqs.Queue.from_queue_arn(stack, f"{name}{account}", f"arn:aws:sqs:us-east-1:{account}:{name}")
+
+    other = {prop: "444455556666"}
+    existing = {
+        "existing_queue": imported("jobs", other.get("existing_queue", "111122223333")),
+        "existing_dead_letter_queue": imported("jobs-dlq", other.get("existing_dead_letter_queue", "111122223333")),
+    }
+    with pytest.raises(ConfigError, match=rf"{prop} is in account 444455556666, the processor's stack in 111122223333"):
+        LongJobProcessor(stack, "Imported", **existing, nag=False)
+
+    data = cdk.Stack(app, "Data", env=cdk.Environment(account="444455556666", region="us-east-1"))
+    dlq = fitting_dlq(data)
+    created = {"existing_queue": fitting_queue(data, dlq), "existing_dead_letter_queue": dlq}
+    if prop == "existing_dead_letter_queue":
+        created = {prop: dlq}
+    with pytest.raises(ConfigError, match=rf"{prop} is in account 444455556666, the processor's stack in 111122223333"):
+        LongJobProcessor(stack, "Created", **created, nag=False)
+
+
+@pytest.mark.parametrize("where", ["queue", "key"])
+def test_processor_existing_queue_of_another_stack_with_s3_notifications_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """With `s3_notifications`, CDK lets S3 send on the queue's policy (and its key's), each naming the raw
+    bucket: in another of the app's stacks, that stack would depend on the processor's, which depends on
+    it, and CDK failed on the cycle ("DependencyCycle: 'Theirs' depends on 'Data'"), naming no prop."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    env = cdk.Environment(account="111122223333", region="us-east-1")
+    data = cdk.Stack(app, "Data", env=env)
+    stack = cdk.Stack(app, "Theirs", env=env)
+    key = kms.Key(data if where == "key" else stack, "TheirKey", enable_key_rotation=True)
+    home = data if where == "queue" else stack
+    encrypted = {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": key}
+    dlq = fitting_dlq(home, **encrypted)
+    queue = fitting_queue(home, dlq, **encrypted)
+    named = "existing_queue" if where == "queue" else "existing_queue's key"
+    with pytest.raises(ConfigError, match=rf"{named} is defined in stack Data, not the processor's stack Theirs"):
+        LongJobProcessor(
+            stack,
+            "Jobs",
+            existing_queue=queue,
+            existing_dead_letter_queue=dlq,
+            infra={"s3_notifications": True},
+            nag=False,
+        )
+
+
+def test_processor_existing_queue_redriving_elsewhere_names_both_queues_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal of a queue that redrives to another DLQ than `existing_dead_letter_queue` named neither
+    queue nor what to change."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    redriven_to = sqs.Queue.from_queue_arn(stack, "Dlq", "arn:aws:sqs:us-east-1:111122223333:jobs-dlq")
+    given = sqs.Queue.from_queue_arn(stack, "OtherDlq", "arn:aws:sqs:us-east-1:111122223333:other-dlq")
+    with pytest.raises(ConfigError) as refused:
+        LongJobProcessor(
+            stack, "Jobs", existing_queue=fitting_queue(stack, redriven_to), existing_dead_letter_queue=given, nag=False
+        )
+    message = str(refused.value)
+    assert "arn:aws:sqs:us-east-1:111122223333:jobs-dlq" in message, message
+    assert "arn:aws:sqs:us-east-1:111122223333:other-dlq" in message, message
+    assert "pass the queue it redrives to as existing_dead_letter_queue" in message, message
