@@ -14,7 +14,8 @@ events only:
 - `type_concurrency`: no more executions run jobs of a type at once than its limit (given to the checker:
   `--limit TYPE=N`; the type of a job is the one its `sent` event names).
 - `fifo_order`: a job of a message group (its `sent` event's `group`) starts its job only once every job
-  sent before it in that group succeeded or has a `dead_lettered` copy.
+  sent before it in that group succeeded, has a `dead_lettered` copy, or was cancelled (the receiver's
+  `cancelled` outcome for its message, or the operator's `cancelled` event) with no execution running it.
 - `once_per_message`: a job id that was `sent` (by the producer, or `redriven` from the DLQ by an
   operator) has at most as many executions that ended `SUCCEEDED` (an `execution_ended`, its job id from
   its `execution_started`) as it was sent. A `sent` whose `s3_event` (an S3 object creation that a
@@ -28,16 +29,15 @@ events only:
   (an offline run's history: a paused extender, more lost runs than the settings survive).
 - `nothing_lost`: at the `end` event, every job id that was `sent` either succeeded (a `job_ended` with
   `succeeded` true, or an `inline_done` outcome of the receiver) or has a `dead_lettered` copy whose reason
-  carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did
-  both (a job sent as two messages may end one way by each; a run that succeeded after an operator's
-  cancel, its execution not ended SUCCEEDED, and whose message is in the DLQ as `Cancelled`, ended one
-  way). A copy the processor sent of a message (an `sqs.send_message` call, or entry of a
-  `sqs.send_message_batch`, whose `LongJobsAdmission` attribute names its `original`) counts as that
-  message, as a DLQ copy's `OriginalMessageId` does, and so does a `copied` event's `message_id` (an
-  offline run's history notes each copy the observer attributed to its `original`). A trace with no
-  `end` line (the seed stopped early) is not checked for it; an `end` with `stopped` true (a local
-  service stopped by its user) leaves out the jobs whose messages it lists as `left`: still queued,
-  not lost.
+  carries `ErrorType` and `ErrorMessage`, and has no messages `left` on the queues; no message of it did both
+  (a job sent as two messages may end one way by each; a run that succeeded after an operator's cancel began
+  (the operator's `cancel` event), its execution not ended SUCCEEDED before that, and whose message is in the
+  DLQ as `Cancelled`, ended one way). A copy the processor sent of a message (an `sqs.send_message` call, or
+  entry of a `sqs.send_message_batch`, whose `LongJobsAdmission` attribute names its `original`) counts as that
+  message, as a DLQ copy's `OriginalMessageId` does, and so does a `copied` event's `message_id` (an offline
+  run's history notes each copy the observer attributed to its `original`). A trace with no `end` line (the
+  seed stopped early) is not checked for it; an `end` with `stopped` true (a local service stopped by its user)
+  leaves out the jobs whose messages it lists as `left`: still queued, not lost.
 
 Why it is independent: the simulator checks the same promise as the world changes, with its own monitor
 (`longjobs.sim.properties`), hooked into the world's internals. This checker imports nothing from
@@ -131,6 +131,8 @@ class _Checker:
     group_of: dict[str, str] = field(default_factory=dict)  # job id -> its message group
     finished: set[str] = field(default_factory=set)  # job ids that succeeded or have a DLQ copy
     recorded: set[str] = field(default_factory=set)  # messages (originals) whose execution ended SUCCEEDED
+    cancel_begun: set[str] = field(default_factory=set)  # job ids an operator began to cancel
+    cancelled: set[str] = field(default_factory=set)  # job ids acknowledged, or finished, as cancelled
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused delivery has no outcome yet
     runs: dict[str, tuple[str, float]] = field(default_factory=dict)  # a job run going on -> (job id, since)
 
@@ -216,9 +218,14 @@ class _Checker:
         group = self.group_of.get(job_id)
         if group is not None:
             earlier = self.groups[group][: self.groups[group].index(job_id)]
-            waiting = [job for job in earlier if job not in self.finished]
+            waiting = [job for job in earlier if not self._ended(job)]
             if waiting:
                 self._find(FIFO_ORDER, t, f"job {job_id} of group {group} starts before {', '.join(waiting)} ended")
+
+    def _ended(self, job_id: str) -> bool:
+        """A job that no longer holds its group: it succeeded or has a DLQ copy, or it was cancelled and no
+        execution runs it (the receiver acknowledges a cancelled message; its DLQ copy may follow)."""
+        return job_id in self.finished or (job_id in self.cancelled and not self.by_job[job_id])
 
     def _run_started(self, t: float, record: dict[str, Any]) -> None:
         run, job_id = _text(record, "run"), _text(record, "job_id")
@@ -282,7 +289,9 @@ class _Checker:
         job_id = self.job_of_execution.get(execution)
         if record.get("status") != "SUCCEEDED" or job_id is None:
             return
-        if execution in self.message_of_execution:
+        if execution in self.message_of_execution and job_id not in self.cancel_begun:
+            # after a cancel began its mark may have refused the success: the workflow ends SUCCEEDED all the
+            # same when it cannot read the lease (`longjobs.construct.workflow`), recording nothing
             self.recorded.add(self._original(self.message_of_execution[execution]))
         done = self.done[job_id]
         done.append(f"{execution} at t={t}")
@@ -329,6 +338,8 @@ class _Checker:
 
     def _outcome(self, t: float, record: dict[str, Any]) -> None:
         self.echo_pending.discard(_text(record, "message_id"))
+        if record["outcome"] == "cancelled" and isinstance(record.get("job_id"), str):
+            self.cancelled.add(record["job_id"])
         if record["outcome"] == "inline_done":
             job_id, message_id = _text(record, "job_id"), _text(record, "message_id")
             self.finished.add(job_id)
@@ -346,8 +357,8 @@ class _Checker:
 
     def _both(self, job_id: str, dead: list[tuple[str, dict[str, Any]]]) -> bool:
         """Whether a message of the job (a copy counting as its original) succeeded and was dead-lettered. A
-        run that succeeded after an operator's cancel, its success not recorded (its execution did not end
-        SUCCEEDED), and whose message is in the DLQ as `Cancelled`, ended one way: cancelled."""
+        run that succeeded after an operator's cancel began, its success not recorded (its execution did not
+        end SUCCEEDED before), and whose message is in the DLQ as `Cancelled`, ended one way: cancelled."""
         dead_messages = {self._original(str(reason.get("OriginalMessageId") or copy)) for copy, reason in dead}
         cancelled = {
             self._original(str(reason.get("OriginalMessageId") or copy))
@@ -355,6 +366,13 @@ class _Checker:
             if reason.get("ErrorType") == "Cancelled"
         }
         return bool(self.succeeded_messages[job_id] & (dead_messages - (cancelled - self.recorded)))
+
+    def _operator(self, t: float, record: dict[str, Any]) -> None:
+        """An operator's cancel of a job: begun (`cancel`), or finished (`cancelled`)."""
+        job_id = record.get("job_id")
+        if record.get("actor") != "operator" or not isinstance(job_id, str):
+            return
+        (self.cancel_begun if record["event"] == "cancel" else self.cancelled).add(job_id)
 
     def _end(self, t: float, record: dict[str, Any]) -> None:
         self.end = (t, record)
@@ -424,6 +442,8 @@ _HANDLERS = {
     "run_ended": _Checker._run_ended,
     "dead_lettered": _Checker._dead_lettered,
     "copied": _Checker._copied_event,
+    "cancel": _Checker._operator,
+    "cancelled": _Checker._operator,
     "end": _Checker._end,
     "limits": _Checker._limits,
 }

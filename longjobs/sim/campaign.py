@@ -58,16 +58,23 @@ def _use(workflow: DeployedWorkflow, plant: str | None = None) -> None:
 
 
 def run_seed(
-    seed: int, profile: str = "mixed", *, keep_calls: bool = True, notifications: bool = True, one_marker: bool = True
+    seed: int,
+    profile: str = "mixed",
+    *,
+    keep_calls: bool = True,
+    notifications: bool = True,
+    one_marker: bool = True,
+    fifo_operator: bool = True,
 ) -> Any:
-    """One seed, start to end: its `SeedResult` (`notifications`, `one_marker`: see `longjobs.sim.workload.draw`)."""
+    """One seed, start to end: its `SeedResult` (`notifications`, `one_marker`, `fifo_operator`: see
+    `longjobs.sim.workload.draw`)."""
     from longjobs.sim.world import START, World
 
     workflow = _WORKFLOW or deployed_workflow()
     plan = FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S)
     world = World(
         seed,
-        draw(seed, profile, notifications=notifications, one_marker=one_marker),
+        draw(seed, profile, notifications=notifications, one_marker=one_marker, fifo_operator=fifo_operator),
         workflow.definition,
         CATALOG_JSON,
         faults=plan,
@@ -88,12 +95,19 @@ def offline_command(argv0: str | None = None) -> str:
 
 
 def replay_command(
-    seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, plant: str | None = None
+    seed: int,
+    profile: str,
+    *,
+    notifications: bool = True,
+    one_marker: bool = True,
+    fifo_operator: bool = True,
+    plant: str | None = None,
 ) -> str:
     return (
         f"{offline_command()} sim --seed {seed} --profile {profile}"
         + ("" if notifications else " --no-s3")
         + ("" if one_marker or not notifications else " --s3-several")
+        + ("" if fifo_operator else " --fifo-no-operator")
         + (f" --plant {plant}" if plant else "")
     )
 

@@ -43,6 +43,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --seed: draw each S3 notification with several markers (as a corpus seed found before "
         "notifications of one marker)",
     )
+    sim.add_argument(
+        "--fifo-no-operator",
+        action="store_true",
+        help="with --seed: draw a FIFO seed without the operator's cancels and redrives (as a corpus seed found "
+        "before them)",
+    )
     sim.add_argument("--workers", type=int, help="processes for a campaign (default: every core)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of a table (not with --shrink)")
     sim.add_argument(
@@ -96,6 +102,8 @@ def _refused(args: argparse.Namespace) -> str | None:
         return "--no-s3 needs --seed"
     if args.s3_several and (args.seed is None or args.no_s3):
         return "--s3-several needs --seed, without --no-s3"
+    if args.fifo_no_operator and args.seed is None:
+        return "--fifo-no-operator needs --seed"
     if args.profile is not None and args.scenario is not None:
         return "--profile draws a seed's workload: not with --scenario (the file is its workload)"
     if args.workers is not None and (args.seed is not None or args.scenario is not None):
@@ -141,7 +149,7 @@ def _shrink(args: argparse.Namespace) -> int:
     from longjobs.sim.shrink import Inexpressible, shrink_seed
 
     try:
-        shrunk = shrink_seed(args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several)
+        shrunk = shrink_seed(args.seed, args.profile, **_drawn(args))
     except Inexpressible as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -164,10 +172,20 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+def _drawn(args: argparse.Namespace) -> dict[str, bool]:
+    """How the seed's world is drawn: as a corpus seed found before a part of the workload was (`--no-s3`,
+    `--s3-several`, `--fifo-no-operator`; `longjobs.sim.workload.draw`)."""
+    return {
+        "notifications": not args.no_s3,
+        "one_marker": not args.s3_several,
+        "fifo_operator": not args.fifo_no_operator,
+    }
+
+
 def _one(args: argparse.Namespace) -> int:
     from longjobs.sim.campaign import replay_command, run_seed
 
-    result = run_seed(args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several)
+    result = run_seed(args.seed, args.profile, **_drawn(args))
     if args.trace is not None and result.trace is not None:
         with args.trace.open("w", encoding="utf-8") as out:
             result.trace.write(out)
@@ -183,9 +201,7 @@ def _one(args: argparse.Namespace) -> int:
         "virtual_h": result.virtual_h,
         "steps": result.steps,
         "requests": result.requests,
-        "replay": replay_command(
-            args.seed, args.profile, notifications=not args.no_s3, one_marker=not args.s3_several, plant=args.plant
-        ),
+        "replay": replay_command(args.seed, args.profile, **_drawn(args), plant=args.plant),
     }
     if args.json:
         print(json.dumps(outcome, indent=1))

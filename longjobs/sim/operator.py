@@ -185,7 +185,7 @@ def redriven(world: OperatorStage, message: Message, source: Message) -> None:
     message of the producer's job that `source` carries."""
     world.job_of_message[message.message_id] = world.job_of(source)
     for key in world.keys_of(source):
-        world.monitor.redriven(key, message.message_id)
+        world.monitor.redriven(key, message.message_id, message.group_id)
         world.trace.event(
             "operator", "redriven", message_id=message.message_id, job_id=key, moved_from=source.message_id
         )

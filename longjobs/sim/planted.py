@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from longjobs.engine import runs
@@ -267,6 +267,19 @@ def _dlq_claim_taken_fresh(patch: Patch) -> None:
     patch(dlq_claim, "may_send", lambda *args, **kwargs: True)
 
 
+def _cancel_copy_out_of_group(patch: Patch) -> None:
+    """A cancelled job's DLQ copy forgets its message group (FIFO): a redrive puts it in a group of its own,
+    beside the jobs of its group sent after it."""
+    from longjobs.engine import cancel
+
+    send = cancel.send_cancelled
+
+    def groupless(sqs: Any, dlq_url: str, lease: Any, body: str, reason: str) -> str:
+        return send(sqs, dlq_url, replace(lease, group_id=None), body, reason)
+
+    patch(cancel, "send_cancelled", groupless)
+
+
 SEARCH_LEAD = 5
 """How many seeds before a plant's first seed its test's campaign begins."""
 
@@ -300,7 +313,7 @@ PLANTS: dict[str, Plant] = {
     "handle_check": Plant(_no_handle_check, "stopped_as_read", first_seed=62),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
     "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns", first_seed=28),
-    "success_over_cancel": Plant(_success_over_cancel, "cancelled_never_succeeds", first_seed=30),
+    "success_over_cancel": Plant(_success_over_cancel, "cancelled_never_succeeds", first_seed=7),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost", first_seed=3),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history", first_seed=65),
     "adoption_renews_the_cap": Plant(_adoption_renews_the_cap, "attempt_within_cap", first_seed=48),
@@ -314,6 +327,7 @@ PLANTS: dict[str, Plant] = {
     "cancel_send_unclaimed": Plant(_cancel_send_unclaimed, "dlq_send_claimed", first_seed=22),
     "dlq_send_unclaimed": Plant(_dlq_send_unclaimed, "dlq_send_claimed"),
     "dlq_claim_taken_fresh": Plant(_dlq_claim_taken_fresh, "dlq_send_claimed", first_seed=127),
+    "cancel_copy_out_of_group": Plant(_cancel_copy_out_of_group, "fifo_order", first_seed=7),
 }
 
 

@@ -23,7 +23,8 @@ coverage: a campaign reports the ones no seed reached.
   outcome: only that handling knew its handle; so on while each such receive's handling dies) or at
   SQS's 12 h limit.
 - `fifo_order`: on a FIFO queue, a job starts only once every job sent before it in its message group
-  succeeded or is in the DLQ.
+  succeeded, is in the DLQ, or was cancelled by an operator and its execution has ended. A redrive of the
+  DLQ sends a job anew: into its own group, at that group's end.
 - `held_while_running`: no execution runs its job unless the lease of its message is ACTIVE and names
   it, at the job's start and after every write to that lease; or CANCELLED and names it (a cancel marks
   the lease before it stops the execution, and keeps the message hidden until it is finished).
@@ -49,11 +50,13 @@ coverage: a campaign reports the ones no seed reached.
 - `cancelled_never_succeeds`: a message sent to the DLQ as `Cancelled` (an operator's `longjobs cancel`) never
   has an execution of it end SUCCEEDED afterwards: the workflow's success close refuses a CANCELLED lease, so
   a cancel whose stop did not land (or whose operator died after the mark) does not let its job succeed and
-  a redrive of the DLQ copy run it a second time. Nor does a lease the cancel marked become SUCCEEDED, or
-  any other close of its attempt (RELEASED would give the job back to run): the mark is final, whoever
-  writes next. The simulation's operator (`longjobs.sim.operator`) cancels
-  running jobs, some cancels cut short at one of their steps; `tests/functional/test_cancel_cut_short.py`
-  drives it on moto.
+  a redrive of the DLQ copy run it a second time. An execution that ends SUCCEEDED while its lease stays
+  CANCELLED recorded no success: its close was refused or failed, and so did its reads, after their retries
+  (the workflow then ends SUCCEEDED, as its job did, and leaves the lease to whoever finishes it). Nor
+  does a lease the cancel marked become SUCCEEDED, or any other close of its attempt (RELEASED would give
+  the job back to run): the mark is final, whoever writes next. The simulation's operator
+  (`longjobs.sim.operator`) cancels running jobs, some cancels cut short at one of their steps;
+  `tests/functional/test_cancel_cut_short.py` drives it on moto.
 - `refused_start_returns`: a message whose start Step Functions refused, and that the receiver gave back
   (its lease closed RELEASED, "start refused"), is received again by the time it shows plus the mapping's
   reach (`REFUSED_START_REACH_S` past the receiver's timeout), unless the release's own visibility change
@@ -207,6 +210,7 @@ class Monitor:
     cap_early_s: float = float("inf")  # how long before its hard stop an attempt may be capped (a chunk refused)
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
     cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
+    cancelled_jobs: set[str] = field(default_factory=set)  # the job ids of those leases (`fifo_order`)
     needless: NeedlessRedeliveries = field(init=False)  # `needless_redeliveries`' own evidence
     runs: RunsPerJob = field(init=False)  # `single_run_per_job`'s own evidence
     types: TypeConcurrency = field(init=False)  # `type_concurrency`'s own evidence
@@ -260,8 +264,17 @@ class Monitor:
         """The processor sent a copy of the producer's message `original_id` (to wait, or parked)."""
         self.originals[copy_id] = original_id
 
-    def redriven(self, job_key: str, message_id: str) -> None:
-        """The operator's redrive put a message of `job_key` back on the jobs queue: a message of its own."""
+    def redriven(self, job_key: str, message_id: str, group: str | None = None) -> None:
+        """The operator's redrive put a message of `job_key` back on the jobs queue: a message of its own.
+        FIFO: in `group`, which must be its job's own (`fifo_order`: else it runs beside its group's jobs)."""
+        own = next((name for name, jobs in self.groups.items() if job_key in jobs), None)
+        if own is not None:
+            if group != own:
+                raise PropertyViolation("fifo_order", f"job {job_key} of group {own} redriven into group {group}")
+            if job_key not in self.redriven_open:  # its first copy back: sent anew, at its group's end
+                self.groups[own] = [*(job for job in self.groups[own] if job != job_key), job_key]
+                self.finished.discard(job_key)
+                self.cancelled_jobs.discard(job_key)
         self.sent[job_key] += 1
         self.redriven_open.setdefault(job_key, set()).add(message_id)
         self.reach("redriven")
@@ -278,7 +291,11 @@ class Monitor:
         self.finished.add(job_key)
 
     def job_recorded(self, job_key: str, message_id: str | None = None) -> None:
-        """A job is done for good: an execution of it, run for `message_id`, ended SUCCEEDED."""
+        """A job is done for good: an execution of it, run for `message_id`, ended SUCCEEDED, unless its lease
+        stays CANCELLED (see `cancelled_never_succeeds`: the cancel settles the message, not this success)."""
+        if message_id is not None and message_id in self.cancel_marked:
+            self.reach("cancelled:succeeded_unrecorded")
+            return
         original = self.originals.get(message_id, message_id) if message_id is not None else None
         if original is not None and original in self.cancelled_dead:
             raise PropertyViolation(
@@ -295,15 +312,19 @@ class Monitor:
             )
 
     def _check_order(self, job_key: str) -> None:
-        """FIFO: a job starts only once every job sent before it in its group succeeded or is in the DLQ."""
+        """FIFO: a job starts only once every job sent before it in its group succeeded, is in the DLQ, or was
+        cancelled with its execution ended (the receiver acknowledges a cancelled message; its DLQ copy may
+        follow, sent by the cancel's claimant)."""
         for group, jobs in self.groups.items():
             if job_key in jobs:
-                earlier = [job for job in jobs[: jobs.index(job_key)] if job not in self.finished]
+                earlier = [job for job in jobs[: jobs.index(job_key)] if not self._ended(job)]
                 if earlier:
                     raise PropertyViolation(
                         "fifo_order", f"job {job_key} of group {group} started before {earlier} ended"
                     )
                 self.reach("fifo_in_order_start")
+                if any(job in self.cancelled_jobs and job not in self.finished for job in jobs[: jobs.index(job_key)]):
+                    self.reach("fifo_start_after_cancelled")  # its DLQ copy may still be on its way
 
     # -- SQS ------------------------------------------------------------------------------------------------
 
@@ -402,6 +423,9 @@ class Monitor:
         for arn in self.by_message[key]:
             self._check_held(self.running[arn], item, "after a write to its lease")
 
+    def _ended(self, job_key: str) -> bool:
+        return job_key in self.finished or (job_key in self.cancelled_jobs and not self.by_job[job_key])
+
     def _check_cancel_final(self, key: str, item: dict[str, Any] | None) -> None:
         """`cancelled_never_succeeds`: a lease an operator's cancel marked CANCELLED is never closed again by its
         attempt, SUCCEEDED or otherwise (the closes refuse the mark, and the cancel's finish sends the message
@@ -409,6 +433,7 @@ class Monitor:
         status = (item or {}).get(STATUS_ATTR, {}).get("S")
         if status == "CANCELLED":
             self.cancel_marked.add(key)
+            self.cancelled_jobs.add(str((item or {}).get("job_id", {}).get("S", "")))
         elif status in ATTEMPT_CLOSES and key in self.cancel_marked:
             raise PropertyViolation("cancelled_never_succeeds", f"the lease of {key} went from CANCELLED to {status}")
         elif item is None or status == "ACTIVE":

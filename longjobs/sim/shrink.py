@@ -162,7 +162,7 @@ class Shrunk:
 
 
 def record_seed(
-    seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True
+    seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, fifo_operator: bool = True
 ) -> tuple[Any, Workload, RecordingPlan]:
     """Run the seed as `longjobs.sim.campaign.run_seed` does, noting every fault that fires: its
     `SeedResult`, its workload and the plan with the faults that fired (`notifications`: see
@@ -173,7 +173,7 @@ def record_seed(
 
     workflow = deployed_workflow()
     plan = RecordingPlan.of(FaultPlan.draw(seed, start=START, quiet_after_s=FAULT_WINDOW_S), start=START)
-    workload = draw(seed, profile, notifications=notifications, one_marker=one_marker)
+    workload = draw(seed, profile, notifications=notifications, one_marker=one_marker, fifo_operator=fifo_operator)
     world = World(
         seed, workload, workflow.definition, CATALOG_JSON, faults=plan, execution_timeout_s=workflow.timeout_s
     )
@@ -299,12 +299,16 @@ def ddmin[Item](items: Sequence[Item], fails: Callable[[list[Item]], bool]) -> l
     return current
 
 
-def shrink_seed(seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True) -> Shrunk | None:
+def shrink_seed(
+    seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, fifo_operator: bool = True
+) -> Shrunk | None:
     """The smallest scenario found that breaks the property seed `seed` breaks; None when the seed
     passes. Raises `Inexpressible` when the scenario written from the seed no longer breaks it. The seed is
     drawn as `--seed S` replays it, without its S3 notifications when `notifications` is false (`--no-s3`)."""
     began = time.monotonic()
-    result, workload, plan = record_seed(seed, profile, notifications=notifications, one_marker=one_marker)
+    result, workload, plan = record_seed(
+        seed, profile, notifications=notifications, one_marker=one_marker, fifo_operator=fifo_operator
+    )
     if result.violation is None:
         return None
     target = result.violation.property

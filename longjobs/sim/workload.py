@@ -321,12 +321,20 @@ def _spark(rng: random.Random) -> list[SparkBehaviour]:
     return behaviours
 
 
-def draw(seed: int, profile: str = "mixed", *, notifications: bool = True, one_marker: bool = True) -> Workload:
+def draw(
+    seed: int,
+    profile: str = "mixed",
+    *,
+    notifications: bool = True,
+    one_marker: bool = True,
+    fifo_operator: bool = True,
+) -> Workload:
     """The seed's jobs, and its lease table's layout (`LAYOUTS`), each on its own stream. `notifications`
     False: without the S3 notifications (`_notifications`), the world of the corpus seeds recorded without
     them; `one_marker` False: every notification names several markers, the world of the corpus seeds
-    recorded before notifications of one marker (tests/sim/corpus.json)."""
-    workload = _draw(seed, profile, notifications, one_marker)
+    recorded before notifications of one marker; `fifo_operator` False: no operator cancels or redrives on
+    a FIFO queue, the world of the corpus seeds recorded before it did (tests/sim/corpus.json)."""
+    workload = _draw(seed, profile, notifications, one_marker, fifo_operator)
     workload.deploy = _deploy(seed, workload.jobs)
     if not workload.fifo:
         workload.definition_deploy, added = _definition_deploy(seed, len(workload.jobs))
@@ -348,7 +356,9 @@ def draw(seed: int, profile: str = "mixed", *, notifications: bool = True, one_m
     return workload
 
 
-def _draw(seed: int, profile: str, notifications: bool = True, one_marker: bool = True) -> Workload:
+def _draw(
+    seed: int, profile: str, notifications: bool = True, one_marker: bool = True, fifo_operator: bool = True
+) -> Workload:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
     rng = random.Random(f"workload:{seed}:{profile}")
@@ -363,7 +373,11 @@ def _draw(seed: int, profile: str, notifications: bool = True, one_marker: bool 
         return job
 
     if profile == "fifo" or (profile == "mixed" and random.Random(f"workload:{seed}:fifo").randrange(FIFO_SHARE) == 0):
-        return _fifo(rng)  # (its own stream: it changes no other seed's jobs in the mixed profile)
+        fifo = _fifo(rng)  # (its own stream: it changes no other seed's jobs in the mixed profile)
+        if fifo_operator:  # a cancelled job's DLQ copy, redriven, goes back into its group (`fifo_order`)
+            fifo.cancels = _cancels(seed, fifo.jobs) + _late_cancel(seed, fifo.jobs)
+            fifo.redrives = _redrives(seed)
+        return fifo
     standard = profile in ("standard", "mixed")
     limited = profile in ("admission", "mixed")
     for _ in range(rng.randint(6, 9) if standard else 2):

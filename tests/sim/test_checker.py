@@ -363,6 +363,19 @@ def test_checker_nothing_lost_a_run_after_a_cancel_whose_success_was_refused_end
     assert properties(check(by_time(*recorded, end(100)))) == ["nothing_lost"]
 
 
+def test_checker_nothing_lost_a_success_the_cancel_refused_but_the_workflow_could_not_read_ends_one_way() -> None:
+    """A cancel began while the job ran: its mark refused the success close, and the workflow, its reads of
+    the lease failed after their retries, ended SUCCEEDED as its job did, recording nothing. The message in
+    the DLQ as Cancelled is its one end. A cancel that began after the execution ended SUCCEEDED met a
+    success recorded, and the same two ends break."""
+    cancelled = {"ErrorType": "Cancelled", "ErrorMessage": "cancelled by an operator", "OriginalMessageId": M1}
+    ran = [sent(1, M1, "j1"), *run(11, 50, M1, "j1"), dead_lettered(60, "m-dead", "j1", cancelled), end(100)]
+    during = event(30, "cancel", "operator", job_id="j1", message_id=M1, cut_after="update_item")
+    assert check(by_time(*ran, during)) == []
+    after = event(55, "cancel", "operator", job_id="j1", message_id=M1, cut_after=None)
+    assert properties(check(by_time(*ran, after))) == ["nothing_lost"]
+
+
 def test_checker_once_per_message_counts_a_redriven_message_as_one_of_its_job() -> None:
     """An operator's redrive puts a DLQ message back as a new message (`redriven`): a message of its job,
     which may run it once more."""
@@ -521,13 +534,26 @@ def test_checker_fifo_order_a_job_starts_after_the_jobs_before_it_in_its_group()
     assert check(after_dead_letter) == []
 
 
+def test_checker_fifo_order_a_cancelled_job_frees_its_group_once_its_execution_ended() -> None:
+    """The receiver acknowledges a cancelled job's message (its DLQ copy may follow, sent by the cancel's
+    claimant): the next job of its group may start once no execution runs the cancelled one."""
+    first, second = sent(1, M1, "j1", group="g"), sent(2, M2, "j2", group="g")
+    acknowledged = event(40, "outcome", "receiver", message_id=M1, job_id="j1", outcome="cancelled")
+    stopped = by_time(first, second, *run(10, 30, M1, "j1", ok=False), acknowledged, *run(50, 60, M2, "j2"))
+    assert check(stopped) == []
+    still_running = by_time(first, second, *run(10, 70, M1, "j1", ok=False), acknowledged, *run(50, 60, M2, "j2"))
+    assert properties(check(still_running)) == ["fifo_order"]
+
+
 # -- a real seed ----------------------------------------------------------------------------------------------
 
 
 # 816: a job of two messages, one dead-lettered by a copy of it; 9: a redrive's send retried after its answer
 # was lost (the job runs again); 79: a job that succeeded after its cancel's mark, its success refused; 456: the
-# echo of a late duplicate whose handling died
-@pytest.mark.parametrize("seed", [3, 816, 9, 79, 456])
+# echo of a late duplicate whose handling died; 350 (FIFO): a success after the mark, the workflow's reads of the
+# lease throttled, so its execution ended SUCCEEDED; 771 (FIFO): a group's next job started once the receiver
+# acknowledged a cancelled one, before its DLQ copy; 848 (FIFO): a redrive of two copies of one cancelled job
+@pytest.mark.parametrize("seed", [3, 816, 9, 79, 456, 350, 771, 848])
 def test_checker_agrees_with_the_simulator_on_a_real_seed(seed: int) -> None:
     from longjobs.sim.campaign import run_seed
 

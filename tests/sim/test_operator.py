@@ -32,11 +32,14 @@ def test_operator_cancel_cut_short_after_each_step_converges(operation: str) -> 
 
 
 def test_operator_cancels_are_drawn_on_their_own_stream() -> None:
-    """The seeds keep the jobs they had: cancels are drawn apart, and only on a standard queue."""
+    """The seeds keep the jobs they had: cancels are drawn apart, on FIFO queues too, and a FIFO seed drawn
+    as the corpus's older seeds (`fifo_operator=False`) has none."""
     for seed in range(40):
         workload = draw(seed)
         ids = {job.job_id for job in workload.jobs}
         assert all(plan.job_id in ids for plan in workload.cancels)
         if workload.fifo:
-            assert workload.cancels == []
+            before = draw(seed, fifo_operator=False)
+            assert before.cancels == [] and before.jobs == workload.jobs
     assert sum(bool(draw(seed).cancels) for seed in range(100)) > 20
+    assert sum(bool(draw(seed, "fifo").cancels) for seed in range(100)) > 20

@@ -79,6 +79,7 @@ def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pyte
         (["--seed", "1", "--shrink", "--trace", "{tmp}/trace.jsonl"], "without --shrink"),
         (["--seed", "1", "--out", "{tmp}/shrunk.json"], "--out needs --shrink"),
         (["--seeds", "2", "--no-s3"], "--no-s3 needs --seed"),
+        (["--seeds", "2", "--fifo-no-operator"], "--fifo-no-operator needs --seed"),
         (["--seeds", "2", "--workers", "0"], "--workers must be at least 1"),
         (["--seed", "1", "--seeds", "5"], "--seeds and --first choose a campaign's seeds"),
         (["--scenario", "{tmp}/s.json", "--first", "3"], "--seeds and --first choose a campaign's seeds"),
@@ -90,6 +91,7 @@ def test_replay_command_refuses_bad_input_naming_it(tmp_path: Path, capsys: pyte
     ],
     ids=[
         *("trace-no-dir", "out-a-dir", "trace-campaign", "trace-shrink", "out-no-shrink", "no-s3-campaign"),
+        "fifo-no-operator-campaign",
         *("workers", "seeds-with-seed", "first-with-scenario", "seed-and-scenario"),
         *("profile-with-scenario", "workers-with-seed", "workers-with-scenario", "json-with-shrink"),
     ],
@@ -109,20 +111,23 @@ def test_replay_command_refuses_options_it_would_ignore_or_fail_on_after_the_run
 def test_replay_shrink_draws_the_seed_as_its_replay_does(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--no-s3` and `--s3-several` draw the seed's notifications for the shrink as for its replay."""
+    """`--no-s3`, `--s3-several` and `--fifo-no-operator` draw the seed's world for the shrink as for its replay."""
     from longjobs.offline.__main__ import main
     from longjobs.sim import shrink
 
-    asked: list[tuple[bool, bool]] = []
+    asked: list[tuple[bool, bool, bool]] = []
 
-    def passing(seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True) -> None:
-        asked.append((notifications, one_marker))
+    def passing(
+        seed: int, profile: str, *, notifications: bool = True, one_marker: bool = True, fifo_operator: bool = True
+    ) -> None:
+        asked.append((notifications, one_marker, fifo_operator))
 
     monkeypatch.setattr(shrink, "shrink_seed", passing)
     assert main(["sim", "--seed", "8", "--no-s3", "--shrink"]) == 0
     assert main(["sim", "--seed", "8", "--s3-several", "--shrink"]) == 0
+    assert main(["sim", "--seed", "8", "--fifo-no-operator", "--shrink"]) == 0
     assert main(["sim", "--seed", "8", "--shrink"]) == 0
-    assert asked == [(False, True), (True, False), (True, True)]
+    assert asked == [(False, True, True), (True, False, True), (True, True, False), (True, True, True)]
     assert main(["sim", "--seeds", "2", "--s3-several"]) == 2
     assert "--s3-several needs --seed" in capsys.readouterr().err
 
