@@ -6,6 +6,9 @@ the job's type's entry (`run(spark, params)`, as the Glue entry does in the clou
 thread sends `SendTaskHeartbeat`, then answers `SendTaskSuccess` with the summary `run` returned or
 `SendTaskFailure` with the error. One job at a time, like one Glue worker.
 
+Jobs run on the runtime's own threads, so a job's exit must not end the process. The job runs in the Glue
+entry's guard (`exit_fails_the_job`): its `sys.exit()` or `os._exit()` fails it with `JobExit`, as on Glue.
+
 A run does not outlive its task by more than the step's heartbeat timeout: the job's next attempt counts
 on it (`longjobs.engine.runs`). The worker sends a heartbeat before it runs a task, and does not run one
 already over. It stops a run (its Spark jobs, cancelled by their job group until the entry returns) at
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
-from longjobs.pipeline.glue_entry import summary_json
+from longjobs.pipeline.glue_entry import exit_fails_the_job, summary_json
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -173,8 +176,9 @@ class SparkWorker(threading.Thread):
             )
             heart.start()
             try:
-                summary = self.run_job(job, group)
-            except (Exception, SystemExit) as exc:  # a job's sys.exit() ends it with no summary: its failure
+                with exit_fails_the_job():  # the job's sys.exit() or os._exit() is its failure, as on Glue
+                    summary = self.run_job(job, group)
+            except Exception as exc:
                 # The step's failure carries the class and message; the log keeps where the job raised.
                 log.warning("spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
                 self.stats.failed += 1

@@ -14,8 +14,8 @@ entry from a file instead of importing its module:
     python -m longjobs.pipeline.glue_entry --job-file jobs/wordcount.py --job-function run --params '{...}'
 
 The summary is what `run` returns, written as JSON the workflow can read (`summary_json`). A job that
-calls `sys.exit()` while it is loaded or run returns none: the script fails (`JobExit`) whatever the exit
-code, as the offline worker fails such a job.
+calls `sys.exit()` or `os._exit()` while it is loaded or run returns none: the script fails (`JobExit`)
+whatever the exit code, as the offline worker fails such a job (both run it in `exit_fails_the_job`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,15 +48,16 @@ class EntryError(ValueError):
 
 
 class JobExit(RuntimeError):
-    """The job's code called `sys.exit()` while it was loaded or run, so it returned no summary.
+    """The job's code called `sys.exit()` or `os._exit()` while it was loaded or run, so it returned no summary.
 
-    Raised in the SystemExit's place, so the script ends with an error whatever the exit code. Glue ends a
+    Raised in the exit's place, so the script ends with an error whatever the exit code. Glue ends a
     run FAILED when its script "terminated with an unknown exit code"
     (https://docs.aws.amazon.com/glue/latest/dg/job-run-statuses.html), so a script that exits 0 ends
     SUCCEEDED, with no summary written. The workflow takes a run that succeeded without a summary for the
     job's success (`longjobs.construct.workflow.glue_pyspark_step`) and deletes its message. Failed, the
     exit is the job's error, released and retried as any other, as the offline worker answers it
-    (`longjobs.offline.worker`)."""
+    (`longjobs.offline.worker`). Offline, an `os._exit()` would also end the runtime's process, and every
+    job in flight with it."""
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,10 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
     args = parse_args(sys.argv if argv is None else argv)
-    with _exit_fails_the_job():
+    with exit_fails_the_job():
         entry = load_entry(args.function, module=args.module, file=args.file)
     spark = (session or _default_session)()
-    with _exit_fails_the_job():
+    with exit_fails_the_job():
         summary = summary_json(run_entry(entry, spark, args.params))
     print(summary)
     if args.summary_path is not None:
@@ -176,13 +179,64 @@ def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] 
     return 0
 
 
+class _OsExit(SystemExit):
+    """A guarded thread's `os._exit(code)`, raised where the call was. A SystemExit, as `sys.exit()` raises, so
+    the job's own `except Exception` does not take it for an error it may handle and go on."""
+
+
+class _Guarded(threading.local):
+    """Per thread: how many `exit_fails_the_job` blocks are open, and in which process they opened."""
+
+    depth = 0
+    pid = 0
+
+
+_guarded = _Guarded()
+_os_exit = os._exit
+"""The process's own `os._exit`, called for every thread not in a guarded block."""
+_install_lock = threading.Lock()
+
+
+def _exit_unless_guarded(status: int) -> NoReturn:
+    """`os._exit` for the whole process: a thread in a guarded block raises instead (`_OsExit`), any other
+    thread exits. A process forked inside a block (its child inherits the thread's depth) exits too."""
+    if _guarded.depth > 0 and _guarded.pid == os.getpid():
+        raise _OsExit(status)
+    _os_exit(status)
+
+
+def _install_exit_guard() -> None:
+    """Put `_exit_unless_guarded` in `os._exit`'s place, once: again is a no-op."""
+    with _install_lock:
+        if os._exit is not _exit_unless_guarded:
+            os._exit = _exit_unless_guarded
+
+
 @contextmanager
-def _exit_fails_the_job() -> Iterator[None]:
-    """The job's `sys.exit()` inside, whatever its code, as `JobExit`."""
+def exit_fails_the_job() -> Iterator[None]:
+    """The job's `sys.exit()` or `os._exit()` inside, whatever its code, as `JobExit`: the job returned no
+    summary, and the process goes on. Both runtimes run a job's code in it: `main` on Glue, the worker offline.
+
+    `os._exit()` ends the process at once, with no exception to catch. Offline that process is the runtime,
+    with every job in flight; on Glue, `os._exit(0)` ends the run SUCCEEDED with no summary. So `os._exit` is
+    replaced, process-wide, by a wrapper that raises on a thread inside this block and exits on any other.
+    The offline runtime runs several jobs at once, one per thread, and its own threads must still exit for
+    real: hence a depth per thread, not one flag. Python offers no hook on `os._exit` (it raises no audit
+    event), and no library guards it, so the wrapper is written here.
+
+    Its limits: only a call through `os._exit`, on the thread that entered the block, is caught. These
+    still end their process: a thread the job starts, an `_exit` imported before the wrapper was in place,
+    native code that calls `_exit()`, and the job's own child processes."""
+    _install_exit_guard()
+    depth, pid = _guarded.depth, _guarded.pid
+    _guarded.depth, _guarded.pid = depth + 1, os.getpid()
     try:
         yield
     except SystemExit as exc:
-        raise JobExit(f"the job called sys.exit({exc.code!r}): it returned no summary") from exc
+        call = "os._exit" if isinstance(exc, _OsExit) else "sys.exit"
+        raise JobExit(f"the job called {call}({exc.code!r}): it returned no summary") from exc
+    finally:
+        _guarded.depth, _guarded.pid = depth, pid
 
 
 def _default_session() -> SparkSession:

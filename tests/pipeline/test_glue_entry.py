@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from longjobs.pipeline import glue_entry
 from longjobs.pipeline.glue_entry import EntryError, JobExit, main, parse_args
 from tests import REPO_ROOT
 from tests.pipeline.conftest import DATE, write_lines
@@ -69,6 +70,27 @@ def test_glue_entry_refuses_bad_arguments_before_spark(argv: list[str], message:
 
 QUITS_IN_RUN = "import sys\n\n\ndef run(spark, params):\n    sys.exit(0)\n"
 QUITS_ON_IMPORT = "import sys\n\nsys.exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
+ENDS_IN_RUN = "import os\n\n\ndef run(spark, params):\n    os._exit(0)\n"
+ENDS_ON_IMPORT = "import os\n\nos._exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
+
+
+class ProcessExited(BaseException):
+    """What the recorder raises in the process's real exit's place."""
+
+
+@pytest.fixture
+def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The statuses the process would have exited with: an `os._exit(0)` the entry lets through fails the
+    test rather than ending pytest with status 0."""
+    exits: list[int] = []
+
+    def record(status: int) -> None:
+        exits.append(status)
+        raise ProcessExited(status)
+
+    monkeypatch.setattr(glue_entry, "_os_exit", record)
+    monkeypatch.setattr(os, "_exit", record)
+    return exits
 
 
 @pytest.mark.parametrize("code", [QUITS_IN_RUN, QUITS_ON_IMPORT], ids=["in-run", "on-import"])
@@ -86,10 +108,33 @@ def test_glue_entry_fails_a_job_that_exits_with_code_0(spark: SparkSession, tmp_
     assert not summary.exists()
 
 
-def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("code", [ENDS_IN_RUN, ENDS_ON_IMPORT], ids=["in-run", "on-import"])
+def test_glue_entry_fails_a_job_that_calls_os_exit_0(
+    spark: SparkSession, tmp_path: Path, code: str, process_exits: list[int]
+) -> None:
+    """A job's `os._exit(0)` would end the script with status 0, which Glue ends SUCCEEDED with no summary.
+    The entry fails it as it fails a `sys.exit(0)`."""
+    job = tmp_path / "ends.py"
+    job.write_text(code)
+    summary = tmp_path / "summary.json"
+    argv = ["glue_entry.py", "--job-file", str(job), "--job-function", "run", "--params", "{}"]
+
+    with pytest.raises(JobExit, match=re.escape("the job called os._exit(0): it returned no summary")):
+        main([*argv, "--summary-path", str(summary)], session=lambda: spark)
+
+    assert not summary.exists()
+    assert process_exits == []
+
+
+@pytest.mark.parametrize(
+    ("code", "call"), [(QUITS_ON_IMPORT, "sys.exit(0)"), (ENDS_ON_IMPORT, "os._exit(0)")], ids=["sys", "os"]
+)
+def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(
+    tmp_path: Path, code: str, call: str
+) -> None:
     """What Glue reads of the script: its exit status. The job exits while it is imported, before Spark starts."""
     job = tmp_path / "quits.py"
-    job.write_text(QUITS_ON_IMPORT)
+    job.write_text(code)
     argv = ["--job-file", str(job), "--job-function", "run", "--params", "{}"]
 
     ended = subprocess.run(
@@ -103,4 +148,4 @@ def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(tm
     )
 
     assert ended.returncode == 1, ended.stderr
-    assert "JobExit: the job called sys.exit(0): it returned no summary" in ended.stderr
+    assert f"JobExit: the job called {call}: it returned no summary" in ended.stderr

@@ -1,17 +1,21 @@
 """The offline Spark worker answers a job's exit as that job's failure (`longjobs.offline.worker`).
 
-A job's `run` may end the way a script does, with `sys.exit(...)`: SystemExit is not an Exception. Such a
-run returns no summary, so the worker sends the step's failure with it: the job's owner reads it on the
-lease and in the DLQ, and the worker goes on serving other jobs."""
+A job's `run` may end the way a script does, with `sys.exit(...)` or `os._exit(...)`. Such a run returns
+no summary, so the worker sends the step's failure, `JobExit` as on Glue: the job's owner reads it on the
+lease and in the DLQ. The runtime's process lives on, and the worker goes on serving other jobs."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
 from typing import Any
 
 import pytest
 
 from longjobs.offline.worker import SparkWorker
+from longjobs.pipeline import glue_entry
 
 
 class StepFunctions:
@@ -32,9 +36,32 @@ class StepFunctions:
         return {}
 
 
+class ProcessExited(BaseException):
+    """What the recorder raises in the process's real exit's place."""
+
+
+@pytest.fixture
+def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The statuses the process would have exited with: an `os._exit` the worker lets through fails the test
+    rather than ending pytest."""
+    exits: list[int] = []
+
+    def record(status: int) -> None:
+        exits.append(status)
+        raise ProcessExited(status)
+
+    monkeypatch.setattr(glue_entry, "_os_exit", record)
+    monkeypatch.setattr(os, "_exit", record)
+    return exits
+
+
 @pytest.mark.parametrize(
     ("code", "cause"),
-    [("input folder is empty", "input folder is empty"), (3, "3")],
+    [
+        ("input folder is empty", "the job called sys.exit('input folder is empty'): it returned no summary"),
+        (3, "the job called sys.exit(3): it returned no summary"),
+        (0, "the job called sys.exit(0): it returned no summary"),
+    ],
 )
 def test_offline_worker_job_exit_is_the_jobs_failure(code: object, cause: str) -> None:
     stepfunctions = StepFunctions()
@@ -52,9 +79,66 @@ def test_offline_worker_job_exit_is_the_jobs_failure(code: object, cause: str) -
     )
     worker.serve({"task_token": "token-1", "job": {"job_id": "quits-1", "type": "quits", "params": {}}})
 
-    assert stepfunctions.ended == [("failure", {"taskToken": "token-1", "error": "SystemExit", "cause": cause})]
+    assert stepfunctions.ended == [("failure", {"taskToken": "token-1", "error": "JobExit", "cause": cause})]
     assert worker.stats.failed == 1
     assert worker.stats.running == set()
+
+
+class TokenQueue:
+    """Hands out each task once, as the token queue does, then nothing."""
+
+    def __init__(self, *tasks: dict[str, Any]) -> None:
+        self.bodies = [json.dumps(task) for task in tasks]
+
+    def receive_message(self, **params: Any) -> dict[str, Any]:
+        if not self.bodies:
+            time.sleep(0.01)
+            return {}
+        return {"Messages": [{"ReceiptHandle": "r", "Body": self.bodies.pop(0)}]}
+
+    def delete_message(self, **params: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_offline_worker_job_os_exit_is_the_jobs_failure(process_exits: list[int]) -> None:
+    """A job's `os._exit(3)` would end the runtime's process, and every job in flight with it. The worker
+    fails that job, and its thread lives on to serve the next."""
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        if job["type"] == "quits":
+            os._exit(3)
+        return {"rows": 1}
+
+    queue = TokenQueue(
+        {"task_token": "token-1", "job": {"job_id": "quits-1", "type": "quits", "params": {}}},
+        {"task_token": "token-2", "job": {"job_id": "next-1", "type": "count", "params": {}}},
+    )
+    worker = SparkWorker(
+        queue,  # type: ignore[arg-type]
+        stepfunctions,  # type: ignore[arg-type]
+        "token-queue",
+        heartbeat_timeout_s=60,
+        run_job=run_job,
+        stop_run=lambda group: None,
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(stepfunctions.ended) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.is_alive()
+    finally:
+        worker.stop()
+        worker.join(10)
+
+    cause = "the job called os._exit(3): it returned no summary"
+    assert stepfunctions.ended == [
+        ("failure", {"taskToken": "token-1", "error": "JobExit", "cause": cause}),
+        ("success", {"taskToken": "token-2", "output": '{"rows": 1}'}),
+    ]
+    assert process_exits == []
+    assert (worker.stats.failed, worker.stats.succeeded) == (1, 1)
 
 
 def test_offline_worker_job_failure_logs_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
