@@ -270,7 +270,9 @@ def token_queue_pyspark_step(
     The message carries the job (its type names the entry to run). The worker answers with
     `SendTaskSuccess(summary)` or `SendTaskFailure`, and heartbeats meanwhile: a worker that dies is
     noticed after one heartbeat timeout. `timeout` bounds the whole job and is always set: a task with
-    a heartbeat and no timeout times out after 60 s in moto (AWS waits a year)."""
+    a heartbeat and no timeout times out after 60 s in moto (AWS waits a year). A type whose Glue job has a
+    timeout of its own (`glue.timeout_minutes`) is bounded by that instead, as its Glue run would be, so a
+    job too slow for its limit fails offline as in the cloud."""
 
     def build(scope: Construct, job_type: JobType) -> sfn.TaskStateBase:
         found = scope.node.try_find_child("PysparkTokenQueue")  # one reference, shared by every pyspark type
@@ -293,10 +295,16 @@ def token_queue_pyspark_step(
                 }
             ),
             heartbeat_timeout=sfn.Timeout.duration(heartbeat),
-            task_timeout=sfn.Timeout.duration(timeout),
+            task_timeout=sfn.Timeout.duration(_own_glue_timeout(job_type) or timeout),
         )
 
     return build
+
+
+def _own_glue_timeout(job_type: JobType) -> cdk.Duration | None:
+    """The type's own Glue run timeout (`glue.timeout_minutes`), when it sets one."""
+    minutes = job_type.glue.timeout_minutes if job_type.glue is not None else None
+    return cdk.Duration.minutes(minutes) if minutes else None
 
 
 def state_machine_step(scope: Construct, job_type: JobType) -> sfn.TaskStateBase:

@@ -44,7 +44,8 @@ STATE_MACHINE = "long-jobs"
 DEFAULT_QUEUE_VT_S = 30
 """The jobs queue's VT when no `visibility_timeout_s` is set (SQS's own default)."""
 SPARK_TASK_TIMEOUT_S = 6 * 3_600
-"""The Spark step's whole-job limit offline, as the stack's default Glue run timeout."""
+"""The Spark step's whole-job limit offline, as the stack's default Glue run timeout, for a type that sets no
+`glue.timeout_minutes` of its own."""
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{QUEUE}"
 STATE_MACHINE_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE}"
 RUNTIME_SETTINGS = frozenset({"table_name", "queue_url", "dlq_url", "state_machine_arn", "waiting_queues"})

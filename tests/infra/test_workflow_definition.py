@@ -17,6 +17,7 @@ from longjobs.construct.workflow import (
     token_queue_pyspark_step,
 )
 from longjobs.engine.jobs import BUILTIN_TYPES, JobType
+from longjobs.engine.jobs.names import state_prefix
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 JOBS_QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
@@ -343,3 +344,12 @@ def test_workflow_refuses_two_types_with_the_same_state_names() -> None:
     ]
     with pytest.raises(ValueError, match="'my-job' and 'my_job' have the same state names"):
         render(token_queue(), twins)
+
+
+def test_workflow_offline_spark_step_is_bounded_by_its_types_own_glue_timeout() -> None:
+    """Offline, a pyspark type whose Glue job sets `glue.timeout_minutes` runs under that limit, as its Glue
+    run would: a job too slow for it fails offline too. A type that sets none keeps the step's default."""
+    quick = JobType(name="quick", runner="pyspark", entry="jobs/wordcount.py:run", glue={"timeout_minutes": 1})
+    states = branch_states(render(token_queue(), [*BUILTIN_TYPES, quick]))
+    assert states[f"Run{state_prefix(quick)}Job"]["TimeoutSeconds"] == 60
+    assert states["RunSparkJob"]["TimeoutSeconds"] == 2 * 3600
