@@ -194,7 +194,6 @@ class Monitor:
     duplicates: set[str] = field(default_factory=set)  # message ids with an injected duplicate delivery due
     excuse_lapses: bool = False  # a written scenario that loses more extender runs than the design survives
     groups: dict[str, list[str]] = field(default_factory=dict)  # FIFO: group -> its job ids in send order
-    finished: set[str] = field(default_factory=set)  # jobs that succeeded or are in the DLQ
     # (extender invocation, message id) -> its lease's item as the due index showed it, and as last read
     planned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     reread: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -210,15 +209,16 @@ class Monitor:
     cap_early_s: float = float("inf")  # how long before its hard stop an attempt may be capped (a chunk refused)
     echo_pending: set[str] = field(default_factory=set)  # messages whose excused receive has no outcome yet
     cancel_marked: set[str] = field(default_factory=set)  # leases an operator's cancel marked CANCELLED
-    cancelled_jobs: set[str] = field(default_factory=set)  # the job ids of those leases (`fifo_order`)
     needless: NeedlessRedeliveries = field(init=False)  # `needless_redeliveries`' own evidence
     runs: RunsPerJob = field(init=False)  # `single_run_per_job`'s own evidence
     types: TypeConcurrency = field(init=False)  # `type_concurrency`'s own evidence
+    order: FifoOrder = field(init=False)  # `fifo_order`'s own evidence
 
     def __post_init__(self) -> None:
         self.needless = NeedlessRedeliveries(self.coverage, lambda: self.excuse_lapses)
         self.runs = RunsPerJob(self.coverage)
         self.types = TypeConcurrency(self.limits)
+        self.order = FifoOrder(self.coverage, self.groups)
 
     def reach(self, name: str, count: int = 1) -> None:
         self.coverage[name] += count
@@ -240,7 +240,7 @@ class Monitor:
             raise PropertyViolation(
                 "single_execution_per_job", f"job {run.job_key} runs in {sorted(self.by_job[run.job_key])}"
             )
-        self._check_order(run.job_key)
+        self.order.started(run.job_key, self.by_job)
         self.types.started(run.job_type, run.arn)
 
     def job_ended(self, arn: str, *, succeeded: bool, now: float | None = None) -> None:
@@ -267,14 +267,7 @@ class Monitor:
     def redriven(self, job_key: str, message_id: str, group: str | None = None) -> None:
         """The operator's redrive put a message of `job_key` back on the jobs queue: a message of its own.
         FIFO: in `group`, which must be its job's own (`fifo_order`: else it runs beside its group's jobs)."""
-        own = next((name for name, jobs in self.groups.items() if job_key in jobs), None)
-        if own is not None:
-            if group != own:
-                raise PropertyViolation("fifo_order", f"job {job_key} of group {own} redriven into group {group}")
-            if job_key not in self.redriven_open:  # its first copy back: sent anew, at its group's end
-                self.groups[own] = [*(job for job in self.groups[own] if job != job_key), job_key]
-                self.finished.discard(job_key)
-                self.cancelled_jobs.discard(job_key)
+        self.order.redriven(job_key, group, again=job_key in self.redriven_open)
         self.sent[job_key] += 1
         self.redriven_open.setdefault(job_key, set()).add(message_id)
         self.reach("redriven")
@@ -288,7 +281,7 @@ class Monitor:
         self._redriven_ended(job_key, "succeeded")
         self.succeeded[job_key] += 1
         self.succeeded_messages[job_key].add(self.originals.get(message_id, message_id))
-        self.finished.add(job_key)
+        self.order.finished.add(job_key)
 
     def job_recorded(self, job_key: str, message_id: str | None = None) -> None:
         """A job is done for good: an execution of it, run for `message_id`, ended SUCCEEDED, unless its lease
@@ -310,21 +303,6 @@ class Monitor:
                 "once_per_message",
                 f"job {job_key} done {self.done[job_key]} times from {self.sent[job_key]} message(s) sent",
             )
-
-    def _check_order(self, job_key: str) -> None:
-        """FIFO: a job starts only once every job sent before it in its group succeeded, is in the DLQ, or was
-        cancelled with its execution ended (the receiver acknowledges a cancelled message; its DLQ copy may
-        follow, sent by the cancel's claimant)."""
-        for group, jobs in self.groups.items():
-            if job_key in jobs:
-                earlier = [job for job in jobs[: jobs.index(job_key)] if not self._ended(job)]
-                if earlier:
-                    raise PropertyViolation(
-                        "fifo_order", f"job {job_key} of group {group} started before {earlier} ended"
-                    )
-                self.reach("fifo_in_order_start")
-                if any(job in self.cancelled_jobs and job not in self.finished for job in jobs[: jobs.index(job_key)]):
-                    self.reach("fifo_start_after_cancelled")  # its DLQ copy may still be on its way
 
     # -- SQS ------------------------------------------------------------------------------------------------
 
@@ -398,7 +376,7 @@ class Monitor:
         check_dlq_send(reason, original, "Attempts" in attributes, items or {}, self.originals)
         if reason == "Cancelled":
             self.cancelled_dead.add(self.originals.get(original, original))
-        self.finished.add(job_key)
+        self.order.finished.add(job_key)
         self.reach("dead_lettered")
         if reason is not None:  # the receiver's (or a cancel's) copy: why it went, as its owner reads it
             self.reach(f"dlq:{reason}")
@@ -423,9 +401,6 @@ class Monitor:
         for arn in self.by_message[key]:
             self._check_held(self.running[arn], item, "after a write to its lease")
 
-    def _ended(self, job_key: str) -> bool:
-        return job_key in self.finished or (job_key in self.cancelled_jobs and not self.by_job[job_key])
-
     def _check_cancel_final(self, key: str, item: dict[str, Any] | None) -> None:
         """`cancelled_never_succeeds`: a lease an operator's cancel marked CANCELLED is never closed again by its
         attempt, SUCCEEDED or otherwise (the closes refuse the mark, and the cancel's finish sends the message
@@ -433,7 +408,7 @@ class Monitor:
         status = (item or {}).get(STATUS_ATTR, {}).get("S")
         if status == "CANCELLED":
             self.cancel_marked.add(key)
-            self.cancelled_jobs.add(str((item or {}).get("job_id", {}).get("S", "")))
+            self.order.cancelled.add(str((item or {}).get("job_id", {}).get("S", "")))
         elif status in ATTEMPT_CLOSES and key in self.cancel_marked:
             raise PropertyViolation("cancelled_never_succeeds", f"the lease of {key} went from CANCELLED to {status}")
         elif item is None or status == "ACTIVE":
@@ -669,6 +644,46 @@ class TypeConcurrency:
         self.limits[job_type] = limit
         self.excused[job_type] = set(self.by_type[job_type])
         self.excusing.add(job_type)
+
+
+@dataclass
+class FifoOrder:
+    """`fifo_order`: each message group's jobs in the order they were sent (a redriven job is sent anew, at
+    its group's end), and which of them no longer hold their group."""
+
+    coverage: Counter[str]
+    groups: dict[str, list[str]]  # group -> its job keys in send order (the monitor's, which the world fills)
+    finished: set[str] = field(default_factory=set)  # jobs that succeeded or are in the DLQ
+    cancelled: set[str] = field(default_factory=set)  # jobs whose lease an operator's cancel marked
+
+    def started(self, job_key: str, running: Mapping[str, set[str]]) -> None:
+        """A job starts only once every job sent before it in its group succeeded, is in the DLQ, or was
+        cancelled with no execution running it (the receiver acknowledges a cancelled message; its DLQ copy
+        may follow, sent by the cancel's claimant). `running`: job key -> the executions running it."""
+        for group, jobs in self.groups.items():
+            if job_key not in jobs:
+                continue
+            before = jobs[: jobs.index(job_key)]
+            cancelled = [job for job in before if job in self.cancelled and job not in self.finished]
+            earlier = [job for job in before if job not in self.finished and (job not in cancelled or running[job])]
+            if earlier:
+                raise PropertyViolation("fifo_order", f"job {job_key} of group {group} started before {earlier} ended")
+            self.coverage["fifo_in_order_start"] += 1
+            if cancelled:
+                self.coverage["fifo_start_after_cancelled"] += 1  # its DLQ copy may still be on its way
+
+    def redriven(self, job_key: str, group: str | None, *, again: bool) -> None:
+        """A redrive put a message of `job_key` back in `group`, which must be its own. Its first copy back
+        (not `again`) is sent anew, at the group's end; a second copy of it keeps that place."""
+        own = next((name for name, jobs in self.groups.items() if job_key in jobs), None)
+        if own is None:
+            return
+        if group != own:
+            raise PropertyViolation("fifo_order", f"job {job_key} of group {own} redriven into group {group}")
+        if not again:
+            self.groups[own] = [*(job for job in self.groups[own] if job != job_key), job_key]
+            self.finished.discard(job_key)
+            self.cancelled.discard(job_key)
 
 
 @dataclass
