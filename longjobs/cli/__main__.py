@@ -177,7 +177,7 @@ def build_parser() -> Parser:
     submit.add_argument("type", nargs="?", metavar="TYPE", help="job type, one the stack or service knows")
     submit.add_argument("--param", action="append", metavar="K=V", help="a job parameter (repeatable)")
     submit.add_argument("--body", metavar="FILE", help="send this JSON body as it is ('-': stdin)")
-    submit.add_argument("--job-id", metavar="ID", help="the job id (default: <type>-<UTC time>-<hex>)")
+    submit.add_argument("--job-id", metavar="ID", type=_ident, help="the job id (default: <type>-<UTC time>-<hex>)")
     submit.add_argument(
         "--message-group-id", metavar="GROUP", help="FIFO queues: the message group (its jobs run in order)"
     )

@@ -243,6 +243,9 @@ def run_dlq_redrive(ctx: Context) -> int:
     except dlq.RedriveStopped as stopped:  # what the run did first, then the error that ended it (`main`)
         _print_redrive(ctx, stopped.result)
         raise stopped.error from None
+    except dlq.RedriveInterrupted as interrupted:  # what the run did first, then `main`'s "interrupted" (130)
+        _print_redrive(ctx, interrupted.result)
+        raise
     _print_redrive(ctx, result)
     return EXIT_FAILURE if result.failed or result.errors else EXIT_OK
 
@@ -364,4 +367,7 @@ def run_cancel(ctx: Context) -> int:
     outcomes = [report.outcome for report in reports]
     nothing_cancelled = not any(outcome in stopped for outcome in outcomes)
     succeeded = cancel.Outcome.ALREADY_SUCCEEDED in outcomes
+    if nothing_cancelled and succeeded and not failures:  # the exit code's reason, as every error has one
+        what = f"job {args.ident}" if targets.by_job else f"message {args.ident}"
+        print(f"longjobs: {what} already succeeded: nothing was cancelled", file=sys.stderr)
     return EXIT_FAILURE if failures or (nothing_cancelled and succeeded) else EXIT_OK

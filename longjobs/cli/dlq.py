@@ -340,6 +340,15 @@ class RedriveStopped(Exception):
         self.error = error
 
 
+class RedriveInterrupted(KeyboardInterrupt):
+    """Ctrl-C ended the copy early. `result` is what the run did, as with `RedriveStopped`: the messages it
+    sent are deleted from the DLQ (their jobs run again), and the rest are visible there again."""
+
+    def __init__(self, result: RedriveResult) -> None:
+        super().__init__()
+        self.result = result
+
+
 def copy_messages(
     sqs: SQSClient,
     dlq_url: str,
@@ -363,7 +372,8 @@ def copy_messages(
     So is one the filter left, seen before or after its twin was sent: it is the same message.
 
     Whatever ends the run, what was sent is deleted and the rest is shown again first. An AWS call
-    that fails for good (a receive) raises `RedriveStopped`, which carries the run's result."""
+    that fails for good (a receive) raises `RedriveStopped`, and Ctrl-C `RedriveInterrupted`: each carries
+    the run's result."""
     result = RedriveResult(method="copy", moved=0)
     page_size = 10 if max_per_second is None else max(1, min(10, int(max_per_second)))
     sent_ids: set[str] = set()
@@ -454,6 +464,9 @@ def copy_messages(
     except (ClientError, BotoCoreError) as exc:
         result.stopped = True
         raise RedriveStopped(result, exc) from exc
+    except KeyboardInterrupt:
+        result.stopped = True
+        raise RedriveInterrupted(result) from None
     finally:
         twins = [
             (message_id, handle, counted)

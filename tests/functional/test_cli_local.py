@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from longjobs.cli import clients, commands
+from longjobs.cli import clients, commands, dlq
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType
 from longjobs.engine.jobs.published import CATALOG_KEY, publish
 from longjobs.engine.lease import LastError, LeaseStatus
@@ -276,6 +276,17 @@ def test_cli_submit_bad_param_syntax_is_a_usage_error(
     result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds")
 
     assert_one_line_error(result, 2, "--param 'seconds': expected key=value")
+
+
+def test_cli_submit_empty_job_id_is_a_usage_error_not_a_generated_id(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--job-id "$JOB"` with JOB unset: the job must not go out under a generated id, which no lock would
+    serialize with the job it was meant to be."""
+    result = run(capsys, "--endpoint-url", endpoint, "submit", "wait", "--param", "seconds=5", "--job-id", "")
+
+    assert_one_line_error(result, 2, "--job-id", "expected an id, not an empty string")
+    assert local.bodies(local.queue_url) == []
 
 
 def test_cli_submit_unreadable_body_file_fails_in_one_line(
@@ -617,6 +628,35 @@ def test_cli_dlq_redrive_copies_back_where_the_endpoint_has_no_move_task(
     by_body = {m["Body"]: m.get("MessageAttributes", {}) for m in messages["Messages"]}
     assert set(by_body) == {'{"job_id": "a"}', '{"job_id": "b"}'}
     assert set(by_body['{"job_id": "a"}']) == {"Team"}  # the receiver's error attributes stay behind
+
+
+def test_cli_dlq_redrive_interrupted_prints_what_it_moved(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during a copy: the messages already sent are deleted from the DLQ, so the operator must be told
+    how many moved (their jobs run again) before `interrupted`, not `interrupted` alone."""
+    for job in "abcd":
+        local.dead_letter(json.dumps({"job_id": job}), ErrorType="AttemptsExhausted", ErrorMessage="x")
+    send_copy = dlq._send_copy
+    sends = 0
+
+    def ctrl_c_on_the_third(*args: object, **kwargs: object) -> str:
+        nonlocal sends
+        sends += 1
+        if sends == 3:
+            raise KeyboardInterrupt
+        return send_copy(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dlq, "_send_copy", ctrl_c_on_the_third)
+
+    result = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--yes")
+
+    assert result.code == 130, result
+    assert result.err.strip() == "longjobs: interrupted"
+    assert "moved 2 message(s) to the jobs queue" in result.out
+    assert "stopped early" in result.out
+    assert len(local.bodies(local.queue_url)) == 2
+    assert len(local.bodies(local.dlq_url)) == 2
 
 
 def test_cli_dlq_redrive_dry_run_lists_and_moves_nothing(

@@ -130,6 +130,19 @@ def test_cli_cancel_of_a_job_that_already_succeeded_does_nothing_and_exits_1(
     assert dlq_errors(local) == [] and lease_status(local, "done-1") == "SUCCEEDED"
 
 
+def test_cli_cancel_of_a_job_that_already_succeeded_says_why_on_stderr(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit code 1 comes with its one line on stderr, as every error's does: with `--json` (stdout to a
+    script) the failure would otherwise be a bare exit code."""
+    local.put_lease("done-1", status=LeaseStatus.SUCCEEDED, job_id="quick")
+
+    result = run(capsys, "--endpoint-url", endpoint, "cancel", "done-1", "--yes", "--json")
+
+    assert [report["outcome"] for report in result.json()] == ["already_succeeded"]
+    assert_one_line_error(result, 1, "already succeeded", "nothing was cancelled")
+
+
 def test_cli_cancel_unknown_id_fails_in_one_line_naming_it(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
