@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from longjobs.engine.aws import RETRY_ATTEMPTS
+from longjobs.engine.cancel import RECORD_KEY as CANCEL_RECORD
 from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.jobs import load_catalog
 from longjobs.engine.lease import table_definition
@@ -346,9 +347,9 @@ class World:
                 self.queue.hide(message, self.scheduler.now())
 
     def _settled(self) -> bool:
-        """Every message sent, none left on the jobs or waiting queues, no execution running (asked
-        after every step: kept to a few comparisons), and every job lock and slot free, or `holds_wait_s`
-        past the rest: what frees a hold after its execution ended may be the extender's next look at
+        """Every message sent, none left on the jobs or waiting queues, no cancel unfinished, no execution
+        running (asked after every step: kept to a few comparisons), and every job lock and slot free, or
+        `holds_wait_s` past the rest: what frees a hold after its execution ended may be the extender's next look at
         its lease (a renewal that finds the message gone, reconciliation), not yet made when the last
         message went (corpus seed 78: reconciliation's completion dies after its delete)."""
         if self.unsent or self.executions.running or self.busy:
@@ -358,7 +359,7 @@ class World:
         for queue in self.job_queues:
             if queue.next_expiry <= now:
                 queue.expire()
-        if any(queue.messages for queue in self.job_queues):
+        if any(queue.messages for queue in self.job_queues) or _cancel_unfinished(self.aws.dynamodb.items):
             self.holds_wait_until = None
             return False
         if self.holds_wait_until is None:
@@ -543,3 +544,13 @@ def _duplicate(world: World, queue: FakeQueue, message: Message, now: float) -> 
     if message.receive_count == 1 and world.late_duplicates.random() < LATE_DUPLICATE_SHARE:
         at = now + world.late_duplicates.uniform(600, 12 * 3_600)
         world.scheduler.call_at(at, lambda: world._deliver_again(queue, message.message_id))
+
+
+def _cancel_unfinished(items: dict[str, dict[str, Any]]) -> bool:
+    """Whether an operator's cancel is not done: its lease or marker stays due, and its claimant or the
+    extender still sends its DLQ copy, though the receiver may have acknowledged the message already."""
+    for item in items.values():
+        result = item.get("result", {}).get("S")
+        if result and f'"{CANCEL_RECORD}"' in result and json.loads(result).get(CANCEL_RECORD, {}).get("done") is False:
+            return True
+    return False

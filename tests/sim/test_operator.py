@@ -4,6 +4,8 @@ not written."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from longjobs.sim.campaign import run_seed
@@ -43,3 +45,15 @@ def test_operator_cancels_are_drawn_on_their_own_stream() -> None:
             assert before.cancels == [] and before.jobs == workload.jobs
     assert sum(bool(draw(seed).cancels) for seed in range(100)) > 20
     assert sum(bool(draw(seed, "fifo").cancels) for seed in range(100)) > 20
+
+
+def test_operator_cancel_the_extender_finishes_after_the_receiver_acknowledged_keeps_the_seed_going() -> None:
+    """FIFO seed 895: the operator's cancel dies after its mark, the extender claims the DLQ send and dies,
+    and the message shows again: the receiver acknowledges it (the claimant sends the copy). The seed ends
+    only once that cancel is done, so the job's DLQ copy is there before nothing_lost is judged."""
+    result = run_seed(895, "fifo")
+    assert result.violation is None, result.violation
+    events = [json.loads(line) for line in result.trace.records]
+    acknowledged = next(e["t"] for e in events if e.get("outcome") == "cancelled" and e.get("job_id") == "j05")
+    copied = [e["t"] for e in events if e.get("event") == "dead_lettered" and e.get("job_id") == "j05"]
+    assert copied and min(copied) > acknowledged
