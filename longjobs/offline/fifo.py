@@ -21,11 +21,17 @@ flight while one of its messages was received and is hidden; otherwise its messa
 its head, in order, up to the first one that is hidden, all decided on one look at the queue. A head
 past the redrive's receives goes to the DLQ, and the next message is the head. Unlike SQS, moto's
 `ReceiveMessage` is the one place this is decided, so the rule holds only in this process's server.
+
+Deduplication follows SQS too. moto drops a send only while a message with its deduplication id is still
+on the queue, and across the whole queue. SQS drops it for 5 minutes after the first send, received and
+deleted or not, and in high-throughput mode (`DeduplicationScope=messageGroup`, the stack's) only within
+its message group. A message SQS moves to a FIFO DLQ gets its message id as its deduplication id there.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +50,33 @@ FIFO_ATTRIBUTES: dict[QueueAttributeNameType, str] = {
 """The stack's FIFO queues (`longjobs.construct.queues.fifo_queue_props`): high-throughput mode,
 content-based deduplication."""
 
+DEDUPLICATION_S = 300
+"""SQS's deduplication interval: a FIFO send with a deduplication id sent within it is dropped."""
 IDLE_S = 0.05
 """How often a long poll looks again at a FIFO queue that has nothing to hand out."""
 _PATCHED = "_longjobs_keeps_group_order"
+_SENT = "_longjobs_deduplication_ids"
+_SENT_LOCK = threading.Lock()
+
+
+def is_duplicate(queue: Any, message: Any) -> bool:
+    """Whether SQS drops this send to a FIFO queue: its deduplication id was sent within the last
+    `DEDUPLICATION_S`, in its message group when the queue deduplicates per group. Records it otherwise."""
+    from moto.core.utils import unix_time
+
+    if message.deduplication_id is None:
+        return False
+    per_group = queue.attributes.get("DeduplicationScope") == "messageGroup"
+    key = (message.group_id if per_group else None, message.deduplication_id)
+    now = unix_time()
+    with _SENT_LOCK:
+        sent: dict[tuple[str | None, str], float] = queue.__dict__.setdefault(_SENT, {})
+        for old in [k for k, at in sent.items() if now - at >= DEDUPLICATION_S]:
+            del sent[old]
+        if key in sent:
+            return True
+        sent[key] = now
+        return False
 
 
 def in_flight_groups(queue: Any) -> set[str]:
@@ -89,6 +119,7 @@ def receive_fifo(
             result.append(delivered)
         for message in to_dlq:
             queue._messages.remove(message)
+            message.deduplication_id = message.id  # as SQS does on a FIFO DLQ
             queue.dead_letter_queue.add_message(message)
         if result or not wait_seconds_timeout or unix_time() > polling_end:
             return result
@@ -129,7 +160,22 @@ def keep_group_order() -> None:
                 raise InvalidParameterValue(EXPIRED_HANDLE.format(receipt_handle))
         moto_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
 
+    moto_add_message = Queue.add_message
+
+    def add_message(self: Any, message: Any) -> None:
+        """moto's, with SQS's deduplication on a FIFO queue (moto's own event source mappings, which the
+        offline runtime does not use, are not served on FIFO queues)."""
+        if not self.fifo_queue:
+            moto_add_message(self, message)
+            return
+        if is_duplicate(self, message):
+            return
+        with self._messages_lock:
+            self._messages.append(message)
+            self._messages_lock.notify_all()
+
     SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+    Queue.add_message = add_message  # type: ignore[method-assign]
     SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
     Queue.pending_message_groups = property(in_flight_groups)  # type: ignore[method-assign,assignment]
     setattr(SQSBackend, _PATCHED, True)

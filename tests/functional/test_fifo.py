@@ -240,6 +240,36 @@ def test_fifo_producer_duplicate_is_dropped(fifo: Flow) -> None:
     assert [d.message_id for d in fifo.receive_batch()] == [first]
 
 
+def test_fifo_offline_queue_deduplicates_for_5_minutes_after_the_delete_and_per_group(fifo: Flow) -> None:
+    """As SQS in high-throughput mode: a body sent again within 5 minutes is dropped though the first was
+    received and deleted, and only in its own group (moto dropped it only while the first was queued, in
+    any group: `longjobs submit` of one job twice ran it twice, and the same job in another group never)."""
+    url = fifo.harness.queue_url
+    first = send(fifo, "A", "nightly", seconds=1)
+    [got] = fifo.sqs.receive_message(QueueUrl=url)["Messages"]
+    fifo.sqs.delete_message(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"])
+    assert got["MessageId"] == first
+
+    send(fifo, "A", "nightly", seconds=1)  # the same body, in its group: a duplicate
+    other = send(fifo, "B", "nightly", seconds=1)  # the same body, in another group: a message of its own
+
+    assert [m["MessageId"] for m in fifo.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]] == [
+        other
+    ]
+
+
+def test_fifo_offline_queue_gives_a_message_moved_to_the_fifo_dlq_its_id_as_deduplication_id(fifo: Flow) -> None:
+    """SQS's own redrive to a FIFO DLQ replaces the deduplication id by the message id, so the body's hash
+    does not make a message move task's copy back a duplicate of the message sent a moment before."""
+    a1 = send(fifo, "A", "a1", seconds=1)
+    for _ in range(fifo.settings.redrive_max_receives(SQS_MAX_RETENTION_S) + 1):
+        fifo.sqs.receive_message(QueueUrl=fifo.harness.queue_url, VisibilityTimeout=0)
+
+    [dead] = fifo.sqs.receive_message(QueueUrl=fifo.dlq_url, AttributeNames=["All"])["Messages"]
+
+    assert (dead["MessageId"], dead["Attributes"]["MessageDeduplicationId"]) == (a1, a1)
+
+
 def test_fifo_expired_handle_is_lost_and_the_extender_stops_the_execution_before_closing(
     fifo: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
