@@ -14,6 +14,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 """This repository's folder: `app.py`, `cdk.json`, `jobs.json` and the `longjobs` package."""
 
 
+class ProcessExited(BaseException):
+    """What the `process_exits` fixture (tests/conftest.py) raises in the process's real exit's place."""
+
+
 def find_python(version: tuple[int, int]) -> str | None:
     """A Python `version` that runs, as the Makefile's `find_python` finds one: `pythonX.Y` on the PATH, else
     the newest X.Y.z in pyenv's versions folder (under pyenv the PATH's `pythonX.Y` is a shim that fails

@@ -52,3 +52,22 @@ def _validate_each_definition_once() -> None:
 
 
 _validate_each_definition_once()
+
+
+@pytest.fixture
+def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The statuses the process would have exited with. The exit guard's delegate and `os._exit` itself are
+    both replaced (the guard puts its wrapper over the latter, which calls the former), so an exit the guard
+    lets through fails the test rather than ending pytest, with status 0 for `os._exit(0)`."""
+    from longjobs.pipeline import glue_entry
+    from tests import ProcessExited
+
+    exits: list[int] = []
+
+    def record(status: int) -> None:
+        exits.append(status)
+        raise ProcessExited(status)
+
+    monkeypatch.setattr(glue_entry, "_os_exit", record)
+    monkeypatch.setattr(os, "_exit", record)
+    return exits

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from longjobs.pipeline import glue_entry
 from longjobs.pipeline.glue_entry import EntryError, JobExit, main, parse_args
 from tests import REPO_ROOT
 from tests.pipeline.conftest import DATE, write_lines
@@ -72,25 +71,6 @@ QUITS_IN_RUN = "import sys\n\n\ndef run(spark, params):\n    sys.exit(0)\n"
 QUITS_ON_IMPORT = "import sys\n\nsys.exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
 ENDS_IN_RUN = "import os\n\n\ndef run(spark, params):\n    os._exit(0)\n"
 ENDS_ON_IMPORT = "import os\n\nos._exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
-
-
-class ProcessExited(BaseException):
-    """What the recorder raises in the process's real exit's place."""
-
-
-@pytest.fixture
-def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The statuses the process would have exited with: an `os._exit(0)` the entry lets through fails the
-    test rather than ending pytest with status 0."""
-    exits: list[int] = []
-
-    def record(status: int) -> None:
-        exits.append(status)
-        raise ProcessExited(status)
-
-    monkeypatch.setattr(glue_entry, "_os_exit", record)
-    monkeypatch.setattr(os, "_exit", record)
-    return exits
 
 
 @pytest.mark.parametrize("code", [QUITS_IN_RUN, QUITS_ON_IMPORT], ids=["in-run", "on-import"])

@@ -16,25 +16,7 @@ import pytest
 
 from longjobs.pipeline import glue_entry
 from longjobs.pipeline.glue_entry import JobExit, exit_fails_the_job
-
-
-class ProcessExited(BaseException):
-    """What the recorder raises in the process's real exit's place."""
-
-
-@pytest.fixture
-def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The statuses the process would have exited with. Both the guard's delegate and `os._exit` itself are
-    replaced: the guard puts its wrapper over the latter, which then calls the former."""
-    exits: list[int] = []
-
-    def record(status: int) -> None:
-        exits.append(status)
-        raise ProcessExited(status)
-
-    monkeypatch.setattr(glue_entry, "_os_exit", record)
-    monkeypatch.setattr(os, "_exit", record)
-    return exits
+from tests import ProcessExited
 
 
 def test_exit_guard_os_exit_on_its_thread_is_job_exit(process_exits: list[int]) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from longjobs.offline.worker import SparkWorker
-from longjobs.pipeline import glue_entry
 
 
 class StepFunctions:
@@ -34,25 +33,6 @@ class StepFunctions:
     def send_task_success(self, **params: Any) -> dict[str, Any]:
         self.ended.append(("success", params))
         return {}
-
-
-class ProcessExited(BaseException):
-    """What the recorder raises in the process's real exit's place."""
-
-
-@pytest.fixture
-def process_exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The statuses the process would have exited with: an `os._exit` the worker lets through fails the test
-    rather than ending pytest."""
-    exits: list[int] = []
-
-    def record(status: int) -> None:
-        exits.append(status)
-        raise ProcessExited(status)
-
-    monkeypatch.setattr(glue_entry, "_os_exit", record)
-    monkeypatch.setattr(os, "_exit", record)
-    return exits
 
 
 @pytest.mark.parametrize(
