@@ -73,33 +73,28 @@ ENDS_IN_RUN = "import os\n\n\ndef run(spark, params):\n    os._exit(0)\n"
 ENDS_ON_IMPORT = "import os\n\nos._exit(0)\n\n\ndef run(spark, params):\n    return {}\n"
 
 
-@pytest.mark.parametrize("code", [QUITS_IN_RUN, QUITS_ON_IMPORT], ids=["in-run", "on-import"])
-def test_glue_entry_fails_a_job_that_exits_with_code_0(spark: SparkSession, tmp_path: Path, code: str) -> None:
-    """A job's `sys.exit(0)` returns no summary: the entry fails, as the offline worker fails it, rather than
-    exit 0, which Glue ends SUCCEEDED and the workflow takes for the job's success."""
+@pytest.mark.parametrize(
+    ("code", "call"),
+    [
+        (QUITS_IN_RUN, "sys.exit(0)"),
+        (QUITS_ON_IMPORT, "sys.exit(0)"),
+        (ENDS_IN_RUN, "os._exit(0)"),
+        (ENDS_ON_IMPORT, "os._exit(0)"),
+    ],
+    ids=["sys-in-run", "sys-on-import", "os-in-run", "os-on-import"],
+)
+def test_glue_entry_fails_a_job_that_exits_with_code_0(
+    spark: SparkSession, tmp_path: Path, code: str, call: str, process_exits: list[int]
+) -> None:
+    """A job's `sys.exit(0)` or `os._exit(0)` returns no summary: the entry fails, as the offline worker fails
+    it, rather than end the script with status 0, which Glue ends SUCCEEDED and the workflow takes for the
+    job's success."""
     job = tmp_path / "quits.py"
     job.write_text(code)
     summary = tmp_path / "summary.json"
     argv = ["glue_entry.py", "--job-file", str(job), "--job-function", "run", "--params", "{}"]
 
-    with pytest.raises(JobExit, match=re.escape("the job called sys.exit(0): it returned no summary")):
-        main([*argv, "--summary-path", str(summary)], session=lambda: spark)
-
-    assert not summary.exists()
-
-
-@pytest.mark.parametrize("code", [ENDS_IN_RUN, ENDS_ON_IMPORT], ids=["in-run", "on-import"])
-def test_glue_entry_fails_a_job_that_calls_os_exit_0(
-    spark: SparkSession, tmp_path: Path, code: str, process_exits: list[int]
-) -> None:
-    """A job's `os._exit(0)` would end the script with status 0, which Glue ends SUCCEEDED with no summary.
-    The entry fails it as it fails a `sys.exit(0)`."""
-    job = tmp_path / "ends.py"
-    job.write_text(code)
-    summary = tmp_path / "summary.json"
-    argv = ["glue_entry.py", "--job-file", str(job), "--job-function", "run", "--params", "{}"]
-
-    with pytest.raises(JobExit, match=re.escape("the job called os._exit(0): it returned no summary")):
+    with pytest.raises(JobExit, match=re.escape(f"the job called {call}: it returned no summary")):
         main([*argv, "--summary-path", str(summary)], session=lambda: spark)
 
     assert not summary.exists()

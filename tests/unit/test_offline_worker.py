@@ -35,6 +35,13 @@ class StepFunctions:
         return {}
 
 
+def worker_of(stepfunctions: StepFunctions, run_job: Any, queue: Any = None) -> SparkWorker:
+    """A worker over fakes: `serve()` reads no queue, so `queue` is needed only for `start()`."""
+    return SparkWorker(
+        queue, stepfunctions, "token-queue", heartbeat_timeout_s=60, run_job=run_job, stop_run=lambda group: None
+    )
+
+
 @pytest.mark.parametrize(
     ("code", "cause"),
     [
@@ -49,14 +56,7 @@ def test_offline_worker_job_exit_is_the_jobs_failure(code: object, cause: str) -
     def run_job(job: Any, group: str) -> dict[str, Any]:
         sys.exit(code)
 
-    worker = SparkWorker(
-        None,  # type: ignore[arg-type]  # serve() reads no queue
-        stepfunctions,  # type: ignore[arg-type]
-        "token-queue",
-        heartbeat_timeout_s=60,
-        run_job=run_job,
-        stop_run=lambda group: None,
-    )
+    worker = worker_of(stepfunctions, run_job)
     worker.serve({"task_token": "token-1", "job": {"job_id": "quits-1", "type": "quits", "params": {}}})
 
     assert stepfunctions.ended == [("failure", {"taskToken": "token-1", "error": "JobExit", "cause": cause})]
@@ -94,14 +94,7 @@ def test_offline_worker_job_os_exit_is_the_jobs_failure(process_exits: list[int]
         {"task_token": "token-1", "job": {"job_id": "quits-1", "type": "quits", "params": {}}},
         {"task_token": "token-2", "job": {"job_id": "next-1", "type": "count", "params": {}}},
     )
-    worker = SparkWorker(
-        queue,  # type: ignore[arg-type]
-        stepfunctions,  # type: ignore[arg-type]
-        "token-queue",
-        heartbeat_timeout_s=60,
-        run_job=run_job,
-        stop_run=lambda group: None,
-    )
+    worker = worker_of(stepfunctions, run_job, queue)
     worker.start()
     try:
         deadline = time.monotonic() + 10
@@ -131,14 +124,7 @@ def test_offline_worker_job_failure_logs_its_traceback(caplog: pytest.LogCapture
         rates = {"eu": 1.1}
         return {"rate": rates[job["params"]["region"]]}
 
-    worker = SparkWorker(
-        None,  # type: ignore[arg-type]  # serve() reads no queue
-        stepfunctions,  # type: ignore[arg-type]
-        "token-queue",
-        heartbeat_timeout_s=60,
-        run_job=run_job,
-        stop_run=lambda group: None,
-    )
+    worker = worker_of(stepfunctions, run_job)
     with caplog.at_level("WARNING", logger="longjobs.offline.worker"):
         worker.serve({"task_token": "t", "job": {"job_id": "bug-1", "type": "rates", "params": {"region": "asia"}}})
 
