@@ -141,7 +141,10 @@ def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None)
 def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = None) -> Parsed:
     """The jobs a message body asks for: one for a job message, one per completion marker of an S3
     event, none for what is acknowledged and dropped. Raises `BadInput` otherwise."""
-    catalog = catalog or _builtin_catalog()
+    if catalog is None:
+        from longjobs.engine.jobs import builtin_catalog  # imported on first use: see the module
+
+        catalog = builtin_catalog()
     size = len(body.encode())
     if size > settings.max_body_bytes:
         raise BadInput(ErrorType.TOO_LARGE, f"body is {size} bytes; the limit is {settings.max_body_bytes}")
@@ -362,15 +365,3 @@ class S3EventNotification(BaseModel):
     the offline runtime's, sends such records (no `userIdentity`, `requestParameters`, sequencer)."""
 
     Records: list[S3EventRecord]
-
-
-_BUILTIN: JobCatalog | None = None
-
-
-def _builtin_catalog() -> JobCatalog:
-    global _BUILTIN
-    if _BUILTIN is None:
-        from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
-
-        _BUILTIN = JobCatalog(BUILTIN_TYPES)
-    return _BUILTIN

@@ -299,9 +299,9 @@ def send_attributes(event_attributes: Mapping[str, Any]) -> dict[str, Any]:
 def builtin_catalog() -> JobCatalog:
     """The built-in job types alone (the job catalog is imported on first use: see
     `longjobs.engine.delivery.models`)."""
-    from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog
+    from longjobs.engine.jobs import builtin_catalog
 
-    return JobCatalog(BUILTIN_TYPES)
+    return builtin_catalog()
 
 
 @dataclass

@@ -2,7 +2,14 @@
 them (`catalog`), and the S3 triggers that turn completion markers into jobs (`triggers`)."""
 
 from longjobs.engine.jobs.builtin import BUILTIN_NAMES, BUILTIN_TYPES, INLINE_TYPES
-from longjobs.engine.jobs.catalog import JobCatalog, ParamsError, catalog_from_env, load_catalog, load_catalog_file
+from longjobs.engine.jobs.catalog import (
+    JobCatalog,
+    ParamsError,
+    builtin_catalog,
+    catalog_from_env,
+    load_catalog,
+    load_catalog_file,
+)
 from longjobs.engine.jobs.triggers import PartitionJob, S3Trigger, TriggerError
 from longjobs.engine.jobs.types import (
     PLATFORMS,
@@ -30,6 +37,7 @@ __all__ = [
     "S3Trigger",
     "StateMachineSettings",
     "TriggerError",
+    "builtin_catalog",
     "catalog_from_env",
     "load_catalog",
     "load_catalog_file",

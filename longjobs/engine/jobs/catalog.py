@@ -18,6 +18,7 @@ schema is compiled here, once, on its first job: the cold start pays for no sche
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -419,4 +420,10 @@ def catalog_from_env(environ: Mapping[str, str] | None = None) -> JobCatalog:
         return load_catalog_file(Path(named))
     if SHIPPED_FILE.is_file():
         return load_catalog_file(SHIPPED_FILE)
+    return builtin_catalog()
+
+
+@functools.cache
+def builtin_catalog() -> JobCatalog:
+    """The built-in job types alone, made once: a catalog never changes, so every user shares it."""
     return JobCatalog(BUILTIN_TYPES)
