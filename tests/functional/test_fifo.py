@@ -193,6 +193,8 @@ def test_fifo_failing_job_in_a_batch_of_its_group_takes_none_of_the_jobs_behind_
         attributes = {name: value["StringValue"] for name, value in copy["MessageAttributes"].items()}
         assert (attributes["OriginalMessageId"], attributes["ErrorType"]) == (a1, "AttemptsExhausted")
         assert ran == set(followers)
+        record = flow.receiver.store.get(a1)
+        assert record is not None and (record.status, record.group_id) == (LeaseStatus.REJECTED, "A")
 
 
 def test_fifo_redrive_moves_a_group_head_past_its_receives_to_the_fifo_dlq_and_the_group_goes_on(fifo: Flow) -> None:

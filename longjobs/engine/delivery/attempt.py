@@ -181,8 +181,10 @@ def closed_record(
     receiver: Receiver, delivery: Delivery, status: LeaseStatus, *, kept_s: float = 0, **fields: Any
 ) -> Lease:
     """The closed lease of this receive that records where the message went (the DLQ, a waiting queue),
-    closed now; `kept_s` extends its TTL past now (while a copy of the message may still exist)."""
+    closed now; `kept_s` extends its TTL past now (while a copy of the message may still exist). On FIFO
+    it names the message's group, as an attempt's lease does (`longjobs lease` shows it)."""
     now = receiver.clock.now()
+    fields.setdefault("group_id", delivery.group_id)
     return Lease(
         message_id=delivery.message_id,
         queue_url=receiver.queue_of(delivery),
