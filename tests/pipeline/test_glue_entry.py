@@ -7,12 +7,13 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from longjobs.pipeline.glue_entry import EntryError, JobExit, main, parse_args
+from longjobs.pipeline.glue_entry import EntryError, JobExit, _default_session, main, parse_args
 from tests import REPO_ROOT
 from tests.pipeline.conftest import DATE, write_lines
 
@@ -124,3 +125,23 @@ def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(
 
     assert ended.returncode == 1, ended.stderr
     assert f"JobExit: the job called {call}: it returned no summary" in ended.stderr
+
+
+def test_glue_entry_session_on_glue_is_a_glue_contexts(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Glue the script makes a `GlueContext`: without one, Glue writes none of the run's job metrics
+    (https://repost.aws/knowledge-center/glue-job-metrics-cloudwatch), and the dashboard's Glue graphs stay
+    empty. `awsglue` exists only on Glue, so a stand-in records what the script makes."""
+    made: list[object] = []
+
+    class GlueContext:
+        def __init__(self, context: object) -> None:
+            made.append(context)
+            self.spark_session = spark
+
+    glue_context = types.ModuleType("awsglue.context")
+    glue_context.GlueContext = GlueContext  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "awsglue", types.ModuleType("awsglue"))
+    monkeypatch.setitem(sys.modules, "awsglue.context", glue_context)
+
+    assert _default_session() is spark
+    assert made == [spark.sparkContext], "one GlueContext, over the script's SparkContext"
