@@ -89,21 +89,32 @@ def parse_args(argv: Sequence[str]) -> EntryArgs:
 
 
 def _resolve(argv: Sequence[str]) -> dict[str, str]:
+    return resolve_arguments(
+        argv, REQUIRED_ARGS, OPTIONAL_ARGS, prog="python -m longjobs.pipeline.glue_entry", about=__doc__
+    )
+
+
+def resolve_arguments(
+    argv: Sequence[str], required: Sequence[str], optional: Sequence[str], *, prog: str, about: str | None
+) -> dict[str, str]:
+    """A Glue script's `--name value` arguments (`argv`: the script first) as a mapping with snake_case keys:
+    on Glue by `getResolvedOptions`, Glue's own arguments left out; anywhere else by argparse, so the
+    script runs locally too. `about` is the script's docstring, whose first paragraph the help shows."""
     try:
         from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]  # exists only on Glue
     except ImportError:
-        parser = argparse.ArgumentParser(
-            prog="python -m longjobs.pipeline.glue_entry", description=__doc__.split("\n\n")[0]
-        )
-        for name in REQUIRED_ARGS:
+        parser = argparse.ArgumentParser(prog=prog, description=(about or "").split("\n\n")[0])
+        for name in required:
             parser.add_argument(f"--{name}", required=True)
-        for name in OPTIONAL_ARGS:
+        for name in optional:
             parser.add_argument(f"--{name}")
         parsed = vars(parser.parse_args(list(argv[1:])))
         return {key: value for key, value in parsed.items() if value is not None}
-    present = [name for name in OPTIONAL_ARGS if f"--{name}" in argv]
-    resolved: dict[str, str] = getResolvedOptions(list(argv), [*REQUIRED_ARGS, *present])
-    wanted = {name.replace("-", "_") for name in (*REQUIRED_ARGS, *present)}
+    # getResolvedOptions fails on a listed option that is absent, so optional ones are listed when given.
+    present = [name for name in optional if f"--{name}" in argv]
+    resolved: dict[str, str] = getResolvedOptions(list(argv), [*required, *present])
+    # It also returns Glue's own arguments (JOB_NAME, JOB_RUN_ID, ...): keep only the script's.
+    wanted = {name.replace("-", "_") for name in (*required, *present)}
     return {key: value for key, value in resolved.items() if key in wanted}
 
 

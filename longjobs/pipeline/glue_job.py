@@ -15,13 +15,13 @@ The arguments are validated before a SparkSession is created, so a bad job fails
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from longjobs.pipeline.glue_entry import resolve_arguments
 from longjobs.pipeline.params import ParamProblem, PipelineParamError, PipelineParams, path_problem
 
 if TYPE_CHECKING:
@@ -47,25 +47,9 @@ def parse_args(argv: Sequence[str]) -> GlueArgs:
 
 
 def _resolve(argv: Sequence[str]) -> dict[str, str]:
-    """`--name value` arguments as a mapping with snake_case keys; Glue's own arguments are left out."""
-    try:
-        from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]  # exists only on Glue
-    except ImportError:
-        parser = argparse.ArgumentParser(
-            prog="python -m longjobs.pipeline.glue_job", description=__doc__.split("\n\n")[0]
-        )
-        for name in REQUIRED_ARGS:
-            parser.add_argument(f"--{name}", required=True)
-        for name in OPTIONAL_ARGS:
-            parser.add_argument(f"--{name}")
-        parsed = vars(parser.parse_args(list(argv[1:])))
-        return {key: value for key, value in parsed.items() if value is not None}
-    # getResolvedOptions fails on a listed option that is absent, so optional ones are listed when given.
-    present = [name for name in OPTIONAL_ARGS if f"--{name}" in argv]
-    resolved: dict[str, str] = getResolvedOptions(list(argv), [*REQUIRED_ARGS, *present])
-    # It also returns Glue's own arguments (JOB_NAME, JOB_RUN_ID, ...): keep only the pipeline's.
-    wanted = {name.replace("-", "_") for name in (*REQUIRED_ARGS, *present)}
-    return {key: value for key, value in resolved.items() if key in wanted}
+    return resolve_arguments(
+        argv, REQUIRED_ARGS, OPTIONAL_ARGS, prog="python -m longjobs.pipeline.glue_job", about=__doc__
+    )
 
 
 def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] | None = None) -> int:
