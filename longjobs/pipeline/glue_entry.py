@@ -184,10 +184,20 @@ def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] 
         summary = summary_json(run_entry(entry, spark, args.params))
     print(summary)
     if args.summary_path is not None:
-        from longjobs.pipeline.glue_job import write_text
-
         write_text(spark, args.summary_path, summary + "\n")
     return 0
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write one small file through Hadoop's file system: S3 on Glue, the local disk elsewhere, same code."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a live SparkContext has a JVM"
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    stream = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
 
 
 class _OsExit(SystemExit):

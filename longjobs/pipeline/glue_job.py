@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from longjobs.pipeline.glue_entry import resolve_arguments
+from longjobs.pipeline.glue_entry import resolve_arguments, write_text
 from longjobs.pipeline.params import ParamProblem, PipelineParamError, PipelineParams, path_problem
 
 if TYPE_CHECKING:
@@ -74,18 +74,6 @@ def _default_session() -> SparkSession:
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
-
-
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write one small file through Hadoop's file system: S3 on Glue, the local disk elsewhere, same code."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None, "a live SparkContext has a JVM"
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    stream = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(target, True)
-    try:
-        stream.write(bytearray(text.encode("utf-8")))
-    finally:
-        stream.close()
 
 
 if __name__ == "__main__":
