@@ -15,6 +15,16 @@ already over. It stops a run (its Spark jobs, cancelled by their job group until
 its first refused heartbeat (the task timed out or its execution was stopped), and by itself once no
 heartbeat was accepted for that timeout less one interval (Step Functions may then have timed it out),
 counted from the token's send.
+
+A failed run has ended when the worker reports it: the job's retry starts without waiting for it
+(`longjobs.engine.delivery.attempt.worker_reported_end`). So before `SendTaskFailure` the worker cancels
+the Spark jobs the entry left running in its job group (a thread it started may run some), heartbeating
+meanwhile, until none runs. When some still run after the heartbeat timeout less one interval, it sends
+nothing: the step times out, and the retry waits as for any run that may go on. Python threads the job
+started outside Spark are not the run's, here as at a stop: the worker cannot end them.
+
+The job's failure goes to the `FAILURES` logger with its traceback: the runtime's log keeps it, and the
+command line shows it on the terminal.
 """
 
 from __future__ import annotations
@@ -40,11 +50,15 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 log = logging.getLogger(__name__)
+FAILURES = logging.getLogger(f"{__name__}.failures")
+"""A job's failure, with its traceback: what its owner reads (the runtime shows it on the terminal)."""
 
 RunJob = Callable[[Mapping[str, Any], str], dict[str, Any]]
 """Runs one job (`{"job_id", "type", "params"}`) under a Spark job group, and returns its summary."""
 StopRun = Callable[[str], None]
 """Stops the run of a Spark job group."""
+GroupBusy = Callable[[str], bool]
+"""Whether a Spark job of a job group still runs."""
 REFUSED = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 """SendTaskHeartbeat's answers for a task that is over."""
 STOP_AGAIN_S = 0.5
@@ -64,6 +78,13 @@ def cancel_group(group: str) -> None:
     from longjobs.offline.spark import local_session
 
     local_session().sparkContext.cancelJobGroup(group)
+
+
+def group_busy(group: str) -> bool:
+    """Whether a Spark job of `group` still runs on the local session (none before it started)."""
+    from longjobs.offline.spark import group_running
+
+    return group_running(group)
 
 
 def run_entry(job: Mapping[str, Any], group: str, catalog: JobCatalog) -> dict[str, Any]:
@@ -113,6 +134,7 @@ class SparkWorker(threading.Thread):
         run_job: RunJob | None = None,
         kill_after: Callable[[str], float | None] = lambda job_id: None,
         stop_run: StopRun = cancel_group,
+        busy: GroupBusy = group_busy,
     ) -> None:
         super().__init__(name="spark-worker", daemon=True)
         self.sqs = sqs
@@ -123,6 +145,7 @@ class SparkWorker(threading.Thread):
         """No heartbeat accepted for this long: the run stops (Step Functions may time its task out next)."""
         self.run_job = run_job or functools.partial(run_entry, catalog=catalog or JobCatalog(BUILTIN_TYPES))
         self.stop_run = stop_run
+        self.busy = busy
         self.kill_after = kill_after
         self.stats = WorkerStats()
         self.stopped = threading.Event()
@@ -169,21 +192,28 @@ class SparkWorker(threading.Thread):
                 return
             if first == "accepted":
                 heard = sent
-            beating = threading.Event()
+            beating, cut = threading.Event(), threading.Event()
             group = job_group(token)
             heart = threading.Thread(
-                target=self._heartbeat, args=(token, group, beating, heard), name="spark-heartbeat", daemon=True
+                target=self._heartbeat, args=(token, group, beating, heard, cut), name="spark-heartbeat", daemon=True
             )
             heart.start()
             try:
                 with exit_fails_the_job():  # the job's sys.exit() or os._exit() is its failure, as on Glue
                     summary = self.run_job(job, group)
             except Exception as exc:
-                # The step's failure carries the class and message; the log keeps where the job raised.
-                log.warning("spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc)
+                # The step's failure carries the class and message; the log keeps where the job raised. A run
+                # the worker stopped failed by that stop, not by its own error: the log alone keeps it.
+                (log if cut.is_set() else FAILURES).warning(
+                    "spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc
+                )
                 self.stats.failed += 1
+                ended = self._end_run(group)  # heartbeats go on meanwhile
                 beating.set()
                 heart.join()
+                if not ended:
+                    log.warning("spark job %s: its Spark jobs still run; its task is left to time out", job_id)
+                    return
                 self.stepfunctions.send_task_failure(
                     taskToken=token, error=type(exc).__name__[:ERROR_MAX], cause=str(exc)[:CAUSE_MAX]
                 )
@@ -210,10 +240,10 @@ class SparkWorker(threading.Thread):
         self.stats.heartbeats += 1
         return "accepted"
 
-    def _heartbeat(self, token: str, group: str, done: threading.Event, heard: float) -> None:
-        """Heartbeat every third of the step's timeout until `done`; stop the run once its task is over, or
-        once no heartbeat was accepted since `heard` for the timeout less one interval. A heartbeat call
-        is waited for only until then: a call held up by its retries does not keep the run going."""
+    def _heartbeat(self, token: str, group: str, done: threading.Event, heard: float, cut: threading.Event) -> None:
+        """Heartbeat every third of the step's timeout until `done`; stop the run (and set `cut`) once its task
+        is over, or once no heartbeat was accepted since `heard` for the timeout less one interval. A heartbeat
+        call is waited for only until then: a call held up by its retries does not keep the run going."""
         calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-heartbeat-call")
         try:
             while not done.wait(self.heartbeat_every_s):
@@ -227,6 +257,7 @@ class SparkWorker(threading.Thread):
                     heard = sent
                 if answer == "refused" or time.monotonic() >= heard + self.unheard_s:
                     log.warning("spark run %s stops: its task is over, or may be", group)
+                    cut.set()
                     self._stop(group, done)
                     return
         finally:
@@ -243,6 +274,28 @@ class SparkWorker(threading.Thread):
                 log.exception("could not stop the run of %s", group)
             if done.wait(STOP_AGAIN_S):
                 return
+
+    def _end_run(self, group: str) -> bool:
+        """Cancel the Spark jobs a failed run left running in its group, again every `STOP_AGAIN_S`, until
+        none runs: True then; False when some still run after the heartbeat timeout less one interval. A
+        question Spark does not answer counts as a job running."""
+        deadline = time.monotonic() + self.unheard_s
+        while self._busy(group):
+            if time.monotonic() >= deadline:
+                return False
+            try:
+                self.stop_run(group)
+            except Exception:
+                log.exception("could not stop the run of %s", group)
+            time.sleep(STOP_AGAIN_S)
+        return True
+
+    def _busy(self, group: str) -> bool:
+        try:
+            return self.busy(group)
+        except Exception:
+            log.exception("could not tell whether the run of %s still runs Spark jobs", group)
+            return True
 
     def _die(self, token: str, after_s: float) -> None:
         """The worker process is killed `after_s` into the job: it heartbeats until then, then nothing."""

@@ -343,13 +343,23 @@ class Executions:
         self.scheduler.spawn(lambda: self._spark_job(token, job_id, behaviour), at=at, group=Group(f"spark:{token}"))
 
     def _spark_job(self, token: str, job_id: str, behaviour: SparkBehaviour) -> None:
-        """A Spark worker's run, from its pickup of the task to its exit: a job run of `job_id`."""
+        """A Spark worker's run, from its pickup of the task to its exit: a job run of `job_id`. A failed
+        run ends before its failure is sent, as the worker sends it only once the run's Spark jobs have
+        ended (`longjobs.offline.worker`): its retry need not wait for it."""
         run_id = f"spark:{token}"
         self._run_started(run_id, job_id)
+        client = self.client("stepfunctions", "spark")
+        ended = False
         try:
-            self._spark_run(token, behaviour)
+            if not self._spark_run(token, behaviour, client):
+                return
+            if behaviour.kind == "fail":
+                self._run_ended(run_id)
+                ended = True
+            self._answer(token, behaviour, client)
         finally:
-            self._run_ended(run_id)
+            if not ended:
+                self._run_ended(run_id)
 
     def _run_started(self, run_id: str, job_id: str) -> None:
         self.trace.event("runner", "run_started", run=run_id, job_id=job_id)
@@ -359,12 +369,12 @@ class Executions:
         self.trace.event("runner", "run_ended", run=run_id)
         self.monitor.runs.ended(run_id)
 
-    def _spark_run(self, token: str, behaviour: SparkBehaviour) -> None:
+    def _spark_run(self, token: str, behaviour: SparkBehaviour, client: Any) -> bool:
         """The offline worker's run (`longjobs.offline.worker`): a heartbeat first (a task already over is
         not run), then one every third of the step's heartbeat timeout; it stops at a refused heartbeat,
         and by itself once no heartbeat was accepted for the timeout less one interval, so its run ends
-        before Step Functions could time its task out (`longjobs.engine.runs` counts on it)."""
-        client = self.client("stepfunctions", "spark")
+        before Step Functions could time its task out (`longjobs.engine.runs` counts on it). Whether the
+        run got to its end, to be answered."""
         every = self.workload.spark_heartbeat_s / 3
         unheard_s = self.workload.spark_heartbeat_s - every
         heard = self.scheduler.now()  # the task began before its pickup
@@ -373,7 +383,7 @@ class Executions:
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
                 self.trace.event("spark", "task_over", token=token)
-                return
+                return False
         except BotoCoreError:
             pass
         left = behaviour.seconds
@@ -383,7 +393,7 @@ class Executions:
             left -= step
             if behaviour.kind == "vanish" and left <= behaviour.seconds / 2:
                 self.trace.event("spark", "vanished", token=token)
-                return
+                return False
             sent = self.scheduler.now()
             try:
                 client.call("send_task_heartbeat", {"taskToken": token})
@@ -392,13 +402,17 @@ class Executions:
                 if exc.response["Error"]["Code"] in ("TaskTimedOut", "InvalidToken"):
                     self.trace.event("spark", "run_stopped", token=token)
                     self.monitor.reach("spark:stopped_by_closed_task")
-                    return
+                    return False
             except BotoCoreError:
                 pass
             if self.scheduler.now() >= heard + unheard_s:
                 self.trace.event("spark", "run_unheard", token=token)
                 self.monitor.reach("spark:stopped_unheard")
-                return
+                return False
+        return True
+
+    def _answer(self, token: str, behaviour: SparkBehaviour, client: Any) -> None:
+        """The run's answer: its failure or its summary, sent again on an error that leaves the task open."""
         for _ in range(5):
             try:
                 if behaviour.kind == "fail":

@@ -18,6 +18,7 @@ from longjobs.engine import runs
 from longjobs.engine.delivery import attempt
 from longjobs.engine.delivery import types as receiver_types
 from longjobs.engine.delivery.decision import LockState
+from longjobs.engine.lease import LeaseStatus
 from longjobs.engine.lease.lock import Locks
 
 Patch = Callable[[Any, str, Any], None]
@@ -208,6 +209,16 @@ def _previous_run_ignored(patch: Patch) -> None:
     patch(runs.JobRuns, "running", lambda self, *args, **kwargs: False)
 
 
+def _worker_end_assumed(patch: Patch) -> None:
+    """A job's next attempt takes any lease its last execution's workflow closed RELEASED for the worker's
+    own report that its run ended, whatever the error: a run whose task timed out goes on beside the next."""
+    patch(
+        attempt,
+        "worker_reported_end",
+        lambda holder, lock: holder is not None and holder.status is LeaseStatus.RELEASED,
+    )
+
+
 def _unlimited_left_parked(patch: Patch) -> None:
     """Nothing looks in the waiting queue of a type without a limit: what a deploy that removed the type's
     limit left parked there waits forever."""
@@ -321,12 +332,13 @@ PLANTS: dict[str, Plant] = {
     "keeps_done_message": Plant(_receiver_keeps_done_message, "needless_redeliveries"),
     "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
     "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", first_seed=135),
+    "worker_end_assumed": Plant(_worker_end_assumed, "single_run_per_job", first_seed=154),
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time", first_seed=16),
     "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message", first_seed=9),
     "one_marker_in_place": Plant(_one_marker_in_place, "once_per_message", first_seed=32),
     "cancel_send_unclaimed": Plant(_cancel_send_unclaimed, "dlq_send_claimed", first_seed=22),
     "dlq_send_unclaimed": Plant(_dlq_send_unclaimed, "dlq_send_claimed"),
-    "dlq_claim_taken_fresh": Plant(_dlq_claim_taken_fresh, "dlq_send_claimed", first_seed=127),
+    "dlq_claim_taken_fresh": Plant(_dlq_claim_taken_fresh, "dlq_send_claimed", first_seed=243),
     "cancel_copy_out_of_group": Plant(_cancel_copy_out_of_group, "fifo_order", first_seed=7),
 }
 

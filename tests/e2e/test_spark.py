@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from longjobs.offline.runtime import partition_dir
 from longjobs.offline.scenario import SparkJob
+from longjobs.offline.worker import SparkWorker, job_group
 from longjobs.pipeline.generate import read_manifest
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S, Runner, assert_hidden_while_running
 from tests.short_settings import SPARK_THRESHOLD
@@ -101,3 +106,79 @@ def test_spark_job_failure_reaches_the_dlq_naming_the_spark_error(run: Runner, t
     assert str(missing) in last.cause
     [attempt] = track.lease.history
     assert attempt.error is not None and attempt.error.error == "AnalysisException"
+
+
+FAILS = """
+def run(spark, params):
+    rows = spark.range(10).count()
+    raise ValueError(f"asked to fail after {rows} rows")
+"""
+
+
+def test_spark_job_failure_is_retried_without_waiting_out_the_heartbeat_timeout(run: Runner, tmp_path: Path) -> None:
+    """The worker reported the failure once the run's Spark jobs had ended: the retry comes after the
+    type's release delay (none here), not after the step's heartbeat timeout."""
+    (tmp_path / "fails.py").write_text(FAILS)
+    fails_type = {"name": "fails", "runner": "pyspark", "entry": f"{tmp_path / 'fails.py'}:run"}
+
+    result = run(
+        settings={**SPARK_THRESHOLD, "max_attempts": 2},
+        job_types=[fails_type],
+        jobs=[{"id": "fails", "type": "fails", "params": {}, "expect": "dlq"}],
+        spark_heartbeat_s=UNHURRIED_HEARTBEAT_S,
+    )
+
+    assert result.report["ok"] is True, result.violations
+    assert result.report["jobs"]["fails"]["dlq_error"] == "AttemptsExhausted: ValueError: asked to fail after 10 rows"
+    first, second = result.tracks["fails"].executions
+    assert first.stopped is not None
+    gap = second.started - first.stopped
+    assert gap < UNHURRIED_HEARTBEAT_S / 2, f"the retry started {gap:.1f} s after the failed attempt ended"
+
+
+def test_spark_failed_runs_leftover_jobs_are_cancelled_before_its_failure_is_sent() -> None:
+    """A job that raised may leave Spark jobs running in its group (a thread it started, which inherits
+    the group). The worker cancels them and sends the failure once Spark's status tracker shows none."""
+    from pyspark import InheritableThread
+
+    from longjobs.offline.spark import group_running, local_session
+
+    token = "leftover-token"
+    group = job_group(token)
+    running_at_failure: list[bool] = []
+
+    class StepFunctions:
+        def send_task_heartbeat(self, taskToken: str) -> dict[str, Any]:
+            return {}
+
+        def send_task_failure(self, **params: Any) -> dict[str, Any]:
+            running_at_failure.append(group_running(group))
+            return {}
+
+    def slow(spark_context: Any) -> None:
+        with contextlib.suppress(Exception):  # cancelled
+            spark_context.parallelize(range(2), 2).map(lambda x: time.sleep(120) or x).count()
+
+    def run_job(job: Any, job_group_name: str) -> dict[str, Any]:
+        spark_context = local_session().sparkContext
+        spark_context.setJobGroup(job_group_name, "leftover", interruptOnCancel=True)
+        InheritableThread(target=slow, args=(spark_context,), daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not group_running(job_group_name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_running(job_group_name), "the leftover job never started"
+        raise ValueError("failed, its thread's Spark job still running")
+
+    worker = SparkWorker(
+        None,  # type: ignore[arg-type]  # serve() reads no queue
+        StepFunctions(),  # type: ignore[arg-type]
+        "token-queue",
+        heartbeat_timeout_s=UNHURRIED_HEARTBEAT_S,
+        run_job=run_job,
+    )
+    served = threading.Thread(target=worker.serve, args=({"task_token": token, "job": {"job_id": "j"}},))
+    served.start()
+    served.join(120)
+
+    assert not served.is_alive()
+    assert running_at_failure == [False], "the failure was sent while the run's Spark job still ran"

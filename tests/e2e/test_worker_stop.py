@@ -1,5 +1,6 @@
 """The offline Spark worker stops a run whose task is over (`longjobs.offline.worker`): the job's next
-attempt waits out the step's heartbeat timeout and no longer (`longjobs.engine.runs`). Real threads and
+attempt waits out the step's heartbeat timeout and no longer (`longjobs.engine.runs`). A failed run's
+failure is sent only once none of its Spark jobs runs: its retry does not wait for it. Real threads and
 real time (the worker's wiring), with a heartbeat timeout of 0.6 s and generous bounds.
 
 Step Functions refuses a heartbeat for a task that timed out or whose execution stopped: SendTaskHeartbeat
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from longjobs.offline.worker import SparkWorker, job_group
+from longjobs.offline.worker import FAILURES, SparkWorker, job_group
 
 TOKEN = "token-1"
 TIMEOUT_S = 0.6
@@ -48,6 +51,27 @@ class StepFunctions:
         return {}
 
 
+class Leftover:
+    """A job that raises at once and leaves a Spark job running in its group (started on a thread of its
+    own), which ends after `cancels_needed` cancels of the group, or never (None)."""
+
+    def __init__(self, cancels_needed: int | None = 1) -> None:
+        self.cancels_needed = cancels_needed
+        self.stops: list[str] = []
+        self.running = True
+
+    def run_job(self, job: Any, group: str) -> dict[str, Any]:
+        raise ValueError("the job's own error")
+
+    def stop_run(self, group: str) -> None:
+        self.stops.append(group)
+        if self.cancels_needed is not None and len(self.stops) >= self.cancels_needed:
+            self.running = False
+
+    def busy(self, group: str) -> bool:
+        return self.running
+
+
 class Run:
     """A job's run: it lasts `runs_for_s`, unless cancelled `cancels_needed` times (a cancel that meets the
     entry between two Spark actions stops nothing, so the worker cancels again)."""
@@ -71,7 +95,9 @@ class Run:
             self.cut.set()
 
 
-def serve(stepfunctions: StepFunctions, run: Run) -> tuple[SparkWorker, float]:
+def serve(
+    stepfunctions: StepFunctions, run: Run | Leftover, busy: Callable[[str], bool] = lambda group: False
+) -> tuple[SparkWorker, float]:
     """One task served, and how long it took."""
     worker = SparkWorker(
         None,  # type: ignore[arg-type]  # serve() reads no queue
@@ -80,6 +106,7 @@ def serve(stepfunctions: StepFunctions, run: Run) -> tuple[SparkWorker, float]:
         heartbeat_timeout_s=TIMEOUT_S,
         run_job=run.run_job,
         stop_run=run.stop_run,
+        busy=busy,
     )
     began = time.monotonic()
     worker.serve({"task_token": TOKEN, "job": {"job_id": "j", "type": "spark", "params": {}}}, sent_at=time.time())
@@ -122,3 +149,41 @@ def test_worker_stop_never_while_heartbeats_are_accepted() -> None:
     serve(stepfunctions, run)
     assert run.stops == [] and not run.cut.is_set()
     assert stepfunctions.ended == ["success"]
+
+
+def test_worker_stop_a_failed_runs_leftover_spark_jobs_before_its_failure() -> None:
+    """The failure ends the task, and the retry starts at once: the run's Spark jobs must have ended."""
+    leftover = Leftover()
+    at_failure: list[bool] = []
+
+    class Watching(StepFunctions):
+        def send_task_failure(self, **params: Any) -> dict[str, Any]:
+            at_failure.append(leftover.running)
+            return super().send_task_failure(**params)
+
+    stepfunctions = Watching("accepted")
+    worker, _ = serve(stepfunctions, leftover, busy=leftover.busy)
+
+    assert stepfunctions.ended == ["failure"] and at_failure == [False], "failure sent while its Spark job ran"
+    assert leftover.stops == [job_group(TOKEN)] and worker.stats.failed == 1
+
+
+def test_worker_stop_a_failed_run_whose_spark_jobs_never_end_leaves_its_task_to_time_out() -> None:
+    """A failure sent then would let the retry run beside them; with none, the step's heartbeat timeout
+    ends the task, and the retry waits for the run as for any that may go on."""
+    leftover = Leftover(cancels_needed=None)
+    stepfunctions = StepFunctions("accepted")
+    _, took = serve(stepfunctions, leftover, busy=leftover.busy)
+
+    assert stepfunctions.ended == [], "a failure sent while its Spark jobs ran"
+    assert leftover.stops and took < BOUND_S
+
+
+def test_worker_stop_a_stopped_runs_error_is_not_shown_as_the_jobs_own(caplog: pytest.LogCaptureFixture) -> None:
+    """The command line shows a job's own failure (`FAILURES`); a run the worker stopped failed by that stop."""
+    with caplog.at_level("WARNING", logger="longjobs.offline.worker"):
+        serve(StepFunctions("accepted", "refused"), Run(BOUND_S))
+        serve(StepFunctions("accepted"), Leftover())
+
+    failed = [record for record in caplog.records if "spark job j failed" in record.getMessage()]
+    assert [record.name for record in failed] == ["longjobs.offline.worker", FAILURES.name]

@@ -16,6 +16,7 @@ from longjobs.construct.workflow import (
     render_definition,
     token_queue_pyspark_step,
 )
+from longjobs.engine.execution import JOB_STEP_ERRORS
 from longjobs.engine.jobs import BUILTIN_TYPES, JobType
 from longjobs.engine.jobs.names import state_prefix
 
@@ -90,6 +91,21 @@ def test_workflow_catches_heartbeat_timeouts_under_both_names(offline: dict[str,
     }
     [everything] = offline["States"]["RunJob"]["Catch"]
     assert everything == {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "ReadLeaseForRelease"}
+
+
+def test_workflow_job_step_fails_by_itself_only_with_errors_the_receiver_knows(
+    offline: dict[str, Any], with_user_types: dict[str, Any]
+) -> None:
+    """A job step's error that is a Python name, and none of the step's own (`JOB_STEP_ERRORS`), is taken for
+    the offline worker's report of its run's end: the retry then waits for no run
+    (`longjobs.engine.delivery.attempt.worker_reported_end`). A Fail state of the step's own that the
+    receiver did not know would pass for that report."""
+    glue = render(glue_pyspark_step({"spark": "events-pipeline"}, timeouts={"spark": cdk.Duration.hours(6)}))
+    for definition in (offline, with_user_types, glue):
+        fails = [state for state in branch_states(definition).values() if state["Type"] == "Fail"]
+        assert fails and all("Error" in state for state in fails), "a Fail state's error read from the job's data"
+        own = {state["Error"] for state in fails}
+        assert own <= JOB_STEP_ERRORS, own - JOB_STEP_ERRORS
 
 
 def test_workflow_settles_a_success_with_the_handle_read_at_the_start(offline: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from longjobs.engine.delivery.types import (
     Receiver,
 )
 from longjobs.engine.execution import (
+    JOB_STEP_ERRORS,
     NEVER_STARTED,
     RUNNING_STATUSES,
     ExecutionInput,
@@ -499,6 +500,7 @@ def read_job_lock(
     arn: str,
     *,
     read: Lock | _Unread | None = UNREAD,
+    holder: Lease | None = None,
 ) -> tuple[LockState, Lock | None]:
     """The job id's lock as the attempt `arn` of `message_id` finds it (`read`: as already read with the
     lease, else read now), and the lock as read. Step Functions is asked about the lock's execution when
@@ -507,7 +509,9 @@ def read_job_lock(
     held, free now or stale, is held still while that execution's job run has not ended
     (`longjobs.engine.runs`): a run outlives its stopped execution. Such a stale holding comes back as
     freed at its execution's end, which is when its run began to end: the wait for that run
-    (`hold_for_job`) reads its end from there, as from a freed lock's release."""
+    (`hold_for_job`) reads its end from there, as from a freed lock's release. `holder`, the lease read
+    with the lock (this message's), may show that the offline worker's run ended before its task did
+    (`worker_reported_end`): there is then nothing to wait for."""
     lock = receiver.store.locks.get(job_lock_key(job_id)) if isinstance(read, _Unread) else read
     if lock is None or free_as_read(lock, arn):
         return LockState.FREE, lock
@@ -539,9 +543,29 @@ def read_job_lock(
     if times is not None:  # the execution's own times: a lock taken again keeps neither
         since = times.started_at if times.started_at is not None else since
         ended_at = ended_at if not lock.held else times.stopped_at
+    if place.runner == "worker" and worker_reported_end(holder, lock):
+        return state, lock
     if receiver.runs.running(job_type, lock.execution_arn, since=since, ended_at=ended_at, now=receiver.clock.now()):
         return LockState.RUN_ENDING, replace(lock, held=False, released_at=ended_at) if lock.held else lock
     return state, lock
+
+
+def worker_reported_end(holder: Lease | None, lock: Lock) -> bool:
+    """Whether the offline worker reported that the run of the lock's execution ended: that execution's
+    own workflow closed `holder` RELEASED (`workflow_closed_at`, no `closed_at`) with the task failure the
+    worker sent. The worker sends it only once the run's Spark jobs have ended (`longjobs.offline.worker`).
+
+    Its error is the job's exception class, a Python name. The job step's own errors (`JOB_STEP_ERRORS`:
+    a heartbeat timeout is `JobTimedOut`) and Step Functions' or a service's (`States.Timeout`,
+    `SQS.<exception>`) are not: those tasks ended without the worker, whose run may go on. So may a run
+    whose execution was stopped or timed out: the processor, not the workflow, closes its lease. Any other
+    lease, or another execution's, counts as a run that may go on: waiting is safe."""
+    if holder is None or holder.execution_arn != lock.execution_arn or holder.status is not LeaseStatus.RELEASED:
+        return False
+    if holder.workflow_closed_at is None or holder.closed_at is not None or holder.last_error is None:
+        return False
+    error = holder.last_error.error
+    return error.isidentifier() and error not in JOB_STEP_ERRORS
 
 
 def free_as_read(lock: Lock | None, arn: str) -> bool:

@@ -293,7 +293,7 @@ def _read_execution(step: _Pass) -> Reading:
 def _read_job_lock(step: _Pass) -> Reading:
     job, found = step.job, step.found
     state, found.lock = attempt.read_job_lock(
-        step.receiver, job.job_id, job.type, step.delivery.message_id, step.arn, read=step.job_lock
+        step.receiver, job.job_id, job.type, step.delivery.message_id, step.arn, read=step.job_lock, holder=step.lease
     )
     assert step.lock_key is not None
     found.lock_hold = attempt.lock_hold(step.lock_key, state, found.lock)
