@@ -53,7 +53,8 @@ def run(
     the independent checker judged, in the simulation's trace format)."""
     from longjobs.offline.progress import Progress
     from longjobs.offline.report import JOB_FAILED, TIMED_OUT, figures_table, summary_table
-    from longjobs.offline.runtime import run_scenario
+    from longjobs.offline.runtime import RUNTIME_LOG, run_scenario
+    from longjobs.offline.spark import log_spark_to
 
     try:
         scenario = load_scenario(scenario_path)
@@ -68,9 +69,18 @@ def run(
         )
         return 2
     work_dir = report_path.parent / "work"
-    print(f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / 'runtime.log'}", file=sys.stderr)
+    runs_spark = any(scenario.runs_spark(job) for job in scenario.jobs)
+    spark_log = log_spark_to(work_dir) if runs_spark else None
+    print(
+        f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / RUNTIME_LOG}"
+        + (f", Spark's in {spark_log}" if spark_log is not None else ""),
+        file=sys.stderr,
+    )
+    progress = None if quiet else Progress()
+    # A Spark job's failure (its class, message and traceback) is the job owner's to read at once.
+    show = progress.say if progress is not None else lambda text: print(text, file=sys.stderr, flush=True)
     try:
-        result = run_scenario(scenario, work_dir=work_dir, progress=None if quiet else Progress())
+        result = run_scenario(scenario, work_dir=work_dir, progress=progress, show_failures=show)
     except KeyboardInterrupt:  # the runtime has stopped its services by then: nothing to report on
         print("interrupted: the run stopped before its end, and wrote no report", file=sys.stderr)
         return INTERRUPTED

@@ -1,6 +1,7 @@
 """Live progress on the terminal: one line, refreshed each second (a new line every 10 s when the
 output is not a terminal, so logs stay readable), and a line of its own for each event worth reading
-at once: a delivery of a message while its job still ran, with the injected fault that excuses it.
+at once: a delivery of a message while its job still ran, with the injected fault that excuses it, or a
+Spark job's failure (`say`, from the worker's thread).
 
 Each figure of the line says what it counts, with the report's meaning:
 - `failed attempts`: leases released (a failed or stopped attempt, its message back to the queue);
@@ -13,6 +14,7 @@ Each figure of the line says what it counts, with the report's meaning:
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -69,34 +71,42 @@ class Progress:
         self.clock = clock
         self._last: float | None = None
         self._width = 0
+        self._writing = threading.Lock()  # `say` comes from the Spark worker's threads
 
     def update(self, elapsed_s: float, counts: Counts) -> None:
         """Show the counts, at most once per `every_s`."""
         now = self.clock()
-        if self._last is not None and now - self._last < self.every_s:
-            return
-        self._last = now
-        line = progress_line(elapsed_s, counts)
-        if self.live:
-            self.stream.write("\r" + line.ljust(self._width))
-            self._width = len(line)
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        with self._writing:
+            if self._last is not None and now - self._last < self.every_s:
+                return
+            self._last = now
+            line = progress_line(elapsed_s, counts)
+            if self.live:
+                self.stream.write("\r" + line.ljust(self._width))
+                self._width = len(line)
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
 
     def note(self, elapsed_s: float, text: str) -> None:
         """A line of its own, at once, above the live line (which the next update draws again)."""
-        prefix = "\r" + " " * self._width + "\r" if self.live and self._width else ""
-        self.stream.write(f"{prefix}[{elapsed_s:5.0f} s] {text}\n")
-        self.stream.flush()
-        if self.live:
-            self._width = 0
-            self._last = None  # the live line was wiped: draw it again on the next update
+        self.say(f"[{elapsed_s:5.0f} s] {text}")
+
+    def say(self, text: str) -> None:
+        """`text` (one line or more), at once, above the live line (which the next update draws again)."""
+        with self._writing:
+            prefix = "\r" + " " * self._width + "\r" if self.live and self._width else ""
+            self.stream.write(f"{prefix}{text}\n")
+            self.stream.flush()
+            if self.live:
+                self._width = 0
+                self._last = None  # the live line was wiped: draw it again on the next update
 
     def close(self) -> None:
-        if self.live and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
+        with self._writing:
+            if self.live and self._width:
+                self.stream.write("\n")
+                self.stream.flush()
 
 
 def live_counts(tracks: Iterable[Track], running: set[str], faults: Faults | None) -> Counts:

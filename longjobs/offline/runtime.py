@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from longjobs.offline.processor import LocalProcessor
 from longjobs.offline.progress import Progress, RedeliveryNotes, live_counts
 from longjobs.offline.report import build_report, violations
 from longjobs.offline.scenario import AbortExecution, GenericJob, JobSpec, RawJob, Scenario, SparkJob, WaitJob
+from longjobs.offline.spark import log_spark_to, spark_log
+from longjobs.offline.worker import FAILURES
 
 POLL_S = 0.5
 CHECKER_FINDING = "the independent checker, on the run's history: "
@@ -34,6 +36,8 @@ SETTLE_S = 15.0
 MAX_SPARK_WORKERS = 4
 EXTENDER_TIMEOUT_S = 60.0
 WATCHER_TIMEOUT_S = 30.0
+RUNTIME_LOG = "runtime.log"
+"""The run's log in its work folder: the functions' and the runtime's, moto's, and the job failures."""
 LOGGERS = ("moto", "werkzeug", "longjobs.offline", "py4j", "pyspark", "botocore")
 QUIET_LOGGERS = ("moto.stepfunctions.parser",)
 """moto's engine logs every failed state (the workflow fails states on purpose) with its whole AST."""
@@ -117,15 +121,45 @@ def message_body(job: JobSpec, work_dir: Path) -> str:
     return json.dumps({"job_id": job.id, "type": job.type, "params": params})
 
 
+Show = Callable[[str], None]
+"""Puts text in front of the user (a line or more of the terminal)."""
+
+
+class Shown(logging.Handler):
+    """Hands each record to `show` as its message and traceback, then `footer` (where the full logs are)."""
+
+    def __init__(self, show: Show, footer: str) -> None:
+        super().__init__()
+        self.show = show
+        self.footer = footer
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.show(f"{self.format(record)}\n{self.footer}")
+        except Exception:
+            self.handleError(record)
+
+
+def logs_footer(log_file: Path, spark_log: Path | None) -> str:
+    """Where a run's full logs are: the runtime's, and Spark's own when it writes one."""
+    return f"logs: {log_file}" + (f"; Spark's log: {spark_log}" if spark_log is not None else "")
+
+
 @contextlib.contextmanager
-def captured_logs(path: Path) -> Iterator[None]:
+def captured_logs(path: Path, *, show_failures: Show | None = None) -> Iterator[None]:
     """Send the functions' Powertools logs, anything printed and the libraries' logs to `path`, keeping
-    the terminal (stderr) for progress; put everything back afterwards."""
+    the terminal (stderr) for progress; put everything back afterwards. A Spark job's failure (its class,
+    message and traceback: `longjobs.offline.worker.FAILURES`) goes to `path` too, and to `show_failures`
+    when given, with where the full logs are (Spark's own: `log_spark_to`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    shown = Shown(show_failures, logs_footer(path, spark_log())) if show_failures is not None else None
     with path.open("a", encoding="utf-8") as sink:
         handler = logging.StreamHandler(sink)
         handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
         saved = []
+        if shown is not None:
+            FAILURES.addHandler(shown)
         for name in LOGGERS:
             lib = logging.getLogger(name)
             saved.append((lib, lib.propagate, lib.level))
@@ -151,16 +185,22 @@ def captured_logs(path: Path) -> Iterator[None]:
                 lib.removeHandler(handler)
                 lib.propagate = propagate
                 lib.setLevel(level)
+            if shown is not None:
+                FAILURES.removeHandler(shown)
 
 
-def run_scenario(scenario: Scenario, *, work_dir: Path, progress: Progress | None = None) -> RunResult:
-    """Run the scenario to its end (every message settled, or `timeout_s`) and report."""
+def run_scenario(
+    scenario: Scenario, *, work_dir: Path, progress: Progress | None = None, show_failures: Show | None = None
+) -> RunResult:
+    """Run the scenario to its end (every message settled, or `timeout_s`) and report. Its logs go to
+    `work_dir` (Spark's to `spark.log`), and each Spark job's failure to `show_failures` too when given."""
     wall_start = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
+    log_spark_to(work_dir)
     prepare_spark(scenario, work_dir)
     faults = Faults(scenario)
     with (
-        captured_logs(work_dir / "runtime.log"),
+        captured_logs(work_dir / RUNTIME_LOG, show_failures=show_failures),
         warnings.catch_warnings(),
         LocalProcessor(
             scenario.settings,

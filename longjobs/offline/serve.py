@@ -44,7 +44,8 @@ from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer
 from longjobs.offline.processor import NO_PYSPARK, LocalProcessor, has_pyspark, pyspark_types
 from longjobs.offline.resources import RUNTIME_SETTINGS
-from longjobs.offline.runtime import captured_logs
+from longjobs.offline.runtime import captured_logs, logs_footer
+from longjobs.offline.spark import log_spark_to
 
 HISTORY_FILE = "trace.jsonl"
 """Where, under the work directory, a stopped service writes its history."""
@@ -266,10 +267,12 @@ def serve(
     hurry = threading.Event()
     stop = stop or _on_signals(hurry)
     log_file = work_dir / "serve.log"
+    spark_log = log_spark_to(work_dir) if pyspark_types(catalog) and has_pyspark() else None
     try:
         with (
             held,
-            captured_logs(log_file),
+            # A Spark job's failure (its class, message and traceback) is the job owner's to read at once.
+            captured_logs(log_file, show_failures=lambda text: print(text, file=out, flush=True)),
             warnings.catch_warnings(),
             LocalProcessor(
                 settings,
@@ -288,7 +291,7 @@ def serve(
             start = processor.faults.begin()
             processor.start()
             print(banner(processor, catalog, drain_s), file=out, flush=True)
-            print(f"logs: {log_file}", file=out, flush=True)
+            print(logs_footer(log_file, spark_log), file=out, flush=True)
             wait_for_stop(stop)
             print(
                 f"stopping: no new receives; running jobs get {drain_s:g} s (Ctrl-C again: stop them now) ...",

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from longjobs.history.checker import main as checker_main
 from longjobs.offline.__main__ import main
-from tests.e2e.conftest import SPARK_HEARTBEAT_S
-from tests.short_settings import SHORT_THRESHOLD
+from tests import REPO_ROOT
+from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S
+from tests.short_settings import SHORT_THRESHOLD, SPARK_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
@@ -113,3 +118,56 @@ def test_command_command_run_refuses_an_invalid_scenario(tmp_path: Path, capsys:
     assert code == 2
     assert "speed: unknown key" in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
+
+
+FAILING_UDF = """
+from pyspark.sql import functions as F
+
+
+def boom(value):
+    raise ValueError(f"bad row {value}")
+
+
+def run(spark, params):
+    return {"rows": len(spark.range(4).select(F.udf(boom, "int")("id")).collect())}
+"""
+SPARK_LOG_LINE = re.compile(
+    r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|ERROR|INFO) |\s+at (org|java|scala)\.)", re.MULTILINE
+)
+"""A line of Spark's log4j output (its pattern in longjobs/pipeline), or of a Java stack trace."""
+
+
+def test_command_command_run_keeps_sparks_log_off_the_terminal_and_shows_the_jobs_failure(tmp_path: Path) -> None:
+    """A Spark task that fails logs its Java stack traces; they go to `spark.log` in the work folder. The
+    terminal shows the job's own error (class, message, traceback) and where both logs are. A process of
+    its own: the JVM reads its logging once, at its start."""
+    (tmp_path / "udf.py").write_text(FAILING_UDF, encoding="utf-8")
+    udf_type = {"name": "udf", "runner": "pyspark", "entry": f"{tmp_path / 'udf.py'}:run"}
+    scenario = {
+        "settings": {**SPARK_THRESHOLD, "max_attempts": 1},
+        "job_types": [udf_type],
+        "jobs": [{"id": "udf", "type": "udf", "params": {}, "expect": "dlq"}],
+        "spark_heartbeat_s": UNHURRIED_HEARTBEAT_S,
+        "timeout_s": 120,
+    }
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario), encoding="utf-8")
+    report = tmp_path / "out" / "report.json"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "offline", "run", "--scenario", "scenario.json", "--report", "out/report.json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(report.read_text(encoding="utf-8"))["ok"] is True
+    assert SPARK_LOG_LINE.findall(done.stderr) == [], done.stderr
+    assert "spark job udf failed: PythonException" in done.stderr, done.stderr
+    assert "Traceback (most recent call last)" in done.stderr and "ValueError: bad row" in done.stderr
+    assert "logs: out/work/runtime.log; Spark's log: out/work/spark.log" in done.stderr
+    spark_log = (tmp_path / "out" / "work" / "spark.log").read_text(encoding="utf-8")
+    assert "ERROR Executor: Exception in task" in spark_log and "at org.apache.spark." in spark_log

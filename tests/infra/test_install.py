@@ -151,6 +151,7 @@ def test_install_wheel_ships_one_top_level_package(wheel: Path) -> None:
     assert all(path.startswith("data/share/sqs-long-jobs/demo/") for path in data), "only the demo's job and input"
     assert "data/share/sqs-long-jobs/demo/jobs/wordcount.py" in data
     assert "longjobs/offline/scenarios/demo.json" in names and "longjobs/pipeline/log4j2.properties" in names
+    assert "longjobs/pipeline/log4j2-file.properties" in names, "the offline runtime's Spark log configuration"
     assert "longjobs/functions/receiver.py" in names and "longjobs/pipeline/glue_entry.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
