@@ -92,8 +92,9 @@ class Resources:
     """Where each pyspark type's runs are (`longjobs.engine.runs`): a job's next attempt waits for its
     previous run to end, and asks one still running to stop."""
     job_run_arns: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    """The IAM resources of those runs by action: `emr-serverless:ListJobRuns`, `emr-serverless:CancelJobRun`,
-    `glue:GetJobRuns`, `glue:BatchStopJobRun`."""
+    """The IAM resources of those runs by action: `emr-serverless:GetJobRun`, `emr-serverless:ListJobRuns`,
+    `emr-serverless:CancelJobRun`, `glue:GetJobRuns`, `glue:BatchStopJobRun`. With EMR Serverless's, the
+    functions may also read this state machine's execution histories (`states:GetExecutionHistory`)."""
 
 
 LIVE_ALIAS = "live"
@@ -151,9 +152,6 @@ class LongJobFunctions(Construct):
             )
         if res.job_runs:
             engine_env["JOB_RUNS"] = cdk.Stack.of(self).to_json_string(encode_places(res.job_runs))
-        # A job's next attempt asks its runner whether the previous run ended, and stops one still running:
-        # the receiver, and the extender and the watcher when admission runs a receiver in them.
-        job_run_statements = [_allow(action, on=list(arns)) for action, arns in sorted(res.job_run_arns.items())]
         # Executions of this state machine: `...:execution:<state machine name>:<execution name>`.
         execution_arns = cdk.Stack.of(self).format_arn(
             service="states",
@@ -161,6 +159,12 @@ class LongJobFunctions(Construct):
             resource_name=f"{res.state_machine.state_machine_name}:*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
+        # A job's next attempt asks its runner whether the previous run ended, and stops one still running:
+        # the receiver, and the extender and the watcher when admission runs a receiver in them. An EMR
+        # Serverless run is read by the id its execution's history holds (`longjobs.engine.runs`).
+        job_run_statements = [_allow(action, on=list(arns)) for action, arns in sorted(res.job_run_arns.items())]
+        if "emr-serverless:GetJobRun" in res.job_run_arns:
+            job_run_statements.append(_allow("states:GetExecutionHistory", on=[execution_arns]))
         # What an admission pass calls, in the extender and the watcher (a receiver of their own).
         admitting = self._admission_statements(res, execution_arns, waiting_arns) + job_run_statements
 
@@ -384,8 +388,8 @@ class LongJobFunctions(Construct):
             acknowledge(
                 self,
                 "AwsSolutions-IAM5",
-                "CancelJobRun names a run by its id, which its StartJobRun chose: the pattern covers the runs of "
-                "this stack's EMR Serverless applications only.",
+                "GetJobRun and CancelJobRun name a run by its id, which its StartJobRun chose: the pattern covers "
+                "the runs of this stack's EMR Serverless applications only.",
                 findings=tuple("Resource::" + rendered(self, arn) for arn in cancellable),
             )
         acknowledge(

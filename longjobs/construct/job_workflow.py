@@ -277,16 +277,19 @@ class JobWorkflow(Construct):
 
     @property
     def job_run_arns(self) -> dict[str, list[str]]:
-        """The IAM resources of the calls that ask about those runs and stop them, by action."""
+        """The IAM resources of the calls that ask about those runs and stop them, by action: an EMR Serverless
+        run is read by its id (GetJobRun), or looked for among the application's (ListJobRuns)."""
         arns: dict[str, list[str]] = {}
         if self.glue_jobs:
             jobs = [job.job_arn for _, job in sorted(self.glue_jobs.items())]
             arns |= {"glue:GetJobRuns": jobs, "glue:BatchStopJobRun": jobs}
         if self.emr_serverless is not None:
             applications = [arn for _, arn in sorted(self.emr_serverless.application_arns.items())]
+            job_runs = [f"{arn}/jobruns/*" for arn in applications]
             arns |= {
+                "emr-serverless:GetJobRun": job_runs,
                 "emr-serverless:ListJobRuns": applications,
-                "emr-serverless:CancelJobRun": [f"{arn}/jobruns/*" for arn in applications],
+                "emr-serverless:CancelJobRun": job_runs,
             }
         return arns
 

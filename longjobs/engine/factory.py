@@ -148,7 +148,7 @@ class Factory:
             clock=self.clock,
             rng=rng,
             metrics=self.metrics,
-            runs=JobRuns(parse_places(self.settings.job_runs), clients.runner),
+            runs=JobRuns(parse_places(self.settings.job_runs), clients.runner, clients.stepfunctions),
             **extra,
         )
 

@@ -7,8 +7,13 @@ worker learns of its task's end at its next heartbeat. So a job lock freed by an
 not say that its run ended. Before a new attempt takes a job id's lock that another execution held, the
 receiver asks the type's runner (`RunPlace`, from the `job_runs` setting) about that execution's run:
 
-- EMR Serverless (the type's application): ListJobRuns in the states of a run not ended, created since
-  the lock was taken, finds the run named after the execution; CancelJobRun asks it to stop.
+- EMR Serverless (the type's application): the run is read by its id. The execution's history
+  (GetExecutionHistory) holds a `TaskSubmitted` event for each StartJobRun of its `startJobRun.sync` task,
+  whose output is StartJobRun's answer: the application and the run's id. GetJobRun then gives the run's
+  state; CancelJobRun asks a live one to stop. A listing cannot be trusted for this: ListJobRuns of several
+  states comes grouped by state, so a run that changes state between two pages can be missed. The
+  listing (ListJobRuns in the live states, created within the execution's life, named after it) is kept
+  for what the history cannot tell: a start whose answer never reached it, or a history no longer kept.
 - Glue (the type's job): GetJobRuns, newest first, back to the lock's taking, finds the run whose
   `--longjobs-execution` argument names the execution; BatchStopJobRun asks it to stop.
 - The offline worker (the step's heartbeat timeout): its run may go on until that long after the lock's
@@ -26,19 +31,24 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from botocore.exceptions import ClientError
 
 from longjobs.engine.observability import logger
 
 __all__ = [
     "EMR_LIVE",
+    "EMR_TASK",
     "EXECUTION_ARGUMENT",
     "GLUE_LIVE",
+    "EmrStarts",
     "JobRuns",
     "RunPlace",
+    "emr_starts",
     "encode_places",
     "parse_places",
     "place_setting",
@@ -54,6 +64,15 @@ CREATED_SLACK_S = 60.0
 """How much earlier than its lock's taking a run's creation time may read: the clocks of two services."""
 GLUE_PAGE = 200
 """GetJobRuns' largest page."""
+EMR_TASK = ("emr-serverless", "startJobRun.sync")
+"""The workflow's EMR Serverless task as its history events name it, their `resourceType` and `resource`: the
+Task's resource `arn:aws:states:::emr-serverless:startJobRun.sync`, split at its last colon
+(https://docs.aws.amazon.com/step-functions/latest/apireference/API_TaskSubmittedEventDetails.html)."""
+HISTORY_PAGE = 1000
+"""GetExecutionHistory's largest page (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html)."""
+EXECUTION_ENDS = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut"})
+"""The history events that end an execution; `ExecutionRedriven` begins it again
+(https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html)."""
 
 Runner = Literal["emr_serverless", "glue", "worker"]
 
@@ -118,13 +137,81 @@ def place_setting(places: Mapping[str, RunPlace]) -> str:
     return json.dumps(encode_places(places), sort_keys=True)
 
 
+@dataclass(frozen=True)
+class EmrStarts:
+    """What an execution's history says of its EMR Serverless task (`EMR_TASK`): how often Step Functions
+    scheduled it, the run each StartJobRun answered, and whether the execution has ended."""
+
+    scheduled: int = 0
+    """The task's attempts (`TaskScheduled`): its Retry schedules it again after a failed start."""
+    runs: tuple[tuple[str | None, str], ...] = ()
+    """Each answered start's application id (None when its answer names none) and run id (`TaskSubmitted`)."""
+    ended: bool = False
+    """The history closes with the execution's end: no task of it will be scheduled any more."""
+
+    @property
+    def unanswered(self) -> bool:
+        """Some attempt has no run read from its answer: its StartJobRun failed, or created a run whose
+        answer was lost, or answered what cannot be read."""
+        return self.scheduled > len(self.runs)
+
+
+def emr_starts(events: Iterable[Mapping[str, Any]]) -> EmrStarts:
+    """The EMR Serverless task's starts in an execution's history events, read in order. A `TaskSubmitted`
+    event's output is the response of the task's call
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_TaskSubmittedEventDetails.html):
+    for `startJobRun.sync`, StartJobRun's, which names the application and the run
+    (https://docs.aws.amazon.com/step-functions/latest/dg/connect-emr-serverless.html,
+    https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html). These pages do not
+    show the output's spelling: the integration's parameters are capitalized (`JobRunId`), the service's
+    answer is not (`jobRunId`). Both are read."""
+    scheduled, ended = 0, False
+    runs: list[tuple[str | None, str]] = []
+    for event in events:
+        kind = event.get("type")
+        if kind in EXECUTION_ENDS:
+            ended = True
+        elif kind == "ExecutionRedriven":
+            ended = False
+        elif kind == "TaskScheduled" and _names_emr_task(event.get("taskScheduledEventDetails")):
+            scheduled += 1
+        elif kind == "TaskSubmitted" and _names_emr_task(details := event.get("taskSubmittedEventDetails") or {}):
+            run = _submitted_run(details.get("output"))
+            if run is not None:
+                runs.append(run)
+    return EmrStarts(scheduled, tuple(runs), ended)
+
+
+def _names_emr_task(details: Any) -> bool:
+    return isinstance(details, Mapping) and (details.get("resourceType"), details.get("resource")) == EMR_TASK
+
+
+def _submitted_run(output: Any) -> tuple[str | None, str] | None:
+    """The (application id, run id) a StartJobRun answer names; None when it names no run."""
+    try:
+        answer = json.loads(output) if isinstance(output, str) else None
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    run_id = answer.get("JobRunId", answer.get("jobRunId"))
+    application = answer.get("ApplicationId", answer.get("applicationId"))
+    if not isinstance(run_id, str) or not run_id:
+        return None
+    return (application if isinstance(application, str) and application else None), run_id
+
+
 class JobRuns:
     """The runners of one deployment's types (see the module). `client(service)` makes a client of
-    `emr-serverless` or `glue`, at its first use."""
+    `emr-serverless` or `glue`, at its first use; `stepfunctions` reads an execution's history (an EMR
+    Serverless run's id)."""
 
-    def __init__(self, places: Mapping[str, RunPlace], client: Callable[[str], Any] | None) -> None:
+    def __init__(
+        self, places: Mapping[str, RunPlace], client: Callable[[str], Any] | None, stepfunctions: Any = None
+    ) -> None:
         self.places = dict(places)
         self._client = client
+        self._stepfunctions = stepfunctions
         self._clients: dict[str, Any] = {}
         self._making = threading.Lock()  # a batch's records ask on threads at once: one client a service
 
@@ -149,7 +236,7 @@ class JobRuns:
         name = execution_arn.rpartition(":")[2]
         try:
             if place.runner == "emr_serverless":
-                return self._emr(place.name, name, since)
+                return self._emr(place.name, execution_arn, since=since, ended_at=ended_at)
             return self._glue(place.name, name, since)
         except Exception as exc:
             logger.warning(
@@ -166,13 +253,60 @@ class JobRuns:
             return None
         return ended_at + place.heartbeat_s
 
-    def _emr(self, application_id: str, name: str, since: float) -> bool:
+    def _emr(self, application_id: str, execution_arn: str, *, since: float, ended_at: float | None) -> bool:
+        """Each run the execution's history names is read by its id. The listing looks for a run that the
+        history cannot name: an attempt with no answer read, or a history no longer kept. A task never
+        scheduled started no run, once the execution has ended; until then it may still start one."""
+        name = execution_arn.rpartition(":")[2]
+        if self._stepfunctions is None:
+            raise RuntimeError("no Step Functions client: an execution's history cannot be read")
+        try:
+            starts = emr_starts(
+                _items(
+                    self._stepfunctions.get_execution_history,
+                    {"executionArn": execution_arn, "maxResults": HISTORY_PAGE},
+                    "events",
+                    "nextToken",
+                )
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+                raise
+            logger.info("execution's history not kept: its run is looked for by name", extra={"execution": name})
+            return self._emr_listed(application_id, name, since=since, ended_at=ended_at)
+        running = False
+        for application, run_id in starts.runs:
+            running = self._emr_run(application or application_id, run_id, name) or running
+        if starts.unanswered:
+            running = self._emr_listed(application_id, name, since=since, ended_at=ended_at) or running
+        elif not starts.scheduled and not starts.ended:
+            logger.info("execution has not started its run yet: counted as running", extra={"execution": name})
+            return True
+        return running
+
+    def _emr_run(self, application_id: str, run_id: str, name: str) -> bool:
+        """GetJobRun: whether the run is live, asking it to stop unless it is already cancelling."""
+        client = self._of("emr-serverless")
+        state = (client.get_job_run(applicationId=application_id, jobRunId=run_id).get("jobRun") or {}).get("state")
+        if state not in EMR_LIVE:
+            return False
+        if state != "CANCELLING":
+            client.cancel_job_run(applicationId=application_id, jobRunId=run_id)
+        logger.info("job run still running: asked to stop", extra={"execution": name, "run": run_id})
+        return True
+
+    def _emr_listed(self, application_id: str, name: str, *, since: float, ended_at: float | None) -> bool:
+        """ListJobRuns in the live states, named after the execution. Its window is the execution's life:
+        from its start, and to its end when known (a lock is freed at or after its execution's end, and
+        the run was created before it). The narrower the window, the fewer pages a run could slip between."""
         client = self._of("emr-serverless")
         params: dict[str, Any] = {
             "applicationId": application_id,
             "states": list(EMR_LIVE),
             "createdAtAfter": datetime.fromtimestamp(since - CREATED_SLACK_S, UTC),
         }
+        if ended_at is not None:
+            params["createdAtBefore"] = datetime.fromtimestamp(ended_at + CREATED_SLACK_S, UTC)
         for run in _items(client.list_job_runs, params, "jobRuns", "nextToken"):
             if run.get("name") == name:
                 if run.get("state") != "CANCELLING":
@@ -182,6 +316,8 @@ class JobRuns:
         return False
 
     def _glue(self, job_name: str, name: str, since: float) -> bool:
+        """GetJobRuns lists every run of the job newest first by start: a run's place in it never changes
+        with its state, so no run slips between pages as the runs' states change."""
         client = self._of("glue")
         params: dict[str, Any] = {"JobName": job_name, "MaxResults": GLUE_PAGE}
         for run in _items(client.get_job_runs, params, "JobRuns", "NextToken"):

@@ -26,6 +26,11 @@ What AWS documents, and this model follows:
 - The `.sync` task ends when the run does: with its output on SUCCESS, an error otherwise. The error's
   name is not documented; here `States.TaskFailed` with the run as its cause (the workflow catches every
   error of the job's step).
+- The processor asks about a run by its id (GetJobRun), or looks for it in ListJobRuns, and cancels it
+  (CancelJobRun). ListJobRuns pages by position in the list as it is when read: a run that leaves the
+  listed states moves the runs after it forward, so one can slip into a page already read. AWS groups a
+  listing of several states by state, so a run changing state between pages may slip there too
+  (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html).
 
 Faults are drawn on a stream of the seed's own (`emr:<seed>`), inside the fault window only: a start whose
 answer is lost after it succeeded (`START_ANSWER_LOST`), a run stuck in the application's queue past its
@@ -41,8 +46,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from longjobs.sim.aws import ACCOUNT, REGION, client_error
 from longjobs.sim.scheduler import Group, Scheduler, Signal
 from longjobs.sim.trace import Trace
 from longjobs.sim.workflow import StatesError
@@ -140,16 +147,29 @@ class EmrServerless:
         behaviour: SparkBehaviour,
         timeout_s: float | None,
         declared_limit_s: float,
+        *,
+        submitted: Callable[[dict[str, Any]], None] | None = None,
     ) -> Any:
         """The task: start the run (idempotent by its client token), then wait for its end. `declared_limit_s`
-        is the type's `timeout_minutes`: the run must end by it (plus a cancel), whatever the state asked."""
+        is the type's `timeout_minutes`: the run must end by it (plus a cancel), whatever the state asked.
+        `submitted(answer)` is told StartJobRun's answer when it reaches Step Functions (not when it is lost):
+        the execution's history records it (`TaskSubmitted`)."""
         run = self._start(parameters, execution_arn, behaviour)
         run.step_timeout_s = timeout_s
         run.declared_limit_s = declared_limit_s
         if self._fault(START_ANSWER_LOST):
             self._reach("emr:start_answer_lost")
             raise StatesError("EMRServerless.InternalServerException", "the start's answer was lost")
+        if submitted is not None:
+            submitted(self.start_answer(run))
         return self._wait(run, timeout_s)
+
+    @staticmethod
+    def start_answer(run: JobRun) -> dict[str, Any]:
+        """StartJobRun's answer as the `.sync` integration reports it, spelled as the integration's parameters
+        are (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html). AWS's pages
+        do not show the spelling; the processor reads the service's too (`longjobs.engine.runs.emr_starts`)."""
+        return {"ApplicationId": EMR_APPLICATION, "JobRunId": run.run_id, "Arn": _run_arn(run.run_id)}
 
     def _start(self, parameters: dict[str, Any], execution_arn: str, behaviour: SparkBehaviour) -> JobRun:
         token = str(parameters["ClientToken"])
@@ -314,16 +334,20 @@ class EmrServerless:
         applicationId: str,
         states: list[str] | None = None,
         createdAtAfter: Any = None,
+        createdAtBefore: Any = None,
         nextToken: str | None = None,
         maxResults: int = LIST_PAGE,
     ) -> dict[str, Any]:
-        """ListJobRuns: the application's runs, newest first, in `states`, created after `createdAtAfter`
-        (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html)."""
+        """ListJobRuns: the application's runs, newest first, in `states`, created after `createdAtAfter` and
+        before `createdAtBefore` (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html).
+        A page starts at a position in the list as it is when read: runs that left it since the page before
+        move the others forward, past the reader."""
         after = createdAtAfter.timestamp() if createdAtAfter is not None else -math.inf
+        before = createdAtBefore.timestamp() if createdAtBefore is not None else math.inf
         found = [
             run
             for run in sorted(self.runs.values(), key=lambda run: run.submitted, reverse=True)
-            if (not states or run.state in states) and run.submitted > after
+            if (not states or run.state in states) and after < run.submitted < before
         ]
         start = int(nextToken or 0)
         page = found[start : start + min(maxResults, LIST_PAGE)]
@@ -335,6 +359,29 @@ class EmrServerless:
         if start + len(page) < len(found):
             answer["nextToken"] = str(start + len(page))
         return answer
+
+    def get_job_run(self, *, applicationId: str, jobRunId: str) -> dict[str, Any]:
+        """GetJobRun: the run's details, its state among them; a run the application does not hold is
+        ResourceNotFoundException (HTTP 404)
+        (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_GetJobRun.html)."""
+        run = self.runs.get(jobRunId)
+        if applicationId != EMR_APPLICATION or run is None:
+            raise client_error(
+                "GetJobRun", "ResourceNotFoundException", f"Job run {jobRunId} does not exist", status=404
+            )
+        at = datetime.fromtimestamp(run.submitted, UTC)
+        return {
+            "jobRun": {
+                "applicationId": applicationId,
+                "jobRunId": run.run_id,
+                "arn": _run_arn(run.run_id),
+                "name": run.name,
+                "state": run.state,
+                "stateDetails": "",
+                "createdAt": at,
+                "updatedAt": at,
+            }
+        }
 
     def cancel_job_run(self, *, applicationId: str, jobRunId: str) -> dict[str, Any]:
         """CancelJobRun: the run goes CANCELLING, then CANCELLED (one ended stays as it is)."""
@@ -370,3 +417,7 @@ class EmrServerless:
                 ran = end - run.submitted
                 found.append(f"run {run.run_id} ran until {ran:.0f} s, past its type's limit {limit_s:.0f} s")
         return found
+
+
+def _run_arn(run_id: str) -> str:
+    return f"arn:aws:emr-serverless:{REGION}:{ACCOUNT}:/applications/{EMR_APPLICATION}/jobruns/{run_id}"

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from longjobs.engine.runs import EMR_TASK
 from longjobs.engine.watcher.models import ExecutionStatusChange, status_change_envelope
 from longjobs.history.faults import WorldFault
 from longjobs.sim.aws import ACCOUNT, REGION, Execution, FakeAws
@@ -322,11 +323,31 @@ class Executions:
         return behaviour
 
     def emr_task(self, parameters: Any, context: ExecutionContext) -> Any:
-        """An emr_serverless type's `.sync` step: a run on the simulated EMR Serverless (`longjobs.sim.emr`)."""
-        execution = self.aws.stepfunctions.executions[context.execution_arn]
+        """An emr_serverless type's `.sync` step: a run on the simulated EMR Serverless (`longjobs.sim.emr`).
+        Each attempt goes into the execution's history as Step Functions records a task: scheduled,
+        started, submitted with StartJobRun's answer (unless that answer was lost), then its end
+        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html)."""
+        sfn = self.aws.stepfunctions
+        execution = sfn.executions[context.execution_arn]
         behaviour = self._behaviour(execution.input["job"], int(execution.input["attempt"]))
         declared = self.emr_limits_s[str(execution.input["job"]["type"])]
-        return self.emr.run_job(dict(parameters), context.execution_arn, behaviour, context.timeout_s, declared)
+        task = {"resourceType": EMR_TASK[0], "resource": EMR_TASK[1]}
+        sfn.record(execution, "TaskScheduled", **task, region=REGION, parameters=json.dumps(parameters))
+        sfn.record(execution, "TaskStarted", **task)
+
+        def submitted(answer: dict[str, Any]) -> None:
+            sfn.record(execution, "TaskSubmitted", **task, output=json.dumps(answer))
+
+        try:
+            output = self.emr.run_job(
+                dict(parameters), context.execution_arn, behaviour, context.timeout_s, declared, submitted=submitted
+            )
+        except StatesError as exc:
+            ended = "TaskTimedOut" if exc.error == "States.Timeout" else "TaskFailed"
+            sfn.record(execution, ended, **task, error=exc.error, cause=exc.cause)
+            raise
+        sfn.record(execution, "TaskSucceeded", **task, output=json.dumps(output))
+        return output
 
     def _emr_run(self, run: JobRun) -> None:
         """An EMR Serverless run submitted, or at its end state: a job run of its execution's job."""

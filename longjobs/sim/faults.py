@@ -24,11 +24,12 @@ FOCUS_MAX_STREAK = 8
 """A focused operation fails at most this many calls in a row (by one actor): a service failing every call
 for minutes is an outage, beyond what the design claims to survive (the workflow's success path retries 12
 times, about 3 minutes on average: a streak past its retries fails it for good), except those of `OUTAGES`."""
-RARE_OPERATIONS = frozenset({"delete_message_batch", "stop_execution", "cancel_job_run"})
+RARE_OPERATIONS = frozenset({"delete_message_batch", "stop_execution", "cancel_job_run", "list_job_runs"})
 """Operations few seeds call at all, and then once to four times: the unparking delete (`longjobs.engine.
-admission.parking`: 5 % of the seeds of the mixed campaign 0-999), the stop of an execution (6 %), and the
-receiver's cancel of a job run that outlived its execution (`longjobs.engine.runs`, under 1 %); every
-other operation is called by more than a quarter of the seeds, most by all. Coverage counts each fault kind
+admission.parking`: 5 % of the seeds of the mixed campaign 0-999), the stop of an execution (6 %), the
+receiver's cancel of a job run that outlived its execution (`longjobs.engine.runs`, under 1 %), and its
+listing of an application's runs when the execution's history names no run (a start whose answer was
+lost); every other operation is called by more than a quarter of the seeds, most by all. Coverage counts each fault kind
 per operation over a campaign, but one seed cannot tell from its own calls which operations the others
 rarely make (many are first called late, or only a few times, in one seed), so it is measured and written
 down here. Every seed focuses on these (`FaultPlan.rare_rng`). Measured without that focus, the unparking

@@ -64,3 +64,13 @@ def test_backfill_prints_json_with_both_rows(capsys: pytest.CaptureFixture[str])
     assert set(asdict(Params())) == set(data["params"])
     for key in ("makespan_ratio", "receives_per_job", "requests_per_job", "dlq", "violation", "max_concurrent"):
         assert key in data["results"][0]
+
+
+def test_backfill_without_admission_never_runs_a_job_twice_at_once() -> None:
+    """1,000 jobs on 50 runs at once, without admission (about 15 s): runs queue past their steps' timeout,
+    and each retry asks about its job's previous run while hundreds of runs are live and change state. A
+    listing of the application's runs can miss one still cancelling, which slips between its pages; the
+    job's second run would then start beside it (`single_run_per_job`). Read by its id, it is waited for."""
+    off = simulate(Params(jobs=1_000, slots=50), admission=False)
+    assert (off.violation, off.dlq, off.succeeded) == (None, 0, 1_000)
+    assert off.requests.get("stepfunctions.GetExecutionHistory", 0) > 0, "the retries read their runs by id"

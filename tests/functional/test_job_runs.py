@@ -1,16 +1,23 @@
 """A job run outlives its execution: the receiver asks the runner before a job's next attempt
-(`longjobs.engine.runs`), with botocore's Stubber for EMR Serverless and Glue (it holds each request and
-answer to the service's model; moto's runs end at once, and it has no BatchStopJobRun), and the receiver
-on moto with the rendered workflow.
+(`longjobs.engine.runs`), with botocore's Stubber for EMR Serverless, Glue and the execution's history (it
+holds each request and answer to the service's model; moto's runs end at once, it has no BatchStopJobRun,
+and its Step Functions runs no EMR Serverless task), and the receiver on moto with the rendered workflow.
 
 AWS's word: on a `.sync` task, when the execution is stopped, Step Functions makes a best-effort attempt
 to stop the job and does not wait for it (https://docs.aws.amazon.com/step-functions/latest/dg/
-connect-to-resource.html, "Run a Job"); ListJobRuns filters by states and creation time
+connect-to-resource.html, "Run a Job"); an execution's history holds a `TaskSubmitted` event whose output
+is the response of the task's call (https://docs.aws.amazon.com/step-functions/latest/apireference/
+API_TaskSubmittedEventDetails.html), for `emr-serverless:startJobRun.sync` StartJobRun's, which names the run
+(https://docs.aws.amazon.com/step-functions/latest/dg/connect-emr-serverless.html,
+https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_StartJobRun.html); GetJobRun reads a run
+by its id (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_GetJobRun.html); ListJobRuns
+filters by states and creation time, and a listing of several states comes grouped by state
 (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_ListJobRuns.html); GetJobRuns returns
 the runs newest first (https://docs.aws.amazon.com/glue/latest/webapi/API_GetJobRuns.html)."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -50,39 +57,195 @@ def emr_summary(run_id: str, name: str, state: str) -> dict[str, Any]:
     }
 
 
-def test_job_runs_emr_run_of_an_ended_execution_is_asked_to_stop_and_waited_for(moto_aws: None) -> None:
-    """Stubber, not moto: moto's EMR Serverless runs end at once and keep only the day they began."""
-    emr = boto3.client("emr-serverless", region_name=REGION)
-    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
-    since = time.time() - 30
-    live = ["SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUEUED", "CANCELLING"]
-    with Stubber(emr) as stub:
-        stub.add_response(
-            "list_job_runs",
-            {"jobRuns": [emr_summary("00r2", "m-other-1", "RUNNING")], "nextToken": "next"},
-            {"applicationId": "00app", "states": live, "createdAtAfter": datetime.fromtimestamp(since - 60, UTC)},
-        )
-        stub.add_response(
-            "list_job_runs",
-            {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]},
-            {
-                "applicationId": "00app",
-                "states": live,
-                "createdAtAfter": datetime.fromtimestamp(since - 60, UTC),
-                "nextToken": "next",
-            },
-        )
-        stub.add_response(
-            "cancel_job_run",
-            {"applicationId": "00app", "jobRunId": "00r1"},
-            {"applicationId": "00app", "jobRunId": "00r1"},
-        )
+def emr_run(run_id: str, state: str) -> dict[str, Any]:
+    """GetJobRun's answer (its required fields)."""
+    at = datetime.now(UTC)
+    return {
+        "jobRun": {
+            "applicationId": "00app",
+            "jobRunId": run_id,
+            "name": "m-gone-1",
+            "arn": f"arn:aws:emr-serverless:{REGION}:123456789012:/applications/00app/jobruns/{run_id}",
+            "createdBy": ROLE,
+            "createdAt": at,
+            "updatedAt": at,
+            "executionRole": ROLE,
+            "state": state,
+            "stateDetails": state.lower(),
+            "releaseLabel": "emr-7.5.0",
+            "jobDriver": {"sparkSubmit": {"entryPoint": "s3://assets/glue_entry.py"}},
+        }
+    }
+
+
+def history(*events: tuple[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """GetExecutionHistory's answer: `events` as (type, details), numbered from 1. Details of a Task event
+    name the EMR Serverless task unless they name a resource of their own."""
+    answered: list[dict[str, Any]] = []
+    for number, (kind, details) in enumerate(events, start=1):
+        event: dict[str, Any] = {
+            "timestamp": datetime.now(UTC),
+            "type": kind,
+            "id": number,
+            "previousEventId": number - 1,
+        }
+        if kind.startswith("Task"):
+            field = {"TaskScheduled": "taskScheduledEventDetails", "TaskSubmitted": "taskSubmittedEventDetails"}[kind]
+            event[field] = {"resourceType": "emr-serverless", "resource": "startJobRun.sync", **(details or {})}
+            if kind == "TaskScheduled":
+                event[field].setdefault("region", REGION)
+                event[field].setdefault("parameters", "{}")
+        answered.append(event)
+    return {"events": answered}
+
+
+def submitted(run_id: str, **answer: str) -> tuple[str, dict[str, Any]]:
+    """The `TaskSubmitted` event of a start that StartJobRun answered with `run_id` (as the integration spells
+    its fields, unless `answer` spells them)."""
+    output = answer or {"ApplicationId": "00app", "JobRunId": run_id, "Arn": f"arn:.../jobruns/{run_id}"}
+    return "TaskSubmitted", {"output": json.dumps(output)}
+
+
+SCHEDULED = ("TaskScheduled", None)
+STARTED = ("ExecutionStarted", None)
+ABORTED = ("ExecutionAborted", None)
+ASKED = {"executionArn": GONE, "maxResults": 1000}
+
+
+def emr_runs(moto_clients: tuple[Any, Any]) -> JobRuns:
+    emr, sfn = moto_clients
+    return JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
+
+
+@pytest.fixture
+def clients(moto_aws: None) -> tuple[Any, Any]:
+    return boto3.client("emr-serverless", region_name=REGION), boto3.client("stepfunctions", region_name=REGION)
+
+
+def test_job_runs_emr_run_read_by_its_id_is_asked_to_stop_and_waited_for(clients: tuple[Any, Any]) -> None:
+    """The run's id comes from the execution's history; GetJobRun reads its state. A live run is asked to
+    stop (once: a CANCELLING run is waited for, not asked again); an ended one lets the job go on. No
+    listing is read, so no run can slip between its pages."""
+    emr, sfn = clients
+    runs, since = emr_runs(clients), time.time() - 30
+    events = history(STARTED, SCHEDULED, submitted("00r1"), ABORTED)
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        for state in ("RUNNING", "CANCELLING", "CANCELLED"):
+            sfn_stub.add_response("get_execution_history", events, ASKED)
+            emr_stub.add_response("get_job_run", emr_run("00r1", state), {"applicationId": "00app", "jobRunId": "00r1"})
+            if state == "RUNNING":
+                emr_stub.add_response(
+                    "cancel_job_run",
+                    {"applicationId": "00app", "jobRunId": "00r1"},
+                    {"applicationId": "00app", "jobRunId": "00r1"},
+                )
         assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "its run is still running"
-        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "CANCELLING")]})
         assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "cancelling: not asked again"
-        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r2", "m-other-1", "RUNNING")]})
         assert not runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "once it ended, no wait"
-        stub.assert_no_pending_responses()
+        emr_stub.assert_no_pending_responses()
+        sfn_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("state", ["SUCCESS", "FAILED", "CANCELLED"])
+def test_job_runs_emr_run_read_ended_is_not_waited_for(clients: tuple[Any, Any], state: str) -> None:
+    emr, sfn = clients
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(STARTED, SCHEDULED, submitted("00r1"), ABORTED), ASKED)
+        emr_stub.add_response("get_job_run", emr_run("00r1", state), {"applicationId": "00app", "jobRunId": "00r1"})
+        assert not emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time())
+        emr_stub.assert_no_pending_responses()
+
+
+def test_job_runs_emr_every_start_of_the_task_is_read(clients: tuple[Any, Any]) -> None:
+    """A task retried after its start was answered (a later error of the task) has a `TaskSubmitted` per
+    start: every run named is read, and each one live is asked to stop. The service's own spelling of the
+    answer's fields (`jobRunId`) is read as the integration's (`JobRunId`)."""
+    emr, sfn = clients
+    events = history(
+        STARTED, SCHEDULED, submitted("00r1"), SCHEDULED, submitted("", applicationId="00app", jobRunId="00r2"), ABORTED
+    )
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", events, ASKED)
+        emr_stub.add_response("get_job_run", emr_run("00r1", "FAILED"), {"applicationId": "00app", "jobRunId": "00r1"})
+        emr_stub.add_response("get_job_run", emr_run("00r2", "RUNNING"), {"applicationId": "00app", "jobRunId": "00r2"})
+        emr_stub.add_response("cancel_job_run", {"applicationId": "00app", "jobRunId": "00r2"})
+        assert emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time())
+        emr_stub.assert_no_pending_responses()
+
+
+def test_job_runs_emr_history_read_in_pages(clients: tuple[Any, Any]) -> None:
+    emr, sfn = clients
+    first, second = history(STARTED, SCHEDULED), history(STARTED, SCHEDULED, submitted("00r1"), ABORTED)
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", {**first, "nextToken": "more"}, ASKED)
+        sfn_stub.add_response("get_execution_history", {"events": second["events"][2:]}, {**ASKED, "nextToken": "more"})
+        emr_stub.add_response("get_job_run", emr_run("00r1", "SUCCESS"), {"applicationId": "00app", "jobRunId": "00r1"})
+        assert not emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time())
+        sfn_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("listed", "running"), [([], False), (["m-gone-1"], True)])
+def test_job_runs_emr_start_whose_answer_is_not_in_the_history_is_looked_for_by_name(
+    clients: tuple[Any, Any], listed: list[str], running: bool
+) -> None:
+    """A start scheduled with no `TaskSubmitted` after it (its answer was lost after the run was created,
+    and the execution stopped before a retry): the run has no id to read, so it is looked for by name in
+    ListJobRuns, created within the execution's life: from its start to its end, with a minute each side."""
+    emr, sfn = clients
+    since, ended_at = time.time() - 600, time.time() - 30
+    window = {
+        "applicationId": "00app",
+        "states": ["SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "QUEUED", "CANCELLING"],
+        "createdAtAfter": datetime.fromtimestamp(since - 60, UTC),
+        "createdAtBefore": datetime.fromtimestamp(ended_at + 60, UTC),
+    }
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(STARTED, SCHEDULED, ABORTED), ASKED)
+        emr_stub.add_response(
+            "list_job_runs", {"jobRuns": [emr_summary("00r1", name, "RUNNING") for name in listed]}, window
+        )
+        if listed:
+            emr_stub.add_response("cancel_job_run", {"applicationId": "00app", "jobRunId": "00r1"})
+        assert emr_runs(clients).running("spark", GONE, since=since, ended_at=ended_at, now=time.time()) is running
+        emr_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("events", "running"), [((STARTED, ABORTED), False), ((STARTED,), True)])
+def test_job_runs_emr_task_never_scheduled(clients: tuple[Any, Any], events: Any, running: bool) -> None:
+    """An execution that ended before its EMR Serverless task (a failure before the job's step) started no
+    run: nothing to wait for, and nothing asked of EMR Serverless. While it runs it may still start one."""
+    emr, sfn = clients
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(*events), ASKED)
+        assert emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time()) is running
+        emr_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("ThrottlingException", 400), ("ServiceUnavailable", 503), ("AccessDeniedException", 400)],
+)
+def test_job_runs_emr_history_unreadable_counts_as_running(clients: tuple[Any, Any], code: str, status: int) -> None:
+    """A history that cannot be read names no run: counted as running, and nothing is listed instead."""
+    emr, sfn = clients
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_client_error("get_execution_history", service_error_code=code, http_status_code=status)
+        assert emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time())
+        emr_stub.assert_no_pending_responses()
+
+
+def test_job_runs_emr_history_no_longer_kept_is_looked_for_by_name(clients: tuple[Any, Any]) -> None:
+    """Step Functions keeps a closed execution's history for a time only: ExecutionDoesNotExist leaves the
+    run to be looked for by name (here on moto, whose application does not exist: counted as running)."""
+    emr, sfn = clients
+    asked: list[str] = []
+    emr.meta.events.register(
+        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: asked.append("list")
+    )
+    with Stubber(sfn) as sfn_stub:
+        sfn_stub.add_client_error("get_execution_history", service_error_code="ExecutionDoesNotExist")
+        assert emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time())
+    assert asked == ["list"]
 
 
 def glue_page(*runs: dict[str, Any], token: str | None = None) -> dict[str, Any]:
@@ -144,29 +307,37 @@ def test_job_runs_glue_states(moto_aws: None, state: str, started_ago_s: float, 
         stub.assert_no_pending_responses()  # no page past a run older than the lock, no stop of a STOPPING run
 
 
-def test_job_runs_unknown_answer_counts_as_running(moto_aws: None) -> None:
-    emr = boto3.client("emr-serverless", region_name=REGION)  # moto: the application does not exist
-    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00nosuchapp")}, lambda service: emr)
-    assert runs.running("spark", GONE, since=time.time(), ended_at=None, now=time.time()), (
-        "an application that cannot be read: waiting is safe, running twice is not"
-    )
+def test_job_runs_unknown_answer_counts_as_running(clients: tuple[Any, Any]) -> None:
+    emr, sfn = clients  # moto: the application does not exist
+    with Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(STARTED, SCHEDULED, submitted("00r1"), ABORTED), ASKED)
+        runs = JobRuns({"spark": RunPlace("emr_serverless", name="00nosuchapp")}, lambda service: emr, sfn)
+        assert runs.running("spark", GONE, since=time.time(), ended_at=None, now=time.time()), (
+            "a run that cannot be read: waiting is safe, running twice is not"
+        )
+    no_history = JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
+    assert no_history.running("spark", GONE, since=time.time(), ended_at=None, now=time.time()), "no history client"
 
 
 @pytest.mark.parametrize(("code", "status"), [("ThrottlingException", 400), ("InternalServerException", 500)])
-def test_job_runs_cancel_refused_counts_as_running_and_is_asked_again(moto_aws: None, code: str, status: int) -> None:
+def test_job_runs_cancel_refused_counts_as_running_and_is_asked_again(
+    clients: tuple[Any, Any], code: str, status: int
+) -> None:
     """CancelJobRun may fail with InternalServerException (500) or a common error such as ThrottlingException
     (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_CancelJobRun.html, CommonErrors.html).
     The run then still runs: the job's next attempt waits, and the next ask, finding it running, cancels it
     again. The campaign's seeds rarely meet a run that outlived its execution, and none has drawn these
     faults on its cancel."""
-    emr = boto3.client("emr-serverless", region_name=REGION)
-    runs = JobRuns({"spark": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
-    since = time.time() - 30
-    with Stubber(emr) as stub:
-        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]})
+    emr, sfn = clients
+    runs, since = emr_runs(clients), time.time() - 30
+    events = history(STARTED, SCHEDULED, submitted("00r1"), ABORTED)
+    with Stubber(emr) as stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", events, ASKED)
+        stub.add_response("get_job_run", emr_run("00r1", "RUNNING"))
         stub.add_client_error("cancel_job_run", service_error_code=code, http_status_code=status)
         assert runs.running("spark", GONE, since=since, ended_at=None, now=time.time()), "a refused cancel: running"
-        stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", "m-gone-1", "RUNNING")]})
+        sfn_stub.add_response("get_execution_history", events, ASKED)
+        stub.add_response("get_job_run", emr_run("00r1", "RUNNING"))
         stub.add_response(
             "cancel_job_run",
             {"applicationId": "00app", "jobRunId": "00r1"},
@@ -235,28 +406,50 @@ def test_job_runs_retry_waits_in_place_while_the_previous_run_ends(flow: Flow) -
 
 def test_job_runs_asked_about_since_the_execution_began_not_the_lock_taken_again(flow: Flow) -> None:
     """A redelivery that adopts a running execution takes its lock again, which rewrites the lock's time of
-    taking. The run is looked for from its execution's start (DescribeExecution), so an adoption late in
-    a long run cannot hide it: here the lock was taken again an hour after the run began."""
+    taking. A run looked for by name is looked for from its execution's start (DescribeExecution), so an
+    adoption late in a long run cannot hide it: here the lock was taken again an hour after the run began.
+    Its history (stubbed: moto runs no EMR Serverless task) shows a start whose answer never came."""
     emr = boto3.client("emr-serverless", region_name=REGION)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
     asked: list[dict[str, Any]] = []
     emr.meta.events.register(
         "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: asked.append(params)
     )
-    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr)
+    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
     first = flow.send_job("adopted", seconds=30)
     assert flow.deliver() == {first: Outcome.STARTED}
     arn = flow.lease(first).execution_arn or ""
     flow.abort(arn)  # its stop landed; its run goes on (the cancel was lost)
-    started = flow.harness.stepfunctions.describe_execution(executionArn=arn)["startDate"].timestamp()
+    described = flow.harness.stepfunctions.describe_execution(executionArn=arn)
+    started, stopped = described["startDate"].timestamp(), described["stopDate"].timestamp()
     locks, key = flow.receiver.store.locks, job_lock_key("adopted")
     assert locks.take(key, holder=first, execution_arn=arn, now=started + 3600, hold_until=started + 7200)
 
     second = flow.send_job("adopted", seconds=1)
-    with Stubber(emr) as stub:
+    with Stubber(emr) as stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(STARTED, SCHEDULED, ABORTED))
         stub.add_response("list_job_runs", {"jobRuns": [emr_summary("00r1", arn.rpartition(":")[2], "RUNNING")]})
         stub.add_response("cancel_job_run", {"applicationId": "00app", "jobRunId": "00r1"})
         assert flow.deliver() == {second: Outcome.HELD}, "the aborted execution's run still goes on"
     assert asked[0]["createdAtAfter"].timestamp() == pytest.approx(started - 60, abs=0.01)
+    assert asked[0]["createdAtBefore"].timestamp() == pytest.approx(stopped + 60, abs=0.01), "until its end"
+
+
+def test_job_runs_execution_that_ran_no_emr_task_holds_nothing(flow: Flow) -> None:
+    """The receiver reads the stopped execution's history on moto: its job step is not EMR Serverless's (the
+    offline token step), so it started no run there, and the job's next attempt starts at once."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    flow.receiver.runs = JobRuns(
+        {"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, flow.receiver.stepfunctions
+    )
+    first = flow.send_job("gone", seconds=30)
+    assert flow.deliver() == {first: Outcome.STARTED}
+    arn = flow.lease(first).execution_arn or ""
+    flow.abort(arn)
+    second = flow.send_job("gone", seconds=1)
+    with Stubber(emr) as stub:  # nothing asked of EMR Serverless
+        assert flow.deliver() == {second: Outcome.STARTED}
+        stub.assert_no_pending_responses()
 
 
 def test_job_runs_lock_taken_as_it_was_read(flow: Flow) -> None:

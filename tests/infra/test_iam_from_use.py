@@ -113,9 +113,11 @@ OPERATION_ACTIONS: dict[str, str] = {
     "stepfunctions.list_executions": "states:ListExecutions",
     "stepfunctions.describe_execution": "states:DescribeExecution",
     "stepfunctions.stop_execution": "states:StopExecution",
-    # EMR Serverless: ListJobRuns on the application, CancelJobRun on the run
+    "stepfunctions.get_execution_history": "states:GetExecutionHistory",
+    # EMR Serverless: ListJobRuns on the application, GetJobRun and CancelJobRun on the run
     # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonemrserverless.html)
     "emr-serverless.list_job_runs": "emr-serverless:ListJobRuns",
+    "emr-serverless.get_job_run": "emr-serverless:GetJobRun",
     "emr-serverless.cancel_job_run": "emr-serverless:CancelJobRun",
 }
 """A boto3 operation (`service.operation`) to the IAM action it needs; transactions are split per action
@@ -564,6 +566,10 @@ def trace_calls(operation: str, params: Mapping[str, Any], names: StackNames, so
         yield Call(action, _table_arn(params["TableName"], names, params.get("IndexName")), source)
     elif operation in ("stepfunctions.start_execution", "stepfunctions.list_executions"):
         yield Call(action, names.state_machine, source)
+    elif operation == "stepfunctions.get_execution_history" and not names.emr_applications:
+        # Only a run on EMR Serverless is read by the id its execution's history holds: a stack with no such
+        # type names no application in `job_runs`, and its functions never read a history.
+        return
     elif service == "stepfunctions":
         execution = params["executionArn"].rsplit(":", 1)[-1]
         yield Call(
@@ -785,16 +791,26 @@ def test_iam_emr_serverless_runs_are_granted_what_the_integration_calls_and_no_m
 
 def test_iam_job_runs_of_emr_serverless_types_are_granted(prod: Synth) -> None:
     """The prod variant runs a type on EMR Serverless: the calls a job's next attempt makes about the previous
-    run (ListJobRuns on the application, CancelJobRun on a run; `longjobs.engine.runs`) are granted to the
-    receiver, and to the extender and the watcher, which run admission's receiver, on that application only."""
+    run (the execution's history, GetJobRun and CancelJobRun on the run it names, ListJobRuns on the
+    application; `longjobs.engine.runs`) are granted to the receiver, and to the extender and the watcher,
+    which run admission's receiver, on that application and this state machine's executions only."""
     template, names = Template(prod.template), stack_names(prod)
     assert names.emr_applications
-    examples = {"emr-serverless.list_job_runs": {"applicationId": "sim"}}
-    examples["emr-serverless.cancel_job_run"] = {"applicationId": "sim", "jobRunId": "00r0001"}
+    execution = f"arn:{PARTITION}:states:{REGION}:{ACCOUNT}:execution:{names.state_machine_name}:m-1-1"
+    examples = {
+        "stepfunctions.get_execution_history": {"executionArn": execution},
+        "emr-serverless.get_job_run": {"applicationId": "sim", "jobRunId": "00r0001"},
+        "emr-serverless.list_job_runs": {"applicationId": "sim"},
+        "emr-serverless.cancel_job_run": {"applicationId": "sim", "jobRunId": "00r0001"},
+    }
     calls = [call for operation, params in examples.items() for call in trace_calls(operation, params, names, "sim")]
+    assert {call.action for call in calls} == {OPERATION_ACTIONS[operation] for operation in examples}
+    asked = {"emr-serverless:", "states:GetExecutionHistory"}
     for role in ("receiver", "extender", "watcher"):
         grants = {
-            grant for grant in role_grants(template, names.roles[role]) if grant.action.startswith("emr-serverless:")
+            grant
+            for grant in role_grants(template, names.roles[role])
+            if any(grant.action.lower().startswith(prefix.lower()) for prefix in asked)
         }
         result = compare(calls, grants, [], {})
         assert not result.ungranted, (role, [f"{c.action} on {c.resource}" for c in result.ungranted])

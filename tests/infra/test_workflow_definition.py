@@ -9,6 +9,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from longjobs.construct.emr_serverless import EMR_SYNC_RESOURCE
 from longjobs.construct.workflow import (
     DYNAMODB_TRANSIENT_ERRORS,
     PysparkStep,
@@ -19,6 +20,8 @@ from longjobs.construct.workflow import (
 from longjobs.engine.execution import JOB_STEP_ERRORS
 from longjobs.engine.jobs import BUILTIN_TYPES, JobType
 from longjobs.engine.jobs.names import state_prefix
+from longjobs.engine.runs import EMR_TASK
+from longjobs.sim.emr import EMR_RESOURCE
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 JOBS_QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"
@@ -369,3 +372,11 @@ def test_workflow_offline_spark_step_is_bounded_by_its_types_own_glue_timeout() 
     states = branch_states(render(token_queue(), [*BUILTIN_TYPES, quick]))
     assert states[f"Run{state_prefix(quick)}Job"]["TimeoutSeconds"] == 60
     assert states["RunSparkJob"]["TimeoutSeconds"] == 2 * 3600
+
+
+def test_workflow_emr_serverless_task_is_the_one_the_receiver_reads_in_histories() -> None:
+    """Before a retry, the receiver finds an EMR Serverless run's id in the history events of the workflow's
+    EMR Serverless task, named by their `resourceType` and `resource` (`longjobs.engine.runs.EMR_TASK`). The
+    stack's step and the simulation's both call that task."""
+    assert ":".join(EMR_TASK) == EMR_SYNC_RESOURCE
+    assert f"arn:aws:states:::{EMR_SYNC_RESOURCE}" == EMR_RESOURCE

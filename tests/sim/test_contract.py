@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -32,9 +33,14 @@ from moto import mock_aws
 from longjobs.engine.lease import Lease, LeaseStatus, LeaseStore, table_definition
 from longjobs.engine.lease.lock import Locks
 from longjobs.engine.lease.renewals import Renewal
+from longjobs.engine.runs import EMR_LIVE
 from longjobs.engine.visibility.errors import FailureClass, classify
 from longjobs.sim.aws import SQS_MAX_VISIBILITY_S, FakeAws
 from longjobs.sim.clock import FakeClock
+from longjobs.sim.emr import EMR_APPLICATION, EmrServerless
+from longjobs.sim.scheduler import Scheduler
+from longjobs.sim.trace import Trace
+from longjobs.sim.workload import SparkBehaviour
 
 TABLE = "leases"
 REGION = "us-east-1"
@@ -1170,6 +1176,118 @@ def test_contract_stepfunctions_task_token_callbacks(aws_executing: Backend) -> 
         assert error_code(call, taskToken="never-issued", **request) == "InvalidToken"
 
 
+def test_contract_stepfunctions_execution_history(aws_executing: Backend) -> None:
+    """GetExecutionHistory, as the receiver reads it before a job's next attempt (`longjobs.engine.runs`):
+    the events oldest first, numbered from 1, opening with the execution's start and closing with its end
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html,
+    API_HistoryEvent.html). moto (5.2.5) runs no EMR Serverless task, so the task's own events are the
+    fake's alone (`tests/sim/test_emr_serverless.py`)."""
+    sfn = aws_executing.stepfunctions
+    arn = sfn.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="m-1-1", input='{"a": 1}')["executionArn"]
+    deadline = time.monotonic() + 10  # moto's executing backend runs the execution on its own thread
+    if aws_executing.name == "moto":  # it records no end of an execution stopped before its first state
+        while len(sfn.get_execution_history(executionArn=arn)["events"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    sfn.stop_execution(executionArn=arn, error="Stopped", cause="lost")
+    answer = sfn.get_execution_history(executionArn=arn, maxResults=1000)
+    while answer["events"][-1]["type"] != "ExecutionAborted" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        answer = sfn.get_execution_history(executionArn=arn, maxResults=1000)
+    events = answer["events"]
+    assert events[0]["type"] == "ExecutionStarted" and events[0]["executionStartedEventDetails"]["input"] == '{"a": 1}'
+    assert events[-1]["type"] == "ExecutionAborted"
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1)) and "nextToken" not in answer
+    assert all(isinstance(event["timestamp"], datetime) for event in events)
+    never = arn.replace("m-1-1", "m-9-1")
+    assert error_code(sfn.get_execution_history, executionArn=never) == "ExecutionDoesNotExist"
+
+
+# -- EMR Serverless ----------------------------------------------------------------------------
+
+
+@dataclass
+class EmrBackend:
+    """A boto3-shaped EMR Serverless client, its application, and what only a test does: start a run."""
+
+    name: str
+    emr: Any
+    application: str
+    start: Callable[[str], str]  # a run named so, started: its id
+
+
+def _fake_emr() -> EmrBackend:
+    scheduler = Scheduler(START)
+    emr = EmrServerless(scheduler, Trace(scheduler.now, START), 1, faults_active=lambda _: False, reach=lambda _: None)
+
+    def start(name: str) -> str:
+        parameters = {
+            "ClientToken": name,
+            "Name": name,
+            "ExecutionTimeoutMinutes": 60,
+            "RetryPolicy": {"MaxAttempts": 1},
+        }
+        behaviour = SparkBehaviour("ok", 600.0)
+        scheduler.spawn(lambda: emr.run_job(parameters, f"arn:{name}", behaviour, None, 3_600.0))
+        scheduler.run(until=scheduler.now() + 0.001)  # the start; the run then waits to be scheduled
+        return next(run.run_id for run in emr.runs.values() if run.token == name)
+
+    return EmrBackend("fake", emr, EMR_APPLICATION, start)
+
+
+@contextlib.contextmanager
+def _moto_emr() -> Iterator[EmrBackend]:
+    with mock_aws():
+        emr = boto3.client("emr-serverless", region_name=REGION)
+        application = emr.create_application(name="jobs", releaseLabel="emr-7.5.0", type="SPARK")["applicationId"]
+
+        def start(name: str) -> str:
+            driver = {"sparkSubmit": {"entryPoint": "s3://assets/glue_entry.py"}}
+            started = emr.start_job_run(
+                applicationId=application, clientToken=name, name=name, executionRoleArn=ROLE_ARN, jobDriver=driver
+            )
+            return str(started["jobRunId"])
+
+        yield EmrBackend("moto", emr, application, start)
+
+
+@pytest.fixture(params=["fake", "moto"])
+def emr(request: pytest.FixtureRequest) -> Iterator[EmrBackend]:
+    if request.param == "fake":
+        yield _fake_emr()
+    else:
+        with _moto_emr() as backend:
+            yield backend
+
+
+def test_contract_emr_serverless_get_job_run(emr: EmrBackend) -> None:
+    """GetJobRun, as the receiver reads a run named by its execution's history: the run's ids, its name and
+    its state (https://docs.aws.amazon.com/emr-serverless/latest/APIReference/API_GetJobRun.html); a run the
+    application does not hold is ResourceNotFoundException (AWS answers HTTP 404, moto 5.2.5 400). A moto
+    run is SUCCESS at once, the fake's goes through the live states: only the state's values are held."""
+    run_id = emr.start("m-1-1")
+    run = emr.emr.get_job_run(applicationId=emr.application, jobRunId=run_id)["jobRun"]
+    assert (run["applicationId"], run["jobRunId"], run["name"]) == (emr.application, run_id, "m-1-1")
+    assert run["arn"].endswith(f":/applications/{emr.application}/jobruns/{run_id}")
+    assert run["state"] in (*EMR_LIVE, "SUCCESS", "FAILED", "CANCELLED")
+    unknown = client_error(emr.emr.get_job_run, applicationId=emr.application, jobRunId="00nosuchrun")
+    assert unknown.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_contract_emr_serverless_list_job_runs_by_name_and_state(emr: EmrBackend) -> None:
+    """ListJobRuns in states, created after a time, as the receiver's fallback lists the live runs. moto
+    keeps only the day a run was created, so the bounds here span the day."""
+    run_id = emr.start("m-1-1")
+    state = emr.emr.get_job_run(applicationId=emr.application, jobRunId=run_id)["jobRun"]["state"]
+    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) if emr.name == "moto" else None
+    after = (day - timedelta(seconds=1)) if day else datetime.fromtimestamp(START - 60, UTC)
+    before = (day + timedelta(days=1)) if day else datetime.fromtimestamp(START + 60, UTC)
+    request = {"applicationId": emr.application, "createdAtAfter": after, "createdAtBefore": before}
+    listed = emr.emr.list_job_runs(states=[state], **request)["jobRuns"]
+    assert [(run["id"], run["name"], run["state"]) for run in listed] == [(run_id, "m-1-1", state)]
+    other = "CANCELLING" if state != "CANCELLING" else "RUNNING"
+    assert emr.emr.list_job_runs(states=[other], **request)["jobRuns"] == []
+
+
 # -- where the fake follows AWS and moto does not ----------------------------------------------
 
 
@@ -1404,3 +1522,24 @@ def test_contract_dynamodb_transaction_validation_error_cancels(fake: Backend) -
     assert cancelled.response["Error"]["Code"] == "TransactionCanceledException"
     assert [reason["Code"] for reason in cancelled.response["CancellationReasons"]] == ["None", "ValidationError"]
     assert get(fake, "a")["version"] == 1  # type: ignore[index]
+
+
+def test_contract_stepfunctions_execution_history_pages(fake: Backend) -> None:
+    # GetExecutionHistory: "maxResults: The maximum number of results that are returned per call ... The
+    # default is 100 and the maximum allowed page size is 1000", a `nextToken` to go on, `reverseOrder` for
+    # the newest first, and `includeExecutionData` false leaves out input and output
+    # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html).
+    # moto (5.2.5) answers every event in one page, ignoring these.
+    sfn = fake.stepfunctions
+    arn = sfn.start_execution(stateMachineArn=STATE_MACHINE_ARN, name="m-1-1", input='{"a": 1}')["executionArn"]
+    sfn.stop_execution(executionArn=arn, error="Stopped", cause="lost")
+    first = sfn.get_execution_history(executionArn=arn, maxResults=1)
+    assert [event["type"] for event in first["events"]] == ["ExecutionStarted"] and first["nextToken"]
+    rest = sfn.get_execution_history(executionArn=arn, maxResults=1, nextToken=first["nextToken"])
+    assert [event["type"] for event in rest["events"]] == ["ExecutionAborted"] and "nextToken" not in rest
+    assert rest["events"][0]["executionAbortedEventDetails"] == {"error": "Stopped", "cause": "lost"}
+    newest = sfn.get_execution_history(executionArn=arn, reverseOrder=True)["events"]
+    assert [event["id"] for event in newest] == [2, 1]
+    bare = sfn.get_execution_history(executionArn=arn, includeExecutionData=False)["events"][0]
+    assert "input" not in bare["executionStartedEventDetails"]
+    assert error_code(sfn.get_execution_history, executionArn=arn, maxResults=1001) == "ValidationException"

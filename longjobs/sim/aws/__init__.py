@@ -20,8 +20,9 @@ with the codes AWS sends. No network, no serialization: only the semantics the p
 - **Step Functions** (`FakeStepFunctions`): executions by name (a second start of a name with the same
   input is the same execution), `DescribeExecution`, `StopExecution` and `ListExecutions` (paged, newest
   first, by status), which may lag (`ListLag`: an execution shows in the list, and its end shows, after a
-  seeded delay; AWS calls the list eventually consistent). What an execution does is the simulation's (a
-  `Workflow` callback), through these same fakes.
+  seeded delay; AWS calls the list eventually consistent), and `GetExecutionHistory` (the events the
+  world records, paged). What an execution does is the simulation's (a `Workflow` callback), through these
+  same fakes.
 
 Every request is counted by service and operation (`Counter` in `FakeAws.calls`).
 """

@@ -17,6 +17,12 @@ ListExecutions is eventually consistent: "The results are best effort and may no
 updates and changes" (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html).
 With a `ListLag`, an execution shows in it a seeded delay after its start, and shows its end a seeded
 delay after the end (until then it still shows RUNNING); DescribeExecution is always current.
+
+GetExecutionHistory answers the events the processor reads, in the shape of `HistoryEvent`
+(https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html): the execution's start
+and end, and the events its world records (`record`; the EMR Serverless task's). It pages 100 events by
+default, at most 1,000, oldest first unless `reverseOrder`. It is not throttled here: no quota of it is
+modelled.
 """
 
 from __future__ import annotations
@@ -132,6 +138,31 @@ LIST_MAX_RESULTS = 1_000
 LIST_DEFAULT_RESULTS = 100
 TOKEN_LIFETIME_S = 86_400.0
 """A ListExecutions page token "expires after 24 hours" (HTTP 400 InvalidToken after it)."""
+HISTORY_DEFAULT_RESULTS = 100
+HISTORY_MAX_RESULTS = 1_000
+EVENT_DETAILS = {
+    "ExecutionStarted": "executionStartedEventDetails",
+    "ExecutionSucceeded": "executionSucceededEventDetails",
+    "ExecutionFailed": "executionFailedEventDetails",
+    "ExecutionAborted": "executionAbortedEventDetails",
+    "ExecutionTimedOut": "executionTimedOutEventDetails",
+    "TaskScheduled": "taskScheduledEventDetails",
+    "TaskStarted": "taskStartedEventDetails",
+    "TaskSubmitted": "taskSubmittedEventDetails",
+    "TaskSucceeded": "taskSucceededEventDetails",
+    "TaskFailed": "taskFailedEventDetails",
+    "TaskTimedOut": "taskTimedOutEventDetails",
+}
+"""The history events the fake records, each with its details' field (`HistoryEvent`)."""
+END_EVENTS = {
+    "SUCCEEDED": "ExecutionSucceeded",
+    "FAILED": "ExecutionFailed",
+    "ABORTED": "ExecutionAborted",
+    "TIMED_OUT": "ExecutionTimedOut",
+}
+"""The event that closes an execution's history, by its status."""
+EXECUTION_DATA = ("input", "output")
+"""The fields of an event's details that `includeExecutionData=false` leaves out."""
 
 
 @dataclass
@@ -148,6 +179,7 @@ class Execution:
     state: dict[str, Any] = field(default_factory=dict)  # the workflow model's own notes
     listed_from: float = 0.0  # ListExecutions shows it from then on (its start + the list's lag)
     listed_ended_from: float | None = None  # and shows its end from then on (its end + the list's lag)
+    events: list[dict[str, Any]] = field(default_factory=list)  # its history (GetExecutionHistory), oldest first
 
     def listed_status(self, now: float) -> str | None:
         """What ListExecutions shows of it at `now`: None (not yet listed), RUNNING, or its end's status."""
@@ -240,6 +272,7 @@ class FakeStepFunctions:
         execution = Execution(arn, name, json.loads(raw), raw, now)
         execution.listed_from = now + self._list_delay()
         self.executions[arn] = execution
+        self.record(execution, "ExecutionStarted", input=raw, inputDetails={"truncated": False})
         if self.on_start is not None:
             self.on_start(execution)
         return {"executionArn": arn, "startDate": execution.started}
@@ -333,6 +366,51 @@ class FakeStepFunctions:
             answer["nextToken"] = next_token
         return answer
 
+    def get_execution_history(self, **request: Any) -> dict[str, Any]:
+        """The execution's recorded events, `maxResults` a page (100 by default or for 0, at most 1,000), oldest
+        first (`reverseOrder`: newest first), `nextToken` to go on. A token is the count of events already
+        read. A history only grows at its end, so oldest first no event is skipped; newest first, events
+        recorded meanwhile may make a page repeat some. Refused as AWS refuses an execution it does not know
+        (ExecutionDoesNotExist) and a page size out of bounds."""
+        self._count("GetExecutionHistory")
+        execution = self.executions.get(request["executionArn"])
+        if execution is None:
+            raise client_error("GetExecutionHistory", "ExecutionDoesNotExist", "Execution Does Not Exist")
+        size = int(request.get("maxResults") or HISTORY_DEFAULT_RESULTS)
+        if not 0 < size <= HISTORY_MAX_RESULTS:
+            raise client_error(
+                "GetExecutionHistory",
+                "ValidationException",
+                f"1 validation error detected: Value '{size}' at 'maxResults' failed to satisfy constraint: "
+                f"Member must have value less than or equal to {HISTORY_MAX_RESULTS}",
+            )
+        token = request.get("nextToken")
+        try:
+            read = int(token) if token is not None else 0
+        except ValueError:
+            raise client_error("GetExecutionHistory", "InvalidToken", "Invalid Token") from None
+        events = list(reversed(execution.events)) if request.get("reverseOrder") else execution.events
+        page = events[read : read + size]
+        if request.get("includeExecutionData", True) is False:
+            page = [_without_data(event) for event in page]
+        answer: dict[str, Any] = {"events": page}
+        if read + size < len(events):
+            answer["nextToken"] = str(read + size)
+        return answer
+
+    def record(self, execution: Execution, kind: str, **details: Any) -> None:
+        """Add an event of `kind` (`EVENT_DETAILS`) to the execution's history, at the clock's time."""
+        number = len(execution.events) + 1
+        event: dict[str, Any] = {
+            "timestamp": datetime.fromtimestamp(self._aws.clock.now(), UTC),
+            "type": kind,
+            "id": number,
+            "previousEventId": number - 1,
+        }
+        if details:
+            event[EVENT_DETAILS[kind]] = details
+        execution.events.append(event)
+
     def stop_execution(self, **request: Any) -> dict[str, Any]:
         self._count("StopExecution")
         self._admit("StopExecution")
@@ -373,5 +451,15 @@ class FakeStepFunctions:
         execution.status, execution.error, execution.cause = status, error, cause
         execution.stopped = self._aws.clock.now()
         execution.listed_ended_from = execution.stopped + self._list_delay()
+        ended = {"error": error, "cause": cause} if status != "SUCCEEDED" else {}
+        self.record(execution, END_EVENTS[status], **{key: value for key, value in ended.items() if value is not None})
         if self.on_stop is not None:
             self.on_stop(execution)
+
+
+def _without_data(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as `includeExecutionData=false` answers it: its details without their input and output."""
+    return {
+        key: {k: v for k, v in value.items() if k not in EXECUTION_DATA} if key.endswith("EventDetails") else value
+        for key, value in event.items()
+    }
