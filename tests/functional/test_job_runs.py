@@ -58,23 +58,10 @@ def emr_summary(run_id: str, name: str, state: str) -> dict[str, Any]:
 
 
 def emr_run(run_id: str, state: str) -> dict[str, Any]:
-    """GetJobRun's answer (its required fields)."""
-    at = datetime.now(UTC)
+    """GetJobRun's answer (its required fields): a listing's summary of the run, named by `jobRunId`."""
+    run = {key: value for key, value in emr_summary(run_id, "m-gone-1", state).items() if key != "id"}
     return {
-        "jobRun": {
-            "applicationId": "00app",
-            "jobRunId": run_id,
-            "name": "m-gone-1",
-            "arn": f"arn:aws:emr-serverless:{REGION}:123456789012:/applications/00app/jobruns/{run_id}",
-            "createdBy": ROLE,
-            "createdAt": at,
-            "updatedAt": at,
-            "executionRole": ROLE,
-            "state": state,
-            "stateDetails": state.lower(),
-            "releaseLabel": "emr-7.5.0",
-            "jobDriver": {"sparkSubmit": {"entryPoint": "s3://assets/glue_entry.py"}},
-        }
+        "jobRun": {**run, "jobRunId": run_id, "jobDriver": {"sparkSubmit": {"entryPoint": "s3://assets/glue_entry.py"}}}
     }
 
 

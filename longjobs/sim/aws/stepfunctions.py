@@ -320,14 +320,7 @@ class FakeStepFunctions:
                 f"1 validation error detected: Value '{status_filter}' at 'statusFilter' failed to satisfy "
                 f"constraint: Member must satisfy enum value set: {sorted(LIST_STATUSES)}",
             )
-        size = int(request.get("maxResults") or LIST_DEFAULT_RESULTS)
-        if not 0 < size <= LIST_MAX_RESULTS:
-            raise client_error(
-                "ListExecutions",
-                "ValidationException",
-                f"1 validation error detected: Value '{size}' at 'maxResults' failed to satisfy constraint: "
-                f"Member must have value less than or equal to {LIST_MAX_RESULTS}",
-            )
+        size = _page_size("ListExecutions", request, LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS)
         arguments = (machine, status_filter, size)
         after: tuple[float, str] | None = None
         token = request.get("nextToken")
@@ -376,14 +369,7 @@ class FakeStepFunctions:
         execution = self.executions.get(request["executionArn"])
         if execution is None:
             raise client_error("GetExecutionHistory", "ExecutionDoesNotExist", "Execution Does Not Exist")
-        size = int(request.get("maxResults") or HISTORY_DEFAULT_RESULTS)
-        if not 0 < size <= HISTORY_MAX_RESULTS:
-            raise client_error(
-                "GetExecutionHistory",
-                "ValidationException",
-                f"1 validation error detected: Value '{size}' at 'maxResults' failed to satisfy constraint: "
-                f"Member must have value less than or equal to {HISTORY_MAX_RESULTS}",
-            )
+        size = _page_size("GetExecutionHistory", request, HISTORY_DEFAULT_RESULTS, HISTORY_MAX_RESULTS)
         token = request.get("nextToken")
         try:
             read = int(token) if token is not None else 0
@@ -463,3 +449,16 @@ def _without_data(event: dict[str, Any]) -> dict[str, Any]:
         key: {k: v for k, v in value.items() if k not in EXECUTION_DATA} if key.endswith("EventDetails") else value
         for key, value in event.items()
     }
+
+
+def _page_size(operation: str, request: dict[str, Any], default: int, largest: int) -> int:
+    """A listing's `maxResults` (`default` when absent), refused as AWS refuses one out of bounds."""
+    size = int(request.get("maxResults") or default)
+    if not 0 < size <= largest:
+        raise client_error(
+            operation,
+            "ValidationException",
+            f"1 validation error detected: Value '{size}' at 'maxResults' failed to satisfy constraint: "
+            f"Member must have value less than or equal to {largest}",
+        )
+    return size
