@@ -1,9 +1,10 @@
 """EMR Serverless in the simulation: the job runs that the workflow's `emr-serverless:startJobRun.sync`
 task starts, their states, and what Step Functions does to them when the execution stops.
 
-moto has no EMR Serverless and its Step Functions engine runs no `.sync` integration, so the offline
-runtime runs an emr_serverless type's job on the local Spark worker (the token-queue step, as a Glue
-type's); the simulation renders the definition with the cloud's EMR Serverless step and answers it here.
+moto's Step Functions engine runs no `.sync` integration, and its EMR Serverless runs no job, so the
+offline runtime runs an emr_serverless type's job on the local Spark worker (the token-queue step, as a
+Glue type's); the simulation renders the definition with the cloud's EMR Serverless step and answers it
+here. The calls the processor makes (GetJobRun, ListJobRuns) are held to moto's by the contract tests.
 What AWS documents, and this model follows:
 
 - StartJobRun takes a client token
