@@ -18,10 +18,12 @@ counted from the token's send.
 
 A failed run has ended when the worker reports it: the job's retry starts without waiting for it
 (`longjobs.engine.delivery.attempt.worker_reported_end`). So before `SendTaskFailure` the worker cancels
-the Spark jobs the entry left running in its job group (a thread it started may run some), heartbeating
-meanwhile, until none runs. When some still run after the heartbeat timeout less one interval, it sends
-nothing: the step times out, and the retry waits as for any run that may go on. Python threads the job
-started outside Spark are not the run's, here as at a stop: the worker cannot end them.
+the Spark jobs the entry left running in its job group, heartbeating meanwhile, until none runs. A
+`pyspark.InheritableThread` the entry started runs its jobs in that group; a plain thread's are in none.
+The group is cancelled once first: Spark's status tracker may not list a job just submitted. When some
+still run after the heartbeat timeout less one interval, it sends nothing: the step times out, and the
+retry waits as for any run that may go on. Python threads the job started are not the run's, here as at
+a stop: the worker cannot end them.
 
 The job's failure goes to the `FAILURES` logger with its traceback: the runtime's log keeps it, and the
 command line shows it on the terminal.
@@ -75,9 +77,11 @@ def job_group(token: str) -> str:
 
 def cancel_group(group: str) -> None:
     """Cancel the Spark jobs of `group` on the local session: the entry's running action fails."""
-    from longjobs.offline.spark import local_session
+    from longjobs.offline.spark import started_session
 
-    local_session().sparkContext.cancelJobGroup(group)
+    session = started_session()  # none started: no Spark job to cancel, and none worth starting a JVM for
+    if session is not None:
+        session.sparkContext.cancelJobGroup(group)
 
 
 def group_busy(group: str) -> bool:
@@ -208,7 +212,7 @@ class SparkWorker(threading.Thread):
                     "spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc
                 )
                 self.stats.failed += 1
-                ended = self._end_run(group)  # heartbeats go on meanwhile
+                ended = self._end_run(group, cancel_first=not cut.is_set())  # heartbeats go on meanwhile
                 beating.set()
                 heart.join()
                 if not ended:
@@ -275,11 +279,16 @@ class SparkWorker(threading.Thread):
             if done.wait(STOP_AGAIN_S):
                 return
 
-    def _end_run(self, group: str) -> bool:
+    def _end_run(self, group: str, *, cancel_first: bool = True) -> bool:
         """Cancel the Spark jobs a failed run left running in its group, again every `STOP_AGAIN_S`, until
         none runs: True then; False when some still run after the heartbeat timeout less one interval. A
         question Spark does not answer counts as a job running."""
         deadline = time.monotonic() + self.unheard_s
+        if cancel_first:  # Spark's status tracker may not list a job just submitted yet (weak consistency)
+            try:
+                self.stop_run(group)
+            except Exception:
+                log.exception("could not stop the run of %s", group)
         while self._busy(group):
             if time.monotonic() >= deadline:
                 return False

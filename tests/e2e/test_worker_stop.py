@@ -187,3 +187,28 @@ def test_worker_stop_a_stopped_runs_error_is_not_shown_as_the_jobs_own(caplog: p
 
     failed = [record for record in caplog.records if "spark job j failed" in record.getMessage()]
     assert [record.name for record in failed] == ["longjobs.offline.worker", FAILURES.name]
+
+
+def test_worker_stop_a_failed_run_cancels_its_group_even_when_the_tracker_shows_no_job_yet() -> None:
+    """Review finding (641ff7b): Spark's status tracker has "very weak consistency semantics"
+    (https://spark.apache.org/docs/latest/api/java/org/apache/spark/SparkStatusTracker.html): a job just
+    submitted in the group may not be listed yet. `_end_run` cancels only while `busy` says so, so a job the
+    tracker has not seen yet is never cancelled, the failure is sent, and the retry skips the wait."""
+    leftover = Leftover()
+    asks: list[bool] = []
+
+    def lagging(group: str) -> bool:  # the listener bus has not delivered the job's start yet
+        asks.append(leftover.running)
+        return False
+
+    at_failure: list[bool] = []
+
+    class Watching(StepFunctions):
+        def send_task_failure(self, **params: Any) -> dict[str, Any]:
+            at_failure.append(leftover.running)
+            return super().send_task_failure(**params)
+
+    stepfunctions = Watching("accepted")
+    serve(stepfunctions, leftover, busy=lagging)
+    assert leftover.stops == [job_group(TOKEN)], "the group was never cancelled before the failure was sent"
+    assert at_failure == [False]
