@@ -254,9 +254,13 @@ class JobRuns:
         return ended_at + place.heartbeat_s
 
     def _emr(self, application_id: str, execution_arn: str, *, since: float, ended_at: float | None) -> bool:
-        """Each run the execution's history names is read by its id. The listing looks for a run that the
-        history cannot name: an attempt with no answer read, or a history no longer kept. A task never
-        scheduled started no run, once the execution has ended; until then it may still start one."""
+        """Each run the execution's history names is read by its id (a live one is asked to stop). The
+        listing looks for a run that the history cannot name: an attempt with no answer read, or a history
+        no longer kept. An execution that has not ended counts as running whatever its history shows so
+        far: a start may be in flight, its Retry may start the task again, and a redriven execution
+        schedules it again (RedriveExecution reruns the unsuccessful step,
+        https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html). Its lock
+        is freed as it ends, so that wait is short."""
         name = execution_arn.rpartition(":")[2]
         if self._stepfunctions is None:
             raise RuntimeError("no Step Functions client: an execution's history cannot be read")
@@ -277,11 +281,11 @@ class JobRuns:
         running = False
         for application, run_id in starts.runs:
             running = self._emr_run(application or application_id, run_id, name) or running
+        if not starts.ended:
+            logger.info("execution has not ended: it may still start a run", extra={"execution": name})
+            return True
         if starts.unanswered:
             running = self._emr_listed(application_id, name, since=since, ended_at=ended_at) or running
-        elif not starts.scheduled and not starts.ended:
-            logger.info("execution has not started its run yet: counted as running", extra={"execution": name})
-            return True
         return running
 
     def _emr_run(self, application_id: str, run_id: str, name: str) -> bool:

@@ -77,7 +77,7 @@ def history(*events: tuple[str, dict[str, Any] | None]) -> dict[str, Any]:
             "previousEventId": number - 1,
         }
         if kind.startswith("Task"):
-            field = {"TaskScheduled": "taskScheduledEventDetails", "TaskSubmitted": "taskSubmittedEventDetails"}[kind]
+            field = f"{kind[0].lower()}{kind[1:]}EventDetails"  # taskScheduledEventDetails, ...
             event[field] = {"resourceType": "emr-serverless", "resource": "startJobRun.sync", **(details or {})}
             if kind == "TaskScheduled":
                 event[field].setdefault("region", REGION)
@@ -206,6 +206,36 @@ def test_job_runs_emr_task_never_scheduled(clients: tuple[Any, Any], events: Any
         sfn_stub.add_response("get_execution_history", history(*events), ASKED)
         assert emr_runs(clients).running("spark", GONE, since=time.time(), ended_at=None, now=time.time()) is running
         emr_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        (STARTED, SCHEDULED, ("TaskStarted", None)),
+        (STARTED, SCHEDULED, ("TaskStarted", None), ("TaskFailed", {"error": "EMRServerless.ThrottlingException"})),
+        (STARTED, SCHEDULED, submitted("00r1"), ABORTED, ("ExecutionRedriven", None)),
+    ],
+    ids=["start-in-flight", "start-failed-retry-to-come", "redriven"],
+)
+def test_job_runs_emr_execution_not_ended_counts_as_running(clients: tuple[Any, Any], events: Any) -> None:
+    """An execution that has not ended may still create a run that no listing can see yet: a start in
+    flight, a Retry of a failed start, or a redriven execution, whose unsuccessful step runs again
+    (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html). It counts
+    as running, with no listing; a run its history names is still read by its id."""
+    emr, sfn = clients
+    listed: list[str] = []
+    emr.meta.events.register(
+        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: listed.append("list")
+    )
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(*events), ASKED)
+        if any(kind == "TaskSubmitted" for kind, _ in events):
+            emr_stub.add_response(
+                "get_job_run", emr_run("00r1", "CANCELLED"), {"applicationId": "00app", "jobRunId": "00r1"}
+            )
+        assert emr_runs(clients).running("spark", GONE, since=time.time() - 60, ended_at=None, now=time.time())
+        emr_stub.assert_no_pending_responses()
+    assert listed == [], "a listing cannot see a run not created yet"
 
 
 @pytest.mark.parametrize(
