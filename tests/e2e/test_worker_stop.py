@@ -151,20 +151,26 @@ def test_worker_stop_never_while_heartbeats_are_accepted() -> None:
     assert stepfunctions.ended == ["success"]
 
 
+class FailureWatch(StepFunctions):
+    """Step Functions that notes, at each task failure sent, whether the run's leftover Spark job still ran."""
+
+    def __init__(self, leftover: Leftover, *answers: str) -> None:
+        super().__init__(*answers)
+        self.leftover = leftover
+        self.at_failure: list[bool] = []
+
+    def send_task_failure(self, **params: Any) -> dict[str, Any]:
+        self.at_failure.append(self.leftover.running)
+        return super().send_task_failure(**params)
+
+
 def test_worker_stop_a_failed_runs_leftover_spark_jobs_before_its_failure() -> None:
     """The failure ends the task, and the retry starts at once: the run's Spark jobs must have ended."""
     leftover = Leftover()
-    at_failure: list[bool] = []
-
-    class Watching(StepFunctions):
-        def send_task_failure(self, **params: Any) -> dict[str, Any]:
-            at_failure.append(leftover.running)
-            return super().send_task_failure(**params)
-
-    stepfunctions = Watching("accepted")
+    stepfunctions = FailureWatch(leftover, "accepted")
     worker, _ = serve(stepfunctions, leftover, busy=leftover.busy)
 
-    assert stepfunctions.ended == ["failure"] and at_failure == [False], "failure sent while its Spark job ran"
+    assert stepfunctions.ended == ["failure"] and stepfunctions.at_failure == [False], "sent while its job ran"
     assert leftover.stops == [job_group(TOKEN)] and worker.stats.failed == 1
 
 
@@ -190,25 +196,14 @@ def test_worker_stop_a_stopped_runs_error_is_not_shown_as_the_jobs_own(caplog: p
 
 
 def test_worker_stop_a_failed_run_cancels_its_group_even_when_the_tracker_shows_no_job_yet() -> None:
-    """Review finding (641ff7b): Spark's status tracker has "very weak consistency semantics"
+    """Spark's status tracker has "very weak consistency semantics"
     (https://spark.apache.org/docs/latest/api/java/org/apache/spark/SparkStatusTracker.html): a job just
-    submitted in the group may not be listed yet. `_end_run` cancels only while `busy` says so, so a job the
-    tracker has not seen yet is never cancelled, the failure is sent, and the retry skips the wait."""
+    submitted in the group may not be listed yet. The group is cancelled once before the tracker is asked,
+    so such a job does not go on beside the retry that the failure lets start at once."""
     leftover = Leftover()
-    asks: list[bool] = []
+    stepfunctions = FailureWatch(leftover, "accepted")
 
-    def lagging(group: str) -> bool:  # the listener bus has not delivered the job's start yet
-        asks.append(leftover.running)
-        return False
+    serve(stepfunctions, leftover, busy=lambda group: False)  # the tracker has not seen the job's start
 
-    at_failure: list[bool] = []
-
-    class Watching(StepFunctions):
-        def send_task_failure(self, **params: Any) -> dict[str, Any]:
-            at_failure.append(leftover.running)
-            return super().send_task_failure(**params)
-
-    stepfunctions = Watching("accepted")
-    serve(stepfunctions, leftover, busy=lagging)
     assert leftover.stops == [job_group(TOKEN)], "the group was never cancelled before the failure was sent"
-    assert at_failure == [False]
+    assert stepfunctions.at_failure == [False]
