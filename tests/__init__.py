@@ -4,6 +4,8 @@
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from longjobs.construct import quiet_node_notices
@@ -12,6 +14,20 @@ quiet_node_notices()  # before any test imports aws_cdk (jsii's Node process, an
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """This repository's folder: `app.py`, `cdk.json`, `jobs.json` and the `longjobs` package."""
+
+
+def run_python(args: Sequence[str], *, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """This interpreter run on `args` in a process of its own, with this repository importable, its output
+    captured as text; its exit status is the caller's to check."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
 
 
 class ProcessExited(BaseException):

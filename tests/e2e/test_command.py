@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from longjobs.history.checker import main as checker_main
 from longjobs.offline.__main__ import main
-from tests import REPO_ROOT
+from tests import run_python
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S
 from tests.short_settings import SHORT_THRESHOLD, SPARK_THRESHOLD
 
@@ -153,14 +150,10 @@ def test_command_command_run_keeps_sparks_log_off_the_terminal_and_shows_the_job
     (tmp_path / "scenario.json").write_text(json.dumps(scenario), encoding="utf-8")
     report = tmp_path / "out" / "report.json"
 
-    done = subprocess.run(
-        [sys.executable, "-m", "offline", "run", "--scenario", "scenario.json", "--report", "out/report.json"],
-        capture_output=True,
-        text=True,
+    done = run_python(
+        ["-m", "offline", "run", "--scenario", "scenario.json", "--report", "out/report.json"],
         timeout=600,
-        check=False,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
 
     assert done.returncode == 0, done.stderr

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -14,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from longjobs.pipeline.glue_entry import EntryError, JobExit, _default_session, main, parse_args
-from tests import REPO_ROOT
+from tests import REPO_ROOT, run_python
 from tests.pipeline.conftest import DATE, write_lines
 
 WORDCOUNT = REPO_ROOT / "jobs" / "wordcount.py"
@@ -113,15 +111,7 @@ def test_glue_entry_script_exits_with_an_error_when_the_job_exits_with_code_0(
     job.write_text(code)
     argv = ["--job-file", str(job), "--job-function", "run", "--params", "{}"]
 
-    ended = subprocess.run(
-        [sys.executable, "-m", "longjobs.pipeline.glue_entry", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    ended = run_python(["-m", "longjobs.pipeline.glue_entry", *argv], timeout=120, cwd=tmp_path)
 
     assert ended.returncode == 1, ended.stderr
     assert f"JobExit: the job called {call}: it returned no summary" in ended.stderr

@@ -3,14 +3,12 @@ whatever `python3` on the PATH is: Spark refuses a worker of another minor versi
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from tests import REPO_ROOT
+from tests import run_python
 
 
 def test_python_workers_run_on_the_drivers_interpreter(spark: SparkSession) -> None:
@@ -32,14 +30,6 @@ def test_session_local_session_starts_without_a_log_line(tmp_path: Path) -> None
         "from longjobs.pipeline.session import local_session\n"
         "print(local_session('quiet', shuffle_partitions=1).range(3).count())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    done = run_python(["-c", script], timeout=300, cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "3\n"), done.stderr
     assert done.stderr in ("", JVM_INCUBATOR_NOTICE)

@@ -7,12 +7,10 @@ job's code, a second copy of it. A fresh interpreter stands in for the runtime's
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests import REPO_ROOT
+from tests import run_python
 
 JOB = r"""
 import multiprocessing
@@ -40,14 +38,7 @@ print("job ends", flush=True)
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_exit_guard_forked_child_exits_for_real() -> None:
-    ended = subprocess.run(
-        [sys.executable, "-c", JOB],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    ended = run_python(["-c", JOB], timeout=60)
 
     assert ended.returncode == 0, ended.stderr
     assert ended.stdout.splitlines() == ["fork exit 7", "child works", "multiprocessing exit 0", "job ends"]
