@@ -196,7 +196,8 @@ def run_scenario(
     `work_dir` (Spark's to `spark.log`), and each Spark job's failure to `show_failures` too when given."""
     wall_start = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
-    log_spark_to(work_dir)
+    if any(scenario.runs_spark(job) for job in scenario.jobs):  # no Spark job: no Spark log to name
+        log_spark_to(work_dir)
     prepare_spark(scenario, work_dir)
     faults = Faults(scenario)
     with (
