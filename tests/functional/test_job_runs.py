@@ -505,3 +505,50 @@ def test_job_runs_lock_taken_as_it_was_read(flow: Flow) -> None:
         state = LockState.FREE
         assert not take(key, state, read), f"{job_id}: taken over a run never asked about"
         assert take(key, state, locks.get(key)), f"{job_id}: read again, it is taken"
+
+
+def test_job_runs_lock_freed_before_its_execution_ended_waits_for_that_end(flow: Flow) -> None:
+    """The receiver's side of an execution not ended: the job lock is free, but the execution that freed it
+    still runs (here on moto, a job step still waiting), and its history shows its EMR Serverless task
+    scheduled with no answer yet: a StartJobRun in flight. The job id's next message waits in place, and no
+    listing is asked, since a run not created yet is in none. Once the execution has ended (StopExecution
+    answers its stop date: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html)
+    no start of it can come any more: the same history, closed, is looked for by name, and with no run found
+    the message starts."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    listed: list[dict[str, Any]] = []
+    emr.meta.events.register(
+        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: listed.append(params)
+    )
+    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
+    flow.receiver.settings = flow.receiver.settings.model_copy(update={"job_wait_base_s": 1, "job_wait_cap_s": 1})
+    first = flow.send_job("finishing", seconds=30)
+    assert flow.deliver() == {first: Outcome.STARTED}
+    arn = flow.lease(first).execution_arn or ""
+    locks, key = flow.receiver.store.locks, job_lock_key("finishing")
+    assert locks.release(key, arn, now=time.time()), "freed by its execution, which has not ended"
+    assert flow.receiver.stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    asked = {"executionArn": arn, "maxResults": 1000}
+    in_flight = (STARTED, SCHEDULED, ("TaskStarted", None))
+
+    second = flow.send_job("finishing", seconds=1)
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(*in_flight), asked)
+        emr_stub.add_response("list_job_runs", {"jobRuns": []})  # what a listing would say: no run yet
+        assert flow.deliver() == {second: Outcome.HELD}, "its start may still create a run"
+    assert listed == [], "a listing cannot see a run not created yet"
+    lock = locks.get(key)
+    assert lock is not None and not lock.held and lock.execution_arn == arn, "the lock is left untaken"
+
+    flow.abort(arn)
+    outcomes: dict[str, Outcome] = {}
+    with Stubber(emr) as emr_stub, Stubber(sfn) as sfn_stub:
+        sfn_stub.add_response("get_execution_history", history(*in_flight, ABORTED), asked)
+        emr_stub.add_response("list_job_runs", {"jobRuns": []})
+        deadline = time.monotonic() + 40
+        while not outcomes and time.monotonic() < deadline:
+            outcomes = flow.deliver(wait_s=1)
+        emr_stub.assert_no_pending_responses()
+    assert outcomes == {second: Outcome.STARTED}, "ended, it starts nothing more: none found, the job goes on"
+    assert len(listed) == 1, "the unanswered start looked for by name once"
