@@ -169,6 +169,25 @@ def start_or_refused(
     raise AssertionError("unreachable: the last attempt is never retried")
 
 
+def refused_outright(exc: Exception, stepfunctions: SFNClient) -> bool:
+    """Whether a start's error, from a client that retries by itself, says Step Functions refused its only
+    attempt unprocessed (`_refused`). A retried call's earlier attempt may have met a 5xx or a timeout after
+    it landed, and its last error hides it; so may any error that is no answer of Step Functions."""
+    if not isinstance(exc, ClientError) or exc.response.get("ResponseMetadata", {}).get("RetryAttempts"):
+        return False
+    from botocore.retries.standard import RetryContext
+
+    model = _start_model(stepfunctions)
+    context = RetryContext(
+        attempt_number=1,
+        operation_model=model,
+        parsed_response=exc.response,
+        http_response=_status(exc.response),
+        caught_exception=None,
+    )
+    return _refused(context, model)
+
+
 def _status(answer: Any) -> SimpleNamespace:
     """The HTTP response botocore's retry rules read: its status code alone."""
     return SimpleNamespace(status_code=answer.get("ResponseMetadata", {}).get("HTTPStatusCode"))

@@ -62,7 +62,7 @@ OTHER = (
     "extender:overlapping_run",
     "refused_start:released",
     "refused_start:every_attempt",
-    "refused_start:asked",
+    "refused_start:landed_kept",
     "duplicate_delivery_late",
     "duplicate_delivery_same_batch",
     "refused_start:received_again",

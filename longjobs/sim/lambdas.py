@@ -394,12 +394,12 @@ class RecordsSeen:
         released = lease.get("status", {}).get("S") == LeaseStatus.RELEASED.value
         error = json.dumps(lease.get("last_error", {}))
         if not (released and START_REFUSED in error):
-            service.monitor.reach("refused_start:left_to_reconciliation")
+            # its lease stays ACTIVE: a start that may have landed, and did when Step Functions has it
+            landed = lease.get("execution_arn", {}).get("S") in service.aws.stepfunctions.executions
+            service.monitor.reach("refused_start:landed_kept" if landed else "refused_start:left_to_reconciliation")
             return
-        # Refused on every attempt (nothing asked), or asked about and found missing
-        service.monitor.reach(
-            "refused_start:every_attempt" if START_REFUSED_EVERY_ATTEMPT in error else "refused_start:asked"
-        )
+        if START_REFUSED_EVERY_ATTEMPT in error:
+            service.monitor.reach("refused_start:every_attempt")
         if lease.get("queue_url", {}).get("S", service.queue.url) != service.queue.url:
             return  # a waiting queue's message: admission, not the mapping, receives it
         if RELEASE_FAILED in error:

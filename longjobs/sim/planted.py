@@ -219,6 +219,22 @@ def _worker_end_assumed(patch: Patch) -> None:
     )
 
 
+def _missing_start_trusted(patch: Patch) -> None:
+    """A start whose answers were all lost is taken as never started when DescribeExecution does not find
+    its execution, though that read may lag the start: the message comes back while the execution runs."""
+    from longjobs.engine.execution import NEVER_STARTED, StartRefused, execution_status
+
+    def trusted(receiver: Any, lease: Any, exc: Exception) -> str | None:
+        if isinstance(exc, StartRefused):
+            return NEVER_STARTED
+        try:
+            return execution_status(receiver.stepfunctions, lease.execution_arn)
+        except Exception:
+            return None
+
+    patch(attempt, "failed_start_status", trusted)
+
+
 def _unlimited_left_parked(patch: Patch) -> None:
     """Nothing looks in the waiting queue of a type without a limit: what a deploy that removed the type's
     limit left parked there waits forever."""
@@ -321,9 +337,9 @@ PLANTS: dict[str, Plant] = {
     "lease_fence": Plant(_no_lease_fence, "cancelled_never_succeeds"),
     "job_lock": Plant(_no_job_lock, "single_execution_per_job"),
     "cap_handling": Plant(_no_stop_at_cap, "held_while_running", first_seed=2),
-    "handle_check": Plant(_no_handle_check, "stopped_as_read", first_seed=62),
+    "handle_check": Plant(_no_handle_check, "stopped_as_read", first_seed=63),
     "delete_after_success": Plant(_delete_before_success, "nothing_lost"),
-    "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns", first_seed=28),
+    "refused_start_backoff": Plant(_slow_refused_starts, "refused_start_returns", first_seed=446),
     "success_over_cancel": Plant(_success_over_cancel, "cancelled_never_succeeds", first_seed=7),
     "redrive_drops_held": Plant(_redrive_drops_held, "nothing_lost", first_seed=3),
     "invalid_body_as_poison": Plant(_invalid_body_as_poison, "dlq_keeps_history", first_seed=65),
@@ -333,6 +349,7 @@ PLANTS: dict[str, Plant] = {
     "stale_receive_adopted": Plant(_stale_receive_adopted, "newest_receive"),
     "previous_run_ignored": Plant(_previous_run_ignored, "single_run_per_job", first_seed=135),
     "worker_end_assumed": Plant(_worker_end_assumed, "single_run_per_job", first_seed=577),
+    "missing_start_trusted": Plant(_missing_start_trusted, "held_while_running", first_seed=64),
     "unlimited_left_parked": Plant(_unlimited_left_parked, "settled_in_time", first_seed=16),
     "s3_event_forgotten": Plant(_s3_event_forgotten, "once_per_message", first_seed=9),
     "one_marker_in_place": Plant(_one_marker_in_place, "once_per_message", first_seed=32),

@@ -70,8 +70,26 @@ LIST_SLOW_MAX_S = 600.0
 later, and one in `1 / LIST_SLOW_SHARE` up to `LIST_SLOW_MAX_S` later (AWS documents no bound: longer
 than the reconcile grace, so reconciliation meets running executions missing from the list, and closed
 ones still listed RUNNING)."""
+DESCRIBE_LAG_S = 1.0
+DESCRIBE_SLOW_SHARE = 0.05
+DESCRIBE_SLOW_MAX_S = 5.0
+"""DescribeExecution's lag (`ListLag`): a new execution is found up to `DESCRIBE_LAG_S` after its start, and
+one in `1 / DESCRIBE_SLOW_SHARE` up to `DESCRIBE_SLOW_MAX_S` after (AWS documents it eventually consistent,
+with no bound): long enough for a receiver that asks about a start whose answers were lost, seconds later."""
+
 
 __all__ = ["CLIENT_ATTEMPTS", "START", "TABLE", "TOKEN_QUEUE", "SeedResult", "World"]
+
+
+def eventual_consistency(seed: int) -> dict[str, Any]:
+    """How far the seed's reads lag its writes: the table's indexes, ListExecutions and DescribeExecution."""
+    return {
+        "index_lag": IndexLag(INDEX_LAG_S, random.Random(f"gsi:{seed}")),
+        "list_lag": ListLag(LIST_LAG_S, random.Random(f"sfn-list:{seed}"), LIST_SLOW_SHARE, LIST_SLOW_MAX_S),
+        "describe_lag": ListLag(
+            DESCRIBE_LAG_S, random.Random(f"sfn-describe:{seed}"), DESCRIBE_SLOW_SHARE, DESCRIBE_SLOW_MAX_S
+        ),
+    }
 
 
 @dataclass
@@ -136,8 +154,7 @@ class World:
             random.Random(f"sqs:{seed}"),
             table=table_definition(TABLE),
             state_machine_arn=STATE_MACHINE_ARN,
-            index_lag=IndexLag(INDEX_LAG_S, random.Random(f"gsi:{seed}")),
-            list_lag=ListLag(LIST_LAG_S, random.Random(f"sfn-list:{seed}"), LIST_SLOW_SHARE, LIST_SLOW_MAX_S),
+            **eventual_consistency(seed),
         )
         suffix = ".fifo" if workload.fifo else ""  # a FIFO stack: its jobs queue and its DLQ are FIFO
         self.dlq = aws.sqs.create_queue(f"jobs-dlq{suffix}", visibility_timeout_s=30)

@@ -7,13 +7,15 @@ import json
 import string
 import time
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from longjobs.engine import aws
+from longjobs.engine.clock import SystemClock
 from longjobs.engine.delivery.attempt import START_REFUSED, START_REFUSED_EVERY_ATTEMPT
 from longjobs.engine.delivery.types import Delivery, Outcome
 from longjobs.engine.extender.reconcile import reconcile
@@ -401,6 +403,65 @@ def test_receiver_start_refused_on_every_attempt_is_not_asked_about(flow: Flow) 
     assert asked == [], "neither receive asked Step Functions about a start it refused"
     [execution] = flow.executions()
     assert flow.wait_for_execution(execution["executionArn"])["status"] == "SUCCEEDED"
+
+
+class NoBackoff(SystemClock):
+    """The real clock, the start's backoff between its attempts taken as no wait."""
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+
+class LandsThenFails:
+    """A Step Functions client whose StartExecution lands, then answers a 5xx (the answer lost), and whose
+    DescribeExecution lags: it has not yet seen the executions started through `started`."""
+
+    def __init__(self, client: Any, started: list[str] | None = None) -> None:
+        self.client, self.meta, self.started = client, client.meta, started if started is not None else []
+
+    def start_execution(self, **params: Any) -> Any:
+        try:
+            self.started.append(self.client.start_execution(**params)["executionArn"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
+                raise
+        raise ClientError(
+            {"Error": {"Code": "InternalFailure", "Message": "lost"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+            "StartExecution",
+        )
+
+    def describe_execution(self, **params: Any) -> Any:
+        if params["executionArn"] in self.started:
+            raise ClientError({"Error": {"Code": "ExecutionDoesNotExist", "Message": "lagging"}}, "DescribeExecution")
+        return self.client.describe_execution(**params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_receiver_start_unanswered_keeps_its_lease_when_describe_execution_lags(flow: Flow) -> None:
+    """A start whose every answer was a 5xx may have landed; DescribeExecution is eventually consistent, so
+    "does not exist" right after it can be stale ("The results are best effort and may not reflect very
+    recent updates and changes",
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html). The
+    execution may already have read its lease at its start check and be running its job. Released on that
+    reading, the message would come back and its job run twice at once. So the lease, with its job lock,
+    stays: the execution that did start runs the job once and closes it."""
+    started: list[str] = []
+    flow.receiver.starts = cast(Any, LandsThenFails(aws.starts(), started))
+    flow.receiver.stepfunctions = cast(Any, LandsThenFails(flow.receiver.stepfunctions, started))
+    flow.receiver.clock = NoBackoff()
+    message_id = flow.send_job("unanswered", seconds=1)
+    assert flow.deliver() == {message_id: Outcome.NOT_STARTED}
+
+    lease = flow.lease(message_id)
+    assert lease.status is LeaseStatus.ACTIVE, "not released on a reading that may lag"
+    lock = flow.receiver.store.locks.get(job_lock_key("unanswered"))
+    assert lock is not None and lock.held and lock.execution_arn == lease.execution_arn
+    assert started and set(started) == {lease.execution_arn}, "the start landed on every attempt as one"
+    assert flow.wait_for_execution(started[0])["status"] == "SUCCEEDED"
+    assert flow.lease(message_id).status is LeaseStatus.SUCCEEDED
+    assert flow.harness.visible_messages() == [], "the job ran once and its message is gone"
 
 
 def test_receiver_first_visibility_change_refused_starts_nothing_and_leaves_the_lease_due(

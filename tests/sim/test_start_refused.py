@@ -258,6 +258,10 @@ def throttled_start(**params: Any) -> Any:
     raise client_error("StartExecution", "ThrottlingException", "Rate exceeded", status=400)
 
 
+def failed_start(**params: Any) -> Any:
+    raise client_error("StartExecution", "InternalFailure", "Internal failure", status=500)
+
+
 def throttled_describe(**params: Any) -> Any:
     raise client_error("DescribeExecution", "ThrottlingException", "Rate exceeded", status=400)
 
@@ -272,8 +276,8 @@ def test_start_refused_lease_ended_unholdable_before_its_start_spends_no_attempt
     the lease never started, counted as a refused start (as reconciliation counts it)."""
     b = bench(limit=5)
     message = b.send("X")
-    with monkeypatch.context() as refusing:  # the start refused, and the question after it too
-        refusing.setattr(b.aws.stepfunctions, "start_execution", throttled_start)
+    with monkeypatch.context() as refusing:  # the start unanswered, and the question after it refused
+        refusing.setattr(b.aws.stepfunctions, "start_execution", failed_start)
         refusing.setattr(b.aws.stepfunctions, "describe_execution", throttled_describe)
         assert b.deliver_jobs_queue() == {message: Outcome.NOT_STARTED}
     unstarted = stored(b, message)

@@ -35,6 +35,7 @@ from longjobs.engine.execution import (
     execution_status,
     execution_times,
     parse_execution_name,
+    refused_outright,
     start_execution,
     start_or_refused,
 )
@@ -406,47 +407,53 @@ def start(receiver: Receiver, job: Job, lease: Lease) -> Outcome:
                 receiver.starts, receiver.state_machine_arn, payload, clock=receiver.clock, rng=receiver.rng
             )
     except Exception as exc:
-        # Refused on every attempt, it surely did not start. Otherwise the call may have taken effect (a
-        # 5xx or a timeout after it landed): never give the message back on a guess. Ask; if it is not
-        # there, the lease stays for a redelivery or reconciliation.
-        try:
-            status = (
-                NEVER_STARTED
-                if isinstance(exc, StartRefused)
-                else execution_status(receiver.stepfunctions, lease.execution_arn)
-            )
-        except Exception:
-            status = None
-        if status is not None and status != NEVER_STARTED:
-            logger.warning("start answered with an error but the execution exists", extra={"error": str(exc)})
-            return Outcome.STARTED
-        if status == NEVER_STARTED:
-            # Refused, and the execution does not exist: the message goes back now, after a short backoff,
-            # not at the next reconciliation. A start that still lands later meets its lease closed, and
-            # the workflow's start check ends it before its job runs.
-            delay = refused_start_delay_s(lease.refused_starts, receiver.settings, receiver.rng)
-            release(
-                lease,
-                store=receiver.store,
-                visibility=receiver.visibility,
-                clock=receiver.clock,
-                reason=LastError(
-                    START_REFUSED_EVERY_ATTEMPT if isinstance(exc, StartRefused) else START_REFUSED, str(exc)
-                ),
-                delay_s=delay,
-                never_started=True,
-            )
-            logger.warning(
-                "execution not started: its message returns after a backoff",
-                extra={"message_id": lease.message_id, "delay_s": delay, "error": str(exc)},
+        status = failed_start_status(receiver, lease, exc)
+        if status is None:
+            logger.error(
+                "start unanswered and its execution not found: the lease stays for a redelivery or reconciliation",
+                extra={"message_id": lease.message_id, "error": str(exc)},
             )
             return Outcome.NOT_STARTED
-        logger.error(
-            "execution not started; reconciliation releases the message if no redelivery starts it",
-            extra={"message_id": lease.message_id, "error": str(exc)},
+        if status != NEVER_STARTED:
+            logger.warning("start answered with an error but the execution exists", extra={"error": str(exc)})
+            return Outcome.STARTED
+        # Refused, so the execution does not exist: the message goes back now, after a short backoff,
+        # not at the next reconciliation.
+        delay = refused_start_delay_s(lease.refused_starts, receiver.settings, receiver.rng)
+        release(
+            lease,
+            store=receiver.store,
+            visibility=receiver.visibility,
+            clock=receiver.clock,
+            reason=LastError(START_REFUSED_EVERY_ATTEMPT if isinstance(exc, StartRefused) else START_REFUSED, str(exc)),
+            delay_s=delay,
+            never_started=True,
+        )
+        logger.warning(
+            "execution not started: its message returns after a backoff",
+            extra={"message_id": lease.message_id, "delay_s": delay, "error": str(exc)},
         )
         return Outcome.NOT_STARTED
     return Outcome.STARTED
+
+
+def failed_start_status(receiver: Receiver, lease: Lease, exc: Exception) -> str | None:
+    """What a start that raised `exc` left: NEVER_STARTED when Step Functions refused it unprocessed (every
+    attempt refused, `StartRefused`), the execution's status when DescribeExecution finds it, else None.
+
+    Any other error may come after the start landed (a 5xx, a timeout). An execution not found then may
+    still exist: DescribeExecution is eventually consistent ("The results are best effort and may not
+    reflect very recent updates and changes",
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html), and the
+    execution may already have passed its start check. So that reading, like one that fails, tells nothing:
+    the lease stays, for a redelivery or reconciliation to read the execution again much later."""
+    if isinstance(exc, StartRefused) or (receiver.starts is None and refused_outright(exc, receiver.stepfunctions)):
+        return NEVER_STARTED
+    try:
+        status = execution_status(receiver.stepfunctions, lease.execution_arn)
+    except Exception:
+        return None
+    return None if status == NEVER_STARTED else status
 
 
 def adopt_same_count(receiver: Receiver, delivery: Delivery, job: Job | None, lease: Lease) -> Outcome | None:

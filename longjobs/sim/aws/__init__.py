@@ -69,16 +69,18 @@ class FakeAws:
         state_machine_arn: str,
         index_lag: IndexLag | None = None,
         list_lag: ListLag | None = None,
+        describe_lag: ListLag | None = None,
     ) -> None:
         """`index_lag`: how long a write takes to reach the table's indexes (none: at once); `list_lag`:
-        how long ListExecutions takes to show an execution's start and end (none: at once)."""
+        how long ListExecutions takes to show an execution's start and end (none: at once); `describe_lag`:
+        how long DescribeExecution takes to find a new execution (none: at once)."""
         self.clock = clock
         self.rng = rng
         self.calls: Counter[str] = Counter()
         self.receives = 0  # messages handed out by ReceiveMessage
         self.sqs = FakeSqs(self)
         self.dynamodb = FakeDynamoDb(self, table, index_lag=index_lag)
-        self.stepfunctions = FakeStepFunctions(self, state_machine_arn, list_lag=list_lag)
+        self.stepfunctions = FakeStepFunctions(self, state_machine_arn, list_lag=list_lag, describe_lag=describe_lag)
 
     @property
     def requests(self) -> int:

@@ -179,6 +179,7 @@ class Execution:
     state: dict[str, Any] = field(default_factory=dict)  # the workflow model's own notes
     listed_from: float = 0.0  # ListExecutions shows it from then on (its start + the list's lag)
     listed_ended_from: float | None = None  # and shows its end from then on (its end + the list's lag)
+    described_from: float = 0.0  # DescribeExecution finds it from then on (its start + the read's lag)
     events: list[dict[str, Any]] = field(default_factory=list)  # its history (GetExecutionHistory), oldest first
 
     def listed_status(self, now: float) -> str | None:
@@ -200,12 +201,19 @@ class FakeStepFunctions:
         *,
         start_quota: Quota | None = None,
         list_lag: ListLag | None = None,
+        describe_lag: ListLag | None = None,
     ) -> None:
         """`start_quota`: StartExecution's token bucket; each throttled operation's is by default the
-        documented one of `REGION`. `list_lag`: how long ListExecutions lags (none: it is current)."""
+        documented one of `REGION`. `list_lag`: how long ListExecutions lags (none: it is current).
+        `describe_lag`: how long DescribeExecution takes to find a new execution (none: at once); it is
+        eventually consistent too
+        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html)."""
         self._aws = aws
         self.state_machine_arn = state_machine_arn
         self.list_lag = list_lag
+        self.describe_lag = describe_lag
+        self.lagged_describes = 0
+        """DescribeExecution's answers of "does not exist" for an execution that does (`describe_lag`)."""
         self._tokens: dict[str, tuple[float, tuple[Any, ...], tuple[float, str]]] = {}
         self._buckets: dict[str, TokenBucket] = {}
         for operation, quota in default_quotas().items():
@@ -271,6 +279,7 @@ class FakeStepFunctions:
         now = self._aws.clock.now()
         execution = Execution(arn, name, json.loads(raw), raw, now)
         execution.listed_from = now + self._list_delay()
+        execution.described_from = now + (self.describe_lag.draw() if self.describe_lag is not None else 0.0)
         self.executions[arn] = execution
         self.record(execution, "ExecutionStarted", input=raw, inputDetails={"truncated": False})
         if self.on_start is not None:
@@ -281,6 +290,9 @@ class FakeStepFunctions:
         self._count("DescribeExecution")
         self._admit("DescribeExecution")
         execution = self.executions.get(request["executionArn"])
+        if execution is not None and self._aws.clock.now() < execution.described_from:
+            self.lagged_describes += 1
+            execution = None
         if execution is None:
             raise client_error("DescribeExecution", "ExecutionDoesNotExist", "Execution Does Not Exist")
         return {
