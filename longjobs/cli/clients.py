@@ -15,9 +15,11 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from longjobs.cli.errors import CliError
 
@@ -37,6 +39,25 @@ FAKE_KEY_ID = FAKE_SECRET = "offline"
 MAX_ATTEMPTS = 3
 """Attempts per call (botocore's standard retry mode: throttling, 5xx and connection errors)."""
 _SLOW_PROVIDERS = ("iam-role", "container-role")
+EXAMPLE_ENDPOINT = "http://localhost:4566"
+"""An endpoint as the local service's is written, named where a malformed one is refused."""
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why botocore cannot use `url` as an endpoint, or None when it can.
+
+    botocore wants a scheme and a host (`is_valid_endpoint_url`, checked as it checks them), and reads the
+    port only when it signs the first request. Each fault is named here, before any client is made."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "it has no http:// or https:// scheme"
+    if not (is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url)):
+        return "it has no valid host"
+    try:
+        parts.port  # noqa: B018  # the property parses the port, and raises on a bad one
+    except ValueError:
+        return "its port is not a whole number from 0 to 65535"
+    return None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from rich.console import RenderableType
 from rich.live import Live
 
 from longjobs.cli import catalog, confirm, dlq, leases, render, resources, status, submit, top
-from longjobs.cli.clients import ENDPOINT_VARIABLE, Clients, Connection
+from longjobs.cli.clients import ENDPOINT_VARIABLE, EXAMPLE_ENDPOINT, Clients, Connection, endpoint_problem
 from longjobs.cli.errors import EXIT_FAILURE, EXIT_OK, CliError, UsageError, client_error_text
 from longjobs.engine import cancel
 from longjobs.engine.clock import SystemClock
@@ -36,6 +36,17 @@ def local_endpoint(args: argparse.Namespace) -> str | None:
     return endpoint
 
 
+def check_endpoint(args: argparse.Namespace) -> None:
+    """Refuse a malformed endpoint before any client is made, where botocore would raise a bare ValueError.
+
+    `--endpoint-url` is checked, else `AWS_ENDPOINT_URL`: botocore reads that variable with `--stack` too."""
+    given: str | None = getattr(args, "endpoint_url", None)
+    source, url = ("--endpoint-url", given) if given else (ENDPOINT_VARIABLE, os.environ.get(ENDPOINT_VARIABLE))
+    problem = endpoint_problem(url) if url else None
+    if problem is not None:
+        raise UsageError(f"{source} {url!r} is not an endpoint URL: {problem}; give one like {EXAMPLE_ENDPOINT}")
+
+
 class Context:
     """The arguments, the clients and the resources they point at (resolved on first use)."""
 
@@ -50,6 +61,7 @@ class Context:
                 "give --stack NAME (a deployed stack) or --endpoint-url URL (the local service; or set "
                 f"{ENDPOINT_VARIABLE})"
             )
+        check_endpoint(args)
         self.stack: str | None = stack
         self.connection = Connection(
             endpoint_url=endpoint, region=getattr(args, "region", None), profile=getattr(args, "profile", None)

@@ -333,6 +333,53 @@ def test_cli_usage_errors_are_one_line_with_exit_code_2(
 
 
 @pytest.mark.parametrize(
+    ("argv", "variable", "line"),
+    [
+        (
+            ["--endpoint-url", "127.0.0.1:4566", "status"],
+            None,
+            "--endpoint-url '127.0.0.1:4566' is not an endpoint URL: it has no http:// or https:// scheme",
+        ),
+        (
+            ["--endpoint-url", "http://127.0.0.1:99999", "status"],
+            None,
+            "--endpoint-url 'http://127.0.0.1:99999' is not an endpoint URL: its port is not a whole number from 0 to "
+            "65535",
+        ),
+        (
+            ["submit", "wait", "--param", "seconds=1"],
+            "localhost:4566",
+            "AWS_ENDPOINT_URL 'localhost:4566' is not an endpoint URL: it has no http:// or https:// scheme",
+        ),
+        (
+            ["--stack", "s", "status"],
+            "http://",
+            "AWS_ENDPOINT_URL 'http://' is not an endpoint URL: it has no valid host",
+        ),
+    ],
+    ids=["no-scheme", "port-out-of-range", "variable-no-scheme", "variable-with-stack"],
+)
+def test_cli_malformed_endpoint_url_is_one_line_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    variable: str | None,
+    line: str,
+) -> None:
+    """An endpoint without its scheme or with a port out of range is named, with a valid one to copy, before any
+    client is made: botocore would raise a bare ValueError from deep inside, at the client or at the first call.
+    `AWS_ENDPOINT_URL` is checked with `--stack` too, since botocore reads it there as well."""
+    if variable is None:
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    else:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", variable)
+
+    code, lines = _run(capsys, *argv)
+
+    assert (code, lines) == (2, [f"longjobs: {line}; give one like http://localhost:4566"])
+
+
+@pytest.mark.parametrize(
     ("argv", "line"),
     [
         (
