@@ -10,11 +10,14 @@ job run returns no output of its own). On Glue they are read with `awsglue.utils
 anywhere else with argparse, so the script also runs locally:
 `python -m longjobs.pipeline.glue_job --input DIR --date 2024-05-01 --output OUT --quarantine Q`.
 
-The arguments are validated before a SparkSession is created, so a bad job fails in seconds.
+The arguments are validated before a SparkSession is created, so a bad job fails in seconds. Run by
+hand, a bad one is a one-line message and exit code 2. On Glue the error is raised, so the job run fails
+with it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -65,6 +68,20 @@ def main(argv: Sequence[str] | None = None, session: Callable[[], SparkSession] 
     return 0
 
 
+def command(argv: Sequence[str] | None = None) -> int:
+    """`main` as the script's command: off Glue, bad parameters are one line on stderr and exit code 2.
+
+    On Glue the error is raised, so the job run fails with the exception and its message: an exit code
+    would fail it too, but with no word of the cause."""
+    try:
+        return main(argv)
+    except PipelineParamError as exc:
+        if importlib.util.find_spec("awsglue") is not None:  # on Glue (`resolve_arguments` tells it the same way)
+            raise
+        print(exc, file=sys.stderr)
+        return 2
+
+
 def _default_session() -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -77,4 +94,4 @@ def _default_session() -> SparkSession:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(command())

@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from longjobs.pipeline.glue_job import main
+from tests import run_python
 from tests.pipeline.conftest import DATE, write_lines
 
 
@@ -50,3 +51,15 @@ def test_glue_main_runs_the_pipeline_and_writes_its_summary(
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert stored == printed
     assert (stored["rows_read"], stored["rows_written"]["events"], stored["quarantined"]["malformed"]) == (2, 1, 1)
+
+
+def test_glue_job_as_a_command_prints_bad_parameters_in_one_line() -> None:
+    """`python -m longjobs.pipeline.glue_job` with a bad date: the one line docs/pipeline.md shows, exit code 2."""
+    args = ["--input", "data/raw", "--date", "2024-13-01", "--output", "data/curated", "--quarantine", "data/q"]
+
+    done = run_python(["-m", "longjobs.pipeline.glue_job", *args], timeout=60)
+
+    assert (done.returncode, done.stderr.splitlines()) == (
+        2,
+        ["invalid pipeline parameters: date: must be a calendar date YYYY-MM-DD, got '2024-13-01'"],
+    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
 
-from longjobs.pipeline.glue_job import main, parse_args
+from longjobs.pipeline.glue_job import command, main, parse_args
 from longjobs.pipeline.params import MAX_LATENESS_MINUTES, PipelineParamError, PipelineParams
 
 GOOD: dict[str, Any] = {
@@ -99,3 +100,24 @@ def test_glue_main_reports_a_missing_argument(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["glue_job.py", "--input", "a"], session=lambda: pytest.fail("no session expected"))
     assert "--date" in capsys.readouterr().err
+
+
+BAD_DATE = ["glue_job.py", *(f"--{key}={value}" for key, value in {**GOOD, "date": "2024-13-01"}.items())]
+
+
+def test_glue_job_command_prints_bad_parameters_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Run by hand, the command prints the one line docs/pipeline.md shows, with exit code 2, not a traceback."""
+    assert command(BAD_DATE) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "invalid pipeline parameters: date: must be a calendar date YYYY-MM-DD, got '2024-13-01'"
+    ]
+
+
+def test_glue_job_command_on_glue_raises_bad_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Glue (its `awsglue` importable) the error is raised: the job run fails with it."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: object() if name == "awsglue" else find_spec(name, *args)
+    )
+    with pytest.raises(PipelineParamError, match="date: must be a calendar date"):
+        command(BAD_DATE)
