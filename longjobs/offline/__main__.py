@@ -20,6 +20,8 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
+from longjobs.offline.chaos import INTERRUPTED
+from longjobs.offline.programs import java_missing, node_missing, quiet_stopped_node
 from longjobs.offline.scenario import ScenarioError, load_scenario
 
 DESCRIPTION = "The whole processor on this machine (run, demo, chaos, serve) and its simulation (sim)."
@@ -34,9 +36,25 @@ DEMO_DATA = Path("share") / "sqs-long-jobs" / "demo"
 environment's data directory."""
 DEFAULT_PORT = 4566
 DEFAULT_DRAIN_S = 30.0
+DEMO_FILES = ("report.json", "timeline.png", "figures.md", "trace.jsonl")
+"""What the demo writes under its `--out`."""
 
-INTERRUPTED = 130
-"""The exit code of a run stopped by Ctrl-C: 128 + SIGINT, as a shell reports it."""
+
+def output_problem(option: str, path: Path) -> str | None:
+    """Why `path` could not be written once the run is over, or None. Checked before the run: an existing
+    directory, or a parent that is a file. A missing folder is not a problem: it is created at the end."""
+    if path.is_dir():
+        return f"{option} {path}: a directory; give the path of a file to write"
+    parent = next(parent for parent in path.parents if parent.exists())  # "." or "/" at the latest
+    if not parent.is_dir():
+        return f"{option} {path}: {parent} is a file, not a directory"
+    return None
+
+
+def refused_outputs(outputs: Sequence[tuple[str, Path | None]]) -> str | None:
+    """The first output path (option, path; None: not asked for) that could not be written, as one line."""
+    problems = (output_problem(option, path) for option, path in outputs if path is not None)
+    return next((problem for problem in problems if problem is not None), None)
 
 
 def run(
@@ -56,20 +74,28 @@ def run(
     from longjobs.offline.runtime import RUNTIME_LOG, run_scenario
     from longjobs.offline.spark import log_spark_to
 
+    outputs = [("--report", report_path), ("--timeline", timeline_path), ("--trace", trace_path)]
+    refused = refused_outputs([*outputs, ("figures", figures_path)])
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return 2
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if any(scenario.runs_spark(job) for job in scenario.jobs) and importlib.util.find_spec("pyspark") is None:
+    runs_spark = any(scenario.runs_spark(job) for job in scenario.jobs)
+    if runs_spark and importlib.util.find_spec("pyspark") is None:
         print(
             f"{scenario_path} runs PySpark jobs, and PySpark is not installed: install the distribution's "
             "`pipeline` extra (pip install 'sqs-long-jobs[offline,pipeline]'), and Java 17",
             file=sys.stderr,
         )
         return 2
+    if runs_spark and (java := java_missing()) is not None:
+        print(java, file=sys.stderr)
+        return 2
     work_dir = report_path.parent / "work"
-    runs_spark = any(scenario.runs_spark(job) for job in scenario.jobs)
     spark_log = log_spark_to(work_dir) if runs_spark else None
     print(
         f"running {scenario_path} ({len(scenario.jobs)} jobs); logs in {work_dir / RUNTIME_LOG}"
@@ -93,9 +119,11 @@ def run(
         draw_timeline(result, scenario, timeline_path)
         print(f"timeline: {timeline_path}")
     if figures_path is not None:
+        figures_path.parent.mkdir(parents=True, exist_ok=True)
         figures_path.write_text(figures_table(result.report["jobs"]) + "\n", encoding="utf-8")
         print(f"figures (README.md's demo table, from this run): {figures_path}")
     if trace_path is not None:
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
         trace_path.write_text("".join(line + "\n" for line in result.history), encoding="utf-8")
         from longjobs.offline.history import checker_command
 
@@ -161,6 +189,10 @@ def demo_workspace(out: Path) -> Path:
 def demo(out: Path, *, quiet: bool) -> int:
     """The shipped demo, run where its job and input are (`demo_workspace`), its files written under `out`."""
     out = out.resolve()
+    refused = refused_outputs([("--out", out / name) for name in DEMO_FILES])
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return 2
     try:
         workspace = demo_workspace(out)
     except ScenarioError as exc:
@@ -189,6 +221,7 @@ def missing_extra() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; its exit code. A reader that closed the pipe (`| head`) ends it quietly with exit 1,
     where the print that met the closed pipe, or the interpreter's flush at exit, would show a traceback."""
+    quiet_stopped_node()
     try:
         code = _command(argv)
         sys.stdout.flush()
@@ -215,6 +248,10 @@ def _command(argv: Sequence[str] | None) -> int:
         return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    node = node_missing()  # every command renders the workflow with the CDK
+    if node is not None:
+        print(node, file=sys.stderr)
+        return 2
     if args.command == "serve":
         if not 0 < args.port < 65_536 or args.drain_s < 0:
             parser.error("--port must be 1..65535 and --drain-s at least 0")
@@ -230,12 +267,20 @@ def _command(argv: Sequence[str] | None) -> int:
     if args.command == "sim":
         from longjobs.sim.cli import main as sim_main
 
-        return sim_main(args)
+        try:
+            return sim_main(args)
+        except KeyboardInterrupt:
+            print("interrupted: the simulation stopped before its end, and printed or wrote no result", file=sys.stderr)
+            return INTERRUPTED
     if args.command == "run":
         return run(args.scenario, args.report, args.timeline, quiet=args.quiet, trace_path=args.trace)
     if args.command == "chaos":
         if args.runs < 1:
             parser.error("--runs must be at least 1")
+        refused = output_problem("--report", args.report)
+        if refused is not None:
+            print(refused, file=sys.stderr)
+            return 2
         from longjobs.offline.chaos import main as chaos_main
 
         return chaos_main(args.runs, args.seed, args.report, quiet=args.quiet, fifo=args.fifo)

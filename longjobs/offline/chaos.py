@@ -108,6 +108,9 @@ FIFO_RUN_TIMEOUT_S = 240.0
 """A group's jobs run one after the other, one record per receive: a run takes 20 to 55 s on an idle
 2-core machine, and well over twice that on a loaded one."""
 FIFO_GROUP_SIZE = 2
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (a campaign, or any offline run): 128 + SIGINT, as a shell
+reports it."""
 
 
 def timing_settings(grace_s: int) -> dict[str, Any]:
@@ -321,8 +324,11 @@ def run_campaign(
     *,
     on_run: Callable[[RunOutcome], None] | None = None,
     fifo: bool = False,
+    campaign: Campaign | None = None,
 ) -> Campaign:
-    campaign = Campaign(seed)
+    """Run the campaign's runs one after the other, each added to `campaign` as it ends. A caller that passes
+    its own `campaign` keeps the runs that ended when a run is interrupted (Ctrl-C)."""
+    campaign = campaign if campaign is not None else Campaign(seed)
     for index in range(1, runs + 1):
         outcome = run_one(index, draw_scenario(seed, index, fifo=fifo), work_dir / f"run-{index:03d}")
         campaign.runs.append(outcome)
@@ -357,10 +363,33 @@ def main(runs: int, seed: int, report_path: Path, *, quiet: bool = False, fifo: 
         if not quiet:
             print(f"run {run.index}/{runs}: {'ok' if run.ok else 'VIOLATIONS'} in {run.wall_s:.1f} s", file=sys.stderr)
 
-    campaign = run_campaign(runs, seed, work_dir, on_run=progress, fifo=fifo)
-    report = {**campaign.as_json(), "wall_s": round(time.monotonic() - started, 1)}
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    campaign = Campaign(seed)
+    try:
+        run_campaign(runs, seed, work_dir, on_run=progress, fifo=fifo, campaign=campaign)
+    except KeyboardInterrupt:  # the run under way has stopped its services: keep the runs that ended
+        return interrupted(campaign, runs, report_path, started)
+    report = write_report(campaign, report_path, started)
     print(summary(campaign))
     print(f"report: {report_path}")
     return 0 if report["violations"] == 0 else 1
+
+
+def write_report(campaign: Campaign, report_path: Path, started: float, **extra: Any) -> dict[str, Any]:
+    report = {**campaign.as_json(), "wall_s": round(time.monotonic() - started, 1), **extra}
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def interrupted(campaign: Campaign, runs: int, report_path: Path, started: float) -> int:
+    """A campaign stopped by Ctrl-C: the report of the runs that ended (`interrupted: true`), and one line."""
+    ended = len(campaign.runs)
+    if not ended:
+        print("interrupted: the campaign stopped before its first run ended, and wrote no report", file=sys.stderr)
+        return INTERRUPTED
+    write_report(campaign, report_path, started, interrupted=True)
+    print(
+        f"interrupted: {ended} of {runs} runs ended before the campaign stopped; their report: {report_path}",
+        file=sys.stderr,
+    )
+    return INTERRUPTED

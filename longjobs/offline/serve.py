@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import json
 import re
-import shutil
 import signal
 import sys
 import threading
@@ -43,6 +42,7 @@ from longjobs.offline.faults import Faults
 from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer
 from longjobs.offline.processor import NO_PYSPARK, LocalProcessor, has_pyspark, pyspark_types
+from longjobs.offline.programs import java_missing
 from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.runtime import captured_logs, logs_footer
 from longjobs.offline.spark import log_spark_to
@@ -166,11 +166,8 @@ def serve_catalog(path: Path | None) -> JobCatalog:
 
 def check_java(catalog: JobCatalog) -> None:
     """Java 17 is needed only where the local Spark can start: some type runs on it and PySpark is there."""
-    if pyspark_types(catalog) and has_pyspark() and shutil.which("java") is None:
-        raise ServeError(
-            "java not found: pyspark job types run on a local Spark, which needs Java 17; install a JDK or "
-            "JRE 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install openjdk@17)"
-        )
+    if pyspark_types(catalog) and has_pyspark() and (missing := java_missing()) is not None:
+        raise ServeError(missing)
 
 
 def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> str:

@@ -70,3 +70,29 @@ def test_offline_installed_console_script_keeps_the_node_notices_out() -> None:
     assert done.returncode == 0, done.stderr
     assert "every property held" in done.stdout
     assert "b'!!" not in done.stderr and "end-of-life" not in done.stderr, done.stderr
+
+
+def test_offline_node_stopped_by_ctrl_c_leaves_no_traceback_at_exit() -> None:
+    """Ctrl-C reaches jsii's Node.js process too, and ends it. At exit, jsii's hook (`_NodeProcess.stop`) then
+    writes to the closed pipe. The offline command drops that BrokenPipeError, so its one-line message is the
+    last thing printed; any other error of an exit hook is still shown."""
+    code = """
+import atexit
+from longjobs.offline.programs import quiet_stopped_node
+
+class _NodeProcess:
+    def stop(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+class Other:
+    def stop(self):
+        raise BrokenPipeError(32, "not jsii's")
+
+atexit.register(Other().stop)
+atexit.register(_NodeProcess().stop)
+quiet_stopped_node()
+"""
+    done = python(code)
+
+    assert "_NodeProcess" not in done.stderr, done.stderr
+    assert "Other.stop" in done.stderr and "not jsii's" in done.stderr, done.stderr

@@ -142,6 +142,31 @@ class _ClosedPipe(io.StringIO):
         raise BrokenPipeError(32, "Broken pipe")
 
 
+@pytest.mark.parametrize("args", [["--seeds", "2", "--workers", "2"], ["--seed", "1"]], ids=["campaign", "seed"])
+def test_replay_command_interrupted_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """Ctrl-C during a campaign or a seed: one line, no traceback, and the exit code a shell reports for an
+    interrupted command (130)."""
+    from longjobs.offline.__main__ import main
+    from longjobs.sim import campaign
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(campaign, "campaign", interrupted)
+    monkeypatch.setattr(campaign, "run_seed", interrupted)
+
+    try:
+        code = main(["sim", *args])
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt left the command: a traceback")
+    assert code == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted: the simulation stopped before its end, and printed or wrote no result"
+    ]
+
+
 def test_replay_command_whose_reader_closed_the_pipe_ends_quietly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

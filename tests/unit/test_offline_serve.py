@@ -125,3 +125,15 @@ def test_offline_serve_settings_blame_the_files_setting_not_the_services(tmp_pat
 
     path.write_text(json.dumps({"extender_period_s": 120, "adaptive_ceiling_s": 736}))
     assert serve.serve_settings(path).extender_period_s == 120
+
+
+def test_offline_serve_java_is_looked_for_where_spark_looks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark's launcher runs `$JAVA_HOME/bin/java` when JAVA_HOME is set: one without it is named, even with
+    a `java` on the PATH, in the one check `run` and `demo` make too (`longjobs.offline.programs`)."""
+    monkeypatch.setattr(serve, "has_pyspark", lambda: True)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # no jobs.json: the built-in types, `spark` among them
+    catalog = serve.serve_catalog(None)
+
+    with pytest.raises(serve.ServeError, match=rf"^java not found: JAVA_HOME is {tmp_path}, which has no bin/java"):
+        serve.check_java(catalog)
