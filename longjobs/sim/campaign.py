@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -51,7 +52,13 @@ _PLANTED = contextlib.ExitStack()
 
 
 def _use(workflow: DeployedWorkflow, plant: str | None = None) -> None:
-    """A worker's set-up: the deployed workflow, and the planted bug for the rest of its life."""
+    """A worker's set-up: the deployed workflow, and the planted bug for the rest of its life. A worker
+    ignores Ctrl-C, which the terminal sends to every process: the parent stops the campaign, and its
+    workers end with it, without a traceback each."""
+    from longjobs.offline.programs import quiet_stopped_node
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_stopped_node()
     global _WORKFLOW
     _WORKFLOW = workflow
     _PLANTED.enter_context(planted(plant))
@@ -189,7 +196,14 @@ def campaign(
         context = multiprocessing.get_context("spawn")  # no fork of a process that ran the CDK's node
         setup = (workflow, plant)
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_use, initargs=setup) as pool:
-            summaries = list(pool.map(_summary, numbers, [profile] * seeds, chunksize=max(1, seeds // (workers * 8))))
+            try:
+                chunk = max(1, seeds // (workers * 8))
+                summaries = list(pool.map(_summary, numbers, [profile] * seeds, chunksize=chunk))
+            except KeyboardInterrupt:  # stop now: the workers ignore it, and each would end its chunk first
+                pool.shutdown(wait=False, cancel_futures=True)
+                for worker in multiprocessing.active_children():
+                    worker.terminate()
+                raise
     for summary in summaries:
         report.coverage.update(summary.coverage)
         report.virtual_h += summary.virtual_h
