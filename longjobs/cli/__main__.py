@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import NoReturn
 
 from botocore.exceptions import (
@@ -35,6 +36,8 @@ from longjobs.cli.resources import START_LOCAL_SERVICE
 from longjobs.engine.cancel import DEFAULT_REASON
 
 PROG = "longjobs"
+DISTRIBUTION = "sqs-long-jobs"
+"""The distribution `--version` reports (pyproject.toml's `name`)."""
 DEFAULT_LEASES_LIMIT = 50
 JOBS_FILE_HELP = "the job types to use instead of those the stack or service publishes"
 
@@ -154,6 +157,14 @@ def _json_option() -> Parser:
     return options
 
 
+def installed_version() -> str:
+    """The version of the installed distribution (pyproject.toml's), or a note when it is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "(not installed: run from a checkout without `pip install`)"
+
+
 def build_parser() -> Parser:
     where = _connection_options()
     json_option = _json_option()
@@ -164,6 +175,7 @@ def build_parser() -> Parser:
         description="Operate the long-job processor: a deployed stack (--stack) or the local service (--endpoint-url).",
         parents=[where],
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands_ = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     submit = commands_.add_parser(

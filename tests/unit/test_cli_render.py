@@ -408,6 +408,15 @@ def test_cli_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert "scan" in capsys.readouterr().out.lower()
 
 
+def test_cli_version_names_the_installed_release(capsys: pytest.CaptureFixture[str]) -> None:
+    """`longjobs --version` answers what pyproject.toml names, as installed, and needs no stack."""
+    import tomllib
+
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.split() == ["longjobs", declared]
+
+
 @pytest.mark.parametrize(
     ("error", "endpoint", "text"),
     [

@@ -436,7 +436,7 @@ def check_command(command: str, makefile: str, workdir: Path) -> str:
     if words[0] == "make":
         return check_make(words[1:], makefile, command)
     if words[0] in ("longjobs", ".venv/bin/longjobs"):
-        if words[1:] == ["--help"]:
+        if words[1:] in (["--help"], ["--version"]):
             run_command(longjobs_main, words[1:], workdir, command)
             return "run"
         longjobs_parser().parse_args(words[1:])
