@@ -23,5 +23,7 @@ def fold(text: str | None) -> str | None:
 
 def folded_words(lines: DataFrame, min_length: int) -> DataFrame:
     """One row per word (column `word`) of the text column `value`, of at least `min_length` characters."""
-    folded = F.udf(fold, StringType())(F.col("value"))
+    # A plain Python UDF, said outright: left to infer its kind from `fold`'s type hints, Spark 4 warns
+    # that it cannot (they are no pandas or Arrow types) on every run.
+    folded = F.udf(fold, StringType(), useArrow=False)(F.col("value"))
     return lines.select(F.explode(F.split(folded, SEPARATORS)).alias("word")).where(F.length("word") >= min_length)

@@ -14,6 +14,7 @@ from longjobs.pipeline.glue_entry import load_entry, run_entry
 from tests import REPO_ROOT
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # the job's run warns nothing on the user's terminal
 def test_job_code_offline_runs_a_package_type_with_its_requirement_on_the_executors(
     spark: SparkSession, tmp_path: Path
 ) -> None:
