@@ -43,6 +43,7 @@ from longjobs.engine.jobs import JobCatalog
 from longjobs.history.checker import Finding, check
 from longjobs.offline.faults import Faults
 from longjobs.offline.observe import Execution, Track
+from longjobs.offline.programs import as_typed
 from longjobs.offline.report import redelivery_verdicts
 from longjobs.offline.scenario import Scenario
 
@@ -150,4 +151,4 @@ def checker_command(catalog: JobCatalog, trace: object) -> str:
     """The command that judges a written history again, with the limits the run had: without them the
     checker leaves `type_concurrency` unchecked."""
     given = "".join(f" --limit {name}={limit}" for name, limit in sorted(catalog.declared_limits().items()))
-    return f"python -m longjobs.history.checker{given} {trace}"
+    return f"{as_typed('python')} -m longjobs.history.checker{given} {trace}"

@@ -1,4 +1,4 @@
-"""The programs the offline runtime starts besides Python: Node.js and Java.
+"""The programs the offline runtime starts besides Python (Node.js and Java), and how a user types its own.
 
 Node.js runs the AWS CDK, through jsii, which renders the workflow for every command. Java 17 runs a local
 Spark for PySpark job types. Each is looked for before a command starts anything, as the tool that starts
@@ -77,3 +77,14 @@ def quiet_stopped_node() -> None:
 
     hook.quiets_stopped_node = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+def as_typed(program: str) -> str:
+    """How to type `program` (`python`, or a command this install put beside it) in the user's shell: its
+    name when the shell's PATH finds this install's own, else its path, relative when under the working
+    directory (`.venv/bin/longjobs` in a checkout whose virtual environment is not activated)."""
+    installed = Path(sys.executable).parent / program
+    found = shutil.which(program)
+    if found is not None and Path(found).resolve() == installed.resolve():
+        return program
+    return os.path.relpath(installed) if installed.is_relative_to(Path.cwd()) else str(installed)

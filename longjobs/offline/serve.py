@@ -42,7 +42,7 @@ from longjobs.offline.faults import Faults
 from longjobs.offline.history import history, judge
 from longjobs.offline.observe import Observer
 from longjobs.offline.processor import NO_PYSPARK, LocalProcessor, has_pyspark, pyspark_types
-from longjobs.offline.programs import java_missing
+from longjobs.offline.programs import as_typed, java_missing
 from longjobs.offline.resources import RUNTIME_SETTINGS
 from longjobs.offline.runtime import captured_logs, logs_footer
 from longjobs.offline.spark import log_spark_to
@@ -195,7 +195,7 @@ def banner(processor: LocalProcessor, catalog: JobCatalog, drain_s: float) -> st
         f"send a job:  aws --endpoint-url {endpoint} sqs send-message --queue-url {resources.queue_url} "
         + ("--message-group-id hello " if resources.settings.fifo else "")  # FIFO: each job names its group
         + f"--message-body '{example}'",
-        "watch it:    longjobs status --watch",
+        f"watch it:    {as_typed('longjobs')} status --watch",
         f"Ctrl-C or SIGTERM stops it: running jobs get {drain_s:g} s to finish, the rest are stopped and released.",
     ]
     return "\n".join(rows)

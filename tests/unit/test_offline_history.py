@@ -5,7 +5,12 @@ could not decide at its last look."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from longjobs.history.checker import check
 from longjobs.offline.faults import Faults
@@ -69,8 +74,9 @@ def test_offline_history_undecided_message_is_not_left_on_the_queues() -> None:
     assert [(f.property, f.detail.split(" (")[0]) for f in check(lines)] == [("nothing_lost", "job b")]
 
 
-def test_offline_history_checker_command_gives_the_limits_the_run_had() -> None:
+def test_offline_history_checker_command_gives_the_limits_the_run_had(monkeypatch: pytest.MonkeyPatch) -> None:
     """The command `run --trace` prints re-checks each limited type's concurrency, not only the rest."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # activated
     parking = load_scenario(REPO_ROOT / "longjobs/offline/scenarios/parking.json")
     assert (
         checker_command(parking.job_catalog(), "trace.jsonl")
@@ -78,3 +84,20 @@ def test_offline_history_checker_command_gives_the_limits_the_run_had() -> None:
     )
     unlimited = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 1}]})
     assert checker_command(unlimited.job_catalog(), "t.jsonl") == "python -m longjobs.history.checker t.jsonl"
+
+
+def test_offline_history_checker_command_runs_as_typed_without_an_activated_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Printed for a user whose virtual environment is not activated, the command names this install's
+    interpreter by its path: relative from inside the checkout (as the README's `.venv/bin/...` commands
+    are), absolute from elsewhere. A bare `python` would be another interpreter, without the package."""
+    installed = Path(sys.executable).parent / "python"
+    monkeypatch.setenv("PATH", str(tmp_path))  # no python of this install on it
+    unlimited = parse_scenario({"jobs": [{"id": "a", "type": "wait", "seconds": 1}]}).job_catalog()
+    monkeypatch.chdir(installed.parent.parent.parent)
+    relative = os.path.relpath(installed)
+    assert not Path(relative).is_absolute()
+    assert checker_command(unlimited, "t.jsonl") == f"{relative} -m longjobs.history.checker t.jsonl"
+    monkeypatch.chdir(tmp_path)
+    assert checker_command(unlimited, "t.jsonl") == f"{installed} -m longjobs.history.checker t.jsonl"
