@@ -287,7 +287,13 @@ def build_parser() -> Parser:
         "CloudWatch on a stack).",
     )
     top.add_argument("--once", action="store_true", help="draw one frame and exit")
-    top.add_argument("--interval", type=_interval, default=commands.WATCH_INTERVAL_S, metavar="S", help="seconds")
+    top.add_argument(
+        "--interval",
+        type=_interval,
+        default=commands.WATCH_INTERVAL_S,
+        metavar="S",
+        help=f"seconds between refreshes, 0.5 to 3600 (default {commands.WATCH_INTERVAL_S:g})",
+    )
     top.add_argument("--jobs-file", metavar="FILE", help=JOBS_FILE_HELP)
     top.set_defaults(run=commands.run_top)
     return parser

@@ -32,6 +32,8 @@ def call_error_text(exc: ClientError | BotoCoreError) -> str:
     error = exc.response.get("Error", {})
     code = error.get("Code", "error")
     message = " ".join(str(error.get("Message", "")).split())
+    if message.startswith("<"):  # botocore passes on the body of an answer it could not parse
+        message = "the answer is a web page, not an AWS service's: is the endpoint URL the local service's?"
     return f"{code}: {message}" if message else str(code)
 
 

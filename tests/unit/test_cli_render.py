@@ -761,6 +761,12 @@ def test_cli_lease_view_shows_renew_until_only_for_a_renewed_lease(lease: Lease,
         ),
         (ClientError({"Error": {"Code": "AccessDenied"}}, "SendMessage"), "AccessDenied"),
         (ClientError({}, "SendMessage"), "error"),
+        (  # another HTTP server at the endpoint: botocore passes its page on as the message
+            ClientError(
+                {"Error": {"Code": "501", "Message": "<!DOCTYPE HTML>\n<html><body>...</body></html>"}}, "SendMessage"
+            ),
+            "501: the answer is a web page, not an AWS service's: is the endpoint URL the local service's?",
+        ),
         (ReadTimeoutError(endpoint_url="https://sqs"), 'ReadTimeoutError: Read timeout on endpoint URL: "https://sqs"'),
     ],
 )
