@@ -340,6 +340,15 @@ def _closed_at(story: LeaseStory, now: float) -> str:
     return "-" if ended is None else f"{_when(ended.timestamp(), now)}, its execution's end"
 
 
+def _receive_named(claimant: str) -> str:
+    """A DLQ send's claimant as a person reads it: the receive's draw and the end of its receipt handle
+    (`Delivery.claimant`: the whole handle is hundreds of characters, and tells an operator nothing more)."""
+    handle, _, draw = claimant.rpartition("#")
+    if not handle or len(handle) <= 24:
+        return claimant
+    return f"a receive (handle ...{handle[-12:]}, #{draw})"
+
+
 def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType:
     now = time.time() if now is None else now
     lease = story.lease
@@ -368,7 +377,7 @@ def lease_view(story: LeaseStory, *, now: float | None = None) -> RenderableType
     if lease.status in (LeaseStatus.REJECTED, LeaseStatus.DEAD_LETTERING) and lease.claimed_by:
         # The receiver claims its DLQ send on the record first and notes the copy after
         # (`longjobs.engine.delivery.dlq_claim`).
-        sender = lease.claimed_by
+        sender = _receive_named(lease.claimed_by)
         if lease.status is LeaseStatus.DEAD_LETTERING and lease.claimed_at is None:
             sender = f"- ({sender} gave it up, its send failed: {NEXT_SENDER})"
         rows += [

@@ -673,6 +673,15 @@ def test_cli_lease_view_says_why_a_rejected_lease_went_to_the_dlq(lease: Lease, 
     assert (shown["status"], shown["job id"]) == (status, job_id), shown
 
 
+def test_cli_lease_view_names_the_dlq_sender_by_the_end_of_its_receipt_handle() -> None:
+    """A real claimant is a receipt handle of hundreds of characters and a draw (`Delivery.claimant`): the
+    view shows the draw and the handle's end, enough to tell two receives apart."""
+    handle = "AQEB" + "x" * 300 + "tail-of-handle"
+    lease = _closed(LeaseStatus.REJECTED, claimed_by=f"{handle}#0000beef", claimed_at=NOW, copy_id="c")
+    shown = _rows(render.lease_view(LeaseStory(lease), now=NOW))
+    assert shown["sent by"] == "a receive (handle ...il-of-handle, #0000beef)"
+
+
 @pytest.mark.parametrize(
     ("status", "copy_id", "shown_copy"),
     [
