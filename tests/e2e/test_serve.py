@@ -241,7 +241,8 @@ def test_serve_refuses_a_port_in_use_with_one_line(tmp_path: Path, capsys: pytes
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"serve: port {port} on 127.0.0.1 is in use") and "pass --port" in line
     page = " ".join((ROOT / "docs" / "offline.md").read_text(encoding="utf-8").split())
-    assert f"A port in use or a missing `java` is one line naming the cause and the fix, exit code {code}." in page
+    said = "A port in use, a missing `java` or a missing `node` is one line naming the cause and the fix"
+    assert f"{said}, exit code {code}." in page
 
 
 def test_serve_refuses_a_work_dir_another_serve_uses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -259,7 +260,8 @@ def test_serve_refuses_a_work_dir_another_serve_uses(tmp_path: Path, capsys: pyt
 
 def test_serve_names_java_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(ServeError, match=r"^java not found: pyspark job types run on a local Spark.*Java 17"):
+    monkeypatch.delenv("JAVA_HOME", raising=False)  # Spark would run $JAVA_HOME/bin/java: none here
+    with pytest.raises(ServeError, match=r"^java not found: PySpark job types run on a local Spark.*Java 17"):
         check_java(load_catalog())
 
 
