@@ -542,7 +542,8 @@ def top_view(frame: Frame, *, origin: str) -> RenderableType:
             NOT_AVAILABLE if line.drain_s is None else duration(line.drain_s),
         )
     parts: list[RenderableType] = [header, queues, pace, Fitted(types)]
-    parts.extend(Text(note, style="dim") for note in [*status.notes, *frame.notes])
+    idle = [] if frame.types else ["job types: none has a job running, waiting or parked, or a limit"]
+    parts.extend(Text(note, style="dim") for note in [*idle, *status.notes, *frame.notes])
     return Group(*parts)
 
 

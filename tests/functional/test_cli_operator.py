@@ -294,6 +294,21 @@ def test_cli_top_once_shows_queues_types_against_their_limits_and_parked(
     assert data["renewal_rate_source"] == "last hour's average"
 
 
+def test_cli_top_once_of_an_idle_processor_says_why_its_types_table_is_empty(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """With nothing running, waiting or parked, and no type limited, the job types table has no row: a note
+    says so, rather than leave an empty table to read as a failed read."""
+    jobs_file = tmp_path / "jobs.json"
+    nap = {"name": "nap", "runner": "wait", "params_schema": JOB_TYPES["job_types"][0]["params_schema"]}
+    jobs_file.write_text(json.dumps({"job_types": [nap]}), encoding="utf-8")
+
+    framed = run(capsys, "--endpoint-url", endpoint, "top", "--once", "--jobs-file", str(jobs_file))
+
+    assert framed.code == 0, framed
+    assert "job types: none has a job running, waiting or parked, or a limit" in " ".join(framed.out.split())
+
+
 def test_cli_top_asks_for_the_job_types_only_when_none_were_given(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
