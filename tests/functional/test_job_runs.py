@@ -421,18 +421,26 @@ def test_job_runs_retry_waits_in_place_while_the_previous_run_ends(flow: Flow) -
     assert outcomes == {message_id: Outcome.STARTED}
 
 
+def emr_runs_of_wait(flow: Flow) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The `wait` type's runs placed on an EMR Serverless application, read through clients the test stubs
+    (moto runs no EMR Serverless task): the EMR client, the Step Functions client, and the ListJobRuns
+    requests made."""
+    emr = boto3.client("emr-serverless", region_name=REGION)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    listed: list[dict[str, Any]] = []
+    emr.meta.events.register(
+        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: listed.append(params)
+    )
+    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
+    return emr, sfn, listed
+
+
 def test_job_runs_asked_about_since_the_execution_began_not_the_lock_taken_again(flow: Flow) -> None:
     """A redelivery that adopts a running execution takes its lock again, which rewrites the lock's time of
     taking. A run looked for by name is looked for from its execution's start (DescribeExecution), so an
     adoption late in a long run cannot hide it: here the lock was taken again an hour after the run began.
     Its history (stubbed: moto runs no EMR Serverless task) shows a start whose answer never came."""
-    emr = boto3.client("emr-serverless", region_name=REGION)
-    sfn = boto3.client("stepfunctions", region_name=REGION)
-    asked: list[dict[str, Any]] = []
-    emr.meta.events.register(
-        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: asked.append(params)
-    )
-    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
+    emr, sfn, asked = emr_runs_of_wait(flow)
     first = flow.send_job("adopted", seconds=30)
     assert flow.deliver() == {first: Outcome.STARTED}
     arn = flow.lease(first).execution_arn or ""
@@ -515,13 +523,7 @@ def test_job_runs_lock_freed_before_its_execution_ended_waits_for_that_end(flow:
     answers its stop date: https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html)
     no start of it can come any more: the same history, closed, is looked for by name, and with no run found
     the message starts."""
-    emr = boto3.client("emr-serverless", region_name=REGION)
-    sfn = boto3.client("stepfunctions", region_name=REGION)
-    listed: list[dict[str, Any]] = []
-    emr.meta.events.register(
-        "provide-client-params.emr-serverless.ListJobRuns", lambda params, **_: listed.append(params)
-    )
-    flow.receiver.runs = JobRuns({"wait": RunPlace("emr_serverless", name="00app")}, lambda service: emr, sfn)
+    emr, sfn, listed = emr_runs_of_wait(flow)
     flow.receiver.settings = flow.receiver.settings.model_copy(update={"job_wait_base_s": 1, "job_wait_cap_s": 1})
     first = flow.send_job("finishing", seconds=30)
     assert flow.deliver() == {first: Outcome.STARTED}
