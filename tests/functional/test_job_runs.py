@@ -549,8 +549,10 @@ def test_job_runs_lock_freed_before_its_execution_ended_waits_for_that_end(flow:
         sfn_stub.add_response("get_execution_history", history(*in_flight, ABORTED), asked)
         emr_stub.add_response("list_job_runs", {"jobRuns": []})
         deadline = time.monotonic() + 40
-        while not outcomes and time.monotonic() < deadline:
-            outcomes = flow.deliver(wait_s=1)
+        while second not in outcomes and time.monotonic() < deadline:
+            outcomes.update(flow.deliver(wait_s=1))
         emr_stub.assert_no_pending_responses()
-    assert outcomes == {second: Outcome.STARTED}, "ended, it starts nothing more: none found, the job goes on"
+    assert outcomes.pop(second, None) is Outcome.STARTED, "ended, it starts nothing more: none found, the job goes on"
+    # The stopped execution's own message may show again meanwhile: its redelivery settles it by that end.
+    assert outcomes in ({}, {first: Outcome.SETTLED}), outcomes
     assert len(listed) == 1, "the unanswered start looked for by name once"
