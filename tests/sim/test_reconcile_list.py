@@ -4,8 +4,8 @@ One ListExecutions (`statusFilter=RUNNING`, 1,000 a page) a sweep vouches for ev
 it shows: no DescribeExecution and no write for it. ListExecutions is eventually consistent: "This
 operation is eventually consistent. The results are best effort and may not reflect very recent updates
 and changes." (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html),
-so a lease whose execution it does not show is asked about with DescribeExecution (strongly consistent)
-before anything is settled, and a closed execution it still shows RUNNING is only settled a sweep later.
+so a lease whose execution it does not show is asked about with DescribeExecution (documented in the same
+words, and read only past the grace, minutes after the start) before anything is settled, and a closed execution it still shows RUNNING is only settled a sweep later.
 The simulated list lags by `ListLag` (seeded, on the virtual clock); nothing here sleeps.
 """
 

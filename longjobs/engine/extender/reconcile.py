@@ -10,10 +10,12 @@ The watcher releases a message the moment its execution fails, but status events
   DescribeExecution and an UpdateItem each per `reconcile_interval_s`.
 - The list proves nothing by absence: ListExecutions is eventually consistent ("best effort", it "may
   not reflect very recent updates"), so an execution started lately may be missing from it. A lease whose
-  execution is not listed is asked about with DescribeExecution, which is strongly consistent, before
-  anything is settled; a list stale the other way (a closed execution still shown RUNNING) only puts its
-  settlement off, and for an hour at most: AWS documents no bound on the lag, so the list vouches for a
-  lease only within `LIST_VOUCHES_S` of its last look (one DescribeExecution an hour per running job).
+  execution is not listed is asked about with DescribeExecution before anything is settled. That read
+  is eventually consistent too, with the same words, but it comes after the grace (below): an execution
+  missing from both reads minutes after its start is taken as never started. A list stale the other way
+  (a closed execution still shown RUNNING) only puts its settlement off, and for an hour at most: AWS
+  documents no bound on the lag, so the list vouches for a lease only within `LIST_VOUCHES_S` of its
+  last look (one DescribeExecution an hour per running job).
   A list that fails (or is throttled, or runs out of time) vouches only for what its pages read showed
   (for nothing when its first page failed): every other lease due is asked about, as without a list,
   and the sweep goes on at the next run.
