@@ -20,7 +20,7 @@ from moto.dynamodb.models import DynamoDBBackend
 
 from longjobs.engine.admission import slot_key
 from longjobs.engine.admission.admit import AdmitReport, admit_all, admit_in_place, watcher_pass
-from longjobs.engine.admission.readings import slots_of
+from longjobs.engine.admission.readings import margin_s, slots_of
 from longjobs.engine.delivery.dlq import EXHAUSTED
 from longjobs.engine.delivery.types import Outcome
 from longjobs.engine.execution import execution_arn, execution_name
@@ -444,18 +444,54 @@ def test_admission_parked_message_received_again_is_acknowledged_not_parked_twic
         assert queued(flow) == 2, "the original is deleted from the jobs queue (`first` and `second` stay)"
 
 
-def test_admission_twin_copies_of_a_parked_message_run_once() -> None:
+def admit_first_in_line(flow: Flow, message_id: str, *, about_to_show: bool = False) -> str:
+    """An admission pass with the type's slot free and `message_id`, waiting in flight on the jobs queue,
+    first in line. It starts: admitted in place, or, when the pass finds it about to show again (less than
+    `margin_s` of its delay left, `admit_line`: as on a machine that stalled before the pass, or with
+    `about_to_show`, the pass run then in virtual time), on its redelivery, for which the pass keeps the
+    slot. SQS shows it within that margin: here at once, and it is received as the event source mapping
+    receives it (an admission pass lists only WAITING leases still hidden and receives only the waiting
+    queues: nothing else here would receive it). Returns how it started: "in place" or "redelivered"."""
+    lease = flow.lease(message_id)
+    later_s = lease.visible_until - time.time() - margin_s(flow.receiver) / 2 if about_to_show else 0
+    report = admit(flow, later_s=later_s)
+    assert not report.failed, "the admission pass raised (logged: admission pass failed)"
+    lease = flow.lease(message_id)
+    if report.admitted:
+        assert report.admitted == 1 and lease.status is LeaseStatus.ACTIVE
+        how = "in place"
+    else:
+        assert lease.status is LeaseStatus.WAITING, "neither admitted nor waiting"
+        kept = slot(flow)
+        assert report.unparked == 0 and (kept is None or not kept.held), "its slot kept for its redelivery"
+        flow.sqs.change_message_visibility(
+            QueueUrl=flow.harness.queue_url, ReceiptHandle=lease.receipt_handle, VisibilityTimeout=0
+        )
+        assert flow.deliver() == {message_id: Outcome.STARTED}, "its redelivery takes the slot kept for it"
+        how = "redelivered"
+    lease = flow.lease(message_id)
+    assert lease.status is LeaseStatus.ACTIVE and lease.slot == SLOT and lease.execution_arn
+    return how
+
+
+@pytest.mark.parametrize("about_to_show", [False, True], ids=["at-once", "about-to-show"])
+def test_admission_twin_copies_of_a_parked_message_run_once(about_to_show: bool) -> None:
     """A send that landed unanswered and was sent again leaves two copies: the first unparked claims the
-    run on the PARKED marker; the other is acknowledged and deleted, never started."""
+    run on the PARKED marker; the other is acknowledged and deleted, never started. The message waiting in
+    flight ahead of them starts when `first` ends: in place, or on its redelivery when the pass finds it
+    about to show again (`about_to_show`; without it, a stall before the pass may do the same); the twins
+    wait behind it, and one of them runs after it."""
     with parking_flow() as (flow, first, second):
         flow.receiver = replace(flow.receiver, sqs=SendsTwice(flow.receiver.sqs))
         third = flow.send_job("third", LIMITED, seconds=1)
         assert flow.deliver() == {third: Outcome.PARKED}
         twins = [copy["MessageId"] for copy in parked_copies(flow)]
         assert len(twins) == 2
-        for running in (first, second):
-            assert flow.wait_for_execution(flow.lease(running).execution_arn or "")["status"] == "SUCCEEDED"
-            admit(flow)
+        assert flow.wait_for_execution(flow.lease(first).execution_arn or "")["status"] == "SUCCEEDED"
+        how = admit_first_in_line(flow, second, about_to_show=about_to_show)
+        assert how == "redelivered" or not about_to_show
+        assert flow.wait_for_execution(flow.lease(second).execution_arn or "")["status"] == "SUCCEEDED"
+        assert not admit(flow).failed
         leases = [flow.receiver.store.get(twin) for twin in twins]
         started = [lease for lease in leases if lease is not None]
         assert len(started) == 1 and started[0].status in (LeaseStatus.WAITING, LeaseStatus.ACTIVE)
