@@ -5,7 +5,8 @@ it shows: no DescribeExecution and no write for it. ListExecutions is eventually
 operation is eventually consistent. The results are best effort and may not reflect very recent updates
 and changes." (https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html),
 so a lease whose execution it does not show is asked about with DescribeExecution (documented in the same
-words, and read only past the grace, minutes after the start) before anything is settled, and a closed execution it still shows RUNNING is only settled a sweep later.
+words, and read only past the grace, minutes after the start) before anything is settled, and a closed
+execution it still shows RUNNING is only settled a sweep later.
 The simulated list lags by `ListLag` (seeded, on the virtual clock); nothing here sleeps.
 """
 
