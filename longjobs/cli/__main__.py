@@ -226,6 +226,7 @@ def build_parser() -> Parser:
         help="one lease's whole story: deliveries, executions, renewals, error, result",
     )
     lease.add_argument("message_id", metavar="ID", type=_ident, help="the message id")
+    lease.add_argument("--jobs-file", metavar="FILE", help=JOBS_FILE_HELP)
     lease.set_defaults(run=commands.run_lease)
 
     dlq = commands_.add_parser("dlq", help="the dead-letter queue: list, redrive")

@@ -325,6 +325,25 @@ def test_cli_top_asks_for_the_job_types_only_when_none_were_given(
     assert missing["notes"] == ["limits unknown: the deployment publishes no job types (pass --jobs-file FILE)"]
 
 
+def test_cli_lease_prices_its_attempts_with_a_jobs_file_when_none_is_published(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """A deployment that publishes no job types leaves `lease` without the types its costs need: `--jobs-file`
+    gives them, as it does for `submit` and `top`."""
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps(JOB_TYPES), encoding="utf-8")
+    local.stepfunctions.start_execution(stateMachineArn=local.state_machine_arn, name="msg-9-1")
+    local.put_lease("msg-9", job_type="backfill")
+    local.dynamodb.delete_item(TableName=local.table_name, Key={"pk": {"S": CATALOG_KEY}})
+
+    unpriced = run(capsys, "--endpoint-url", endpoint, "lease", "msg-9", "--json")
+    priced = run(capsys, "--endpoint-url", endpoint, "lease", "msg-9", "--jobs-file", str(jobs_file), "--json")
+
+    assert unpriced.code == 0 and unpriced.json()["executions"][0]["usage"] is None, unpriced
+    assert priced.code == 0, priced
+    assert priced.json()["executions"][0]["usage"] is not None, "the file's types price the running attempt"
+
+
 class Operations:
     """Every AWS operation a command calls, recorded from botocore's events on its session."""
 
