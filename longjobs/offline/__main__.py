@@ -69,6 +69,7 @@ def run(
     """Run the scenario file; write its report, and its timeline, figures table and history where asked
     (the demo writes `figures.md`: the table README.md shows, from this run; and `trace.jsonl`, the history
     the independent checker judged, in the simulation's trace format)."""
+    from longjobs.offline.job_code import JobCodeError
     from longjobs.offline.progress import Progress
     from longjobs.offline.report import JOB_FAILED, TIMED_OUT, figures_table, summary_table
     from longjobs.offline.runtime import RUNTIME_LOG, run_scenario
@@ -110,6 +111,9 @@ def run(
     except KeyboardInterrupt:  # the runtime has stopped its services by then: nothing to report on
         print("interrupted: the run stopped before its end, and wrote no report", file=sys.stderr)
         return INTERRUPTED
+    except JobCodeError as exc:  # a type's requirements or code, prepared before any job is sent
+        print(f"cannot run {scenario_path}: {exc}", file=sys.stderr)
+        return 2
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(result.report, indent=2) + "\n", encoding="utf-8")
     print(summary_table(result.report, {job.id: job.expected for job in scenario.jobs}))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from longjobs.history.checker import main as checker_main
+from longjobs.offline import job_code
 from longjobs.offline.__main__ import main
 from tests import run_python
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S
@@ -114,6 +115,29 @@ def test_command_command_run_refuses_an_invalid_scenario(tmp_path: Path, capsys:
 
     assert code == 2
     assert "speed: unknown key" in capsys.readouterr().err
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_command_command_run_refuses_a_type_whose_requirements_do_not_install_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scenario installs its types' requirements before any job; when pip cannot, `run` stops there with
+    the type, pip's reason and the command to run, as one line and exit code 2, never a traceback."""
+    monkeypatch.setenv("LONGJOBS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(job_code, "pip_into", lambda *_: "ERROR: No matching distribution found for nope==1.0")
+    (tmp_path / "mine.py").write_text("def run(spark, params):\n    return {}\n", encoding="utf-8")
+    mine = {"name": "mine", "runner": "pyspark", "entry": f"{tmp_path / 'mine.py'}:run", "requirements": ["nope==1.0"]}
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"job_types": [mine], "jobs": [{"id": "m", "type": "mine", "params": {}}]}))
+
+    code = main(["run", "--scenario", str(scenario), "--report", str(tmp_path / "report.json"), "--quiet"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    [line] = [line for line in err.splitlines() if "nope==1.0" in line]
+    assert "job type 'mine': cannot install its requirements: ERROR: No matching distribution" in line
+    assert "-m pip install" in line
     assert not (tmp_path / "report.json").exists()
 
 
