@@ -196,6 +196,23 @@ def test_catalog_compiles_a_schema_on_its_first_job_only() -> None:
     assert str(caught.value) == "params.min_length: must be bigger than or equal to 1"
 
 
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({"a": 1, "b": 1}, "params.c: is required"),
+        ({"a": 1}, "params.b: is required (so is params.c)"),
+        ({}, "params.a: is required (so are params.b, params.c)"),
+    ],
+)
+def test_catalog_params_missing_are_each_named(given: dict[str, int], error: str) -> None:
+    """Every required parameter a body lacks is named in its one error, so its sender fixes them at once."""
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in "abc"}, "required": ["a", "b", "c"]}
+    job_type = JobType.model_validate({**WORDCOUNT, "params_schema": schema})
+    with pytest.raises(ParamsError) as caught:
+        JobCatalog([job_type]).validate_params(job_type, given)
+    assert str(caught.value) == error
+
+
 def test_catalog_defaults_fill_locations_that_are_configured() -> None:
     schema = WORDCOUNT["params_schema"]
     with_output = {**schema, "properties": {**schema["properties"], "output": {"type": "string"}}}

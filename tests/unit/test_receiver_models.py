@@ -221,7 +221,7 @@ def test_parse_spark_without_configured_output_is_refused() -> None:
     body = json.dumps({"job_id": "s", "type": "spark", "params": {"input": "/in", "date": "2026-11-20"}})
     bad = rejected(body, Settings())
     assert bad.error_type == ErrorType.INVALID_PARAMETERS
-    assert bad.message == "params.output: is required", "no curated bucket configured: no default"
+    assert bad.message == "params.output: is required (so is params.quarantine)", "no bucket configured: no default"
 
 
 # -- S3 events -------------------------------------------------------------------------------------

@@ -193,8 +193,12 @@ def params_error(exc: Any) -> ParamsError:
     value, definition = exc.value, exc.definition if isinstance(exc.definition, dict) else {}
     if exc.rule == "required" and isinstance(value, dict):
         missing = [key for key in definition.get("required", []) if key not in value]
-        if missing:
-            return ParamsError(f"{name}.{missing[0]}", "is required")
+        if missing:  # every one named: a sender fixes them at once rather than one a try
+            also = [f"{name}.{key}" for key in missing[1:]]
+            verb = "is" if len(also) == 1 else "are"
+            return ParamsError(
+                f"{name}.{missing[0]}", f"is required (so {verb} {', '.join(also)})" if also else "is required"
+            )
     if exc.rule == "additionalProperties" and isinstance(value, dict):
         known = sorted(definition.get("properties", {}))
         extra = sorted(str(key) for key in value if key not in known)
