@@ -20,11 +20,11 @@ def eventually(check: Callable[[], Any], what: str, timeout_s: float = 90) -> An
 
 
 def past_start_check(stepfunctions: Any, execution_arn: str) -> None:
-    """Wait until an execution's job branch has started, so that a StopExecution takes effect.
+    """Wait until an execution's job branch has started, so that a StopExecution stops a running job.
 
-    moto refuses a stop before the workflow's first state. Until the branch's first event it races with
-    the branch's start: moto records `ParallelStateStarted` before it opens the branch's frame, and a
-    frame opened after the stop never stops, so the execution stays RUNNING for good (seen under load).
+    moto refuses a stop before the workflow's first state. A stop that lands before the branch starts ends
+    the execution ABORTED before its job runs (`longjobs.offline.stops`), which is not the stop these tests
+    mean.
     """
 
     def branch_started() -> bool:

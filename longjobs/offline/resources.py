@@ -25,6 +25,7 @@ from longjobs.engine.lease import table_definition
 from longjobs.engine.runs import RunPlace, place_setting
 from longjobs.engine.settings import FIFO_SUFFIX, MESSAGE_MAX_BYTES, SQS_MAX_RETENTION_S, Settings
 from longjobs.offline.fifo import FIFO_ATTRIBUTES, keep_group_order
+from longjobs.offline.stops import keep_stops
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -128,6 +129,8 @@ def create_resources(
         {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}} if table_stream else {}
     )
     dynamodb.create_table(**table_definition(TABLE), **stream)
+    # moto's engine made to end a stopped execution ABORTED, as Step Functions does (longjobs.offline.stops).
+    keep_stops()
     state_machine_arn = stepfunctions.create_state_machine(
         name=STATE_MACHINE,
         definition=workflow_definition(spark_heartbeat_s, catalog.to_json() if catalog else None),

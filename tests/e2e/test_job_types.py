@@ -113,3 +113,5 @@ def test_job_types_an_emr_serverless_type_runs_on_local_spark_and_a_stop_runs_it
     assert result.report["ok"] is True, result.violations
     rows = result.report["jobs"]["rows"]
     assert (rows["final"], rows["executions"], rows["summary"]) == ("deleted", 2, {"rows": 7})
+    first, second = result.tracks["rows"].executions
+    assert (first.status, second.status) == ("ABORTED", "SUCCEEDED"), "a stop ends its execution ABORTED, as on AWS"
