@@ -13,7 +13,7 @@ from longjobs.offline import job_code
 from longjobs.offline.__main__ import main
 from tests import run_python
 from tests.e2e.conftest import SPARK_HEARTBEAT_S, UNHURRIED_HEARTBEAT_S
-from tests.short_settings import SHORT_THRESHOLD, SPARK_THRESHOLD
+from tests.short_settings import SPARK_THRESHOLD, UNHURRIED_THRESHOLD
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ JOB_KEYS = {
 
 
 def write_scenario(path: Path, jobs: list[dict[str, object]]) -> Path:
-    scenario = {"settings": SHORT_THRESHOLD, "jobs": jobs, "spark_heartbeat_s": SPARK_HEARTBEAT_S, "timeout_s": 60}
+    scenario = {"settings": UNHURRIED_THRESHOLD, "jobs": jobs, "spark_heartbeat_s": SPARK_HEARTBEAT_S, "timeout_s": 60}
     path.write_text(json.dumps(scenario), encoding="utf-8")
     return path
 
@@ -86,7 +86,7 @@ def test_command_command_run_writes_report_table_and_timeline(
         "faults_missed": [],
     }
     assert report["jobs"]["short"]["max_concurrent_executions"] == 1
-    assert report["jobs"]["short"]["renewals"] >= 1, "a 5 s job on a 4 s timeout is renewed"
+    assert report["jobs"]["short"]["renewals"] >= 1, "a 5 s job is renewed: a renewal falls due 1 s after the receive"
     assert report["api_calls"]["StartExecution"] == 1 and report["api_calls"]["SendMessage"] == 1, "the DLQ copy"
     assert timeline.read_bytes().startswith(b"\x89PNG")
     table = capsys.readouterr().out
