@@ -27,7 +27,18 @@ from tests.functional.conftest import (
 )
 
 
-def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flow) -> None:
+@pytest.fixture
+def renewing_flow() -> Iterator[Flow]:
+    """The flows' 5 s visibility chunks, renewed 4 s before they run out (rather than 2.5 s): a renewal falls
+    due 1 s after the last, so a 10 s job is renewed several times even when the test's polling, which runs
+    the extender, looks only every 3 s on a busy machine (due 2.5 s after the last, renewals looked at every
+    2 s came 4 s apart and the job was renewed twice); its message would lapse only after a 4 s stall."""
+    with running_flow(threshold_s=4) as made:
+        yield made
+
+
+def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(renewing_flow: Flow) -> None:
+    flow = renewing_flow
     message_id = flow.send_job("long-wait", seconds=10)
     assert flow.deliver() == {message_id: Outcome.STARTED}
     lease = flow.lease(message_id)
@@ -36,13 +47,13 @@ def test_wait_job_renewed_across_short_timeouts_and_deleted_on_success(flow: Flo
     # No lapse while it runs is the simulation's to show, on virtual time
     # (tests/sim/test_scenarios.py::test_scenario_renewal_keeps_long_job_hidden_across_several_timeouts):
     # here, the rendered workflow on moto's engine and the real clock, renewed, settles its message.
-    described = flow.wait_for_execution(lease.execution_arn)
+    described = flow.wait_for_execution(lease.execution_arn, timeout_s=90)  # a busy machine's bound, not 3x the job
 
     assert described["status"] == "SUCCEEDED"
     done = flow.lease(message_id)
     assert done.status is LeaseStatus.SUCCEEDED
     assert done.result == {"waited_s": 10}
-    assert done.renewal_count >= 3, "a 10 s job on a 4 s VT needs several renewals"
+    assert done.renewal_count >= 3, "a 10 s job on 5 s chunks, each due 1 s after the last, is renewed several times"
     assert flow.harness.visible_messages() == []
     attributes = flow.sqs.get_queue_attributes(QueueUrl=flow.harness.queue_url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0", "the message must be deleted"
