@@ -30,9 +30,10 @@ from longjobs.engine.jobs import JobTypeError, load_catalog_file  # noqa: E402
 
 JOBS_FILE = Path(__file__).resolve().parent / "jobs.json"
 JOBS_FILE_CONTEXT = "jobs_file"
-SETTING_KEY = re.compile(r"[a-z][a-z0-9_]*")
-"""The shape of every setting's context key. CDK's own keys (feature flags, `aws:cdk:...`, lookups) all hold
-`@`, `:` or `-`, so a key of this shape that names no setting is a misspelt one."""
+SETTING_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+"""The shape of a setting's context key, and of its misspellings in another case (`Stage`, `receiverTimeoutS`).
+CDK's own keys (feature flags, `aws:cdk:...`, lookups) all hold `@`, `:` or `-`, so a key of this shape that
+names no setting is a misspelt one."""
 
 
 def setting_context(context: Mapping[str, Any]) -> dict[str, Any]:

@@ -156,6 +156,14 @@ class InfraSettings(BaseModel):
         "Unset: each service's own encryption (SSE-SQS, DynamoDB's and CloudWatch Logs' keys, SSE-S3), as before.",
     )
 
+    @field_validator("glue_version", mode="before")
+    @classmethod
+    def _version_of_a_number(cls, value: Any) -> Any:
+        """Accept the number cdk.json's `"glue_version": 5.1` gives, as well as the string of `-c glue_version=5.1`."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value:.1f}"
+        return value
+
     @field_validator("log_retention_days")
     @classmethod
     def _known_retention(cls, value: int) -> int:
@@ -407,7 +415,11 @@ def _check_glue_concurrency(infra: InfraSettings, job_type: JobType) -> None:
 
 
 def _timeout_field(job_type: JobType) -> str:
-    """The declaration's field that sets the type's run timeout."""
+    """What sets the type's run timeout: its declaration's field, or for a Glue type that declares none, the
+    context setting `glue_timeout_minutes`, which a deployer lowers instead."""
+    if job_type.runner == "pyspark" and job_type.platform == "glue":
+        own = job_type.glue is not None and job_type.glue.timeout_minutes is not None
+        return "glue.timeout_minutes" if own else "glue_timeout_minutes"
     if job_type.runner == "state_machine":
         return "state_machine.timeout_minutes"
     return "emr_serverless.timeout_minutes" if job_type.platform == "emr_serverless" else "glue.timeout_minutes"

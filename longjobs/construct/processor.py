@@ -141,8 +141,8 @@ class LongJobProcessor(Construct):
                 if t.platform == "glue"
             }
         )
+        check_admission(config, self.catalog)  # before `with_glue`, so a refusal names where the timeout is set
         self.catalog = self.catalog.with_glue(settings.glue_of)
-        check_admission(config, self.catalog)
         retention = LOG_RETENTION[settings.log_retention_days]
         # The `kms_key` setting: one customer-managed key for everything that stores data (none by default).
         self.key = key = processor_key(self, "Key", settings.kms_key)

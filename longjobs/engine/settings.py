@@ -12,6 +12,7 @@ import difflib
 import json
 import math
 import os
+import re
 from collections.abc import Collection, Mapping
 from functools import cached_property
 from typing import Any, Literal, Self
@@ -90,7 +91,8 @@ def unknown_settings(keys: Mapping[str, str], known: Collection[str]) -> list[st
     problems = []
     for key, shown in sorted(keys.items()):
         if key not in known:
-            nearest = difflib.get_close_matches(key, known, n=1)
+            snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower()  # `receiverTimeoutS` -> receiver_timeout_s
+            nearest = difflib.get_close_matches(snake, known, n=1)
             problems.append(f"{shown}: no such setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
     return problems
 

@@ -42,6 +42,12 @@ def test_config_reads_command_line_strings_as_typed_values() -> None:
     assert config.infra.stage == "dev", "a None value (absent context key) takes the default"
 
 
+@pytest.mark.parametrize(("given", "version"), [(6.0, "6.0"), (6, "6.0"), (5.1, "5.1"), ("5.0", "5.0")])
+def test_config_glue_version_as_a_json_number(given: object, version: str) -> None:
+    """`"glue_version": 5.1` in cdk.json's context reaches the app as a number, not the string -c gives."""
+    assert load_config({"glue_version": given}).infra.glue_version == version
+
+
 def test_config_engine_environment_holds_chosen_settings_and_the_fixed_period() -> None:
     env = load_config({"policy": "adaptive", "adaptive_ceiling_s": "1200", "glue_workers": "4"}).engine_environment()
     assert env == {
@@ -253,6 +259,20 @@ def test_config_limited_run_too_long_for_any_admission_horizon_names_its_timeout
         check_job_types(load_config({}), load_catalog(job_types=[rows(710)]))
 
 
+def test_config_limited_run_of_the_context_timeout_names_the_context_key() -> None:
+    """A pyspark type that declares no timeout runs for `-c glue_timeout_minutes`: the refusal names that key,
+    as `glue.timeout_minutes` is in no declaration for the deployer to lower."""
+    from longjobs.construct.config import check_job_types
+
+    limited = {"name": "rows", "runner": "pyspark", "entry": "jobs/wordcount.py:run", "max_concurrency": 2}
+    with pytest.raises(ConfigError) as caught:
+        check_job_types(load_config({"glue_timeout_minutes": "719"}), load_catalog(job_types=[limited]))
+    assert "lower glue_timeout_minutes to 598 or less" in str(caught.value), str(caught.value)
+    with pytest.raises(SystemExit) as exited:
+        app.main(cdk.App(context={"glue_timeout_minutes": "719"}))  # the bundled `spark` type declares none
+    assert "lower glue_timeout_minutes to 598 or less" in str(exited.value.code)
+
+
 def test_config_refuses_a_glue_types_limit_above_its_glue_jobs_concurrent_runs() -> None:
     """A Glue job queues the runs past its `max_concurrent_runs`: executions admitted beyond it would wait in
     Glue's queue until their step timed out, without running. Both the type's own Glue setting and the
@@ -299,6 +319,8 @@ def test_config_refuses_a_key_that_names_no_setting_with_the_nearest() -> None:
         ({"shard": "4"}, "shard: no such setting (did you mean shards?)"),
         ({"jobs_files": "jobs.json"}, "jobs_files: no such setting (did you mean jobs_file?)"),
         ({"max_receive_count": "7"}, "max_receive_count is merged into max_attempts: set max_attempts"),
+        ({"Stage": "prod"}, "Stage: no such setting (did you mean stage?)"),
+        ({"receiverTimeoutS": "60"}, "receiverTimeoutS: no such setting (did you mean receiver_timeout_s?)"),
     ],
 )
 def test_config_app_refuses_a_context_key_it_would_ignore(context: dict[str, str], named: str) -> None:
