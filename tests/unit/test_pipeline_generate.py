@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from longjobs.pipeline.generate import generate, main, read_manifest
+from tests import REPO_ROOT
 
 
 def test_generate_same_arguments_give_identical_files(tmp_path: Path) -> None:
@@ -57,3 +60,25 @@ def test_generate_command_refuses_bad_arguments(
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_generate_seed_3_gives_the_summary_pipeline_md_shows(tmp_path: Path) -> None:
+    """docs/pipeline.md's summary of 3,000 events of `--seed 3` holds the figures its manifest says a run finds."""
+    page = (REPO_ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    block = re.search(r"```json\n(\{\"date\": \"2024-05-01\", \"rows_read\": 3000,.*?)```", page, re.DOTALL)
+    assert block is not None, "pipeline.md shows a run's summary"
+    summary = json.loads(block.group(1))
+    manifest = generate("2024-05-01", 3_000, tmp_path, seed=3)
+    assert summary["rows_read"] == manifest.events
+    assert summary["duplicates_dropped"] == manifest.duplicates
+    assert summary["late_accepted"] == manifest.late_accepted
+    assert summary["quarantined"] == {
+        "malformed": manifest.malformed,
+        "missing_id": manifest.missing_id,
+        "missing_field": manifest.missing_field,
+        "negative_amount": manifest.negative_amount,
+        "ts_out_of_window": manifest.out_of_window,
+    }
+    assert summary["rows_written"]["events"] == manifest.unique_valid
+    assert summary["rows_written"]["quarantine"] == sum(summary["quarantined"].values())
+    assert summary["rows_written"]["type_daily"] == len(manifest.by_type)
