@@ -45,9 +45,10 @@ def setting_context(context: Mapping[str, Any]) -> dict[str, Any]:
 def build_app(app: cdk.App) -> LongJobsStack:
     """The stack from `app`'s context and job types, with cdk-nag attached. Raises `ConfigError` on bad
     context and `JobTypeError` on a bad declaration."""
-    config = load_config(setting_context(app.node.get_all_context()), app_keys=(JOBS_FILE_CONTEXT,))
     jobs_file = Path(app.node.try_get_context(JOBS_FILE_CONTEXT) or JOBS_FILE)
     catalog = load_catalog_file(jobs_file, strict=True)
+    context = setting_context(app.node.get_all_context())
+    config = load_config(context, app_keys=(JOBS_FILE_CONTEXT,), catalog=catalog)
     stack = LongJobsStack(
         app,
         stack_name(config),

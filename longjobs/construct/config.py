@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from longjobs.construct.constants import EXTENDER_PERIOD, LOG_RETENTION
+from longjobs.construct.constants import (
+    EXTENDER_PERIOD,
+    LAMBDA_ARCHITECTURE,
+    LAMBDA_RUNTIME,
+    LOG_RETENTION,
+    POWERTOOLS_LAYER_NAME,
+    POWERTOOLS_LAYER_PREFIX,
+)
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
 from longjobs.engine.jobs.types import MAX_WAIT_S
 from longjobs.engine.policies import hold_limit
@@ -33,6 +40,7 @@ from longjobs.engine.settings import (
     SQS_MAX_VISIBILITY_S,
     Settings,
     SettingsError,
+    numbers_not_booleans,
     unknown_settings,
 )
 
@@ -156,6 +164,11 @@ class InfraSettings(BaseModel):
         "Unset: each service's own encryption (SSE-SQS, DynamoDB's and CloudWatch Logs' keys, SSE-S3), as before.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_not_booleans(cls, values: Any) -> Any:
+        return numbers_not_booleans(cls, values)
+
     @field_validator("glue_version", mode="before")
     @classmethod
     def _version_of_a_number(cls, value: Any) -> Any:
@@ -201,6 +214,21 @@ class InfraSettings(BaseModel):
     def _layer_arn(cls, value: str | None) -> str | None:
         if value is not None and not _LAYER_ARN.match(value):
             raise ValueError("must be a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<n>)")
+        return value
+
+    @field_validator("powertools_layer_arn")
+    @classmethod
+    def _powertools_layer_fits(cls, value: str | None) -> str | None:
+        """One of Powertools' own layers (`AWSLambdaPowertoolsPython...`) must be the v3 layer built for the
+        functions' runtime and architecture: another loads, and its compiled packages fail at the first
+        cold start. A layer of another name is taken as the deployer's own build."""
+        parts = (value or "").split(":")
+        name = parts[6] if len(parts) > 6 else ""
+        if name.startswith(POWERTOOLS_LAYER_PREFIX) and name != POWERTOOLS_LAYER_NAME:
+            raise ValueError(
+                f"the layer {name} is not the one the functions run with: use {POWERTOOLS_LAYER_NAME} (Powertools "
+                f"v3 for Lambda's {LAMBDA_RUNTIME.name} on {LAMBDA_ARCHITECTURE.name})"
+            )
         return value
 
     @field_validator("kms_key")
@@ -283,10 +311,13 @@ def refuse_unknown_keys(keys: Mapping[str, str], *, also: Collection[str] = ()) 
         raise ConfigError(f"invalid CDK context: {'; '.join(problems)}; the settings: docs/deploy.md#context-settings")
 
 
-def load_config(context: Mapping[str, Any], *, app_keys: Collection[str] = ()) -> StackConfig:
+def load_config(
+    context: Mapping[str, Any], *, app_keys: Collection[str] = (), catalog: JobCatalog | None = None
+) -> StackConfig:
     """Validate the context values (missing or None keys take their defaults). Raises `ConfigError`
     naming every bad key, and every key that names no setting. `app_keys`: keys the caller reads
-    itself (the app's `jobs_file`), named as the nearest to a misspelt one."""
+    itself (the app's `jobs_file`), named as the nearest to a misspelt one. `catalog`: the job types
+    the stack will run, so that a timeout refused names one that also fits their admission."""
     given = {key: value for key, value in context.items() if value is not None}
     refuse_unknown_keys({key: key for key in given}, also=app_keys)
     problems: list[str] = []
@@ -312,7 +343,7 @@ def load_config(context: Mapping[str, Any], *, app_keys: Collection[str] = ()) -
             problems.append(str(exc).removeprefix("invalid settings: "))
     if infra is None or engine is None:
         raise ConfigError("invalid CDK context: " + "; ".join(problems))
-    _check_together(infra, engine)
+    _check_together(infra, engine, catalog)
     return StackConfig(infra=infra, engine=engine)
 
 
@@ -373,7 +404,7 @@ def make_config(
     overlap = sorted(set(infra_values) & set(engine_values))
     if overlap:
         raise ConfigError(f"invalid settings: {', '.join(overlap)} given both as infra and engine settings")
-    config = load_config({**infra_values, **engine_values})
+    config = load_config({**infra_values, **engine_values}, catalog=catalog)
     if catalog is not None:
         check_job_types(config, catalog)
     return config
@@ -389,7 +420,7 @@ def check_job_types(config: StackConfig, catalog: JobCatalog) -> None:
             raise ConfigError(
                 f"invalid job type {job_type.name!r}: {_timeout_field(job_type)}={minutes} ({minutes * 60} s) is "
                 f"longer than renewal lasts ({renewal_s:g} s): a long run's message would come back while it runs; "
-                f"{_renewal_fix(_timeout_field(job_type), config.engine)}"
+                f"{_renewal_fix(_timeout_field(job_type), config.engine, [job_type])}"
             )
         _check_glue_concurrency(config.infra, job_type)
     check_admission(config, catalog)
@@ -438,7 +469,7 @@ def check_admission(config: StackConfig, catalog: JobCatalog) -> None:
             largest = math.floor((hold_s - engine.extender_period_s - run_s) / WAIT_HORIZONS)
             its_run = f", and its run may take {run_s} s" if run_s else ""
             smallest = _smallest_horizon_s(engine)
-            fits = math.floor((hold_s - longest_wait_s(engine)) / 60)  # the run's minutes, with this horizon
+            fits = _admitted_run_minutes(engine)  # the run's minutes, with this horizon
             if largest >= smallest:
                 fix = f"lower admission_horizon_s to {largest} or less"
             elif fits > 0:  # no horizon the settings take fits beside this run: only a shorter run does
@@ -483,7 +514,7 @@ def _check_fifo(infra: InfraSettings, engine: Settings) -> None:
         )
 
 
-def _check_together(infra: InfraSettings, engine: Settings) -> None:
+def _check_together(infra: InfraSettings, engine: Settings, catalog: JobCatalog | None = None) -> None:
     _check_fifo(infra, engine)
     vt, timeout = infra.queue_visibility_timeout_s, infra.receiver_timeout_s
     if vt < timeout:
@@ -515,18 +546,51 @@ def _check_together(infra: InfraSettings, engine: Settings) -> None:
         raise ConfigError(
             f"invalid CDK context: glue_timeout_minutes={infra.glue_timeout_minutes} ({run_s} s) is longer than "
             f"renewal lasts ({renewal_s:g} s: max_renewal_s, at most 12 h less cap_safety_s), so a long run's "
-            f"message would come back while it runs; {_renewal_fix('glue_timeout_minutes', engine)}"
+            f"message would come back while it runs; "
+            f"{_renewal_fix('glue_timeout_minutes', engine, _context_timed(infra, catalog))}"
         )
 
 
-def _renewal_fix(field: str, engine: Settings) -> str:
+def _renewal_fix(field: str, engine: Settings, job_types: Iterable[JobType] = ()) -> str:
     """What to change when a run's timeout `field` outlasts renewal: the longest timeout that fits, and
-    raising max_renewal_s only when that would lengthen renewal (below SQS's 12 h less cap_safety_s)."""
-    renewal_s = engine.renewal_s
-    fix = f"lower {field} to {int(renewal_s // 60)} or less"
+    raising max_renewal_s only when that would lengthen renewal (below SQS's 12 h less cap_safety_s).
+    For a limited type among `job_types` (the types `field` times), the timeout named also fits after
+    the longest wait admission may give its message (`check_admission`), so one change is enough."""
+    minutes = int(engine.renewal_s // 60)
+    fits = [_admitted_run_minutes(engine) for job_type in job_types if _admitted(job_type)]
+    shorter = min((m for m in fits if 0 < m < minutes), default=None)
+    if shorter is not None:
+        return (
+            f"lower {field} to {shorter} or less (a limited type's message may first wait hidden "
+            f"{_longest_wait_s(engine):g} s for a slot, and its run must end within SQS's 12 h hold)"
+        )
+    fix = f"lower {field} to {minutes} or less"
     if engine.renewal_raisable:
         fix += ", or raise max_renewal_s"
     return fix
+
+
+def _admitted(job_type: JobType) -> bool:
+    """Whether admission limits the type: it declares a limit, or it runs on Glue, whose job's
+    `max_concurrent_runs` (the context's `glue_max_concurrent_runs` unless declared) is its limit."""
+    return job_type.concurrency_limit is not None or (job_type.runner == "pyspark" and job_type.platform == "glue")
+
+
+def _context_timed(infra: InfraSettings, catalog: JobCatalog | None) -> list[JobType]:
+    """The Glue types whose run timeout is the context's `glue_timeout_minutes` (they declare none)."""
+    return [t for t in catalog or () if _timeout_field(t) == "glue_timeout_minutes"]
+
+
+def _longest_wait_s(engine: Settings) -> float:
+    from longjobs.engine.admission.readings import longest_wait_s
+
+    return longest_wait_s(engine)
+
+
+def _admitted_run_minutes(engine: Settings) -> int:
+    """The longest run, in whole minutes, that still ends within SQS's 12 h hold after a limited type's
+    message waited hidden as long as admission may keep it (0 or less: none does)."""
+    return math.floor((hold_limit(0.0, engine.cap_safety_s) - _longest_wait_s(engine)) / 60)
 
 
 def _check_extender_window(engine: Settings) -> None:

@@ -50,6 +50,12 @@ https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/). 
 at deploy time, so the layer is pinned to the package version without a hand-copied layer number, and
 follows the runtime: a layer's compiled packages (pydantic-core) load only on the Python they were built
 for. The `powertools_layer_arn` context setting overrides it."""
+POWERTOOLS_LAYER_PREFIX = "AWSLambdaPowertoolsPython"
+"""How the names of Powertools' published Python layers begin."""
+POWERTOOLS_LAYER_NAME = f"{POWERTOOLS_LAYER_PREFIX}V3-{LAMBDA_RUNTIME.name.replace('.', '')}-{LAMBDA_ARCHITECTURE.name}"
+"""The name of the Powertools layer built for the functions (`AWSLambdaPowertoolsPythonV3-python313-arm64`),
+as Powertools publishes it in every partition
+(https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/)."""
 HANDLERS = {
     "receiver": "longjobs.functions.receiver.handler",
     "extender": "longjobs.functions.extender.handler",

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Collection, Mapping
 from functools import cached_property
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,6 +30,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "is_fifo_url",
+    "numbers_not_booleans",
     "unknown_settings",
 ]
 
@@ -95,6 +96,27 @@ def unknown_settings(keys: Mapping[str, str], known: Collection[str]) -> list[st
             nearest = difflib.get_close_matches(snake, known, n=1)
             problems.append(f"{shown}: no such setting" + (f" (did you mean {nearest[0]}?)" if nearest else ""))
     return problems
+
+
+def numbers_not_booleans(model: type[BaseModel], values: Any) -> Any:
+    """`values`, refused when a numeric field of `model` is given true or false. Pydantic's lax mode reads
+    a boolean as 1 or 0, so `"receiver_timeout_s": true` in cdk.json would deploy a 1 s timeout; its
+    strict mode would also refuse the strings `cdk deploy -c key=value` passes, so this check is kept."""
+    if not isinstance(values, Mapping):
+        return values
+    wrong = [
+        f"{key}={json.dumps(value)}"
+        for key, value in values.items()
+        if isinstance(value, bool) and key in model.model_fields and _numeric(model.model_fields[key].annotation)
+    ]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)}: a number is needed, not a boolean")
+    return values
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type is a number, or a number or None."""
+    return annotation in (int, float) or bool(set(get_args(annotation)) & {int, float})
 
 
 ADMISSION_PASS_RUNS = 4
@@ -391,12 +413,12 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse_merged_names(cls, values: Any) -> Any:
-        """A retired setting name is refused with the name to set instead."""
+        """A retired setting name is refused with the name to set instead; a boolean for a number too."""
         if isinstance(values, Mapping):
             for old, new in MERGED_SETTINGS.items():
                 if old in values:
                     raise ValueError(f"{old} is merged into {new}: set {new}")
-        return values
+        return numbers_not_booleans(cls, values)
 
     @model_validator(mode="after")
     def _refuse_lapse_by_construction(self) -> Settings:
@@ -475,7 +497,7 @@ class Settings(BaseModel):
                 if err["type"] == "extra_forbidden":
                     problems += unknown_settings({where: where}, list(cls.model_fields))
                 else:
-                    problems.append(f"{where}: {message}" if where else message)
+                    problems.append(f"{where}={err['input']!r}: {message}" if where else message)
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
     @classmethod

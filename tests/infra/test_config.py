@@ -87,8 +87,9 @@ def test_config_resource_settings_are_not_context_keys() -> None:
         ({"alarm_email": "ops"}, "alarm_email='ops'"),
         ({"powertools_layer_arn": "layer:3"}, "powertools_layer_arn='layer:3'"),
         ({"s3_notifications": "maybe"}, "s3_notifications='maybe'"),
-        ({"policy": "fastest"}, "policy:"),
-        ({"max_attempts": "0"}, "max_attempts:"),
+        ({"policy": "fastest"}, "policy='fastest': Input should be 'adaptive'"),
+        ({"max_attempts": "0"}, "max_attempts='0': Input should be greater than or equal to 1"),
+        ({"shards": "many"}, "shards='many': Input should be a valid integer"),
         ({"max_receive_count": "7"}, "max_receive_count is merged into max_attempts: set max_attempts"),
         ({"adaptive_ceiling_s": "100"}, "adaptive_ceiling_s=100"),
         ({"release_delay_base_s": "60", "release_delay_cap_s": "30"}, "release_delay_cap_s=30"),
@@ -98,6 +99,17 @@ def test_config_refuses_bad_value_naming_it(context: dict[str, str], named: str)
     with pytest.raises(ConfigError, match="invalid CDK context") as caught:
         load_config(context)
     assert named in str(caught.value)
+
+
+def test_config_refuses_a_boolean_for_a_number_naming_it() -> None:
+    """cdk.json's JSON `true` for a numeric setting is a mistake, not 1: pydantic would read it as 1 (a 1 s
+    receiver timeout, one shard), so the app stops naming each key, infrastructure's and engine's alike."""
+    with pytest.raises(SystemExit) as exited:
+        app.main(cdk.App(context={"receiver_timeout_s": True, "glue_workers": True, "shards": False}))
+    text = str(exited.value.code)
+    assert "receiver_timeout_s=true, glue_workers=true: a number is needed, not a boolean" in text, text
+    assert "shards=false: a number is needed, not a boolean" in text, text
+    assert load_config({"snapstart": True, "receiver_timeout_s": 60}).infra.snapstart is True
 
 
 def test_config_reports_every_bad_key_at_once() -> None:
@@ -273,6 +285,25 @@ def test_config_limited_run_of_the_context_timeout_names_the_context_key() -> No
     assert "lower glue_timeout_minutes to 598 or less" in str(exited.value.code)
 
 
+def test_config_glue_timeout_past_renewal_names_one_admission_also_takes() -> None:
+    """A Glue type is limited (its Glue job's concurrent runs), so its run must also end within 12 h after
+    the longest wait admission may give it (`check_admission`). A timeout refused for outlasting renewal
+    names the one that fits both, so one change synthesizes: not 719, which admission then refuses."""
+    from longjobs.construct.config import check_admission, check_job_types
+
+    with pytest.raises(SystemExit) as exited:
+        app.main(cdk.App(context={"glue_timeout_minutes": "800"}))  # the bundled `spark` type declares none
+    assert "lower glue_timeout_minutes to 598 or less" in str(exited.value.code), exited.value.code
+    config = load_config({"glue_timeout_minutes": "598"})
+    check_job_types(config, load_catalog())
+    check_admission(config, load_catalog().with_glue(config.infra.glue_of))  # as the construct checks it
+    own = {"name": "rows", "runner": "pyspark", "entry": "jobs/wordcount.py:run", "glue": {"timeout_minutes": 800}}
+    with pytest.raises(ConfigError, match=r"lower glue.timeout_minutes to 598 or less"):
+        check_job_types(load_config({}), load_catalog(job_types=[own]))
+    with pytest.raises(ConfigError, match=r"lower glue_timeout_minutes to 719 or less\b"):
+        load_config({"glue_timeout_minutes": "800"})  # no job types given: renewal's limit alone
+
+
 def test_config_refuses_a_glue_types_limit_above_its_glue_jobs_concurrent_runs() -> None:
     """A Glue job queues the runs past its `max_concurrent_runs`: executions admitted beyond it would wait in
     Glue's queue until their step timed out, without running. Both the type's own Glue setting and the
@@ -344,6 +375,30 @@ def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> 
     locked = (REPO_ROOT / "requirements-lock.txt").read_text().splitlines()
     assert f"aws-lambda-powertools=={POWERTOOLS_VERSION}" in locked
     assert POWERTOOLS_LAYER_PARAMETER.endswith(f"/arm64/python3.13/{POWERTOOLS_VERSION}")
+
+
+@pytest.mark.parametrize(
+    ("layer", "refused"),
+    [
+        ("AWSLambdaPowertoolsPythonV3-python313-arm64", False),
+        ("AWSLambdaPowertoolsPythonV3-python312-arm64", True),  # pydantic-core built for 3.12
+        ("AWSLambdaPowertoolsPythonV3-python313-x86_64", True),  # built for the other architecture
+        ("AWSLambdaPowertoolsPythonV2-Arm64", True),  # Powertools v2: the functions import v3's API
+        ("powertools-own-build", False),  # the deployer's own layer: taken as given
+    ],
+)
+def test_config_powertools_layer_of_another_runtime_is_refused_naming_the_one_to_use(layer: str, refused: bool) -> None:
+    """Powertools publishes a layer per Python version and architecture, named
+    `AWSLambdaPowertoolsPythonV3-{python_version}-{arch}` (its install page's "Lambda Layer" table). Lambda
+    attaches any of them; one built for another Python or architecture fails the first cold start."""
+    arn = f"arn:aws-cn:lambda:cn-north-1:498634801083:layer:{layer}:27"
+    if not refused:
+        assert load_config({"powertools_layer_arn": arn}).infra.powertools_layer_arn == arn
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_config({"powertools_layer_arn": arn})
+    assert f"powertools_layer_arn='{arn}': the layer {layer} is not the one the functions run with" in str(caught.value)
+    assert "use AWSLambdaPowertoolsPythonV3-python313-arm64" in str(caught.value)
 
 
 @pytest.mark.parametrize(

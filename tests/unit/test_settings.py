@@ -57,7 +57,7 @@ def test_settings_threshold_default_vt_is_named_as_the_policys_default() -> None
 
 
 def test_settings_range_error_states_the_valid_range() -> None:
-    with pytest.raises(SettingsError, match=r"visibility_timeout_s: Input should be less than or equal to 43200"):
+    with pytest.raises(SettingsError, match=r"visibility_timeout_s=50000: Input should be less than or equal to 43200"):
         Settings.load({"visibility_timeout_s": 50_000})
 
 
@@ -93,7 +93,7 @@ def test_settings_range_error_states_the_valid_range() -> None:
             r"reconcile_grace_s=20 must be greater than receiver_timeout_s=30.*smallest safe reconcile_grace_s: 31",
         ),
         # a copy's claim is judged by its claimant's lease, which must outlive the claim's 15 minutes
-        ({"closed_ttl_s": 600}, r"closed_ttl_s: Input should be greater than or equal to 3600"),
+        ({"closed_ttl_s": 600}, r"closed_ttl_s=600: Input should be greater than or equal to 3600"),
         (
             {"queue_retention_s": 3_600},
             r"queue_retention_s=3600 leaves a margin of 900 s .* less than max_renewal_s=43200.*"
