@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longjobs.cli.errors import CliError
+from longjobs.cli.errors import CliError, UsageError
 from longjobs.cli.resources import LOCAL_ORIGIN
 from longjobs.engine.jobs import JobCatalog, JobTypeError, load_catalog_file
 from longjobs.engine.jobs.published import CATALOG_KEY, read_checks, read_published
@@ -38,10 +38,12 @@ class Catalog:
 
 
 def from_file(path: str) -> Catalog:
+    """The job types `--jobs-file` names. A file that is missing, not JSON or a bad declaration is a
+    wrong argument (exit code 2), as argparse's own refusals are."""
     try:
         return Catalog(load_catalog_file(Path(path)), origin=f"--jobs-file {path}")
     except JobTypeError as exc:
-        raise CliError(f"--jobs-file: {exc}") from None
+        raise UsageError(f"--jobs-file: {exc}") from None
 
 
 def published(dynamodb: DynamoDBClient, table_name: str, origin: str) -> Catalog | None:

@@ -104,7 +104,7 @@ def _read_body(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read --body {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise UsageError(f"cannot read --body {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def run_submit(ctx: Context) -> int:
@@ -118,8 +118,8 @@ def run_submit(ctx: Context) -> int:
             raise UsageError("give a job TYPE (with --param k=v ...) or --body FILE")
         params = submit.parse_params(args.param or [])
         body = submit.job_body(args.type, params, args.job_id or submit.new_job_id(args.type))
+    job_types = ctx.job_catalog()  # a --jobs-file is read before any AWS call: a wrong one is the arguments'
     found = ctx.resources  # the stack's receiver fills in defaults from its buckets: validate with those
-    job_types = ctx.job_catalog()
     if job_types is None:
         raise CliError(catalog.not_published(found.origin, found.table_name))
     checks = job_types.checks
@@ -198,8 +198,8 @@ def run_leases(ctx: Context) -> int:
 
 
 def run_lease(ctx: Context) -> int:
-    found = ctx.resources
     job_types = ctx.job_catalog()
+    found = ctx.resources
     story = leases.lease_story(
         ctx.clients.dynamodb,
         ctx.clients.stepfunctions,

@@ -292,9 +292,18 @@ def test_cli_submit_empty_job_id_is_a_usage_error_not_a_generated_id(
 def test_cli_submit_unreadable_body_file_fails_in_one_line(
     local: Processor, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A file an argument names that cannot be used is a wrong argument (exit code 2, operate.md's table),
+    found before any AWS call: the same answer with the local service stopped."""
     result = run(capsys, "--endpoint-url", endpoint, "submit", "--body", str(tmp_path / "missing.json"))
 
-    assert_one_line_error(result, 1, "cannot read --body", "missing.json")
+    assert_one_line_error(result, 2, "cannot read --body", "missing.json")
+    (tmp_path / "jobs.json").write_text('{"job_types": [{"name": "x", "runner": "docker"}]}')
+    for jobs_file, why in ((tmp_path / "nope.json", "cannot read the job types"), (tmp_path / "jobs.json", "runner")):
+        for command in (("submit", "wait", "--param", "seconds=1"), ("lease", "some-message-id")):
+            unreachable = ("--endpoint-url", "http://127.0.0.1:9")  # nothing listens: no call is made first
+            result = run(capsys, *unreachable, *command, "--jobs-file", str(jobs_file))
+            assert_one_line_error(result, 2, "--jobs-file", why)
+    assert local.bodies(local.queue_url) == []
 
 
 def test_cli_submit_a_body_that_is_not_json_blames_the_body_alone(
