@@ -60,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: a file, not a directory")
 
     def progress(run: RunOutcome) -> None:
         print(f"run {run.index}/{args.runs}: {len(run.violations)} violation(s), {run.wall_s:.1f} s", file=sys.stderr)

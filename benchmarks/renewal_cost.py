@@ -342,9 +342,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[SimParams, bool]:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.lateness < 0 or not 0 <= args.loss_rate < 1:
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
+    if not (math.isfinite(args.lateness) and args.lateness >= 0):  # nan would never let a run come
+        parser.error(f"--lateness must be a number of periods from 0, not {args.lateness}")
+    if not 0 <= args.loss_rate < 1:
         # with every run lost, no run would ever come and the simulation would not end
-        parser.error("--jobs must be at least 1, --lateness at least 0, and --loss-rate from 0 to below 1")
+        parser.error(f"--loss-rate must be from 0 to below 1, not {args.loss_rate}")
     params = SimParams(jobs=args.jobs, seed=args.seed, lateness=args.lateness, loss_rate=args.loss_rate)
     return params, bool(args.json)
 

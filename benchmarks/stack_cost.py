@@ -155,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not (math.isfinite(args.minutes) and args.minutes > 0):
+        parser.error(f"--minutes must be a number above 0, not {args.minutes}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, not {args.workers}")
     result = report(default_template_resources(), minutes=args.minutes, workers=args.workers)
     if args.json:
         print(json.dumps(asdict(result), indent=1))

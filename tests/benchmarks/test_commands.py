@@ -46,11 +46,15 @@ def test_benchmark_help_names_the_command_and_every_option(name: str, monkeypatc
     ("name", "argv", "named"),
     [
         ("renewal_cost", ["--jobs", "0"], "--jobs must be at least 1"),
-        ("renewal_cost", ["--loss-rate", "1"], "--loss-rate from 0 to below 1"),
+        ("renewal_cost", ["--loss-rate", "1"], "--loss-rate must be from 0 to below 1"),
+        ("renewal_cost", ["--lateness", "nan"], "--lateness must be a number of periods from 0"),
+        ("stack_cost", ["--workers", "-1"], "--workers must be at least 1"),
+        ("stack_cost", ["--minutes", "0"], "--minutes must be a number above 0"),
         ("burst", ["--messages", "0"], "--messages must be at least 1"),
         ("backfill", ["--jobs", "0"], "--jobs and --slots must be at least 1"),
         ("backfill", ["--min-minutes", "10", "--max-minutes", "5"], "0 < --min-minutes <= --max-minutes"),
         ("chaos", ["--runs", "0"], "--runs must be at least 1"),
+        ("chaos", ["--out", "pyproject.toml"], "--out pyproject.toml: a file, not a directory"),
         ("cold_start", ["--runs", "0"], "--runs must be at least 1"),
     ],
 )
