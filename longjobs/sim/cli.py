@@ -27,7 +27,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument(
         "--profile",
         choices=PROFILES,
-        help=f"the workload of a campaign or a seed (default {PROFILE}; a scenario is its own)",
+        metavar="NAME",
+        help=f"the workload of a campaign or a seed: {', '.join(PROFILES)} (default {PROFILE}; a scenario is its own)",
     )
     sim.add_argument(
         "--trace", type=Path, help="with --seed (without --shrink) or --scenario: write its trace here (JSON lines)"
@@ -58,7 +59,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument(
         "--plant",
         choices=sorted(PLANTS),
-        help="run with this planted bug, to watch the simulation find, replay and shrink it (longjobs.sim.planted)",
+        metavar="NAME",
+        help="run with this planted bug, to watch the simulation find, replay and shrink it: "
+        f"{', '.join(sorted(PLANTS))} (longjobs.sim.planted)",
     )
 
 

@@ -104,6 +104,24 @@ def test_planted_bug_found_replayed_and_shrunk_through_the_command_line(
     assert main(["sim", "--scenario", str(out)]) == 0, "the failure is the plant's"
 
 
+def test_planted_unknown_name_is_one_usage_error_with_a_short_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped plant is refused (exit code 2) naming it; the usage above the error shows `--plant NAME`,
+    not every plant's name, so the error is not lost under the list (`--help` lists them)."""
+    from longjobs.offline.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["sim", "--plant", "job_lok"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    usage, error = err.rsplit("\n", 2)[0], err.strip().splitlines()[-1]
+    assert "--plant NAME" in usage and "job_lock" not in usage, usage
+    assert "argument --plant: invalid choice: 'job_lok'" in error, error
+    with pytest.raises(SystemExit):
+        main(["sim", "--help"])  # the names are in --help
+    shown = capsys.readouterr().out
+    assert [name for name in PLANTS if name not in shown] == [], shown
+
+
 @pytest.mark.parametrize(
     ("argv0", "command"),
     [
