@@ -308,7 +308,7 @@ class RedriveFilter:
 def _job_of(body: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a poison body: not JSON, or nested deeper than the reader goes
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -280,7 +280,7 @@ class Observer:
             return original
         try:
             body = json.loads(message.get("Body", ""))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number past int's digit limit, nested too deep
             body = None
         job_id = body.get("job_id") if isinstance(body, dict) else None
         sent_ms = message.get("Attributes", {}).get("SentTimestamp")

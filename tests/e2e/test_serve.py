@@ -148,7 +148,10 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
     sqs = service.sqs()
     job = json.dumps({"job_id": "from-boto3", "type": "wait", "params": {"seconds": 1}})
     from_boto3 = sqs.send_message(QueueUrl=service.queue_url, MessageBody=job)["MessageId"]
-    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
+    # A poison nested deeper than Python's reader goes: the receiver dead-letters it as NotJson; serve's own
+    # observer and the CLI's redrive filter read it too, and neither may fail on it.
+    deep = "[" * 20_000 + "]" * 20_000
+    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody=deep)["MessageId"]
 
     for message_id in (from_cli, from_boto3):
         lease = service.wait_for(
@@ -164,6 +167,9 @@ def test_serve_runs_jobs_sent_by_the_aws_cli_and_boto3_and_stops_cleanly(service
 
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
+    assert "nested deeper" in dead["error_message"], dead["error_message"]
+    by_type = service.longjobs("dlq", "redrive", "--type", "wait", "--dry-run")
+    assert (by_type["messages"], by_type["skipped"]) == ([], 1), "a body of no job type is not a wait job's"
     moved = service.longjobs("dlq", "redrive", "--include-poison", "--yes")
     assert moved["method"] == "move-task" and moved["task_handle"], "serve has SQS's message move task"
     # The receiver takes it again and sends it straight back, with its error: a new message's copy.
@@ -204,9 +210,15 @@ def test_serve_stop_check_follows_a_poison_redriven_by_copy_and_deleted_from_the
     lost."""
     sqs = service.sqs()
     dlq_url = service.dlq_url()
-    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
+    # A poison nested deeper than Python's reader goes: the receiver dead-letters it as NotJson; serve's own
+    # observer and the CLI's redrive filter read it too, and neither may fail on it.
+    deep = "[" * 20_000 + "]" * 20_000
+    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody=deep)["MessageId"]
     [dead] = service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
     assert (dead["original_message_id"], dead["error_type"]) == (poison, "NotJson")
+    assert "nested deeper" in dead["error_message"], dead["error_message"]
+    by_type = service.longjobs("dlq", "redrive", "--type", "wait", "--dry-run")
+    assert (by_type["messages"], by_type["skipped"]) == ([], 1), "a body of no job type is not a wait job's"
 
     moved = service.longjobs("dlq", "redrive", "--include-poison", "--error-type", "NotJson", "--yes")
     assert (moved["method"], moved["moved"]) == ("copy", 1), moved
@@ -315,7 +327,10 @@ def test_serve_redrives_the_dlq_with_the_aws_cli_message_move_task_and_answers_t
         sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         for url in (dlq_url, service.queue_url)
     )
-    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody="{not json")["MessageId"]
+    # A poison nested deeper than Python's reader goes: the receiver dead-letters it as NotJson; serve's own
+    # observer and the CLI's redrive filter read it too, and neither may fail on it.
+    deep = "[" * 20_000 + "]" * 20_000
+    poison = sqs.send_message(QueueUrl=service.queue_url, MessageBody=deep)["MessageId"]
     service.wait_for("the poison in the DLQ", lambda: service.longjobs("dlq", "list"))
 
     aws("sqs", "start-message-move-task", "--source-arn", dlq_arn)

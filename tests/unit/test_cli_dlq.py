@@ -206,6 +206,15 @@ def test_cli_dlq_redrive_keeps_by_default_what_must_not_simply_run_again(error_t
     assert RedriveFilter(error_types=frozenset({error_type})).selects(letter(error_type)), "named: it moves"
 
 
+@pytest.mark.parametrize("poison", ["[" * 20_000 + "]" * 20_000, "{not json", '{"n": ' + "9" * 5_000 + "}"])
+def test_cli_dlq_redrive_filter_by_job_reads_a_poison_body_as_no_job(poison: str) -> None:
+    """The DLQ holds what the receiver could not read: nested past Python's reader, not JSON, an integer
+    past Python's digit limit. A filter by type or job id reads each as a body of no job, never raising."""
+    dead = DeadLetter("m", "NotJson", "why", 1, None, None, poison)
+    assert not RedriveFilter(include_poison=True, job_type="wait").selects(dead)
+    assert not RedriveFilter(include_poison=True, job_id="j").selects(dead)
+
+
 def test_cli_dlq_redrive_past_its_hold_ends_after_a_pass() -> None:
     """400 messages the filter keeps, a second a receive: 40 pages, past the 30 s hold, so the first pages
     come back. Later pages are held longer, and the run ends (it would otherwise receive for ever)."""

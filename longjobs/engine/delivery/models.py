@@ -122,6 +122,17 @@ def _finite(text: str) -> float:
     return value
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (not Python's `NoneType`, `list`, `str`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else "array"
+
+
 def loads_json(text: str) -> Any:
     """JSON as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity`, and a number beyond a
     double's range as infinity; none is JSON, and a job's params would carry each on as `null`. Nesting
@@ -153,7 +164,7 @@ def parse_message(body: str, settings: Settings, catalog: JobCatalog | None = No
     except ValueError as exc:
         raise BadInput(ErrorType.NOT_JSON, f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {type(data).__name__}, not an object; {SHAPES}")
+        raise BadInput(ErrorType.INVALID_SHAPE, f"body is a JSON {_json_kind(data)}, not an object; {SHAPES}")
     if _is_s3_event(data):
         return _s3_jobs(data, settings, catalog)
     job, job_type = parse_job(data, settings, catalog)
