@@ -10,7 +10,7 @@ from urllib.parse import unquote_plus
 import pytest
 
 from longjobs.engine.jobs import BUILTIN_TYPES, JobCatalog, JobType, JobTypeError, ParamsError, load_catalog
-from longjobs.engine.jobs.catalog import catalog_from_env, load_catalog_file
+from longjobs.engine.jobs.catalog import catalog_from_env, full_date, load_catalog_file
 from longjobs.engine.jobs.triggers import S3Trigger, TriggerError, notification_filter, partition_job_id
 from tests import REPO_ROOT
 
@@ -39,6 +39,34 @@ def refused(**kwargs: Any) -> str:
     with pytest.raises(JobTypeError) as caught:
         load_catalog(**kwargs)
     return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("2026-02-28", True),
+        ("2024-02-29", True),  # a leap day
+        ("2026-02-29", False),
+        ("2026-02-30", False),
+        ("2026-04-31", False),
+        ("2026-13-01", False),
+        ("20260228", False),  # ISO 8601's basic form, which Python reads: not RFC 3339's full-date
+        ("2026-2-8", False),
+        (" 2026-02-28", False),
+    ],
+)
+def test_catalog_date_format_is_a_calendar_day(value: str, valid: bool) -> None:
+    """A params schema's `"format": "date"` is RFC 3339's full-date (JSON Schema's meaning): a day the
+    calendar has, in `YYYY-MM-DD`. A user's type gets it as the bundled `spark` type does."""
+    assert full_date(value) is valid
+    schema = {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}}
+    own = {"name": "daily", "runner": "pyspark", "entry": "jobs/wordcount.py:run", "params_schema": schema}
+    catalog = load_catalog(job_types=[own])
+    if valid:
+        assert catalog.validate_params(catalog.get("daily"), {"day": value}) == {"day": value}
+    else:
+        with pytest.raises(ParamsError):
+            catalog.validate_params(catalog.get("daily"), {"day": value})
 
 
 def test_catalog_adds_declared_types_to_the_builtins_in_order() -> None:

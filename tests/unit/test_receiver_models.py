@@ -190,6 +190,11 @@ def test_parse_job_message_keeps_every_body_that_was_valid_before_job_types() ->
             ErrorType.INVALID_PARAMETERS,
             "params.date: must be a YYYY-MM-DD date, got '2026-13-01'",
         ),
+        (  # a day no calendar has: refused on its first receive, not failed by the job on every attempt
+            '{"job_id": "a", "type": "spark", "params": {"input": "/data/in", "date": "2026-02-30"}}',
+            ErrorType.INVALID_PARAMETERS,
+            "params.date: must be a YYYY-MM-DD date, got '2026-02-30'",
+        ),
         (
             '{"job_id": "a", "type": "spark", "params": {"input": "http://x/y", "date": "2026-11-01"}}',
             ErrorType.INVALID_PARAMETERS,

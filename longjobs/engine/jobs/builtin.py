@@ -50,6 +50,7 @@ SPARK = JobType(
             "date": {
                 "type": "string",
                 "description": "a YYYY-MM-DD date",
+                "format": "date",
                 "pattern": r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$",
             },
             "output": LOCATION_SCHEMA,

@@ -18,9 +18,11 @@ schema is compiled here, once, on its first job: the cold start pays for no sche
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -177,11 +179,27 @@ def whole_integers(params: dict[str, Any], schema: Mapping[str, Any]) -> dict[st
     return params
 
 
+def full_date(value: str) -> bool:
+    """JSON Schema's `date` format, RFC 3339's full-date: `YYYY-MM-DD`, a day of the calendar. fastjsonschema's
+    own check is a pattern, which takes 2026-02-30; a job given that date would fail on every attempt."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+FORMATS: dict[str, Callable[[str], bool]] = {"date": full_date}
+"""The formats checked in their own way rather than by fastjsonschema's patterns."""
+
+
 def compile_schema(schema: Mapping[str, Any]) -> Callable[[Any], Any]:
     """A validator of `schema` that also fills its `default` values (fastjsonschema, imported on use)."""
     import fastjsonschema
 
-    validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema), use_default=True)
+    validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema), use_default=True, formats=FORMATS)
     return validator
 
 
