@@ -37,6 +37,7 @@ import json
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,6 +55,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 FAILURES = logging.getLogger(f"{__name__}.failures")
 """A job's failure, with its traceback: what its owner reads (the runtime shows it on the terminal)."""
+
+
+def job_error(exc: BaseException) -> str:
+    """A job's exception as its owner reads it. A Java exception raised through py4j (`Py4JJavaError`) has
+    the whole Java stack in its `str()`, hundreds of lines that name Spark's frames before the cause: its
+    Java exception's own line (`toString()`, the class and message) stands for it, after py4j's message;
+    the stack goes to the log file."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return f"{str(getattr(exc, 'errmsg', '')).strip()} {java.toString()}".strip()
+        except Exception:  # the JVM is gone: py4j can say no more than its message
+            return str(getattr(exc, "errmsg", "")).strip() or type(exc).__name__
+    return str(exc)
+
 
 RunJob = Callable[[Mapping[str, Any], str], dict[str, Any]]
 """Runs one job (`{"job_id", "type", "params"}`) under a Spark job group, and returns its summary."""
@@ -208,9 +224,21 @@ class SparkWorker(threading.Thread):
             except Exception as exc:
                 # The step's failure carries the class and message; the log keeps where the job raised. A run
                 # the worker stopped failed by that stop, not by its own error: the log alone keeps it.
-                (log if cut.is_set() else FAILURES).warning(
-                    "spark job %s failed: %s: %s", job_id, type(exc).__name__, exc, exc_info=exc
-                )
+                message = job_error(exc)
+                if message == str(exc):
+                    (log if cut.is_set() else FAILURES).warning(
+                        "spark job %s failed: %s: %s", job_id, type(exc).__name__, message, exc_info=exc
+                    )
+                else:  # a Java exception: its one line and the job's Python frames shown, its stack logged
+                    frames = "".join(traceback.format_tb(exc.__traceback__))
+                    (log if cut.is_set() else FAILURES).warning(
+                        "spark job %s failed: %s: %s\nTraceback (most recent call last):\n%s",
+                        job_id,
+                        type(exc).__name__,
+                        message,
+                        frames.rstrip(),
+                    )
+                    log.info("spark job %s: the Java side of its failure", job_id, exc_info=exc)
                 self.stats.failed += 1
                 ended = self._end_run(group, cancel_first=not cut.is_set())  # heartbeats go on meanwhile
                 beating.set()
@@ -219,7 +247,7 @@ class SparkWorker(threading.Thread):
                     log.warning("spark job %s: its Spark jobs still run; its task is left to time out", job_id)
                     return
                 self.stepfunctions.send_task_failure(
-                    taskToken=token, error=type(exc).__name__[:ERROR_MAX], cause=str(exc)[:CAUSE_MAX]
+                    taskToken=token, error=type(exc).__name__[:ERROR_MAX], cause=message[:CAUSE_MAX]
                 )
                 return
             beating.set()

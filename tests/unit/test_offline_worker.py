@@ -133,3 +133,45 @@ def test_offline_worker_job_failure_logs_its_traceback(caplog: pytest.LogCapture
     assert "KeyError: 'asia'" in record.getMessage()
     assert record.exc_info is not None, "the traceback, naming the job's own line, is in the log"
     assert "in run_job" in caplog.text
+
+
+class JavaException:
+    """What py4j hands Python for a Java exception: a reference whose `toString()` the JVM answers, and whose
+    stack py4j reads through the gateway for `str()` (an answer in py4j's protocol: `ys` and the text)."""
+
+    _target_id = "o42"
+
+    def __init__(self, line: str, stack: str) -> None:
+        self.line = line
+        self._gateway_client = type("Gateway", (), {"send_command": lambda _, command: "ys" + stack})()
+
+    def toString(self) -> str:  # noqa: N802: the Java method's name, as py4j exposes it
+        return self.line
+
+
+def test_offline_worker_java_failure_is_its_one_line_not_its_stack(caplog: pytest.LogCaptureFixture) -> None:
+    """A Spark call that fails in the JVM raises py4j's `Py4JJavaError`, whose `str()` is py4j's message and
+    the whole Java stack. The step's cause, hence the lease's error and the DLQ's `ErrorMessage`, is the
+    Java exception's own line; the terminal shows that line and the job's Python frames, the log file the
+    stack."""
+    from py4j.protocol import Py4JJavaError
+
+    line = 'org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "s3"'
+    stack = line + "".join(f"\\n\\tat org.apache.spark.Frame{i}(Frame.java:{i})" for i in range(300))
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        raise Py4JJavaError("An error occurred while calling o117.json.\n", JavaException(line, stack))
+
+    worker = worker_of(stepfunctions, run_job)
+    with caplog.at_level("INFO", logger="longjobs.offline.worker"):
+        worker.serve({"task_token": "t", "job": {"job_id": "s3-1", "type": "spark", "params": {}}})
+
+    cause = f"An error occurred while calling o117.json. {line}"
+    assert stepfunctions.ended == [("failure", {"taskToken": "t", "error": "Py4JJavaError", "cause": cause})]
+    (shown,) = [r for r in caplog.records if r.name == "longjobs.offline.worker.failures"]
+    assert line in shown.getMessage() and "in run_job" in shown.getMessage()
+    assert "Frame1" not in shown.getMessage() and shown.exc_info is None, "no Java frame on the terminal"
+    (kept,) = [r for r in caplog.records if r.name == "longjobs.offline.worker" and r.exc_info is not None]
+    assert "Frame299" in caplog.text, "the Java stack is in the log"
+    assert kept.getMessage() == "spark job s3-1: the Java side of its failure"
