@@ -145,7 +145,7 @@ class JavaException:
         self.line = line
         self._gateway_client = type("Gateway", (), {"send_command": lambda _, command: "ys" + stack})()
 
-    def toString(self) -> str:  # noqa: N802: the Java method's name, as py4j exposes it
+    def toString(self) -> str:  # the Java method, as py4j exposes it
         return self.line
 
 
