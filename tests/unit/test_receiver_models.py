@@ -226,7 +226,14 @@ def test_parse_spark_without_configured_output_is_refused() -> None:
     body = json.dumps({"job_id": "s", "type": "spark", "params": {"input": "/in", "date": "2026-11-20"}})
     bad = rejected(body, Settings())
     assert bad.error_type == ErrorType.INVALID_PARAMETERS
-    assert bad.message == "params.output: is required (so is params.quarantine)", "no bucket configured: no default"
+    assert bad.message == (
+        "params.output: is required (so is params.quarantine): the defaults of output and quarantine need "
+        "curated_uri and quarantine_uri, which this deployment does not set"
+    ), "no bucket configured: no default, and the error says which setting would give one"
+    with_curated = Settings(curated_uri="s3://curated-bucket/")
+    assert rejected(body, with_curated).message == (
+        "params.quarantine: is required: its default needs quarantine_uri, which this deployment does not set"
+    )
 
 
 # -- S3 events -------------------------------------------------------------------------------------

@@ -142,18 +142,21 @@ class JobCatalog:
     ) -> dict[str, Any]:
         """`params` with the type's defaults filled in, validated by its schema. Raises `ParamsError`."""
         filled = dict(params)
+        unfilled: dict[str, str] = {}
         for name, default in job_type.defaults.items():
             if name not in filled:
                 value = fill_locations(default, locations or {})
                 if value is not None:
                     filled[name] = value
+                else:
+                    unfilled[name] = default
         compiled = self._compiled.get(job_type.name) or self._compile(job_type)
         from fastjsonschema import JsonSchemaValueException
 
         try:
             result = compiled.check(filled)
         except JsonSchemaValueException as exc:
-            raise params_error(exc) from None
+            raise _why_unfilled(params_error(exc), unfilled, locations or {}) from None
         return whole_integers(dict(result), job_type.params_schema)
 
     def _compile(self, job_type: JobType) -> _Compiled:
@@ -226,6 +229,24 @@ def params_error(exc: Any) -> ParamsError:
         # A regular expression tells a user little: the schema's own words instead.
         return ParamsError(name, f"must be {definition['description']}, got {value!r}")
     return ParamsError(name, message)
+
+
+def _why_unfilled(error: ParamsError, unfilled: Mapping[str, str], locations: Mapping[str, str | None]) -> ParamsError:
+    """`error`, saying why the defaults of the params it names missing were not filled in: the buckets they
+    name are not configured (`curated_uri` and the like). The sender learns to give the params, or the
+    deployer to set the buckets."""
+    named = [name for name in unfilled if re.search(rf"\bparams\.{re.escape(name)}\b", str(error))]
+    if not named:
+        return error
+    needed = [
+        f"{place}_uri"
+        for place in LOCATIONS
+        if not locations.get(place) and any("{" + place + "}" in unfilled[name] for name in named)
+    ]
+    whose = "its default needs" if len(named) == 1 else f"the defaults of {' and '.join(named)} need"
+    return ParamsError(
+        error.path, f"{error.message}: {whose} {' and '.join(needed)}, which this deployment does not set"
+    )
 
 
 def fill_locations(value: Any, locations: Mapping[str, str | None]) -> Any:
