@@ -135,6 +135,9 @@ class Track:
     """Message ids of the parked copies of its message (in a waiting queue), in the order they were seen."""
     parked: list[float] = field(default_factory=list)
     """When its message (or a copy) was parked: each PARKED marker written."""
+    carried_original: str | None = None
+    """The original a followed message names that no followed message is: a fan-out's marker
+    (`s3:bucket/key@sequencer`), which its DLQ copy names as `OriginalMessageId`."""
 
     @property
     def redelivered_while_running(self) -> list[float]:
@@ -286,6 +289,7 @@ class Observer:
         sent_ms = message.get("Attributes", {}).get("SentTimestamp")
         sent_at = int(sent_ms) / 1000 if sent_ms else time.time()
         track = Track(job_id=job_id if isinstance(job_id, str) else message_id, message_id=message_id, sent_at=sent_at)
+        track.carried_original = carried.original_id if carried is not None else None
         if isinstance(body, dict) and isinstance(body.get("type"), str):
             self.types[track.job_id] = body["type"]
         with self._lock:
@@ -442,8 +446,8 @@ class Observer:
     @staticmethod
     def _dead_copy_of(message: QueuedMessage, track: Track) -> bool:
         """The DLQ holds the message itself or a copy (redrive), or the receiver's copy of it (a poison
-        one, attempts used up), which names the original."""
-        ids = track.message_ids
+        one, attempts used up), which names the original: for a fanned-out job, its marker."""
+        ids = (*track.message_ids, track.carried_original) if track.carried_original else track.message_ids
         return message.message_id in ids or message.attributes.get(ORIGINAL_MESSAGE_ID) in ids
 
     @staticmethod

@@ -11,6 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core.config import default_user_config
 
+from longjobs.engine.delivery.dlq import ORIGINAL_MESSAGE_ID
+from longjobs.engine.delivery.types import ADMISSION_ATTRIBUTE, Carried
 from longjobs.engine.lease import LastError, Lease, LeaseStatus, LeaseStore
 from longjobs.offline.emulator import Emulator, Resources, environment, function_environment
 from longjobs.offline.observe import Observer
@@ -64,6 +66,36 @@ def test_observer_follows_leases_after_a_cancelled_transaction(emulated: tuple[E
     seen = observer.tracks["job"].lease
     assert seen is not None and seen.status is LeaseStatus.RELEASED
     assert observer.tracks["job"].released == 1
+
+
+def test_observer_follows_a_fanned_out_job_into_the_dlq_by_its_marker(emulated: tuple[Emulator, Resources]) -> None:
+    """A fan-out's job message carries its marker (`s3:bucket/key@sequencer`) as its original, and the
+    receiver's DLQ copy names that marker as `OriginalMessageId`: `serve`'s observer, which follows every
+    message, finds the job in the DLQ by it, rather than report it lost."""
+    emulator, resources = emulated
+    observer = Observer(emulator, resources, follow_every_message=True)
+    marker = "s3:raw-bucket/events/date=2026-11-21/_SUCCESS@0A1B2C3D4E5F"
+    body = json.dumps({"job_id": "spark:raw-bucket/events/date=2026-11-21/", "type": "wait", "params": {"seconds": 1}})
+    admission = {"DataType": "String", "StringValue": Carried(original_id=marker).encode()}
+    received = {
+        "MessageId": "fanned-out-1",
+        "Body": body,
+        "MessageAttributes": {ADMISSION_ATTRIBUTE: admission},
+        "Attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1764000000000"},
+    }
+    observer.on_batch([received])
+    reason = {"ErrorType": "AttemptsExhausted", ORIGINAL_MESSAGE_ID: marker}
+    sqs = emulator.sqs()
+    sqs.send_message(
+        QueueUrl=resources.dlq_url,
+        MessageBody=body,
+        MessageAttributes={key: {"DataType": "String", "StringValue": value} for key, value in reason.items()},
+    )
+
+    observer.poll()
+
+    track = observer.tracks["fanned-out-1"]  # a followed message is keyed by its id
+    assert (track.final, track.dlq_attributes.get(ORIGINAL_MESSAGE_ID)) == ("dlq", marker)
 
 
 def test_emulator_runs_executions_only_while_it_is_up() -> None:
