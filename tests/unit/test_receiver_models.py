@@ -165,6 +165,8 @@ def test_parse_job_message_keeps_every_body_that_was_valid_before_job_types() ->
         ('{"job_id": "a", "type": "echo", "params": {"n": -Infinity}}', ErrorType.NOT_JSON, "-Infinity is not"),
         ('{"job_id": "a", "type": "echo", "params": {"n": 1e400}}', ErrorType.NOT_JSON, "1e400 is beyond a double"),
         ("[1, 2]", ErrorType.INVALID_SHAPE, "JSON array, not an object"),
+        ("null", ErrorType.INVALID_SHAPE, "JSON null, not an object"),
+        ('{"n": ' + "9" * 5_000 + "}", ErrorType.NOT_JSON, "body is not JSON: an integer of more than 4,300 digits"),
         ('{"type": "wait", "params": {"seconds": 1}}', ErrorType.INVALID_SHAPE, "job_id: Field required"),
         ('{"job_id": "a", "type": "mine", "params": {}}', ErrorType.UNKNOWN_JOB_TYPE, "known types: echo, spark, wait"),
         (

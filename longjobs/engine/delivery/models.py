@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -137,11 +138,17 @@ def loads_json(text: str) -> Any:
     """JSON as RFC 8259 defines it. Python's reader also takes `NaN` and `Infinity`, and a number beyond a
     double's range as infinity; none is JSON, and a job's params would carry each on as `null`. Nesting
     deeper than the reader goes (RFC 8259, section 9: a parser may limit it) raises `ValueError` too:
-    its `RecursionError` would fail the record on every receive, and the read ahead its whole batch."""
+    its `RecursionError` would fail the record on every receive, and the read ahead its whole batch. So
+    does an integer longer than Python reads (`sys.get_int_max_str_digits()`, 4,300 digits), named in the
+    producer's terms rather than with Python's advice to raise the limit."""
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError("nested deeper than the receiver reads") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise ValueError(f"an integer of more than {sys.get_int_max_str_digits():,} digits") from None
+        raise
 
 
 def parse_body(body: str, settings: Settings, catalog: JobCatalog | None = None) -> list[Job]:
