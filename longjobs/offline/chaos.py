@@ -343,7 +343,7 @@ def summary(campaign: Campaign) -> str:
     lines = [
         table([HEADER, *(row(run) for run in campaign.runs)]),
         "",
-        f"{len(campaign.runs)} runs (seed {campaign.seed}): {totals['violations']} violations, "
+        f"{len(campaign.runs)} run(s) (seed {campaign.seed}): {totals['violations']} violations, "
         f"{totals['double_runs']} double runs, {totals['lapses']} lapses, {totals['lost_messages']} lost messages, "
         f"{totals['stuck_leases']} stuck leases; {totals['faults_missed']} faults missed",
         f"faults injected: {injected}",

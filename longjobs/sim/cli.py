@@ -55,7 +55,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sim.add_argument(
         "--shrink", action="store_true", help="with --seed: shrink its failure to the fewest jobs and faults"
     )
-    sim.add_argument("--out", type=Path, help="with --shrink: the scenario file to write (default seed-S-P.json)")
+    sim.add_argument(
+        "--out", type=Path, help="with --shrink: the scenario file to write (default seed-S-P.json: seed S, profile P)"
+    )
     sim.add_argument(
         "--plant",
         choices=sorted(PLANTS),

@@ -78,7 +78,7 @@ def test_chaos_campaign_runs_and_accounts_for_every_fault(tmp_path: Path, capsys
         sum(run["totals"]["faults_injected"].values()) for run in report["runs"]
     )
     out = capsys.readouterr().out
-    assert f"{RUNS} runs (seed {SEED}): {report['violations']} violations" in out
+    assert f"{RUNS} run(s) (seed {SEED}): {report['violations']} violations" in out
     assert out.count("threshold") + out.count("adaptive") == RUNS, "one row per run"
 
 
