@@ -26,7 +26,7 @@ from longjobs.construct.constants import (
     LAMBDA_RUNTIME,
     LOG_RETENTION,
     POWERTOOLS_LAYER_NAME,
-    POWERTOOLS_LAYER_PREFIX,
+    POWERTOOLS_LAYER_NAMES,
 )
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
 from longjobs.engine.jobs.types import MAX_WAIT_S
@@ -41,6 +41,7 @@ from longjobs.engine.settings import (
     Settings,
     SettingsError,
     numbers_not_booleans,
+    shown,
     unknown_settings,
 )
 
@@ -219,12 +220,12 @@ class InfraSettings(BaseModel):
     @field_validator("powertools_layer_arn")
     @classmethod
     def _powertools_layer_fits(cls, value: str | None) -> str | None:
-        """One of Powertools' own layers (`AWSLambdaPowertoolsPython...`) must be the v3 layer built for the
-        functions' runtime and architecture: another loads, and its compiled packages fail at the first
-        cold start. A layer of another name is taken as the deployer's own build."""
+        """One of Powertools' own layers (`AWSLambdaPowertoolsPython...`, as it names them) must be the v3
+        layer built for the functions' runtime and architecture: another loads, and its compiled packages
+        fail at the first cold start. A layer of another name is taken as the deployer's own build."""
         parts = (value or "").split(":")
         name = parts[6] if len(parts) > 6 else ""
-        if name.startswith(POWERTOOLS_LAYER_PREFIX) and name != POWERTOOLS_LAYER_NAME:
+        if POWERTOOLS_LAYER_NAMES.fullmatch(name) and name != POWERTOOLS_LAYER_NAME:
             raise ValueError(
                 f"the layer {name} is not the one the functions run with: use {POWERTOOLS_LAYER_NAME} (Powertools "
                 f"v3 for Lambda's {LAMBDA_RUNTIME.name} on {LAMBDA_ARCHITECTURE.name})"
@@ -352,7 +353,7 @@ def _infra_problem(error: ErrorDetails) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if not error["loc"]:
         return message
-    return f"{'.'.join(map(str, error['loc']))}={error['input']!r}: {message}"
+    return f"{'.'.join(map(str, error['loc']))}={shown(error['input'])}: {message}"
 
 
 def _remaining_on_the_schedule(values: Mapping[str, Any]) -> str | None:

@@ -6,6 +6,7 @@ design: changing it means changing code or docs elsewhere too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -50,9 +51,10 @@ https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/). 
 at deploy time, so the layer is pinned to the package version without a hand-copied layer number, and
 follows the runtime: a layer's compiled packages (pydantic-core) load only on the Python they were built
 for. The `powertools_layer_arn` context setting overrides it."""
-POWERTOOLS_LAYER_PREFIX = "AWSLambdaPowertoolsPython"
-"""How the names of Powertools' published Python layers begin."""
-POWERTOOLS_LAYER_NAME = f"{POWERTOOLS_LAYER_PREFIX}V3-{LAMBDA_RUNTIME.name.replace('.', '')}-{LAMBDA_ARCHITECTURE.name}"
+POWERTOOLS_LAYER_NAMES = re.compile(r"AWSLambdaPowertoolsPython(V\d+)?(-python\d+)?(-(x86_64|arm64|Arm64))?")
+"""The names of Powertools' published Python layers: v1's, v2's (`...V2`, `...V2-Arm64`) and v3's, one per
+Python and architecture (`...V3-python313-arm64`)."""
+POWERTOOLS_LAYER_NAME = f"AWSLambdaPowertoolsPythonV3-{LAMBDA_RUNTIME.name.replace('.', '')}-{LAMBDA_ARCHITECTURE.name}"
 """The name of the Powertools layer built for the functions (`AWSLambdaPowertoolsPythonV3-python313-arm64`),
 as Powertools publishes it in every partition
 (https://docs.aws.amazon.com/powertools/python/latest/getting-started/install/)."""

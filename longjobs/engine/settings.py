@@ -31,6 +31,7 @@ __all__ = [
     "SettingsError",
     "is_fifo_url",
     "numbers_not_booleans",
+    "shown",
     "unknown_settings",
 ]
 
@@ -105,13 +106,19 @@ def numbers_not_booleans(model: type[BaseModel], values: Any) -> Any:
     if not isinstance(values, Mapping):
         return values
     wrong = [
-        f"{key}={json.dumps(value)}"
+        f"{key}={shown(value)}"
         for key, value in values.items()
         if isinstance(value, bool) and key in model.model_fields and _numeric(model.model_fields[key].annotation)
     ]
     if wrong:
         raise ValueError(f"{', '.join(wrong)}: a number is needed, not a boolean")
     return values
+
+
+def shown(value: Any) -> str:
+    """A setting's value as an error shows it: `true`, `false` and `null` as JSON (cdk.json) writes them,
+    anything else as Python's `repr` (a string in quotes, so `'60'` from `-c` differs from `60`)."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else repr(value)
 
 
 def _numeric(annotation: Any) -> bool:
@@ -497,7 +504,7 @@ class Settings(BaseModel):
                 if err["type"] == "extra_forbidden":
                     problems += unknown_settings({where: where}, list(cls.model_fields))
                 else:
-                    problems.append(f"{where}={err['input']!r}: {message}" if where else message)
+                    problems.append(f"{where}={shown(err['input'])}: {message}" if where else message)
             raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
     @classmethod

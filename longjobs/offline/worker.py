@@ -35,6 +35,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 import traceback
@@ -65,10 +66,40 @@ def job_error(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:
-            return f"{str(getattr(exc, 'errmsg', '')).strip()} {java.toString()}".strip()
-        except Exception:  # the JVM is gone: py4j can say no more than its message
-            return str(getattr(exc, "errmsg", "")).strip() or type(exc).__name__
-    return str(exc)
+            return f"{str(getattr(exc, 'errmsg', '')).strip()} {_without_frames(str(java.toString()))}".strip()
+        except Exception:  # the JVM is gone, or not py4j's: str() may still say it, else py4j's message
+            pass
+    try:
+        return str(exc)
+    except Exception:  # py4j's str() asks the JVM for the stack, and a stopped JVM cannot answer
+        return str(getattr(exc, "errmsg", "")).strip() or type(exc).__name__
+
+
+JAVA_FRAME = re.compile(r"\t(at |\.\.\. \d+ more)")
+"""A line of a Java stack: `\tat <frame>`, or `\t... 9 more`."""
+
+
+def _without_frames(text: str) -> str:
+    """A Java exception's `toString()` without stack frames. Spark's `Job aborted due to stage failure`
+    holds its task's whole stack, causes and all, and then the driver's: the classes and messages are kept
+    (`Caused by: ...`, a Python worker's traceback), the frames are not."""
+    text = text.split("\nDriver stacktrace:")[0]
+    return "\n".join(line for line in text.splitlines() if not JAVA_FRAME.match(line)).strip()
+
+
+def _java_stack(exc: BaseException) -> str:
+    """py4j's `str()` of a Java failure: its message and the whole Java stack, for the log file. The JVM
+    answers it, so once the JVM has stopped there is none."""
+    try:
+        return str(exc)
+    except Exception:
+        return "(not readable: the JVM has stopped)"
+
+
+def _java_failure(exc: BaseException) -> bool:
+    """Whether `exc` carries a Java exception (py4j's `Py4JJavaError`): its `str()` is not to be shown, nor
+    asked for (it calls the JVM, which may be gone)."""
+    return getattr(exc, "java_exception", None) is not None
 
 
 RunJob = Callable[[Mapping[str, Any], str], dict[str, Any]]
@@ -225,7 +256,7 @@ class SparkWorker(threading.Thread):
                 # The step's failure carries the class and message; the log keeps where the job raised. A run
                 # the worker stopped failed by that stop, not by its own error: the log alone keeps it.
                 message = job_error(exc)
-                if message == str(exc):
+                if not _java_failure(exc):
                     (log if cut.is_set() else FAILURES).warning(
                         "spark job %s failed: %s: %s", job_id, type(exc).__name__, message, exc_info=exc
                     )
@@ -238,7 +269,7 @@ class SparkWorker(threading.Thread):
                         message,
                         frames.rstrip(),
                     )
-                    log.info("spark job %s: the Java side of its failure", job_id, exc_info=exc)
+                    log.info("spark job %s: the Java side of its failure: %s", job_id, _java_stack(exc))
                 self.stats.failed += 1
                 ended = self._end_run(group, cancel_first=not cut.is_set())  # heartbeats go on meanwhile
                 beating.set()

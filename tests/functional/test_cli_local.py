@@ -298,7 +298,12 @@ def test_cli_submit_unreadable_body_file_fails_in_one_line(
 
     assert_one_line_error(result, 2, "cannot read --body", "missing.json")
     (tmp_path / "jobs.json").write_text('{"job_types": [{"name": "x", "runner": "docker"}]}')
-    for jobs_file, why in ((tmp_path / "nope.json", "cannot read the job types"), (tmp_path / "jobs.json", "runner")):
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    for jobs_file, why in (
+        (tmp_path / "nope.json", "cannot read the job types"),
+        (tmp_path / "jobs.json", "runner"),
+        (tmp_path / "deep.json", "nested thousands of levels deep"),
+    ):
         for command in (("submit", "wait", "--param", "seconds=1"), ("lease", "some-message-id")):
             unreachable = ("--endpoint-url", "http://127.0.0.1:9")  # nothing listens: no call is made first
             result = run(capsys, *unreachable, *command, "--jobs-file", str(jobs_file))

@@ -385,6 +385,7 @@ def test_config_powertools_layer_is_the_locked_version_and_the_lower_bound() -> 
         ("AWSLambdaPowertoolsPythonV3-python313-x86_64", True),  # built for the other architecture
         ("AWSLambdaPowertoolsPythonV2-Arm64", True),  # Powertools v2: the functions import v3's API
         ("powertools-own-build", False),  # the deployer's own layer: taken as given
+        ("AWSLambdaPowertoolsPythonV3-python313-arm64-patched", False),  # named by the deployer, not Powertools
     ],
 )
 def test_config_powertools_layer_of_another_runtime_is_refused_naming_the_one_to_use(layer: str, refused: bool) -> None:

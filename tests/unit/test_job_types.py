@@ -259,6 +259,38 @@ def test_catalog_defaults_fill_locations_that_are_configured() -> None:
     assert catalog.validate_params(job_type, {"input": "i"}, {}) == {"input": "i", "min_length": 2}
 
 
+@pytest.mark.parametrize(
+    ("required", "given", "error"),
+    [
+        # `out`'s default is not filled, but the param missing is `out-x`, which has none
+        (["out-x"], {"out": "s"}, "params.out-x: is required"),
+        # a name ending in a sign is still the param the error names
+        (["x$"], {"out": "s", "out-x": "s"}, "params.x$: is required: its default needs raw_uri, which"),
+        # the value an error quotes is not a param it names missing
+        (["p"], {"p": "params.out", "out-x": "s"}, "params.p: must be digits, got 'params.out'"),
+    ],
+)
+def test_catalog_unfilled_default_is_named_only_for_the_params_missing(
+    required: list[str], given: dict[str, str], error: str
+) -> None:
+    """The reason a default was not filled (its bucket setting) is added only for a param the error says is
+    required, by its whole name."""
+    text = {"type": "string"}
+    properties = {"out": text, "out-x": text, "x$": text, "p": {**text, "pattern": "^[0-9]+$", "description": "digits"}}
+    job_type = JobType.model_validate(
+        {
+            **WORDCOUNT,
+            "params_schema": {"type": "object", "required": required, "properties": properties},
+            "defaults": {"out": "{curated}o/", "x$": "{raw}x/"},
+        }
+    )
+    with pytest.raises(ParamsError) as raised:
+        JobCatalog([job_type]).validate_params(job_type, given, {})
+    assert str(raised.value).startswith(error), str(raised.value)
+    if "needs" not in error:
+        assert "needs" not in str(raised.value), str(raised.value)
+
+
 def test_catalog_round_trips_through_the_shipped_file(tmp_path: Path) -> None:
     catalog = load_catalog(job_types=[WORDCOUNT], s3_triggers=[{"marker": "DONE"}])
     shipped = tmp_path / "job_types.json"

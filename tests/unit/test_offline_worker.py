@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -172,6 +173,91 @@ def test_offline_worker_java_failure_is_its_one_line_not_its_stack(caplog: pytes
     (shown,) = [r for r in caplog.records if r.name == "longjobs.offline.worker.failures"]
     assert line in shown.getMessage() and "in run_job" in shown.getMessage()
     assert "Frame1" not in shown.getMessage() and shown.exc_info is None, "no Java frame on the terminal"
-    (kept,) = [r for r in caplog.records if r.name == "longjobs.offline.worker" and r.exc_info is not None]
-    assert "Frame299" in caplog.text, "the Java stack is in the log"
-    assert kept.getMessage() == "spark job s3-1: the Java side of its failure"
+    (kept,) = [r for r in caplog.records if r.name == "longjobs.offline.worker" and "Java side" in r.getMessage()]
+    assert kept.getMessage().startswith("spark job s3-1: the Java side of its failure: An error occurred")
+    assert "Frame299" in kept.getMessage(), "the Java stack is in the log"
+
+
+class StoppedJava:
+    """A Java exception's reference once the JVM has stopped: py4j's every call through it fails, `str()` of
+    the `Py4JJavaError` that holds it included."""
+
+    _target_id = "o42"
+
+    def __init__(self) -> None:
+        def send_command(_: Any, command: str) -> str:
+            from py4j.protocol import Py4JNetworkError
+
+            raise Py4JNetworkError("Answer from Java side is empty")
+
+        self._gateway_client = type("Gateway", (), {"send_command": send_command})()
+
+    def toString(self) -> str:
+        from py4j.protocol import Py4JNetworkError
+
+        raise Py4JNetworkError("Answer from Java side is empty")
+
+
+def test_offline_worker_java_failure_after_the_jvm_stopped_still_fails_its_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the JVM gone, neither `toString()` nor py4j's `str()` answers: the task still fails, with py4j's
+    message, and its heartbeats stop (the step is not kept alive by a run that is over)."""
+    from py4j.protocol import Py4JJavaError
+
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        raise Py4JJavaError("An error occurred while calling o117.json.\n", StoppedJava())
+
+    with caplog.at_level("INFO", logger="longjobs.offline.worker"):
+        worker_of(stepfunctions, run_job).serve({"task_token": "t", "job": {"job_id": "s3-2", "type": "spark"}})
+
+    cause = "An error occurred while calling o117.json."
+    assert stepfunctions.ended == [("failure", {"taskToken": "t", "error": "Py4JJavaError", "cause": cause})]
+    assert not [t for t in threading.enumerate() if t.name.startswith("spark-heartbeat")], "heartbeats go on"
+    assert "the Java side of its failure: (not readable: the JVM has stopped)" in caplog.text
+
+
+def test_offline_worker_java_exception_attribute_not_py4j_keeps_the_message() -> None:
+    """An exception of the job's own that has a `java_exception` attribute py4j did not set is told by its
+    `str()`, not by its class name alone."""
+
+    class Wrapped(RuntimeError):
+        java_exception = "org.example.Boom"
+
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        raise Wrapped("the input has no rows")
+
+    worker_of(stepfunctions, run_job).serve({"task_token": "t", "job": {"job_id": "w-1", "type": "spark"}})
+
+    assert stepfunctions.ended == [
+        ("failure", {"taskToken": "t", "error": "Wrapped", "cause": "the input has no rows"})
+    ]
+
+
+def test_offline_worker_java_failure_of_a_task_leaves_its_frames_out() -> None:
+    """A Spark job a task failed raises `SparkException: Job aborted due to stage failure`, whose own message
+    holds the task's whole Java stack and the driver's: the cause keeps the exceptions and their causes,
+    not the frames."""
+    from py4j.protocol import Py4JJavaError
+
+    frames = "".join(f"\n\tat org.apache.spark.Frame{i}(Frame.java:{i})" for i in range(40))
+    line = (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed 1 times, "
+        "most recent failure: Lost task 0.0 (TID 0): org.apache.spark.SparkException: [FAILED_READ_FILE] cannot read"
+        f"{frames}\nCaused by: java.lang.RuntimeException: part-0.parquet is not a Parquet file{frames}\n\t... 9 more"
+        f"\n\nDriver stacktrace:{frames}"
+    )
+    stepfunctions = StepFunctions()
+
+    def run_job(job: Any, group: str) -> dict[str, Any]:
+        raise Py4JJavaError("An error occurred while calling o30.parquet.\n", JavaException(line, line))
+
+    worker_of(stepfunctions, run_job).serve({"task_token": "t", "job": {"job_id": "p-1", "type": "spark"}})
+
+    ((_, ended),) = stepfunctions.ended
+    assert "Frame" not in ended["cause"] and "more" not in ended["cause"], ended["cause"]
+    assert ended["cause"].endswith("Caused by: java.lang.RuntimeException: part-0.parquet is not a Parquet file")

@@ -235,7 +235,12 @@ def _why_unfilled(error: ParamsError, unfilled: Mapping[str, str], locations: Ma
     """`error`, saying why the defaults of the params it names missing were not filled in: the buckets they
     name are not configured (`curated_uri` and the like). The sender learns to give the params, or the
     deployer to set the buckets."""
-    named = [name for name in unfilled if re.search(rf"\bparams\.{re.escape(name)}\b", str(error))]
+    # The params an error says are required: its path, and those `params_error` lists after it ("(so are
+    # params.a, params.b)"); a name's end is where that list goes on, not a word boundary (`out` in
+    # `params.out-x`), and the value an error quotes names no param.
+    also = error.message.partition("(so ")[2] if error.message.startswith("is required") else ""
+    required = f"{error.path}, {also}"
+    named = [name for name in unfilled if re.search(rf"(?:^|\s)params\.{re.escape(name)}(?=[,)])", required)]
     if not named:
         return error
     needed = [
@@ -449,6 +454,8 @@ def load_catalog_file(path: Path, *, strict: bool = False, include_builtins: boo
         raise JobTypeError(f"{path}: cannot read the job types: {exc.strerror}") from None
     except ValueError as exc:
         raise JobTypeError(f"{path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise JobTypeError(f"{path}: not JSON this reader takes: nested thousands of levels deep") from None
     if not isinstance(data, dict):
         raise JobTypeError(f"{path}: must be a JSON object with job_types (and s3_triggers)")
     return load_catalog(data, strict=strict, include_builtins=include_builtins, source=str(path))
