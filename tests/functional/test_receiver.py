@@ -105,6 +105,7 @@ def test_receiver_handler_sends_poison_to_dlq_and_keeps_the_rest_of_the_batch(
     assert attributes["ReceiveCount"] == "1"
     rejected = flow.lease(poison)
     assert rejected.status is LeaseStatus.REJECTED and "NotJson" in str(rejected.last_error)
+    assert rejected.job_type is None, "a body that is not JSON names no type"
     assert flow.receiver.store.get(inline) is None, "inline jobs keep no lease"
     assert flow.lease(long_job).status is LeaseStatus.ACTIVE
     metrics = emitted_metrics(capsys.readouterr().out)
@@ -149,7 +150,8 @@ def test_receiver_sends_a_wait_longer_than_renewal_lasts_to_the_dlq_unrun_naming
             "params.seconds: 61 s does not end within renewal (60 s from the receive"
         )
         assert attributes["OriginalMessageId"] == too_long
-        assert flow.lease(too_long).status is LeaseStatus.REJECTED
+        rejected = flow.lease(too_long)
+        assert (rejected.status, rejected.job_type) == (LeaseStatus.REJECTED, "wait"), "its type, for `leases`"
         assert flow.executions() == []
 
 

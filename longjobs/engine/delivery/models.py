@@ -51,10 +51,12 @@ class ErrorType:
 class BadInput(Exception):
     """A body no retry can fix: it goes to the DLQ at once."""
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, *, job_type: str | None = None) -> None:
         super().__init__(f"{error_type}: {message}")
         self.error_type = error_type
         self.message = message
+        self.job_type = job_type
+        """The job's type, when the body names one the catalog has (its params are what is wrong)."""
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -221,9 +223,9 @@ def checked(job: Job, settings: Settings, catalog: JobCatalog) -> tuple[Job, Job
     try:
         params = catalog.validate_params(job_type, job.params, settings.locations)
     except ParamsError as exc:
-        raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc)) from None
+        raise BadInput(ErrorType.INVALID_PARAMETERS, str(exc), job_type=job_type.name) from None
     if (outlasts := outlasts_renewal(job_type, params, settings)) is not None:
-        raise BadInput(ErrorType.INVALID_PARAMETERS, outlasts)
+        raise BadInput(ErrorType.INVALID_PARAMETERS, outlasts, job_type=job_type.name)
     return job.model_copy(update={"params": params}), job_type
 
 

@@ -127,6 +127,7 @@ def reject(receiver: Receiver, delivery: Delivery, bad: BadInput) -> None:
         received_at=now,
         visible_until=now,
         renew_until=now,
+        job_type=bad.job_type,  # shown by `longjobs leases`: whose params were wrong
     )
     try:
         receiver.store.record_rejection(record, now=now, error=str(bad))
