@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from longjobs.construct.constants import (
@@ -40,7 +40,7 @@ from longjobs.engine.settings import (
     SQS_MAX_VISIBILITY_S,
     Settings,
     SettingsError,
-    numbers_not_booleans,
+    number_not_boolean,
     shown,
     unknown_settings,
 )
@@ -165,10 +165,10 @@ class InfraSettings(BaseModel):
         "Unset: each service's own encryption (SSE-SQS, DynamoDB's and CloudWatch Logs' keys, SSE-S3), as before.",
     )
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _numbers_not_booleans(cls, values: Any) -> Any:
-        return numbers_not_booleans(cls, values)
+    def _number_not_boolean(cls, value: Any, info: ValidationInfo) -> Any:
+        return number_not_boolean(cls, value, info)
 
     @field_validator("glue_version", mode="before")
     @classmethod

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from functools import cached_property
 from typing import Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from longjobs.engine.exceptions import SettingsError
 from longjobs.engine.policies import POLICIES, SQS_MAX_VISIBILITY_S, hold_limit
@@ -30,7 +30,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "is_fifo_url",
-    "numbers_not_booleans",
+    "number_not_boolean",
     "shown",
     "unknown_settings",
 ]
@@ -99,20 +99,15 @@ def unknown_settings(keys: Mapping[str, str], known: Collection[str]) -> list[st
     return problems
 
 
-def numbers_not_booleans(model: type[BaseModel], values: Any) -> Any:
-    """`values`, refused when a numeric field of `model` is given true or false. Pydantic's lax mode reads
-    a boolean as 1 or 0, so `"receiver_timeout_s": true` in cdk.json would deploy a 1 s timeout; its
-    strict mode would also refuse the strings `cdk deploy -c key=value` passes, so this check is kept."""
-    if not isinstance(values, Mapping):
-        return values
-    wrong = [
-        f"{key}={shown(value)}"
-        for key, value in values.items()
-        if isinstance(value, bool) and key in model.model_fields and _numeric(model.model_fields[key].annotation)
-    ]
-    if wrong:
-        raise ValueError(f"{', '.join(wrong)}: a number is needed, not a boolean")
-    return values
+def number_not_boolean(model: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """`value`, refused when it is true or false and the field is a number. Pydantic's lax mode reads a
+    boolean as 1 or 0, so `"receiver_timeout_s": true` in cdk.json would deploy a 1 s timeout; its strict
+    mode would also refuse the strings `cdk deploy -c key=value` passes, so this check is kept. A field
+    validator, so each such field is named beside the model's other errors."""
+    field = model.model_fields.get(info.field_name or "")
+    if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+        raise ValueError("a number is needed, not a boolean")
+    return value
 
 
 def shown(value: Any) -> str:
@@ -420,12 +415,17 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse_merged_names(cls, values: Any) -> Any:
-        """A retired setting name is refused with the name to set instead; a boolean for a number too."""
+        """A retired setting name is refused with the name to set instead."""
         if isinstance(values, Mapping):
             for old, new in MERGED_SETTINGS.items():
                 if old in values:
                     raise ValueError(f"{old} is merged into {new}: set {new}")
-        return numbers_not_booleans(cls, values)
+        return values
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _number_not_boolean(cls, value: Any, info: ValidationInfo) -> Any:
+        return number_not_boolean(cls, value, info)
 
     @model_validator(mode="after")
     def _refuse_lapse_by_construction(self) -> Settings:

@@ -107,8 +107,10 @@ def test_config_refuses_a_boolean_for_a_number_naming_it() -> None:
     with pytest.raises(SystemExit) as exited:
         app.main(cdk.App(context={"receiver_timeout_s": True, "glue_workers": True, "shards": False}))
     text = str(exited.value.code)
-    assert "receiver_timeout_s=true, glue_workers=true: a number is needed, not a boolean" in text, text
-    assert "shards=false: a number is needed, not a boolean" in text, text
+    for key in ("receiver_timeout_s=true", "glue_workers=true", "shards=false"):
+        assert f"{key}: a number is needed, not a boolean" in text, text
+    with pytest.raises(ConfigError, match=r"receiver_timeout_s=true: .*; glue_version='9': Input should be"):
+        load_config({"receiver_timeout_s": True, "glue_version": "9"})  # each bad key named, as always
     assert load_config({"snapstart": True, "receiver_timeout_s": 60}).infra.snapstart is True
 
 
