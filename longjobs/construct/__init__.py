@@ -1,7 +1,8 @@
 """CDK constructs and the stack; the workflow builder shared with the offline runtime.
 
-`from longjobs.construct import LongJobProcessor` gives the embeddable construct (imported on first use,
-so that the offline runtime's `longjobs.construct.workflow` does not load every construct library).
+`from longjobs.construct import LongJobProcessor, LongJobProcessorProps` gives the embeddable construct and
+its props (imported on first use, so that the offline runtime's `longjobs.construct.workflow` does not load
+every construct library).
 
 `quiet_node_notices()`, called before the first `aws_cdk` import starts jsii's Node process, keeps
 jsii's notices about the Node.js version out of the output (this repository's app, tests and offline
@@ -39,8 +40,9 @@ def _node_major() -> str | None:
 
 if TYPE_CHECKING:
     from longjobs.construct.processor import LongJobProcessor
+    from longjobs.construct.props import LongJobProcessorProps
 
-__all__ = ["LongJobProcessor"]
+__all__ = ["LongJobProcessor", "LongJobProcessorProps"]
 
 
 def __getattr__(name: str) -> Any:
@@ -48,4 +50,8 @@ def __getattr__(name: str) -> Any:
         from longjobs.construct.processor import LongJobProcessor
 
         return LongJobProcessor
+    if name == "LongJobProcessorProps":
+        from longjobs.construct.props import LongJobProcessorProps
+
+        return LongJobProcessorProps
     raise AttributeError(f"module 'longjobs.construct' has no attribute {name!r}")

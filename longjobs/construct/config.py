@@ -405,9 +405,12 @@ def make_config(
     overlap = sorted(set(infra_values) & set(engine_values))
     if overlap:
         raise ConfigError(f"invalid settings: {', '.join(overlap)} given both as infra and engine settings")
-    config = load_config({**infra_values, **engine_values}, catalog=catalog)
-    if catalog is not None:
-        check_job_types(config, catalog)
+    try:
+        config = load_config({**infra_values, **engine_values}, catalog=catalog)
+        if catalog is not None:
+            check_job_types(config, catalog)
+    except ConfigError as exc:  # the construct reads no context: its settings are the props'
+        raise ConfigError(str(exc).replace("invalid CDK context: ", "invalid settings: ", 1)) from None
     return config
 
 

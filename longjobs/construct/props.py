@@ -81,6 +81,48 @@ class LongJobProcessorProps:
     `expires_at`, and the indexes of `longjobs.engine.lease.schema.INDEXES`, each projecting all
     attributes. Default: a new table (on demand, point-in-time recovery)."""
 
+    def __post_init__(self) -> None:
+        """Refuse a prop of the wrong kind here, naming it, rather than deeper in the build with an
+        `AttributeError` naming none (a string for a queue, a `DeadLetterQueue` for a DLQ, one role for
+        `producers`, a dict for `job_types`, a string for a flag)."""
+        for name in ("job_types", "s3_triggers", "producers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__")):
+                raise TypeError(f"{name}: a list, not a {type(value).__name__}: pass [{name[:-1]}, ...]")
+        for name in ("include_builtin_job_types", "nag"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}: True or False, not {getattr(self, name)!r}")
+        for name, model in (("infra", InfraSettings), ("engine", Settings)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, model | Mapping):
+                raise TypeError(f"{name}: a mapping of settings or a {model.__name__}, not a {type(value).__name__}")
+        for producer in self.producers:
+            if not hasattr(producer, "grant_principal"):
+                raise TypeError(
+                    f"producers: each an iam.IGrantable (a role, an iam.AccountPrincipal), not {producer!r}"
+                )
+        for name, attributes, kind in (
+            (
+                "existing_queue",
+                ("queue_arn", "queue_url", "fifo"),
+                "an sqs.IQueue (sqs.Queue, sqs.Queue.from_queue_arn)",
+            ),
+            (
+                "existing_dead_letter_queue",
+                ("queue_arn", "queue_url", "fifo"),
+                "an sqs.IQueue (sqs.Queue, sqs.Queue.from_queue_arn)",
+            ),
+            (
+                "existing_table",
+                ("table_arn", "table_name"),
+                "a dynamodb.ITable (Table, TableV2, Table.from_table_name)",
+            ),
+        ):
+            value = getattr(self, name)
+            if value is not None and not all(hasattr(value, attribute) for attribute in attributes):
+                hint = ": pass its queue (.queue)" if isinstance(value, sqs.DeadLetterQueue) else ""
+                raise TypeError(f"{name}: {kind}, not a {type(value).__name__}{hint}")
+
     def with_fields(self, **values: Any) -> LongJobProcessorProps:
         """A copy with `values` set; an unknown name is refused with the names there are."""
         known = {field.name for field in fields(self)}
@@ -99,6 +141,11 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk
     if queue is not None:
         _check_place("existing_queue", queue, queue.queue_arn, stack)
         _check_queue(queue, dlq, config)
+    if queue is not None and dlq is not None and _resolved(queue, queue.queue_arn) == _resolved(dlq, dlq.queue_arn):
+        raise ConfigError(
+            f"existing_dead_letter_queue is existing_queue itself ({_named(queue)}): a dead-lettered message would "
+            "be received again as a job; pass the queue's own DLQ"
+        )
     if dlq is not None:
         _check_place("existing_dead_letter_queue", dlq, dlq.queue_arn, stack)
         _check_fifo("existing_dead_letter_queue", dlq, fifo=config.engine.fifo)

@@ -351,6 +351,10 @@ def test_processor_refuses_a_bad_declaration_naming_it(tmp_path: Path, monkeypat
         LongJobProcessor(stack, "Jobs2", engine={"queue_url": "https://example.com/q"})
     with pytest.raises(TypeError, match=r"props: a LongJobProcessorProps, not a dict: pass the fields as keyword"):
         LongJobProcessor(stack, "Jobs3", cast(Any, {"job_types": [ROWS_TYPE]}))
+    # The construct reads no CDK context: a bad setting is the props', and its error does not send the user to
+    # cdk.json or `-c`.
+    with pytest.raises(ConfigError, match=r"^invalid settings: receiver_max_concurrency='lots': Input should be"):
+        LongJobProcessor(stack, "Jobs4", infra={"receiver_max_concurrency": "lots"})
 
 
 def test_bundled_app_synth_fails_naming_a_bad_declaration(tmp_path: Path) -> None:

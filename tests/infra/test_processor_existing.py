@@ -578,3 +578,44 @@ def test_processor_existing_queue_redriving_elsewhere_names_both_queues_and_the_
     assert "arn:aws:sqs:us-east-1:111122223333:jobs-dlq" in message, message
     assert "arn:aws:sqs:us-east-1:111122223333:other-dlq" in message, message
     assert "pass the queue it redrives to as existing_dead_letter_queue" in message, message
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (lambda stack: {"existing_queue": "arn:aws:sqs:us-east-1:111122223333:jobs"}, r"existing_queue: an sqs.IQueue"),
+        (
+            lambda stack: {
+                "existing_dead_letter_queue": sqs.DeadLetterQueue(queue=fitting_dlq(stack), max_receive_count=5)
+            },
+            r"existing_dead_letter_queue: an sqs.IQueue .*not a DeadLetterQueue: pass its queue",
+        ),
+        (lambda stack: {"existing_table": fitting_dlq(stack)}, r"existing_table: a dynamodb.ITable .*not a Queue"),
+        (lambda stack: {"job_types": {"name": "nap", "runner": "wait"}}, r"job_types: a list, not a dict"),
+        (
+            lambda stack: {"producers": iam.Role(stack, "Ingest", assumed_by=iam.AccountRootPrincipal())},
+            r"producers: a list, not a Role",
+        ),
+        (lambda stack: {"include_builtin_job_types": "false"}, r"include_builtin_job_types: True or False"),
+        (lambda stack: {"engine": "fifo"}, r"engine: a mapping of settings or a Settings, not a str"),
+    ],
+)
+def test_processor_refuses_a_prop_of_the_wrong_kind_naming_it(
+    props: Callable[[cdk.Stack], dict[str, Any]], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong kind of value is refused with the prop's name, not an AttributeError from deep in the build
+    (`'str' object has no attribute 'queue_arn'`), and not taken silently (a string flag is truthy)."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    with pytest.raises(TypeError, match=message):
+        LongJobProcessor(stack, "Jobs", **props(stack))
+
+
+def test_processor_refuses_the_jobs_queue_as_its_own_dlq(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both imported by one ARN: the processor's dead-lettered messages would come back to it as jobs."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    arn = "arn:aws:sqs:us-east-1:111122223333:jobs"
+    queue, dlq = (sqs.Queue.from_queue_arn(stack, name, arn) for name in ("Queue", "Dlq"))
+    with pytest.raises(ConfigError, match="existing_dead_letter_queue is existing_queue itself"):
+        LongJobProcessor(stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, nag=False)
