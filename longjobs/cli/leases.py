@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from longjobs.cli.errors import CliError, UsageError
 from longjobs.engine.cost import AttemptUsage, attempt_usage
-from longjobs.engine.execution import execution_arn, execution_name
+from longjobs.engine.execution import JOB_FAILED_CAUSE, execution_arn, execution_name
 from longjobs.engine.jobs import JobCatalog, JobType
 from longjobs.engine.lease import Lease, LeaseStatus, is_lease_key
 from longjobs.engine.lease.codec import item_to_lease
@@ -94,6 +94,9 @@ def attempts(
     receive that started it); attempts that never started an execution are left out. With the lease's
     `job_type`, each is priced (`longjobs.engine.cost`): from its start to its stop, or to `now`."""
     now = time.time() if now is None else now
+    # A failed attempt's execution names no cause of its own (`JOB_FAILED_CAUSE` points at the lease's
+    # last_error, which the message's next receive clears): its lease's record of the attempt has it.
+    recorded = {ended.execution: ended.error for ended in lease.history_with_this() if ended.error is not None}
     found = []
     for attempt in range(1, lease.receive_count + 1):
         name = execution_name(lease.message_id, attempt)
@@ -110,6 +113,9 @@ def attempts(
             end = stopped.timestamp() if stopped is not None else now
             outcome = run_outcome(described.get("output")) if described["status"] == "SUCCEEDED" else None
             usage = attempt_usage(job_type, end - started.timestamp(), outcome)
+        error, cause = described.get("error"), described.get("cause")
+        if cause == JOB_FAILED_CAUSE and (record := recorded.get(name)) is not None and record.error == error:
+            cause = record.cause
         found.append(
             Execution(
                 name=name,
@@ -118,8 +124,8 @@ def attempts(
                 status=described["status"],
                 started_at=started,
                 stopped_at=stopped,
-                error=described.get("error"),
-                cause=described.get("cause"),
+                error=error,
+                cause=cause,
                 output=described.get("output"),
                 usage=usage,
             )

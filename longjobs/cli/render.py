@@ -106,6 +106,8 @@ def lease_json(lease: Lease) -> dict[str, Any]:
     data = {key: jsonable(getattr(lease, key)) for key in asdict(lease)}
     for key in TIME_FIELDS:
         data[key] = iso(getattr(lease, key))
+    # the ended attempts' times too (epoch seconds in the record), as every other time the command prints
+    data["history"] = [{**jsonable(attempt), "ended_at": iso(attempt.ended_at)} for attempt in lease.history]
     data["result"] = result_data(lease.result)
     return data
 

@@ -57,6 +57,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from longjobs.construct.constants import SUMMARY_PREFIX
+from longjobs.engine.execution import JOB_FAILED_CAUSE
 from longjobs.engine.execution import STOP_ERROR as NOT_HELD_ERROR
 from longjobs.engine.jobs import JobType
 from longjobs.engine.jobs.builtin import BUILTIN_TYPES
@@ -800,9 +801,7 @@ def _failure_path(scope: Construct, table: dynamodb.ITable, queue_arns: list[str
     the message back after its release delay."""
     # Failure: close the lease RELEASED (so no renewal can outlive the release), then give the message
     # back after the release delay; a handle SQS refuses for good makes the lease LOST instead.
-    job_failed = sfn.Fail(
-        scope, "JobFailed", error_path="$.error.Error", cause="the job failed; the lease's last_error has its cause"
-    )
+    job_failed = sfn.Fail(scope, "JobFailed", error_path="$.error.Error", cause=JOB_FAILED_CAUSE)
     read_for_release = _read_lease(scope, "ReadLeaseForRelease", table)
     mark_released = _close_lease(
         scope,

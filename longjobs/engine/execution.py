@@ -29,6 +29,9 @@ NEVER_STARTED = "NEVER_STARTED"
 """Stands for an execution that does not exist: the receiver stopped between the lease and the start."""
 STOP_ERROR = "LeaseNotHeld"
 """The error of an execution the processor stopped because its message could no longer be held."""
+JOB_FAILED_CAUSE = "the job failed; the lease's last_error has its cause"
+"""The cause of an execution whose attempt failed (the workflow's `JobFailed` state): the job's own cause
+is on the lease (`last_error`), and in the history each newer lease of the message carries."""
 JOB_STEP_ERRORS = frozenset({"JobTimedOut", "UnknownJobType", "WaitJobFailed"})
 """The errors the workflow's job step raises by itself (its Fail states), not a runner's report of its run.
 `JobTimedOut` is a task that timed out: its run may go on."""
