@@ -161,10 +161,18 @@ def watch(
     interval_s: float = WATCH_INTERVAL_S,
     pause: Callable[[float], None] | None = None,
 ) -> int:
-    """Refresh a live view in place every `interval_s` until Ctrl-C, which ends it cleanly (exit 0)."""
+    """Refresh a live view in place every `interval_s` until Ctrl-C, which ends it cleanly (exit 0). Piped
+    (`| tee`), where nothing can be redrawn in place, each view is printed in turn as it is taken: a live
+    display would print only the last, once Ctrl-C ended it."""
     pause = pause or sleep
+    out = render.console()
     try:
-        with Live(collect(), console=render.console(), auto_refresh=False) as live:
+        if not out.is_terminal:
+            while True:
+                out.print(collect())
+                out.print()
+                pause(interval_s)
+        with Live(collect(), console=out, auto_refresh=False) as live:
             while True:
                 pause(interval_s)
                 live.update(collect(), refresh=True)
@@ -177,7 +185,7 @@ def run_status(ctx: Context) -> int:
     if args.watch and args.json:
         raise UsageError("--watch is a live table: it does not combine with --json")
     if args.watch:
-        return watch(lambda: render.status_view(_collect_status(ctx), origin=ctx.resources.origin))
+        return watch(lambda: render.status_view(_collect_status(ctx), origin=ctx.resources.origin, live=True))
     snapshot = _collect_status(ctx)
     if args.json:
         render.print_json(render.status_json(snapshot))

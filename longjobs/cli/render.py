@@ -169,8 +169,10 @@ def submitted_text(result: Submitted) -> str:
     return result.message_id
 
 
-def status_view(status: Status, *, origin: str) -> RenderableType:
-    """The status as tables: queues, leases by status, the last hour."""
+def status_view(status: Status, *, origin: str, live: bool = False) -> RenderableType:
+    """The status as tables: queues, leases by status, the last hour. `live` (`status --watch`): the leases
+    on one line, the statuses some lease has, so the view fits a 24-line terminal, whose live display cuts
+    what does not fit."""
     header = Text(f"{origin}, {iso(status.at)}", style="bold")
     queues = Table(title="queues", title_justify="left")
     for column in ("queue", "visible", "in flight", "delayed", "total"):
@@ -179,11 +181,16 @@ def status_view(status: Status, *, origin: str) -> RenderableType:
         queues.add_row(name, str(depth.visible), str(depth.in_flight), str(depth.delayed), str(depth.total))
 
     # One row a status: ten statuses side by side do not fit 80 columns, and a cut name reads as none.
-    leases = Table(title="leases (table scan)", title_justify="left")
-    leases.add_column("status")
-    leases.add_column("leases", justify="right")
-    for name, count in status.leases.items():
-        leases.add_row(name, str(count))
+    leases: RenderableType
+    if live:  # one line: a table of ten statuses is 14 lines, and the last hour's would fall off the screen
+        held = ", ".join(f"{name} {count}" for name, count in status.leases.items() if count)
+        leases = Text(f"leases (table scan): {held or 'none'} (the statuses no lease has are left out)")
+    else:
+        leases = Table(title="leases (table scan)", title_justify="left")
+        leases.add_column("status")
+        leases.add_column("leases", justify="right")
+        for name, count in status.leases.items():
+            leases.add_row(name, str(count))
 
     hour = Table(title=f"last hour (from the {status.source})", title_justify="left")
     for column in ("oldest message", "renewals", "lapses", "leases lost"):

@@ -464,6 +464,9 @@ def test_cli_live_views_refresh_until_ctrl_c_then_exit_cleanly(
     assert result.code == 0, result.err
     assert pauses == [interval, interval]  # first view, one refresh, then Ctrl-C during the next pause
     assert shown in result.out
+    # Piped, as here, nothing is redrawn in place: each view is printed as it is taken (a live display
+    # would print only the last, and only once Ctrl-C ended it).
+    assert result.out.count(f"local service at {endpoint}") == 2, result.out
     assert result.err == ""
 
 

@@ -121,6 +121,24 @@ def test_cli_status_names_every_lease_status_whole_at_80_columns() -> None:
     assert "…" not in "\n".join(lines)
 
 
+def test_cli_status_live_view_fits_a_24_line_terminal_with_the_last_hour() -> None:
+    """`status --watch` redraws in place, and a live display cuts what its terminal cannot show: in an
+    ordinary 80 x 24 terminal the last hour's table came after all ten statuses and was never seen. The live
+    view lists the statuses some lease has; the one-off view lists all ten."""
+    leases = {name.value: 0 for name in LeaseStatus} | {"ACTIVE": 3, "SUCCEEDED": 12, "RELEASED": 1}
+    status = replace(_status(), leases=leases, notes=["leases lost: not available from the lease table"])
+    console = Console(width=80, height=24, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+
+    console.print(render.status_view(status, origin="local service at http://127.0.0.1:4566", live=True))
+    lines = console.export_text().splitlines()
+
+    assert len(lines) <= 24, "\n".join(lines)
+    assert any("last hour" in line for line in lines) and not any("PARKED" in line for line in lines)
+    assert any("ACTIVE 3, SUCCEEDED 12, RELEASED 1" in line for line in lines), "\n".join(lines)
+    one_off = _text(render.status_view(status, origin="local service at http://127.0.0.1:4566"))
+    assert all(name.value in one_off for name in LeaseStatus) and "left out" not in one_off
+
+
 def test_cli_status_shows_each_limited_types_backlog_drain_time() -> None:
     status = replace(_status(), drain_s={"spark": 7_200.0, "wordcount": 0.0})
 
