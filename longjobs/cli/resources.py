@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
+from longjobs.cli.clients import LOCAL_REGION
 from longjobs.cli.errors import CliError
 from longjobs.engine.settings import FIFO_SUFFIX, is_fifo_url
 
@@ -136,6 +137,12 @@ def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo_first: bool = F
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in QUEUE_MISSING_CODES:
                 raise
+    region = sqs.meta.region_name
+    if region != LOCAL_REGION:  # the service is up, and keeps its queues in one region
+        raise CliError(
+            f"the local service at {endpoint} has no queue {' or '.join(map(repr, names))} in {region}: its "
+            f"resources are in {LOCAL_REGION}; leave --region out, or give --region {LOCAL_REGION}"
+        )
     raise CliError(
         f"the local service at {endpoint} has no queue {' or '.join(map(repr, names))}: is the offline runtime "
         f"running ({START_LOCAL_SERVICE})?"

@@ -470,6 +470,17 @@ def test_cli_live_views_refresh_until_ctrl_c_then_exit_cleanly(
     assert result.err == ""
 
 
+def test_cli_local_service_in_another_region_names_the_region_not_a_stopped_service(
+    local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline runtime keeps its resources in us-east-1. Asked in another region, the running service
+    has no queue there: the error names the region to give, not a service to start."""
+    result = run(capsys, "--endpoint-url", endpoint, "--region", "eu-west-1", "status")
+
+    assert_one_line_error(result, 1, "no queue 'jobs' or 'jobs.fifo' in eu-west-1", "give --region us-east-1")
+    assert "is the offline runtime running" not in result.err
+
+
 def test_cli_status_watch_with_json_is_a_usage_error(
     local: Processor, endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
