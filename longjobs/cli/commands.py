@@ -201,7 +201,7 @@ def run_leases(ctx: Context) -> int:
     if ctx.args.json:
         render.print_json([render.lease_json(lease) for lease in found])
     else:
-        render.console().print(render.leases_table(found))
+        render.console().print(render.leases_table(found, limit=ctx.args.limit))
     return EXIT_OK
 
 

@@ -274,9 +274,13 @@ class Fitted:
         return Measurement.get(console, options, self.table)
 
 
-def leases_table(leases: list[Lease], *, now: float | None = None) -> RenderableType:
+def leases_table(leases: list[Lease], *, now: float | None = None, limit: int | None = None) -> RenderableType:
+    """The leases, newest first. A listing `limit` cut short says so in its title, as `dlq list` does."""
     now = time.time() if now is None else now
-    table = Table(title=f"{len(leases)} lease(s), newest first", title_justify="left")
+    title = f"{len(leases)} lease(s), newest first"
+    if limit is not None and len(leases) >= limit:
+        title = f"the newest {len(leases)} lease(s) (--limit {limit}; the table may hold more)"
+    table = Table(title=title, title_justify="left")
     table.add_column("message id", no_wrap=True, min_width=_widest(lease.message_id for lease in leases))
     for column in ("status", "type", "recv", "renew", "visible"):
         table.add_column(column, no_wrap=True, justify="right" if column in ("recv", "renew") else "left")

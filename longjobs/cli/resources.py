@@ -127,7 +127,7 @@ def from_stack(cloudformation: CloudFormationClient, stack_name: str, overrides:
     )
 
 
-def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo_first: bool = False) -> str:
+def _queue_url(sqs: SQSClient, name: str, endpoint: str, region: str, *, fifo_first: bool = False) -> str:
     """The URL of the local service's queue `name`, or of its FIFO twin (`name.fifo`: a service started with
     `{"fifo": true}` has FIFO queues), the FIFO one looked for first when `fifo_first`."""
     names = [name + FIFO_SUFFIX, name] if fifo_first else [name, name + FIFO_SUFFIX]
@@ -137,7 +137,6 @@ def _queue_url(sqs: SQSClient, name: str, endpoint: str, *, fifo_first: bool = F
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in QUEUE_MISSING_CODES:
                 raise
-    region = sqs.meta.region_name
     if region != LOCAL_REGION:  # the service is up, and keeps its queues in one region
         raise CliError(
             f"the local service at {endpoint} has no queue {' or '.join(map(repr, names))} in {region}: its "
@@ -160,8 +159,8 @@ def account_of(queue_url: str) -> str:
 def local(sqs: SQSClient, endpoint: str, region: str, overrides: Overrides | None = None) -> Resources:
     """The local service's resources, by the offline runtime's names (overrides replace them)."""
     overrides = overrides or Overrides()
-    queue_url = overrides.queue_url or _queue_url(sqs, LOCAL_QUEUE, endpoint)
-    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint, fifo_first=is_fifo_url(queue_url))
+    queue_url = overrides.queue_url or _queue_url(sqs, LOCAL_QUEUE, endpoint, region)
+    dlq_url = overrides.dlq_url or _queue_url(sqs, LOCAL_DLQ, endpoint, region, fifo_first=is_fifo_url(queue_url))
     account = account_of(queue_url)
     state_machine_arn = f"arn:aws:states:{region}:{account}:stateMachine:{LOCAL_STATE_MACHINE}"
     return Resources(

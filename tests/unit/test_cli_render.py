@@ -121,6 +121,15 @@ def test_cli_status_names_every_lease_status_whole_at_80_columns() -> None:
     assert "…" not in "\n".join(lines)
 
 
+def test_cli_leases_listing_cut_by_its_limit_says_so() -> None:
+    """As `dlq list --limit` does: a listing the limit cut short does not know how many there are."""
+    lease = Lease("m", "q", "h", 1, NOW, NOW + 60, NOW + 3_600, status=LeaseStatus.ACTIVE)
+    cut = _text(render.leases_table([lease, replace(lease, message_id="n")], now=NOW, limit=2))
+    whole = _text(render.leases_table([lease], now=NOW, limit=2))
+    assert "the newest 2 lease(s) (--limit 2; the table may hold more)" in cut
+    assert "1 lease(s), newest first" in whole
+
+
 def test_cli_status_live_view_fits_a_24_line_terminal_with_the_last_hour() -> None:
     """`status --watch` redraws in place, and a live display cuts what its terminal cannot show: in an
     ordinary 80 x 24 terminal the last hour's table came after all ten statuses and was never seen. The live
@@ -992,3 +1001,7 @@ def test_cli_errors_of_an_unreachable_or_empty_local_service_read_as_operate_md_
     assert unreachable in cells, unreachable
     shown = next(cell for cell in cells if cell.startswith("the local service at URL has no queue"))
     assert empty.value.message.replace(endpoint, "URL").startswith(shown.removesuffix("...").rstrip()), shown
+    with pytest.raises(CliError) as elsewhere:
+        resources.local(NoQueues(), endpoint, "eu-west-1")  # type: ignore[arg-type]
+    shown = next(cell for cell in cells if "has no queue 'jobs' or 'jobs.fifo' in eu-west-1" in cell)
+    assert elsewhere.value.message.replace(endpoint, "URL").startswith(shown.split("...")[0].rstrip()), shown
