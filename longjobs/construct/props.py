@@ -89,6 +89,8 @@ class LongJobProcessorProps:
             value = getattr(self, name)
             if value is not None and (isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__")):
                 raise TypeError(f"{name}: a list, not a {type(value).__name__}: pass [{name[:-1]}, ...]")
+            if value is not None and not isinstance(value, Sequence):  # a generator is read once: keep what it gave
+                object.__setattr__(self, name, tuple(value))
         for name in ("include_builtin_job_types", "nag"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name}: True or False, not {getattr(self, name)!r}")
@@ -141,7 +143,7 @@ def check_existing(props: LongJobProcessorProps, config: StackConfig, stack: cdk
     if queue is not None:
         _check_place("existing_queue", queue, queue.queue_arn, stack)
         _check_queue(queue, dlq, config)
-    if queue is not None and dlq is not None and _resolved(queue, queue.queue_arn) == _resolved(dlq, dlq.queue_arn):
+    if queue is not None and dlq is not None and _same_queue(queue, dlq):
         raise ConfigError(
             f"existing_dead_letter_queue is existing_queue itself ({_named(queue)}): a dead-lettered message would "
             "be received again as a job; pass the queue's own DLQ"
@@ -337,6 +339,16 @@ def _named(queue: sqs.IQueue) -> str:
     """A queue as a message names it: its ARN when the synth reads one, else its construct path."""
     arn = queue.queue_arn
     return queue.node.path if cdk.Token.is_unresolved(arn) else arn
+
+
+def _same_queue(one: sqs.IQueue, other: sqs.IQueue) -> bool:
+    """Whether two queues are one, as far as a synth can see: one ARN, or one token in one stack. A token
+    read in two stacks is not compared: one logical id in two stacks (one construct id) is two queues."""
+    arns = one.queue_arn, other.queue_arn
+    if not any(cdk.Token.is_unresolved(arn) for arn in arns):
+        return arns[0] == arns[1]
+    same_stack = cdk.Stack.of(one).node.path == cdk.Stack.of(other).node.path
+    return same_stack and _resolved(one, arns[0]) == _resolved(other, arns[1])
 
 
 def _resolved(scope: IConstruct, value: Any) -> Any:

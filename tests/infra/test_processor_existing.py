@@ -619,3 +619,31 @@ def test_processor_refuses_the_jobs_queue_as_its_own_dlq(tmp_path: Path, monkeyp
     queue, dlq = (sqs.Queue.from_queue_arn(stack, name, arn) for name in ("Queue", "Dlq"))
     with pytest.raises(ConfigError, match="existing_dead_letter_queue is existing_queue itself"):
         LongJobProcessor(stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, nag=False)
+
+
+def test_processor_takes_a_dlq_of_another_stack_with_the_jobs_queues_construct_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two queues of one construct id in two stacks have one logical id, so each resolved in its own stack
+    reads the same: they are still two queues, and the jobs queue redrives to the other."""
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    shared, stack = cdk.Stack(app, "Shared"), cdk.Stack(app, "Theirs")
+    dlq = sqs.Queue(shared, "Queue", retention_period=RETENTION)
+    queue = sqs.Queue(
+        stack,
+        "Queue",
+        visibility_timeout=VT,
+        retention_period=RETENTION,
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=RECEIVES),
+    )
+    processor = LongJobProcessor(stack, "Jobs", existing_queue=queue, existing_dead_letter_queue=dlq, nag=False)
+    assert processor.dead_letter_queue is dlq
+
+
+def test_processor_props_keep_the_producers_a_generator_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The props' check reads each producer: a generator's would then be gone, and none granted."""
+    monkeypatch.chdir(tmp_path)
+    stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "Theirs")
+    role = iam.Role(stack, "Ingest", assumed_by=iam.AccountRootPrincipal())
+    assert LongJobProcessorProps().with_fields(producers=(r for r in [role])).producers == (role,)
