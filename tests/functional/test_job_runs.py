@@ -435,6 +435,14 @@ def emr_runs_of_wait(flow: Flow) -> tuple[Any, Any, list[dict[str, Any]]]:
     return emr, sfn, listed
 
 
+def keep_hidden(flow: Flow, message_id: str) -> None:
+    """The message hidden for 5 minutes, as the extender's renewals would keep it while its execution runs
+    (the flow runs no extender here): the test's steps may take longer than its 5 s visibility on a busy
+    machine, and its redelivery would then join the batch that receives the next message."""
+    handle = flow.lease(message_id).receipt_handle
+    flow.sqs.change_message_visibility(QueueUrl=flow.harness.queue_url, ReceiptHandle=handle, VisibilityTimeout=300)
+
+
 def test_job_runs_asked_about_since_the_execution_began_not_the_lock_taken_again(flow: Flow) -> None:
     """A redelivery that adopts a running execution takes its lock again, which rewrites the lock's time of
     taking. A run looked for by name is looked for from its execution's start (DescribeExecution), so an
@@ -443,6 +451,7 @@ def test_job_runs_asked_about_since_the_execution_began_not_the_lock_taken_again
     emr, sfn, asked = emr_runs_of_wait(flow)
     first = flow.send_job("adopted", seconds=30)
     assert flow.deliver() == {first: Outcome.STARTED}
+    keep_hidden(flow, first)
     arn = flow.lease(first).execution_arn or ""
     flow.abort(arn)  # its stop landed; its run goes on (the cancel was lost)
     described = flow.harness.stepfunctions.describe_execution(executionArn=arn)
@@ -469,6 +478,7 @@ def test_job_runs_execution_that_ran_no_emr_task_holds_nothing(flow: Flow) -> No
     )
     first = flow.send_job("gone", seconds=30)
     assert flow.deliver() == {first: Outcome.STARTED}
+    keep_hidden(flow, first)
     arn = flow.lease(first).execution_arn or ""
     flow.abort(arn)
     second = flow.send_job("gone", seconds=1)
