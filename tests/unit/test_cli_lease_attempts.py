@@ -7,12 +7,11 @@ from typing import Any
 
 from longjobs.cli import render
 from longjobs.cli.leases import attempts
-from longjobs.engine.execution import execution_name
+from longjobs.engine.execution import JOB_FAILED_CAUSE, execution_name
 from longjobs.engine.lease import LastError, Lease, LeaseStatus
 from longjobs.engine.lease.types import Attempt
 
 NOW = 1_800_000_000.0
-JOB_FAILED_CAUSE = "the job failed; the lease's last_error has its cause"  # the workflow's JobFailed
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:long-jobs"
 
 
