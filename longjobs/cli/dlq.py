@@ -328,6 +328,13 @@ class RedriveResult:
     kept: int = 0  # messages it would have selected but for being kept by default (--include-poison)
     errors: list[str] = field(default_factory=list)
     messages: list[DeadLetter] = field(default_factory=list)
+    job_types: set[str] = field(default_factory=set)  # the job types of the messages read, when `--type` filters
+    notes: list[str] = field(default_factory=list)  # what the operator should know of the filter (a likely typo)
+
+    def read(self, letter: DeadLetter, select: RedriveFilter) -> None:
+        """Count the letter's job type, when the filter selects by type."""
+        if select.job_type is not None and isinstance(job_type := _job_of(letter.body).get("type"), str):
+            self.job_types.add(job_type)
 
 
 class RedriveStopped(Exception):
@@ -410,6 +417,7 @@ def copy_messages(
                     original = _attribute(message, "OriginalMessageId")
                     twin = tried.get((original, message["Body"])) if original is not None else None
                     letter = dead_letter(message)
+                    result.read(letter, select)
                     if twin is True:  # its twin was sent: selected or not, this one is deleted with the page's
                         doubles.append((message["MessageId"], message["ReceiptHandle"]))
                         if (left := passed_over.pop(message["MessageId"], None)) is not None:
@@ -538,6 +546,7 @@ def preview(letters: list[DeadLetter], select: RedriveFilter) -> RedriveResult:
         return (letter.original_message_id, letter.body)
 
     for letter in letters:
+        result.read(letter, select)
         if select.selects(letter) and (twins(letter) is None or twins(letter) not in moving):
             result.messages.append(letter)
             listed.add(letter.message_id)
@@ -576,7 +585,7 @@ def redrive(
     if max_per_second is not None and not 1 <= max_per_second <= MAX_MOVE_RATE:
         raise UsageError(f"--max-per-second {max_per_second}: expected 1..{MAX_MOVE_RATE}")
     if dry_run:
-        return preview(peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s), select)
+        return _noted(preview(peek(sqs, dlq_url, confirm_wait_s=confirm_wait_s), select), select)
     source, destination = queue_arn(sqs, dlq_url), queue_arn(sqs, queue_url)
     if select.everything:
         # Read before the start: the task moves what is visible then, and a fast one (the offline
@@ -590,7 +599,7 @@ def redrive(
                 source_arn=source,
                 approximate_messages=int(depth["Attributes"].get("ApproximateNumberOfMessages", 0)),
             )
-    return copy_messages(
+    copied = copy_messages(
         sqs,
         dlq_url,
         queue_url,
@@ -600,3 +609,13 @@ def redrive(
         sleep=sleep,
         select=select,
     )
+    return _noted(copied, select)
+
+
+def _noted(result: RedriveResult, select: RedriveFilter) -> RedriveResult:
+    """A `--type` that no message read has is most likely mistyped: the result says so, naming the types
+    the DLQ's messages have. It selected nothing, which is no error (the exit status stays 0)."""
+    if select.job_type is not None and select.job_type not in result.job_types:
+        there = ", ".join(sorted(result.job_types)) or "none (no message read is a job with a type)"
+        result.notes.append(f"no message in the DLQ has type {select.job_type!r}; the types there: {there}")
+    return result

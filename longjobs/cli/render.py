@@ -99,6 +99,8 @@ def jsonable(value: Any) -> Any:
         return {str(key): jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return [jsonable(item) for item in sorted(value, key=str)]
     return value
 
 
@@ -476,7 +478,8 @@ def redrive_view(result: RedriveResult, *, endpoint_url: str | None = None) -> R
         )
         left = f"; would stay: {', '.join(stays)}" if stays else ""
         twins = f"; {result.duplicates} twin(s) of a moving message would be deleted" if result.duplicates else ""
-        return dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}{twins}")
+        table = dlq_table(result.messages, title=f"dry run: {len(result.messages)} message(s) would move{left}{twins}")
+        return Group(table, *(Text(note) for note in result.notes)) if result.notes else table
     if result.method == "move-task":
         return Text(
             f"started SQS message move task {result.task_handle} "
@@ -502,7 +505,7 @@ def redrive_view(result: RedriveResult, *, endpoint_url: str | None = None) -> R
         lines.append(
             f"{result.duplicates} second DLQ copy(ies) of a moved message deleted: sent too, its job would run twice"
         )
-    lines.extend(result.errors)
+    lines.extend([*result.notes, *result.errors])
     if result.stopped:
         lines.append("stopped early by the error below: the messages not moved stay in the dead-letter queue")
     return Text("\n".join(lines))

@@ -274,6 +274,23 @@ def test_cli_redrive_dry_run_lists_what_the_filters_select(
     assert result.json()["skipped"] + result.json()["kept"] == len(MIX) - len(selected)
 
 
+def test_cli_redrive_of_a_type_no_message_has_names_the_types_there(
+    processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped `--type` selects nothing, which is no error; the redrive says so and names the types the
+    DLQ's messages have, in the dry run, the redrive itself and its JSON."""
+    endpoint = processor.endpoint
+    note = "no message in the DLQ has type 'wiat'; the types there: spark, wait"
+    dry = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--type", "wiat", "--dry-run")
+    assert dry.code == 0 and note in " ".join(dry.out.split()), dry
+    moved = run(capsys, "--endpoint-url", endpoint, "dlq", "redrive", "--type", "wiat", "--yes")
+    assert moved.code == 0 and "moved 0 message(s)" in moved.out and note in " ".join(moved.out.split()), moved
+    report = redrive(capsys, endpoint, "--type", "wiat").json()
+    assert (report["moved"], report["notes"], report["job_types"]) == (0, [note], ["spark", "wait"])
+    assert dlq(endpoint).keys() == MIX.keys(), "nothing moved"
+    assert redrive(capsys, endpoint, "--dry-run", "--type", "wait").json()["notes"] == [], "a type there: no note"
+
+
 def test_cli_redrive_since_names_a_value_it_cannot_read(
     processor: LocalProcessor, capsys: pytest.CaptureFixture[str]
 ) -> None:
