@@ -300,8 +300,9 @@ def build_parser() -> Parser:
     return parser
 
 
-def describe(exc: BaseException, endpoint_url: str | None) -> str:
-    """The one-line cause of a failure."""
+def describe(exc: BaseException, endpoint_url: str | None, table: str | None = None) -> str:
+    """The one-line cause of a failure. `table`: the lease table `--table` names, which DynamoDB's
+    "Requested resource not found" does not."""
     if isinstance(exc, CliError):
         return exc.message
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
@@ -322,6 +323,8 @@ def describe(exc: BaseException, endpoint_url: str | None) -> str:
     if isinstance(exc, ReadTimeoutError):
         return f"no answer in time from {exc.kwargs.get('endpoint_url')}"
     if isinstance(exc, ClientError):
+        if table is not None and exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return f"{client_error_text(exc)}: is there a lease table {table!r} (--table) in this region?"
         return client_error_text(exc)
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -364,7 +367,8 @@ def _command(argv: Sequence[str] | None) -> int:
         _quiet_stdout()
         return EXIT_FAILURE
     except (CliError, BotoCoreError, ClientError) as exc:
-        print(f"{PROG}: {describe(exc, None if args is None else commands.local_endpoint(args))}", file=sys.stderr)
+        endpoint_url = None if args is None else commands.local_endpoint(args)
+        print(f"{PROG}: {describe(exc, endpoint_url, getattr(args, 'table', None))}", file=sys.stderr)
         return exc.code if isinstance(exc, CliError) else EXIT_FAILURE
 
 

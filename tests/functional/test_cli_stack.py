@@ -222,6 +222,17 @@ def test_cli_stack_overrides_win_over_the_stacks_outputs(
     assert deployed.bodies(deployed.queue_url) == []
 
 
+def test_cli_stack_table_that_does_not_exist_fails_naming_it(
+    deployed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DynamoDB's ResourceNotFoundException (a table or index that does not exist, or is not ACTIVE:
+    https://docs.aws.amazon.com/botocore/latest/reference/services/dynamodb/client/exceptions/ResourceNotFoundException.html)
+    names no table: the command names the one `--table` gave."""
+    result = run(capsys, "--stack", STACK, "--table", "nope", "leases")
+
+    assert_one_line_error(result, 1, "ResourceNotFoundException", "lease table 'nope' (--table)")
+
+
 def test_cli_stack_that_does_not_exist_fails_in_one_line(
     deployed: Processor, capsys: pytest.CaptureFixture[str]
 ) -> None:
