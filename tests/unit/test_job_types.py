@@ -438,6 +438,33 @@ def test_catalog_strict_refuses_defaults_that_the_schema_refuses(
     assert load_catalog(job_types=[fine], base=tmp_path, strict=True).get("wordcount") is not None
 
 
+@pytest.mark.parametrize(
+    ("default", "message"),
+    [
+        (0, "params_schema.properties.min_length.default: must be bigger than or equal to 1"),
+        ("3", "params_schema.properties.min_length.default: must be integer"),
+    ],
+)
+def test_catalog_strict_refuses_schema_defaults_that_the_schema_refuses(
+    tmp_path: Path, default: Any, message: str
+) -> None:
+    """fastjsonschema fills a property's `default` without checking it: every message that leaves the param out
+    would reach the job with a value its own schema refuses."""
+    schema = WORDCOUNT["params_schema"]
+    min_length = {**schema["properties"]["min_length"], "default": default}
+    declared = {
+        **WORDCOUNT,
+        "entry": script(tmp_path, "jobs/wordcount.py"),
+        "params_schema": {**schema, "properties": {**schema["properties"], "min_length": min_length}},
+    }
+    text = refused(job_types=[declared], base=tmp_path, strict=True)
+    assert f"job_types[0] 'wordcount': {message}" in text, text
+    assert "every message that leaves params.min_length out gets this default" in text
+    min_length["default"] = 2
+    catalog = load_catalog(job_types=[declared], base=tmp_path, strict=True)
+    assert catalog.validate_params(catalog.types["wordcount"], {"input": "x"})["min_length"] == 2
+
+
 def builtin_location() -> dict[str, Any]:
     from longjobs.engine.jobs.builtin import LOCATION_SCHEMA
 

@@ -198,11 +198,12 @@ FORMATS: dict[str, Callable[[str], bool]] = {"date": full_date}
 """The formats checked in their own way rather than by fastjsonschema's patterns."""
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Callable[[Any], Any]:
-    """A validator of `schema` that also fills its `default` values (fastjsonschema, imported on use)."""
+def compile_schema(schema: Mapping[str, Any], *, fill_defaults: bool = True) -> Callable[[Any], Any]:
+    """A validator of `schema` that also fills its `default` values unless told not to (fastjsonschema,
+    imported on use)."""
     import fastjsonschema
 
-    validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema), use_default=True, formats=FORMATS)
+    validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema), use_default=fill_defaults, formats=FORMATS)
     return validator
 
 
@@ -388,20 +389,31 @@ def _check(job_type: JobType, *, strict: bool) -> list[str]:
 def _check_defaults(job_type: JobType) -> list[str]:
     """The defaults, their placeholders filled with sample locations, must be valid params of the type: every
     message that leaves one out gets it, so a default the schema refuses refuses those messages, for a param
-    their senders never sent. `required` is left out of the check, since defaults need not hold every param."""
-    if not job_type.defaults:
-        return []
+    their senders never sent. `required` is left out of the check, since defaults need not hold every param.
+    So must the schema's own `default` values: fastjsonschema fills them in after it has checked the params,
+    without checking them, so a bad one would reach the job on every message that leaves its param out."""
     from fastjsonschema import JsonSchemaValueException
 
     schema = {key: value for key, value in job_type.params_schema.items() if key != "required"}
     filled = {name: fill_locations(value, SAMPLE_LOCATIONS) for name, value in job_type.defaults.items()}
     try:
-        compile_schema(schema)(filled)
+        with_schema_defaults = compile_schema(schema)(filled)
     except JsonSchemaValueException as exc:
         error = params_error(exc)
         return [
             f"defaults{error.path.removeprefix('params')}: {error.message}: every message that leaves it out gets "
             "this default; change the default or params_schema"
+        ]
+    try:
+        compile_schema(schema, fill_defaults=False)(with_schema_defaults)
+    except JsonSchemaValueException as exc:
+        error = params_error(exc)
+        if error.path == "params":  # a rule of the whole object (`maxProperties`, `not`, ...) the defaults break
+            return [f"params_schema: its `default` values, filled in, break it: {error.message}; change them"]
+        name = error.path.removeprefix("params.").partition(".")[0]
+        return [
+            f"params_schema.properties.{name}.default: {error.message}: every message that leaves "
+            f"params.{name} out gets this default; change the default or the schema"
         ]
     return []
 
