@@ -146,6 +146,7 @@ def test_job_code_wheel_modules_are_its_top_level_names_without_metadata(tmp_pat
     [
         ({"requirements": ["requests>=2"]}, "requirements[0]: 'requests>=2' is not pinned"),
         ({"requirements": ["requests"]}, "requirements[0]: 'requests' is not pinned"),
+        ({"requirements": ["requests == 2.32.3"]}, "'requests == 2.32.3' has spaces: write 'requests==2.32.3'"),
         ({"runner": "wait", "code": "jobs"}, "only pyspark types ship code"),
     ],
 )

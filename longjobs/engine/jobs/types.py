@@ -228,6 +228,8 @@ class JobType(_Strict):
             raise ValueError(f"code, requirements: only pyspark types ship code, this one's runner is {self.runner!r}")
         for index, requirement in enumerate(self.requirements):
             if not (_PINNED.match(requirement) or requirement.endswith(".whl")):
+                if _PINNED.match(compact := "".join(requirement.split())):
+                    raise ValueError(f"requirements[{index}]: {requirement!r} has spaces: write {compact!r}")
                 raise ValueError(
                     f"requirements[{index}]: {requirement!r} is not pinned: "
                     "write `name==version` or a wheel file's path"
