@@ -241,6 +241,33 @@ def test_catalog_params_missing_are_each_named(given: dict[str, int], error: str
     assert str(caught.value) == error
 
 
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({"a": 1, "bb": 1}, "params.b: is required; params.bb is not a parameter of it"),
+        ({"aa": 1, "bb": 1}, "params.a: is required (so is params.b); params.aa, params.bb are not parameters of it"),
+    ],
+)
+def test_catalog_params_missing_beside_unknown_ones_name_both(given: dict[str, int], error: str) -> None:
+    """A required param mistyped is both missing and unknown. The schema's `required` rule is checked first and
+    would hide the unknown name, which is most often the typo: the one error names both."""
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "integer"} for k in "ab"},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    job_type = JobType.model_validate({**WORDCOUNT, "params_schema": schema})
+    with pytest.raises(ParamsError) as caught:
+        JobCatalog([job_type]).validate_params(job_type, given)
+    assert str(caught.value) == error
+    open_schema = {key: value for key, value in schema.items() if key != "additionalProperties"}
+    open_type = JobType.model_validate({**WORDCOUNT, "params_schema": open_schema})
+    with pytest.raises(ParamsError) as caught:
+        JobCatalog([open_type]).validate_params(open_type, {"a": 1, "bb": 1})
+    assert str(caught.value) == "params.b: is required", "a schema that admits other params: none is unknown"
+
+
 def test_catalog_defaults_fill_locations_that_are_configured() -> None:
     schema = WORDCOUNT["params_schema"]
     with_output = {**schema, "properties": {**schema["properties"], "output": {"type": "string"}}}

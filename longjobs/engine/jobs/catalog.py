@@ -218,9 +218,14 @@ def params_error(exc: Any) -> ParamsError:
         if missing:  # every one named: a sender fixes them at once rather than one a try
             also = [f"{name}.{key}" for key in missing[1:]]
             verb = "is" if len(also) == 1 else "are"
-            return ParamsError(
-                f"{name}.{missing[0]}", f"is required (so {verb} {', '.join(also)})" if also else "is required"
-            )
+            required = f"is required (so {verb} {', '.join(also)})" if also else "is required"
+            # The rule checked first hides the unknown params, which are often the missing ones mistyped.
+            known = definition.get("properties", {})
+            unknown = [str(key) for key in value if key not in known]
+            if unknown and definition.get("additionalProperties") is False:
+                named = ", ".join(f"{name}.{key}" for key in unknown)
+                required += f"; {named} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of it"
+            return ParamsError(f"{name}.{missing[0]}", required)
     if exc.rule == "additionalProperties" and isinstance(value, dict):
         known = sorted(definition.get("properties", {}))
         extra = sorted(str(key) for key in value if key not in known)
