@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -171,6 +172,7 @@ class JobWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._key = key
+        self._key_setting = settings.kms_key
         self._deploy_calls = deploy_calls
         self.buckets = DataBuckets(
             self, "Buckets", quarantine_expiration=cdk.Duration.days(settings.quarantine_expiration_days), key=key
@@ -420,6 +422,17 @@ class JobWorkflow(Construct):
             )
         return runs
 
+    def _security_configuration_name(self) -> str | None:
+        """The Glue security configuration's name: CDK's generated one without `kms_key`, else one that names
+        the key setting too. Glue cannot change a security configuration
+        (AWS::Glue::SecurityConfiguration has no update handler, so CloudFormation replaces it), and
+        CloudFormation refuses to replace a resource of a fixed name: a change of `kms_key` on a deployed
+        stack must give a new name, or its deploy fails and rolls back."""
+        if self._key_setting is None:
+            return None
+        digest = hashlib.sha256(self._key_setting.encode()).hexdigest()[:8]
+        return f"{cdk.Names.unique_resource_name(self, max_length=200)}GlueSecurityKey{digest}"
+
     def _glue_shared(self, pipeline_zip: s3_assets.Asset) -> _GlueShared:
         """What every Glue job shares: its role, key and security configuration, and the `pipeline` zip."""
         glue_logs = log_group_arn(self, GLUE_LOG_GROUPS)
@@ -432,6 +445,11 @@ class JobWorkflow(Construct):
         security = glue.SecurityConfiguration(
             self,
             "GlueSecurity",
+            security_configuration_name=self._security_configuration_name(),
+            # It holds no data (the keys, retained, hold what it encrypted), and a retained one would keep its
+            # name taken: the next deploy of a destroyed stack, or a return to an earlier `kms_key`, would fail
+            # to create it again.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
             cloud_watch_encryption=glue.CloudWatchEncryption.kms(key),
             job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(key),
             s3_encryption=glue.S3Encryption.s3_managed() if self._key is None else glue.S3Encryption.kms(key),

@@ -54,7 +54,7 @@ from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
 from longjobs.construct.compliance import cdk_handler
-from longjobs.construct.config import ConfigError, StackConfig, check_admission, make_config
+from longjobs.construct.config import CREATE_KEY, ConfigError, StackConfig, check_admission, make_config
 from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, SNAPSTART_UNAVAILABLE_REGIONS
 from longjobs.construct.deploy_calls import DeployCalls
 from longjobs.construct.functions import LongJobFunctions, Resources
@@ -117,6 +117,13 @@ class LongJobProcessor(Construct):
         region = cdk.Stack.of(self).region
         if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
             raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
+        key_region = config.infra.kms_key.split(":")[3] if config.infra.kms_key not in (None, CREATE_KEY) else None
+        if key_region is not None and not cdk.Token.is_unresolved(region) and key_region != region:
+            raise ConfigError(
+                f"kms_key: the key is in region {key_region}, the processor's stack in {region}: SQS, DynamoDB, "
+                f"CloudWatch Logs and the other services it encrypts use a key of their own region only; give a "
+                f"key of {region} (a multi-Region key's replica there), or kms_key=create"
+            )
         settings = config.infra
         if config.engine.fifo and not content_deduplicated(props.existing_queue):
             cdk.Annotations.of(self).add_warning_v2(

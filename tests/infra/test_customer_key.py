@@ -8,6 +8,7 @@ owner's).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,6 +124,58 @@ def test_customer_key_created_key_is_the_only_key_rotated_and_kept(cmk: Synth) -
 
 def test_customer_key_imported_key_is_used_as_given_and_no_key_is_created(prod: Synth) -> None:
     assert prod.of_type("AWS::KMS::Key") == {}
+
+
+def test_customer_key_a_change_of_kms_key_names_a_new_glue_security_configuration(dev: Synth, cmk: Synth) -> None:
+    """Glue cannot update a security configuration (its CloudFormation type has no update handler, so a change
+    replaces it), and CloudFormation refuses to replace a resource of a fixed name: setting, changing or
+    removing `kms_key` on a deployed stack would fail its deploy if the name stayed. Not retained either, so a
+    return to an earlier setting, or a deploy after `cdk destroy`, does not find its name taken."""
+    [(dev_id, plain)] = dev.of_type("AWS::Glue::SecurityConfiguration").items()
+    [(cmk_id, keyed)] = cmk.of_type("AWS::Glue::SecurityConfiguration").items()
+    assert dev_id == cmk_id, "one resource, replaced"
+    assert plain["Properties"]["Name"] != keyed["Properties"]["Name"]
+    assert plain["Properties"]["Name"] == "LongJobsdevWorkflowGlueSecurity56FBA2D8", "unchanged without kms_key"
+    for security in (plain, keyed):
+        assert security["DeletionPolicy"] == security["UpdateReplacePolicy"] == "Delete"
+
+
+@pytest.mark.parametrize("setting", ["create", IMPORTED_KEY])
+def test_customer_key_each_key_setting_names_its_own_glue_security_configuration(
+    setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aws_cdk as cdk
+
+    from longjobs.construct import LongJobProcessor
+
+    monkeypatch.chdir(tmp_path)
+    names = set()
+    for value in (setting, "arn:aws:kms:us-east-1:111122223333:key/" + "0" * 8 + "-0000-0000-0000-" + "0" * 12):
+        app = cdk.App(outdir=str(tmp_path))
+        stack = cdk.Stack(app, "Data", env=cdk.Environment(account="111122223333", region="us-east-1"))
+        LongJobProcessor(stack, "Jobs", infra={"kms_key": value}, nag=False)
+        template = app.synth().get_stack_by_name("Data").template
+        [security] = [r for r in template["Resources"].values() if r["Type"] == "AWS::Glue::SecurityConfiguration"]
+        names.add(security["Properties"]["Name"])
+    assert len(names) == 2, "another key, another name"
+
+
+def test_customer_key_in_another_region_than_the_stack_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS, DynamoDB, CloudWatch Logs, S3 and the others take a key of their own region only: the deploy would
+    fail resource by resource, naming no setting."""
+    import aws_cdk as cdk
+
+    from longjobs.construct import LongJobProcessor
+
+    monkeypatch.chdir(tmp_path)
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Data", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    key = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    refused = "kms_key: the key is in region eu-west-1, the processor's stack in us-east-1"
+    with pytest.raises(ConfigError, match=refused):
+        LongJobProcessor(stack, "Jobs", infra={"kms_key": key}, nag=False)
 
 
 def _principal(statement: dict[str, Any]) -> str:
