@@ -27,6 +27,7 @@ from longjobs.construct.constants import (
     LOG_RETENTION,
     POWERTOOLS_LAYER_NAME,
     POWERTOOLS_LAYER_NAMES,
+    SNAPSTART_UNAVAILABLE_REGIONS,
 )
 from longjobs.engine.jobs import GlueSettings, JobCatalog, JobType
 from longjobs.engine.jobs.types import MAX_WAIT_S
@@ -71,6 +72,8 @@ _KEY_ARN = re.compile(
 )
 CREATE_KEY = "create"
 """The `kms_key` value that has the processor create its own customer-managed key."""
+_EMR_ARN_REGION = re.compile(r"^arn:aws[a-z-]*:emr-serverless:[a-z0-9-]+:")
+"""An EMR Serverless application's ARN, not a token standing for one: its fourth field is its region."""
 
 
 class ConfigError(ValueError):
@@ -458,6 +461,28 @@ def _timeout_field(job_type: JobType) -> str:
     if job_type.runner == "state_machine":
         return "state_machine.timeout_minutes"
     return "emr_serverless.timeout_minutes" if job_type.platform == "emr_serverless" else "glue.timeout_minutes"
+
+
+def check_region(config: StackConfig, catalog: JobCatalog, region: str) -> None:
+    """The settings that name a resource of one region, or a feature some regions lack, against the stack's
+    `region`: each would otherwise fail the deploy, or every run, naming no setting."""
+    if config.infra.snapstart and region in SNAPSTART_UNAVAILABLE_REGIONS:
+        raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
+    key = config.infra.kms_key
+    if key not in (None, CREATE_KEY) and (key_region := key.split(":")[3]) != region:
+        raise ConfigError(
+            f"kms_key: the key is in region {key_region}, the processor's stack in {region}: SQS, DynamoDB, "
+            f"CloudWatch Logs and the other services it encrypts use a key of their own region only; give a "
+            f"key of {region} (a multi-Region key's replica there), or kms_key=create"
+        )
+    for job_type in catalog:
+        arn = job_type.emr_serverless.application_arn if job_type.emr_serverless is not None else None
+        if arn is not None and _EMR_ARN_REGION.match(arn) and (arn_region := arn.split(":")[3]) != region:
+            raise ConfigError(
+                f"job type {job_type.name!r}: emr_serverless.application_arn: the application is in region "
+                f"{arn_region}, the processor's stack in {region}: the workflow starts its runs in its own "
+                f"region; give an application of {region}, or leave application_arn out to have one created"
+            )
 
 
 def check_admission(config: StackConfig, catalog: JobCatalog) -> None:

@@ -54,8 +54,8 @@ from aws_cdk.interfaces import aws_s3 as s3_refs
 from constructs import Construct
 
 from longjobs.construct.compliance import cdk_handler
-from longjobs.construct.config import CREATE_KEY, ConfigError, StackConfig, check_admission, make_config
-from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION, SNAPSTART_UNAVAILABLE_REGIONS
+from longjobs.construct.config import ConfigError, StackConfig, check_admission, check_region, make_config
+from longjobs.construct.constants import FEATURE_FLAGS, LOG_RETENTION
 from longjobs.construct.deploy_calls import DeployCalls
 from longjobs.construct.functions import LongJobFunctions, Resources
 from longjobs.construct.job_workflow import GLUE_LOG_GROUPS, DataBuckets, JobWorkflow
@@ -115,15 +115,8 @@ class LongJobProcessor(Construct):
         self.config = config = make_config(infra=props.infra, engine=props.engine, catalog=self.catalog)
         check_existing(props, config, cdk.Stack.of(self))
         region = cdk.Stack.of(self).region
-        if config.infra.snapstart and not cdk.Token.is_unresolved(region) and region in SNAPSTART_UNAVAILABLE_REGIONS:
-            raise ConfigError(f"snapstart: Lambda SnapStart is not offered in {region}; leave snapstart off there")
-        key_region = config.infra.kms_key.split(":")[3] if config.infra.kms_key not in (None, CREATE_KEY) else None
-        if key_region is not None and not cdk.Token.is_unresolved(region) and key_region != region:
-            raise ConfigError(
-                f"kms_key: the key is in region {key_region}, the processor's stack in {region}: SQS, DynamoDB, "
-                f"CloudWatch Logs and the other services it encrypts use a key of their own region only; give a "
-                f"key of {region} (a multi-Region key's replica there), or kms_key=create"
-            )
+        if not cdk.Token.is_unresolved(region):  # an environment-agnostic stack's region is known at deploy only
+            check_region(config, self.catalog, region)
         settings = config.infra
         if config.engine.fifo and not content_deduplicated(props.existing_queue):
             cdk.Annotations.of(self).add_warning_v2(

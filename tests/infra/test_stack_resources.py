@@ -670,6 +670,27 @@ def test_emr_serverless_type_may_name_an_existing_application(tmp_path: Path) ->
     assert start["Resource"] == arn
 
 
+def test_emr_serverless_application_of_another_region_is_refused_naming_it(tmp_path: Path) -> None:
+    """The workflow's `emr-serverless:startJobRun` goes to its own region's endpoint, by the application's id
+    (https://docs.aws.amazon.com/step-functions/latest/dg/connect-emr-serverless.html): an application of
+    another region would fail every run, which synth refuses instead. A token ARN is known at deploy only."""
+    import aws_cdk as cdk
+
+    from longjobs.construct import LongJobProcessor
+    from longjobs.construct.config import ConfigError
+    from tests.infra.conftest import EMR_TYPE
+
+    declared = {**EMR_TYPE, "entry": str(REPO_ROOT / "jobs/wordcount.py") + ":run"}
+    elsewhere = "arn:aws:emr-serverless:eu-west-1:111122223333:/applications/00fabc123def"
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Data", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    refused = "job type 'wordcount-emr': emr_serverless.application_arn: the application is in region eu-west-1"
+    with pytest.raises(ConfigError, match=refused):
+        LongJobProcessor(stack, "Jobs", job_types=[{**declared, "emr_serverless": {"application_arn": elsewhere}}])
+    here = elsewhere.replace("eu-west-1", "us-east-1")
+    LongJobProcessor(stack, "Here", job_types=[{**declared, "emr_serverless": {"application_arn": here}}], nag=False)
+
+
 def test_glue_job_of_a_package_type_ships_its_folder_and_installs_its_wheels_offline(dev: Synth) -> None:
     """textstats (jobs.json) has `code` and `requirements`: its folder ships whole, its entry imports as a
     module of it, and its pinned package reaches Glue as a zip of wheels installed with `--no-index`, the
